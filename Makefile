@@ -1,0 +1,32 @@
+# The two commands a new user needs live here: `make train` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup train test test-all bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Train a character-level model on Tiny Shakespeare (CPU by default), then print a sample.
+train: $(STAMP)
+	$(BIN)/spmdgpt train +experiment=shakespeare_char $(ARGS)
+
+# Fast test suite (slow tests excluded; `make test-all` runs them too).
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(ARGS)
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m "" $(ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

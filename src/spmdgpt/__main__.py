@@ -1,0 +1,5 @@
+import sys
+
+from spmdgpt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,57 @@
+"""`spmdgpt <command> [hydra overrides]`: the command-line entry point."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+USAGE = """spmdgpt <command> [key=value ...]
+
+commands:
+  train   train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1
+
+Overrides use Hydra syntax: `model.d_model=384`, `sharding=fsdp`, `+experiment=staircase`.
+Packaged experiments: {experiments}. Sharding tables: {tables}.
+"""
+
+
+def _usage() -> str:
+    from spmdgpt.config import packaged_names
+
+    return USAGE.format(
+        experiments=", ".join(packaged_names("experiment")),
+        tables=", ".join(packaged_names("sharding")),
+    )
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="spmdgpt", usage=_usage(), add_help=True)
+    parser.add_argument("command", choices=["train"])
+    parser.add_argument("overrides", nargs="*")
+    if not argv:
+        parser.print_usage(sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+
+    from spmdgpt.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.overrides)
+        if args.command == "train":
+            from spmdgpt.train import train
+
+            train(cfg, argv=["spmdgpt", *argv])
+    except ConfigError as e:
+        for msg in e.messages:
+            print(f"spmdgpt: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("spmdgpt: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""FLOPs accounting and MFU.
+
+FLOPs per token = 6 * N_matmul + 12 * L * T * D, the PaLM / nanoGPT convention: N_matmul counts
+every weight that takes part in a matmul (all block matrices and the unembedding, tied or not;
+the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two backward matmuls), and
+the attention term counts QK^T and AV over the full T x T score matrix (causal masking is not
+subtracted, as in PaLM's appendix B).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+
+from spmdgpt.config import DType, ModelConfig, head_dim, mlp_hidden
+
+# Dense peak FLOP/s per device (vendor data sheets). float32 matmuls on GPUs run as TF32 under
+# JAX's default precision, hence the TF32 column.
+PEAK_FLOPS = {
+    # device_kind substring: (bf16/fp16, fp32/tf32)
+    "H200": (989e12, 494e12),
+    "H100": (989e12, 494e12),
+    "A100": (312e12, 156e12),
+    "L4": (121e12, 60e12),
+    "A10G": (70e12, 35e12),
+    "TPU v6 lite": (918e12, 918e12),
+    "TPU v5p": (459e12, 459e12),
+    "TPU v5 lite": (197e12, 197e12),
+    "TPU v5": (459e12, 459e12),
+    "TPU v4": (275e12, 275e12),
+}
+
+
+def matmul_params(cfg: ModelConfig) -> int:
+    d, f, L = cfg.d_model, mlp_hidden(cfg), cfg.num_layers
+    n_mlp_mats = 3 if cfg.mlp.value == "swiglu" else 2
+    per_layer = d * 3 * cfg.num_heads * head_dim(cfg) + cfg.num_heads * head_dim(cfg) * d
+    per_layer += n_mlp_mats * d * f
+    return L * per_layer + d * cfg.vocab_size
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs (forward + backward) per token."""
+    return 6.0 * matmul_params(cfg) + 12.0 * cfg.num_layers * seq_len * cfg.d_model
+
+
+def device_peak_flops(
+    device: jax.Device, compute_dtype: DType, cpu_peak_flops: float, num_cpu_devices: int
+) -> Optional[float]:
+    """Peak FLOP/s of one device, or None when the kind is unknown."""
+    if device.platform == "cpu":
+        # Simulated CPU devices share the host's cores.
+        return cpu_peak_flops / max(num_cpu_devices, 1)
+    half = compute_dtype in (DType.bfloat16, DType.float16)
+    for name, (p16, p32) in PEAK_FLOPS.items():
+        if name in device.device_kind:
+            return p16 if half else p32
+    return None
+
+
+def mfu(tokens_per_sec: float, flops_per_tok: float, total_peak: Optional[float]) -> Optional[float]:
+    if not total_peak:
+        return None
+    return tokens_per_sec * flops_per_tok / total_peak

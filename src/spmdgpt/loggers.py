@@ -1,0 +1,76 @@
+"""Where metrics go: metrics.jsonl (full float32 precision) and the console (tqdm bar)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+from tqdm import tqdm
+
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else v  # JSON has no NaN; inf stays visible as a string
+    return v
+
+
+class JsonlLogger:
+    """One JSON object per line; floats are written with repr, so float32 values round-trip."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._f = open(path, "a", encoding="utf-8")
+
+    def log(self, row: dict) -> None:
+        row = {k: _clean(v) for k, v in row.items()}
+        self._f.write(json.dumps(row, default=str) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def format_rate(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    return f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
+
+
+class Console:
+    """A tqdm progress bar (loss, tokens/s, MFU), or plain log lines when it is off."""
+
+    def __init__(self, total: int, initial: int, enabled: bool, log_every: int):
+        self.enabled = enabled
+        self.log_every = log_every
+        self.total = total
+        self.bar = (
+            tqdm(total=total, initial=initial, dynamic_ncols=True, unit="step", file=sys.stderr)
+            if enabled
+            else None
+        )
+
+    def step(self, step: int, loss: float, tokens_per_sec: Optional[float], mfu: Optional[float]):
+        mfu_s = "-" if mfu is None else f"{100 * mfu:.1f}%"
+        if self.bar is not None:
+            self.bar.set_postfix_str(
+                f"loss {loss:.4f} | {format_rate(tokens_per_sec)} tok/s | MFU {mfu_s}", refresh=False
+            )
+            self.bar.update(step - self.bar.n)
+        elif step % self.log_every == 0 or step == self.total:
+            self.write(
+                f"step {step}/{self.total} | loss {loss:.4f} | "
+                f"{format_rate(tokens_per_sec)} tok/s | MFU {mfu_s}"
+            )
+
+    def write(self, msg: str) -> None:
+        if self.bar is not None:
+            self.bar.write(msg, file=sys.stderr)
+        else:
+            print(msg, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

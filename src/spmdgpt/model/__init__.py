@@ -1,0 +1,27 @@
+"""Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
+
+from spmdgpt.model.transformer import (
+    Block,
+    Norm,
+    ParamInfo,
+    Params,
+    cross_entropy,
+    forward,
+    init_params,
+    loss_fn,
+    num_params,
+    param_info,
+)
+
+__all__ = [
+    "Block",
+    "Norm",
+    "ParamInfo",
+    "Params",
+    "cross_entropy",
+    "forward",
+    "init_params",
+    "loss_fn",
+    "num_params",
+    "param_info",
+]

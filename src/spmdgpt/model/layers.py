@@ -1,0 +1,64 @@
+"""Norms, rotary position embeddings and the MLP: pure functions on sharded arrays."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import MlpType, ModelConfig, NormType
+from spmdgpt.sharding import Rules
+
+
+class Norm(NamedTuple):
+    scale: jax.Array  # [..., embed]
+    bias: Optional[jax.Array]  # [..., embed] (LayerNorm with model.bias=true), else None
+
+
+def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
+    """LayerNorm or RMSNorm over the last axis, computed in float32, returned in x.dtype."""
+    x32 = x.astype(jnp.float32)
+    if cfg.norm == NormType.layernorm:
+        x32 = x32 - jnp.mean(x32, axis=-1, keepdims=True)
+    y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + cfg.norm_eps)
+    y = y * rules.gather(p.scale.astype(jnp.float32), ("embed",))
+    if p.bias is not None:
+        y = y + rules.gather(p.bias.astype(jnp.float32), ("embed",))
+    return y.astype(x.dtype)
+
+
+def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+    """Rotate pairs (x[i], x[i + h/2]) of the head dimension by angle position * theta^(-2i/h).
+
+    x: [batch, seq, heads, head_dim]; positions: [seq] or [batch, seq] (integers). The dot
+    product of two rotated vectors depends only on the difference of their positions.
+    """
+    half = x.shape[-1] // 2
+    inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [..., seq, half]
+    cos = jnp.cos(angles)[..., None, :]  # broadcast over heads
+    sin = jnp.sin(angles)[..., None, :]
+    x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x.dtype)
+
+
+def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
+    """x: [batch, seq, embed] -> [batch, seq, embed]; hidden units sharded by the `mlp` rule."""
+    dt = x.dtype
+    w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
+    h = jnp.einsum("btd,df->btf", x, w_up, out_sharding=rules.spec("batch", "seq", "mlp"))
+    if p.b_up is not None:
+        h = h + p.b_up.astype(dt)
+    if cfg.mlp == MlpType.swiglu:
+        w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
+        g = jnp.einsum("btd,df->btf", x, w_gate, out_sharding=rules.spec("batch", "seq", "mlp"))
+        h = jax.nn.silu(g) * h
+    else:
+        h = jax.nn.gelu(h, approximate=True)
+    w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
+    out = jnp.einsum("btf,fd->btd", h, w_down, out_sharding=rules.spec("batch", "seq", "embed"))
+    if p.b_down is not None:
+        out = out + p.b_down.astype(dt)
+    return out

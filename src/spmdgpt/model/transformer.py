@@ -1,0 +1,237 @@
+"""Decoder-only transformer: parameter types, per-parameter metadata, init, forward, loss.
+
+Shapes (L layers, D = d_model, N heads, H = D / N, F = MLP width, V vocabulary):
+
+    embed    [V, D]                      token embedding (also the unembedding when tied)
+    blocks   Block, every leaf stacked   [L, ...], run by lax.scan
+      w_qkv  [L, D, 3, N, H]             fused query/key/value projection
+      w_o    [L, N, H, D]                attention output projection (residual)
+      w_up   [L, D, F], w_gate [L, D, F] (SwiGLU only), w_down [L, F, D] (residual)
+    ln_f     final norm
+    unembed  [D, V]                      only when model.tie_embeddings=false
+
+`param_info(cfg)` returns the same pytree with a `ParamInfo` at every leaf: logical axes (for
+the sharding rules), init, whether weight decay applies, and which axes form the matrix
+(`fan_in` x `fan_out`; all other axes are a batch of matrices, e.g. layers and q/k/v).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import MlpType, ModelConfig, NormType, Remat, head_dim, mlp_hidden
+from spmdgpt.model.attention import self_attention
+from spmdgpt.model.layers import Norm, mlp, norm
+from spmdgpt.sharding import Rules
+
+Array = jax.Array
+
+
+class Block(NamedTuple):
+    ln1: Norm
+    w_qkv: Array
+    b_qkv: Optional[Array]
+    w_o: Array
+    b_o: Optional[Array]
+    ln2: Norm
+    w_up: Array
+    b_up: Optional[Array]
+    w_gate: Optional[Array]
+    w_down: Array
+    b_down: Optional[Array]
+
+
+class Params(NamedTuple):
+    embed: Array
+    blocks: Block
+    ln_f: Norm
+    unembed: Optional[Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamInfo:
+    """Static metadata of one parameter (a pytree leaf, not a node)."""
+
+    shape: tuple
+    logical: tuple  # logical axis name per dimension
+    init: str  # "normal" | "zeros" | "ones"
+    std: float = 0.0  # for init == "normal"
+    decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
+    fan_in: tuple = ()  # axes of the matrix's input side
+    fan_out: tuple = ()  # axes of the matrix's output side
+
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+
+def dtype_of(d) -> jnp.dtype:
+    return DTYPES[d.value]
+
+
+def logical_dim_sizes(cfg: ModelConfig) -> dict:
+    """Logical axis -> (config field that sets it, size): for divisibility checks."""
+    return {
+        "embed": ("model.d_model", cfg.d_model),
+        "heads": ("model.num_heads", cfg.num_heads),
+        "head_dim": ("model.d_model/model.num_heads", cfg.d_model // max(cfg.num_heads, 1)),
+        "mlp": ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
+        "vocab": ("model.vocab_size", cfg.vocab_size),
+        "layers": ("model.num_layers", cfg.num_layers),
+    }
+
+
+def param_info(cfg: ModelConfig) -> Params:
+    L, D, N, H, F, V = (
+        cfg.num_layers,
+        cfg.d_model,
+        cfg.num_heads,
+        head_dim(cfg),
+        mlp_hidden(cfg),
+        cfg.vocab_size,
+    )
+    std = cfg.init_std
+    resid_std = std / math.sqrt(2 * L)  # GPT-2: residual projections scaled by depth
+
+    def norm_info(stacked: bool) -> Norm:
+        pre = (L,) if stacked else ()
+        lg = ("layers", "embed") if stacked else ("embed",)
+        bias = cfg.bias and cfg.norm == NormType.layernorm
+        return Norm(
+            ParamInfo(pre + (D,), lg, "ones"),
+            ParamInfo(pre + (D,), lg, "zeros") if bias else None,
+        )
+
+    def bias(shape, logical):
+        return ParamInfo((L,) + shape, ("layers",) + logical, "zeros") if cfg.bias else None
+
+    def matrix(shape, logical, fan_in, fan_out, s=std):
+        # Axis indices count the leading `layers` axis.
+        return ParamInfo((L,) + shape, ("layers",) + logical, "normal", s, True, fan_in, fan_out)
+
+    blocks = Block(
+        ln1=norm_info(True),
+        w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), (1,), (3, 4)),
+        b_qkv=bias((3, N, H), ("qkv", "heads", "head_dim")),
+        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), (1, 2), (3,), resid_std),
+        b_o=bias((D,), ("embed",)),
+        ln2=norm_info(True),
+        w_up=matrix((D, F), ("embed", "mlp"), (1,), (2,)),
+        b_up=bias((F,), ("mlp",)),
+        w_gate=matrix((D, F), ("embed", "mlp"), (1,), (2,)) if cfg.mlp == MlpType.swiglu else None,
+        w_down=matrix((F, D), ("mlp", "embed"), (1,), (2,), resid_std),
+        b_down=bias((D,), ("embed",)),
+    )
+    return Params(
+        embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
+        blocks=blocks,
+        ln_f=norm_info(False),
+        unembed=None
+        if cfg.tie_embeddings
+        else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, (0,), (1,)),
+    )
+
+
+def _is_info(x) -> bool:
+    return isinstance(x, ParamInfo)
+
+
+def num_params(cfg: ModelConfig) -> int:
+    return sum(math.prod(i.shape) for i in jax.tree.leaves(param_info(cfg), is_leaf=_is_info))
+
+
+def param_shardings(cfg: ModelConfig, rules: Rules) -> Params:
+    return jax.tree.map(lambda i: rules.param_sharding(i.logical), param_info(cfg), is_leaf=_is_info)
+
+
+def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
+    """Parameters created directly in their sharded layout (never whole on one device).
+
+    Each leaf's key is folded from its path name, so adding a parameter leaves the others'
+    initial values unchanged.
+    """
+    info = param_info(cfg)
+    dtype = dtype_of(cfg.param_dtype)
+
+    def make(key):
+        def leaf(path, i: ParamInfo):
+            k = jax.random.fold_in(key, zlib.crc32(jax.tree_util.keystr(path).encode()))
+            if i.init == "normal":
+                return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
+            return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
+
+        return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=_is_info)
+
+    return jax.jit(make, out_shardings=param_shardings(cfg, rules))(key)
+
+
+# ----------------------------------------------------------------------------- forward
+
+
+def _block(cfg: ModelConfig, rules: Rules, positions: Array, x: Array, p: Block) -> Array:
+    x = x + self_attention(cfg, rules, p, norm(cfg, rules, p.ln1, x), positions)
+    x = x + mlp(cfg, rules, p, norm(cfg, rules, p.ln2, x))
+    return x
+
+
+_REMAT_POLICIES = {
+    Remat.full: None,
+    Remat.dots: jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Array:
+    """tokens [b, t] -> [b, t, d] in the compute dtype."""
+    table = rules.gather(params.embed.astype(dtype_of(cfg.compute_dtype)), (None, "embed"))
+    return table.at[tokens].get(out_sharding=rules.spec("batch", "seq", "embed"))
+
+
+def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
+    """x [b, t, d] -> float32 logits [b, t, vocab] (vocab sharded by the `vocab` rule)."""
+    out = rules.spec("batch", "seq", "vocab")
+    if params.unembed is None:
+        w = rules.gather(params.embed.astype(x.dtype), ("vocab", "embed"))
+        return jnp.einsum("btd,vd->btv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
+    w = rules.gather(params.unembed.astype(x.dtype), ("embed", "vocab"))
+    return jnp.einsum("btd,dv->btv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
+
+
+def hidden_states(
+    cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None
+) -> Array:
+    """Embedding + all blocks + final norm: [b, t] -> [b, t, d]."""
+    if positions is None:
+        positions = jnp.arange(tokens.shape[-1], dtype=jnp.int32)
+    x = embed(cfg, rules, params, tokens)
+
+    def step(x, p):
+        return _block(cfg, rules, positions, x, p), None
+
+    if cfg.remat != Remat.none:
+        step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
+    x, _ = jax.lax.scan(step, x, params.blocks)
+    return norm(cfg, rules, params.ln_f, x)
+
+
+def forward(
+    cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None
+) -> Array:
+    """tokens [b, t] (int) -> float32 logits [b, t, vocab]."""
+    return unembed(cfg, rules, params, hidden_states(cfg, rules, params, tokens, positions))
+
+
+def cross_entropy(logits: Array, targets: Array) -> Array:
+    """Mean next-token cross-entropy in float32. One-hot keeps it valid for a sharded vocab."""
+    logits = logits.astype(jnp.float32)
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    target_logit = jnp.sum(logits * jax.nn.one_hot(targets, logits.shape[-1], dtype=logits.dtype), -1)
+    return jnp.mean(lse - target_logit)
+
+
+def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array) -> Array:
+    return cross_entropy(forward(cfg, rules, params, inputs), targets)

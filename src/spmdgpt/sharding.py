@@ -1,0 +1,94 @@
+"""Mesh from config and the logical-axis rules that place every array on it.
+
+Model code names only logical axes (`batch`, `seq`, `embed`, `heads`, `head_dim`, `mlp`,
+`vocab`, `layers`, ...). A rule table (``configs/sharding/*.yaml``) maps them to mesh axes
+twice: `params` says where parameters *live*, `compute` where activations live and the layout
+parameters are resharded to right before use. With `params.embed: data` and no `embed` entry in
+`compute` that reshard is exactly FSDP's just-in-time all-gather (and its transpose, the
+gradient reduce-scatter). DP, FSDP, TP and their mixes are different tables, never model edits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import jax
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from spmdgpt.config import MESH_AXES, MeshConfig, ShardingConfig, resolve_mesh_shape
+
+Logical = Sequence[Optional[str]]
+
+
+def make_mesh(cfg: MeshConfig, devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
+    """A ('data', 'model') mesh with explicit axis types over `devices` (default: all)."""
+    devices = list(jax.devices() if devices is None else devices)
+    shape = resolve_mesh_shape(cfg, len(devices))
+    return jax.make_mesh(
+        shape, MESH_AXES, axis_types=(AxisType.Explicit,) * len(MESH_AXES), devices=devices
+    )
+
+
+def _spec(logical: Logical, table: Mapping[str, Any]) -> P:
+    used: set = set()
+    out = []
+    for name in logical:
+        value = table.get(name) if name is not None else None
+        axes = tuple(value) if isinstance(value, (list, tuple)) else ((value,) if value else ())
+        # A mesh axis can shard only one dimension of an array: the first dimension that asks
+        # for it gets it (e.g. a square embed x embed weight under FSDP).
+        axes = tuple(a for a in axes if a not in used)
+        used.update(axes)
+        out.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return P(*out)
+
+
+class Rules:
+    """Turns logical axis names into PartitionSpecs / NamedShardings for one mesh."""
+
+    def __init__(self, mesh: Mesh, cfg: ShardingConfig):
+        self.mesh = mesh
+        self.params_table = dict(cfg.params)
+        self.compute_table = dict(cfg.compute)
+
+    def param_spec(self, logical: Logical) -> P:
+        """Where a parameter with these logical axes is stored."""
+        return _spec(logical, self.params_table)
+
+    def spec(self, *logical: Optional[str]) -> P:
+        """Compute layout of an activation (or of a parameter about to be used)."""
+        return _spec(logical, self.compute_table)
+
+    def param_sharding(self, logical: Logical) -> NamedSharding:
+        return NamedSharding(self.mesh, self.param_spec(logical))
+
+    def sharding(self, *logical: Optional[str]) -> NamedSharding:
+        return NamedSharding(self.mesh, self.spec(*logical))
+
+    def gather(self, x: jax.Array, logical: Logical) -> jax.Array:
+        """Reshard a stored parameter to its compute layout (the FSDP all-gather)."""
+        return jax.sharding.reshard(x, self.spec(*logical))
+
+    def batch_sharding(self) -> NamedSharding:
+        return self.sharding("batch", "seq")
+
+
+def local_row_range(sharding: NamedSharding, global_shape: Sequence[int]) -> tuple[int, int]:
+    """[start, stop) of dimension 0 that this process's devices hold (its local batch rows)."""
+    idx = sharding.addressable_devices_indices_map(tuple(global_shape))
+    starts, stops = [], []
+    for slices in idx.values():
+        s = slices[0]
+        starts.append(s.start or 0)
+        stops.append(global_shape[0] if s.stop is None else s.stop)
+    return min(starts), max(stops)
+
+
+def bytes_per_device(tree: Any) -> dict:
+    """Bytes each device holds of a pytree of arrays (for checking that sharding really splits)."""
+    out: dict = {}
+    for leaf in jax.tree.leaves(tree):
+        for shard in leaf.addressable_shards:
+            out[shard.device] = out.get(shard.device, 0) + shard.data.nbytes
+    return out
