@@ -1,7 +1,9 @@
 """Causal multi-head attention with fused QKV and RoPE.
 
-Backends: `xla` (einsum + masked float32 softmax). The mask is built from query and key
-positions, so the same function serves training (positions 0..T-1) and cached decoding.
+The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
+the batch); attention itself works on [batch, seq, heads, head_dim]. Backends: `xla` (einsum +
+masked float32 softmax). The mask is built from query and key positions, so the same function
+serves training (positions 0..T-1) and cached decoding.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
 def dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules
 ) -> jax.Array:
-    """q: [b, t, n, h], k/v: [b, s, n, h], mask: [t, s] or [b, t, s] -> [b, t, n, h]."""
+    """q: [b, q, n, h], k/v: [b, k, n, h], mask: [q, k] or [b, q, k] -> [b, q, n, h]."""
     scale = q.shape[-1] ** -0.5
     scores = jnp.einsum(
-        "btnh,bsnh->bnts",
+        "bqnh,bknh->bnqk",
         q,
         k,
         out_sharding=rules.spec("batch", "heads", None, None),
@@ -36,34 +38,60 @@ def dot_product_attention(
     scores = jnp.where(mask, scores * scale, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     return jnp.einsum(
-        "bnts,bsnh->btnh", probs, v, out_sharding=rules.spec("batch", "seq", "heads", "head_dim")
+        "bnqk,bknh->bqnh", probs, v, out_sharding=rules.spec("batch", "seq", "heads", "head_dim")
     )
 
 
-def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array):
-    """x: [b, t, d] -> q, k, v: [b, t, n, h], with RoPE applied to q and k."""
+def blocked_causal_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, positions: jax.Array, block: int, rules: Rules
+) -> jax.Array:
+    """Causal self-attention computed in query blocks; block i attends to keys [0, (i+1)*block).
+
+    Key blocks above the diagonal are never computed (about half the work for many blocks);
+    the result equals `dot_product_attention` with the full causal mask.
+    """
+    t = q.shape[1]
+    if block <= 0 or block >= t or t % block:
+        return dot_product_attention(q, k, v, causal_mask(positions, positions), rules)
+    outs = []
+    for i in range(t // block):
+        end = (i + 1) * block
+        q_i = q[:, i * block : end]
+        mask = causal_mask(positions[i * block : end], positions[:end])
+        outs.append(dot_product_attention(q_i, k[:, :end], v[:, :end], mask, rules))
+    return jnp.concatenate(outs, axis=1)
+
+
+def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
+    """x: [tokens, d] -> q, k, v: [batch, seq, n, h], with RoPE applied to q and k."""
     dt = x.dtype
     w = rules.gather(p.w_qkv.astype(dt), ("embed", "qkv", "heads", "head_dim"))
     qkv = jnp.einsum(
-        "btd,dcnh->cbtnh", x, w, out_sharding=rules.spec("qkv", "batch", "seq", "heads", "head_dim")
+        "td,dcnh->tcnh", x, w, out_sharding=rules.spec("batch", "qkv", "heads", "head_dim")
     )
     if p.b_qkv is not None:
-        qkv = qkv + p.b_qkv.astype(dt)[:, None, None]
-    q, k, v = qkv[0], qkv[1], qkv[2]
+        qkv = qkv + p.b_qkv.astype(dt)
+    qkv = jnp.reshape(
+        qkv,
+        (batch, -1) + qkv.shape[1:],
+        out_sharding=rules.spec("batch", "seq", "qkv", "heads", "head_dim"),
+    )
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
     return rope(q, positions, cfg.rope_theta), rope(k, positions, cfg.rope_theta), v
 
 
 def output_projection(rules: Rules, p, o: jax.Array) -> jax.Array:
-    """o: [b, t, n, h] -> [b, t, d] (a sum over heads: an all-reduce under tensor parallelism)."""
+    """o: [b, q, n, h] -> [tokens, d] (a sum over heads: an all-reduce under tensor parallelism)."""
+    o = jnp.reshape(o, (-1,) + o.shape[2:], out_sharding=rules.spec("batch", "heads", "head_dim"))
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
-    out = jnp.einsum("btnh,nhd->btd", o, w, out_sharding=rules.spec("batch", "seq", "embed"))
+    out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("batch", "embed"))
     if p.b_o is not None:
         out = out + p.b_o.astype(o.dtype)
     return out
 
 
-def self_attention(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array):
-    """Causal self-attention over one full sequence (training and evaluation)."""
-    q, k, v = qkv_projection(cfg, rules, p, x, positions)
-    o = dot_product_attention(q, k, v, causal_mask(positions, positions), rules)
+def self_attention(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
+    """Causal self-attention over full sequences: x [batch * seq, d] -> [batch * seq, d]."""
+    q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
+    o = blocked_causal_attention(q, k, v, positions, cfg.attention_block, rules)
     return output_projection(rules, p, o)

@@ -45,20 +45,20 @@ def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
 
 
 def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
-    """x: [batch, seq, embed] -> [batch, seq, embed]; hidden units sharded by the `mlp` rule."""
+    """x: [tokens, embed] -> [tokens, embed]; hidden units sharded by the `mlp` rule."""
     dt = x.dtype
     w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
-    h = jnp.einsum("btd,df->btf", x, w_up, out_sharding=rules.spec("batch", "seq", "mlp"))
+    h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("batch", "mlp"))
     if p.b_up is not None:
         h = h + p.b_up.astype(dt)
     if cfg.mlp == MlpType.swiglu:
         w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
-        g = jnp.einsum("btd,df->btf", x, w_gate, out_sharding=rules.spec("batch", "seq", "mlp"))
+        g = jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
         h = jax.nn.silu(g) * h
     else:
         h = jax.nn.gelu(h, approximate=True)
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
-    out = jnp.einsum("btf,fd->btd", h, w_down, out_sharding=rules.spec("batch", "seq", "embed"))
+    out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
     if p.b_down is not None:
         out = out + p.b_down.astype(dt)
     return out

@@ -173,8 +173,9 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
 # ----------------------------------------------------------------------------- forward
 
 
-def _block(cfg: ModelConfig, rules: Rules, positions: Array, x: Array, p: Block) -> Array:
-    x = x + self_attention(cfg, rules, p, norm(cfg, rules, p.ln1, x), positions)
+def _block(cfg: ModelConfig, rules: Rules, positions: Array, batch: int, x: Array, p: Block) -> Array:
+    """One pre-norm block on the residual stream x: [tokens, embed]."""
+    x = x + self_attention(cfg, rules, p, norm(cfg, rules, p.ln1, x), positions, batch)
     x = x + mlp(cfg, rules, p, norm(cfg, rules, p.ln2, x))
     return x
 
@@ -186,35 +187,38 @@ _REMAT_POLICIES = {
 
 
 def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Array:
-    """tokens [b, t] -> [b, t, d] in the compute dtype."""
+    """tokens [b, t] -> [b * t, d] in the compute dtype (the residual stream is 2-D: matmuls
+    on [tokens, features] operands compile to much faster kernels on CPU than 3-D ones)."""
     table = rules.gather(params.embed.astype(dtype_of(cfg.compute_dtype)), (None, "embed"))
-    return table.at[tokens].get(out_sharding=rules.spec("batch", "seq", "embed"))
+    flat = jnp.reshape(tokens, (-1,), out_sharding=rules.spec("batch"))
+    return table.at[flat].get(out_sharding=rules.spec("batch", "embed"))
 
 
 def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
-    """x [b, t, d] -> float32 logits [b, t, vocab] (vocab sharded by the `vocab` rule)."""
-    out = rules.spec("batch", "seq", "vocab")
+    """x [tokens, d] -> float32 logits [tokens, vocab] (vocab sharded by the `vocab` rule)."""
+    out = rules.spec("batch", "vocab")
     if params.unembed is None:
         w = rules.gather(params.embed.astype(x.dtype), ("vocab", "embed"))
-        return jnp.einsum("btd,vd->btv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
+        return jnp.einsum("td,vd->tv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
     w = rules.gather(params.unembed.astype(x.dtype), ("embed", "vocab"))
-    return jnp.einsum("btd,dv->btv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
+    return jnp.einsum("td,dv->tv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
 
 
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None
 ) -> Array:
-    """Embedding + all blocks + final norm: [b, t] -> [b, t, d]."""
+    """Embedding + all blocks + final norm: tokens [b, t] -> [b * t, d]."""
     if positions is None:
         positions = jnp.arange(tokens.shape[-1], dtype=jnp.int32)
     x = embed(cfg, rules, params, tokens)
+    batch = tokens.shape[0]
 
     def step(x, p):
-        return _block(cfg, rules, positions, x, p), None
+        return _block(cfg, rules, positions, batch, x, p), None
 
     if cfg.remat != Remat.none:
         step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
-    x, _ = jax.lax.scan(step, x, params.blocks)
+    x, _ = jax.lax.scan(step, x, params.blocks, unroll=cfg.scan_unroll)
     return norm(cfg, rules, params.ln_f, x)
 
 
@@ -222,11 +226,15 @@ def forward(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None
 ) -> Array:
     """tokens [b, t] (int) -> float32 logits [b, t, vocab]."""
-    return unembed(cfg, rules, params, hidden_states(cfg, rules, params, tokens, positions))
+    logits = unembed(cfg, rules, params, hidden_states(cfg, rules, params, tokens, positions))
+    return jnp.reshape(
+        logits, tokens.shape + logits.shape[-1:], out_sharding=rules.spec("batch", "seq", "vocab")
+    )
 
 
 def cross_entropy(logits: Array, targets: Array) -> Array:
-    """Mean next-token cross-entropy in float32. One-hot keeps it valid for a sharded vocab."""
+    """Mean next-token cross-entropy in float32 over [..., vocab] logits. One-hot keeps it
+    valid for a vocabulary sharded over devices."""
     logits = logits.astype(jnp.float32)
     lse = jax.nn.logsumexp(logits, axis=-1)
     target_logit = jnp.sum(logits * jax.nn.one_hot(targets, logits.shape[-1], dtype=logits.dtype), -1)
@@ -234,4 +242,7 @@ def cross_entropy(logits: Array, targets: Array) -> Array:
 
 
 def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array) -> Array:
-    return cross_entropy(forward(cfg, rules, params, inputs), targets)
+    """Mean next-token loss of inputs [b, t] against targets [b, t]."""
+    x = hidden_states(cfg, rules, params, inputs)
+    flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))
+    return cross_entropy(unembed(cfg, rules, params, x), flat_targets)

@@ -1,0 +1,103 @@
+"""Training throughput and MFU on this machine, against its matmul peak measured in the same run.
+
+    python benchmarks/throughput.py [--steps 20] [--configs B1,B2] [extra hydra overrides]
+
+B1: vocab 65, 4 layers, 4 heads, d_model 256, seq 256, batch 16, float32, AdamW, 1 device.
+B2: the same with the GPT-2 vocabulary (50257) and batch 8.
+The peak is the best float32 matmul rate (N x N @ N x N) over a few sizes; MFU = achieved
+model FLOP/s (6N + attention, see spmdgpt.flops) / that peak. Prints one line per config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from spmdgpt.config import load_config
+from spmdgpt.flops import flops_per_token
+from spmdgpt.model import param_info
+from spmdgpt.optim import build_optimizer
+from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.train import init_state, make_train_step
+
+CONFIGS = {
+    "B1": ["model.vocab_size=65", "data.batch_size=16"],
+    "B2": ["model.vocab_size=50257", "data.batch_size=8"],
+}
+COMMON = [
+    "model.num_layers=4",
+    "model.num_heads=4",
+    "model.d_model=256",
+    "model.max_seq_len=256",
+    "data.seq_len=256",
+    "optimizer.name=adamw",
+]
+
+
+def matmul_peak(sizes=(1024, 2048, 3072), reps=5) -> float:
+    best = 0.0
+    for n in sizes:
+        a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+        b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
+        f = jax.jit(lambda a, b: a @ b)
+        f(a, b).block_until_ready()
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            f(a, b).block_until_ready()
+            best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+    return best
+
+
+def measure(name: str, overrides: list, steps: int, warmup: int = 3) -> tuple[float, float]:
+    cfg = load_config([*COMMON, *CONFIGS[name], "mesh.data=1", *overrides])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
+        state = init_state(cfg, rules, opt)
+        step = make_train_step(cfg, rules, opt)
+        rng = np.random.default_rng(0)
+        shape = (cfg.data.batch_size, cfg.data.seq_len)
+        batches = [
+            tuple(
+                jax.device_put(rng.integers(0, cfg.model.vocab_size, shape, dtype=np.int32), rules.batch_sharding())
+                for _ in range(2)
+            )
+            for _ in range(4)
+        ]
+        for i in range(warmup):
+            state, m = step(state, *batches[i % 4])
+        jax.block_until_ready(m)
+        t0 = time.perf_counter()
+        for i in range(steps):
+            state, m = step(state, *batches[i % 4])
+        jax.block_until_ready(m)
+        dt = time.perf_counter() - t0
+    tps = steps * shape[0] * shape[1] / dt
+    return tps, tps * flops_per_token(cfg.model, cfg.data.seq_len)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--configs", default="B1,B2")
+    ap.add_argument("overrides", nargs="*")
+    args = ap.parse_args()
+    peak = matmul_peak()
+    print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()} | float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    targets = {"B1": 0.50, "B2": 0.45}
+    for name in args.configs.split(","):
+        tps, flops = measure(name, args.overrides, args.steps)
+        ratio = flops / peak
+        print(
+            f"{name}: {tps:,.0f} tokens/s | {flops / 1e9:.1f} GFLOP/s | MFU {100 * ratio:.1f}% of measured peak "
+            f"(target {100 * targets[name]:.0f}%: {'PASS' if ratio >= targets[name] else 'FAIL'})"
+        )
+
+
+if __name__ == "__main__":
+    main()
