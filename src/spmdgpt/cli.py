@@ -26,6 +26,9 @@ def _usage() -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from spmdgpt.runtime import set_default_xla_flags
+
+    set_default_xla_flags()  # before JAX creates its backend
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="spmdgpt", usage=_usage(), add_help=True)
     parser.add_argument("command", choices=["train"])

@@ -1,7 +1,8 @@
 """Causal multi-head attention with fused QKV and RoPE.
 
 The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
-the batch); attention itself works on [batch, seq, heads, head_dim]. Backends: `xla` (einsum +
+the batch); attention itself works head-major, on [batch, heads, seq, head_dim], so its
+matmuls are plain batched GEMMs (measurably faster on CPU than the [b, t, n, h] layout). Backends: `xla` (einsum +
 masked float32 softmax). The mask is built from query and key positions, so the same function
 serves training (positions 0..T-1) and cached decoding.
 """
@@ -24,10 +25,10 @@ def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
 def dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules
 ) -> jax.Array:
-    """q: [b, q, n, h], k/v: [b, k, n, h], mask: [q, k] or [b, q, k] -> [b, q, n, h]."""
+    """q: [b, n, q, h], k/v: [b, n, k, h], mask: [q, k] or [b, q, k] -> [b, n, q, h]."""
     scale = q.shape[-1] ** -0.5
     scores = jnp.einsum(
-        "bqnh,bknh->bnqk",
+        "bnqh,bnkh->bnqk",
         q,
         k,
         out_sharding=rules.spec("batch", "heads", None, None),
@@ -38,7 +39,7 @@ def dot_product_attention(
     scores = jnp.where(mask, scores * scale, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     return jnp.einsum(
-        "bnqk,bknh->bqnh", probs, v, out_sharding=rules.spec("batch", "seq", "heads", "head_dim")
+        "bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", "seq", "head_dim")
     )
 
 
@@ -50,20 +51,20 @@ def blocked_causal_attention(
     Key blocks above the diagonal are never computed (about half the work for many blocks);
     the result equals `dot_product_attention` with the full causal mask.
     """
-    t = q.shape[1]
+    t = q.shape[2]
     if block <= 0 or block >= t or t % block:
         return dot_product_attention(q, k, v, causal_mask(positions, positions), rules)
     outs = []
     for i in range(t // block):
         end = (i + 1) * block
-        q_i = q[:, i * block : end]
+        q_i = q[:, :, i * block : end]
         mask = causal_mask(positions[i * block : end], positions[:end])
-        outs.append(dot_product_attention(q_i, k[:, :end], v[:, :end], mask, rules))
-    return jnp.concatenate(outs, axis=1)
+        outs.append(dot_product_attention(q_i, k[:, :, :end], v[:, :, :end], mask, rules))
+    return jnp.concatenate(outs, axis=2)
 
 
 def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
-    """x: [tokens, d] -> q, k, v: [batch, seq, n, h], with RoPE applied to q and k."""
+    """x: [tokens, d] -> q, k, v: [batch, n, seq, h], with RoPE applied to q and k."""
     dt = x.dtype
     w = rules.gather(p.w_qkv.astype(dt), ("embed", "qkv", "heads", "head_dim"))
     qkv = jnp.einsum(
@@ -76,12 +77,14 @@ def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: j
         (batch, -1) + qkv.shape[1:],
         out_sharding=rules.spec("batch", "seq", "qkv", "heads", "head_dim"),
     )
-    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-    return rope(q, positions, cfg.rope_theta), rope(k, positions, cfg.rope_theta), v
+    qk = rope(qkv[:, :, :2], positions, cfg.rope_theta)  # q and k rotated in one op
+    qk = jnp.transpose(qk, (2, 0, 3, 1, 4))  # [2, b, n, t, h]
+    return qk[0], qk[1], jnp.transpose(qkv[:, :, 2], (0, 2, 1, 3))
 
 
 def output_projection(rules: Rules, p, o: jax.Array) -> jax.Array:
-    """o: [b, q, n, h] -> [tokens, d] (a sum over heads: an all-reduce under tensor parallelism)."""
+    """o: [b, n, q, h] -> [tokens, d] (a sum over heads: an all-reduce under tensor parallelism)."""
+    o = jnp.transpose(o, (0, 2, 1, 3))
     o = jnp.reshape(o, (-1,) + o.shape[2:], out_sharding=rules.spec("batch", "heads", "head_dim"))
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
     out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("batch", "embed"))

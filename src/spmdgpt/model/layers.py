@@ -29,19 +29,24 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
 
 
 def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
-    """Rotate pairs (x[i], x[i + h/2]) of the head dimension by angle position * theta^(-2i/h).
+    """Rotary position embedding: rotate pairs (x[i], x[i + h/2]) by position * theta^(-2i/h).
 
-    x: [batch, seq, heads, head_dim]; positions: [seq] or [batch, seq] (integers). The dot
-    product of two rotated vectors depends only on the difference of their positions.
+    x: [batch, seq, *other, head_dim] (e.g. q and k stacked as [b, t, 2, n, h], so both are
+    rotated in one fused op); positions: [seq] or [batch, seq] (integers). The dot product of
+    two rotated vectors depends only on the difference of their positions.
     """
-    half = x.shape[-1] // 2
+    h = x.shape[-1]
+    half = h // 2
     inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
     angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [..., seq, half]
-    cos = jnp.cos(angles)[..., None, :]  # broadcast over heads
-    sin = jnp.sin(angles)[..., None, :]
-    x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
-    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-    return out.astype(x.dtype)
+    cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)
+    sin = jnp.concatenate([-jnp.sin(angles), jnp.sin(angles)], axis=-1)  # sign of the rotation
+    other = (1,) * (x.ndim - 2 - (positions.ndim - 1) - 1)
+    cos = cos.reshape(cos.shape[:-1] + other + (h,))
+    sin = sin.reshape(sin.shape[:-1] + other + (h,))
+    x32 = x.astype(jnp.float32)
+    swapped = jnp.concatenate([x32[..., half:], x32[..., :half]], axis=-1)  # (x2, x1)
+    return (x32 * cos + swapped * sin).astype(x.dtype)
 
 
 def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:

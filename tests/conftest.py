@@ -1,0 +1,62 @@
+"""Test setup: 8 simulated CPU devices (set before JAX starts) and shared helpers."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from spmdgpt.runtime import set_default_xla_flags  # noqa: E402
+
+set_default_xla_flags()
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.data import Batcher, load_dataset  # noqa: E402
+from spmdgpt.model import param_info  # noqa: E402
+from spmdgpt.optim import build_optimizer  # noqa: E402
+from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
+from spmdgpt.train import init_state, make_train_step  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Token caches of the tests go to one temporary folder, never to ~/.cache."""
+    monkeypatch.setenv("SPMDGPT_CACHE", str(tmp_path_factory.getbasetemp() / "token-cache"))
+
+
+def train_steps(cfg, devices, steps):
+    """Run `steps` training steps of `cfg` on `devices`; returns (losses, state, rules)."""
+    mesh = make_mesh(cfg.mesh, devices)
+    rules = Rules(mesh, cfg.sharding)
+    data = load_dataset(cfg.data)
+    with jax.set_mesh(mesh):
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
+        state = init_state(cfg, rules, opt)
+        step_fn = make_train_step(cfg, rules, opt)
+        batcher = Batcher(
+            data.train, cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, rules.batch_sharding()
+        )
+        losses = []
+        for i in range(steps):
+            state, m = step_fn(state, *batcher.train_batch(i))
+            losses.append(float(m["loss"]))
+    return np.array(losses, dtype=np.float32), state, rules
+
+
+def read_jsonl(path):
+    import json
+
+    return [json.loads(line) for line in open(path)]
+
+
+@pytest.fixture
+def staircase_cfg():
+    def make(*overrides):
+        return load_config(["+experiment=staircase", *overrides])
+
+    return make

@@ -1,0 +1,91 @@
+"""Every config error: a one-line message naming the field, exit code 2, nothing written."""
+
+import subprocess
+import sys
+
+import pytest
+
+from spmdgpt.cli import main
+
+STAIR = ["+experiment=staircase", "train.steps=5"]
+CHAR = ["+experiment=shakespeare_char", "train.steps=5"]
+
+CASES = [
+    # (overrides, text the message must contain)
+    (STAIR + ["model.num_heads=5"], "model.num_heads=5 does not divide model.d_model=64"),
+    (STAIR + ["model.d_model=60", "model.num_heads=4"], "is odd, but RoPE rotates pairs"),
+    (STAIR + ["data.batch_size=12"], "data.batch_size=12 is not divisible by the data-parallel size 8"),
+    (STAIR + ["mesh.data=3"], "mesh.data=3 x mesh.model=1 does not fit 8 device(s)"),
+    (STAIR + ["mesh.data=4", "mesh.model=4"], "mesh.data=4 x mesh.model=4 does not fit 8 device(s)"),
+    (STAIR + ["mesh.data=2", "mesh.model=2"], "= 4 but there are 8 device(s)"),
+    (STAIR + ["mesh.model=0"], "mesh.model=0 must be a positive size or -1"),
+    (STAIR + ["data.seq_len=128"], "data.seq_len=128 exceeds model.max_seq_len=64"),
+    (CHAR + ["model.vocab_size=50"], "model.vocab_size=50 is smaller than the tokenizer's vocabulary (65"),
+    (STAIR + ["model.norm=batchnorm"], "model.norm"),
+    (STAIR + ["optimizer.name=lion"], "optimizer.name"),
+    (STAIR + ["train.steps=0"], "train.steps=0 must be > 0"),
+    (STAIR + ["optimizer.lr=-0.001"], "optimizer.lr=-0.001 must be > 0"),
+    (STAIR + ["optimizer.lr=0"], "optimizer.lr=0.0 must be > 0"),
+    (CHAR + ["data.text_file=no/such/file.txt"], "data.text_file=no/such/file.txt: no such file"),
+    (CHAR + ["data.path=/nonexistent-data-root"], "no such file /nonexistent-data-root/tinyshakespeare"),
+    (STAIR + ["model.no_such_field=1"], "no_such_field"),
+    (["+experiment=no_such_experiment"], "packaged experiments: shakespeare_char"),
+    (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
+    (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
+    (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),
+    (CHAR + ["sharding=tp", "mesh.model=2"], "model.vocab_size=65 is not divisible by 2"),
+    (STAIR + ["data.val_fraction=1.5"], "data.val_fraction=1.5 must be in (0, 1)"),
+    (STAIR + ["optimizer.b2=1.0"], "optimizer.b2=1.0 must be in [0, 1)"),
+    (STAIR + ["train.eval_every=-1"], "train.eval_every=-1 must be >= 0"),
+    (STAIR + ["data.staircase_tokens=50"], "too long for the"),
+]
+
+
+@pytest.mark.parametrize("overrides,expected", CASES, ids=[c[1][:40] for c in CASES])
+def test_config_error(tmp_path, capsys, overrides, expected):
+    run_dir = tmp_path / "run"
+    code = main(["train", *overrides, f"run.dir={run_dir}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert expected in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("spmdgpt: error: ") for ln in lines), err
+    assert "Traceback" not in err
+    assert not run_dir.exists()  # nothing written
+
+
+def test_several_errors_are_all_reported(capsys, tmp_path):
+    code = main(["train", *STAIR, "train.steps=-1", "optimizer.lr=0", f"run.dir={tmp_path / 'r'}"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 2
+    assert "train.steps=-1" in err[1] or "train.steps=-1" in err[0]
+
+
+def test_existing_run_is_not_overwritten(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+    code = main(["train", *STAIR, f"run.dir={run_dir}"])
+    assert code == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert (run_dir / "metrics.jsonl").read_text() == '{"step": 1, "loss": 1.0}\n'
+    assert sorted(p.name for p in run_dir.iterdir()) == ["metrics.jsonl"]
+
+
+def test_console_script_exit_code_and_no_traceback(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "spmdgpt", "train", "+experiment=staircase", "model.num_heads=3",
+         f"run.dir={tmp_path / 'r'}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "spmdgpt: error: model.num_heads=3 does not divide model.d_model=64; "
+        "choose num_heads among the divisors of d_model"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_no_command_prints_usage(capsys):
+    assert main([]) == 2
+    assert "spmdgpt <command>" in capsys.readouterr().err
