@@ -26,7 +26,10 @@ def test_staircase_reaches_low_loss_within_300_steps(staircase_run):
     rows = read_jsonl(staircase_run.run_dir / "metrics.jsonl")
     train_rows = [r for r in rows if "loss" in r]
     assert [r["step"] for r in train_rows] == list(range(1, 301))
-    assert train_rows[0]["loss"] == pytest.approx(math.log(16), abs=0.1)
+    # Step 1 is the loss at init. With tied embeddings the input token's own logit starts at
+    # about d_model * init_std = 1.3 and the staircase never repeats a digit, so the loss
+    # starts somewhat above ln 16 (random tokens: see test_model's ln V test).
+    assert math.log(16) < train_rows[0]["loss"] < math.log(16) + 0.25
     assert train_rows[-1]["loss"] < 0.05
     assert staircase_run.final_loss < 0.05
     val_rows = [r for r in rows if "val/loss" in r]

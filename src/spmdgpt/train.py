@@ -47,7 +47,7 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
         params = optax.apply_updates(state.params, updates)
         metrics = {
             "loss": loss,
-            "grad_norm": optax.global_norm(grads),
+            "grad_norm": optax.tree.norm(grads),
             "lr": schedule(state.step),
         }
         return TrainState(state.step + 1, params, opt_state), metrics
