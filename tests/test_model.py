@@ -131,3 +131,21 @@ def test_residual_projections_are_depth_scaled():
     assert w_up.std() == pytest.approx(0.02, rel=0.02)
     assert w_o.std() == pytest.approx(0.02 / math.sqrt(2 * 8), rel=0.02)
     np.testing.assert_array_equal(np.asarray(params.blocks.ln1.scale), 1.0)
+
+
+@pytest.mark.parametrize("tied", ["true", "false"])
+def test_loss_equals_reference_cross_entropy(tied):
+    """loss_fn (target logit via the unembedding rows) == log-softmax cross-entropy of forward."""
+    cfg, mesh, rules, params = setup("model.vocab_size=64", f"model.tie_embeddings={tied}",
+                                     "model.init_std=0.3")
+    rng = np.random.default_rng(4)
+    x = jnp.asarray(rng.integers(0, 64, (4, 64)), jnp.int32)
+    y = jnp.asarray(rng.integers(0, 64, (4, 64)), jnp.int32)
+    with jax.set_mesh(mesh):
+        loss = float(loss_fn(cfg.model, rules, params, x, y))
+        logits = np.asarray(forward(cfg.model, rules, params, x), np.float64)
+    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+        - logits.max(-1, keepdims=True)
+    ref = -np.take_along_axis(logp, np.asarray(y)[..., None], -1).mean()
+    assert ref > math.log(64) + 0.1  # large init: far from uniform, so the check has teeth
+    assert loss == pytest.approx(ref, rel=2e-6)

@@ -80,11 +80,12 @@ def test_same_seed_gives_bitwise_identical_losses(tmp_path):
 
 
 def test_cli_end_to_end_subprocess(tmp_path):
-    """The console entry point trains, exits 0 and writes the run directory."""
+    """The console entry point trains from an unrelated working directory (the packaged configs
+    are found through the package), exits 0 and writes the run directory."""
     out = subprocess.run(
         [sys.executable, "-m", "spmdgpt", "train", "+experiment=staircase", "train.steps=30",
          "train.progress=false", "mesh.data=1", f"run.dir={tmp_path / 'r'}"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env={**__import__("os").environ, "XLA_FLAGS": ""},
     )
     assert out.returncode == 0, out.stderr

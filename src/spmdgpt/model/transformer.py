@@ -232,17 +232,30 @@ def forward(
     )
 
 
-def cross_entropy(logits: Array, targets: Array) -> Array:
-    """Mean next-token cross-entropy in float32 over [..., vocab] logits. One-hot keeps it
-    valid for a vocabulary sharded over devices."""
-    logits = logits.astype(jnp.float32)
-    lse = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.sum(logits * jax.nn.one_hot(targets, logits.shape[-1], dtype=logits.dtype), -1)
-    return jnp.mean(lse - target_logit)
+def unembedding_rows(cfg: ModelConfig, rules: Rules, params: Params, ids: Array, dtype) -> Array:
+    """The unembedding vectors of token ids [tokens] -> [tokens, d] (rows of the tied embedding,
+    or columns of the separate unembedding)."""
+    if params.unembed is None:
+        table = rules.gather(params.embed.astype(dtype), (None, "embed"))
+    else:
+        table = rules.gather(params.unembed.astype(dtype), ("embed", None)).T
+    return table.at[ids].get(out_sharding=rules.spec("batch", "embed"))
 
 
 def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array) -> Array:
-    """Mean next-token loss of inputs [b, t] against targets [b, t]."""
+    """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t].
+
+    loss = logsumexp(logits) - logit[target], with the target logit computed as the dot product
+    of the hidden state and the target's unembedding vector: no [tokens, vocab] one-hot is ever
+    built (for a GPT-2 vocabulary that one-hot costs more than a transformer block), and it
+    stays valid when the vocabulary is sharded over devices.
+    """
     x = hidden_states(cfg, rules, params, inputs)
+    logits = unembed(cfg, rules, params, x)
+    lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
     flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))
-    return cross_entropy(unembed(cfg, rules, params, x), flat_targets)
+    rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)
+    target_logit = jnp.einsum(
+        "td,td->t", x, rows, out_sharding=rules.spec("batch"), preferred_element_type=jnp.float32
+    )
+    return jnp.mean(lse - target_logit)
