@@ -26,9 +26,6 @@ def _usage() -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from spmdgpt.runtime import set_default_xla_flags
-
-    set_default_xla_flags()  # before JAX creates its backend
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="spmdgpt", usage=_usage(), add_help=True)
     parser.add_argument("command", choices=["train"])
@@ -39,13 +36,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     from spmdgpt.config import ConfigError, load_config
+    from spmdgpt.runtime import set_default_xla_flags
 
     try:
         cfg = load_config(args.overrides)
+        set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
         if args.command == "train":
             from spmdgpt.train import train
 
-            train(cfg, argv=["spmdgpt", *argv])
+            result = train(cfg, argv=["spmdgpt", *argv])
+            if result.preempted:
+                print(
+                    f"spmdgpt: stopped by signal after step {result.step}; checkpoint written. "
+                    "Rerun the same command to resume.",
+                    file=sys.stderr,
+                )
     except ConfigError as e:
         for msg in e.messages:
             print(f"spmdgpt: error: {msg}", file=sys.stderr)

@@ -140,6 +140,17 @@ class TrainConfig:
     progress: bool = True  # tqdm progress bar on the console
     cpu_peak_flops: float = 470e9  # this host's CPU matmul peak (FLOP/s, all cores) used for MFU
     peak_flops: Optional[float] = None  # per-device peak FLOP/s for MFU; default: the device table
+    deterministic: bool = False  # GPU: deterministic XLA ops (--xla_gpu_deterministic_ops)
+
+
+@dataclass
+class CheckpointConfig:
+    enabled: bool = True  # write checkpoints (and resume from them)
+    every: int = 500  # save every k steps, at the end and on SIGTERM/SIGINT; 0 = only the latter
+    keep: int = 3  # keep the newest k checkpoints
+    keep_every: Optional[int] = None  # also keep, permanently, every checkpoint at a multiple of k
+    async_save: bool = True  # write in the background while training goes on
+    init_from: Optional[str] = None  # run directory whose newest parameters start this run
 
 
 @dataclass
@@ -172,6 +183,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     mesh: MeshConfig = field(default_factory=MeshConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
 
@@ -374,6 +386,13 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
     positive("train.cpu_peak_flops", t.cpu_peak_flops)
     if t.peak_flops is not None:
         positive("train.peak_flops", t.peak_flops)
+
+    c = cfg.checkpoint
+    if c.every < 0:
+        errs.append(f"checkpoint.every={c.every} must be >= 0 (0 = only at the end and on signals)")
+    positive("checkpoint.keep", c.keep)
+    if c.keep_every is not None:
+        positive("checkpoint.keep_every", c.keep_every)
 
     # Mesh: sizes must multiply to the device count.
     for name in MESH_AXES:

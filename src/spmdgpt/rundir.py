@@ -53,6 +53,16 @@ def package_versions() -> dict:
     return out
 
 
+def pip_freeze() -> list:
+    """`name==version` of every installed distribution (importlib.metadata, no subprocess)."""
+    seen = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name and name.lower() not in seen:
+            seen[name.lower()] = f"{name}=={dist.version}"
+    return sorted(seen.values(), key=str.lower)
+
+
 def run_metadata(argv: list) -> dict:
     return {
         "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -67,6 +77,7 @@ def run_metadata(argv: list) -> dict:
             for d in jax.devices()
         ],
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "pip_freeze": pip_freeze(),
     }
 
 
@@ -76,10 +87,40 @@ def write_json_atomic(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
-def prepare_run_dir(cfg: Config, run_dir: Path, argv: list) -> None:
-    """Create run_dir and write config.yaml + metadata.json (process 0 only)."""
+def prepare_run_dir(cfg: Config, run_dir: Path, argv: list, resumed_from: Optional[int]) -> None:
+    """Create run_dir and write config.yaml + metadata.json (process 0 only).
+
+    A resumed run keeps the first start's files and adds resume-<step>.yaml / .json, so the
+    directory records every command, config and code version that produced it.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / "config.yaml.tmp"
+    stem = "config" if resumed_from is None else f"resume-{resumed_from}"
+    tmp = run_dir / f"{stem}.yaml.tmp"
     tmp.write_text(to_yaml(cfg))
-    os.replace(tmp, run_dir / "config.yaml")
-    write_json_atomic(run_dir / "metadata.json", run_metadata(argv))
+    os.replace(tmp, run_dir / f"{stem}.yaml")
+    meta_name = "metadata.json" if resumed_from is None else f"resume-{resumed_from}.json"
+    write_json_atomic(run_dir / meta_name, run_metadata(argv))
+
+
+def truncate_metrics(path: Path, last_step: int) -> int:
+    """Keep the rows of metrics.jsonl up to `last_step` (and drop a torn last line); atomic.
+
+    Returns how many rows were dropped.
+    """
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            dropped += 1
+            continue
+        if row.get("step", 0) <= last_step:
+            kept.append(line)
+        else:
+            dropped += 1
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+    return dropped

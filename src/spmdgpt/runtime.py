@@ -10,10 +10,15 @@ import os
 DEFAULT_XLA_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=dot",)
 
 
-def set_default_xla_flags() -> None:
-    """Append spmdgpt's default XLA flags to $XLA_FLAGS, leaving any flag the user set alone."""
+def set_default_xla_flags(deterministic: bool = False) -> None:
+    """Append spmdgpt's default XLA flags to $XLA_FLAGS, leaving any flag the user set alone.
+
+    deterministic: also ask GPU backends for deterministic ops (reproducible reductions and
+    scatters, at some speed cost); the CPU backend is deterministic already.
+    """
     flags = os.environ.get("XLA_FLAGS", "")
-    for flag in DEFAULT_XLA_FLAGS:
+    wanted = DEFAULT_XLA_FLAGS + (("--xla_gpu_deterministic_ops=true",) if deterministic else ())
+    for flag in wanted:
         if flag.split("=")[0] not in flags:
             flags = f"{flags} {flag}".strip()
     os.environ["XLA_FLAGS"] = flags

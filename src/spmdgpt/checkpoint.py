@@ -1,0 +1,221 @@
+"""Checkpoints with orbax: exact resume, resume on another layout, init from another run.
+
+A checkpoint is `run_dir/checkpoints/<step>/` with three items:
+
+    params     the parameter pytree (orbax StandardSave: per-shard, any layout)
+    opt_state  the optax state
+    meta       JSON: step, loader state, RNG derivation, fingerprint, resolved config, git sha
+
+The data loader's whole state is the step (batches are drawn from (seed, step)), and all
+randomness derives from `train.seed` folded with the step, so params + opt_state + step restore
+the exact continuation. Saves are asynchronous (orbax copies the arrays to host, then writes in
+a background thread while training goes on) and atomic (written to a temporary folder that is
+renamed when complete), so a kill at any moment leaves only complete checkpoints and temporary
+folders (removed on the next start). The fingerprint (per-leaf sums) catches a checkpoint whose
+files were damaged after it was written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from spmdgpt.config import CheckpointConfig, Config, ConfigError, to_dict
+
+CHECKPOINT_DIR = "checkpoints"
+
+
+def _ocp():
+    import orbax.checkpoint as ocp  # heavy import: only when checkpoints are used
+
+    return ocp
+
+
+@contextlib.contextmanager
+def _quiet_absl():
+    """orbax announces (through absl) every option a read-only manager ignores; hide that."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def abstract(tree: Any) -> Any:
+    """ShapeDtypeStructs carrying each leaf's (current, possibly new) sharding: restore targets."""
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+
+
+@jax.jit
+def _leaf_sums(tree):
+    return [jnp.sum(x.astype(jnp.float32)) for x in jax.tree.leaves(tree)]
+
+
+def fingerprint(params) -> list:
+    return [float(s) for s in jax.device_get(_leaf_sums(params))]
+
+
+def fingerprints_match(a: list, b: list) -> bool:
+    # Sums over shards are reduced in a layout-dependent order: compare with a float32 tolerance.
+    return len(a) == len(b) and bool(np.allclose(a, b, rtol=1e-4, atol=1e-3))
+
+
+class CheckpointManager:
+    """Thin wrapper over orbax's CheckpointManager for one run directory."""
+
+    def __init__(self, run_dir: Path, cfg: CheckpointConfig, read_only: bool = False):
+        ocp = _ocp()
+        self.directory = Path(run_dir).resolve() / CHECKPOINT_DIR
+        with _quiet_absl() if read_only else contextlib.nullcontext():
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=cfg.keep,
+                keep_period=cfg.keep_every,
+                enable_async_checkpointing=cfg.async_save,
+                create=not read_only,
+                read_only=read_only,
+                cleanup_tmp_directories=not read_only,
+            )
+            self._mngr = ocp.CheckpointManager(self.directory, options=options)
+
+    def steps(self) -> list:
+        return sorted(self._mngr.all_steps())
+
+    def save(self, step: int, state, meta: dict) -> None:
+        ocp = _ocp()
+        meta = {**meta, "step": step, "fingerprint": fingerprint(state.params)}
+        self._mngr.save(
+            step,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardSave(state.params),
+                opt_state=ocp.args.StandardSave(state.opt_state),
+                meta=ocp.args.JsonSave(meta),
+            ),
+            force=True,
+        )
+
+    def restore(self, step: int, target_state, with_opt_state: bool = True):
+        """Restore `step` into the layout of `target_state`; returns (params, opt_state, meta)."""
+        ocp = _ocp()
+        items = {
+            "params": ocp.args.StandardRestore(abstract(target_state.params)),
+            "meta": ocp.args.JsonRestore(),
+        }
+        if with_opt_state:
+            items["opt_state"] = ocp.args.StandardRestore(abstract(target_state.opt_state))
+        out = self._mngr.restore(step, args=ocp.args.Composite(**items))
+        meta = out["meta"]
+        if not fingerprints_match(fingerprint(out["params"]), meta.get("fingerprint", [])):
+            raise ValueError("parameter values do not match the fingerprint saved with them")
+        return out["params"], out.get("opt_state") if with_opt_state else None, meta
+
+    def read_meta(self, step: int) -> dict:
+        ocp = _ocp()
+        return self._mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+
+    def wait(self) -> None:
+        self._mngr.wait_until_finished()
+
+    def close(self) -> None:
+        self._mngr.wait_until_finished()
+        self._mngr.close()
+
+
+def warn(msg: str) -> None:
+    print(f"spmdgpt: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def restore_latest(mngr: CheckpointManager, target_state):
+    """Newest checkpoint that loads and verifies, skipping damaged ones with a warning.
+
+    Returns (step, params, opt_state, meta, skipped_steps), or None when there is no
+    checkpoint at all. Raises ConfigError when checkpoints exist but none can be loaded.
+    """
+    steps = mngr.steps()
+    if not steps:
+        return None
+    failures = []
+    for step in reversed(steps):
+        try:
+            params, opt_state, meta = mngr.restore(step, target_state)
+        except Exception as e:  # orbax/tensorstore raise many types for damaged files
+            reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            failures.append(f"{step} ({reason})")
+            warn(f"checkpoint {mngr.directory / str(step)} cannot be loaded ({reason}); trying an older one")
+            continue
+        return step, params, opt_state, meta, [int(f.split()[0]) for f in failures]
+    raise ConfigError(
+        [
+            f"run.dir={mngr.directory.parent} has checkpoints but none can be loaded: "
+            f"{'; '.join(failures)}; fix or move them, or choose a new run.dir"
+        ]
+    )
+
+
+def set_aside(run_dir: Path, steps: list) -> None:
+    """Move damaged checkpoints to run_dir/checkpoints-damaged/ (kept for inspection, never
+    deleted) so that the resumed run can write those steps again."""
+    if not steps:
+        return
+    dest = Path(run_dir) / "checkpoints-damaged"
+    dest.mkdir(exist_ok=True)
+    for step in steps:
+        target = dest / str(step)
+        n = 1
+        while target.exists():
+            target, n = dest / f"{step}.{n}", n + 1
+        (Path(run_dir) / CHECKPOINT_DIR / str(step)).rename(target)
+        warn(f"moved the damaged checkpoint {step} to {target}")
+
+
+# Model fields that change parameter shapes (a checkpoint only fits a model with the same ones).
+SHAPE_FIELDS = ("num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "norm", "bias",
+                "mlp", "tie_embeddings")
+
+
+def shape_mismatches(saved_model: dict, cfg: Config) -> list:
+    now = to_dict(cfg.model)
+    return [
+        f"model.{k}={now[k]} (checkpoint: {saved_model.get(k)})"
+        for k in SHAPE_FIELDS
+        if saved_model.get(k) != now[k]
+    ]
+
+
+def checkpoint_meta(cfg: Config, git_sha: Optional[str], data_step: int) -> dict:
+    return {
+        "config": to_dict(cfg),
+        "git_sha": git_sha,
+        "data": {"kind": "step-indexed", "next_step": data_step},
+        "rng": {"seed": cfg.train.seed, "derivation": "fold_in(key(train.seed), step)"},
+    }
+
+
+def load_init_params(cfg: Config, target_state):
+    """Parameters of another run's newest loadable checkpoint (checkpoint.init_from)."""
+    src = Path(cfg.checkpoint.init_from).expanduser()
+    if not (src / CHECKPOINT_DIR).is_dir():
+        raise ConfigError(
+            [f"checkpoint.init_from={src}: no {CHECKPOINT_DIR}/ folder there; give a run directory"]
+        )
+    mngr = CheckpointManager(src, dataclasses.replace(cfg.checkpoint, async_save=False), read_only=True)
+    steps = mngr.steps()
+    if not steps:
+        raise ConfigError([f"checkpoint.init_from={src}: the run has no complete checkpoint"])
+    meta = mngr.read_meta(steps[-1])
+    bad = shape_mismatches(meta.get("config", {}).get("model", {}), cfg)
+    if bad:
+        raise ConfigError(
+            [f"checkpoint.init_from={src}: parameter shapes do not match the config: {', '.join(bad)}"]
+        )
+    params, _, meta = mngr.restore(steps[-1], target_state, with_opt_state=False)
+    return params, steps[-1]
