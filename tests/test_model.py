@@ -62,6 +62,16 @@ def test_rope_depends_only_on_relative_position():
     )
 
 
+def test_rope_with_per_row_positions():
+    """positions [batch, seq] (cached decoding) rotate each row by its own positions."""
+    rng = np.random.default_rng(5)
+    x = jnp.asarray(rng.normal(size=(2, 3, 2, 4, 16)), jnp.float32)  # [b, t, q/k, heads, h]
+    pos = jnp.array([[0, 1, 2], [5, 6, 7]])
+    out = rope(x, pos, 1e4)
+    np.testing.assert_allclose(out[0], rope(x[:1], pos[0], 1e4)[0], atol=1e-6)
+    np.testing.assert_allclose(out[1], rope(x[1:], pos[1], 1e4)[0], atol=1e-6)
+
+
 @pytest.mark.parametrize(
     "overrides",
     [

@@ -10,6 +10,8 @@ USAGE = """spmdgpt <command> [key=value ...]
 
 commands:
   train   train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1
+  sample  text from a run: spmdgpt sample run.dir=runs/r1 prompt="ROMEO:" max_new_tokens=200
+          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 (or prompt_file=prompts.txt)
 
 Overrides use Hydra syntax: `model.d_model=384`, `sharding=fsdp`, `+experiment=staircase`.
 Packaged experiments: {experiments}. Sharding tables: {tables}.
@@ -28,7 +30,7 @@ def _usage() -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="spmdgpt", usage=_usage(), add_help=True)
-    parser.add_argument("command", choices=["train"])
+    parser.add_argument("command", choices=["train", "sample"])
     parser.add_argument("overrides", nargs="*")
     if not argv:
         parser.print_usage(sys.stderr)
@@ -39,6 +41,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     from spmdgpt.runtime import set_default_xla_flags
 
     try:
+        if args.command == "sample":
+            set_default_xla_flags()
+            from spmdgpt.sample import run_sample
+
+            run_sample(args.overrides)
+            return 0
         cfg = load_config(args.overrides)
         set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
         if args.command == "train":

@@ -141,6 +141,10 @@ class TrainConfig:
     cpu_peak_flops: float = 470e9  # this host's CPU matmul peak (FLOP/s, all cores) used for MFU
     peak_flops: Optional[float] = None  # per-device peak FLOP/s for MFU; default: the device table
     deterministic: bool = False  # GPU: deterministic XLA ops (--xla_gpu_deterministic_ops)
+    rollout_tokens: int = 0  # at each evaluation, sample this many tokens from fixed prompts (0 = off)
+    rollout_prompts: int = 2  # how many fixed validation prompts to continue
+    rollout_prompt_tokens: int = 16  # prompt length, taken from the validation split
+    rollout_temperature: float = 0.8  # sampling temperature of the rollouts (0 = greedy)
 
 
 @dataclass
@@ -242,6 +246,21 @@ def _one_line_hydra_error(e: Exception) -> str:
 def packaged_names(group: str) -> List[str]:
     d = Path(__file__).parent / "configs" / group
     return sorted(p.stem for p in d.glob("*.yaml"))
+
+
+def load_run_config(run_dir: Path) -> Config:
+    """The resolved Config a run wrote to run_dir/config.yaml."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise ConfigError([f"run.dir={run_dir}: no config.yaml there; give the directory of a training run"])
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        raise ConfigError([f"{path}: {_one_line_hydra_error(e)}"]) from None
 
 
 def to_yaml(cfg: Config) -> str:
@@ -384,6 +403,18 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
     positive("train.eval_batches", t.eval_batches)
     positive("train.log_every", t.log_every)
     positive("train.cpu_peak_flops", t.cpu_peak_flops)
+    if t.rollout_tokens < 0:
+        errs.append(f"train.rollout_tokens={t.rollout_tokens} must be >= 0 (0 = no rollouts)")
+    if t.rollout_tokens > 0:
+        positive("train.rollout_prompts", t.rollout_prompts)
+        positive("train.rollout_prompt_tokens", t.rollout_prompt_tokens)
+        if t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len:
+            errs.append(
+                f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
+                f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens"
+            )
+        if t.rollout_temperature < 0:
+            errs.append(f"train.rollout_temperature={t.rollout_temperature} must be >= 0 (0 = greedy)")
     if t.peak_flops is not None:
         positive("train.peak_flops", t.peak_flops)
 

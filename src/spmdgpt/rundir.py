@@ -103,7 +103,8 @@ def prepare_run_dir(cfg: Config, run_dir: Path, argv: list, resumed_from: Option
 
 
 def truncate_metrics(path: Path, last_step: int) -> int:
-    """Keep the rows of metrics.jsonl up to `last_step` (and drop a torn last line); atomic.
+    """Keep the rows of a JSONL log (metrics, samples) up to `last_step` (and drop a torn last
+    line); atomic.
 
     Returns how many rows were dropped.
     """

@@ -73,6 +73,15 @@ class Rules:
     def batch_sharding(self) -> NamedSharding:
         return self.sharding("batch", "seq")
 
+    def batch_divisor(self) -> int:
+        """How many ways the batch dimension is split (batches must be a multiple of it)."""
+        spec = self.spec("batch")[0]
+        axes = () if spec is None else (spec,) if isinstance(spec, str) else spec
+        n = 1
+        for ax in axes:
+            n *= self.mesh.shape[ax]
+        return n
+
 
 def local_row_range(sharding: NamedSharding, global_shape: Sequence[int]) -> tuple[int, int]:
     """[start, stop) of dimension 0 that this process's devices hold (its local batch rows)."""

@@ -25,7 +25,7 @@ from spmdgpt.config import Config, ConfigError, validate
 from spmdgpt.data import Dataset, load_dataset
 from spmdgpt.data.loader import Batcher
 from spmdgpt.data.tokenizers import save_tokenizer
-from spmdgpt.evaluate import LossEvaluator
+from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import init_params, loss_fn, num_params, param_info
@@ -142,14 +142,19 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         batcher = Batcher(data.train, cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, batch_sharding)
         val_batcher = Batcher(data.val, cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, batch_sharding)
         evaluator = LossEvaluator(cfg.model, rules, val_batcher, cfg.train.eval_batches)
+        rollouts = None
+        if cfg.train.rollout_tokens > 0:
+            samples = run_dir / "samples.jsonl" if is_main else None
+            rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, data.val, samples)
         train_step = make_train_step(cfg, rules, optimizer)
 
         if is_main:
             if resumed_from is not None:
                 truncate_metrics(run_dir / "metrics.jsonl", resumed_from)
+                truncate_metrics(run_dir / "samples.jsonl", resumed_from)
             prepare_run_dir(cfg, run_dir, list(argv if argv is not None else sys.argv), resumed_from)
             save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
-        loop = _Loop(cfg, run_dir, train_step, batcher, evaluator, data, ckpt, is_main)
+        loop = _Loop(cfg, run_dir, train_step, batcher, evaluator, rollouts, data, ckpt, is_main)
         return loop.run(state, resumed_from)
 
 
@@ -189,9 +194,10 @@ def _init_from(cfg: Config, fresh: TrainState, optimizer) -> TrainState:
 class _Loop:
     """The training loop proper: steps, one-step-late metrics, evaluation, checkpoints, signals."""
 
-    def __init__(self, cfg, run_dir, train_step, batcher, evaluator, data, ckpt, is_main):
+    def __init__(self, cfg, run_dir, train_step, batcher, evaluator, rollouts, data, ckpt, is_main):
         self.cfg, self.run_dir, self.data = cfg, run_dir, data
         self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
+        self.rollouts = rollouts
         self.is_main = is_main
         t = cfg.train
         self.tokens_per_step = cfg.data.batch_size * cfg.data.seq_len
@@ -312,4 +318,8 @@ class _Loop:
         if self.metrics_log:
             self.metrics_log.log({"step": step, "val/loss": self.val_loss})
         self.say(f"step {step}: val/loss {self.val_loss:.4f}")
+        if self.rollouts is not None:
+            prompt, completion = self.rollouts(self.state.params, step)[0]
+            self.say(f"sample at step {step}:\n{prompt}\033[1m{completion}\033[0m\n" if sys.stderr.isatty()
+                     else f"sample at step {step}:\n{prompt}{completion}\n")
         self.window_t0, self.window_steps = time.perf_counter(), 0  # evaluation is not training

@@ -41,7 +41,7 @@ def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [..., seq, half]
     cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)
     sin = jnp.concatenate([-jnp.sin(angles), jnp.sin(angles)], axis=-1)  # sign of the rotation
-    other = (1,) * (x.ndim - 2 - (positions.ndim - 1) - 1)
+    other = (1,) * (x.ndim - 3)  # the axes between seq and head_dim (e.g. q/k and heads)
     cos = cos.reshape(cos.shape[:-1] + other + (h,))
     sin = sin.reshape(sin.shape[:-1] + other + (h,))
     x32 = x.astype(jnp.float32)

@@ -173,11 +173,16 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
 # ----------------------------------------------------------------------------- forward
 
 
-def _block(cfg: ModelConfig, rules: Rules, positions: Array, batch: int, x: Array, p: Block) -> Array:
-    """One pre-norm block on the residual stream x: [tokens, embed]."""
-    x = x + self_attention(cfg, rules, p, norm(cfg, rules, p.ln1, x), positions, batch)
+def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, attend):
+    """One pre-norm block on the residual stream x: [tokens, embed].
+
+    attend(p, h) -> (attention output, aux) is full causal self-attention in training and
+    cached attention (aux = the updated K/V cache of this layer) in decoding.
+    """
+    a, aux = attend(p, norm(cfg, rules, p.ln1, x))
+    x = x + a
     x = x + mlp(cfg, rules, p, norm(cfg, rules, p.ln2, x))
-    return x
+    return x, aux
 
 
 _REMAT_POLICIES = {
@@ -213,8 +218,11 @@ def hidden_states(
     x = embed(cfg, rules, params, tokens)
     batch = tokens.shape[0]
 
+    def attend(p, h):
+        return self_attention(cfg, rules, p, h, positions, batch), None
+
     def step(x, p):
-        return _block(cfg, rules, positions, batch, x, p), None
+        return block(cfg, rules, p, x, attend)
 
     if cfg.remat != Remat.none:
         step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])

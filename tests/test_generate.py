@@ -1,0 +1,183 @@
+"""KV-cache sampling: cached logits = full forward, sampling controls, sharded = single device, CLI."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import read_jsonl
+from spmdgpt.cli import main
+from spmdgpt.config import load_config
+from spmdgpt.generate import Sampler, SamplingParams, forward_cached, init_cache
+from spmdgpt.model import forward, init_params
+from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.train import train
+
+
+def setup(*overrides, devices=None):
+    cfg = load_config(["+experiment=staircase", "model.init_std=0.2", *overrides])
+    devices = devices or jax.devices()[:1]
+    if len(devices) == 1:
+        cfg.mesh.data = cfg.mesh.model = 1
+    mesh = make_mesh(cfg.mesh, devices)
+    rules = Rules(mesh, cfg.sharding)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+    return cfg, mesh, rules, params
+
+
+@pytest.mark.parametrize("overrides", [[], ["model.tie_embeddings=false", "model.norm=rmsnorm",
+                                            "model.mlp=swiglu", "model.bias=true"]])
+def test_cached_logits_equal_full_forward_at_every_position(overrides):
+    cfg, mesh, rules, params = setup(*overrides)
+    toks = np.random.default_rng(0).integers(0, 10, (2, 24)).astype(np.int32)
+    with jax.set_mesh(mesh):
+        full = np.asarray(forward(cfg.model, rules, params, jnp.asarray(toks)))
+        cache = init_cache(cfg.model, rules, 2, 32)
+        pos = jnp.broadcast_to(jnp.arange(10), (2, 10))
+        logits, cache = forward_cached(cfg.model, rules, params, jnp.asarray(toks[:, :10]), pos, cache, 0)
+        got = [np.asarray(logits)]
+        for i in range(10, 24):  # then one token at a time
+            logits, cache = forward_cached(cfg.model, rules, params, jnp.asarray(toks[:, i:i + 1]),
+                                           jnp.full((2, 1), i), cache, i)
+            got.append(np.asarray(logits))
+    # stated tolerance: float32 rounding of a different summation order, 1e-5 on logits of O(1)
+    np.testing.assert_allclose(np.concatenate(got, axis=1), full, rtol=0, atol=1e-5)
+    assert np.abs(full).max() > 0.5  # the logits are not all near zero
+
+
+def test_left_padding_does_not_change_a_row():
+    cfg, mesh, rules, params = setup()
+    sampler = Sampler(cfg.model, rules, vocab_limit=10)
+    sp = SamplingParams(max_new_tokens=12, temperature=0.0)
+    with jax.set_mesh(mesh):
+        alone = sampler.generate(params, [[3, 4]], sp)
+        batched = sampler.generate(params, [[1, 2, 3, 4, 5, 6, 7], [3, 4]], sp)
+    assert batched[1] == alone[0]
+
+
+@pytest.fixture(scope="module")
+def staircase_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("gen") / "stair"
+    cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}",
+                       "train.rollout_tokens=20", "train.rollout_prompt_tokens=8"])
+    result = train(cfg, argv=["pytest"])
+    return run_dir, result
+
+
+def staircase_continuation(prompt: str, n: int) -> str:
+    seq = "012345678987654321" * 20
+    for start in range(18):
+        if seq[start:].startswith(prompt) and seq[start + len(prompt) - 2:start + len(prompt)] == prompt[-2:]:
+            return seq[start + len(prompt):start + len(prompt) + n]
+    raise ValueError(prompt)
+
+
+def test_greedy_continues_the_staircase_exactly(staircase_run, capsys):
+    run_dir, _ = staircase_run
+    for prompt in ("0123", "98765", "4567898"):
+        code = main(["sample", f"run.dir={run_dir}", f"prompt={prompt}", "max_new_tokens=40",
+                     "temperature=0"])
+        out = capsys.readouterr().out.strip()
+        assert code == 0
+        assert out == prompt + staircase_continuation(prompt, 40)
+    # deterministic: the same call gives the same text
+    main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=40", "temperature=0"])
+    assert capsys.readouterr().out.strip() == "0123" + staircase_continuation("0123", 40)
+
+
+def test_rollouts_during_training(staircase_run):
+    run_dir, _ = staircase_run
+    rows = read_jsonl(run_dir / "samples.jsonl")
+    assert [r["step"] for r in rows] == [100, 100, 200, 200, 300, 300]  # 2 fixed prompts per eval
+    assert rows[0]["prompt"] == rows[2]["prompt"] == rows[4]["prompt"]
+    assert len(rows[-1]["prompt"]) == 8 and len(rows[-1]["completion"]) == 20
+    last = rows[-1]
+    assert last["completion"] == staircase_continuation(last["prompt"], 20)  # temperature 0.8, trained
+
+
+def test_top_k_never_leaves_the_top_k():
+    cfg, mesh, rules, params = setup("model.init_std=0.5", "model.vocab_size=16")
+    sampler = Sampler(cfg.model, rules)  # all 16 ids allowed
+    prompts = [[1, 2, 3], [7, 7]]
+    with jax.set_mesh(mesh):
+        outs = sampler.generate(params, prompts, SamplingParams(30, temperature=2.0, top_k=3, seed=3))
+        for p, o in zip(prompts, outs):
+            seq = jnp.asarray([p + o])
+            logits = np.asarray(forward(cfg.model, rules, params, seq))[0]
+            for i, tok in enumerate(o):
+                top3 = np.argsort(logits[len(p) + i - 1])[-3:]
+                assert tok in top3
+    # at temperature 2 the samples are not simply greedy
+    assert len({t for o in outs for t in o}) > 3
+
+
+def test_streams_seeds_top_p_and_eos():
+    cfg, mesh, rules, params = setup()
+    sampler = Sampler(cfg.model, rules, vocab_limit=10)
+    with jax.set_mesh(mesh):
+        a = sampler.generate(params, [[1, 2]] * 4, SamplingParams(30, temperature=1.0, seed=1))
+        b = sampler.generate(params, [[1, 2]] * 4, SamplingParams(30, temperature=1.0, seed=1))
+        c = sampler.generate(params, [[1, 2]] * 4, SamplingParams(30, temperature=1.0, seed=2))
+        greedy = sampler.generate(params, [[1, 2]], SamplingParams(30, temperature=0.0))
+        nucleus = sampler.generate(params, [[1, 2]], SamplingParams(30, temperature=1.0, top_p=1e-6))
+        eos = greedy[0][3]
+        stopped = sampler.generate(params, [[1, 2]], SamplingParams(30, temperature=0.0, eos_id=eos))
+    assert len({tuple(r) for r in a}) == 4  # same prompt, independent streams
+    assert a == b and a != c  # a seed fixes the samples
+    assert nucleus == greedy  # top_p -> 0 keeps only the most likely token
+    assert max(max(r) for r in a) < 10  # padded vocabulary ids are never sampled
+    assert stopped[0] == greedy[0][: greedy[0].index(eos) + 1]
+
+
+LAYOUTS = [("dp", ["mesh.data=8"]), ("tp", ["mesh.data=2", "mesh.model=4"]),
+           ("fsdp_tp", ["mesh.data=4", "mesh.model=2"])]
+
+
+@pytest.mark.parametrize("table,mesh_args", LAYOUTS, ids=[t for t, _ in LAYOUTS])
+def test_sharded_sampling_equals_single_device(table, mesh_args):
+    prompts = [[1, 2, 3], [5], [9, 8, 7, 6], [0, 1], [4, 4, 4], [2], [3, 5], [6, 7, 8]]
+    results = []
+    for devices, extra in ((jax.devices()[:1], []), (jax.devices(), [f"sharding={table}", *mesh_args])):
+        cfg, mesh, rules, params = setup(*extra, devices=devices)
+        sampler = Sampler(cfg.model, rules, vocab_limit=10)
+        with jax.set_mesh(mesh):
+            greedy = sampler.generate(params, prompts, SamplingParams(20, temperature=0.0))
+            sampled = sampler.generate(params, prompts, SamplingParams(20, temperature=1.0, top_k=5, seed=7))
+        results.append((greedy, sampled))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["prompt="], "an empty prompt"),
+    (["prompt=" + "0" * 70], "exceeds the model's context of 64 tokens"),
+    (["temperature=-0.5"], "temperature=-0.5 must be >= 0"),
+    (["top_p=0"], "top_p=0.0 must be in (0, 1]"),
+    (["prompt=x"], "character 'x' is not in the vocabulary"),
+    (["colour=red"], "expected key=value with a key among run.dir, prompt"),
+])
+def test_sample_cli_errors(staircase_run, capsys, args, expected):
+    run_dir, _ = staircase_run
+    code = main(["sample", f"run.dir={run_dir}", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("spmdgpt: error: ")
+
+
+def test_sample_cli_unknown_run_dir(tmp_path, capsys):
+    assert main(["sample", f"run.dir={tmp_path / 'nope'}", "prompt=1"]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_sample_cli_prompt_file_and_num_samples(staircase_run, tmp_path, capsys):
+    run_dir, _ = staircase_run
+    pf = tmp_path / "prompts.txt"
+    pf.write_text("0123\n876\n")
+    code = main(["sample", f"run.dir={run_dir}", f"prompt_file={pf}", "num_samples=2",
+                 "max_new_tokens=10", "temperature=0"])
+    out = capsys.readouterr().out.strip().split("\n" + "-" * 40 + "\n")
+    assert code == 0 and len(out) == 4
+    assert out[0] == out[1] == "0123" + staircase_continuation("0123", 10)
+    assert out[2] == "876" + staircase_continuation("876", 10)
