@@ -92,3 +92,20 @@ def test_cli_end_to_end_subprocess(tmp_path):
     assert "val/loss" in out.stderr
     rows = read_jsonl(tmp_path / "r" / "metrics.jsonl")
     assert rows[-1]["step"] == 30 and rows[-1]["val/loss"] < math.log(16)
+
+
+def test_train_runs_off_the_main_thread(tmp_path):
+    """Signal handlers are only installed on the main thread; elsewhere training still works."""
+    import threading
+
+    out = {}
+
+    def work():
+        cfg = load_config(["+experiment=staircase", "train.steps=3", "train.progress=false",
+                           f"run.dir={tmp_path / 'r'}"])
+        out["result"] = train(cfg, argv=["pytest"])
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(timeout=300)
+    assert out["result"].step == 3 and not out["result"].preempted

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -237,7 +238,11 @@ class _Loop:
         self.window_t0, self.window_steps = None, 0
         self.last_loss, self.val_loss = float("nan"), None
         self.state = state
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        # Signal handlers can only be installed from the main thread (train() may run elsewhere,
+        # e.g. in a notebook worker; there the process's own handlers stay in charge).
+        on_main = threading.current_thread() is threading.main_thread()
+        signals = (signal.SIGTERM, signal.SIGINT) if on_main else ()
+        previous = {s: signal.signal(s, self._on_signal) for s in signals}
         pending = None
         step = int(state.step)
         try:
