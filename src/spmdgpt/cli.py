@@ -10,6 +10,7 @@ USAGE = """spmdgpt <command> [key=value ...]
 
 commands:
   train   train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1
+  launch  local multi-process run: spmdgpt launch --nproc 2 --devices-per-proc 2 -- train ...
   sample  text from a run: spmdgpt sample run.dir=runs/r1 prompt="ROMEO:" max_new_tokens=200
           temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 (or prompt_file=prompts.txt)
 
@@ -29,6 +30,10 @@ def _usage() -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["launch"]:
+        from spmdgpt.launch import main as launch_main
+
+        return launch_main(argv[1:])
     parser = argparse.ArgumentParser(prog="spmdgpt", usage=_usage(), add_help=True)
     parser.add_argument("command", choices=["train", "sample"])
     parser.add_argument("overrides", nargs="*")
@@ -49,6 +54,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         cfg = load_config(args.overrides)
         set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
+        from spmdgpt.distributed import initialize
+
+        initialize(cfg.dist)  # jax.distributed, when the run is multi-process
         if args.command == "train":
             from spmdgpt.train import train
 

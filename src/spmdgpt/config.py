@@ -174,6 +174,14 @@ class ShardingConfig:
 
 
 @dataclass
+class DistConfig:
+    coordinator: Optional[str] = None  # host:port of process 0 (explicit multi-process runs)
+    num_processes: Optional[int] = None  # processes in the run (with dist.coordinator)
+    process_id: Optional[int] = None  # this process's index (with dist.coordinator)
+    auto: bool = True  # detect SLURM / Open MPI / TPU VM clusters from the environment
+
+
+@dataclass
 class RunConfig:
     name: str = "default"  # experiment name (used in the default run directory)
     dir: Optional[str] = None  # run directory; default runs/<utc-timestamp>-<name>
@@ -188,6 +196,7 @@ class Config:
     mesh: MeshConfig = field(default_factory=MeshConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
 
@@ -333,6 +342,23 @@ def _mesh_axes_of(value: Any) -> List[Any]:
     if isinstance(value, (list, tuple)):
         return list(value)
     return [value]
+
+
+def validate_dist(dist: "DistConfig") -> List[str]:
+    """dist.* is checked before JAX starts (it decides how JAX starts)."""
+    given = [dist.coordinator is not None, dist.num_processes is not None, dist.process_id is not None]
+    if any(given) and not all(given):
+        return ["dist.coordinator, dist.num_processes and dist.process_id go together; give all three "
+                "(or none, to let JAX detect the cluster)"]
+    errs = []
+    if all(given):
+        if ":" not in dist.coordinator:
+            errs.append(f"dist.coordinator={dist.coordinator} must be host:port, e.g. 10.0.0.1:1234")
+        if dist.num_processes < 1:
+            errs.append(f"dist.num_processes={dist.num_processes} must be >= 1")
+        elif not 0 <= dist.process_id < dist.num_processes:
+            errs.append(f"dist.process_id={dist.process_id} must be in [0, {dist.num_processes})")
+    return errs
 
 
 def validate(cfg: Config, num_devices: int) -> List[str]:

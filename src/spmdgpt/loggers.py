@@ -42,7 +42,10 @@ def format_rate(x: Optional[float]) -> str:
 class Console:
     """A tqdm progress bar (loss, tokens/s, MFU), or plain log lines when it is off."""
 
-    def __init__(self, total: int, initial: int, enabled: bool, log_every: int):
+    def __init__(self, total: int, initial: int, enabled: bool, log_every: int, active: bool = True):
+        """enabled: a progress bar (else log lines); active: print at all (process 0 only)."""
+        enabled = enabled and active
+        self.active = active
         self.enabled = enabled
         self.log_every = log_every
         self.total = total
@@ -59,13 +62,15 @@ class Console:
                 f"loss {loss:.4f} | {format_rate(tokens_per_sec)} tok/s | MFU {mfu_s}", refresh=False
             )
             self.bar.update(step - self.bar.n)
-        elif step % self.log_every == 0 or step == self.total:
+        elif self.active and (step % self.log_every == 0 or step == self.total):
             self.write(
                 f"step {step}/{self.total} | loss {loss:.4f} | "
                 f"{format_rate(tokens_per_sec)} tok/s | MFU {mfu_s}"
             )
 
     def write(self, msg: str) -> None:
+        if not self.active:
+            return
         if self.bar is not None:
             self.bar.write(msg, file=sys.stderr)
         else:

@@ -222,8 +222,8 @@ class _Loop:
     def run(self, state: TrainState, resumed_from: Optional[int]) -> TrainResult:
         cfg, t = self.cfg, self.cfg.train
         self.metrics_log = JsonlLogger(self.run_dir / "metrics.jsonl") if self.is_main else None
-        self.console = Console(t.steps, int(state.step), t.progress and self.is_main, t.log_every)
-        self.say = self.console.write if self.is_main else (lambda msg: None)
+        self.console = Console(t.steps, int(state.step), t.progress, t.log_every, active=self.is_main)
+        self.say = self.console.write
         data = self.data
         self.say(
             f"run {self.run_dir} | {num_params(cfg.model) / 1e6:.2f}M params | data {data.source} "
