@@ -44,7 +44,7 @@ def final_params(run_dir, overrides=("mesh.data=1",), step=None):
         rules = Rules(mesh, cfg.sharding)
         state = init_state(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), 10))
         mngr = CheckpointManager(run_dir, cfg.checkpoint, read_only=True)
-        params, opt_state, meta = mngr.restore(step or mngr.steps()[-1], state)
+        params, opt_state, meta = mngr.restore(step or mngr.steps()[-1], state.params, state.opt_state)
     return jax.device_get(params), jax.device_get(opt_state), meta
 
 
@@ -219,6 +219,20 @@ def test_init_from_loads_parameters_only(tmp_path, capsys):
     assert code == 2
     assert "parameter shapes do not match the config: model.d_model=32 (checkpoint: 64)" in err
     assert not (tmp_path / "bad").exists()
+
+
+def test_incomplete_checkpoint_folder_is_an_error(tmp_path, capsys):
+    run_dir = tmp_path / "r"
+    (run_dir / "checkpoints" / "7").mkdir(parents=True)  # a step folder orbax never finished
+    (run_dir / "metrics.jsonl").write_text('{"step": 7, "loss": 1.0}\n')
+    code = main(["train", *_inproc(run_dir, "train.steps=10")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "has checkpoints but none can be loaded: 7 (" in err
+    assert (run_dir / "metrics.jsonl").read_text() == '{"step": 7, "loss": 1.0}\n'
+    code = main(["train", *_inproc(run_dir, "train.steps=10", "checkpoint.enabled=false")])
+    assert code == 2
+    assert "resuming it needs checkpoint.enabled=true" in capsys.readouterr().err
 
 
 def test_resume_with_another_model_is_refused(tmp_path, capsys):

@@ -103,20 +103,21 @@ class CheckpointManager:
             force=True,
         )
 
-    def restore(self, step: int, target_state, with_opt_state: bool = True):
-        """Restore `step` into the layout of `target_state`; returns (params, opt_state, meta)."""
+    def restore(self, step: int, params_target, opt_state_target=None):
+        """Restore `step` into the layout (shardings) of the targets; the optimizer state only
+        when a target for it is given. Returns (params, opt_state or None, meta)."""
         ocp = _ocp()
         items = {
-            "params": ocp.args.StandardRestore(abstract(target_state.params)),
+            "params": ocp.args.StandardRestore(abstract(params_target)),
             "meta": ocp.args.JsonRestore(),
         }
-        if with_opt_state:
-            items["opt_state"] = ocp.args.StandardRestore(abstract(target_state.opt_state))
+        if opt_state_target is not None:
+            items["opt_state"] = ocp.args.StandardRestore(abstract(opt_state_target))
         out = self._mngr.restore(step, args=ocp.args.Composite(**items))
         meta = out["meta"]
         if not fingerprints_match(fingerprint(out["params"]), meta.get("fingerprint", [])):
             raise ValueError("parameter values do not match the fingerprint saved with them")
-        return out["params"], out.get("opt_state") if with_opt_state else None, meta
+        return out["params"], out["opt_state"] if opt_state_target is not None else None, meta
 
     def read_meta(self, step: int) -> dict:
         ocp = _ocp()
@@ -146,7 +147,7 @@ def restore_latest(mngr: CheckpointManager, target_state):
     failures = []
     for step in reversed(steps):
         try:
-            params, opt_state, meta = mngr.restore(step, target_state)
+            params, opt_state, meta = mngr.restore(step, target_state.params, target_state.opt_state)
         except Exception as e:  # orbax/tensorstore raise many types for damaged files
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             failures.append(f"{step} ({reason})")
@@ -217,5 +218,5 @@ def load_init_params(cfg: Config, target_state):
         raise ConfigError(
             [f"checkpoint.init_from={src}: parameter shapes do not match the config: {', '.join(bad)}"]
         )
-    params, _, meta = mngr.restore(steps[-1], target_state, with_opt_state=False)
+    params, _, meta = mngr.restore(steps[-1], target_state.params)
     return params, steps[-1]

@@ -129,12 +129,7 @@ def run_sample(items: List[str]) -> None:
         steps = mngr.steps()
         if not steps:
             raise ConfigError([f"run.dir={run_dir} has no checkpoint to sample from"])
-
-        class _Target:  # restore() wants something with .params / .opt_state
-            params = target
-            opt_state = None
-
-        params, _, _ = mngr.restore(steps[-1], _Target, with_opt_state=False)
+        params, _, _ = mngr.restore(steps[-1], target)
         eos = getattr(tokenizer, "EOT", None)
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]

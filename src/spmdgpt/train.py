@@ -112,14 +112,12 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     data = load_dataset(cfg.data)
     check_data(cfg, data)
     run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
-    resume = cfg.checkpoint.enabled and _has_checkpoints(run_dir)
+    has_checkpoints = _has_checkpoints(run_dir)
+    resume = cfg.checkpoint.enabled and has_checkpoints
     if (run_dir / "metrics.jsonl").exists() and not resume:
-        raise ConfigError(
-            [
-                f"run.dir={run_dir} already holds a run (metrics.jsonl) with no checkpoint to "
-                "resume from; choose a new run.dir"
-            ]
-        )
+        why = ("resuming it needs checkpoint.enabled=true" if has_checkpoints
+               else "it has no checkpoint to resume from")
+        raise ConfigError([f"run.dir={run_dir} already holds a run (metrics.jsonl); {why}; choose a new run.dir"])
 
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding)
@@ -179,7 +177,13 @@ def _resume(cfg: Config, run_dir: Path, fresh: TrainState):
                     "resume with the run's model config or choose a new run.dir"
                 ]
             )
-    step, params, opt_state, meta, skipped = restore_latest(reader, fresh)
+    found = restore_latest(reader, fresh)
+    if found is None:  # step folders, but none that orbax finished writing
+        raise ConfigError(
+            [f"run.dir={run_dir}: its checkpoints/ folder holds no complete checkpoint; move it "
+             "away to start afresh, or choose a new run.dir"]
+        )
+    step, params, opt_state, meta, skipped = found
     if jax.process_index() == 0:
         set_aside(run_dir, skipped)
     return TrainState(jnp.asarray(step, jnp.int32), params, opt_state), step
