@@ -93,7 +93,7 @@ def assert_same_as_uninterrupted(run_dir, uninterrupted):
     assert [b[s] for s in range(1, 41)] == [a[s] for s in range(1, 41)]  # bitwise
     pa, oa, _ = final_params(uninterrupted)
     pb, ob, _ = final_params(run_dir)
-    for x, y in zip(jax.tree.leaves((pa, oa)), jax.tree.leaves((pb, ob))):
+    for x, y in zip(jax.tree.leaves((pa, oa)), jax.tree.leaves((pb, ob)), strict=True):
         np.testing.assert_array_equal(x, y)
 
 

@@ -123,3 +123,21 @@ def test_partial_dist_settings_are_an_error(capsys, tmp_path):
                  f"run.dir={tmp_path / 'r'}"])
     assert code == 2
     assert "dist.coordinator, dist.num_processes and dist.process_id go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env,kind", [
+    ({}, None),
+    ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}, "slurm"),
+    ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "1"}, None),  # a one-task SLURM job is single-process
+    ({"OMPI_COMM_WORLD_SIZE": "2"}, "openmpi"),
+    ({"TPU_WORKER_HOSTNAMES": "w0,w1,w2,w3"}, "tpu"),
+    ({"TPU_WORKER_HOSTNAMES": "w0"}, None),
+])
+def test_cluster_detection(monkeypatch, env, kind):
+    from spmdgpt.distributed import detected_cluster
+
+    for var in ("SLURM_JOB_ID", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert detected_cluster() == kind

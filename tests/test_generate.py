@@ -1,6 +1,5 @@
 """KV-cache sampling: cached logits = full forward, sampling controls, sharded = single device, CLI."""
 
-import json
 
 import jax
 import jax.numpy as jnp
@@ -104,7 +103,7 @@ def test_top_k_never_leaves_the_top_k():
     prompts = [[1, 2, 3], [7, 7]]
     with jax.set_mesh(mesh):
         outs = sampler.generate(params, prompts, SamplingParams(30, temperature=2.0, top_k=3, seed=3))
-        for p, o in zip(prompts, outs):
+        for p, o in zip(prompts, outs, strict=True):
             seq = jnp.asarray([p + o])
             logits = np.asarray(forward(cfg.model, rules, params, seq))[0]
             for i, tok in enumerate(o):

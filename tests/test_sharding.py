@@ -44,7 +44,7 @@ def test_layout_matches_single_device(single_device_run, table, mesh, share):
     np.testing.assert_allclose(losses, ref_losses, rtol=0, atol=LOSS_ATOL)
     assert losses[-1] < losses[0] - 0.3  # it trained
     got = jax.device_get(state.params)
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref_params)):
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref_params), strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=PARAM_ATOL)
 
     # Parameters are really split: per-device bytes against the whole.

@@ -18,8 +18,7 @@ def detected_cluster() -> str | None:
         return "slurm"
     if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
         return "openmpi"
-    hosts = os.environ.get("TPU_WORKER_HOSTNAMES") or os.environ.get("CLOUD_TPU_TASK_ID")
-    if hosts and "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):
+    if "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):  # a TPU VM slice of several workers
         return "tpu"
     return None
 

@@ -53,7 +53,7 @@ class RolloutEvaluator:
     def __call__(self, params, step: int) -> list:
         """[(prompt text, completion text)] for the fixed prompts; appended to samples.jsonl."""
         outs = self.sampler.generate(params, self.batch, self.params)[: len(self.prompts)]
-        rows = [(self.tokenizer.decode(p), self.tokenizer.decode(o)) for p, o in zip(self.prompts, outs)]
+        rows = [(self.tokenizer.decode(p), self.tokenizer.decode(o)) for p, o in zip(self.prompts, outs, strict=True)]
         if self.samples_path is not None:
             with open(self.samples_path, "a", encoding="utf-8") as f:
                 for prompt, completion in rows:

@@ -136,7 +136,7 @@ def run_sample(items: List[str]) -> None:
         sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, eos)
         outs = sampler.generate(params, batch, sp)
     print(f"# {run_dir} step {steps[-1]}", file=sys.stderr)
-    for i, (ids, new) in enumerate(zip(batch, outs)):
+    for i, (ids, new) in enumerate(zip(batch, outs, strict=True)):
         if i:
             print("-" * 40)
         print(tokenizer.decode(list(ids) + list(new)))
