@@ -43,7 +43,7 @@ def final_params(run_dir, overrides=("mesh.data=1",), step=None):
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
         state = init_state(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), 10))
-        mngr = CheckpointManager(run_dir, cfg.checkpoint, read_only=True)
+        mngr = CheckpointManager.reader(run_dir)
         params, opt_state, meta = mngr.restore(step or mngr.steps()[-1], state.params, state.opt_state)
     return jax.device_get(params), jax.device_get(opt_state), meta
 
@@ -110,7 +110,7 @@ def test_kill_9_then_resume_is_bitwise_identical(tmp_path, uninterrupted):
     assert "resumed from the checkpoint at step" in out.stderr
     assert_same_as_uninterrupted(run_dir, uninterrupted)
     # keep=3: only the newest three checkpoints remain
-    assert CheckpointManager(run_dir, load_config([]).checkpoint, read_only=True).steps() == [30, 35, 40]
+    assert CheckpointManager.reader(run_dir).steps() == [30, 35, 40]
 
 
 def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted):
@@ -122,7 +122,7 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted):
     assert "stopped by signal after step" in err
     stopped = int(err.split("stopped by signal after step ")[1].split(";")[0])
     assert 18 <= stopped < 40
-    steps = CheckpointManager(run_dir, load_config([]).checkpoint, read_only=True).steps()
+    steps = CheckpointManager.reader(run_dir).steps()
     assert steps[-1] == stopped  # checkpoint written on the signal, not only at every=5
     assert max(losses(run_dir)) == stopped
     out = subprocess.run(spmdgpt([*RUN40, f"run.dir={run_dir}"]), env=ENV1, capture_output=True,
@@ -155,7 +155,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, caps
     assert result.resumed_from == 15
     assert sorted(losses(run_dir)) == list(range(1, 26))
     assert (run_dir / "checkpoints-damaged" / "20" / "params").is_dir()  # kept, not deleted
-    assert CheckpointManager(run_dir, load_config([]).checkpoint, read_only=True).steps() == [15, 20, 25]
+    assert CheckpointManager.reader(run_dir).steps() == [15, 20, 25]
 
 
 def _snapshot(d: Path):

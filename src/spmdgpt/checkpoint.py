@@ -18,7 +18,6 @@ files were damaged after it was written.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -73,6 +72,11 @@ def fingerprints_match(a: list, b: list) -> bool:
 class CheckpointManager:
     """Thin wrapper over orbax's CheckpointManager for one run directory."""
 
+    @classmethod
+    def reader(cls, run_dir: Path) -> "CheckpointManager":
+        """A read-only manager (lists and restores; never saves, deletes or cleans up)."""
+        return cls(run_dir, CheckpointConfig(async_save=False), read_only=True)
+
     def __init__(self, run_dir: Path, cfg: CheckpointConfig, read_only: bool = False):
         ocp = _ocp()
         self.directory = Path(run_dir).resolve() / CHECKPOINT_DIR
@@ -122,9 +126,6 @@ class CheckpointManager:
     def read_meta(self, step: int) -> dict:
         ocp = _ocp()
         return self._mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-
-    def wait(self) -> None:
-        self._mngr.wait_until_finished()
 
     def close(self) -> None:
         self._mngr.wait_until_finished()
@@ -208,7 +209,7 @@ def load_init_params(cfg: Config, target_state):
         raise ConfigError(
             [f"checkpoint.init_from={src}: no {CHECKPOINT_DIR}/ folder there; give a run directory"]
         )
-    mngr = CheckpointManager(src, dataclasses.replace(cfg.checkpoint, async_save=False), read_only=True)
+    mngr = CheckpointManager.reader(src)
     steps = mngr.steps()
     if not steps:
         raise ConfigError([f"checkpoint.init_from={src}: the run has no complete checkpoint"])

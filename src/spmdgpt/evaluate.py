@@ -47,7 +47,7 @@ class RolloutEvaluator:
         self.tokenizer = tokenizer
         self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         self.params = SamplingParams(t.rollout_tokens, t.rollout_temperature, 0, 1.0, t.seed,
-                                     getattr(tokenizer, "EOT", None))
+                                     tokenizer.eos_id)
         self.samples_path = samples_path
 
     def __call__(self, params, step: int) -> list:

@@ -95,6 +95,16 @@ def sample_tokens(logits: Array, keys: Array, temperature, top_k: int, top_p, vo
     return jnp.where(temperature <= 0, greedy, sampled).astype(jnp.int32)
 
 
+def context_error(prompt_tokens: int, max_new_tokens: int, max_seq_len: int) -> Optional[str]:
+    """Why a prompt of this length cannot be continued by max_new_tokens, or None if it fits."""
+    if prompt_tokens + max_new_tokens <= max_seq_len:
+        return None
+    return (
+        f"prompt of {prompt_tokens} tokens + max_new_tokens={max_new_tokens} exceeds the model's "
+        f"context of {max_seq_len} tokens; shorten the prompt or lower max_new_tokens"
+    )
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_new_tokens: int = 200
@@ -146,11 +156,9 @@ class Sampler:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         longest = max(len(p) for p in prompts)
-        if longest + max_new_tokens > self.cfg.max_seq_len:
-            raise ValueError(
-                f"prompt of {longest} tokens + max_new_tokens={max_new_tokens} exceeds the "
-                f"model's context of {self.cfg.max_seq_len} tokens"
-            )
+        err = context_error(longest, max_new_tokens, self.cfg.max_seq_len)
+        if err:
+            raise ValueError(err)
         tokens = np.zeros((len(prompts), longest), np.int32)
         positions = np.full((len(prompts), longest), -1, np.int32)
         for r, p in enumerate(prompts):

@@ -102,7 +102,7 @@ def prepare_run_dir(cfg: Config, run_dir: Path, argv: list, resumed_from: Option
     write_json_atomic(run_dir / meta_name, run_metadata(argv))
 
 
-def truncate_metrics(path: Path, last_step: int) -> int:
+def truncate_jsonl(path: Path, last_step: int) -> int:
     """Keep the rows of a JSONL log (metrics, samples) up to `last_step` (and drop a torn last
     line); atomic.
 

@@ -95,6 +95,7 @@ def run_sample(items: List[str]) -> None:
     if not tok_path.is_file():
         raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
     from spmdgpt.data.tokenizers import tokenizer_from_json
+    from spmdgpt.generate import context_error
 
     tokenizer = tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
     encoded = []
@@ -103,14 +104,9 @@ def run_sample(items: List[str]) -> None:
             ids = tokenizer.encode(p)
         except ValueError as e:
             raise ConfigError([f"prompt {p!r}: {e}"]) from None
-        if len(ids) + args.max_new_tokens > cfg.model.max_seq_len:
-            raise ConfigError(
-                [
-                    f"prompt of {len(ids)} tokens + max_new_tokens={args.max_new_tokens} exceeds the "
-                    f"model's context of {cfg.model.max_seq_len} tokens; shorten the prompt or "
-                    "lower max_new_tokens"
-                ]
-            )
+        err = context_error(len(ids), args.max_new_tokens, cfg.model.max_seq_len)
+        if err:  # checked here, before the checkpoint is loaded
+            raise ConfigError([err])
         encoded.append(ids)
 
     import jax
@@ -125,15 +121,14 @@ def run_sample(items: List[str]) -> None:
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
         target = init_params(cfg.model, jax.random.key(0), rules)
-        mngr = CheckpointManager(run_dir, dataclasses.replace(cfg.checkpoint, async_save=False), read_only=True)
+        mngr = CheckpointManager.reader(run_dir)
         steps = mngr.steps()
         if not steps:
             raise ConfigError([f"run.dir={run_dir} has no checkpoint to sample from"])
         params, _, _ = mngr.restore(steps[-1], target)
-        eos = getattr(tokenizer, "EOT", None)
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
-        sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, eos)
+        sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tokenizer.eos_id)
         outs = sampler.generate(params, batch, sp)
     print(f"# {run_dir} step {steps[-1]}", file=sys.stderr)
     for i, (ids, new) in enumerate(zip(batch, outs, strict=True)):

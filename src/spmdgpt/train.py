@@ -32,7 +32,7 @@ from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import init_params, loss_fn, num_params, param_info
 from spmdgpt.model.transformer import Params
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
-from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, truncate_metrics
+from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, truncate_jsonl
 from spmdgpt.sharding import Rules, make_mesh
 
 
@@ -125,17 +125,16 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     with jax.set_mesh(mesh):
         optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
         state = init_state(cfg, rules, optimizer)
-        ckpt = resumed_from = None
+        resumed_from = None
+        if resume:  # (implies checkpoint.enabled)
+            state, resumed_from = _resume(cfg, run_dir, state)
+        elif cfg.checkpoint.init_from:
+            state = _init_from(cfg, state, optimizer)
+        ckpt = None
         if cfg.checkpoint.enabled:
             from spmdgpt.checkpoint import CheckpointManager
 
-            if resume:
-                state, resumed_from = _resume(cfg, run_dir, state)
-            elif cfg.checkpoint.init_from:
-                state = _init_from(cfg, state, optimizer)
             ckpt = CheckpointManager(run_dir, cfg.checkpoint)  # creates checkpoints/ on first save
-        elif cfg.checkpoint.init_from:
-            state = _init_from(cfg, state, optimizer)
 
         batch_sharding = rules.batch_sharding()
         batcher = Batcher(data.train, cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, batch_sharding)
@@ -149,8 +148,8 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
 
         if is_main:
             if resumed_from is not None:
-                truncate_metrics(run_dir / "metrics.jsonl", resumed_from)
-                truncate_metrics(run_dir / "samples.jsonl", resumed_from)
+                truncate_jsonl(run_dir / "metrics.jsonl", resumed_from)
+                truncate_jsonl(run_dir / "samples.jsonl", resumed_from)
             prepare_run_dir(cfg, run_dir, list(argv if argv is not None else sys.argv), resumed_from)
             save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
         loop = _Loop(cfg, run_dir, train_step, batcher, evaluator, rollouts, data, ckpt, is_main)
@@ -159,11 +158,9 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
 
 def _resume(cfg: Config, run_dir: Path, fresh: TrainState):
     """The newest loadable checkpoint of run_dir, resharded into the current layout."""
-    import dataclasses
-
     from spmdgpt.checkpoint import CheckpointManager, restore_latest, set_aside, shape_mismatches
 
-    reader = CheckpointManager(run_dir, dataclasses.replace(cfg.checkpoint, async_save=False), read_only=True)
+    reader = CheckpointManager.reader(run_dir)
     try:
         newest_meta = reader.read_meta(reader.steps()[-1])
     except Exception:  # a damaged newest checkpoint: restore_latest reports and skips it

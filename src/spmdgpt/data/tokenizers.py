@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import List, Protocol, Sequence
+from typing import List, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from spmdgpt.config import ConfigError, DataConfig, TokenizerKind, find_data_roo
 class Tokenizer(Protocol):
     kind: str
     vocab_size: int
+    eos_id: Optional[int]  # end-of-text token (generation stops there), None when there is none
 
     def encode(self, text: str) -> List[int]: ...
 
@@ -27,6 +28,7 @@ class CharTokenizer:
     """One token per distinct character of the corpus, ids in sorted character order."""
 
     kind = "char"
+    eos_id = None
 
     def __init__(self, chars: str):
         self.chars = chars
@@ -64,7 +66,7 @@ class GPT2Tokenizer:
     """tiktoken's GPT-2 encoding, read from the local tiktoken cache (never downloads)."""
 
     kind = "gpt2"
-    EOT = 50256
+    eos_id = 50256  # <|endoftext|>
 
     def __init__(self, cache_dir: Path):
         import tiktoken
