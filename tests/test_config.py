@@ -38,6 +38,10 @@ CASES = [
     (STAIR + ["optimizer.b2=1.0"], "optimizer.b2=1.0 must be in [0, 1)"),
     (STAIR + ["train.eval_every=-1"], "train.eval_every=-1 must be >= 0"),
     (STAIR + ["data.staircase_tokens=50"], "too long for the"),
+    (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver=newton"], "optimizer.solver"),
+    (STAIR + ["optimizer.name=manifold_muon", "optimizer.rho=0"], "optimizer.rho=0.0 must be > 0"),
+    (STAIR + ["optimizer.name=muon", "optimizer.muon_momentum=1"], "optimizer.muon_momentum=1.0 must be in [0, 1)"),
+    (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver_steps=0"], "optimizer.solver_steps=0 must be >= 1"),
 ]
 
 

@@ -66,6 +66,13 @@ class TokenizerKind(enum.Enum):
 class OptimizerName(enum.Enum):
     adamw = "adamw"
     sgd = "sgd"
+    muon = "muon"  # hidden matrices: Muon; embeddings, norms, biases: AdamW
+    manifold_muon = "manifold_muon"  # hidden matrices on the Stiefel manifold; the rest: AdamW
+
+
+class ManifoldSolver(enum.Enum):
+    admm = "admm"
+    dual_ascent = "dual_ascent"
 
 
 class Schedule(enum.Enum):
@@ -116,7 +123,7 @@ class DataConfig:
 
 @dataclass
 class OptimizerConfig:
-    name: OptimizerName = OptimizerName.adamw  # adamw | sgd
+    name: OptimizerName = OptimizerName.adamw  # adamw | sgd | muon | manifold_muon
     lr: float = 1e-3  # peak learning rate
     schedule: Schedule = Schedule.cosine  # cosine | constant
     warmup_steps: int = 100  # linear warmup from 0 to lr
@@ -128,6 +135,17 @@ class OptimizerConfig:
     momentum: float = 0.9  # SGD momentum
     nesterov: bool = False  # SGD Nesterov momentum
     grad_clip: float = 1.0  # clip by global norm; 0 disables
+    # muon / manifold_muon: hidden matrices (QKV, output, MLP) get these; every other parameter
+    # gets AdamW with lr, b1, b2, eps above. Same warmup and schedule shape as lr.
+    muon_lr: float = 0.02  # peak step size η (manifold_muon: spectral norm of each update)
+    muon_momentum: float = 0.95  # EMA momentum of the gradients
+    muon_nesterov: bool = True  # step with the Nesterov look-ahead of the momentum
+    ns_steps: int = 5  # muon: Polar Express msign iterations
+    solver: ManifoldSolver = ManifoldSolver.admm  # manifold_muon inner solver: admm | dual_ascent
+    solver_steps: int = 10  # inner iterations (dual_ascent needs ~100)
+    rho: float = 4.0  # ADMM penalty, for gradients normalised to unit Frobenius norm
+    dual_lr: float = 0.05  # dual ascent step, decays linearly to 0 over solver_steps
+    msign_steps: int = 8  # msign iterations inside the solver and the retraction
 
 
 @dataclass
@@ -422,6 +440,15 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
         errs.append(f"optimizer.weight_decay={o.weight_decay} must be >= 0")
     if o.grad_clip < 0:
         errs.append(f"optimizer.grad_clip={o.grad_clip} must be >= 0 (0 disables clipping)")
+    if o.name in (OptimizerName.muon, OptimizerName.manifold_muon):
+        positive("optimizer.muon_lr", o.muon_lr)
+        if not 0.0 <= o.muon_momentum < 1.0:
+            errs.append(f"optimizer.muon_momentum={o.muon_momentum} must be in [0, 1), e.g. 0.95")
+        for name in ("ns_steps", "solver_steps", "msign_steps"):
+            if getattr(o, name) < 1:
+                errs.append(f"optimizer.{name}={getattr(o, name)} must be >= 1")
+        positive("optimizer.rho", o.rho)
+        positive("optimizer.dual_lr", o.dual_lr)
 
     positive("train.steps", t.steps)
     if t.eval_every < 0:

@@ -31,7 +31,7 @@ from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import init_params, loss_fn, num_params, param_info
 from spmdgpt.model.transformer import Params
-from spmdgpt.optim import build_optimizer, learning_rate_schedule
+from spmdgpt.optim import build_optimizer, initial_params, learning_rate_schedule
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, truncate_jsonl
 from spmdgpt.sharding import Rules, make_mesh
 
@@ -62,6 +62,7 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
 
 def init_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation) -> TrainState:
     params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
+    params = initial_params(cfg.optimizer, param_info(cfg.model), params)
     opt_state = jax.jit(optimizer.init)(params)
     return TrainState(jnp.zeros((), jnp.int32), params, opt_state)
 
@@ -190,6 +191,7 @@ def _init_from(cfg: Config, fresh: TrainState, optimizer) -> TrainState:
     from spmdgpt.checkpoint import load_init_params
 
     params, _ = load_init_params(cfg, fresh)
+    params = initial_params(cfg.optimizer, param_info(cfg.model), params)
     return TrainState(fresh.step, params, jax.jit(optimizer.init)(params))
 
 

@@ -1,4 +1,9 @@
-"""The optax chain built from config + per-parameter metadata."""
+"""The optax chain built from config + per-parameter metadata.
+
+adamw, sgd: one rule for every parameter. muon, manifold_muon: the hidden matrices (see
+`matrices.is_hidden_matrix`) get Muon / manifold Muon, every other parameter AdamW
+(`optax.partition`). Gradient clipping by global norm comes first in every case.
+"""
 
 from __future__ import annotations
 
@@ -7,42 +12,83 @@ import optax
 
 from spmdgpt.config import OptimizerConfig, OptimizerName, Schedule
 from spmdgpt.model.transformer import ParamInfo, Params
+from spmdgpt.optim.manifold import manifold_muon_direction
+from spmdgpt.optim.matrices import is_hidden_matrix
+from spmdgpt.optim.msign import msign
+from spmdgpt.optim.muon import manifold_muon, muon, project_to_manifold
+
+__all__ = [
+    "build_optimizer",
+    "initial_params",
+    "learning_rate_schedule",
+    "manifold_muon_direction",
+    "msign",
+    "weight_decay_mask",
+]
 
 
-def learning_rate_schedule(cfg: OptimizerConfig, total_steps: int) -> optax.Schedule:
-    """Linear warmup from 0 to lr, then cosine decay to lr * min_lr_ratio, or constant."""
+def learning_rate_schedule(cfg: OptimizerConfig, total_steps: int, peak: float | None = None) -> optax.Schedule:
+    """Linear warmup from 0 to peak (default lr), then cosine decay to peak * min_lr_ratio, or
+    constant."""
+    peak = cfg.lr if peak is None else peak
     warmup = min(cfg.warmup_steps, total_steps)
     if cfg.schedule == Schedule.cosine:
         return optax.warmup_cosine_decay_schedule(
             init_value=0.0,
-            peak_value=cfg.lr,
+            peak_value=peak,
             warmup_steps=warmup,
             decay_steps=max(total_steps, warmup + 1),
-            end_value=cfg.lr * cfg.min_lr_ratio,
+            end_value=peak * cfg.min_lr_ratio,
         )
     return optax.join_schedules(
-        [optax.linear_schedule(0.0, cfg.lr, max(warmup, 1)), optax.constant_schedule(cfg.lr)],
+        [optax.linear_schedule(0.0, peak, max(warmup, 1)), optax.constant_schedule(peak)],
         [warmup],
     )
 
 
+def _is_info(x) -> bool:
+    return isinstance(x, ParamInfo)
+
+
 def weight_decay_mask(info: Params) -> Params:
     """True for parameters that get weight decay, read from their metadata (not from ndim)."""
-    return jax.tree.map(lambda i: i.decay, info, is_leaf=lambda x: isinstance(x, ParamInfo))
+    return jax.tree.map(lambda i: i.decay, info, is_leaf=_is_info)
+
+
+def initial_params(cfg: OptimizerConfig, info: Params, params: Params) -> Params:
+    """The parameters an optimizer starts from: manifold_muon needs its matrices orthonormal."""
+    if cfg.name != OptimizerName.manifold_muon:
+        return params
+    return jax.jit(project_to_manifold, static_argnums=0)(info, params)
 
 
 def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int) -> optax.GradientTransformation:
     schedule = learning_rate_schedule(cfg, total_steps)
     mask = weight_decay_mask(info)
+    adamw = optax.adamw(
+        schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=mask
+    )
     if cfg.name == OptimizerName.adamw:
-        opt = optax.adamw(
-            schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=mask
-        )
-    else:  # SGD with momentum; decoupled weight decay scaled by the learning rate
+        opt = adamw
+    elif cfg.name == OptimizerName.sgd:  # decoupled weight decay scaled by the learning rate
         opt = optax.chain(
             optax.add_decayed_weights(cfg.weight_decay, mask),
             optax.sgd(schedule, momentum=cfg.momentum or None, nesterov=cfg.nesterov),
         )
+    else:
+        matrix_lr = learning_rate_schedule(cfg, total_steps, peak=cfg.muon_lr)
+        common = dict(beta=cfg.muon_momentum, nesterov=cfg.muon_nesterov)
+        if cfg.name == OptimizerName.muon:
+            matrix = muon(info, matrix_lr, ns_steps=cfg.ns_steps, weight_decay=cfg.weight_decay, **common)
+        else:
+            matrix = manifold_muon(
+                info, matrix_lr, solver=cfg.solver.value, steps=cfg.solver_steps, rho=cfg.rho,
+                dual_lr=cfg.dual_lr, msign_steps=cfg.msign_steps, **common,
+            )  # fmt: skip
+        labels = jax.tree.map(
+            lambda i: "matrix" if is_hidden_matrix(i) else "adamw", info, is_leaf=_is_info
+        )
+        opt = optax.partition({"matrix": matrix, "adamw": adamw}, labels)
     if cfg.grad_clip > 0:
         opt = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), opt)
     return opt
