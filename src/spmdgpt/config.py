@@ -137,14 +137,14 @@ class OptimizerConfig:
     grad_clip: float = 1.0  # clip by global norm; 0 disables
     # muon / manifold_muon: hidden matrices (QKV, output, MLP) get these; every other parameter
     # gets AdamW with lr, b1, b2, eps above. Same warmup and schedule shape as lr.
-    muon_lr: float = 0.02  # peak step size η (manifold_muon: spectral norm of each update)
+    muon_lr: float = 0.05  # peak step size η (manifold_muon: spectral norm of each update)
     muon_momentum: float = 0.95  # EMA momentum of the gradients
     muon_nesterov: bool = True  # step with the Nesterov look-ahead of the momentum
     ns_steps: int = 5  # muon: Polar Express msign iterations
     solver: ManifoldSolver = ManifoldSolver.admm  # manifold_muon inner solver: admm | dual_ascent
     solver_steps: int = 10  # inner iterations (dual_ascent needs ~100)
-    rho: float = 4.0  # ADMM penalty, for gradients normalised to unit Frobenius norm
-    dual_lr: float = 0.05  # dual ascent step, decays linearly to 0 over solver_steps
+    rho: float = 16.0  # ADMM penalty, for gradients normalised to unit Frobenius norm
+    dual_lr: float = 0.003  # dual ascent step, decays linearly to 0 over solver_steps
     msign_steps: int = 8  # msign iterations inside the solver and the retraction
 
 

@@ -62,8 +62,8 @@ def dual_iterates(
     *,
     solver: Solver = "admm",
     steps: int = 10,
-    rho: float = 4.0,
-    lr: float = 0.05,
+    rho: float = 16.0,
+    lr: float = 0.003,
     msign_steps: int = 8,
     trace: bool = False,
 ) -> Array:
@@ -116,8 +116,8 @@ def manifold_muon_direction(
     *,
     solver: Solver = "admm",
     steps: int = 10,
-    rho: float = 4.0,
-    lr: float = 0.05,
+    rho: float = 16.0,
+    lr: float = 0.003,
     msign_steps: int = 8,
 ) -> Array:
     """The update A (same shape as W) for W on the Stiefel manifold; wide W is solved as Wᵀ.

@@ -79,8 +79,8 @@ def manifold_muon(
     nesterov: bool = True,
     solver: str = "admm",
     steps: int = 10,
-    rho: float = 4.0,
-    dual_lr: float = 0.05,
+    rho: float = 16.0,
+    dual_lr: float = 0.003,
     msign_steps: int = 8,
 ) -> optax.GradientTransformation:
     """Manifold Muon for the hidden matrices of `info`; needs params (they are the base point)."""
