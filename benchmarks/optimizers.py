@@ -128,6 +128,16 @@ def part_a(out: Path) -> dict:
     for label, (gap, viol, vmax) in rows.items():
         cells = " ".join(f"{gap[KS.index(k)]:8.1e} {viol[KS.index(k)]:7.1e} ({vmax[KS.index(k)]:5.0e})" for k in (0, 10, 30, 100))
         print(f"    {label:16s} {cells}")
+    print("    per matrix kind, k=10 and k=100: relative gap / median violation (max)")
+    for label in runs:
+        cells = []
+        for n, _, _ in problems:
+            gap = (curves[label][n][0] - best[n]) / best[n]
+            viol = curves[label][n][1]
+            cells += [f"{n} " + " ".join(
+                f"{np.median(gap[KS.index(k)]):.0e}/{np.median(viol[KS.index(k)]):.1e}({viol[KS.index(k)].max():.0e})"
+                for k in (10, 100))]  # fmt: skip
+        print(f"    {label:16s} " + " | ".join(cells))
     try:
         import matplotlib
 
@@ -138,11 +148,12 @@ def part_a(out: Path) -> dict:
         return rows
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     ks = np.asarray(KS)
-    for label, (gap, viol, _) in rows.items():
-        axes[0].semilogy(ks, np.maximum(gap, 1e-8), label=label)
-        axes[1].semilogy(ks, viol, label=label)
+    for label, (gap, viol, vmax) in rows.items():
+        (line,) = axes[0].semilogy(ks, np.maximum(gap, 1e-8), label=label)
+        axes[1].semilogy(ks, viol, color=line.get_color(), label=label)
+        axes[1].semilogy(ks, vmax, color=line.get_color(), linestyle="--")
     axes[0].set(xlabel="iteration", ylabel="relative dual gap (median)", title="||Ĝ+2WΛ||_* vs best")
-    axes[1].set(xlabel="iteration", ylabel="||AᵀW+WᵀA||_F / η (median)", title="tangent-space violation")
+    axes[1].set(xlabel="iteration", ylabel="||AᵀW+WᵀA||_F / η", title="tangent violation: median (solid), max (dashed)")
     axes[0].legend()
     fig.suptitle("manifold Muon inner solvers on real B1 gradients (24 matrices)")
     fig.tight_layout()
