@@ -251,11 +251,12 @@ def sharded_cfg(*overrides):
     )  # fmt: skip
 
 
-# fsdp_tp splits the matrices along both mesh axes (the hardest case) and runs by default; the
-# other tables for manifold Muon (slow to compile: 3 msign chains per solver iteration) are `slow`.
+# fsdp_tp splits the matrices along both mesh axes (the hardest case) and runs by default, as does
+# Muon under fsdp; the other cases are `slow` (manifold Muon compiles 3 msign chains per solver
+# iteration) to keep the default suite near 10 minutes on 2 cores.
 CASES = [
     pytest.param(name, table, mesh, id=f"{name}-{table}",
-                 marks=[pytest.mark.slow] if name == "manifold_muon" and table != "fsdp_tp" else [])
+                 marks=[pytest.mark.slow] if table not in ("fsdp_tp", "fsdp" if name == "muon" else "") else [])
     for name in ("muon", "manifold_muon") for table, mesh in LAYOUTS
 ]  # fmt: skip
 
