@@ -38,6 +38,7 @@ from spmdgpt.model.transformer import ParamInfo
 from spmdgpt.optim import build_optimizer
 from spmdgpt.optim.manifold import direction_from_dual, dual_iterates, dual_objective, tangent_violation
 from spmdgpt.optim.matrices import MatrixView, is_hidden_matrix
+from spmdgpt.optim.muon import MomentumState, _momentum
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.train import init_state, make_train_step
 
@@ -87,8 +88,7 @@ def real_problems(steps: int = 30):
         assert is_hidden_matrix(i)
         view = MatrixView.of(i)
         w = view.to_matrices(jax.device_get(getattr(state.params.blocks, name)))
-        m_new = beta * getattr(mu.blocks, name) + (1 - beta) * getattr(grads.blocks, name)
-        d = beta * m_new + (1 - beta) * getattr(grads.blocks, name)
+        _, d = _momentum(getattr(grads.blocks, name), MomentumState(0, getattr(mu.blocks, name)), beta, True)
         out.append((name, jnp.asarray(w), jnp.asarray(view.to_matrices(jax.device_get(d)))))
     return out
 

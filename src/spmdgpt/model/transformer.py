@@ -137,16 +137,17 @@ def param_info(cfg: ModelConfig) -> Params:
     )
 
 
-def _is_info(x) -> bool:
+def is_info(x) -> bool:
+    """Leaf test for trees of ParamInfo (`is_leaf=is_info`)."""
     return isinstance(x, ParamInfo)
 
 
 def num_params(cfg: ModelConfig) -> int:
-    return sum(math.prod(i.shape) for i in jax.tree.leaves(param_info(cfg), is_leaf=_is_info))
+    return sum(math.prod(i.shape) for i in jax.tree.leaves(param_info(cfg), is_leaf=is_info))
 
 
 def param_shardings(cfg: ModelConfig, rules: Rules) -> Params:
-    return jax.tree.map(lambda i: rules.param_sharding(i.logical), param_info(cfg), is_leaf=_is_info)
+    return jax.tree.map(lambda i: rules.param_sharding(i.logical), param_info(cfg), is_leaf=is_info)
 
 
 def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
@@ -165,7 +166,7 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
                 return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
             return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
 
-        return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=_is_info)
+        return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=is_info)
 
     return jax.jit(make, out_shardings=param_shardings(cfg, rules))(key)
 

@@ -11,7 +11,7 @@ import jax
 import optax
 
 from spmdgpt.config import OptimizerConfig, OptimizerName, Schedule
-from spmdgpt.model.transformer import ParamInfo, Params
+from spmdgpt.model.transformer import Params, is_info
 from spmdgpt.optim.manifold import manifold_muon_direction
 from spmdgpt.optim.matrices import is_hidden_matrix
 from spmdgpt.optim.msign import msign
@@ -46,13 +46,9 @@ def learning_rate_schedule(cfg: OptimizerConfig, total_steps: int, peak: float |
     )
 
 
-def _is_info(x) -> bool:
-    return isinstance(x, ParamInfo)
-
-
 def weight_decay_mask(info: Params) -> Params:
     """True for parameters that get weight decay, read from their metadata (not from ndim)."""
-    return jax.tree.map(lambda i: i.decay, info, is_leaf=_is_info)
+    return jax.tree.map(lambda i: i.decay, info, is_leaf=is_info)
 
 
 def initial_params(cfg: OptimizerConfig, info: Params, params: Params) -> Params:
@@ -86,7 +82,7 @@ def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int) -> opt
                 dual_lr=cfg.dual_lr, msign_steps=cfg.msign_steps, **common,
             )  # fmt: skip
         labels = jax.tree.map(
-            lambda i: "matrix" if is_hidden_matrix(i) else "adamw", info, is_leaf=_is_info
+            lambda i: "matrix" if is_hidden_matrix(i) else "adamw", info, is_leaf=is_info
         )
         opt = optax.partition({"matrix": matrix, "adamw": adamw}, labels)
     if cfg.grad_clip > 0:

@@ -33,12 +33,8 @@ Solver = Literal["admm", "dual_ascent"]
 SOLVERS = ("admm", "dual_ascent")
 
 
-def _mT(x: Array) -> Array:
-    return jnp.swapaxes(x, -1, -2)
-
-
 def _sym(x: Array) -> Array:
-    return 0.5 * (x + _mT(x))
+    return 0.5 * (x + jnp.matrix_transpose(x))
 
 
 def normalize(g: Array, eps: float = 1e-30) -> Array:
@@ -71,14 +67,14 @@ def dual_iterates(
     stacked on a new leading axis (for convergence plots)."""
     _check(w, g, solver)
     g = normalize(g)
-    lam0 = -0.5 * _sym(_mT(w) @ g)  # -¼(WᵀG + GᵀW)
+    lam0 = -0.5 * _sym(jnp.matrix_transpose(w) @ g)  # -¼(WᵀG + GᵀW)
 
     if solver == "dual_ascent":
 
         def body(lam, k):
             m = msign(g + 2 * w @ lam, msign_steps)
             gamma = lr * (1.0 - k / steps)
-            lam = lam - gamma * _sym(_mT(w) @ m)
+            lam = lam - gamma * _sym(jnp.matrix_transpose(w) @ m)
             return lam, lam if trace else None
 
         lam, lams = jax.lax.scan(body, lam0, jnp.arange(steps, dtype=g.dtype))
@@ -87,12 +83,12 @@ def dual_iterates(
 
         def body(carry, _):
             lam, x, omega = carry
-            p = _mT(w) @ (omega / rho + x - g)
+            p = jnp.matrix_transpose(w) @ (omega / rho + x - g)
             lam = 0.5 * _sym(p)  # ¼(P + Pᵀ)
             wl2 = 2 * w @ lam
             b = g + wl2 - omega / rho
             # Singular value thresholding of B at 1/ρ: U max(Σ - 1/ρ, 0) Vᵀ.
-            keep = 0.5 * (eye + msign(_mT(b) @ b - eye / rho**2, msign_steps))
+            keep = 0.5 * (eye + msign(jnp.matrix_transpose(b) @ b - eye / rho**2, msign_steps))
             x = (b - msign(b, msign_steps) / rho) @ keep
             omega = omega + rho * (x - wl2 - g)
             return (lam, x, omega), lam if trace else None
@@ -126,7 +122,7 @@ def manifold_muon_direction(
     """
     if w.ndim >= 2 and w.shape[-2] < w.shape[-1]:
         kw = dict(solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
-        return _mT(manifold_muon_direction(_mT(w), _mT(g), eta, **kw))
+        return jnp.matrix_transpose(manifold_muon_direction(jnp.matrix_transpose(w), jnp.matrix_transpose(g), eta, **kw))
     lam = dual_iterates(w, g, solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
     return direction_from_dual(w, g, lam, eta, msign_steps)
 
@@ -138,8 +134,8 @@ def retract(w: Array, a: Array, msign_steps: int = 10) -> Array:
 
 def tangent_violation(w: Array, a: Array) -> Array:
     """||AᵀW + WᵀA||_F per matrix (0 when A is tangent at W; W tall)."""
-    s = _mT(a) @ w
-    return jnp.sqrt(jnp.sum(jnp.square(s + _mT(s)), axis=(-2, -1)))
+    s = jnp.matrix_transpose(a) @ w
+    return jnp.sqrt(jnp.sum(jnp.square(s + jnp.matrix_transpose(s)), axis=(-2, -1)))
 
 
 def dual_objective(w: Array, g: Array, lam: Array, msign_steps: int = 8) -> Array:

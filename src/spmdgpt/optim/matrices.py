@@ -1,4 +1,4 @@
-"""Muon and manifold Muon as optax transformations over the model's hidden matrices.
+"""Parameters as batches of matrices: which ones Muon / manifold Muon govern, and how.
 
 Which axes of a parameter form "the matrix" comes from its metadata (`ParamInfo.fan_in` x
 `ParamInfo.fan_out`); every other axis is a batch of independent matrices. So the stacked fused
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 from optax.transforms import MaskedNode
 
-from spmdgpt.model.transformer import ParamInfo, Params
+from spmdgpt.model.transformer import ParamInfo, Params, is_info
 from spmdgpt.optim.msign import msign
 
 Array = jax.Array
@@ -113,7 +113,7 @@ def map_matrices(fn: Callable, info: Params, tree, *rest):
             return x
         return fn(MatrixView.of(i), x, *xs)
 
-    return jax.tree.map(leaf, info, tree, *rest, is_leaf=lambda v: isinstance(v, ParamInfo))
+    return jax.tree.map(leaf, info, tree, *rest, is_leaf=is_info)
 
 
 def orthogonalize(view: MatrixView, x: Array, steps: int) -> Array:

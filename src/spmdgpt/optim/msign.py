@@ -40,10 +40,6 @@ def coefficients(steps: int) -> tuple:
     return tuple(POLAR_EXPRESS[min(i, len(POLAR_EXPRESS) - 1)] for i in range(steps))
 
 
-def _mT(x: Array) -> Array:
-    return jnp.swapaxes(x, -1, -2)
-
-
 def msign(x: Array, steps: int = 8, eps: float = 1e-7) -> Array:
     """Orthogonal polar factor of the matrices in the last two axes of x (leading axes batch).
 
@@ -54,13 +50,13 @@ def msign(x: Array, steps: int = 8, eps: float = 1e-7) -> Array:
         raise ValueError(f"msign needs a matrix, got shape {x.shape}")
     wide = x.shape[-2] <= x.shape[-1]
     if not wide:
-        x = _mT(x)
+        x = jnp.matrix_transpose(x)
     norm = jnp.sqrt(jnp.sum(jnp.square(x.astype(jnp.float32)), axis=(-2, -1), keepdims=True))
     x = x / (SAFETY * norm + eps).astype(x.dtype)
     for a, b, c in coefficients(steps):
-        gram = x @ _mT(x)  # [.., m, m] with m the short side
+        gram = x @ jnp.matrix_transpose(x)  # [.., m, m] with m the short side
         x = a * x + (b * gram + c * (gram @ gram)) @ x
-    return x if wide else _mT(x)
+    return x if wide else jnp.matrix_transpose(x)
 
 
 def nuclear_norm(x: Array, steps: int = 8) -> Array:
