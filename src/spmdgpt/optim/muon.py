@@ -7,7 +7,8 @@ see every parameter as a batch of matrices (`matrices.MatrixView`).
   -lr (msign(M) sqrt(max(1, fan_out / fan_in)) + wd W), the width factor as in Jordan's Muon.
 * Manifold Muon (J. Bernstein, "Modular Manifolds", Thinking Machines Lab, 2025): W stays on the
   Stiefel manifold (orthonormal columns of the tall view); the step is the solution A of the
-  constrained problem in `manifold.py` with ||A||_op <= η = lr, then W <- msign(W + A). The
+  constrained problem in `manifold.py` with ||A||_op <= η = lr (made exactly tangent by
+  `manifold.feasible_direction` when the solver stops early), then W <- msign(W + A). The
   update handed to optax is msign(W + A) - W, so `optax.apply_updates` lands on the manifold.
   Parameters must start on the manifold: `project_to_manifold` (train.init_state calls it).
 """
