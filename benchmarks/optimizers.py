@@ -10,9 +10,9 @@
     `manifold.feasible_direction`: (D* + <A_k, Ĝ>/η) / D*, an upper bound on how far it is from
     optimal (its tangency violation is printed too). Also the violation of the raw
     -η msign(Ĝ + 2WΛ_k) the write-up returns. Plot: out/inner_loop.png.
-(b) ms per B1 training step: AdamW, Muon, manifold Muon (ADMM, 10 iterations) and manifold Muon
-    (dual ascent, 100 iterations); the ratio dual ascent / ADMM, with both solvers' final
-    objective gap and violation at those iteration counts from (a).
+(b) ms per B1 training step: AdamW, Muon, manifold Muon (ADMM, 10 and 20 iterations) and
+    manifold Muon (dual ascent, 100 iterations); the ratios dual ascent / ADMM, with the primal
+    gap of each solver's step at those iteration counts from (a) (default ρ and dual step).
 (c) Validation loss of shakespeare_char after --budget steps (warmup 10% of them, cosine) for
     the four optimizers, one table.
 Needs the `bench` extra (matplotlib) for the plot.

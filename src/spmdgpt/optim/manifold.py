@@ -146,23 +146,21 @@ def op_norm(a: Array, squarings: int = 6, iters: int = 16) -> Array:
     return jnp.sqrt(jnp.maximum(jnp.sum(v * (gram @ v), axis=(-2, -1)), 0.0))
 
 
+def _feasible(w: Array, a: Array) -> Array:
+    """A projected onto the tangent space at W, scaled down to ||A||_op <= 1 if needed."""
+    a = tangent_project(w, a)
+    return a / jnp.maximum(1.0, op_norm(a))[..., None, None]
+
+
 def feasible_direction(w: Array, g: Array, dual: Dual, eta, msign_steps: int = 8) -> Array:
     """A with AᵀW + WᵀA = 0 and ||A||_op <= η, the best of the candidates the dual gives (module
     docstring): each projected onto the tangent space and scaled by η / max(1, ||·||_op)."""
     g = normalize(g)
-    candidates = [-msign(g + 2 * w @ dual.lam, msign_steps)]
-    if dual.omega is not None:
-        candidates.append(dual.omega)  # ADMM: ||Ω||_op <= 1 by construction, ~tangent
-    best, best_obj = None, None
-    for c in candidates:
-        c = tangent_project(w, c)
-        c = c / jnp.maximum(1.0, op_norm(c))[..., None, None]
-        obj = jnp.sum(c * g, axis=(-2, -1))  # <A, Ĝ>/η, lower is better
-        if best is None:
-            best, best_obj = c, obj
-        else:
-            better = obj < best_obj
-            best, best_obj = jnp.where(better[..., None, None], c, best), jnp.minimum(obj, best_obj)
+    best = _feasible(w, -msign(g + 2 * w @ dual.lam, msign_steps))
+    if dual.omega is not None:  # ADMM: ||Ω||_op <= 1 by construction, ~tangent
+        other = _feasible(w, dual.omega)
+        better = jnp.sum(other * g, axis=(-2, -1)) < jnp.sum(best * g, axis=(-2, -1))  # <A, Ĝ>/η lower
+        best = jnp.where(better[..., None, None], other, best)
     return eta * best
 
 
