@@ -25,8 +25,10 @@ objective is within 1e-3 of optimal while that A violates tangency by ||AᵀW + 
 (benchmarks/BENCHMARKS.md). So the returned A is made feasible: each candidate is projected onto
 the tangent space, A - W sym(WᵀA), and scaled to ||A||_op <= η; the candidate with the better
 objective wins, per matrix. Candidates: -msign(G + 2WΛ) (exact at the optimum; best on square
-matrices) and, for ADMM, its multiplier Ω, which converges to the primal solution and already
-satisfies ||Ω||_op <= 1 (best on tall ones). The retraction discards the normal part of a step
+matrices), the same at Λ₀, -msign of G's tangent projection (one msign more; ADMM's primal is
+not monotone and on tall matrices is worse than this at k = 5-10), and, for ADMM, its
+multiplier Ω, which converges to the primal solution and already satisfies ||Ω||_op <= 1 (best
+on tall ones from k ~ 20). The retraction discards the normal part of a step
 anyway (msign(W + WS) = W for symmetric S small), so this is the step that is really taken,
 with its step size kept honest. `duality_gap` certifies how far from optimal it is.
 """
@@ -153,12 +155,18 @@ def _feasible(w: Array, a: Array) -> Array:
 
 
 def feasible_direction(w: Array, g: Array, dual: Dual, eta, msign_steps: int = 8) -> Array:
-    """A with AᵀW + WᵀA = 0 and ||A||_op <= η, the best of the candidates the dual gives (module
-    docstring): each projected onto the tangent space and scaled by η / max(1, ||·||_op)."""
+    """A with AᵀW + WᵀA = 0 and ||A||_op <= η, the best of the candidates (module docstring): each
+    projected onto the tangent space and scaled by η / max(1, ||·||_op), the lowest <A, Ĝ> wins."""
     g = normalize(g)
-    best = _feasible(w, -msign(g + 2 * w @ dual.lam, msign_steps))
+    candidates = [
+        -msign(g + 2 * w @ dual.lam, msign_steps),  # the write-up's recovery at the final Λ
+        -msign(tangent_project(w, g), msign_steps),  # the same at Λ₀: a floor for early stops
+    ]
     if dual.omega is not None:  # ADMM: ||Ω||_op <= 1 by construction, ~tangent
-        other = _feasible(w, dual.omega)
+        candidates.append(dual.omega)
+    best = _feasible(w, candidates[0])
+    for other in candidates[1:]:
+        other = _feasible(w, other)
         better = jnp.sum(other * g, axis=(-2, -1)) < jnp.sum(best * g, axis=(-2, -1))  # <A, Ĝ>/η lower
         best = jnp.where(better[..., None, None], other, best)
     return eta * best
