@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from spmdgpt.runtime import set_default_xla_flags
+from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
 
+use_retaining_malloc()  # the process settings of `spmdgpt train` (spmdgpt.runtime)
 set_default_xla_flags()
 
 import jax  # noqa: E402

@@ -25,8 +25,9 @@ import json
 import time
 from pathlib import Path
 
-from spmdgpt.runtime import set_default_xla_flags
+from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
 
+use_retaining_malloc()  # the process settings of `spmdgpt train` (spmdgpt.runtime)
 set_default_xla_flags()
 
 import jax  # noqa: E402

@@ -1,23 +1,30 @@
 """Training throughput and MFU on this machine, against its matmul peak measured in the same run.
 
     python benchmarks/throughput.py [--steps 20] [--configs B1,B2] [extra hydra overrides]
+    SPMDGPT_MALLOC=system python benchmarks/throughput.py   # with glibc's default malloc settings
 
 B1: vocab 65, 4 layers, 4 heads, d_model 256, seq 256, batch 16, float32, AdamW, 1 device.
 B2: the same with the GPT-2 vocabulary (50257) and batch 8.
 The peak is the best float32 matmul rate (N x N @ N x N) over a few sizes; MFU = achieved
 model FLOP/s (6N + attention, see spmdgpt.flops) / that peak. Each config runs several timed
 windows; the best window is compared with the (best-of) peak, and the median is printed too
-(this shared 2-core machine shows about +-10% run-to-run noise).
+(this shared 2-core machine shows about +-10% run-to-run noise). Like `spmdgpt train`, the
+script restarts itself with spmdgpt's glibc malloc settings (spmdgpt.runtime); it also prints
+the kernel (sys) time and minor page faults per step. The last line is the results as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import time
 
-from spmdgpt.runtime import set_default_xla_flags
+from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
 
-set_default_xla_flags()  # the same XLA flags as `spmdgpt train`, set before JAX starts
+use_retaining_malloc()  # the same process settings as `spmdgpt train`
+set_default_xla_flags()  # and XLA flags, set before JAX starts
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -59,7 +66,8 @@ def matmul_peak(sizes=(1024, 2048, 3072), reps=5) -> float:
 
 
 def measure(name: str, overrides: list, steps: int, windows: int, warmup: int = 3):
-    """Tokens/s of `windows` timed windows of `steps` steps each (after warmup and compile)."""
+    """Tokens/s of `windows` timed windows of `steps` steps each (after warmup and compile), and
+    the process's kernel time (ms) and minor page faults per step over all of them."""
     cfg = load_config([*COMMON, *CONFIGS[name], "mesh.data=1", *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
@@ -80,13 +88,17 @@ def measure(name: str, overrides: list, steps: int, windows: int, warmup: int = 
             state, m = step(state, *batches[i % 4])
         jax.block_until_ready(m)
         rates = []
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         for _ in range(windows):
             t0 = time.perf_counter()
             for i in range(steps):
                 state, m = step(state, *batches[i % 4])
             jax.block_until_ready(m)
             rates.append(steps * shape[0] * shape[1] / (time.perf_counter() - t0))
-    return rates, flops_per_token(cfg.model, cfg.data.seq_len)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+    n = steps * windows
+    kernel = {"sys_ms_per_step": 1e3 * (r1.ru_stime - r0.ru_stime) / n, "faults_per_step": (r1.ru_minflt - r0.ru_minflt) / n}
+    return rates, flops_per_token(cfg.model, cfg.data.seq_len), kernel
 
 
 def main() -> None:
@@ -98,16 +110,22 @@ def main() -> None:
     args = ap.parse_args()
     peak = matmul_peak()
     print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()} | float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(f"glibc malloc tunables: {os.environ.get('GLIBC_TUNABLES') or 'none (glibc defaults)'}")
     targets = {"B1": 0.50, "B2": 0.45}
+    results = {"peak_gflops": peak / 1e9}
     for name in args.configs.split(","):
-        rates, fpt = measure(name, args.overrides, args.steps, args.windows)
+        rates, fpt, kernel = measure(name, args.overrides, args.steps, args.windows)
         best, median = max(rates), float(np.median(rates))
         ratio = best * fpt / peak
         print(
             f"{name}: {best:,.0f} tokens/s (median {median:,.0f}) | {best * fpt / 1e9:.1f} GFLOP/s | "
             f"MFU {100 * ratio:.1f}% of measured peak (median {100 * median * fpt / peak:.1f}%; "
-            f"target {100 * targets[name]:.0f}%: {'PASS' if ratio >= targets[name] else 'FAIL'})"
+            f"target {100 * targets[name]:.0f}%: {'PASS' if ratio >= targets[name] else 'FAIL'}) | "
+            f"per step: {kernel['sys_ms_per_step']:.0f} ms in the kernel, {kernel['faults_per_step']:,.0f} page faults"
         )
+        results[name] = {"tokens_per_sec": best, "median_tokens_per_sec": median, "mfu": ratio,
+                         "median_mfu": median * fpt / peak, **kernel}  # fmt: skip
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 
 from conftest import read_jsonl
 from spmdgpt.config import load_config
+from spmdgpt.runtime import MALLOC_TUNABLES, malloc_environment
 from spmdgpt.train import train
 
 
@@ -86,12 +88,15 @@ def test_cli_end_to_end_subprocess(tmp_path):
         [sys.executable, "-m", "spmdgpt", "train", "+experiment=staircase", "train.steps=30",
          "train.progress=false", "mesh.data=1", f"run.dir={tmp_path / 'r'}"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**__import__("os").environ, "XLA_FLAGS": ""},
+        env={**{k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC")}, "XLA_FLAGS": ""},
     )
     assert out.returncode == 0, out.stderr
     assert "val/loss" in out.stderr
     rows = read_jsonl(tmp_path / "r" / "metrics.jsonl")
     assert rows[-1]["step"] == 30 and rows[-1]["val/loss"] < math.log(16)
+    # the entry point restarted itself with glibc's malloc tunables (spmdgpt.runtime), on glibc
+    meta = json.loads((tmp_path / "r" / "metadata.json").read_text())
+    assert meta["glibc_tunables"] == (":".join(MALLOC_TUNABLES) if malloc_environment({}) is not None else "")
 
 
 def test_train_runs_off_the_main_thread(tmp_path):

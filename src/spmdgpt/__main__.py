@@ -1,5 +1,3 @@
-import sys
+from spmdgpt.cli import entry
 
-from spmdgpt.cli import main
-
-sys.exit(main())
+entry()

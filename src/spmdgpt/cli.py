@@ -28,6 +28,15 @@ def _usage() -> str:
     )
 
 
+def entry() -> None:
+    """The process entry point (console script `spmdgpt`, `python -m spmdgpt`): restart with the
+    glibc malloc settings first (spmdgpt.runtime.use_retaining_malloc), then run main."""
+    from spmdgpt.runtime import use_retaining_malloc
+
+    use_retaining_malloc()
+    sys.exit(main())
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["launch"]:
@@ -78,4 +87,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

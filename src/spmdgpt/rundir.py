@@ -77,6 +77,7 @@ def run_metadata(argv: list) -> dict:
             for d in jax.devices()
         ],
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "pip_freeze": pip_freeze(),
     }
 
