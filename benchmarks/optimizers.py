@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
@@ -108,16 +109,16 @@ def trace(w, g, solver, **kw):
     violation / η, and the violation of the raw -msign(Ĝ + 2WΛ_k); each [len(KS), B]."""
     dual = jax.jit(lambda w, g: dual_iterates(w, g, solver=solver, steps=INNER_STEPS, trace=True, **kw))(w, g)
     dual = jax.tree.map(lambda x: x[np.asarray(KS)], dual)
-    gn = normalize(g)
 
-    @jax.jit
-    @jax.vmap
-    def measure(d):
+    @jax.jit  # w and g are arguments, not closed-over constants XLA would try to fold
+    @partial(jax.vmap, in_axes=(None, None, 0))
+    def measure(w, g, d):
+        gn = normalize(g)
         a = feasible_direction(w, g, d, 1.0, 10)
         raw = -msign(gn + 2 * w @ d.lam, 10)
         return dual_objective(w, g, d.lam, 10), jnp.sum(a * gn, (-2, -1)), tangent_violation(w, a), tangent_violation(w, raw)
 
-    return tuple(np.asarray(x, np.float64) for x in measure(dual))
+    return tuple(np.asarray(x, np.float64) for x in measure(w, g, dual))
 
 
 def part_a(out: Path) -> dict:

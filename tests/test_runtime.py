@@ -29,6 +29,26 @@ def test_malloc_environment_decisions():
     assert malloc_environment(base, libc="") is None
 
 
+def test_failed_restart_carries_on(monkeypatch, capsys):
+    """If the restart itself fails, the process goes on with glibc's defaults and says so."""
+    import spmdgpt.runtime as runtime
+
+    calls = []
+
+    def execve(*args):
+        calls.append(args)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(runtime, "_libc", lambda: "glibc 2.36")
+    monkeypatch.setattr(runtime.os, "execve", execve)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.delenv("SPMDGPT_MALLOC", raising=False)
+    runtime.use_retaining_malloc()
+    if sys.platform.startswith("linux"):
+        assert len(calls) == 1 and calls[0][2]["GLIBC_TUNABLES"] == OURS
+        assert "could not restart with the glibc malloc settings" in capsys.readouterr().err
+
+
 PROBE = """
 import json, os, resource
 from spmdgpt.runtime import use_retaining_malloc

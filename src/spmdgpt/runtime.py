@@ -67,4 +67,8 @@ def use_retaining_malloc() -> None:
     if env is not None and sys.platform.startswith("linux") and sys.executable:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(sys.executable, sys.orig_argv, env)
+        try:
+            os.execve(sys.executable, sys.orig_argv, env)
+        except OSError as e:  # carry on with glibc's defaults (slower on CPU, otherwise the same)
+            print(f"spmdgpt: warning: could not restart with the glibc malloc settings ({e}); continuing "
+                  f"with glibc's defaults ({MALLOC_OPT_OUT}=system skips the restart)", file=sys.stderr)
