@@ -122,6 +122,26 @@ def test_direction_does_not_depend_on_the_scale_of_g(problem, solver, steps):
         np.testing.assert_allclose(solve(w, scale * g, solver, steps), ref, rtol=0, atol=1e-5 * ETA)
 
 
+def test_square_matrices_need_no_iterations():
+    """Square W: A* = -η W msign(skew(WᵀĜ)) in closed form (float64 SVD), objective -η||skew(WᵀĜ)||_*;
+    the direction (no iterations, whatever `steps` says) matches it, and ADMM run for 30
+    iterations through the general path reaches the same objective, not a better one."""
+    rng = np.random.default_rng(5)
+    w, g = stiefel(rng, 64, 64), jnp.asarray(rng.normal(size=(64, 64)), jnp.float32)
+    w64, gn = np.asarray(w, np.float64), np.asarray(normalize(g), np.float64)
+    s = w64.T @ gn
+    skew = 0.5 * (s - s.T)
+    u, sv, vt = np.linalg.svd(skew)
+    exact = -ETA * w64 @ (u @ vt)
+    for solver in ("admm", "dual_ascent"):
+        a = manifold_muon_direction(w, g, ETA, solver=solver, steps=10)
+        np.testing.assert_allclose(a, exact, rtol=0, atol=1e-5 * ETA)  # measured 3.7e-7 η
+        assert abs(float(np.sum(np.asarray(a, np.float64) * gn)) + ETA * sv.sum()) <= 1e-6 * ETA * sv.sum()
+    solved = feasible_direction(w, g, dual_iterates(w, g, solver="admm", steps=30), ETA)
+    assert float(jnp.sum(solved * gn)) >= -ETA * sv.sum() * (1 + 1e-5)
+    assert abs(float(jnp.sum(solved * gn)) + ETA * sv.sum()) <= 1e-5 * ETA * sv.sum()
+
+
 def test_wide_and_batched_matrices():
     """Wide W is the transposed problem; leading axes are a batch (jit, vmap agree)."""
     rng = np.random.default_rng(3)
