@@ -30,13 +30,12 @@ dual is flat and non-smooth: on 1024x256 MLP matrices, after 10 ADMM iterations 
 objective is within 1e-3 of optimal while that A violates tangency by ||AᵀW + WᵀA||_F ~ 5η
 (benchmarks/BENCHMARKS.md). So the returned A is made feasible: each candidate is projected onto
 the tangent space, A - W sym(WᵀA), and scaled to ||A||_op <= η; the candidate with the better
-objective wins, per matrix. Candidates: -msign(G + 2WΛ) (exact at the optimum; best on square
-matrices), the same at Λ₀, -msign of G's tangent projection (one msign more; ADMM's primal is
-not monotone and on tall matrices is worse than this at k = 5-10), and, for ADMM, its
-multiplier Ω, which converges to the primal solution and already satisfies ||Ω||_op <= 1 (best
-on tall ones from k ~ 20). The retraction discards the normal part of a step
-anyway (msign(W + WS) = W for symmetric S small), so this is the step that is really taken,
-with its step size kept honest. `duality_gap` certifies how far from optimal it is.
+objective wins, per matrix. Candidates: -msign(G + 2WΛ) (exact at the optimum); the same at Λ₀,
+-msign of G's tangent projection (one msign more: ADMM's primal is not monotone, and on the
+tall B1 matrices no solver beats this before ~20 iterations); for ADMM, its multiplier Ω,
+which converges to the primal solution and satisfies ||Ω||_op <= 1 (best from ~20 iterations).
+The retraction discards the normal part of a step anyway (msign(W + WS) = W for symmetric S
+small), so this is the step that is really taken, with its step size kept honest. `duality_gap` certifies how far from optimal it is.
 """
 
 from __future__ import annotations
