@@ -41,7 +41,7 @@ CASES = [
     (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver=newton"], "optimizer.solver"),
     (STAIR + ["optimizer.name=manifold_muon", "optimizer.rho=0"], "optimizer.rho=0.0 must be > 0"),
     (STAIR + ["optimizer.name=muon", "optimizer.muon_momentum=1"], "optimizer.muon_momentum=1.0 must be in [0, 1)"),
-    (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver_steps=0"], "optimizer.solver_steps=0 must be >= 1"),
+    (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver_steps=-1"], "optimizer.solver_steps=-1 must be >= 0"),
 ]
 
 

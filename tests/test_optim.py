@@ -195,7 +195,7 @@ def low_rank_problem():
     return w, g
 
 
-@pytest.mark.parametrize("solver,steps", [("admm", 3), ("admm", 10), ("dual_ascent", 10)])
+@pytest.mark.parametrize("solver,steps", [("admm", 0), ("admm", 3), ("admm", 10), ("dual_ascent", 10)])
 def test_early_stopped_direction_is_feasible(low_rank_problem, solver, steps):
     """Stopped early on a near-low-rank G, the raw -η msign(Ĝ + 2WΛ) is far from tangent
     (violation > 0.1 η); the returned A is tangent (<= 1e-4 η) with ||A||_op <= (1 + 1e-3) η (the

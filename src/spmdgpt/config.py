@@ -142,7 +142,7 @@ class OptimizerConfig:
     muon_nesterov: bool = True  # step with the Nesterov look-ahead of the momentum
     ns_steps: int = 5  # muon: Polar Express msign iterations
     solver: ManifoldSolver = ManifoldSolver.admm  # manifold_muon inner solver: admm | dual_ascent
-    solver_steps: int = 10  # inner iterations (dual_ascent needs ~100)
+    solver_steps: int = 10  # inner iterations (dual_ascent needs ~100; 0: the Λ₀ step, no solver)
     rho: float = 16.0  # ADMM penalty, for gradients normalised to unit Frobenius norm
     dual_lr: float = 0.003  # dual ascent step, decays linearly to 0 over solver_steps
     msign_steps: int = 8  # msign iterations inside the solver and the retraction
@@ -444,9 +444,11 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
         positive("optimizer.muon_lr", o.muon_lr)
         if not 0.0 <= o.muon_momentum < 1.0:
             errs.append(f"optimizer.muon_momentum={o.muon_momentum} must be in [0, 1), e.g. 0.95")
-        for name in ("ns_steps", "solver_steps", "msign_steps"):
+        for name in ("ns_steps", "msign_steps"):
             if getattr(o, name) < 1:
                 errs.append(f"optimizer.{name}={getattr(o, name)} must be >= 1")
+        if o.solver_steps < 0:
+            errs.append(f"optimizer.solver_steps={o.solver_steps} must be >= 0 (0 = the solver's starting step only)")
         positive("optimizer.rho", o.rho)
         positive("optimizer.dual_lr", o.dual_lr)
 

@@ -18,7 +18,8 @@ Square W needs no solver: its tangent vectors are WK with K skew, so the problem
 min <K, skew(WᵀG)> s.t. ||K||_op <= η, solved by K = -η msign(skew(WᵀG)) (the polar factor of a
 skew matrix is skew), i.e. A* = -η msign(G + 2WΛ₀): Λ₀ is already optimal, and
 `manifold_muon_direction` skips the iterations (measured on B1's 256x256 attention matrices:
-optimal to 1e-7 at k = 0). Tall W (the MLP's 1024x256 views) is where the solvers work.
+optimal to 1e-7 at k = 0). Tall W (the MLP's 1024x256 views) is where the solvers work;
+steps=0 takes this Λ₀ step for them too (feasible, not optimal: 7.5e-2 off on B1's).
 
 Both start from Λ₀ = -¼(WᵀG + GᵀW) (which makes G + 2WΛ₀ the tangent projection of G) and work
 on G / ||G||_F: the problem is scale-invariant, so a fixed ρ or γ means the same thing for every
@@ -201,7 +202,7 @@ def manifold_muon_direction(
     if w.ndim >= 2 and w.shape[-2] < w.shape[-1]:
         kw = dict(solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
         return jnp.matrix_transpose(manifold_muon_direction(jnp.matrix_transpose(w), jnp.matrix_transpose(g), eta, **kw))
-    if w.shape[-2] == w.shape[-1]:  # square W: Λ₀ is the dual optimum (module docstring)
+    if w.shape[-2] == w.shape[-1] or steps == 0:  # square W: Λ₀ is the dual optimum (docstring)
         return eta * _feasible(w, -msign(tangent_project(w, normalize(g)), msign_steps))
     dual = dual_iterates(w, g, solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
     return feasible_direction(w, g, dual, eta, msign_steps)
