@@ -36,7 +36,8 @@ objective wins, per matrix. Candidates: -msign(G + 2WΛ) (exact at the optimum);
 tall B1 matrices no solver beats this before ~20 iterations); for ADMM, its multiplier Ω,
 which converges to the primal solution and satisfies ||Ω||_op <= 1 (best from ~20 iterations).
 The retraction discards the normal part of a step anyway (msign(W + WS) = W for symmetric S
-small), so this is the step that is really taken, with its step size kept honest. `duality_gap` certifies how far from optimal it is.
+small), so this is the step that is really taken, with its step size kept honest.
+`duality_gap` certifies how far from optimal it is.
 """
 
 from __future__ import annotations
@@ -160,13 +161,19 @@ def _feasible(w: Array, a: Array) -> Array:
     return a / jnp.maximum(1.0, op_norm(a))[..., None, None]
 
 
+def _start_step(w: Array, gn: Array, msign_steps: int) -> Array:
+    """-msign(Ĝ + 2WΛ₀) = -msign of Ĝ's tangent projection: the optimum for square W, a floor
+    for early stops on tall W (module docstring)."""
+    return -msign(tangent_project(w, gn), msign_steps)
+
+
 def feasible_direction(w: Array, g: Array, dual: Dual, eta, msign_steps: int = 8) -> Array:
     """A with AᵀW + WᵀA = 0 and ||A||_op <= η, the best of the candidates (module docstring): each
     projected onto the tangent space and scaled by η / max(1, ||·||_op), the lowest <A, Ĝ> wins."""
     g = normalize(g)
     candidates = [
         -msign(g + 2 * w @ dual.lam, msign_steps),  # the write-up's recovery at the final Λ
-        -msign(tangent_project(w, g), msign_steps),  # the same at Λ₀: a floor for early stops
+        _start_step(w, g, msign_steps),  # the same at Λ₀: a floor for early stops
     ]
     if dual.omega is not None:  # ADMM: ||Ω||_op <= 1 by construction, ~tangent
         candidates.append(dual.omega)
@@ -203,7 +210,7 @@ def manifold_muon_direction(
         kw = dict(solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
         return jnp.matrix_transpose(manifold_muon_direction(jnp.matrix_transpose(w), jnp.matrix_transpose(g), eta, **kw))
     if w.shape[-2] == w.shape[-1] or steps == 0:  # square W: Λ₀ is the dual optimum (docstring)
-        return eta * _feasible(w, -msign(tangent_project(w, normalize(g)), msign_steps))
+        return eta * _feasible(w, _start_step(w, normalize(g), msign_steps))
     dual = dual_iterates(w, g, solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
     return feasible_direction(w, g, dual, eta, msign_steps)
 
