@@ -29,7 +29,7 @@ CASES = [
     (CHAR + ["data.text_file=no/such/file.txt"], "data.text_file=no/such/file.txt: no such file"),
     (CHAR + ["data.path=/nonexistent-data-root"], "no such file /nonexistent-data-root/tinyshakespeare"),
     (STAIR + ["model.no_such_field=1"], "no_such_field"),
-    (["+experiment=no_such_experiment"], "packaged experiments: shakespeare_char"),
+    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, shakespeare_char"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
     (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),
@@ -42,6 +42,8 @@ CASES = [
     (STAIR + ["optimizer.name=manifold_muon", "optimizer.rho=0"], "optimizer.rho=0.0 must be > 0"),
     (STAIR + ["optimizer.name=muon", "optimizer.muon_momentum=1"], "optimizer.muon_momentum=1.0 must be in [0, 1)"),
     (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver_steps=-1"], "optimizer.solver_steps=-1 must be >= 0"),
+    (STAIR + ["model.attention=cudnn", "model.compute_dtype=bfloat16"], "model.attention=cudnn needs an NVIDIA GPU"),
+    (STAIR + ["model.attention=flash"], "model.attention"),
 ]
 
 

@@ -159,3 +159,49 @@ def test_loss_equals_reference_cross_entropy(tied):
     ref = -np.take_along_axis(logp, np.asarray(y)[..., None], -1).mean()
     assert ref > math.log(64) + 0.1  # large init: far from uniform, so the check has teeth
     assert loss == pytest.approx(ref, rel=2e-6)
+
+
+def test_attention_backend_resolution_and_errors():
+    """auto picks cuDNN only on a GPU with 16-bit compute; an explicit cudnn that cannot run is a
+    one-line ConfigError naming the field (never a silent fallback)."""
+    from spmdgpt.config import AttentionImpl, ConfigError
+    from spmdgpt.model.attention import attention_backend
+
+    def model(*o):
+        return load_config(list(o)).model
+
+    assert attention_backend(model(), "cpu") == AttentionImpl.xla  # default: auto
+    assert attention_backend(model(), "gpu") == AttentionImpl.xla  # float32 compute
+    assert attention_backend(model("model.compute_dtype=bfloat16"), "gpu") == AttentionImpl.cudnn
+    assert attention_backend(model("model.compute_dtype=bfloat16"), "tpu") == AttentionImpl.xla
+    assert attention_backend(model("model.attention=xla", "model.compute_dtype=bfloat16"), "gpu") == AttentionImpl.xla
+    with pytest.raises(ConfigError, match=r"model.attention=cudnn needs an NVIDIA GPU"):
+        attention_backend(model("model.attention=cudnn", "model.compute_dtype=bfloat16"), "cpu")
+    with pytest.raises(ConfigError, match=r"model.attention=cudnn needs model.compute_dtype=bfloat16"):
+        attention_backend(model("model.attention=cudnn"), "gpu")
+
+
+@pytest.mark.parametrize("table,mesh_args", [("dp", ["mesh.data=8"]), ("fsdp_tp", ["mesh.data=2", "mesh.model=4"])])
+def test_fused_attention_glue_per_device(table, mesh_args):
+    """The fused-kernel glue (shard_map over batch and heads) with JAX's own XLA kernel equals the
+    xla backend, forward and gradients, on 8 devices: what cuDNN runs through on a GPU."""
+    from spmdgpt.model.attention import causal_attention, fused_causal_attention
+
+    cfg = load_config(["+experiment=staircase", f"sharding={table}", *mesh_args, "model.num_heads=4"])
+    mesh = make_mesh(cfg.mesh, jax.devices())
+    rules = Rules(mesh, cfg.sharding)
+    rng = np.random.default_rng(4)
+    spec = rules.spec("batch", "seq", "heads", "head_dim")
+    with jax.set_mesh(mesh):
+        q, k, v, g = (jax.device_put(jnp.asarray(rng.normal(size=(8, 32, 4, 16)), jnp.float32), spec)
+                      for _ in range(4))
+
+        def loss(attn):
+            return jax.jit(jax.value_and_grad(lambda q, k, v: jnp.sum(attn(q, k, v) * g), argnums=(0, 1, 2)))
+
+        ref, ref_grads = loss(lambda q, k, v: causal_attention(cfg.model, rules, q, k, v, jnp.arange(32)))(q, k, v)
+        got, got_grads = loss(lambda q, k, v: fused_causal_attention(q, k, v, rules, "xla"))(q, k, v)
+        assert jax.typeof(got_grads[0]).sharding.spec == spec
+    assert float(got) == pytest.approx(float(ref), rel=1e-5)
+    for a, b in zip(got_grads, ref_grads, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5)

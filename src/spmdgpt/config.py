@@ -51,6 +51,8 @@ class Remat(enum.Enum):
 
 class AttentionImpl(enum.Enum):
     xla = "xla"  # einsum + masked softmax, compiled by XLA (runs everywhere)
+    cudnn = "cudnn"  # cuDNN fused attention (NVIDIA GPU, bfloat16/float16 compute)
+    auto = "auto"  # cudnn where it can run, else xla
 
 
 class DataSource(enum.Enum):
@@ -98,7 +100,7 @@ class ModelConfig:
     tie_embeddings: bool = True  # unembedding = embedding transposed
     rope_theta: float = 10000.0  # RoPE base frequency
     init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))
-    attention: AttentionImpl = AttentionImpl.xla  # attention backend
+    attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn
     remat: Remat = Remat.none  # activation checkpointing policy per block
     scan_unroll: bool = True  # unroll the layer scan: ~15% faster steps on CPU, longer compiles
     attention_block: int = 64  # causal attention in query blocks of this size, skipping key

@@ -30,6 +30,7 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import init_params, loss_fn, num_params, param_info
+from spmdgpt.model.attention import attention_backend
 from spmdgpt.model.transformer import Params
 from spmdgpt.optim import build_optimizer, initial_params, learning_rate_schedule
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, truncate_jsonl
@@ -110,6 +111,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     errs = validate(cfg, jax.device_count())
     if errs:
         raise ConfigError(errs)
+    attention_backend(cfg.model, jax.devices()[0].platform)  # a backend this platform can run
     data = load_dataset(cfg.data)
     check_data(cfg, data)
     run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
@@ -232,7 +234,8 @@ class _Loop:
             f"run {self.run_dir} | {num_params(cfg.model) / 1e6:.2f}M params | data {data.source} "
             f"({len(data.train):,} train / {len(data.val):,} val tokens, {data.tokenizer.kind} "
             f"vocab {data.tokenizer.vocab_size}) | mesh {dict(jax.sharding.get_abstract_mesh().shape)} "
-            f"sharding {cfg.sharding.name} | {self.fpt / 1e6:.1f} MFLOP/token"
+            f"sharding {cfg.sharding.name} | attention "
+            f"{attention_backend(cfg.model, jax.devices()[0].platform).value} | {self.fpt / 1e6:.1f} MFLOP/token"
         )
         if resumed_from is not None:
             self.say(f"resumed from the checkpoint at step {resumed_from}")

@@ -1,10 +1,18 @@
 """Causal multi-head attention with fused QKV and RoPE.
 
 The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
-the batch); attention itself works head-major, on [batch, heads, seq, head_dim], so its
-matmuls are plain batched GEMMs (measurably faster on CPU than the [b, t, n, h] layout). Backends: `xla` (einsum +
-masked float32 softmax). The mask is built from query and key positions, so the same function
-serves training (positions 0..T-1) and cached decoding.
+the batch); the projections give q, k, v as [batch, seq, heads, head_dim]. Backends
+(`model.attention`, resolved once by `attention_backend`):
+
+- `xla`: einsum + masked float32 softmax, head-major ([batch, heads, seq, head_dim], so its
+  matmuls are plain batched GEMMs: measurably faster on CPU than the [b, t, n, h] layout), in
+  causal query blocks (`model.attention_block`). Runs everywhere.
+- `cudnn`: cuDNN's fused (flash) attention through `jax.nn.dot_product_attention`; NVIDIA GPUs,
+  bfloat16/float16 compute only. The T x T score matrix is never materialised.
+- `auto`: `cudnn` where it can run (GPU and a 16-bit compute dtype), else `xla`.
+
+The xla mask is built from query and key positions, so the same function serves training
+(positions 0..T-1) and cached decoding (which uses the xla path).
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig
 from spmdgpt.model.layers import rope
 from spmdgpt.sharding import Rules
 
@@ -64,7 +72,7 @@ def blocked_causal_attention(
 
 
 def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
-    """x: [tokens, d] -> q, k, v: [batch, n, seq, h], with RoPE applied to q and k."""
+    """x: [tokens, d] -> q, k, v: [batch, seq, n, h], with RoPE applied to q and k."""
     dt = x.dtype
     w = rules.gather(p.w_qkv.astype(dt), ("embed", "qkv", "heads", "head_dim"))
     qkv = jnp.einsum(
@@ -78,13 +86,16 @@ def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: j
         out_sharding=rules.spec("batch", "seq", "qkv", "heads", "head_dim"),
     )
     qk = rope(qkv[:, :, :2], positions, cfg.rope_theta)  # q and k rotated in one op
-    qk = jnp.transpose(qk, (2, 0, 3, 1, 4))  # [2, b, n, t, h]
-    return qk[0], qk[1], jnp.transpose(qkv[:, :, 2], (0, 2, 1, 3))
+    return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
+
+
+def head_major(x: jax.Array) -> jax.Array:
+    """[b, t, n, h] <-> [b, n, t, h] (the transpose is its own inverse)."""
+    return jnp.transpose(x, (0, 2, 1, 3))
 
 
 def output_projection(rules: Rules, p, o: jax.Array) -> jax.Array:
-    """o: [b, n, q, h] -> [tokens, d] (a sum over heads: an all-reduce under tensor parallelism)."""
-    o = jnp.transpose(o, (0, 2, 1, 3))
+    """o: [b, t, n, h] -> [tokens, d] (a sum over heads: an all-reduce under tensor parallelism)."""
     o = jnp.reshape(o, (-1,) + o.shape[2:], out_sharding=rules.spec("batch", "heads", "head_dim"))
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
     out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("batch", "embed"))
@@ -93,8 +104,52 @@ def output_projection(rules: Rules, p, o: jax.Array) -> jax.Array:
     return out
 
 
+def attention_backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
+    """The backend `model.attention` means on this platform ('cpu', 'gpu', 'tpu'): `auto`
+    resolved, an impossible explicit choice a ConfigError naming the field."""
+    half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
+    if cfg.attention == AttentionImpl.auto:
+        return AttentionImpl.cudnn if platform == "gpu" and half else AttentionImpl.xla
+    if cfg.attention == AttentionImpl.cudnn:
+        if platform != "gpu":
+            raise ConfigError([f"model.attention=cudnn needs an NVIDIA GPU (this run's devices are "
+                               f"{platform}); use model.attention=auto or xla"])
+        if not half:
+            raise ConfigError([f"model.attention=cudnn needs model.compute_dtype=bfloat16 or float16 "
+                               f"(got {cfg.compute_dtype.value}); change one of the two"])
+    return cfg.attention
+
+
+def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rules, implementation: str) -> jax.Array:
+    """`jax.nn.dot_product_attention` (causal) run per device: q/k/v [b, t, n, h] -> [b, t, n, h].
+
+    Attention is independent per sequence and per head, so under a batch- and/or head-sharded
+    layout each device attends over its own rows and heads: the kernel runs inside `shard_map`
+    on local, unsharded arrays (fused kernels such as cuDNN's are custom calls that do not carry
+    explicit shardings through their gradients)."""
+    spec = rules.spec("batch", "seq", "heads", "head_dim")
+
+    def local(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=implementation)
+
+    q, k, v = (jax.sharding.reshard(x, spec) for x in (q, k, v))
+    return jax.shard_map(local, in_specs=(spec, spec, spec), out_specs=spec)(q, k, v)
+
+
+def causal_attention(
+    cfg: ModelConfig, rules: Rules, q: jax.Array, k: jax.Array, v: jax.Array, positions: jax.Array
+) -> jax.Array:
+    """Causal attention of full sequences, q/k/v [b, t, n, h] -> [b, t, n, h], by the backend
+    `model.attention` resolves to on the default device's platform."""
+    if attention_backend(cfg, jax.devices()[0].platform) == AttentionImpl.cudnn:
+        return fused_causal_attention(q, k, v, rules, "cudnn")
+    o = blocked_causal_attention(
+        head_major(q), head_major(k), head_major(v), positions, cfg.attention_block, rules
+    )
+    return head_major(o)
+
+
 def self_attention(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
     """Causal self-attention over full sequences: x [batch * seq, d] -> [batch * seq, d]."""
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
-    o = blocked_causal_attention(q, k, v, positions, cfg.attention_block, rules)
-    return output_projection(rules, p, o)
+    return output_projection(rules, p, causal_attention(cfg, rules, q, k, v, positions))
