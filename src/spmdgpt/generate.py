@@ -20,13 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import ModelConfig, head_dim
-from spmdgpt.model.attention import (
-    causal_mask,
-    dot_product_attention,
-    head_major,
-    output_projection,
-    qkv_projection,
-)
+from spmdgpt.model.attention import causal_mask, dot_product_attention, output_projection, qkv_projection
 from spmdgpt.model.transformer import Params, block, dtype_of, embed, unembed
 from spmdgpt.model.layers import norm
 from spmdgpt.sharding import Rules
@@ -60,11 +54,11 @@ def forward_cached(
     mask = causal_mask(positions, kpos)  # [b, t, capacity]
 
     def attend_cached(p, h, k_cache, v_cache):
-        q, k, v = map(head_major, qkv_projection(cfg, rules, p, h, positions, b))  # [b, n, t, h]
+        q, k, v = qkv_projection(cfg, rules, p, h, positions, b)  # [b, n, t, h]
         k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (0, 0, slot, 0))
         v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (0, 0, slot, 0))
         o = dot_product_attention(q, k_cache, v_cache, mask, rules)
-        return output_projection(rules, p, head_major(o)), (k_cache, v_cache)
+        return output_projection(rules, p, o), (k_cache, v_cache)
 
     def step(x, layer):
         p, k_cache, v_cache = layer

@@ -1,14 +1,14 @@
 """Causal multi-head attention with fused QKV and RoPE.
 
 The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
-the batch); the projections give q, k, v as [batch, seq, heads, head_dim]. Backends
-(`model.attention`, resolved once by `attention_backend`):
+the batch). Backends (`model.attention`, resolved by `attention_backend`):
 
 - `xla`: einsum + masked float32 softmax, head-major ([batch, heads, seq, head_dim], so its
   matmuls are plain batched GEMMs: measurably faster on CPU than the [b, t, n, h] layout), in
   causal query blocks (`model.attention_block`). Runs everywhere.
-- `cudnn`: cuDNN's fused (flash) attention through `jax.nn.dot_product_attention`; NVIDIA GPUs,
-  bfloat16/float16 compute only. The T x T score matrix is never materialised.
+- `cudnn`: cuDNN's fused (flash) attention through `jax.nn.dot_product_attention`, on
+  [batch, seq, heads, head_dim]; NVIDIA GPUs, bfloat16/float16 compute only. The T x T score
+  matrix is never materialised.
 - `auto`: `cudnn` where it can run (GPU and a 16-bit compute dtype), else `xla`.
 
 The xla mask is built from query and key positions, so the same function serves training
@@ -71,8 +71,11 @@ def blocked_causal_attention(
     return jnp.concatenate(outs, axis=2)
 
 
-def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
-    """x: [tokens, d] -> q, k, v: [batch, seq, n, h], with RoPE applied to q and k."""
+def qkv_projection(
+    cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int, head_major: bool = True
+):
+    """x: [tokens, d] -> q, k, v with RoPE applied to q and k: [batch, n, seq, h] (head_major, the
+    xla backend's layout) or [batch, seq, n, h] (the fused kernels' layout)."""
     dt = x.dtype
     w = rules.gather(p.w_qkv.astype(dt), ("embed", "qkv", "heads", "head_dim"))
     qkv = jnp.einsum(
@@ -86,16 +89,17 @@ def qkv_projection(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: j
         out_sharding=rules.spec("batch", "seq", "qkv", "heads", "head_dim"),
     )
     qk = rope(qkv[:, :, :2], positions, cfg.rope_theta)  # q and k rotated in one op
-    return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
+    if not head_major:
+        return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
+    qk = jnp.transpose(qk, (2, 0, 3, 1, 4))  # [2, b, n, t, h]
+    return qk[0], qk[1], jnp.transpose(qkv[:, :, 2], (0, 2, 1, 3))
 
 
-def head_major(x: jax.Array) -> jax.Array:
-    """[b, t, n, h] <-> [b, n, t, h] (the transpose is its own inverse)."""
-    return jnp.transpose(x, (0, 2, 1, 3))
-
-
-def output_projection(rules: Rules, p, o: jax.Array) -> jax.Array:
-    """o: [b, t, n, h] -> [tokens, d] (a sum over heads: an all-reduce under tensor parallelism)."""
+def output_projection(rules: Rules, p, o: jax.Array, head_major: bool = True) -> jax.Array:
+    """o: [b, n, q, h] (head_major) or [b, q, n, h] -> [tokens, d] (a sum over heads: an
+    all-reduce under tensor parallelism)."""
+    if head_major:
+        o = jnp.transpose(o, (0, 2, 1, 3))
     o = jnp.reshape(o, (-1,) + o.shape[2:], out_sharding=rules.spec("batch", "heads", "head_dim"))
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
     out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("batch", "embed"))
@@ -136,20 +140,13 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
     return jax.shard_map(local, in_specs=(spec, spec, spec), out_specs=spec)(q, k, v)
 
 
-def causal_attention(
-    cfg: ModelConfig, rules: Rules, q: jax.Array, k: jax.Array, v: jax.Array, positions: jax.Array
-) -> jax.Array:
-    """Causal attention of full sequences, q/k/v [b, t, n, h] -> [b, t, n, h], by the backend
-    `model.attention` resolves to on the default device's platform."""
-    if attention_backend(cfg, jax.devices()[0].platform) == AttentionImpl.cudnn:
-        return fused_causal_attention(q, k, v, rules, "cudnn")
-    o = blocked_causal_attention(
-        head_major(q), head_major(k), head_major(v), positions, cfg.attention_block, rules
-    )
-    return head_major(o)
-
-
 def self_attention(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
-    """Causal self-attention over full sequences: x [batch * seq, d] -> [batch * seq, d]."""
+    """Causal self-attention over full sequences: x [batch * seq, d] -> [batch * seq, d], by the
+    backend `model.attention` resolves to on the default device's platform (the one branch
+    point: a new backend is a new case here)."""
+    if attention_backend(cfg, jax.devices()[0].platform) == AttentionImpl.cudnn:
+        q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major=False)
+        return output_projection(rules, p, fused_causal_attention(q, k, v, rules, "cudnn"), head_major=False)
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
-    return output_projection(rules, p, causal_attention(cfg, rules, q, k, v, positions))
+    o = blocked_causal_attention(q, k, v, positions, cfg.attention_block, rules)
+    return output_projection(rules, p, o)
