@@ -17,7 +17,8 @@ class Norm(NamedTuple):
 
 
 def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
-    """LayerNorm or RMSNorm over the last axis, computed in float32, returned in x.dtype."""
+    """LayerNorm or RMSNorm over the last axis, computed in float32, returned in the compute
+    dtype (the input of the matmuls that follow; the residual stream itself is float32)."""
     x32 = x.astype(jnp.float32)
     if cfg.norm == NormType.layernorm:
         x32 = x32 - jnp.mean(x32, axis=-1, keepdims=True)
@@ -25,7 +26,7 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
     y = y * rules.gather(p.scale.astype(jnp.float32), ("embed",))
     if p.bias is not None:
         y = y + rules.gather(p.bias.astype(jnp.float32), ("embed",))
-    return y.astype(x.dtype)
+    return y.astype(jnp.dtype(cfg.compute_dtype.value))
 
 
 def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:

@@ -193,11 +193,40 @@ _REMAT_POLICIES = {
 
 
 def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Array:
-    """tokens [b, t] -> [b * t, d] in the compute dtype (the residual stream is 2-D: matmuls
-    on [tokens, features] operands compile to much faster kernels on CPU than 3-D ones)."""
-    table = rules.gather(params.embed.astype(dtype_of(cfg.compute_dtype)), (None, "embed"))
+    """tokens [b, t] -> the residual stream [b * t, d], float32 whatever the compute dtype.
+
+    The residual stream is 2-D (matmuls on [tokens, features] operands compile to much faster
+    kernels on CPU than 3-D ones) and float32: each block's norm hands its matmuls the compute
+    dtype and their outputs are added back in float32, as PyTorch's autocast does (a bfloat16
+    sum of 2L branch outputs keeps 8 significant bits). A no-op for float32 compute."""
+    table = rules.gather(params.embed.astype(jnp.float32), (None, "embed"))
     flat = jnp.reshape(tokens, (-1,), out_sharding=rules.spec("batch"))
     return table.at[flat].get(out_sharding=rules.spec("batch", "embed"))
+
+
+def float32_matmul(eq: str, spec, x: Array, w: Array) -> Array:
+    """einsum(eq, x, w) with a float32 result, whose backward pass casts the float32 cotangent
+    to x's dtype first: with bfloat16 compute both backward matmuls stay bfloat16 GEMMs (as with
+    autocast) instead of float32/TF32 ones. On an H100 the unembedding's two TF32 backward GEMMs
+    took 7.9 ms of a 42 ms GPT-2 124M step (benchmarks/BENCHMARKS.md). Float32 inputs take the
+    plain einsum (nothing to cast)."""
+    if x.dtype == jnp.float32:
+        return jnp.einsum(eq, x, w, out_sharding=spec, preferred_element_type=jnp.float32)
+
+    @jax.custom_vjp
+    def matmul(x, w):
+        return jnp.einsum(eq, x, w, out_sharding=spec, preferred_element_type=jnp.float32)
+
+    def fwd(x, w):
+        return matmul(x, w), (x, w)
+
+    def bwd(res, g):
+        x, w = res
+        _, vjp = jax.vjp(lambda x, w: jnp.einsum(eq, x, w, out_sharding=spec), x, w)
+        return vjp(g.astype(x.dtype))
+
+    matmul.defvjp(fwd, bwd)
+    return matmul(x, w)
 
 
 def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
@@ -205,15 +234,15 @@ def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
     out = rules.spec("batch", "vocab")
     if params.unembed is None:
         w = rules.gather(params.embed.astype(x.dtype), ("vocab", "embed"))
-        return jnp.einsum("td,vd->tv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
+        return float32_matmul("td,vd->tv", out, x, w)
     w = rules.gather(params.unembed.astype(x.dtype), ("embed", "vocab"))
-    return jnp.einsum("td,dv->tv", x, w, out_sharding=out, preferred_element_type=jnp.float32)
+    return float32_matmul("td,dv->tv", out, x, w)
 
 
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None
 ) -> Array:
-    """Embedding + all blocks + final norm: tokens [b, t] -> [b * t, d]."""
+    """Embedding + all blocks + final norm: tokens [b, t] -> [b * t, d] (compute dtype)."""
     if positions is None:
         positions = jnp.arange(tokens.shape[-1], dtype=jnp.int32)
     x = embed(cfg, rules, params, tokens)
