@@ -1,0 +1,456 @@
+"""spmdgpt on one NVIDIA GPU: correctness checks, GPT-2 124M speed against PyTorch, decoding.
+
+Run on the lent GPU machine after `source benchmarks/gpu_env.sh` (see that file):
+
+    python3 benchmarks/gpu.py check  [--out DIR]   # exits 1 when a correctness check fails
+    python3 benchmarks/gpu.py curves [--out DIR]   # bf16 vs float32 training curves (the CLI), exits 1 on failure
+    python3 benchmarks/gpu.py speed  [--out DIR] [--only NAME,...]   # tokens/s, MFU, memory: JAX vs PyTorch
+    python3 benchmarks/gpu.py decode [--out DIR]   # KV-cache sampler tokens/s at batch 1 and 64
+    python3 benchmarks/gpu.py profile [--out DIR] [--only NAME]  # a jax.profiler trace of 3 steps
+    python3 benchmarks/gpu.py loop   [--out DIR]   # the training loop's host overheads
+
+check: (1) attention backends on random q/k/v [b, t, 12, 64] at t = 1024 and 4096: cuDNN in
+bfloat16 and XLA in bfloat16 against XLA in float32 (highest matmul precision), forward outputs
+and the gradients of <o, g> for a random g; pass when cuDNN's worst error is at most twice XLA's
+own bfloat16 error (plus 1e-3 absolute): both differ from float32 by bfloat16 rounding only.
+(2) the whole 124M model, bfloat16: loss and gradient norm with cuDNN vs XLA attention, within
+1e-2 relative. (3) the KV-cache path (prefill + 8 one-token decode steps) against the full
+forward in float32 at highest precision, max |logit difference| <= 2e-4.
+
+curves: `python3 -m spmdgpt train +experiment=gpt2_124m` for 300 steps (--steps) in bfloat16 (cuDNN) and
+in float32 (XLA attention; JAX's default precision, TF32 matmuls), same seed and data; pass
+when from step 50 on every logged loss differs by at most 3% and the final val/loss by <= 0.05.
+
+speed: each configuration in a fresh process (so that the peak memory is its own): GPT-2 124M
+(+experiment=gpt2_124m shapes, AdamW), bfloat16 compute, at context 1024 (batch 16) and 4096
+(batch 4), per attention backend; float32 compute as today's default; and
+benchmarks/torch_gpt.py at the same shapes. Median tokens/s of 3 windows of 10 steps, MFU
+against the data-sheet dense bf16 peak (spmdgpt.flops: 989 TFLOP/s for H100/H200 SXM), measured
+peak device memory against XLA's compile-time memory analysis (arguments + outputs - aliased +
+temporaries). Tables go to stdout and DIR/speed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+GPT2 = ["+experiment=gpt2_124m", "mesh.data=1", "checkpoint.enabled=false"]
+
+# name -> (spmdgpt overrides | "torch", seq, batch)
+SPEED = {
+    "jax-cudnn-1k": (["model.attention=cudnn"], 1024, 16),
+    "jax-xla-1k": (["model.attention=xla", "model.attention_block=0"], 1024, 16),
+    "jax-xla-blocked256-1k": (["model.attention=xla", "model.attention_block=256"], 1024, 16),
+    "jax-f32-1k": (["model.compute_dtype=float32", "model.attention=xla", "model.attention_block=0"], 1024, 16),
+    "torch-1k": ("torch", 1024, 16),
+    "jax-cudnn-4k": (["model.attention=cudnn"], 4096, 4),
+    "jax-xla-blocked1024-4k": (["model.attention=xla", "model.attention_block=1024"], 4096, 4),
+    "torch-4k": ("torch", 4096, 4),
+    # the same as jax-cudnn-1k with cuBLAS for every matmul instead of XLA's Triton GEMMs
+    "jax-cudnn-1k-notriton": (["model.attention=cudnn"], 1024, 16),
+}
+ENV = {"jax-cudnn-1k-notriton": {"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"}}
+
+
+def _setup(overrides, seq=None, batch=None):
+    import jax
+
+    from spmdgpt.config import load_config
+    from spmdgpt.sharding import Rules, make_mesh
+
+    shape = [f"data.seq_len={seq}", f"model.max_seq_len={seq}", f"data.batch_size={batch}"] if seq else []
+    cfg = load_config([*GPT2, *shape, *overrides])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    return cfg, mesh, Rules(mesh, cfg.sharding)
+
+
+def _max_err(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+
+
+# ----------------------------------------------------------------------------- check
+
+
+def check_attention(results: list) -> bool:
+    import jax
+    import jax.numpy as jnp
+
+    from spmdgpt.model.attention import blocked_causal_attention, fused_causal_attention
+
+    ok = True
+    for t, b in ((1024, 4), (4096, 1)):
+        _, mesh, rules = _setup([], t, b)
+        rng = np.random.default_rng(0)
+        q, k, v, g = (jnp.asarray(rng.normal(size=(b, t, 12, 64)), jnp.float32) for _ in range(4))
+        pos = jnp.arange(t)
+
+        def xla(q, k, v):  # the xla backend, one block, head-major [b, n, t, h]
+            s = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
+            return s(blocked_causal_attention(s(q), s(k), s(v), pos, 0, rules))
+
+        def cudnn(q, k, v):
+            return fused_causal_attention(q, k, v, rules, "cudnn")
+
+        def run(attn, dtype):
+            def f(q, k, v):
+                o = attn(q.astype(dtype), k.astype(dtype), v.astype(dtype))
+                return jnp.sum(o.astype(jnp.float32) * g), o
+
+            with jax.set_mesh(mesh), jax.default_matmul_precision("highest"):
+                (_, o), grads = jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2), has_aux=True))(q, k, v)
+            return [o, *grads]
+
+        ref, x16, c16 = run(xla, jnp.float32), run(xla, jnp.bfloat16), run(cudnn, jnp.bfloat16)
+        for i, name in enumerate(("out", "dq", "dk", "dv")):
+            ex, ec = _max_err(x16[i], ref[i]), _max_err(c16[i], ref[i])
+            passed = ec <= 2 * ex + 1e-3
+            ok &= passed
+            results.append({"check": f"attention t={t} {name}", "xla_bf16_err": ex, "cudnn_bf16_err": ec,
+                            "pass": passed})
+            print(f"attention t={t:5d} {name:3s}: max|err| vs float32  xla-bf16 {ex:.2e}  cudnn-bf16 {ec:.2e}"
+                  f"  {'PASS' if passed else 'FAIL'}")
+    return ok
+
+
+def check_model(results: list) -> bool:
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from spmdgpt.model import init_params, loss_fn
+
+    vals = {}
+    for name in ("cudnn", "xla"):
+        cfg, mesh, rules = _setup([f"model.attention={name}"], 1024, 8)
+        with jax.set_mesh(mesh):
+            params = init_params(cfg.model, jax.random.key(0), rules)
+            rng = np.random.default_rng(1)
+            x, y = (jax.device_put(rng.integers(0, 50257, (8, 1024)).astype(np.int32), rules.batch_sharding())
+                    for _ in range(2))
+            loss, grads = jax.jit(jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, x, y)))(params)
+            vals[name] = (float(loss), float(optax.tree.norm(grads)))
+    rel_l = abs(vals["cudnn"][0] - vals["xla"][0]) / vals["xla"][0]
+    rel_g = abs(vals["cudnn"][1] - vals["xla"][1]) / vals["xla"][1]
+    passed = rel_l <= 1e-2 and rel_g <= 1e-2
+    results.append({"check": "124M bf16 loss/grad-norm cudnn vs xla", "cudnn": vals["cudnn"], "xla": vals["xla"],
+                    "rel_loss": rel_l, "rel_grad_norm": rel_g, "pass": passed})
+    print(f"124M bf16 cudnn vs xla: loss {vals['cudnn'][0]:.5f} / {vals['xla'][0]:.5f} (rel {rel_l:.1e}), "
+          f"grad norm {vals['cudnn'][1]:.5f} / {vals['xla'][1]:.5f} (rel {rel_g:.1e})  {'PASS' if passed else 'FAIL'}")
+    return passed
+
+
+def check_cache(results: list) -> bool:
+    import jax
+    import jax.numpy as jnp
+
+    from spmdgpt.generate import forward_cached, init_cache
+    from spmdgpt.model import forward, init_params
+
+    cfg, mesh, rules = _setup(["model.compute_dtype=float32", "model.attention=xla"], 1024, 2)
+    rng = np.random.default_rng(2)
+    prompt, new = 100, 8
+    toks = jnp.asarray(rng.integers(0, 50257, (2, prompt + new)), jnp.int32)
+    with jax.set_mesh(mesh), jax.default_matmul_precision("highest"):
+        params = init_params(cfg.model, jax.random.key(3), rules)
+        full = jax.jit(lambda t: forward(cfg.model, rules, params, t))(toks)
+        step = jax.jit(lambda t, p, c, s: forward_cached(cfg.model, rules, params, t, p, c, s), static_argnums=3)
+        cache = init_cache(cfg.model, rules, 2, prompt + new)
+        pos = jnp.broadcast_to(jnp.arange(prompt + new), (2, prompt + new))
+        logits, cache = step(toks[:, :prompt], pos[:, :prompt], cache, 0)
+        errs = [_max_err(logits, full[:, :prompt])]
+        for i in range(prompt, prompt + new):
+            logits, cache = step(toks[:, i:i + 1], pos[:, i:i + 1], cache, i)
+            errs.append(_max_err(logits[:, 0], full[:, i]))
+    worst = max(errs)
+    passed = worst <= 2e-4
+    results.append({"check": "KV cache vs full forward (float32, highest)", "max_err": worst, "pass": passed})
+    print(f"KV cache (prefill {prompt} + {new} decode steps) vs full forward, float32: max|err| {worst:.2e} "
+          f"(<= 2e-4)  {'PASS' if passed else 'FAIL'}")
+    return passed
+
+
+def cmd_check(out: Path) -> int:
+    results: list = []
+    ok = check_attention(results)
+    ok &= check_model(results)
+    ok &= check_cache(results)
+    (out / "check.json").write_text(json.dumps(results, indent=1))
+    print("check:", "ALL PASS" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+# ----------------------------------------------------------------------------- curves
+
+
+def cmd_curves(out: Path, steps: int) -> int:
+    runs = {}
+    for name, extra in (("bf16", []), ("f32", ["model.compute_dtype=float32", "model.attention=xla"])):
+        run_dir = Path(f"/tmp/spmdgpt-curve-{name}")
+        subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+        cmd = [sys.executable, "-m", "spmdgpt", "train", *GPT2, f"train.steps={steps}", "train.eval_every=100",
+               "train.progress=false", "train.log_every=10", f"run.dir={run_dir}", *extra]
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        print(f"{name}: exit {p.returncode} in {time.perf_counter() - t0:.0f} s")
+        print("\n".join(p.stdout.splitlines()[:1] + p.stderr.splitlines()[-3:]))
+        if p.returncode:
+            return 1
+        rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+        runs[name] = {
+            "loss": {r["step"]: r["loss"] for r in rows if "loss" in r},
+            "val": {r["step"]: r["val/loss"] for r in rows if "val/loss" in r},
+            "tokens_per_sec": [r["tokens_per_sec"] for r in rows if r.get("tokens_per_sec")],
+        }
+    a, b = runs["bf16"], runs["f32"]
+    steps = sorted(s for s in a["loss"] if s >= 50)
+    rel = max(abs(a["loss"][s] - b["loss"][s]) / b["loss"][s] for s in steps)
+    last = max(a["val"])
+    dval = abs(a["val"][last] - b["val"][last])
+    passed = rel <= 0.03 and dval <= 0.05
+    print("step  loss bf16  loss f32")
+    for s in sorted(a["loss"]):
+        if s % 50 == 0:
+            print(f"{s:4d}  {a['loss'][s]:.4f}    {b['loss'][s]:.4f}")
+    print(f"val/loss at {last}: bf16 {a['val'][last]:.4f}, f32 {b['val'][last]:.4f}; max rel loss diff from "
+          f"step 50: {rel:.2%} (<= 3%), |val diff| {dval:.4f} (<= 0.05)  {'PASS' if passed else 'FAIL'}")
+    (out / "curves.json").write_text(json.dumps({"runs": runs, "max_rel": rel, "val_diff": dval, "pass": passed}))
+    return 0 if passed else 1
+
+
+# ----------------------------------------------------------------------------- speed
+
+
+def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) -> dict:
+    import jax
+
+    from spmdgpt.flops import device_peak_flops, flops_per_token
+    from spmdgpt.model import param_info
+    from spmdgpt.optim import build_optimizer
+    from spmdgpt.model.attention import attention_backend
+    from spmdgpt.train import init_state, make_train_step
+
+    cfg, mesh, rules = _setup(overrides, seq, batch)
+    dev = jax.devices()[0]
+    with jax.set_mesh(mesh):
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
+        state = init_state(cfg, rules, opt)
+        rng = np.random.default_rng(0)
+        batches = [tuple(jax.device_put(rng.integers(0, 50257, (batch, seq)).astype(np.int32), rules.batch_sharding())
+                         for _ in range(2)) for _ in range(4)]
+        t0 = time.perf_counter()
+        step = make_train_step(cfg, rules, opt).lower(state, *batches[0]).compile()
+        compile_s = time.perf_counter() - t0
+        mem = step.memory_analysis()
+        planned = (mem.argument_size_in_bytes + mem.output_size_in_bytes - mem.alias_size_in_bytes
+                   + mem.temp_size_in_bytes)
+        for i in range(3):
+            state, m = step(state, *batches[i % 4])
+        jax.block_until_ready(m)
+        rates = []
+        for _ in range(windows):
+            t0 = time.perf_counter()
+            for i in range(steps):
+                state, m = step(state, *batches[i % 4])
+            jax.block_until_ready(m)
+            rates.append(steps * batch * seq / (time.perf_counter() - t0))
+        if profile_dir:
+            jax.profiler.start_trace(str(profile_dir), create_perfetto_trace=True)
+            for i in range(3):
+                state, m = step(state, *batches[i % 4])
+            jax.block_until_ready(m)
+            jax.profiler.stop_trace()
+    stats = dev.memory_stats() or {}
+    fpt = flops_per_token(cfg.model, seq)
+    tps = float(np.median(rates))
+    peak = device_peak_flops(dev, cfg.model.compute_dtype, cfg.train.cpu_peak_flops, 1)
+    return {"impl": "jax", "attention": attention_backend(cfg.model, dev.platform).value,
+            "attention_block": cfg.model.attention_block, "compute": cfg.model.compute_dtype.value,
+            "seq": seq, "batch": batch, "tokens_per_sec": tps, "rates": rates, "loss": float(m["loss"]),
+            "compile_s": compile_s, "flops_per_token": fpt, "mfu": tps * fpt / peak if peak else None,
+            "peak_bytes": stats.get("peak_bytes_in_use"), "planned_bytes": planned,
+            "temp_bytes": mem.temp_size_in_bytes, "device": dev.device_kind, "jax": jax.__version__}
+
+
+def _run_one(name: str) -> dict:
+    spec, seq, batch = SPEED[name]
+    if spec == "torch":
+        cmd = [sys.executable, str(HERE / "torch_gpt.py"), "--seq", str(seq), "--batch", str(batch)]
+    else:
+        cmd = [sys.executable, __file__, "one", name, "--set", *os.environ.get("SPMDGPT_GPU_SET", "").split()]
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **ENV.get(name, {})})
+    if p.returncode:
+        tail = (p.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"{name}: FAILED ({tail[:300]})")
+        return {"name": name, "error": tail[:2000]}
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["name"] = name
+    return r
+
+
+def cmd_speed(out: Path, only) -> int:
+    from spmdgpt.config import load_config
+    from spmdgpt.flops import PEAK_FLOPS, flops_per_token
+
+    names = only or list(SPEED)
+    rows = []
+    for name in names:
+        r = _run_one(name)
+        rows.append(r)
+        if "error" in r:
+            continue
+        if r["impl"] == "pytorch":  # the same model: the same FLOPs per token
+            cfg = load_config([*GPT2, f"data.seq_len={r['seq']}", f"model.max_seq_len={r['seq']}"])
+            r["flops_per_token"] = flops_per_token(cfg.model, r["seq"])
+            peak = next((p16 for k, (p16, _) in PEAK_FLOPS.items() if k in r["device"]), None)
+            r["mfu"] = r["tokens_per_sec"] * r["flops_per_token"] / peak if peak else None
+        peak, plan = r.get("peak_bytes"), r.get("planned_bytes")
+        print(f"{name:24s} {r['tokens_per_sec']:10,.0f} tokens/s  MFU {100 * (r['mfu'] or 0):5.1f}%  "
+              + (f"peak {peak / 2**30:6.2f} GiB" if peak else "peak -")
+              + (f"  planned {plan / 2**30:6.2f} GiB ({plan / peak - 1:+.1%})" if plan and peak else "")
+              + f"  compile {r['compile_s']:.0f} s  loss {r['loss']:.3f}", flush=True)
+    by = {r["name"]: r for r in rows if "error" not in r}
+    for ctx in ("1k", "4k"):
+        if f"torch-{ctx}" in by:
+            best = max((r for n, r in by.items() if n.endswith(ctx) and r["impl"] == "jax"),
+                       key=lambda r: r["tokens_per_sec"], default=None)
+            if best:
+                ratio = best["tokens_per_sec"] / by[f"torch-{ctx}"]["tokens_per_sec"]
+                print(f"context {ctx}: best JAX ({best['name']}) / PyTorch = {ratio:.3f}x (target >= 1.1x)")
+    (out / "speed.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def cmd_one(name: str) -> int:
+    overrides, seq, batch = SPEED[name]
+    print(json.dumps(measure_jax(overrides, seq, batch)))
+    return 0
+
+
+def cmd_profile(out: Path, only) -> int:
+    name = (only or ["jax-cudnn-1k"])[0]
+    overrides, seq, batch = SPEED[name]
+    r = measure_jax(overrides, seq, batch, windows=1, profile_dir=out / "trace")
+    print(json.dumps(r))
+    # jax.profiler writes trace/plugins/profile/<run>/<host>.*: bring the Perfetto trace up to
+    # out/ (the device tool returns files at most two folders down).
+    for f in (out / "trace").rglob("*perfetto_trace.json.gz"):
+        shutil.copy(f, out / f"{name}.perfetto_trace.json.gz")
+        print(f"trace: {out / (name + '.perfetto_trace.json.gz')} ({f.stat().st_size / 2**20:.1f} MiB)")
+    shutil.rmtree(out / "trace")
+    return 0
+
+
+def cmd_loop(out: Path) -> int:
+    """Where the CLI's steps lose time against the bare step: the same jitted step fed (a) fixed
+    device batches, (b) a fresh Batcher batch per step, (c) that plus reading each step's metrics
+    one step late, as spmdgpt.train's loop does; (d) = (c) calling the AOT-compiled executable
+    (`.lower().compile()`, as `speed` does) instead of the `jax.jit` function. Measured on the
+    H100, (a)-(c) were equal and 17% below `speed`: (d) tells whether dispatch is the cause."""
+    import jax
+
+    from spmdgpt.data import load_dataset
+    from spmdgpt.data.loader import Batcher
+    from spmdgpt.model import param_info
+    from spmdgpt.optim import build_optimizer
+    from spmdgpt.train import init_state, make_train_step
+
+    cfg, mesh, rules = _setup([])
+    data = load_dataset(cfg.data)
+    n, tok = 30, cfg.data.batch_size * cfg.data.seq_len
+    rows = {}
+    with jax.set_mesh(mesh):
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
+        state = init_state(cfg, rules, opt)
+        step = make_train_step(cfg, rules, opt)
+        batcher = Batcher(data.train, cfg.data.seq_len, cfg.data.batch_size, 0, rules.batch_sharding())
+        fixed = [batcher.train_batch(i) for i in range(4)]
+        for i in range(3):
+            state, m = step(state, *fixed[i])
+        jax.block_until_ready(m)
+        compiled = step.lower(state, *fixed[0]).compile()
+        for variant in ("fixed", "batcher", "batcher+metrics", "compiled+batcher+metrics"):
+            fn = compiled if variant.startswith("compiled") else step
+            t0 = time.perf_counter()
+            pending = None
+            for i in range(n):
+                batch = fixed[i % 4] if variant == "fixed" else batcher.train_batch(i)
+                state, m = fn(state, *batch)
+                if variant.endswith("metrics"):
+                    if pending is not None:
+                        jax.device_get(pending)
+                    pending = m
+            jax.block_until_ready(m)
+            rows[variant] = n * tok / (time.perf_counter() - t0)
+            print(f"loop {variant:24s} {rows[variant]:10,.0f} tokens/s")
+    (out / "loop.json").write_text(json.dumps(rows))
+    return 0
+
+
+# ----------------------------------------------------------------------------- decode
+
+
+def cmd_decode(out: Path) -> int:
+    import jax
+
+    from spmdgpt.generate import Sampler, SamplingParams
+    from spmdgpt.model import init_params
+
+    cfg, mesh, rules = _setup([])
+    rows = []
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        sampler = Sampler(cfg.model, rules, vocab_limit=50257)
+        rng = np.random.default_rng(0)
+        for batch in (1, 64):
+            prompts = rng.integers(0, 50257, (batch, 64)).tolist()
+            sp = SamplingParams(max_new_tokens=256, temperature=0.8, top_k=50, seed=0)
+            t0 = time.perf_counter()
+            sampler.generate(params, prompts, sp)
+            first = time.perf_counter() - t0
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                sampler.generate(params, prompts, sp)
+                times.append(time.perf_counter() - t0)
+            t = float(np.median(times))
+            rows.append({"batch": batch, "prompt": 64, "new": 256, "tokens_per_sec": batch * 256 / t,
+                         "ms_per_step": 1e3 * t / 256, "first_call_s": first})
+            print(f"decode batch {batch:3d}: {batch * 256 / t:10,.0f} tokens/s ({1e3 * t / 256:.2f} ms per step, "
+                  f"prefill included) | first call with compile {first:.1f} s")
+    (out / "decode.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cmd", choices=["check", "curves", "speed", "decode", "profile", "loop", "one"])
+    ap.add_argument("name", nargs="?")
+    ap.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
+    ap.add_argument("--only", default=None, help="comma-separated names from SPEED")
+    ap.add_argument("--steps", type=int, default=300, help="curves: training steps")
+    ap.add_argument("--set", nargs="*", default=[], help="extra overrides for every run (smoke tests)")
+    args = ap.parse_args()
+    GPT2.extend(args.set)
+    os.environ["SPMDGPT_GPU_SET"] = " ".join(args.set)  # for the `one` subprocesses
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    only = args.only.split(",") if args.only else None
+    if args.cmd == "one":
+        return cmd_one(args.name)
+    return {"check": lambda: cmd_check(out), "curves": lambda: cmd_curves(out, args.steps),
+            "speed": lambda: cmd_speed(out, only), "decode": lambda: cmd_decode(out),
+            "profile": lambda: cmd_profile(out, only), "loop": lambda: cmd_loop(out)}[args.cmd]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+# The lent GPU machine (device tool): run spmdgpt over the machine's own Python 3.12, JAX, PyTorch.
+#
+# That machine has no package registry. It ships jax/jaxlib + the CUDA plugin, optax,
+# orbax-checkpoint, numpy, tiktoken, tqdm, pytest and PyTorch; spmdgpt needs three more
+# (hydra-core, omegaconf, antlr4-python3-runtime), carried as wheels, plus the data files
+# (../shared does not travel with the working tree). Two steps:
+#
+#   here, once (network):  bash benchmarks/gpu_env.sh fetch     # -> .gpu/wheels, .gpu/data
+#   there, every call:     source benchmarks/gpu_env.sh         # carry [".gpu"]
+#
+# `.gpu/` is git-ignored through .git/info/exclude (add `/.gpu/` there). Sourcing installs the
+# wheels into /tmp/site with --no-deps, puts src/ and /tmp/site on PYTHONPATH (spmdgpt runs as
+# `python3 -m spmdgpt`), points SPMDGPT_DATA at .gpu/data and prints every version that matters.
+
+_fetch() {
+    set -e
+    mkdir -p .gpu/wheels .gpu/data
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .gpu/wheels \
+        hydra-core==1.3.8 omegaconf==2.3.1
+    # antlr4-python3-runtime 4.9.3 (omegaconf's parser runtime) is published as an sdist only:
+    # build its pure-Python wheel here.
+    python3 -m pip wheel -q --no-deps -w .gpu/wheels antlr4-python3-runtime==4.9.3
+    root=${SPMDGPT_DATA:-../shared/data}
+    cp -r "$root/tinyshakespeare" "$root/gpt2-tokenizer" .gpu/data/
+    du -sh .gpu
+}
+
+if [ "${1:-}" = fetch ]; then
+    (_fetch)
+else
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .gpu/wheels/*.whl || return 1 2>/dev/null || exit 1
+    export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+    export SPMDGPT_DATA="$PWD/.gpu/data" SPMDGPT_CACHE=/tmp/spmdgpt-cache PYTHONUNBUFFERED=1
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 - <<'EOF'
+import importlib.metadata as md, sys, jax
+names = ["jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt", "optax", "orbax-checkpoint",
+         "numpy", "tiktoken", "hydra-core", "omegaconf", "torch", "triton", "nvidia-cudnn-cu13"]
+def v(n):
+    try:
+        return md.version(n)
+    except md.PackageNotFoundError:
+        return "-"
+print("python", sys.version.split()[0], "|", " ".join(f"{n}={v(n)}" for n in names))
+print("jax devices:", jax.devices())
+EOF
+fi
