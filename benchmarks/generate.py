@@ -48,7 +48,7 @@ def main() -> None:
 
         @jax.jit
         def naive_step(buf, i, key):
-            logits = forward(cfg.model, rules, params, buf)
+            logits, _ = forward(cfg.model, rules, params, buf)
             last = jax.lax.dynamic_index_in_dim(logits, i - 1, axis=1, keepdims=False)
             tok = jax.random.categorical(key, last / 0.8).astype(jnp.int32)
             return jax.lax.dynamic_update_index_in_dim(buf, tok, i, axis=1)

@@ -153,8 +153,8 @@ def check_cache(results: list) -> bool:
     import jax
     import jax.numpy as jnp
 
-    from spmdgpt.generate import forward_cached, init_cache
     from spmdgpt.model import forward, init_params
+    from spmdgpt.model.attention import init_cache
 
     cfg, mesh, rules = _setup(["model.compute_dtype=float32", "model.attention=xla"], 1024, 2)
     rng = np.random.default_rng(2)
@@ -162,14 +162,14 @@ def check_cache(results: list) -> bool:
     toks = jnp.asarray(rng.integers(0, 50257, (2, prompt + new)), jnp.int32)
     with jax.set_mesh(mesh), jax.default_matmul_precision("highest"):
         params = init_params(cfg.model, jax.random.key(3), rules)
-        full = jax.jit(lambda t: forward(cfg.model, rules, params, t))(toks)
-        step = jax.jit(lambda t, p, c, s: forward_cached(cfg.model, rules, params, t, p, c, s), static_argnums=3)
+        full = jax.jit(lambda t: forward(cfg.model, rules, params, t)[0])(toks)
+        step = jax.jit(lambda t, p, c: forward(cfg.model, rules, params, t, p, c))
         cache = init_cache(cfg.model, rules, 2, prompt + new)
         pos = jnp.broadcast_to(jnp.arange(prompt + new), (2, prompt + new))
-        logits, cache = step(toks[:, :prompt], pos[:, :prompt], cache, 0)
+        logits, cache = step(toks[:, :prompt], pos[:, :prompt], cache)
         errs = [_max_err(logits, full[:, :prompt])]
         for i in range(prompt, prompt + new):
-            logits, cache = step(toks[:, i:i + 1], pos[:, i:i + 1], cache, i)
+            logits, cache = step(toks[:, i:i + 1], pos[:, i:i + 1], cache)
             errs.append(_max_err(logits[:, 0], full[:, i]))
     worst = max(errs)
     passed = worst <= 2e-4

@@ -9,8 +9,9 @@ import pytest
 from conftest import read_jsonl
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
-from spmdgpt.generate import Sampler, SamplingParams, forward_cached, init_cache
+from spmdgpt.generate import Sampler, SamplingParams
 from spmdgpt.model import forward, init_params
+from spmdgpt.model.attention import init_cache
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.train import train
 
@@ -33,15 +34,17 @@ def test_cached_logits_equal_full_forward_at_every_position(overrides):
     cfg, mesh, rules, params = setup(*overrides)
     toks = np.random.default_rng(0).integers(0, 10, (2, 24)).astype(np.int32)
     with jax.set_mesh(mesh):
-        full = np.asarray(forward(cfg.model, rules, params, jnp.asarray(toks)))
+        full = np.asarray(forward(cfg.model, rules, params, jnp.asarray(toks))[0])
         cache = init_cache(cfg.model, rules, 2, 32)
         pos = jnp.broadcast_to(jnp.arange(10), (2, 10))
-        logits, cache = forward_cached(cfg.model, rules, params, jnp.asarray(toks[:, :10]), pos, cache, 0)
+        logits, cache = forward(cfg.model, rules, params, jnp.asarray(toks[:, :10]), pos, cache)
+        assert int(cache.end) == 10
         got = [np.asarray(logits)]
-        for i in range(10, 24):  # then one token at a time
-            logits, cache = forward_cached(cfg.model, rules, params, jnp.asarray(toks[:, i:i + 1]),
-                                           jnp.full((2, 1), i), cache, i)
+        for i in range(10, 24):  # then one token at a time, through the same forward
+            logits, cache = forward(cfg.model, rules, params, jnp.asarray(toks[:, i:i + 1]),
+                                    jnp.full((2, 1), i), cache)
             got.append(np.asarray(logits))
+        assert int(cache.end) == 24
     # stated tolerance: float32 rounding of a different summation order, 1e-5 on logits of O(1)
     np.testing.assert_allclose(np.concatenate(got, axis=1), full, rtol=0, atol=1e-5)
     assert np.abs(full).max() > 0.5  # the logits are not all near zero
@@ -105,7 +108,7 @@ def test_top_k_never_leaves_the_top_k():
         outs = sampler.generate(params, prompts, SamplingParams(30, temperature=2.0, top_k=3, seed=3))
         for p, o in zip(prompts, outs, strict=True):
             seq = jnp.asarray([p + o])
-            logits = np.asarray(forward(cfg.model, rules, params, seq))[0]
+            logits = np.asarray(forward(cfg.model, rules, params, seq)[0])[0]
             for i, tok in enumerate(o):
                 top3 = np.argsort(logits[len(p) + i - 1])[-3:]
                 assert tok in top3

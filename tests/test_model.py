@@ -35,8 +35,8 @@ def test_causality_future_tokens_do_not_change_earlier_logits():
     b = a.copy()
     b[:, 40:] = rng.integers(0, 10, (2, 24))  # change every token from position 40 on
     with jax.set_mesh(mesh):
-        la = np.asarray(forward(cfg.model, rules, params, jnp.asarray(a)))
-        lb = np.asarray(forward(cfg.model, rules, params, jnp.asarray(b)))
+        la = np.asarray(forward(cfg.model, rules, params, jnp.asarray(a))[0])
+        lb = np.asarray(forward(cfg.model, rules, params, jnp.asarray(b))[0])
     np.testing.assert_allclose(la[:, :40], lb[:, :40], rtol=0, atol=1e-6)
     assert np.abs(la[:, 40:] - lb[:, 40:]).max() > 1e-3  # and the later ones do change
 
@@ -153,7 +153,7 @@ def test_loss_equals_reference_cross_entropy(tied):
     y = jnp.asarray(rng.integers(0, 64, (4, 64)), jnp.int32)
     with jax.set_mesh(mesh):
         loss = float(loss_fn(cfg.model, rules, params, x, y))
-        logits = np.asarray(forward(cfg.model, rules, params, x), np.float64)
+        logits = np.asarray(forward(cfg.model, rules, params, x)[0], np.float64)
     logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
         - logits.max(-1, keepdims=True)
     ref = -np.take_along_axis(logp, np.asarray(y)[..., None], -1).mean()

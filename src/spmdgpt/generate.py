@@ -1,5 +1,8 @@
 """Jit-once KV-cache decoding: the whole prompt in one prefill call, then a `lax.scan` decode loop.
 
+Both call the model's one forward pass (`model.forward` with a `KVCache`); this module holds
+only the generation driver and the sampling rules.
+
 Prompts of different lengths share one batch by left padding: row r's tokens sit at the right
 end of the prompt buffer with positions 0..len_r-1, its pad slots get position -1 and are
 masked as keys (`causal_mask` drops keys with a negative position). The cache has a static
@@ -13,64 +16,18 @@ the row index, then with the step), stop at end-of-text or max_new_tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Sequence
+from typing import Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from spmdgpt.config import ModelConfig, head_dim
-from spmdgpt.model.attention import causal_mask, dot_product_attention, output_projection, qkv_projection
-from spmdgpt.model.transformer import Params, block, dtype_of, embed, unembed
-from spmdgpt.model.layers import norm
+from spmdgpt.config import ModelConfig
+from spmdgpt.model.attention import init_cache
+from spmdgpt.model.transformer import Params, forward
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
-
-
-class KVCache(NamedTuple):
-    k: Array  # [layers, batch, heads, capacity, head_dim]
-    v: Array  # [layers, batch, heads, capacity, head_dim]
-    pos: Array  # [batch, capacity] int32: the position of the token in each slot, -1 = empty
-
-
-def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVCache:
-    shape = (cfg.num_layers, batch, cfg.num_heads, capacity, head_dim(cfg))
-    spec = rules.spec("layers", "batch", "heads", None, "head_dim")
-    zeros = jnp.zeros(shape, dtype_of(cfg.compute_dtype), out_sharding=spec)
-    pos = jnp.full((batch, capacity), -1, jnp.int32, out_sharding=rules.spec("batch", None))
-    return KVCache(zeros, zeros, pos)
-
-
-def forward_cached(
-    cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Array, cache: KVCache, slot
-):
-    """Run tokens [b, t] at positions [b, t] through the model, writing their keys and values
-    into cache slots [slot, slot + t); returns (float32 logits [b, t, vocab], updated cache)."""
-    b, t = tokens.shape
-    tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
-    positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
-    kpos = jax.lax.dynamic_update_slice(cache.pos, positions, (0, slot))
-    mask = causal_mask(positions, kpos)  # [b, t, capacity]
-
-    def attend_cached(p, h, k_cache, v_cache):
-        q, k, v = qkv_projection(cfg, rules, p, h, positions, b)  # [b, n, t, h]
-        k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (0, 0, slot, 0))
-        v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (0, 0, slot, 0))
-        o = dot_product_attention(q, k_cache, v_cache, mask, rules)
-        return output_projection(rules, p, o), (k_cache, v_cache)
-
-    def step(x, layer):
-        p, k_cache, v_cache = layer
-        return block(cfg, rules, p, x, lambda p, h: attend_cached(p, h, k_cache, v_cache))
-
-    x = embed(cfg, rules, params, tokens)
-    # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
-    # one that training prefers (benchmarks/BENCHMARKS.md).
-    x, (ks, vs) = jax.lax.scan(step, x, (params.blocks, cache.k, cache.v))
-    logits = unembed(cfg, rules, params, norm(cfg, rules, params.ln_f, x))
-    logits = jnp.reshape(logits, (b, t, -1), out_sharding=rules.spec("batch", "seq", "vocab"))
-    return logits, KVCache(ks, vs, kpos)
 
 
 def sample_tokens(logits: Array, keys: Array, temperature, top_k: int, top_p, vocab_limit: int) -> Array:
@@ -129,7 +86,7 @@ class Sampler:
         cfg, rules = self.cfg, self.rules
         b, prompt_len = tokens.shape
         cache = init_cache(cfg, rules, b, prompt_len + max_new_tokens)
-        logits, cache = forward_cached(cfg, rules, params, tokens, positions, cache, 0)
+        logits, cache = forward(cfg, rules, params, tokens, positions, cache)
         row_keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(b))
         fill = 0 if eos_id is None else eos_id
 
@@ -141,9 +98,7 @@ class Sampler:
             tok = jnp.where(done, fill, tok)
             if eos_id is not None:
                 done = done | (tok == eos_id)
-            new_logits, cache = forward_cached(
-                cfg, rules, params, tok[:, None], pos[:, None], cache, prompt_len + i
-            )
+            new_logits, cache = forward(cfg, rules, params, tok[:, None], pos[:, None], cache)
             return (cache, new_logits[:, 0], pos + 1, done), tok
 
         done = jnp.zeros((b,), bool, out_sharding=rules.spec("batch"))

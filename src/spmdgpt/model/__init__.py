@@ -1,5 +1,6 @@
 """Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
 
+from spmdgpt.model.attention import KVCache, init_cache
 from spmdgpt.model.transformer import (
     Block,
     Norm,
@@ -14,10 +15,12 @@ from spmdgpt.model.transformer import (
 
 __all__ = [
     "Block",
+    "KVCache",
     "Norm",
     "ParamInfo",
     "Params",
     "forward",
+    "init_cache",
     "init_params",
     "loss_fn",
     "num_params",

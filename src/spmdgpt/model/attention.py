@@ -11,16 +11,20 @@ the batch). Backends (`model.attention`, resolved by `attention_backend`):
   matrix is never materialised.
 - `auto`: `cudnn` where it can run (GPU and a 16-bit compute dtype), else `xla`.
 
-The xla mask is built from query and key positions, so the same function serves training
-(positions 0..T-1) and cached decoding (which uses the xla path).
+`self_attention` is the one attention of the model: over full sequences (training,
+evaluation), or, given a layer's KV cache, writing the new keys and values into it and
+attending over everything cached (prefill and decode; the xla path, its mask built from the
+query and key positions).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig
+from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim
 from spmdgpt.model.layers import rope
 from spmdgpt.sharding import Rules
 
@@ -140,13 +144,53 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
     return jax.shard_map(local, in_specs=(spec, spec, spec), out_specs=spec)(q, k, v)
 
 
-def self_attention(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int):
-    """Causal self-attention over full sequences: x [batch * seq, d] -> [batch * seq, d], by the
-    backend `model.attention` resolves to on the default device's platform (the one branch
-    point: a new backend is a new case here)."""
+class KVCache(NamedTuple):
+    """Keys and values of every layer for cached decoding, at a static capacity."""
+
+    k: jax.Array  # [layers, batch, heads, capacity, head_dim]
+    v: jax.Array  # [layers, batch, heads, capacity, head_dim]
+    pos: jax.Array  # [batch, capacity] int32: the position of the token in each slot, -1 = empty
+    end: jax.Array  # int32 scalar: the next free slot (tokens written so far)
+
+
+def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVCache:
+    shape = (cfg.num_layers, batch, cfg.num_heads, capacity, head_dim(cfg))
+    spec = rules.spec("layers", "batch", "heads", None, "head_dim")
+    zeros = jnp.zeros(shape, jnp.dtype(cfg.compute_dtype.value), out_sharding=spec)
+    pos = jnp.full((batch, capacity), -1, jnp.int32, out_sharding=rules.spec("batch", None))
+    return KVCache(zeros, zeros, pos, jnp.zeros((), jnp.int32))
+
+
+class LayerCache(NamedTuple):
+    """One layer's view of the KV cache during a cached forward pass."""
+
+    k: jax.Array  # [batch, heads, capacity, head_dim]
+    v: jax.Array  # [batch, heads, capacity, head_dim]
+    mask: jax.Array  # [batch, queries, capacity]: causal_mask(query positions, slot positions)
+    end: jax.Array  # int32 scalar: where this pass's keys and values go
+
+
+def self_attention(
+    cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int,
+    cache: Optional[LayerCache] = None,
+):
+    """Causal self-attention: x [batch * seq, d] -> ([batch * seq, d], this layer's updated
+    (k, v) cache or None).
+
+    Without a cache: full sequences, by the backend `model.attention` resolves to on the default
+    device's platform. With one (prefill, decode): x's keys and values are written at
+    cache.end and x's queries attend over the whole cache under cache.mask. The one branch point
+    for backends: a new backend is a new case here."""
+    if cache is not None:
+        q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
+        k_cache = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), (0, 0, cache.end, 0))
+        v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
+        o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
+        return output_projection(rules, p, o), (k_cache, v_cache)
     if attention_backend(cfg, jax.devices()[0].platform) == AttentionImpl.cudnn:
         q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major=False)
-        return output_projection(rules, p, fused_causal_attention(q, k, v, rules, "cudnn"), head_major=False)
+        o = fused_causal_attention(q, k, v, rules, "cudnn")
+        return output_projection(rules, p, o, head_major=False), None
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
     o = blocked_causal_attention(q, k, v, positions, cfg.attention_block, rules)
-    return output_projection(rules, p, o)
+    return output_projection(rules, p, o), None
