@@ -82,55 +82,56 @@ def _max_err(a, b) -> float:
 
 
 def check_attention(results: list) -> bool:
+    return all([_check_attention_at(t, b, results) for t, b in ((1024, 4), (4096, 1))])
+
+
+def _check_attention_at(t: int, b: int, results: list) -> bool:
     import jax
     import jax.numpy as jnp
 
     from spmdgpt.model.attention import blocked_causal_attention, fused_causal_attention
 
     ok = True
-    for t, b in ((1024, 4), (4096, 1)):
-        _, mesh, rules = _setup([], t, b)
-        rng = np.random.default_rng(0)
-        q, k, v, g = (jnp.asarray(rng.normal(size=(b, t, 12, 64)), jnp.float32) for _ in range(4))
-        pos = jnp.arange(t)
+    _, mesh, rules = _setup([], t, b)
+    rng = np.random.default_rng(0)
+    q, k, v, g = (jnp.asarray(rng.normal(size=(b, t, 12, 64)), jnp.float32) for _ in range(4))
+    pos = jnp.arange(t)
 
-        def xla(q, k, v):  # the xla backend, one block, head-major [b, n, t, h]
-            s = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
-            return s(blocked_causal_attention(s(q), s(k), s(v), pos, 0, rules))
+    def xla(q, k, v):  # the xla backend, one block, head-major [b, n, t, h]
+        s = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
+        return s(blocked_causal_attention(s(q), s(k), s(v), pos, 0, rules))
 
-        def cudnn(q, k, v):
-            return fused_causal_attention(q, k, v, rules, "cudnn")
+    def cudnn(q, k, v):
+        return fused_causal_attention(q, k, v, rules, "cudnn")
 
-        def run(attn, dtype):
-            def f(q, k, v):
-                o = attn(q.astype(dtype), k.astype(dtype), v.astype(dtype))
-                return jnp.sum(o.astype(jnp.float32) * g), o
+    def run(attn, dtype):
+        def f(q, k, v):
+            o = attn(q.astype(dtype), k.astype(dtype), v.astype(dtype))
+            return jnp.sum(o.astype(jnp.float32) * g), o
 
-            with jax.set_mesh(mesh), jax.default_matmul_precision("highest"):
-                (_, o), grads = jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2), has_aux=True))(q, k, v)
-            return [o, *grads]
+        with jax.set_mesh(mesh), jax.default_matmul_precision("highest"):
+            (_, o), grads = jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2), has_aux=True))(q, k, v)
+        return [o, *grads]
 
-        ref, x16, c16 = run(xla, jnp.float32), run(xla, jnp.bfloat16), run(cudnn, jnp.bfloat16)
-        for i, name in enumerate(("out", "dq", "dk", "dv")):
-            ex, ec = _max_err(x16[i], ref[i]), _max_err(c16[i], ref[i])
-            passed = ec <= 2 * ex + 1e-3
-            ok &= passed
-            results.append({"check": f"attention t={t} {name}", "xla_bf16_err": ex, "cudnn_bf16_err": ec,
-                            "pass": passed})
-            print(f"attention t={t:5d} {name:3s}: max|err| vs float32  xla-bf16 {ex:.2e}  cudnn-bf16 {ec:.2e}"
-                  f"  {'PASS' if passed else 'FAIL'}")
+    ref, x16, c16 = run(xla, jnp.float32), run(xla, jnp.bfloat16), run(cudnn, jnp.bfloat16)
+    for i, name in enumerate(("out", "dq", "dk", "dv")):
+        ex, ec = _max_err(x16[i], ref[i]), _max_err(c16[i], ref[i])
+        passed = ec <= 2 * ex + 1e-3
+        ok &= passed
+        results.append({"check": f"attention t={t} {name}", "xla_bf16_err": ex, "cudnn_bf16_err": ec,
+                        "pass": passed})
+        print(f"attention t={t:5d} {name:3s}: max|err| vs float32  xla-bf16 {ex:.2e}  cudnn-bf16 {ec:.2e}"
+              f"  {'PASS' if passed else 'FAIL'}")
     return ok
 
 
 def check_model(results: list) -> bool:
     import jax
-    import jax.numpy as jnp
     import optax
 
     from spmdgpt.model import init_params, loss_fn
 
-    vals = {}
-    for name in ("cudnn", "xla"):
+    def loss_and_grad_norm(name):
         cfg, mesh, rules = _setup([f"model.attention={name}"], 1024, 8)
         with jax.set_mesh(mesh):
             params = init_params(cfg.model, jax.random.key(0), rules)
@@ -138,7 +139,9 @@ def check_model(results: list) -> bool:
             x, y = (jax.device_put(rng.integers(0, 50257, (8, 1024)).astype(np.int32), rules.batch_sharding())
                     for _ in range(2))
             loss, grads = jax.jit(jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, x, y)))(params)
-            vals[name] = (float(loss), float(optax.tree.norm(grads)))
+            return float(loss), float(optax.tree.norm(grads))
+
+    vals = {name: loss_and_grad_norm(name) for name in ("cudnn", "xla")}
     rel_l = abs(vals["cudnn"][0] - vals["xla"][0]) / vals["xla"][0]
     rel_g = abs(vals["cudnn"][1] - vals["xla"][1]) / vals["xla"][1]
     passed = rel_l <= 1e-2 and rel_g <= 1e-2

@@ -95,3 +95,11 @@ def test_console_script_exit_code_and_no_traceback(tmp_path):
 def test_no_command_prints_usage(capsys):
     assert main([]) == 2
     assert "spmdgpt <command>" in capsys.readouterr().err
+
+
+def test_config_is_a_leaf_package():
+    """spmdgpt.config imports nothing from spmdgpt outside itself (schema, load, validate)."""
+    code = "import sys, spmdgpt.config; print(sorted(m for m in sys.modules if m.startswith('spmdgpt')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == str(["spmdgpt", "spmdgpt.config", "spmdgpt.config.load",
+                                      "spmdgpt.config.schema", "spmdgpt.config.validate"])

@@ -6,7 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from spmdgpt.config import ConfigError, DataConfig, TokenizerKind, find_data_root, load_config
+from spmdgpt.config import ConfigError, DataConfig, TokenizerKind, load_config
+from spmdgpt.data.sources import find_data_root
 from spmdgpt.data import Batcher, CharTokenizer, load_dataset
 from spmdgpt.data.cache import default_cache_dir
 from spmdgpt.data.sources import staircase_tokens

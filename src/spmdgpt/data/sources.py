@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, DataConfig, find_data_root
+from spmdgpt.config import ConfigError, DataConfig
 
 STAIRCASE_PERIOD = "012345678987654321"  # repeated: 0123456789876543210123456789...
+
+
+def find_data_root(explicit: Optional[str] = None) -> Optional[Path]:
+    """data.path, else $SPMDGPT_DATA, else the nearest `shared/data` above cwd or this package."""
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get("SPMDGPT_DATA")
+    if env:
+        return Path(env).expanduser()
+    starts = [Path.cwd().resolve(), Path(__file__).resolve().parent]
+    for start in starts:
+        for p in [start, *start.parents]:
+            if (p / "shared" / "data").is_dir():
+                return p / "shared" / "data"
+    return None
 
 
 def staircase_tokens(n: int) -> np.ndarray:

@@ -9,7 +9,8 @@ from typing import List, Optional, Protocol, Sequence
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, DataConfig, TokenizerKind, find_data_root
+from spmdgpt.config import ConfigError, DataConfig, TokenizerKind
+from spmdgpt.data.sources import find_data_root
 
 
 class Tokenizer(Protocol):

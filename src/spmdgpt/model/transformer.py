@@ -74,18 +74,6 @@ def dtype_of(d) -> jnp.dtype:
     return DTYPES[d.value]
 
 
-def logical_dim_sizes(cfg: ModelConfig) -> dict:
-    """Logical axis -> (config field that sets it, size): for divisibility checks."""
-    return {
-        "embed": ("model.d_model", cfg.d_model),
-        "heads": ("model.num_heads", cfg.num_heads),
-        "head_dim": ("model.d_model/model.num_heads", cfg.d_model // max(cfg.num_heads, 1)),
-        "mlp": ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
-        "vocab": ("model.vocab_size", cfg.vocab_size),
-        "layers": ("model.num_layers", cfg.num_layers),
-    }
-
-
 def param_info(cfg: ModelConfig) -> Params:
     L, D, N, H, F, V = (
         cfg.num_layers,

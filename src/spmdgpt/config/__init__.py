@@ -1,0 +1,52 @@
+"""Typed configuration, in three rooms: `schema` (dataclasses, enums, derived values),
+`load` (Hydra compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip)
+and `validate` (every error at once, one line each). A leaf package: it imports nothing else
+from spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
+"""
+
+from spmdgpt.config.load import (
+    load_config,
+    load_run_config,
+    packaged_names,
+    register_configs,
+    to_dict,
+    to_yaml,
+)
+from spmdgpt.config.schema import (
+    MESH_AXES,
+    AttentionImpl,
+    CheckpointConfig,
+    Config,
+    ConfigError,
+    DataConfig,
+    DataSource,
+    DistConfig,
+    DType,
+    ManifoldSolver,
+    MeshConfig,
+    MlpType,
+    ModelConfig,
+    NormType,
+    OptimizerConfig,
+    OptimizerName,
+    Remat,
+    RunConfig,
+    Schedule,
+    ShardingConfig,
+    TokenizerKind,
+    TrainConfig,
+    head_dim,
+    logical_dim_sizes,
+    mlp_hidden,
+    resolve_mesh_shape,
+)
+from spmdgpt.config.validate import validate, validate_dist
+
+__all__ = [
+    "MESH_AXES", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig",
+    "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
+    "NormType", "OptimizerConfig", "OptimizerName", "Remat", "RunConfig", "Schedule",
+    "ShardingConfig", "TokenizerKind", "TrainConfig", "head_dim", "load_config", "load_run_config",
+    "logical_dim_sizes", "mlp_hidden", "packaged_names", "register_configs", "resolve_mesh_shape",
+    "to_dict", "to_yaml", "validate", "validate_dist",
+]

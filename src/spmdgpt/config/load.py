@@ -1,0 +1,102 @@
+"""Loading configs: Hydra compose of the packaged YAML (``spmdgpt/configs``) with CLI overrides,
+one-line errors, and the YAML / dict round trip of a resolved config."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+from typing import Any, Dict, List
+
+from spmdgpt.config.schema import Config, ConfigError
+
+_REGISTERED = False
+
+
+def register_configs() -> None:
+    """Register the schema in Hydra's ConfigStore (the packaged config.yaml extends it)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="spmdgpt_schema", node=Config)
+    _REGISTERED = True
+
+
+def load_config(overrides: List[str]) -> Config:
+    """Compose packaged YAML + CLI overrides into a typed Config. Raises ConfigError."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="spmdgpt.configs", version_base="1.3"):
+            dcfg = compose(config_name="config", overrides=list(overrides))
+        cfg = OmegaConf.to_object(dcfg)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError([_one_line_hydra_error(e)]) from None
+    finally:
+        GlobalHydra.instance().clear()
+    assert isinstance(cfg, Config)
+    return cfg
+
+
+def _one_line_hydra_error(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    # OmegaConf appends "full_key: ..., object_type=..." context lines; keep the message and key.
+    msg = lines[0] if lines else type(e).__name__
+    key = next((ln for ln in lines[1:] if ln.startswith("full_key:")), None)
+    if key and key.split(":", 1)[1].strip() and key.split(":", 1)[1].strip() not in msg:
+        msg = f"{key.split(':', 1)[1].strip()}: {msg}"
+    if "Could not find 'experiment/" in msg or "Could not load 'experiment/" in msg:
+        msg += f" (packaged experiments: {', '.join(packaged_names('experiment'))})"
+    if "sharding/" in msg and ("Could not find" in msg or "Could not load" in msg):
+        msg += f" (packaged tables: {', '.join(packaged_names('sharding'))})"
+    return msg
+
+
+def packaged_names(group: str) -> List[str]:
+    d = Path(__file__).parent.parent / "configs" / group
+    return sorted(p.stem for p in d.glob("*.yaml"))
+
+
+def load_run_config(run_dir: Path) -> Config:
+    """The resolved Config a run wrote to run_dir/config.yaml."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise ConfigError([f"run.dir={run_dir}: no config.yaml there; give the directory of a training run"])
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        raise ConfigError([f"{path}: {_one_line_hydra_error(e)}"]) from None
+
+
+def to_yaml(cfg: Config) -> str:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def to_dict(cfg: Config) -> Dict[str, Any]:
+    def conv(x):
+        if isinstance(x, enum.Enum):
+            return x.value
+        if dataclasses.is_dataclass(x):
+            return {f.name: conv(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        if isinstance(x, dict):
+            return {k: conv(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [conv(v) for v in x]
+        return x
+
+    return conv(cfg)
+

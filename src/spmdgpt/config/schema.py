@@ -1,0 +1,252 @@
+"""The configuration schema: every knob is a dataclass field with a default and a one-line
+comment; enums for choices; values derived from a config (head dim, MLP width, mesh shape,
+logical axis sizes). A leaf module: it imports nothing from spmdgpt. Loading lives in
+`config.load`, validation in `config.validate`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+MESH_AXES = ("data", "model")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value. `messages` holds one line per problem (field + fix)."""
+
+    def __init__(self, messages: List[str]):
+        self.messages = list(messages)
+        super().__init__("\n".join(self.messages))
+
+
+# ----------------------------------------------------------------------------- enums
+
+
+class NormType(enum.Enum):
+    layernorm = "layernorm"
+    rmsnorm = "rmsnorm"
+
+
+class MlpType(enum.Enum):
+    gelu = "gelu"  # up-projection, GELU (tanh approximation), down-projection (GPT-2)
+    swiglu = "swiglu"  # SiLU(x W_gate) * (x W_up), down-projection (LLaMA)
+
+
+class DType(enum.Enum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+class Remat(enum.Enum):
+    none = "none"  # keep all activations (fastest, most memory)
+    full = "full"  # recompute each block in the backward pass
+    dots = "dots"  # save matmul outputs without batch dims, recompute the rest
+
+
+class AttentionImpl(enum.Enum):
+    xla = "xla"  # einsum + masked softmax, compiled by XLA (runs everywhere)
+    cudnn = "cudnn"  # cuDNN fused attention (NVIDIA GPU, bfloat16/float16 compute)
+    auto = "auto"  # cudnn where it can run, else xla
+
+
+class DataSource(enum.Enum):
+    staircase = "staircase"  # synthetic 0123456789876543210... digits, vocabulary 10
+    text = "text"  # a text file under data.path, tokenized by data.tokenizer
+
+
+class TokenizerKind(enum.Enum):
+    char = "char"  # characters of the corpus (vocabulary built from it, saved with the run)
+    gpt2 = "gpt2"  # GPT-2 BPE through tiktoken, loaded offline from data.path/gpt2-tokenizer
+
+
+class OptimizerName(enum.Enum):
+    adamw = "adamw"
+    sgd = "sgd"
+    muon = "muon"  # hidden matrices: Muon; embeddings, norms, biases: AdamW
+    manifold_muon = "manifold_muon"  # hidden matrices on the Stiefel manifold; the rest: AdamW
+
+
+class ManifoldSolver(enum.Enum):
+    admm = "admm"
+    dual_ascent = "dual_ascent"
+
+
+class Schedule(enum.Enum):
+    cosine = "cosine"  # linear warmup, cosine decay to lr * min_lr_ratio
+    constant = "constant"  # linear warmup, then constant
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+@dataclass
+class ModelConfig:
+    num_layers: int = 4  # transformer blocks (stacked, run with lax.scan)
+    num_heads: int = 4  # attention heads; must divide d_model
+    d_model: int = 256  # residual stream width
+    mlp_factor: float = 4.0  # MLP hidden width = mlp_factor * d_model
+    vocab_size: int = 65  # embedding rows; >= the tokenizer's vocabulary (padding is allowed)
+    max_seq_len: int = 256  # longest sequence the model accepts (RoPE tables, KV cache)
+    norm: NormType = NormType.layernorm  # layernorm | rmsnorm
+    norm_eps: float = 1e-5  # epsilon inside the norms
+    bias: bool = False  # biases in the QKV, output and MLP projections and in LayerNorm
+    mlp: MlpType = MlpType.gelu  # gelu | swiglu
+    tie_embeddings: bool = True  # unembedding = embedding transposed
+    rope_theta: float = 10000.0  # RoPE base frequency
+    init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))
+    attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn
+    remat: Remat = Remat.none  # activation checkpointing policy per block
+    scan_unroll: bool = True  # unroll the layer scan: ~15% faster steps on CPU, longer compiles
+    attention_block: int = 64  # causal attention in query blocks of this size, skipping key
+    # blocks above the diagonal (0 = one block); used when it divides the sequence length
+    param_dtype: DType = DType.float32  # dtype parameters (and optimizer state) are stored in
+    compute_dtype: DType = DType.float32  # dtype of matmuls; norms, softmax and loss stay float32
+
+
+@dataclass
+class DataConfig:
+    source: DataSource = DataSource.text  # staircase | text
+    text_file: str = "tinyshakespeare/input.txt"  # text corpus, relative to data.path (or absolute)
+    encoding: str = "utf-8"  # text encoding of data.text_file (latin-1 for the Gutenberg files)
+    tokenizer: TokenizerKind = TokenizerKind.char  # char | gpt2 (ignored by the staircase)
+    path: Optional[str] = None  # data root; default: $SPMDGPT_DATA, else shared/data beside the checkout
+    cache_dir: Optional[str] = None  # token cache; default: $SPMDGPT_CACHE, else ~/.cache/spmdgpt
+    seq_len: int = 256  # tokens per training window
+    batch_size: int = 64  # global batch size (sequences per step, over all devices)
+    val_fraction: float = 0.1  # tail of the corpus held out for validation (nanoGPT: 0.1)
+    staircase_tokens: int = 200_000  # length of the synthetic staircase corpus
+
+
+@dataclass
+class OptimizerConfig:
+    name: OptimizerName = OptimizerName.adamw  # adamw | sgd | muon | manifold_muon
+    lr: float = 1e-3  # peak learning rate
+    schedule: Schedule = Schedule.cosine  # cosine | constant
+    warmup_steps: int = 100  # linear warmup from 0 to lr
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at train.steps
+    b1: float = 0.9  # AdamW beta1
+    b2: float = 0.95  # AdamW beta2
+    eps: float = 1e-8  # AdamW epsilon
+    weight_decay: float = 0.1  # decoupled, applied to matrix parameters only
+    momentum: float = 0.9  # SGD momentum
+    nesterov: bool = False  # SGD Nesterov momentum
+    grad_clip: float = 1.0  # clip by global norm; 0 disables
+    # muon / manifold_muon: hidden matrices (QKV, output, MLP) get these; every other parameter
+    # gets AdamW with lr, b1, b2, eps above. Same warmup and schedule shape as lr.
+    muon_lr: float = 0.05  # peak step size η (manifold_muon: spectral norm of each update)
+    muon_momentum: float = 0.95  # EMA momentum of the gradients
+    muon_nesterov: bool = True  # step with the Nesterov look-ahead of the momentum
+    ns_steps: int = 5  # muon: Polar Express msign iterations
+    solver: ManifoldSolver = ManifoldSolver.admm  # manifold_muon inner solver: admm | dual_ascent
+    solver_steps: int = 10  # inner iterations (dual_ascent needs ~100; 0: the Λ₀ step, no solver)
+    rho: float = 16.0  # ADMM penalty, for gradients normalised to unit Frobenius norm
+    dual_lr: float = 0.003  # dual ascent step, decays linearly to 0 over solver_steps
+    msign_steps: int = 8  # msign iterations inside the solver and the retraction
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1000  # optimizer steps
+    seed: int = 0  # seeds parameters and the data order
+    eval_every: int = 250  # validation loss every k steps (and at the end); 0 = only at the end
+    eval_batches: int = 16  # fixed validation batches (the same ones at every evaluation)
+    log_every: int = 10  # write a metrics.jsonl row every k steps
+    progress: bool = True  # tqdm progress bar on the console
+    cpu_peak_flops: float = 470e9  # this host's CPU matmul peak (FLOP/s, all cores) used for MFU
+    peak_flops: Optional[float] = None  # per-device peak FLOP/s for MFU; default: the device table
+    deterministic: bool = False  # GPU: deterministic XLA ops (--xla_gpu_deterministic_ops)
+    rollout_tokens: int = 0  # at each evaluation, sample this many tokens from fixed prompts (0 = off)
+    rollout_prompts: int = 2  # how many fixed validation prompts to continue
+    rollout_prompt_tokens: int = 16  # prompt length, taken from the validation split
+    rollout_temperature: float = 0.8  # sampling temperature of the rollouts (0 = greedy)
+
+
+@dataclass
+class CheckpointConfig:
+    enabled: bool = True  # write checkpoints (and resume from them)
+    every: int = 500  # save every k steps, at the end and on SIGTERM/SIGINT; 0 = only the latter
+    keep: int = 3  # keep the newest k checkpoints
+    keep_every: Optional[int] = None  # also keep, permanently, every checkpoint at a multiple of k
+    async_save: bool = True  # write in the background while training goes on
+    init_from: Optional[str] = None  # run directory whose newest parameters start this run
+
+
+@dataclass
+class MeshConfig:
+    data: int = -1  # devices on the data axis; -1 = all devices not used by the other axis
+    model: int = 1  # devices on the model (tensor-parallel) axis; -1 = all remaining
+
+
+@dataclass
+class ShardingConfig:
+    name: str = "dp"  # which rule table this is (configs/sharding/<name>.yaml)
+    # Logical axis -> mesh axis (a name, a list of names, or null) for where parameters live.
+    params: Dict[str, Any] = field(default_factory=dict)
+    # Logical axis -> mesh axis for activations; parameters are resharded to this layout right
+    # before use (with an FSDP table that is the all-gather).
+    compute: Dict[str, Any] = field(default_factory=lambda: {"batch": "data"})
+
+
+@dataclass
+class DistConfig:
+    coordinator: Optional[str] = None  # host:port of process 0 (explicit multi-process runs)
+    num_processes: Optional[int] = None  # processes in the run (with dist.coordinator)
+    process_id: Optional[int] = None  # this process's index (with dist.coordinator)
+    auto: bool = True  # detect SLURM / Open MPI / TPU VM clusters from the environment
+
+
+@dataclass
+class RunConfig:
+    name: str = "default"  # experiment name (used in the default run directory)
+    dir: Optional[str] = None  # run directory; default runs/<utc-timestamp>-<name>
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    sharding: ShardingConfig = field(default_factory=ShardingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+# ----------------------------------------------------------------------------- derived values
+
+
+def head_dim(m: ModelConfig) -> int:
+    return m.d_model // m.num_heads
+
+
+def mlp_hidden(m: ModelConfig) -> int:
+    return int(round(m.mlp_factor * m.d_model))
+
+
+def resolve_mesh_shape(mesh: MeshConfig, num_devices: int) -> tuple[int, int]:
+    """(data, model) sizes with -1 filled in. Assumes validate() passed."""
+    data, model = mesh.data, mesh.model
+    if data == -1 and model == -1:
+        model = 1
+    if data == -1:
+        data = num_devices // model
+    if model == -1:
+        model = num_devices // data
+    return data, model
+
+
+def logical_dim_sizes(cfg: ModelConfig) -> dict:
+    """Logical axis -> (config field that sets it, size): for divisibility checks."""
+    return {
+        "embed": ("model.d_model", cfg.d_model),
+        "heads": ("model.num_heads", cfg.num_heads),
+        "head_dim": ("model.d_model/model.num_heads", cfg.d_model // max(cfg.num_heads, 1)),
+        "mlp": ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
+        "vocab": ("model.vocab_size", cfg.vocab_size),
+        "layers": ("model.num_layers", cfg.num_layers),
+    }

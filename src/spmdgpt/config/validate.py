@@ -1,0 +1,219 @@
+"""Validation: every problem of a config at once, one line each (field, value, fix), before a
+single file is written. Checks only what the config itself says (no data, no devices beyond
+their count)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from spmdgpt.config.schema import (
+    MESH_AXES,
+    Config,
+    DataSource,
+    DistConfig,
+    OptimizerName,
+    head_dim,
+    logical_dim_sizes,
+    mlp_hidden,
+    resolve_mesh_shape,
+)
+
+
+def _mesh_axes_of(value: Any) -> List[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def validate_dist(dist: "DistConfig") -> List[str]:
+    """dist.* is checked before JAX starts (it decides how JAX starts)."""
+    given = [dist.coordinator is not None, dist.num_processes is not None, dist.process_id is not None]
+    if any(given) and not all(given):
+        return ["dist.coordinator, dist.num_processes and dist.process_id go together; give all three "
+                "(or none, to let JAX detect the cluster)"]
+    errs = []
+    if all(given):
+        if ":" not in dist.coordinator:
+            errs.append(f"dist.coordinator={dist.coordinator} must be host:port, e.g. 10.0.0.1:1234")
+        if dist.num_processes < 1:
+            errs.append(f"dist.num_processes={dist.num_processes} must be >= 1")
+        elif not 0 <= dist.process_id < dist.num_processes:
+            errs.append(f"dist.process_id={dist.process_id} must be in [0, {dist.num_processes})")
+    return errs
+
+
+def validate(cfg: Config, num_devices: int) -> List[str]:
+    """Every problem found in `cfg`, one line each (field, value, fix). Does no I/O on data."""
+    errs: List[str] = []
+    m, d, o, t, me = cfg.model, cfg.data, cfg.optimizer, cfg.train, cfg.mesh
+
+    def positive(name: str, value: Any) -> None:
+        if not value > 0:
+            errs.append(f"{name}={value} must be > 0")
+
+    for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len"):
+        positive(f"model.{name}", getattr(m, name))
+    positive("model.mlp_factor", m.mlp_factor)
+    positive("model.init_std", m.init_std)
+    positive("model.norm_eps", m.norm_eps)
+    positive("model.rope_theta", m.rope_theta)
+    if m.attention_block < 0:
+        errs.append(f"model.attention_block={m.attention_block} must be >= 0 (0 = one block)")
+    if m.num_heads > 0 and m.d_model > 0:
+        if m.d_model % m.num_heads:
+            errs.append(
+                f"model.num_heads={m.num_heads} does not divide model.d_model={m.d_model}; "
+                f"choose num_heads among the divisors of d_model"
+            )
+        elif head_dim(m) % 2:
+            errs.append(
+                f"model.d_model/model.num_heads={head_dim(m)} is odd, but RoPE rotates pairs of "
+                f"dimensions; choose num_heads so that the head dimension is even"
+            )
+    if m.mlp_factor > 0 and m.d_model > 0 and abs(m.mlp_factor * m.d_model - mlp_hidden(m)) > 1e-6:
+        errs.append(
+            f"model.mlp_factor={m.mlp_factor} * model.d_model={m.d_model} is not a whole number; "
+            f"choose a factor that gives an integer MLP width"
+        )
+
+    positive("data.seq_len", d.seq_len)
+    positive("data.batch_size", d.batch_size)
+    if d.seq_len > 0 and m.max_seq_len > 0 and d.seq_len > m.max_seq_len:
+        errs.append(
+            f"data.seq_len={d.seq_len} exceeds model.max_seq_len={m.max_seq_len}; "
+            f"lower data.seq_len or raise model.max_seq_len"
+        )
+    if not 0.0 < d.val_fraction < 1.0:
+        errs.append(f"data.val_fraction={d.val_fraction} must be in (0, 1), e.g. 0.1")
+    if d.source == DataSource.staircase:
+        positive("data.staircase_tokens", d.staircase_tokens)
+
+    positive("optimizer.lr", o.lr)
+    if o.warmup_steps < 0:
+        errs.append(f"optimizer.warmup_steps={o.warmup_steps} must be >= 0")
+    if not 0.0 <= o.min_lr_ratio <= 1.0:
+        errs.append(f"optimizer.min_lr_ratio={o.min_lr_ratio} must be in [0, 1]")
+    for name in ("b1", "b2", "momentum"):
+        v = getattr(o, name)
+        if not 0.0 <= v < 1.0:
+            errs.append(f"optimizer.{name}={v} must be in [0, 1)")
+    if o.eps <= 0:
+        errs.append(f"optimizer.eps={o.eps} must be > 0")
+    if o.weight_decay < 0:
+        errs.append(f"optimizer.weight_decay={o.weight_decay} must be >= 0")
+    if o.grad_clip < 0:
+        errs.append(f"optimizer.grad_clip={o.grad_clip} must be >= 0 (0 disables clipping)")
+    if o.name in (OptimizerName.muon, OptimizerName.manifold_muon):
+        positive("optimizer.muon_lr", o.muon_lr)
+        if not 0.0 <= o.muon_momentum < 1.0:
+            errs.append(f"optimizer.muon_momentum={o.muon_momentum} must be in [0, 1), e.g. 0.95")
+        for name in ("ns_steps", "msign_steps"):
+            if getattr(o, name) < 1:
+                errs.append(f"optimizer.{name}={getattr(o, name)} must be >= 1")
+        if o.solver_steps < 0:
+            errs.append(f"optimizer.solver_steps={o.solver_steps} must be >= 0 (0 = the solver's starting step only)")
+        positive("optimizer.rho", o.rho)
+        positive("optimizer.dual_lr", o.dual_lr)
+
+    positive("train.steps", t.steps)
+    if t.eval_every < 0:
+        errs.append(f"train.eval_every={t.eval_every} must be >= 0 (0 = evaluate only at the end)")
+    positive("train.eval_batches", t.eval_batches)
+    positive("train.log_every", t.log_every)
+    positive("train.cpu_peak_flops", t.cpu_peak_flops)
+    if t.rollout_tokens < 0:
+        errs.append(f"train.rollout_tokens={t.rollout_tokens} must be >= 0 (0 = no rollouts)")
+    if t.rollout_tokens > 0:
+        positive("train.rollout_prompts", t.rollout_prompts)
+        positive("train.rollout_prompt_tokens", t.rollout_prompt_tokens)
+        if t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len:
+            errs.append(
+                f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
+                f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens"
+            )
+        if t.rollout_temperature < 0:
+            errs.append(f"train.rollout_temperature={t.rollout_temperature} must be >= 0 (0 = greedy)")
+    if t.peak_flops is not None:
+        positive("train.peak_flops", t.peak_flops)
+
+    c = cfg.checkpoint
+    if c.every < 0:
+        errs.append(f"checkpoint.every={c.every} must be >= 0 (0 = only at the end and on signals)")
+    positive("checkpoint.keep", c.keep)
+    if c.keep_every is not None:
+        positive("checkpoint.keep_every", c.keep_every)
+
+    # Mesh: sizes must multiply to the device count.
+    for name in MESH_AXES:
+        v = getattr(me, name)
+        if v == 0 or v < -1:
+            errs.append(f"mesh.{name}={v} must be a positive size or -1 (all remaining devices)")
+    mesh_ok = not any(getattr(me, a) == 0 or getattr(me, a) < -1 for a in MESH_AXES)
+    data_size = model_size = None
+    if mesh_ok:
+        fixed = [getattr(me, a) for a in MESH_AXES if getattr(me, a) != -1]
+        prod = 1
+        for v in fixed:
+            prod *= v
+        if num_devices % prod:
+            errs.append(
+                f"mesh.data={me.data} x mesh.model={me.model} does not fit {num_devices} device(s); "
+                f"the product of the fixed sizes must divide the device count (use -1 for one axis)"
+            )
+        elif len(fixed) == 2 and prod != num_devices:
+            errs.append(
+                f"mesh.data={me.data} x mesh.model={me.model} = {prod} but there are "
+                f"{num_devices} device(s); set one axis to -1 or make the product {num_devices}"
+            )
+        else:
+            data_size, model_size = resolve_mesh_shape(me, num_devices)
+
+    # Sharding rules: known mesh axes, each used once per table entry.
+    s = cfg.sharding
+    for table_name in ("params", "compute"):
+        table = getattr(s, table_name)
+        for logical, value in table.items():
+            for ax in _mesh_axes_of(value):
+                if ax not in MESH_AXES:
+                    errs.append(
+                        f"sharding.{table_name}.{logical}={value}: unknown mesh axis {ax!r}; "
+                        f"use one of {list(MESH_AXES)} or null"
+                    )
+
+    # Divisibility of sharded dimensions (only once the mesh is known).
+    if data_size is not None:
+        sizes = {"data": data_size, "model": model_size}
+        batch_axes = _mesh_axes_of(s.compute.get("batch"))
+        dp = 1
+        for ax in batch_axes:
+            dp *= sizes.get(ax, 1)
+        if d.batch_size > 0 and d.batch_size % dp:
+            errs.append(
+                f"data.batch_size={d.batch_size} is not divisible by the data-parallel size {dp} "
+                f"(sharding.compute.batch={s.compute.get('batch')}); use a multiple of {dp}"
+            )
+        if not errs:
+            errs.extend(_check_param_divisibility(cfg, sizes))
+    return errs
+
+
+def _check_param_divisibility(cfg: Config, sizes: Dict[str, int]) -> List[str]:
+    """Each sharded parameter/activation dimension must divide evenly over its mesh axes."""
+    errs = []
+    dims = logical_dim_sizes(cfg.model)
+    for table_name in ("params", "compute"):
+        table = getattr(cfg.sharding, table_name)
+        for logical, value in table.items():
+            n = 1
+            for ax in _mesh_axes_of(value):
+                n *= sizes[ax]
+            if logical in dims and n > 1 and dims[logical][1] % n:
+                field_name, size = dims[logical]
+                errs.append(
+                    f"{field_name}={size} is not divisible by {n}, the size of mesh axis "
+                    f"{value} that sharding.{table_name}.{logical} shards it over; "
+                    f"use a multiple of {n} or another sharding"
+                )
+    return errs
