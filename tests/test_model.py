@@ -132,6 +132,11 @@ def test_flops_per_token_b1():
     assert matmul_params(cfg) == 4 * (196608 + 65536 + 524288) + 256 * 65 == 3_162_368
     # 6 N + 12 L T D at T = 256
     assert flops_per_token(cfg, 256) == 6 * 3_162_368 + 12 * 4 * 256 * 256 == 22_119_936
+    # SwiGLU (three MLP matrices), an untied unembedding and biases (not matmul weights)
+    cfg = load_config(["model.num_layers=4", "model.num_heads=4", "model.d_model=256", "model.vocab_size=65",
+                       "model.mlp=swiglu", "model.mlp_factor=2.5", "model.tie_embeddings=false",
+                       "model.bias=true"]).model
+    assert matmul_params(cfg) == 4 * (4 * 256 * 256 + 3 * 256 * 640) + 256 * 65 == 3_031_296
 
 
 def test_residual_projections_are_depth_scaled():

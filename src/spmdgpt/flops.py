@@ -9,11 +9,13 @@ subtracted, as in PaLM's appendix B).
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import jax
 
-from spmdgpt.config import DType, ModelConfig, head_dim, mlp_hidden
+from spmdgpt.config import DType, ModelConfig
+from spmdgpt.model.transformer import is_info, param_info
 
 # Dense peak FLOP/s per device (vendor data sheets). float32 matmuls on GPUs run as TF32 under
 # JAX's default precision, hence the TF32 column.
@@ -33,11 +35,11 @@ PEAK_FLOPS = {
 
 
 def matmul_params(cfg: ModelConfig) -> int:
-    d, f, L = cfg.d_model, mlp_hidden(cfg), cfg.num_layers
-    n_mlp_mats = 3 if cfg.mlp.value == "swiglu" else 2
-    per_layer = d * 3 * cfg.num_heads * head_dim(cfg) + cfg.num_heads * head_dim(cfg) * d
-    per_layer += n_mlp_mats * d * f
-    return L * per_layer + d * cfg.vocab_size
+    """Weights that take part in a matmul, read off `param_info`: every block matrix (the leaves
+    with a fan-in; norms and biases have none) and the V x D unembedding, tied or not."""
+    info = param_info(cfg)
+    blocks = sum(math.prod(i.shape) for i in jax.tree.leaves(info.blocks, is_leaf=is_info) if i.fan_in)
+    return blocks + math.prod(info.embed.shape)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
