@@ -111,7 +111,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     errs = validate(cfg, jax.device_count())
     if errs:
         raise ConfigError(errs)
-    attention_backend(cfg.model, jax.devices()[0].platform)  # a backend this platform can run
+    attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     data = load_dataset(cfg.data)
     check_data(cfg, data)
     run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
@@ -235,7 +235,7 @@ class _Loop:
             f"({len(data.train):,} train / {len(data.val):,} val tokens, {data.tokenizer.kind} "
             f"vocab {data.tokenizer.vocab_size}) | mesh {dict(jax.sharding.get_abstract_mesh().shape)} "
             f"sharding {cfg.sharding.name} | attention "
-            f"{attention_backend(cfg.model, jax.devices()[0].platform).value} | {self.fpt / 1e6:.1f} MFLOP/token"
+            f"{attention_backend(cfg.model).value} | {self.fpt / 1e6:.1f} MFLOP/token"
         )
         if resumed_from is not None:
             self.say(f"resumed from the checkpoint at step {resumed_from}")

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim
-from spmdgpt.model.layers import rope
+from spmdgpt.model.layers import dtype_of, rope
 from spmdgpt.sharding import Rules
 
 
@@ -112,9 +112,11 @@ def output_projection(rules: Rules, p, o: jax.Array, head_major: bool = True) ->
     return out
 
 
-def attention_backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
-    """The backend `model.attention` means on this platform ('cpu', 'gpu', 'tpu'): `auto`
-    resolved, an impossible explicit choice a ConfigError naming the field."""
+def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> AttentionImpl:
+    """The backend `model.attention` means on this platform ('cpu', 'gpu', 'tpu'; default: the
+    default device's): `auto` resolved, an impossible explicit choice a ConfigError naming the
+    field."""
+    platform = platform or jax.devices()[0].platform
     half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
     if cfg.attention == AttentionImpl.auto:
         return AttentionImpl.cudnn if platform == "gpu" and half else AttentionImpl.xla
@@ -156,7 +158,7 @@ class KVCache(NamedTuple):
 def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVCache:
     shape = (cfg.num_layers, batch, cfg.num_heads, capacity, head_dim(cfg))
     spec = rules.spec("layers", "batch", "heads", None, "head_dim")
-    zeros = jnp.zeros(shape, jnp.dtype(cfg.compute_dtype.value), out_sharding=spec)
+    zeros = jnp.zeros(shape, dtype_of(cfg.compute_dtype), out_sharding=spec)
     pos = jnp.full((batch, capacity), -1, jnp.int32, out_sharding=rules.spec("batch", None))
     return KVCache(zeros, zeros, pos, jnp.zeros((), jnp.int32))
 
@@ -187,7 +189,7 @@ def self_attention(
         v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
         o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
         return output_projection(rules, p, o), (k_cache, v_cache)
-    if attention_backend(cfg, jax.devices()[0].platform) == AttentionImpl.cudnn:
+    if attention_backend(cfg) == AttentionImpl.cudnn:
         q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major=False)
         o = fused_causal_attention(q, k, v, rules, "cudnn")
         return output_projection(rules, p, o, head_major=False), None

@@ -11,6 +11,11 @@ from spmdgpt.config import MlpType, ModelConfig, NormType
 from spmdgpt.sharding import Rules
 
 
+def dtype_of(d) -> jnp.dtype:
+    """The jnp dtype of a config DType (model.param_dtype, model.compute_dtype)."""
+    return jnp.dtype(d.value)
+
+
 class Norm(NamedTuple):
     scale: jax.Array  # [..., embed]
     bias: Optional[jax.Array]  # [..., embed] (LayerNorm with model.bias=true), else None
@@ -26,7 +31,7 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
     y = y * rules.gather(p.scale.astype(jnp.float32), ("embed",))
     if p.bias is not None:
         y = y + rules.gather(p.bias.astype(jnp.float32), ("embed",))
-    return y.astype(jnp.dtype(cfg.compute_dtype.value))
+    return y.astype(dtype_of(cfg.compute_dtype))
 
 
 def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import MlpType, ModelConfig, NormType, Remat, head_dim, mlp_hidden
 from spmdgpt.model.attention import KVCache, LayerCache, causal_mask, self_attention
-from spmdgpt.model.layers import Norm, mlp, norm
+from spmdgpt.model.layers import Norm, dtype_of, mlp, norm
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
@@ -65,13 +65,6 @@ class ParamInfo:
     decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
     fan_in: tuple = ()  # axes of the matrix's input side
     fan_out: tuple = ()  # axes of the matrix's output side
-
-
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
-
-
-def dtype_of(d) -> jnp.dtype:
-    return DTYPES[d.value]
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -196,12 +189,12 @@ def float32_matmul(eq: str, spec, x: Array, w: Array) -> Array:
     autocast) instead of float32/TF32 ones. On an H100 the unembedding's two TF32 backward GEMMs
     took 7.9 ms of a 42 ms GPT-2 124M step (benchmarks/BENCHMARKS.md). Float32 inputs take the
     plain einsum (nothing to cast)."""
-    if x.dtype == jnp.float32:
+    def plain(x, w):
         return jnp.einsum(eq, x, w, out_sharding=spec, preferred_element_type=jnp.float32)
 
-    @jax.custom_vjp
-    def matmul(x, w):
-        return jnp.einsum(eq, x, w, out_sharding=spec, preferred_element_type=jnp.float32)
+    if x.dtype == jnp.float32:
+        return plain(x, w)
+    matmul = jax.custom_vjp(plain)
 
     def fwd(x, w):
         return matmul(x, w), (x, w)
