@@ -240,7 +240,8 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
     from spmdgpt.model import param_info
     from spmdgpt.optim import build_optimizer
     from spmdgpt.model.attention import attention_backend
-    from spmdgpt.train import init_state, make_train_step
+    from spmdgpt.state import init_state
+    from spmdgpt.trainer import make_train_step
 
     cfg, mesh, rules = _setup(overrides, seq, batch)
     dev = jax.devices()[0]
@@ -365,7 +366,8 @@ def cmd_loop(out: Path) -> int:
     from spmdgpt.data.loader import Batcher
     from spmdgpt.model import param_info
     from spmdgpt.optim import build_optimizer
-    from spmdgpt.train import init_state, make_train_step
+    from spmdgpt.state import init_state
+    from spmdgpt.trainer import make_train_step
 
     cfg, mesh, rules = _setup([])
     data = load_dataset(cfg.data)

@@ -46,7 +46,8 @@ from spmdgpt.optim.msign import msign
 from spmdgpt.optim.matrices import MatrixView, is_hidden_matrix
 from spmdgpt.optim.muon import MomentumState, _momentum
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.train import init_state, make_train_step
+from spmdgpt.state import init_state
+from spmdgpt.trainer import make_train_step
 
 B1 = [
     "+experiment=shakespeare_char", "model.vocab_size=65", "model.num_layers=4",
@@ -223,7 +224,7 @@ def part_b(rows_a) -> dict:
 
 
 def part_c(budget: int) -> dict:
-    from spmdgpt.train import train
+    from spmdgpt.trainer import train
 
     print(f"(c) shakespeare_char, {budget} steps (warmup {budget // 10}), validation loss")
     results = {}

@@ -35,7 +35,8 @@ from spmdgpt.flops import flops_per_token
 from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.train import init_state, make_train_step
+from spmdgpt.state import init_state
+from spmdgpt.trainer import make_train_step
 
 CONFIGS = {
     "B1": ["model.vocab_size=65", "data.batch_size=16"],

@@ -20,7 +20,8 @@ from spmdgpt.data import Batcher, load_dataset  # noqa: E402
 from spmdgpt.model import param_info  # noqa: E402
 from spmdgpt.optim import build_optimizer  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
-from spmdgpt.train import init_state, make_train_step  # noqa: E402
+from spmdgpt.state import init_state  # noqa: E402
+from spmdgpt.trainer import make_train_step  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

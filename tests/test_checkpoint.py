@@ -21,7 +21,8 @@ from spmdgpt.config import load_config
 from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.train import init_state, train
+from spmdgpt.state import init_state
+from spmdgpt import train
 
 # A 1-device staircase run of 40 steps, checkpointed every 5 steps, one metrics row per step.
 RUN40 = ["+experiment=staircase", "train.steps=40", "train.log_every=1", "train.eval_every=20",
@@ -252,3 +253,25 @@ def test_metadata_records_pip_freeze_and_xla_flags(tmp_path):
     _, _, ckpt_meta = final_params(run_dir, overrides=("mesh.data=1",))
     assert ckpt_meta["step"] == 2 and ckpt_meta["config"]["model"]["d_model"] == 64
     assert ckpt_meta["data"] == {"kind": "step-indexed", "next_step": 2}
+
+
+def test_shape_mismatches_are_derived_from_param_info():
+    """Only the model fields that change a parameter shape are named (none for knobs such as
+    attention, remat or dtypes); a field that changes shapes only together with others is named
+    with them."""
+    import dataclasses
+
+    from spmdgpt.config import to_dict
+    from spmdgpt.state import shape_mismatches
+
+    m = load_config(["+experiment=staircase"]).model
+    saved = to_dict(m)
+    assert shape_mismatches(saved, m) == []
+    assert shape_mismatches({**saved, "attention": "xla", "remat": "full", "compute_dtype": "bfloat16",
+                             "init_std": 0.5, "future_field": 1}, m) == []
+    assert shape_mismatches({**saved, "mlp": "swiglu"}, m) == ["model.mlp=gelu (checkpoint: swiglu)"]
+    assert not m.bias and shape_mismatches({**saved, "norm": "rmsnorm"}, m) == []  # same shapes
+    with_bias = dataclasses.replace(m, bias=True)
+    assert shape_mismatches({**saved, "bias": True, "norm": "rmsnorm", "remat": "full"}, with_bias) == [
+        "model.norm=layernorm (checkpoint: rmsnorm)"]  # RMSNorm has no bias vector
+    assert shape_mismatches({**saved, "d_model": 32, "init_std": 0.5}, m) == ["model.d_model=64 (checkpoint: 32)"]

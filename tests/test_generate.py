@@ -13,7 +13,7 @@ from spmdgpt.generate import Sampler, SamplingParams
 from spmdgpt.model import forward, init_params
 from spmdgpt.model.attention import init_cache
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.train import train
+from spmdgpt import train
 
 
 def setup(*overrides, devices=None):
@@ -88,6 +88,25 @@ def test_greedy_continues_the_staircase_exactly(staircase_run, capsys):
     # deterministic: the same call gives the same text
     main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=40", "temperature=0"])
     assert capsys.readouterr().out.strip() == "0123" + staircase_continuation("0123", 40)
+
+
+def test_sample_cli_on_the_runs_mesh_or_overridden_ones(staircase_run, capsys):
+    """The run trained on 8 devices (dp); sampling uses that mesh by default (one prompt padded
+    to 8 rows), or the mesh and rule table the overrides give: the same text every time."""
+    run_dir, _ = staircase_run
+    want = "0123" + staircase_continuation("0123", 30)
+    for extra, layout in (([], "mesh {'data': 8, 'model': 1} sharding dp"),
+                          (["mesh.data=1"], "mesh {'data': 1, 'model': 1} sharding dp"),
+                          (["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"],
+                           "mesh {'data': 2, 'model': 4} sharding fsdp_tp")):
+        code = main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=30", "temperature=0", *extra])
+        out, err = capsys.readouterr()
+        assert code == 0 and out.strip() == want
+        assert err.endswith(f" step 300 | {layout}\n")
+    code = main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=8", "model.d_model=32"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"spmdgpt: error: run.dir={run_dir}: the overrides change parameter shapes: "
+                                 "model.d_model=32 (checkpoint: 64); sample with the run's model config\n")
 
 
 def test_rollouts_during_training(staircase_run):

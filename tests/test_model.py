@@ -114,7 +114,9 @@ def test_param_metadata_and_counts():
     # 4 layers x (QKV 256x768 + out 256x256 + MLP 2x256x1024 + 2 LayerNorm scales) + embed + ln_f
     assert num_params(cfg) == 4 * (196608 + 65536 + 524288 + 512) + 65 * 256 + 256
     assert info.blocks.w_qkv.logical == ("layers", "embed", "qkv", "heads", "head_dim")
-    assert info.blocks.w_qkv.fan_in == (1,) and info.blocks.w_qkv.fan_out == (3, 4)
+    assert info.blocks.w_qkv.fan_in == ("embed",) and info.blocks.w_qkv.fan_out == ("heads", "head_dim")
+    qkv = info.blocks.w_qkv
+    assert qkv.axes(qkv.fan_in) == (1,) and qkv.axes(qkv.fan_out) == (3, 4)  # q/k/v stay a batch axis
     mask = weight_decay_mask(info)
     decayed = {
         jax.tree_util.keystr(p)

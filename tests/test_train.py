@@ -12,7 +12,7 @@ import pytest
 from conftest import read_jsonl
 from spmdgpt.config import load_config
 from spmdgpt.runtime import MALLOC_TUNABLES, malloc_environment
-from spmdgpt.train import train
+from spmdgpt import train
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,48 @@
 """spmdgpt: a legible, scalable, reproducible GPT trainer in plain JAX.
 
-Public API (everything else is an implementation detail):
+The public API (each subpackage's `__init__` lists its own: spmdgpt.config, spmdgpt.model,
+spmdgpt.data, spmdgpt.optim):
 
     from spmdgpt import load_config, train
     cfg = load_config(["+experiment=staircase", "train.steps=100"])
-    result = train(cfg)            # -> TrainResult(run_dir, state, final_loss, val_loss)
+    result = train(cfg)     # -> TrainResult(run_dir, state, step, final_loss, val_loss, ...)
+
+    from spmdgpt import Rules, Sampler, SamplingParams, make_mesh, forward, init_params
+    # the model and the sampler under any mesh and rule table (see README: Sampling)
+
+`import spmdgpt` loads only the config package; everything else is imported on first use.
+(The loop lives in `spmdgpt.trainer`, not `spmdgpt.train`: a submodule of that name would
+replace the `spmdgpt.train` function once imported.)
 """
 
-from spmdgpt.config import Config, ConfigError, load_config, validate
+import importlib
+
+from spmdgpt.config import Config, ConfigError, load_config, load_run_config, validate
+
+_LAZY = {  # name -> the module that defines it
+    "train": "spmdgpt.trainer",
+    "TrainResult": "spmdgpt.trainer",
+    "make_train_step": "spmdgpt.trainer",
+    "TrainState": "spmdgpt.state",
+    "init_state": "spmdgpt.state",
+    "Rules": "spmdgpt.sharding",
+    "make_mesh": "spmdgpt.sharding",
+    "forward": "spmdgpt.model",
+    "init_params": "spmdgpt.model",
+    "loss_fn": "spmdgpt.model",
+    "param_info": "spmdgpt.model",
+    "Sampler": "spmdgpt.generate",
+    "SamplingParams": "spmdgpt.generate",
+    "build_optimizer": "spmdgpt.optim",
+    "load_dataset": "spmdgpt.data",
+}
 
 
-def train(cfg, argv=None):
-    from spmdgpt.train import train as _train
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spmdgpt' has no attribute {name!r}")
 
-    return _train(cfg, argv)
 
-
-__all__ = ["Config", "ConfigError", "load_config", "train", "validate"]
+__all__ = ["Config", "ConfigError", "load_config", "load_run_config", "validate", *_LAZY]
 __version__ = "0.1.0"

@@ -179,20 +179,6 @@ def set_aside(run_dir: Path, steps: list) -> None:
         warn(f"moved the damaged checkpoint {step} to {target}")
 
 
-# Model fields that change parameter shapes (a checkpoint only fits a model with the same ones).
-SHAPE_FIELDS = ("num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "norm", "bias",
-                "mlp", "tie_embeddings")
-
-
-def shape_mismatches(saved_model: dict, cfg: Config) -> list:
-    now = to_dict(cfg.model)
-    return [
-        f"model.{k}={now[k]} (checkpoint: {saved_model.get(k)})"
-        for k in SHAPE_FIELDS
-        if saved_model.get(k) != now[k]
-    ]
-
-
 def checkpoint_meta(cfg: Config, git_sha: Optional[str], data_step: int) -> dict:
     return {
         "config": to_dict(cfg),
@@ -201,23 +187,3 @@ def checkpoint_meta(cfg: Config, git_sha: Optional[str], data_step: int) -> dict
         "rng": {"seed": cfg.train.seed, "derivation": "fold_in(key(train.seed), step)"},
     }
 
-
-def load_init_params(cfg: Config, target_state):
-    """Parameters of another run's newest loadable checkpoint (checkpoint.init_from)."""
-    src = Path(cfg.checkpoint.init_from).expanduser()
-    if not (src / CHECKPOINT_DIR).is_dir():
-        raise ConfigError(
-            [f"checkpoint.init_from={src}: no {CHECKPOINT_DIR}/ folder there; give a run directory"]
-        )
-    mngr = CheckpointManager.reader(src)
-    steps = mngr.steps()
-    if not steps:
-        raise ConfigError([f"checkpoint.init_from={src}: the run has no complete checkpoint"])
-    meta = mngr.read_meta(steps[-1])
-    bad = shape_mismatches(meta.get("config", {}).get("model", {}), cfg)
-    if bad:
-        raise ConfigError(
-            [f"checkpoint.init_from={src}: parameter shapes do not match the config: {', '.join(bad)}"]
-        )
-    params, _, meta = mngr.restore(steps[-1], target_state.params)
-    return params, steps[-1]

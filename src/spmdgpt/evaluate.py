@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import ModelConfig
-from spmdgpt.data.loader import Batcher
+from spmdgpt.data import Batcher
 from spmdgpt.model import loss_fn
 from spmdgpt.sharding import Rules
 

@@ -15,7 +15,7 @@ from typing import Optional
 import jax
 
 from spmdgpt.config import DType, ModelConfig
-from spmdgpt.model.transformer import is_info, param_info
+from spmdgpt.model import is_info, param_info
 
 # Dense peak FLOP/s per device (vendor data sheets). float32 matmuls on GPUs run as TF32 under
 # JAX's default precision, hence the TF32 column.

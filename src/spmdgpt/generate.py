@@ -23,8 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import ModelConfig
-from spmdgpt.model.attention import init_cache
-from spmdgpt.model.transformer import Params, forward
+from spmdgpt.model import Params, forward, init_cache
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
@@ -107,13 +106,18 @@ class Sampler:
         return toks.T  # [b, max_new_tokens]
 
     def prepare(self, prompts: Sequence[Sequence[int]], max_new_tokens: int):
-        """Left-pad prompts into [b, P] token and position arrays (positions -1 on padding)."""
+        """Left-pad prompts into [b, P] token and position arrays (positions -1 on padding).
+
+        b is len(prompts) rounded up to a multiple of the ways the mesh splits the batch; the
+        extra rows repeat the last prompt and are dropped by `generate` (each row samples from
+        its own stream, so they change no other row)."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         longest = max(len(p) for p in prompts)
         err = context_error(longest, max_new_tokens, self.cfg.max_seq_len)
         if err:
             raise ValueError(err)
+        prompts = list(prompts) + [prompts[-1]] * (-len(prompts) % self.rules.batch_divisor())
         tokens = np.zeros((len(prompts), longest), np.int32)
         positions = np.full((len(prompts), longest), -1, np.int32)
         for r, p in enumerate(prompts):
@@ -134,7 +138,7 @@ class Sampler:
             from jax.experimental import multihost_utils
 
             out = multihost_utils.process_allgather(out, tiled=True)
-        rows = np.asarray(jax.device_get(out)).tolist()
+        rows = np.asarray(jax.device_get(out)).tolist()[: len(prompts)]
         if sp.eos_id is not None:
             rows = [r[: r.index(sp.eos_id) + 1] if sp.eos_id in r else r for r in rows]
         return rows

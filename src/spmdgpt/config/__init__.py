@@ -5,8 +5,10 @@ from spmdgpt. Everything public is re-exported here; import from `spmdgpt.config
 """
 
 from spmdgpt.config.load import (
+    apply_overrides,
     load_config,
     load_run_config,
+    model_config_from_dict,
     packaged_names,
     register_configs,
     to_dict,
@@ -43,10 +45,10 @@ from spmdgpt.config.schema import (
 from spmdgpt.config.validate import validate, validate_dist
 
 __all__ = [
-    "MESH_AXES", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig",
+    "MESH_AXES", "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig",
     "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
     "NormType", "OptimizerConfig", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "TokenizerKind", "TrainConfig", "head_dim", "load_config", "load_run_config",
-    "logical_dim_sizes", "mlp_hidden", "packaged_names", "register_configs", "resolve_mesh_shape",
+    "logical_dim_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "register_configs", "resolve_mesh_shape",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]

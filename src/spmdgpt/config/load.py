@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence
 
-from spmdgpt.config.schema import Config, ConfigError
+from spmdgpt.config.schema import Config, ConfigError, ModelConfig
 
 _REGISTERED = False
 
@@ -65,8 +65,9 @@ def packaged_names(group: str) -> List[str]:
     return sorted(p.stem for p in d.glob("*.yaml"))
 
 
-def load_run_config(run_dir: Path) -> Config:
-    """The resolved Config a run wrote to run_dir/config.yaml."""
+def load_run_config(run_dir: Path, overrides: Sequence[str] = ()) -> Config:
+    """The resolved Config a run wrote to run_dir/config.yaml, with `overrides` applied on top
+    (`apply_overrides`)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -75,9 +76,41 @@ def load_run_config(run_dir: Path) -> Config:
         raise ConfigError([f"run.dir={run_dir}: no config.yaml there; give the directory of a training run"])
     try:
         merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
-        return OmegaConf.to_object(merged)
+        cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         raise ConfigError([f"{path}: {_one_line_hydra_error(e)}"]) from None
+    return apply_overrides(cfg, overrides)
+
+
+def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
+    """A resolved Config with command-line overrides on top, in Hydra's override syntax:
+    `key.path=value` for a field, `sharding=NAME` for a packaged rule table. (Presets such as
+    +experiment=... describe a training run from scratch: they do not apply here.)"""
+    if not overrides:
+        return cfg
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = OmegaConf.structured(cfg)
+    try:
+        for o in OverridesParser.create().parse_overrides(list(overrides)):
+            key = o.key_or_group
+            if o.is_delete() or o.is_add() or o.package or key == "experiment":
+                raise ConfigError([f"{o.input_line}: only key=value overrides of the run's config "
+                                   "(and sharding=NAME) apply here"])
+            if key == "sharding":
+                table = Path(__file__).parent.parent / "configs" / "sharding" / f"{o.value()}.yaml"
+                if not table.is_file():
+                    raise ConfigError([f"sharding={o.value()}: no such rule table (packaged tables: "
+                                       f"{', '.join(packaged_names('sharding'))})"])
+                node.sharding = OmegaConf.merge(OmegaConf.structured(type(cfg.sharding)), OmegaConf.load(table))
+            else:
+                OmegaConf.update(node, key, o.value(), merge=False)
+        return OmegaConf.to_object(node)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError([_one_line_hydra_error(e)]) from None
 
 
 def to_yaml(cfg: Config) -> str:
@@ -100,3 +133,15 @@ def to_dict(cfg: Config) -> Dict[str, Any]:
 
     return conv(cfg)
 
+
+
+def model_config_from_dict(d: Dict[str, Any], base: Optional[ModelConfig] = None) -> ModelConfig:
+    """A ModelConfig from a dict as `to_dict` writes it (e.g. a checkpoint's meta), enums and
+    types restored; fields the dict lacks (or that this version does not know) come from
+    `base` (default: the schema's defaults)."""
+    from omegaconf import OmegaConf
+
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    merged = OmegaConf.merge(OmegaConf.structured(base or ModelConfig()),
+                             {k: v for k, v in d.items() if k in known})
+    return OmegaConf.to_object(merged)

@@ -11,20 +11,26 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding
 
+from spmdgpt.config import ConfigError
 from spmdgpt.sharding import local_row_range
 
 VAL_STREAM = 0x7FFF_FFFF  # separates validation windows from the training step stream
 
 
 class Batcher:
+    """Windows of `seq_len + 1` tokens of one split, `batch_size` rows a batch.
+
+    Raises ConfigError (naming data.seq_len and the split) when the split is too short."""
+
     def __init__(
-        self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int, sharding: NamedSharding
+        self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int, sharding: NamedSharding,
+        split: str = "train",
     ):
         if len(tokens) < seq_len + 2:
-            raise ValueError(
-                f"the corpus has {len(tokens)} tokens, too few for windows of data.seq_len="
-                f"{seq_len}; lower data.seq_len or use more data"
-            )
+            raise ConfigError([
+                f"data.seq_len={seq_len} is too long for the {split} split ({len(tokens)} "
+                "tokens); lower data.seq_len or use a larger corpus"
+            ])
         self.tokens = tokens
         self.seq_len = seq_len
         self.batch_size = batch_size

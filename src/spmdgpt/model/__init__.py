@@ -1,28 +1,35 @@
 """Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
 
-from spmdgpt.model.attention import KVCache, init_cache
+from spmdgpt.model.attention import KVCache, attention_backend, init_cache
 from spmdgpt.model.transformer import (
     Block,
     Norm,
     ParamInfo,
     Params,
+    abstract_params,
     forward,
     init_params,
+    is_info,
     loss_fn,
     num_params,
     param_info,
+    param_shapes,
 )
 
 __all__ = [
+    "abstract_params",
     "Block",
     "KVCache",
+    "attention_backend",
     "Norm",
     "ParamInfo",
     "Params",
     "forward",
     "init_cache",
     "init_params",
+    "is_info",
     "loss_fn",
     "num_params",
     "param_info",
+    "param_shapes",
 ]

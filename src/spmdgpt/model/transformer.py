@@ -12,7 +12,8 @@ Shapes (L layers, D = d_model, N heads, H = D / N, F = MLP width, V vocabulary):
 
 `param_info(cfg)` returns the same pytree with a `ParamInfo` at every leaf: logical axes (for
 the sharding rules), init, whether weight decay applies, and which axes form the matrix
-(`fan_in` x `fan_out`; all other axes are a batch of matrices, e.g. layers and q/k/v).
+(`fan_in` x `fan_out`, named by logical axis; all other axes are a batch of matrices, e.g.
+layers and q/k/v).
 """
 
 from __future__ import annotations
@@ -63,8 +64,17 @@ class ParamInfo:
     init: str  # "normal" | "zeros" | "ones"
     std: float = 0.0  # for init == "normal"
     decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
-    fan_in: tuple = ()  # axes of the matrix's input side
-    fan_out: tuple = ()  # axes of the matrix's output side
+    fan_in: tuple = ()  # logical names of the matrix's input axes, e.g. ("embed",)
+    fan_out: tuple = ()  # logical names of its output axes, e.g. ("heads", "head_dim")
+
+    def __post_init__(self):
+        missing = [a for a in self.fan_in + self.fan_out if a not in self.logical]
+        if missing or len(self.shape) != len(self.logical):
+            raise ValueError(f"ParamInfo{self.logical}: shape {self.shape}, fan axes {missing}")
+
+    def axes(self, names: tuple) -> tuple:
+        """Dimension indices of logical axis names (e.g. `axes(self.fan_in)`)."""
+        return tuple(self.logical.index(n) for n in names)
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -92,20 +102,19 @@ def param_info(cfg: ModelConfig) -> Params:
         return ParamInfo((L,) + shape, ("layers",) + logical, "zeros") if cfg.bias else None
 
     def matrix(shape, logical, fan_in, fan_out, s=std):
-        # Axis indices count the leading `layers` axis.
         return ParamInfo((L,) + shape, ("layers",) + logical, "normal", s, True, fan_in, fan_out)
 
     blocks = Block(
         ln1=norm_info(True),
-        w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), (1,), (3, 4)),
+        w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim")),
         b_qkv=bias((3, N, H), ("qkv", "heads", "head_dim")),
-        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), (1, 2), (3,), resid_std),
+        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), resid_std),
         b_o=bias((D,), ("embed",)),
         ln2=norm_info(True),
-        w_up=matrix((D, F), ("embed", "mlp"), (1,), (2,)),
+        w_up=matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",)),
         b_up=bias((F,), ("mlp",)),
-        w_gate=matrix((D, F), ("embed", "mlp"), (1,), (2,)) if cfg.mlp == MlpType.swiglu else None,
-        w_down=matrix((F, D), ("mlp", "embed"), (1,), (2,), resid_std),
+        w_gate=matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",)) if cfg.mlp == MlpType.swiglu else None,
+        w_down=matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), resid_std),
         b_down=bias((D,), ("embed",)),
     )
     return Params(
@@ -114,7 +123,7 @@ def param_info(cfg: ModelConfig) -> Params:
         ln_f=norm_info(False),
         unembed=None
         if cfg.tie_embeddings
-        else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, (0,), (1,)),
+        else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, ("embed",), ("vocab",)),
     )
 
 
@@ -123,12 +132,25 @@ def is_info(x) -> bool:
     return isinstance(x, ParamInfo)
 
 
+def param_shapes(cfg: ModelConfig) -> dict:
+    """{parameter path: shape}: what a checkpoint of this model holds."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(param_info(cfg), is_leaf=is_info)
+    return {jax.tree_util.keystr(path): i.shape for path, i in flat}
+
+
 def num_params(cfg: ModelConfig) -> int:
     return sum(math.prod(i.shape) for i in jax.tree.leaves(param_info(cfg), is_leaf=is_info))
 
 
 def param_shardings(cfg: ModelConfig, rules: Rules) -> Params:
     return jax.tree.map(lambda i: rules.param_sharding(i.logical), param_info(cfg), is_leaf=is_info)
+
+
+def abstract_params(cfg: ModelConfig, rules: Rules) -> Params:
+    """ShapeDtypeStructs with the parameters' shardings: a restore target that allocates nothing."""
+    dtype = dtype_of(cfg.param_dtype)
+    return jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape, dtype, sharding=rules.param_sharding(i.logical)),
+                        param_info(cfg), is_leaf=is_info)
 
 
 def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:

@@ -11,7 +11,7 @@ import jax
 import optax
 
 from spmdgpt.config import OptimizerConfig, OptimizerName, Schedule
-from spmdgpt.model.transformer import Params, is_info
+from spmdgpt.model import Params, is_info
 from spmdgpt.optim.manifold import manifold_muon_direction
 from spmdgpt.optim.matrices import is_hidden_matrix
 from spmdgpt.optim.msign import msign

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 from optax.transforms import MaskedNode
 
-from spmdgpt.model.transformer import ParamInfo, Params, is_info
+from spmdgpt.model import ParamInfo, Params, is_info
 from spmdgpt.optim.msign import msign
 
 Array = jax.Array
@@ -48,10 +48,11 @@ class MatrixView(NamedTuple):
 
     @classmethod
     def of(cls, info: ParamInfo) -> "MatrixView":
-        batch = tuple(a for a in range(len(info.shape)) if a not in info.fan_in + info.fan_out)
-        fan_in = math.prod(info.shape[a] for a in info.fan_in)
-        fan_out = math.prod(info.shape[a] for a in info.fan_out)
-        return cls(info.shape, batch + info.fan_in + info.fan_out, len(batch), fan_in, fan_out)
+        ins, outs = info.axes(info.fan_in), info.axes(info.fan_out)
+        batch = tuple(a for a in range(len(info.shape)) if a not in ins + outs)
+        fan_in = math.prod(info.shape[a] for a in ins)
+        fan_out = math.prod(info.shape[a] for a in outs)
+        return cls(info.shape, batch + ins + outs, len(batch), fan_in, fan_out)
 
     @property
     def batch(self) -> int:

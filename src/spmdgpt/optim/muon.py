@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from spmdgpt.model.transformer import Params
+from spmdgpt.model import Params
 from spmdgpt.optim.manifold import manifold_muon_direction, retract
 from spmdgpt.optim.matrices import map_matrices, orthogonalize, spec_of
 

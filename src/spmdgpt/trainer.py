@@ -1,10 +1,12 @@
-"""TrainState, train_step and the loop.
+"""train_step and the loop; `train(cfg)` runs one job, top to bottom:
 
-    config ─► mesh + rules ─► data (token cache ─► Batcher) ─► state: fresh, or restored from the
-           newest complete checkpoint of run.dir (any layout), or params from checkpoint.init_from
-           ─► loop: train_step (jit, donated state), metrics read one step late, fixed-batch
-              validation every train.eval_every steps, async checkpoints every
-              checkpoint.every steps, at the end, and on SIGTERM/SIGINT
+    validate config ─► data (token cache) ─► mesh + rules ─► Batchers (train, validation)
+      ─► optimizer ─► starting state (state.start: fresh | resumed from run.dir's newest good
+         checkpoint, on any layout | parameters from checkpoint.init_from)
+      ─► evaluators, checkpoint manager, run.dir files (config, metadata, tokenizer)
+      ─► loop: train_step (jit, donated state), metrics read one step late, fixed-batch
+         validation every train.eval_every steps, async checkpoints every checkpoint.every
+         steps, at the end, and on SIGTERM/SIGINT
 """
 
 from __future__ import annotations
@@ -16,31 +18,21 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from spmdgpt.config import Config, ConfigError, validate
-from spmdgpt.data import Dataset, load_dataset
-from spmdgpt.data.loader import Batcher
-from spmdgpt.data.tokenizers import save_tokenizer
+from spmdgpt.data import Batcher, Dataset, load_dataset, save_tokenizer
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
-from spmdgpt.model import init_params, loss_fn, num_params, param_info
-from spmdgpt.model.attention import attention_backend
-from spmdgpt.model.transformer import Params
-from spmdgpt.optim import build_optimizer, initial_params, learning_rate_schedule
-from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, truncate_jsonl
+from spmdgpt.model import attention_backend, loss_fn, num_params, param_info
+from spmdgpt.optim import build_optimizer, learning_rate_schedule
+from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir
 from spmdgpt.sharding import Rules, make_mesh
-
-
-class TrainState(NamedTuple):
-    step: jax.Array  # int32 scalar: optimizer steps taken
-    params: Params
-    opt_state: optax.OptState
+from spmdgpt.state import Start, StartKind, TrainState, start
 
 
 def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
@@ -61,13 +53,6 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
     return jax.jit(train_step, donate_argnums=0)
 
 
-def init_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation) -> TrainState:
-    params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
-    params = initial_params(cfg.optimizer, param_info(cfg.model), params)
-    opt_state = jax.jit(optimizer.init)(params)
-    return TrainState(jnp.zeros((), jnp.int32), params, opt_state)
-
-
 @dataclass
 class TrainResult:
     run_dir: Path
@@ -79,32 +64,17 @@ class TrainResult:
     resumed_from: Optional[int] = None
 
 
-def check_data(cfg: Config, data: Dataset) -> None:
-    """Data-dependent checks, before anything is written."""
-    errs = []
+def check_vocab(cfg: Config, data: Dataset) -> None:
     if cfg.model.vocab_size < data.tokenizer.vocab_size:
-        errs.append(
+        raise ConfigError([
             f"model.vocab_size={cfg.model.vocab_size} is smaller than the tokenizer's vocabulary "
             f"({data.tokenizer.vocab_size}, {data.tokenizer.kind}); set model.vocab_size>="
             f"{data.tokenizer.vocab_size}"
-        )
-    for name, toks in (("train", data.train), ("validation", data.val)):
-        if len(toks) < cfg.data.seq_len + 2:
-            errs.append(
-                f"data.seq_len={cfg.data.seq_len} is too long for the {name} split "
-                f"({len(toks)} tokens); lower data.seq_len or use a larger corpus"
-            )
-    if errs:
-        raise ConfigError(errs)
-
-
-def _has_checkpoints(run_dir: Path) -> bool:
-    d = run_dir / "checkpoints"
-    return d.is_dir() and any(p.name.isdigit() for p in d.iterdir())
+        ])
 
 
 def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
-    """Validate, set up (or resume) and run one training job.
+    """Validate, set up (or resume) and run one training job: the steps of the module docstring.
 
     Raises ConfigError, before writing anything, for bad config, data or checkpoints.
     """
@@ -113,98 +83,50 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         raise ConfigError(errs)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     data = load_dataset(cfg.data)
-    check_data(cfg, data)
+    check_vocab(cfg, data)
     run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
-    has_checkpoints = _has_checkpoints(run_dir)
-    resume = cfg.checkpoint.enabled and has_checkpoints
-    if (run_dir / "metrics.jsonl").exists() and not resume:
-        why = ("resuming it needs checkpoint.enabled=true" if has_checkpoints
-               else "it has no checkpoint to resume from")
-        raise ConfigError([f"run.dir={run_dir} already holds a run (metrics.jsonl); {why}; choose a new run.dir"])
-
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding)
     is_main = jax.process_index() == 0
     with jax.set_mesh(mesh):
+        batch = (cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, rules.batch_sharding())
+        batcher = Batcher(data.train, *batch, split="train")
+        val_batcher = Batcher(data.val, *batch, split="validation")
         optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
-        state = init_state(cfg, rules, optimizer)
-        resumed_from = None
-        if resume:  # (implies checkpoint.enabled)
-            state, resumed_from = _resume(cfg, run_dir, state)
-        elif cfg.checkpoint.init_from:
-            state = _init_from(cfg, state, optimizer)
-        ckpt = None
-        if cfg.checkpoint.enabled:
-            from spmdgpt.checkpoint import CheckpointManager
+        begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from
+        resumed_from = begin.step if begin.kind == StartKind.resumed else None
 
-            ckpt = CheckpointManager(run_dir, cfg.checkpoint)  # creates checkpoints/ on first save
-
-        batch_sharding = rules.batch_sharding()
-        batcher = Batcher(data.train, cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, batch_sharding)
-        val_batcher = Batcher(data.val, cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, batch_sharding)
         evaluator = LossEvaluator(cfg.model, rules, val_batcher, cfg.train.eval_batches)
         rollouts = None
         if cfg.train.rollout_tokens > 0:
             samples = run_dir / "samples.jsonl" if is_main else None
             rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, data.val, samples)
-        train_step = make_train_step(cfg, rules, optimizer)
+        ckpt = None
+        if cfg.checkpoint.enabled:
+            from spmdgpt.checkpoint import CheckpointManager
 
+            ckpt = CheckpointManager(run_dir, cfg.checkpoint)  # creates checkpoints/ on first save
         if is_main:
-            if resumed_from is not None:
-                truncate_jsonl(run_dir / "metrics.jsonl", resumed_from)
-                truncate_jsonl(run_dir / "samples.jsonl", resumed_from)
             prepare_run_dir(cfg, run_dir, list(argv if argv is not None else sys.argv), resumed_from)
             save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
-        loop = _Loop(cfg, run_dir, train_step, batcher, evaluator, rollouts, data, ckpt, is_main)
-        return loop.run(state, resumed_from)
-
-
-def _resume(cfg: Config, run_dir: Path, fresh: TrainState):
-    """The newest loadable checkpoint of run_dir, resharded into the current layout."""
-    from spmdgpt.checkpoint import CheckpointManager, restore_latest, set_aside, shape_mismatches
-
-    reader = CheckpointManager.reader(run_dir)
-    try:
-        newest_meta = reader.read_meta(reader.steps()[-1])
-    except Exception:  # a damaged newest checkpoint: restore_latest reports and skips it
-        newest_meta = None
-    if newest_meta is not None:
-        bad = shape_mismatches(newest_meta.get("config", {}).get("model", {}), cfg)
-        if bad:
-            raise ConfigError(
-                [
-                    f"run.dir={run_dir} holds checkpoints of another model: {', '.join(bad)}; "
-                    "resume with the run's model config or choose a new run.dir"
-                ]
-            )
-    found = restore_latest(reader, fresh)
-    if found is None:  # step folders, but none that orbax finished writing
-        raise ConfigError(
-            [f"run.dir={run_dir}: its checkpoints/ folder holds no complete checkpoint; move it "
-             "away to start afresh, or choose a new run.dir"]
-        )
-    step, params, opt_state, meta, skipped = found
-    if jax.process_index() == 0:
-        set_aside(run_dir, skipped)
-    return TrainState(jnp.asarray(step, jnp.int32), params, opt_state), step
-
-
-def _init_from(cfg: Config, fresh: TrainState, optimizer) -> TrainState:
-    from spmdgpt.checkpoint import load_init_params
-
-    params, _ = load_init_params(cfg, fresh)
-    params = initial_params(cfg.optimizer, param_info(cfg.model), params)
-    return TrainState(fresh.step, params, jax.jit(optimizer.init)(params))
+        train_step = make_train_step(cfg, rules, optimizer)
+        loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main)
+        return loop.run()
 
 
 class _Loop:
-    """The training loop proper: steps, one-step-late metrics, evaluation, checkpoints, signals."""
+    """The training loop proper: steps, one-step-late metrics, evaluation, checkpoints, signals.
 
-    def __init__(self, cfg, run_dir, train_step, batcher, evaluator, rollouts, data, ckpt, is_main):
-        self.cfg, self.run_dir, self.data = cfg, run_dir, data
+    All of its state is set up here, in __init__; run() only steps."""
+
+    def __init__(self, cfg: Config, run_dir: Path, begin: Start, train_step, batcher: Batcher,
+                 evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Dataset,
+                 ckpt, is_main: bool):
+        self.cfg, self.run_dir, self.data, self.is_main = cfg, run_dir, data, is_main
         self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
         self.rollouts = rollouts
-        self.is_main = is_main
+        self.state = begin.state
+        self.resumed_from = begin.step if begin.kind == StartKind.resumed else None
         t = cfg.train
         self.tokens_per_step = cfg.data.batch_size * cfg.data.seq_len
         self.fpt = flops_per_token(cfg.model, cfg.data.seq_len)
@@ -217,19 +139,15 @@ class _Loop:
         self.total_peak = None if any(p is None for p in peaks) else sum(peaks)
         self.git_sha = git_info()["sha"] if is_main else None
         self.stop_signal: Optional[int] = None
-
-    # -- signals: finish the current step, checkpoint, flush, exit cleanly
-    def _on_signal(self, signum, frame):
-        if self.stop_signal is not None:  # a second signal: stop now
-            raise KeyboardInterrupt
-        self.stop_signal = signum
-
-    def run(self, state: TrainState, resumed_from: Optional[int]) -> TrainResult:
-        cfg, t = self.cfg, self.cfg.train
-        self.metrics_log = JsonlLogger(self.run_dir / "metrics.jsonl") if self.is_main else None
-        self.console = Console(t.steps, int(state.step), t.progress, t.log_every, active=self.is_main)
+        self.window_t0: Optional[float] = None  # throughput window (starts after the first step)
+        self.window_steps = 0
+        self.last_loss, self.val_loss = float("nan"), None
+        self.metrics_log = JsonlLogger(run_dir / "metrics.jsonl") if is_main else None
+        self.console = Console(t.steps, begin.step, t.progress, t.log_every, active=is_main)
         self.say = self.console.write
-        data = self.data
+
+    def _header(self) -> None:
+        cfg, data = self.cfg, self.data
         self.say(
             f"run {self.run_dir} | {num_params(cfg.model) / 1e6:.2f}M params | data {data.source} "
             f"({len(data.train):,} train / {len(data.val):,} val tokens, {data.tokenizer.kind} "
@@ -237,22 +155,30 @@ class _Loop:
             f"sharding {cfg.sharding.name} | attention "
             f"{attention_backend(cfg.model).value} | {self.fpt / 1e6:.1f} MFLOP/token"
         )
-        if resumed_from is not None:
-            self.say(f"resumed from the checkpoint at step {resumed_from}")
-        if int(state.step) >= t.steps:
-            self.say(f"nothing to do: the run already has {int(state.step)} >= train.steps={t.steps} steps")
-        self.window_t0, self.window_steps = None, 0
-        self.last_loss, self.val_loss = float("nan"), None
-        self.state = state
+        if self.resumed_from is not None:
+            self.say(f"resumed from the checkpoint at step {self.resumed_from}")
+        if int(self.state.step) >= self.cfg.train.steps:
+            self.say(f"nothing to do: the run already has {int(self.state.step)} >= "
+                     f"train.steps={self.cfg.train.steps} steps")
+
+    # -- signals: finish the current step, checkpoint, flush, exit cleanly
+    def _on_signal(self, signum, frame):
+        if self.stop_signal is not None:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.stop_signal = signum
+
+    def run(self) -> TrainResult:
+        cfg, t = self.cfg, self.cfg.train
+        self._header()
         # Signal handlers can only be installed from the main thread (train() may run elsewhere,
         # e.g. in a notebook worker; there the process's own handlers stay in charge).
         on_main = threading.current_thread() is threading.main_thread()
         signals = (signal.SIGTERM, signal.SIGINT) if on_main else ()
         previous = {s: signal.signal(s, self._on_signal) for s in signals}
         pending = None
-        step = int(state.step)
+        step = first = int(self.state.step)
         try:
-            for i in range(int(state.step), t.steps):
+            for i in range(first, t.steps):
                 step = i + 1  # optimizer steps completed after this update
                 inputs, targets = self.batcher.train_batch(i)
                 self.state, metrics = self.train_step(self.state, inputs, targets)
@@ -289,7 +215,8 @@ class _Loop:
         else:
             val = "-" if self.val_loss is None else f"{self.val_loss:.4f}"
             self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, val/loss {val} -> {self.run_dir}")
-        return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted, resumed_from)
+        return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
+                           self.resumed_from)
 
     def _meta(self, step: int) -> dict:
         from spmdgpt.checkpoint import checkpoint_meta

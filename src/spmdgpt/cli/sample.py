@@ -1,14 +1,18 @@
-"""`spmdgpt sample run.dir=<run> prompt="ROMEO:" ...`: text from a trained run's newest checkpoint."""
+"""`spmdgpt sample run.dir=<run> prompt="ROMEO:" ... [config overrides]`: text from a trained
+run's newest checkpoint, on the run's own mesh and sharding rules (as recorded in its
+config.yaml) or on the ones the overrides give (`mesh.data=1` samples on one device,
+`sharding=tp mesh.data=1 mesh.model=2` on two, ...).
+Rows are split over the mesh's batch axes like a training batch."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from spmdgpt.cli.args import EXIT_OK, parse
 from spmdgpt.config import ConfigError
 
 
@@ -25,30 +29,8 @@ class SampleArgs:
     seed: int = 0  # sampling seed (each sample has its own stream)
 
 
-def parse_args(items: List[str]) -> SampleArgs:
-    """key=value items; values are taken literally (no YAML), so prompt="ROMEO:" stays text."""
-    fields = {f.name: f for f in dataclasses.fields(SampleArgs)}
-    values, errs = {}, []
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = "run_dir" if key == "run.dir" else key
-        if not sep or key not in fields or key == "run_dir" and not value:
-            known = ", ".join("run.dir" if k == "run_dir" else k for k in fields)
-            errs.append(f"{item!r}: expected key=value with a key among {known}")
-            continue
-        kind = fields[key].type
-        try:
-            if kind in ("int",):
-                values[key] = int(value)
-            elif kind in ("float",):
-                values[key] = float(value)
-            else:
-                values[key] = value
-        except ValueError:
-            errs.append(f"{key}={value} is not a valid {kind}")
-    if errs:
-        raise ConfigError(errs)
-    args = SampleArgs(**values)
+def check_args(args: SampleArgs) -> SampleArgs:
+    errs = []
     args.prompt = args.prompt.replace("\\n", "\n")
     if not args.run_dir:
         errs.append("run.dir is required: spmdgpt sample run.dir=<training run directory> prompt=...")
@@ -82,19 +64,24 @@ def read_prompts(args: SampleArgs) -> List[str]:
     return prompts
 
 
-def run_sample(items: List[str]) -> None:
-    args = parse_args(items)
+def run(items: List[str]) -> int:
+    args, overrides = parse(items, SampleArgs)
+    args = check_args(args)
     prompts = read_prompts(args)
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise ConfigError([f"run.dir={run_dir}: no such directory"])
-    from spmdgpt.config import load_run_config
+    from spmdgpt.config import DistConfig, apply_overrides, load_run_config, validate
+    from spmdgpt.distributed import initialize
+    from spmdgpt.runtime import set_default_xla_flags
 
     cfg = load_run_config(run_dir)
+    cfg.dist = DistConfig()  # the training run's coordinator is long gone: dist.* only if given
+    cfg = apply_overrides(cfg, overrides)
     tok_path = run_dir / "tokenizer.json"
     if not tok_path.is_file():
         raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
-    from spmdgpt.data.tokenizers import tokenizer_from_json
+    from spmdgpt.data import tokenizer_from_json
     from spmdgpt.generate import context_error
 
     tokenizer = tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
@@ -109,29 +96,46 @@ def run_sample(items: List[str]) -> None:
             raise ConfigError([err])
         encoded.append(ids)
 
+    set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
+    initialize(cfg.dist)
     import jax
 
     from spmdgpt.checkpoint import CheckpointManager
     from spmdgpt.generate import Sampler, SamplingParams
-    from spmdgpt.model import init_params
+    from spmdgpt.model import abstract_params
     from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.state import check_checkpoint_fits
 
-    cfg.mesh.data, cfg.mesh.model = 1, 1
-    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    # A mesh smaller than the machine (mesh.data=1: one device) takes the first devices.
+    devices = jax.devices()
+    size = cfg.mesh.data * cfg.mesh.model if min(cfg.mesh.data, cfg.mesh.model) > 0 else len(devices)
+    if jax.process_count() == 1 and size < len(devices):
+        devices = devices[:size]
+    # The training data section (batch size, ...) does not apply to sampling.
+    errs = [e for e in validate(cfg, len(devices)) if not e.startswith("data.")]
+    if errs:
+        raise ConfigError(errs)
+    mngr = CheckpointManager.reader(run_dir)
+    steps = mngr.steps()
+    if not steps:
+        raise ConfigError([f"run.dir={run_dir} has no checkpoint to sample from"])
+    check_checkpoint_fits(mngr, cfg.model, f"run.dir={run_dir}: the overrides change parameter "
+                          "shapes", "sample with the run's model config")
+    mesh = make_mesh(cfg.mesh, devices)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
-        target = init_params(cfg.model, jax.random.key(0), rules)
-        mngr = CheckpointManager.reader(run_dir)
-        steps = mngr.steps()
-        if not steps:
-            raise ConfigError([f"run.dir={run_dir} has no checkpoint to sample from"])
+        target = abstract_params(cfg.model, rules)
         params, _, _ = mngr.restore(steps[-1], target)
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
         sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tokenizer.eos_id)
         outs = sampler.generate(params, batch, sp)
-    print(f"# {run_dir} step {steps[-1]}", file=sys.stderr)
+    if jax.process_index() != 0:
+        return EXIT_OK
+    print(f"# {run_dir} step {steps[-1]} | mesh {dict(mesh.shape)} sharding {cfg.sharding.name}",
+          file=sys.stderr)
     for i, (ids, new) in enumerate(zip(batch, outs, strict=True)):
         if i:
             print("-" * 40)
         print(tokenizer.decode(list(ids) + list(new)))
+    return EXIT_OK

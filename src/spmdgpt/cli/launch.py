@@ -1,4 +1,6 @@
-"""`spmdgpt launch --nproc N --devices-per-proc D -- train <overrides>`: N local processes.
+"""`spmdgpt launch nproc=N devices_per_proc=D -- train <overrides>`: N local processes.
+
+(`--nproc N --devices-per-proc D` is the same.)
 
 Starts N copies of `spmdgpt <command>` on this machine, joined by jax.distributed through a
 free coordinator port on 127.0.0.1 (the same code path as a multi-host cluster). Each process
@@ -10,7 +12,6 @@ collective waiting for a dead peer.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import socket
@@ -18,6 +19,11 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from typing import List
+
+from spmdgpt.cli.args import parse
+from spmdgpt.config import ConfigError
 
 GRACE_S = 10.0  # SIGTERM -> SIGKILL
 
@@ -47,17 +53,39 @@ def _stop(procs, grace: float = GRACE_S) -> None:
             p.wait()
 
 
-def main(argv: list) -> int:
-    ap = argparse.ArgumentParser(prog="spmdgpt launch", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nproc", type=int, required=True, help="processes to start")
-    ap.add_argument("--devices-per-proc", type=int, default=1, help="simulated CPU devices per process")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- train <overrides>")
-    args = ap.parse_args(argv)
-    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if args.nproc < 1 or args.devices_per_proc < 1 or not cmd:
-        print("spmdgpt: error: launch needs --nproc >= 1, --devices-per-proc >= 1 and a command "
-              "after --, e.g. spmdgpt launch --nproc 2 -- train +experiment=staircase", file=sys.stderr)
-        return 2
+@dataclass
+class LaunchArgs:
+    nproc: int = 0  # processes to start (required)
+    devices_per_proc: int = 1  # simulated CPU devices per process
+
+
+def split_command(items: List[str]) -> tuple[list, list]:
+    """(launch's own items, the command to run): split at `--`, else at the first command name;
+    `--nproc N` / `--devices-per-proc=D` spellings become nproc=N / devices_per_proc=D."""
+    from spmdgpt.cli import COMMANDS
+
+    cut = items.index("--") if "--" in items else next(
+        (i for i, a in enumerate(items) if a in COMMANDS), len(items))
+    own, cmd = items[:cut], items[cut + 1 if items[cut:cut + 1] == ["--"] else cut:]
+    normal, i = [], 0
+    while i < len(own):
+        a = own[i]
+        if a.startswith("--"):
+            key, sep, value = a[2:].partition("=")
+            if not sep and i + 1 < len(own):
+                value, i = own[i + 1], i + 1
+            a = f"{key.replace('-', '_')}={value}"
+        normal.append(a)
+        i += 1
+    return normal, cmd
+
+
+def run(items: List[str]) -> int:
+    own, cmd = split_command(items)
+    args, extra = parse(own, LaunchArgs)
+    if extra or args.nproc < 1 or args.devices_per_proc < 1 or not cmd:
+        raise ConfigError(["launch needs nproc >= 1, devices_per_proc >= 1 and a command after --, "
+                           "e.g. spmdgpt launch nproc=2 -- train +experiment=staircase"])
     port = free_port()
     flags = os.environ.get("XLA_FLAGS", "")
     flags = " ".join(f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count"))

@@ -1,0 +1,85 @@
+"""`spmdgpt <command> [key=value ...]`: the command line, one package.
+
+Each subcommand is a module here with `run(items) -> exit code`; all of them read their
+arguments through `cli.args.parse` (the command's own keys, the rest Hydra overrides of the
+config) and share one error format and one exit-code convention:
+
+    0    done
+    2    bad arguments, config, data or run directory: one line each, `spmdgpt: error: ...`,
+         and nothing written
+    130  interrupted (a second Ctrl-C; the first one checkpoints and exits 0)
+    N    launch: the first failing process's code
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import List, Optional
+
+from spmdgpt.cli.args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
+    "train": "train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1",
+    "sample": "text from a run: spmdgpt sample run.dir=runs/r1 prompt=\"ROMEO:\" max_new_tokens=200\n"
+              "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 (or prompt_file=prompts.txt)\n"
+              "          [config overrides, e.g. mesh.data=2 sharding=tp]",
+    "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
+}
+
+USAGE = """spmdgpt <command> [key=value ...]
+
+commands:
+{commands}
+
+Overrides use Hydra syntax: `model.d_model=384`, `sharding=fsdp`, `+experiment=staircase`.
+Packaged experiments: {experiments}. Sharding tables: {tables}.
+"""
+
+
+def usage() -> str:
+    from spmdgpt.config import packaged_names
+
+    return USAGE.format(
+        commands="\n".join(f"  {name:<7} {line}" for name, line in COMMANDS.items()),
+        experiments=", ".join(packaged_names("experiment")),
+        tables=", ".join(packaged_names("sharding")),
+    )
+
+
+def entry() -> None:
+    """The process entry point (console script `spmdgpt`, `python -m spmdgpt`): restart with the
+    glibc malloc settings first (spmdgpt.runtime.use_retaining_malloc), then run main."""
+    from spmdgpt.runtime import use_retaining_malloc
+
+    use_retaining_malloc()
+    sys.exit(main())
+
+
+def error(messages: List[str]) -> int:
+    for msg in messages:
+        print(f"spmdgpt: error: {msg}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return EXIT_OK if argv else EXIT_USAGE
+    command, items = argv[0], argv[1:]
+    if command not in COMMANDS:
+        return error([f"unknown command {command!r}; commands: {', '.join(COMMANDS)} (spmdgpt --help)"])
+    from spmdgpt.config import ConfigError
+
+    try:
+        return importlib.import_module(f"spmdgpt.cli.{command}").run(items)
+    except ConfigError as e:
+        return error(e.messages)
+    except KeyboardInterrupt:
+        print("spmdgpt: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    entry()

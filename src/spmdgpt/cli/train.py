@@ -1,0 +1,26 @@
+"""`spmdgpt train [overrides]`: compose the config, start JAX (and jax.distributed), train."""
+
+from __future__ import annotations
+
+import sys
+from typing import List
+
+from spmdgpt.cli.args import EXIT_OK, parse
+
+
+def run(items: List[str]) -> int:
+    _, overrides = parse(items)  # train owns no keys: every item overrides the config
+    from spmdgpt.config import load_config
+    from spmdgpt.distributed import initialize
+    from spmdgpt.runtime import set_default_xla_flags
+
+    cfg = load_config(overrides)
+    set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
+    initialize(cfg.dist)  # jax.distributed, when the run is multi-process
+    from spmdgpt.trainer import train
+
+    result = train(cfg, argv=["spmdgpt", "train", *items])
+    if result.preempted:
+        print(f"spmdgpt: stopped by signal after step {result.step}; checkpoint written. "
+              "Rerun the same command to resume.", file=sys.stderr)
+    return EXIT_OK

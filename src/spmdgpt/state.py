@@ -1,0 +1,159 @@
+"""The training state, and which one a run starts from.
+
+    start(cfg, run_dir, rules, optimizer) -> Start(state, kind, step)
+
+        fresh      parameters from train.seed (param_info's init) + optimizer.init
+        resumed    run.dir already has checkpoints: the newest one that loads and verifies,
+                   resharded into this run's mesh and rules; damaged newer ones are moved to
+                   checkpoints-damaged/ and the logs are cut back to the resumed step
+        init_from  checkpoint.init_from names another run: its newest parameters, a fresh
+                   optimizer state, step 0
+
+Every refusal (a run.dir that holds a run but nothing to resume, checkpoints of another model,
+no loadable checkpoint) is a ConfigError raised before this run writes anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from spmdgpt.checkpoint import (
+    CHECKPOINT_DIR,
+    CheckpointManager,
+    restore_latest,
+    set_aside,
+)
+from spmdgpt.config import Config, ConfigError, ModelConfig, model_config_from_dict
+from spmdgpt.model import Params, init_params, param_info, param_shapes
+from spmdgpt.optim import initial_params
+from spmdgpt.rundir import truncate_jsonl
+from spmdgpt.sharding import Rules
+
+LOGS = ("metrics.jsonl", "samples.jsonl")  # rows keyed by step, cut back on resume
+
+
+class TrainState(NamedTuple):
+    step: jax.Array  # int32 scalar: optimizer steps taken
+    params: Params
+    opt_state: optax.OptState
+
+
+class StartKind(enum.Enum):
+    fresh = "fresh"
+    resumed = "resumed"
+    init_from = "init_from"
+
+
+class Start(NamedTuple):
+    state: TrainState
+    kind: StartKind
+    step: int  # the step training continues from (the resumed checkpoint's, else 0)
+
+
+def init_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation) -> TrainState:
+    """A fresh state: seeded parameters, created sharded, and the optimizer's initial state."""
+    params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
+    params = initial_params(cfg.optimizer, param_info(cfg.model), params)
+    return TrainState(jnp.zeros((), jnp.int32), params, jax.jit(optimizer.init)(params))
+
+
+def has_checkpoints(run_dir: Path) -> bool:
+    d = Path(run_dir) / CHECKPOINT_DIR
+    return d.is_dir() and any(p.name.isdigit() for p in d.iterdir())
+
+
+def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTransformation) -> Start:
+    """The state this run starts from (see the module docstring). Call inside the run's mesh."""
+    run_dir = Path(run_dir)
+    resume = has_checkpoints(run_dir)
+    if (run_dir / "metrics.jsonl").exists() and not (resume and cfg.checkpoint.enabled):
+        why = ("resuming it needs checkpoint.enabled=true" if resume
+               else "it has no checkpoint to resume from")
+        raise ConfigError([f"run.dir={run_dir} already holds a run (metrics.jsonl); {why}; choose a new run.dir"])
+    resume = resume and cfg.checkpoint.enabled
+    if resume:
+        reader = CheckpointManager.reader(run_dir)
+        check_checkpoint_fits(reader, cfg.model, f"run.dir={run_dir} holds checkpoints of another model",
+                              "resume with the run's model config or choose a new run.dir", damaged_ok=True)
+    elif cfg.checkpoint.init_from:
+        src = Path(cfg.checkpoint.init_from).expanduser()
+        if not (src / CHECKPOINT_DIR).is_dir():
+            raise ConfigError(
+                [f"checkpoint.init_from={src}: no {CHECKPOINT_DIR}/ folder there; give a run directory"]
+            )
+        reader = CheckpointManager.reader(src)
+        if not reader.steps():
+            raise ConfigError([f"checkpoint.init_from={src}: the run has no complete checkpoint"])
+        check_checkpoint_fits(reader, cfg.model, f"checkpoint.init_from={src}: parameter shapes do not "
+                              "match the config", "use that run's model config")
+
+    fresh = init_state(cfg, rules, optimizer)  # also the restore target: shapes + this layout
+    if resume:
+        found = restore_latest(reader, fresh)
+        if found is None:  # step folders, but none that orbax finished writing
+            raise ConfigError(
+                [f"run.dir={run_dir}: its checkpoints/ folder holds no complete checkpoint; move it "
+                 "away to start afresh, or choose a new run.dir"]
+            )
+        step, params, opt_state, _, skipped = found
+        if jax.process_index() == 0:
+            set_aside(run_dir, skipped)
+            for log in LOGS:
+                truncate_jsonl(run_dir / log, step)
+        return Start(TrainState(jnp.asarray(step, jnp.int32), params, opt_state), StartKind.resumed, step)
+    if cfg.checkpoint.init_from:
+        params, _, _ = reader.restore(reader.steps()[-1], fresh.params)
+        params = initial_params(cfg.optimizer, param_info(cfg.model), params)
+        state = TrainState(fresh.step, params, jax.jit(optimizer.init)(params))
+        return Start(state, StartKind.init_from, 0)
+    return Start(fresh, StartKind.fresh, 0)
+
+
+def check_checkpoint_fits(reader: CheckpointManager, model: ModelConfig, what: str, fix: str,
+                          damaged_ok: bool = False) -> None:
+    """ConfigError when the newest checkpoint's model has other parameter shapes than `model`.
+    damaged_ok: an unreadable newest checkpoint passes (restore_latest reports and skips it)."""
+    try:
+        saved = reader.read_meta(reader.steps()[-1]).get("config", {}).get("model", {})
+    except Exception:
+        if damaged_ok:
+            return
+        raise
+    bad = shape_mismatches(saved, model)
+    if bad:
+        raise ConfigError([f"{what}: {', '.join(bad)}; {fix}"])
+
+
+def shape_mismatches(saved: dict, model: ModelConfig) -> list:
+    """`model.<field>=<now> (checkpoint: <saved>)` for the model fields that give a checkpoint
+    written with the `saved` model config (a dict) other parameter shapes; [] when they match.
+
+    Derived from param_info: a field is named when changing it alone changes a shape; when
+    only a combination does, every differing field is named."""
+    saved_model = model_config_from_dict(saved, base=model)
+    if param_shapes(saved_model) == param_shapes(model):
+        return []
+    differing = [f.name for f in dataclasses.fields(ModelConfig)
+                 if getattr(saved_model, f.name) != getattr(model, f.name)]
+
+    def changes_shapes(field: str) -> bool:
+        variant = dataclasses.replace(model, **{field: getattr(saved_model, field)})
+        try:
+            return param_shapes(variant) != param_shapes(model)
+        except Exception:  # e.g. a head count that does not divide this width
+            return True
+
+    named = [f for f in differing if changes_shapes(f)] or differing
+
+    def show(x):
+        return x.value if isinstance(x, enum.Enum) else x
+
+    return [f"model.{f}={show(getattr(model, f))} (checkpoint: {show(getattr(saved_model, f))})"
+            for f in named]
