@@ -105,9 +105,10 @@ def test_kill_9_then_resume_is_bitwise_identical(tmp_path, uninterrupted):
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert max(losses(run_dir)) < 40
+    assert json.loads((run_dir / "run.lock").read_text())["pid"] == proc.pid  # the dead holder's
     out = subprocess.run(spmdgpt([*RUN40, f"run.dir={run_dir}"]), env=ENV1, capture_output=True,
                          text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.stderr  # the kernel dropped the lock with the process
     assert "resumed from the checkpoint at step" in out.stderr
     assert_same_as_uninterrupted(run_dir, uninterrupted)
     # keep=3: only the newest three checkpoints remain
@@ -131,6 +132,48 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted):
     assert out.returncode == 0, out.stderr
     assert f"resumed from the checkpoint at step {stopped}" in out.stderr
     assert_same_as_uninterrupted(run_dir, uninterrupted)
+
+
+def test_second_run_on_a_locked_run_dir_is_refused(tmp_path):
+    """A second `train` on a run.dir in use exits 2 at once, names the holder and touches
+    nothing; the first run goes on and loses no metric row."""
+    import socket
+
+    run_dir = tmp_path / "r"
+    args = ["+experiment=staircase", "train.steps=100000", "train.log_every=1", "train.eval_every=0",
+            "checkpoint.every=5", "train.progress=false", "mesh.data=1", f"run.dir={run_dir}"]
+    first = subprocess.Popen(spmdgpt(args), env=ENV1, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (run_dir / "checkpoints" / "5").is_dir():
+            assert first.poll() is None and time.time() < deadline
+            time.sleep(0.05)
+        second = subprocess.run(spmdgpt(args), env=ENV1, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2
+        err = second.stderr.strip()
+        assert err.startswith(f"spmdgpt: error: run.dir={run_dir} is in use by a running training job "
+                              f"(host {socket.gethostname()}, PID {first.pid}, started 20") and "\n" not in err
+        assert first.poll() is None
+        first.send_signal(signal.SIGTERM)
+        _, first_err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, first_err
+    stopped = int(first_err.split("stopped by signal after step ")[1].split(";")[0])
+    assert sorted(losses(run_dir)) == list(range(1, stopped + 1))  # every row of the first run
+    assert CheckpointManager.reader(run_dir).steps()[-1] == stopped
+
+
+def test_unusable_run_dir_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    code = main(["train", *_inproc(blocker / "run", "train.steps=2")])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"spmdgpt: error: run.dir={blocker / 'run'} cannot be used (Not a "
+                                 "directory); choose a writable directory\n")
+    assert blocker.read_text() == "x"
 
 
 def _damage(step_dir: Path):
@@ -160,8 +203,10 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, caps
 
 
 def _snapshot(d: Path):
+    """Every file's hash (except run.lock, which each run that takes the lock stamps with its
+    host, PID and start time)."""
     return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(d.rglob("*"))}
+            for p in sorted(d.rglob("*")) if p.name != "run.lock"}
 
 
 def test_no_loadable_checkpoint_stops_without_touching_the_run(tmp_path, capsys):

@@ -1,7 +1,9 @@
-"""The run directory: resolved config, run metadata (git sha, versions, devices, command)."""
+"""The run directory: resolved config, run metadata (git sha, versions, devices, command), log
+truncation on resume, and the lock that keeps a second run out."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib.metadata
 import json
@@ -12,8 +14,9 @@ from pathlib import Path
 from typing import Optional
 
 import jax
+import numpy as np
 
-from spmdgpt.config import Config, to_yaml
+from spmdgpt.config import Config, ConfigError, to_yaml
 
 PACKAGES = ("spmdgpt", "jax", "jaxlib", "optax", "hydra-core", "omegaconf", "numpy", "tiktoken", "tqdm")
 
@@ -126,3 +129,96 @@ def truncate_jsonl(path: Path, last_step: int) -> int:
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     os.replace(tmp, path)
     return dropped
+
+
+LOCK_FILE = "run.lock"
+
+
+class RunLock:
+    """An exclusive lock on run_dir for the life of one training run (process 0 only).
+
+    `fcntl.flock` on run_dir/run.lock: the kernel drops it when the process ends, however it
+    ends (kill -9 included), so there is never a stale lock to clean up. The file holds the
+    holder's host, PID and start time, which a refused second run reports. Readers (`sample`)
+    never take it. On NFS, Linux implements flock with NFS byte-range locks (NFSv4, or v3 with
+    lockd); filesystems without working locks (some FUSE mounts) give no protection.
+
+    Used as a context manager around a run: a run_dir that did not exist before and holds
+    nothing but the lock when the run ends early (a config error) is removed again.
+    """
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self._fd: Optional[int] = None
+        self.created = False
+
+    def acquire(self) -> None:
+        """Take the lock (creating run_dir) or raise ConfigError naming the holder."""
+        import fcntl
+        import socket
+
+        try:
+            self.created = not self.run_dir.exists()
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise ConfigError([f"run.dir={self.run_dir} cannot be used ({e.strerror or e}); "
+                               "choose a writable directory"]) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+            os.close(fd)
+            try:
+                h = json.loads(holder)
+                who = f"host {h['host']}, PID {h['pid']}, started {h['started_utc']}"
+            except (ValueError, KeyError, TypeError):
+                who = "another process"
+            raise ConfigError([f"run.dir={self.run_dir} is in use by a running training job ({who}); "
+                               "wait for it to end, stop it, or choose another run.dir"]) from None
+        info = {"host": socket.gethostname(), "pid": os.getpid(),
+                "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        if self.created and sorted(p.name for p in self.run_dir.iterdir()) == [LOCK_FILE]:
+            self.path.unlink()  # nothing was written: leave no trace of this attempt
+            self.run_dir.rmdir()
+        os.close(self._fd)  # closing the descriptor releases the lock
+        self._fd = None
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """Hold RunLock(run_dir) for the body (process 0 takes it; in a multi-process run every
+    process learns the outcome, so all of them stop with the same error)."""
+    lock, err = RunLock(run_dir), None
+    if jax.process_index() == 0:
+        try:
+            lock.acquire()
+        except ConfigError as e:
+            err = e
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        ok = int(multihost_utils.broadcast_one_to_all(np.int32(err is None)))
+        if not ok and err is None:
+            err = ConfigError([f"run.dir={run_dir} could not be locked by process 0 (see its error)"])
+    if err is not None:
+        raise err
+    try:
+        yield lock
+    finally:
+        lock.release()

@@ -30,7 +30,7 @@ from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, loss_fn, num_params, param_info
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
-from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir
+from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, start
 
@@ -88,7 +88,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding)
     is_main = jax.process_index() == 0
-    with jax.set_mesh(mesh):
+    with run_lock(run_dir), jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
         batch = (cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, rules.batch_sharding())
         batcher = Batcher(data.train, *batch, split="train")
         val_batcher = Batcher(data.val, *batch, split="validation")
