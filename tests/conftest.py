@@ -50,9 +50,14 @@ def train_steps(cfg, devices, steps):
 
 
 def read_jsonl(path):
+    """Rows of a JSONL log, parsed strictly (NaN / Infinity tokens are an error, as in most
+    non-Python JSON readers)."""
     import json
 
-    return [json.loads(line) for line in open(path)]
+    def reject(token):
+        raise ValueError(f"{path}: non-standard JSON token {token}")
+
+    return [json.loads(line, parse_constant=reject) for line in open(path)]
 
 
 @pytest.fixture

@@ -114,3 +114,95 @@ def test_train_runs_off_the_main_thread(tmp_path):
     t.start()
     t.join(timeout=300)
     assert out["result"].step == 3 and not out["result"].preempted
+
+
+# Plain SGD without clipping whose warmup reaches a learning rate the staircase model cannot
+# take: the gradient norm is NaN at step 17 (deterministic for this config).
+DIVERGING = ["+experiment=staircase", "optimizer.name=sgd", "optimizer.lr=1e4", "optimizer.warmup_steps=200",
+             "optimizer.grad_clip=0", "train.steps=60", "train.log_every=1", "train.progress=false",
+             "checkpoint.every=5", "mesh.data=1"]
+ENV1 = {**os.environ, "XLA_FLAGS": "", "PYTHONUNBUFFERED": "1"}
+
+
+def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path):
+    """A NaN gradient norm at step 17: exit 3 naming the step and the last good checkpoint,
+    no checkpoint after it, strict-JSON metrics; a rerun with a sane learning rate resumes."""
+    from spmdgpt.checkpoint import CheckpointManager
+
+    run_dir = tmp_path / "r"
+    out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, f"run.dir={run_dir}"],
+                         env=ENV1, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "spmdgpt: error: training diverged at step 17: loss 2.772590398788452, grad_norm nan; nothing "
+        "was saved after it and the newest checkpoint, step 15, predates it and a rerun resumes from it; "
+        "lower optimizer.lr, raise optimizer.warmup_steps or set optimizer.grad_clip, or let "
+        "train.skip_nonfinite=N skip such steps")
+    assert CheckpointManager.reader(run_dir).steps() == [5, 10, 15]
+    rows = read_jsonl(run_dir / "metrics.jsonl")  # strict: no NaN tokens
+    assert [r["step"] for r in rows if "loss" in r and "event" not in r] == list(range(1, 18))
+    assert rows[-2]["step"] == 17 and rows[-2]["grad_norm"] is None and rows[-2]["nonfinite"] == ["grad_norm"]
+    assert rows[-1] == {"step": 17, "event": "diverged"}
+    again = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=0.1",
+                            "train.steps=20", f"run.dir={run_dir}"], env=ENV1, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "resumed from the checkpoint at step 15" in again.stderr
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert [r["step"] for r in rows if "loss" in r] == list(range(1, 21))  # 16, 17 rewritten once
+    assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r)
+
+
+def test_skip_nonfinite_keeps_the_state_and_counts_the_step(staircase_cfg):
+    """train.skip_nonfinite: a batch that makes the loss non-finite leaves parameters and
+    optimizer state bitwise unchanged (the step still counts); a finite one updates them."""
+    from spmdgpt.model import param_info
+    from spmdgpt.optim import build_optimizer
+    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.state import init_state
+    from spmdgpt.trainer import make_train_step
+
+    cfg = load_config(["+experiment=staircase", "train.skip_nonfinite=2", "mesh.data=1", "model.tie_embeddings=false",
+                       "optimizer.warmup_steps=0"])
+    import jax
+    import jax.numpy as jnp
+
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
+        state = init_state(cfg, rules, opt)
+        state = state._replace(params=state.params._replace(embed=state.params.embed.at[3].set(jnp.inf)))
+        step = make_train_step(cfg, rules, opt)
+        poisoned = jnp.full((16, 32), 3, jnp.int32)  # every input token hits the inf row
+        clean = jnp.tile(jnp.array([0, 1, 2, 4, 5, 6, 7, 8], jnp.int32), (16, 4))
+        before = jax.device_get(state)
+        state, m = step(state, poisoned, clean)
+        assert bool(m["skipped"]) and not np.isfinite(float(m["loss"])) and int(state.step) == 1
+        for a, b in zip(jax.tree.leaves(before[1:]), jax.tree.leaves(jax.device_get(state)[1:]), strict=True):
+            np.testing.assert_array_equal(a, b)
+        state, m = step(state, clean, clean)
+        assert not bool(m["skipped"]) and np.isfinite(float(m["loss"])) and int(state.step) == 2
+        assert not np.array_equal(jax.device_get(state.params.blocks.w_qkv), before.params.blocks.w_qkv)
+
+
+def test_skipped_steps_in_a_row_stop_the_run(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "train.skip_nonfinite=3",
+                          f"run.dir={tmp_path / 'r'}"], env=ENV1, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 3
+    assert "training diverged at step 19: 3 steps in a row had non-finite gradients (train.skip_nonfinite=3)" in out.stderr
+    events = [r for r in read_jsonl(tmp_path / "r" / "metrics.jsonl") if "event" in r]
+    assert [(r["step"], r["event"], r.get("in_a_row")) for r in events] == [
+        (17, "skipped_nonfinite", 1), (18, "skipped_nonfinite", 2), (19, "skipped_nonfinite", 3), (19, "diverged", None)]
+
+
+def test_jsonl_rows_are_strict_json(tmp_path):
+    from spmdgpt.loggers import JsonlLogger
+
+    log = JsonlLogger(tmp_path / "m.jsonl")
+    log.log({"step": 1, "loss": float("nan"), "grad_norm": float("inf"), "lr": 0.5})
+    log.log({"step": 2, "loss": 1.25})
+    log.close()
+    assert (tmp_path / "m.jsonl").read_text() == (
+        '{"step": 1, "loss": null, "grad_norm": null, "lr": 0.5, "nonfinite": ["loss", "grad_norm"]}\n'
+        '{"step": 2, "loss": 1.25}\n')

@@ -22,6 +22,7 @@ from spmdgpt.config import Config, ConfigError, load_config, load_run_config, va
 _LAZY = {  # name -> the module that defines it
     "train": "spmdgpt.trainer",
     "TrainResult": "spmdgpt.trainer",
+    "TrainingDiverged": "spmdgpt.trainer",
     "make_train_step": "spmdgpt.trainer",
     "TrainState": "spmdgpt.state",
     "init_state": "spmdgpt.state",

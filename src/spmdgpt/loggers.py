@@ -11,22 +11,25 @@ from typing import Optional
 from tqdm import tqdm
 
 
-def _clean(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None if math.isnan(v) else v  # JSON has no NaN; inf stays visible as a string
-    return v
+def strict_json_row(row: dict) -> dict:
+    """JSON has no NaN or Infinity: a non-finite float becomes null and its key is listed under
+    "nonfinite" (e.g. {"loss": null, "nonfinite": ["loss"]}), so every reader can parse the row."""
+    bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)]
+    if not bad:
+        return row
+    return {**{k: None if k in bad else v for k, v in row.items()}, "nonfinite": bad}
 
 
 class JsonlLogger:
-    """One JSON object per line; floats are written with repr, so float32 values round-trip."""
+    """One JSON object per line; floats are written with repr, so float32 values round-trip;
+    non-finite values as null (`strict_json_row`)."""
 
     def __init__(self, path: Path):
         self.path = path
         self._f = open(path, "a", encoding="utf-8")
 
     def log(self, row: dict) -> None:
-        row = {k: _clean(v) for k, v in row.items()}
-        self._f.write(json.dumps(row, default=str) + "\n")
+        self._f.write(json.dumps(strict_json_row(row), default=str, allow_nan=False) + "\n")
         self._f.flush()
 
     def close(self) -> None:

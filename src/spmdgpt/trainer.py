@@ -11,16 +11,20 @@
 
 from __future__ import annotations
 
+import math
 import signal
+import statistics
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Optional
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from spmdgpt.config import Config, ConfigError, validate
@@ -39,18 +43,26 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
     schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps)
     grad_fn = jax.value_and_grad(partial(loss_fn, cfg.model, rules))
 
+    skip_nonfinite = cfg.train.skip_nonfinite > 0
+
     def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array):
         loss, grads = grad_fn(state.params, inputs, targets)
+        grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics = {
-            "loss": loss,
-            "grad_norm": optax.tree.norm(grads),
-            "lr": schedule(state.step),
-        }
+        metrics = {"loss": loss, "grad_norm": grad_norm, "lr": schedule(state.step)}
+        if skip_nonfinite:  # keep the old parameters and optimizer state; the step still counts
+            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+            params, opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old),
+                                             (params, opt_state), (state.params, state.opt_state))
+            metrics["skipped"] = ~finite
         return TrainState(state.step + 1, params, opt_state), metrics
 
     return jax.jit(train_step, donate_argnums=0)
+
+
+class TrainingDiverged(RuntimeError):
+    """A non-finite loss or gradient norm (or train.skip_nonfinite skipped steps in a row)."""
 
 
 @dataclass
@@ -114,6 +126,11 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         return loop.run()
 
 
+class _Diverged(Exception):
+    """Raised inside the loop (args: step, why); run() turns it into TrainingDiverged once the
+    checkpoint manager has finished, so the message can name the newest checkpoint."""
+
+
 class _Loop:
     """The training loop proper: steps, one-step-late metrics, evaluation, checkpoints, signals.
 
@@ -142,6 +159,8 @@ class _Loop:
         self.window_t0: Optional[float] = None  # throughput window (starts after the first step)
         self.window_steps = 0
         self.last_loss, self.val_loss = float("nan"), None
+        self.recent_losses: deque = deque(maxlen=64)  # for the loss-spike test
+        self.skipped_in_a_row = 0
         self.metrics_log = JsonlLogger(run_dir / "metrics.jsonl") if is_main else None
         self.console = Console(t.steps, begin.step, t.progress, t.log_every, active=is_main)
         self.say = self.console.write
@@ -175,7 +194,7 @@ class _Loop:
         on_main = threading.current_thread() is threading.main_thread()
         signals = (signal.SIGTERM, signal.SIGINT) if on_main else ()
         previous = {s: signal.signal(s, self._on_signal) for s in signals}
-        pending = None
+        pending, diverged = None, None
         step = first = int(self.state.step)
         try:
             for i in range(first, t.steps):
@@ -201,6 +220,8 @@ class _Loop:
                     break
             if pending is not None:
                 self._report(*pending)
+        except _Diverged as d:
+            diverged = d
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)
@@ -209,6 +230,8 @@ class _Loop:
                 self.ckpt.close()  # waits for the last asynchronous save
             if self.metrics_log:
                 self.metrics_log.close()
+        if diverged is not None:
+            raise TrainingDiverged(self._diverged_message(*diverged.args)) from None
         preempted = self.stop_signal is not None
         if preempted:
             self.say(f"signal {signal.Signals(self.stop_signal).name}: stopped after step {step}")
@@ -223,6 +246,48 @@ class _Loop:
 
         return checkpoint_meta(self.cfg, self.git_sha, step)
 
+    def _diverged_message(self, step: int, why: str) -> str:
+        from spmdgpt.checkpoint import CheckpointManager
+
+        steps = CheckpointManager.reader(self.run_dir).steps() if self.ckpt is not None else []
+        keep = (f"the newest checkpoint, step {steps[-1]}, predates it and a rerun resumes from it"
+                if steps else "no checkpoint was written")
+        fix = "lower optimizer.lr, raise optimizer.warmup_steps or set optimizer.grad_clip"
+        if not self.cfg.train.skip_nonfinite:
+            fix += ", or let train.skip_nonfinite=N skip such steps"
+        return f"training diverged at step {step}: {why}; nothing was saved after it and {keep}; {fix}"
+
+    def _guard(self, step: int, m: dict, row: dict) -> None:
+        """The divergence guard and loss-spike events, on metrics already on the host."""
+        t = self.cfg.train
+        loss, grad_norm = float(m["loss"]), float(m["grad_norm"])
+        finite = math.isfinite(loss) and math.isfinite(grad_norm)
+        if "skipped" in m and bool(m["skipped"]):
+            self.skipped_in_a_row += 1
+            self._event(step, "skipped_nonfinite", loss=loss, grad_norm=grad_norm, in_a_row=self.skipped_in_a_row)
+            if self.skipped_in_a_row >= t.skip_nonfinite:
+                self._event(step, "diverged")
+                raise _Diverged(step, f"{self.skipped_in_a_row} steps in a row had non-finite "
+                                f"gradients (train.skip_nonfinite={t.skip_nonfinite})")
+            return
+        self.skipped_in_a_row = 0
+        if not finite:
+            if self.metrics_log:
+                self.metrics_log.log(row)  # the diverged step's row, whatever train.log_every says
+            self._event(step, "diverged")
+            raise _Diverged(step, f"loss {loss}, grad_norm {grad_norm}")
+        if t.loss_spike_factor and len(self.recent_losses) >= 16:
+            median = statistics.median(self.recent_losses)
+            if loss > t.loss_spike_factor * median:
+                self._event(step, "loss_spike", loss=loss, median=median)
+        self.recent_losses.append(loss)
+
+    def _event(self, step: int, event: str, **fields) -> None:
+        if self.metrics_log:
+            self.metrics_log.log({"step": step, "event": event, **fields})
+        self.say(f"step {step}: {event.replace('_', ' ')}" + "".join(f" | {k} {v:.4g}" if isinstance(v, float)
+                                                                   else f" | {k} {v}" for k, v in fields.items()))
+
     def _report(self, step: int, metrics) -> None:
         """Fetch one step's metrics (blocks until it is done; the next step is already queued)."""
         t = self.cfg.train
@@ -236,18 +301,18 @@ class _Loop:
             self.window_steps += 1
             tps = self.window_steps * self.tokens_per_step / (now - self.window_t0)
             mfu_v = mfu(tps, self.fpt, self.total_peak)
+        row = {
+            "step": step,
+            "loss": self.last_loss,
+            "lr": float(m["lr"]),
+            "grad_norm": float(m["grad_norm"]),
+            "tokens_per_sec": tps,  # mean over the steps since the last row
+            "mfu": mfu_v,
+        }
+        self._guard(step, m, row)
         if step % t.log_every == 0 or step == t.steps:
             if self.metrics_log:
-                self.metrics_log.log(
-                    {
-                        "step": step,
-                        "loss": self.last_loss,
-                        "lr": float(m["lr"]),
-                        "grad_norm": float(m["grad_norm"]),
-                        "tokens_per_sec": tps,  # mean over the steps since the last row
-                        "mfu": mfu_v,
-                    }
-                )
+                self.metrics_log.log(row)
             self.window_t0, self.window_steps = now, 0
         self.console.step(step, self.last_loss, tps, mfu_v)
 

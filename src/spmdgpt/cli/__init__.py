@@ -7,6 +7,7 @@ config) and share one error format and one exit-code convention:
     0    done
     2    bad arguments, config, data or run directory: one line each, `spmdgpt: error: ...`,
          and nothing written
+    3    train: the run diverged (non-finite loss or gradients); nothing saved after it
     130  interrupted (a second Ctrl-C; the first one checkpoints and exits 0)
     N    launch: the first failing process's code
 """

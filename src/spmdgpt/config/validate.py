@@ -123,6 +123,10 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
     positive("train.eval_batches", t.eval_batches)
     positive("train.log_every", t.log_every)
     positive("train.cpu_peak_flops", t.cpu_peak_flops)
+    if t.skip_nonfinite < 0:
+        errs.append(f"train.skip_nonfinite={t.skip_nonfinite} must be >= 0 (0 = stop at the first non-finite step)")
+    if t.loss_spike_factor != 0 and t.loss_spike_factor <= 1:
+        errs.append(f"train.loss_spike_factor={t.loss_spike_factor} must be > 1 (or 0 = off)")
     if t.rollout_tokens < 0:
         errs.append(f"train.rollout_tokens={t.rollout_tokens} must be >= 0 (0 = no rollouts)")
     if t.rollout_tokens > 0:
