@@ -13,8 +13,9 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-
 from conftest import read_jsonl
+
+from spmdgpt import train
 from spmdgpt.checkpoint import CheckpointManager
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
@@ -22,7 +23,6 @@ from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
-from spmdgpt import train
 
 # A 1-device staircase run of 40 steps, checkpointed every 5 steps, one metrics row per step.
 RUN40 = ["+experiment=staircase", "train.steps=40", "train.log_every=1", "train.eval_every=20",

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from spmdgpt.config import ConfigError, DataConfig, TokenizerKind, load_config
-from spmdgpt.data.sources import find_data_root
 from spmdgpt.data import Batcher, CharTokenizer, load_dataset
 from spmdgpt.data.cache import default_cache_dir
-from spmdgpt.data.sources import staircase_tokens
+from spmdgpt.data.sources import find_data_root, staircase_tokens
 from spmdgpt.sharding import Rules, make_mesh
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import read_jsonl
+
 from spmdgpt.cli import main
 
 STAIR = ["+experiment=staircase", "sharding=fsdp", "train.log_every=1", "train.progress=false",

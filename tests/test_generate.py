@@ -5,15 +5,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import read_jsonl
+
+from spmdgpt import train
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.generate import Sampler, SamplingParams
 from spmdgpt.model import forward, init_params
 from spmdgpt.model.attention import init_cache
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt import train
 
 
 def setup(*overrides, devices=None):

@@ -6,13 +6,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import train_steps
+
 from spmdgpt.config import load_config
 from spmdgpt.model.transformer import ParamInfo, param_info
 from spmdgpt.optim import build_optimizer, manifold_muon_direction, msign
 from spmdgpt.optim.manifold import (
-    dual_iterates, duality_gap, feasible_direction, normalize, op_norm, retract, tangent_project, tangent_violation,
+    dual_iterates,
+    duality_gap,
+    feasible_direction,
+    normalize,
+    op_norm,
+    retract,
+    tangent_project,
+    tangent_violation,
 )  # fmt: skip
 from spmdgpt.optim.matrices import MatrixView, is_hidden_matrix
 from spmdgpt.optim.msign import POLAR_EXPRESS, SAFETY

@@ -3,9 +3,9 @@
 import jax
 import numpy as np
 import pytest
+from conftest import train_steps
 from jax.sharding import PartitionSpec as P
 
-from conftest import train_steps
 from spmdgpt.config import load_config
 from spmdgpt.sharding import bytes_per_device
 

@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import read_jsonl
+
+from spmdgpt import train
 from spmdgpt.config import load_config
 from spmdgpt.runtime import MALLOC_TUNABLES, malloc_environment
-from spmdgpt import train
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,10 @@ files were damaged after it was written.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Optional
 
@@ -136,6 +138,40 @@ def warn(msg: str) -> None:
     print(f"spmdgpt: warning: {msg}", file=sys.stderr, flush=True)
 
 
+def _is_abandoned_read_report(u) -> bool:
+    """The two reports orbax 0.12.8 leaves behind when one shard read of a restore fails and
+    the restore gives up on the others (a damaged checkpoint):
+    - its read coroutine (`_read_array_index_and_device_put`) catches BaseException, so closing
+      it unfinished turns GeneratorExit into an Exception: "Exception ignored in <coroutine>";
+    - reads still in flight in TensorStore's threads complete after orbax's event loop has
+      closed and their callbacks fail: "RuntimeError: Event loop is closed" (object None)."""
+    if getattr(u.object, "__qualname__", "") == "_read_array_index_and_device_put":
+        return True
+    return (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"
+            and any(f.name == "call_soon_threadsafe" for f in traceback.extract_tb(u.exc_traceback)))
+
+
+_QUIET_ABANDONED_READS = False
+
+
+def _quiet_abandoned_reads() -> None:
+    """After a failed restore: collect the abandoned reads now, and from then on drop exactly
+    their reports (they arrive whenever the collector or TensorStore's threads get to them,
+    as pages of traceback in the middle of training); every other report reaches the hook that
+    was in place."""
+    global _QUIET_ABANDONED_READS
+    if not _QUIET_ABANDONED_READS:
+        previous = sys.unraisablehook
+
+        def hook(u):
+            if not _is_abandoned_read_report(u):
+                previous(u)
+
+        sys.unraisablehook = hook
+        _QUIET_ABANDONED_READS = True
+    gc.collect()
+
+
 def restore_latest(mngr: CheckpointManager, target_state):
     """Newest checkpoint that loads and verifies, skipping damaged ones with a warning.
 
@@ -153,8 +189,9 @@ def restore_latest(mngr: CheckpointManager, target_state):
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             failures.append(f"{step} ({reason})")
             warn(f"checkpoint {mngr.directory / str(step)} cannot be loaded ({reason}); trying an older one")
-            continue
-        return step, params, opt_state, meta, [int(f.split()[0]) for f in failures]
+        else:
+            return step, params, opt_state, meta, [int(f.split()[0]) for f in failures]
+        _quiet_abandoned_reads()  # outside the except block: the traceback no longer holds them
     raise ConfigError(
         [
             f"run.dir={mngr.directory.parent} has checkpoints but none can be loaded: "

@@ -143,15 +143,17 @@ class RunLock:
     never take it. On NFS, Linux implements flock with NFS byte-range locks (NFSv4, or v3 with
     lockd); filesystems without working locks (some FUSE mounts) give no protection.
 
-    Used as a context manager around a run: a run_dir that did not exist before and holds
-    nothing but the lock when the run ends early (a config error) is removed again.
+    A start that ends before the run writes anything (a config error: `committed` still False)
+    leaves the directory as it found it: a lock file it created is removed again, and so is a
+    run_dir it created.
     """
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / LOCK_FILE
         self._fd: Optional[int] = None
-        self.created = False
+        self.created_dir = self.created_file = False
+        self.committed = False  # set once the run writes into run_dir
 
     def acquire(self) -> None:
         """Take the lock (creating run_dir) or raise ConfigError naming the holder."""
@@ -159,8 +161,9 @@ class RunLock:
         import socket
 
         try:
-            self.created = not self.run_dir.exists()
+            self.created_dir = not self.run_dir.exists()
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.created_file = not self.path.exists()
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise ConfigError([f"run.dir={self.run_dir} cannot be used ({e.strerror or e}); "
@@ -186,9 +189,10 @@ class RunLock:
     def release(self) -> None:
         if self._fd is None:
             return
-        if self.created and sorted(p.name for p in self.run_dir.iterdir()) == [LOCK_FILE]:
-            self.path.unlink()  # nothing was written: leave no trace of this attempt
-            self.run_dir.rmdir()
+        if not self.committed and self.created_file:  # nothing written: leave no trace
+            self.path.unlink(missing_ok=True)
+            if self.created_dir and not any(self.run_dir.iterdir()):
+                self.run_dir.rmdir()
         os.close(self._fd)  # closing the descriptor releases the lock
         self._fd = None
 

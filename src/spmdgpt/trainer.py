@@ -100,7 +100,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding)
     is_main = jax.process_index() == 0
-    with run_lock(run_dir), jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
+    with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
         batch = (cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, rules.batch_sharding())
         batcher = Batcher(data.train, *batch, split="train")
         val_batcher = Batcher(data.val, *batch, split="validation")
@@ -118,6 +118,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             from spmdgpt.checkpoint import CheckpointManager
 
             ckpt = CheckpointManager(run_dir, cfg.checkpoint)  # creates checkpoints/ on first save
+        lock.committed = True  # from here on the run writes into run_dir
         if is_main:
             prepare_run_dir(cfg, run_dir, list(argv if argv is not None else sys.argv), resumed_from)
             save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
