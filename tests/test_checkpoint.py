@@ -320,3 +320,34 @@ def test_shape_mismatches_are_derived_from_param_info():
     assert shape_mismatches({**saved, "bias": True, "norm": "rmsnorm", "remat": "full"}, with_bias) == [
         "model.norm=layernorm (checkpoint: rmsnorm)"]  # RMSNorm has no bias vector
     assert shape_mismatches({**saved, "d_model": 32, "init_std": 0.5}, m) == ["model.d_model=64 (checkpoint: 32)"]
+
+
+def test_failed_checkpoint_write_stops_cleanly_and_the_rerun_resumes(tmp_path):
+    """A checkpoint that cannot be written (here: files capped at 60 kB with RLIMIT_FSIZE, as a
+    full disk would): exit 4 with one line naming the cause and the newest complete checkpoint;
+    the rerun, with room again, resumes from it and no metric row is lost or doubled."""
+    import resource
+
+    def capped():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+    run_dir = tmp_path / "r"
+    args = ["+experiment=staircase", "train.log_every=1", "train.eval_every=0", "checkpoint.every=10",
+            "train.progress=false", "mesh.data=1", f"run.dir={run_dir}"]
+    first = subprocess.run(spmdgpt([*args, "train.steps=10"]), env=ENV1, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    full = subprocess.run(spmdgpt([*args, "train.steps=30"]), env=ENV1, capture_output=True, text=True,
+                          timeout=300, preexec_fn=capped)
+    assert full.returncode == 4, full.stderr[-2000:]
+    assert full.stderr.strip().splitlines()[-1] == (
+        f"spmdgpt: error: writing a checkpoint into {run_dir.resolve() / 'checkpoints'} failed (File too "
+        "large); the newest complete checkpoint is step 10; free space (or fix the filesystem) and "
+        "rerun the same command to resume")
+    assert CheckpointManager.reader(run_dir).steps() == [10]
+    again = subprocess.run(spmdgpt([*args, "train.steps=30"]), env=ENV1, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "resumed from the checkpoint at step 10" in again.stderr
+    assert sorted(losses(run_dir)) == list(range(1, 31))
+    assert CheckpointManager.reader(run_dir).steps() == [10, 20, 30]
+    assert not list((run_dir / "checkpoints").glob("*tmp*"))  # the torn write was cleaned up

@@ -206,3 +206,17 @@ def test_jsonl_rows_are_strict_json(tmp_path):
     assert (tmp_path / "m.jsonl").read_text() == (
         '{"step": 1, "loss": null, "grad_norm": null, "lr": 0.5, "nonfinite": ["loss", "grad_norm"]}\n'
         '{"step": 2, "loss": 1.25}\n')
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+def test_metrics_write_on_a_full_disk_is_a_clean_error():
+    from pathlib import Path
+
+    from spmdgpt.loggers import JsonlLogger
+    from spmdgpt.rundir import WriteFailed
+
+    log = JsonlLogger(Path("/dev/full"))  # every write: ENOSPC, as on a full disk
+    with pytest.raises(WriteFailed) as e:
+        log.log({"step": 1, "loss": 1.0})
+    assert str(e.value) == "writing /dev/full failed (No space left on device)"
+    log.close()

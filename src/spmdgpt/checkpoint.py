@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import CheckpointConfig, Config, ConfigError, to_dict
+from spmdgpt.rundir import WriteFailed, os_reason
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -97,17 +98,22 @@ class CheckpointManager:
         return sorted(self._mngr.all_steps())
 
     def save(self, step: int, state, meta: dict) -> None:
+        """Start writing `step` (asynchronously with async_save). Raises WriteFailed when this
+        save, or the previous asynchronous one it first waits for, could not be written."""
         ocp = _ocp()
         meta = {**meta, "step": step, "fingerprint": fingerprint(state.params)}
-        self._mngr.save(
-            step,
-            args=ocp.args.Composite(
-                params=ocp.args.StandardSave(state.params),
-                opt_state=ocp.args.StandardSave(state.opt_state),
-                meta=ocp.args.JsonSave(meta),
-            ),
-            force=True,
-        )
+        try:
+            self._mngr.save(
+                step,
+                args=ocp.args.Composite(
+                    params=ocp.args.StandardSave(state.params),
+                    opt_state=ocp.args.StandardSave(state.opt_state),
+                    meta=ocp.args.JsonSave(meta),
+                ),
+                force=True,
+            )
+        except Exception as e:
+            raise self._write_failed(e) from None
 
     def restore(self, step: int, params_target, opt_state_target=None):
         """Restore `step` into the layout (shardings) of the targets; the optimizer state only
@@ -130,45 +136,69 @@ class CheckpointManager:
         return self._mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
 
     def close(self) -> None:
-        self._mngr.wait_until_finished()
-        self._mngr.close()
+        """Wait for the last asynchronous save and close; WriteFailed if it could not be written."""
+        failed = None
+        try:
+            self._mngr.wait_until_finished()
+        except Exception as e:
+            failed = self._write_failed(e)
+        finally:
+            try:
+                self._mngr.close()
+            except Exception as e:
+                failed = failed or self._write_failed(e)
+        if failed is not None:
+            raise failed
+
+    def _write_failed(self, e: Exception) -> WriteFailed:
+        # orbax has already logged the failure in its threads; from here on the one-line
+        # message below says it (and its abandoned writes' reports are dropped).
+        logging.getLogger("absl").setLevel(logging.CRITICAL)
+        _quiet_abandoned_io()
+        return WriteFailed(f"writing a checkpoint into {self.directory} failed ({os_reason(e)})")
 
 
 def warn(msg: str) -> None:
     print(f"spmdgpt: warning: {msg}", file=sys.stderr, flush=True)
 
 
-def _is_abandoned_read_report(u) -> bool:
-    """The two reports orbax 0.12.8 leaves behind when one shard read of a restore fails and
-    the restore gives up on the others (a damaged checkpoint):
-    - its read coroutine (`_read_array_index_and_device_put`) catches BaseException, so closing
-      it unfinished turns GeneratorExit into an Exception: "Exception ignored in <coroutine>";
-    - reads still in flight in TensorStore's threads complete after orbax's event loop has
-      closed and their callbacks fail: "RuntimeError: Event loop is closed" (object None)."""
-    if getattr(u.object, "__qualname__", "") == "_read_array_index_and_device_put":
+# orbax coroutines that report "Exception ignored" when closed unfinished after a failed
+# restore (a damaged checkpoint) or save (disk full).
+_ABANDONED = ("_read_array_index_and_device_put", "async_serialize_from_host.<locals>.write_fragment",
+              "async_serialize_from_host")
+
+
+def _is_abandoned_io_report(u) -> bool:
+    """The reports orbax 0.12.8 leaves behind when one shard read (write) fails and the restore
+    (save) gives up on the others:
+    - its shard coroutines catch BaseException, so closing one unfinished turns GeneratorExit
+      into an Exception: "Exception ignored in <coroutine ...>";
+    - reads or writes still in flight in TensorStore's threads complete after orbax's event
+      loop has closed and their callbacks fail: "RuntimeError: Event loop is closed"."""
+    if getattr(u.object, "__qualname__", "") in _ABANDONED:
         return True
     return (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"
             and any(f.name == "call_soon_threadsafe" for f in traceback.extract_tb(u.exc_traceback)))
 
 
-_QUIET_ABANDONED_READS = False
+_QUIET_ABANDONED_IO = False
 
 
-def _quiet_abandoned_reads() -> None:
-    """After a failed restore: collect the abandoned reads now, and from then on drop exactly
-    their reports (they arrive whenever the collector or TensorStore's threads get to them,
+def _quiet_abandoned_io() -> None:
+    """After a failed restore or save: collect the abandoned reads/writes now, and from then on
+    drop exactly their reports (they arrive whenever the collector or TensorStore's threads get to them,
     as pages of traceback in the middle of training); every other report reaches the hook that
     was in place."""
-    global _QUIET_ABANDONED_READS
-    if not _QUIET_ABANDONED_READS:
+    global _QUIET_ABANDONED_IO
+    if not _QUIET_ABANDONED_IO:
         previous = sys.unraisablehook
 
         def hook(u):
-            if not _is_abandoned_read_report(u):
+            if not _is_abandoned_io_report(u):
                 previous(u)
 
         sys.unraisablehook = hook
-        _QUIET_ABANDONED_READS = True
+        _QUIET_ABANDONED_IO = True
     gc.collect()
 
 
@@ -191,7 +221,7 @@ def restore_latest(mngr: CheckpointManager, target_state):
             warn(f"checkpoint {mngr.directory / str(step)} cannot be loaded ({reason}); trying an older one")
         else:
             return step, params, opt_state, meta, [int(f.split()[0]) for f in failures]
-        _quiet_abandoned_reads()  # outside the except block: the traceback no longer holds them
+        _quiet_abandoned_io()  # outside the except block: the traceback no longer holds them
     raise ConfigError(
         [
             f"run.dir={mngr.directory.parent} has checkpoints but none can be loaded: "

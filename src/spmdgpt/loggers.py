@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 from tqdm import tqdm
+
+from spmdgpt.rundir import WriteFailed, os_reason
 
 
 def strict_json_row(row: dict) -> dict:
@@ -22,18 +25,25 @@ def strict_json_row(row: dict) -> dict:
 
 class JsonlLogger:
     """One JSON object per line; floats are written with repr, so float32 values round-trip;
-    non-finite values as null (`strict_json_row`)."""
+    non-finite values as null (`strict_json_row`). Each row is one unbuffered append (O_APPEND),
+    so nothing waits in a buffer and a failed write (disk full) leaves at most a torn last line,
+    which the resumed run drops."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._f = open(path, "a", encoding="utf-8")
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def log(self, row: dict) -> None:
-        self._f.write(json.dumps(strict_json_row(row), default=str, allow_nan=False) + "\n")
-        self._f.flush()
+        line = json.dumps(strict_json_row(row), default=str, allow_nan=False) + "\n"
+        try:
+            os.write(self._fd, line.encode("utf-8"))
+        except OSError as e:
+            raise WriteFailed(f"writing {self.path} failed ({os_reason(e)})") from None
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def format_rate(x: Optional[float]) -> str:

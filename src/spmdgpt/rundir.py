@@ -8,6 +8,7 @@ import datetime as _dt
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,22 @@ def truncate_jsonl(path: Path, last_step: int) -> int:
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     os.replace(tmp, path)
     return dropped
+
+
+class WriteFailed(RuntimeError):
+    """Writing into run.dir failed (disk full, I/O error, quota): the run stops; every complete
+    checkpoint stays loadable and a rerun resumes from the newest one."""
+
+
+def os_reason(e: BaseException) -> str:
+    """The operating system's words for a failed write, e.g. "No space left on device"."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    text = str(e)
+    m = re.search(r"Failed to write [^:]*: (.+?) \[os_error_code", text)  # TensorStore (orbax)
+    if m:
+        return m.group(1)
+    return (text.strip().splitlines() or [type(e).__name__])[0][:200]
 
 
 LOCK_FILE = "run.lock"

@@ -34,7 +34,13 @@ from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, loss_fn, num_params, param_info
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
-from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
+from spmdgpt.rundir import (
+    WriteFailed,
+    default_run_dir,
+    git_info,
+    prepare_run_dir,
+    run_lock,
+)
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, start
 
@@ -195,7 +201,7 @@ class _Loop:
         on_main = threading.current_thread() is threading.main_thread()
         signals = (signal.SIGTERM, signal.SIGINT) if on_main else ()
         previous = {s: signal.signal(s, self._on_signal) for s in signals}
-        pending, diverged = None, None
+        pending, stopped = None, None
         step = first = int(self.state.step)
         try:
             for i in range(first, t.steps):
@@ -221,18 +227,26 @@ class _Loop:
                     break
             if pending is not None:
                 self._report(*pending)
-        except _Diverged as d:
-            diverged = d
+        except (_Diverged, WriteFailed) as e:
+            stopped = e
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)
             self.console.close()
-            if self.ckpt is not None:
-                self.ckpt.close()  # waits for the last asynchronous save
             if self.metrics_log:
                 self.metrics_log.close()
-        if diverged is not None:
-            raise TrainingDiverged(self._diverged_message(*diverged.args)) from None
+            if self.ckpt is not None:
+                try:
+                    self.ckpt.close()  # waits for the last asynchronous save
+                except WriteFailed as e:
+                    stopped = stopped or e
+        if isinstance(stopped, _Diverged):
+            raise TrainingDiverged(self._diverged_message(*stopped.args)) from None
+        if isinstance(stopped, WriteFailed):
+            newest = self._newest_step()
+            keep = "no checkpoint was written" if newest is None else f"the newest complete checkpoint is step {newest}"
+            raise WriteFailed(f"{stopped}; {keep}; free space (or fix the filesystem) and rerun the "
+                              "same command to resume") from None
         preempted = self.stop_signal is not None
         if preempted:
             self.say(f"signal {signal.Signals(self.stop_signal).name}: stopped after step {step}")
@@ -247,12 +261,17 @@ class _Loop:
 
         return checkpoint_meta(self.cfg, self.git_sha, step)
 
-    def _diverged_message(self, step: int, why: str) -> str:
+    def _newest_step(self) -> Optional[int]:
+        """The newest complete checkpoint's step (after the manager has closed), or None."""
         from spmdgpt.checkpoint import CheckpointManager
 
         steps = CheckpointManager.reader(self.run_dir).steps() if self.ckpt is not None else []
-        keep = (f"the newest checkpoint, step {steps[-1]}, predates it and a rerun resumes from it"
-                if steps else "no checkpoint was written")
+        return steps[-1] if steps else None
+
+    def _diverged_message(self, step: int, why: str) -> str:
+        newest = self._newest_step()
+        keep = ("no checkpoint was written" if newest is None else
+                f"the newest checkpoint, step {newest}, predates it and a rerun resumes from it")
         fix = "lower optimizer.lr, raise optimizer.warmup_steps or set optimizer.grad_clip"
         if not self.cfg.train.skip_nonfinite:
             fix += ", or let train.skip_nonfinite=N skip such steps"

@@ -8,6 +8,7 @@ config) and share one error format and one exit-code convention:
     2    bad arguments, config, data or run directory: one line each, `spmdgpt: error: ...`,
          and nothing written
     3    train: the run diverged (non-finite loss or gradients); nothing saved after it
+    4    train: writing into run.dir failed (disk full, I/O error); complete checkpoints kept
     130  interrupted (a second Ctrl-C; the first one checkpoints and exits 0)
     N    launch: the first failing process's code
 """

@@ -18,7 +18,7 @@ from spmdgpt.config import ConfigError
 
 T = TypeVar("T")
 
-EXIT_OK, EXIT_USAGE, EXIT_DIVERGED, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_OK, EXIT_USAGE, EXIT_DIVERGED, EXIT_WRITE_FAILED, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 CONFIG_GROUPS = ("sharding", "experiment")  # bare keys that are config overrides (Hydra groups)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import List
 
-from spmdgpt.cli.args import EXIT_DIVERGED, EXIT_OK, parse
+from spmdgpt.cli.args import EXIT_DIVERGED, EXIT_OK, EXIT_WRITE_FAILED, parse
 
 
 def run(items: List[str]) -> int:
@@ -17,6 +17,7 @@ def run(items: List[str]) -> int:
     cfg = load_config(overrides)
     set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
     initialize(cfg.dist)  # jax.distributed, when the run is multi-process
+    from spmdgpt.rundir import WriteFailed
     from spmdgpt.trainer import TrainingDiverged, train
 
     try:
@@ -24,6 +25,9 @@ def run(items: List[str]) -> int:
     except TrainingDiverged as e:
         print(f"spmdgpt: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
+    except WriteFailed as e:
+        print(f"spmdgpt: error: {e}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     if result.preempted:
         print(f"spmdgpt: stopped by signal after step {result.step}; checkpoint written. "
               "Rerun the same command to resume.", file=sys.stderr)
