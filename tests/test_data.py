@@ -106,3 +106,24 @@ def test_each_device_holds_its_rows():
     for shard in x.addressable_shards:
         assert shard.data.shape == (2, 32)
         np.testing.assert_array_equal(np.asarray(shard.data), full[shard.index])
+
+
+def test_truncated_token_cache_is_set_aside_and_rebuilt(tmp_path, monkeypatch, capsys):
+    """A cache file cut short (a crash of an older version, a full disk, a bad copy) is not a
+    traceback: the entry is moved aside with a warning and rebuilt, with the same tokens."""
+    monkeypatch.setenv("SPMDGPT_CACHE", str(tmp_path))
+    text = tmp_path / "tiny.txt"
+    text.write_text("to be or not to be, that is the question\n" * 200)
+    cfg = DataConfig(text_file=str(text))
+    first = load_dataset(cfg)
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    data = (entry / "train.npy").read_bytes()
+    (entry / "train.npy").write_bytes(data[: len(data) // 2])
+    capsys.readouterr()
+    second = load_dataset(cfg)
+    err = capsys.readouterr().err
+    assert err.startswith(f"spmdgpt: warning: the token cache {entry} is damaged (") and "rebuilding it" in err
+    np.testing.assert_array_equal(np.asarray(first.train), np.asarray(second.train))
+    assert (entry / "train.npy").read_bytes() == data  # rebuilt in place
+    assert len(list(tmp_path.glob(f"{entry.name}.damaged-*"))) == 1  # kept for inspection
+    assert isinstance(load_dataset(cfg).train, np.memmap)  # and used again from then on

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,15 +69,25 @@ def load_dataset(cfg: DataConfig) -> Dataset:
     ).hexdigest()[:16]
     entry = default_cache_dir(cfg) / f"{path.stem}-{cfg.tokenizer.value}-{key}"
     if (entry / "meta.json").is_file():
-        meta = json.loads((entry / "meta.json").read_text())
-        tok = (
-            CharTokenizer(meta["tokenizer"]["chars"])
-            if meta["tokenizer"]["kind"] == "char"
-            else load_tokenizer(cfg)
-        )
-        train = np.load(entry / "train.npy", mmap_mode="r", allow_pickle=False)
-        val = np.load(entry / "val.npy", mmap_mode="r", allow_pickle=False)
-        return Dataset(train, val, tok, str(path))
+        try:
+            meta = json.loads((entry / "meta.json").read_text())
+            train = np.load(entry / "train.npy", mmap_mode="r", allow_pickle=False)
+            val = np.load(entry / "val.npy", mmap_mode="r", allow_pickle=False)
+            if (len(train), len(val)) != (meta["train_tokens"], meta["val_tokens"]):
+                raise ValueError(f"{len(train)}/{len(val)} tokens where meta.json says "
+                                 f"{meta['train_tokens']}/{meta['val_tokens']}")
+        except (OSError, ValueError, KeyError) as e:  # truncated or damaged: it is only a cache
+            aside = entry.with_name(f"{entry.name}.damaged-{os.getpid()}")
+            print(f"spmdgpt: warning: the token cache {entry} is damaged ({e}); moved it to "
+                  f"{aside.name} and rebuilding it", file=sys.stderr, flush=True)
+            os.replace(entry, aside)
+        else:
+            tok = (
+                CharTokenizer(meta["tokenizer"]["chars"])
+                if meta["tokenizer"]["kind"] == "char"
+                else load_tokenizer(cfg)
+            )
+            return Dataset(train, val, tok, str(path))
 
     # nanoGPT's convention: split the *text* at 90% and tokenize each part.
     text = read_text(path, cfg.encoding)
