@@ -8,6 +8,8 @@
                    checkpoints-damaged/ and the logs are cut back to the resumed step
         init_from  checkpoint.init_from names another run: its newest parameters, a fresh
                    optimizer state, step 0
+        restarted  run.dir holds this very run (same config.yaml) stopped before its first
+                   checkpoint: fresh, with the logs cut back to step 0
 
 Every refusal (a run.dir that holds a run but nothing to resume, checkpoints of another model,
 no loadable checkpoint) is a ConfigError raised before this run writes anything.
@@ -30,7 +32,14 @@ from spmdgpt.checkpoint import (
     restore_latest,
     set_aside,
 )
-from spmdgpt.config import Config, ConfigError, ModelConfig, model_config_from_dict
+from spmdgpt.config import (
+    Config,
+    ConfigError,
+    ModelConfig,
+    load_run_config,
+    model_config_from_dict,
+    to_dict,
+)
 from spmdgpt.model import Params, init_params, param_info, param_shapes
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
@@ -49,6 +58,7 @@ class StartKind(enum.Enum):
     fresh = "fresh"
     resumed = "resumed"
     init_from = "init_from"
+    restarted = "restarted"  # the same run again from step 0: it stopped before any checkpoint
 
 
 class Start(NamedTuple):
@@ -73,10 +83,14 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
     """The state this run starts from (see the module docstring). Call inside the run's mesh."""
     run_dir = Path(run_dir)
     resume = has_checkpoints(run_dir)
+    restart = False
     if (run_dir / "metrics.jsonl").exists() and not (resume and cfg.checkpoint.enabled):
-        why = ("resuming it needs checkpoint.enabled=true" if resume
-               else "it has no checkpoint to resume from")
-        raise ConfigError([f"run.dir={run_dir} already holds a run (metrics.jsonl); {why}; choose a new run.dir"])
+        # Stopped before its first checkpoint: the same run (same config) starts again from 0.
+        restart = not resume and _same_config(run_dir, cfg)
+        if not restart:
+            why = ("resuming it needs checkpoint.enabled=true" if resume
+                   else "it has no checkpoint to resume from and was started with another config")
+            raise ConfigError([f"run.dir={run_dir} already holds a run (metrics.jsonl); {why}; choose a new run.dir"])
     resume = resume and cfg.checkpoint.enabled
     if resume:
         reader = CheckpointManager.reader(run_dir)
@@ -113,7 +127,22 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
         params = initial_params(cfg.optimizer, param_info(cfg.model), params)
         state = TrainState(fresh.step, params, jax.jit(optimizer.init)(params))
         return Start(state, StartKind.init_from, 0)
-    return Start(fresh, StartKind.fresh, 0)
+    if restart and jax.process_index() == 0:
+        for log in LOGS:
+            truncate_jsonl(run_dir / log, 0)
+    return Start(fresh, StartKind.restarted if restart else StartKind.fresh, 0)
+
+
+def _same_config(run_dir: Path, cfg: Config) -> bool:
+    """run_dir/config.yaml is this config (dist.*, e.g. a launcher's fresh port, aside)."""
+    try:
+        saved = to_dict(load_run_config(run_dir))
+    except ConfigError:  # no config.yaml (or an unreadable one): not provably the same run
+        return False
+    now = to_dict(cfg)
+    saved.pop("dist", None)
+    now.pop("dist", None)
+    return saved == now
 
 
 def check_checkpoint_fits(reader: CheckpointManager, model: ModelConfig, what: str, fix: str,

@@ -149,7 +149,7 @@ class _Loop:
         self.cfg, self.run_dir, self.data, self.is_main = cfg, run_dir, data, is_main
         self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
         self.rollouts = rollouts
-        self.state = begin.state
+        self.state, self.kind = begin.state, begin.kind
         self.resumed_from = begin.step if begin.kind == StartKind.resumed else None
         t = cfg.train
         self.tokens_per_step = cfg.data.batch_size * cfg.data.seq_len
@@ -183,6 +183,8 @@ class _Loop:
         )
         if self.resumed_from is not None:
             self.say(f"resumed from the checkpoint at step {self.resumed_from}")
+        if self.kind == StartKind.restarted:
+            self.say("restarted from step 0: the run stopped before its first checkpoint")
         if int(self.state.step) >= self.cfg.train.steps:
             self.say(f"nothing to do: the run already has {int(self.state.step)} >= "
                      f"train.steps={self.cfg.train.steps} steps")
