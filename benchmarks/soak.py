@@ -50,19 +50,22 @@ def rows(run_dir: Path) -> list:
     return out
 
 
-def kill_moment(mode: str, run_dir: Path, proc: subprocess.Popen, rng: random.Random, deadline: float) -> bool:
-    """Wait for the mode's moment; True if it came before the process ended."""
+def kill_moment(mode: str, run_dir: Path, proc: subprocess.Popen, rng: random.Random, deadline: float,
+                after: int) -> bool:
+    """Wait for the mode's moment past step `after` (where this start resumes from, or later);
+    True if it came before the process ended."""
     if mode == "random":
         end = time.time() + rng.uniform(0.5, 8.0)
         while time.time() < end and proc.poll() is None:
             time.sleep(0.01)
         return proc.poll() is None
     while time.time() < deadline and proc.poll() is None:
-        if mode == "checkpoint" and any((run_dir / "checkpoints").glob("*tmp*")):
+        if mode == "checkpoint" and any(int(p.name.split(".")[0]) > after
+                                        for p in (run_dir / "checkpoints").glob("*tmp*")):
             return True
         if mode == "eval":
             r = rows(run_dir)
-            if r and "loss" in r[-1] and r[-1]["step"] % 25 == 0:
+            if r and "loss" in r[-1] and r[-1]["step"] % 25 == 0 and r[-1]["step"] > after:
                 return True
         time.sleep(0.002)
     return False
@@ -103,7 +106,8 @@ def main() -> int:
         mode = MODES[cycle % len(MODES)]
         proc = subprocess.Popen(command(run, args.steps), env=ENV, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-        hit = kill_moment(mode, run, proc, rng, time.time() + 120)
+        after = max((r["step"] for r in rows(run) if "loss" in r), default=0)
+        hit = kill_moment(mode, run, proc, rng, time.time() + 120, after)
         if hit:
             proc.send_signal(signal.SIGKILL)
             kills += 1
