@@ -92,13 +92,14 @@ def test_greedy_continues_the_staircase_exactly(staircase_run, capsys):
 
 def test_sample_cli_on_the_runs_mesh_or_overridden_ones(staircase_run, capsys):
     """The run trained on 8 devices (dp); sampling uses that mesh by default (one prompt padded
-    to 8 rows), or the mesh and rule table the overrides give: the same text every time."""
+    to 8 rows), or the mesh and rule table the overrides give (a mesh smaller than the machine
+    takes its first devices): the same text every time."""
     run_dir, _ = staircase_run
     want = "0123" + staircase_continuation("0123", 30)
+    # (other rule tables: test_sharded_sampling_equals_single_device)
     for extra, layout in (([], "mesh {'data': 8, 'model': 1} sharding dp"),
-                          (["mesh.data=1"], "mesh {'data': 1, 'model': 1} sharding dp"),
-                          (["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"],
-                           "mesh {'data': 2, 'model': 4} sharding fsdp_tp")):
+                          (["sharding=fsdp_tp", "mesh.data=1", "mesh.model=2"],
+                           "mesh {'data': 1, 'model': 2} sharding fsdp_tp")):
         code = main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=30", "temperature=0", *extra])
         out, err = capsys.readouterr()
         assert code == 0 and out.strip() == want
