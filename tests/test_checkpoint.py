@@ -392,3 +392,11 @@ def test_kill_before_the_first_checkpoint_restarts_from_step_0(tmp_path, uninter
     assert "restarted from step 0: the run stopped before its first checkpoint" in again.stderr
     got, ref = losses(run_dir), losses(uninterrupted)
     assert sorted(got) == list(range(1, 41)) and [got[s] for s in range(1, 41)] == [ref[s] for s in range(1, 41)]
+
+
+def test_start_up_file_that_cannot_be_written_is_exit_4(tmp_path, capsys):
+    run_dir = tmp_path / "r"
+    (run_dir / "config.yaml").mkdir(parents=True)  # os.replace onto a directory fails
+    assert main(["train", *_inproc(run_dir, "train.steps=2")]) == 4
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"spmdgpt: error: writing into {run_dir} failed (Is a directory)")

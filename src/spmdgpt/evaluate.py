@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from functools import partial
 
 import jax
@@ -10,6 +9,7 @@ import numpy as np
 
 from spmdgpt.config import ModelConfig
 from spmdgpt.data import Batcher
+from spmdgpt.loggers import JsonlLogger
 from spmdgpt.model import loss_fn
 from spmdgpt.sharding import Rules
 
@@ -55,8 +55,10 @@ class RolloutEvaluator:
         outs = self.sampler.generate(params, self.batch, self.params)[: len(self.prompts)]
         rows = [(self.tokenizer.decode(p), self.tokenizer.decode(o)) for p, o in zip(self.prompts, outs, strict=True)]
         if self.samples_path is not None:
-            with open(self.samples_path, "a", encoding="utf-8") as f:
+            log = JsonlLogger(self.samples_path)  # a failed write raises rundir.WriteFailed
+            try:
                 for prompt, completion in rows:
-                    f.write(json.dumps({"step": step, "prompt": prompt, "completion": completion},
-                                       ensure_ascii=False) + "\n")
+                    log.log({"step": step, "prompt": prompt, "completion": completion})
+            finally:
+                log.close()
         return rows

@@ -34,7 +34,7 @@ class JsonlLogger:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def log(self, row: dict) -> None:
-        line = json.dumps(strict_json_row(row), default=str, allow_nan=False) + "\n"
+        line = json.dumps(strict_json_row(row), default=str, allow_nan=False, ensure_ascii=False) + "\n"
         try:
             os.write(self._fd, line.encode("utf-8"))
         except OSError as e:

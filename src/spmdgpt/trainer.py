@@ -38,6 +38,7 @@ from spmdgpt.rundir import (
     WriteFailed,
     default_run_dir,
     git_info,
+    os_reason,
     prepare_run_dir,
     run_lock,
 )
@@ -111,7 +112,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         batcher = Batcher(data.train, *batch, split="train")
         val_batcher = Batcher(data.val, *batch, split="validation")
         optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
-        begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from
+        begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
 
         evaluator = LossEvaluator(cfg.model, rules, val_batcher, cfg.train.eval_batches)
@@ -126,8 +127,11 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             ckpt = CheckpointManager(run_dir, cfg.checkpoint)  # creates checkpoints/ on first save
         lock.committed = True  # from here on the run writes into run_dir
         if is_main:
-            prepare_run_dir(cfg, run_dir, list(argv if argv is not None else sys.argv), resumed_from)
-            save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
+            try:
+                prepare_run_dir(cfg, run_dir, list(argv if argv is not None else sys.argv), resumed_from)
+                save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
+            except OSError as e:
+                raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
         train_step = make_train_step(cfg, rules, optimizer)
         loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main)
         return loop.run()

@@ -16,10 +16,11 @@ config) and share one error format and one exit-code convention:
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import List, Optional
 
-from spmdgpt.cli.args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from spmdgpt.cli.args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
 
 COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "train": "train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1",
@@ -55,7 +56,15 @@ def entry() -> None:
     from spmdgpt.runtime import use_retaining_malloc
 
     use_retaining_malloc()
-    sys.exit(main())
+    code = main()
+    if code == EXIT_WRITE_FAILED:
+        # orbax's writer threads may still be failing (and printing) in the background: end the
+        # process now, so that the error line is the last one (files are closed, the lock is
+        # released by the kernel, every complete checkpoint is already on disk).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def error(messages: List[str]) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import List
 
@@ -27,12 +26,8 @@ def run(items: List[str]) -> int:
         print(f"spmdgpt: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
     except WriteFailed as e:
-        # orbax's writer threads may still be failing (and printing) in the background: end the
-        # process now, so that this line is the last one (files are closed, the lock released
-        # by the kernel; every complete checkpoint is already on disk).
         print(f"spmdgpt: error: {e}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(EXIT_WRITE_FAILED)
+        return EXIT_WRITE_FAILED  # (the console entry point then ends the process at once)
     if result.preempted:
         print(f"spmdgpt: stopped by signal after step {result.step}; checkpoint written. "
               "Rerun the same command to resume.", file=sys.stderr)
