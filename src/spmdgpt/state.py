@@ -108,6 +108,9 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
         check_checkpoint_fits(reader, cfg.model, f"checkpoint.init_from={src}: parameter shapes do not "
                               "match the config", "use that run's model config")
 
+    if restart and jax.process_index() == 0:  # every check passed: cut the logs back to step 0
+        for log in LOGS:
+            truncate_jsonl(run_dir / log, 0)
     fresh = init_state(cfg, rules, optimizer)  # also the restore target: shapes + this layout
     if resume:
         found = restore_latest(reader, fresh)
@@ -127,9 +130,6 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
         params = initial_params(cfg.optimizer, param_info(cfg.model), params)
         state = TrainState(fresh.step, params, jax.jit(optimizer.init)(params))
         return Start(state, StartKind.init_from, 0)
-    if restart and jax.process_index() == 0:
-        for log in LOGS:
-            truncate_jsonl(run_dir / log, 0)
     return Start(fresh, StartKind.restarted if restart else StartKind.fresh, 0)
 
 
