@@ -213,13 +213,6 @@ class RunLock:
         os.close(self._fd)  # closing the descriptor releases the lock
         self._fd = None
 
-    def __enter__(self) -> "RunLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path):
