@@ -95,11 +95,10 @@ def _check_attention_at(t: int, b: int, results: list) -> bool:
     _, mesh, rules = _setup([], t, b)
     rng = np.random.default_rng(0)
     q, k, v, g = (jnp.asarray(rng.normal(size=(b, t, 12, 64)), jnp.float32) for _ in range(4))
-    pos = jnp.arange(t)
 
     def xla(q, k, v):  # the xla backend, one block, head-major [b, n, t, h]
         s = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
-        return s(blocked_causal_attention(s(q), s(k), s(v), pos, 0, rules))
+        return s(blocked_causal_attention(s(q), s(k), s(v), 0, rules))
 
     def cudnn(q, k, v):
         return fused_causal_attention(q, k, v, rules, "cudnn")
@@ -238,8 +237,8 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
 
     from spmdgpt.flops import device_peak_flops, flops_per_token
     from spmdgpt.model import param_info
-    from spmdgpt.optim import build_optimizer
     from spmdgpt.model.attention import attention_backend
+    from spmdgpt.optim import build_optimizer
     from spmdgpt.state import init_state
     from spmdgpt.trainer import make_train_step
 
@@ -362,22 +361,13 @@ def cmd_loop(out: Path) -> int:
     H100, (a)-(c) were equal and 17% below `speed`: (d) tells whether dispatch is the cause."""
     import jax
 
-    from spmdgpt.data import load_dataset
-    from spmdgpt.data.loader import Batcher
-    from spmdgpt.model import param_info
-    from spmdgpt.optim import build_optimizer
-    from spmdgpt.state import init_state
-    from spmdgpt.trainer import make_train_step
+    from spmdgpt.trainer import training_parts
 
     cfg, mesh, rules = _setup([])
-    data = load_dataset(cfg.data)
     n, tok = 30, cfg.data.batch_size * cfg.data.seq_len
     rows = {}
     with jax.set_mesh(mesh):
-        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
-        state = init_state(cfg, rules, opt)
-        step = make_train_step(cfg, rules, opt)
-        batcher = Batcher(data.train, cfg.data.seq_len, cfg.data.batch_size, 0, rules.batch_sharding())
+        state, step, batcher, _ = training_parts(cfg, rules, schedule_steps=1000)
         fixed = [batcher.train_batch(i) for i in range(4)]
         for i in range(3):
             state, m = step(state, *fixed[i])

@@ -36,21 +36,23 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from spmdgpt.config import OptimizerConfig, load_config  # noqa: E402
-from spmdgpt.data import load_dataset
-from spmdgpt.data.loader import Batcher
 from spmdgpt.model import loss_fn, param_info
 from spmdgpt.model.transformer import ParamInfo
-from spmdgpt.optim import build_optimizer
-from spmdgpt.optim.manifold import dual_iterates, dual_objective, feasible_direction, normalize, tangent_violation
-from spmdgpt.optim.msign import msign
+from spmdgpt.optim.manifold import (
+    dual_iterates,
+    dual_objective,
+    feasible_direction,
+    normalize,
+    tangent_violation,
+)
 from spmdgpt.optim.matrices import MatrixView, is_hidden_matrix
+from spmdgpt.optim.msign import msign
 from spmdgpt.optim.muon import MomentumState, _momentum
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.state import init_state
-from spmdgpt.trainer import make_train_step
+from spmdgpt.trainer import training_parts
 
 B1 = [
-    "+experiment=shakespeare_char", "model.vocab_size=65", "model.num_layers=4",
+    "+experiment=shakespeare_char", "model.vocab_size=66", "model.num_layers=4",
     "model.num_heads=4", "model.d_model=256", "model.max_seq_len=256", "data.seq_len=256",
     "data.batch_size=16", "mesh.data=1",
 ]  # fmt: skip
@@ -76,13 +78,9 @@ def real_problems(steps: int = 30):
     """(name, W [B, m, n] tall, G [B, m, n]) per hidden matrix of B1 after `steps` manifold-Muon
     steps; G is the Nesterov momentum direction the solver would see at the next step."""
     cfg, mesh, rules = setup(["optimizer.name=manifold_muon", "optimizer.warmup_steps=5"])
-    data = load_dataset(cfg.data)
     with jax.set_mesh(mesh):
         info = param_info(cfg.model)
-        opt = build_optimizer(cfg.optimizer, info, 1000)
-        state = init_state(cfg, rules, opt)
-        step = make_train_step(cfg, rules, opt)
-        batcher = Batcher(data.train, cfg.data.seq_len, cfg.data.batch_size, 0, rules.batch_sharding())
+        state, step, batcher, _ = training_parts(cfg, rules, schedule_steps=1000)
         for i in range(steps):
             state, m = step(state, *batcher.train_batch(i))
         print(f"(a) B1 after {steps} manifold-Muon steps: loss {float(m['loss']):.3f}")
@@ -186,12 +184,8 @@ def part_a(out: Path) -> dict:
 
 def step_ms(overrides, steps: int = 10, warmup: int = 2) -> float:
     cfg, mesh, rules = setup(overrides)
-    data = load_dataset(cfg.data)
     with jax.set_mesh(mesh):
-        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
-        state = init_state(cfg, rules, opt)
-        step = make_train_step(cfg, rules, opt)
-        batcher = Batcher(data.train, cfg.data.seq_len, cfg.data.batch_size, 0, rules.batch_sharding())
+        state, step, batcher, _ = training_parts(cfg, rules, schedule_steps=1000)
         batches = [batcher.train_batch(i) for i in range(4)]
         for i in range(warmup):
             state, m = step(state, *batches[i % 4])

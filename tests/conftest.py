@@ -16,17 +16,13 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
-from spmdgpt.data import Batcher, load_dataset  # noqa: E402
-from spmdgpt.model import param_info  # noqa: E402
-from spmdgpt.optim import build_optimizer  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
-from spmdgpt.state import init_state  # noqa: E402
-from spmdgpt.trainer import make_train_step  # noqa: E402
+from spmdgpt.trainer import training_parts  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Token caches of the tests go to one temporary folder, never to ~/.cache."""
+    """Token stores of the tests go to one temporary folder, never to ~/.cache."""
     monkeypatch.setenv("SPMDGPT_CACHE", str(tmp_path_factory.getbasetemp() / "token-cache"))
 
 
@@ -34,14 +30,8 @@ def train_steps(cfg, devices, steps):
     """Run `steps` training steps of `cfg` on `devices`; returns (losses, state, rules)."""
     mesh = make_mesh(cfg.mesh, devices)
     rules = Rules(mesh, cfg.sharding)
-    data = load_dataset(cfg.data)
     with jax.set_mesh(mesh):
-        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
-        state = init_state(cfg, rules, opt)
-        step_fn = make_train_step(cfg, rules, opt)
-        batcher = Batcher(
-            data.train, cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, rules.batch_sharding()
-        )
+        state, step_fn, batcher, _ = training_parts(cfg, rules)
         losses = []
         for i in range(steps):
             state, m = step_fn(state, *batcher.train_batch(i))

@@ -21,20 +21,20 @@ CASES = [
     (STAIR + ["mesh.data=2", "mesh.model=2"], "= 4 but there are 8 device(s)"),
     (STAIR + ["mesh.model=0"], "mesh.model=0 must be a positive size or -1"),
     (STAIR + ["data.seq_len=128"], "data.seq_len=128 exceeds model.max_seq_len=64"),
-    (CHAR + ["model.vocab_size=50"], "model.vocab_size=50 is smaller than the tokenizer's vocabulary (65"),
+    (CHAR + ["model.vocab_size=50"], "model.vocab_size=50 is smaller than the tokenizer's vocabulary (66"),
     (STAIR + ["model.norm=batchnorm"], "model.norm"),
     (STAIR + ["optimizer.name=lion"], "optimizer.name"),
     (STAIR + ["train.steps=0"], "train.steps=0 must be > 0"),
     (STAIR + ["optimizer.lr=-0.001"], "optimizer.lr=-0.001 must be > 0"),
     (STAIR + ["optimizer.lr=0"], "optimizer.lr=0.0 must be > 0"),
     (CHAR + ["data.text_file=no/such/file.txt"], "data.text_file=no/such/file.txt: no such file"),
-    (CHAR + ["data.path=/nonexistent-data-root"], "no such file /nonexistent-data-root/tinyshakespeare"),
+    (CHAR + ["data.path=/nonexistent-data-root"], "looked for /nonexistent-data-root/tinyshakespeare"),
     (STAIR + ["model.no_such_field=1"], "no_such_field"),
-    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, shakespeare_char"),
+    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, shakespeare_char"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
     (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),
-    (CHAR + ["sharding=tp", "mesh.model=2"], "model.vocab_size=65 is not divisible by 2"),
+    (CHAR + ["sharding=tp", "mesh.model=4"], "model.vocab_size=66 is not divisible by 4"),
     (STAIR + ["data.val_fraction=1.5"], "data.val_fraction=1.5 must be in (0, 1)"),
     (STAIR + ["optimizer.b2=1.0"], "optimizer.b2=1.0 must be in [0, 1)"),
     (STAIR + ["train.eval_every=-1"], "train.eval_every=-1 must be >= 0"),
@@ -127,7 +127,7 @@ def test_one_argument_parser_for_every_command(capsys):
     assert split_command(["nproc=3", "sample", "run.dir=r"]) == (["nproc=3"], ["sample", "run.dir=r"])
     assert parse(["nproc=3"], LaunchArgs)[0] == LaunchArgs(nproc=3, devices_per_proc=1)
     assert main(["fly"]) == 2
-    assert capsys.readouterr().err == "spmdgpt: error: unknown command 'fly'; commands: train, sample, launch (spmdgpt --help)\n"
+    assert capsys.readouterr().err == "spmdgpt: error: unknown command 'fly'; commands: train, sample, prepare, tokenizer, launch (spmdgpt --help)\n"
     assert main(["launch", "nproc=0", "--", "train"]) == 2
     assert capsys.readouterr().err.startswith("spmdgpt: error: launch needs nproc >= 1")
 

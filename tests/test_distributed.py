@@ -39,16 +39,29 @@ def losses(run_dir):
 
 @pytest.fixture(scope="module")
 def two_by_two(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("dist") / "2x2"
-    out = launch(2, 2, [*STAIR, "train.steps=10", f"run.dir={run_dir}"])
+    """10 steps on 2 processes x 2 devices, on a two-dataset mixture of staircase documents of
+    random lengths (char tokenizer, document masks): both processes find the token stores
+    missing, one prepares them while the other waits on the store's lock."""
+    base = tmp_path_factory.mktemp("dist")
+    rng = np.random.default_rng(0)
+    period = "012345678987654321"
+    for name in ("a", "b"):
+        docs = [(period * 40)[rng.integers(18):][: rng.integers(40, 400)] for _ in range(200)]
+        (base / f"{name}.jsonl").write_text("".join(f'{{"text": "{d}"}}\n' for d in docs))
+    args = [*STAIR, "data.source=text", "data.tokenizer=char", "data.document_mask=true",
+                f"data.cache_dir={base / 'cache'}",
+                f"+data.datasets.a={{paths:[{base / 'a.jsonl'}],weight:0.75,val_fraction:0.2}}",
+                f"+data.datasets.b={{paths:[{base / 'b.jsonl'}],weight:0.25,val_fraction:0.2}}"]
+    run_dir = base / "2x2"
+    out = launch(2, 2, [*args, "train.steps=10", f"run.dir={run_dir}"])
     assert out.returncode == 0, out.stdout[-3000:]
-    return run_dir, out.stdout
+    return run_dir, out.stdout, args
 
 
 def test_two_processes_match_one_process_with_four_devices(two_by_two, tmp_path):
-    run_dir, stdout = two_by_two
+    run_dir, stdout, args = two_by_two
     ref = tmp_path / "1x4"
-    out = single([*STAIR, "train.steps=10", f"run.dir={ref}"], devices=4)
+    out = single([*args, "train.steps=10", f"run.dir={ref}"], devices=4)
     assert out.returncode == 0, out.stderr
     a, b = losses(run_dir), losses(ref)
     assert len(a) == len(b) == 10
@@ -65,12 +78,12 @@ def test_two_processes_match_one_process_with_four_devices(two_by_two, tmp_path)
 
 
 def test_two_process_checkpoint_resumes_in_one_process(two_by_two, tmp_path):
-    run_dir, _ = two_by_two
+    run_dir, _, args = two_by_two
     import shutil
 
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
-    out = single([*STAIR, "train.steps=14", f"run.dir={copy}"], devices=4)
+    out = single([*args, "train.steps=14", f"run.dir={copy}"], devices=4)
     assert out.returncode == 0, out.stderr
     assert "resumed from the checkpoint at step 10" in out.stderr
     rows = [r["step"] for r in read_jsonl(copy / "metrics.jsonl") if "loss" in r]

@@ -1,6 +1,7 @@
 """Model numerics: causality, RoPE, init loss, attention variants, metadata."""
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -98,18 +99,68 @@ def test_init_loss_is_log_vocab(overrides):
     assert loss == pytest.approx(math.log(64), abs=0.05)
 
 
+def test_document_mask_keeps_documents_apart():
+    """With segment ids, the logits of a document's tokens do not change when the previous
+    document's text changes (they do without the mask), and equal the logits of the document
+    on its own, with or without positions restarting at the document start."""
+    cfg, mesh, rules, params = setup("model.attention_block=16", "model.init_std=0.2")
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 10, (2, 64)).astype(np.int32)
+    b = a.copy()
+    b[:, :20] = rng.integers(0, 10, (2, 20))  # another first document, same length
+    seg = np.repeat([[0] * 20 + [1] * 44], 2, axis=0).astype(np.int32)
+    pos = np.concatenate([np.arange(20), np.arange(44)])[None].repeat(2, 0).astype(np.int32)
+    with jax.set_mesh(mesh):
+        fwd = jax.jit(lambda tokens, seg=None, pos=None: forward(cfg.model, rules, params, tokens, pos,
+                                                                 segment_ids=seg)[0])
+
+        def logits(*args):
+            return np.asarray(fwd(*(jnp.asarray(x) for x in args)))
+
+        masked_a, masked_b = logits(a, seg), logits(b, seg)
+        np.testing.assert_array_equal(masked_a[:, 20:], masked_b[:, 20:])
+        assert np.abs(logits(a)[:, 20:] - logits(b)[:, 20:]).max() > 1e-3  # unmasked: it leaks
+        alone = logits(a[:, 20:])
+        reset = logits(a, seg, pos)
+        np.testing.assert_allclose(reset[:, 20:], alone, rtol=0, atol=2e-5)
+        # RoPE scores depend on position differences only: under the mask, shifted positions
+        # give the same logits up to rounding (reset_positions changes rounding, not the model)
+        np.testing.assert_allclose(masked_a[:, 20:], alone, rtol=0, atol=2e-5)
+        # the loss takes the batch's segment ids and positions: the cross-entropy of those logits
+        t = np.roll(a, -1, axis=1)
+        loss = float(loss_fn(cfg.model, rules, params, *(jnp.asarray(x) for x in (a, t, seg, pos))))
+    lp = reset.astype(np.float64) - np.log(np.exp(reset.astype(np.float64)).sum(-1, keepdims=True))
+    assert loss == pytest.approx(-np.take_along_axis(lp, t[..., None], -1).mean(), abs=2e-5)
+
+
+def naive_attention(q, k, v, mask):
+    """float64 numpy reference: softmax(q k^T / sqrt(h), masked) v; q/k/v [b, n, t, h], mask [b, t, t]."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    s = np.einsum("bnqh,bnkh->bnqk", q, k) / np.sqrt(q.shape[-1])
+    s = np.where(mask[:, None], s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bnqk,bnkh->bnqh", p / p.sum(-1, keepdims=True), v)
+
+
 def test_blocked_attention_equals_full_causal_attention():
     cfg, mesh, rules, _ = setup()
     rng = np.random.default_rng(3)
     q, k, v = (jnp.asarray(rng.normal(size=(2, 4, 64, 16)), jnp.float32) for _ in range(3))
     pos = jnp.arange(64)
+    causal = np.tril(np.ones((64, 64), bool))[None].repeat(2, 0)
+    # document masks: row 0 has documents [0, 10), [10, 40), [40, 64); row 1 one document
+    seg = np.stack([np.searchsorted([10, 40], np.arange(64), side="right"), np.zeros(64)]).astype(np.int32)
+    naive = naive_attention(q, k, v, causal & (seg[:, :, None] == seg[:, None, :]))
     with jax.set_mesh(mesh):
         full = dot_product_attention(q, k, v, causal_mask(pos, pos), rules)
-        for block in (8, 16, 32):
-            blocked = blocked_causal_attention(q, k, v, pos, block, rules)
-            np.testing.assert_allclose(blocked, full, rtol=0, atol=2e-6)
-    # the first query sees only the first key: its output is v[0]
+        np.testing.assert_allclose(full, naive_attention(q, k, v, causal), rtol=0, atol=2e-6)
+        for block in (0, 8, 16):
+            attn = jax.jit(lambda q, k, v, s, block=block: blocked_causal_attention(q, k, v, block, rules, s))
+            np.testing.assert_allclose(attn(q, k, v, None), full, rtol=0, atol=2e-6)
+            np.testing.assert_allclose(attn(q, k, v, jnp.asarray(seg)), naive, rtol=0, atol=2e-6)
+    # the first query sees only the first key: its output is v[0] (and so does a document's first)
     np.testing.assert_allclose(full[:, :, 0], v[:, :, 0], atol=1e-6)
+    np.testing.assert_allclose(naive[0, :, 40], v[0, :, 40], atol=1e-6)
 
 
 def test_param_metadata_and_counts():
@@ -210,16 +261,21 @@ def test_fused_attention_glue_per_device(table, mesh_args):
         def loss(attn):
             return jax.jit(jax.value_and_grad(lambda q, k, v: jnp.sum(attn(q, k, v) * g), argnums=(0, 1, 2)))
 
-        def xla(q, k, v):  # the xla backend works head-major: [b, n, t, h]
+        # document numbers: a boundary at a different place in every row
+        seg = jax.device_put(jnp.asarray((np.arange(32)[None] >= np.arange(3, 35, 4)[:, None]).astype(np.int32)),
+                             rules.spec("batch", None))
+        def xla(q, k, v, segment_ids):  # the xla backend works head-major: [b, n, t, h]
             t = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
-            return t(blocked_causal_attention(t(q), t(k), t(v), jnp.arange(32), 8, rules))
+            return t(blocked_causal_attention(t(q), t(k), t(v), 8, rules, segment_ids))
 
-        ref, ref_grads = loss(xla)(q, k, v)
-        got, got_grads = loss(lambda q, k, v: fused_causal_attention(q, k, v, rules, "xla"))(q, k, v)
-        assert jax.typeof(got_grads[0]).sharding.spec == spec
-    assert float(got) == pytest.approx(float(ref), rel=1e-5)
-    for a, b in zip(got_grads, ref_grads, strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5)
+        for segment_ids in (None, seg):
+            ref, ref_grads = loss(partial(xla, segment_ids=segment_ids))(q, k, v)
+            fused = partial(fused_causal_attention, rules=rules, implementation="xla", segment_ids=segment_ids)
+            got, got_grads = loss(fused)(q, k, v)
+            assert jax.typeof(got_grads[0]).sharding.spec == spec
+            assert float(got) == pytest.approx(float(ref), rel=1e-5)
+            for a, b in zip(got_grads, ref_grads, strict=True):
+                np.testing.assert_allclose(a, b, rtol=0, atol=2e-5)
 
 
 def test_bfloat16_compute_keeps_residual_and_logit_gradients_right():

@@ -292,7 +292,7 @@ def test_muon_trains_and_leaves_embeddings_to_adamw():
     assert losses[0] > 4.0 and losses[-5:].mean() < losses[0] - 1.2
     # partition: AdamW state holds the embedding, Muon state the hidden matrices only
     inner = state.opt_state[1].inner_states  # clip, then partition
-    assert inner["adamw"].inner_state[0].mu.embed.shape == (65, 64)
+    assert inner["adamw"].inner_state[0].mu.embed.shape == (66, 64)
     assert inner["matrix"].inner_state.mu.blocks.w_qkv.shape == (2, 64, 3, 4, 16)
     assert type(inner["matrix"].inner_state.mu.embed).__name__ == "MaskedNode"
 

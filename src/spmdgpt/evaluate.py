@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Dict
 
 import jax
 import numpy as np
 
 from spmdgpt.config import ModelConfig
-from spmdgpt.data import Batcher
+from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import JsonlLogger
 from spmdgpt.model import loss_fn
 from spmdgpt.sharding import Rules
 
 
 class LossEvaluator:
-    """Mean next-token loss over `num_batches` fixed validation batches (built once)."""
+    """Mean next-token loss of each validation set over its `num_batches` fixed batches
+    (built once)."""
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, batcher: Batcher, num_batches: int):
-        self.batches = [batcher.eval_batch(i) for i in range(num_batches)]
+    def __init__(self, cfg: ModelConfig, rules: Rules, sets: Dict[str, EvalBatcher], num_batches: int):
+        self.batches = {name: [b.batch(i) for i in range(num_batches)] for name, b in sets.items()}
         self._loss = jax.jit(partial(loss_fn, cfg, rules))
 
-    def __call__(self, params) -> float:
-        losses = [self._loss(params, x, y) for x, y in self.batches]
-        return float(np.mean(np.asarray(jax.device_get(losses), dtype=np.float64)))
+    def __call__(self, params) -> Dict[str, float]:
+        out = {}
+        for name, batches in self.batches.items():
+            losses = [self._loss(params, *batch) for batch in batches]
+            out[name] = float(np.mean(np.asarray(jax.device_get(losses), dtype=np.float64)))
+        return out
 
 
 class RolloutEvaluator:
@@ -34,7 +39,7 @@ class RolloutEvaluator:
     so the samples of a run are comparable step to step. Rows go to samples.jsonl.
     """
 
-    def __init__(self, cfg, rules: Rules, tokenizer, val_tokens: np.ndarray, samples_path=None):
+    def __init__(self, cfg, rules: Rules, tokenizer, val_tokens, samples_path=None):
         from spmdgpt.generate import Sampler, SamplingParams
 
         t = cfg.train

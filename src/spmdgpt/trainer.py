@@ -1,6 +1,7 @@
 """train_step and the loop; `train(cfg)` runs one job, top to bottom:
 
-    validate config ─► data (token cache) ─► mesh + rules ─► Batchers (train, validation)
+    validate config ─► data (token stores, prepared once) ─► mesh + rules ─► Batcher (train)
+      and EvalBatchers (one per validation set)
       ─► optimizer ─► starting state (state.start: fresh | resumed from run.dir's newest good
          checkpoint, on any layout | parameters from checkpoint.init_from)
       ─► evaluators, checkpoint manager, run.dir files (config, metadata, tokenizer)
@@ -28,7 +29,14 @@ import jax.numpy as jnp
 import optax
 
 from spmdgpt.config import Config, ConfigError, validate
-from spmdgpt.data import Batcher, Dataset, load_dataset, save_tokenizer
+from spmdgpt.data import (
+    Batcher,
+    Corpus,
+    EvalBatcher,
+    Tokenizer,
+    load_dataset,
+    save_tokenizer,
+)
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
@@ -43,7 +51,7 @@ from spmdgpt.rundir import (
     run_lock,
 )
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.state import Start, StartKind, TrainState, start
+from spmdgpt.state import Start, StartKind, TrainState, init_state, start
 
 
 def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
@@ -52,8 +60,9 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
 
     skip_nonfinite = cfg.train.skip_nonfinite > 0
 
-    def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array):
-        loss, grads = grad_fn(state.params, inputs, targets)
+    def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
+                   segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None):
+        loss, grads = grad_fn(state.params, inputs, targets, segment_ids, positions)
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -66,6 +75,19 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
         return TrainState(state.step + 1, params, opt_state), metrics
 
     return jax.jit(train_step, donate_argnums=0)
+
+
+def training_parts(cfg: Config, rules: Rules, schedule_steps: Optional[int] = None):
+    """(fresh state, jitted train step, training Batcher, Corpus) for `cfg` on `rules`' mesh:
+    what a script or test needs to take steps without the loop. Call inside jax.set_mesh.
+    `schedule_steps` (default train.steps) is the length the learning-rate schedule assumes."""
+    data = load_dataset(cfg.data)
+    d = cfg.data
+    optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), schedule_steps or cfg.train.steps)
+    state = init_state(cfg, rules, optimizer)
+    batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed,
+                      rules.batch_sharding(), d.document_mask, d.reset_positions)
+    return state, make_train_step(cfg, rules, optimizer), batcher, data
 
 
 class TrainingDiverged(RuntimeError):
@@ -83,12 +105,11 @@ class TrainResult:
     resumed_from: Optional[int] = None
 
 
-def check_vocab(cfg: Config, data: Dataset) -> None:
-    if cfg.model.vocab_size < data.tokenizer.vocab_size:
+def check_vocab(cfg: Config, tok: Tokenizer) -> None:
+    if cfg.model.vocab_size < tok.vocab_size:
         raise ConfigError([
             f"model.vocab_size={cfg.model.vocab_size} is smaller than the tokenizer's vocabulary "
-            f"({data.tokenizer.vocab_size}, {data.tokenizer.kind}); set model.vocab_size>="
-            f"{data.tokenizer.vocab_size}"
+            f"({tok.vocab_size}, {tok.kind}); set model.vocab_size>={tok.vocab_size}"
         ])
 
 
@@ -101,25 +122,30 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     if errs:
         raise ConfigError(errs)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
-    data = load_dataset(cfg.data)
-    check_vocab(cfg, data)
+    data = load_dataset(cfg.data, progress=cfg.train.progress and jax.process_index() == 0,
+                        check=partial(check_vocab, cfg))
+    if not data.val:
+        raise ConfigError(["data: the corpus has no validation text; set data.val_fraction > 0 "
+                           "(or a dataset's val_fraction), or add a dataset with split=val"])
     run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding)
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
-        batch = (cfg.data.seq_len, cfg.data.batch_size, cfg.train.seed, rules.batch_sharding())
-        batcher = Batcher(data.train, *batch, split="train")
-        val_batcher = Batcher(data.val, *batch, split="validation")
+        d, sharding = cfg.data, rules.batch_sharding()
+        docs = (d.document_mask, d.reset_positions)
+        batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed, sharding, *docs)
+        val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, sharding, name, *docs)
+                    for name, s in data.val.items()}
         optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
 
-        evaluator = LossEvaluator(cfg.model, rules, val_batcher, cfg.train.eval_batches)
+        evaluator = LossEvaluator(cfg.model, rules, val_sets, cfg.train.eval_batches)
         rollouts = None
         if cfg.train.rollout_tokens > 0:
             samples = run_dir / "samples.jsonl" if is_main else None
-            rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, data.val, samples)
+            rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
         ckpt = None
         if cfg.checkpoint.enabled:
             from spmdgpt.checkpoint import CheckpointManager
@@ -148,7 +174,7 @@ class _Loop:
     All of its state is set up here, in __init__; run() only steps."""
 
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, train_step, batcher: Batcher,
-                 evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Dataset,
+                 evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
                  ckpt, is_main: bool):
         self.cfg, self.run_dir, self.data, self.is_main = cfg, run_dir, data, is_main
         self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
@@ -180,7 +206,7 @@ class _Loop:
         cfg, data = self.cfg, self.data
         self.say(
             f"run {self.run_dir} | {num_params(cfg.model) / 1e6:.2f}M params | data {data.source} "
-            f"({len(data.train):,} train / {len(data.val):,} val tokens, {data.tokenizer.kind} "
+            f"({data.train_tokens:,} train / {data.val_tokens:,} val tokens, {data.tokenizer.kind} "
             f"vocab {data.tokenizer.vocab_size}) | mesh {dict(jax.sharding.get_abstract_mesh().shape)} "
             f"sharding {cfg.sharding.name} | attention "
             f"{attention_backend(cfg.model).value} | {self.fpt / 1e6:.1f} MFLOP/token"
@@ -212,8 +238,7 @@ class _Loop:
         try:
             for i in range(first, t.steps):
                 step = i + 1  # optimizer steps completed after this update
-                inputs, targets = self.batcher.train_batch(i)
-                self.state, metrics = self.train_step(self.state, inputs, targets)
+                self.state, metrics = self.train_step(self.state, *self.batcher.train_batch(i))
                 if pending is not None:
                     self._report(*pending)
                 pending = (step, metrics)
@@ -261,6 +286,11 @@ class _Loop:
             self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, val/loss {val} -> {self.run_dir}")
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)
+
+    def _epochs(self, step: int) -> dict:
+        """Epochs completed: `epoch` for one training dataset, `epoch/NAME` for a mixture."""
+        ep = self.batcher.epochs(step)
+        return {"epoch": next(iter(ep.values()))} if len(ep) == 1 else {f"epoch/{n}": v for n, v in ep.items()}
 
     def _meta(self, step: int) -> dict:
         from spmdgpt.checkpoint import checkpoint_meta
@@ -334,6 +364,7 @@ class _Loop:
             "grad_norm": float(m["grad_norm"]),
             "tokens_per_sec": tps,  # mean over the steps since the last row
             "mfu": mfu_v,
+            **self._epochs(step),
         }
         self._guard(step, m, row)
         if step % t.log_every == 0 or step == t.steps:
@@ -343,10 +374,14 @@ class _Loop:
         self.console.step(step, self.last_loss, tps, mfu_v)
 
     def _evaluate(self, step: int) -> None:
-        self.val_loss = self.evaluator(self.state.params)
+        losses = self.evaluator(self.state.params)
+        self.val_loss = sum(losses.values()) / len(losses)
+        row = {"step": step, "val/loss": self.val_loss}
+        if len(losses) > 1:  # val/loss is then the mean over the validation sets
+            row.update({f"val/{name}/loss": v for name, v in losses.items()})
         if self.metrics_log:
-            self.metrics_log.log({"step": step, "val/loss": self.val_loss})
-        self.say(f"step {step}: val/loss {self.val_loss:.4f}")
+            self.metrics_log.log(row)
+        self.say(f"step {step}: " + " | ".join(f"{k} {v:.4f}" for k, v in row.items() if k.startswith("val/")))
         if self.rollouts is not None:
             prompt, completion = self.rollouts(self.state.params, step)[0]
             self.say(f"sample at step {step}:\n{prompt}\033[1m{completion}\033[0m\n" if sys.stderr.isatty()

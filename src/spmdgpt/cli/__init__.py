@@ -8,7 +8,8 @@ config) and share one error format and one exit-code convention:
     2    bad arguments, config, data or run directory: one line each, `spmdgpt: error: ...`,
          and nothing written
     3    train: the run diverged (non-finite loss or gradients); nothing saved after it
-    4    train: writing into run.dir failed (disk full, I/O error); complete checkpoints kept
+    4    writing failed (disk full, I/O error): train keeps its complete checkpoints, prepare
+         its complete shards
     130  interrupted (a second Ctrl-C; the first one checkpoints and exits 0)
     N    launch: the first failing process's code
 """
@@ -27,6 +28,10 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "sample": "text from a run: spmdgpt sample run.dir=runs/r1 prompt=\"ROMEO:\" max_new_tokens=200\n"
               "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 (or prompt_file=prompts.txt)\n"
               "          [config overrides, e.g. mesh.data=2 sharding=tp]",
+    "prepare": "tokenize a corpus into its token store (train does it when missing):\n"
+               "          spmdgpt prepare +experiment=gutenberg_gpt2 data.num_workers=2 [--verify]",
+    "tokenizer": "train a byte-level BPE on a corpus: spmdgpt tokenizer train +experiment=gutenberg_gpt2\n"
+                 "          vocab_size=8192 out=my_tokenizer.json [sample_mb=100]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
 }
 
@@ -44,7 +49,7 @@ def usage() -> str:
     from spmdgpt.config import packaged_names
 
     return USAGE.format(
-        commands="\n".join(f"  {name:<7} {line}" for name, line in COMMANDS.items()),
+        commands="\n".join(f"  {name:<9} {line}" for name, line in COMMANDS.items()),
         experiments=", ".join(packaged_names("experiment")),
         tables=", ".join(packaged_names("sharding")),
     )

@@ -22,6 +22,14 @@ EXIT_OK, EXIT_USAGE, EXIT_DIVERGED, EXIT_WRITE_FAILED, EXIT_INTERRUPTED = 0, 2, 
 CONFIG_GROUPS = ("sharding", "experiment")  # bare keys that are config overrides (Hydra groups)
 
 
+def _bool(value: str) -> bool:
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(value)
+
+
 def _field_name(key: str) -> str:
     return key.replace(".", "_")
 
@@ -40,7 +48,8 @@ def parse(items: List[str], spec: Optional[Type[T]] = None) -> Tuple[Optional[T]
         if sep and name in fields:
             kind = fields[name].type
             try:
-                values[name] = int(value) if kind == "int" else float(value) if kind == "float" else value
+                values[name] = (int(value) if kind == "int" else float(value) if kind == "float"
+                                else _bool(value) if kind == "bool" else value)
             except ValueError:
                 errs.append(f"{key}={value} is not a valid {kind}")
         elif spec and ("=" not in item or ("." not in key and key.lstrip("+~") not in CONFIG_GROUPS)):

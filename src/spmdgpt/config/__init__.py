@@ -21,6 +21,8 @@ from spmdgpt.config.schema import (
     Config,
     ConfigError,
     DataConfig,
+    DataFormat,
+    DatasetConfig,
     DataSource,
     DistConfig,
     DType,
@@ -35,8 +37,11 @@ from spmdgpt.config.schema import (
     RunConfig,
     Schedule,
     ShardingConfig,
+    Split,
+    TokenDtype,
     TokenizerKind,
     TrainConfig,
+    dataset_configs,
     head_dim,
     logical_dim_sizes,
     mlp_hidden,
@@ -45,10 +50,10 @@ from spmdgpt.config.schema import (
 from spmdgpt.config.validate import validate, validate_dist
 
 __all__ = [
-    "MESH_AXES", "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig",
+    "MESH_AXES", "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
     "NormType", "OptimizerConfig", "OptimizerName", "Remat", "RunConfig", "Schedule",
-    "ShardingConfig", "TokenizerKind", "TrainConfig", "head_dim", "load_config", "load_run_config",
+    "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "head_dim", "load_config", "load_run_config",
     "logical_dim_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "register_configs", "resolve_mesh_shape",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]

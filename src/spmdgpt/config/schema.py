@@ -58,8 +58,29 @@ class DataSource(enum.Enum):
 
 
 class TokenizerKind(enum.Enum):
-    char = "char"  # characters of the corpus (vocabulary built from it, saved with the run)
+    char = "char"  # characters of the corpus + a reserved end-of-text id (saved with the run)
     gpt2 = "gpt2"  # GPT-2 BPE through tiktoken, loaded offline from data.path/gpt2-tokenizer
+    hf = "hf"  # any Hugging Face tokenizer.json (data.tokenizer_file), via `tokenizers`
+
+
+class DataFormat(enum.Enum):
+    auto = "auto"  # from the file name: .txt, .jsonl/.json(.gz|.zst), .parquet
+    txt = "txt"  # one document per file
+    jsonl = "jsonl"  # one JSON object per line, text in `text_field` (also .gz / .zst)
+    parquet = "parquet"  # one document per row, text in column `text_field`
+
+
+class Split(enum.Enum):
+    hash = "hash"  # a stable hash of each document puts val_fraction of them in validation
+    tail = "tail"  # the last val_fraction of each document's text validates (nanoGPT's split)
+    val = "val"  # the whole dataset is a validation set of its own (never trained on)
+    none = "none"  # everything trains
+
+
+class TokenDtype(enum.Enum):
+    auto = "auto"  # uint16 when the vocabulary fits, else uint32
+    uint16 = "uint16"
+    uint32 = "uint32"
 
 
 class OptimizerName(enum.Enum):
@@ -88,7 +109,7 @@ class ModelConfig:
     num_heads: int = 4  # attention heads; must divide d_model
     d_model: int = 256  # residual stream width
     mlp_factor: float = 4.0  # MLP hidden width = mlp_factor * d_model
-    vocab_size: int = 65  # embedding rows; >= the tokenizer's vocabulary (padding is allowed)
+    vocab_size: int = 66  # embedding rows; >= the tokenizer's vocabulary (padding is allowed)
     max_seq_len: int = 256  # longest sequence the model accepts (RoPE tables, KV cache)
     norm: NormType = NormType.layernorm  # layernorm | rmsnorm
     norm_eps: float = 1e-5  # epsilon inside the norms
@@ -107,16 +128,79 @@ class ModelConfig:
 
 
 @dataclass
+class DatasetConfig:
+    """One named dataset of a corpus (data.datasets.NAME)."""
+
+    paths: List[str] = field(default_factory=list)  # files, folders, globs or URLs (fsspec);
+    # relative paths are under data.path
+    format: DataFormat = DataFormat.auto  # auto | txt | jsonl | parquet
+    text_field: str = "text"  # the text's key (jsonl) or column (parquet)
+    weight: float = 1.0  # mixture weight: this dataset's share of every training batch
+    split: Split = Split.hash  # hash | tail | val | none: how validation text is chosen
+    val_fraction: Optional[float] = None  # share held out by `hash` / `tail`; default data.val_fraction
+    encoding: Optional[str] = None  # text encoding of the files; default data.encoding
+
+
+def dataset_configs(data: "DataConfig") -> Dict[str, DatasetConfig]:
+    """data.datasets as typed DatasetConfigs. Raises ConfigError naming every bad field."""
+    import dataclasses
+
+    out: Dict[str, DatasetConfig] = {}
+    errs: List[str] = []
+    names = [f.name for f in dataclasses.fields(DatasetConfig)]
+    enums = {"format": DataFormat, "split": Split}
+    for name, fields in data.datasets.items():
+        where = f"data.datasets.{name}"
+        if not isinstance(fields, dict):
+            errs.append(f"{where} must be a mapping of {', '.join(names)}")
+            continue
+        kw = {}
+        for k, v in fields.items():
+            if k not in names:
+                errs.append(f"{where}.{k}: unknown field; the fields are {', '.join(names)}")
+            elif k in enums:
+                try:
+                    kw[k] = enums[k](v.value if isinstance(v, enum.Enum) else v)
+                except ValueError:
+                    errs.append(f"{where}.{k}={v}: choose one of {', '.join(e.value for e in enums[k])}")
+            elif k == "paths":
+                kw[k] = [v] if isinstance(v, str) else [str(p) for p in v]
+            elif k in ("weight", "val_fraction") and v is not None:
+                try:
+                    kw[k] = float(v)
+                except (TypeError, ValueError):
+                    errs.append(f"{where}.{k}={v} must be a number")
+            else:
+                kw[k] = v if v is None else str(v)
+        out[name] = DatasetConfig(**kw)
+    if errs:
+        raise ConfigError(errs)
+    return out
+
+
+@dataclass
 class DataConfig:
     source: DataSource = DataSource.text  # staircase | text
-    text_file: str = "tinyshakespeare/input.txt"  # text corpus, relative to data.path (or absolute)
-    encoding: str = "utf-8"  # text encoding of data.text_file (latin-1 for the Gutenberg files)
-    tokenizer: TokenizerKind = TokenizerKind.char  # char | gpt2 (ignored by the staircase)
+    text_file: str = "tinyshakespeare/input.txt"  # the one-file corpus used when data.datasets is
+    # empty (relative to data.path, or absolute; split `tail`: nanoGPT's 90/10)
+    datasets: Dict[str, Any] = field(default_factory=dict)  # NAME -> DatasetConfig fields (a
+    # mixture); add one with +data.datasets.NAME={paths:[...],weight:1}. (A plain dict: OmegaConf
+    # cannot add keys to a Dict of dataclasses from the command line; `dataset_configs` types it.)
+    encoding: str = "utf-8"  # text encoding of the sources (latin-1 for the Gutenberg files)
+    encoding_errors: str = "strict"  # strict (stop at invalid text) | replace (U+FFFD and go on)
+    skip_bad_records: bool = False  # count and report bad jsonl lines instead of stopping
+    tokenizer: TokenizerKind = TokenizerKind.char  # char | gpt2 | hf (ignored by the staircase)
+    tokenizer_file: Optional[str] = None  # tokenizer.json for data.tokenizer=hf (relative to data.path)
+    token_dtype: TokenDtype = TokenDtype.auto  # auto | uint16 | uint32: token store element type
     path: Optional[str] = None  # data root; default: $SPMDGPT_DATA, else shared/data beside the checkout
-    cache_dir: Optional[str] = None  # token cache; default: $SPMDGPT_CACHE, else ~/.cache/spmdgpt
+    cache_dir: Optional[str] = None  # token stores; default: $SPMDGPT_CACHE, else ~/.cache/spmdgpt
+    num_workers: int = 0  # tokenizer processes for `prepare` (0 = one per CPU core)
+    shard_mb: float = 64.0  # text per token-store shard, in MB (part of the store's identity)
     seq_len: int = 256  # tokens per training window
     batch_size: int = 64  # global batch size (sequences per step, over all devices)
-    val_fraction: float = 0.1  # tail of the corpus held out for validation (nanoGPT: 0.1)
+    val_fraction: float = 0.1  # share held out for validation (nanoGPT: the last 10% of the text)
+    document_mask: bool = False  # attention never crosses an end-of-text token
+    reset_positions: bool = False  # RoPE positions restart at 0 at each document
     staircase_tokens: int = 200_000  # length of the synthetic staircase corpus
 
 

@@ -9,9 +9,13 @@ from typing import Any, Dict, List
 from spmdgpt.config.schema import (
     MESH_AXES,
     Config,
+    ConfigError,
     DataSource,
     DistConfig,
     OptimizerName,
+    Split,
+    TokenizerKind,
+    dataset_configs,
     head_dim,
     logical_dim_sizes,
     mlp_hidden,
@@ -41,6 +45,48 @@ def validate_dist(dist: "DistConfig") -> List[str]:
             errs.append(f"dist.num_processes={dist.num_processes} must be >= 1")
         elif not 0 <= dist.process_id < dist.num_processes:
             errs.append(f"dist.process_id={dist.process_id} must be in [0, {dist.num_processes})")
+    return errs
+
+
+def _data_sources(d) -> List[str]:
+    """The corpus fields: datasets, tokenizer, store settings (no file is opened here)."""
+    errs: List[str] = []
+    if d.encoding_errors not in ("strict", "replace"):
+        errs.append(f"data.encoding_errors={d.encoding_errors} must be strict or replace")
+    if d.num_workers < 0:
+        errs.append(f"data.num_workers={d.num_workers} must be >= 0 (0 = one per CPU core)")
+    if not d.shard_mb > 0:
+        errs.append(f"data.shard_mb={d.shard_mb} must be > 0, e.g. 64")
+    if d.tokenizer == TokenizerKind.hf and not d.tokenizer_file:
+        errs.append("data.tokenizer=hf needs data.tokenizer_file=<path to a tokenizer.json>")
+    if d.reset_positions and not d.document_mask:
+        errs.append("data.reset_positions=true needs data.document_mask=true (positions restart "
+                    "at each document only when attention stays inside it)")
+    if d.source != DataSource.text:
+        return errs
+    try:
+        datasets = dataset_configs(d)
+    except ConfigError as e:
+        return errs + e.messages
+    trained = 0
+    for name, ds in datasets.items():
+        where = f"data.datasets.{name}"
+        if not name.replace("_", "").replace("-", "").isalnum():
+            errs.append(f"{where}: dataset names are letters, digits, _ and - (they name log keys)")
+        if not ds.paths:
+            errs.append(f"{where}.paths is empty; list files, folders or globs")
+        if ds.split == Split.val:
+            continue
+        if not ds.weight > 0:
+            errs.append(f"{where}.weight={ds.weight} must be > 0 (use split=val for a dataset "
+                        "that is only evaluated)")
+        trained += 1
+        vf = ds.val_fraction
+        if vf is not None and ds.split in (Split.hash, Split.tail) and not 0.0 <= vf < 1.0:
+            errs.append(f"{where}.val_fraction={vf} must be in [0, 1)")
+    if datasets and not trained:
+        errs.append("data.datasets has no training dataset (every one is split=val); give one "
+                    "split=hash, tail or none")
     return errs
 
 
@@ -89,6 +135,7 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
         errs.append(f"data.val_fraction={d.val_fraction} must be in (0, 1), e.g. 0.1")
     if d.source == DataSource.staircase:
         positive("data.staircase_tokens", d.staircase_tokens)
+    errs += _data_sources(d)
 
     positive("optimizer.lr", o.lr)
     if o.warmup_steps < 0:

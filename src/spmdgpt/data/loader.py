@@ -1,63 +1,156 @@
-"""Deterministic batches: window starts drawn from (seed, step), each process builds its rows.
+"""Deterministic batches: the global batch of a step is a pure function of (seed, step).
 
-The global batch of a step depends only on (seed, step), not on the number of processes or
-devices, so the same config trains on the same data on 1 CPU or 4 hosts, and a resumed run
-continues the exact sequence without replaying it: the loader's whole state is the step.
+Training rows come from windows of `seq_len + 1` tokens laid every `seq_len` tokens over each
+dataset's training stream (so every token is a target once per epoch). Each epoch visits every
+window of a dataset exactly once, in a seeded order that differs per epoch, with the window
+grid shifted by a seeded offset per epoch (so successive epochs see different cuts of the
+text). A mixture gives each dataset its weight's share of every batch. The index arithmetic
+(per-epoch shuffles without materialising a permutation, proportional mixing with exact
+per-dataset counters) is Grain's `MapDataset` (MaxText's loader), used here for indices only.
+
+Each process reads only the rows its devices hold, straight from the memory-mapped stores, so a
+resumed run continues the exact sequence without replaying it (the loader's whole state is the
+step), on 1 device, 8 devices or several hosts alike.
 """
 
 from __future__ import annotations
+
+from functools import partial
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 import numpy as np
 from jax.sharding import NamedSharding
 
 from spmdgpt.config import ConfigError
+from spmdgpt.data.store import TokenStream
 from spmdgpt.sharding import local_row_range
 
-VAL_STREAM = 0x7FFF_FFFF  # separates validation windows from the training step stream
+
+def _seed32(*words: int) -> int:
+    return int(np.random.SeedSequence([int(w) for w in words]).generate_state(1)[0])
 
 
-class Batcher:
-    """Windows of `seq_len + 1` tokens of one split, `batch_size` rows a batch.
+def _check_length(stream: TokenStream, seq_len: int, what: str) -> None:
+    if len(stream) < seq_len + 1:
+        raise ConfigError([
+            f"data.seq_len={seq_len} is too long for {what} ({len(stream)} tokens); lower "
+            "data.seq_len or use a larger corpus"
+        ])
 
-    Raises ConfigError (naming data.seq_len and the split) when the split is too short."""
 
-    def __init__(
-        self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int, sharding: NamedSharding,
-        split: str = "train",
-    ):
-        if len(tokens) < seq_len + 2:
-            raise ConfigError([
-                f"data.seq_len={seq_len} is too long for the {split} split ({len(tokens)} "
-                "tokens); lower data.seq_len or use a larger corpus"
-            ])
-        self.tokens = tokens
-        self.seq_len = seq_len
-        self.batch_size = batch_size
-        self.seed = seed
-        self.sharding = sharding
+class Batch(NamedTuple):
+    """One global batch, sharded like the batch axis: [batch, seq] int32 each. The last two are
+    None unless data.document_mask (segment_ids: document numbers; attention stays inside a
+    document) and data.reset_positions (RoPE positions restarting at 0 at each document start
+    and at the window's first token) ask for them. `train_step(state, *batch)`."""
+
+    inputs: jax.Array
+    targets: jax.Array
+    segment_ids: Optional[jax.Array] = None
+    positions: Optional[jax.Array] = None
+
+
+def document_positions(segments: np.ndarray) -> np.ndarray:
+    """[rows, seq] positions that restart at 0 where the (non-decreasing) segment id changes."""
+    idx = np.arange(segments.shape[1])
+    first = np.stack([np.searchsorted(row, row, side="left") for row in segments])
+    return (idx[None] - first).astype(np.int32)
+
+
+class _Rows:
+    """Turns process-local rows into a global Batch sharded like the batch axis."""
+
+    def __init__(self, seq_len: int, batch_size: int, sharding: NamedSharding,
+                 document_mask: bool = False, reset_positions: bool = False):
+        self.seq_len, self.batch_size, self.sharding = seq_len, batch_size, sharding
+        self.document_mask, self.reset_positions = document_mask, reset_positions
         self.shape = (batch_size, seq_len)
         self.rows = local_row_range(sharding, self.shape)
 
-    def starts(self, stream: int, index: int) -> np.ndarray:
-        rng = np.random.default_rng([self.seed, stream, index])
-        return rng.integers(0, len(self.tokens) - self.seq_len - 1, size=self.batch_size)
+    def assemble(self, streams: List[TokenStream], starts: List[int]) -> Batch:
+        """The windows starting at `starts` of `streams` (one per local row) as a global Batch."""
+        win = np.stack([s.read(o, self.seq_len + 1) for s, o in zip(streams, starts, strict=True)])
+        win = win.astype(np.int32)
+        make = partial(jax.make_array_from_process_local_data, self.sharding, global_shape=self.shape)
+        seg = pos = None
+        if self.document_mask:
+            segs = np.stack([s.segments(o, self.seq_len) for s, o in zip(streams, starts, strict=True)])
+            segs = segs - segs[:, :1]  # numbered from 0 in each row
+            seg = make(segs.astype(np.int32))
+            if self.reset_positions:
+                pos = make(document_positions(segs))
+        return Batch(make(win[:, :-1]), make(win[:, 1:]), seg, pos)
 
-    def local_windows(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+
+class Batcher(_Rows):
+    """Training batches over one or more weighted token streams.
+
+    Raises ConfigError (naming data.seq_len and the dataset) when a stream is too short."""
+
+    def __init__(self, streams: Dict[str, TokenStream], weights: Dict[str, float], seq_len: int,
+                 batch_size: int, seed: int, sharding: NamedSharding, document_mask: bool = False,
+                 reset_positions: bool = False):
+        import grain
+
+        super().__init__(seq_len, batch_size, sharding, document_mask, reset_positions)
+        self.names = list(streams)
+        self.streams = [streams[n] for n in self.names]
+        self.seed = seed
+        for name, s in streams.items():
+            _check_length(s, seq_len, f"the training split of dataset {name}")
+        # epoch e of dataset d: windows start at offset(d, e) + w * seq_len, w < windows[d]
+        self.phases = [min(seq_len, len(s) - seq_len) for s in self.streams]
+        self.windows = [(len(s) - p) // seq_len for s, p in zip(self.streams, self.phases, strict=True)]
+        # dataset d's k-th row: (d, epoch k // W_d, window of that epoch's permutation of W_d)
+        parts = [grain.MapDataset.range(w).shuffle(seed=_seed32(seed, d)).repeat()
+                 .map_with_index(lambda k, v, d=d, w=w: (d, k // w, v))
+                 for d, w in enumerate(self.windows)]
+        self.index = (parts[0] if len(parts) == 1 else
+                      grain.MapDataset.mix(parts, [weights[n] for n in self.names]))
+        total = sum(weights[n] for n in self.names)
+        self.shares = [weights[n] / total for n in self.names]
+        self._offsets: Dict[Tuple[int, int], int] = {}
+
+    def _offset(self, d: int, epoch: int) -> int:
+        key = (d, epoch)
+        if key not in self._offsets:
+            rng = np.random.default_rng([self.seed, d, epoch, 0x0FF5E7])
+            self._offsets[key] = int(rng.integers(self.phases[d]))
+        return self._offsets[key]
+
+    def window(self, row: int) -> Tuple[int, int, int]:
+        """(dataset, epoch, first token) of global row `row` (= step * batch_size + r)."""
+        d, epoch, w = self.index[row]
+        return d, epoch, self._offset(d, epoch) + int(w) * self.seq_len
+
+    def train_batch(self, step: int) -> Batch:
+        """The batch of training step `step`, sharded over the mesh."""
         lo, hi = self.rows
-        offs = starts[lo:hi, None] + np.arange(self.seq_len + 1)
-        win = np.asarray(self.tokens[offs], dtype=np.int32)
-        return win[:, :-1], win[:, 1:]
+        rows = [self.window(step * self.batch_size + r) for r in range(lo, hi)]
+        return self.assemble([self.streams[d] for d, _, _ in rows], [start for _, _, start in rows])
 
-    def _global(self, starts: np.ndarray) -> tuple[jax.Array, jax.Array]:
-        x, y = self.local_windows(starts)
-        make = jax.make_array_from_process_local_data
-        return make(self.sharding, x, self.shape), make(self.sharding, y, self.shape)
+    def epochs(self, step: int) -> Dict[str, float]:
+        """Epochs of each dataset completed after `step` steps (its share of the rows so far)."""
+        rows = step * self.batch_size
+        return {n: rows * s / w for n, s, w in zip(self.names, self.shares, self.windows, strict=True)}
 
-    def train_batch(self, step: int) -> tuple[jax.Array, jax.Array]:
-        """(inputs, targets) for training step `step`, sharded over the mesh."""
-        return self._global(self.starts(0, step))
 
-    def eval_batch(self, i: int) -> tuple[jax.Array, jax.Array]:
-        """The i-th fixed validation batch: the same windows at every evaluation."""
-        return self._global(self.starts(VAL_STREAM, i))
+class EvalBatcher(_Rows):
+    """Fixed validation batches of one stream: num_batches * batch_size windows spread evenly
+    over it (the same windows at every evaluation, on any number of devices)."""
+
+    def __init__(self, stream: TokenStream, seq_len: int, batch_size: int, num_batches: int,
+                 sharding: NamedSharding, name: str = "validation", document_mask: bool = False,
+                 reset_positions: bool = False):
+        super().__init__(seq_len, batch_size, sharding, document_mask, reset_positions)
+        _check_length(stream, seq_len, f"the validation set {name}")
+        self.stream = stream
+        available = (len(stream) - 1) // seq_len
+        k = num_batches * batch_size
+        self.starts = (np.arange(k) * available // k if k <= available else np.arange(k) % available) * seq_len
+
+    def batch(self, i: int) -> Batch:
+        lo, hi = self.rows
+        rows = self.starts[i * self.batch_size + lo : i * self.batch_size + hi]
+        return self.assemble([self.stream] * len(rows), [int(s) for s in rows])

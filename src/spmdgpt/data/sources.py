@@ -1,14 +1,28 @@
-"""Where raw training data comes from: the synthetic staircase, or a text file under data.path."""
+"""Where raw training data comes from: the synthetic staircase, or the documents of named
+datasets (files, folders, globs or URLs through fsspec; txt / jsonl(.gz|.zst) / parquet).
+
+A dataset's files are listed once (`list_files`: path, size, modification time; that listing
+and the reading settings are what a token store is keyed by) and read as a stream of
+documents (`documents`), one file after another in sorted order, holding one document (txt) or
+one batch of records (jsonl, parquet) in memory at a time.
+"""
 
 from __future__ import annotations
 
+import io
+import json
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, DataConfig
+from spmdgpt.config import ConfigError, DataConfig, DataFormat, DatasetConfig, Split
+
+SUFFIXES = {".txt": DataFormat.txt, ".text": DataFormat.txt, ".jsonl": DataFormat.jsonl,
+            ".json": DataFormat.jsonl, ".ndjson": DataFormat.jsonl, ".parquet": DataFormat.parquet}
+COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")
 
 STAIRCASE_PERIOD = "012345678987654321"  # repeated: 0123456789876543210123456789...
 
@@ -34,31 +48,219 @@ def staircase_tokens(n: int) -> np.ndarray:
     return np.resize(cycle, n)
 
 
-def text_path(cfg: DataConfig) -> Path:
-    """Resolve data.text_file against the data root; ConfigError if it is missing."""
-    p = Path(cfg.text_file).expanduser()
-    if not p.is_absolute():
-        root = find_data_root(cfg.path)
-        if root is None:
-            raise ConfigError(
-                [
-                    "data.path is not set and no shared/data folder was found above the working "
-                    "directory; set data.path=<folder with the data> or SPMDGPT_DATA"
-                ]
-            )
-        p = root / p
-    if not p.is_file():
-        raise ConfigError(
-            [f"data.text_file={cfg.text_file}: no such file {p}; set data.path or data.text_file"]
-        )
-    return p
+# ----------------------------------------------------------------------------- datasets
 
 
-def read_text(path: Path, encoding: str) -> str:
+@dataclass(frozen=True)
+class SourceFile:
+    url: str  # a local path, or an fsspec URL
+    size: int  # bytes on storage (compressed size for .gz / .zst)
+    mtime: str  # modification time as the filesystem reports it ("" when it reports none)
+    format: str  # txt | jsonl | parquet
+
+
+@dataclass(frozen=True)
+class Source:
+    """One dataset, resolved: its files and how to read and split them (a store's identity)."""
+
+    name: str
+    files: tuple  # of SourceFile
+    text_field: str
+    encoding: str
+    encoding_errors: str
+    skip_bad_records: bool
+    split: str  # hash | tail | val | none
+    val_fraction: float
+
+    def identity(self) -> dict:
+        return asdict(self)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def single_file_dataset(cfg: DataConfig) -> DatasetConfig:
+    """data.text_file as a one-dataset corpus with nanoGPT's split (the last val_fraction of
+    the text validates)."""
+    return DatasetConfig(paths=[cfg.text_file], format=DataFormat.txt, split=Split.tail)
+
+
+def _data_root(cfg: DataConfig, field: str) -> Path:
+    root = find_data_root(cfg.path)
+    if root is None:
+        raise ConfigError([
+            f"{field}: a relative path, but data.path is not set and no shared/data folder was "
+            "found above the working directory; set data.path=<folder with the data> or SPMDGPT_DATA"
+        ])
+    return root
+
+
+def _format_of(path: str, format_field: str) -> DataFormat:
+    name = path.lower()
+    for c in COMPRESSIONS:
+        if name.endswith(c):
+            name = name[: -len(c)]
+    fmt = SUFFIXES.get(os.path.splitext(name)[1])
+    if fmt is None:
+        raise ConfigError([f"cannot tell the format of {path} from its name; set "
+                           f"{format_field}=txt|jsonl|parquet"])
+    return fmt
+
+
+def _mtime(info: dict) -> str:
+    for key in ("mtime", "LastModified", "updated", "last_modified", "created"):
+        if info.get(key) is not None:
+            return str(info[key])
+    return ""
+
+
+def list_files(ds: DatasetConfig, cfg: DataConfig, field: str, format_field: str) -> List[SourceFile]:
+    """Every file of one dataset's `paths` (folders recursively, globs expanded), sorted, with
+    size and modification time. ConfigError (naming `field`) for a path that matches nothing."""
+    import fsspec
+
+    out: List[SourceFile] = []
+    for p in ds.paths:
+        url = os.path.expanduser(p)
+        if "://" not in url and not os.path.isabs(url):
+            url = str(_data_root(cfg, field) / url)
+        try:
+            fs, path = fsspec.core.url_to_fs(url)
+            if any(c in path for c in "*?["):
+                found = [f for f in fs.glob(path) if fs.isfile(f)]
+            elif fs.isdir(path):
+                found = [f for f in fs.find(path) if ds.format != DataFormat.auto
+                         or _has_known_suffix(f)]
+            elif fs.isfile(path):
+                found = [path]
+            else:
+                found = []
+            infos = [(f, fs.info(f)) for f in sorted(found)]
+        except (OSError, ValueError, ImportError) as e:
+            raise ConfigError([f"{field}: cannot list {p} ({e})"]) from None
+        if not infos:
+            raise ConfigError([f"{field}={p}: no such file or no file matches (looked for {url}); "
+                               "set data.path or the path"])
+        local = fs.protocol in ("file", "local") or "file" in (fs.protocol or ())
+        for f, info in infos:
+            fmt = ds.format if ds.format != DataFormat.auto else _format_of(f, format_field)
+            out.append(SourceFile(f if local else fs.unstrip_protocol(f), int(info.get("size") or 0),
+                                  _mtime(info), fmt.value))
+    return out
+
+
+def _has_known_suffix(path: str) -> bool:
     try:
-        text = path.read_text(encoding=encoding)
-    except (UnicodeDecodeError, LookupError) as e:
-        raise ConfigError(
-            [f"data.encoding={encoding} cannot read {path}: {e}; try data.encoding=latin-1"]
-        ) from None
-    return text.replace("\r\n", "\n")
+        _format_of(path, "format")
+        return True
+    except ConfigError:
+        return False
+
+
+def resolve_source(name: str, ds: DatasetConfig, cfg: DataConfig) -> Source:
+    if cfg.datasets:
+        files = list_files(ds, cfg, f"data.datasets.{name}.paths", f"data.datasets.{name}.format")
+    else:
+        files = list_files(ds, cfg, "data.text_file", "data.datasets.NAME.format")
+    vf = cfg.val_fraction if ds.val_fraction is None else ds.val_fraction
+    return Source(name, tuple(files), ds.text_field, ds.encoding or cfg.encoding,
+                  cfg.encoding_errors, cfg.skip_bad_records, ds.split.value, float(vf))
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+class BadRecords:
+    """Counts the records skipped under data.skip_bad_records=true (and the first one's place)."""
+
+    def __init__(self):
+        self.count = 0
+        self.first = ""
+
+    def add(self, where: str) -> None:
+        self.count += 1
+        self.first = self.first or where
+
+
+def _decode(raw: bytes, src: Source, where: str, offset: int = 0) -> str:
+    try:
+        return raw.decode(src.encoding, errors=src.encoding_errors)
+    except UnicodeDecodeError as e:
+        raise ConfigError([
+            f"{where}: invalid {src.encoding} at byte {offset + e.start}; set data.encoding "
+            "(e.g. latin-1) or data.encoding_errors=replace to go on"
+        ]) from None
+    except LookupError:
+        raise ConfigError([f"data.encoding={src.encoding}: no such text encoding"]) from None
+
+
+def _bad(src: Source, bad: BadRecords, where: str, why: str) -> None:
+    if not src.skip_bad_records:
+        raise ConfigError([f"{where}: {why}; fix the file or set data.skip_bad_records=true to "
+                           "count and skip such records"])
+    bad.add(where)
+
+
+def _txt(f: SourceFile, src: Source, fh) -> Iterator[Tuple[str, int]]:
+    raw = fh.read()
+    yield _decode(raw, src, f.url).replace("\r\n", "\n"), len(raw)
+
+
+def _jsonl(f: SourceFile, src: Source, fh, bad: BadRecords) -> Iterator[Tuple[str, int]]:
+    offset = 0
+    for lineno, raw in enumerate(fh, 1):
+        where = f"{f.url}:{lineno}"
+        line = _decode(raw, src, f"{f.url} line {lineno}", offset)
+        offset += len(raw)
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            _bad(src, bad, where, f"not JSON ({e.msg})")
+            continue
+        text = rec.get(src.text_field) if isinstance(rec, dict) else None
+        if not isinstance(text, str):
+            _bad(src, bad, where, f"no text field {src.text_field!r} (set the dataset's text_field)")
+            continue
+        yield text, len(raw)
+
+
+def _parquet(f: SourceFile, src: Source, fh, bad: BadRecords) -> Iterator[Tuple[str, int]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(fh)
+        if src.text_field not in pf.schema_arrow.names:
+            raise ConfigError([f"{f.url}: no column {src.text_field!r} (columns: "
+                               f"{', '.join(pf.schema_arrow.names)}); set the dataset's text_field"])
+        row = 0
+        for batch in pf.iter_batches(batch_size=1024, columns=[src.text_field]):
+            for text in batch.column(0).to_pylist():
+                row += 1
+                if not isinstance(text, str):
+                    _bad(src, bad, f"{f.url} row {row}", f"{src.text_field!r} is not text")
+                    continue
+                yield text, len(text)
+    except pa.ArrowException as e:
+        raise ConfigError([f"{f.url}: not a readable parquet file ({e})"]) from None
+
+
+def documents(src: Source, bad: BadRecords) -> Iterator[Tuple[str, int]]:
+    """(text, bytes read) of each document of a dataset, file after file (txt files get their
+    "\r\n" line ends normalised to "\n", as nanoGPT reads Tiny Shakespeare)."""
+    import fsspec
+
+    for f in src.files:
+        try:
+            with fsspec.open(f.url, "rb", compression="infer") as fh:
+                if f.format == DataFormat.txt.value:
+                    yield from _txt(f, src, fh)
+                elif f.format == DataFormat.jsonl.value:  # (zstandard's reader has no readline)
+                    yield from _jsonl(f, src, io.BufferedReader(fh) if not hasattr(fh, "peek") else fh, bad)
+                else:
+                    yield from _parquet(f, src, fh, bad)
+        except (OSError, EOFError) as e:
+            raise ConfigError([f"{f.url}: cannot read it ({e})"]) from None

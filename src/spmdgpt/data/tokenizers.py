@@ -1,4 +1,6 @@
-"""Tokenizers: characters of the corpus, or the GPT-2 BPE through tiktoken (offline)."""
+"""Tokenizers: characters of the corpus, the GPT-2 BPE through tiktoken (offline), or any
+Hugging Face tokenizer.json through `tokenizers`. Each has an end-of-text id that ends every
+document of a token store, so document boundaries survive into the token stream."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import List, Optional, Protocol, Sequence
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, DataConfig, TokenizerKind
+from spmdgpt.config import ConfigError, DataConfig, TokenDtype, TokenizerKind
 from spmdgpt.data.sources import find_data_root
 
 
@@ -26,14 +28,15 @@ class Tokenizer(Protocol):
 
 
 class CharTokenizer:
-    """One token per distinct character of the corpus, ids in sorted character order."""
+    """One token per distinct character of the corpus, ids in sorted character order; with
+    `eos`, one more id after them (len(chars)) marks the end of a document."""
 
     kind = "char"
-    eos_id = None
 
-    def __init__(self, chars: str):
+    def __init__(self, chars: str, eos: bool = True):
         self.chars = chars
-        self.vocab_size = len(chars)
+        self.eos_id: Optional[int] = len(chars) if eos else None
+        self.vocab_size = len(chars) + (1 if eos else 0)
         self._index = {c: i for i, c in enumerate(chars)}
 
     @classmethod
@@ -47,17 +50,19 @@ class CharTokenizer:
             raise ValueError(f"character {e.args[0]!r} is not in the vocabulary") from None
 
     def decode(self, ids: Sequence[int]) -> str:
-        return "".join(self.chars[i] if 0 <= i < len(self.chars) else "\ufffd" for i in ids)
+        n = len(self.chars)  # the end-of-text id decodes to nothing
+        return "".join(self.chars[i] if 0 <= i < n else "" if i == self.eos_id else "\ufffd"
+                       for i in map(int, ids))
 
     def to_json(self) -> dict:
-        return {"kind": "char", "chars": self.chars}
+        return {"kind": "char", "chars": self.chars, "eos": self.eos_id is not None}
 
 
 class DigitTokenizer(CharTokenizer):
     """The staircase's ten digits."""
 
     def __init__(self):
-        super().__init__("0123456789")
+        super().__init__("0123456789", eos=False)
 
     def to_json(self) -> dict:
         return {"kind": "digits", "chars": self.chars}
@@ -91,6 +96,10 @@ class GPT2Tokenizer:
         self.cache_dir = cache_dir
         self.vocab_size = self._enc.n_vocab
 
+    # to worker processes as the cache folder (tiktoken's own pickling would look online)
+    def __reduce__(self):
+        return (GPT2Tokenizer, (self.cache_dir,))
+
     def encode(self, text: str) -> List[int]:
         return self._enc.encode_ordinary(text)
 
@@ -99,6 +108,52 @@ class GPT2Tokenizer:
 
     def to_json(self) -> dict:
         return {"kind": "gpt2"}
+
+
+EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eot_id|>", "[SEP]")
+
+
+class HFTokenizer:
+    """Any Hugging Face `tokenizer.json` (BPE, WordPiece, Unigram ...) through `tokenizers`.
+    The end-of-text id is the first of EOS_NAMES in its vocabulary; none: a ConfigError."""
+
+    kind = "hf"
+
+    def __init__(self, spec: str, where: str = "data.tokenizer_file"):
+        from tokenizers import Tokenizer as HF
+
+        try:
+            self._tok = HF.from_str(spec)
+        except Exception as e:  # the library raises a bare Exception for a bad file
+            raise ConfigError([f"{where}: not a Hugging Face tokenizer.json ({str(e).splitlines()[0]})"]) from None
+        self.spec = spec
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        vocab = self._tok.get_vocab(with_added_tokens=True)
+        eos = next((vocab[n] for n in EOS_NAMES if n in vocab), None)
+        if eos is None:
+            raise ConfigError([f"{where}: the tokenizer has no end-of-text token (looked for "
+                               f"{', '.join(EOS_NAMES)}); add one as a special token"])
+        self.eos_id: Optional[int] = eos
+
+    def __reduce__(self):
+        return (HFTokenizer, (self.spec,))
+
+    @classmethod
+    def from_file(cls, path: Path) -> "HFTokenizer":
+        try:
+            spec = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError([f"data.tokenizer_file={path}: cannot read it ({e})"]) from None
+        return cls(spec, f"data.tokenizer_file={path}")
+
+    def encode(self, text: str) -> List[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size])
+
+    def to_json(self) -> dict:
+        return {"kind": "hf", "tokenizer": json.loads(self.spec)}
 
 
 def gpt2_cache_dir(cfg: DataConfig) -> Path:
@@ -110,21 +165,36 @@ def gpt2_cache_dir(cfg: DataConfig) -> Path:
     return root / "gpt2-tokenizer" / "tiktoken_cache"
 
 
-def load_tokenizer(cfg: DataConfig, text: str | None = None) -> Tokenizer:
+def tokenizer_file(cfg: DataConfig) -> Path:
+    p = Path(cfg.tokenizer_file or "").expanduser()
+    if not p.is_absolute():
+        root = find_data_root(cfg.path)
+        p = (root / p) if root is not None else p
+    if not p.is_file():
+        raise ConfigError([f"data.tokenizer_file={cfg.tokenizer_file}: no such file {p}"])
+    return p
+
+
+def load_tokenizer(cfg: DataConfig, chars: str | None = None) -> Tokenizer:
+    """The tokenizer data.tokenizer names; the char tokenizer needs the corpus's characters."""
     if cfg.tokenizer == TokenizerKind.gpt2:
         return GPT2Tokenizer(gpt2_cache_dir(cfg))
-    assert text is not None, "the char tokenizer is built from the corpus text"
-    return CharTokenizer.from_text(text)
+    if cfg.tokenizer == TokenizerKind.hf:
+        return HFTokenizer.from_file(tokenizer_file(cfg))
+    assert chars is not None, "the char tokenizer is built from the corpus's characters"
+    return CharTokenizer(chars)
 
 
 def tokenizer_from_json(d: dict, cfg: DataConfig | None = None) -> Tokenizer:
     """Rebuild a tokenizer saved with a run (tokenizer.json); plain JSON, never pickle."""
-    if d.get("kind") == "char":
-        return CharTokenizer(d["chars"])
+    if d.get("kind") == "char":  # runs of spmdgpt <= 0.1 had no end-of-text id
+        return CharTokenizer(d["chars"], eos=d.get("eos", False))
     if d.get("kind") == "digits":
         return DigitTokenizer()
     if d.get("kind") == "gpt2":
         return GPT2Tokenizer(gpt2_cache_dir(cfg or DataConfig()))
+    if d.get("kind") == "hf":
+        return HFTokenizer(json.dumps(d["tokenizer"]), "tokenizer.json")
     raise ValueError(f"unknown tokenizer kind {d.get('kind')!r}")
 
 
@@ -132,6 +202,12 @@ def save_tokenizer(tok: Tokenizer, path: Path) -> None:
     path.write_text(json.dumps(tok.to_json(), ensure_ascii=False))
 
 
-def as_token_array(ids: Sequence[int], vocab_size: int) -> np.ndarray:
-    dtype = np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
-    return np.asarray(ids, dtype=dtype)
+def token_dtype(cfg: DataConfig, vocab_size: int) -> np.dtype:
+    """data.token_dtype resolved: uint16 when the vocabulary fits (auto), else uint32."""
+    fits16 = vocab_size <= np.iinfo(np.uint16).max + 1
+    if cfg.token_dtype == TokenDtype.uint16 and not fits16:
+        raise ConfigError([f"data.token_dtype=uint16 cannot hold a vocabulary of {vocab_size} "
+                           "tokens; set data.token_dtype=uint32 (or auto)"])
+    if cfg.token_dtype == TokenDtype.uint32 or not fits16:
+        return np.dtype(np.uint32)
+    return np.dtype(np.uint16)

@@ -55,24 +55,33 @@ def dot_product_attention(
     )
 
 
+def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
+    """[b, queries, keys]: True where query and key lie in the same document."""
+    return segment_ids[:, q, None] == segment_ids[:, None, k]
+
+
 def blocked_causal_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, positions: jax.Array, block: int, rules: Rules
+    q: jax.Array, k: jax.Array, v: jax.Array, block: int, rules: Rules,
+    segment_ids: Optional[jax.Array] = None,
 ) -> jax.Array:
     """Causal self-attention computed in query blocks; block i attends to keys [0, (i+1)*block).
 
     Key blocks above the diagonal are never computed (about half the work for many blocks);
-    the result equals `dot_product_attention` with the full causal mask.
+    the result equals `dot_product_attention` with the full causal mask. With segment_ids
+    [b, t] (document numbers), a query also attends only to keys of its own document.
     """
     t = q.shape[2]
+    idx = jnp.arange(t, dtype=jnp.int32)
     if block <= 0 or block >= t or t % block:
-        return dot_product_attention(q, k, v, causal_mask(positions, positions), rules)
+        block = t
     outs = []
     for i in range(t // block):
-        end = (i + 1) * block
-        q_i = q[:, :, i * block : end]
-        mask = causal_mask(positions[i * block : end], positions[:end])
-        outs.append(dot_product_attention(q_i, k[:, :, :end], v[:, :, :end], mask, rules))
-    return jnp.concatenate(outs, axis=2)
+        rows, end = slice(i * block, (i + 1) * block), (i + 1) * block
+        mask = causal_mask(idx[rows], idx[:end])
+        if segment_ids is not None:
+            mask = mask[None] & document_mask(segment_ids, rows, slice(0, end))
+        outs.append(dot_product_attention(q[:, :, rows], k[:, :, :end], v[:, :, :end], mask, rules))
+    return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=2)
 
 
 def qkv_projection(
@@ -130,20 +139,28 @@ def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> Atten
     return cfg.attention
 
 
-def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rules, implementation: str) -> jax.Array:
+def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rules, implementation: str,
+                           segment_ids: Optional[jax.Array] = None) -> jax.Array:
     """`jax.nn.dot_product_attention` (causal) run per device: q/k/v [b, t, n, h] -> [b, t, n, h].
 
     Attention is independent per sequence and per head, so under a batch- and/or head-sharded
     layout each device attends over its own rows and heads: the kernel runs inside `shard_map`
     on local, unsharded arrays (fused kernels such as cuDNN's are custom calls that do not carry
-    explicit shardings through their gradients)."""
+    explicit shardings through their gradients). Document masks go in as the boolean `mask`
+    argument ([b, 1, t, t]; the function has no segment-id argument)."""
     spec = rules.spec("batch", "seq", "heads", "head_dim")
+    seg_spec = rules.spec("batch", "seq")
 
-    def local(q, k, v):
-        return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=implementation)
+    def local(q, k, v, seg):
+        mask = None if seg is None else document_mask(seg, slice(None), slice(None))[:, None]
+        return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation=implementation)
 
     q, k, v = (jax.sharding.reshard(x, spec) for x in (q, k, v))
-    return jax.shard_map(local, in_specs=(spec, spec, spec), out_specs=spec)(q, k, v)
+    if segment_ids is None:
+        return jax.shard_map(lambda q, k, v: local(q, k, v, None), in_specs=(spec, spec, spec),
+                             out_specs=spec)(q, k, v)
+    seg = jax.sharding.reshard(segment_ids, seg_spec)
+    return jax.shard_map(local, in_specs=(spec, spec, spec, seg_spec), out_specs=spec)(q, k, v, seg)
 
 
 class KVCache(NamedTuple):
@@ -174,15 +191,16 @@ class LayerCache(NamedTuple):
 
 def self_attention(
     cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int,
-    cache: Optional[LayerCache] = None,
+    cache: Optional[LayerCache] = None, segment_ids: Optional[jax.Array] = None,
 ):
     """Causal self-attention: x [batch * seq, d] -> ([batch * seq, d], this layer's updated
     (k, v) cache or None).
 
     Without a cache: full sequences, by the backend `model.attention` resolves to on the default
-    device's platform. With one (prefill, decode): x's keys and values are written at
-    cache.end and x's queries attend over the whole cache under cache.mask. The one branch point
-    for backends: a new backend is a new case here."""
+    device's platform; positions (RoPE) [seq] or [batch, seq]; segment_ids [batch, seq], when
+    given, keep attention inside each document. With a cache (prefill, decode): x's keys and
+    values are written at cache.end and x's queries attend over the whole cache under
+    cache.mask. The one branch point for backends: a new backend is a new case here."""
     if cache is not None:
         q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
         k_cache = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), (0, 0, cache.end, 0))
@@ -191,8 +209,8 @@ def self_attention(
         return output_projection(rules, p, o), (k_cache, v_cache)
     if attention_backend(cfg) == AttentionImpl.cudnn:
         q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major=False)
-        o = fused_causal_attention(q, k, v, rules, "cudnn")
+        o = fused_causal_attention(q, k, v, rules, "cudnn", segment_ids)
         return output_projection(rules, p, o, head_major=False), None
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
-    o = blocked_causal_attention(q, k, v, positions, cfg.attention_block, rules)
+    o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids)
     return output_projection(rules, p, o), None

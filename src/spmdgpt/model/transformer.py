@@ -178,10 +178,10 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
 
 
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
-          cache: Optional[LayerCache] = None):
+          cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None):
     """One pre-norm block on the residual stream x: [tokens, embed] -> (x, this layer's
     updated (k, v) cache or None)."""
-    a, kv = self_attention(cfg, rules, p, norm(cfg, rules, p.ln1, x), positions, batch, cache)
+    a, kv = self_attention(cfg, rules, p, norm(cfg, rules, p.ln1, x), positions, batch, cache, segment_ids)
     x = x + a
     x = x + mlp(cfg, rules, p, norm(cfg, rules, p.ln2, x))
     return x, kv
@@ -242,7 +242,7 @@ def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
 
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
-    cache: Optional[KVCache] = None,
+    cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None,
 ) -> tuple[Array, Optional[KVCache]]:
     """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype,
     the updated cache or None). See `forward`."""
@@ -250,10 +250,14 @@ def hidden_states(
     if cache is None:
         if positions is None:
             positions = jnp.arange(t, dtype=jnp.int32)
+        else:
+            positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
+        if segment_ids is not None:
+            segment_ids = jax.sharding.reshard(segment_ids.astype(jnp.int32), rules.spec("batch", None))
         x = embed(cfg, rules, params, tokens)
 
         def step(x, p):
-            return block(cfg, rules, p, x, positions, batch)
+            return block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids)
 
         if cfg.remat != Remat.none:
             step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
@@ -278,16 +282,18 @@ def hidden_states(
 
 def forward(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
-    cache: Optional[KVCache] = None,
+    cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None,
 ) -> tuple[Array, Optional[KVCache]]:
     """The model: tokens [b, t] (int) -> (float32 logits [b, t, vocab], updated cache or None).
 
-    Training and evaluation: no cache; positions default to 0..t-1. Prefill and decode: a
-    KVCache (`attention.init_cache`) and positions [b, t] (-1 marks padding, never attended);
-    the tokens' keys and values are written at cache.end and the returned cache has
-    end + t. The same layers run both ways; attention branches once, on the cache.
+    Training and evaluation: no cache; positions default to 0..t-1 (or [b, t], e.g. restarting
+    at each document); segment_ids [b, t] (document numbers) keep attention inside documents.
+    Prefill and decode: a KVCache (`attention.init_cache`) and positions [b, t] (-1 marks
+    padding, never attended); the tokens' keys and values are written at cache.end and the
+    returned cache has end + t. The same layers run both ways; attention branches once, on the
+    cache.
     """
-    x, cache = hidden_states(cfg, rules, params, tokens, positions, cache)
+    x, cache = hidden_states(cfg, rules, params, tokens, positions, cache, segment_ids)
     logits = unembed(cfg, rules, params, x)
     spec = rules.spec("batch", "seq", "vocab")
     return jnp.reshape(logits, tokens.shape + logits.shape[-1:], out_sharding=spec), cache
@@ -303,15 +309,17 @@ def unembedding_rows(cfg: ModelConfig, rules: Rules, params: Params, ids: Array,
     return table.at[ids].get(out_sharding=rules.spec("batch", "embed"))
 
 
-def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array) -> Array:
-    """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t].
+def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
+            segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
+    """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t] (with a
+    batch's document segment ids and positions, when it carries them; see `forward`).
 
     loss = logsumexp(logits) - logit[target], with the target logit computed as the dot product
     of the hidden state and the target's unembedding vector: no [tokens, vocab] one-hot is ever
     built (for a GPT-2 vocabulary that one-hot costs more than a transformer block), and it
     stays valid when the vocabulary is sharded over devices.
     """
-    x, _ = hidden_states(cfg, rules, params, inputs)
+    x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
     logits = unembed(cfg, rules, params, x)
     lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
     flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))

@@ -1,0 +1,135 @@
+"""A run's corpus: its datasets resolved, their token stores prepared (once) and memory-mapped.
+
+    data.datasets (or data.text_file) ─► sources.resolve_source: file listings
+      ─► tokenizer (char: the corpus's characters, found once and cached beside the stores)
+      ─► store.prepare: each dataset's store, built only where missing or damaged
+      ─► Corpus: per dataset, a TokenStream of its training split (with its mixture weight)
+         and one of its validation split
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from spmdgpt.config import (
+    ConfigError,
+    DataConfig,
+    DataSource,
+    TokenizerKind,
+    dataset_configs,
+)
+from spmdgpt.data.sources import (
+    BadRecords,
+    Source,
+    documents,
+    resolve_source,
+    single_file_dataset,
+    staircase_tokens,
+)
+from spmdgpt.data.store import (
+    STORE_VERSION,
+    TokenStream,
+    _write_atomic,
+    default_cache_dir,
+    open_store,
+    prepare,
+)
+from spmdgpt.data.tokenizers import (
+    DigitTokenizer,
+    Tokenizer,
+    load_tokenizer,
+    token_dtype,
+)
+
+
+@dataclass
+class Corpus:
+    train: Dict[str, TokenStream]  # training split of each trained dataset
+    weights: Dict[str, float]  # their mixture weights
+    val: Dict[str, TokenStream]  # validation sets by name (non-empty ones)
+    tokenizer: Tokenizer
+    source: str  # human-readable description for logs
+    folders: Dict[str, Path] = field(default_factory=dict)  # token store of each dataset
+
+    @property
+    def train_tokens(self) -> int:
+        return sum(len(s) for s in self.train.values())
+
+    @property
+    def val_tokens(self) -> int:
+        return sum(len(s) for s in self.val.values())
+
+
+def resolve_sources(cfg: DataConfig) -> List[Source]:
+    datasets = dataset_configs(cfg) or {"main": single_file_dataset(cfg)}
+    return [resolve_source(name, ds, cfg) for name, ds in datasets.items()]
+
+
+def char_vocabulary(cfg: DataConfig, sources: List[Source]) -> str:
+    """The sorted characters of all the datasets; read once, then cached by their listings."""
+    ident = json.dumps([STORE_VERSION, [s.identity() for s in sources]], sort_keys=True)
+    path = default_cache_dir(cfg) / f"chars-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["chars"]
+    except (OSError, ValueError, KeyError):
+        pass
+    chars: set = set()
+    for src in sources:
+        for text, _ in documents(src, BadRecords()):
+            chars.update(text)
+    out = "".join(sorted(chars))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, json.dumps({"chars": out}, ensure_ascii=False).encode())
+    except OSError as e:
+        from spmdgpt.rundir import WriteFailed, os_reason
+
+        raise WriteFailed(f"writing {path} failed ({os_reason(e)}); free space or set "
+                          "data.cache_dir") from None
+    return out
+
+
+def load_dataset(cfg: DataConfig, *, progress: bool = False, verify: bool = False,
+                 check: Optional[Callable[[Tokenizer], None]] = None) -> Corpus:
+    """The corpus data.* describes, preparing its token stores where they are missing
+    (`verify`: checking every shard's checksum first). `check` sees the tokenizer before any
+    store is prepared (e.g. to refuse a model vocabulary that is too small).
+
+    ConfigError for bad input (missing files, invalid text, an empty corpus);
+    rundir.WriteFailed when a store cannot be written."""
+    if cfg.source == DataSource.staircase:
+        tokens = staircase_tokens(cfg.staircase_tokens)
+        n = int(len(tokens) * (1.0 - cfg.val_fraction))
+        if check is not None:
+            check(DigitTokenizer())
+        return Corpus({"staircase": TokenStream([tokens[:n]])}, {"staircase": 1.0},
+                      {"staircase": TokenStream([tokens[n:]])}, DigitTokenizer(),
+                      f"staircase({cfg.staircase_tokens})")
+    sources = resolve_sources(cfg)
+    chars = char_vocabulary(cfg, sources) if cfg.tokenizer == TokenizerKind.char else None
+    tok = load_tokenizer(cfg, chars)
+    dtype = token_dtype(cfg, tok.vocab_size)
+    if check is not None:
+        check(tok)
+    weights = {n: ds.weight for n, ds in dataset_configs(cfg).items()} or {"main": 1.0}
+    train, val, folders = {}, {}, {}
+    for src in sources:
+        folder = folders[src.name] = prepare(cfg, src, tok, dtype, progress=progress, verify=verify)
+        if src.split != "val":
+            train[src.name] = open_store(folder, "train")
+        v = open_store(folder, "val")
+        if len(v):
+            val[src.name] = v
+    empty = [n for n, s in train.items() if not len(s)]
+    if empty:
+        raise ConfigError([f"data: dataset {', '.join(empty)} has no training text (its files are "
+                           "empty, or all of it went to validation)"])
+    names = ", ".join(f"{s.name} ({len(s.files)} file{'s' * (len(s.files) > 1)})" for s in sources)
+    return Corpus(train, {n: weights[n] for n in train}, val, tok,
+                  sources[0].files[0].url if len(sources) == 1 and len(sources[0].files) == 1 else names,
+                  folders)
+
