@@ -131,16 +131,16 @@ def tokenize_shard(folder: Path, index: int, docs: List[str], src: Source, dtype
     tok = tok or _WORKER_TOKENIZER
     assert tok is not None and tok.eos_id is not None
     parts: Dict[str, List[np.ndarray]] = {s: [] for s in SPLITS}
+    encode = getattr(tok, "encode_array", None) or tok.encode
+    eos = np.asarray([tok.eos_id], dtype=dtype)
     for text in docs:
         for split, piece in split_document(text, src):
-            ids = tok.encode(piece)
-            ids.append(tok.eos_id)
-            parts[split].append(np.asarray(ids, dtype=dtype))
+            parts[split] += [np.asarray(encode(piece), dtype=dtype), eos]
     entry = {"documents": len(docs)}
     for split in SPLITS:
-        arrs = parts[split]
+        arrs = parts[split]  # document, end-of-text, document, end-of-text, ...
         tokens = np.concatenate(arrs) if arrs else np.zeros(0, dtype)
-        ends = np.cumsum([len(a) for a in arrs], dtype=np.int64)
+        ends = np.cumsum([len(a) for a in arrs], dtype=np.int64)[1::2]
         tb, db = tokens.astype(np.dtype(dtype).newbyteorder("<")).tobytes(), ends.astype("<i8").tobytes()
         _write_atomic(folder / f"{shard_name(split, index)}.bin", tb)
         _write_atomic(folder / f"{shard_name(split, index)}.docs", db)
@@ -219,6 +219,14 @@ def _locked(folder: Path):
 
 
 # ----------------------------------------------------------------------------- prepare
+
+
+def _mp_context():
+    """fork (instant workers that share the tokenizer already built) unless JAX is loaded:
+    forking a process that runs JAX's threads can deadlock, so `train` spawns them instead."""
+    import multiprocessing as mp
+
+    return mp.get_context("spawn" if "jax" in sys.modules else "fork")
 
 
 def _workers(cfg: DataConfig) -> int:
@@ -344,10 +352,8 @@ def _tokenize_missing(cfg: DataConfig, folder: Path, src: Source, tok: Tokenizer
                 _write_ledger(folder, ledger)
                 bar.update(ledger["shards"][f"{index:05d}"], nbytes)
                 continue
-            if pool is None:  # spawn: this process may already run JAX's threads
-                import multiprocessing as mp
-
-                pool = ProcessPoolExecutor(workers, mp.get_context("spawn"), _init_worker, (tok,))
+            if pool is None:
+                pool = ProcessPoolExecutor(workers, _mp_context(), _init_worker, (tok,))
             pending[pool.submit(tokenize_shard, folder, index, docs, src, dtype.name)] = (index, nbytes)
             del docs
             while len(pending) > workers:  # bounded memory: at most workers + 1 chunks in flight

@@ -103,6 +103,10 @@ class GPT2Tokenizer:
     def encode(self, text: str) -> List[int]:
         return self._enc.encode_ordinary(text)
 
+    def encode_array(self, text: str) -> np.ndarray:
+        """encode() as a uint32 array, built in tiktoken's Rust code (no list of Python ints)."""
+        return self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size])
 
