@@ -116,7 +116,7 @@ def test_store_is_prepared_once_and_never_reread(tmp_path, monkeypatch):
 
     import spmdgpt.data.store as store
 
-    monkeypatch.setattr(store, "documents", lambda *a: pytest.fail("a prepared corpus was read again"))
+    monkeypatch.setattr(store, "records", lambda *a: pytest.fail("a prepared corpus was read again"))
     monkeypatch.setattr(store, "tokenize_shard", lambda *a: pytest.fail("a prepared corpus was tokenized again"))
     second = load_dataset(cfg)
     assert isinstance(second.train["d"].shards[0], np.memmap)

@@ -20,6 +20,9 @@ class ConfigError(ValueError):
         self.messages = list(messages)
         super().__init__("\n".join(self.messages))
 
+    def __reduce__(self):  # (raised in a worker process, re-raised in the main one)
+        return (type(self), (self.messages,))
+
 
 # ----------------------------------------------------------------------------- enums
 
@@ -195,7 +198,7 @@ class DataConfig:
     path: Optional[str] = None  # data root; default: $SPMDGPT_DATA, else shared/data beside the checkout
     cache_dir: Optional[str] = None  # token stores; default: $SPMDGPT_CACHE, else ~/.cache/spmdgpt
     num_workers: int = 0  # tokenizer processes for `prepare` (0 = one per CPU core)
-    shard_mb: float = 16.0  # text per token-store shard, in MB (part of the store's identity)
+    shard_mb: float = 16.0  # input read per token-store shard, in MB (part of the store's identity)
     seq_len: int = 256  # tokens per training window
     batch_size: int = 64  # global batch size (sequences per step, over all devices)
     val_fraction: float = 0.1  # share held out for validation (nanoGPT: the last 10% of the text)

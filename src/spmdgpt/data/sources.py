@@ -14,7 +14,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -202,32 +202,48 @@ def _bad(src: Source, bad: BadRecords, where: str, why: str) -> None:
     bad.add(where)
 
 
-def _txt(f: SourceFile, src: Source, fh) -> Iterator[Tuple[str, int]]:
-    raw = fh.read()
-    yield _decode(raw, src, f.url).replace("\r\n", "\n"), len(raw)
+class Record(NamedTuple):
+    """One document as read, not yet decoded: txt files and jsonl lines stay bytes (decoding
+    and JSON parsing happen in `prepare`'s workers), parquet cells arrive as text."""
+
+    where: str  # "file" (txt), "file:LINE" (jsonl), "file row N" (parquet)
+    kind: str  # txt | jsonl | text
+    raw: Union[bytes, str]
+    offset: int  # byte offset of raw in the (uncompressed) file
+    nbytes: int  # bytes read
 
 
-def _jsonl(f: SourceFile, src: Source, fh, bad: BadRecords) -> Iterator[Tuple[str, int]]:
+def parse(rec: Record, src: Source, bad: BadRecords) -> Optional[str]:
+    """A record's text (None for a bad record skipped under data.skip_bad_records, or an empty
+    line); ConfigError naming the file and line for invalid text or a bad record otherwise."""
+    if rec.kind == "text":
+        return rec.raw
+    if rec.kind == "txt":
+        return _decode(rec.raw, src, rec.where).replace("\r\n", "\n")
+    file, lineno = rec.where.rsplit(":", 1)
+    line = _decode(rec.raw, src, f"{file} line {lineno}", rec.offset)
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        _bad(src, bad, rec.where, f"not JSON ({e.msg})")
+        return None
+    text = obj.get(src.text_field) if isinstance(obj, dict) else None
+    if not isinstance(text, str):
+        _bad(src, bad, rec.where, f"no text field {src.text_field!r} (set the dataset's text_field)")
+        return None
+    return text
+
+
+def _jsonl(f: SourceFile, fh) -> Iterator[Record]:
     offset = 0
     for lineno, raw in enumerate(fh, 1):
-        where = f"{f.url}:{lineno}"
-        line = _decode(raw, src, f"{f.url} line {lineno}", offset)
+        yield Record(f"{f.url}:{lineno}", "jsonl", raw, offset, len(raw))
         offset += len(raw)
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            _bad(src, bad, where, f"not JSON ({e.msg})")
-            continue
-        text = rec.get(src.text_field) if isinstance(rec, dict) else None
-        if not isinstance(text, str):
-            _bad(src, bad, where, f"no text field {src.text_field!r} (set the dataset's text_field)")
-            continue
-        yield text, len(raw)
 
 
-def _parquet(f: SourceFile, src: Source, fh, bad: BadRecords) -> Iterator[Tuple[str, int]]:
+def _parquet(f: SourceFile, src: Source, fh, bad: BadRecords) -> Iterator[Record]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -243,24 +259,33 @@ def _parquet(f: SourceFile, src: Source, fh, bad: BadRecords) -> Iterator[Tuple[
                 if not isinstance(text, str):
                     _bad(src, bad, f"{f.url} row {row}", f"{src.text_field!r} is not text")
                     continue
-                yield text, len(text)
+                yield Record(f"{f.url} row {row}", "text", text, 0, len(text))
     except pa.ArrowException as e:
         raise ConfigError([f"{f.url}: not a readable parquet file ({e})"]) from None
 
 
-def documents(src: Source, bad: BadRecords) -> Iterator[Tuple[str, int]]:
-    """(text, bytes read) of each document of a dataset, file after file (txt files get their
-    "\r\n" line ends normalised to "\n", as nanoGPT reads Tiny Shakespeare)."""
+def records(src: Source, bad: BadRecords) -> Iterator[Record]:
+    """Every document of a dataset as a Record, file after file, in a fixed order."""
     import fsspec
 
     for f in src.files:
         try:
             with fsspec.open(f.url, "rb", compression="infer") as fh:
                 if f.format == DataFormat.txt.value:
-                    yield from _txt(f, src, fh)
+                    raw = fh.read()
+                    yield Record(f.url, "txt", raw, 0, len(raw))
                 elif f.format == DataFormat.jsonl.value:  # (zstandard's reader has no readline)
-                    yield from _jsonl(f, src, io.BufferedReader(fh) if not hasattr(fh, "peek") else fh, bad)
+                    yield from _jsonl(f, io.BufferedReader(fh) if not hasattr(fh, "peek") else fh)
                 else:
                     yield from _parquet(f, src, fh, bad)
         except (OSError, EOFError) as e:
             raise ConfigError([f"{f.url}: cannot read it ({e})"]) from None
+
+
+def documents(src: Source, bad: BadRecords) -> Iterator[Tuple[str, int]]:
+    """(text, bytes read) of each document of a dataset, file after file (txt files get their
+    "\r\n" line ends normalised to "\n", as nanoGPT reads Tiny Shakespeare)."""
+    for rec in records(src, bad):
+        text = parse(rec, src, bad)
+        if text is not None:
+            yield text, rec.nbytes

@@ -15,8 +15,9 @@ settings, tokenizer, token dtype and data.shard_mb; not seq_len, batch or seed, 
 config over the same data reuses the store, and opening one reads only its ledger and the file
 sizes (never the corpus).
 
-Preparation streams the documents in a fixed order and cuts them into chunks of about
-data.shard_mb MB of text; chunk i becomes shard i, tokenized by a pool of worker processes.
+Preparation reads the documents in a fixed order (the main process only reads: txt files and
+jsonl lines stay bytes) and cuts them into chunks of about data.shard_mb MB; chunk i becomes
+shard i, decoded, parsed and tokenized by a pool of worker processes.
 A shard's bytes depend only on its documents, and each is written to a temporary name and
 renamed into place before the ledger (rewritten atomically) lists it, so an interrupted
 preparation continues from its completed shards and ends byte-identical to an uninterrupted
@@ -37,6 +38,7 @@ import os
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -44,7 +46,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from spmdgpt.config import ConfigError, DataConfig
-from spmdgpt.data.sources import BadRecords, Source, documents
+from spmdgpt.data.sources import BadRecords, Record, Source, parse, records
 from spmdgpt.data.tokenizers import Tokenizer
 
 STORE_VERSION = 1
@@ -125,18 +127,25 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def tokenize_shard(folder: Path, index: int, docs: List[str], src: Source, dtype: str,
+def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dtype: str,
                    tok: Optional[Tokenizer] = None) -> dict:
-    """Tokenize one chunk of documents into shard `index` (both splits); its ledger entry."""
+    """Decode, parse and tokenize one chunk of records into shard `index` (both splits); its
+    ledger entry. ConfigError for invalid text or a bad record (unless they are skipped)."""
     tok = tok or _WORKER_TOKENIZER
     assert tok is not None and tok.eos_id is not None
     parts: Dict[str, List[np.ndarray]] = {s: [] for s in SPLITS}
     encode = getattr(tok, "encode_array", None) or tok.encode
     eos = np.asarray([tok.eos_id], dtype=dtype)
-    for text in docs:
+    bad = BadRecords()
+    n = 0
+    for rec in docs:
+        text = parse(rec, src, bad)
+        if text is None:
+            continue
+        n += 1
         for split, piece in split_document(text, src):
             parts[split] += [np.asarray(encode(piece), dtype=dtype), eos]
-    entry = {"documents": len(docs)}
+    entry = {"documents": n, "bad_records": bad.count, "first_bad": bad.first}
     for split in SPLITS:
         arrs = parts[split]  # document, end-of-text, document, end-of-text, ...
         tokens = np.concatenate(arrs) if arrs else np.zeros(0, dtype)
@@ -150,17 +159,16 @@ def tokenize_shard(folder: Path, index: int, docs: List[str], src: Source, dtype
     return entry
 
 
-def _chunks(src: Source, shard_chars: int, bad: BadRecords) -> Iterator[Tuple[int, List[str], int]]:
-    """(index, documents, bytes read) of each chunk of about shard_chars characters of text."""
-    docs: List[str] = []
-    size = nbytes = index = 0
-    for text, raw in documents(src, bad):
-        docs.append(text)
-        size += len(text)
-        nbytes += raw
-        if size >= shard_chars:
+def _chunks(src: Source, shard_bytes: int, bad: BadRecords) -> Iterator[Tuple[int, List[Record], int]]:
+    """(index, records, bytes read) of each chunk of about shard_bytes bytes of records."""
+    docs: List[Record] = []
+    nbytes = index = 0
+    for rec in records(src, bad):
+        docs.append(rec)
+        nbytes += rec.nbytes
+        if nbytes >= shard_bytes:
             yield index, docs, nbytes
-            docs, size, nbytes, index = [], 0, 0, index + 1
+            docs, nbytes, index = [], 0, index + 1
     if docs or index == 0:
         yield index, docs, nbytes
 
@@ -288,6 +296,11 @@ def prepare(cfg: DataConfig, src: Source, tok: Tokenizer, dtype: np.dtype, *,
             for stale in folder.glob(".tmp-*"):  # left by a killed preparer
                 stale.unlink(missing_ok=True)
             _tokenize_missing(cfg, folder, src, tok, dtype, ledger, progress)
+    except BrokenProcessPool:
+        raise WriteFailed(
+            f"a tokenizer process preparing {folder} died (killed, or out of memory?); the "
+            "completed shards are kept: rerun to continue, with a smaller data.num_workers or "
+            "data.shard_mb if memory is short") from None
     except OSError as e:  # (unreadable sources are ConfigErrors, raised where they are read)
         raise WriteFailed(
             f"writing the token store {folder} failed ({os_reason(e)}); the completed shards "
@@ -323,7 +336,7 @@ def _tokenize_missing(cfg: DataConfig, folder: Path, src: Source, tok: Tokenizer
     _drop_damaged(folder, ledger, dtype, checksums=False)
     bad = BadRecords()
     bar = _Progress(src, progress)
-    shard_chars = max(1, int(cfg.shard_mb * 1e6))
+    shard_bytes = max(1, int(cfg.shard_mb * 1e6))
     workers = _workers(cfg)
     pool = None
     pending: Dict = {}
@@ -335,7 +348,7 @@ def _tokenize_missing(cfg: DataConfig, folder: Path, src: Source, tok: Tokenizer
             _write_ledger(folder, ledger)
             bar.update(ledger["shards"][f"{index:05d}"], nbytes)
 
-    chunks = _chunks(src, shard_chars, bad)
+    chunks = _chunks(src, shard_bytes, bad)
     first = next(chunks)
     second = next(chunks, None)
     if second is None:  # a one-shard dataset: no worker processes to start
@@ -364,6 +377,9 @@ def _tokenize_missing(cfg: DataConfig, folder: Path, src: Source, tok: Tokenizer
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
+    shards = [ledger["shards"][k] for k in sorted(ledger["shards"])]
+    bad.count += sum(e.get("bad_records", 0) for e in shards)  # (parquet's are counted here)
+    bad.first = bad.first or next((e["first_bad"] for e in shards if e.get("first_bad")), "")
     ledger["num_shards"] = n
     ledger["bad_records"] = {"count": bad.count, "first": bad.first}
     ledger["complete"] = True
