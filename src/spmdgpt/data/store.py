@@ -290,7 +290,7 @@ def prepare(cfg: DataConfig, src: Source, tok: Tokenizer, dtype: np.dtype, *,
     try:
         with _locked(folder):
             ledger = _usable_ledger(folder, src, tok, dtype, cfg)
-            if ledger.get("complete") and not _drop_damaged(folder, ledger, dtype, verify):
+            if not _drop_damaged(folder, ledger, dtype, verify) and ledger.get("complete"):
                 return folder
             folder.mkdir(parents=True, exist_ok=True)
             for stale in folder.glob(".tmp-*"):  # left by a killed preparer
@@ -333,7 +333,6 @@ def _drop_damaged(folder: Path, ledger: dict, dtype: np.dtype, checksums: bool) 
 
 def _tokenize_missing(cfg: DataConfig, folder: Path, src: Source, tok: Tokenizer, dtype: np.dtype,
                       ledger: dict, progress: bool) -> None:
-    _drop_damaged(folder, ledger, dtype, checksums=False)
     bad = BadRecords()
     bar = _Progress(src, progress)
     shard_bytes = max(1, int(cfg.shard_mb * 1e6))
@@ -468,11 +467,3 @@ def open_store(folder: Path, split: str) -> TokenStream:
         ends.append(np.memmap(folder / f"{name}.docs", dtype="<i8", mode="r"))
         checks.append((folder / f"{name}.bin", e["sha256"]))
     return TokenStream(shards, ends, checks)
-
-
-def verify_store(folder: Path) -> List[str]:
-    """Every problem of a store's shards, checksums included (`spmdgpt prepare --verify`)."""
-    ledger = read_ledger(folder) or {"shards": {}}
-    dtype = np.dtype(ledger.get("dtype", "uint16"))
-    return [p for k, e in sorted(ledger["shards"].items())
-            for p in shard_problems(folder, int(k), e, dtype, checksums=True)]
