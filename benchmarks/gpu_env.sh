@@ -1,8 +1,10 @@
 # The lent GPU machine (device tool): run spmdgpt over the machine's own Python 3.12, JAX, PyTorch.
 #
 # That machine has no package registry. It ships jax/jaxlib + the CUDA plugin, optax,
-# orbax-checkpoint, numpy, tiktoken, tqdm, pytest and PyTorch; spmdgpt needs three more
-# (hydra-core, omegaconf, antlr4-python3-runtime), carried as wheels, plus the data files
+# orbax-checkpoint, numpy, tiktoken, tqdm, pytest, PyTorch, pyarrow, tokenizers, fsspec and
+# grain's own dependencies but grain; spmdgpt needs seven more (hydra-core, omegaconf,
+# antlr4-python3-runtime, grain, array-record, portpicker, zstandard), carried as wheels
+# (checked 2026-11-23: all have cp312 manylinux wheels but antlr4's), plus the data files
 # (../shared does not travel with the working tree). Two steps:
 #
 #   here, once (network):  bash benchmarks/gpu_env.sh fetch     # -> .gpu/wheels, .gpu/data
@@ -17,7 +19,8 @@ _fetch() {
     mkdir -p .gpu/wheels .gpu/data
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .gpu/wheels \
-        hydra-core==1.3.8 omegaconf==2.3.1
+        hydra-core==1.3.8 omegaconf==2.3.1 grain==0.2.18 array-record==0.8.6 portpicker==1.6.0 \
+        zstandard==0.25.0
     # antlr4-python3-runtime 4.9.3 (omegaconf's parser runtime) is published as an sdist only:
     # build its pure-Python wheel here.
     python3 -m pip wheel -q --no-deps -w .gpu/wheels antlr4-python3-runtime==4.9.3
@@ -37,7 +40,8 @@ else
     python3 - <<'EOF'
 import importlib.metadata as md, sys, jax
 names = ["jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt", "optax", "orbax-checkpoint",
-         "numpy", "tiktoken", "hydra-core", "omegaconf", "torch", "triton", "nvidia-cudnn-cu13"]
+         "numpy", "tiktoken", "hydra-core", "omegaconf", "grain", "tokenizers", "pyarrow", "torch",
+         "triton", "nvidia-cudnn-cu13"]
 def v(n):
     try:
         return md.version(n)
