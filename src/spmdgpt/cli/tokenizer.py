@@ -5,7 +5,6 @@ compression (bytes per token) on held-out text beside GPT-2's. Use the file with
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,18 +39,16 @@ def run(items: List[str]) -> int:
     from spmdgpt.config import load_config
     from spmdgpt.data.bpe import bytes_per_token, gpt2_encoder, held_out, train_bpe
     from spmdgpt.data.corpus import resolve_sources
+    from spmdgpt.data.store import write_atomic
 
     cfg = load_config(overrides)
     sources = resolve_sources(cfg.data)
     tok = train_bpe(sources, args.vocab_size, int(args.sample_mb * 1e6), progress=sys.stderr.isatty())
     out = Path(args.out)
-    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tok.save(str(tmp))
-        os.replace(tmp, out)
+        write_atomic(out, tok.to_str(pretty=True).encode())
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         from spmdgpt.rundir import os_reason
 
         print(f"spmdgpt: error: writing {out} failed ({os_reason(e)})", file=sys.stderr)

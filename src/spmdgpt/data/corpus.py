@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Optional
 from spmdgpt.config import (
     ConfigError,
     DataConfig,
+    DatasetConfig,
     DataSource,
     TokenizerKind,
     dataset_configs,
@@ -33,10 +34,11 @@ from spmdgpt.data.sources import (
 from spmdgpt.data.store import (
     STORE_VERSION,
     TokenStream,
-    _write_atomic,
     default_cache_dir,
     open_store,
     prepare,
+    read_ledger,
+    write_atomic,
 )
 from spmdgpt.data.tokenizers import (
     DigitTokenizer,
@@ -64,9 +66,13 @@ class Corpus:
         return sum(len(s) for s in self.val.values())
 
 
+def corpus_datasets(cfg: DataConfig) -> Dict[str, DatasetConfig]:
+    """data.datasets, or data.text_file as the one dataset `main`."""
+    return dataset_configs(cfg) or {"main": single_file_dataset(cfg)}
+
+
 def resolve_sources(cfg: DataConfig) -> List[Source]:
-    datasets = dataset_configs(cfg) or {"main": single_file_dataset(cfg)}
-    return [resolve_source(name, ds, cfg) for name, ds in datasets.items()]
+    return [resolve_source(name, ds, cfg) for name, ds in corpus_datasets(cfg).items()]
 
 
 def char_vocabulary(cfg: DataConfig, sources: List[Source]) -> str:
@@ -84,7 +90,7 @@ def char_vocabulary(cfg: DataConfig, sources: List[Source]) -> str:
     out = "".join(sorted(chars))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, json.dumps({"chars": out}, ensure_ascii=False).encode())
+        write_atomic(path, json.dumps({"chars": out}, ensure_ascii=False).encode())
     except OSError as e:
         from spmdgpt.rundir import WriteFailed, os_reason
 
@@ -104,24 +110,25 @@ def load_dataset(cfg: DataConfig, *, progress: bool = False, verify: bool = Fals
     if cfg.source == DataSource.staircase:
         tokens = staircase_tokens(cfg.staircase_tokens)
         n = int(len(tokens) * (1.0 - cfg.val_fraction))
+        digits = DigitTokenizer()
         if check is not None:
-            check(DigitTokenizer())
+            check(digits)
         return Corpus({"staircase": TokenStream([tokens[:n]])}, {"staircase": 1.0},
-                      {"staircase": TokenStream([tokens[n:]])}, DigitTokenizer(),
-                      f"staircase({cfg.staircase_tokens})")
-    sources = resolve_sources(cfg)
+                      {"staircase": TokenStream([tokens[n:]])}, digits, f"staircase({cfg.staircase_tokens})")
+    datasets = corpus_datasets(cfg)
+    sources = [resolve_source(name, ds, cfg) for name, ds in datasets.items()]
     chars = char_vocabulary(cfg, sources) if cfg.tokenizer == TokenizerKind.char else None
     tok = load_tokenizer(cfg, chars)
     dtype = token_dtype(cfg, tok.vocab_size)
     if check is not None:
         check(tok)
-    weights = {n: ds.weight for n, ds in dataset_configs(cfg).items()} or {"main": 1.0}
     train, val, folders = {}, {}, {}
     for src in sources:
         folder = folders[src.name] = prepare(cfg, src, tok, dtype, progress=progress, verify=verify)
+        ledger = read_ledger(folder)
         if src.split != "val":
-            train[src.name] = open_store(folder, "train")
-        v = open_store(folder, "val")
+            train[src.name] = open_store(folder, ledger, "train")
+        v = open_store(folder, ledger, "val")
         if len(v):
             val[src.name] = v
     empty = [n for n, s in train.items() if not len(s)]
@@ -129,7 +136,7 @@ def load_dataset(cfg: DataConfig, *, progress: bool = False, verify: bool = Fals
         raise ConfigError([f"data: dataset {', '.join(empty)} has no training text (its files are "
                            "empty, or all of it went to validation)"])
     names = ", ".join(f"{s.name} ({len(s.files)} file{'s' * (len(s.files) > 1)})" for s in sources)
-    return Corpus(train, {n: weights[n] for n in train}, val, tok,
+    return Corpus(train, {n: datasets[n].weight for n in train}, val, tok,
                   sources[0].files[0].url if len(sources) == 1 and len(sources[0].files) == 1 else names,
                   folders)
 

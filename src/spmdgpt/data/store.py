@@ -46,7 +46,14 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from spmdgpt.config import ConfigError, DataConfig
-from spmdgpt.data.sources import BadRecords, Record, Source, parse, records
+from spmdgpt.data.sources import (
+    COMPRESSIONS,
+    BadRecords,
+    Record,
+    Source,
+    parse,
+    records,
+)
 from spmdgpt.data.tokenizers import Tokenizer
 
 STORE_VERSION = 1
@@ -114,7 +121,8 @@ def _init_worker(tok: Tokenizer) -> None:
     _WORKER_TOKENIZER = tok
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
+    """`data` into `path` through a temporary file, fsync and rename: never a partial file."""
     tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -151,8 +159,8 @@ def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dt
         tokens = np.concatenate(arrs) if arrs else np.zeros(0, dtype)
         ends = np.cumsum([len(a) for a in arrs], dtype=np.int64)[1::2]
         tb, db = tokens.astype(np.dtype(dtype).newbyteorder("<")).tobytes(), ends.astype("<i8").tobytes()
-        _write_atomic(folder / f"{shard_name(split, index)}.bin", tb)
-        _write_atomic(folder / f"{shard_name(split, index)}.docs", db)
+        write_atomic(folder / f"{shard_name(split, index)}.bin", tb)
+        write_atomic(folder / f"{shard_name(split, index)}.docs", db)
         entry[split] = {"tokens": int(len(tokens)), "docs": int(len(ends)),
                         "sha256": hashlib.sha256(tb).hexdigest(),
                         "docs_sha256": hashlib.sha256(db).hexdigest()}
@@ -184,7 +192,7 @@ def read_ledger(folder: Path) -> Optional[dict]:
 
 
 def _write_ledger(folder: Path, ledger: dict) -> None:
-    _write_atomic(folder / "ledger.json",
+    write_atomic(folder / "ledger.json",
                   json.dumps(ledger, indent=1, sort_keys=True, ensure_ascii=False).encode())
 
 
@@ -248,8 +256,7 @@ class _Progress:
     def __init__(self, src: Source, enabled: bool):
         from tqdm import tqdm
 
-        plain = all(f.format != "parquet" and not f.url.endswith((".gz", ".zst", ".bz2", ".xz"))
-                    for f in src.files)
+        plain = all(f.format != "parquet" and not f.url.endswith(COMPRESSIONS) for f in src.files)
         self.enabled, self.name = enabled, src.name
         self.bar = tqdm(total=src.nbytes if plain else None, unit="B", unit_scale=True,
                         desc=f"prepare {src.name}", disable=not (enabled and sys.stderr.isatty()),
@@ -453,9 +460,9 @@ class TokenStream:
         return np.concatenate(out)
 
 
-def open_store(folder: Path, split: str) -> TokenStream:
-    """The memory-mapped `split` of a complete store (sizes checked by `prepare`)."""
-    ledger = read_ledger(folder)
+def open_store(folder: Path, ledger: dict, split: str) -> TokenStream:
+    """The memory-mapped `split` of a complete store (sizes checked by `prepare`), as its
+    ledger lists it."""
     dtype = np.dtype(ledger["dtype"])
     shards, ends, checks = [], [], []
     for key, entry in sorted(ledger["shards"].items()):
