@@ -1,6 +1,7 @@
 """Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
 
 from spmdgpt.model.attention import KVCache, attention_backend, init_cache
+from spmdgpt.model.loss import loss_fn
 from spmdgpt.model.transformer import (
     Block,
     Norm,
@@ -10,7 +11,6 @@ from spmdgpt.model.transformer import (
     forward,
     init_params,
     is_info,
-    loss_fn,
     num_params,
     param_info,
     param_shapes,

@@ -1,4 +1,5 @@
-"""Decoder-only transformer: parameter types, per-parameter metadata, init, forward, loss.
+"""Decoder-only transformer: parameter types, per-parameter metadata, init, forward (the loss
+is in `model.loss`).
 
 Shapes (L layers, D = d_model, N heads, H = D / N, F = MLP width, V vocabulary):
 
@@ -157,21 +158,21 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
     """Parameters created directly in their sharded layout (never whole on one device).
 
     Each leaf's key is folded from its path name, so adding a parameter leaves the others'
-    initial values unchanged.
-    """
-    info = param_info(cfg)
-    dtype = dtype_of(cfg.param_dtype)
+    initial values unchanged."""
+    make = jax.jit(_init_leaves, static_argnums=(0, 1), out_shardings=param_shardings(cfg, rules))
+    return make(param_info(cfg), dtype_of(cfg.param_dtype), key)
 
-    def make(key):
-        def leaf(path, i: ParamInfo):
-            k = jax.random.fold_in(key, zlib.crc32(jax.tree_util.keystr(path).encode()))
-            if i.init == "normal":
-                return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
-            return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
 
-        return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=is_info)
+def _init_leaves(info: Params, dtype, key: Array) -> Params:
+    """(A module-level function of hashable metadata, so that its compilation is cached across
+    calls with the same model: the random-number code takes seconds to compile on a CPU.)"""
+    def leaf(path, i: ParamInfo):
+        k = jax.random.fold_in(key, zlib.crc32(jax.tree_util.keystr(path).encode()))
+        if i.init == "normal":
+            return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
+        return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
 
-    return jax.jit(make, out_shardings=param_shardings(cfg, rules))(key)
+    return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=is_info)
 
 
 # ----------------------------------------------------------------------------- forward
@@ -307,24 +308,3 @@ def unembedding_rows(cfg: ModelConfig, rules: Rules, params: Params, ids: Array,
     else:
         table = rules.gather(params.unembed.astype(dtype), ("embed", None)).T
     return table.at[ids].get(out_sharding=rules.spec("batch", "embed"))
-
-
-def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
-            segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
-    """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t] (with a
-    batch's document segment ids and positions, when it carries them; see `forward`).
-
-    loss = logsumexp(logits) - logit[target], with the target logit computed as the dot product
-    of the hidden state and the target's unembedding vector: no [tokens, vocab] one-hot is ever
-    built (for a GPT-2 vocabulary that one-hot costs more than a transformer block), and it
-    stays valid when the vocabulary is sharded over devices.
-    """
-    x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
-    logits = unembed(cfg, rules, params, x)
-    lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
-    flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))
-    rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)
-    target_logit = jnp.einsum(
-        "td,td->t", x, rows, out_sharding=rules.spec("batch"), preferred_element_type=jnp.float32
-    )
-    return jnp.mean(lse - target_logit)
