@@ -54,6 +54,31 @@ from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, init_state, start
 
 
+def accumulated_grads(grad_fn, microbatches: int, params, *batch):
+    """(mean loss, mean gradients) of a batch [B, ...] split into `microbatches` equal parts run
+    one after another by `lax.scan` inside the step (gradient accumulation): only one part's
+    activations are alive at a time. Part j holds rows j, j + k, j + 2k, ... so that every part
+    keeps the batch's sharding with no data movement. Gradients are summed in float32."""
+    if microbatches == 1:
+        return grad_fn(params, *batch)
+    k = microbatches
+
+    def split(a):  # [B, ...] -> [k, B / k, ...], part j = rows j::k
+        if a is None:
+            return None
+        parts = jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:])
+        return jnp.swapaxes(parts, 0, 1)
+
+    def body(carry, part):
+        loss, grads = grad_fn(params, *part)
+        total, acc = carry
+        return (total + loss, jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)), None
+
+    zeros = jax.tree.map(lambda p: jnp.zeros_like(p, dtype=jnp.float32), params)
+    (loss, grads), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros), tuple(split(a) for a in batch))
+    return loss / k, jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
+
+
 def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
     schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps)
     grad_fn = jax.value_and_grad(partial(loss_fn, cfg.model, rules))
@@ -62,7 +87,8 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
 
     def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
                    segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None):
-        loss, grads = grad_fn(state.params, inputs, targets, segment_ids, positions)
+        loss, grads = accumulated_grads(grad_fn, cfg.train.microbatches, state.params,
+                                        inputs, targets, segment_ids, positions)
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

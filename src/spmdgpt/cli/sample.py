@@ -112,7 +112,7 @@ def run(items: List[str]) -> int:
     if jax.process_count() == 1 and size < len(devices):
         devices = devices[:size]
     # The training data section (batch size, ...) does not apply to sampling.
-    errs = [e for e in validate(cfg, len(devices)) if not e.startswith("data.")]
+    errs = [e for e in validate(cfg, len(devices), training=False) if not e.startswith("data.")]
     if errs:
         raise ConfigError(errs)
     mngr = CheckpointManager.reader(run_dir)

@@ -126,8 +126,10 @@ class ModelConfig:
     scan_unroll: bool = True  # unroll the layer scan: ~15% faster steps on CPU, longer compiles
     attention_block: int = 64  # causal attention in query blocks of this size, skipping key
     # blocks above the diagonal (0 = one block); used when it divides the sequence length
-    param_dtype: DType = DType.float32  # dtype parameters (and optimizer state) are stored in
+    param_dtype: DType = DType.float32  # dtype parameters are stored in (the master copy)
     compute_dtype: DType = DType.float32  # dtype of matmuls; norms, softmax and loss stay float32
+    loss_block: int = 0  # blocked cross-entropy: the loss and its gradients in chunks of this many
+    # positions of every sequence (a divisor of data.seq_len), never all [tokens, vocab] logits at once; 0 = off
 
 
 @dataclass
@@ -221,6 +223,8 @@ class OptimizerConfig:
     momentum: float = 0.9  # SGD momentum
     nesterov: bool = False  # SGD Nesterov momentum
     grad_clip: float = 1.0  # clip by global norm; 0 disables
+    state_dtype: Optional[DType] = None  # dtype of the optimizer's moments (bfloat16 halves their
+    # memory; updates are still computed in float32); default: model.param_dtype
     # muon / manifold_muon: hidden matrices (QKV, output, MLP) get these; every other parameter
     # gets AdamW with lr, b1, b2, eps above. Same warmup and schedule shape as lr.
     muon_lr: float = 0.05  # peak step size η (manifold_muon: spectral norm of each update)
@@ -237,6 +241,8 @@ class OptimizerConfig:
 @dataclass
 class TrainConfig:
     steps: int = 1000  # optimizer steps
+    microbatches: int = 1  # gradient accumulation: each step's batch runs as k equal parts in turn
+    # (inside the jitted step); data.batch_size stays the global batch of one optimizer step
     seed: int = 0  # seeds parameters and the data order
     eval_every: int = 250  # validation loss every k steps (and at the end); 0 = only at the end
     eval_batches: int = 16  # fixed validation batches (the same ones at every evaluation)

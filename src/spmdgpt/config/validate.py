@@ -12,6 +12,7 @@ from spmdgpt.config.schema import (
     ConfigError,
     DataSource,
     DistConfig,
+    DType,
     OptimizerName,
     Split,
     TokenizerKind,
@@ -90,8 +91,9 @@ def _data_sources(d) -> List[str]:
     return errs
 
 
-def validate(cfg: Config, num_devices: int) -> List[str]:
-    """Every problem found in `cfg`, one line each (field, value, fix). Does no I/O on data."""
+def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
+    """Every problem found in `cfg`, one line each (field, value, fix). Does no I/O on data.
+    training=False (sampling a run) skips what only a training step needs."""
     errs: List[str] = []
     m, d, o, t, me = cfg.model, cfg.data, cfg.optimizer, cfg.train, cfg.mesh
 
@@ -123,6 +125,12 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
             f"model.mlp_factor={m.mlp_factor} * model.d_model={m.d_model} is not a whole number; "
             f"choose a factor that gives an integer MLP width"
         )
+
+    if m.loss_block < 0:
+        errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
+    elif m.loss_block and d.seq_len > 0 and d.seq_len % m.loss_block:
+        errs.append(f"model.loss_block={m.loss_block} does not divide data.seq_len={d.seq_len}; "
+                    f"choose a divisor of the sequence length (or 0 = off)")
 
     positive("data.seq_len", d.seq_len)
     positive("data.batch_size", d.batch_size)
@@ -164,7 +172,18 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
         positive("optimizer.rho", o.rho)
         positive("optimizer.dual_lr", o.dual_lr)
 
+    if training:
+        for name in ("compute_dtype", "param_dtype"):
+            if getattr(m, name) == DType.float16:
+                errs.append(f"model.{name}=float16 needs loss scaling to train (float16 gradients "
+                            "underflow), which spmdgpt does not implement; use bfloat16 (same speed on "
+                            "current GPUs and TPUs, float32's range)")
+        if o.state_dtype == DType.float16:
+            errs.append("optimizer.state_dtype=float16 cannot hold Adam's second moments (they underflow); "
+                        "use bfloat16 or float32")
+
     positive("train.steps", t.steps)
+    positive("train.microbatches", t.microbatches)
     if t.eval_every < 0:
         errs.append(f"train.eval_every={t.eval_every} must be >= 0 (0 = evaluate only at the end)")
     positive("train.eval_batches", t.eval_batches)
@@ -244,6 +263,12 @@ def validate(cfg: Config, num_devices: int) -> List[str]:
             errs.append(
                 f"data.batch_size={d.batch_size} is not divisible by the data-parallel size {dp} "
                 f"(sharding.compute.batch={s.compute.get('batch')}); use a multiple of {dp}"
+            )
+        elif training and d.batch_size > 0 and t.microbatches > 0 and d.batch_size % (dp * t.microbatches):
+            errs.append(
+                f"train.microbatches={t.microbatches} does not divide data.batch_size={d.batch_size} "
+                f"into parts the data-parallel size {dp} divides; make data.batch_size a multiple of "
+                f"{dp * t.microbatches} or choose another train.microbatches"
             )
         if not errs:
             errs.extend(_check_param_divisibility(cfg, sizes))

@@ -8,6 +8,7 @@ adamw, sgd: one rule for every parameter. muon, manifold_muon: the hidden matric
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from spmdgpt.config import OptimizerConfig, OptimizerName, Schedule
@@ -87,4 +88,23 @@ def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int) -> opt
         opt = optax.partition({"matrix": matrix, "adamw": adamw}, labels)
     if cfg.grad_clip > 0:
         opt = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), opt)
+    if cfg.state_dtype is not None:
+        opt = stored_as(opt, jnp.dtype(cfg.state_dtype.value))
     return opt
+
+
+def stored_as(inner: optax.GradientTransformation, dtype) -> optax.GradientTransformation:
+    """`inner` with every floating-point leaf of its state stored in `dtype` (e.g. bfloat16
+    moments): each update reads the state back as float32, runs `inner`, and rounds the new state
+    to `dtype` again. Counters and other integer leaves are left alone."""
+    def cast(tree, to):
+        return jax.tree.map(lambda x: x.astype(to) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
+
+    def init(params):
+        return cast(inner.init(params), dtype)
+
+    def update(updates, state, params=None):
+        updates, state = inner.update(updates, cast(state, jnp.float32), params)
+        return updates, cast(state, dtype)
+
+    return optax.GradientTransformation(init, update)
