@@ -5,6 +5,7 @@ Run on the lent GPU machine after `source benchmarks/gpu_env.sh` (see that file)
     python3 benchmarks/gpu.py check  [--out DIR]   # exits 1 when a correctness check fails
     python3 benchmarks/gpu.py curves [--out DIR]   # bf16 vs float32 training curves (the CLI), exits 1 on failure
     python3 benchmarks/gpu.py speed  [--out DIR] [--only NAME,...]   # tokens/s, MFU, memory: JAX vs PyTorch
+    python3 benchmarks/gpu.py speed --tiny --only jax-xla-1k       # the same on a CPU in seconds (a test)
     python3 benchmarks/gpu.py decode [--out DIR]   # KV-cache sampler tokens/s at batch 1 and 64
     python3 benchmarks/gpu.py profile [--out DIR] [--only NAME]  # a jax.profiler trace of 3 steps
     python3 benchmarks/gpu.py loop   [--out DIR]   # the training loop's host overheads
@@ -44,7 +45,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-GPT2 = ["+experiment=gpt2_124m", "mesh.data=1", "checkpoint.enabled=false"]
+# one microbatch of 16 sequences per step (the experiment itself accumulates 32 of them)
+GPT2 = ["+experiment=gpt2_124m", "mesh.data=1", "checkpoint.enabled=false", "data.batch_size=16", "train.microbatches=1"]
 
 # name -> (spmdgpt overrides | "torch", seq, batch)
 SPEED = {
@@ -60,6 +62,21 @@ SPEED = {
     "jax-cudnn-1k-notriton": (["model.attention=cudnn"], 1024, 16),
 }
 ENV = {"jax-cudnn-1k-notriton": {"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"}}
+
+# --tiny: the same commands on a CPU in seconds (a test runs `speed --tiny`): a 1-layer model of
+# width 64 and vocabulary 512, sequences 8x shorter, batch 2, one window of 2 steps.
+TINY_MODEL = ["model.num_layers=1", "model.d_model=64", "model.num_heads=2", "model.vocab_size=512"]
+TINY_TORCH = ["--layers", "1", "--heads", "2", "--d", "64", "--vocab", "512", "--no-compile"]
+
+
+def _tiny() -> bool:
+    return os.environ.get("SPMDGPT_GPU_TINY") == "1"
+
+
+def _speed_shape(name: str):
+    """(overrides | "torch", seq, batch, steps, windows) of a SPEED entry, shrunk under --tiny."""
+    spec, seq, batch = SPEED[name]
+    return (spec, seq // 8, 2, 2, 1) if _tiny() else (spec, seq, batch, 10, 3)
 
 
 def _setup(overrides, seq=None, batch=None):
@@ -248,7 +265,8 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
         opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
         state = init_state(cfg, rules, opt)
         rng = np.random.default_rng(0)
-        batches = [tuple(jax.device_put(rng.integers(0, 50257, (batch, seq)).astype(np.int32), rules.batch_sharding())
+        vocab = min(50257, cfg.model.vocab_size)
+        batches = [tuple(jax.device_put(rng.integers(0, vocab, (batch, seq)).astype(np.int32), rules.batch_sharding())
                          for _ in range(2)) for _ in range(4)]
         t0 = time.perf_counter()
         step = make_train_step(cfg, rules, opt).lower(state, *batches[0]).compile()
@@ -285,9 +303,10 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
 
 
 def _run_one(name: str) -> dict:
-    spec, seq, batch = SPEED[name]
+    spec, seq, batch, steps, windows = _speed_shape(name)
     if spec == "torch":
-        cmd = [sys.executable, str(HERE / "torch_gpt.py"), "--seq", str(seq), "--batch", str(batch)]
+        cmd = [sys.executable, str(HERE / "torch_gpt.py"), "--seq", str(seq), "--batch", str(batch),
+               "--steps", str(steps), "--windows", str(windows), *(TINY_TORCH if _tiny() else [])]
     else:
         cmd = [sys.executable, __file__, "one", name, "--set", *os.environ.get("SPMDGPT_GPU_SET", "").split()]
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **ENV.get(name, {})})
@@ -334,8 +353,8 @@ def cmd_speed(out: Path, only) -> int:
 
 
 def cmd_one(name: str) -> int:
-    overrides, seq, batch = SPEED[name]
-    print(json.dumps(measure_jax(overrides, seq, batch)))
+    overrides, seq, batch, steps, windows = _speed_shape(name)
+    print(json.dumps(measure_jax(overrides, seq, batch, steps, windows)))
     return 0
 
 
@@ -434,7 +453,11 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="comma-separated names from SPEED")
     ap.add_argument("--steps", type=int, default=300, help="curves: training steps")
     ap.add_argument("--set", nargs="*", default=[], help="extra overrides for every run (smoke tests)")
+    ap.add_argument("--tiny", action="store_true", help="a tiny model and shapes: runs on a CPU in seconds")
     args = ap.parse_args()
+    if args.tiny:
+        os.environ["SPMDGPT_GPU_TINY"] = "1"  # (read by the `one` subprocesses too)
+        args.set = TINY_MODEL + args.set
     GPT2.extend(args.set)
     os.environ["SPMDGPT_GPU_SET"] = " ".join(args.set)  # for the `one` subprocesses
     out = Path(args.out)

@@ -7,6 +7,20 @@ os.environ["XLA_FLAGS"] = (
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# One persistent XLA compilation cache for the whole session, shared with the subprocesses the
+# tests start (they inherit the environment): the suite compiles the same small training steps
+# many times (in process and in every `spmdgpt train` subprocess), and a cache hit replaces
+# seconds of compilation. The executables are the same programs, so results are unchanged.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _xla_cache = tempfile.mkdtemp(prefix="spmdgpt-tests-xla-cache-")
+    atexit.register(shutil.rmtree, _xla_cache, True)
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=_xla_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+
 from spmdgpt.runtime import set_default_xla_flags  # noqa: E402
 
 set_default_xla_flags()

@@ -30,7 +30,7 @@ CASES = [
     (CHAR + ["data.text_file=no/such/file.txt"], "data.text_file=no/such/file.txt: no such file"),
     (CHAR + ["data.path=/nonexistent-data-root"], "looked for /nonexistent-data-root/tinyshakespeare"),
     (STAIR + ["model.no_such_field=1"], "no_such_field"),
-    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, shakespeare_char"),
+    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, llama2_7b, llama_1b, shakespeare_char"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
     (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),
@@ -45,6 +45,10 @@ CASES = [
     (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver_steps=-1"], "optimizer.solver_steps=-1 must be >= 0"),
     (STAIR + ["model.attention=cudnn", "model.compute_dtype=bfloat16"], "model.attention=cudnn needs an NVIDIA GPU"),
     (STAIR + ["model.attention=flash"], "model.attention"),
+    (STAIR + ["model.compute_dtype=float16"], "model.compute_dtype=float16 needs loss scaling to train"),
+    (STAIR + ["optimizer.state_dtype=float16"], "optimizer.state_dtype=float16 cannot hold Adam's second moments"),
+    (STAIR + ["model.loss_block=48"], "model.loss_block=48 does not divide data.seq_len=64"),
+    (STAIR + ["train.microbatches=3"], "train.microbatches=3 does not divide data.batch_size=16"),
 ]
 
 
@@ -127,7 +131,7 @@ def test_one_argument_parser_for_every_command(capsys):
     assert split_command(["nproc=3", "sample", "run.dir=r"]) == (["nproc=3"], ["sample", "run.dir=r"])
     assert parse(["nproc=3"], LaunchArgs)[0] == LaunchArgs(nproc=3, devices_per_proc=1)
     assert main(["fly"]) == 2
-    assert capsys.readouterr().err == "spmdgpt: error: unknown command 'fly'; commands: train, sample, prepare, tokenizer, launch (spmdgpt --help)\n"
+    assert capsys.readouterr().err == "spmdgpt: error: unknown command 'fly'; commands: train, sample, prepare, tokenizer, launch, plan (spmdgpt --help)\n"
     assert main(["launch", "nproc=0", "--", "train"]) == 2
     assert capsys.readouterr().err.startswith("spmdgpt: error: launch needs nproc >= 1")
 

@@ -33,6 +33,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "tokenizer": "train a byte-level BPE on a corpus: spmdgpt tokenizer train +experiment=gutenberg_gpt2\n"
                  "          vocab_size=8192 out=my_tokenizer.json [sample_mb=100]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
+    "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"
+            "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]",
 }
 
 USAGE = """spmdgpt <command> [key=value ...]
