@@ -310,8 +310,9 @@ def _run_one(name: str) -> dict:
     else:
         cmd = [sys.executable, __file__, "one", name, "--set", *os.environ.get("SPMDGPT_GPU_SET", "").split()]
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **ENV.get(name, {})})
-    if p.returncode:
-        tail = (p.stderr.strip().splitlines() or ["?"])[-1]
+    if p.returncode:  # the error line itself, not JAX's note on filtered tracebacks below it
+        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip() and not ln.startswith(("For simplicity", "-----"))]
+        tail = (lines or ["?"])[-1]
         print(f"{name}: FAILED ({tail[:300]})")
         return {"name": name, "error": tail[:2000]}
     r = json.loads(p.stdout.strip().splitlines()[-1])

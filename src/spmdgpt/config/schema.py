@@ -52,7 +52,8 @@ class Remat(enum.Enum):
 class AttentionImpl(enum.Enum):
     xla = "xla"  # einsum + masked softmax, compiled by XLA (runs everywhere)
     cudnn = "cudnn"  # cuDNN fused attention (NVIDIA GPU, bfloat16/float16 compute)
-    auto = "auto"  # cudnn where it can run, else xla
+    splash = "splash"  # Pallas splash attention (TPU; sequence length a multiple of 128)
+    auto = "auto"  # cudnn on NVIDIA GPUs (16-bit compute), splash on TPUs, else xla
 
 
 class DataSource(enum.Enum):
@@ -121,7 +122,7 @@ class ModelConfig:
     tie_embeddings: bool = True  # unembedding = embedding transposed
     rope_theta: float = 10000.0  # RoPE base frequency
     init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))
-    attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn
+    attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
     remat: Remat = Remat.none  # activation checkpointing policy per block
     scan_unroll: bool = True  # unroll the layer scan: ~15% faster steps on CPU, longer compiles
     attention_block: int = 64  # causal attention in query blocks of this size, skipping key

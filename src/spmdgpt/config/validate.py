@@ -8,6 +8,7 @@ from typing import Any, Dict, List
 
 from spmdgpt.config.schema import (
     MESH_AXES,
+    AttentionImpl,
     Config,
     ConfigError,
     DataSource,
@@ -131,6 +132,10 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
     elif m.loss_block and d.seq_len > 0 and d.seq_len % m.loss_block:
         errs.append(f"model.loss_block={m.loss_block} does not divide data.seq_len={d.seq_len}; "
                     f"choose a divisor of the sequence length (or 0 = off)")
+
+    if m.attention == AttentionImpl.splash and d.seq_len > 0 and d.seq_len % 128:
+        errs.append(f"model.attention=splash needs data.seq_len a multiple of 128 (got {d.seq_len}): "
+                    "its kernels work in tiles of 128 positions; change data.seq_len or use model.attention=xla")
 
     positive("data.seq_len", d.seq_len)
     positive("data.batch_size", d.batch_size)

@@ -9,7 +9,11 @@ the batch). Backends (`model.attention`, resolved by `attention_backend`):
 - `cudnn`: cuDNN's fused (flash) attention through `jax.nn.dot_product_attention`, on
   [batch, seq, heads, head_dim]; NVIDIA GPUs, bfloat16/float16 compute only. The T x T score
   matrix is never materialised.
-- `auto`: `cudnn` where it can run (GPU and a 16-bit compute dtype), else `xla`.
+- `splash`: Pallas splash attention (`jax.experimental.pallas.ops.tpu.splash_attention`), the
+  block-sparse flash attention kernels of TPUs, head-major; causal and document masks are
+  skipped block by block. TPU only (its Pallas interpret mode runs the same kernels anywhere,
+  slowly: what the CPU tests use); the sequence length must be a multiple of 128.
+- `auto`: `cudnn` on NVIDIA GPUs with a 16-bit compute dtype, `splash` on TPUs, else `xla`.
 
 `self_attention` is the one attention of the model: over full sequences (training,
 evaluation), or, given a layer's KV cache, writing the new keys and values into it and
@@ -128,7 +132,12 @@ def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> Atten
     platform = platform or jax.devices()[0].platform
     half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
     if cfg.attention == AttentionImpl.auto:
+        if platform == "tpu":
+            return AttentionImpl.splash
         return AttentionImpl.cudnn if platform == "gpu" and half else AttentionImpl.xla
+    if cfg.attention == AttentionImpl.splash and platform != "tpu":
+        raise ConfigError([f"model.attention=splash needs a TPU (this run's devices are {platform}); "
+                           "use model.attention=auto or xla"])
     if cfg.attention == AttentionImpl.cudnn:
         if platform != "gpu":
             raise ConfigError([f"model.attention=cudnn needs an NVIDIA GPU (this run's devices are "
@@ -161,6 +170,51 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
                              out_specs=spec)(q, k, v)
     seg = jax.sharding.reshard(segment_ids, seg_spec)
     return jax.shard_map(local, in_specs=(spec, spec, spec, seg_spec), out_specs=spec)(q, k, v, seg)
+
+
+SPLASH_BLOCKS = (512, 256, 128)  # splash tiles: multiples of 128 (the TPU's lane count)
+
+
+def splash_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rules,
+                            segment_ids: Optional[jax.Array] = None, interpret: Optional[bool] = None) -> jax.Array:
+    """Causal attention by Pallas splash attention: q/k/v [b, n, t, h] (head-major) -> the same.
+
+    Per device inside `shard_map`, like `fused_causal_attention`: the kernel is made for the
+    local heads ([n, t, h] per sequence, `vmap`ped over the local batch) with a causal mask per
+    head; document segment ids go in as the kernel's own `SegmentIds` (a query attends to keys
+    of its document only). Tiles: the largest of 512, 256, 128 that divides t. The kernel does
+    not scale the scores, so q is scaled here. interpret: run the kernels in Pallas' interpreter
+    (default: off a TPU; `attention_backend` lets only TPUs choose splash, so that is for tests)."""
+    from jax.experimental.pallas.ops.tpu import splash_attention as splash
+
+    if interpret is None:
+        interpret = jax.devices()[0].platform != "tpu"
+
+    spec = rules.spec("batch", "heads", "seq", "head_dim")
+    seg_spec = rules.spec("batch", "seq")
+
+    def local(q, k, v, seg):
+        _, n, t, h = q.shape
+        blk = next((b for b in SPLASH_BLOCKS if t % b == 0), None)
+        if blk is None:
+            raise ConfigError([f"model.attention=splash needs a sequence length that is a multiple of 128 (got {t})"])
+        sizes = splash.BlockSizes(block_q=blk, block_kv=blk, block_kv_compute=blk, block_q_dkv=blk,
+                                  block_kv_dkv=blk, block_kv_dkv_compute=blk, block_q_dq=blk, block_kv_dq=blk)
+        mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
+        kernel = splash.make_splash_mha(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret)
+        q = q * jnp.asarray(h ** -0.5, q.dtype)
+        if seg is None:
+            return jax.vmap(kernel)(q, k, v)
+        return jax.vmap(lambda q, k, v, s: kernel(q, k, v, segment_ids=splash.SegmentIds(s, s)))(q, k, v, seg)
+
+    q, k, v = (jax.sharding.reshard(x, spec) for x in (q, k, v))
+    # (check_vma=False: the Pallas kernels' outputs carry no varying-axes annotation)
+    if segment_ids is None:
+        return jax.shard_map(lambda q, k, v: local(q, k, v, None), in_specs=(spec, spec, spec),
+                             out_specs=spec, check_vma=False)(q, k, v)
+    seg = jax.sharding.reshard(segment_ids, seg_spec)
+    return jax.shard_map(local, in_specs=(spec, spec, spec, seg_spec), out_specs=spec,
+                         check_vma=False)(q, k, v, seg)
 
 
 class KVCache(NamedTuple):
@@ -207,10 +261,14 @@ def self_attention(
         v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
         o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
         return output_projection(rules, p, o), (k_cache, v_cache)
-    if attention_backend(cfg) == AttentionImpl.cudnn:
+    backend = attention_backend(cfg)
+    if backend == AttentionImpl.cudnn:
         q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major=False)
         o = fused_causal_attention(q, k, v, rules, "cudnn", segment_ids)
         return output_projection(rules, p, o, head_major=False), None
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
-    o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids)
+    if backend == AttentionImpl.splash and q.shape[2] % SPLASH_BLOCKS[-1] == 0:  # (auto: else xla)
+        o = splash_causal_attention(q, k, v, rules, segment_ids)
+    else:
+        o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids)
     return output_projection(rules, p, o), None
