@@ -56,26 +56,33 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
     tied = params.unembed is None
     w = params.embed if tied else params.unembed  # stored layout and dtype
     logical = ("vocab", "embed") if tied else ("embed", "vocab")
-    into, back = ("bcd,vd->bcv", "bcv,vd->bcd") if tied else ("bcd,dv->bcv", "bcv,dv->bcd")
-    grad_w_eq = "bcd,bcv->vd" if tied else "bcd,bcv->dv"
+    into, back = ("td,vd->tv", "tv,vd->td") if tied else ("td,dv->tv", "tv,dv->td")
     dt = x.dtype
-    chunk_spec = rules.spec("batch", None, "embed")
-    logit_spec = rules.spec("batch", None, "vocab")
+    rows_spec, logit_spec = rules.spec("batch", "embed"), rules.spec("batch", "vocab")
     batch_axes = rules.spec("batch")[0]
     batch_axes = () if batch_axes is None else (batch_axes,) if isinstance(batch_axes, str) else tuple(batch_axes)
-    # per-chunk weight gradients: the compute layout, not yet summed over the batch's devices
-    partial_spec = P(*rules.spec(*logical), unreduced=frozenset(batch_axes))
+    # the weight gradient as [embed, vocab] (a plain matmul of the chunk's rows), summed over the
+    # chunks on each device and left unreduced over the batch's devices until the end
+    partial_spec = P(*rules.spec("embed", "vocab"), unreduced=frozenset(batch_axes))
 
     def chunks(a: Array) -> Array:  # [b, t, ...] -> [n, b, c, ...]
         return jnp.swapaxes(jnp.reshape(a, (b, n, c) + a.shape[2:]), 0, 1)
 
+    def flat(x_c, t_c):  # one chunk [b, c, d], [b, c] -> its rows [b * c, d], [b * c]
+        return (jnp.reshape(x_c, (b * c, x_c.shape[-1]), out_sharding=rows_spec),
+                jnp.reshape(t_c, (b * c,), out_sharding=rules.spec("batch")))
+
     def chunk_terms(wg, x_c, t_c):
-        """One chunk: (its loss sum, d loss / d logits) with logits [b, c, vocab] in float32."""
+        """One chunk's rows: (their loss sum, d loss / d logits) with logits [rows, vocab] in
+        float32. The target logit is the hidden state's dot product with the target's
+        unembedding vector (nothing of [rows, vocab] is materialised for it)."""
         logits = jnp.einsum(into, x_c, wg, out_sharding=logit_spec, preferred_element_type=jnp.float32)
         lse = jax.nn.logsumexp(logits, axis=-1)
-        hit = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 2, out_sharding=logit_spec) == t_c[..., None]
-        target_logit = jnp.sum(jnp.where(hit, logits, 0.0), axis=-1)
-        return jnp.sum(lse - target_logit), jnp.exp(logits - lse[..., None]) - hit
+        rows = (wg if tied else wg.T).at[t_c].get(out_sharding=rows_spec)
+        target_logit = jnp.einsum("td,td->t", x_c, rows, out_sharding=rules.spec("batch"),
+                                  preferred_element_type=jnp.float32)
+        hit = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1, out_sharding=logit_spec) == t_c[:, None]
+        return jnp.sum(lse - target_logit), jnp.exp(logits - lse[:, None]) - hit
 
     def inputs(w, x):
         wg = rules.gather(w.astype(dt), logical)  # once, outside the scan (the FSDP all-gather)
@@ -86,7 +93,7 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         wg, xs, ts = inputs(w, x)
 
         def body(total, xt):
-            return total + chunk_terms(wg, *xt)[0], None
+            return total + chunk_terms(wg, *flat(*xt))[0], None
 
         return jax.lax.scan(body, jnp.zeros((), jnp.float32), (xs, ts))[0]
 
@@ -95,17 +102,19 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
 
         def body(carry, xt):
             total, dw = carry
-            x_c, _ = xt
-            loss, dlogits = chunk_terms(wg, *xt)
+            x_c, t_c = flat(*xt)
+            loss, dlogits = chunk_terms(wg, x_c, t_c)
             dlogits = dlogits.astype(dt)
-            dx_c = jnp.einsum(back, dlogits, wg, out_sharding=chunk_spec)
-            dw = dw + jnp.einsum(grad_w_eq, x_c, dlogits, out_sharding=partial_spec,
+            dx_c = jnp.einsum(back, dlogits, wg, out_sharding=rows_spec)
+            dw = dw + jnp.einsum("td,tv->dv", x_c, dlogits, out_sharding=partial_spec,
                                  preferred_element_type=jnp.float32)
-            return (total + loss, dw), dx_c
+            return (total + loss, dw), jnp.reshape(dx_c, (b, c, dx_c.shape[-1]), out_sharding=rules.spec("batch", None, "embed"))
 
-        dw0 = jnp.zeros(wg.shape, jnp.float32, out_sharding=partial_spec)
+        dw0 = jnp.zeros((wg.shape[1], wg.shape[0]) if tied else wg.shape, jnp.float32, out_sharding=partial_spec)
         (total, dw), dxs = jax.lax.scan(body, (jnp.zeros((), jnp.float32), dw0), (xs, ts))
         dx = jnp.reshape(jnp.swapaxes(dxs, 0, 1), x.shape, out_sharding=rules.spec("batch", "embed"))
+        if tied:
+            dw = dw.T
         dw = jax.sharding.reshard(dw, rules.param_spec(logical)).astype(w.dtype)  # the one reduction
         return total, (dw, dx)
 
