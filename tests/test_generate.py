@@ -33,16 +33,16 @@ def setup(*overrides, devices=None):
 def test_cached_logits_equal_full_forward_at_every_position(overrides):
     cfg, mesh, rules, params = setup(*overrides)
     toks = np.random.default_rng(0).integers(0, 10, (2, 24)).astype(np.int32)
+    fwd = jax.jit(lambda *a: forward(cfg.model, rules, params, *a))  # one compile per shape
     with jax.set_mesh(mesh):
-        full = np.asarray(forward(cfg.model, rules, params, jnp.asarray(toks))[0])
+        full = np.asarray(fwd(jnp.asarray(toks))[0])
         cache = init_cache(cfg.model, rules, 2, 32)
         pos = jnp.broadcast_to(jnp.arange(10), (2, 10))
-        logits, cache = forward(cfg.model, rules, params, jnp.asarray(toks[:, :10]), pos, cache)
+        logits, cache = fwd(jnp.asarray(toks[:, :10]), pos, cache)
         assert int(cache.end) == 10
         got = [np.asarray(logits)]
         for i in range(10, 24):  # then one token at a time, through the same forward
-            logits, cache = forward(cfg.model, rules, params, jnp.asarray(toks[:, i:i + 1]),
-                                    jnp.full((2, 1), i), cache)
+            logits, cache = fwd(jnp.asarray(toks[:, i:i + 1]), jnp.full((2, 1), i, jnp.int32), cache)
             got.append(np.asarray(logits))
         assert int(cache.end) == 24
     # stated tolerance: float32 rounding of a different summation order, 1e-5 on logits of O(1)
