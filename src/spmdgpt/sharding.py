@@ -73,12 +73,15 @@ class Rules:
     def batch_sharding(self) -> NamedSharding:
         return self.sharding("batch", "seq")
 
+    def batch_axes(self) -> tuple:
+        """The mesh axes the batch dimension is split over (possibly none)."""
+        spec = self.spec("batch")[0]
+        return () if spec is None else (spec,) if isinstance(spec, str) else tuple(spec)
+
     def batch_divisor(self) -> int:
         """How many ways the batch dimension is split (batches must be a multiple of it)."""
-        spec = self.spec("batch")[0]
-        axes = () if spec is None else (spec,) if isinstance(spec, str) else spec
         n = 1
-        for ax in axes:
+        for ax in self.batch_axes():
             n *= self.mesh.shape[ax]
         return n
 

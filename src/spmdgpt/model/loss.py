@@ -59,11 +59,9 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
     into, back = ("td,vd->tv", "tv,vd->td") if tied else ("td,dv->tv", "tv,dv->td")
     dt = x.dtype
     rows_spec, logit_spec = rules.spec("batch", "embed"), rules.spec("batch", "vocab")
-    batch_axes = rules.spec("batch")[0]
-    batch_axes = () if batch_axes is None else (batch_axes,) if isinstance(batch_axes, str) else tuple(batch_axes)
     # the weight gradient as [embed, vocab] (a plain matmul of the chunk's rows), summed over the
     # chunks on each device and left unreduced over the batch's devices until the end
-    partial_spec = P(*rules.spec("embed", "vocab"), unreduced=frozenset(batch_axes))
+    partial_spec = P(*rules.spec("embed", "vocab"), unreduced=frozenset(rules.batch_axes()))
 
     def chunks(a: Array) -> Array:  # [b, t, ...] -> [n, b, c, ...]
         return jnp.swapaxes(jnp.reshape(a, (b, n, c) + a.shape[2:]), 0, 1)
