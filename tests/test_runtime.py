@@ -86,3 +86,15 @@ def test_restart_keeps_freed_memory_no_page_faults():
     system, retaining = (float(np.median(results[m]["faults"])) for m in ("system", "retaining"))
     assert system >= 16_000, results
     assert retaining <= 0.01 * system, results
+
+
+def test_os_reason_keeps_the_reason_of_every_tensorstore_form():
+    """A failed write names the operating system's reason, whichever form TensorStore's error
+    takes (seen in a clean-clone CI run: the bare reason followed by its spec payload)."""
+    from spmdgpt.rundir import os_reason
+
+    assert os_reason(OSError(28, "No space left on device")) == "No space left on device"
+    assert os_reason(RuntimeError('Failed to write "a/b": File too large [os_error_code=27]')) == "File too large"
+    assert os_reason(ValueError("File too large [tensorstore_spec='{\"driver\":\"zarr\"}'] "
+                                "[source locations='x.cc:1']")) == "File too large"
+    assert os_reason(RuntimeError("something else\nmore")) == "something else"

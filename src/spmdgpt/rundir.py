@@ -145,7 +145,10 @@ def os_reason(e: BaseException) -> str:
     m = re.search(r"Failed to write [^:]*: (.+?) \[os_error_code", text)  # TensorStore (orbax)
     if m:
         return m.group(1)
-    return (text.strip().splitlines() or [type(e).__name__])[0][:200]
+    first = (text.strip().splitlines() or [type(e).__name__])[0]
+    # TensorStore also reports the bare reason followed by its own payloads, e.g.
+    # "File too large [tensorstore_spec='{...}'] [source locations='...']": keep the reason
+    return re.split(r" \[(?:tensorstore_spec|source locations|os_error_code)", first)[0][:200]
 
 
 LOCK_FILE = "run.lock"
