@@ -50,6 +50,50 @@ def test_cached_logits_equal_full_forward_at_every_position(overrides):
     assert np.abs(full).max() > 0.5  # the logits are not all near zero
 
 
+@pytest.mark.parametrize("backend", ["xla", "cudnn", "splash"])
+def test_prefill_through_the_backend_equals_the_cached_path(backend, monkeypatch):
+    """A prefill (prefill=True: the prompt's causal attention by the model.attention backend, left
+    padding kept apart as its own document) gives the logits and cache keys/values of the
+    cached decode path (queries over the whole cache under the position mask) at every real
+    position. cudnn: its glue ([b, t, n, h] layout, k/v transposed into the cache) with JAX's
+    XLA kernel in place of cuDNN; splash: the Pallas kernels interpreted, t = 128."""
+    from spmdgpt.config import AttentionImpl
+    from spmdgpt.model import attention
+
+    t = 128 if backend == "splash" else 24
+    cfg, mesh, rules, params = setup(f"model.max_seq_len={t + 8}", *(["model.num_layers=1"] if t > 24 else []))
+    rng = np.random.default_rng(3)
+    toks = jnp.asarray(rng.integers(0, 10, (2, t)), jnp.int32)
+    lens = np.array([t, t - 9])  # row 1: 9 pad slots on the left
+    pos = jnp.asarray(np.where(np.arange(t)[None] >= (t - lens)[:, None], np.arange(t)[None] - (t - lens)[:, None], -1),
+                      jnp.int32)
+
+    def run(prefill):
+        with jax.set_mesh(mesh):
+            cache = init_cache(cfg.model, rules, 2, t + 8)
+            return jax.jit(lambda p, x, q, c: forward(cfg.model, rules, p, x, q, c, prefill=prefill))(params, toks, pos, cache)
+
+    want_logits, want = run(False)
+    calls = []
+    monkeypatch.setattr(attention, "attention_backend", lambda cfg, platform=None: AttentionImpl(backend))
+    if backend == "cudnn":
+        kernel = attention.fused_causal_attention
+        monkeypatch.setattr(attention, "fused_causal_attention",
+                            lambda q, k, v, rules, impl, seg: calls.append(impl) or kernel(q, k, v, rules, "xla", seg))
+    elif backend == "splash":
+        kernel = attention.splash_causal_attention
+        monkeypatch.setattr(attention, "splash_causal_attention", lambda *a: calls.append(1) or kernel(*a))
+    got_logits, got = run(True)
+    assert backend == "xla" or calls  # the backend's branch ran
+    real = np.asarray(pos) >= 0
+    assert int(got.end) == t and (np.asarray(got.pos)[:, :t] == np.asarray(pos)).all()
+    np.testing.assert_allclose(np.asarray(got_logits)[real], np.asarray(want_logits)[real], rtol=0, atol=2e-5)
+    for a, b in ((got.k, want.k), (got.v, want.v)):  # [layers, b, n, capacity, h]
+        a, b = (np.moveaxis(np.asarray(c), 3, 2)[:, :, :t] for c in (a, b))
+        np.testing.assert_allclose(a[:, real], b[:, real], rtol=0, atol=2e-5)
+        assert np.abs(a[:, real]).max() > 0.1
+
+
 def test_left_padding_does_not_change_a_row():
     cfg, mesh, rules, params = setup()
     sampler = Sampler(cfg.model, rules, vocab_limit=10)

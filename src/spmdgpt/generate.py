@@ -1,4 +1,5 @@
-"""Jit-once KV-cache decoding: the whole prompt in one prefill call, then a `lax.scan` decode loop.
+"""Jit-once KV-cache decoding: the whole prompt in one prefill call (attention by the
+`model.attention` backend, as in training), then a `lax.scan` decode loop.
 
 Both call the model's one forward pass (`model.forward` with a `KVCache`); this module holds
 only the generation driver and the sampling rules.
@@ -85,7 +86,7 @@ class Sampler:
         cfg, rules = self.cfg, self.rules
         b, prompt_len = tokens.shape
         cache = init_cache(cfg, rules, b, prompt_len + max_new_tokens)
-        logits, cache = forward(cfg, rules, params, tokens, positions, cache)
+        logits, cache = forward(cfg, rules, params, tokens, positions, cache, prefill=True)
         row_keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(b))
         fill = 0 if eos_id is None else eos_id
 

@@ -16,9 +16,10 @@ the batch). Backends (`model.attention`, resolved by `attention_backend`):
 - `auto`: `cudnn` on NVIDIA GPUs with a 16-bit compute dtype, `splash` on TPUs, else `xla`.
 
 `self_attention` is the one attention of the model: over full sequences (training,
-evaluation), or, given a layer's KV cache, writing the new keys and values into it and
-attending over everything cached (prefill and decode; the xla path, its mask built from the
-query and key positions).
+evaluation, and the KV-cache prefill, whose keys and values then start the cache) by the
+chosen backend, or, for decode steps, writing the new keys and values into the cache and
+attending over everything cached (the xla path, its mask built from the query and key
+positions: one query per row attends over the whole cache, where fused kernels gain nothing).
 """
 
 from __future__ import annotations
@@ -239,7 +240,8 @@ class LayerCache(NamedTuple):
 
     k: jax.Array  # [batch, heads, capacity, head_dim]
     v: jax.Array  # [batch, heads, capacity, head_dim]
-    mask: jax.Array  # [batch, queries, capacity]: causal_mask(query positions, slot positions)
+    mask: Optional[jax.Array]  # [batch, queries, capacity]: causal_mask(query positions, slot
+    #   positions); None in a prefill (the queries attend only to each other, by the backend)
     end: jax.Array  # int32 scalar: where this pass's keys and values go
 
 
@@ -250,25 +252,33 @@ def self_attention(
     """Causal self-attention: x [batch * seq, d] -> ([batch * seq, d], this layer's updated
     (k, v) cache or None).
 
-    Without a cache: full sequences, by the backend `model.attention` resolves to on the default
-    device's platform; positions (RoPE) [seq] or [batch, seq]; segment_ids [batch, seq], when
-    given, keep attention inside each document. With a cache (prefill, decode): x's keys and
-    values are written at cache.end and x's queries attend over the whole cache under
-    cache.mask. The one branch point for backends: a new backend is a new case here."""
-    if cache is not None:
+    Full sequences (no cache, or a prefill: a cache with mask None): by the backend
+    `model.attention` resolves to on the default device's platform; positions (RoPE) [seq] or
+    [batch, seq]; segment_ids [batch, seq], when given, keep attention inside each document (a
+    prefill's left padding is a document of its own). A prefill's keys and values are then
+    written at cache.end. Decode (a cache with a mask): x's keys and values are written at
+    cache.end and x's queries attend over the whole cache under cache.mask. The one branch
+    point for backends: a new backend is a new case here."""
+    if cache is not None and cache.mask is not None:
         q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
         k_cache = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), (0, 0, cache.end, 0))
         v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
         o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
         return output_projection(rules, p, o), (k_cache, v_cache)
     backend = attention_backend(cfg)
+    head_major = backend != AttentionImpl.cudnn
+    q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major)
     if backend == AttentionImpl.cudnn:
-        q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major=False)
         o = fused_causal_attention(q, k, v, rules, "cudnn", segment_ids)
-        return output_projection(rules, p, o, head_major=False), None
-    q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
-    if backend == AttentionImpl.splash and q.shape[2] % SPLASH_BLOCKS[-1] == 0:  # (auto: else xla)
+    elif backend == AttentionImpl.splash and q.shape[2] % SPLASH_BLOCKS[-1] == 0:
+        # (other lengths, which validation refuses for training, e.g. a prompt: the xla path)
         o = splash_causal_attention(q, k, v, rules, segment_ids)
     else:
         o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids)
-    return output_projection(rules, p, o), None
+    kv = None
+    if cache is not None:  # prefill: these keys and values start the cache (head-major)
+        if not head_major:
+            k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))
+        kv = tuple(jax.lax.dynamic_update_slice(c, a.astype(c.dtype), (0, 0, cache.end, 0))
+                   for c, a in ((cache.k, k), (cache.v, v)))
+    return output_projection(rules, p, o, head_major), kv

@@ -243,7 +243,7 @@ def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
 
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
-    cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None,
+    cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
 ) -> tuple[Array, Optional[KVCache]]:
     """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype,
     the updated cache or None). See `forward`."""
@@ -268,12 +268,15 @@ def hidden_states(
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
     positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
     k_pos = jax.lax.dynamic_update_slice(cache.pos, positions, (0, cache.end))
-    mask = causal_mask(positions, k_pos)  # [b, t, capacity], the same for every layer
+    if prefill:  # the backend's causal attention over the prompt; padding (position -1) apart
+        mask, segment_ids = None, (positions >= 0).astype(jnp.int32)
+    else:
+        mask = causal_mask(positions, k_pos)  # [b, t, capacity], the same for every layer
     x = embed(cfg, rules, params, tokens)
 
     def cached_step(x, layer):
         p, k, v = layer
-        return block(cfg, rules, p, x, positions, batch, LayerCache(k, v, mask, cache.end))
+        return block(cfg, rules, p, x, positions, batch, LayerCache(k, v, mask, cache.end), segment_ids)
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).
@@ -283,7 +286,7 @@ def hidden_states(
 
 def forward(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
-    cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None,
+    cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
 ) -> tuple[Array, Optional[KVCache]]:
     """The model: tokens [b, t] (int) -> (float32 logits [b, t, vocab], updated cache or None).
 
@@ -291,10 +294,12 @@ def forward(
     at each document); segment_ids [b, t] (document numbers) keep attention inside documents.
     Prefill and decode: a KVCache (`attention.init_cache`) and positions [b, t] (-1 marks
     padding, never attended); the tokens' keys and values are written at cache.end and the
-    returned cache has end + t. The same layers run both ways; attention branches once, on the
-    cache.
+    returned cache has end + t. prefill=True (a prompt's first pass, into an empty cache; left
+    padding only) runs attention by the `model.attention` backend over the prompt itself, as
+    training does; otherwise the queries attend over the whole cache (decode). The same layers
+    run every way; attention branches once, on the cache.
     """
-    x, cache = hidden_states(cfg, rules, params, tokens, positions, cache, segment_ids)
+    x, cache = hidden_states(cfg, rules, params, tokens, positions, cache, segment_ids, prefill)
     logits = unembed(cfg, rules, params, x)
     spec = rules.spec("batch", "seq", "vocab")
     return jnp.reshape(logits, tokens.shape + logits.shape[-1:], out_sharding=spec), cache
