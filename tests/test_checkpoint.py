@@ -340,6 +340,9 @@ def test_failed_checkpoint_write_stops_cleanly_and_the_rerun_resumes(tmp_path):
     full = subprocess.run([*capped, *args, "train.steps=30"], env=ENV1, capture_output=True, text=True,
                           timeout=300)
     assert full.returncode == 4, full.stderr[-2000:]
+    # orbax's own reports of the refused write (ERROR lines with tracebacks from its threads)
+    # and its abandoned writes' "Event loop is closed" reports are dropped: one error line
+    assert "Traceback" not in full.stderr and "ERROR:" not in full.stderr, full.stderr[-3000:]
     assert full.stderr.strip().splitlines()[-1] == (
         f"spmdgpt: error: writing a checkpoint into {run_dir.resolve() / 'checkpoints'} failed (File too "
         "large); the newest complete checkpoint is step 10; free space (or fix the filesystem) and "

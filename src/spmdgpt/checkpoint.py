@@ -93,6 +93,8 @@ class CheckpointManager:
                 cleanup_tmp_directories=not read_only,
             )
             self._mngr = ocp.CheckpointManager(self.directory, options=options)
+        if not read_only:
+            _report_write_failures_once()
 
     def steps(self) -> list:
         return sorted(self._mngr.all_steps())
@@ -151,11 +153,49 @@ class CheckpointManager:
             raise failed
 
     def _write_failed(self, e: Exception) -> WriteFailed:
-        # orbax has already logged the failure in its threads; from here on the one-line
-        # message below says it (and its abandoned writes' reports are dropped).
+        # From here on the one-line message below says it: orbax's own reports of the failure
+        # are dropped, and so are its abandoned writes'.
         logging.getLogger("absl").setLevel(logging.CRITICAL)
         _quiet_abandoned_io()
         return WriteFailed(f"writing a checkpoint into {self.directory} failed ({os_reason(e)})")
+
+
+def is_os_write_failure(e: Optional[BaseException]) -> bool:
+    """An error (or one it was raised from) in which the operating system refused a write:
+    an OSError, or TensorStore's report of one (which carries `os_error_code`)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno is not None or "[os_error_code=" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+class _DropReportedWriteFailures(logging.Filter):
+    """Drops orbax's ERROR reports (a traceback each, from its writer and finalize threads, as
+    soon as a write fails) of a checkpoint write that the operating system refused (disk full,
+    file too large, I/O error): the run reports that same failure as its one-line error and
+    exit code 4 when it next waits for the save (`CheckpointManager.save` / `close`). Every
+    other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (record.levelno >= logging.ERROR and is_os_write_failure(exc))
+
+
+_REPORTING_WRITE_FAILURES = False
+
+
+def _report_write_failures_once() -> None:
+    """Before a writing manager's first save: orbax's own reports of a refused write, and the
+    reports its abandoned writes leave, are dropped from the start (they come from its threads
+    before the run can know, as pages of traceback above the run's one-line error)."""
+    global _REPORTING_WRITE_FAILURES
+    if not _REPORTING_WRITE_FAILURES:
+        logging.getLogger("absl").addFilter(_DropReportedWriteFailures())
+        _install_abandoned_io_hook()
+        _REPORTING_WRITE_FAILURES = True
 
 
 def warn(msg: str) -> None:
@@ -184,11 +224,10 @@ def _is_abandoned_io_report(u) -> bool:
 _QUIET_ABANDONED_IO = False
 
 
-def _quiet_abandoned_io() -> None:
-    """After a failed restore or save: collect the abandoned reads/writes now, and from then on
-    drop exactly their reports (they arrive whenever the collector or TensorStore's threads get to them,
-    as pages of traceback in the middle of training); every other report reaches the hook that
-    was in place."""
+def _install_abandoned_io_hook() -> None:
+    """From now on drop exactly the reports of abandoned reads/writes (they arrive whenever the
+    collector or TensorStore's threads get to them, as pages of traceback in the middle of
+    training); every other report reaches the hook that was in place."""
     global _QUIET_ABANDONED_IO
     if not _QUIET_ABANDONED_IO:
         previous = sys.unraisablehook
@@ -199,6 +238,12 @@ def _quiet_abandoned_io() -> None:
 
         sys.unraisablehook = hook
         _QUIET_ABANDONED_IO = True
+
+
+def _quiet_abandoned_io() -> None:
+    """After a failed restore or save: drop the abandoned reads'/writes' reports and collect
+    them now."""
+    _install_abandoned_io_hook()
     gc.collect()
 
 
