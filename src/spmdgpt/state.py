@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -143,6 +143,26 @@ def _same_config(run_dir: Path, cfg: Config) -> bool:
     saved.pop("dist", None)
     now.pop("dist", None)
     return saved == now
+
+
+def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[int] = None,
+                fix: str = "use the run's model config") -> tuple[int, Params]:
+    """(step, parameters) of a run's newest checkpoint (or of `step`), restored straight into
+    `rules`' layout. ConfigError when the run has no such checkpoint or `model` has other
+    parameter shapes than the checkpoint's (`fix` says what to do)."""
+    from spmdgpt.model import abstract_params
+
+    reader = CheckpointManager.reader(run_dir)
+    steps = reader.steps()
+    if not steps:
+        raise ConfigError([f"run.dir={run_dir} has no checkpoint"])
+    if step is not None and step not in steps:
+        raise ConfigError([f"step={step}: run.dir={run_dir} has checkpoints at steps "
+                           f"{', '.join(map(str, steps))}"])
+    step = steps[-1] if step is None else step
+    check_checkpoint_fits(reader, model, f"run.dir={run_dir}: the overrides change parameter shapes", fix)
+    params, _, _ = reader.restore(step, abstract_params(model, rules))
+    return step, params
 
 
 def check_checkpoint_fits(reader: CheckpointManager, model: ModelConfig, what: str, fix: str,

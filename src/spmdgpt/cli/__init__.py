@@ -9,7 +9,7 @@ config) and share one error format and one exit-code convention:
          and nothing written
     3    train: the run diverged (non-finite loss or gradients); nothing saved after it
     4    writing failed (disk full, I/O error): train keeps its complete checkpoints, prepare
-         its complete shards
+         its complete shards, export leaves `out` as it was
     130  interrupted (a second Ctrl-C; the first one checkpoints and exits 0)
     N    launch: the first failing process's code
 """
@@ -32,6 +32,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
                "          spmdgpt prepare +experiment=gutenberg_gpt2 data.num_workers=2 [--verify]",
     "tokenizer": "train a byte-level BPE on a corpus: spmdgpt tokenizer train +experiment=gutenberg_gpt2\n"
                  "          vocab_size=8192 out=my_tokenizer.json [sample_mb=100]",
+    "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer):\n"
+              "          spmdgpt export run.dir=runs/r1 out=exported [step=N dtype=bfloat16 overwrite=true]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"
             "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]",

@@ -46,7 +46,7 @@ def parse(items: List[str], spec: Optional[Type[T]] = None) -> Tuple[Optional[T]
         key, sep, value = item.partition("=")
         name = _field_name(key)
         if sep and name in fields:
-            kind = fields[name].type
+            kind = str(fields[name].type).removeprefix("Optional[").removesuffix("]")
             try:
                 values[name] = (int(value) if kind == "int" else float(value) if kind == "float"
                                 else _bool(value) if kind == "bool" else value)

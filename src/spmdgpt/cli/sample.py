@@ -100,11 +100,9 @@ def run(items: List[str]) -> int:
     initialize(cfg.dist)
     import jax
 
-    from spmdgpt.checkpoint import CheckpointManager
     from spmdgpt.generate import Sampler, SamplingParams
-    from spmdgpt.model import abstract_params
     from spmdgpt.sharding import Rules, make_mesh
-    from spmdgpt.state import check_checkpoint_fits
+    from spmdgpt.state import load_params
 
     # A mesh smaller than the machine (mesh.data=1: one device) takes the first devices.
     devices = jax.devices()
@@ -115,24 +113,17 @@ def run(items: List[str]) -> int:
     errs = [e for e in validate(cfg, len(devices), training=False) if not e.startswith("data.")]
     if errs:
         raise ConfigError(errs)
-    mngr = CheckpointManager.reader(run_dir)
-    steps = mngr.steps()
-    if not steps:
-        raise ConfigError([f"run.dir={run_dir} has no checkpoint to sample from"])
-    check_checkpoint_fits(mngr, cfg.model, f"run.dir={run_dir}: the overrides change parameter "
-                          "shapes", "sample with the run's model config")
     mesh = make_mesh(cfg.mesh, devices)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
-        target = abstract_params(cfg.model, rules)
-        params, _, _ = mngr.restore(steps[-1], target)
+        step, params = load_params(run_dir, cfg.model, rules, fix="sample with the run's model config")
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
         sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tokenizer.eos_id)
         outs = sampler.generate(params, batch, sp)
     if jax.process_index() != 0:
         return EXIT_OK
-    print(f"# {run_dir} step {steps[-1]} | mesh {dict(mesh.shape)} sharding {cfg.sharding.name}",
+    print(f"# {run_dir} step {step} | mesh {dict(mesh.shape)} sharding {cfg.sharding.name}",
           file=sys.stderr)
     for i, (ids, new) in enumerate(zip(batch, outs, strict=True)):
         if i:

@@ -1,0 +1,123 @@
+"""`spmdgpt export run.dir=<run> out=<folder> [step=N] [dtype=float32] [overwrite=true]`: a
+training run's checkpoint as a Hugging Face `transformers` model folder (config.json,
+generation_config.json, model.safetensors or shards with an index, the tokenizer), which
+`AutoModelForCausalLM.from_pretrained(out)` and `AutoTokenizer.from_pretrained(out)` load with
+no custom code. The mapping and its facts: `spmdgpt.hf`.
+
+The folder is written beside `out` under a temporary name and renamed into place when complete,
+so `out` is never half-written; an existing non-empty `out` is refused unless overwrite=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
+from spmdgpt.config import ConfigError
+
+FORMATS = ("hf",)
+
+
+@dataclass
+class ExportArgs:
+    run_dir: Optional[str] = None  # run.dir=...: the training run to export (required)
+    out: Optional[str] = None  # the folder to write (required)
+    step: Optional[int] = None  # the checkpoint's step (default: the newest)
+    format: str = "hf"  # hf: a transformers model folder
+    dtype: str = "float32"  # float32 | bfloat16 | float16: the weights' dtype in the files
+    overwrite: bool = False  # replace a non-empty `out`
+    shard_mb: float = 5000.0  # largest safetensors file; larger models get several and an index
+
+
+def check_args(args: ExportArgs) -> ExportArgs:
+    from spmdgpt.hf import DTYPES
+
+    errs = []
+    if not args.run_dir:
+        errs.append("run.dir is required: spmdgpt export run.dir=<training run directory> out=<folder>")
+    elif not Path(args.run_dir).is_dir():
+        errs.append(f"run.dir={args.run_dir}: no such directory")
+    if not args.out:
+        errs.append("out is required: the folder to write the exported model into")
+    if args.format not in FORMATS:
+        errs.append(f"format={args.format}: choose one of {', '.join(FORMATS)}")
+    if args.dtype not in DTYPES:
+        errs.append(f"dtype={args.dtype}: choose one of {', '.join(DTYPES)}")
+    if args.shard_mb <= 0:
+        errs.append(f"shard_mb={args.shard_mb} must be > 0")
+    if args.out and not errs:
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            errs.append(f"out={out} is a file; give a folder")
+        elif out.is_dir() and any(out.iterdir()) and not args.overwrite:
+            errs.append(f"out={out} is not empty; choose another folder or pass overwrite=true to replace it")
+    if errs:
+        raise ConfigError(errs)
+    return args
+
+
+def run(items: List[str]) -> int:
+    args, overrides = parse(items, ExportArgs)
+    args = check_args(args)
+    run_dir, out = Path(args.run_dir), Path(args.out)
+    from spmdgpt.config import DistConfig, apply_overrides, load_run_config
+    from spmdgpt.data import tokenizer_from_json
+    from spmdgpt.hf import architecture, cast, hf_config, human, to_hf, tokenizer_files, total_bytes, write_folder
+    from spmdgpt.rundir import WriteFailed, os_reason
+
+    cfg = load_run_config(run_dir)
+    cfg.dist = DistConfig()
+    cfg = apply_overrides(cfg, overrides)
+    cfg.mesh.data = cfg.mesh.model = 1  # exported from one device, whatever the run used
+    arch = architecture(cfg.model)  # before anything is loaded
+    tok_path = run_dir / "tokenizer.json"
+    if not tok_path.is_file():
+        raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
+    tokenizer = tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
+    files = tokenizer_files(tokenizer, cfg.model.max_seq_len)
+    config = hf_config(cfg.model, tokenizer.eos_id)
+    config["torch_dtype"] = config["dtype"] = args.dtype
+    generation = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}
+    files = {"config.json": json.dumps(config, indent=2), "generation_config.json": json.dumps(generation, indent=2),
+             **files}
+
+    import jax
+    import numpy as np
+
+    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.state import load_params
+
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        step, params = load_params(run_dir, cfg.model, Rules(mesh, cfg.sharding), args.step,
+                                   fix="export with the run's model config")
+        params = jax.tree.map(np.asarray, jax.device_get(params))
+    tensors = cast(to_hf(cfg.model, params), args.dtype)
+
+    # Written beside `out` under a temporary name, then renamed: never a half-written `out`.
+    out = out.resolve()
+    tmp = out.parent / f".{out.name}.export-tmp-{os.getpid()}"
+    old = out.parent / f".{out.name}.export-old-{os.getpid()}"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+        write_folder(tmp, tensors, files, int(args.shard_mb * 1e6))
+        if out.exists():
+            out.rename(old)
+        tmp.rename(out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not out.exists():
+            old.rename(out)  # the folder that was there stays as it was
+        print(f"spmdgpt: error: {WriteFailed(f'writing {out} failed ({os_reason(e)})')}; nothing was "
+              "written there; free space (or fix the filesystem) and run the export again", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"exported {run_dir} step {step} as {arch} ({args.dtype}, {human(total_bytes(tensors))}) -> {out}")
+    return EXIT_OK

@@ -1,0 +1,257 @@
+"""Hugging Face interop: a model's parameters as a `transformers` checkpoint, and back.
+
+Two architectures of `transformers` compute exactly what a spmdgpt model computes, so these are
+the two an export can be (any other config is a one-line error naming the field, never a folder
+that loads but computes something else):
+
+    model.norm=rmsnorm,   model.mlp=swiglu  ->  LlamaForCausalLM
+    model.norm=layernorm, model.mlp=gelu    ->  GPTNeoXForCausalLM, sequential residual
+                                                (use_parallel_residual=false), full rotary
+                                                (partial_rotary_factor=1), tanh GELU
+                                                (hidden_act=gelu_pytorch_tanh)
+
+Facts the mapping rests on (read from transformers 5.23's modeling code, and true of 4.x):
+- RoPE: both rotate the pairs (x[i], x[i + h/2]) of each head (`rotate_half`), with inverse
+  frequencies theta^(-2i/h): spmdgpt's `layers.rope` pairing, so q/k rows need no permutation.
+  The base goes in `rope_parameters.rope_theta` (the current field; also written as the legacy
+  top-level `rope_theta`, which older versions read).
+- Linear weights are [out, in] (spmdgpt's are [in, out]). Llama's q/k/v_proj rows are
+  (head, head_dim); GPT-NeoX's fused `query_key_value` rows are interleaved per head: q, k, v of
+  head 0, then of head 1, ... (the output is viewed as [.., heads, 3 * head_dim] and chunked).
+- GPT-NeoX always has biases in its MLP and LayerNorms (`attention_bias` governs only the
+  attention's): a model without biases stores zeros there. Llama has `attention_bias` (q, k, v,
+  o) and `mlp_bias` (gate, up, down); spmdgpt has no gate bias, so a biased model stores zeros.
+- The unembedding is `lm_head.weight` (Llama) / `embed_out.weight` (GPT-NeoX's name on the
+  Hub, which transformers 5 renames to lm_head on load); tied models omit it
+  (`tie_word_embeddings=true`).
+- The vocabulary keeps the model's padded size (`model.vocab_size` >= the tokenizer's, as
+  Pythia's 50,304 rows for a 50,277-token tokenizer); padding ids are never a training target.
+
+Tensors are numpy arrays keyed by their `transformers` names; `to_hf` and `from_hf` are exact
+inverses (an import exported again gives byte-identical tensors).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from spmdgpt.config import ConfigError, MlpType, ModelConfig, NormType, head_dim, mlp_hidden
+
+LLAMA, NEOX = "LlamaForCausalLM", "GPTNeoXForCausalLM"
+TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+
+
+def architecture(cfg: ModelConfig) -> str:
+    """The `transformers` class that computes what this model computes, or a ConfigError naming
+    the fields that no supported architecture represents."""
+    if cfg.norm == NormType.rmsnorm and cfg.mlp == MlpType.swiglu:
+        return LLAMA
+    if cfg.norm == NormType.layernorm and cfg.mlp == MlpType.gelu:
+        return NEOX
+    raise ConfigError([
+        f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
+        "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama) or norm=layernorm + "
+        "mlp=gelu (GPT-NeoX)"])
+
+
+def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
+    """config.json of the exported model."""
+    arch = architecture(cfg)
+    common = {
+        "architectures": [arch],
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "intermediate_size": mlp_hidden(cfg),
+        "max_position_embeddings": cfg.max_seq_len,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+        "rope_theta": cfg.rope_theta,
+        "attention_bias": cfg.bias,
+        "attention_dropout": 0.0,
+        "initializer_range": cfg.init_std,
+        "bos_token_id": bos_id if bos_id is not None else eos_id,
+        "eos_token_id": eos_id,
+        "torch_dtype": "float32",
+        "use_cache": True,
+    }
+    if arch == LLAMA:
+        return {**common, "model_type": "llama", "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
+                "num_key_value_heads": cfg.num_heads, "head_dim": head_dim(cfg), "mlp_bias": cfg.bias,
+                "pretraining_tp": 1}
+    common["rope_parameters"]["partial_rotary_factor"] = 1.0
+    return {**common, "model_type": "gpt_neox", "hidden_act": TANH_GELUS[0], "layer_norm_eps": cfg.norm_eps,
+            "use_parallel_residual": False, "rotary_pct": 1.0, "rotary_emb_base": cfg.rope_theta,
+            "hidden_dropout": 0.0, "classifier_dropout": 0.0}
+
+
+def _t(w: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(w.T)
+
+
+def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
+    """spmdgpt parameters (a Params of host arrays) -> {transformers name: array}."""
+    arch = architecture(cfg)
+    D, N, H, F = cfg.d_model, cfg.num_heads, head_dim(cfg), mlp_hidden(cfg)
+    b = params.blocks
+    out: Dict[str, np.ndarray] = {}
+    zeros = lambda n: np.zeros((n,), np.asarray(b.w_up).dtype)  # noqa: E731
+    for i in range(cfg.num_layers):
+        w_qkv, w_o = np.asarray(b.w_qkv[i]), np.asarray(b.w_o[i])  # [D, 3, N, H], [N, H, D]
+        if arch == LLAMA:
+            p = f"model.layers.{i}."
+            out[p + "input_layernorm.weight"] = np.asarray(b.ln1.scale[i])
+            out[p + "post_attention_layernorm.weight"] = np.asarray(b.ln2.scale[i])
+            for c, name in enumerate("qkv"):
+                out[p + f"self_attn.{name}_proj.weight"] = _t(w_qkv[:, c].reshape(D, N * H))
+                if cfg.bias:
+                    out[p + f"self_attn.{name}_proj.bias"] = np.asarray(b.b_qkv[i][c]).reshape(N * H)
+            out[p + "self_attn.o_proj.weight"] = _t(w_o.reshape(N * H, D))
+            out[p + "mlp.gate_proj.weight"] = _t(np.asarray(b.w_gate[i]))
+            out[p + "mlp.up_proj.weight"] = _t(np.asarray(b.w_up[i]))
+            out[p + "mlp.down_proj.weight"] = _t(np.asarray(b.w_down[i]))
+            if cfg.bias:
+                out[p + "self_attn.o_proj.bias"] = np.asarray(b.b_o[i])
+                out[p + "mlp.gate_proj.bias"] = zeros(F)  # (spmdgpt's SwiGLU gate has no bias)
+                out[p + "mlp.up_proj.bias"] = np.asarray(b.b_up[i])
+                out[p + "mlp.down_proj.bias"] = np.asarray(b.b_down[i])
+        else:
+            p = f"gpt_neox.layers.{i}."
+            for hf, ln in (("input_layernorm", b.ln1), ("post_attention_layernorm", b.ln2)):
+                out[p + hf + ".weight"] = np.asarray(ln.scale[i])
+                out[p + hf + ".bias"] = np.asarray(ln.bias[i]) if ln.bias is not None else zeros(D)
+            # rows interleaved per head: [N, 3, H] (q, k, v of head 0, then head 1, ...)
+            out[p + "attention.query_key_value.weight"] = np.ascontiguousarray(
+                w_qkv.transpose(2, 1, 3, 0).reshape(3 * N * H, D))
+            out[p + "attention.dense.weight"] = _t(w_o.reshape(N * H, D))
+            if cfg.bias:
+                out[p + "attention.query_key_value.bias"] = np.ascontiguousarray(
+                    np.asarray(b.b_qkv[i]).transpose(1, 0, 2).reshape(3 * N * H))
+                out[p + "attention.dense.bias"] = np.asarray(b.b_o[i])
+            out[p + "mlp.dense_h_to_4h.weight"] = _t(np.asarray(b.w_up[i]))
+            out[p + "mlp.dense_h_to_4h.bias"] = np.asarray(b.b_up[i]) if cfg.bias else zeros(F)
+            out[p + "mlp.dense_4h_to_h.weight"] = _t(np.asarray(b.w_down[i]))
+            out[p + "mlp.dense_4h_to_h.bias"] = np.asarray(b.b_down[i]) if cfg.bias else zeros(D)
+    if arch == LLAMA:
+        out["model.embed_tokens.weight"] = np.asarray(params.embed)
+        out["model.norm.weight"] = np.asarray(params.ln_f.scale)
+        if params.unembed is not None:
+            out["lm_head.weight"] = _t(np.asarray(params.unembed))
+    else:
+        out["gpt_neox.embed_in.weight"] = np.asarray(params.embed)
+        out["gpt_neox.final_layer_norm.weight"] = np.asarray(params.ln_f.scale)
+        ln_b = params.ln_f.bias
+        out["gpt_neox.final_layer_norm.bias"] = np.asarray(ln_b) if ln_b is not None else zeros(D)
+        if params.unembed is not None:
+            out["embed_out.weight"] = _t(np.asarray(params.unembed))
+    return out
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+
+def tokenizer_files(tok, max_seq_len: int) -> Dict[str, str]:
+    """{file name: text}: tokenizer.json and tokenizer_config.json that `AutoTokenizer` loads
+    (a `PreTrainedTokenizerFast`) and that give the run's own token ids.
+
+    char: a `tokenizers` BPE whose vocabulary is the characters and which has no merges (so one
+    token per character), a Fuse decoder (no spaces put between tokens) and the end-of-text id
+    as the special token `<|endoftext|>`; gpt2: the data folder's GPT-2 tokenizer.json (the same
+    ids as tiktoken's GPT-2 encoding); hf: the run's tokenizer.json as it is."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models
+
+    from spmdgpt.data.tokenizers import EOS_NAMES, CharTokenizer, GPT2Tokenizer, HFTokenizer
+
+    if isinstance(tok, CharTokenizer):
+        t = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(tok.chars)}, merges=[]))
+        t.decoder = decoders.Fuse()
+        if tok.eos_id is not None:
+            t.add_special_tokens([AddedToken(EOS_NAMES[0], special=True)])
+        spec = t.to_str()
+    elif isinstance(tok, GPT2Tokenizer):
+        path = tok.cache_dir.parent / "tokenizer.json"
+        try:
+            spec = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError([f"{path}: the GPT-2 tokenizer.json cannot be read ({e.strerror}); "
+                               "set data.path to the folder holding gpt2-tokenizer/"]) from None
+    elif isinstance(tok, HFTokenizer):
+        spec = tok.spec
+    else:
+        raise ConfigError([f"a {tok.kind} tokenizer cannot be exported"])
+    eos = None
+    if tok.eos_id is not None:
+        vocab = Tokenizer.from_str(spec).get_vocab(with_added_tokens=True)
+        eos = next(n for n in EOS_NAMES if vocab.get(n) == tok.eos_id)
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_seq_len,
+              "clean_up_tokenization_spaces": False, "add_bos_token": False, "add_eos_token": False}
+    if eos is not None:
+        config.update(eos_token=eos, bos_token=eos)
+    return {"tokenizer.json": spec, "tokenizer_config.json": json.dumps(config, indent=2, ensure_ascii=False)}
+
+
+# ----------------------------------------------------------------------------- folder
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def shard_names(tensors: Dict[str, np.ndarray], max_shard_bytes: int) -> List[List[str]]:
+    """Tensor names in consecutive shards of at most max_shard_bytes (a larger tensor alone)."""
+    shards: List[List[str]] = [[]]
+    size = 0
+    for name, a in tensors.items():
+        if shards[-1] and size + a.nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(name)
+        size += a.nbytes
+    return shards
+
+
+def write_folder(folder, tensors: Dict[str, np.ndarray], files: Dict[str, str], max_shard_bytes: int) -> None:
+    """The weights as `model.safetensors`, or as model-0000i-of-0000n.safetensors with
+    `model.safetensors.index.json` when they exceed max_shard_bytes; then each of `files`."""
+    from pathlib import Path
+
+    from safetensors.numpy import save_file
+
+    folder = Path(folder)
+    shards = shard_names(tensors, max_shard_bytes)
+    if len(shards) == 1:
+        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        weight_map = {}
+        for k, names in enumerate(shards):
+            fname = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+            save_file({n: tensors[n] for n in names}, str(folder / fname), metadata={"format": "pt"})
+            weight_map.update({n: fname for n in names})
+        index = {"metadata": {"total_size": sum(a.nbytes for a in tensors.values())}, "weight_map": weight_map}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    mask = os.umask(0)
+    os.umask(mask)
+    for f in folder.glob("*.safetensors"):  # (the library creates them owner-only)
+        f.chmod(0o666 & ~mask)
+
+
+def cast(tensors: Dict[str, np.ndarray], dtype: str) -> Dict[str, np.ndarray]:
+    import ml_dtypes
+
+    np_dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+    return {n: np.ascontiguousarray(a.astype(np_dtype)) for n, a in tensors.items()}
+
+
+def total_bytes(tensors: Dict[str, np.ndarray]) -> int:
+    return sum(a.nbytes for a in tensors.values())
+
+
+def human(n: int) -> str:
+    unit = max(0, min(4, int(math.log(max(n, 1), 1024))))
+    return f"{n / 1024 ** unit:.1f} {['B', 'KiB', 'MiB', 'GiB', 'TiB'][unit]}"

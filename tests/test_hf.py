@@ -1,0 +1,187 @@
+"""Hugging Face interop: exported folders load in `transformers` and compute the same logits,
+greedy generation and token ids; bad input is refused without writing anything."""
+
+import errno
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from spmdgpt import train
+from spmdgpt.cli import main
+from spmdgpt.config import load_config
+from spmdgpt.model import forward, init_params
+from spmdgpt.sharding import Rules, make_mesh
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def hf_logits(folder, toks: np.ndarray) -> np.ndarray:
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(torch.tensor(toks, dtype=torch.long)).logits.numpy()
+
+
+@pytest.fixture(scope="module")
+def staircase_run(tmp_path_factory):
+    """A trained default model (LayerNorm + GELU: GPT-NeoX), exported by the CLI."""
+    run_dir = tmp_path_factory.mktemp("hf") / "stair"
+    cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}", "train.steps=40"])
+    train(cfg, argv=["pytest"])  # on the 8 simulated devices
+    cfg.mesh.data = cfg.mesh.model = 1  # compared below on one
+    out = run_dir.parent / "exported"
+    assert main(["export", f"run.dir={run_dir}", f"out={out}"]) == 0
+    return cfg, run_dir, out
+
+
+def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text(staircase_run, capsys):
+    cfg, run_dir, out = staircase_run
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "generation_config.json", "model.safetensors",
+                                                    "tokenizer.json", "tokenizer_config.json"]
+    config = json.loads((out / "config.json").read_text())
+    assert (config["architectures"], config["use_parallel_residual"], config["hidden_act"]) == (
+        ["GPTNeoXForCausalLM"], False, "gelu_pytorch_tanh")
+    assert config["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}
+    toks = np.random.default_rng(0).integers(0, 10, (3, 48)).astype(np.int32)
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    from spmdgpt.state import load_params
+
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        _, params = load_params(run_dir, cfg.model, rules)
+        ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
+    theirs = hf_logits(out, toks)
+    assert np.abs(ours - theirs).max() <= 1e-4
+    assert np.abs(ours).max() > 1.0  # trained logits, not near zero
+
+    # greedy generation of 50 tokens: transformers' generate == spmdgpt sample temperature=0
+    capsys.readouterr()
+    assert main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=50", "temperature=0",
+                 "mesh.data=1"]) == 0
+    ours_text = capsys.readouterr().out.strip()
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    ids = tok("0123", return_tensors="pt")["input_ids"]
+    assert ids.tolist() == [[0, 1, 2, 3]]
+    gen = model.generate(ids, max_new_tokens=50, do_sample=False, pad_token_id=0)
+    theirs_text = tok.decode(gen[0])
+    assert len(theirs_text) == 54 and theirs_text == ours_text
+    assert theirs_text.startswith("012345678987654321")  # the staircase, learnt
+
+
+def random_params(cfg, rules, seed=1):
+    """Every leaf random (norm scales around 1, biases non-zero): each one's mapping matters."""
+    with jax.set_mesh(rules.mesh):
+        params = init_params(cfg, jax.random.key(seed), rules)
+    leaves, tree = jax.tree.flatten(jax.device_get(params))
+    rng = np.random.default_rng(seed)
+    leaves = [np.asarray(x) + rng.normal(0, 0.1, x.shape).astype(np.float32) for x in leaves]
+    return jax.tree.unflatten(tree, leaves)
+
+
+@pytest.mark.parametrize("arch,overrides", [
+    ("GPTNeoXForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
+    ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu"]),
+    ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.bias=true", "model.tie_embeddings=false"]),
+])
+def test_every_parameter_maps_onto_transformers(arch, overrides, tmp_path):
+    """Random values in every leaf (biases and norms included), tied and untied, written as
+    several safetensors shards with an index: the same logits as spmdgpt's forward."""
+    from spmdgpt.hf import hf_config, to_hf, write_folder
+
+    cfg = load_config(["+experiment=staircase", "mesh.data=1", "model.rope_theta=500", *overrides])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding)
+    params = random_params(cfg.model, rules)
+    tensors = to_hf(cfg.model, params)
+    config = hf_config(cfg.model, eos_id=None)
+    assert config["architectures"] == [arch]
+    write_folder(tmp_path, tensors, {"config.json": json.dumps(config)}, max_shard_bytes=150_000)
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) >= 3 and index["metadata"]["total_size"] == sum(a.nbytes for a in tensors.values())
+    toks = np.random.default_rng(2).integers(0, cfg.model.vocab_size, (2, 40)).astype(np.int32)
+    with jax.set_mesh(mesh):
+        ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
+    theirs = hf_logits(tmp_path, toks)
+    assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(ours).max() > 1.0
+
+
+def tokenizers_under_test():
+    from spmdgpt.data.tokenizers import CharTokenizer, GPT2Tokenizer, HFTokenizer
+
+    text = (DATA / "tinyshakespeare" / "input.txt").read_text()
+    yield "char", CharTokenizer.from_text(text[:100_000])
+    yield "gpt2", GPT2Tokenizer(DATA / "gpt2-tokenizer" / "tiktoken_cache")
+    yield "hf", HFTokenizer((DATA / "gpt2-tokenizer" / "tokenizer.json").read_text())
+
+
+@pytest.mark.parametrize("kind", ["char", "gpt2", "hf"])
+def test_tokenizer_round_trip_through_autotokenizer(kind, tmp_path):
+    """AutoTokenizer on the exported files encodes held-out text to spmdgpt's ids and decodes them
+    back exactly; the end-of-text token is the run's."""
+    from spmdgpt.hf import tokenizer_files
+
+    tok = dict(tokenizers_under_test())[kind]
+    for name, text in tokenizer_files(tok, 256).items():
+        (tmp_path / name).write_text(text)
+    hf = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    held_out = (DATA / "tinyshakespeare" / "input.txt").read_text()[-3000:]  # not in the char sample
+    if kind == "char":
+        held_out = "".join(c for c in held_out if c in tok.chars)
+    ids = hf(held_out)["input_ids"]
+    assert ids == tok.encode(held_out) and len(ids) > 600
+    assert hf.decode(ids) == held_out
+    assert hf.eos_token_id == tok.eos_id and hf.convert_ids_to_tokens(tok.eos_id) == "<|endoftext|>"
+
+
+def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path, capsys, monkeypatch):
+    _, run_dir, _ = staircase_run
+
+    def export(*items):
+        capsys.readouterr()
+        code = main(["export", f"run.dir={run_dir}", *items])
+        return code, capsys.readouterr().err.strip()
+
+    code, err = export(f"out={tmp_path / 'a'}", "model.norm=rmsnorm")
+    assert code == 2 and err == (
+        "spmdgpt: error: model.norm=rmsnorm with model.mlp=gelu has no Hugging Face architecture that computes "
+        "the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama) or norm=layernorm + mlp=gelu (GPT-NeoX)")
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    code, err = export(f"out={full}")
+    assert code == 2 and "is not empty; choose another folder or pass overwrite=true" in err
+    assert [p.name for p in full.iterdir()] == ["keep.txt"] and (full / "keep.txt").read_text() == "mine"
+    code, err = export(f"out={full / 'keep.txt'}")
+    assert code == 2 and err.endswith("is a file; give a folder")
+    code, err = export(f"out={tmp_path / 'b'}", "step=7")
+    assert code == 2 and err == f"spmdgpt: error: step=7: run.dir={run_dir} has checkpoints at steps 40"
+    code, err = export(f"out={tmp_path / 'b'}", "dtype=int8")
+    assert code == 2 and err == "spmdgpt: error: dtype=int8: choose one of float32, bfloat16, float16"
+    assert main(["export", f"run.dir={tmp_path / 'nope'}", f"out={tmp_path / 'b'}"]) == 2
+
+    # a write that fails half-way (a full disk): exit 4, the old folder untouched, no leftovers
+    import spmdgpt.hf
+
+    def fail(folder, tensors, files, max_shard_bytes):
+        (Path(folder) / "model.safetensors").write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spmdgpt.hf, "write_folder", fail)
+    code, err = export(f"out={full}", "overwrite=true")
+    assert code == 4 and err.startswith(f"spmdgpt: error: writing {full} failed (No space left on device)")
+    assert [p.name for p in full.iterdir()] == ["keep.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]  # no temporary folder left
+    monkeypatch.undo()
+    code, _ = export(f"out={full}", "overwrite=true", "dtype=bfloat16")
+    assert code == 0 and "keep.txt" not in {p.name for p in full.iterdir()}
+    from safetensors.numpy import load_file
+
+    assert {str(a.dtype) for a in load_file(str(full / "model.safetensors")).values()} == {"bfloat16"}
