@@ -73,6 +73,10 @@ def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text
     theirs_text = tok.decode(gen[0])
     assert len(theirs_text) == 54 and theirs_text == ours_text
     assert theirs_text.startswith("012345678987654321")  # the staircase, learnt
+    # and spmdgpt samples the exported folder itself (run.dir=hf:DIR) to the same text
+    assert main(["sample", f"run.dir=hf:{out}", "prompt=0123", "max_new_tokens=50", "temperature=0",
+                 "mesh.data=1"]) == 0
+    assert capsys.readouterr().out.strip() == ours_text
 
 
 def random_params(cfg, rules, seed=1):
@@ -185,3 +189,120 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
     from safetensors.numpy import load_file
 
     assert {str(a.dtype) for a in load_file(str(full / "model.safetensors")).values()} == {"bfloat16"}
+
+
+def make_hf_model(kind: str, folder: Path, **overrides):
+    """A small randomly initialised transformers model (every weight perturbed, biases too),
+    saved as safetensors."""
+    torch.manual_seed(0)
+    if kind == "llama":
+        config = transformers.LlamaConfig(**{
+            "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 128, "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": False, "rope_theta": 5000.0, **overrides})
+        model = transformers.LlamaForCausalLM(config)
+    else:
+        config = transformers.GPTNeoXConfig(**{
+            "vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
+            "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False, **overrides})
+        model = transformers.GPTNeoXForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(folder)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "neox"])
+def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, tmp_path):
+    """checkpoint.init_from=hf:DIR: the model config comes from DIR's config.json, each leaf is
+    read into its sharded layout (fsdp_tp on 2 x 4 devices: really split), the logits equal
+    transformers' and an export of the imported parameters gives byte-identical tensors."""
+    from safetensors.numpy import load_file
+
+    from spmdgpt.hf import load_params, to_hf, with_hf_model
+
+    model = make_hf_model(kind, tmp_path)
+    toks = np.random.default_rng(0).integers(0, 96, (8, 40)).astype(np.int32)
+    with torch.no_grad():
+        theirs = model(torch.tensor(toks, dtype=torch.long)).logits.numpy()
+    original = load_file(str(tmp_path / "model.safetensors"))
+    for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"], 8)):
+        cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
+                                                  *overrides]))
+        assert "model.vocab_size=96" in changes and "model.tie_embeddings=False" in changes
+        mesh = make_mesh(cfg.mesh, jax.devices()[:n])
+        with jax.set_mesh(mesh):
+            rules = Rules(mesh, cfg.sharding)
+            params = load_params(cfg.model, tmp_path, rules, "test")
+            if n == 8:
+                assert params.blocks.w_qkv.sharding.spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
+                assert params.blocks.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
+            ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
+        assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
+        again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)))
+        assert sorted(again) == sorted(original)
+        assert all(again[k].tobytes() == original[k].tobytes() for k in original)
+
+
+def test_import_train_export_round_trip(tmp_path, capsys):
+    """End to end: `spmdgpt train checkpoint.init_from=hf:DIR` (the model fields printed and
+    recorded), one step at learning rate 1e-30 (no weight moves by an ulp), then `spmdgpt export`: the same bytes as DIR's."""
+    from safetensors.numpy import load_file
+
+    make_hf_model("neox", tmp_path / "hf")
+    run_dir = tmp_path / "run"
+    code = main(["train", "+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path / 'hf'}", "train.steps=1",
+                 "optimizer.lr=1e-30", "train.progress=false", f"run.dir={run_dir}"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert (f"checkpoint.init_from=hf:{tmp_path / 'hf'}: the model is the checkpoint's: model.vocab_size=96 "
+            "model.bias=True model.tie_embeddings=False") in err
+    assert "vocab_size: 96" in (run_dir / "config.yaml").read_text()
+    assert main(["export", f"run.dir={run_dir}", f"out={tmp_path / 'out'}"]) == 0
+    original, again = load_file(str(tmp_path / "hf" / "model.safetensors")), load_file(
+        str(tmp_path / "out" / "model.safetensors"))
+    assert sorted(again) == sorted(original)
+    assert all(again[k].tobytes() == original[k].tobytes() for k in original)
+
+
+def test_import_refuses_what_it_cannot_represent(tmp_path, capsys):
+    def start(folder):
+        capsys.readouterr()
+        code = main(["train", "+experiment=staircase", f"checkpoint.init_from=hf:{folder}", "train.steps=1",
+                     "train.progress=false", f"run.dir={tmp_path / 'run'}"])
+        return code, capsys.readouterr().err.strip().splitlines()
+
+    where = f"spmdgpt: error: checkpoint.init_from=hf:{tmp_path}"
+    (tmp_path / "empty").mkdir()
+    assert start(tmp_path / "empty") == (2, [f"{where}/empty: no config.json there; give a Hugging Face model "
+                                             "folder (config.json + safetensors weights)"])
+    make_hf_model("llama", tmp_path / "gqa", num_key_value_heads=2)
+    assert start(tmp_path / "gqa") == (2, [
+        f"{where}/gqa: config.json has num_key_value_heads=2; spmdgpt needs as many key/value heads as attention "
+        "heads (4): grouped-query attention is not supported"])
+    make_hf_model("neox", tmp_path / "parallel", use_parallel_residual=True)
+    assert start(tmp_path / "parallel") == (2, [
+        f"{where}/parallel: config.json has use_parallel_residual=True; spmdgpt needs false (a sequential residual)"])
+    gpt2 = tmp_path / "gpt2"
+    gpt2.mkdir()
+    (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
+    assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
+                               "LlamaForCausalLM and GPTNeoXForCausalLM checkpoints"])
+    # a config.json that does not match its weights
+    make_hf_model("llama", tmp_path / "wrong")
+    config = json.loads((tmp_path / "wrong" / "config.json").read_text())
+    (tmp_path / "wrong" / "config.json").write_text(json.dumps({**config, "intermediate_size": 192}))
+    code, err = start(tmp_path / "wrong")
+    assert code == 2 and (f"{where}/wrong: tensor model.layers.0.mlp.gate_proj.weight has shape [160, 64], "
+                          "the model config gives [192, 64]") in err
+    # pickled weights are refused, never opened
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text(json.dumps(config))
+    (pickled / "pytorch_model.bin").write_bytes(b"not even a pickle: never opened")
+    code, err = start(pickled)
+    assert code == 2 and err[-1].startswith(f"{where}/pickled holds only pickled PyTorch weights (pytorch_model.bin), "
+                                           "which spmdgpt never opens")
+    assert not (tmp_path / "run").exists()  # nothing was written

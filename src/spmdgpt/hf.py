@@ -255,3 +255,267 @@ def total_bytes(tensors: Dict[str, np.ndarray]) -> int:
 def human(n: int) -> str:
     unit = max(0, min(4, int(math.log(max(n, 1), 1024))))
     return f"{n / 1024 ** unit:.1f} {['B', 'KiB', 'MiB', 'GiB', 'TiB'][unit]}"
+
+
+# ----------------------------------------------------------------------------- import
+
+HF_PREFIX = "hf:"
+
+
+def read_hf_config(folder, where: str) -> dict:
+    """config.json of a local Hugging Face model folder; ConfigError when it is not one."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError([f"{where}: no such directory"])
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ConfigError([f"{where}: no config.json there; give a Hugging Face model folder "
+                           "(config.json + safetensors weights)"])
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError([f"{where}: config.json cannot be read ({e})"]) from None
+
+
+def _rope(hf: dict) -> dict:
+    rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    rope.setdefault("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
+    if "rotary_pct" in hf:
+        rope.setdefault("partial_rotary_factor", hf["rotary_pct"])
+    return rope
+
+
+def model_fields(hf: dict, where: str) -> dict:
+    """The spmdgpt model fields a Hugging Face config determines (the parameters' shapes and the
+    computation), or a ConfigError naming every HF field that no spmdgpt model represents."""
+    arch = (hf.get("architectures") or [None])[0]
+    kind = hf.get("model_type")
+    errs = []
+
+    def need(key, ok, want):
+        if not ok:
+            errs.append(f"{where}: config.json has {key}={hf.get(key, _rope(hf).get(key))!r}; spmdgpt needs {want}")
+
+    d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
+    rope = _rope(hf)
+    need("rope_type", rope.get("rope_type", rope.get("type", "default")) == "default", "the default RoPE (no scaling)")
+    if kind == "llama" or arch == LLAMA:
+        need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+        need("num_key_value_heads", hf.get("num_key_value_heads", heads) == heads,
+             f"as many key/value heads as attention heads ({heads}): grouped-query attention is not supported")
+        need("head_dim", hf.get("head_dim") in (None, d // heads), f"hidden_size / num_attention_heads = {d // heads}")
+        need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
+             "mlp_bias == attention_bias (model.bias sets both)")
+        fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6)}
+    elif kind == "gpt_neox" or arch == NEOX:
+        need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
+        need("use_parallel_residual", hf.get("use_parallel_residual", True) is False, "false (a sequential residual)")
+        need("partial_rotary_factor", float(rope.get("partial_rotary_factor", 0.25)) == 1.0, "1.0 (full rotary)")
+        fields = {"norm": "layernorm", "mlp": "gelu", "norm_eps": hf.get("layer_norm_eps", 1e-5)}
+    else:
+        raise ConfigError([f"{where}: architecture {arch or kind!r} is not supported; spmdgpt imports "
+                           f"{LLAMA} and {NEOX} checkpoints"])
+    if errs:
+        raise ConfigError(errs)
+    inter = hf["intermediate_size"]
+    fields.update(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=inter / d,
+                  vocab_size=hf["vocab_size"], bias=bool(hf.get("attention_bias", kind == "gpt_neox")),
+                  tie_embeddings=bool(hf.get("tie_word_embeddings", kind != "gpt_neox")),
+                  rope_theta=float(rope["rope_theta"]))
+    return fields
+
+
+class WeightFiles:
+    """The safetensors files of a model folder, read lazily (memory-mapped, one tensor at a
+    time). Pickled PyTorch weights are refused, never opened."""
+
+    def __init__(self, folder, where: str):
+        from pathlib import Path
+
+        from safetensors import safe_open
+
+        folder = Path(folder)
+        index = folder / "model.safetensors.index.json"
+        if index.is_file():
+            weight_map = json.loads(index.read_text())["weight_map"]
+            files = sorted(set(weight_map.values()))
+        elif (folder / "model.safetensors").is_file():
+            files, weight_map = ["model.safetensors"], None
+        else:
+            pickles = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt"))
+            if pickles:
+                raise ConfigError([
+                    f"{where} holds only pickled PyTorch weights ({', '.join(pickles[:3])}), which spmdgpt never "
+                    "opens (unpickling runs code); convert them once with transformers: "
+                    "AutoModelForCausalLM.from_pretrained(DIR).save_pretrained(NEW_DIR) writes safetensors"])
+            raise ConfigError([f"{where}: no model.safetensors or model.safetensors.index.json there"])
+        self._files = {}
+        for f in files:
+            try:
+                self._files[f] = safe_open(str(folder / f), framework="numpy")
+            except Exception as e:  # the library raises its own error types for damaged files
+                raise ConfigError([f"{where}/{f}: not a readable safetensors file ({e})"]) from None
+        if weight_map is None:
+            weight_map = {n: files[0] for n in self._files[files[0]].keys()}
+        self.weight_map = weight_map
+        self.where = where
+
+    def shape(self, name: str) -> tuple:
+        return tuple(self._files[self.weight_map[name]].get_slice(name).get_shape())
+
+    def get(self, name: str) -> np.ndarray:
+        return np.asarray(self._files[self.weight_map[name]].get_tensor(name), dtype=np.float32)
+
+
+def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
+    """{transformers name: shape} of a model exported from `cfg` (what an import must find)."""
+    from spmdgpt.model import param_info
+
+    info = param_info(cfg)
+    fake = _map_leaves(info, lambda i: np.zeros(i.shape, np.float32))
+    return {n: a.shape for n, a in to_hf(cfg, fake).items()}
+
+
+def _map_leaves(tree, fn):
+    import jax
+
+    from spmdgpt.model import is_info
+
+    return jax.tree.map(fn, tree, is_leaf=is_info)
+
+
+def check_weights(cfg: ModelConfig, files: WeightFiles) -> None:
+    """ConfigError naming every tensor that is missing or has another shape than `cfg` gives, and
+    every non-zero bias that spmdgpt's model (which has none there) would drop."""
+    errs = []
+    want = expected_shapes(cfg)
+    for name, shape in want.items():
+        if name not in files.weight_map:
+            errs.append(f"{files.where}: tensor {name} is missing")
+        elif files.shape(name) != shape:
+            errs.append(f"{files.where}: tensor {name} has shape {list(files.shape(name))}, the model config "
+                        f"gives {list(shape)}")
+    if errs:
+        raise ConfigError(errs[:5] + ([f"... and {len(errs) - 5} more"] if len(errs) > 5 else []))
+    zero = [n for n in want if n.endswith(("mlp.gate_proj.bias",)) or (
+        not cfg.bias and n.endswith(".bias"))]  # stored as zeros by an export, absent from spmdgpt
+    nonzero = [n for n in zero if np.any(files.get(n))]
+    if nonzero:
+        raise ConfigError([f"{files.where}: tensor {nonzero[0]} is not zero ({len(nonzero)} such bias(es)), "
+                           "and spmdgpt's model has no such bias; it cannot be imported exactly"])
+
+
+def layer_values(cfg: ModelConfig, files: WeightFiles):
+    """Params-shaped tree of functions: stacked leaves `f(layer) -> that layer's value`, the
+    others `f() -> the value`, in spmdgpt's layout (float32): what `to_hf` wrote, inverted."""
+    from spmdgpt.model import Block, Norm, Params
+
+    arch = architecture(cfg)
+    D, N, H = cfg.d_model, cfg.num_heads, head_dim(cfg)
+    g = files.get
+    T = lambda name: np.ascontiguousarray(g(name).T)  # noqa: E731
+    if arch == LLAMA:
+        L = "model.layers.{}."
+        qkv = lambda i: np.stack([g(L.format(i) + f"self_attn.{c}_proj.weight").T.reshape(D, N, H)  # noqa: E731
+                                  for c in "qkv"], axis=1)
+        b_qkv = lambda i: np.stack([g(L.format(i) + f"self_attn.{c}_proj.bias").reshape(N, H)  # noqa: E731
+                                    for c in "qkv"])
+        names = dict(ln1="input_layernorm", ln2="post_attention_layernorm", w_o="self_attn.o_proj",
+                     w_up="mlp.up_proj", w_down="mlp.down_proj", w_gate="mlp.gate_proj")
+        embed, ln_f, unembed = "model.embed_tokens.weight", "model.norm", "lm_head.weight"
+    else:
+        L = "gpt_neox.layers.{}."
+        qkv = lambda i: np.ascontiguousarray(  # noqa: E731
+            g(L.format(i) + "attention.query_key_value.weight").reshape(N, 3, H, D).transpose(3, 1, 0, 2))
+        b_qkv = lambda i: np.ascontiguousarray(  # noqa: E731
+            g(L.format(i) + "attention.query_key_value.bias").reshape(N, 3, H).transpose(1, 0, 2))
+        names = dict(ln1="input_layernorm", ln2="post_attention_layernorm", w_o="attention.dense",
+                     w_up="mlp.dense_h_to_4h", w_down="mlp.dense_4h_to_h", w_gate=None)
+        embed, ln_f = "gpt_neox.embed_in.weight", "gpt_neox.final_layer_norm"
+        unembed = "embed_out.weight" if "embed_out.weight" in files.weight_map else "lm_head.weight"
+    ln_bias = cfg.bias and cfg.norm == NormType.layernorm
+
+    def w(key, suffix=".weight", transpose=True):
+        return lambda i: (T if transpose else g)(L.format(i) + names[key] + suffix)
+
+    blocks = Block(
+        ln1=Norm(w("ln1", transpose=False), w("ln1", ".bias", False) if ln_bias else None),
+        w_qkv=qkv,
+        b_qkv=b_qkv if cfg.bias else None,
+        w_o=lambda i: T(L.format(i) + names["w_o"] + ".weight").reshape(N, H, D),
+        b_o=w("w_o", ".bias", False) if cfg.bias else None,
+        ln2=Norm(w("ln2", transpose=False), w("ln2", ".bias", False) if ln_bias else None),
+        w_up=w("w_up"),
+        b_up=w("w_up", ".bias", False) if cfg.bias else None,
+        w_gate=w("w_gate") if names["w_gate"] else None,
+        w_down=w("w_down"),
+        b_down=w("w_down", ".bias", False) if cfg.bias else None,
+    )
+    return Params(
+        embed=lambda: g(embed),
+        blocks=blocks,
+        ln_f=Norm(lambda: g(ln_f + ".weight"), (lambda: g(ln_f + ".bias")) if ln_bias else None),
+        unembed=None if cfg.tie_embeddings else (lambda: T(unembed)),
+    )
+
+
+def load_params(cfg: ModelConfig, folder, rules, where: str):
+    """A Hugging Face model folder's weights as spmdgpt parameters, each leaf built straight into
+    its sharded layout (`jax.make_array_from_callback`: every device reads only the layers its
+    shard covers; never the whole model on one device). Checks the tensors first."""
+    import jax
+
+    from spmdgpt.model import is_info, param_info
+    from spmdgpt.model.layers import dtype_of
+
+    files = WeightFiles(folder, where)
+    check_weights(cfg, files)
+    values = layer_values(cfg, files)
+    dtype = dtype_of(cfg.param_dtype)
+    info = param_info(cfg)
+    stacked = {id(leaf) for leaf in jax.tree.leaves(info.blocks, is_leaf=is_info)}
+
+    def build(i, fn):
+        sharding = rules.param_sharding(i.logical)
+        if id(i) in stacked:
+            def read(index):
+                layers = range(i.shape[0])[index[0]]
+                return np.stack([fn(layer)[index[1:]] for layer in layers]).astype(dtype)
+        else:
+            def read(index):
+                return fn()[index].astype(dtype)
+        return jax.make_array_from_callback(i.shape, sharding, read)
+
+    return jax.tree.map(build, info, values, is_leaf=is_info)
+
+
+def hf_folder(init_from: Optional[str]):
+    """The folder of `checkpoint.init_from=hf:DIR`, or None for any other value."""
+    from pathlib import Path
+
+    if not init_from or not init_from.startswith(HF_PREFIX):
+        return None
+    return Path(init_from[len(HF_PREFIX):]).expanduser()
+
+
+def with_hf_model(cfg):
+    """(cfg, changes): with checkpoint.init_from=hf:DIR, the run's model config with every field
+    that DIR's config.json determines taken from it (the run's own values of the other fields,
+    e.g. max_seq_len, compute_dtype, attention, stay); `changes` lists the fields that differ
+    from what the run's config said, as `model.FIELD=VALUE`."""
+    import dataclasses
+    import enum
+
+    from spmdgpt.config import model_config_from_dict
+
+    folder = hf_folder(cfg.checkpoint.init_from)
+    if folder is None:
+        return cfg, []
+    where = f"checkpoint.init_from={cfg.checkpoint.init_from}"
+    fields = model_fields(read_hf_config(folder, where), where)
+    model = model_config_from_dict(fields, base=cfg.model)
+    text = lambda v: v.value if isinstance(v, enum.Enum) else v  # noqa: E731
+    changes = [f"model.{k}={text(getattr(model, k))}" for k in fields if getattr(model, k) != getattr(cfg.model, k)]
+    return dataclasses.replace(cfg, model=model), changes

@@ -7,7 +7,9 @@
                    resharded into this run's mesh and rules; damaged newer ones are moved to
                    checkpoints-damaged/ and the logs are cut back to the resumed step
         init_from  checkpoint.init_from names another run: its newest parameters, a fresh
-                   optimizer state, step 0
+                   optimizer state, step 0; or hf:DIR, a Hugging Face model folder (Llama or
+                   GPT-NeoX safetensors, spmdgpt.hf): its weights, each leaf read straight
+                   into its sharded layout
         restarted  run.dir holds this very run (same config.yaml) stopped before its first
                    checkpoint: fresh, with the logs cut back to step 0
 
@@ -40,6 +42,7 @@ from spmdgpt.config import (
     model_config_from_dict,
     to_dict,
 )
+from spmdgpt.hf import hf_folder
 from spmdgpt.model import Params, init_params, param_info, param_shapes
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
@@ -96,6 +99,11 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
         reader = CheckpointManager.reader(run_dir)
         check_checkpoint_fits(reader, cfg.model, f"run.dir={run_dir} holds checkpoints of another model",
                               "resume with the run's model config or choose a new run.dir", damaged_ok=True)
+    elif hf_folder(cfg.checkpoint.init_from) is not None:  # hf:DIR, a transformers model folder
+        from spmdgpt.hf import WeightFiles, check_weights
+
+        where = f"checkpoint.init_from={cfg.checkpoint.init_from}"
+        check_weights(cfg.model, WeightFiles(hf_folder(cfg.checkpoint.init_from), where))
     elif cfg.checkpoint.init_from:
         src = Path(cfg.checkpoint.init_from).expanduser()
         if not (src / CHECKPOINT_DIR).is_dir():
@@ -126,7 +134,13 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
                 truncate_jsonl(run_dir / log, step)
         return Start(TrainState(jnp.asarray(step, jnp.int32), params, opt_state), StartKind.resumed, step)
     if cfg.checkpoint.init_from:
-        params, _, _ = reader.restore(reader.steps()[-1], fresh.params)
+        folder = hf_folder(cfg.checkpoint.init_from)
+        if folder is not None:
+            from spmdgpt.hf import load_params as load_hf_params
+
+            params = load_hf_params(cfg.model, folder, rules, f"checkpoint.init_from={cfg.checkpoint.init_from}")
+        else:
+            params, _, _ = reader.restore(reader.steps()[-1], fresh.params)
         params = initial_params(cfg.optimizer, param_info(cfg.model), params)
         state = TrainState(fresh.step, params, jax.jit(optimizer.init)(params))
         return Start(state, StartKind.init_from, 0)

@@ -51,7 +51,8 @@ from spmdgpt.rundir import (
     run_lock,
 )
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.state import Start, StartKind, TrainState, init_state, start
+from spmdgpt.hf import with_hf_model
+from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, init_state, start
 
 
 def accumulated_grads(grad_fn, microbatches: int, params, *batch):
@@ -144,6 +145,12 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
 
     Raises ConfigError, before writing anything, for bad config, data or checkpoints.
     """
+    run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
+    if not has_checkpoints(run_dir):  # (a resumed run's config.yaml already holds the model)
+        cfg, changes = with_hf_model(cfg)  # checkpoint.init_from=hf:DIR: that model's config
+        if changes and jax.process_index() == 0:
+            print(f"checkpoint.init_from={cfg.checkpoint.init_from}: the model is the checkpoint's: "
+                  f"{' '.join(changes)}", file=sys.stderr)
     errs = validate(cfg, jax.device_count())
     if errs:
         raise ConfigError(errs)
@@ -153,7 +160,6 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     if not data.val:
         raise ConfigError(["data: the corpus has no validation text; set data.val_fraction > 0 "
                            "(or a dataset's val_fraction), or add a dataset with split=val"])
-    run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding)
     is_main = jax.process_index() == 0

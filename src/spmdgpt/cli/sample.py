@@ -1,5 +1,5 @@
 """`spmdgpt sample run.dir=<run> prompt="ROMEO:" ... [config overrides]`: text from a trained
-run's newest checkpoint, on the run's own mesh and sharding rules (as recorded in its
+run's newest checkpoint (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX folder), on the run's own mesh and sharding rules (as recorded in its
 config.yaml) or on the ones the overrides give (`mesh.data=1` samples on one device,
 `sharding=tp mesh.data=1 mesh.model=2` on two, ...).
 Rows are split over the mesh's batch axes like a training batch."""
@@ -64,27 +64,55 @@ def read_prompts(args: SampleArgs) -> List[str]:
     return prompts
 
 
-def run(items: List[str]) -> int:
-    args, overrides = parse(items, SampleArgs)
-    args = check_args(args)
-    prompts = read_prompts(args)
-    run_dir = Path(args.run_dir)
+def run_model(run_dir: Path, overrides: List[str]):
+    """(config, tokenizer) of a training run: its config.yaml with the overrides on top."""
+    from spmdgpt.config import DistConfig, apply_overrides, load_run_config
+    from spmdgpt.data import tokenizer_from_json
+
     if not run_dir.is_dir():
         raise ConfigError([f"run.dir={run_dir}: no such directory"])
-    from spmdgpt.config import DistConfig, apply_overrides, load_run_config, validate
-    from spmdgpt.distributed import initialize
-    from spmdgpt.runtime import set_default_xla_flags
-
     cfg = load_run_config(run_dir)
     cfg.dist = DistConfig()  # the training run's coordinator is long gone: dist.* only if given
     cfg = apply_overrides(cfg, overrides)
     tok_path = run_dir / "tokenizer.json"
     if not tok_path.is_file():
         raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
-    from spmdgpt.data import tokenizer_from_json
-    from spmdgpt.generate import context_error
+    return cfg, tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
 
-    tokenizer = tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
+
+def hf_model(spec: str, overrides: List[str]):
+    """(config, tokenizer) of a Hugging Face model folder (run.dir=hf:DIR): the default config
+    with the overrides, the model fields from DIR's config.json (its context length included),
+    DIR's tokenizer.json."""
+    from spmdgpt.config import load_config
+    from spmdgpt.data.tokenizers import HFTokenizer
+    from spmdgpt.hf import hf_folder, read_hf_config, with_hf_model
+
+    folder = hf_folder(spec)
+    cfg = load_config([*overrides, f"checkpoint.init_from={spec}"])
+    cfg, _ = with_hf_model(cfg)
+    cfg.model.max_seq_len = int(read_hf_config(folder, f"run.dir={spec}").get("max_position_embeddings",
+                                                                           cfg.model.max_seq_len))
+    if not (folder / "tokenizer.json").is_file():
+        raise ConfigError([f"run.dir={spec}: no tokenizer.json there (spmdgpt reads a fast tokenizer's "
+                           "tokenizer.json)"])
+    # (no end-of-text token: generation runs to max_new_tokens)
+    return cfg, HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
+
+
+def run(items: List[str]) -> int:
+    args, overrides = parse(items, SampleArgs)
+    args = check_args(args)
+    prompts = read_prompts(args)
+    from spmdgpt.config import validate
+    from spmdgpt.distributed import initialize
+    from spmdgpt.generate import context_error
+    from spmdgpt.hf import hf_folder
+    from spmdgpt.runtime import set_default_xla_flags
+
+    folder = hf_folder(args.run_dir)
+    cfg, tokenizer = (hf_model(args.run_dir, overrides) if folder is not None
+                      else run_model(Path(args.run_dir), overrides))
     encoded = []
     for p in prompts:
         try:
@@ -116,14 +144,20 @@ def run(items: List[str]) -> int:
     mesh = make_mesh(cfg.mesh, devices)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
-        step, params = load_params(run_dir, cfg.model, rules, fix="sample with the run's model config")
+        if folder is not None:
+            from spmdgpt.hf import load_params as load_hf_params
+
+            step, params = None, load_hf_params(cfg.model, folder, rules, f"run.dir={args.run_dir}")
+        else:
+            step, params = load_params(Path(args.run_dir), cfg.model, rules,
+                                       fix="sample with the run's model config")
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
         sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tokenizer.eos_id)
         outs = sampler.generate(params, batch, sp)
     if jax.process_index() != 0:
         return EXIT_OK
-    print(f"# {run_dir} step {step} | mesh {dict(mesh.shape)} sharding {cfg.sharding.name}",
+    print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | mesh {dict(mesh.shape)} sharding {cfg.sharding.name}",
           file=sys.stderr)
     for i, (ids, new) in enumerate(zip(batch, outs, strict=True)):
         if i:

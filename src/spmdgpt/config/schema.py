@@ -270,7 +270,8 @@ class CheckpointConfig:
     keep: int = 3  # keep the newest k checkpoints
     keep_every: Optional[int] = None  # also keep, permanently, every checkpoint at a multiple of k
     async_save: bool = True  # write in the background while training goes on
-    init_from: Optional[str] = None  # run directory whose newest parameters start this run
+    init_from: Optional[str] = None  # run directory whose newest parameters start this run, or
+    # hf:DIR, a Hugging Face model folder (its config.json then sets the model's fields)
 
 
 @dataclass

@@ -123,7 +123,7 @@ class HFTokenizer:
 
     kind = "hf"
 
-    def __init__(self, spec: str, where: str = "data.tokenizer_file"):
+    def __init__(self, spec: str, where: str = "data.tokenizer_file", eos_required: bool = True):
         from tokenizers import Tokenizer as HF
 
         try:
@@ -134,21 +134,21 @@ class HFTokenizer:
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
         vocab = self._tok.get_vocab(with_added_tokens=True)
         eos = next((vocab[n] for n in EOS_NAMES if n in vocab), None)
-        if eos is None:
+        if eos is None and eos_required:
             raise ConfigError([f"{where}: the tokenizer has no end-of-text token (looked for "
                                f"{', '.join(EOS_NAMES)}); add one as a special token"])
         self.eos_id: Optional[int] = eos
 
     def __reduce__(self):
-        return (HFTokenizer, (self.spec,))
+        return (HFTokenizer, (self.spec, "tokenizer.json", self.eos_id is not None))
 
     @classmethod
-    def from_file(cls, path: Path) -> "HFTokenizer":
+    def from_file(cls, path: Path, where: str = "data.tokenizer_file", eos_required: bool = True) -> "HFTokenizer":
         try:
             spec = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError([f"data.tokenizer_file={path}: cannot read it ({e})"]) from None
-        return cls(spec, f"data.tokenizer_file={path}")
+            raise ConfigError([f"{where}={path}: cannot read it ({e})"]) from None
+        return cls(spec, f"{where}={path}", eos_required)
 
     def encode(self, text: str) -> List[int]:
         return self._tok.encode(text, add_special_tokens=False).ids

@@ -100,7 +100,7 @@ def qkv_projection(
         "td,dcnh->tcnh", x, w, out_sharding=rules.spec("batch", "qkv", "heads", "head_dim")
     )
     if p.b_qkv is not None:
-        qkv = qkv + p.b_qkv.astype(dt)
+        qkv = qkv + rules.gather(p.b_qkv.astype(dt), ("qkv", "heads", "head_dim"))
     qkv = jnp.reshape(
         qkv,
         (batch, -1) + qkv.shape[1:],
@@ -122,7 +122,7 @@ def output_projection(rules: Rules, p, o: jax.Array, head_major: bool = True) ->
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
     out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("batch", "embed"))
     if p.b_o is not None:
-        out = out + p.b_o.astype(o.dtype)
+        out = out + rules.gather(p.b_o.astype(o.dtype), ("embed",))
     return out
 
 

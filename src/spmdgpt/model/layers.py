@@ -61,7 +61,7 @@ def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
     w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
     h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("batch", "mlp"))
     if p.b_up is not None:
-        h = h + p.b_up.astype(dt)
+        h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
     if cfg.mlp == MlpType.swiglu:
         w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
         g = jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
@@ -71,5 +71,5 @@ def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
     out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
     if p.b_down is not None:
-        out = out + p.b_down.astype(dt)
+        out = out + rules.gather(p.b_down.astype(dt), ("embed",))
     return out
