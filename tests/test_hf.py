@@ -28,26 +28,50 @@ def hf_logits(folder, toks: np.ndarray) -> np.ndarray:
         return model(torch.tensor(toks, dtype=torch.long)).logits.numpy()
 
 
+ARCHS = {"neox": [],  # the default model: LayerNorm + GELU, tied
+         "llama": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.tie_embeddings=false"]}
+
+
 @pytest.fixture(scope="module")
-def staircase_run(tmp_path_factory):
-    """A trained default model (LayerNorm + GELU: GPT-NeoX), exported by the CLI."""
-    run_dir = tmp_path_factory.mktemp("hf") / "stair"
-    cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}", "train.steps=40"])
-    train(cfg, argv=["pytest"])  # on the 8 simulated devices
-    cfg.mesh.data = cfg.mesh.model = 1  # compared below on one
-    out = run_dir.parent / "exported"
-    assert main(["export", f"run.dir={run_dir}", f"out={out}"]) == 0
-    return cfg, run_dir, out
+def trained_runs(tmp_path_factory):
+    """Staircase models trained 40 steps (on the 8 simulated devices) and exported by the CLI,
+    made on first use: {arch: (cfg, run_dir, out)}."""
+    runs = {}
+
+    def get(arch):
+        if arch not in runs:
+            run_dir = tmp_path_factory.mktemp("hf") / "stair"
+            cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}",
+                               "train.steps=40", *ARCHS[arch]])
+            train(cfg, argv=["pytest"])
+            cfg.mesh.data = cfg.mesh.model = 1  # compared on one device
+            out = run_dir.parent / "exported"
+            assert main(["export", f"run.dir={run_dir}", f"out={out}"]) == 0
+            runs[arch] = cfg, run_dir, out
+        return runs[arch]
+
+    return get
 
 
-def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text(staircase_run, capsys):
-    cfg, run_dir, out = staircase_run
+@pytest.fixture
+def staircase_run(trained_runs):
+    return trained_runs("neox")
+
+
+@pytest.mark.parametrize("arch", ["neox", "llama"])
+def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text(arch, trained_runs, capsys):
+    cfg, run_dir, out = trained_runs(arch)
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "generation_config.json", "model.safetensors",
                                                     "tokenizer.json", "tokenizer_config.json"]
     config = json.loads((out / "config.json").read_text())
-    assert (config["architectures"], config["use_parallel_residual"], config["hidden_act"]) == (
-        ["GPTNeoXForCausalLM"], False, "gelu_pytorch_tanh")
-    assert config["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}
+    if arch == "neox":
+        assert (config["architectures"], config["use_parallel_residual"], config["hidden_act"]) == (
+            ["GPTNeoXForCausalLM"], False, "gelu_pytorch_tanh")
+        assert config["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0,
+                                             "partial_rotary_factor": 1.0}
+    else:
+        assert (config["architectures"], config["hidden_act"], config["tie_word_embeddings"]) == (
+            ["LlamaForCausalLM"], "silu", False)
     toks = np.random.default_rng(0).integers(0, 10, (3, 48)).astype(np.int32)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     from spmdgpt.state import load_params
