@@ -67,3 +67,93 @@ class RolloutEvaluator:
             finally:
                 log.close()
         return rows
+
+
+# ----------------------------------------------------------------------------- scoring text
+
+
+def token_byte_lengths(tokenizer, vocab_size: int) -> np.ndarray:
+    """UTF-8 bytes of the text each token id stands for ([vocab_size] int64; the end-of-text id,
+    special tokens and vocabulary padding 0): the denominator of bits per byte.
+
+    char: each character's bytes; gpt2: tiktoken's bytes of each token (exact, also for tokens
+    that hold part of a character); hf: the bytes of each token decoded alone (exact for
+    byte-level BPEs such as GPT-2's and Llama-3's as long as a token holds whole characters; a
+    token that holds part of one decodes to U+FFFD, counted as its 3 bytes)."""
+    from spmdgpt.data.tokenizers import CharTokenizer, GPT2Tokenizer
+
+    out = np.zeros(vocab_size, np.int64)
+    if isinstance(tokenizer, CharTokenizer):
+        out[: len(tokenizer.chars)] = [len(c.encode("utf-8")) for c in tokenizer.chars]
+    elif isinstance(tokenizer, GPT2Tokenizer):
+        enc = tokenizer._enc
+        out[: enc.n_vocab] = [len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)]
+    else:
+        special = set()
+        tok = getattr(tokenizer, "_tok", None)
+        if tok is not None:
+            special = {i for i, t in tok.get_added_tokens_decoder().items() if t.special}
+        n = min(vocab_size, tokenizer.vocab_size)
+        out[:n] = [0 if i in special else len(tokenizer.decode([i]).encode("utf-8")) for i in range(n)]
+    if tokenizer.eos_id is not None and tokenizer.eos_id < vocab_size:
+        out[tokenizer.eos_id] = 0
+    return out
+
+
+def to_host(x: jax.Array) -> np.ndarray:
+    """A global array's values on every process (gathered across hosts when there are several)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(jax.device_get(x))
+
+
+class Scorer:
+    """Summed next-token losses, token counts and UTF-8 bytes over batches (float64 on the host):
+    loss = nats / tokens, perplexity = exp(loss), bits per byte = nats / ln 2 / bytes."""
+
+    def __init__(self, cfg: ModelConfig, rules: Rules, token_bytes: np.ndarray):
+        from spmdgpt.model.loss import token_losses
+
+        self._losses = jax.jit(partial(token_losses, cfg, rules))
+        self.token_bytes = token_bytes
+
+    def __call__(self, params, batches, first_counted=None) -> Dict[str, float]:
+        """batches: Batch objects; first_counted: per batch, [rows] int arrays (a row's
+        targets before that index are not counted; seq_len = none), or None (all count)."""
+        nats = tokens = nbytes = 0.0
+        for i, batch in enumerate(batches):
+            losses = to_host(self._losses(params, *batch)).astype(np.float64)
+            targets = to_host(batch.targets)
+            if first_counted is None:
+                keep = np.ones(losses.shape, bool)
+            else:
+                keep = np.arange(losses.shape[1])[None] >= np.asarray(first_counted[i])[:, None]
+            nats += float(losses[keep].sum())
+            tokens += float(keep.sum())
+            nbytes += float(self.token_bytes[targets][keep].sum())
+        return summary(nats, tokens, nbytes)
+
+
+def summary(nats: float, tokens: float, nbytes: float) -> Dict[str, float]:
+    loss = nats / tokens
+    return {"loss": loss, "perplexity": float(np.exp(loss)), "bits_per_byte": nats / np.log(2) / nbytes,
+            "tokens": int(tokens), "bytes": int(nbytes)}
+
+
+def text_windows(n_tokens: int, seq_len: int, batch_size: int):
+    """(starts, first_counted) of windows of seq_len + 1 tokens that score every token of a text
+    of n_tokens tokens after the first exactly once: consecutive windows, the last one aligned
+    to the text's end and counting only the targets no earlier window scored; padded with
+    uncounted copies of window 0 to a multiple of batch_size."""
+    n = -(-(n_tokens - 1) // seq_len)
+    starts = np.arange(n, dtype=np.int64) * seq_len
+    first = np.zeros(n, np.int64)
+    if starts[-1] + seq_len + 1 > n_tokens:  # the tail: end-aligned, its new targets only
+        first[-1] = starts[-1] - (n_tokens - seq_len - 1)
+        starts[-1] = n_tokens - seq_len - 1
+    pad = -n % batch_size
+    starts = np.concatenate([starts, np.zeros(pad, np.int64)])
+    first = np.concatenate([first, np.full(pad, seq_len, np.int64)])
+    return starts, first

@@ -6,7 +6,6 @@ Rows are split over the mesh's batch axes like a training batch."""
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,55 +63,17 @@ def read_prompts(args: SampleArgs) -> List[str]:
     return prompts
 
 
-def run_model(run_dir: Path, overrides: List[str]):
-    """(config, tokenizer) of a training run: its config.yaml with the overrides on top."""
-    from spmdgpt.config import DistConfig, apply_overrides, load_run_config
-    from spmdgpt.data import tokenizer_from_json
-
-    if not run_dir.is_dir():
-        raise ConfigError([f"run.dir={run_dir}: no such directory"])
-    cfg = load_run_config(run_dir)
-    cfg.dist = DistConfig()  # the training run's coordinator is long gone: dist.* only if given
-    cfg = apply_overrides(cfg, overrides)
-    tok_path = run_dir / "tokenizer.json"
-    if not tok_path.is_file():
-        raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
-    return cfg, tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
-
-
-def hf_model(spec: str, overrides: List[str]):
-    """(config, tokenizer) of a Hugging Face model folder (run.dir=hf:DIR): the default config
-    with the overrides, the model fields from DIR's config.json (its context length included),
-    DIR's tokenizer.json."""
-    from spmdgpt.config import load_config
-    from spmdgpt.data.tokenizers import HFTokenizer
-    from spmdgpt.hf import hf_folder, read_hf_config, with_hf_model
-
-    folder = hf_folder(spec)
-    cfg = load_config([*overrides, f"checkpoint.init_from={spec}"])
-    cfg, _ = with_hf_model(cfg)
-    cfg.model.max_seq_len = int(read_hf_config(folder, f"run.dir={spec}").get("max_position_embeddings",
-                                                                           cfg.model.max_seq_len))
-    if not (folder / "tokenizer.json").is_file():
-        raise ConfigError([f"run.dir={spec}: no tokenizer.json there (spmdgpt reads a fast tokenizer's "
-                           "tokenizer.json)"])
-    # (no end-of-text token: generation runs to max_new_tokens)
-    return cfg, HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
-
-
 def run(items: List[str]) -> int:
     args, overrides = parse(items, SampleArgs)
     args = check_args(args)
     prompts = read_prompts(args)
+    from spmdgpt.cli.runs import model_source
     from spmdgpt.config import validate
     from spmdgpt.distributed import initialize
     from spmdgpt.generate import context_error
-    from spmdgpt.hf import hf_folder
     from spmdgpt.runtime import set_default_xla_flags
 
-    folder = hf_folder(args.run_dir)
-    cfg, tokenizer = (hf_model(args.run_dir, overrides) if folder is not None
-                      else run_model(Path(args.run_dir), overrides))
+    cfg, tokenizer = model_source(args.run_dir, overrides)
     encoded = []
     for p in prompts:
         try:
@@ -130,13 +91,9 @@ def run(items: List[str]) -> int:
 
     from spmdgpt.generate import Sampler, SamplingParams
     from spmdgpt.sharding import Rules, make_mesh
-    from spmdgpt.state import load_params
+    from spmdgpt.cli.runs import mesh_devices, source_params
 
-    # A mesh smaller than the machine (mesh.data=1: one device) takes the first devices.
-    devices = jax.devices()
-    size = cfg.mesh.data * cfg.mesh.model if min(cfg.mesh.data, cfg.mesh.model) > 0 else len(devices)
-    if jax.process_count() == 1 and size < len(devices):
-        devices = devices[:size]
+    devices = mesh_devices(cfg)
     # The training data section (batch size, ...) does not apply to sampling.
     errs = [e for e in validate(cfg, len(devices), training=False) if not e.startswith("data.")]
     if errs:
@@ -144,13 +101,7 @@ def run(items: List[str]) -> int:
     mesh = make_mesh(cfg.mesh, devices)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
-        if folder is not None:
-            from spmdgpt.hf import load_params as load_hf_params
-
-            step, params = None, load_hf_params(cfg.model, folder, rules, f"run.dir={args.run_dir}")
-        else:
-            step, params = load_params(Path(args.run_dir), cfg.model, rules,
-                                       fix="sample with the run's model config")
+        step, params = source_params(args.run_dir, cfg, rules, fix="sample with the run's model config")
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
         sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tokenizer.eos_id)

@@ -142,13 +142,19 @@ class EvalBatcher(_Rows):
 
     def __init__(self, stream: TokenStream, seq_len: int, batch_size: int, num_batches: int,
                  sharding: NamedSharding, name: str = "validation", document_mask: bool = False,
-                 reset_positions: bool = False):
+                 reset_positions: bool = False, starts: Optional[np.ndarray] = None):
+        """starts: the windows' first tokens (num_batches * batch_size of them) in place of the
+        evenly spread ones."""
         super().__init__(seq_len, batch_size, sharding, document_mask, reset_positions)
         _check_length(stream, seq_len, f"the validation set {name}")
         self.stream = stream
         available = (len(stream) - 1) // seq_len
         k = num_batches * batch_size
-        self.starts = (np.arange(k) * available // k if k <= available else np.arange(k) % available) * seq_len
+        if starts is not None:
+            assert len(starts) == k, (len(starts), k)
+            self.starts = np.asarray(starts, np.int64)
+        else:
+            self.starts = (np.arange(k) * available // k if k <= available else np.arange(k) % available) * seq_len
 
     def batch(self, i: int) -> Batch:
         lo, hi = self.rows

@@ -36,6 +36,20 @@ def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targe
     x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
     if cfg.loss_block and targets.shape[1] % cfg.loss_block == 0:
         return blocked_cross_entropy(cfg, rules, params, x, targets) / targets.size
+    return jnp.mean(_token_losses(cfg, rules, params, x, targets))
+
+
+def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
+                 segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
+    """The cross-entropy of every next-token prediction, float32 [b, t] (what `loss_fn`
+    averages; for evaluation: sums, masks, bits per byte). Whole logits, whatever loss_block."""
+    x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
+    return jnp.reshape(_token_losses(cfg, rules, params, x, targets), targets.shape,
+                       out_sharding=rules.spec("batch", None))
+
+
+def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array) -> Array:
+    """Hidden states x [b * t, d] against targets [b, t] -> losses [b * t] (float32)."""
     logits = unembed(cfg, rules, params, x)
     lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
     flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))
@@ -43,7 +57,7 @@ def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targe
     target_logit = jnp.einsum(
         "td,td->t", x, rows, out_sharding=rules.spec("batch"), preferred_element_type=jnp.float32
     )
-    return jnp.mean(lse - target_logit)
+    return lse - target_logit
 
 
 def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array) -> Array:

@@ -1,0 +1,157 @@
+"""`spmdgpt eval run.dir=<run> [step=N] [text_file=F] [full=true] [out=F.json] [overrides]`:
+loss, perplexity and bits per byte of a run's checkpoint (or of a Hugging Face folder,
+run.dir=hf:DIR), on the run's validation sets (the same fixed batches its training loop
+evaluates, so the loss equals the run's val/loss at that step; full=true: every window) or on
+any UTF-8 text file (every token after the first scored exactly once). Batches are sharded over
+the mesh like training batches; the result is deterministic. Printed as a table and written as
+JSON (default: run.dir/eval/step-<N>[-<file stem>].json).
+
+Bits per byte = the summed loss in bits / the UTF-8 bytes of the scored tokens: it does not
+depend on the tokenizer, so char-level and BPE runs compare.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
+from spmdgpt.config import ConfigError
+
+
+@dataclass
+class EvalArgs:
+    run_dir: Optional[str] = None  # run.dir=...: the training run (or hf:DIR) to evaluate (required)
+    step: Optional[int] = None  # the checkpoint's step (default: the newest)
+    text_file: Optional[str] = None  # score this text file instead of the validation sets
+    full: bool = False  # every window of each validation set (default: train.eval_batches batches)
+    out: Optional[str] = None  # the JSON file to write
+
+
+def check_args(args: EvalArgs) -> EvalArgs:
+    from spmdgpt.hf import hf_folder
+
+    errs = []
+    if not args.run_dir:
+        errs.append("run.dir is required: spmdgpt eval run.dir=<training run directory> [text_file=...]")
+    elif hf_folder(args.run_dir) is None and not Path(args.run_dir).is_dir():
+        errs.append(f"run.dir={args.run_dir}: no such directory")
+    elif hf_folder(args.run_dir) is not None and not args.text_file:
+        errs.append(f"run.dir={args.run_dir} is a Hugging Face folder, which has no validation sets: give text_file=...")
+    if args.text_file and not Path(args.text_file).is_file():
+        errs.append(f"text_file={args.text_file}: no such file")
+    if errs:
+        raise ConfigError(errs)
+    return args
+
+
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError([f"text_file={path}: not UTF-8 text (byte offset {e.start})"]) from None
+    except OSError as e:
+        raise ConfigError([f"text_file={path}: cannot read it ({e.strerror})"]) from None
+
+
+def table(results: dict) -> str:
+    rows = [f"{'set':<24} {'tokens':>12} {'loss':>8} {'perplexity':>11} {'bits/byte':>10}"]
+    for name, r in results.items():
+        rows.append(f"{name:<24} {r['tokens']:>12,} {r['loss']:>8.4f} {r['perplexity']:>11.3f} "
+                    f"{r['bits_per_byte']:>10.4f}")
+    return "\n".join(rows)
+
+
+def run(items: List[str]) -> int:
+    args, overrides = parse(items, EvalArgs)
+    args = check_args(args)
+    from spmdgpt.cli.runs import mesh_devices, model_source, source_params
+    from spmdgpt.config import validate
+    from spmdgpt.data import EvalBatcher
+    from spmdgpt.distributed import initialize
+    from spmdgpt.hf import hf_folder
+    from spmdgpt.runtime import set_default_xla_flags
+
+    cfg, tokenizer = model_source(args.run_dir, overrides)
+    d = cfg.data
+    text_tokens = None
+    if args.text_file:
+        text = read_text(args.text_file)
+        try:
+            text_tokens = tokenizer.encode(text)
+        except ValueError as e:
+            raise ConfigError([f"text_file={args.text_file}: {e}"]) from None
+        if len(text_tokens) < d.seq_len + 1:
+            raise ConfigError([f"text_file={args.text_file} holds {len(text_tokens)} tokens, fewer than "
+                               f"data.seq_len + 1 = {d.seq_len + 1}; give a longer text or lower data.seq_len"])
+
+    set_default_xla_flags(cfg.train.deterministic)
+    initialize(cfg.dist)
+    import jax
+    import numpy as np
+
+    from spmdgpt.data.store import TokenStream
+    from spmdgpt.evaluate import Scorer, text_windows, token_byte_lengths
+    from spmdgpt.sharding import Rules, make_mesh
+
+    devices = mesh_devices(cfg)
+    errs = validate(cfg, len(devices), training=False)
+    if errs:
+        raise ConfigError(errs)
+    mesh = make_mesh(cfg.mesh, devices)
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        sharding = rules.batch_sharding()
+        sets = {}  # name -> (EvalBatcher, number of batches, first counted target per row or None)
+        if text_tokens is not None:
+            starts, first = text_windows(len(text_tokens), d.seq_len, d.batch_size)
+            stream = TokenStream([np.asarray(text_tokens, np.int32)])
+            n = len(starts) // d.batch_size
+            sets[Path(args.text_file).name] = (EvalBatcher(stream, d.seq_len, d.batch_size, n, sharding,
+                                                           starts=starts), n, first.reshape(n, -1))
+        else:
+            from spmdgpt.data import load_dataset
+
+            data = load_dataset(d)
+            docs = (d.document_mask, d.reset_positions)
+            for name, stream in data.val.items():
+                n = ((len(stream) - 1) // d.seq_len) // d.batch_size if args.full else cfg.train.eval_batches
+                if n < 1:
+                    raise ConfigError([f"the validation set {name} holds fewer than data.batch_size windows; "
+                                       "lower data.batch_size or data.seq_len"])
+                starts = np.arange(n * d.batch_size) * d.seq_len if args.full else None
+                sets[name] = (EvalBatcher(stream, d.seq_len, d.batch_size, n, sharding, name, *docs, starts=starts),
+                              n, None)
+        step, params = source_params(args.run_dir, cfg, rules, args.step, fix="evaluate with the run's model config")
+        scorer = Scorer(cfg.model, rules, token_byte_lengths(tokenizer, cfg.model.vocab_size))
+        results = {name: scorer(params, (b.batch(i) for i in range(n)), first)
+                   for name, (b, n, first) in sets.items()}
+    if jax.process_index() != 0:
+        return EXIT_OK
+    report = {"run_dir": args.run_dir, "step": step, "text_file": args.text_file,
+              "windows": "all" if args.full or args.text_file else f"train.eval_batches={cfg.train.eval_batches}",
+              "seq_len": d.seq_len, "results": results}
+    print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | mesh {dict(mesh.shape)} sharding "
+          f"{cfg.sharding.name}", file=sys.stderr)
+    print(table(results))
+    out = Path(args.out) if args.out else None
+    if out is None and hf_folder(args.run_dir) is None:
+        suffix = f"-{Path(args.text_file).stem}" if args.text_file else ("-full" if args.full else "")
+        out = Path(args.run_dir) / "eval" / f"step-{step}{suffix}.json"
+    if out is not None:
+        from spmdgpt.rundir import os_reason
+
+        tmp = out.with_name(out.name + ".tmp")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(report, indent=2) + "\n")
+            tmp.replace(out)  # never a half-written file
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            print(f"spmdgpt: error: writing {out} failed ({os_reason(e)})", file=sys.stderr)
+            return EXIT_WRITE_FAILED
+        print(f"-> {out}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,80 @@
+"""What `sample` and `eval` read a model from: a training run's directory (its config.yaml,
+tokenizer.json and checkpoints) or, given as `hf:DIR`, a Hugging Face Llama / GPT-NeoX folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+from spmdgpt.config import ConfigError
+
+
+def model_source(spec: str, overrides: List[str]):
+    """(config, tokenizer) of run.dir=spec: a run directory or hf:DIR."""
+    from spmdgpt.hf import hf_folder
+
+    return hf_model(spec, overrides) if hf_folder(spec) is not None else run_model(Path(spec), overrides)
+
+
+def mesh_devices(cfg) -> list:
+    """The devices of the mesh cfg.mesh asks for: a mesh smaller than the machine (mesh.data=1:
+    one device) takes the first devices."""
+    import jax
+
+    devices = jax.devices()
+    size = cfg.mesh.data * cfg.mesh.model if min(cfg.mesh.data, cfg.mesh.model) > 0 else len(devices)
+    if jax.process_count() == 1 and size < len(devices):
+        devices = devices[:size]
+    return devices
+
+
+def source_params(spec: str, cfg, rules, step: Optional[int] = None, fix: str = "use the run's model config"):
+    """(step or None, parameters in `rules`' layout) of run.dir=spec (call inside the mesh)."""
+    from spmdgpt.hf import hf_folder, load_params as load_hf_params
+    from spmdgpt.state import load_params
+
+    folder = hf_folder(spec)
+    if folder is None:
+        return load_params(Path(spec), cfg.model, rules, step, fix=fix)
+    if step is not None:
+        raise ConfigError([f"step={step}: run.dir={spec} is a Hugging Face folder, which holds one set of weights"])
+    return None, load_hf_params(cfg.model, folder, rules, f"run.dir={spec}")
+
+
+def run_model(run_dir: Path, overrides: List[str]):
+    """(config, tokenizer) of a training run: its config.yaml with the overrides on top."""
+    from spmdgpt.config import DistConfig, apply_overrides, load_run_config
+    from spmdgpt.data import tokenizer_from_json
+
+    if not run_dir.is_dir():
+        raise ConfigError([f"run.dir={run_dir}: no such directory"])
+    cfg = load_run_config(run_dir)
+    cfg.dist = DistConfig()  # the training run's coordinator is long gone: dist.* only if given
+    cfg = apply_overrides(cfg, overrides)
+    tok_path = run_dir / "tokenizer.json"
+    if not tok_path.is_file():
+        raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
+    return cfg, tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
+
+
+def hf_model(spec: str, overrides: List[str]):
+    """(config, tokenizer) of a Hugging Face model folder (run.dir=hf:DIR): the default config
+    with the overrides, the model fields from DIR's config.json (its context length included),
+    DIR's tokenizer.json."""
+    from spmdgpt.config import load_config
+    from spmdgpt.data.tokenizers import HFTokenizer
+    from spmdgpt.hf import hf_folder, read_hf_config, with_hf_model
+
+    folder = hf_folder(spec)
+    cfg = load_config([*overrides, f"checkpoint.init_from={spec}"])
+    cfg, _ = with_hf_model(cfg)
+    cfg.model.max_seq_len = int(read_hf_config(folder, f"run.dir={spec}").get("max_position_embeddings",
+                                                                           cfg.model.max_seq_len))
+    if not (folder / "tokenizer.json").is_file():
+        raise ConfigError([f"run.dir={spec}: no tokenizer.json there (spmdgpt reads a fast tokenizer's "
+                           "tokenizer.json)"])
+    # (no end-of-text token: generation runs to max_new_tokens)
+    return cfg, HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
+
+

@@ -1,0 +1,110 @@
+"""spmdgpt eval: the training loop's own val/loss on the same batches, every token of a text
+scored once (against a direct computation), the same numbers on 1 and 8 devices, bad input."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from spmdgpt import train
+from spmdgpt.cli import main
+from spmdgpt.config import load_config
+from spmdgpt.evaluate import text_windows
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("eval") / "stair"
+    cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}", "train.steps=30",
+                       "train.eval_every=30", "model.init_std=0.2"])
+    train(cfg, argv=["pytest"])
+    return cfg, run_dir
+
+
+def evaluate(capsys, *items):
+    capsys.readouterr()
+    code = main(["eval", *items])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_eval_equals_the_runs_val_loss_on_1_and_8_devices(run, capsys):
+    cfg, run_dir = run
+    val = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if "val/loss" in x][-1]
+    assert val["step"] == 30
+    for mesh in (["mesh.data=1"], []):  # one device, then the run's 8
+        code, out, _ = evaluate(capsys, f"run.dir={run_dir}", *mesh)
+        assert code == 0
+        report = json.loads((run_dir / "eval" / "step-30.json").read_text())
+        r = report["results"]["staircase"]
+        assert r["loss"] == pytest.approx(val["val/loss"], rel=1e-6, abs=0)
+        assert r["tokens"] == cfg.train.eval_batches * cfg.data.batch_size * cfg.data.seq_len == 4096
+        assert r["perplexity"] == pytest.approx(math.exp(r["loss"]), rel=1e-12)
+        # every digit is one byte: bits per byte = loss in bits
+        assert r["bytes"] == 4096 and r["bits_per_byte"] == pytest.approx(r["loss"] / math.log(2), rel=1e-12)
+        assert out.splitlines()[1].split()[:3] == ["staircase", "4,096", f"{r['loss']:.4f}"]
+
+
+def test_text_windows_score_every_token_once():
+    starts, first = text_windows(40, 16, 4)
+    assert starts.tolist() == [0, 16, 23, 0] and first.tolist() == [0, 0, 9, 16]
+    # scored targets: tokens 1..16, 17..32, then 33..39 (the end-aligned window's last 7), none of the pad
+    scored = sorted(s + j + 1 for s, f in zip(starts, first) for j in range(f, 16))
+    assert scored == list(range(1, 40))
+    starts, first = text_windows(33, 16, 2)  # an exact fit: no tail window
+    assert starts.tolist() == [0, 16] and first.tolist() == [0, 0]
+
+
+def test_eval_of_a_text_file_matches_a_direct_computation(run, capsys, tmp_path):
+    """text_file: windows of seq_len (here 16), the tail window end-aligned; the summed loss
+    equals log-softmax of the model's logits over exactly those windows, computed here."""
+    cfg, run_dir = run
+    digits = "0123456789876543210" * 3 + "12"  # 59 tokens: windows at 0, 16, 32, 42 (last: 10 new targets)
+    text = tmp_path / "t.txt"
+    text.write_text(digits)
+    code, _, _ = evaluate(capsys, f"run.dir={run_dir}", f"text_file={text}", "data.seq_len=16", "data.batch_size=8",
+                          f"out={tmp_path / 'r.json'}")
+    assert code == 0
+    r = json.loads((tmp_path / "r.json").read_text())["results"]["t.txt"]
+    assert r["tokens"] == r["bytes"] == 58
+
+    from spmdgpt.model import forward
+    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.state import load_params
+
+    toks = np.array([int(c) for c in digits], np.int32)
+    mesh = make_mesh(load_config(["+experiment=staircase", "mesh.data=1"]).mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        _, params = load_params(run_dir, cfg.model, rules)
+        windows = np.stack([toks[s:s + 17] for s in (0, 16, 32, 42)])
+        logits = np.asarray(forward(cfg.model, rules, params, jnp.asarray(windows[:, :-1]))[0], np.float64)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(logp, windows[:, 1:, None], -1)[..., 0]
+    expected = nll[:3].sum() + nll[3, 6:].sum()  # window 42..58 adds targets 49..58 (10 new)
+    assert r["loss"] * 58 == pytest.approx(expected, rel=1e-5)
+
+
+def test_eval_refuses_bad_input(run, capsys, tmp_path):
+    _, run_dir = run
+    (tmp_path / "empty").mkdir()  # a run's files but no checkpoint
+    for name in ("config.yaml", "tokenizer.json"):
+        (tmp_path / "empty" / name).write_text((run_dir / name).read_text())
+    short = tmp_path / "short.txt"
+    short.write_text("0123")
+    cases = [
+        ([f"run.dir={tmp_path / 'empty'}"], f"spmdgpt: error: run.dir={tmp_path / 'empty'} has no checkpoint"),
+        ([f"run.dir={tmp_path / 'nope'}"], f"spmdgpt: error: run.dir={tmp_path / 'nope'}: no such directory"),
+        ([f"run.dir={run_dir}", f"text_file={short}"],
+         f"spmdgpt: error: text_file={short} holds 4 tokens, fewer than data.seq_len + 1 = 65; give a longer text "
+         "or lower data.seq_len"),
+        ([f"run.dir={run_dir}", "step=7"], f"spmdgpt: error: step=7: run.dir={run_dir} has checkpoints at steps 30"),
+        ([f"run.dir=hf:{tmp_path}"], f"spmdgpt: error: run.dir=hf:{tmp_path} is a Hugging Face folder, which has no "
+                                     "validation sets: give text_file=..."),
+    ]
+    for items, message in cases:
+        code, _, err = evaluate(capsys, *items)
+        assert (code, err.strip().splitlines()[-1]) == (2, message)
