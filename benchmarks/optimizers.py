@@ -159,7 +159,7 @@ def part_a(out: Path) -> dict:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("    (no plot: pip install -e '.[bench]' for matplotlib)")
+        print("    (no plot: pip install -e '.[plot]' for matplotlib)")
         return rows
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     ks = np.asarray(KS)

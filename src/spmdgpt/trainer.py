@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from spmdgpt.config import Config, ConfigError, validate
+from spmdgpt.config import Config, ConfigError, profile_range, validate
 from spmdgpt.data import (
     Batcher,
     Corpus,
@@ -40,6 +40,7 @@ from spmdgpt.data import (
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
+from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 from spmdgpt.model import attention_backend, loss_fn, num_params, param_info
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.rundir import (
@@ -151,7 +152,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         if changes and jax.process_index() == 0:
             print(f"checkpoint.init_from={cfg.checkpoint.init_from}: the model is the checkpoint's: "
                   f"{' '.join(changes)}", file=sys.stderr)
-    errs = validate(cfg, jax.device_count())
+    errs = validate(cfg, jax.device_count()) + check_loggers(cfg.train.loggers)
     if errs:
         raise ConfigError(errs)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
@@ -230,8 +231,14 @@ class _Loop:
         self.last_loss, self.val_loss = float("nan"), None
         self.recent_losses: deque = deque(maxlen=64)  # for the loss-spike test
         self.skipped_in_a_row = 0
-        self.metrics_log = JsonlLogger(run_dir / "metrics.jsonl") if is_main else None
-        self.console = Console(t.steps, begin.step, t.progress, t.log_every, active=is_main)
+        self.metrics_log = None
+        if is_main:  # metrics.jsonl, then the trackers of train.loggers
+            trackers = open_trackers(cfg, run_dir, self.resumed_from)
+            self.metrics_log = RunLog(JsonlLogger(run_dir / "metrics.jsonl"), trackers)
+        self.console = Console(t.steps, begin.step, t.progress, t.log_every,
+                               active=is_main and "console" in t.loggers)
+        self.profile = profile_range(t.profile, t.steps) if t.profile else None
+        self.profiling = False
         self.say = self.console.write
 
     def _header(self) -> None:
@@ -270,7 +277,11 @@ class _Loop:
         try:
             for i in range(first, t.steps):
                 step = i + 1  # optimizer steps completed after this update
+                if self.profile and not self.profiling and self.profile[0] <= step <= self.profile[1]:
+                    self._trace(start=True)
                 self.state, metrics = self.train_step(self.state, *self.batcher.train_batch(i))
+                if self.profiling and step >= self.profile[1]:
+                    self._trace(start=False)
                 if pending is not None:
                     self._report(*pending)
                 pending = (step, metrics)
@@ -293,6 +304,8 @@ class _Loop:
         except (_Diverged, WriteFailed) as e:
             stopped = e
         finally:
+            if self.profiling:
+                self._trace(start=False)
             for s, h in previous.items():
                 signal.signal(s, h)
             self.console.close()
@@ -404,6 +417,19 @@ class _Loop:
                 self.metrics_log.log(row)
             self.window_t0, self.window_steps = now, 0
         self.console.step(step, self.last_loss, tps, mfu_v)
+
+    def _trace(self, start: bool) -> None:
+        """train.profile: a jax.profiler trace (XPlane for TensorBoard's profile plugin / xprof,
+        and a Perfetto trace) of the steps START..STOP in run.dir/profile, on every process."""
+        folder = self.run_dir / "profile"
+        if start:
+            jax.profiler.start_trace(str(folder), create_perfetto_trace=True)
+            self.profiling = True
+            return
+        jax.block_until_ready(self.state)  # the traced steps have run on the devices
+        jax.profiler.stop_trace()
+        self.profiling = False
+        self.say(f"profile of steps {self.profile[0]}-{self.profile[1]} -> {folder}")
 
     def _evaluate(self, step: int) -> None:
         losses = self.evaluator(self.state.params)

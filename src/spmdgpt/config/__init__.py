@@ -47,7 +47,7 @@ from spmdgpt.config.schema import (
     mlp_hidden,
     resolve_mesh_shape,
 )
-from spmdgpt.config.validate import validate, validate_dist
+from spmdgpt.config.validate import profile_range, validate, validate_dist
 
 __all__ = [
     "MESH_AXES", "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",

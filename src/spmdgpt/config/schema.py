@@ -261,6 +261,10 @@ class TrainConfig:
     # optimizer state kept), and the run stops after N skipped steps in a row.
     skip_nonfinite: int = 0
     loss_spike_factor: float = 3.0  # log a loss_spike event when loss > k x the recent median (0 = off)
+    # where rows go: console, jsonl (always), tensorboard (run.dir/tb), wandb (optional package)
+    loggers: List[str] = field(default_factory=lambda: ["console", "jsonl"])
+    wandb_project: str = "spmdgpt"  # the wandb project of train.loggers=[...,wandb]
+    profile: Optional[str] = None  # START:STOP: a jax.profiler trace of those steps in run.dir/profile
 
 
 @dataclass

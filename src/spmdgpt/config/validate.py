@@ -4,7 +4,7 @@ their count)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from spmdgpt.config.schema import (
     MESH_AXES,
@@ -90,6 +90,15 @@ def _data_sources(d) -> List[str]:
         errs.append("data.datasets has no training dataset (every one is split=val); give one "
                     "split=hash, tail or none")
     return errs
+
+
+def profile_range(spec: str, steps: int) -> Optional[Tuple[int, int]]:
+    """train.profile=START:STOP as (START, STOP), or None when it is not a range within the run."""
+    try:
+        start, stop = (int(x) for x in str(spec).split(":"))
+    except ValueError:
+        return None
+    return (start, stop) if 1 <= start <= stop <= steps else None
 
 
 def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
@@ -198,6 +207,9 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
         errs.append(f"train.skip_nonfinite={t.skip_nonfinite} must be >= 0 (0 = stop at the first non-finite step)")
     if t.loss_spike_factor != 0 and t.loss_spike_factor <= 1:
         errs.append(f"train.loss_spike_factor={t.loss_spike_factor} must be > 1 (or 0 = off)")
+    if t.profile is not None and profile_range(t.profile, t.steps) is None:
+        errs.append(f"train.profile={t.profile} must be START:STOP with 1 <= START <= STOP <= train.steps "
+                    f"({t.steps}), e.g. train.profile=10:15")
     if t.rollout_tokens < 0:
         errs.append(f"train.rollout_tokens={t.rollout_tokens} must be >= 0 (0 = no rollouts)")
     if t.rollout_tokens > 0:
