@@ -35,6 +35,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
                  "          vocab_size=8192 out=my_tokenizer.json [sample_mb=100]",
     "eval": "loss, perplexity, bits per byte of a checkpoint on the run's validation sets or a text:\n"
             "          spmdgpt eval run.dir=runs/r1 [step=N text_file=F full=true out=F.json]",
+    "plot": "PNGs of runs' losses, learning rate, gradient norm and MFU, overlaid:\n"
+            "          spmdgpt plot runs/a runs/b [out=plots names=adamw,muon]",
     "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer):\n"
               "          spmdgpt export run.dir=runs/r1 out=exported [step=N dtype=bfloat16 overwrite=true]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",

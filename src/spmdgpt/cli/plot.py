@@ -1,0 +1,151 @@
+"""`spmdgpt plot RUN [RUN ...] [out=plots] [names=a,b]`: PNGs of runs' metrics.jsonl, the runs
+overlaid (one colour each, named in the legend):
+
+    loss.png       train loss (line) and validation loss (dots) against steps and against tokens
+    lr.png         learning rate against steps
+    grad_norm.png  gradient norm against steps (log scale)
+    mfu.png        model FLOPs utilisation against steps (when the runs logged it)
+
+Each figure is 1000 x 600 pixels (loss.png: 1400 x 600, two panels). Needs matplotlib (the
+`plot` extra)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
+from spmdgpt.config import ConfigError
+
+DPI = 100
+SIZES = {"loss": (14, 6), "lr": (10, 6), "grad_norm": (10, 6), "mfu": (10, 6)}  # inches at DPI
+
+
+@dataclass
+class PlotArgs:
+    out: str = "plots"  # folder for the PNGs
+    names: Optional[str] = None  # comma-separated legend names (default: the run folders' names)
+
+
+@dataclass
+class Run:
+    name: str
+    rows: list  # metrics.jsonl rows with a loss (training rows)
+    val: list  # rows with val/loss
+    tokens_per_step: Optional[int]
+
+
+def read_run(path: Path, name: str) -> Run:
+    import json
+
+    from spmdgpt.config import load_run_config
+
+    metrics = path / "metrics.jsonl"
+    if not metrics.is_file():
+        raise ConfigError([f"{path}: no metrics.jsonl there; give training run directories"])
+    rows = []
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line of a killed run
+    try:
+        cfg = load_run_config(path)
+        tokens = cfg.data.batch_size * cfg.data.seq_len
+    except ConfigError:
+        tokens = None
+    train = [r for r in rows if r.get("loss") is not None and "event" not in r]
+    val = [r for r in rows if r.get("val/loss") is not None]
+    if not train and not val:
+        raise ConfigError([f"{metrics}: no training or validation rows yet"])
+    return Run(name, train, val, tokens)
+
+
+def series(rows: list, key: str):
+    pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_runs(runs: List[Run], out: Path) -> List[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    written = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+        written.append(path)
+
+    fig, (by_step, by_tokens) = plt.subplots(1, 2, figsize=SIZES["loss"])
+    for i, run in enumerate(runs):
+        c = colours[i % len(colours)]
+        for ax, scale in ((by_step, 1), (by_tokens, run.tokens_per_step)):
+            if scale is None:
+                continue
+            x, y = series(run.rows, "loss")
+            ax.plot([s * scale for s in x], y, color=c, lw=1.2, label=f"{run.name} train")
+            x, y = series(run.val, "val/loss")
+            ax.plot([s * scale for s in x], y, "o--", color=c, ms=5, lw=1, label=f"{run.name} val")
+    by_step.set(xlabel="step", ylabel="loss (nats/token)", title="loss against steps")
+    by_tokens.set(xlabel="tokens", ylabel="loss (nats/token)", title="loss against tokens")
+    for ax in (by_step, by_tokens):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    save(fig, "loss")
+
+    for key, ylabel, log in (("lr", "learning rate", False), ("grad_norm", "gradient norm", True),
+                             ("mfu", "MFU", False)):
+        if not any(series(r.rows, key)[0] for r in runs):
+            continue
+        fig, ax = plt.subplots(figsize=SIZES[key])
+        for i, run in enumerate(runs):
+            x, y = series(run.rows, key)
+            ax.plot(x, y, color=colours[i % len(colours)], lw=1.2, label=run.name)
+        ax.set(xlabel="step", ylabel=ylabel, title=f"{ylabel} against steps")
+        if log:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, key)
+    return written
+
+
+def run(items: List[str]) -> int:
+    paths = [Path(it) for it in items if "=" not in it]
+    args, overrides = parse([it for it in items if "=" in it], PlotArgs)
+    errs = []
+    if overrides:
+        errs.append(f"plot takes run directories and out=, names=; not {' '.join(overrides)}")
+    if not paths:
+        errs.append("give one or more run directories: spmdgpt plot runs/a runs/b [out=plots]")
+    names = args.names.split(",") if args.names else [p.name for p in paths]
+    if len(names) != len(paths):
+        errs.append(f"names= gives {len(names)} names for {len(paths)} runs")
+    errs += [f"{p}: no such directory" for p in paths if not p.is_dir()]
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        errs.append("spmdgpt plot needs matplotlib: pip install 'matplotlib==3.11.2' (or the spmdgpt[plot] extra)")
+    if errs:
+        raise ConfigError(errs)
+    runs = [read_run(p, n) for p, n in zip(paths, names, strict=True)]
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = plot_runs(runs, out)
+    except OSError as e:
+        from spmdgpt.rundir import os_reason
+
+        print(f"spmdgpt: error: writing plots into {out} failed ({os_reason(e)})", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    for path in written:
+        print(path)
+    return EXIT_OK
