@@ -24,7 +24,8 @@ from typing import List, Optional
 from spmdgpt.cli.args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
 
 COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
-    "train": "train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1",
+    "train": "train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1\n"
+             "          a grid: spmdgpt train -m [--parallel 2] optimizer.lr=1e-3,3e-3 optimizer.name=adamw,muon",
     "sample": "text from a run (or run.dir=hf:DIR, a Hugging Face Llama / GPT-NeoX folder):\n"
               "          spmdgpt sample run.dir=runs/r1 prompt=\"ROMEO:\" max_new_tokens=200\n"
               "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 (or prompt_file=prompts.txt)\n"

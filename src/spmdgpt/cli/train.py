@@ -1,4 +1,5 @@
-"""`spmdgpt train [overrides]`: compose the config, start JAX (and jax.distributed), train."""
+"""`spmdgpt train [overrides]`: compose the config, start JAX (and jax.distributed), train.
+`spmdgpt train -m [--parallel N] key=a,b ...`: a sweep (spmdgpt.cli.sweep)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from spmdgpt.cli.args import EXIT_DIVERGED, EXIT_OK, EXIT_WRITE_FAILED, parse
 
 
 def run(items: List[str]) -> int:
+    if "-m" in items or "--multirun" in items:  # a grid of runs (spmdgpt.cli.sweep)
+        from spmdgpt.cli import sweep
+
+        return sweep.run(items)
     _, overrides = parse(items)  # train owns no keys: every item overrides the config
     from spmdgpt.config import load_config
     from spmdgpt.distributed import initialize
