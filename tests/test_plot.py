@@ -1,5 +1,7 @@
 """spmdgpt plot: PNGs of the stated sizes with every run drawn in its colour; bad input."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -12,10 +14,21 @@ import matplotlib.image  # noqa: E402
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
+    """Two run folders as training leaves them (config.yaml, metrics.jsonl with training rows,
+    validation rows, an event and a torn last line), with made-up curves."""
+    from spmdgpt.config import load_config, to_yaml
+
     base = tmp_path_factory.mktemp("plot")
-    for name, lr in (("slow", "1e-3"), ("fast", "3e-3")):
-        assert main(["train", "+experiment=staircase", "train.steps=30", "train.log_every=1", "train.eval_every=10",
-                     "train.progress=false", f"optimizer.lr={lr}", f"run.dir={base / name}"]) == 0
+    for k, name in enumerate(("slow", "fast")):
+        run = base / name
+        run.mkdir()
+        (run / "config.yaml").write_text(to_yaml(load_config(["+experiment=staircase"])))
+        rows = [{"step": s, "loss": 3.0 * (0.97 - 0.02 * k) ** s, "lr": 1e-3 * (1 + k) * min(1, s / 5),
+                 "grad_norm": (5.0 + 2 * k) / s, "tokens_per_sec": 5e4 if s > 1 else None, "mfu": 0.05 + 0.001 * s + 0.01 * k if s > 1 else None}
+                for s in range(1, 31)]
+        rows += [{"step": s, "val/loss": 3.1 * (0.97 - 0.02 * k) ** s} for s in (10, 20, 30)]
+        rows.append({"step": 12, "event": "loss_spike", "loss": 9.0, "median": 2.0})
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 31, "lo')
     return base
 
 

@@ -20,26 +20,6 @@ def rows(run_dir, key):
     return {r["step"]: r[key] for r in read_jsonl(run_dir / "metrics.jsonl") if key in r}
 
 
-def test_tensorboard_events_parse_back_to_the_metrics_across_a_resume(tmp_path, capsys):
-    pytest.importorskip("tensorboardX")
-    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
-    run_dir = tmp_path / "r"
-    common = [*ARGS, f"run.dir={run_dir}", "train.loggers=[console,jsonl,tensorboard]"]
-    assert main(["train", *common, "train.steps=20"]) == 0
-    # the resumed run re-logs no step: its writer purges what a crash would have left past step 20
-    assert main(["train", *common, "train.steps=30"]) == 0
-    acc = accumulator.EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0, "tensors": 0})
-    acc.Reload()
-    for key in ("loss", "val/loss", "lr", "grad_norm"):
-        events = acc.Scalars(key)
-        logged = rows(run_dir, key)
-        assert [e.step for e in events] == sorted(logged)  # every logged step once, in order
-        assert [e.value for e in events] == pytest.approx([logged[s] for s in sorted(logged)], rel=1e-6)
-    assert len(acc.Scalars("loss")) == 30 and [e.step for e in acc.Scalars("val/loss")] == [10, 20, 30]
-    config = acc.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
-    assert "d_model: 64" in config and "loggers:" in config
-
-
 def wandb_records(path):
     """The records of a .wandb file (a LevelDB-style log of protobuf records: 32 KiB blocks,
     each record chunk behind a 7-byte header of CRC, length and type)."""
@@ -64,14 +44,33 @@ def wandb_records(path):
     return out
 
 
-def test_wandb_offline_run_is_continued_by_the_resumed_run(tmp_path, monkeypatch):
+def test_tensorboard_and_wandb_get_every_row_once_across_a_resume(tmp_path, monkeypatch):
+    """One run with both trackers, stopped at step 10 and resumed to 20: TensorBoard's reader
+    parses the event files back to metrics.jsonl's values, each step once (the resumed writer
+    purges what an interrupted run would have left past its checkpoint); the offline wandb run is
+    one run id over both sessions, its history holds the same values, its config the run's."""
+    pytest.importorskip("tensorboardX")
     pytest.importorskip("wandb")
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     monkeypatch.setenv("WANDB_MODE", "offline")
     run_dir = tmp_path / "r"
-    common = [*ARGS, f"run.dir={run_dir}", "train.loggers=[console,jsonl,wandb]", "train.wandb_project=tests"]
+    common = [*ARGS, f"run.dir={run_dir}", "train.loggers=[console,jsonl,tensorboard,wandb]",
+              "train.wandb_project=tests"]
     assert main(["train", *common, "train.steps=10"]) == 0
     run_id = (run_dir / "wandb_id").read_text().strip()
     assert main(["train", *common, "train.steps=20"]) == 0
+
+    acc = accumulator.EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    for key in ("loss", "val/loss", "lr", "grad_norm"):
+        events = acc.Scalars(key)
+        logged = rows(run_dir, key)
+        assert [e.step for e in events] == sorted(logged)  # every logged step once, in order
+        assert [e.value for e in events] == pytest.approx([logged[s] for s in sorted(logged)], rel=1e-6)
+    assert len(acc.Scalars("loss")) == 20 and [e.step for e in acc.Scalars("val/loss")] == [10, 20]
+    config = acc.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "d_model: 64" in config and "loggers:" in config
+
     assert (run_dir / "wandb_id").read_text().strip() == run_id
     files = sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
     assert [f.name for f in files] == [f"run-{run_id}.wandb"] * 2  # two sessions, one wandb run
