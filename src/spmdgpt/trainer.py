@@ -40,6 +40,7 @@ from spmdgpt.data import (
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.loggers import Console, JsonlLogger
+from spmdgpt.stats import make_stats_fn, stats_row
 from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 from spmdgpt.model import attention_backend, loss_fn, num_params, param_info
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
@@ -192,7 +193,8 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             except OSError as e:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
         train_step = make_train_step(cfg, rules, optimizer)
-        loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main)
+        stats_fn = make_stats_fn(cfg, rules, optimizer) if cfg.train.stats_every else None
+        loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main, stats_fn)
         return loop.run()
 
 
@@ -208,8 +210,9 @@ class _Loop:
 
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, train_step, batcher: Batcher,
                  evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
-                 ckpt, is_main: bool):
+                 ckpt, is_main: bool, stats_fn=None):
         self.cfg, self.run_dir, self.data, self.is_main = cfg, run_dir, data, is_main
+        self.stats_fn = stats_fn  # train.stats_every (spmdgpt.stats)
         self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
         self.rollouts = rollouts
         self.state, self.kind = begin.state, begin.kind
@@ -279,7 +282,13 @@ class _Loop:
                 step = i + 1  # optimizer steps completed after this update
                 if self.profile and not self.profiling and self.profile[0] <= step <= self.profile[1]:
                     self._trace(start=True)
-                self.state, metrics = self.train_step(self.state, *self.batcher.train_batch(i))
+                batch = self.batcher.train_batch(i)
+                # model statistics of this step: from the state before it (which the step donates)
+                stats = (self.stats_fn(self.state, *batch)
+                         if self.stats_fn is not None and step % t.stats_every == 0 else None)
+                self.state, metrics = self.train_step(self.state, *batch)
+                if stats is not None and self.metrics_log:
+                    self.metrics_log.log(stats_row(step, jax.device_get(stats)))
                 if self.profiling and step >= self.profile[1]:
                     self._trace(start=False)
                 if pending is not None:

@@ -265,6 +265,7 @@ class TrainConfig:
     loggers: List[str] = field(default_factory=lambda: ["console", "jsonl"])
     wandb_project: str = "spmdgpt"  # the wandb project of train.loggers=[...,wandb]
     profile: Optional[str] = None  # START:STOP: a jax.profiler trace of those steps in run.dir/profile
+    stats_every: int = 0  # model statistics (per layer / parameter group) every k steps; 0 = off
 
 
 @dataclass

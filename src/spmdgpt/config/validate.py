@@ -207,6 +207,8 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
         errs.append(f"train.skip_nonfinite={t.skip_nonfinite} must be >= 0 (0 = stop at the first non-finite step)")
     if t.loss_spike_factor != 0 and t.loss_spike_factor <= 1:
         errs.append(f"train.loss_spike_factor={t.loss_spike_factor} must be > 1 (or 0 = off)")
+    if t.stats_every < 0:
+        errs.append(f"train.stats_every={t.stats_every} must be >= 0 (0 = off)")
     if t.profile is not None and profile_range(t.profile, t.steps) is None:
         errs.append(f"train.profile={t.profile} must be START:STOP with 1 <= START <= STOP <= train.steps "
                     f"({t.steps}), e.g. train.profile=10:15")

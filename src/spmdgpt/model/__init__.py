@@ -8,6 +8,7 @@ from spmdgpt.model.transformer import (
     ParamInfo,
     Params,
     abstract_params,
+    activation_stats,
     forward,
     init_params,
     is_info,
@@ -18,6 +19,7 @@ from spmdgpt.model.transformer import (
 
 __all__ = [
     "abstract_params",
+    "activation_stats",
     "Block",
     "KVCache",
     "attention_backend",

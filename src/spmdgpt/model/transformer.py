@@ -179,13 +179,47 @@ def _init_leaves(info: Params, dtype, key: Array) -> Params:
 
 
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
-          cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None):
+          cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False):
     """One pre-norm block on the residual stream x: [tokens, embed] -> (x, this layer's
-    updated (k, v) cache or None)."""
-    a, kv = self_attention(cfg, rules, p, norm(cfg, rules, p.ln1, x), positions, batch, cache, segment_ids)
+    updated (k, v) cache or None), or with collect=True (model statistics, spmdgpt.stats;
+    full sequences only) -> (x, its statistics: a dict of float32 scalars)."""
+    h = norm(cfg, rules, p.ln1, x)
+    a, kv = self_attention(cfg, rules, p, h, positions, batch, cache, segment_ids)
     x = x + a
-    x = x + mlp(cfg, rules, p, norm(cfg, rules, p.ln2, x))
-    return x, kv
+    h2 = norm(cfg, rules, p.ln2, x)
+    m = mlp(cfg, rules, p, h2)
+    x = x + m
+    if not collect:
+        return x, kv
+    return x, _block_stats(cfg, rules, p, h, h2, a, m, x, positions, batch, segment_ids)
+
+
+def _rms(a: Array) -> Array:
+    return jnp.sqrt(jnp.mean(jnp.square(a.astype(jnp.float32))))
+
+
+def _block_stats(cfg, rules, p, h, h2, a, m, x, positions, batch, segment_ids) -> dict:
+    """A block's statistics: the RMS of its residual stream output, attention output, MLP output
+    and MLP pre-activation (the nonlinearity's input), and the largest
+    attention logit (q.k / sqrt(head_dim) over the pairs the causal, document mask allows: the
+    usual early sign of an unstable run). Recomputes q, k and that projection."""
+    from spmdgpt.model.attention import causal_mask, document_mask, qkv_projection
+
+    q, k, _ = qkv_projection(cfg, rules, p, h, positions, batch)  # [b, n, t, hd]
+    scores = jnp.einsum("bnqh,bnkh->bnqk", q, k, out_sharding=rules.spec("batch", "heads", None, None),
+                        preferred_element_type=jnp.float32) * q.shape[-1] ** -0.5
+    idx = jnp.arange(q.shape[2], dtype=jnp.int32)
+    allowed = causal_mask(idx, idx)[None, None]
+    if segment_ids is not None:
+        allowed = allowed & document_mask(segment_ids, slice(None), slice(None))[:, None]
+    # the nonlinearity's input: the up projection (+ bias) for GELU, the gate for SwiGLU's SiLU
+    w = p.w_gate if cfg.mlp == MlpType.swiglu else p.w_up
+    pre = jnp.einsum("td,df->tf", h2, rules.gather(w.astype(h2.dtype), ("embed", "mlp")),
+                     out_sharding=rules.spec("batch", "mlp"))
+    if cfg.mlp != MlpType.swiglu and p.b_up is not None:
+        pre = pre + rules.gather(p.b_up.astype(h2.dtype), ("mlp",))
+    return {"resid_rms": _rms(x), "attn_rms": _rms(a), "mlp_rms": _rms(m), "mlp_pre_rms": _rms(pre),
+            "max_attn_logit": jnp.max(jnp.where(allowed, scores, -jnp.inf))}
 
 
 _REMAT_POLICIES = {
@@ -282,6 +316,23 @@ def hidden_states(
     # one that training prefers (benchmarks/BENCHMARKS.md).
     x, (ks, vs) = jax.lax.scan(cached_step, x, (params.blocks, cache.k, cache.v))
     return norm(cfg, rules, params.ln_f, x), KVCache(ks, vs, k_pos, cache.end + t)
+
+
+def activation_stats(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array,
+                     positions: Optional[Array] = None, segment_ids: Optional[Array] = None) -> dict:
+    """Per-layer statistics of a forward pass over full sequences (`block` with collect=True):
+    {name: float32 [layers]}. The same layers as `hidden_states`, unrolled or not."""
+    batch, t = tokens.shape
+    positions = jnp.arange(t, dtype=jnp.int32) if positions is None else jax.sharding.reshard(
+        positions.astype(jnp.int32), rules.spec("batch", None))
+    if segment_ids is not None:
+        segment_ids = jax.sharding.reshard(segment_ids.astype(jnp.int32), rules.spec("batch", None))
+    x = embed(cfg, rules, params, tokens)
+
+    def step(x, p):
+        return block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids, collect=True)
+
+    return jax.lax.scan(step, x, params.blocks)[1]
 
 
 def forward(

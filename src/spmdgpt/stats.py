@@ -1,0 +1,77 @@
+"""Model statistics (`train.stats_every=N`): what a researcher looks at to see which layer is
+blowing up, every N steps.
+
+Per layer (from a forward pass of the step's batch, `model.activation_stats`): the RMS of the
+residual stream after the block, of the attention and MLP outputs and of the MLP
+pre-activation, and the largest attention logit. Per parameter group (every leaf; the stacked
+block leaves split per layer): the gradient norm, the parameter norm and the update/parameter
+RMS ratio (the optimizer's update for this step's gradients, before it is applied).
+
+They are computed by a separate jitted function, on those steps only, from the state before
+the step and the step's batch (the whole global batch, also with train.microbatches > 1): the
+training step itself is the same program with statistics on or off, so the run's losses are
+bitwise the same. Cost on a statistics step: one more forward and backward pass and one
+optimizer update (plus q.k and the up projection again); nothing on the other steps.
+
+Rows in metrics.jsonl (and every tracker): {"step": s, "stats/<name>/<layer>": ...,
+"stats/grad_norm/<group>[/<layer>]": ..., "stats/param_norm/...", "stats/update_ratio/..."}.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from spmdgpt.config import Config
+from spmdgpt.model import activation_stats, loss_fn
+from spmdgpt.sharding import Rules
+
+
+def _group_norms(tree, stacked: bool):
+    """sqrt(sum of squares) of a leaf: one value, or one per layer for a stacked block leaf."""
+    a = tree.astype(jnp.float32)
+    axes = tuple(range(1, a.ndim)) if stacked else None
+    return jnp.sqrt(jnp.sum(jnp.square(a), axis=axes))
+
+
+def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
+    """jit(state, inputs, targets, segment_ids=None, positions=None) -> {name: float32 scalar
+    or [layers]}."""
+    grad_fn = jax.value_and_grad(partial(loss_fn, cfg.model, rules))
+
+    def stats(state, inputs, targets, segment_ids: Optional[jax.Array] = None,
+              positions: Optional[jax.Array] = None):
+        _, grads = grad_fn(state.params, inputs, targets, segment_ids, positions)
+        updates, _ = optimizer.update(grads, state.opt_state, state.params)
+        out = dict(activation_stats(cfg.model, rules, state.params, inputs, positions, segment_ids))
+        flat, _ = jax.tree_util.tree_flatten_with_path(state.params)
+        g_flat = jax.tree.leaves(grads)
+        u_flat = jax.tree.leaves(updates)
+        for (path, p), g, u in zip(flat, g_flat, u_flat, strict=True):
+            name = jax.tree_util.keystr(path).lstrip(".")
+            stacked = name.startswith("blocks.")
+            p_norm, g_norm, u_norm = (_group_norms(x, stacked) for x in (p, g, u))
+            out[f"grad_norm/{name}"] = g_norm
+            out[f"param_norm/{name}"] = p_norm
+            # update RMS / parameter RMS (the sizes cancel); NaN (written as null) for a zero leaf
+            out[f"update_ratio/{name}"] = jnp.where(p_norm > 0, u_norm / jnp.where(p_norm > 0, p_norm, 1), jnp.nan)
+        return out
+
+    return jax.jit(stats)
+
+
+def stats_row(step: int, stats: dict) -> dict:
+    """A metrics row of fetched statistics: per-layer vectors become one key per layer."""
+    row = {"step": step}
+    for name, v in stats.items():
+        v = np.asarray(v, np.float64)
+        if v.ndim == 0:
+            row[f"stats/{name}"] = float(v)
+        else:
+            row.update({f"stats/{name}/{i}": float(x) for i, x in enumerate(v)})
+    return row

@@ -1,0 +1,89 @@
+"""Model statistics (train.stats_every): equal to a direct computation on a tiny model, and
+training with them on gives bitwise the same losses as with them off."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import read_jsonl
+
+from spmdgpt.cli import main
+from spmdgpt.config import load_config
+from spmdgpt.model import loss_fn
+from spmdgpt.model.attention import qkv_projection, self_attention
+from spmdgpt.model.layers import mlp, norm
+from spmdgpt.model.transformer import block, embed
+from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.stats import make_stats_fn, stats_row
+from spmdgpt.trainer import training_parts
+
+
+def rms(a):
+    return float(np.sqrt(np.mean(np.square(np.asarray(a, np.float64)))))
+
+
+def test_statistics_equal_a_direct_computation():
+    cfg = load_config(["+experiment=staircase", "mesh.data=1", "model.init_std=0.2", "model.bias=true"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding)
+    m = cfg.model
+    with jax.set_mesh(mesh):
+        state, train_step, batcher, _ = training_parts(cfg, rules)
+        for i in range(3):  # a few steps in, so that Adam's update is not its first-step sign
+            state, _ = train_step(state, *batcher.train_batch(i))
+        x, y = batcher.train_batch(3)[:2]
+        from spmdgpt.model import param_info
+        from spmdgpt.optim import build_optimizer
+
+        optimizer = build_optimizer(cfg.optimizer, param_info(m), cfg.train.steps)
+        row = stats_row(4, jax.device_get(make_stats_fn(cfg, rules, optimizer)(state, x, y)))
+        params = jax.device_get(state.params)
+        grads = jax.device_get(jax.jit(jax.grad(lambda p: loss_fn(m, rules, p, x, y)))(state.params))
+        new_state, _ = train_step(state, x, y)  # the step these statistics describe
+        new = jax.device_get(new_state.params)
+
+        # activations, layer by layer, with the model's own pieces (not the statistics code)
+        b, t = x.shape
+        pos = jnp.arange(t, dtype=jnp.int32)
+
+        @jax.jit
+        def pieces(p, h):  # one layer, by the model's functions
+            hn = norm(m, rules, p.ln1, h)
+            attn, _ = self_attention(m, rules, p, hn, pos, b)
+            q, k, _ = qkv_projection(m, rules, p, hn, pos, b)
+            h2 = norm(m, rules, p.ln2, h + attn)
+            return attn, q, k, h2, mlp(m, rules, p, h2), block(m, rules, p, h, pos, b)[0]
+
+        h = jax.jit(lambda p, x: embed(m, rules, p, x))(state.params, x)
+        for layer in range(m.num_layers):
+            p = jax.tree.map(lambda a: a[layer], state.params.blocks)
+            attn, q, k, h2, mlp_out, out = pieces(p, h)
+            scores = np.einsum("bnqh,bnkh->bnqk", np.asarray(q), np.asarray(k)) / np.sqrt(q.shape[-1])
+            scores = np.where(np.tril(np.ones((t, t), bool)), scores, -np.inf)
+            pre = np.asarray(h2) @ np.asarray(p.w_up) + np.asarray(p.b_up)
+            assert row[f"stats/attn_rms/{layer}"] == pytest.approx(rms(attn), rel=1e-5)
+            assert row[f"stats/mlp_rms/{layer}"] == pytest.approx(rms(mlp_out), rel=1e-5)
+            assert row[f"stats/mlp_pre_rms/{layer}"] == pytest.approx(rms(pre), rel=1e-5)
+            assert row[f"stats/resid_rms/{layer}"] == pytest.approx(rms(out), rel=1e-5)
+            assert row[f"stats/max_attn_logit/{layer}"] == pytest.approx(float(scores.max()), rel=1e-5)
+            h = out
+    assert row["stats/grad_norm/embed"] == pytest.approx(float(np.linalg.norm(grads.embed)), rel=1e-5)
+    assert row["stats/grad_norm/blocks.w_qkv/1"] == pytest.approx(float(np.linalg.norm(grads.blocks.w_qkv[1])), rel=1e-5)
+    assert row["stats/param_norm/blocks.w_o/0"] == pytest.approx(float(np.linalg.norm(params.blocks.w_o[0])), rel=1e-6)
+    for name, old, now in (("blocks.w_up/0", params.blocks.w_up[0], new.blocks.w_up[0]),
+                           ("embed", params.embed, new.embed)):
+        ratio = np.linalg.norm(now - old) / np.linalg.norm(old)  # the step's actual update
+        assert row[f"stats/update_ratio/{name}"] == pytest.approx(float(ratio), rel=1e-3)
+    assert row["stats/max_attn_logit/0"] > 0.1  # not a vacuous comparison
+
+
+def test_statistics_on_leave_the_losses_bitwise_unchanged(tmp_path):
+    common = ["train", "+experiment=staircase", "train.steps=12", "train.log_every=1", "train.eval_every=0",
+              "train.progress=false"]
+    assert main([*common, f"run.dir={tmp_path / 'off'}"]) == 0
+    assert main([*common, f"run.dir={tmp_path / 'on'}", "train.stats_every=4"]) == 0
+    off, on = (read_jsonl(tmp_path / name / "metrics.jsonl") for name in ("off", "on"))
+    assert [r["loss"] for r in on if "loss" in r] == [r["loss"] for r in off if "loss" in r]
+    stats = [r for r in on if any(k.startswith("stats/") for k in r)]
+    assert [r["step"] for r in stats] == [4, 8, 12]
+    assert len(stats[0]) > 40 and all(v is not None for k, v in stats[0].items() if "/b_" not in k)
