@@ -87,3 +87,29 @@ def test_statistics_on_leave_the_losses_bitwise_unchanged(tmp_path):
     stats = [r for r in on if any(k.startswith("stats/") for k in r)]
     assert [r["step"] for r in stats] == [4, 8, 12]
     assert len(stats[0]) > 40 and all(v is not None for k, v in stats[0].items() if "/b_" not in k)
+
+
+def test_with_microbatches_the_gradients_are_the_steps_own():
+    """train.microbatches=4: the statistics' gradients are accumulated as the step's are (the same
+    norms as the whole batch's to float32 rounding), the activations are the first microbatch's."""
+    from spmdgpt.model import param_info
+    from spmdgpt.optim import build_optimizer
+
+    rows = {}
+    for k in (1, 4):
+        cfg = load_config(["+experiment=staircase", "mesh.data=1", f"train.microbatches={k}"])
+        mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+        rules = Rules(mesh, cfg.sharding)
+        with jax.set_mesh(mesh):
+            state, _, batcher, _ = training_parts(cfg, rules)
+            fn = make_stats_fn(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps))
+            batch = batcher.train_batch(0)
+            rows[k] = stats_row(1, jax.device_get(fn(state, *batch)))
+            if k == 4:  # activations of rows 0, 4, 8, 12: the first microbatch
+                from spmdgpt.model import activation_stats
+
+                part = jax.jit(lambda p, x: activation_stats(cfg.model, rules, p, x))(state.params, batch.inputs[::4])
+                assert rows[4]["stats/resid_rms/1"] == pytest.approx(float(part["resid_rms"][1]), rel=1e-6)
+    for name in ("grad_norm/embed", "grad_norm/blocks.w_up/0", "update_ratio/blocks.w_o/1"):
+        assert rows[4][f"stats/{name}"] == pytest.approx(rows[1][f"stats/{name}"], rel=1e-5)
+    assert rows[4]["stats/resid_rms/1"] != rows[1]["stats/resid_rms/1"]

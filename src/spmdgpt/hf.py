@@ -370,12 +370,25 @@ class WeightFiles:
 
 
 def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
-    """{transformers name: shape} of a model exported from `cfg` (what an import must find)."""
+    """{transformers name: shape} of a model exported from `cfg` (what an import must find),
+    without allocating it: `to_hf` of a one-layer, one-token-vocabulary copy of the model,
+    its layer-0 names repeated for every layer and the vocabulary dimension restored."""
+    import dataclasses
+
     from spmdgpt.model import param_info
 
-    info = param_info(cfg)
-    fake = _map_leaves(info, lambda i: np.zeros(i.shape, np.float32))
-    return {n: a.shape for n, a in to_hf(cfg, fake).items()}
+    small = dataclasses.replace(cfg, num_layers=1, vocab_size=1)
+    fake = _map_leaves(param_info(small), lambda i: np.zeros(i.shape, np.float32))
+    out = {}
+    for name, a in to_hf(small, fake).items():
+        shape = tuple(cfg.vocab_size if d == 1 and name.endswith(("embed_tokens.weight", "embed_in.weight",
+                                                                     "lm_head.weight", "embed_out.weight"))
+                      else d for d in a.shape)
+        if ".layers.0." in name:
+            out.update({name.replace(".layers.0.", f".layers.{i}."): shape for i in range(cfg.num_layers)})
+        else:
+            out[name] = shape
+    return out
 
 
 def _map_leaves(tree, fn):

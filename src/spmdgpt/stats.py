@@ -8,9 +8,9 @@ block leaves split per layer): the gradient norm, the parameter norm and the upd
 RMS ratio (the optimizer's update for this step's gradients, before it is applied).
 
 They are computed by a separate jitted function, on those steps only, from the state before
-the step and the step's batch (the whole global batch, also with train.microbatches > 1): the
-training step itself is the same program with statistics on or off, so the run's losses are
-bitwise the same. Cost on a statistics step: one more forward and backward pass and one
+the step and the step's batch (gradients as the step takes them, microbatch by microbatch;
+activations of the step's first microbatch): the training step itself is the same program with
+statistics on or off, so the run's losses are bitwise the same. Cost on a statistics step: one more forward and backward pass and one
 optimizer update (plus q.k and the up projection again); nothing on the other steps.
 
 Rows in metrics.jsonl (and every tracker): {"step": s, "stats/<name>/<layer>": ...,
@@ -42,13 +42,21 @@ def _group_norms(tree, stacked: bool):
 def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
     """jit(state, inputs, targets, segment_ids=None, positions=None) -> {name: float32 scalar
     or [layers]}."""
+    from spmdgpt.trainer import accumulated_grads
+
     grad_fn = jax.value_and_grad(partial(loss_fn, cfg.model, rules))
+    k = cfg.train.microbatches
+
+    def first_part(a):  # rows 0, k, 2k, ...: the step's first microbatch, in the batch's sharding
+        return None if a is None or k == 1 else jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:])[:, 0]
 
     def stats(state, inputs, targets, segment_ids: Optional[jax.Array] = None,
               positions: Optional[jax.Array] = None):
-        _, grads = grad_fn(state.params, inputs, targets, segment_ids, positions)
+        batch = (inputs, targets, segment_ids, positions)
+        _, grads = accumulated_grads(grad_fn, k, state.params, *batch)  # the step's own gradients
         updates, _ = optimizer.update(grads, state.opt_state, state.params)
-        out = dict(activation_stats(cfg.model, rules, state.params, inputs, positions, segment_ids))
+        act = [a if k == 1 else first_part(a) for a in (inputs, positions, segment_ids)]
+        out = dict(activation_stats(cfg.model, rules, state.params, *act))
         flat, _ = jax.tree_util.tree_flatten_with_path(state.params)
         g_flat = jax.tree.leaves(grads)
         u_flat = jax.tree.leaves(updates)
