@@ -54,6 +54,7 @@ __all__ = [
     "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
     "NormType", "OptimizerConfig", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "head_dim", "load_config", "load_run_config",
-    "logical_dim_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "register_configs", "resolve_mesh_shape",
+    "logical_dim_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
+    "resolve_mesh_shape",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]
