@@ -36,6 +36,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
                  "          vocab_size=8192 out=my_tokenizer.json [sample_mb=100]",
     "eval": "loss, perplexity, bits per byte of a checkpoint on the run's validation sets or a text:\n"
             "          spmdgpt eval run.dir=runs/r1 [step=N text_file=F full=true out=F.json]",
+    "viz": "a text coloured by the model's log-probabilities, alternatives on hover (HTML):\n"
+           "          spmdgpt viz run.dir=runs/r1 text_file=held_out.txt [out=page.html top_k=5]",
     "plot": "PNGs of runs' losses, learning rate, gradient norm and MFU, overlaid:\n"
             "          spmdgpt plot runs/a runs/b [out=plots names=adamw,muon]",
     "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer):\n"

@@ -1,0 +1,100 @@
+"""spmdgpt viz: one element per token, log-probabilities that average to eval's loss, colours
+that follow them; checked in headless Chromium when it is installed; bad input."""
+
+import json
+import shutil
+from html.parser import HTMLParser
+
+import pytest
+
+from spmdgpt.cli import main
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    base = tmp_path_factory.mktemp("viz")
+    run_dir = base / "stair"
+    assert main(["train", "+experiment=staircase", "train.steps=30", "train.progress=false", "train.eval_every=0",
+                 "model.init_std=0.2", f"run.dir={run_dir}"]) == 0
+    text = base / "t.txt"
+    text.write_text("0123456789876543210" * 8 + "5")  # 153 tokens: windows of 64, the last end-aligned
+    out = base / "page.html"
+    assert main(["viz", f"run.dir={run_dir}", f"text_file={text}", f"out={out}", "top_k=3"]) == 0
+    return run_dir, text, out
+
+
+class Tokens(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.spans, self._open = [], None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "span" and "tok" in a.get("class", ""):
+            self._open = {"lp": float(a["data-lp"]) if "data-lp" in a else None, "title": a.get("title"), "text": ""}
+
+    def handle_data(self, data):
+        if self._open is not None:
+            self._open["text"] += data
+
+    def handle_endtag(self, tag):
+        if tag == "span" and self._open is not None:
+            self.spans.append(self._open)
+            self._open = None
+
+
+def test_page_has_every_token_and_eval_s_loss(page, tmp_path, capsys):
+    run_dir, text, out = page
+    parser = Tokens()
+    parser.feed(out.read_text())
+    spans = parser.spans
+    assert "".join(s["text"] for s in spans) == text.read_text()  # one element per token, in order
+    assert len(spans) == 153 and spans[0]["lp"] is None and all(s["lp"] is not None for s in spans[1:])
+    capsys.readouterr()
+    assert main(["eval", f"run.dir={run_dir}", f"text_file={text}", f"out={tmp_path / 'e.json'}"]) == 0
+    loss = json.loads((tmp_path / "e.json").read_text())["results"]["t.txt"]["loss"]
+    assert -sum(s["lp"] for s in spans[1:]) / 152 == pytest.approx(loss, rel=1e-5)
+    tip = spans[5]["title"]
+    assert tip.startswith('"5": p=') and tip.count("p=") == 4  # the token, then its top 3
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_page_in_headless_chromium(page):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    _, _, out = page
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            tab = browser.new_page()
+            errors = []
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            tab.on("pageerror", lambda e: errors.append(str(e)))
+            tab.goto(out.as_uri())
+            cells = tab.eval_on_selector_all(
+                "span.tok", "els => els.map(e => [e.dataset.lp ?? null, getComputedStyle(e).backgroundColor])")
+        finally:
+            browser.close()
+    assert errors == [] and len(cells) == 153
+    scored = sorted((float(lp), int(bg.split(",")[1])) for lp, bg in cells if lp is not None)  # rgb(255, G, G)
+    greens = [g for _, g in scored]
+    assert greens == sorted(greens)  # the lower the log-probability, the redder
+    assert greens[0] < greens[-1]
+
+
+def test_viz_refuses_bad_input(page, tmp_path, capsys):
+    run_dir, text, _ = page
+
+    def viz(*items):
+        capsys.readouterr()
+        code = main(["viz", *items])
+        return code, capsys.readouterr().err.strip().splitlines()[-1]
+
+    assert viz(f"run.dir={run_dir}") == (2, "spmdgpt: error: text_file is required: the text to colour by the "
+                                            "model's log-probabilities")
+    (tmp_path / "empty").mkdir()
+    for name in ("config.yaml", "tokenizer.json"):
+        (tmp_path / "empty" / name).write_text((run_dir / name).read_text())
+    assert viz(f"run.dir={tmp_path / 'empty'}", f"text_file={text}") == (
+        2, f"spmdgpt: error: run.dir={tmp_path / 'empty'} has no checkpoint")
