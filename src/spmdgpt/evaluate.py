@@ -157,3 +157,13 @@ def text_windows(n_tokens: int, seq_len: int, batch_size: int):
     starts = np.concatenate([starts, np.zeros(pad, np.int64)])
     first = np.concatenate([first, np.full(pad, seq_len, np.int64)])
     return starts, first
+
+
+def text_batcher(tokens, seq_len: int, batch_size: int, sharding):
+    """(EvalBatcher, starts, first counted target per row) over a text's tokens: the windows of
+    `text_windows`, batched and sharded like validation batches."""
+    from spmdgpt.data.store import TokenStream
+
+    starts, first = text_windows(len(tokens), seq_len, batch_size)
+    stream = TokenStream([np.asarray(tokens, np.int32)])
+    return EvalBatcher(stream, seq_len, batch_size, len(starts) // batch_size, sharding, starts=starts), starts, first

@@ -68,12 +68,9 @@ def table(results: dict) -> str:
 def run(items: List[str]) -> int:
     args, overrides = parse(items, EvalArgs)
     args = check_args(args)
-    from spmdgpt.cli.runs import mesh_devices, model_source, source_params
-    from spmdgpt.config import validate
+    from spmdgpt.cli.runs import model_source, source_params, start_mesh
     from spmdgpt.data import EvalBatcher
-    from spmdgpt.distributed import initialize
     from spmdgpt.hf import hf_folder
-    from spmdgpt.runtime import set_default_xla_flags
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     d = cfg.data
@@ -88,30 +85,21 @@ def run(items: List[str]) -> int:
             raise ConfigError([f"text_file={args.text_file} holds {len(text_tokens)} tokens, fewer than "
                                f"data.seq_len + 1 = {d.seq_len + 1}; give a longer text or lower data.seq_len"])
 
-    set_default_xla_flags(cfg.train.deterministic)
-    initialize(cfg.dist)
+    mesh = start_mesh(cfg)
     import jax
     import numpy as np
 
-    from spmdgpt.data.store import TokenStream
-    from spmdgpt.evaluate import Scorer, text_windows, token_byte_lengths
-    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.evaluate import Scorer, text_batcher, token_byte_lengths
+    from spmdgpt.sharding import Rules
 
-    devices = mesh_devices(cfg)
-    errs = validate(cfg, len(devices), training=False)
-    if errs:
-        raise ConfigError(errs)
-    mesh = make_mesh(cfg.mesh, devices)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
         sharding = rules.batch_sharding()
         sets = {}  # name -> (EvalBatcher, number of batches, first counted target per row or None)
         if text_tokens is not None:
-            starts, first = text_windows(len(text_tokens), d.seq_len, d.batch_size)
-            stream = TokenStream([np.asarray(text_tokens, np.int32)])
+            batcher, starts, first = text_batcher(text_tokens, d.seq_len, d.batch_size, sharding)
             n = len(starts) // d.batch_size
-            sets[Path(args.text_file).name] = (EvalBatcher(stream, d.seq_len, d.batch_size, n, sharding,
-                                                           starts=starts), n, first.reshape(n, -1))
+            sets[Path(args.text_file).name] = (batcher, n, first.reshape(n, -1))
         else:
             from spmdgpt.data import load_dataset
 

@@ -17,6 +17,25 @@ def model_source(spec: str, overrides: List[str]):
     return hf_model(spec, overrides) if hf_folder(spec) is not None else run_model(Path(spec), overrides)
 
 
+def start_mesh(cfg, data_errors: bool = True):
+    """Start JAX for a reader of a model (sample, eval, viz): XLA flags, jax.distributed when
+    the config asks, the config checked for these devices (data.* errors only when
+    `data_errors`); returns the mesh cfg.mesh asks for."""
+    from spmdgpt.config import validate
+    from spmdgpt.distributed import initialize
+    from spmdgpt.runtime import set_default_xla_flags
+
+    set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
+    initialize(cfg.dist)
+    from spmdgpt.sharding import make_mesh
+
+    devices = mesh_devices(cfg)
+    errs = [e for e in validate(cfg, len(devices), training=False) if data_errors or not e.startswith("data.")]
+    if errs:
+        raise ConfigError(errs)
+    return make_mesh(cfg.mesh, devices)
+
+
 def mesh_devices(cfg) -> list:
     """The devices of the mesh cfg.mesh asks for: a mesh smaller than the machine (mesh.data=1:
     one device) takes the first devices."""

@@ -67,11 +67,8 @@ def run(items: List[str]) -> int:
     args, overrides = parse(items, SampleArgs)
     args = check_args(args)
     prompts = read_prompts(args)
-    from spmdgpt.cli.runs import model_source
-    from spmdgpt.config import validate
-    from spmdgpt.distributed import initialize
+    from spmdgpt.cli.runs import model_source, source_params, start_mesh
     from spmdgpt.generate import context_error
-    from spmdgpt.runtime import set_default_xla_flags
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     encoded = []
@@ -85,20 +82,13 @@ def run(items: List[str]) -> int:
             raise ConfigError([err])
         encoded.append(ids)
 
-    set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
-    initialize(cfg.dist)
+    # (the training data section, batch size and all, does not apply to sampling)
+    mesh = start_mesh(cfg, data_errors=False)
     import jax
 
     from spmdgpt.generate import Sampler, SamplingParams
-    from spmdgpt.sharding import Rules, make_mesh
-    from spmdgpt.cli.runs import mesh_devices, source_params
+    from spmdgpt.sharding import Rules
 
-    devices = mesh_devices(cfg)
-    # The training data section (batch size, ...) does not apply to sampling.
-    errs = [e for e in validate(cfg, len(devices), training=False) if not e.startswith("data.")]
-    if errs:
-        raise ConfigError(errs)
-    mesh = make_mesh(cfg.mesh, devices)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
         step, params = source_params(args.run_dir, cfg, rules, fix="sample with the run's model config")

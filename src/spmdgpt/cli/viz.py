@@ -81,11 +81,8 @@ def run(items: List[str]) -> int:
     if errs:
         raise ConfigError(errs)
     from spmdgpt.cli.eval import read_text
-    from spmdgpt.cli.runs import mesh_devices, model_source, source_params
-    from spmdgpt.config import validate
-    from spmdgpt.distributed import initialize
+    from spmdgpt.cli.runs import model_source, source_params, start_mesh
     from spmdgpt.hf import hf_folder
-    from spmdgpt.runtime import set_default_xla_flags
 
     if hf_folder(args.run_dir) is None and not Path(args.run_dir).is_dir():
         raise ConfigError([f"run.dir={args.run_dir}: no such directory"])
@@ -101,30 +98,20 @@ def run(items: List[str]) -> int:
                            f"{args.max_tokens}), fewer than data.seq_len + 1 = {d.seq_len + 1}; give a longer "
                            "text or lower data.seq_len"])
 
-    set_default_xla_flags(cfg.train.deterministic)
-    initialize(cfg.dist)
+    mesh = start_mesh(cfg)
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from spmdgpt.data import EvalBatcher
-    from spmdgpt.data.store import TokenStream
-    from spmdgpt.evaluate import text_windows, to_host
+    from spmdgpt.evaluate import text_batcher, to_host
     from spmdgpt.model import forward
-    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.sharding import Rules
 
-    devices = mesh_devices(cfg)
-    errs = validate(cfg, len(devices), training=False)
-    if errs:
-        raise ConfigError(errs)
-    mesh = make_mesh(cfg.mesh, devices)
     vocab = tokenizer.vocab_size
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
-        starts, first = text_windows(len(tokens), d.seq_len, d.batch_size)
+        batcher, starts, first = text_batcher(tokens, d.seq_len, d.batch_size, rules.batch_sharding())
         n = len(starts) // d.batch_size
-        batcher = EvalBatcher(TokenStream([np.asarray(tokens, np.int32)]), d.seq_len, d.batch_size, n,
-                              rules.batch_sharding(), starts=starts)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="use the run's model config")
 
         @jax.jit
