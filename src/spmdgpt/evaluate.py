@@ -12,7 +12,7 @@ from spmdgpt.config import ModelConfig
 from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import JsonlLogger
 from spmdgpt.model import loss_fn
-from spmdgpt.sharding import Rules
+from spmdgpt.sharding import Rules, to_host
 
 
 class LossEvaluator:
@@ -98,15 +98,6 @@ def token_byte_lengths(tokenizer, vocab_size: int) -> np.ndarray:
     if tokenizer.eos_id is not None and tokenizer.eos_id < vocab_size:
         out[tokenizer.eos_id] = 0
     return out
-
-
-def to_host(x: jax.Array) -> np.ndarray:
-    """A global array's values on every process (gathered across hosts when there are several)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-    return np.asarray(jax.device_get(x))
 
 
 class Scorer:

@@ -25,7 +25,7 @@ import numpy as np
 
 from spmdgpt.config import ModelConfig
 from spmdgpt.model import Params, forward, init_cache
-from spmdgpt.sharding import Rules
+from spmdgpt.sharding import Rules, to_host
 
 Array = jax.Array
 
@@ -135,11 +135,7 @@ class Sampler:
             jnp.float32(sp.temperature), jnp.float32(sp.top_p),
             max_new_tokens=sp.max_new_tokens, top_k=sp.top_k, eos_id=sp.eos_id,
         )
-        if jax.process_count() > 1:  # rows live on several hosts: gather them everywhere
-            from jax.experimental import multihost_utils
-
-            out = multihost_utils.process_allgather(out, tiled=True)
-        rows = np.asarray(jax.device_get(out)).tolist()[: len(prompts)]
+        rows = to_host(out).tolist()[: len(prompts)]  # (rows live on several hosts: gathered everywhere)
         if sp.eos_id is not None:
             rows = [r[: r.index(sp.eos_id) + 1] if sp.eos_id in r else r for r in rows]
         return rows

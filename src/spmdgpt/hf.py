@@ -34,7 +34,6 @@ inverses (an import exported again gives byte-identical tensors).
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Dict, List, Optional
 
@@ -251,10 +250,6 @@ def cast(tensors: Dict[str, np.ndarray], dtype: str) -> Dict[str, np.ndarray]:
 def total_bytes(tensors: Dict[str, np.ndarray]) -> int:
     return sum(a.nbytes for a in tensors.values())
 
-
-def human(n: int) -> str:
-    unit = max(0, min(4, int(math.log(max(n, 1), 1024))))
-    return f"{n / 1024 ** unit:.1f} {['B', 'KiB', 'MiB', 'GiB', 'TiB'][unit]}"
 
 
 # ----------------------------------------------------------------------------- import
@@ -474,17 +469,28 @@ def layer_values(cfg: ModelConfig, files: WeightFiles):
     )
 
 
+def open_weights(cfg: ModelConfig, folder, where: str) -> WeightFiles:
+    """A Hugging Face model folder's weight files, checked against `cfg` (`check_weights`)."""
+    files = WeightFiles(folder, where)
+    check_weights(cfg, files)
+    return files
+
+
 def load_params(cfg: ModelConfig, folder, rules, where: str):
-    """A Hugging Face model folder's weights as spmdgpt parameters, each leaf built straight into
-    its sharded layout (`jax.make_array_from_callback`: every device reads only the layers its
-    shard covers; never the whole model on one device). Checks the tensors first."""
+    """A Hugging Face model folder's weights as spmdgpt parameters (`open_weights`, then
+    `read_params`)."""
+    return read_params(cfg, open_weights(cfg, folder, where), rules)
+
+
+def read_params(cfg: ModelConfig, files: WeightFiles, rules):
+    """Checked weight files as spmdgpt parameters, each leaf built straight into its sharded
+    layout (`jax.make_array_from_callback`: every device reads only the layers its shard covers;
+    never the whole model on one device)."""
     import jax
 
     from spmdgpt.model import is_info, param_info
     from spmdgpt.model.layers import dtype_of
 
-    files = WeightFiles(folder, where)
-    check_weights(cfg, files)
     values = layer_values(cfg, files)
     dtype = dtype_of(cfg.param_dtype)
     info = param_info(cfg)

@@ -86,10 +86,16 @@ def run_metadata(argv: list) -> dict:
     }
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """`text` (UTF-8) into `path` by the token store's `write_atomic` (a temporary file, fsync,
+    rename): never half-written; a failed write raises OSError and leaves no temporary file."""
+    from spmdgpt.data.store import write_atomic
+
+    write_atomic(path, text.encode("utf-8"))
+
+
 def write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
 def prepare_run_dir(cfg: Config, run_dir: Path, argv: list, resumed_from: Optional[int]) -> None:
@@ -100,9 +106,7 @@ def prepare_run_dir(cfg: Config, run_dir: Path, argv: list, resumed_from: Option
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     stem = "config" if resumed_from is None else f"resume-{resumed_from}"
-    tmp = run_dir / f"{stem}.yaml.tmp"
-    tmp.write_text(to_yaml(cfg))
-    os.replace(tmp, run_dir / f"{stem}.yaml")
+    write_text_atomic(run_dir / f"{stem}.yaml", to_yaml(cfg))
     meta_name = "metadata.json" if resumed_from is None else f"resume-{resumed_from}.json"
     write_json_atomic(run_dir / meta_name, run_metadata(argv))
 

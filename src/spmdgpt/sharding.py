@@ -104,3 +104,15 @@ def bytes_per_device(tree: Any) -> dict:
         for shard in leaf.addressable_shards:
             out[shard.device] = out.get(shard.device, 0) + shard.data.nbytes
     return out
+
+
+def to_host(x: jax.Array):
+    """A global array's values as a numpy array on every process (gathered across hosts when
+    there are several: rows of a batch live on the hosts that hold them)."""
+    import numpy as np
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(jax.device_get(x))

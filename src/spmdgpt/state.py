@@ -100,10 +100,10 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
         check_checkpoint_fits(reader, cfg.model, f"run.dir={run_dir} holds checkpoints of another model",
                               "resume with the run's model config or choose a new run.dir", damaged_ok=True)
     elif hf_folder(cfg.checkpoint.init_from) is not None:  # hf:DIR, a transformers model folder
-        from spmdgpt.hf import WeightFiles, check_weights
+        from spmdgpt.hf import open_weights
 
-        where = f"checkpoint.init_from={cfg.checkpoint.init_from}"
-        check_weights(cfg.model, WeightFiles(hf_folder(cfg.checkpoint.init_from), where))
+        hf_files = open_weights(cfg.model, hf_folder(cfg.checkpoint.init_from),
+                                f"checkpoint.init_from={cfg.checkpoint.init_from}")
     elif cfg.checkpoint.init_from:
         src = Path(cfg.checkpoint.init_from).expanduser()
         if not (src / CHECKPOINT_DIR).is_dir():
@@ -134,11 +134,10 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
                 truncate_jsonl(run_dir / log, step)
         return Start(TrainState(jnp.asarray(step, jnp.int32), params, opt_state), StartKind.resumed, step)
     if cfg.checkpoint.init_from:
-        folder = hf_folder(cfg.checkpoint.init_from)
-        if folder is not None:
-            from spmdgpt.hf import load_params as load_hf_params
+        if hf_folder(cfg.checkpoint.init_from) is not None:
+            from spmdgpt.hf import read_params
 
-            params = load_hf_params(cfg.model, folder, rules, f"checkpoint.init_from={cfg.checkpoint.init_from}")
+            params = read_params(cfg.model, hf_files, rules)  # (checked above)
         else:
             params, _, _ = reader.restore(reader.steps()[-1], fresh.params)
         params = initial_params(cfg.optimizer, param_info(cfg.model), params)

@@ -39,9 +39,8 @@ from spmdgpt.data import (
 )
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
+from spmdgpt.hf import with_hf_model
 from spmdgpt.loggers import Console, JsonlLogger
-from spmdgpt.stats import make_stats_fn, stats_row
-from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 from spmdgpt.model import attention_backend, loss_fn, num_params, param_info
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.rundir import (
@@ -53,8 +52,9 @@ from spmdgpt.rundir import (
     run_lock,
 )
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.hf import with_hf_model
 from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, init_state, start
+from spmdgpt.stats import make_stats_fn, stats_row
+from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 
 
 def accumulated_grads(grad_fn, microbatches: int, params, *batch):

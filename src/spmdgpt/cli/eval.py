@@ -48,15 +48,6 @@ def check_args(args: EvalArgs) -> EvalArgs:
     return args
 
 
-def read_text(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError([f"text_file={path}: not UTF-8 text (byte offset {e.start})"]) from None
-    except OSError as e:
-        raise ConfigError([f"text_file={path}: cannot read it ({e.strerror})"]) from None
-
-
 def table(results: dict) -> str:
     rows = [f"{'set':<24} {'tokens':>12} {'loss':>8} {'perplexity':>11} {'bits/byte':>10}"]
     for name, r in results.items():
@@ -68,22 +59,13 @@ def table(results: dict) -> str:
 def run(items: List[str]) -> int:
     args, overrides = parse(items, EvalArgs)
     args = check_args(args)
-    from spmdgpt.cli.runs import model_source, source_params, start_mesh
+    from spmdgpt.cli.runs import model_source, source_params, start_mesh, text_file_tokens, write_output
     from spmdgpt.data import EvalBatcher
     from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     d = cfg.data
-    text_tokens = None
-    if args.text_file:
-        text = read_text(args.text_file)
-        try:
-            text_tokens = tokenizer.encode(text)
-        except ValueError as e:
-            raise ConfigError([f"text_file={args.text_file}: {e}"]) from None
-        if len(text_tokens) < d.seq_len + 1:
-            raise ConfigError([f"text_file={args.text_file} holds {len(text_tokens)} tokens, fewer than "
-                               f"data.seq_len + 1 = {d.seq_len + 1}; give a longer text or lower data.seq_len"])
+    text_tokens = text_file_tokens(args.text_file, tokenizer, d.seq_len) if args.text_file else None
 
     mesh = start_mesh(cfg)
     import jax
@@ -130,16 +112,7 @@ def run(items: List[str]) -> int:
         suffix = f"-{Path(args.text_file).stem}" if args.text_file else ("-full" if args.full else "")
         out = Path(args.run_dir) / "eval" / f"step-{step}{suffix}.json"
     if out is not None:
-        from spmdgpt.rundir import os_reason
-
-        tmp = out.with_name(out.name + ".tmp")
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(report, indent=2) + "\n")
-            tmp.replace(out)  # never a half-written file
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            print(f"spmdgpt: error: writing {out} failed ({os_reason(e)})", file=sys.stderr)
+        if write_output(out, json.dumps(report, indent=2) + "\n") != EXIT_OK:
             return EXIT_WRITE_FAILED
         print(f"-> {out}", file=sys.stderr)
     return EXIT_OK

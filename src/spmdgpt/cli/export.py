@@ -68,7 +68,8 @@ def run(items: List[str]) -> int:
     run_dir, out = Path(args.run_dir), Path(args.out)
     from spmdgpt.config import DistConfig, apply_overrides, load_run_config
     from spmdgpt.data import tokenizer_from_json
-    from spmdgpt.hf import architecture, cast, hf_config, human, to_hf, tokenizer_files, total_bytes, write_folder
+    from spmdgpt.hf import architecture, cast, hf_config, to_hf, tokenizer_files, total_bytes, write_folder
+    from spmdgpt.plan import size
     from spmdgpt.rundir import WriteFailed, os_reason
 
     cfg = load_run_config(run_dir)
@@ -119,5 +120,5 @@ def run(items: List[str]) -> int:
               "written there; free space (or fix the filesystem) and run the export again", file=sys.stderr)
         return EXIT_WRITE_FAILED
     shutil.rmtree(old, ignore_errors=True)
-    print(f"exported {run_dir} step {step} as {arch} ({args.dtype}, {human(total_bytes(tensors))}) -> {out}")
+    print(f"exported {run_dir} step {step} as {arch} ({args.dtype}, {size(total_bytes(tensors))}) -> {out}")
     return EXIT_OK

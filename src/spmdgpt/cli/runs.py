@@ -1,12 +1,15 @@
-"""What `sample` and `eval` read a model from: a training run's directory (its config.yaml,
-tokenizer.json and checkpoints) or, given as `hf:DIR`, a Hugging Face Llama / GPT-NeoX folder."""
+"""What `sample`, `eval` and `viz` share: the model they read (a training run's directory, its
+config.yaml, tokenizer.json and checkpoints, or, given as `hf:DIR`, a Hugging Face Llama /
+GPT-NeoX folder), JAX's start, the text files they score and the files they write."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import List, Optional
 
+from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED
 from spmdgpt.config import ConfigError
 
 
@@ -97,3 +100,41 @@ def hf_model(spec: str, overrides: List[str]):
     return cfg, HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
 
 
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError([f"text_file={path}: not UTF-8 text (byte offset {e.start})"]) from None
+    except OSError as e:
+        raise ConfigError([f"text_file={path}: cannot read it ({e.strerror})"]) from None
+
+
+def text_file_tokens(path: str, tokenizer, seq_len: int, max_tokens: Optional[int] = None) -> list:
+    """The tokens of text_file=path (its first max_tokens, when given); ConfigError when it
+    cannot be read or encoded, or holds fewer than seq_len + 1 tokens (one window)."""
+    text = read_text(path)
+    try:
+        tokens = tokenizer.encode(text)
+    except ValueError as e:
+        raise ConfigError([f"text_file={path}: {e}"]) from None
+    limit = ""
+    if max_tokens is not None:
+        tokens, limit = tokens[:max_tokens], f" (of at most max_tokens={max_tokens})"
+    if len(tokens) < seq_len + 1:
+        raise ConfigError([f"text_file={path} holds {len(tokens)} tokens{limit}, fewer than data.seq_len + 1 = "
+                           f"{seq_len + 1}; give a longer text or lower data.seq_len"])
+    return tokens
+
+
+def write_output(path: Path, text: str) -> int:
+    """Write a command's result file (its folder made, never half-written): EXIT_OK, or, when the
+    write fails, the one-line error and EXIT_WRITE_FAILED."""
+    from spmdgpt.rundir import os_reason, write_text_atomic
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    except OSError as e:
+        print(f"spmdgpt: error: writing {path} failed ({os_reason(e)})", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    return EXIT_OK

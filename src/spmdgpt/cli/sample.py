@@ -1,6 +1,7 @@
 """`spmdgpt sample run.dir=<run> prompt="ROMEO:" ... [config overrides]`: text from a trained
-run's newest checkpoint (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX folder), on the run's own mesh and sharding rules (as recorded in its
-config.yaml) or on the ones the overrides give (`mesh.data=1` samples on one device,
+run's newest checkpoint (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX folder),
+on the run's own mesh and sharding rules (as recorded in its config.yaml) or on the ones the
+overrides give (`mesh.data=1` samples on one device,
 `sharding=tp mesh.data=1 mesh.model=2` on two, ...).
 Rows are split over the mesh's batch axes like a training batch."""
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 import html
 import json
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
+from spmdgpt.cli.args import EXIT_OK, parse
 from spmdgpt.config import ConfigError
 
 FLOOR = -10.0  # log-probabilities at or below this get the strongest red
@@ -80,32 +79,21 @@ def run(items: List[str]) -> int:
         errs.append(f"max_tokens={args.max_tokens} must be >= 2")
     if errs:
         raise ConfigError(errs)
-    from spmdgpt.cli.eval import read_text
-    from spmdgpt.cli.runs import model_source, source_params, start_mesh
+    from spmdgpt.cli.runs import model_source, source_params, start_mesh, text_file_tokens, write_output
     from spmdgpt.hf import hf_folder
 
-    if hf_folder(args.run_dir) is None and not Path(args.run_dir).is_dir():
-        raise ConfigError([f"run.dir={args.run_dir}: no such directory"])
     cfg, tokenizer = model_source(args.run_dir, overrides)
-    text = read_text(args.text_file)
-    try:
-        tokens = tokenizer.encode(text)[: args.max_tokens]
-    except ValueError as e:
-        raise ConfigError([f"text_file={args.text_file}: {e}"]) from None
     d = cfg.data
-    if len(tokens) < d.seq_len + 1:
-        raise ConfigError([f"text_file={args.text_file} holds {len(tokens)} tokens (of at most max_tokens="
-                           f"{args.max_tokens}), fewer than data.seq_len + 1 = {d.seq_len + 1}; give a longer "
-                           "text or lower data.seq_len"])
+    tokens = text_file_tokens(args.text_file, tokenizer, d.seq_len, args.max_tokens)
 
     mesh = start_mesh(cfg)
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from spmdgpt.evaluate import text_batcher, to_host
+    from spmdgpt.evaluate import text_batcher
     from spmdgpt.model import forward
-    from spmdgpt.sharding import Rules
+    from spmdgpt.sharding import Rules, to_host
 
     vocab = tokenizer.vocab_size
     with jax.set_mesh(mesh):
@@ -152,16 +140,8 @@ def run(items: List[str]) -> int:
         if hf_folder(args.run_dir) is not None:
             raise ConfigError(["out= is required for a Hugging Face folder (run.dir=hf:...)"])
         out = Path(args.run_dir) / "viz" / f"step-{step}-{Path(args.text_file).stem}.html"
-    from spmdgpt.rundir import os_reason
-
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(page(f"{Path(args.text_file).name} under {where}", summary, pieces), encoding="utf-8")
-        tmp.replace(out)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        print(f"spmdgpt: error: writing {out} failed ({os_reason(e)})", file=sys.stderr)
-        return EXIT_WRITE_FAILED
+    code = write_output(out, page(f"{Path(args.text_file).name} under {where}", summary, pieces))
+    if code != EXIT_OK:
+        return code
     print(f"{out} | {summary}")
     return EXIT_OK

@@ -55,19 +55,25 @@ def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     return (x32 * cos + swapped * sin).astype(x.dtype)
 
 
-def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
-    """x: [tokens, embed] -> [tokens, embed]; hidden units sharded by the `mlp` rule."""
+def mlp_inputs(cfg: ModelConfig, rules: Rules, p, x: jax.Array):
+    """The MLP's projections of x [tokens, embed]: (up (+ bias), SwiGLU's gate or None), each
+    [tokens, mlp] with hidden units sharded by the `mlp` rule."""
     dt = x.dtype
     w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
     h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("batch", "mlp"))
     if p.b_up is not None:
         h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
-    if cfg.mlp == MlpType.swiglu:
-        w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
-        g = jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
-        h = jax.nn.silu(g) * h
-    else:
-        h = jax.nn.gelu(h, approximate=True)
+    if cfg.mlp != MlpType.swiglu:
+        return h, None
+    w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
+    return h, jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
+
+
+def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
+    """x: [tokens, embed] -> [tokens, embed]; hidden units sharded by the `mlp` rule."""
+    dt = x.dtype
+    h, g = mlp_inputs(cfg, rules, p, x)
+    h = jax.nn.gelu(h, approximate=True) if g is None else jax.nn.silu(g) * h
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
     out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
     if p.b_down is not None:

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import MlpType, ModelConfig, NormType, Remat, head_dim, mlp_hidden
 from spmdgpt.model.attention import KVCache, LayerCache, causal_mask, self_attention
-from spmdgpt.model.layers import Norm, dtype_of, mlp, norm
+from spmdgpt.model.layers import Norm, dtype_of, mlp, mlp_inputs, norm
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
@@ -212,12 +212,8 @@ def _block_stats(cfg, rules, p, h, h2, a, m, x, positions, batch, segment_ids) -
     allowed = causal_mask(idx, idx)[None, None]
     if segment_ids is not None:
         allowed = allowed & document_mask(segment_ids, slice(None), slice(None))[:, None]
-    # the nonlinearity's input: the up projection (+ bias) for GELU, the gate for SwiGLU's SiLU
-    w = p.w_gate if cfg.mlp == MlpType.swiglu else p.w_up
-    pre = jnp.einsum("td,df->tf", h2, rules.gather(w.astype(h2.dtype), ("embed", "mlp")),
-                     out_sharding=rules.spec("batch", "mlp"))
-    if cfg.mlp != MlpType.swiglu and p.b_up is not None:
-        pre = pre + rules.gather(p.b_up.astype(h2.dtype), ("mlp",))
+    up, gate = mlp_inputs(cfg, rules, p, h2)  # the nonlinearity's input: SwiGLU's gate, else the up projection
+    pre = up if gate is None else gate
     return {"resid_rms": _rms(x), "attn_rms": _rms(a), "mlp_rms": _rms(m), "mlp_pre_rms": _rms(pre),
             "max_attn_logit": jnp.max(jnp.where(allowed, scores, -jnp.inf))}
 
@@ -275,6 +271,18 @@ def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
     return float32_matmul("td,dv->tv", out, x, w)
 
 
+def _sequence_inputs(rules: Rules, t: int, positions: Optional[Array], segment_ids: Optional[Array]):
+    """Full-sequence positions (default 0..t-1, else [b, t] laid out like the batch) and
+    segment ids (int32, laid out like the batch, or None)."""
+    if positions is None:
+        positions = jnp.arange(t, dtype=jnp.int32)
+    else:
+        positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
+    if segment_ids is not None:
+        segment_ids = jax.sharding.reshard(segment_ids.astype(jnp.int32), rules.spec("batch", None))
+    return positions, segment_ids
+
+
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
     cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
@@ -283,12 +291,7 @@ def hidden_states(
     the updated cache or None). See `forward`."""
     batch, t = tokens.shape
     if cache is None:
-        if positions is None:
-            positions = jnp.arange(t, dtype=jnp.int32)
-        else:
-            positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
-        if segment_ids is not None:
-            segment_ids = jax.sharding.reshard(segment_ids.astype(jnp.int32), rules.spec("batch", None))
+        positions, segment_ids = _sequence_inputs(rules, t, positions, segment_ids)
         x = embed(cfg, rules, params, tokens)
 
         def step(x, p):
@@ -323,10 +326,7 @@ def activation_stats(cfg: ModelConfig, rules: Rules, params: Params, tokens: Arr
     """Per-layer statistics of a forward pass over full sequences (`block` with collect=True):
     {name: float32 [layers]}. The same layers as `hidden_states`, unrolled or not."""
     batch, t = tokens.shape
-    positions = jnp.arange(t, dtype=jnp.int32) if positions is None else jax.sharding.reshard(
-        positions.astype(jnp.int32), rules.spec("batch", None))
-    if segment_ids is not None:
-        segment_ids = jax.sharding.reshard(segment_ids.astype(jnp.int32), rules.spec("batch", None))
+    positions, segment_ids = _sequence_inputs(rules, t, positions, segment_ids)
     x = embed(cfg, rules, params, tokens)
 
     def step(x, p):
