@@ -24,9 +24,10 @@ from spmdgpt.optim import build_optimizer
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
 
-# A 1-device staircase run of 40 steps, checkpointed every 5 steps, one metrics row per step.
+# A 1-device staircase run of 40 steps, checkpointed every 5 steps, one metrics row per step;
+# with dropout on, so that every resume test also checks that the masks resume exactly.
 RUN40 = ["+experiment=staircase", "train.steps=40", "train.log_every=1", "train.eval_every=20",
-         "checkpoint.every=5", "train.progress=false", "mesh.data=1"]
+         "checkpoint.every=5", "train.progress=false", "mesh.data=1", "model.dropout=0.1"]
 ENV1 = {**os.environ, "XLA_FLAGS": "", "PYTHONUNBUFFERED": "1"}  # one CPU device
 
 

@@ -55,9 +55,13 @@ class RolloutEvaluator:
                                      tokenizer.eos_id)
         self.samples_path = samples_path
 
+    def sample(self, params) -> list:
+        """The completions' token ids (nothing logged)."""
+        return self.sampler.generate(params, self.batch, self.params)[: len(self.prompts)]
+
     def __call__(self, params, step: int) -> list:
         """[(prompt text, completion text)] for the fixed prompts; appended to samples.jsonl."""
-        outs = self.sampler.generate(params, self.batch, self.params)[: len(self.prompts)]
+        outs = self.sample(params)
         rows = [(self.tokenizer.decode(p), self.tokenizer.decode(o)) for p, o in zip(self.prompts, outs, strict=True)]
         if self.samples_path is not None:
             log = JsonlLogger(self.samples_path)  # a failed write raises rundir.WriteFailed

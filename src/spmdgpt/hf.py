@@ -48,6 +48,11 @@ TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)
 def architecture(cfg: ModelConfig) -> str:
     """The `transformers` class that computes what this model computes, or a ConfigError naming
     the fields that no supported architecture represents."""
+    unsupported = [f"model.{name}={getattr(cfg, name)}" for name, off in (("qk_norm", False), ("logit_softcap", 0.0))
+                   if getattr(cfg, name) != off]
+    if unsupported:
+        raise ConfigError([f"{', '.join(unsupported)}: neither Llama nor GPT-NeoX computes that, so the model "
+                           "cannot be exported to Hugging Face (train without it to export)"])
     if cfg.norm == NormType.rmsnorm and cfg.mlp == MlpType.swiglu:
         return LLAMA
     if cfg.norm == NormType.layernorm and cfg.mlp == MlpType.gelu:

@@ -19,7 +19,6 @@ Rows in metrics.jsonl (and every tracker): {"step": s, "stats/<name>/<layer>": .
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Optional
 
 import jax
@@ -28,7 +27,7 @@ import numpy as np
 import optax
 
 from spmdgpt.config import Config
-from spmdgpt.model import activation_stats, loss_fn
+from spmdgpt.model import activation_stats
 from spmdgpt.sharding import Rules
 
 
@@ -42,9 +41,9 @@ def _group_norms(tree, stacked: bool):
 def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
     """jit(state, inputs, targets, segment_ids=None, positions=None) -> {name: float32 scalar
     or [layers]}."""
-    from spmdgpt.trainer import accumulated_grads
+    from spmdgpt.trainer import step_gradients
 
-    grad_fn = jax.value_and_grad(partial(loss_fn, cfg.model, rules))
+    gradients = step_gradients(cfg, rules)
     k = cfg.train.microbatches
 
     def first_part(a):  # rows 0, k, 2k, ...: the step's first microbatch, in the batch's sharding
@@ -53,7 +52,7 @@ def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransforma
     def stats(state, inputs, targets, segment_ids: Optional[jax.Array] = None,
               positions: Optional[jax.Array] = None):
         batch = (inputs, targets, segment_ids, positions)
-        _, grads = accumulated_grads(grad_fn, k, state.params, *batch)  # the step's own gradients
+        _, grads = gradients(state.params, state.step, *batch)  # the step's own gradients
         updates, _ = optimizer.update(grads, state.opt_state, state.params)
         act = [a if k == 1 else first_part(a) for a in (inputs, positions, segment_ids)]
         out = dict(activation_stats(cfg.model, rules, state.params, *act))

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import statistics
@@ -41,7 +42,8 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
 from spmdgpt.loggers import Console, JsonlLogger
-from spmdgpt.model import attention_backend, loss_fn, num_params, param_info
+from spmdgpt.model import attention_backend, num_params, objective, param_info
+from spmdgpt.model.attention import attention_dropout
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.rundir import (
     WriteFailed,
@@ -57,13 +59,14 @@ from spmdgpt.stats import make_stats_fn, stats_row
 from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 
 
-def accumulated_grads(grad_fn, microbatches: int, params, *batch):
+def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[jax.Array] = None):
     """(mean loss, mean gradients) of a batch [B, ...] split into `microbatches` equal parts run
     one after another by `lax.scan` inside the step (gradient accumulation): only one part's
     activations are alive at a time. Part j holds rows j, j + k, j + 2k, ... so that every part
-    keeps the batch's sharding with no data movement. Gradients are summed in float32."""
+    keeps the batch's sharding with no data movement. Gradients are summed in float32. With a
+    key (dropout), grad_fn is called with key=fold_in(key, j) for part j (key itself when k=1)."""
     if microbatches == 1:
-        return grad_fn(params, *batch)
+        return grad_fn(params, *batch) if key is None else grad_fn(params, *batch, key=key)
     k = microbatches
 
     def split(a):  # [B, ...] -> [k, B / k, ...], part j = rows j::k
@@ -72,26 +75,53 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch):
         parts = jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:])
         return jnp.swapaxes(parts, 0, 1)
 
-    def body(carry, part):
-        loss, grads = grad_fn(params, *part)
+    def body(carry, xs):
+        j, part = xs
+        kw = {} if key is None else {"key": jax.random.fold_in(key, j)}
+        loss, grads = grad_fn(params, *part, **kw)
         total, acc = carry
         return (total + loss, jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)), None
 
     zeros = jax.tree.map(lambda p: jnp.zeros_like(p, dtype=jnp.float32), params)
-    (loss, grads), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros), tuple(split(a) for a in batch))
+    parts = (jnp.arange(k, dtype=jnp.uint32), tuple(split(a) for a in batch))
+    (loss, grads), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros), parts)
     return loss / k, jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
+
+
+DROPOUT_SALT = 0x5D0  # separates the dropout keys from the parameter init's key (train.seed)
+
+
+def step_gradients(cfg: Config, rules: Rules):
+    """f(params, step, inputs, targets, segment_ids=None, positions=None) -> (mean
+    cross-entropy, gradients of the objective) of one optimizer step's batch: gradient
+    accumulation over train.microbatches, z-loss (model.z_loss), and dropout masks drawn from
+    fold_in(key(train.seed ^ DROPOUT_SALT), step), a pure function of (seed, step) so that a
+    resumed run draws the same masks. What train_step and the model statistics differentiate."""
+    m = cfg.model
+    value_and_grad = jax.value_and_grad(partial(objective, m, rules), has_aux=True)
+
+    def grad_fn(params, *batch, key=None):
+        (_, ce), grads = value_and_grad(params, *batch, key=key)
+        return ce, grads
+
+    uses_dropout = m.dropout > 0 or attention_dropout(m) > 0
+
+    def f(params, step, *batch):
+        key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
+        return accumulated_grads(grad_fn, cfg.train.microbatches, params, *batch, key=key)
+
+    return f
 
 
 def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
     schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps)
-    grad_fn = jax.value_and_grad(partial(loss_fn, cfg.model, rules))
+    gradients = step_gradients(cfg, rules)
 
     skip_nonfinite = cfg.train.skip_nonfinite > 0
 
     def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
                    segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None):
-        loss, grads = accumulated_grads(grad_fn, cfg.train.microbatches, state.params,
-                                        inputs, targets, segment_ids, positions)
+        loss, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions)
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -147,7 +177,9 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
 
     Raises ConfigError, before writing anything, for bad config, data or checkpoints.
     """
+    started = time.perf_counter()  # (train.time_budget counts from here)
     run_dir = Path(cfg.run.dir) if cfg.run.dir else default_run_dir(cfg)
+    cfg = recorded_steps(cfg, run_dir)  # train.time_budget of a run that already chose its steps
     if not has_checkpoints(run_dir):  # (a resumed run's config.yaml already holds the model)
         cfg, changes = with_hf_model(cfg)  # checkpoint.init_from=hf:DIR: that model's config
         if changes and jax.process_index() == 0:
@@ -180,6 +212,10 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         if cfg.train.rollout_tokens > 0:
             samples = run_dir / "samples.jsonl" if is_main else None
             rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
+        calibration = None
+        if cfg.train.time_budget is not None:  # a fresh run: time a few steps, then size the run
+            cfg, optimizer, calibration = fit_budget(cfg, rules, optimizer, begin.state, batcher, evaluator,
+                                                     rollouts, started)
         ckpt = None
         if cfg.checkpoint.enabled:
             from spmdgpt.checkpoint import CheckpointManager
@@ -195,7 +231,44 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         train_step = make_train_step(cfg, rules, optimizer)
         stats_fn = make_stats_fn(cfg, rules, optimizer) if cfg.train.stats_every else None
         loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main, stats_fn)
+        if calibration is not None:
+            loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
+                     f"{calibration.step_s * 1e3:.1f} ms/step, {calibration.eval_s:.1f} s/evaluation -> "
+                     f"train.steps={calibration.steps} (recorded in config.yaml)")
+            if loop.metrics_log:
+                loop.metrics_log.log(calibration.row())
         return loop.run()
+
+
+def recorded_steps(cfg: Config, run_dir: Path) -> Config:
+    """train.time_budget set and run_dir already holds a run whose config.yaml recorded the steps
+    its budget chose (time_budget null there): that step count, without a new calibration, so a
+    resume or restart continues the same schedule. Otherwise cfg unchanged."""
+    if cfg.train.time_budget is None or not (run_dir / "config.yaml").exists():
+        return cfg
+    from spmdgpt.config import load_run_config
+
+    saved = load_run_config(run_dir).train
+    if saved.time_budget is not None:
+        return cfg
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=saved.steps, time_budget=None))
+
+
+def fit_budget(cfg: Config, rules: Rules, optimizer, state, batcher: Batcher, evaluator: LossEvaluator,
+               rollouts: Optional[RolloutEvaluator], started: float):
+    """(cfg with the train.steps that fit train.time_budget and time_budget=None, the optimizer
+    for that many steps, the Calibration). ConfigError when not even one step fits."""
+    from spmdgpt.budget import calibrate
+
+    t = cfg.train
+    cal = calibrate(t.time_budget, started, t.eval_every, state, make_train_step(cfg, rules, optimizer),
+                    batcher.train_batch, evaluator, None if rollouts is None else rollouts.sample)
+    if cal.steps < 1:
+        raise ConfigError([f"train.time_budget={t.time_budget:g} s leaves no time to train: {cal.elapsed_s:.1f} s "
+                           f"go to setting up and a step takes {cal.step_s:.3f} s, an evaluation "
+                           f"{cal.eval_s:.1f} s; raise the budget"])
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(t, steps=cal.steps, time_budget=None))
+    return cfg, build_optimizer(cfg.optimizer, param_info(cfg.model), cal.steps), cal
 
 
 class _Diverged(Exception):

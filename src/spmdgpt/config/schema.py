@@ -35,6 +35,7 @@ class NormType(enum.Enum):
 class MlpType(enum.Enum):
     gelu = "gelu"  # up-projection, GELU (tanh approximation), down-projection (GPT-2)
     swiglu = "swiglu"  # SiLU(x W_gate) * (x W_up), down-projection (LLaMA)
+    relu2 = "relu2"  # up-projection, ReLU(x)^2 (So et al. 2021, "Primer"), down-projection
 
 
 class DType(enum.Enum):
@@ -102,6 +103,8 @@ class ManifoldSolver(enum.Enum):
 class Schedule(enum.Enum):
     cosine = "cosine"  # linear warmup, cosine decay to lr * min_lr_ratio
     constant = "constant"  # linear warmup, then constant
+    wsd = "wsd"  # warmup-stable-decay: linear warmup, constant, then a linear decay to
+    # lr * min_lr_ratio over the last optimizer.cooldown_fraction of train.steps
 
 
 # ----------------------------------------------------------------------------- sections
@@ -129,6 +132,12 @@ class ModelConfig:
     # blocks above the diagonal (0 = one block); used when it divides the sequence length
     param_dtype: DType = DType.float32  # dtype parameters are stored in (the master copy)
     compute_dtype: DType = DType.float32  # dtype of matmuls; norms, softmax and loss stay float32
+    qk_norm: bool = False  # RMS-normalise each head's queries and keys (no learned scale) before RoPE
+    logit_softcap: float = 0.0  # logits -> c * tanh(logits / c) (Gemma 2; 0 = off)
+    z_loss: float = 0.0  # add z_loss * mean(logsumexp(logits)^2) to the training loss (PaLM; 0 = off)
+    zero_init_out: bool = False  # the residual projections (attention output, MLP down) start at zero
+    dropout: float = 0.0  # training only: dropout on the embedding and on each residual branch's output
+    attention_dropout: Optional[float] = None  # on the attention probabilities (xla backend); default: dropout
     loss_block: int = 0  # blocked cross-entropy: the loss and its gradients in chunks of this many
     # positions of every sequence (a divisor of data.seq_len), never all [tokens, vocab] logits at once; 0 = off
 
@@ -216,7 +225,10 @@ class OptimizerConfig:
     lr: float = 1e-3  # peak learning rate
     schedule: Schedule = Schedule.cosine  # cosine | constant
     warmup_steps: int = 100  # linear warmup from 0 to lr
-    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at train.steps
+    min_lr_ratio: float = 0.1  # cosine (wsd) decays to lr * min_lr_ratio at train.steps
+    cooldown_fraction: float = 0.2  # wsd: the share of train.steps spent decaying
+    embed_lr: Optional[float] = None  # AdamW peak lr of the token embedding; default lr
+    unembed_lr: Optional[float] = None  # AdamW peak lr of the unembedding (model.tie_embeddings=false); default lr
     b1: float = 0.9  # AdamW beta1
     b2: float = 0.95  # AdamW beta2
     eps: float = 1e-8  # AdamW epsilon
@@ -242,6 +254,9 @@ class OptimizerConfig:
 @dataclass
 class TrainConfig:
     steps: int = 1000  # optimizer steps
+    time_budget: Optional[float] = None  # seconds for the whole job from set-up to the final
+    # evaluation: a calibration (a few timed steps and one evaluation) sets train.steps to fit;
+    # config.yaml records the steps it chose (and time_budget null), so a rerun repeats them
     microbatches: int = 1  # gradient accumulation: each step's batch runs as k equal parts in turn
     # (inside the jitted step); data.batch_size stays the global batch of one optimizer step
     seed: int = 0  # seeds parameters and the data order

@@ -159,7 +159,23 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
         positive("data.staircase_tokens", d.staircase_tokens)
     errs += _data_sources(d)
 
+    for name in ("dropout", "attention_dropout"):
+        v = getattr(m, name)
+        if v is not None and not 0.0 <= v < 1.0:
+            errs.append(f"model.{name}={v} must be in [0, 1), e.g. 0.1 (0 = off)")
+    for name in ("logit_softcap", "z_loss"):
+        if getattr(m, name) < 0:
+            errs.append(f"model.{name}={getattr(m, name)} must be >= 0 (0 = off)")
+
     positive("optimizer.lr", o.lr)
+    if not 0.0 < o.cooldown_fraction <= 1.0:
+        errs.append(f"optimizer.cooldown_fraction={o.cooldown_fraction} must be in (0, 1], e.g. 0.2")
+    for name in ("embed_lr", "unembed_lr"):
+        if getattr(o, name) is not None:
+            positive(f"optimizer.{name}", getattr(o, name))
+    if o.unembed_lr is not None and m.tie_embeddings:
+        errs.append("optimizer.unembed_lr needs model.tie_embeddings=false (a tied model's unembedding "
+                    "is its embedding: use optimizer.embed_lr)")
     if o.warmup_steps < 0:
         errs.append(f"optimizer.warmup_steps={o.warmup_steps} must be >= 0")
     if not 0.0 <= o.min_lr_ratio <= 1.0:
@@ -197,6 +213,8 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
                         "use bfloat16 or float32")
 
     positive("train.steps", t.steps)
+    if t.time_budget is not None:
+        positive("train.time_budget", t.time_budget)
     positive("train.microbatches", t.microbatches)
     if t.eval_every < 0:
         errs.append(f"train.eval_every={t.eval_every} must be >= 0 (0 = evaluate only at the end)")

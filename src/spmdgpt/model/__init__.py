@@ -1,7 +1,7 @@
 """Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
 
 from spmdgpt.model.attention import KVCache, attention_backend, init_cache
-from spmdgpt.model.loss import loss_fn
+from spmdgpt.model.loss import loss_fn, objective
 from spmdgpt.model.transformer import (
     Block,
     Norm,
@@ -32,6 +32,7 @@ __all__ = [
     "is_info",
     "loss_fn",
     "num_params",
+    "objective",
     "param_info",
     "param_shapes",
 ]

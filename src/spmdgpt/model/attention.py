@@ -13,7 +13,8 @@ the batch). Backends (`model.attention`, resolved by `attention_backend`):
   block-sparse flash attention kernels of TPUs, head-major; causal and document masks are
   skipped block by block. TPU only (its Pallas interpret mode runs the same kernels anywhere,
   slowly: what the CPU tests use); the sequence length must be a multiple of 128.
-- `auto`: `cudnn` on NVIDIA GPUs with a 16-bit compute dtype, `splash` on TPUs, else `xla`.
+- `auto`: `cudnn` on NVIDIA GPUs with a 16-bit compute dtype, `splash` on TPUs, else `xla`
+  (and `xla` whenever attention dropout is on: the fused kernels have none).
 
 `self_attention` is the one attention of the model: over full sequences (training,
 evaluation, and the KV-cache prefill, whose keys and values then start the cache) by the
@@ -30,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim
-from spmdgpt.model.layers import dtype_of, rope
+from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope
 from spmdgpt.sharding import Rules
 
 
@@ -40,9 +41,11 @@ def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
 
 
 def dot_product_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules,
+    drop: float = 0.0, key: Optional[jax.Array] = None,
 ) -> jax.Array:
-    """q: [b, n, q, h], k/v: [b, n, k, h], mask: [q, k] or [b, q, k] -> [b, n, q, h]."""
+    """q: [b, n, q, h], k/v: [b, n, k, h], mask: [q, k] or [b, q, k] -> [b, n, q, h]. With a
+    key, dropout of rate `drop` on the attention probabilities."""
     scale = q.shape[-1] ** -0.5
     scores = jnp.einsum(
         "bnqh,bnkh->bnqk",
@@ -54,7 +57,7 @@ def dot_product_attention(
     if mask.ndim == 3:
         mask = mask[:, None]
     scores = jnp.where(mask, scores * scale, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    probs = dropout(jax.nn.softmax(scores, axis=-1), drop, key).astype(v.dtype)
     return jnp.einsum(
         "bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", "seq", "head_dim")
     )
@@ -67,13 +70,14 @@ def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
 
 def blocked_causal_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, block: int, rules: Rules,
-    segment_ids: Optional[jax.Array] = None,
+    segment_ids: Optional[jax.Array] = None, drop: float = 0.0, key: Optional[jax.Array] = None,
 ) -> jax.Array:
     """Causal self-attention computed in query blocks; block i attends to keys [0, (i+1)*block).
 
     Key blocks above the diagonal are never computed (about half the work for many blocks);
     the result equals `dot_product_attention` with the full causal mask. With segment_ids
-    [b, t] (document numbers), a query also attends only to keys of its own document.
+    [b, t] (document numbers), a query also attends only to keys of its own document. With a
+    key, attention dropout of rate `drop` (block i's mask from fold_in(key, i)).
     """
     t = q.shape[2]
     idx = jnp.arange(t, dtype=jnp.int32)
@@ -85,7 +89,8 @@ def blocked_causal_attention(
         mask = causal_mask(idx[rows], idx[:end])
         if segment_ids is not None:
             mask = mask[None] & document_mask(segment_ids, rows, slice(0, end))
-        outs.append(dot_product_attention(q[:, :, rows], k[:, :, :end], v[:, :, :end], mask, rules))
+        block_key = None if key is None else jax.random.fold_in(key, i)
+        outs.append(dot_product_attention(q[:, :, rows], k[:, :, :end], v[:, :, :end], mask, rules, drop, block_key))
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=2)
 
 
@@ -106,7 +111,10 @@ def qkv_projection(
         (batch, -1) + qkv.shape[1:],
         out_sharding=rules.spec("batch", "seq", "qkv", "heads", "head_dim"),
     )
-    qk = rope(qkv[:, :, :2], positions, cfg.rope_theta)  # q and k rotated in one op
+    qk = qkv[:, :, :2]
+    if cfg.qk_norm:  # unit-RMS queries and keys per head, before the rotation
+        qk = rms_normalize(qk, cfg.norm_eps)
+    qk = rope(qk, positions, cfg.rope_theta)  # q and k rotated in one op
     if not head_major:
         return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
     qk = jnp.transpose(qk, (2, 0, 3, 1, 4))  # [2, b, n, t, h]
@@ -131,8 +139,23 @@ def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> Atten
     default device's): `auto` resolved, an impossible explicit choice a ConfigError naming the
     field."""
     platform = platform or jax.devices()[0].platform
+    backend = _backend(cfg, platform)
+    if backend != AttentionImpl.xla and attention_dropout(cfg) > 0:
+        raise ConfigError([f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
+                           f"{backend.value} kernel has no dropout); set model.attention=xla or model.attention_dropout=0"])
+    return backend
+
+
+def attention_dropout(cfg: ModelConfig) -> float:
+    """The attention-probability dropout rate: model.attention_dropout, default model.dropout."""
+    return cfg.dropout if cfg.attention_dropout is None else cfg.attention_dropout
+
+
+def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
     half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
     if cfg.attention == AttentionImpl.auto:
+        if attention_dropout(cfg) > 0:  # the one backend with attention dropout
+            return AttentionImpl.xla
         if platform == "tpu":
             return AttentionImpl.splash
         return AttentionImpl.cudnn if platform == "gpu" and half else AttentionImpl.xla
@@ -248,9 +271,11 @@ class LayerCache(NamedTuple):
 def self_attention(
     cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int,
     cache: Optional[LayerCache] = None, segment_ids: Optional[jax.Array] = None,
+    key: Optional[jax.Array] = None,
 ):
     """Causal self-attention: x [batch * seq, d] -> ([batch * seq, d], this layer's updated
-    (k, v) cache or None).
+    (k, v) cache or None). key (training): attention dropout (`model.attention_dropout`; the
+    xla backend only, which `attention_backend` ensures).
 
     Full sequences (no cache, or a prefill: a cache with mask None): by the backend
     `model.attention` resolves to on the default device's platform; positions (RoPE) [seq] or
@@ -274,7 +299,8 @@ def self_attention(
         # (other lengths, which validation refuses for training, e.g. a prompt: the xla path)
         o = splash_causal_attention(q, k, v, rules, segment_ids)
     else:
-        o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids)
+        o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids,
+                                     attention_dropout(cfg), key)
     kv = None
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:

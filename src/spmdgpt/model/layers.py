@@ -34,6 +34,24 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
     return y.astype(dtype_of(cfg.compute_dtype))
 
 
+def rms_normalize(x: jax.Array, eps: float) -> jax.Array:
+    """x / RMS(x) over the last axis (no learned scale), computed in float32, in x's dtype: the
+    QK-norm of `model.qk_norm` (queries and keys of every head get unit RMS)."""
+    x32 = x.astype(jnp.float32)
+    return (x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)).astype(x.dtype)
+
+
+def dropout(x: jax.Array, rate: float, key: Optional[jax.Array]) -> jax.Array:
+    """Inverted dropout: each element zeroed with probability `rate`, the rest scaled by
+    1 / (1 - rate). The mask is a pure function of `key` (laid out like x, and the same bits on
+    any mesh: JAX's partitionable threefry), so a resumed run draws the same masks. No key
+    (evaluation, sampling) or rate 0: x unchanged."""
+    if key is None or rate <= 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape, out_sharding=jax.typeof(x).sharding)
+    return jnp.where(keep, x * (1.0 / (1.0 - rate)), 0).astype(x.dtype)
+
+
 def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     """Rotary position embedding: rotate pairs (x[i], x[i + h/2]) by position * theta^(-2i/h).
 
@@ -73,7 +91,12 @@ def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
     """x: [tokens, embed] -> [tokens, embed]; hidden units sharded by the `mlp` rule."""
     dt = x.dtype
     h, g = mlp_inputs(cfg, rules, p, x)
-    h = jax.nn.gelu(h, approximate=True) if g is None else jax.nn.silu(g) * h
+    if cfg.mlp == MlpType.swiglu:
+        h = jax.nn.silu(g) * h
+    elif cfg.mlp == MlpType.relu2:
+        h = jnp.square(jax.nn.relu(h))
+    else:
+        h = jax.nn.gelu(h, approximate=True)
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
     out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
     if p.b_down is not None:

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
-from spmdgpt.model.transformer import Params, hidden_states, unembed, unembedding_rows
+from spmdgpt.model.transformer import Params, hidden_states, softcap, unembed, unembedding_rows
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
@@ -32,11 +32,28 @@ Array = jax.Array
 def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
             segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
     """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t] (with a
-    batch's document segment ids and positions, when it carries them; see `forward`)."""
-    x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
+    batch's document segment ids and positions, when it carries them; see `forward`). With
+    model.z_loss=0 it is also the training objective (differentiable, whole or blocked); with a
+    z-loss, differentiate `objective` instead (the blocked loss gives its cross-entropy no
+    gradient of its own)."""
+    obj, ce = objective(cfg, rules, params, inputs, targets, segment_ids, positions)
+    return ce if cfg.z_loss else obj  # (equal, bitwise, without a z-loss)
+
+
+def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
+              segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
+              key: Optional[Array] = None) -> tuple[Array, Array]:
+    """(what training minimises, the mean cross-entropy), float32 scalars: the objective is the
+    cross-entropy plus model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss; equal to the
+    cross-entropy when z_loss=0). key: dropout (model.dropout); None: none. For
+    `jax.value_and_grad(..., has_aux=True)`."""
+    x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key)
     if cfg.loss_block and targets.shape[1] % cfg.loss_block == 0:
-        return blocked_cross_entropy(cfg, rules, params, x, targets) / targets.size
-    return jnp.mean(_token_losses(cfg, rules, params, x, targets))
+        total, ce = blocked_cross_entropy(cfg, rules, params, x, targets)
+        return total / targets.size, ce / targets.size
+    ce, lse = _token_losses(cfg, rules, params, x, targets)
+    ce = jnp.mean(ce)
+    return (ce + cfg.z_loss * jnp.mean(jnp.square(lse)) if cfg.z_loss else ce), ce
 
 
 def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
@@ -44,26 +61,30 @@ def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, 
     """The cross-entropy of every next-token prediction, float32 [b, t] (what `loss_fn`
     averages; for evaluation: sums, masks, bits per byte). Whole logits, whatever loss_block."""
     x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
-    return jnp.reshape(_token_losses(cfg, rules, params, x, targets), targets.shape,
+    return jnp.reshape(_token_losses(cfg, rules, params, x, targets)[0], targets.shape,
                        out_sharding=rules.spec("batch", None))
 
 
-def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array) -> Array:
-    """Hidden states x [b * t, d] against targets [b, t] -> losses [b * t] (float32)."""
-    logits = unembed(cfg, rules, params, x)
+def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array):
+    """Hidden states x [b * t, d] against targets [b, t] -> (losses, logsumexp of the logits),
+    float32 [b * t] each."""
+    logits = unembed(cfg, rules, params, x)  # (soft-capped)
     lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
     flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))
     rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)
     target_logit = jnp.einsum(
         "td,td->t", x, rows, out_sharding=rules.spec("batch"), preferred_element_type=jnp.float32
     )
-    return lse - target_logit
+    return lse - softcap(cfg, target_logit), lse
 
 
-def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array) -> Array:
-    """Summed cross-entropy of hidden states x [b * t, d] (the final norm's output, compute
-    dtype) against targets [b, t], in chunks of cfg.loss_block positions (see the module
-    docstring). Differentiable in x and the unembedding (tied or not)."""
+def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array):
+    """(summed objective, summed cross-entropy) of hidden states x [b * t, d] (the final norm's
+    output, compute dtype) against targets [b, t], in chunks of cfg.loss_block positions (see
+    the module docstring); the objective adds model.z_loss * logsumexp^2 per position, and
+    logits are soft-capped by model.logit_softcap. The objective is differentiable in x and the
+    unembedding (tied or not); the cross-entropy is a by-product (its gradient is not defined:
+    it must not be differentiated)."""
     b, t = targets.shape
     c = cfg.loss_block
     n = t // c
@@ -84,17 +105,26 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         return (jnp.reshape(x_c, (b * c, x_c.shape[-1]), out_sharding=rows_spec),
                 jnp.reshape(t_c, (b * c,), out_sharding=rules.spec("batch")))
 
+    z, cap = cfg.z_loss, cfg.logit_softcap
+
     def chunk_terms(wg, x_c, t_c):
-        """One chunk's rows: (their loss sum, d loss / d logits) with logits [rows, vocab] in
-        float32. The target logit is the hidden state's dot product with the target's
-        unembedding vector (nothing of [rows, vocab] is materialised for it)."""
-        logits = jnp.einsum(into, x_c, wg, out_sharding=logit_spec, preferred_element_type=jnp.float32)
+        """One chunk's rows: (their objective sum, their cross-entropy sum, d objective / d raw
+        logits) with logits [rows, vocab] in float32. The target logit is the hidden state's dot
+        product with the target's unembedding vector (nothing of [rows, vocab] is materialised
+        for it)."""
+        raw = jnp.einsum(into, x_c, wg, out_sharding=logit_spec, preferred_element_type=jnp.float32)
+        logits = softcap(cfg, raw)
         lse = jax.nn.logsumexp(logits, axis=-1)
         rows = (wg if tied else wg.T).at[t_c].get(out_sharding=rows_spec)
-        target_logit = jnp.einsum("td,td->t", x_c, rows, out_sharding=rules.spec("batch"),
-                                  preferred_element_type=jnp.float32)
+        target_logit = softcap(cfg, jnp.einsum("td,td->t", x_c, rows, out_sharding=rules.spec("batch"),
+                                               preferred_element_type=jnp.float32))
         hit = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1, out_sharding=logit_spec) == t_c[:, None]
-        return jnp.sum(lse - target_logit), jnp.exp(logits - lse[:, None]) - hit
+        probs = jnp.exp(logits - lse[:, None])
+        ce = jnp.sum(lse - target_logit)
+        dlogits = probs * (1 + 2 * z * lse[:, None]) - hit if z else probs - hit
+        if cap:  # d (c tanh(raw / c)) / d raw = 1 - (logits / c)^2
+            dlogits = dlogits * (1 - jnp.square(logits / cap))
+        return ce + z * jnp.sum(jnp.square(lse)), ce, dlogits
 
     def inputs(w, x):
         wg = rules.gather(w.astype(dt), logical)  # once, outside the scan (the FSDP all-gather)
@@ -104,32 +134,36 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
     def loss_only(w, x):
         wg, xs, ts = inputs(w, x)
 
-        def body(total, xt):
-            return total + chunk_terms(wg, *flat(*xt))[0], None
+        def body(totals, xt):
+            obj, ce, _ = chunk_terms(wg, *flat(*xt))
+            return (totals[0] + obj, totals[1] + ce), None
 
-        return jax.lax.scan(body, jnp.zeros((), jnp.float32), (xs, ts))[0]
+        zero = jnp.zeros((), jnp.float32)
+        return jax.lax.scan(body, (zero, zero), (xs, ts))[0]
 
     def loss_and_grads(w, x):
         wg, xs, ts = inputs(w, x)
 
         def body(carry, xt):
-            total, dw = carry
+            total, total_ce, dw = carry
             x_c, t_c = flat(*xt)
-            loss, dlogits = chunk_terms(wg, x_c, t_c)
+            loss, ce, dlogits = chunk_terms(wg, x_c, t_c)
             dlogits = dlogits.astype(dt)
             dx_c = jnp.einsum(back, dlogits, wg, out_sharding=rows_spec)
             dw = dw + jnp.einsum("td,tv->dv", x_c, dlogits, out_sharding=partial_spec,
                                  preferred_element_type=jnp.float32)
-            return (total + loss, dw), jnp.reshape(dx_c, (b, c, dx_c.shape[-1]), out_sharding=rules.spec("batch", None, "embed"))
+            return (total + loss, total_ce + ce, dw), jnp.reshape(dx_c, (b, c, dx_c.shape[-1]),
+                                                                   out_sharding=rules.spec("batch", None, "embed"))
 
         dw0 = jnp.zeros((wg.shape[1], wg.shape[0]) if tied else wg.shape, jnp.float32, out_sharding=partial_spec)
-        (total, dw), dxs = jax.lax.scan(body, (jnp.zeros((), jnp.float32), dw0), (xs, ts))
+        zero = jnp.zeros((), jnp.float32)
+        (total, total_ce, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), (xs, ts))
         dx = jnp.reshape(jnp.swapaxes(dxs, 0, 1), x.shape, out_sharding=rules.spec("batch", "embed"))
         if tied:
             dw = dw.T
         dw = jax.sharding.reshard(dw, rules.param_spec(logical)).astype(w.dtype)  # the one reduction
-        return total, (dw, dx)
+        return (total, total_ce), (dw, dx)
 
-    loss = jax.custom_vjp(loss_only)
-    loss.defvjp(loss_and_grads, lambda grads, g: tuple((g * d).astype(d.dtype) for d in grads))
+    loss = jax.custom_vjp(loss_only)  # (the cross-entropy output's cotangent is ignored: see above)
+    loss.defvjp(loss_and_grads, lambda grads, g: tuple((g[0] * d).astype(d.dtype) for d in grads))
     return loss(w, x)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import MlpType, ModelConfig, NormType, Remat, head_dim, mlp_hidden
 from spmdgpt.model.attention import KVCache, LayerCache, causal_mask, self_attention
-from spmdgpt.model.layers import Norm, dtype_of, mlp, mlp_inputs, norm
+from spmdgpt.model.layers import Norm, dropout, dtype_of, mlp, mlp_inputs, norm
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
@@ -89,6 +89,8 @@ def param_info(cfg: ModelConfig) -> Params:
     )
     std = cfg.init_std
     resid_std = std / math.sqrt(2 * L)  # GPT-2: residual projections scaled by depth
+    # (model.zero_init_out: they start at zero, so every block starts as the identity)
+    out_init = "zeros" if cfg.zero_init_out else "normal"
 
     def norm_info(stacked: bool) -> Norm:
         pre = (L,) if stacked else ()
@@ -102,20 +104,20 @@ def param_info(cfg: ModelConfig) -> Params:
     def bias(shape, logical):
         return ParamInfo((L,) + shape, ("layers",) + logical, "zeros") if cfg.bias else None
 
-    def matrix(shape, logical, fan_in, fan_out, s=std):
-        return ParamInfo((L,) + shape, ("layers",) + logical, "normal", s, True, fan_in, fan_out)
+    def matrix(shape, logical, fan_in, fan_out, s=std, init="normal"):
+        return ParamInfo((L,) + shape, ("layers",) + logical, init, s, True, fan_in, fan_out)
 
     blocks = Block(
         ln1=norm_info(True),
         w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim")),
         b_qkv=bias((3, N, H), ("qkv", "heads", "head_dim")),
-        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), resid_std),
+        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), resid_std, out_init),
         b_o=bias((D,), ("embed",)),
         ln2=norm_info(True),
         w_up=matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",)),
         b_up=bias((F,), ("mlp",)),
         w_gate=matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",)) if cfg.mlp == MlpType.swiglu else None,
-        w_down=matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), resid_std),
+        w_down=matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), resid_std, out_init),
         b_down=bias((D,), ("embed",)),
     )
     return Params(
@@ -179,15 +181,19 @@ def _init_leaves(info: Params, dtype, key: Array) -> Params:
 
 
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
-          cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False):
+          cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
+          key: Optional[Array] = None):
     """One pre-norm block on the residual stream x: [tokens, embed] -> (x, this layer's
     updated (k, v) cache or None), or with collect=True (model statistics, spmdgpt.stats;
-    full sequences only) -> (x, its statistics: a dict of float32 scalars)."""
+    full sequences only) -> (x, its statistics: a dict of float32 scalars). key (training
+    only): dropout on the attention probabilities and on both branch outputs."""
+    k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     h = norm(cfg, rules, p.ln1, x)
-    a, kv = self_attention(cfg, rules, p, h, positions, batch, cache, segment_ids)
+    a, kv = self_attention(cfg, rules, p, h, positions, batch, cache, segment_ids, k_attn)
+    a = dropout(a, cfg.dropout, k_a)
     x = x + a
     h2 = norm(cfg, rules, p.ln2, x)
-    m = mlp(cfg, rules, p, h2)
+    m = dropout(mlp(cfg, rules, p, h2), cfg.dropout, k_m)
     x = x + m
     if not collect:
         return x, kv
@@ -261,14 +267,22 @@ def float32_matmul(eq: str, spec, x: Array, w: Array) -> Array:
     return matmul(x, w)
 
 
+def softcap(cfg: ModelConfig, logits: Array) -> Array:
+    """model.logit_softcap=c: c * tanh(logits / c), every logit inside (-c, c) (Gemma 2; the
+    modded-nanogpt speedrun uses it too); c = 0: unchanged."""
+    c = cfg.logit_softcap
+    return logits if not c else c * jnp.tanh(logits / c)
+
+
 def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
-    """x [tokens, d] -> float32 logits [tokens, vocab] (vocab sharded by the `vocab` rule)."""
+    """x [tokens, d] -> float32 logits [tokens, vocab] (vocab sharded by the `vocab` rule),
+    soft-capped by model.logit_softcap."""
     out = rules.spec("batch", "vocab")
     if params.unembed is None:
         w = rules.gather(params.embed.astype(x.dtype), ("vocab", "embed"))
-        return float32_matmul("td,vd->tv", out, x, w)
+        return softcap(cfg, float32_matmul("td,vd->tv", out, x, w))
     w = rules.gather(params.unembed.astype(x.dtype), ("embed", "vocab"))
-    return float32_matmul("td,dv->tv", out, x, w)
+    return softcap(cfg, float32_matmul("td,dv->tv", out, x, w))
 
 
 def _sequence_inputs(rules: Rules, t: int, positions: Optional[Array], segment_ids: Optional[Array]):
@@ -286,20 +300,27 @@ def _sequence_inputs(rules: Rules, t: int, positions: Optional[Array], segment_i
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
     cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
+    key: Optional[Array] = None,
 ) -> tuple[Array, Optional[KVCache]]:
     """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype,
-    the updated cache or None). See `forward`."""
+    the updated cache or None). See `forward`. key (training, full sequences): the dropout
+    masks of model.dropout / attention_dropout (embedding: fold_in(key, L); layer i: fold_in(key, i))."""
     batch, t = tokens.shape
     if cache is None:
         positions, segment_ids = _sequence_inputs(rules, t, positions, segment_ids)
         x = embed(cfg, rules, params, tokens)
+        layers = jnp.arange(cfg.num_layers, dtype=jnp.uint32)
+        if key is not None:
+            x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
 
-        def step(x, p):
-            return block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids)
+        def step(x, layer):
+            p, i = layer
+            k = None if key is None else jax.random.fold_in(key, i)
+            return block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids, key=k)
 
         if cfg.remat != Remat.none:
             step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
-        x, _ = jax.lax.scan(step, x, params.blocks, unroll=cfg.scan_unroll)
+        x, _ = jax.lax.scan(step, x, (params.blocks, layers), unroll=cfg.scan_unroll)
         return norm(cfg, rules, params.ln_f, x), None
 
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))

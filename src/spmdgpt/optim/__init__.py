@@ -2,7 +2,8 @@
 
 adamw, sgd: one rule for every parameter. muon, manifold_muon: the hidden matrices (see
 `matrices.is_hidden_matrix`) get Muon / manifold Muon, every other parameter AdamW
-(`optax.partition`). Gradient clipping by global norm comes first in every case.
+(`optax.partition`). optimizer.embed_lr / unembed_lr give the embedding / unembedding AdamW
+at a peak learning rate of their own. Gradient clipping by global norm comes first in every case.
 """
 
 from __future__ import annotations
@@ -29,10 +30,19 @@ __all__ = [
 
 
 def learning_rate_schedule(cfg: OptimizerConfig, total_steps: int, peak: float | None = None) -> optax.Schedule:
-    """Linear warmup from 0 to peak (default lr), then cosine decay to peak * min_lr_ratio, or
-    constant."""
+    """Linear warmup from 0 to peak (default lr), then cosine decay to peak * min_lr_ratio,
+    constant, or (wsd) constant until the last cooldown_fraction of the steps and a linear decay
+    to peak * min_lr_ratio over them."""
     peak = cfg.lr if peak is None else peak
     warmup = min(cfg.warmup_steps, total_steps)
+    if cfg.schedule == Schedule.wsd:
+        decay = max(1, round(cfg.cooldown_fraction * total_steps))
+        stable_end = max(warmup, total_steps - decay)
+        return optax.join_schedules(
+            [optax.linear_schedule(0.0, peak, max(warmup, 1)), optax.constant_schedule(peak),
+             optax.linear_schedule(peak, peak * cfg.min_lr_ratio, max(total_steps - stable_end, 1))],
+            [warmup, stable_end],
+        )
     if cfg.schedule == Schedule.cosine:
         return optax.warmup_cosine_decay_schedule(
             init_value=0.0,
@@ -60,32 +70,42 @@ def initial_params(cfg: OptimizerConfig, info: Params, params: Params) -> Params
 
 
 def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int) -> optax.GradientTransformation:
-    schedule = learning_rate_schedule(cfg, total_steps)
     mask = weight_decay_mask(info)
-    adamw = optax.adamw(
-        schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=mask
-    )
-    if cfg.name == OptimizerName.adamw:
-        opt = adamw
-    elif cfg.name == OptimizerName.sgd:  # decoupled weight decay scaled by the learning rate
-        opt = optax.chain(
+
+    def adamw_with(peak):
+        return optax.adamw(learning_rate_schedule(cfg, total_steps, peak), b1=cfg.b1, b2=cfg.b2,
+                           eps=cfg.eps, weight_decay=cfg.weight_decay, mask=mask)
+
+    schedule = learning_rate_schedule(cfg, total_steps)
+    if cfg.name == OptimizerName.sgd:  # decoupled weight decay scaled by the learning rate
+        rest = optax.chain(
             optax.add_decayed_weights(cfg.weight_decay, mask),
             optax.sgd(schedule, momentum=cfg.momentum or None, nesterov=cfg.nesterov),
         )
     else:
+        rest = adamw_with(cfg.lr)
+    # One rule per label: "matrix" (muon / manifold_muon: the hidden matrices), "embed" /
+    # "unembed" (optimizer.embed_lr / unembed_lr: AdamW at their own peak, same schedule shape),
+    # and the rest: "sgd", or "adamw" (also beside Muon; the label names the optimizer state).
+    other = "sgd" if cfg.name == OptimizerName.sgd else "adamw"
+    rules = {other: rest}
+    labels = jax.tree.map(lambda _: other, info, is_leaf=is_info)
+    if cfg.name in (OptimizerName.muon, OptimizerName.manifold_muon):
         matrix_lr = learning_rate_schedule(cfg, total_steps, peak=cfg.muon_lr)
         common = dict(beta=cfg.muon_momentum, nesterov=cfg.muon_nesterov)
         if cfg.name == OptimizerName.muon:
-            matrix = muon(info, matrix_lr, ns_steps=cfg.ns_steps, weight_decay=cfg.weight_decay, **common)
+            rules["matrix"] = muon(info, matrix_lr, ns_steps=cfg.ns_steps, weight_decay=cfg.weight_decay, **common)
         else:
-            matrix = manifold_muon(
+            rules["matrix"] = manifold_muon(
                 info, matrix_lr, solver=cfg.solver.value, steps=cfg.solver_steps, rho=cfg.rho,
                 dual_lr=cfg.dual_lr, msign_steps=cfg.msign_steps, **common,
             )  # fmt: skip
-        labels = jax.tree.map(
-            lambda i: "matrix" if is_hidden_matrix(i) else "adamw", info, is_leaf=is_info
-        )
-        opt = optax.partition({"matrix": matrix, "adamw": adamw}, labels)
+        labels = jax.tree.map(lambda i: "matrix" if is_hidden_matrix(i) else other, info, is_leaf=is_info)
+    for name, lr in (("embed", cfg.embed_lr), ("unembed", cfg.unembed_lr)):
+        if lr is not None and getattr(info, name) is not None:
+            rules[name] = adamw_with(lr)
+            labels = labels._replace(**{name: name})
+    opt = rest if len(rules) == 1 else optax.partition(rules, labels)
     if cfg.grad_clip > 0:
         opt = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), opt)
     if cfg.state_dtype is not None:

@@ -1,0 +1,151 @@
+"""Ablations of the `make train` recipe at equal wall time (issue: the main job, better).
+
+    python benchmarks/recipe.py [--seconds 150] [--seeds 0,1] [--only a,b] [--jobs 2] [--json out.json] [-- overrides]
+
+Every variant is `spmdgpt train +experiment=shakespeare_char` plus its overrides. Equal wall
+time, in two phases:
+
+1. Step times, measured first in this process (nothing else should run on the machine then):
+   every variant's training step is compiled, then timed round-robin (6 rounds of 4 steps of
+   each variant in turn; the median), so that the machine's slow and fast minutes are shared
+   evenly between the variants.
+2. Training: each variant gets train.steps = SECONDS / its step time (so a technique that slows
+   a step pays for it with fewer steps), one fresh `spmdgpt train` process per variant and seed,
+   `--jobs` at a time. With fixed step counts the results do not depend on what else runs, so
+   this phase may share the machine. Evaluation only at the end (16 fixed batches), no
+   rollouts, no checkpoints.
+
+Prints, per variant, the final val/loss of each seed, their mean, spread (max - min) and delta
+against the baseline, the steps it got and its step time, as a Markdown table for
+benchmarks/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# name -> overrides added to the experiment (the first one is the baseline)
+VARIANTS = {
+    "baseline": [],
+    "muon": ["optimizer.name=muon"],
+    "qk_norm": ["model.qk_norm=true"],
+    "relu2": ["model.mlp=relu2"],
+    "untied": ["model.tie_embeddings=false"],
+    "untied+lrs": ["model.tie_embeddings=false", "optimizer.embed_lr=0.01", "optimizer.unembed_lr=0.002"],
+    "zero_init": ["model.zero_init_out=true"],
+    "softcap": ["model.logit_softcap=15"],
+    "wsd": ["optimizer.schedule=wsd", "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"],
+    "z_loss": ["model.z_loss=1e-4"],
+    "dropout": ["model.dropout=0.1"],
+}
+
+
+def step_seconds(variants: dict, rounds: int = 6, per_round: int = 4) -> dict:
+    """{name: median wall time of one training step (after compilation)}, measured in this
+    process round-robin (`rounds` rounds of `per_round` steps of each variant in turn), so that
+    the machine's slow and fast minutes are shared evenly between the variants."""
+    import jax
+
+    from spmdgpt.config import load_config
+    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.trainer import training_parts
+
+    parts, times = {}, {name: [] for name in variants}
+    for name, overrides in variants.items():
+        cfg = load_config(["+experiment=shakespeare_char", *overrides])
+        mesh = make_mesh(cfg.mesh)
+        with jax.set_mesh(mesh):
+            state, step, batcher, _ = training_parts(cfg, Rules(mesh, cfg.sharding))
+            state, m = step(state, *batcher.train_batch(0))  # compiles
+            jax.block_until_ready(m)
+        parts[name] = [mesh, state, step, batcher]
+    for r in range(rounds):
+        for name, p in parts.items():
+            mesh, state, step, batcher = p
+            with jax.set_mesh(mesh):
+                for i in range(per_round):
+                    t0 = time.perf_counter()
+                    state, m = step(state, *batcher.train_batch(1 + r * per_round + i))
+                    jax.block_until_ready(m)
+                    times[name].append(time.perf_counter() - t0)
+            p[1] = state
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def command(overrides: list, steps: int, seed: int, run_dir: Path) -> list:
+    return [sys.executable, "-m", "spmdgpt", "train", "+experiment=shakespeare_char", "train.progress=false",
+            f"train.steps={steps}", "train.eval_every=0", "train.rollout_tokens=0", "checkpoint.enabled=false",
+            f"train.seed={seed}", f"run.dir={run_dir}", *overrides]
+
+
+def final_val(run_dir: Path) -> float:
+    rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+    return [r["val/loss"] for r in rows if "val/loss" in r][-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=150.0, help="training-step seconds every variant gets")
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--only", default="", help="comma-separated variant names (baseline always runs)")
+    ap.add_argument("--jobs", type=int, default=1, help="training processes at a time (phase 2)")
+    ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("extra", nargs="*", help="overrides added to every variant (after --)")
+    args = ap.parse_args()
+    from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+
+    use_retaining_malloc()  # the CLI's settings, so that the measured steps are the runs' steps
+    set_default_xla_flags()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    names = list(VARIANTS) if not args.only else ["baseline", *[n for n in args.only.split(",") if n != "baseline"]]
+    step_s = step_seconds({name: VARIANTS[name] + args.extra for name in names})
+    for name in names:
+        print(f"{name}: {step_s[name] * 1e3:.1f} ms/step -> {int(args.seconds / step_s[name])} steps", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [(name, seed, Path(tmp) / f"{name}-{seed}") for name in names for seed in seeds]
+        running, vals = [], {}
+        for name, seed, run_dir in jobs + [None] * args.jobs:
+            while len(running) >= args.jobs or (name is None and running):
+                for job in list(running):
+                    if job[0].poll() is not None:
+                        running.remove(job)
+                        proc, key, rd = job
+                        if proc.returncode != 0:
+                            sys.exit(f"{key} failed ({proc.returncode}):\n{proc.stderr.read()[-3000:]}")
+                        vals[key] = final_val(rd)
+                        print(f"{key[0]} seed {key[1]}: val/loss {vals[key]:.4f}", flush=True)
+                time.sleep(0.5)
+                if name is None and not running:
+                    break
+            if name is None:
+                continue
+            steps = int(args.seconds / step_s[name])
+            proc = subprocess.Popen(command(VARIANTS[name] + args.extra, steps, seed, run_dir),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            running.append((proc, (name, seed), run_dir))
+    base = statistics.mean(vals["baseline", s] for s in seeds)
+    print(f"\n{args.seconds:g} s of training steps per run, seeds {args.seeds}, extra overrides: "
+          f"{' '.join(args.extra) or '-'}\n")
+    print("| variant | overrides | val/loss per seed | mean | spread | delta | step | steps |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for name in names:
+        v = [vals[name, s] for s in seeds]
+        mean = statistics.mean(v)
+        print(f"| {name} | `{' '.join(VARIANTS[name]) or '-'}` | {', '.join(f'{x:.4f}' for x in v)} | "
+              f"{mean:.4f} | {max(v) - min(v):.4f} | {mean - base:+.4f} | {step_s[name] * 1e3:.0f} ms | "
+              f"{int(args.seconds / step_s[name])} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"seconds": args.seconds, "seeds": seeds, "extra": args.extra,
+                                               "step_s": step_s, "val": {f"{n}/{s}": v for (n, s), v in vals.items()}},
+                                              indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""The training-recipe options (issue: the main job, better): their arithmetic, their errors, and
+train.time_budget. Each option is off by default; the `shakespeare_char` defaults that use them
+are covered by the end-to-end tests."""
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from spmdgpt.budget import evaluations, steps_within
+from spmdgpt.config import ConfigError, load_config, validate
+from spmdgpt.model import forward, init_params, loss_fn, objective, param_info
+from spmdgpt.model.attention import attention_backend, qkv_projection
+from spmdgpt.model.layers import dropout, mlp
+from spmdgpt.optim import build_optimizer, learning_rate_schedule
+from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.state import init_state
+from spmdgpt.trainer import make_train_step
+
+ONE = jax.devices()[:1]
+
+
+def setup(*overrides):
+    cfg = load_config(["+experiment=staircase", "mesh.data=1", "model.vocab_size=32", *overrides])
+    mesh = make_mesh(cfg.mesh, ONE)
+    rules = Rules(mesh, cfg.sharding)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+    return cfg, mesh, rules, params
+
+
+def batch(seed=0, b=4, t=64, vocab=32):
+    rng = np.random.default_rng(seed)
+    return tuple(jnp.asarray(rng.integers(0, vocab, (b, t)), jnp.int32) for _ in range(2))
+
+
+def test_qk_norm_gives_queries_and_keys_unit_rms():
+    cfg, mesh, rules, params = setup("model.qk_norm=true", "model.init_std=0.3")
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(2 * 8, cfg.model.d_model)), jnp.float32)
+    block0 = jax.tree.map(lambda a: a[0], params.blocks)
+    with jax.set_mesh(mesh):
+        q, k, v = qkv_projection(cfg.model, rules, block0, x, jnp.arange(8), 2)
+        q0, k0, _ = qkv_projection(load_config(["+experiment=staircase"]).model, rules, block0, x, jnp.arange(8), 2)
+    rms = lambda a: np.sqrt(np.mean(np.square(np.asarray(a)), axis=-1))  # noqa: E731 (RoPE keeps norms)
+    np.testing.assert_allclose(rms(q), 1.0, atol=1e-5)
+    np.testing.assert_allclose(rms(k), 1.0, atol=1e-5)
+    assert abs(rms(q0).mean() - 1.0) > 0.5  # without it the scale is the init's (the test has teeth)
+
+
+def test_logit_softcap_bounds_the_logits_and_is_tanh():
+    c = 2.0
+    cfg, mesh, rules, params = setup("model.init_std=0.5")
+    capped = load_config(["+experiment=staircase", "model.vocab_size=32", f"model.logit_softcap={c}"]).model
+    x, y = batch()
+    with jax.set_mesh(mesh):
+        raw = np.asarray(forward(cfg.model, rules, params, x)[0], np.float64)
+        out = np.asarray(forward(capped, rules, params, x)[0], np.float64)
+    assert np.abs(raw).max() > 2 * c  # raw logits well beyond the cap
+    assert np.abs(out).max() < c
+    np.testing.assert_allclose(out, c * np.tanh(raw / c), atol=1e-5)
+
+
+def test_relu2_mlp_values():
+    cfg, mesh, rules, params = setup("model.mlp=relu2", "model.init_std=0.3")
+    block0 = jax.tree.map(lambda a: a[0], params.blocks)
+    x = np.random.default_rng(2).normal(size=(8, cfg.model.d_model)).astype(np.float32)
+    with jax.set_mesh(mesh):
+        out = np.asarray(mlp(cfg.model, rules, block0, jnp.asarray(x)), np.float64)
+    h = x.astype(np.float64) @ np.asarray(block0.w_up, np.float64)
+    assert (h < 0).mean() > 0.3  # negative inputs exist: ReLU's zeros matter
+    ref = np.square(np.maximum(h, 0)) @ np.asarray(block0.w_down, np.float64)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)  # (float32 sums of ~16-sized terms)
+
+
+@pytest.mark.parametrize("loss_block", [0, 16])
+def test_z_loss_term_and_blocked_equals_whole(loss_block):
+    """objective = cross-entropy + z * mean(logsumexp^2), with soft-capped logits; the blocked
+    loss (its own gradients, a custom VJP) gives the same value and gradients as the whole one."""
+    z = 1e-2
+    over = ("model.init_std=0.3", f"model.z_loss={z}", "model.logit_softcap=3")
+    cfg, mesh, rules, params = setup(*over, f"model.loss_block={loss_block}")
+    whole, *_ = setup(*over)
+    x, y = batch(3)
+    with jax.set_mesh(mesh):
+        (obj, ce), grads = jax.jit(jax.value_and_grad(partial(objective, cfg.model, rules), has_aux=True))(params, x, y)
+        (obj_w, _), grads_w = jax.jit(jax.value_and_grad(partial(objective, whole.model, rules), has_aux=True))(params, x, y)
+        logits = np.asarray(forward(cfg.model, rules, params, x)[0], np.float64)
+        plain = float(loss_fn(cfg.model, rules, params, x, y))
+    m = logits.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))[..., 0]
+    ref_ce = np.mean(lse - np.take_along_axis(logits, np.asarray(y)[..., None], -1)[..., 0])
+    assert float(ce) == pytest.approx(ref_ce, rel=1e-5)
+    assert plain == pytest.approx(ref_ce, rel=1e-5)  # loss_fn: the cross-entropy alone
+    assert float(obj) - float(ce) == pytest.approx(z * np.mean(lse ** 2), rel=1e-4)
+    assert float(obj) == pytest.approx(float(obj_w), rel=1e-6)
+    for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(grads_w), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-6)
+
+
+def test_wsd_schedule_values():
+    cfg = load_config(["+experiment=staircase", "optimizer.schedule=wsd", "optimizer.lr=1.0",
+                       "optimizer.warmup_steps=10", "optimizer.cooldown_fraction=0.2",
+                       "optimizer.min_lr_ratio=0.1"]).optimizer
+    lr = learning_rate_schedule(cfg, 100)
+    got = [float(lr(s)) for s in (0, 5, 10, 50, 80, 90, 100)]
+    np.testing.assert_allclose(got, [0.0, 0.5, 1.0, 1.0, 1.0, 0.55, 0.1], atol=1e-6)
+
+
+def test_dropout_rate_scale_and_masks():
+    x = jnp.ones((256, 256), jnp.float32)
+    key = jax.random.key(7)
+    a = np.asarray(dropout(x, 0.2, key))
+    zeros = (a == 0).mean()
+    assert abs(zeros - 0.2) < 4 * math.sqrt(0.2 * 0.8 / a.size)  # the rate, within 4 sigma
+    np.testing.assert_allclose(a[a != 0], 1 / 0.8, rtol=1e-6)  # inverted dropout: mean kept
+    np.testing.assert_array_equal(a, np.asarray(dropout(x, 0.2, key)))  # same key, same mask
+    assert (np.asarray(dropout(x, 0.2, jax.random.key(8))) != a).mean() > 0.2
+    np.testing.assert_array_equal(np.asarray(dropout(x, 0.2, None)), 1.0)  # no key: identity
+
+
+def test_dropout_in_training_is_a_function_of_seed_and_step():
+    """The same state and batch at the same step: bitwise the same step; another step number:
+    other masks, another result. Evaluation (loss_fn) never drops."""
+    cfg, mesh, rules, _ = setup("model.dropout=0.2")
+    x, y = batch(4)
+    with jax.set_mesh(mesh):
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 10)
+        step = make_train_step(cfg, rules, opt)
+        state = init_state(cfg, rules, opt)
+        copy = lambda s: jax.tree.map(jnp.copy, s)  # noqa: E731 (the step donates its state)
+        _, m1 = step(copy(state), x, y)
+        _, m2 = step(copy(state), x, y)
+        _, m3 = step(copy(state)._replace(step=jnp.asarray(5, jnp.int32)), x, y)
+        no_drop = float(loss_fn(cfg.model, rules, state.params, x, y))
+        eval_again = float(loss_fn(cfg.model, rules, state.params, x, y))
+    assert float(m1["loss"]) == float(m2["loss"]) and float(m1["grad_norm"]) == float(m2["grad_norm"])
+    assert float(m1["loss"]) != float(m3["loss"])
+    assert no_drop == eval_again and no_drop != float(m1["loss"])
+
+
+def test_zero_init_out_makes_every_block_the_identity():
+    cfg, mesh, rules, params = setup("model.zero_init_out=true")
+    assert not np.asarray(params.blocks.w_o).any() and not np.asarray(params.blocks.w_down).any()
+    assert np.asarray(params.blocks.w_up).std() == pytest.approx(cfg.model.init_std, rel=0.05)
+    one_layer = load_config(["+experiment=staircase", "model.vocab_size=32", "model.num_layers=1"]).model
+    x, _ = batch(5)
+    with jax.set_mesh(mesh):
+        deep = np.asarray(forward(cfg.model, rules, params, x)[0])
+        # one block instead of two: the same output, since each block adds zero
+        shallow = np.asarray(forward(one_layer, rules, params._replace(
+            blocks=jax.tree.map(lambda a: a[:1], params.blocks)), x)[0])
+    np.testing.assert_array_equal(deep, shallow)
+
+
+def test_embedding_tables_get_their_own_learning_rates():
+    """The first AdamW step moves every element with a gradient by the peak lr (constant
+    schedule, no warmup): the embedding by embed_lr, the unembedding by unembed_lr, the rest by lr."""
+    cfg, mesh, rules, _ = setup("model.tie_embeddings=false", "optimizer.schedule=constant",
+                                "optimizer.warmup_steps=0", "optimizer.lr=1e-3", "optimizer.embed_lr=3e-2",
+                                "optimizer.unembed_lr=2e-4", "optimizer.weight_decay=0", "optimizer.grad_clip=0")
+    x, y = batch(6)
+    with jax.set_mesh(mesh):
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 10)
+        state = init_state(cfg, rules, opt)
+        before = jax.device_get(state.params)
+        after, _ = make_train_step(cfg, rules, opt)(state, x, y)
+        after = jax.device_get(after.params)
+    moved = lambda a, b: np.abs(np.asarray(a) - np.asarray(b)).max()  # noqa: E731
+    assert moved(after.embed, before.embed) == pytest.approx(3e-2, rel=1e-3)
+    assert moved(after.unembed, before.unembed) == pytest.approx(2e-4, rel=1e-3)
+    assert moved(after.blocks.w_up, before.blocks.w_up) == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_recipe_option_errors():
+    cfg = load_config(["+experiment=staircase", "model.dropout=1.5", "model.logit_softcap=-1",
+                       "optimizer.unembed_lr=0.1", "optimizer.cooldown_fraction=0", "train.time_budget=-5"])
+    errs = validate(cfg, 1)
+    for want in ("model.dropout=1.5 must be in [0, 1)", "model.logit_softcap=-1.0 must be >= 0",
+                 "optimizer.unembed_lr needs model.tie_embeddings=false",
+                 "optimizer.cooldown_fraction=0.0 must be in (0, 1]", "train.time_budget=-5.0 must be > 0"):
+        assert any(want in e for e in errs), (want, errs)
+    drop = load_config(["+experiment=staircase", "model.dropout=0.1", "model.attention=splash"]).model
+    with pytest.raises(ConfigError, match="model.attention_dropout=0.1 needs model.attention=xla"):
+        attention_backend(drop, "tpu")
+    # auto picks the one backend with attention dropout
+    drop_auto = load_config(["+experiment=staircase", "model.dropout=0.1", "model.compute_dtype=bfloat16"]).model
+    assert attention_backend(drop_auto, "gpu").value == "xla"
+    no_attn_drop = load_config(["+experiment=staircase", "model.dropout=0.1", "model.attention_dropout=0",
+                                "model.compute_dtype=bfloat16"]).model
+    assert attention_backend(no_attn_drop, "gpu").value == "cudnn"
+
+
+def test_budget_arithmetic():
+    assert [evaluations(n, 250) for n in (1, 250, 251, 750, 0)] == [1, 1, 2, 3, 0]
+    assert evaluations(40, 0) == 1
+    # 100 s, 0.2 s a step, 5 s an evaluation every 250 steps: 450 steps (90 s) + 2 evaluations
+    assert steps_within(100.0, 0.2, 5.0, 250) == 450
+    assert steps_within(100.0, 0.2, 0.0, 250) == 500
+    assert steps_within(4.0, 0.2, 5.0, 250) == 0  # not even one step and its evaluation
+
+
+def test_time_budget_sets_and_records_the_steps(tmp_path, capsys):
+    """A budgeted run calibrates, trains the steps that fit, and records them in config.yaml
+    (time_budget null there); the same command again resumes with those steps (no calibration)."""
+    from conftest import read_jsonl
+
+    from spmdgpt.config import load_run_config
+    from spmdgpt.trainer import train
+
+    over = ["+experiment=staircase", "train.eval_every=0", "train.progress=false",
+            "checkpoint.async_save=false", f"run.dir={tmp_path}"]
+    res = train(load_config([*over, "train.time_budget=15"]), argv=["test"])
+    event = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget"]
+    assert len(event) == 1 and event[0]["steps"] == res.step
+    e = event[0]
+    # the chosen steps fill what the calibration left of the budget, to within one step
+    left = 15 - e["elapsed_s"] - e["compile_s"]
+    assert res.step * e["step_s"] + e["eval_s"] <= left < (res.step + 1) * e["step_s"] + e["eval_s"]
+    saved = load_run_config(tmp_path).train
+    assert saved.steps == res.step and saved.time_budget is None
+    assert f"train.steps={res.step} (recorded in config.yaml)" in capsys.readouterr().err
+    again = train(load_config([*over, "train.time_budget=5"]), argv=["test"])  # another budget: ignored
+    assert again.step == res.step and again.resumed_from == res.step
+    assert len([r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget"]) == 1
