@@ -56,10 +56,10 @@ use_retaining_malloc()
 import jax, jax.numpy as jnp
 f = jax.jit(lambda x: jnp.sum(jnp.cumsum(jnp.cumsum(x, 0)[::-1] * 2.0, 1)))
 x = jnp.ones((4096, 4096), jnp.float32)  # 64 MiB: XLA's temporaries are over glibc's mmap limit
-for _ in range(4):
+for _ in range(10):
     f(x).block_until_ready()
 faults = []
-for _ in range(5):
+for _ in range(9):
     r0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     f(x).block_until_ready()
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0)
