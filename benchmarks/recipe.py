@@ -16,7 +16,7 @@ time, in two phases:
    rollouts, no checkpoints.
 
 Prints, per variant, the final val/loss of each seed, their mean, spread (max - min) and delta
-against the baseline, the steps it got and its step time, as a Markdown table for
+against the first variant (the baseline), the steps it got and its step time, as a Markdown table for
 benchmarks/BENCHMARKS.md.
 """
 
@@ -44,6 +44,14 @@ VARIANTS = {
     "wsd": ["optimizer.schedule=wsd", "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"],
     "z_loss": ["model.z_loss=1e-4"],
     "dropout": ["model.dropout=0.1"],
+    # on top of Muon (the second round: what stacks with the biggest single win)
+    "muon+relu2": ["optimizer.name=muon", "model.mlp=relu2"],
+    "muon+relu2+qk_norm": ["optimizer.name=muon", "model.mlp=relu2", "model.qk_norm=true"],
+    "muon+qk_norm": ["optimizer.name=muon", "model.qk_norm=true"],
+    "muon+qk_norm+wsd": ["optimizer.name=muon", "model.qk_norm=true", "optimizer.schedule=wsd",
+                         "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"],
+    "muon+relu2+qk_norm+wsd": ["optimizer.name=muon", "model.mlp=relu2", "model.qk_norm=true",
+                               "optimizer.schedule=wsd", "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"],
 }
 
 
@@ -94,7 +102,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=150.0, help="training-step seconds every variant gets")
     ap.add_argument("--seeds", default="0,1")
-    ap.add_argument("--only", default="", help="comma-separated variant names (baseline always runs)")
+    ap.add_argument("--only", default="", help="comma-separated variant names (the first is the one the "
+                    "deltas are against; default: every variant, against baseline)")
     ap.add_argument("--jobs", type=int, default=1, help="training processes at a time (phase 2)")
     ap.add_argument("--json", default="", help="also write the results here")
     ap.add_argument("extra", nargs="*", help="overrides added to every variant (after --)")
@@ -104,33 +113,35 @@ def main() -> None:
     use_retaining_malloc()  # the CLI's settings, so that the measured steps are the runs' steps
     set_default_xla_flags()
     seeds = [int(s) for s in args.seeds.split(",")]
-    names = list(VARIANTS) if not args.only else ["baseline", *[n for n in args.only.split(",") if n != "baseline"]]
+    names = list(VARIANTS) if not args.only else args.only.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        sys.exit(f"--only: unknown variants {', '.join(unknown)}; the variants are {', '.join(VARIANTS)}")
     step_s = step_seconds({name: VARIANTS[name] + args.extra for name in names})
     for name in names:
         print(f"{name}: {step_s[name] * 1e3:.1f} ms/step -> {int(args.seconds / step_s[name])} steps", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(name, seed, Path(tmp) / f"{name}-{seed}") for name in names for seed in seeds]
+        queue = [(name, seed, Path(tmp) / f"{name}-{seed}") for name in names for seed in seeds]
         running, vals = [], {}
-        for name, seed, run_dir in jobs + [None] * args.jobs:
-            while len(running) >= args.jobs or (name is None and running):
-                for job in list(running):
-                    if job[0].poll() is not None:
-                        running.remove(job)
-                        proc, key, rd = job
-                        if proc.returncode != 0:
-                            sys.exit(f"{key} failed ({proc.returncode}):\n{proc.stderr.read()[-3000:]}")
-                        vals[key] = final_val(rd)
-                        print(f"{key[0]} seed {key[1]}: val/loss {vals[key]:.4f}", flush=True)
-                time.sleep(0.5)
-                if name is None and not running:
-                    break
-            if name is None:
-                continue
-            steps = int(args.seconds / step_s[name])
-            proc = subprocess.Popen(command(VARIANTS[name] + args.extra, steps, seed, run_dir),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            running.append((proc, (name, seed), run_dir))
-    base = statistics.mean(vals["baseline", s] for s in seeds)
+        while queue or running:
+            while queue and len(running) < args.jobs:
+                name, seed, run_dir = queue.pop(0)
+                log = open(Path(tmp) / f"{name}-{seed}.log", "w+")  # (a pipe could fill up and block the run)
+                proc = subprocess.Popen(command(VARIANTS[name] + args.extra, int(args.seconds / step_s[name]), seed, run_dir),
+                                        stdout=subprocess.DEVNULL, stderr=log, text=True)
+                proc.log = log
+                running.append((proc, (name, seed), run_dir))
+            time.sleep(0.5)
+            for proc, key, run_dir in [job for job in running if job[0].poll() is not None]:
+                running.remove((proc, key, run_dir))
+                proc.log.seek(0)
+                err = proc.log.read()
+                proc.log.close()
+                if proc.returncode != 0:
+                    sys.exit(f"{key} failed ({proc.returncode}):\n{err[-3000:]}")
+                vals[key] = final_val(run_dir)
+                print(f"{key[0]} seed {key[1]}: val/loss {vals[key]:.4f}", flush=True)
+    base = statistics.mean(vals[names[0], s] for s in seeds)
     print(f"\n{args.seconds:g} s of training steps per run, seeds {args.seeds}, extra overrides: "
           f"{' '.join(args.extra) or '-'}\n")
     print("| variant | overrides | val/loss per seed | mean | spread | delta | step | steps |")

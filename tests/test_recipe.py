@@ -225,3 +225,16 @@ def test_time_budget_sets_and_records_the_steps(tmp_path, capsys):
     again = train(load_config([*over, "train.time_budget=5"]), argv=["test"])  # another budget: ignored
     assert again.step == res.step and again.resumed_from == res.step
     assert len([r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget"]) == 1
+
+
+def test_explicit_steps_turn_a_config_budget_off():
+    budgeted = ["+experiment=staircase", "train.time_budget=100"]
+    assert load_config(budgeted).train.time_budget == 100
+    cfg = load_config([*budgeted[:1], "train.steps=7"])  # no budget anywhere: unchanged
+    assert (cfg.train.steps, cfg.train.time_budget) == (7, None)
+    from spmdgpt.config.load import steps_over_budget
+
+    cfg = load_config(budgeted)
+    assert steps_over_budget(cfg, ["train.steps=7"]).train.time_budget is None  # as if a file set it
+    assert steps_over_budget(cfg, ["train.steps=7", "train.time_budget=100"]).train.time_budget == 100
+    assert steps_over_budget(cfg, ["train.seed=3"]).train.time_budget == 100

@@ -256,7 +256,8 @@ class TrainConfig:
     steps: int = 1000  # optimizer steps
     time_budget: Optional[float] = None  # seconds for the whole job from set-up to the final
     # evaluation: a calibration (a few timed steps and one evaluation) sets train.steps to fit;
-    # config.yaml records the steps it chose (and time_budget null), so a rerun repeats them
+    # config.yaml records the steps it chose (and time_budget null), so a rerun repeats them;
+    # an explicit train.steps=N on the command line turns a config file's budget off
     microbatches: int = 1  # gradient accumulation: each step's batch runs as k equal parts in turn
     # (inside the jitted step); data.batch_size stays the global batch of one optimizer step
     seed: int = 0  # seeds parameters and the data order
