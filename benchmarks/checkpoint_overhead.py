@@ -21,7 +21,9 @@ import numpy as np
 
 B1 = ["+experiment=shakespeare_char", "model.num_layers=4", "model.num_heads=4", "model.d_model=256",
       "model.max_seq_len=256", "data.seq_len=256", "data.batch_size=16", "train.eval_every=0",
-      "train.eval_batches=1", "train.log_every=10", "train.progress=false", "mesh.data=1"]
+      "train.eval_batches=1", "train.log_every=10", "train.progress=false", "mesh.data=1",
+      # B1 is AdamW, no QK-norm, fixed steps (the experiment's recipe changed in issue 21)
+      "optimizer.name=adamw", "model.qk_norm=false", "train.time_budget=null"]
 
 
 def run(steps: int, ckpt: list) -> float:

@@ -54,7 +54,7 @@ from spmdgpt.trainer import training_parts
 B1 = [
     "+experiment=shakespeare_char", "model.vocab_size=66", "model.num_layers=4",
     "model.num_heads=4", "model.d_model=256", "model.max_seq_len=256", "data.seq_len=256",
-    "data.batch_size=16", "mesh.data=1",
+    "data.batch_size=16", "mesh.data=1", "model.qk_norm=false", "train.time_budget=null",
 ]  # fmt: skip
 OPTIMIZERS = {
     "adamw": ["optimizer.name=adamw"],
@@ -224,7 +224,8 @@ def part_c(budget: int) -> dict:
     results = {}
     for label, ov in OPTIMIZERS.items():
         cfg = load_config([
-            "+experiment=shakespeare_char", *ov, f"train.steps={budget}", f"optimizer.warmup_steps={budget // 10}",
+            "+experiment=shakespeare_char", "model.qk_norm=false", *ov, f"train.steps={budget}",  # (the pre-issue-21 model)
+            f"optimizer.warmup_steps={budget // 10}",
             "train.eval_every=0", "train.rollout_tokens=0", "train.progress=false", "checkpoint.enabled=false",
             f"run.dir=runs/bench-optimizers-{time.strftime('%Y%m%d-%H%M%S')}-{label.split()[0]}-{len(results)}",
         ])  # fmt: skip

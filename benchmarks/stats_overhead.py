@@ -31,7 +31,9 @@ from spmdgpt.stats import make_stats_fn, stats_row  # noqa: E402
 from spmdgpt.trainer import training_parts  # noqa: E402
 
 B1 = ["+experiment=shakespeare_char", "model.num_layers=4", "model.num_heads=4", "model.d_model=256",
-      "model.max_seq_len=256", "data.seq_len=256", "data.batch_size=16", "mesh.data=1"]
+      "model.max_seq_len=256", "data.seq_len=256", "data.batch_size=16", "mesh.data=1",
+      # B1 is AdamW, no QK-norm, fixed steps (the experiment's recipe changed in issue 21)
+      "optimizer.name=adamw", "model.qk_norm=false", "train.time_budget=null"]
 
 
 def main() -> None:
