@@ -263,6 +263,10 @@ def fit_budget(cfg: Config, rules: Rules, optimizer, state, batcher: Batcher, ev
     t = cfg.train
     cal = calibrate(t.time_budget, started, t.eval_every, state, make_train_step(cfg, rules, optimizer),
                     batcher.train_batch, evaluator, None if rollouts is None else rollouts.sample)
+    if jax.process_count() > 1:  # every process trains process 0's choice (their timings differ)
+        from jax.experimental import multihost_utils
+
+        cal = dataclasses.replace(cal, steps=int(multihost_utils.broadcast_one_to_all(jnp.int32(cal.steps))))
     if cal.steps < 1:
         raise ConfigError([f"train.time_budget={t.time_budget:g} s leaves no time to train: {cal.elapsed_s:.1f} s "
                            f"go to setting up and a step takes {cal.step_s:.3f} s, an evaluation "
