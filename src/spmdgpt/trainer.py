@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import optax
 
 from spmdgpt.config import Config, ConfigError, profile_range, validate
+from spmdgpt.config.load import fixed_steps
 from spmdgpt.data import (
     Batcher,
     Corpus,
@@ -251,7 +252,7 @@ def recorded_steps(cfg: Config, run_dir: Path) -> Config:
     saved = load_run_config(run_dir).train
     if saved.time_budget is not None:
         return cfg
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=saved.steps, time_budget=None))
+    return fixed_steps(cfg, saved.steps)
 
 
 def fit_budget(cfg: Config, rules: Rules, optimizer, state, batcher: Batcher, evaluator: LossEvaluator,
@@ -271,7 +272,7 @@ def fit_budget(cfg: Config, rules: Rules, optimizer, state, batcher: Batcher, ev
         raise ConfigError([f"train.time_budget={t.time_budget:g} s leaves no time to train: {cal.elapsed_s:.1f} s "
                            f"go to setting up and a step takes {cal.step_s:.3f} s, an evaluation "
                            f"{cal.eval_s:.1f} s; raise the budget"])
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(t, steps=cal.steps, time_budget=None))
+    cfg = fixed_steps(cfg, cal.steps)
     return cfg, build_optimizer(cfg.optimizer, param_info(cfg.model), cal.steps), cal
 
 

@@ -49,14 +49,17 @@ def load_config(overrides: List[str]) -> Config:
 def steps_over_budget(cfg: Config, overrides: List[str]) -> Config:
     """An explicit train.steps=N among the overrides (and no train.time_budget there) turns off
     a budget that a config file set (e.g. the shakespeare_char experiment's): N steps it is."""
-    import dataclasses
-
     def given(key: str) -> bool:
         return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
 
     if cfg.train.time_budget is not None and given("train.steps") and not given("train.time_budget"):
-        return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, time_budget=None))
+        return fixed_steps(cfg, cfg.train.steps)
     return cfg
+
+
+def fixed_steps(cfg: Config, steps: int) -> Config:
+    """cfg training exactly `steps` steps, with no time budget (what a budget resolves to)."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps, time_budget=None))
 
 
 def _one_line_hydra_error(e: Exception) -> str:
