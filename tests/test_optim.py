@@ -280,7 +280,7 @@ def test_manifold_muon_keeps_weights_orthonormal_and_trains():
     """50 steps on Tiny Shakespeare: every governed matrix stays on the Stiefel manifold
     (|WᵀW - I| <= 1e-5 entrywise) and the loss falls from ~ln 65 = 4.17 by more than 1.2."""
     cfg = small_cfg("optimizer.name=manifold_muon", "optimizer.muon_lr=0.1", "optimizer.warmup_steps=10",
-                    "train.steps=50")
+                    "train.steps=50", "optimizer.solver_steps=5")
     losses, state, _ = train_steps(cfg, jax.devices()[:1], 50)
     assert governed_orthogonality_error(cfg, jax.device_get(state.params)) <= 1e-5
     assert losses[0] > 4.0 and losses[-5:].mean() < losses[0] - 1.2
@@ -354,7 +354,7 @@ def single_device(name, opt):
 def test_matrix_optimizers_under_every_rule_table(name, table, mesh):
     """3 steps on 8 devices == 1 device: losses within 2e-6, parameters within 1e-5, and the
     momentum is stored in the parameter's own layout."""
-    opt = [f"optimizer.name={name}", "optimizer.muon_lr=0.05", "optimizer.solver_steps=4"]
+    opt = [f"optimizer.name={name}", "optimizer.muon_lr=0.05", "optimizer.solver_steps=2"]
     ref_losses, ref_params = single_device(name, tuple(opt))
     losses, state, _ = train_steps(sharded_cfg(f"sharding={table}", *mesh, *opt), jax.devices(), 3)
     np.testing.assert_allclose(losses, ref_losses, rtol=0, atol=2e-6)

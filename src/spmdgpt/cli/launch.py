@@ -6,7 +6,7 @@ Starts N copies of `spmdgpt <command>` on this machine, joined by jax.distribute
 free coordinator port on 127.0.0.1 (the same code path as a multi-host cluster). Each process
 sees D simulated CPU devices. Output lines are prefixed with the rank; SIGINT/SIGTERM are
 forwarded to every process; if one process fails, the others are stopped (SIGTERM, then SIGKILL
-after a grace period) and the launcher exits with that process's code, so nothing hangs in a
+after `grace_s` seconds) and the launcher exits with that process's code, so nothing hangs in a
 collective waiting for a dead peer.
 """
 
@@ -25,9 +25,6 @@ from typing import List
 from spmdgpt.cli.args import parse
 from spmdgpt.config import ConfigError
 
-GRACE_S = 10.0  # SIGTERM -> SIGKILL
-
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -40,7 +37,7 @@ def _pump(rank: int, stream, out) -> None:
         out.flush()
 
 
-def _stop(procs, grace: float = GRACE_S) -> None:
+def _stop(procs, grace: float) -> None:
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -57,6 +54,7 @@ def _stop(procs, grace: float = GRACE_S) -> None:
 class LaunchArgs:
     nproc: int = 0  # processes to start (required)
     devices_per_proc: int = 1  # simulated CPU devices per process
+    grace_s: float = 10.0  # stopping the others after a failure: SIGTERM, then SIGKILL this much later
 
 
 def split_command(items: List[str]) -> tuple[list, list]:
@@ -86,6 +84,8 @@ def run(items: List[str]) -> int:
     if extra or args.nproc < 1 or args.devices_per_proc < 1 or not cmd:
         raise ConfigError(["launch needs nproc >= 1, devices_per_proc >= 1 and a command after --, "
                            "e.g. spmdgpt launch nproc=2 -- train +experiment=staircase"])
+    if args.grace_s < 0:
+        raise ConfigError([f"launch: grace_s={args.grace_s:g} must be >= 0 (seconds from SIGTERM to SIGKILL)"])
     port = free_port()
     flags = os.environ.get("XLA_FLAGS", "")
     flags = " ".join(f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count"))
@@ -116,7 +116,7 @@ def run(items: List[str]) -> int:
                 rank, code = failed[0]
                 print(f"spmdgpt launch: process {rank} exited with {code}; stopping the others",
                       file=sys.stderr, flush=True)
-                _stop(procs)
+                _stop(procs, args.grace_s)
                 break
             if all(c == 0 for c in codes):
                 break
@@ -124,7 +124,7 @@ def run(items: List[str]) -> int:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        _stop(procs)
+        _stop(procs, args.grace_s)
         for t in pumps:
             t.join(timeout=5)
     return code if code >= 0 else 128 - code  # a signal -N becomes 128 + N
