@@ -17,12 +17,16 @@ setup: $(STAMP)
 train: $(STAMP)
 	$(BIN)/spmdgpt train +experiment=shakespeare_char $(ARGS)
 
-# Fast test suite (slow tests excluded; `make test-all` runs them too).
+# Fast test suite (slow tests excluded; `make test-all` runs them too), in TEST_WORKERS processes
+# (pytest-xdist; each test file stays in one process, so its module fixtures are built once).
+TEST_WORKERS ?= 2
+TESTS := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(ARGS)
+	$(TESTS) $(ARGS)
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m "" $(ARGS)
+	$(TESTS) -m "" $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py
