@@ -1,8 +1,9 @@
 """Ablations of the `make train` recipe at equal wall time (issue: the main job, better).
 
-    python benchmarks/recipe.py [--seconds 150] [--seeds 0,1] [--only a,b] [--jobs 2] [--json out.json] [-- overrides]
+    python benchmarks/recipe.py [--seconds 150] [--seeds 0,1] [--only a,b] [--jobs 2] [--json out.json]
+                                [--experiment shakespeare_char] [-- overrides]
 
-Every variant is `spmdgpt train +experiment=shakespeare_char` plus its overrides. Equal wall
+Every variant is `spmdgpt train +experiment=EXPERIMENT` plus its overrides. Equal wall
 time, in two phases:
 
 1. Step times, measured first in this process (nothing else should run on the machine then):
@@ -31,31 +32,54 @@ import tempfile
 import time
 from pathlib import Path
 
-# name -> overrides added to the experiment (the first one is the baseline)
+
+def old(*overrides: str) -> list:
+    """Overrides on top of the experiment's defaults before this issue changed them (AdamW, no
+    QK-norm): rounds 1-3 were measured against that, and stay reproducible with it."""
+    keys = {o.split("=")[0] for o in overrides}
+    return [o for o in ("optimizer.name=adamw", "model.qk_norm=false") if o.split("=")[0] not in keys] + list(overrides)
+
+
+WSD = ["optimizer.schedule=wsd", "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"]
+
+# name -> overrides added to the experiment (the first one named is the baseline)
 VARIANTS = {
-    "baseline": [],
-    "muon": ["optimizer.name=muon"],
-    "qk_norm": ["model.qk_norm=true"],
-    "relu2": ["model.mlp=relu2"],
-    "untied": ["model.tie_embeddings=false"],
-    "untied+lrs": ["model.tie_embeddings=false", "optimizer.embed_lr=0.01", "optimizer.unembed_lr=0.002"],
-    "zero_init": ["model.zero_init_out=true"],
-    "softcap": ["model.logit_softcap=15"],
-    "wsd": ["optimizer.schedule=wsd", "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"],
-    "z_loss": ["model.z_loss=1e-4"],
-    "dropout": ["model.dropout=0.1"],
-    # on top of Muon (the second round: what stacks with the biggest single win)
-    "muon+relu2": ["optimizer.name=muon", "model.mlp=relu2"],
-    "muon+relu2+qk_norm": ["optimizer.name=muon", "model.mlp=relu2", "model.qk_norm=true"],
-    "muon+qk_norm": ["optimizer.name=muon", "model.qk_norm=true"],
-    "muon+qk_norm+wsd": ["optimizer.name=muon", "model.qk_norm=true", "optimizer.schedule=wsd",
-                         "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"],
-    "muon+relu2+qk_norm+wsd": ["optimizer.name=muon", "model.mlp=relu2", "model.qk_norm=true",
-                               "optimizer.schedule=wsd", "optimizer.cooldown_fraction=0.4", "optimizer.min_lr_ratio=0.0"],
+    # the first round: each technique alone, against the old default
+    "baseline": old(),
+    "muon": old("optimizer.name=muon"),
+    "qk_norm": old("model.qk_norm=true"),
+    "relu2": old("model.mlp=relu2"),
+    "untied": old("model.tie_embeddings=false"),
+    "untied+lrs": old("model.tie_embeddings=false", "optimizer.embed_lr=0.01", "optimizer.unembed_lr=0.002"),
+    "zero_init": old("model.zero_init_out=true"),
+    "softcap": old("model.logit_softcap=15"),
+    "wsd": old(*WSD),
+    "z_loss": old("model.z_loss=1e-4"),
+    "dropout": old("model.dropout=0.1"),
+    # the second and third rounds: what stacks with the biggest single win (Muon)
+    "muon+relu2": old("optimizer.name=muon", "model.mlp=relu2"),
+    "muon+relu2+qk_norm": old("optimizer.name=muon", "model.mlp=relu2", "model.qk_norm=true"),
+    "muon+qk_norm": old("optimizer.name=muon", "model.qk_norm=true"),
+    "muon+qk_norm+wsd": old("optimizer.name=muon", "model.qk_norm=true", *WSD),
+    "muon+relu2+qk_norm+wsd": old("optimizer.name=muon", "model.mlp=relu2", "model.qk_norm=true", *WSD),
+    # the fourth round: shape and learning rates at fixed wall time, on top of today's default
+    # (Muon + QK-norm; `default` adds nothing; seq64/seq256 keep the tokens per step)
+    "default": [],
+    "batch16": ["data.batch_size=16"],
+    "batch64": ["data.batch_size=64"],
+    "seq64": ["data.seq_len=64", "data.batch_size=64"],
+    "seq256": ["data.seq_len=256", "data.batch_size=16"],
+    "d128": ["model.d_model=128"],
+    "d256": ["model.d_model=256"],
+    "layers3": ["model.num_layers=3"],
+    "layers6": ["model.num_layers=6"],
+    "muon_lr0.03": ["optimizer.muon_lr=0.03"],
+    "muon_lr0.08": ["optimizer.muon_lr=0.08"],
+    "lr4e-3": ["optimizer.lr=4e-3"],
 }
 
 
-def step_seconds(variants: dict, rounds: int = 6, per_round: int = 4) -> dict:
+def step_seconds(experiment: str, variants: dict, rounds: int = 6, per_round: int = 4) -> dict:
     """{name: median wall time of one training step (after compilation)}, measured in this
     process round-robin (`rounds` rounds of `per_round` steps of each variant in turn), so that
     the machine's slow and fast minutes are shared evenly between the variants."""
@@ -67,7 +91,7 @@ def step_seconds(variants: dict, rounds: int = 6, per_round: int = 4) -> dict:
 
     parts, times = {}, {name: [] for name in variants}
     for name, overrides in variants.items():
-        cfg = load_config(["+experiment=shakespeare_char", *overrides])
+        cfg = load_config([f"+experiment={experiment}", *overrides])
         mesh = make_mesh(cfg.mesh)
         with jax.set_mesh(mesh):
             state, step, batcher, _ = training_parts(cfg, Rules(mesh, cfg.sharding))
@@ -87,8 +111,8 @@ def step_seconds(variants: dict, rounds: int = 6, per_round: int = 4) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def command(overrides: list, steps: int, seed: int, run_dir: Path) -> list:
-    return [sys.executable, "-m", "spmdgpt", "train", "+experiment=shakespeare_char", "train.progress=false",
+def command(experiment: str, overrides: list, steps: int, seed: int, run_dir: Path) -> list:
+    return [sys.executable, "-m", "spmdgpt", "train", f"+experiment={experiment}", "train.progress=false",
             f"train.steps={steps}", "train.eval_every=0", "train.rollout_tokens=0", "checkpoint.enabled=false",
             f"train.seed={seed}", f"run.dir={run_dir}", *overrides]
 
@@ -106,6 +130,7 @@ def main() -> None:
                     "deltas are against; default: every variant, against baseline)")
     ap.add_argument("--jobs", type=int, default=1, help="training processes at a time (phase 2)")
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--experiment", default="shakespeare_char", help="the experiment every variant starts from")
     ap.add_argument("extra", nargs="*", help="overrides added to every variant (after --)")
     args = ap.parse_args()
     from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
@@ -117,7 +142,7 @@ def main() -> None:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         sys.exit(f"--only: unknown variants {', '.join(unknown)}; the variants are {', '.join(VARIANTS)}")
-    step_s = step_seconds({name: VARIANTS[name] + args.extra for name in names})
+    step_s = step_seconds(args.experiment, {name: VARIANTS[name] + args.extra for name in names})
     for name in names:
         print(f"{name}: {step_s[name] * 1e3:.1f} ms/step -> {int(args.seconds / step_s[name])} steps", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,7 +152,8 @@ def main() -> None:
             while queue and len(running) < args.jobs:
                 name, seed, run_dir = queue.pop(0)
                 log = open(Path(tmp) / f"{name}-{seed}.log", "w+")  # (a pipe could fill up and block the run)
-                proc = subprocess.Popen(command(VARIANTS[name] + args.extra, int(args.seconds / step_s[name]), seed, run_dir),
+                steps = int(args.seconds / step_s[name])
+                proc = subprocess.Popen(command(args.experiment, VARIANTS[name] + args.extra, steps, seed, run_dir),
                                         stdout=subprocess.DEVNULL, stderr=log, text=True)
                 proc.log = log
                 running.append((proc, (name, seed), run_dir))
@@ -142,7 +168,8 @@ def main() -> None:
                 vals[key] = final_val(run_dir)
                 print(f"{key[0]} seed {key[1]}: val/loss {vals[key]:.4f}", flush=True)
     base = statistics.mean(vals[names[0], s] for s in seeds)
-    print(f"\n{args.seconds:g} s of training steps per run, seeds {args.seeds}, extra overrides: "
+    print(f"\n+experiment={args.experiment}, {args.seconds:g} s of training steps per run, seeds {args.seeds}, "
+          f"extra overrides: "
           f"{' '.join(args.extra) or '-'}\n")
     print("| variant | overrides | val/loss per seed | mean | spread | delta | step | steps |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
@@ -153,7 +180,8 @@ def main() -> None:
               f"{mean:.4f} | {max(v) - min(v):.4f} | {mean - base:+.4f} | {step_s[name] * 1e3:.0f} ms | "
               f"{int(args.seconds / step_s[name])} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"seconds": args.seconds, "seeds": seeds, "extra": args.extra,
+        Path(args.json).write_text(json.dumps({"experiment": args.experiment, "seconds": args.seconds,
+                                               "seeds": seeds, "extra": args.extra,
                                                "step_s": step_s, "val": {f"{n}/{s}": v for (n, s), v in vals.items()}},
                                               indent=1))
 
