@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup train test test-all bench clean
+.PHONY: setup train test test-all bench web clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py
+
+# Rebuild the browser bundle shipped in the package (src/spmdgpt/web/) from web/src (needs npm).
+web:
+	cd web && npm ci --no-audit --no-fund && npm run build
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

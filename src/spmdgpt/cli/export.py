@@ -1,8 +1,12 @@
-"""`spmdgpt export run.dir=<run> out=<folder> [step=N] [dtype=float32] [overwrite=true]`: a
-training run's checkpoint as a Hugging Face `transformers` model folder (config.json,
-generation_config.json, model.safetensors or shards with an index, the tokenizer), which
-`AutoModelForCausalLM.from_pretrained(out)` and `AutoTokenizer.from_pretrained(out)` load with
-no custom code. The mapping and its facts: `spmdgpt.hf`.
+"""`spmdgpt export run.dir=<run> out=<folder> [format=hf|web] [step=N] [dtype=float32] [overwrite=true]`:
+
+- format=hf (the default): a training run's checkpoint as a Hugging Face `transformers` model
+  folder (config.json, generation_config.json, model.safetensors or shards with an index, the
+  tokenizer), which `AutoModelForCausalLM.from_pretrained(out)` and
+  `AutoTokenizer.from_pretrained(out)` load with no custom code. The mapping and its facts:
+  `spmdgpt.hf`.
+- format=web: a static web page that runs the model in the browser with jax-js
+  (`spmdgpt.web`); serve the folder with any static file server.
 
 The folder is written beside `out` under a temporary name and renamed into place when complete,
 so `out` is never half-written; an existing non-empty `out` is refused unless overwrite=true.
@@ -21,7 +25,7 @@ from typing import List, Optional
 from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
 from spmdgpt.config import ConfigError
 
-FORMATS = ("hf",)
+FORMATS = ("hf", "web")
 
 
 @dataclass
@@ -29,14 +33,14 @@ class ExportArgs:
     run_dir: Optional[str] = None  # run.dir=...: the training run to export (required)
     out: Optional[str] = None  # the folder to write (required)
     step: Optional[int] = None  # the checkpoint's step (default: the newest)
-    format: str = "hf"  # hf: a transformers model folder
-    dtype: str = "float32"  # float32 | bfloat16 | float16: the weights' dtype in the files
+    format: str = "hf"  # hf: a transformers model folder; web: a static page running the model (jax-js)
+    dtype: str = "float32"  # float32 | bfloat16 | float16 (web: float32 | float16): the weights' dtype
     overwrite: bool = False  # replace a non-empty `out`
     shard_mb: float = 5000.0  # largest safetensors file; larger models get several and an index
 
 
 def check_args(args: ExportArgs) -> ExportArgs:
-    from spmdgpt.hf import DTYPES
+    from spmdgpt import hf, web
 
     errs = []
     if not args.run_dir:
@@ -47,8 +51,10 @@ def check_args(args: ExportArgs) -> ExportArgs:
         errs.append("out is required: the folder to write the exported model into")
     if args.format not in FORMATS:
         errs.append(f"format={args.format}: choose one of {', '.join(FORMATS)}")
-    if args.dtype not in DTYPES:
-        errs.append(f"dtype={args.dtype}: choose one of {', '.join(DTYPES)}")
+    dtypes = web.DTYPES if args.format == "web" else hf.DTYPES
+    if args.dtype not in dtypes:
+        errs.append(f"dtype={args.dtype}: choose one of {', '.join(dtypes)}"
+                    + (" (jax-js has no bfloat16)" if args.format == "web" else ""))
     if args.shard_mb <= 0:
         errs.append(f"shard_mb={args.shard_mb} must be > 0")
     if args.out and not errs:
@@ -76,17 +82,24 @@ def run(items: List[str]) -> int:
     cfg.dist = DistConfig()
     cfg = apply_overrides(cfg, overrides)
     cfg.mesh.data = cfg.mesh.model = 1  # exported from one device, whatever the run used
-    arch = architecture(cfg.model)  # before anything is loaded
+    web = args.format == "web"
+    arch = "a web page (jax-js)" if web else architecture(cfg.model)  # before anything is loaded
     tok_path = run_dir / "tokenizer.json"
     if not tok_path.is_file():
         raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
     tokenizer = tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
-    files = tokenizer_files(tokenizer, cfg.model.max_seq_len)
-    config = hf_config(cfg.model, tokenizer.eos_id)
-    config["torch_dtype"] = config["dtype"] = args.dtype
-    generation = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}
-    files = {"config.json": json.dumps(config, indent=2), "generation_config.json": json.dumps(generation, indent=2),
-             **files}
+    if web:  # a model or tokenizer the page cannot run: refused before anything is loaded
+        from spmdgpt.web import check_supported, tokenizer_spec
+
+        check_supported(cfg.model)
+        tokenizer_spec(tokenizer)
+    else:
+        files = tokenizer_files(tokenizer, cfg.model.max_seq_len)
+        config = hf_config(cfg.model, tokenizer.eos_id)
+        config["torch_dtype"] = config["dtype"] = args.dtype
+        generation = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}
+        files = {"config.json": json.dumps(config, indent=2),
+                 "generation_config.json": json.dumps(generation, indent=2), **files}
 
     import jax
     import numpy as np
@@ -99,7 +112,12 @@ def run(items: List[str]) -> int:
         step, params = load_params(run_dir, cfg.model, Rules(mesh, cfg.sharding), args.step,
                                    fix="export with the run's model config")
         params = jax.tree.map(np.asarray, jax.device_get(params))
-    tensors = cast(to_hf(cfg.model, params), args.dtype)
+    if web:
+        from spmdgpt.web import web_tensors, write_web_folder
+
+        tensors = web_tensors(params, args.dtype)
+    else:
+        tensors = cast(to_hf(cfg.model, params), args.dtype)
 
     # Written beside `out` under a temporary name, then renamed: never a half-written `out`.
     out = out.resolve()
@@ -108,7 +126,10 @@ def run(items: List[str]) -> int:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
-        write_folder(tmp, tensors, files, int(args.shard_mb * 1e6))
+        if web:
+            write_web_folder(tmp, cfg.model, tensors, tokenizer, args.dtype)
+        else:
+            write_folder(tmp, tensors, files, int(args.shard_mb * 1e6))
         if out.exists():
             out.rename(old)
         tmp.rename(out)

@@ -110,6 +110,10 @@ class GPT2Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size])
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token (for a mergeable token, its BPE merge rank is its id)."""
+        return self._enc.decode_single_token_bytes(token_id)
+
     def to_json(self) -> dict:
         return {"kind": "gpt2"}
 
