@@ -1,7 +1,8 @@
 // Node side of tests/test_web.py: loads an exported folder with the shipped bundle on jax-js's
 // WebAssembly backend and prints, as one JSON line, the logits of a prompt and a greedy
-// continuation, the logits of `sequence` computed through the KV cache (its first `prefill`
-// tokens in one pass, then one token per step), and the page tokenizer's ids of a text.
+// continuation, the logits of `sequence` computed through the KV cache as generation uses it
+// (its first `prefill` tokens in one eager pass, then one token per jitted decode step), and the
+// page tokenizer's ids of a text.
 //   node tests/web_parity.mjs <folder> '{"prompt": [ids], "new_tokens": n, "sequence": [ids], "prefill": k, "text": "..."}'
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -22,6 +23,7 @@ const refCounts = web.modelArrays(model).map((a) => a.refCount);
 const encoded = tokenizer.encode(text);
 let [out, cache] = web.forward(model, sequence.slice(0, prefill), null);
 const cached = Array.from(await out.data());
+cache = web.fixedCache(model, cache);
 for (const tok of sequence.slice(prefill)) {
   [out, cache] = web.forward(model, [tok], cache);
   cached.push(...(await out.data()));

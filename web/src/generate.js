@@ -1,8 +1,8 @@
-// Generation with the KV cache: the prompt in one forward pass (prefill), then one token per
-// step, each step's logits read back to the host to choose the next token (spmdgpt sample's
-// loop, for one sequence).
+// Generation with the KV cache: the prompt in one eager forward pass (prefill), then one token
+// per step through the jitted decode step, each step's logits read back to the host to choose
+// the next token (spmdgpt sample's loop, for one sequence).
 
-import { disposeCache, forward } from "./model.js";
+import { disposeCache, fixedCache, forward } from "./model.js";
 import { chooseToken, rng } from "./sample.js";
 
 /** The float32 logits of the last position of `logits` [t, V] (consumed). */
@@ -26,6 +26,7 @@ export async function* generate(model, promptIds, opts) {
   }
   const random = rng(seed);
   let [logits, cache] = forward(model, promptIds, null);
+  cache = fixedCache(model, cache); // decode steps: one jitted program, the same shapes every step
   try {
     for (let i = 0; i < maxNewTokens; i++) {
       const tok = chooseToken(await lastRow(logits), { ...opts, random });

@@ -8,7 +8,7 @@
 // passed as `.ref`); every intermediate is consumed exactly once, so the decode loop neither
 // frees a parameter nor leaks (the Node test checks every parameter's refCount after decoding).
 
-import { nn, numpy as np } from "@jax-js/jax";
+import { jit, nn, numpy as np } from "@jax-js/jax";
 
 const NEG = -1e30; // additive mask of a key a query may not see (finite: exp underflows to 0)
 
@@ -45,28 +45,31 @@ export function loadModel(config, tensors) {
     wgate: opt("blocks.w_gate", [D, F]),
     wdown: layerOf("blocks.w_down", [F, D]), bdown: opt("blocks.b_down", [D]),
   };
+  const dropNull = (o) => Object.fromEntries(Object.entries(o).filter(([, a]) => a !== null));
   const layers = [];
-  for (let l = 0; l < L; l++) {
-    const p = {};
-    for (const [k, make] of Object.entries(parts)) p[k] = make(l);
-    layers.push(p);
-  }
+  for (let l = 0; l < L; l++) layers.push(dropNull(Object.fromEntries(Object.entries(parts).map(([k, f]) => [k, f(l)]))));
   const V = c.vocab_size;
-  return {
-    config: c,
+  const params = dropNull({
     embed: whole("embed", [V, D]),
     unembed: has("unembed") ? whole("unembed", [D, V]) : null,
     lnf: whole("ln_f.scale", [D]),
     lnfb: has("ln_f.bias") ? whole("ln_f.bias", [D]) : null,
     layers,
-  };
+  });
+  return { config: c, params, step: decodeStep(c) };
 }
 
-/** Every array the model holds (to dispose of it, or to count live arrays in a test). */
+/** Every array the model holds (to dispose of it, or to check refcounts in a test). */
 export function modelArrays(model) {
-  const out = [model.embed, model.unembed, model.lnf, model.lnfb];
-  for (const p of model.layers) out.push(...Object.values(p));
-  return out.filter((a) => a !== null);
+  const { layers, ...top } = model.params;
+  return [...Object.values(top), ...layers.flatMap((p) => Object.values(p))];
+}
+
+/** The parameters again, each with one more reference (what a jitted call consumes). */
+function paramRefs(params) {
+  const { layers, ...top } = params;
+  const ref = (o) => Object.fromEntries(Object.entries(o).map(([k, a]) => [k, a.ref]));
+  return { ...ref(top), layers: layers.map(ref) };
 }
 
 function norm(c, scale, bias, x) {
@@ -104,7 +107,7 @@ function ropeTables(c, start, t) {
   return [np.array(cos, { shape: [t, 1, H] }), np.array(sin, { shape: [t, 1, H] })];
 }
 
-function rope(x, cos, sin, half) {
+function rope(x, cos, sin) {
   // x [t, N, H]: x * cos + (x2, x1) * sin
   const [x1, x2] = np.split(x.ref, 2, -1);
   const swapped = np.concatenate([x2, x1], -1);
@@ -124,9 +127,37 @@ function mlp(c, p, x) {
   return out;
 }
 
-/** One block on x [t, D] at positions start..: returns [x, k, v] with this layer's cache
- * extended by the t new keys and values ([N, start + t, H]). */
-function block(c, p, x, cache, start, rot, mask) {
+/** Causal attention of q [N, t, H] over the layer's cache extended by k, v [N, t, H] (the
+ * queries' own keys): [o [N, t, H], the new cache's k, v]. `bias` [1, t, S] is 0 where a query
+ * may see a key, NEG elsewhere. Eager path: the cache grows by concatenation. */
+function growingAttention(cache, bias) {
+  return (q, k, v) => {
+    const kAll = cache ? np.concatenate([cache[0], k], 1) : k; // [N, start + t, H]
+    const vAll = cache ? np.concatenate([cache[1], v], 1) : v;
+    return [attend(q, kAll.ref, vAll.ref, bias), kAll, vAll];
+  };
+}
+
+/** The same with a cache of fixed capacity C = max_seq_len (one new token, written where
+ * `onehot` [1, C, 1] is 1): every decode step has the same shapes, so it is one jitted program. */
+function fixedAttention(cache, onehot, bias) {
+  return (q, k, v) => {
+    const keep = onehot.ref.mul(-1).add(1);
+    const kAll = cache[0].mul(keep.ref).add(k.mul(onehot.ref));
+    const vAll = cache[1].mul(keep).add(v.mul(onehot));
+    return [attend(q, kAll.ref, vAll.ref, bias), kAll, vAll];
+  };
+}
+
+function attend(q, k, v, bias) {
+  // (batched matmuls rather than einsum: jax-js's einsum parser needs iterator helpers, which
+  // Node 20 lacks)
+  const scores = np.matmul(q, k.transpose([0, 2, 1])).mul(1 / Math.sqrt(q.shape[2])).add(bias);
+  return np.matmul(nn.softmax(scores, -1), v);
+}
+
+/** One block on x [t, D]: returns [x, k, v] (the layer's new cache, from `attention`). */
+function block(c, p, x, rot, attention) {
   const [t, N, H] = [x.shape[0], c.num_heads, c.head_dim];
   const h = norm(c, p.ln1, p.ln1b, x.ref);
   let qkv = np.matmul(h, p.wqkv.ref);
@@ -141,47 +172,78 @@ function block(c, p, x, cache, start, rot, mask) {
   }
   q = rope(q, rot[0].ref, rot[1].ref).transpose([1, 0, 2]); // [N, t, H]
   k = rope(k, rot[0].ref, rot[1].ref).transpose([1, 0, 2]);
-  const kAll = cache ? np.concatenate([cache[0], k], 1) : k; // [N, start + t, H]
-  const vAll = cache ? np.concatenate([cache[1], v], 1) : v;
-  // (batched matmuls rather than einsum: jax-js's einsum parser needs iterator helpers, which
-  // Node 20 lacks)
-  const scores = np.matmul(q, kAll.ref.transpose([0, 2, 1])).mul(1 / Math.sqrt(H)).add(mask.ref);
-  const probs = nn.softmax(scores, -1);
-  const o = np.matmul(probs, vAll.ref).transpose([1, 0, 2]).reshape([t, N * H]);
-  let a = np.matmul(o, p.wo.ref);
+  const [o, kAll, vAll] = attention(q, k, v);
+  let a = np.matmul(o.transpose([1, 0, 2]).reshape([t, N * H]), p.wo.ref);
   if (p.bo) a = a.add(p.bo.ref);
   x = x.add(a);
   x = x.ref.add(mlp(c, p, norm(c, p.ln2, p.ln2b, x)));
   return [x, kAll, vAll];
 }
 
+/** Embedding, the blocks (attention by `attentionOf(layer)`), final norm and unembedding:
+ * ids [t] -> [logits [t, V], per layer [k, v]]. The same code runs eagerly and under jit. */
+function run(c, params, ids, rot, attentionOf) {
+  let x = np.take(params.embed.ref, ids, 0); // [t, D]
+  const next = [];
+  for (let l = 0; l < c.num_layers; l++) {
+    const [y, k, v] = block(c, params.layers[l], x, rot, attentionOf(l));
+    x = y;
+    next.push([k, v]);
+  }
+  x = norm(c, params.lnf, params.lnfb, x);
+  let logits = np.matmul(x, params.unembed ? params.unembed.ref : params.embed.ref.transpose());
+  if (c.logit_softcap) logits = np.tanh(logits.mul(1 / c.logit_softcap)).mul(c.logit_softcap);
+  return [logits, next];
+}
+
+/** The jitted decode step on a fixed-capacity cache: one token in, its logits [1, V] and the
+ * cache with its keys and values written at the position `onehot` marks. */
+function decodeStep(c) {
+  return jit((params, cache, ids, onehot, bias, cos, sin) => {
+    const out = run(c, params, ids, [cos, sin], (l) => fixedAttention(cache[l], onehot.ref, bias.ref));
+    for (const a of [onehot, bias, cos, sin]) a.dispose();
+    return out;
+  });
+}
+
 /** tokens (plain numbers) at positions start..start+t-1 -> [logits [t, V] (a jax-js array the
  * caller consumes), the new cache]. `cache`: null (an empty prompt) or the previous call's,
- * {layers: per layer [k, v] of shape [N, start, H], length: start}; it is consumed. */
+ * {layers: per layer [k, v], length: start, fixed}; it is consumed. A growing cache ([N, start,
+ * H] per layer) takes any number of tokens eagerly; a fixed one (`fixedCache`) takes one token
+ * per call through the jitted decode step. */
 export function forward(model, tokens, cache) {
   const c = model.config;
   const t = tokens.length;
   const start = cache ? cache.length : 0;
   if (start + t > c.max_seq_len) throw new Error(`context ${start + t} exceeds max_seq_len ${c.max_seq_len}`);
   const ids = np.array(Int32Array.from(tokens), { shape: [t], dtype: np.int32 });
-  let x = np.take(model.embed.ref, ids, 0); // [t, D]
   const rot = ropeTables(c, start, t);
+  if (cache && cache.fixed) {
+    if (t !== 1) throw new Error("a fixed-capacity cache takes one token per step");
+    const C = c.max_seq_len;
+    const hot = new Float32Array(C);
+    hot[start] = 1;
+    const m = new Float32Array(C).fill(NEG, start + 1); // the new token sees keys 0..start
+    const [logits, layers] = model.step(paramRefs(model.params), cache.layers, ids, np.array(hot, { shape: [1, C, 1] }),
+      np.array(m, { shape: [1, 1, C] }), rot[0], rot[1]);
+    return [logits, { layers, length: start + 1, fixed: true }];
+  }
   const m = new Float32Array(t * (start + t)); // query i sees keys 0..start+i
   for (let i = 0; i < t; i++) for (let j = start + i + 1; j < start + t; j++) m[i * (start + t) + j] = NEG;
-  const mask = np.array(m, { shape: [1, t, start + t] });
-  const next = [];
-  for (let l = 0; l < c.num_layers; l++) {
-    const [y, k, v] = block(c, model.layers[l], x, cache ? cache.layers[l] : null, start, rot, mask);
-    x = y;
-    next.push([k, v]);
-  }
-  rot[0].dispose();
-  rot[1].dispose();
-  mask.dispose();
-  x = norm(c, model.lnf, model.lnfb, x);
-  let logits = np.matmul(x, model.unembed ? model.unembed.ref : model.embed.ref.transpose());
-  if (c.logit_softcap) logits = np.tanh(logits.mul(1 / c.logit_softcap)).mul(c.logit_softcap);
-  return [logits, { layers: next, length: start + t }];
+  const bias = np.array(m, { shape: [1, t, start + t] });
+  const [logits, layers] = run(c, model.params, ids, rot,
+    (l) => growingAttention(cache ? cache.layers[l] : null, bias.ref));
+  for (const a of [...rot, bias]) a.dispose();
+  return [logits, { layers, length: start + t, fixed: false }];
+}
+
+/** A growing cache moved into fixed-capacity buffers [N, max_seq_len, H] (zeros past its
+ * length), for the jitted decode steps. The growing cache is consumed. */
+export function fixedCache(model, cache) {
+  const c = model.config;
+  const pad = [c.num_heads, c.max_seq_len - cache.length, c.head_dim];
+  const grow = (a) => np.concatenate([a, np.zeros(pad)], 1);
+  return { layers: cache.layers.map(([k, v]) => [grow(k), grow(v)]), length: cache.length, fixed: true };
 }
 
 /** Dispose of a cache (when a generation ends). */

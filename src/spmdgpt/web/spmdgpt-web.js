@@ -15700,6 +15700,7 @@ var logit = jit$1(function logit2(x) {
 });
 Symbol.dispose ??= /* @__PURE__ */ Symbol.for("Symbol.dispose");
 Symbol.asyncDispose ??= /* @__PURE__ */ Symbol.for("Symbol.asyncDispose");
+var jit = jit$1;
 
 // node_modules/@jax-js/loaders/dist/chunk-Cl8Af3a2.js
 var __defProp3 = Object.defineProperty;
@@ -19258,26 +19259,27 @@ function loadModel(config, tensors) {
     wdown: layerOf("blocks.w_down", [F, D]),
     bdown: opt("blocks.b_down", [D])
   };
+  const dropNull = (o) => Object.fromEntries(Object.entries(o).filter(([, a]) => a !== null));
   const layers = [];
-  for (let l = 0; l < L; l++) {
-    const p = {};
-    for (const [k, make] of Object.entries(parts)) p[k] = make(l);
-    layers.push(p);
-  }
+  for (let l = 0; l < L; l++) layers.push(dropNull(Object.fromEntries(Object.entries(parts).map(([k, f]) => [k, f(l)]))));
   const V = c.vocab_size;
-  return {
-    config: c,
+  const params = dropNull({
     embed: whole("embed", [V, D]),
     unembed: has("unembed") ? whole("unembed", [D, V]) : null,
     lnf: whole("ln_f.scale", [D]),
     lnfb: has("ln_f.bias") ? whole("ln_f.bias", [D]) : null,
     layers
-  };
+  });
+  return { config: c, params, step: decodeStep(c) };
 }
 function modelArrays(model) {
-  const out = [model.embed, model.unembed, model.lnf, model.lnfb];
-  for (const p of model.layers) out.push(...Object.values(p));
-  return out.filter((a) => a !== null);
+  const { layers, ...top } = model.params;
+  return [...Object.values(top), ...layers.flatMap((p) => Object.values(p))];
+}
+function paramRefs(params) {
+  const { layers, ...top } = params;
+  const ref = (o) => Object.fromEntries(Object.entries(o).map(([k, a]) => [k, a.ref]));
+  return { ...ref(top), layers: layers.map(ref) };
 }
 function norm2(c, scale, bias, x) {
   if (c.norm === "layernorm") x = x.ref.sub(numpy_exports.mean(x, -1, { keepdims: true }));
@@ -19308,7 +19310,7 @@ function ropeTables(c, start, t) {
   }
   return [numpy_exports.array(cos2, { shape: [t, 1, H] }), numpy_exports.array(sin2, { shape: [t, 1, H] })];
 }
-function rope(x, cos2, sin2, half) {
+function rope(x, cos2, sin2) {
   const [x1, x2] = numpy_exports.split(x.ref, 2, -1);
   const swapped = numpy_exports.concatenate([x2, x1], -1);
   return x.mul(cos2).add(swapped.mul(sin2));
@@ -19325,7 +19327,26 @@ function mlp(c, p, x) {
   if (p.bdown) out = out.add(p.bdown.ref);
   return out;
 }
-function block(c, p, x, cache, start, rot, mask) {
+function growingAttention(cache, bias) {
+  return (q, k, v) => {
+    const kAll = cache ? numpy_exports.concatenate([cache[0], k], 1) : k;
+    const vAll = cache ? numpy_exports.concatenate([cache[1], v], 1) : v;
+    return [attend(q, kAll.ref, vAll.ref, bias), kAll, vAll];
+  };
+}
+function fixedAttention(cache, onehot, bias) {
+  return (q, k, v) => {
+    const keep = onehot.ref.mul(-1).add(1);
+    const kAll = cache[0].mul(keep.ref).add(k.mul(onehot.ref));
+    const vAll = cache[1].mul(keep).add(v.mul(onehot));
+    return [attend(q, kAll.ref, vAll.ref, bias), kAll, vAll];
+  };
+}
+function attend(q, k, v, bias) {
+  const scores = numpy_exports.matmul(q, k.transpose([0, 2, 1])).mul(1 / Math.sqrt(q.shape[2])).add(bias);
+  return numpy_exports.matmul(nn_exports.softmax(scores, -1), v);
+}
+function block(c, p, x, rot, attention) {
   const [t, N, H] = [x.shape[0], c.num_heads, c.head_dim];
   const h = norm2(c, p.ln1, p.ln1b, x.ref);
   let qkv = numpy_exports.matmul(h, p.wqkv.ref);
@@ -19340,16 +19361,32 @@ function block(c, p, x, cache, start, rot, mask) {
   }
   q = rope(q, rot[0].ref, rot[1].ref).transpose([1, 0, 2]);
   k = rope(k, rot[0].ref, rot[1].ref).transpose([1, 0, 2]);
-  const kAll = cache ? numpy_exports.concatenate([cache[0], k], 1) : k;
-  const vAll = cache ? numpy_exports.concatenate([cache[1], v], 1) : v;
-  const scores = numpy_exports.matmul(q, kAll.ref.transpose([0, 2, 1])).mul(1 / Math.sqrt(H)).add(mask.ref);
-  const probs = nn_exports.softmax(scores, -1);
-  const o = numpy_exports.matmul(probs, vAll.ref).transpose([1, 0, 2]).reshape([t, N * H]);
-  let a = numpy_exports.matmul(o, p.wo.ref);
+  const [o, kAll, vAll] = attention(q, k, v);
+  let a = numpy_exports.matmul(o.transpose([1, 0, 2]).reshape([t, N * H]), p.wo.ref);
   if (p.bo) a = a.add(p.bo.ref);
   x = x.add(a);
   x = x.ref.add(mlp(c, p, norm2(c, p.ln2, p.ln2b, x)));
   return [x, kAll, vAll];
+}
+function run(c, params, ids, rot, attentionOf) {
+  let x = numpy_exports.take(params.embed.ref, ids, 0);
+  const next = [];
+  for (let l = 0; l < c.num_layers; l++) {
+    const [y, k, v] = block(c, params.layers[l], x, rot, attentionOf(l));
+    x = y;
+    next.push([k, v]);
+  }
+  x = norm2(c, params.lnf, params.lnfb, x);
+  let logits = numpy_exports.matmul(x, params.unembed ? params.unembed.ref : params.embed.ref.transpose());
+  if (c.logit_softcap) logits = numpy_exports.tanh(logits.mul(1 / c.logit_softcap)).mul(c.logit_softcap);
+  return [logits, next];
+}
+function decodeStep(c) {
+  return jit((params, cache, ids, onehot, bias, cos2, sin2) => {
+    const out = run(c, params, ids, [cos2, sin2], (l) => fixedAttention(cache[l], onehot.ref, bias.ref));
+    for (const a of [onehot, bias, cos2, sin2]) a.dispose();
+    return out;
+  });
 }
 function forward(model, tokens, cache) {
   const c = model.config;
@@ -19357,24 +19394,42 @@ function forward(model, tokens, cache) {
   const start = cache ? cache.length : 0;
   if (start + t > c.max_seq_len) throw new Error(`context ${start + t} exceeds max_seq_len ${c.max_seq_len}`);
   const ids = numpy_exports.array(Int32Array.from(tokens), { shape: [t], dtype: numpy_exports.int32 });
-  let x = numpy_exports.take(model.embed.ref, ids, 0);
   const rot = ropeTables(c, start, t);
+  if (cache && cache.fixed) {
+    if (t !== 1) throw new Error("a fixed-capacity cache takes one token per step");
+    const C = c.max_seq_len;
+    const hot = new Float32Array(C);
+    hot[start] = 1;
+    const m2 = new Float32Array(C).fill(NEG, start + 1);
+    const [logits2, layers2] = model.step(
+      paramRefs(model.params),
+      cache.layers,
+      ids,
+      numpy_exports.array(hot, { shape: [1, C, 1] }),
+      numpy_exports.array(m2, { shape: [1, 1, C] }),
+      rot[0],
+      rot[1]
+    );
+    return [logits2, { layers: layers2, length: start + 1, fixed: true }];
+  }
   const m = new Float32Array(t * (start + t));
   for (let i = 0; i < t; i++) for (let j = start + i + 1; j < start + t; j++) m[i * (start + t) + j] = NEG;
-  const mask = numpy_exports.array(m, { shape: [1, t, start + t] });
-  const next = [];
-  for (let l = 0; l < c.num_layers; l++) {
-    const [y, k, v] = block(c, model.layers[l], x, cache ? cache.layers[l] : null, start, rot, mask);
-    x = y;
-    next.push([k, v]);
-  }
-  rot[0].dispose();
-  rot[1].dispose();
-  mask.dispose();
-  x = norm2(c, model.lnf, model.lnfb, x);
-  let logits = numpy_exports.matmul(x, model.unembed ? model.unembed.ref : model.embed.ref.transpose());
-  if (c.logit_softcap) logits = numpy_exports.tanh(logits.mul(1 / c.logit_softcap)).mul(c.logit_softcap);
-  return [logits, { layers: next, length: start + t }];
+  const bias = numpy_exports.array(m, { shape: [1, t, start + t] });
+  const [logits, layers] = run(
+    c,
+    model.params,
+    ids,
+    rot,
+    (l) => growingAttention(cache ? cache.layers[l] : null, bias.ref)
+  );
+  for (const a of [...rot, bias]) a.dispose();
+  return [logits, { layers, length: start + t, fixed: false }];
+}
+function fixedCache(model, cache) {
+  const c = model.config;
+  const pad2 = [c.num_heads, c.max_seq_len - cache.length, c.head_dim];
+  const grow = (a) => numpy_exports.concatenate([a, numpy_exports.zeros(pad2)], 1);
+  return { layers: cache.layers.map(([k, v]) => [grow(k), grow(v)]), length: cache.length, fixed: true };
 }
 function disposeCache(cache) {
   if (cache) for (const [k, v] of cache.layers) k.dispose(), v.dispose();
@@ -19441,6 +19496,7 @@ async function* generate(model, promptIds, opts) {
   }
   const random = rng(seed);
   let [logits, cache] = forward(model, promptIds, null);
+  cache = fixedCache(model, cache);
   try {
     for (let i = 0; i < maxNewTokens; i++) {
       const tok = chooseToken(await lastRow(logits), { ...opts, random });
@@ -19537,10 +19593,10 @@ async function mountPage({ startBackend: startBackend2, loadExport: loadExport2 
     $("backend").textContent = backend;
     $("model").textContent = `${config.num_layers} layers x ${config.d_model}, ${config.num_heads} heads, vocabulary ${config.vocab_size}, context ${config.max_seq_len}, ${config.dtype}`;
     status.textContent = "ready";
-    const run = $("generate");
-    run.disabled = false;
-    run.onclick = async () => {
-      run.disabled = true;
+    const run2 = $("generate");
+    run2.disabled = false;
+    run2.onclick = async () => {
+      run2.disabled = true;
       const out = $("output");
       out.textContent = "";
       try {
@@ -19566,7 +19622,7 @@ async function mountPage({ startBackend: startBackend2, loadExport: loadExport2 
         status.textContent = `error: ${e2.message}`;
         console.error(e2);
       } finally {
-        run.disabled = false;
+        run2.disabled = false;
       }
     };
     window.spmdgpt = {
@@ -19606,6 +19662,7 @@ async function loadExport(read) {
 }
 export {
   chooseToken,
+  fixedCache,
   forward,
   generate,
   loadExport,
