@@ -12,6 +12,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # many times (in process and in every `spmdgpt train` subprocess), and a cache hit replaces
 # seconds of compilation. The executables are the same programs, so results are unchanged.
 import atexit  # noqa: E402
+import contextlib  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -70,3 +71,25 @@ def staircase_cfg():
         return load_config(["+experiment=staircase", *overrides])
 
     return make
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+
+
+@contextlib.contextmanager
+def chromium_tab(url: str):
+    """(a headless Chromium tab at `url`, the list its console errors and page errors go to),
+    driven by Playwright (Debian's chromium: Playwright cannot download its own browsers here)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            tab = browser.new_page()
+            errors = []
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            tab.on("pageerror", lambda e: errors.append(str(e)))
+            tab.goto(url)
+            yield tab, errors
+        finally:
+            browser.close()

@@ -2,14 +2,12 @@
 that follow them; checked in headless Chromium when it is installed; bad input."""
 
 import json
-import shutil
 from html.parser import HTMLParser
 
 import pytest
+from conftest import chromium_tab, needs_chromium
 
 from spmdgpt.cli import main
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -60,22 +58,12 @@ def test_page_has_every_token_and_eval_s_loss(page, tmp_path, capsys):
     assert tip.startswith('"5": p=') and tip.count("p=") == 4  # the token, then its top 3
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+@needs_chromium
 def test_page_in_headless_chromium(page):
-    sync_api = pytest.importorskip("playwright.sync_api")
     _, _, out = page
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            tab = browser.new_page()
-            errors = []
-            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            tab.on("pageerror", lambda e: errors.append(str(e)))
-            tab.goto(out.as_uri())
-            cells = tab.eval_on_selector_all(
-                "span.tok", "els => els.map(e => [e.dataset.lp ?? null, getComputedStyle(e).backgroundColor])")
-        finally:
-            browser.close()
+    with chromium_tab(out.as_uri()) as (tab, errors):
+        cells = tab.eval_on_selector_all(
+            "span.tok", "els => els.map(e => [e.dataset.lp ?? null, getComputedStyle(e).backgroundColor])")
     assert errors == [] and len(cells) == 153
     scored = sorted((float(lp), int(bg.split(",")[1])) for lp, bg in cells if lp is not None)  # rgb(255, G, G)
     greens = [g for _, g in scored]

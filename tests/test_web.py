@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import chromium_tab, needs_chromium
 
 from spmdgpt import train
 from spmdgpt.cli import main
@@ -27,7 +28,6 @@ from spmdgpt.web import static_server
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_node = pytest.mark.skipif(NODE is None, reason="Node.js is not installed (the bundle runs under Node here)")
 TINY = ["model.num_layers=2", "model.d_model=32", "model.num_heads=2", "data.batch_size=8", "data.seq_len=32",
         "model.max_seq_len=128", "train.steps=30", "optimizer.warmup_steps=5", "model.init_std=0.1", "train.eval_every=0", "train.rollout_tokens=0",
@@ -125,36 +125,26 @@ def test_page_model_computes_jax_logits_and_greedy_text(kind, reference):
     assert set(got["refCounts"]) == {1}
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+@needs_chromium
 @pytest.mark.parametrize("kind", ["char", "gpt2"])
 def test_page_in_headless_chromium(kind, reference, tmp_path):
     """The page served by a static server: no console errors; its model's logits and greedy
     text equal JAX's and spmdgpt sample's; the Generate button streams text and shows tokens/s."""
-    sync_api = pytest.importorskip("playwright.sync_api")
     ref = reference(kind)
-    with static_server(ref["out"]) as url, sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            tab = browser.new_page()
-            errors = []
-            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            tab.on("pageerror", lambda e: errors.append(str(e)))
-            tab.goto(url)
-            tab.wait_for_function("document.getElementById('status').textContent !== 'starting...' && "
-                                  "!document.getElementById('status').textContent.startsWith('loading')",
-                                  timeout=120_000)
-            assert tab.text_content("#status") == "ready", errors
-            backend = tab.evaluate("window.spmdgpt.backend")
-            logits = np.array(tab.evaluate("ids => window.spmdgpt.logits(ids)", ref["prompt"]), np.float32)
-            greedy = tab.evaluate("ids => window.spmdgpt.greedy(ids, 100)", ref["prompt"])
-            tab.fill("#prompt", PROMPT)
-            tab.fill("#max_new_tokens", "20")
-            tab.click("#generate")
-            tab.wait_for_function("document.getElementById('status').textContent === 'done'", timeout=120_000)
-            streamed, speed = tab.text_content("#output"), tab.text_content("#speed")
-            tab.screenshot(path=str(tmp_path / f"page-{kind}.png"), full_page=True)
-        finally:
-            browser.close()
+    with static_server(ref["out"]) as url, chromium_tab(url) as (tab, errors):
+        tab.wait_for_function("document.getElementById('status').textContent !== 'starting...' && "
+                              "!document.getElementById('status').textContent.startsWith('loading')",
+                              timeout=120_000)
+        assert tab.text_content("#status") == "ready", errors
+        backend = tab.evaluate("window.spmdgpt.backend")
+        logits = np.array(tab.evaluate("ids => window.spmdgpt.logits(ids)", ref["prompt"]), np.float32)
+        greedy = tab.evaluate("ids => window.spmdgpt.greedy(ids, 100)", ref["prompt"])
+        tab.fill("#prompt", PROMPT)
+        tab.fill("#max_new_tokens", "20")
+        tab.click("#generate")
+        tab.wait_for_function("document.getElementById('status').textContent === 'done'", timeout=120_000)
+        streamed, speed = tab.text_content("#output"), tab.text_content("#speed")
+        tab.screenshot(path=str(tmp_path / f"page-{kind}.png"), full_page=True)
     assert errors == []
     assert backend in ("wasm", "webgpu")
     assert np.abs(ref["logits"] - logits.reshape(ref["logits"].shape)).max() <= 1e-3
