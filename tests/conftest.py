@@ -77,13 +77,17 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
 
 
+# WebGPU in headless Chromium without a GPU: SwiftShader's CPU Vulkan as the adapter
+WEBGPU_ON_CPU = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader", "--enable-features=Vulkan"]
+
+
 @contextlib.contextmanager
-def chromium_tab(url: str):
+def chromium_tab(url: str, args: tuple = ()):
     """(a headless Chromium tab at `url`, the list its console errors and page errors go to),
     driven by Playwright (Debian's chromium: Playwright cannot download its own browsers here)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", *args])
         try:
             tab = browser.new_page()
             errors = []

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import chromium_tab, needs_chromium
+from conftest import WEBGPU_ON_CPU, chromium_tab, needs_chromium
 
 from spmdgpt import train
 from spmdgpt.cli import main
@@ -126,17 +126,19 @@ def test_page_model_computes_jax_logits_and_greedy_text(kind, reference):
 
 
 @needs_chromium
-@pytest.mark.parametrize("kind", ["char", "gpt2"])
-def test_page_in_headless_chromium(kind, reference, tmp_path):
+@pytest.mark.parametrize("kind,backend", [("char", "wasm"), ("gpt2", "wasm"), ("char", "webgpu")])
+def test_page_in_headless_chromium(kind, backend, reference, tmp_path):
     """The page served by a static server: no console errors; its model's logits and greedy
-    text equal JAX's and spmdgpt sample's; the Generate button streams text and shows tokens/s."""
+    text equal JAX's and spmdgpt sample's; the Generate button streams text and shows tokens/s.
+    WebGPU runs on SwiftShader's CPU Vulkan here (no GPU): the same kernels a GPU would run."""
     ref = reference(kind)
-    with static_server(ref["out"]) as url, chromium_tab(url) as (tab, errors):
+    args = WEBGPU_ON_CPU if backend == "webgpu" else ()
+    with static_server(ref["out"]) as url, chromium_tab(url, args) as (tab, errors):
         tab.wait_for_function("document.getElementById('status').textContent !== 'starting...' && "
                               "!document.getElementById('status').textContent.startsWith('loading')",
                               timeout=120_000)
         assert tab.text_content("#status") == "ready", errors
-        backend = tab.evaluate("window.spmdgpt.backend")
+        used = tab.evaluate("window.spmdgpt.backend")
         logits = np.array(tab.evaluate("ids => window.spmdgpt.logits(ids)", ref["prompt"]), np.float32)
         greedy = tab.evaluate("ids => window.spmdgpt.greedy(ids, 100)", ref["prompt"])
         tab.fill("#prompt", PROMPT)
@@ -146,7 +148,7 @@ def test_page_in_headless_chromium(kind, reference, tmp_path):
         streamed, speed = tab.text_content("#output"), tab.text_content("#speed")
         tab.screenshot(path=str(tmp_path / f"page-{kind}.png"), full_page=True)
     assert errors == []
-    assert backend in ("wasm", "webgpu")
+    assert used == backend
     assert np.abs(ref["logits"] - logits.reshape(ref["logits"].shape)).max() <= 1e-3
     assert PROMPT + ref["tok"].decode(greedy["ids"]) == ref["sampled"]
     assert len(streamed) > 0 and speed.startswith("20 tokens, ") and speed.endswith(" tokens/s")
