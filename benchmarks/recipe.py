@@ -73,6 +73,8 @@ VARIANTS = {
     "d256": ["model.d_model=256"],
     "layers3": ["model.num_layers=3"],
     "layers6": ["model.num_layers=6"],
+    "d128+layers6": ["model.d_model=128", "model.num_layers=6"],
+    "d128+muon_lr0.08": ["model.d_model=128", "optimizer.muon_lr=0.08"],
     "muon_lr0.03": ["optimizer.muon_lr=0.03"],
     "muon_lr0.08": ["optimizer.muon_lr=0.08"],
     "lr4e-3": ["optimizer.lr=4e-3"],
