@@ -40,8 +40,9 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
            "          spmdgpt viz run.dir=runs/r1 text_file=held_out.txt [out=page.html top_k=5]",
     "plot": "PNGs of runs' losses, learning rate, gradient norm and MFU, overlaid:\n"
             "          spmdgpt plot runs/a runs/b [out=plots names=adamw,muon]",
-    "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer):\n"
-              "          spmdgpt export run.dir=runs/r1 out=exported [step=N dtype=bfloat16 overwrite=true]",
+    "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer), or\n"
+              "          as a static web page that runs it in the browser (format=web):\n"
+              "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"
             "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]",
