@@ -70,8 +70,9 @@ PROMPT = "ROMEO:\nI"
 @pytest.fixture(scope="module")
 def reference(exported):
     """{kind: dict}: what JAX and spmdgpt compute for the exported run: the tokenizer, the
-    prompt's ids and logits, `sequence` (40 held-out tokens) and its logits, and the greedy
-    text of `spmdgpt sample temperature=0 max_new_tokens=100`."""
+    prompt's ids and logits (and `logits16`, with the parameters rounded to float16),
+    `sequence` (40 held-out tokens) and its logits, and the greedy text of `spmdgpt sample
+    temperature=0 max_new_tokens=100`."""
     made = {}
 
     def get(kind):
@@ -89,12 +90,14 @@ def reference(exported):
             _, params = load_params(run_dir, cfg.model, rules)
             logits, whole = (np.asarray(forward(cfg.model, rules, params, jnp.array([ids], jnp.int32))[0][0])
                              for ids in (prompt, sequence))
+            rounded = jax.tree.map(lambda a: a.astype(jnp.float16).astype(jnp.float32), params)  # dtype=float16
+            logits16 = np.asarray(forward(cfg.model, rules, rounded, jnp.array([prompt], jnp.int32))[0][0])
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             assert main(["sample", f"run.dir={run_dir}", f"prompt={PROMPT}", "max_new_tokens=100", "temperature=0",
                          "mesh.data=1"]) == 0
         made[kind] = dict(out=out, tok=tok, prompt=prompt, logits=logits, sequence=sequence, whole=whole,
-                          sampled=printed.getvalue().removesuffix("\n"))
+                          logits16=logits16, sampled=printed.getvalue().removesuffix("\n"))
         return made[kind]
 
     return get
@@ -152,6 +155,25 @@ def test_page_in_headless_chromium(kind, backend, reference, tmp_path):
     assert np.abs(ref["logits"] - logits.reshape(ref["logits"].shape)).max() <= 1e-3
     assert PROMPT + ref["tok"].decode(greedy["ids"]) == ref["sampled"]
     assert len(streamed) > 0 and speed.startswith("20 tokens, ") and speed.endswith(" tokens/s")
+
+
+@needs_chromium
+def test_float16_export_in_chromium(exported, reference, tmp_path):
+    """dtype=float16 halves the weights' bytes; the page (float32 compute on the float16
+    weights) gives JAX's logits for the same float16-rounded parameters within 1e-3."""
+    run_dir, out32 = exported("char")
+    ref = reference("char")
+    out = tmp_path / "page16"
+    assert main(["export", f"run.dir={run_dir}", f"out={out}", "format=web", "dtype=float16"]) == 0
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float16"
+    size16, size32 = ((d / "model.safetensors").stat().st_size for d in (out, out32))
+    assert size16 < 0.55 * size32
+    with static_server(out) as url, chromium_tab(url) as (tab, errors):
+        tab.wait_for_function("window.spmdgpt !== undefined", timeout=120_000)
+        logits = np.array(tab.evaluate("ids => window.spmdgpt.logits(ids)", ref["prompt"]), np.float32)
+    assert errors == []
+    assert np.abs(ref["logits16"] - logits.reshape(ref["logits16"].shape)).max() <= 1e-3
+    assert np.abs(ref["logits16"] - ref["logits"]).max() > 1e-4  # the rounding shows: the test can tell
 
 
 def test_export_web_refuses_bad_input(exported, tmp_path, capsys):
