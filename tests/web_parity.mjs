@@ -28,5 +28,5 @@ for (const tok of sequence.slice(prefill)) {
   [out, cache] = web.forward(model, [tok], cache);
   cached.push(...(await out.data()));
 }
-for (const [k, v] of cache.layers) (k.dispose(), v.dispose());
+web.disposeCache(cache);
 console.log(JSON.stringify({ backend, logits, greedy, seconds, refCounts, encoded, cached, decoded: tokenizer.decode(greedy) }));

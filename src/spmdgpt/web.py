@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 import http.server
 import json
@@ -51,8 +52,6 @@ TRAINING_ONLY = {"init_std", "attention", "remat", "scan_unroll", "attention_blo
 
 def check_supported(cfg: ModelConfig) -> None:
     """ConfigError naming any model field the page's model does not know."""
-    import dataclasses
-
     unknown = [f.name for f in dataclasses.fields(cfg) if f.name not in COMPUTED | TRAINING_ONLY]
     if unknown:
         raise ConfigError([f"format=web: the page's model (web/src/model.js) does not implement "

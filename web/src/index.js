@@ -6,11 +6,11 @@ import { init, defaultDevice } from "@jax-js/jax";
 import { safetensors } from "@jax-js/loaders";
 
 import { generate, promptLogits } from "./generate.js";
-import { fixedCache, forward, loadModel, modelArrays } from "./model.js";
+import { disposeCache, fixedCache, forward, loadModel, modelArrays } from "./model.js";
 import { loadTokenizer } from "./tokenizer.js";
 
 export { chooseToken, rng } from "./sample.js";
-export { fixedCache, forward, generate, loadModel, loadTokenizer, modelArrays, promptLogits };
+export { disposeCache, fixedCache, forward, generate, loadModel, loadTokenizer, modelArrays, promptLogits };
 
 /** Start jax-js on the fastest backend it finds (WebGPU, else WebAssembly); returns its name.
  * `prefer` ("wasm" | "webgpu") forces one when available (only it is started). */

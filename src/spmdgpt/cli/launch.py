@@ -25,6 +25,7 @@ from typing import List
 from spmdgpt.cli.args import parse
 from spmdgpt.config import ConfigError
 
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

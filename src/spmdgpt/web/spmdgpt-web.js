@@ -19662,6 +19662,7 @@ async function loadExport(read) {
 }
 export {
   chooseToken,
+  disposeCache,
   fixedCache,
   forward,
   generate,
