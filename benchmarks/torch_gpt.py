@@ -88,8 +88,13 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--steps", type=int, default=10, help="steps per timed window")
     ap.add_argument("--windows", type=int, default=3)
-    ap.add_argument("--no-compile", action="store_true", help="eager mode (CPU smoke tests)")
+    ap.add_argument("--no-compile", action="store_true", help="eager mode")
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                    help="compute dtype: bfloat16 autocast, or plain float32 (no autocast)")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -99,11 +104,11 @@ def main() -> None:
     decay = [p for p in model.parameters() if p.dim() >= 2 and p is not model.embed.weight]
     rest = [p for p in model.parameters() if not any(p is q for q in decay)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
     loss_fn = model if args.no_compile else torch.compile(model)
 
     def step(x, y):
-        with torch.autocast(dev, dtype=torch.bfloat16):
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=args.dtype == "bfloat16"):
             loss = loss_fn(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -130,10 +135,11 @@ def main() -> None:
             torch.cuda.synchronize()
         rates.append(args.steps * args.batch * args.seq / (time.perf_counter() - t0))
     out = {
-        "impl": "pytorch", "seq": args.seq, "batch": args.batch, "tokens_per_sec": statistics.median(rates),
+        "impl": "pytorch", "compile": not args.no_compile, "dtype": args.dtype, "seq": args.seq, "batch": args.batch, "tokens_per_sec": statistics.median(rates),
         "rates": rates, "loss": float(loss), "compile_s": compile_s,
         "peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
         "torch": torch.__version__, "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "threads": torch.get_num_threads(),
     }
     print(json.dumps(out))
 
