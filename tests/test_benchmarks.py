@@ -1,10 +1,13 @@
-"""Benchmark scripts that a session with a GPU only has to run: they run here, tiny, on a CPU."""
+"""Benchmark scripts: those a session with a GPU only has to run run here, tiny, on a CPU; the
+PyTorch reference of the CPU and GPU comparisons is checked to be spmdgpt's model."""
 
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,3 +26,48 @@ def test_gpu_benchmark_speed_runs_tiny_on_cpu(tmp_path):
     assert xla["tokens_per_sec"] > 0 and xla["planned_bytes"] > 0
     assert abs(xla["loss"] - math.log(512)) < 0.5
     assert "model.attention=cudnn needs an NVIDIA GPU" in rows["jax-cudnn-1k"]["error"]
+
+
+def test_pytorch_reference_is_spmdgpt_model():
+    """benchmarks/torch_gpt.py, the PyTorch side of benchmarks/peer.py, is the same model: with
+    spmdgpt's initial parameters copied in, it gives spmdgpt's loss on the same tokens, and the
+    same gradient for the embedding (to float32 rounding)."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    import jax
+    import numpy as np
+
+    from spmdgpt.config import load_config
+    from spmdgpt.model import init_params, loss_fn
+    from spmdgpt.sharding import Rules, make_mesh
+
+    spec = importlib.util.spec_from_file_location("torch_gpt", ROOT / "benchmarks" / "torch_gpt.py")
+    torch_gpt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(torch_gpt)
+    v, d, n, L, t = 65, 64, 4, 2, 32
+    cfg = load_config([f"model.vocab_size={v}", f"model.d_model={d}", f"model.num_heads={n}", f"model.num_layers={L}",
+                       f"model.max_seq_len={t}", f"data.seq_len={t}", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    toks = np.random.default_rng(0).integers(0, v, (2, t + 1)).astype(np.int32)
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        loss, grads = jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, toks[:, :-1], toks[:, 1:]))(params)
+    p = jax.tree.map(lambda a: torch.tensor(np.asarray(a)), params)
+    model = torch_gpt.GPT(v, d, n, L, t)
+    with torch.no_grad():
+        model.embed.weight.copy_(p.embed)
+        model.ln_f.weight.copy_(p.ln_f.scale)
+        for i, blk in enumerate(model.blocks):
+            blk.ln1.weight.copy_(p.blocks.ln1.scale[i])
+            blk.ln2.weight.copy_(p.blocks.ln2.scale[i])
+            blk.qkv.weight.copy_(p.blocks.w_qkv[i].reshape(d, 3 * d).T)  # [d, 3, n, h] -> [3 * n * h, d]
+            blk.proj.weight.copy_(p.blocks.w_o[i].reshape(d, d).T)  # [n, h, d] -> [d, n * h]
+            blk.up.weight.copy_(p.blocks.w_up[i].T)
+            blk.down.weight.copy_(p.blocks.w_down[i].T)
+    x = torch.tensor(toks, dtype=torch.long)
+    ref = model(x[:, :-1].contiguous(), x[:, 1:].contiguous())
+    ref.backward()
+    assert abs(float(ref) - float(loss)) < 1e-5, (float(ref), float(loss))
+    np.testing.assert_allclose(model.embed.weight.grad.numpy(), np.asarray(grads.embed), atol=1e-6, rtol=1e-4)
