@@ -251,6 +251,32 @@ def test_resume_on_other_layouts(tmp_path):
                                    rtol=0, atol=5e-6)
 
 
+@pytest.mark.parametrize("overrides", [["sharding=fsdp", "mesh.data=8"],
+                                       ["sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "optimizer.name=muon"],
+                                       ["sharding=tp", "mesh.data=4", "mesh.model=2", "optimizer.name=manifold_muon"]])
+def test_restore_target_is_the_fresh_state_layout_without_allocating(overrides):
+    """The restore target of a resume or init_from (state.abstract_state) has every leaf's shape,
+    dtype and sharding of a real fresh state (params and optimizer state, on 8 devices), and is
+    built without running the initialisation: no array is created."""
+    from spmdgpt.checkpoint import abstract
+    from spmdgpt.state import abstract_state
+
+    cfg = load_config(["model.d_model=64", "model.num_heads=4", "model.num_layers=2", *overrides])
+    mesh = make_mesh(cfg.mesh, jax.devices())
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 100)
+        before = len(jax.live_arrays())
+        target = abstract_state(cfg, rules, opt)
+        assert len(jax.live_arrays()) == before
+        real = abstract(init_state(cfg, rules, opt))
+    got, want = jax.tree.leaves(target), jax.tree.leaves(real)
+    assert jax.tree.structure(target) == jax.tree.structure(real) and len(got) > 20
+    for a, b in zip(got, want):
+        assert (a.shape, a.dtype, a.sharding.spec) == (b.shape, b.dtype, b.sharding.spec)
+        assert a.sharding.mesh == mesh and a.sharding.is_equivalent_to(b.sharding, len(a.shape))
+
+
 def test_init_from_loads_parameters_only(tmp_path, capsys):
     src = tmp_path / "src"
     train(load_config(_inproc(src, "train.steps=30")), argv=["pytest"])

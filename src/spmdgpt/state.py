@@ -43,7 +43,7 @@ from spmdgpt.config import (
     to_dict,
 )
 from spmdgpt.hf import hf_folder
-from spmdgpt.model import Params, init_params, param_info, param_shapes
+from spmdgpt.model import Params, abstract_params, init_params, param_info, param_shapes
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
 from spmdgpt.sharding import Rules
@@ -75,6 +75,21 @@ def init_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformatio
     params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
     params = initial_params(cfg.optimizer, param_info(cfg.model), params)
     return TrainState(jnp.zeros((), jnp.int32), params, jax.jit(optimizer.init)(params))
+
+
+def abstract_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation) -> TrainState:
+    """init_state's shapes, dtypes and shardings on rules' mesh, with nothing computed or
+    allocated: the restore target of a resume or of checkpoint.init_from (a 7B model's random
+    initialisation and optimizer state would otherwise be built first and thrown away)."""
+    params = abstract_params(cfg.model, rules)
+    opt_state = jax.eval_shape(jax.jit(optimizer.init), params)  # its leaves' shardings follow the params'
+
+    def on_mesh(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+        spec = s.sharding.spec if s.sharding is not None else jax.sharding.PartitionSpec()
+        return jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=jax.sharding.NamedSharding(rules.mesh, spec))
+
+    step = jax.ShapeDtypeStruct((), jnp.int32, sharding=jax.sharding.NamedSharding(rules.mesh, jax.sharding.PartitionSpec()))
+    return TrainState(step, params, jax.tree.map(on_mesh, opt_state))
 
 
 def has_checkpoints(run_dir: Path) -> bool:
@@ -119,9 +134,9 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
     if restart and jax.process_index() == 0:  # every check passed: cut the logs back to step 0
         for log in LOGS:
             truncate_jsonl(run_dir / log, 0)
-    fresh = init_state(cfg, rules, optimizer)  # also the restore target: shapes + this layout
+    target = abstract_state(cfg, rules, optimizer)  # shapes + this run's layout, nothing allocated
     if resume:
-        found = restore_latest(reader, fresh)
+        found = restore_latest(reader, target)
         if found is None:  # step folders, but none that orbax finished writing
             raise ConfigError(
                 [f"run.dir={run_dir}: its checkpoints/ folder holds no complete checkpoint; move it "
@@ -139,11 +154,11 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
 
             params = read_params(cfg.model, hf_files, rules)  # (checked above)
         else:
-            params, _, _ = reader.restore(reader.steps()[-1], fresh.params)
+            params, _, _ = reader.restore(reader.steps()[-1], target.params)
         params = initial_params(cfg.optimizer, param_info(cfg.model), params)
-        state = TrainState(fresh.step, params, jax.jit(optimizer.init)(params))
+        state = TrainState(jnp.zeros((), jnp.int32), params, jax.jit(optimizer.init)(params))
         return Start(state, StartKind.init_from, 0)
-    return Start(fresh, StartKind.restarted if restart else StartKind.fresh, 0)
+    return Start(init_state(cfg, rules, optimizer), StartKind.restarted if restart else StartKind.fresh, 0)
 
 
 def _same_config(run_dir: Path, cfg: Config) -> bool:
