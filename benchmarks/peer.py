@@ -76,7 +76,8 @@ def cpu_model() -> str:
     flags = set(fields.get("Flags", "").split())
     wanted = ["avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile"]
     have = [f for f in wanted if f in flags]
-    return f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs, flags: {' '.join(have) or 'none of ' + ' '.join(wanted)}"
+    flags_text = " ".join(have) or "none of " + " ".join(wanted)
+    return f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs, flags: {flags_text}"
 
 
 def last_json(cmd: list) -> dict:
@@ -109,7 +110,8 @@ def main() -> None:
     names = args.configs.split(",")
     for n in names:
         if n not in SHAPES:
-            sys.exit(f"peer.py: unknown config {n!r} in --configs; choose from {', '.join(SHAPES)}")
+            print(f"peer.py: unknown config {n!r} in --configs; choose from {', '.join(SHAPES)}", file=sys.stderr)
+            sys.exit(2)
     import torch  # noqa: F401  (fail early, with the import error, when PyTorch is missing)
 
     print(f"CPU: {cpu_model()}", flush=True)

@@ -84,11 +84,11 @@ def abstract_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransform
     params = abstract_params(cfg.model, rules)
     opt_state = jax.eval_shape(jax.jit(optimizer.init), params)  # its leaves' shardings follow the params'
 
-    def on_mesh(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+    def on_mesh(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:  # (a scalar's sharding is None: replicated)
         spec = s.sharding.spec if s.sharding is not None else jax.sharding.PartitionSpec()
         return jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=jax.sharding.NamedSharding(rules.mesh, spec))
 
-    step = jax.ShapeDtypeStruct((), jnp.int32, sharding=jax.sharding.NamedSharding(rules.mesh, jax.sharding.PartitionSpec()))
+    step = on_mesh(jax.ShapeDtypeStruct((), jnp.int32))
     return TrainState(step, params, jax.tree.map(on_mesh, opt_state))
 
 
