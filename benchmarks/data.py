@@ -115,6 +115,9 @@ def run_measured(cmd: list) -> tuple[float, int]:
     return dt, peak[0]
 
 
+_ENCODING: list = []  # tiktoken's GPT-2 encoding, set by `tokenize` before it forks
+
+
 def _encode_lines(corpus: Path, part: int = 0, parts: int = 1) -> int:
     """The baseline's work on every `parts`-th line of corpus starting at `part`: read, parse,
     encode with tiktoken (GPT-2, loaded before any fork). Returns the tokens (+1 per document)."""
@@ -125,9 +128,6 @@ def _encode_lines(corpus: Path, part: int = 0, parts: int = 1) -> int:
             if i % parts == part:
                 n += len(enc.encode_ordinary(json.loads(line)["text"])) + 1
     return n
-
-
-_ENCODING: list = []
 
 
 def tokenize(args) -> None:

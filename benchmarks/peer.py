@@ -9,7 +9,7 @@ the same under `torch.compile`, all float32. The reference is the same model wri
 PyTorch (pre-norm LayerNorm without bias, RoPE, tanh-GELU MLP, tied embeddings, AdamW with
 clipping). Every process times `--windows` windows of `--steps` steps after 3 warm-up steps
 and reports the median window; the table shows the median over rounds, and the ratio is spmdgpt
-over the faster of PyTorch eager and compiled. The CPU (lscpu model name and its matrix flags)
+over the faster of PyTorch eager and compiled. The CPU (lscpu model name and its vector flags)
 heads the output, to go with every row recorded in benchmarks/BENCHMARKS.md.
 
 B1: vocab 65, 4 layers, 4 heads, d_model 256, seq 256, batch 16. B2: the same with vocabulary
@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from train_shakespeare import cpu_model  # (this folder is on sys.path when a script here runs)
 
 HERE = Path(__file__).parent
 SHAPES = {"B1": {"vocab": 65, "batch": 16}, "B2": {"vocab": 50257, "batch": 8}}
@@ -66,20 +68,6 @@ print(json.dumps(rates))
 """
 
 
-def cpu_model() -> str:
-    """lscpu's model name and the CPU's vector/matrix flags that matter here."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU (no lscpu)"
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    flags = set(fields.get("Flags", "").split())
-    wanted = ["avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile"]
-    have = [f for f in wanted if f in flags]
-    flags_text = " ".join(have) or "none of " + " ".join(wanted)
-    return f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs, flags: {flags_text}"
-
-
 def last_json(cmd: list) -> dict:
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -114,7 +102,8 @@ def main() -> None:
             sys.exit(2)
     import torch  # noqa: F401  (fail early, with the import error, when PyTorch is missing)
 
-    print(f"CPU: {cpu_model()}", flush=True)
+    cpu = cpu_model()
+    print(f"CPU: {cpu}", flush=True)
     runs = {"matmul_jax": [], "matmul_torch": [], **{f"{n}/{impl}": [] for n in names
                                                        for impl in ("spmdgpt", "eager", "compile")}}
     for r in range(args.rounds):
@@ -135,7 +124,7 @@ def main() -> None:
           f"PyTorch float32 {mm['torch']['float32']:.0f}, bfloat16 {mm['torch']['bfloat16']:.0f}")
     print("| config | spmdgpt tokens/s | PyTorch eager | PyTorch compile | spmdgpt / best PyTorch |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    result = {"cpu": cpu_model(), "matmul_gflops": mm, "runs": runs}
+    result = {"cpu": cpu, "matmul_gflops": mm, "runs": runs}
     for n in names:
         s, e, c = med[f"{n}/spmdgpt"], med[f"{n}/eager"], med[f"{n}/compile"]
         ratio = s / max(e, c)

@@ -135,7 +135,8 @@ def main() -> None:
             torch.cuda.synchronize()
         rates.append(args.steps * args.batch * args.seq / (time.perf_counter() - t0))
     out = {
-        "impl": "pytorch", "compile": not args.no_compile, "dtype": args.dtype, "seq": args.seq, "batch": args.batch, "tokens_per_sec": statistics.median(rates),
+        "impl": "pytorch", "compile": not args.no_compile, "dtype": args.dtype, "seq": args.seq, "batch": args.batch,
+        "tokens_per_sec": statistics.median(rates),
         "rates": rates, "loss": float(loss), "compile_s": compile_s,
         "peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
         "torch": torch.__version__, "device": torch.cuda.get_device_name() if cuda else "cpu",

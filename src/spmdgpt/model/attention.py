@@ -68,6 +68,22 @@ def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
     return segment_ids[:, q, None] == segment_ids[:, None, k]
 
 
+def causal_blocks(t: int, block: int, segment_ids: Optional[jax.Array] = None):
+    """Causal attention over t positions cut into query blocks of `block` (one block of all t when
+    block is not a proper divisor of t): for each, (its query rows, the end of its keys [0, end),
+    its mask [queries, keys], or [b, queries, keys] with segment_ids). Key blocks above the
+    diagonal are left out."""
+    idx = jnp.arange(t, dtype=jnp.int32)
+    if block <= 0 or block >= t or t % block:
+        block = t
+    for i in range(t // block):
+        rows, end = slice(i * block, (i + 1) * block), (i + 1) * block
+        mask = causal_mask(idx[rows], idx[:end])
+        if segment_ids is not None:
+            mask = mask[None] & document_mask(segment_ids, rows, slice(0, end))
+        yield rows, end, mask
+
+
 def blocked_causal_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, block: int, rules: Rules,
     segment_ids: Optional[jax.Array] = None, drop: float = 0.0, key: Optional[jax.Array] = None,
@@ -79,16 +95,8 @@ def blocked_causal_attention(
     [b, t] (document numbers), a query also attends only to keys of its own document. With a
     key, attention dropout of rate `drop` (block i's mask from fold_in(key, i)).
     """
-    t = q.shape[2]
-    idx = jnp.arange(t, dtype=jnp.int32)
-    if block <= 0 or block >= t or t % block:
-        block = t
     outs = []
-    for i in range(t // block):
-        rows, end = slice(i * block, (i + 1) * block), (i + 1) * block
-        mask = causal_mask(idx[rows], idx[:end])
-        if segment_ids is not None:
-            mask = mask[None] & document_mask(segment_ids, rows, slice(0, end))
+    for i, (rows, end, mask) in enumerate(causal_blocks(q.shape[2], block, segment_ids)):
         block_key = None if key is None else jax.random.fold_in(key, i)
         outs.append(dot_product_attention(q[:, :, rows], k[:, :, :end], v[:, :, :end], mask, rules, drop, block_key))
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=2)

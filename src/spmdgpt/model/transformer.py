@@ -210,20 +210,14 @@ def _block_stats(cfg, rules, p, h, h2, a, m, x, positions, batch, segment_ids) -
     attention logit (q.k / sqrt(head_dim) over the pairs the causal, document mask allows: the
     usual early sign of an unstable run). Recomputes q, k and that projection; the logits one
     block of model.attention_block queries at a time (never all [b, n, t, t] at once)."""
-    from spmdgpt.model.attention import causal_mask, document_mask, qkv_projection
+    from spmdgpt.model.attention import causal_blocks, qkv_projection
 
     q, k, _ = qkv_projection(cfg, rules, p, h, positions, batch)  # [b, n, t, hd]
-    t = q.shape[2]
-    block = cfg.attention_block if 0 < cfg.attention_block < t and t % cfg.attention_block == 0 else t
-    idx = jnp.arange(t, dtype=jnp.int32)
     maxima = []
-    for i in range(t // block):
-        rows = slice(i * block, (i + 1) * block)
-        scores = jnp.einsum("bnqh,bnkh->bnqk", q[:, :, rows], k, out_sharding=rules.spec("batch", "heads", None, None),
-                            preferred_element_type=jnp.float32) * q.shape[-1] ** -0.5
-        allowed = causal_mask(idx[rows], idx)[None, None]
-        if segment_ids is not None:
-            allowed = allowed & document_mask(segment_ids, rows, slice(None))[:, None]
+    for rows, end, mask in causal_blocks(q.shape[2], cfg.attention_block, segment_ids):
+        scores = jnp.einsum("bnqh,bnkh->bnqk", q[:, :, rows], k[:, :, :end], preferred_element_type=jnp.float32,
+                            out_sharding=rules.spec("batch", "heads", None, None)) * q.shape[-1] ** -0.5
+        allowed = mask[None, None] if mask.ndim == 2 else mask[:, None]
         maxima.append(jnp.max(jnp.where(allowed, scores, -jnp.inf)))
     up, gate = mlp_inputs(cfg, rules, p, h2)  # the nonlinearity's input: SwiGLU's gate, else the up projection
     pre = up if gate is None else gate
