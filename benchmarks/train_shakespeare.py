@@ -51,8 +51,10 @@ def one_run(extra: list) -> dict:
     val = [r["val/loss"] for r in rows if "val/loss" in r]
     steps = max(r["step"] for r in rows if "loss" in r)
     tps = [r["tokens_per_sec"] for r in rows if r.get("tokens_per_sec")]
+    budget = [r for r in rows if r.get("event") == "time_budget_used"]  # (train.time_budget runs)
+    fit = f", budget used {budget[0]['used_s']:.1f} s (predicted {budget[0]['predicted_s']:.1f} s)" if budget else ""
     print(f"  {wall:.1f} s, {steps} steps, val/loss by evaluation: {', '.join(f'{v:.4f}' for v in val)}, "
-          f"mean {sum(tps) / len(tps):,.0f} tokens/s", flush=True)
+          f"mean {sum(tps) / len(tps):,.0f} tokens/s{fit}", flush=True)
     return {"wall": wall, "val": val[-1], "steps": steps, "cmd": " ".join(cmd[1:])}
 
 

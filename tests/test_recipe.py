@@ -4,6 +4,7 @@ are covered by the end-to-end tests."""
 
 import math
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -202,6 +203,39 @@ def test_budget_arithmetic():
     assert steps_within(4.0, 0.2, 5.0, 250) == 0  # not even one step and its evaluation
 
 
+def test_calibration_times_a_window_of_steps(monkeypatch):
+    """calibrate times at least MIN_TIMED_STEPS steps and keeps going until MIN_TIMED_S seconds of
+    them (at most MAX_TIMED_STEPS), on a fake clock; the steps then fill what is left."""
+    import spmdgpt.budget as budget
+
+    clock = [100.0]
+    monkeypatch.setattr(budget.time, "perf_counter", lambda: clock[0])
+
+    class State(NamedTuple):
+        params: jax.Array
+
+    def run(step_s):
+        def train_step(state, x):
+            clock[0] += step_s
+            return State(state.params + 1), x
+
+        def evaluate(params):
+            clock[0] += 2.0
+        return budget.calibrate(100.0, 99.0, 50, State(jnp.zeros(())), train_step, lambda i: (jnp.float32(i),),
+                                evaluate)
+
+    cal = run(0.25)  # 3 s of 0.25 s steps: 12 of them
+    assert (cal.timed_steps, cal.step_s, cal.compile_s, cal.eval_s) == (12, 0.25, 0.0, 2.0)
+    # started at 99: 1 s before, 0.25 (first step) + 3 (timed) + 4 (evaluation twice) = 8.25 s used
+    assert cal.elapsed_s == pytest.approx(8.25)
+    # 91.75 s left: 311 steps (77.75 s) and 7 evaluations (14 s) fill it exactly
+    assert cal.steps == steps_within(100.0 - 8.25, 0.25, 2.0, 50) == 311
+    assert cal.evals == 7 and cal.predicted_s() == pytest.approx(100.0)
+    assert cal.row()["predicted_s"] == pytest.approx(100.0) and cal.row()["timed_steps"] == 12
+    assert run(1.0).timed_steps == budget.MIN_TIMED_STEPS == 8
+    assert run(0.001).timed_steps == budget.MAX_TIMED_STEPS == 64
+
+
 def test_time_budget_sets_and_records_the_steps(tmp_path, capsys):
     """A budgeted run calibrates, trains the steps that fit, and records them in config.yaml
     (time_budget null there); the same command again resumes with those steps (no calibration)."""
@@ -220,9 +254,14 @@ def test_time_budget_sets_and_records_the_steps(tmp_path, capsys):
     # the chosen steps fill what the calibration left of the budget, to within one step
     left = 20 - e["elapsed_s"] - e["compile_s"]
     assert res.step * e["step_s"] + e["eval_s"] <= left < (res.step + 1) * e["step_s"] + e["eval_s"]
+    used = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget_used"]
+    assert len(used) == 1 and used[0]["step"] == res.step and used[0]["predicted_s"] == e["predicted_s"]
+    assert used[0]["used_s"] > e["elapsed_s"] and e["timed_steps"] >= 8
     saved = load_run_config(tmp_path).train
     assert saved.steps == res.step and saved.time_budget is None
-    assert f"train.steps={res.step} (recorded in config.yaml)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"train.steps={res.step} (recorded in config.yaml)" in err
+    assert f"train.time_budget=20 s: used {used[0]['used_s']:.1f} s (predicted {e['predicted_s']:.1f} s)" in err
     again = train(load_config([*over, "train.time_budget=5"]), argv=["test"])  # another budget: ignored
     assert again.step == res.step and again.resumed_from == res.step
     assert len([r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget"]) == 1

@@ -20,7 +20,10 @@ from typing import Callable, Optional
 import jax
 import jax.numpy as jnp
 
-TIMED_STEPS = 8  # steps timed after the compiling one (their median is the step time)
+# Steps timed after the compiling one (their median is the step time): at least MIN_TIMED_STEPS,
+# and more until MIN_TIMED_S seconds of them have run (at most MAX_TIMED_STEPS), so that a fast
+# step is timed over a window long enough for the machine's jitter to average out.
+MIN_TIMED_STEPS, MAX_TIMED_STEPS, MIN_TIMED_S = 8, 64, 3.0
 
 
 def evaluations(steps: int, eval_every: int) -> int:
@@ -47,17 +50,25 @@ class Calibration:
     step_s: float  # median time of one training step
     eval_s: float  # one evaluation (validation loss, and rollouts when on)
     steps: int  # what fits
+    evals: int  # the evaluations those steps include
+    timed_steps: int  # how many steps step_s is the median of
+
+    def predicted_s(self) -> float:
+        """The whole run's predicted wall time from the start of `train`: what the calibration
+        used, the run's own compilation, its steps and its evaluations."""
+        return self.elapsed_s + self.compile_s + self.steps * self.step_s + self.evals * self.eval_s
 
     def row(self) -> dict:
         return {"step": 0, "event": "time_budget", "budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s, 3),
                 "compile_s": round(self.compile_s, 3), "step_s": round(self.step_s, 5),
-                "eval_s": round(self.eval_s, 3), "steps": self.steps}
+                "eval_s": round(self.eval_s, 3), "steps": self.steps, "timed_steps": self.timed_steps,
+                "predicted_s": round(self.predicted_s(), 3)}
 
 
 def calibrate(budget_s: float, started: float, eval_every: int, state, train_step,
               batch_at: Callable[[int], tuple], evaluate: Callable, rollout: Optional[Callable] = None) -> Calibration:
     """Time `train_step` (compiled here) on a copy of `state` (the state itself is untouched)
-    over batches batch_at(0..TIMED_STEPS), and one call of `evaluate(params)` and
+    over batches batch_at(0, 1, ...) (see MIN_TIMED_STEPS), and one call of `evaluate(params)` and
     `rollout(params)` after a first, compiling, call of each; return the step count that fits
     in what is left of budget_s seconds counted from `started` (a time.perf_counter value)."""
     probe = jax.tree.map(jnp.copy, state)  # train_step donates its state
@@ -66,9 +77,9 @@ def calibrate(budget_s: float, started: float, eval_every: int, state, train_ste
     jax.block_until_ready(m)
     first = time.perf_counter() - t0
     times = []
-    for i in range(1, TIMED_STEPS + 1):
+    while len(times) < MIN_TIMED_STEPS or (sum(times) < MIN_TIMED_S and len(times) < MAX_TIMED_STEPS):
         t0 = time.perf_counter()
-        probe, m = train_step(probe, *batch_at(i))
+        probe, m = train_step(probe, *batch_at(len(times) + 1))
         jax.block_until_ready(m)
         times.append(time.perf_counter() - t0)
     step_s = statistics.median(times)
@@ -83,4 +94,5 @@ def calibrate(budget_s: float, started: float, eval_every: int, state, train_ste
     compile_s = max(0.0, first - step_s)
     elapsed = time.perf_counter() - started
     steps = steps_within(budget_s - elapsed - compile_s, step_s, eval_s, eval_every)
-    return Calibration(budget_s, elapsed, compile_s, step_s, eval_s, steps)
+    return Calibration(budget_s, elapsed, compile_s, step_s, eval_s, steps, evaluations(steps, eval_every),
+                       len(times))

@@ -231,11 +231,13 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
         train_step = make_train_step(cfg, rules, optimizer)
         stats_fn = make_stats_fn(cfg, rules, optimizer) if cfg.train.stats_every else None
-        loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main, stats_fn)
+        loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main, stats_fn,
+                     calibration, started)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
-                     f"{calibration.step_s * 1e3:.1f} ms/step, {calibration.eval_s:.1f} s/evaluation -> "
-                     f"train.steps={calibration.steps} (recorded in config.yaml)")
+                     f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
+                     f"{calibration.eval_s:.1f} s/evaluation -> train.steps={calibration.steps} "
+                     "(recorded in config.yaml)")
             if loop.metrics_log:
                 loop.metrics_log.log(calibration.row())
         return loop.run()
@@ -288,8 +290,9 @@ class _Loop:
 
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, train_step, batcher: Batcher,
                  evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
-                 ckpt, is_main: bool, stats_fn=None):
+                 ckpt, is_main: bool, stats_fn=None, calibration=None, started: float = 0.0):
         self.cfg, self.run_dir, self.data, self.is_main = cfg, run_dir, data, is_main
+        self.calibration, self.started = calibration, started  # train.time_budget's choice, train's start
         self.stats_fn = stats_fn  # train.stats_every (spmdgpt.stats)
         self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
         self.rollouts = rollouts
@@ -388,6 +391,8 @@ class _Loop:
                     break
             if pending is not None:
                 self._report(*pending)
+            if self.calibration is not None and self.stop_signal is None:
+                self._budget_used()
         except (_Diverged, WriteFailed) as e:
             stopped = e
         finally:
@@ -418,6 +423,16 @@ class _Loop:
             self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, val/loss {val} -> {self.run_dir}")
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)
+
+    def _budget_used(self) -> None:
+        """train.time_budget: the wall time the run took to here (the final evaluation done) against
+        the calibration's prediction, printed and logged (event `time_budget_used`)."""
+        cal = self.calibration
+        used = time.perf_counter() - self.started
+        self.say(f"train.time_budget={cal.budget_s:g} s: used {used:.1f} s (predicted {cal.predicted_s():.1f} s)")
+        if self.metrics_log:
+            self.metrics_log.log({"step": self.cfg.train.steps, "event": "time_budget_used", "used_s": round(used, 3),
+                                  "predicted_s": round(cal.predicted_s(), 3), "budget_s": cal.budget_s})
 
     def _epochs(self, step: int) -> dict:
         """Epochs completed: `epoch` for one training dataset, `epoch/NAME` for a mixture."""
