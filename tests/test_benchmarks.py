@@ -71,3 +71,24 @@ def test_pytorch_reference_is_spmdgpt_model():
     ref.backward()
     assert abs(float(ref.detach()) - float(loss)) < 1e-5, (float(ref.detach()), float(loss))
     np.testing.assert_allclose(model.embed.weight.grad.numpy(), np.asarray(grads.embed), atol=1e-6, rtol=1e-4)
+
+
+def test_attention_grad_variants_are_attentions_gradient(monkeypatch):
+    """benchmarks/attention_grad.py's hand-written backwards (at small shapes) give autodiff's
+    gradients of the same blocked causal attention, so its timings compare like with like."""
+    import importlib.util
+
+    import jax
+    import jax.numpy as jnp
+
+    spec = importlib.util.spec_from_file_location("attention_grad", ROOT / "benchmarks" / "attention_grad.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for name, value in {"B": 2, "N": 2, "T": 32, "H": 8, "BLOCK": 8}.items():
+        monkeypatch.setattr(bench, name, value)
+    q, k, v, w = (jax.random.normal(key, (2, 2, 32, 8)) for key in jax.random.split(jax.random.key(1), 4))
+    want = bench.layer_grad(bench.autodiff)(q, k, v, w)
+    assert float(jnp.max(jnp.abs(want[1][:, :, -1]))) > 0  # the last key gets gradient from the last query
+    for attend in (bench.by_hand(False), bench.by_hand(True), bench.key_major()):
+        for g, r in zip(bench.layer_grad(attend)(q, k, v, w), want):
+            assert g.shape == r.shape and float(jnp.max(jnp.abs(g - r))) < 1e-5
