@@ -87,8 +87,10 @@ def test_attention_grad_variants_are_attentions_gradient(monkeypatch):
     for name, value in {"B": 2, "N": 2, "T": 32, "H": 8, "BLOCK": 8}.items():
         monkeypatch.setattr(bench, name, value)
     q, k, v, w = (jax.random.normal(key, (2, 2, 32, 8)) for key in jax.random.split(jax.random.key(1), 4))
-    want = bench.layer_grad(bench.autodiff)(q, k, v, w)
-    assert float(jnp.max(jnp.abs(want[1][:, :, -1]))) > 0  # the last key gets gradient from the last query
-    for attend in (bench.by_hand(False), bench.by_hand(True), bench.key_major()):
-        for g, r in zip(bench.layer_grad(attend)(q, k, v, w), want):
-            assert g.shape == r.shape and float(jnp.max(jnp.abs(g - r))) < 1e-5
+    rules = bench.one_device_rules()
+    with jax.set_mesh(rules.mesh):
+        want = bench.layer_grad(bench.autodiff(rules))(q, k, v, w)
+        assert float(jnp.max(jnp.abs(want[1][:, :, -1]))) > 0  # the last key gets gradient from the last query
+        for attend in (bench.by_hand(False), bench.by_hand(True), bench.key_major()):
+            for g, r in zip(bench.layer_grad(attend)(q, k, v, w), want):
+                assert g.shape == r.shape and float(jnp.max(jnp.abs(g - r))) < 1e-5
