@@ -94,3 +94,20 @@ def test_attention_grad_variants_are_attentions_gradient(monkeypatch):
         for attend in (bench.by_hand(False), bench.by_hand(True), bench.key_major()):
             for g, r in zip(bench.layer_grad(attend)(q, k, v, w), want):
                 assert g.shape == r.shape and float(jnp.max(jnp.abs(g - r))) < 1e-5
+
+
+def test_step_parts_times_both_libraries_at_the_same_shapes():
+    """benchmarks/step_parts.py, tiny: every part is timed for spmdgpt and PyTorch, and both
+    models' loss at initialization is near ln(65) = 4.17 (a model at another vocabulary would be
+    far from it), so both were built at the overridden shapes."""
+    pytest.importorskip("torch")
+    tiny = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.max_seq_len=16",
+            "data.seq_len=16", "data.batch_size=2", "model.attention_block=8"]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "step_parts.py"), "--rounds", "1", *tiny]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    parts = {"forward", "forward + backward", "step", "attention"}
+    for lib in ("spmdgpt", "pytorch"):
+        assert set(res[lib]) == parts and all(ms > 0 for ms in res[lib].values())
+        assert abs(res["loss"][lib] - math.log(65)) < 0.05, res["loss"]
