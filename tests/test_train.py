@@ -117,7 +117,9 @@ def test_train_runs_off_the_main_thread(tmp_path):
 
 
 # Plain SGD without clipping whose warmup reaches a learning rate the staircase model cannot
-# take: the gradient norm is NaN at step 12 (deterministic for this config).
+# take: the gradient norm turns NaN after step 10 (step 12 with spmdgpt's XLA flags today). The
+# step is a chaotic function of the arithmetic, so the tests read it from the run instead of
+# pinning it, and check everything else against it.
 DIVERGING = ["+experiment=staircase", "optimizer.name=sgd", "optimizer.lr=120", "optimizer.warmup_steps=200",
              "optimizer.grad_clip=0", "train.steps=60", "train.log_every=1", "train.progress=false",
              "checkpoint.every=5", "mesh.data=1"]
@@ -125,31 +127,38 @@ ENV1 = {**os.environ, "XLA_FLAGS": "", "PYTHONUNBUFFERED": "1"}
 
 
 def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path):
-    """A NaN gradient norm at step 12: exit 3 naming the step and the last good checkpoint,
-    no checkpoint after it, strict-JSON metrics; a rerun with a sane learning rate resumes."""
+    """A NaN gradient norm at step s (after the checkpoints at 5 and 10): exit 3 naming the step
+    and the last good checkpoint, no checkpoint after it, strict-JSON metrics; a rerun with a
+    sane learning rate resumes."""
     from spmdgpt.checkpoint import CheckpointManager
 
     run_dir = tmp_path / "r"
     out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, f"run.dir={run_dir}"],
                          env=ENV1, capture_output=True, text=True, timeout=300)
     assert out.returncode == 3, out.stderr
+    rows = read_jsonl(run_dir / "metrics.jsonl")  # strict: no NaN tokens
+    s = rows[-1]["step"]
+    assert 10 < s < 15, s  # past the step-10 checkpoint and before the next one
+    assert rows[-1] == {"step": s, "event": "diverged"}
+    bad = rows[-2]
+    assert bad["step"] == s and bad["grad_norm"] is None and "grad_norm" in bad["nonfinite"]
+    loss = "nan" if bad["loss"] is None else repr(bad["loss"])
     assert out.stderr.strip().splitlines()[-1] == (
-        "spmdgpt: error: training diverged at step 12: loss 2.772590398788452, grad_norm nan; nothing "
+        f"spmdgpt: error: training diverged at step {s}: loss {loss}, grad_norm nan; nothing "
         "was saved after it and the newest checkpoint, step 10, predates it and a rerun resumes from it; "
         "lower optimizer.lr, raise optimizer.warmup_steps or set optimizer.grad_clip, or let "
         "train.skip_nonfinite=N skip such steps")
     assert CheckpointManager.reader(run_dir).steps() == [5, 10]
-    rows = read_jsonl(run_dir / "metrics.jsonl")  # strict: no NaN tokens
-    assert [r["step"] for r in rows if "loss" in r and "event" not in r] == list(range(1, 13))
-    assert rows[-2]["step"] == 12 and rows[-2]["grad_norm"] is None and rows[-2]["nonfinite"] == ["grad_norm"]
-    assert rows[-1] == {"step": 12, "event": "diverged"}
+    steps = [r["step"] for r in rows if "loss" in r and "event" not in r]
+    assert steps == list(range(1, s + 1))
+    assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r and r["step"] < s)
     again = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=0.1",
                             "train.steps=20", f"run.dir={run_dir}"], env=ENV1, capture_output=True,
                            text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert "resumed from the checkpoint at step 10" in again.stderr
     rows = read_jsonl(run_dir / "metrics.jsonl")
-    assert [r["step"] for r in rows if "loss" in r] == list(range(1, 21))  # 11, 12 rewritten once
+    assert [r["step"] for r in rows if "loss" in r] == list(range(1, 21))  # 11..s rewritten once
     assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r)
 
 
@@ -189,14 +198,20 @@ def test_skip_nonfinite_keeps_the_state_and_counts_the_step(staircase_cfg):
 def test_skipped_steps_in_a_row_stop_the_run(tmp_path, capsys):
     from spmdgpt.cli import main
 
-    # in process (8 devices, dp): the same config diverges at the same step
+    # in process (8 devices, dp): the same config; the first non-finite step s and the two after
+    # it are skipped (the warmup's learning rate only grows), and the third in a row stops the run
     assert main(["train", *[a for a in DIVERGING if a != "mesh.data=1"], "train.skip_nonfinite=3",
                  f"run.dir={tmp_path / 'r'}"]) == 3
     out = capsys.readouterr()
-    assert "training diverged at step 14: 3 steps in a row had non-finite gradients (train.skip_nonfinite=3)" in out.err
-    events = [r for r in read_jsonl(tmp_path / "r" / "metrics.jsonl") if "event" in r]
-    assert [(r["step"], r["event"], r.get("in_a_row")) for r in events] == [
-        (12, "skipped_nonfinite", 1), (13, "skipped_nonfinite", 2), (14, "skipped_nonfinite", 3), (14, "diverged", None)]
+    rows = read_jsonl(tmp_path / "r" / "metrics.jsonl")
+    events = [(r["step"], r["event"], r.get("in_a_row")) for r in rows if "event" in r]
+    s = events[0][0]
+    assert 10 < s < 15, events
+    assert events == [(s, "skipped_nonfinite", 1), (s + 1, "skipped_nonfinite", 2), (s + 2, "skipped_nonfinite", 3),
+                      (s + 2, "diverged", None)]
+    assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r and r["step"] < s)
+    assert (f"training diverged at step {s + 2}: 3 steps in a row had non-finite gradients "
+            "(train.skip_nonfinite=3)") in out.err
 
 
 def test_jsonl_rows_are_strict_json(tmp_path):
