@@ -383,6 +383,38 @@ def test_failed_checkpoint_write_stops_cleanly_and_the_rerun_resumes(tmp_path):
     assert not list((run_dir / "checkpoints").glob("*tmp*"))  # the torn write was cleaned up
 
 
+def test_background_save_failure_stops_the_run_at_the_next_logged_step(tmp_path, monkeypatch, capsys):
+    """An asynchronous save that fails in the background (orbax hands the error to
+    check_for_errors; faked here after the step-10 save has started) stops the run at the next
+    logged step, step 11, not at the next save (step 15): exit 4, one line naming the cause and
+    the newest complete checkpoint, no later step taken or saved."""
+    import errno
+
+    import orbax.checkpoint as ocp
+
+    saved = []
+    real_save = ocp.CheckpointManager.save
+
+    def save(self, step, *a, **k):
+        saved.append(step)
+        return real_save(self, step, *a, **k)
+
+    def check_for_errors(self):
+        if 10 in saved:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", save)
+    monkeypatch.setattr(ocp.CheckpointManager, "check_for_errors", check_for_errors)
+    run_dir = tmp_path / "r"
+    assert main(["train", *_inproc(run_dir, "train.steps=30", "train.eval_every=0")]) == 4
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"spmdgpt: error: writing a checkpoint into {run_dir.resolve() / 'checkpoints'} failed (No space "
+                   "left on device); the newest complete checkpoint is step 10; free space (or fix the filesystem) "
+                   "and rerun the same command to resume")
+    assert saved == [5, 10]
+    assert max(losses(run_dir)) == 10  # step 11's row never written: the run stopped before reporting it
+
+
 @pytest.mark.slow
 def test_soak_short(tmp_path):
     """benchmarks/soak.py in short: 3 kill -9 / restart cycles (random, during a checkpoint

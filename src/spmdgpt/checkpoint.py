@@ -117,6 +117,15 @@ class CheckpointManager:
         except Exception as e:
             raise self._write_failed(e) from None
 
+    def check(self) -> None:
+        """Raise WriteFailed if an asynchronous save has already failed in the background (it
+        does not wait for one in progress), so that a run learns of it at once rather than at
+        its next save, checkpoint.every steps later."""
+        try:
+            self._mngr.check_for_errors()
+        except Exception as e:
+            raise self._write_failed(e) from None
+
     def restore(self, step: int, params_target, opt_state_target=None):
         """Restore `step` into the layout (shardings) of the targets; the optimizer state only
         when a target for it is given. Returns (params, opt_state or None, meta)."""

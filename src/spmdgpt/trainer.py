@@ -375,6 +375,8 @@ class _Loop:
                 if pending is not None:
                     self._report(*pending)
                 pending = (step, metrics)
+                if self.ckpt is not None and step % t.log_every == 0:
+                    self.ckpt.check()  # a background save that failed stops the run now (exit 4)
                 eval_now = step == t.steps or (t.eval_every and step % t.eval_every == 0)
                 save_now = self.ckpt is not None and (
                     step == t.steps or (cfg.checkpoint.every and step % cfg.checkpoint.every == 0)
