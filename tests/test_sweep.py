@@ -9,7 +9,9 @@ from conftest import read_jsonl
 from spmdgpt.cli import main
 
 
-def test_a_2x2_sweep_runs_summarises_and_resumes(tmp_path, capsys):
+def test_a_2x2_sweep_runs_summarises_and_resumes(tmp_path, capsys, monkeypatch):
+    # four "GPUs" (CPU runs ignore them): two runs at a time get two each
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     sweep = tmp_path / "sweep"
     args = ["train", "-m", "--parallel", "2", "+experiment=staircase", "train.eval_every=0", "train.log_every=2",
             "train.steps=6", "checkpoint.every=2", "optimizer.lr=1e-3,3e-3", "model.d_model=32,64", f"run.dir={sweep}"]
@@ -26,7 +28,12 @@ def test_a_2x2_sweep_runs_summarises_and_resumes(tmp_path, capsys):
         assert r["train_loss"] == [x["loss"] for x in rows if "loss" in x][-1]
         assert r["val_loss"] == [x["val/loss"] for x in rows if "val/loss" in x][-1]
         assert f"d_model: {r['values']['model.d_model']}\n" in (sweep / r["run"] / "config.yaml").read_text()
-    table = capsys.readouterr().out
+    # the first two runs started together, in slots 0 and 1; each run records what it saw
+    seen = [json.loads((sweep / n / "metadata.json").read_text())["cuda_visible_devices"] for n in names]
+    assert seen[:2] == ["0,1", "2,3"] and set(seen) == {"0,1", "2,3"}
+    out = capsys.readouterr()
+    assert "2 at a time (GPUs 0,1 | 2,3)" in out.err and f"{names[1]}: running on GPUs 2,3" in out.err
+    table = out.out
     assert table.splitlines()[0].startswith("| optimizer.lr | model.d_model | status |") and table.count("| done |") == 4
 
     # the same sweep again, one run interrupted before its last checkpoint (as a kill would
@@ -53,4 +60,29 @@ def test_sweep_refuses_bad_input(tmp_path, capsys):
     assert sweep("--parallel", "0", "optimizer.lr=1e-3,2e-3") == (2, "spmdgpt: error: --parallel 0 must be >= 1")
     code, err = sweep("model.nope=1,2")
     assert code == 2 and "model.nope" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_parallel_runs_get_disjoint_gpu_groups(tmp_path, capsys, monkeypatch):
+    from spmdgpt.cli.sweep import gpu_groups, visible_gpus
+
+    proc = tmp_path / "gpus"  # the driver's /proc/driver/nvidia/gpus: one folder per GPU
+    for bus in ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0"):
+        (proc / bus).mkdir(parents=True)
+    assert visible_gpus({}, proc) == ["0", "1", "2"]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "4, 6"}, proc) == ["4", "6"]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, proc) == []
+    assert visible_gpus({}, tmp_path / "no-driver") == []
+    gpus = [str(i) for i in range(8)]
+    assert gpu_groups(4, gpus) == ["0,1", "2,3", "4,5", "6,7"]
+    assert gpu_groups(3, gpus) == ["0,1", "2,3", "4,5"]  # 6 and 7 left unused
+    assert gpu_groups(8, gpus) == gpus
+    assert gpu_groups(1, gpus) == [None] and gpu_groups(2, []) == [None, None]
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert main(["train", "-m", "--parallel", "3", "+experiment=staircase", "optimizer.lr=1e-3,2e-3",
+                 f"run.dir={tmp_path / 's'}"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "spmdgpt: error: --parallel 3 with 2 GPU(s) (0,1): runs at a time do not share a GPU; use --parallel 2 "
+        "or fewer")
     assert not (tmp_path / "s").exists()

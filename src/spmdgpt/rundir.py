@@ -81,6 +81,7 @@ def run_metadata(argv: list) -> dict:
             for d in jax.devices()
         ],
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # (a sweep's GPU group)
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "pip_freeze": pip_freeze(),
     }

@@ -5,8 +5,10 @@ are sweeps; every other override is shared by all runs).
 Each point of the grid is one `spmdgpt train` process with its own run directory under the
 sweep folder (`run.dir=` names it; default `runs/sweep-<hash of the overrides>`, so the same
 command names the same folder), its console output in `<sweep>/logs/<run>.log`. Runs go one
-after another, or N at a time with `--parallel N` (they share the machine's devices: for CPU
-runs, or split GPUs yourself). Rerunning the same sweep resumes it: finished runs (a checkpoint
+after another, or N at a time with `--parallel N`. On a machine with NVIDIA GPUs the runs at a
+time get disjoint, equal groups of them through CUDA_VISIBLE_DEVICES (8 GPUs, --parallel 4: two
+each; $CUDA_VISIBLE_DEVICES, when set, is the list that is split), and more runs at a time than
+GPUs is refused; CPU runs share the machine. Rerunning the same sweep resumes it: finished runs (a checkpoint
 at their last step) are skipped, interrupted ones resume from their newest checkpoint. At the
 end: a table of the swept values, final train and validation loss and tokens/s, also written
 as `<sweep>/summary.json` and `<sweep>/summary.md`. Exit code: 0, or the first failed run's.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -109,10 +112,32 @@ def table(keys: List[str], results: List[dict]) -> str:
     return "\n".join(lines)
 
 
+def visible_gpus(env, proc: Path = Path("/proc/driver/nvidia/gpus")) -> List[str]:
+    """The NVIDIA GPUs the runs may use: $CUDA_VISIBLE_DEVICES's list when it is set (empty: none),
+    else indices 0..n-1 of the n GPUs the driver lists under /proc (none without the driver)."""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    return [str(i) for i in range(len(list(proc.iterdir())))] if proc.is_dir() else []
+
+
+def gpu_groups(parallel: int, gpus: List[str]) -> List[Optional[str]]:
+    """The CUDA_VISIBLE_DEVICES value of each of the `parallel` run slots: the GPUs cut into
+    disjoint groups of len(gpus) // parallel (left-over GPUs unused), or None for every slot (the
+    runs inherit the environment) without GPUs or with one run at a time."""
+    if parallel == 1 or not gpus:
+        return [None] * parallel
+    if len(gpus) < parallel:
+        raise ConfigError([f"--parallel {parallel} with {len(gpus)} GPU(s) ({','.join(gpus)}): runs at a time "
+                           f"do not share a GPU; use --parallel {len(gpus)} or fewer"])
+    k = len(gpus) // parallel
+    return [",".join(gpus[i * k:(i + 1) * k]) for i in range(parallel)]
+
+
 def run(items: List[str]) -> int:
     parallel, overrides = split_flags(items)
     from spmdgpt.config import load_config
 
+    groups = gpu_groups(parallel, visible_gpus(os.environ))
     fixed, points = grid(overrides)
     keys = [k for k, _ in points[0]]
     sweep_dir: Optional[Path] = None
@@ -133,15 +158,15 @@ def run(items: List[str]) -> int:
     (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
     sizes = [len(dict.fromkeys(p[i][1] for p in points)) for i in range(len(keys))]
     print(f"sweep {sweep_dir}: {len(runs)} runs ({' x '.join(map(str, sizes))} over {', '.join(keys)}), "
-          f"{parallel} at a time", file=sys.stderr)
+          f"{parallel} at a time" + (f" (GPUs {' | '.join(groups)})" if groups[0] else ""), file=sys.stderr)
 
     results: dict = {}
     pending = list(runs)
     active: list = []
     try:
-        _run_all(sweep_dir, shared, parallel, pending, active, results)
+        _run_all(sweep_dir, shared, groups, pending, active, results)
     finally:  # interrupted: the runs still going get SIGINT too (they checkpoint); wait for them
-        for _, proc, log in active:
+        for _, proc, log, _ in active:
             try:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -157,9 +182,12 @@ def run(items: List[str]) -> int:
     return next((r["code"] for r in rows if r["code"]), 0)
 
 
-def _run_all(sweep_dir: Path, shared: List[str], parallel: int, pending: list, active: list, results: dict) -> None:
+def _run_all(sweep_dir: Path, shared: List[str], groups: List[Optional[str]], pending: list, active: list,
+             results: dict) -> None:
+    """Run `pending` with at most len(groups) at a time, each in a free slot (a run in slot i sees
+    the GPUs groups[i]); `active` holds (name, process, log, slot) while they run."""
     while pending or active:
-        while pending and len(active) < parallel:
+        while pending and len(active) < len(groups):
             name, point_overrides, steps, values = pending.pop(0)
             run_dir = sweep_dir / name
             if finished(run_dir, steps):
@@ -169,11 +197,14 @@ def _run_all(sweep_dir: Path, shared: List[str], parallel: int, pending: list, a
             log = open(sweep_dir / "logs" / f"{name}.log", "ab")
             cmd = [sys.executable, "-m", "spmdgpt", "train", *shared, *point_overrides, f"run.dir={run_dir}",
                    "train.progress=false"]
-            print(f"  {name}: running{' (resuming)' if run_dir.exists() else ''}", file=sys.stderr)
-            active.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+            slot = min(set(range(len(groups))) - {a[3] for a in active})
+            env = None if groups[slot] is None else {**os.environ, "CUDA_VISIBLE_DEVICES": groups[slot]}
+            print(f"  {name}: running{' (resuming)' if run_dir.exists() else ''}"
+                  f"{'' if env is None else f' on GPUs {groups[slot]}'}", file=sys.stderr)
+            active.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, slot))
         time.sleep(0.2)
         for entry in list(active):
-            name, proc, log = entry
+            name, proc, log, _ = entry
             code = proc.poll()
             if code is None:
                 continue
