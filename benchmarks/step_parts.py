@@ -42,7 +42,7 @@ from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.state import init_state  # noqa: E402
 from spmdgpt.trainer import make_train_step  # noqa: E402
 from throughput import COMMON, CONFIGS  # noqa: E402  (this folder is on sys.path when a script here runs)
-from torch_gpt import GPT  # noqa: E402
+from torch_gpt import GPT, adamw  # noqa: E402
 
 CALLS = 5  # calls per timed window
 
@@ -88,10 +88,7 @@ def torch_parts(overrides: list, compile: bool) -> dict:
     m, (b, t) = cfg.model, (cfg.data.batch_size, cfg.data.seq_len)
     torch.manual_seed(0)
     model = GPT(m.vocab_size, m.d_model, m.num_heads, m.num_layers, t)
-    decay = [p for p in model.parameters() if p.dim() >= 2 and p is not model.embed.weight]
-    rest = [p for p in model.parameters() if not any(p is q for q in decay)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    opt = adamw(model)
     run = torch.compile(model) if compile else model
     x, y = (torch.randint(0, m.vocab_size, (b, t)) for _ in range(2))
     q, k, v = (torch.randn(b, m.num_heads, t, m.d_model // m.num_heads, requires_grad=True) for _ in range(3))

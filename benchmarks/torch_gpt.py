@@ -78,6 +78,15 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
 
 
+def adamw(model: GPT) -> torch.optim.AdamW:
+    """Fused AdamW as nanoGPT sets it up: lr 6e-4, betas 0.9/0.95, weight decay 0.1 on the
+    matrices (not on the tied embedding or the norms)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2 and p is not model.embed.weight]
+    rest = [p for p in model.parameters() if not any(p is q for q in decay)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seq", type=int, default=1024)
@@ -101,10 +110,7 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(0)
     model = GPT(args.vocab, args.d, args.heads, args.layers, args.seq).to(dev)
-    decay = [p for p in model.parameters() if p.dim() >= 2 and p is not model.embed.weight]
-    rest = [p for p in model.parameters() if not any(p is q for q in decay)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    opt = adamw(model)
     loss_fn = model if args.no_compile else torch.compile(model)
 
     def step(x, y):
