@@ -8,9 +8,9 @@ command names the same folder), its console output in `<sweep>/logs/<run>.log`. 
 after another, or N at a time with `--parallel N`. On a machine with NVIDIA GPUs the runs at a
 time get disjoint, equal groups of them through CUDA_VISIBLE_DEVICES (8 GPUs, --parallel 4: two
 each; $CUDA_VISIBLE_DEVICES, when set, is the list that is split), and more runs at a time than
-GPUs is refused; CPU runs share the machine. Rerunning the same sweep resumes it: finished runs (a checkpoint
-at their last step) are skipped, interrupted ones resume from their newest checkpoint. At the
-end: a table of the swept values, final train and validation loss and tokens/s, also written
+GPUs is refused; CPU runs share the machine. Rerunning the same sweep resumes it: finished runs
+(a checkpoint at their last step) are skipped, interrupted ones resume from their newest
+checkpoint. At the end: a table of the swept values, final train and validation loss and tokens/s, also written
 as `<sweep>/summary.json` and `<sweep>/summary.md`. Exit code: 0, or the first failed run's.
 """
 
