@@ -10,8 +10,9 @@ time get disjoint, equal groups of them through CUDA_VISIBLE_DEVICES (8 GPUs, --
 each; $CUDA_VISIBLE_DEVICES, when set, is the list that is split), and more runs at a time than
 GPUs is refused; CPU runs share the machine. Rerunning the same sweep resumes it: finished runs
 (a checkpoint at their last step) are skipped, interrupted ones resume from their newest
-checkpoint. At the end: a table of the swept values, final train and validation loss and tokens/s, also written
-as `<sweep>/summary.json` and `<sweep>/summary.md`. Exit code: 0, or the first failed run's.
+checkpoint. At the end: a table of the swept values, final train and validation loss and
+tokens/s, also written as `<sweep>/summary.json` and `<sweep>/summary.md`. Exit code: 0, or the
+first failed run's.
 """
 
 from __future__ import annotations
