@@ -30,18 +30,13 @@ set_default_xla_flags()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
-from spmdgpt.model import loss_fn, param_info  # noqa: E402
+from spmdgpt.model import loss_fn  # noqa: E402
 from spmdgpt.model.attention import blocked_causal_attention  # noqa: E402
-from spmdgpt.optim import build_optimizer  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
-from spmdgpt.state import init_state  # noqa: E402
-from spmdgpt.trainer import make_train_step  # noqa: E402
-from throughput import COMMON, CONFIGS  # noqa: E402  (this folder is on sys.path when a script here runs)
+from throughput import COMMON, CONFIGS, setup  # noqa: E402  (this folder is on sys.path when a script here runs)
 from torch_gpt import GPT, adamw  # noqa: E402
 
 CALLS = 5  # calls per timed window
@@ -49,19 +44,12 @@ CALLS = 5  # calls per timed window
 
 def jax_parts(overrides: list) -> dict:
     """{part: f() -> something to wait on} for spmdgpt at the config's shapes."""
-    cfg = load_config([*COMMON, *overrides, "mesh.data=1"])
-    m = cfg.model
-    rules = Rules(make_mesh(cfg.mesh, jax.devices()[:1]), cfg.sharding)
+    cfg, rules, _, state, step, batches = setup(overrides)
+    m, (x, y), state = cfg.model, batches[0], [state]
+    shape = (cfg.data.batch_size, cfg.data.seq_len)
     with jax.set_mesh(rules.mesh):
-        opt = build_optimizer(cfg.optimizer, param_info(m), 1000)
-        state = [init_state(cfg, rules, opt)]
-        shape = (cfg.data.batch_size, cfg.data.seq_len)
-        rng = np.random.default_rng(0)
-        x, y = (jax.device_put(rng.integers(0, m.vocab_size, shape, dtype=np.int32), rules.batch_sharding())
-                for _ in range(2))
         loss = jax.jit(lambda p: loss_fn(m, rules, p, x, y))
         grads = jax.jit(jax.value_and_grad(lambda p: loss_fn(m, rules, p, x, y)))
-        step = make_train_step(cfg, rules, opt)
         q, k, v, w = (jax.random.normal(key, (shape[0], m.num_heads, shape[1], m.d_model // m.num_heads))
                       for key in jax.random.split(jax.random.key(0), 4))
         attention = jax.jit(jax.grad(

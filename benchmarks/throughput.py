@@ -66,25 +66,29 @@ def matmul_peak(sizes=(1024, 2048, 3072), reps=5) -> float:
     return best
 
 
-def measure(name: str, overrides: list, steps: int, windows: int, warmup: int = 3):
-    """Tokens/s of `windows` timed windows of `steps` steps each (after warmup and compile), and
-    the process's kernel time (ms) and minor page faults per step over all of them."""
-    cfg = load_config([*COMMON, *CONFIGS[name], "mesh.data=1", *overrides])
+def setup(overrides: list):
+    """spmdgpt at COMMON + overrides on one CPU device: (config, rules, optimizer, fresh state,
+    jitted train step, 4 batches of random (inputs, targets)). Call the step inside
+    jax.set_mesh(rules.mesh)."""
+    cfg = load_config([*COMMON, "mesh.data=1", *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)
         opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
         state = init_state(cfg, rules, opt)
-        step = make_train_step(cfg, rules, opt)
         rng = np.random.default_rng(0)
         shape = (cfg.data.batch_size, cfg.data.seq_len)
-        batches = [
-            tuple(
-                jax.device_put(rng.integers(0, cfg.model.vocab_size, shape, dtype=np.int32), rules.batch_sharding())
-                for _ in range(2)
-            )
-            for _ in range(4)
-        ]
+        batches = [tuple(jax.device_put(rng.integers(0, cfg.model.vocab_size, shape, dtype=np.int32),
+                                        rules.batch_sharding()) for _ in range(2)) for _ in range(4)]
+    return cfg, rules, opt, state, make_train_step(cfg, rules, opt), batches
+
+
+def measure(name: str, overrides: list, steps: int, windows: int, warmup: int = 3):
+    """Tokens/s of `windows` timed windows of `steps` steps each (after warmup and compile), and
+    the process's kernel time (ms) and minor page faults per step over all of them."""
+    cfg, rules, _, state, step, batches = setup([*CONFIGS[name], *overrides])
+    shape = (cfg.data.batch_size, cfg.data.seq_len)
+    with jax.set_mesh(rules.mesh):
         for i in range(warmup):
             state, m = step(state, *batches[i % 4])
         jax.block_until_ready(m)
