@@ -21,6 +21,15 @@ from spmdgpt.config import MESH_AXES, MeshConfig, ShardingConfig, resolve_mesh_s
 Logical = Sequence[Optional[str]]
 
 
+def platform() -> str:
+    """The platform ('cpu', 'gpu', 'tpu') the code being traced runs on: that of the mesh set by
+    jax.set_mesh, else the default device's. (A plan compiles for devices this process does not
+    run on: `spmdgpt plan topology=h100-8` on a CPU.)"""
+    mesh = jax.sharding.get_abstract_mesh()  # (also inside jit, where get_mesh() is refused)
+    device = None if mesh.empty else getattr(mesh, "abstract_device", None)
+    return jax.devices()[0].platform if device is None else device.platform
+
+
 def make_mesh(cfg: MeshConfig, devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
     """A ('data', 'model') mesh with explicit axis types over `devices` (default: all)."""
     devices = list(jax.devices() if devices is None else devices)

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim
 from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope
 from spmdgpt.sharding import Rules
+from spmdgpt.sharding import platform as mesh_platform
 
 
 def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
@@ -144,9 +145,9 @@ def output_projection(rules: Rules, p, o: jax.Array, head_major: bool = True) ->
 
 def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> AttentionImpl:
     """The backend `model.attention` means on this platform ('cpu', 'gpu', 'tpu'; default: the
-    default device's): `auto` resolved, an impossible explicit choice a ConfigError naming the
-    field."""
-    platform = platform or jax.devices()[0].platform
+    current mesh's, else the default device's): `auto` resolved, an impossible explicit choice a
+    ConfigError naming the field."""
+    platform = platform or mesh_platform()
     backend = _backend(cfg, platform)
     if backend != AttentionImpl.xla and attention_dropout(cfg) > 0:
         raise ConfigError([f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "

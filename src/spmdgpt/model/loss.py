@@ -25,8 +25,52 @@ from jax.sharding import PartitionSpec as P
 from spmdgpt.config import ModelConfig
 from spmdgpt.model.transformer import Params, hidden_states, softcap, unembed, unembedding_rows
 from spmdgpt.sharding import Rules
+from spmdgpt.sharding import platform as mesh_platform
 
 Array = jax.Array
+
+
+# Platforms whose logsumexp over the vocabulary is taken in one pass (`logsumexp`).
+ONE_PASS_LSE_PLATFORMS = ("gpu",)
+
+
+def _lse_one_pass(x: Array) -> Array:
+    """logsumexp over the last axis in one pass: a variadic reduction of (running max, sum of
+    exp(x - running max)) pairs, each step rescaling the sum to the new max (the online softmax
+    of flash attention, applied to a reduction)."""
+    def combine(a, b):
+        m = jnp.maximum(a[0], b[0])
+        safe = jnp.where(jnp.isfinite(m), m, 0.0)  # all -inf so far: no rescaling
+        return m, a[1] * jnp.exp(a[0] - safe) + b[1] * jnp.exp(b[0] - safe)
+
+    init = (jnp.array(-jnp.inf, x.dtype), jnp.array(0.0, x.dtype))
+    m, s = jax.lax.reduce((x, jnp.ones_like(x)), init, combine, (x.ndim - 1,))
+    return m + jnp.log(s)
+
+
+@jax.custom_jvp
+def _lse_one_pass_diff(x: Array) -> Array:
+    return _lse_one_pass(x)
+
+
+@_lse_one_pass_diff.defjvp
+def _lse_one_pass_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    lse = _lse_one_pass(x)
+    return lse, jnp.sum(jnp.exp(x - lse[..., None]) * t, axis=-1)
+
+
+def logsumexp(x: Array) -> Array:
+    """logsumexp over the last axis (float32 logits [rows, vocab] -> [rows]), differentiable.
+
+    jax.nn.logsumexp reads the logits twice (a max, then a sum of exponentials). On GPUs, where
+    the float32 logits of a GPT-2 124M step (16k tokens x 50k vocabulary, 3.3 GB) are read from
+    memory at every pass, one pass (`_lse_one_pass`) saves one read of them; it computes two
+    exponentials per element instead of one, which costs more than it saves on CPUs, so they
+    keep the two passes (benchmarks/BENCHMARKS.md, GPU)."""
+    if mesh_platform() in ONE_PASS_LSE_PLATFORMS:
+        return _lse_one_pass_diff(x)
+    return jax.nn.logsumexp(x, axis=-1)
 
 
 def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
@@ -69,7 +113,7 @@ def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targ
     """Hidden states x [b * t, d] against targets [b, t] -> (losses, logsumexp of the logits),
     float32 [b * t] each."""
     logits = unembed(cfg, rules, params, x)  # (soft-capped)
-    lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
+    lse = logsumexp(logits.astype(jnp.float32))
     flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))
     rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)
     target_logit = jnp.einsum(
@@ -114,7 +158,7 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         for it)."""
         raw = jnp.einsum(into, x_c, wg, out_sharding=logit_spec, preferred_element_type=jnp.float32)
         logits = softcap(cfg, raw)
-        lse = jax.nn.logsumexp(logits, axis=-1)
+        lse = logsumexp(logits)
         rows = (wg if tied else wg.T).at[t_c].get(out_sharding=rows_spec)
         target_logit = softcap(cfg, jnp.einsum("td,td->t", x_c, rows, out_sharding=rules.spec("batch"),
                                                preferred_element_type=jnp.float32))
