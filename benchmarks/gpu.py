@@ -2,33 +2,42 @@
 
 Run on the lent GPU machine after `source benchmarks/gpu_env.sh` (see that file):
 
-    python3 benchmarks/gpu.py check  [--out DIR]   # exits 1 when a correctness check fails
-    python3 benchmarks/gpu.py curves [--out DIR]   # bf16 vs float32 training curves (the CLI), exits 1 on failure
+    python3 benchmarks/gpu.py check  [--out DIR] [--only attention,model,blocked,cache]  # exit 1 on failure
+    python3 benchmarks/gpu.py curves [--out DIR] [--corpus gutenberg|shakespeare] [--f32-highest]
     python3 benchmarks/gpu.py speed  [--out DIR] [--only NAME,...]   # tokens/s, MFU, memory: JAX vs PyTorch
     python3 benchmarks/gpu.py speed --tiny --only jax-xla-1k       # the same on a CPU in seconds (a test)
     python3 benchmarks/gpu.py decode [--out DIR]   # KV-cache sampler tokens/s at batch 1 and 64
-    python3 benchmarks/gpu.py profile [--out DIR] [--only NAME]  # a jax.profiler trace of 3 steps
-    python3 benchmarks/gpu.py loop   [--out DIR]   # the training loop's host overheads
+    python3 benchmarks/gpu.py profile [--out DIR] [--only NAME,...]  # 3 steps traced, GPU time by kernel kind
+    python3 benchmarks/gpu.py loop   [--out DIR]   # jit vs compiled, random vs real tokens, the loop's pattern
+    python3 benchmarks/gpu.py target [--out DIR]   # the GPU's XLA target description (for CPU-side plans)
 
-check: (1) attention backends on random q/k/v [b, t, 12, 64] at t = 1024 and 4096: cuDNN in
-bfloat16 and XLA in bfloat16 against XLA in float32 (highest matmul precision), forward outputs
-and the gradients of <o, g> for a random g; pass when cuDNN's worst error is at most twice XLA's
-own bfloat16 error (plus 1e-3 absolute): both differ from float32 by bfloat16 rounding only.
-(2) the whole 124M model, bfloat16: loss and gradient norm with cuDNN vs XLA attention, within
-1e-2 relative. (3) the KV-cache path (prefill + 8 one-token decode steps) against the full
-forward in float32 at highest precision, max |logit difference| <= 2e-4.
+SPMDGPT_GPU_DATA=text makes speed and profile feed the corpus's own batches instead of random
+tokens (real text repeats tokens, which scatter-adds feel).
 
-curves: `python3 -m spmdgpt train +experiment=gpt2_124m` for 300 steps (--steps) in bfloat16 (cuDNN) and
-in float32 (XLA attention; JAX's default precision, TF32 matmuls), same seed and data; pass
-when from step 50 on every logged loss differs by at most 3% and the final val/loss by <= 0.05.
+check: (1) attention backends on random q/k/v [b, t, 12, 64] at t = 1024 and 4096, and at 1024
+with document masks (3 random cuts per row): cuDNN in bfloat16 and XLA in bfloat16 against XLA in
+float32 (highest matmul precision), forward outputs and the gradients of <o, g> for a random g;
+pass when cuDNN's worst error is at most twice XLA's own bfloat16 error (plus 1e-3 absolute):
+both differ from float32 by bfloat16 rounding only. (2) the whole 124M model, bfloat16: loss and
+gradient norm with cuDNN vs XLA attention, within 1e-2 relative. (3) the blocked loss
+(loss_block=128) against the whole one on the 124M model in bfloat16. (4) the KV-cache path
+(prefill + 8 one-token decode steps) against the full forward in float32 at highest precision,
+max |logit difference| <= 2e-4.
+
+curves: `python3 -m spmdgpt train` of GPT-2 124M for 300 steps (--steps) in bfloat16 (cuDNN) and
+in float32 (XLA attention; JAX's default precision, TF32 matmuls, or --f32-highest), same seed
+and data: by default on gutenberg_gpt2's mixture of 12 books and Tiny Shakespeare (~1.9M tokens,
+which 300 steps of 16k tokens see ~2.5 times); pass when from step 50 on every logged loss
+differs by at most 3% and the final validation loss by <= 0.05. Each run is given --run-timeout
+seconds (its process is killed past them, so that it never holds the GPU after this one ends).
 
 speed: each configuration in a fresh process (so that the peak memory is its own): GPT-2 124M
 (+experiment=gpt2_124m shapes, AdamW), bfloat16 compute, at context 1024 (batch 16) and 4096
-(batch 4), per attention backend; float32 compute as today's default; and
-benchmarks/torch_gpt.py at the same shapes. Median tokens/s of 3 windows of 10 steps, MFU
-against the data-sheet dense bf16 peak (spmdgpt.flops: 989 TFLOP/s for H100/H200 SXM), measured
-peak device memory against XLA's compile-time memory analysis (arguments + outputs - aliased +
-temporaries). Tables go to stdout and DIR/speed.json.
+(batch 4), per attention backend and loss (whole or blocked); float32 compute as today's
+default; and benchmarks/torch_gpt.py at the same shapes. Median tokens/s of 3 windows of 10
+steps, MFU against the data-sheet dense bf16 peak (spmdgpt.flops: 989 TFLOP/s for H100/H200
+SXM), measured peak device memory against XLA's compile-time memory analysis (arguments +
+outputs - aliased + temporaries). Tables go to stdout and DIR/speed.json.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +70,12 @@ SPEED = {
     "torch-4k": ("torch", 4096, 4),
     # the same as jax-cudnn-1k with cuBLAS for every matmul instead of XLA's Triton GEMMs
     "jax-cudnn-1k-notriton": (["model.attention=cudnn"], 1024, 16),
+    # the blocked cross-entropy (model.loss_block): [batch x block, vocab] float32 logits at a time
+    "jax-cudnn-lb128-1k": (["model.attention=cudnn", "model.loss_block=128"], 1024, 16),
+    "jax-cudnn-lb256-1k": (["model.attention=cudnn", "model.loss_block=256"], 1024, 16),
+    "jax-cudnn-lb512-4k": (["model.attention=cudnn", "model.loss_block=512"], 4096, 4),
+    # jax-cudnn-1k with the two-pass logsumexp of jax.nn (spmdgpt.model.loss.logsumexp's baseline)
+    "jax-cudnn-1k-twopass": (["model.attention=cudnn"], 1024, 16),
 }
 ENV = {"jax-cudnn-1k-notriton": {"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"}}
 
@@ -99,10 +115,20 @@ def _max_err(a, b) -> float:
 
 
 def check_attention(results: list) -> bool:
-    return all([_check_attention_at(t, b, results) for t, b in ((1024, 4), (4096, 1))])
+    return all([_check_attention_at(t, b, results, docs) for t, b, docs in ((1024, 4, False), (4096, 1, False),
+                                                                           (1024, 4, True))])
 
 
-def _check_attention_at(t: int, b: int, results: list) -> bool:
+def _segments(b: int, t: int, rng) -> np.ndarray:
+    """Document numbers [b, t]: each row cut at 3 random places (documents of any length)."""
+    seg = np.zeros((b, t), np.int32)
+    for r in range(b):
+        for cut in np.sort(rng.choice(np.arange(1, t), 3, replace=False)):
+            seg[r, cut:] += 1
+    return seg
+
+
+def _check_attention_at(t: int, b: int, results: list, docs: bool = False) -> bool:
     import jax
     import jax.numpy as jnp
 
@@ -112,13 +138,14 @@ def _check_attention_at(t: int, b: int, results: list) -> bool:
     _, mesh, rules = _setup([], t, b)
     rng = np.random.default_rng(0)
     q, k, v, g = (jnp.asarray(rng.normal(size=(b, t, 12, 64)), jnp.float32) for _ in range(4))
+    seg = jnp.asarray(_segments(b, t, rng)) if docs else None
 
     def xla(q, k, v):  # the xla backend, one block, head-major [b, n, t, h]
         s = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
-        return s(blocked_causal_attention(s(q), s(k), s(v), 0, rules))
+        return s(blocked_causal_attention(s(q), s(k), s(v), 0, rules, seg))
 
     def cudnn(q, k, v):
-        return fused_causal_attention(q, k, v, rules, "cudnn")
+        return fused_causal_attention(q, k, v, rules, "cudnn", seg)
 
     def run(attn, dtype):
         def f(q, k, v):
@@ -134,9 +161,9 @@ def _check_attention_at(t: int, b: int, results: list) -> bool:
         ex, ec = _max_err(x16[i], ref[i]), _max_err(c16[i], ref[i])
         passed = ec <= 2 * ex + 1e-3
         ok &= passed
-        results.append({"check": f"attention t={t} {name}", "xla_bf16_err": ex, "cudnn_bf16_err": ec,
-                        "pass": passed})
-        print(f"attention t={t:5d} {name:3s}: max|err| vs float32  xla-bf16 {ex:.2e}  cudnn-bf16 {ec:.2e}"
+        tag = f"attention t={t}{' documents' if docs else ''}"
+        results.append({"check": f"{tag} {name}", "xla_bf16_err": ex, "cudnn_bf16_err": ec, "pass": passed})
+        print(f"{tag:25s} {name:3s}: max|err| vs float32  xla-bf16 {ex:.2e}  cudnn-bf16 {ec:.2e}"
               f"  {'PASS' if passed else 'FAIL'}")
     return ok
 
@@ -165,6 +192,38 @@ def check_model(results: list) -> bool:
                     "rel_loss": rel_l, "rel_grad_norm": rel_g, "pass": passed})
     print(f"124M bf16 cudnn vs xla: loss {vals['cudnn'][0]:.5f} / {vals['xla'][0]:.5f} (rel {rel_l:.1e}), "
           f"grad norm {vals['cudnn'][1]:.5f} / {vals['xla'][1]:.5f} (rel {rel_g:.1e})  {'PASS' if passed else 'FAIL'}")
+    return passed
+
+
+def check_blocked_loss(results: list) -> bool:
+    """The 124M model in bfloat16 (cuDNN attention), batch 8 x 1024: the blocked cross-entropy
+    (model.loss_block=128) against the whole one: loss within 1e-4 relative, gradients within
+    1e-2 (|g_blocked - g_whole| / |g_whole| over all parameters; both cast the logits' cotangent
+    to bfloat16 before the unembedding's backward matmuls, in a different order of chunks)."""
+    import jax
+    import optax
+
+    from spmdgpt.model import init_params, loss_fn
+
+    def run(block):
+        cfg, mesh, rules = _setup([f"model.loss_block={block}"], 1024, 8)
+        with jax.set_mesh(mesh):
+            params = init_params(cfg.model, jax.random.key(0), rules)
+            rng = np.random.default_rng(4)
+            x, y = (jax.device_put(rng.integers(0, 50257, (8, 1024)).astype(np.int32), rules.batch_sharding())
+                    for _ in range(2))
+            loss, grads = jax.jit(jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, x, y)))(params)
+            return float(loss), jax.device_get(grads)
+
+    (lw, gw), (lb, gb) = run(0), run(128)
+    diff = optax.tree.norm(jax.tree.map(lambda a, b: np.asarray(a, np.float32) - np.asarray(b, np.float32), gb, gw))
+    rel_g = float(diff / optax.tree.norm(gw))
+    rel_l = abs(lb - lw) / lw
+    passed = rel_l <= 1e-4 and rel_g <= 1e-2
+    results.append({"check": "124M bf16 blocked loss (128) vs whole", "loss": [lb, lw], "rel_loss": rel_l,
+                    "rel_grad": rel_g, "pass": passed})
+    print(f"124M bf16 loss_block=128 vs whole: loss {lb:.6f} / {lw:.6f} (rel {rel_l:.1e}), gradients rel "
+          f"{rel_g:.1e}  {'PASS' if passed else 'FAIL'}")
     return passed
 
 
@@ -198,11 +257,14 @@ def check_cache(results: list) -> bool:
     return passed
 
 
-def cmd_check(out: Path) -> int:
+CHECKS = {"attention": check_attention, "model": check_model, "blocked": check_blocked_loss, "cache": check_cache}
+
+
+def cmd_check(out: Path, names) -> int:
     results: list = []
-    ok = check_attention(results)
-    ok &= check_model(results)
-    ok &= check_cache(results)
+    ok = True
+    for name in names or CHECKS:
+        ok &= CHECKS[name](results)
     (out / "check.json").write_text(json.dumps(results, indent=1))
     print("check:", "ALL PASS" if ok else "FAILED")
     return 0 if ok else 1
@@ -211,23 +273,50 @@ def cmd_check(out: Path) -> int:
 # ----------------------------------------------------------------------------- curves
 
 
-def cmd_curves(out: Path, steps: int) -> int:
+# GPT-2 124M (gpt2_124m's model and AdamW recipe) on the Gutenberg mixture of gutenberg_gpt2
+# (12 books, 1.5M tokens, 70%, and Tiny Shakespeare, 0.3M, 30%; document masks): 300 steps of
+# 16 x 1024 tokens see the books ~2.3 times, where Tiny Shakespeare alone is seen 16 times.
+GUTENBERG_124M = ["+experiment=gutenberg_gpt2", "mesh.data=1", "checkpoint.enabled=false", "data.batch_size=16",
+                  "data.seq_len=1024", "model.max_seq_len=1024", "model.num_layers=12", "model.num_heads=12",
+                  "model.d_model=768", "model.qk_norm=false", "model.compute_dtype=bfloat16",
+                  "model.attention_block=0", "optimizer.name=adamw", "optimizer.lr=6e-4",
+                  "optimizer.warmup_steps=100", "optimizer.b2=0.95"]
+CORPORA = {"gutenberg": GUTENBERG_124M, "shakespeare": GPT2}
+
+
+def _val_key(rows: list) -> str:
+    keys = sorted({k for r in rows for k in r if k.startswith("val/") and k.endswith("loss")})
+    return "val/heldout/loss" if "val/heldout/loss" in keys else keys[0]
+
+
+def cmd_curves(out: Path, steps: int, corpus: str = "gutenberg", f32_highest: bool = False,
+               run_timeout: float = 900) -> int:
+    """bf16 (cuDNN attention) against float32 (XLA attention; TF32 matmuls, or with
+    --f32-highest full float32 matmuls) through `python3 -m spmdgpt train`, same seed and data."""
     runs = {}
-    for name, extra in (("bf16", []), ("f32", ["model.compute_dtype=float32", "model.attention=xla"])):
+    f32 = ["model.compute_dtype=float32", "model.attention=xla"]
+    f32_env = {"JAX_DEFAULT_MATMUL_PRECISION": "highest"} if f32_highest else {}
+    for name, extra in (("bf16", []), ("f32", f32)):
         run_dir = Path(f"/tmp/spmdgpt-curve-{name}")
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
-        cmd = [sys.executable, "-m", "spmdgpt", "train", *GPT2, f"train.steps={steps}", "train.eval_every=100",
-               "train.progress=false", "train.log_every=10", f"run.dir={run_dir}", *extra]
+        cmd = [sys.executable, "-m", "spmdgpt", "train", *CORPORA[corpus], f"train.steps={steps}",
+               "train.eval_every=100", "train.progress=false", "train.log_every=10", f"run.dir={run_dir}", *extra]
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=run_timeout,
+                               env={**os.environ, **(f32_env if name == "f32" else {})})
+        except subprocess.TimeoutExpired:
+            print(f"{name}: killed after --run-timeout={run_timeout} s")
+            return 1
         print(f"{name}: exit {p.returncode} in {time.perf_counter() - t0:.0f} s")
         print("\n".join(p.stdout.splitlines()[:1] + p.stderr.splitlines()[-3:]))
         if p.returncode:
             return 1
         rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+        vk = _val_key(rows)
         runs[name] = {
             "loss": {r["step"]: r["loss"] for r in rows if "loss" in r},
-            "val": {r["step"]: r["val/loss"] for r in rows if "val/loss" in r},
+            "val": {r["step"]: r[vk] for r in rows if vk in r}, "val_key": vk,
             "tokens_per_sec": [r["tokens_per_sec"] for r in rows if r.get("tokens_per_sec")],
         }
     a, b = runs["bf16"], runs["f32"]
@@ -236,17 +325,38 @@ def cmd_curves(out: Path, steps: int) -> int:
     last = max(a["val"])
     dval = abs(a["val"][last] - b["val"][last])
     passed = rel <= 0.03 and dval <= 0.05
-    print("step  loss bf16  loss f32")
+    print(f"corpus {corpus}; step  loss bf16  loss f32  ({a['val_key']}: bf16 / f32)")
     for s in sorted(a["loss"]):
         if s % 50 == 0:
-            print(f"{s:4d}  {a['loss'][s]:.4f}    {b['loss'][s]:.4f}")
-    print(f"val/loss at {last}: bf16 {a['val'][last]:.4f}, f32 {b['val'][last]:.4f}; max rel loss diff from "
+            v = f"   {a['val'][s]:.4f} / {b['val'][s]:.4f}" if s in a["val"] and s in b["val"] else ""
+            print(f"{s:4d}  {a['loss'][s]:.4f}    {b['loss'][s]:.4f}{v}")
+    print(f"{a['val_key']} at {last}: bf16 {a['val'][last]:.4f}, f32 {b['val'][last]:.4f}; max rel loss diff from "
           f"step 50: {rel:.2%} (<= 3%), |val diff| {dval:.4f} (<= 0.05)  {'PASS' if passed else 'FAIL'}")
-    (out / "curves.json").write_text(json.dumps({"runs": runs, "max_rel": rel, "val_diff": dval, "pass": passed}))
+    (out / f"curves-{corpus}.json").write_text(json.dumps({"runs": runs, "max_rel": rel, "val_diff": dval,
+                                                          "pass": passed}))
     return 0 if passed else 1
 
 
 # ----------------------------------------------------------------------------- speed
+
+
+def _batches(cfg, rules, batch: int, seq: int, n: int = 4) -> list:
+    """n batches (inputs, targets) on the device: random tokens, or with SPMDGPT_GPU_DATA=text the
+    training batches of the experiment's own corpus (Tiny Shakespeare, GPT-2 BPE). Real text
+    repeats tokens ("the", newlines) that random tokens almost never do, which matters to the
+    embedding gradient's scatter-add."""
+    import jax
+
+    if os.environ.get("SPMDGPT_GPU_DATA", "random") == "text":
+        from spmdgpt.data import Batcher, load_dataset
+
+        data = load_dataset(cfg.data)
+        b = Batcher(data.train, data.weights, seq, batch, cfg.train.seed, rules.batch_sharding())
+        return [tuple(b.train_batch(i))[:2] for i in range(n)]
+    rng = np.random.default_rng(0)
+    vocab = min(50257, cfg.model.vocab_size)
+    return [tuple(jax.device_put(rng.integers(0, vocab, (batch, seq)).astype(np.int32), rules.batch_sharding())
+                  for _ in range(2)) for _ in range(n)]
 
 
 def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) -> dict:
@@ -264,13 +374,16 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
     with jax.set_mesh(mesh):
         opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
         state = init_state(cfg, rules, opt)
-        rng = np.random.default_rng(0)
-        vocab = min(50257, cfg.model.vocab_size)
-        batches = [tuple(jax.device_put(rng.integers(0, vocab, (batch, seq)).astype(np.int32), rules.batch_sharding())
-                         for _ in range(2)) for _ in range(4)]
+        batches = _batches(cfg, rules, batch, seq)
         t0 = time.perf_counter()
         step = make_train_step(cfg, rules, opt).lower(state, *batches[0]).compile()
         compile_s = time.perf_counter() - t0
+        if profile_dir:  # the optimized HLO, to read the profile's fusions by name
+            import gzip
+
+            Path(profile_dir).mkdir(parents=True, exist_ok=True)
+            with gzip.open(Path(profile_dir) / "step.hlo.txt.gz", "wt") as f:
+                f.write(step.as_text())
         mem = step.memory_analysis()
         planned = (mem.argument_size_in_bytes + mem.output_size_in_bytes - mem.alias_size_in_bytes
                    + mem.temp_size_in_bytes)
@@ -299,7 +412,8 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
             "seq": seq, "batch": batch, "tokens_per_sec": tps, "rates": rates, "loss": float(m["loss"]),
             "compile_s": compile_s, "flops_per_token": fpt, "mfu": tps * fpt / peak if peak else None,
             "peak_bytes": stats.get("peak_bytes_in_use"), "planned_bytes": planned,
-            "temp_bytes": mem.temp_size_in_bytes, "device": dev.device_kind, "jax": jax.__version__}
+            "temp_bytes": mem.temp_size_in_bytes, "device": dev.device_kind, "jax": jax.__version__,
+            "data": os.environ.get("SPMDGPT_GPU_DATA", "random")}
 
 
 def _run_one(name: str) -> dict:
@@ -355,59 +469,202 @@ def cmd_speed(out: Path, only) -> int:
 
 def cmd_one(name: str) -> int:
     overrides, seq, batch, steps, windows = _speed_shape(name)
+    if name.endswith("-twopass"):
+        import spmdgpt.model.loss
+
+        spmdgpt.model.loss.ONE_PASS_LSE_PLATFORMS = ()
     print(json.dumps(measure_jax(overrides, seq, batch, steps, windows)))
     return 0
 
 
+KERNEL_KINDS = (  # (kind, substrings of the kernel name), first match wins
+    ("attention (cuDNN)", ("cudnn", "fmha", "flash", "sdpa")),
+    ("GEMM", ("gemm", "nvjet", "cutlass", "xmma", "wgmma", "triton_gemm", "dot")),
+    ("scatter", ("scatter",)),
+    ("reduction", ("reduce", "reduction")),
+    ("copy / transpose", ("copy", "transpose", "memcpy", "memset", "dynamic_update_slice")),
+    ("other fusion", ("",)),
+)
+
+
+def summarize_trace(path: Path, steps: int) -> dict:
+    """Per-step GPU time of a jax.profiler Perfetto trace, by kernel kind and by the 12 costliest
+    kernels, with the GPU's busy time (the union of its kernels' intervals) against the wall time
+    from the first kernel's start to the last one's end."""
+    import gzip
+    from collections import defaultdict
+
+    events = json.load(gzip.open(path))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    gpu_pids = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+                and "GPU" in str(e.get("args", {}).get("name", ""))}
+    threads = {(e["pid"], e["tid"]): str(e.get("args", {}).get("name", "")) for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") in gpu_pids}
+    # kernels live on the stream rows; the device's other rows (XLA Ops, XLA Modules, Steps) repeat them
+    streams = {k for k, v in threads.items() if "stream" in v.lower()} or None
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids and e.get("dur")
+               and (streams is None or (e["pid"], e.get("tid")) in streams)]
+    by_kind, by_name = defaultdict(float), defaultdict(float)
+    for e in kernels:
+        name = e["name"].lower()
+        kind = next(k for k, subs in KERNEL_KINDS if any(x in name for x in subs))
+        by_kind[kind] += e["dur"] / 1e3 / steps
+        by_name[e["name"][:90]] += e["dur"] / 1e3 / steps
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels)
+    busy, end = 0.0, -1e30
+    for a, b in spans:  # union of the intervals
+        if b > end:
+            busy += b - max(a, end)
+            end = b
+    wall = (spans[-1][1] - spans[0][0]) if spans else 0.0
+    return {"threads": sorted(set(threads.values()))[:20], "steps": steps, "wall_ms_per_step": wall / 1e3 / steps,
+            "busy_ms_per_step": busy / 1e3 / steps,
+            "kernel_ms_per_step": sum(by_kind.values()),
+            "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+            "top": dict(sorted(by_name.items(), key=lambda kv: -kv[1])[:80])}
+
+
+def print_summary(name: str, summ: dict) -> None:
+    busy, wall = summ["busy_ms_per_step"], summ["wall_ms_per_step"]
+    print(f"profile {name}: {wall:.2f} ms/step wall, GPU busy {busy:.2f} ms ({busy / max(wall, 1e-9):.1%}), "
+          f"kernels {summ['kernel_ms_per_step']:.2f} ms"
+          f" | rows {summ['threads']}")
+    for k, v in summ["by_kind"].items():
+        print(f"  {k:20s} {v:7.2f} ms")
+    for k, v in list(summ["top"].items())[:12]:
+        print(f"    {v:7.2f} ms  {k}")
+
+
 def cmd_profile(out: Path, only) -> int:
-    name = (only or ["jax-cudnn-1k"])[0]
-    overrides, seq, batch = SPEED[name]
-    r = measure_jax(overrides, seq, batch, windows=1, profile_dir=out / "trace")
-    print(json.dumps(r))
-    # jax.profiler writes trace/plugins/profile/<run>/<host>.*: bring the Perfetto trace up to
-    # out/ (the device tool returns files at most two folders down).
-    for f in (out / "trace").rglob("*perfetto_trace.json.gz"):
-        shutil.copy(f, out / f"{name}.perfetto_trace.json.gz")
-        print(f"trace: {out / (name + '.perfetto_trace.json.gz')} ({f.stat().st_size / 2**20:.1f} MiB)")
-    shutil.rmtree(out / "trace")
+    names = only or ["jax-cudnn-1k"]
+    for name in names:
+        overrides, seq, batch = SPEED[name]
+        tag = name + ("-text" if os.environ.get("SPMDGPT_GPU_DATA") == "text" else "")
+        r = measure_jax(overrides, seq, batch, windows=1, profile_dir=out / "trace")
+        print(json.dumps({k: v for k, v in r.items() if k != "rates"}))
+        # jax.profiler writes trace/plugins/profile/<run>/<host>.*: summarise the Perfetto trace and
+        # bring it up to out/ (the device tool returns files at most two folders down)
+        for f in (out / "trace").rglob("*perfetto_trace.json.gz"):
+            summ = summarize_trace(f, 3)
+            print_summary(tag, summ)
+            (out / f"{tag}.profile.json").write_text(json.dumps(summ, indent=1))
+            if os.environ.get("SPMDGPT_GPU_KEEP_TRACE"):
+                shutil.copy(f, out / f"{tag}.perfetto_trace.json.gz")
+        shutil.copy(out / "trace" / "step.hlo.txt.gz", out / f"{tag}.hlo.txt.gz")
+        shutil.rmtree(out / "trace")
     return 0
 
 
 def cmd_loop(out: Path) -> int:
-    """Where the CLI's steps lose time against the bare step: the same jitted step fed (a) fixed
-    device batches, (b) a fresh Batcher batch per step, (c) that plus reading each step's metrics
-    one step late, as spmdgpt.train's loop does; (d) = (c) calling the AOT-compiled executable
-    (`.lower().compile()`, as `speed` does) instead of the `jax.jit` function. Measured on the
-    H100, (a)-(c) were equal and 17% below `speed`: (d) tells whether dispatch is the cause."""
+    """Where the CLI's steps lose time against the bare step. The same train step, 30 steps per
+    variant, called as the `jax.jit` function (as spmdgpt train does) or as the AOT-compiled
+    executable (`.lower().compile()`, as `speed` does), fed fixed device batches of random
+    tokens or of the corpus's text, or a fresh Batcher batch per step with the metrics read one
+    step late (spmdgpt train's loop). On the first H100 visit the loop ran 17% below `speed`:
+    the first two variants separate dispatch from the data."""
     import jax
 
     from spmdgpt.trainer import training_parts
 
-    cfg, mesh, rules = _setup([])
+    cfg, mesh, rules = _setup(os.environ.get("SPMDGPT_GPU_LOOP", "").split())
     n, tok = 30, cfg.data.batch_size * cfg.data.seq_len
     rows = {}
     with jax.set_mesh(mesh):
         state, step, batcher, _ = training_parts(cfg, rules, schedule_steps=1000)
-        fixed = [batcher.train_batch(i) for i in range(4)]
+        text = [tuple(batcher.train_batch(i))[:2] for i in range(4)]
+        rng = np.random.default_rng(0)
+        rand = [tuple(jax.device_put(rng.integers(0, 50257, a.shape).astype(np.int32), a.sharding) for a in b)
+                for b in text]
         for i in range(3):
-            state, m = step(state, *fixed[i])
+            state, m = step(state, *text[i])
         jax.block_until_ready(m)
-        compiled = step.lower(state, *fixed[0]).compile()
-        for variant in ("fixed", "batcher", "batcher+metrics", "compiled+batcher+metrics"):
+        compiled = step.lower(state, *text[0]).compile()
+        variants = ("jit random", "compiled random", "jit text", "compiled text", "jit batcher+metrics",
+                    "compiled batcher+metrics")
+        for variant in variants:
             fn = compiled if variant.startswith("compiled") else step
-            t0 = time.perf_counter()
-            pending = None
-            for i in range(n):
-                batch = fixed[i % 4] if variant == "fixed" else batcher.train_batch(i)
-                state, m = fn(state, *batch)
-                if variant.endswith("metrics"):
-                    if pending is not None:
-                        jax.device_get(pending)
-                    pending = m
-            jax.block_until_ready(m)
+            for rep in range(2):  # the first repeat warms up
+                t0 = time.perf_counter()
+                pending = None
+                for i in range(n):
+                    if variant.endswith("metrics"):
+                        state, m = fn(state, *batcher.train_batch(i)[:2])
+                        if pending is not None:
+                            jax.device_get(pending)
+                        pending = m
+                    else:
+                        state, m = fn(state, *(rand if "random" in variant else text)[i % 4])
+                jax.block_until_ready(m)
             rows[variant] = n * tok / (time.perf_counter() - t0)
-            print(f"loop {variant:24s} {rows[variant]:10,.0f} tokens/s")
+            print(f"loop {variant:26s} {rows[variant]:10,.0f} tokens/s")
     (out / "loop.json").write_text(json.dumps(rows))
+    return 0
+
+
+# ----------------------------------------------------------------------------- target
+
+
+def cmd_target(out: Path) -> int:
+    """The GPU's XLA target description, and whether a step compiles for it with no GPU in sight.
+
+    (1) XLA writes the target description it compiles for (a GpuTargetConfigProto, text) beside
+    the HLO it dumps: a tiny jitted function is compiled with --xla_dump_to and that file kept as
+    DIR/gpu_target_config.txtpb. (2) In a process that sees no GPU (CUDA_VISIBLE_DEVICES="",
+    JAX_PLATFORMS=cpu), `jax.experimental.topologies.get_topology_desc(platform="cuda",
+    target_config=..., topology="1x1x1")` makes compile-only devices from it and the GPT-2 124M
+    step is planned on them (`target-plan`)."""
+    import glob
+    import tempfile
+
+    dump = tempfile.mkdtemp()
+    code = ("import jax, jax.numpy as jnp; f = jax.jit(lambda a: jnp.tanh(a @ a.T)); "
+            "print(f.lower(jnp.ones((256, 256), jnp.bfloat16)).compile().cost_analysis() is not None)")
+    env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={dump}"}
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    print("dump run: exit", p.returncode, p.stderr.strip().splitlines()[-1:] if p.returncode else "")
+    found = sorted(glob.glob(f"{dump}/**/*target_config*", recursive=True))
+    print("target config files:", [Path(f).name for f in found][:5])
+    if not found:
+        print("no target config in the dump; files:", sorted(os.listdir(dump))[:20])
+        return 1
+    text = Path(found[0]).read_text()
+    (out / "gpu_target_config.txtpb").write_text(text)
+    print(text[:3000])
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
+    p = subprocess.run([sys.executable, __file__, "target-plan", "--out", str(out)], env=env,
+                       capture_output=True, text=True, timeout=400)
+    print(p.stdout[-6000:])
+    print("target-plan: exit", p.returncode, "\n".join(p.stderr.strip().splitlines()[-8:]))
+    return p.returncode
+
+
+def cmd_target_plan(out: Path) -> int:
+    """(Called by `target` in a process without a GPU.) The GPT-2 124M step (bf16, cuDNN attention,
+    batch 16 x 1024) planned on compile-only CUDA devices made from DIR/gpu_target_config.txtpb."""
+    import jax
+    from jax.experimental import topologies
+
+    from spmdgpt.plan import plan_step, report
+    from spmdgpt.sharding import Rules, make_mesh
+
+    text = (out / "gpu_target_config.txtpb").read_text()
+    print("local devices:", jax.devices())
+    topo = topologies.get_topology_desc(platform="cuda", target_config=text, topology="1x1x1")
+    print("compile-only devices:", topo.devices)
+    rows = {}
+    for name in ("jax-cudnn-1k", "jax-cudnn-lb128-1k"):
+        overrides, seq, batch = SPEED[name]
+        from spmdgpt.config import load_config
+
+        cfg = load_config([*GPT2, f"data.seq_len={seq}", f"model.max_seq_len={seq}", f"data.batch_size={batch}",
+                           *overrides])
+        mesh = make_mesh(cfg.mesh, topo.devices[:1])
+        with jax.set_mesh(mesh):
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding))
+        print(name, "\n" + report(cfg, plan, 80 * 10**9))
+        rows[name] = {"total_bytes": plan.total_bytes, "temp_bytes": plan.temp_bytes, "flops": plan.flops,
+                      "compile_s": plan.compile_s}
+    (out / "target_plan.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 
@@ -448,11 +705,15 @@ def cmd_decode(out: Path) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["check", "curves", "speed", "decode", "profile", "loop", "one"])
+    ap.add_argument("cmd", choices=["check", "curves", "speed", "decode", "profile", "loop", "one", "target",
+                                    "target-plan"])
     ap.add_argument("name", nargs="?")
     ap.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
-    ap.add_argument("--only", default=None, help="comma-separated names from SPEED")
+    ap.add_argument("--only", default=None, help="comma-separated names from SPEED (check: from CHECKS)")
     ap.add_argument("--steps", type=int, default=300, help="curves: training steps")
+    ap.add_argument("--corpus", default="gutenberg", choices=sorted(CORPORA), help="curves: the training data")
+    ap.add_argument("--run-timeout", type=float, default=900, help="curves: seconds per training run")
+    ap.add_argument("--f32-highest", action="store_true", help="curves: float32 matmuls at full precision (no TF32)")
     ap.add_argument("--set", nargs="*", default=[], help="extra overrides for every run (smoke tests)")
     ap.add_argument("--tiny", action="store_true", help="a tiny model and shapes: runs on a CPU in seconds")
     args = ap.parse_args()
@@ -460,15 +721,18 @@ def main() -> int:
         os.environ["SPMDGPT_GPU_TINY"] = "1"  # (read by the `one` subprocesses too)
         args.set = TINY_MODEL + args.set
     GPT2.extend(args.set)
+    GUTENBERG_124M.extend(args.set)
     os.environ["SPMDGPT_GPU_SET"] = " ".join(args.set)  # for the `one` subprocesses
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     only = args.only.split(",") if args.only else None
     if args.cmd == "one":
         return cmd_one(args.name)
-    return {"check": lambda: cmd_check(out), "curves": lambda: cmd_curves(out, args.steps),
+    curves = partial(cmd_curves, out, args.steps, args.corpus, args.f32_highest, args.run_timeout)
+    return {"check": lambda: cmd_check(out, only), "curves": curves,
             "speed": lambda: cmd_speed(out, only), "decode": lambda: cmd_decode(out),
-            "profile": lambda: cmd_profile(out, only), "loop": lambda: cmd_loop(out)}[args.cmd]()
+            "profile": lambda: cmd_profile(out, only), "loop": lambda: cmd_loop(out),
+            "target": lambda: cmd_target(out), "target-plan": lambda: cmd_target_plan(out)}[args.cmd]()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ _fetch() {
     # build its pure-Python wheel here.
     python3 -m pip wheel -q --no-deps -w .gpu/wheels antlr4-python3-runtime==4.9.3
     root=${SPMDGPT_DATA:-../shared/data}
-    cp -r "$root/tinyshakespeare" "$root/gpt2-tokenizer" .gpu/data/
+    cp -r "$root/tinyshakespeare" "$root/gpt2-tokenizer" "$root/gutenberg-nltk" .gpu/data/
     du -sh .gpu
 }
 

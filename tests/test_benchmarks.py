@@ -28,6 +28,35 @@ def test_gpu_benchmark_speed_runs_tiny_on_cpu(tmp_path):
     assert "model.attention=cudnn needs an NVIDIA GPU" in rows["jax-cudnn-1k"]["error"]
 
 
+def test_gpu_profile_summary_sums_stream_kernels(tmp_path):
+    """benchmarks/gpu.py's trace summary: kernel time per step by kind from the GPU's stream rows
+    only (its XLA Ops row repeats them), busy time as the union of overlapping kernels, wall from
+    the first kernel's start to the last one's end."""
+    import gzip
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu
+    finally:
+        sys.path.pop(0)
+    meta = [{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
+            {"ph": "M", "name": "thread_name", "pid": 7, "tid": 2, "args": {"name": "Stream #14(Compute)"}},
+            {"ph": "M", "name": "thread_name", "pid": 7, "tid": 3, "args": {"name": "XLA Ops"}}]
+    kernels = [("nvjet_sm90_tst_128x160_NNT", 0, 4000), ("loop_add_fusion_12", 4000, 1000),
+               ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop", 4500, 1500),
+               ("input_reduce_fusion_31", 7000, 1000)]
+    events = meta + [{"ph": "X", "pid": 7, "tid": 2, "name": n, "ts": t, "dur": d} for n, t, d in kernels]
+    events += [{"ph": "X", "pid": 7, "tid": 3, "name": "fusion", "ts": 0, "dur": 8000},
+               {"ph": "X", "pid": 1, "tid": 9, "name": "host work", "ts": 0, "dur": 50000}]
+    path = tmp_path / "t.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    s = gpu.summarize_trace(path, steps=2)
+    assert s["by_kind"] == {"GEMM": 2.0, "attention (cuDNN)": 0.75, "other fusion": 0.5, "reduction": 0.5}
+    assert s["wall_ms_per_step"] == 4.0 and s["busy_ms_per_step"] == 3.5 and s["kernel_ms_per_step"] == 3.75
+
+
 def test_pytorch_reference_is_spmdgpt_model():
     """benchmarks/torch_gpt.py, the PyTorch side of benchmarks/peer.py, is the same model: with
     spmdgpt's initial parameters copied in, it gives spmdgpt's loss on the same tokens, and the
