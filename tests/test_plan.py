@@ -68,3 +68,85 @@ def test_llama2_7b_plans_on_8_devices(capsys):
     assert main(["plan", "+experiment=llama2_7b", "devices=8"]) == 0
     out = capsys.readouterr().out
     assert "parameters       3.14 GiB" in out
+
+
+# ----------------------------------------------------------------------------- GPU topologies
+
+
+def test_topology_names_map_to_xla_topologies():
+    from spmdgpt.config import ConfigError
+    from spmdgpt.topology import device_memory, parse_topology, target_config
+
+    assert parse_topology("h100") == ("h100", 1, "1x1x1")
+    assert parse_topology("h100-8") == ("h100", 8, "1x1x8")
+    assert parse_topology("h100-32") == ("h100", 32, "1x4x8")
+    for bad, why in (("a100-8", "unknown device kind 'a100'"), ("h100-12", "N=12 GPUs must be 1-8"),
+                     ("h100-x", "expected h100-N"), ("h100-0", "N=0 GPUs must be")):
+        with pytest.raises(ConfigError, match=why):
+            parse_topology(bad)
+    assert device_memory("h100") == 85017493504  # 79.2 GiB, as the H100 80GB HBM3 reported it
+    assert "core_count: 132" in target_config("h100")
+
+
+def test_fields_an_older_xla_does_not_know_are_dropped(capfd):
+    """XLA's parser names an unknown field only in its log (file descriptor 2): the field is
+    dropped and the description tried again; that log does not reach the terminal."""
+    import os
+
+    from spmdgpt.config import ConfigError
+    from spmdgpt.topology import compile_only_devices
+
+    seen = []
+
+    def make(text, topology):
+        seen.append((text, topology))
+        if "mem_clock_ghz" in text:
+            os.write(2, b'E text_format.cc:378] Error parsing: 221:16: has no field named "mem_clock_ghz".\n')
+            raise RuntimeError("FAILED_PRECONDITION: Failed to parse GpuTargetConfigProto")
+        return ["gpu0", "gpu1"]
+
+    assert compile_only_devices("h100-2", make) == ["gpu0", "gpu1"]
+    assert [t for _, t in seen] == ["1x1x2", "1x1x2"]
+    assert "mem_clock_ghz" in seen[0][0] and "mem_clock_ghz" not in seen[1][0]
+    assert seen[0][0].replace("  mem_clock_ghz: 2.619\n", "") == seen[1][0]
+    assert "has no field" not in capfd.readouterr().err
+
+    def no_plugin(text, topology):
+        raise NotImplementedError("topology not implemented for cuda")
+
+    with pytest.raises(ConfigError, match=r"topology=h100-8 compiles for NVIDIA GPUs through JAX's CUDA plugin, "
+                                          r"which is not installed: pip install 'spmdgpt\[gpu-plan\]'"):
+        compile_only_devices("h100-8", no_plugin)
+
+
+def _has_cuda_plugin() -> bool:
+    from spmdgpt.config import ConfigError
+    from spmdgpt.topology import compile_only_devices
+
+    try:
+        compile_only_devices("h100")
+    except ConfigError:
+        return False
+    return True
+
+
+def test_plan_topology_errors_are_one_line(capsys):
+    assert main(["plan", *COMMON, "topology=a100-8"]) == 2
+    assert capsys.readouterr().err == ("spmdgpt: error: topology=a100-8: unknown device kind 'a100'; known: "
+                                       "h100-N (N GPUs)\n")
+    assert main(["plan", *COMMON, "topology=h100-8", "devices=8"]) == 2
+    assert "devices=8 and topology=h100-8: give one" in capsys.readouterr().err
+    if not _has_cuda_plugin():
+        assert main(["plan", *COMMON, "topology=h100-8"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("spmdgpt: error: topology=h100-8 compiles for NVIDIA GPUs") and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not _has_cuda_plugin(), reason="needs JAX's CUDA plugin (the gpu-plan extra)")
+def test_plan_compiles_for_h100s_without_a_gpu(capsys):
+    """With the gpu-plan extra: the staircase model's step compiled for 2 H100s by XLA's GPU
+    compiler on this CPU: FSDP's reduce-scatters (which XLA:CPU does not emit) are there."""
+    assert main(["plan", *COMMON, "sharding=fsdp", "model.attention=xla", "topology=h100-2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compiled for h100-2: 2 x NVIDIA H100 80GB HBM3")
+    assert "reduce-scatter x" in out and "of 59.38 GiB" in out

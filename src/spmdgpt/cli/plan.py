@@ -1,8 +1,10 @@
-"""`spmdgpt plan <train overrides> [devices=N] [memory_gb=G]`: compile the config's training
-step from abstract shapes (no data, no weights) and print, per device, the bytes of parameters,
-optimizer state, batch and temporaries, the FLOPs per step and the collectives (see
-spmdgpt.plan). devices=N plans on N simulated CPU devices; memory_gb=G (default: what the device
-reports, if it does) turns a plan that does not fit into exit code 2."""
+"""`spmdgpt plan <train overrides> [devices=N | topology=h100-N] [memory_gb=G]`: compile the
+config's training step from abstract shapes (no data, no weights) and print, per device, the
+bytes of parameters, optimizer state, batch and temporaries, the FLOPs per step and the
+collectives (see spmdgpt.plan). devices=N plans on N simulated CPU devices; topology=h100-N
+compiles for N H100 GPUs with XLA's GPU compiler, on any machine (spmdgpt.topology);
+memory_gb=G (default: what the device reports, if it does; for a topology the memory JAX's
+allocator takes of the GPU) turns a plan that does not fit into exit code 2."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from spmdgpt.config import ConfigError
 class PlanArgs:
     devices: int = 0  # plan on this many simulated CPU devices (0 = this machine's devices)
     memory_gb: float = 0.0  # per-device memory the plan must fit (0 = the device's own, if known)
+    topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.topology)
 
 
 def _simulate_devices(n: int) -> None:
@@ -44,7 +47,16 @@ def run(items: List[str]) -> int:
     from spmdgpt.config import load_config, validate
     from spmdgpt.runtime import set_default_xla_flags
 
+    if args.devices and args.topology:
+        raise ConfigError([f"devices={args.devices} and topology={args.topology}: give one (devices=N simulates "
+                           "CPU devices, topology= compiles for the devices it names)"])
     cfg = load_config(overrides)
+    note = ""
+    if args.topology:
+        from spmdgpt.topology import parse_topology, usable_memory
+
+        kind = parse_topology(args.topology)[0]  # (a bad name fails here, before JAX starts)
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the process runs on the CPU; it compiles for GPUs
     if args.devices:
         _simulate_devices(args.devices)
     set_default_xla_flags()
@@ -54,20 +66,39 @@ def run(items: List[str]) -> int:
     from spmdgpt.plan import plan_step, report, size
     from spmdgpt.sharding import Rules, make_mesh
 
+    devices = jax.devices()
+    capacity = int(args.memory_gb * 2**30) if args.memory_gb else None
+    if args.topology:
+        from spmdgpt.topology import compile_only_devices
+
+        devices = compile_only_devices(args.topology)
+        if capacity is None:
+            capacity, fraction = usable_memory(kind)
+            note = (f"\n  (a GPU's {size(capacity)} above: the {fraction:.0%} of its memory that JAX's allocator "
+                    "takes, XLA_PYTHON_CLIENT_MEM_FRACTION)")
     # the step's shapes matter here; where the tokens come from does not (no data is read)
-    errs = [e for e in validate(cfg, jax.device_count())
+    errs = [e for e in validate(cfg, len(devices))
             if not e.startswith("data.") or e.startswith(("data.batch_size", "data.seq_len"))]
     if errs:
         raise ConfigError(errs)
-    attention_backend(cfg.model)  # a backend this platform can run
-    mesh = make_mesh(cfg.mesh)
-    with jax.set_mesh(mesh):
-        plan = plan_step(cfg, Rules(mesh, cfg.sharding))
-    capacity = int(args.memory_gb * 2**30) if args.memory_gb else None
+    attention_backend(cfg.model, devices[0].platform)  # a backend those devices can run
+    mesh = make_mesh(cfg.mesh, devices)
+    try:
+        with jax.set_mesh(mesh):
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding))
+    except RuntimeError as e:
+        if "cuDNN not found" not in str(e):
+            raise
+        raise ConfigError([f"topology={args.topology}: cuDNN attention (model.attention={cfg.model.attention.value}) "
+                           "needs cuDNN's library to compile: pip install 'spmdgpt[gpu-plan]', or plan with "
+                           "model.attention=xla"]) from None
     if capacity is None:
-        stats = jax.devices()[0].memory_stats() or {}
+        stats = devices[0].memory_stats() or {}
         capacity = stats.get("bytes_limit")
-    print(report(cfg, plan, capacity))
+    if args.topology:
+        print(f"compiled for {args.topology}: {len(devices)} x {devices[0].device_kind} (XLA's GPU compiler, "
+              "no GPU used)")
+    print(report(cfg, plan, capacity) + note)
     if capacity is not None and plan.total_bytes > capacity:
         print(f"spmdgpt: error: the step needs {size(plan.total_bytes)} per device but a device has "
               f"{size(capacity)}; shard more (sharding=fsdp, more devices), set model.remat=full, "
