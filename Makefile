@@ -6,9 +6,13 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup train test test-all bench web clean
 
+# EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
+# EXTRAS=dev,tpu-plan,gpu-plan)
+EXTRAS ?= dev
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -70,27 +70,37 @@ def test_llama2_7b_plans_on_8_devices(capsys):
     assert "parameters       3.14 GiB" in out
 
 
-# ----------------------------------------------------------------------------- GPU topologies
+# ----------------------------------------------------------------------------- topologies
 
 
 def test_topology_names_map_to_xla_topologies():
+    """Cloud names: v5p-N counts TensorCores (2 per chip), v5e/v5litepod/v6e-N chips; GPUs 1-8
+    per host, more in hosts of 8."""
     from spmdgpt.config import ConfigError
-    from spmdgpt.topology import device_memory, parse_topology, target_config
+    from spmdgpt.topology import capacity, parse_topology, target_config
 
-    assert parse_topology("h100") == ("h100", 1, "1x1x1")
-    assert parse_topology("h100-8") == ("h100", 8, "1x1x8")
-    assert parse_topology("h100-32") == ("h100", 32, "1x4x8")
+    got = {n: (parse_topology(n).devices, parse_topology(n).xla_name) for n in
+           ("h100", "h100-8", "h100-32", "v5p-8", "v5p-128", "v5p-1024", "v5e-4", "v5litepod-8", "v5e-16", "v6e-256")}
+    assert got == {"h100": (1, "1x1x1"), "h100-8": (8, "1x1x8"), "h100-32": (32, "1x4x8"),
+                   "v5p-8": (4, "v5p:2x2x1"), "v5p-128": (64, "v5p:4x4x4"), "v5p-1024": (512, "v5p:8x8x8"),
+                   "v5e-4": (4, "v5e:2x2"), "v5litepod-8": (8, "v5e:2x4"), "v5e-16": (16, "v5e:4x4"),
+                   "v6e-256": (256, "v6e:16x16")}
     for bad, why in (("a100-8", "unknown device kind 'a100'"), ("h100-12", "N=12 GPUs must be 1-8"),
-                     ("h100-x", "expected h100-N"), ("h100-0", "N=0 GPUs must be")):
+                     ("h100-x", "expected h100-N"), ("h100-0", "N=0 GPUs must be"),
+                     ("v5p-12", r"v5p-12: N counts TensorCores \(2 per chip\) and must be 8, 16, 32"),
+                     ("v5e-2", "v5e-2: N counts chips and must be 4, 8, 16"), ("v6e-24", "must be 4, 8, 16")):
         with pytest.raises(ConfigError, match=why):
             parse_topology(bad)
-    assert device_memory("h100") == 85017493504  # 79.2 GiB, as the H100 80GB HBM3 reported it
+    # a GPU offers what JAX's allocator takes of the memory it reported; a TPU chip its HBM
+    assert capacity(parse_topology("h100-8"))[0] == int(85017493504 * 0.75)
+    assert capacity(parse_topology("v5p-8"))[0] == 95 * 2**30
     assert "core_count: 132" in target_config("h100")
 
 
 def test_fields_an_older_xla_does_not_know_are_dropped(capfd):
     """XLA's parser names an unknown field only in its log (file descriptor 2): the field is
-    dropped and the description tried again; that log does not reach the terminal."""
+    dropped and the description tried again; that log does not reach the terminal. A missing
+    compiler is one error naming the extra to install."""
     import os
 
     from spmdgpt.config import ConfigError
@@ -98,8 +108,8 @@ def test_fields_an_older_xla_does_not_know_are_dropped(capfd):
 
     seen = []
 
-    def make(text, topology):
-        seen.append((text, topology))
+    def make(top, text):
+        seen.append((text, top.xla_name))
         if "mem_clock_ghz" in text:
             os.write(2, b'E text_format.cc:378] Error parsing: 221:16: has no field named "mem_clock_ghz".\n')
             raise RuntimeError("FAILED_PRECONDITION: Failed to parse GpuTargetConfigProto")
@@ -111,20 +121,26 @@ def test_fields_an_older_xla_does_not_know_are_dropped(capfd):
     assert seen[0][0].replace("  mem_clock_ghz: 2.619\n", "") == seen[1][0]
     assert "has no field" not in capfd.readouterr().err
 
-    def no_plugin(text, topology):
+    def no_plugin(top, text):
         raise NotImplementedError("topology not implemented for cuda")
 
-    with pytest.raises(ConfigError, match=r"topology=h100-8 compiles for NVIDIA GPUs through JAX's CUDA plugin, "
-                                          r"which is not installed: pip install 'spmdgpt\[gpu-plan\]'"):
+    def no_libtpu(top, text):
+        raise RuntimeError("JAX TPU support not installed; cannot generate TPU topology.")
+
+    with pytest.raises(ConfigError, match=r"topology=h100-8 compiles with the GPU compiler, which is not "
+                                          r"installed: pip install 'spmdgpt\[gpu-plan-cudnn\]'"):
         compile_only_devices("h100-8", no_plugin)
+    with pytest.raises(ConfigError, match=r"topology=v5e-16 compiles with the TPU compiler, which is not "
+                                          r"installed: pip install 'spmdgpt\[tpu-plan\]'"):
+        compile_only_devices("v5e-16", no_libtpu)
 
 
-def _has_cuda_plugin() -> bool:
+def _can_compile_for(name: str) -> bool:
     from spmdgpt.config import ConfigError
     from spmdgpt.topology import compile_only_devices
 
     try:
-        compile_only_devices("h100")
+        compile_only_devices(name)
     except ConfigError:
         return False
     return True
@@ -132,21 +148,54 @@ def _has_cuda_plugin() -> bool:
 
 def test_plan_topology_errors_are_one_line(capsys):
     assert main(["plan", *COMMON, "topology=a100-8"]) == 2
-    assert capsys.readouterr().err == ("spmdgpt: error: topology=a100-8: unknown device kind 'a100'; known: "
-                                       "h100-N (N GPUs)\n")
+    err = capsys.readouterr().err
+    assert err.startswith("spmdgpt: error: topology=a100-8: unknown device kind 'a100'; known: h100-N") and \
+        err.count("\n") == 1
     assert main(["plan", *COMMON, "topology=h100-8", "devices=8"]) == 2
     assert "devices=8 and topology=h100-8: give one" in capsys.readouterr().err
-    if not _has_cuda_plugin():
-        assert main(["plan", *COMMON, "topology=h100-8"]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("spmdgpt: error: topology=h100-8 compiles for NVIDIA GPUs") and err.count("\n") == 1
+    for name, platform in (("h100-8", "GPU"), ("v5e-16", "TPU")):
+        if not _can_compile_for(name):
+            assert main(["plan", *COMMON, f"topology={name}"]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"spmdgpt: error: topology={name} compiles with the {platform} compiler")
+            assert err.count("\n") == 1
 
 
-@pytest.mark.skipif(not _has_cuda_plugin(), reason="needs JAX's CUDA plugin (the gpu-plan extra)")
+@pytest.mark.skipif(not _can_compile_for("h100"), reason="needs JAX's CUDA plugin (the gpu-plan extra)")
 def test_plan_compiles_for_h100s_without_a_gpu(capsys):
     """With the gpu-plan extra: the staircase model's step compiled for 2 H100s by XLA's GPU
     compiler on this CPU: FSDP's reduce-scatters (which XLA:CPU does not emit) are there."""
     assert main(["plan", *COMMON, "sharding=fsdp", "model.attention=xla", "topology=h100-2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("compiled for h100-2: 2 x NVIDIA H100 80GB HBM3")
-    assert "reduce-scatter x" in out and "of 59.38 GiB" in out
+    assert out.startswith("compiled for h100-2 (1x1x2): 2 x NVIDIA H100 80GB HBM3")
+    assert "reduce-scatter x" in out and "of 59.38 GiB" in out and "-bound: at most" in out
+
+
+TPU = [*COMMON, "data.seq_len=128", "model.max_seq_len=128", "data.batch_size=16"]
+
+
+@pytest.mark.skipif(not _can_compile_for("v5e-4"), reason="needs libtpu (the tpu-plan extra)")
+def test_plan_compiles_for_tpu_slices(capsys):
+    """With the tpu-plan extra: the staircase model's step (splash attention, the TPU's own) for
+    a v5e-4 slice under dp and fsdp and a v5p-16 one under fsdp_tp: per-chip parameter bytes
+    divide as the rule table says; a model too large for a v5e chip's HBM exits 2."""
+    plans = {}
+    for table, topology in (("dp", "v5e-4"), ("fsdp", "v5e-4"), ("fsdp_tp", "v5p-16")):
+        assert main(["plan", *TPU, f"sharding={table}", f"topology={topology}"]
+                    + (["mesh.data=4", "mesh.model=2"] if table == "fsdp_tp" else [])) == 0
+        plans[table] = capsys.readouterr().out
+    assert plans["dp"].startswith("compiled for v5e-4 (v5e:2x2): 4 x TPU v5 lite (libtpu's compiler; no TPU used)")
+    assert plans["fsdp_tp"].startswith("compiled for v5p-16 (v5p:2x2x2): 8 x TPU v5")
+
+    def param_bytes(out):  # "parameters       0.1 MiB" -> bytes
+        value, unit = next(ln for ln in out.splitlines() if "parameters" in ln).split()[1:3]
+        return float(value) * (2**30 if unit == "GiB" else 2**20)
+
+    assert param_bytes(plans["fsdp"]) == pytest.approx(param_bytes(plans["dp"]) / 4, rel=0.1)
+    assert "all-gather x" in plans["fsdp"] and "all-gather x" not in plans["dp"]
+    assert "of 16.00 GiB" in plans["dp"] and "a TPU v5e chip's HBM" in plans["dp"]
+    big = ["model.d_model=2048", "model.num_heads=16", "model.num_layers=32", "model.vocab_size=32000"]
+    assert main(["plan", *TPU, *big, "sharding=dp", "topology=v5e-4"]) == 2
+    err = capsys.readouterr().err  # (libtpu refuses to compile it: the HBM it would need is in its message)
+    assert err.startswith("spmdgpt: error: the step does not fit a TPU v5 lite: Ran out of memory on HBM")
+    assert err.count("\n") == 1 and "shard more (sharding=fsdp" in err

@@ -52,6 +52,7 @@ class Plan:
     batch_bytes: int  # ... of one batch (tokens, targets, segment ids, positions)
     temp_bytes: int  # XLA's temporaries during the step (memory_analysis)
     flops: Optional[float]  # XLA's count for this device's program (cost_analysis)
+    bytes_accessed: Optional[float]  # XLA's count of the bytes its operations read and write
     formula_flops: float  # (6 N + attention) x tokens of the step / devices
     loops: bool  # the program has loops (XLA counts a loop body's FLOPs once)
     collectives: Dict[str, tuple] = field(default_factory=dict)  # kind -> (instructions, bytes)
@@ -124,11 +125,30 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
         batch_bytes=shard_bytes(batch),
         temp_bytes=compiled.memory_analysis().temp_size_in_bytes,
         flops=(cost or {}).get("flops"),
+        bytes_accessed=(cost or {}).get("bytes accessed"),
         formula_flops=flops_per_token(cfg.model, cfg.data.seq_len) * tokens / n,
         loops=" while(" in text,
         collectives=collectives_of(text),
         compile_s=compile_s,
     )
+
+
+def estimate(plan: Plan, peak_flops: float, bandwidth: float) -> str:
+    """Roofline estimates of the step time on a device of `peak_flops` (bf16 FLOP/s) and memory
+    `bandwidth` (bytes/s), labelled as such: the FLOPs (the larger of XLA's count and the formula's)
+    at the peak rate, XLA's bytes accessed at the bandwidth; the larger of the two and the MFU it
+    implies. Collectives are not in it (they may overlap with compute, or not)."""
+    flops = max(plan.flops or 0.0, plan.formula_flops)
+    compute = flops / peak_flops
+    memory = (plan.bytes_accessed or 0.0) / bandwidth
+    step = max(compute, memory)
+    bound = "compute" if compute >= memory else "memory"
+    return (f"  estimate         {step * 1e3:.1f} ms per step, {bound}-bound: at most "
+            f"{plan.formula_flops / step / peak_flops:.0%} MFU (a roofline estimate, not a measurement)\n"
+            f"                   FLOPs at {peak_flops / 1e12:.0f} TFLOP/s {compute * 1e3:.1f} ms; XLA's bytes "
+            f"accessed ({size(plan.bytes_accessed or 0)}) at {bandwidth / 1e12:.2f} TB/s {memory * 1e3:.1f} ms"
+            + (", a lower bound (XLA counts a loop body's bytes once)" if plan.loops else "")
+            + "; collectives not counted")
 
 
 def size(n: float) -> str:

@@ -1,15 +1,22 @@
-"""Devices to compile for that this machine does not have: `spmdgpt plan topology=h100-8`.
+"""Devices to compile for that this machine does not have: `spmdgpt plan topology=NAME`.
 
-XLA compiles for an NVIDIA GPU from a description of it (a GpuTargetConfigProto in text form:
-compute capability, SMs, memory, cache, clock, cuDNN version), with no GPU present. The
-descriptions live in `configs/gpu/<kind>.txtpb`, each written by XLA itself on a real device
-(`benchmarks/gpu.py target`). `jax.experimental.topologies.get_topology_desc(platform="cuda",
-target_config=..., topology="<slices>x<hosts>x<gpus per host>")` turns one into compile-only
-devices through JAX's CUDA plugin (the `gpu-plan` extra: jax-cuda13-plugin and -pjrt at the
-pinned JAX version, plus cuDNN for cuDNN attention), and a step lowered onto a mesh of them is
-compiled by the real GPU compiler: memory_analysis() and the collectives are what that GPU
-would run. Checked on an H100 (benchmarks/BENCHMARKS.md, GPU): the plan made without a GPU
-predicts the measured peak memory of the GPT-2 124M step to 0.01%.
+`jax.experimental.topologies.get_topology_desc` makes compile-only devices, and a step lowered
+onto a mesh of them is compiled by the real compiler of that platform: memory_analysis() and
+the collectives are what those devices would run. Two kinds of name:
+
+- **NVIDIA GPUs**, `h100-N` (N GPUs: 1-8 on one host, or a multiple of 8 in hosts of 8). XLA
+  compiles for a GPU from a description of it (a GpuTargetConfigProto in text form: compute
+  capability, SMs, memory, caches, clock, cuDNN version), with no GPU present. The descriptions
+  live in `configs/gpu/<kind>.txtpb`, each written by XLA itself on a real device
+  (`benchmarks/gpu.py target`); JAX's CUDA plugin reads them (the `gpu-plan` extra). Checked on
+  an H100 (benchmarks/BENCHMARKS.md, GPU): the plan made without a GPU predicts the measured
+  peak memory of the GPT-2 124M step to 0.01%.
+- **TPU pod slices**, named as Cloud TPU accelerator types so that the number means what it
+  means when renting: `v5p-N` (N TensorCores, 2 per chip), `v5litepod-N` or `v5e-N` (N chips),
+  `v6e-N` (N chips). libtpu compiles for them (the `tpu-plan` extra).
+
+Each kind carries its data-sheet figures (memory, peak bf16 FLOP/s, HBM bandwidth) for the
+plan's fit test and its estimates.
 """
 
 from __future__ import annotations
@@ -19,51 +26,109 @@ import os
 import re
 import sys
 import tempfile
+from dataclasses import dataclass
 from importlib import resources
 from typing import List, Tuple
 
 from spmdgpt.config import ConfigError
 
 GPUS_PER_HOST = 8  # an HGX/DGX host
-GPU_KINDS = ("h100",)  # configs/gpu/<kind>.txtpb
-INSTALL = ("pip install 'spmdgpt[gpu-plan]' (JAX's CUDA plugin and cuDNN at the pinned JAX version; "
-           "no GPU or driver needed)")
+
+
+@dataclass(frozen=True)
+class Chip:
+    """Data-sheet figures of one device kind."""
+
+    name: str
+    platform: str  # "gpu" | "tpu"
+    memory: int  # bytes per device
+    peak_flops: float  # dense bf16 FLOP/s per device
+    bandwidth: float  # memory bytes/s per device
+    dims: int = 0  # TPU: the slice's torus dimensions (2 or 3)
+    cores_per_chip: int = 1  # TPU: TensorCores counted by the accelerator type's number
+
+
+# Vendor data sheets (NVIDIA H100 SXM; Google Cloud TPU system architecture pages).
+CHIPS = {
+    "h100": Chip("NVIDIA H100 80GB HBM3", "gpu", 80 * 10**9, 989e12, 3.35e12),
+    "v5e": Chip("TPU v5e", "tpu", 16 * 2**30, 197e12, 819e9, dims=2),
+    "v5p": Chip("TPU v5p", "tpu", 95 * 2**30, 459e12, 2765e9, dims=3, cores_per_chip=2),
+    "v6e": Chip("TPU v6e", "tpu", 32 * 2**30, 918e12, 1640e9, dims=2),
+}
+ALIASES = {"v5litepod": "v5e"}
+INSTALL = {
+    "gpu": ("pip install 'spmdgpt[gpu-plan-cudnn]' (JAX's CUDA plugin and cuDNN at the pinned JAX version; "
+            "no GPU or driver needed)"),
+    "tpu": "pip install 'spmdgpt[tpu-plan]' (libtpu at the pinned JAX version; no TPU needed)",
+}
 _UNKNOWN_FIELD = re.compile(r'has no field named "(\w+)"')
 
 
-def parse_topology(name: str) -> Tuple[str, int, str]:
-    """'h100-16' -> ('h100', 16, '1x2x8'): the GPU kind, the number of GPUs and XLA's topology
-    string (slices x hosts x GPUs per host; up to 8 GPUs on one host, more in hosts of 8).
-    A bare kind ('h100') is one GPU. ConfigError for anything else."""
+@dataclass(frozen=True)
+class Topology:
+    name: str  # as given, e.g. v5p-128
+    kind: str  # a key of CHIPS
+    devices: int  # devices JAX will show (GPUs, TPU chips)
+    xla_name: str  # GPU: slices x hosts x GPUs per host; TPU: <generation>:<torus shape>
+
+    @property
+    def chip(self) -> Chip:
+        return CHIPS[self.kind]
+
+
+def _torus(chips: int, dims: int) -> List[int]:
+    """The Cloud TPU slice shape of `chips` chips: from 2x2 (x1), doubling the smallest axis (the
+    last of equal ones) at each step: v5p 4x4x4 (64 chips), 4x4x8, 4x8x8; v5e 2x4, 4x4, 4x8."""
+    shape = [2, 2] + [1] * (dims - 2)
+    while shape[0] * shape[1] * (shape[2] if dims == 3 else 1) < chips:
+        i = max(j for j in range(dims) if shape[j] == min(shape))
+        shape[i] *= 2
+    return shape
+
+
+def parse_topology(name: str) -> Topology:
+    """'h100-16' -> 16 GPUs in 2 hosts ('1x2x8'); 'v5p-128' -> 64 chips ('v5p:4x4x4');
+    'v5e-16' -> 16 chips ('v5e:4x4'). ConfigError for anything else."""
     kind, _, count = name.partition("-")
-    if kind not in GPU_KINDS:
-        raise ConfigError([f"topology={name}: unknown device kind {kind!r}; known: "
-                           + ", ".join(f"{k}-N (N GPUs)" for k in GPU_KINDS)])
+    kind = ALIASES.get(kind, kind)
+    if kind not in CHIPS:
+        known = ", ".join(["h100-N (N GPUs)", "v5p-N (N TensorCores)", "v5litepod-N or v5e-N (N chips)",
+                           "v6e-N (N chips)"])
+        raise ConfigError([f"topology={name}: unknown device kind {kind!r}; known: {known}"])
     if count and not count.isdigit():
-        raise ConfigError([f"topology={name}: expected {kind}-N with N a whole number of GPUs, e.g. {kind}-8"])
+        raise ConfigError([f"topology={name}: expected {kind}-N with N a whole number, e.g. {kind}-8"])
+    chip = CHIPS[kind]
     n = int(count or 1)
-    if n < 1 or (n > GPUS_PER_HOST and n % GPUS_PER_HOST):
-        raise ConfigError([f"topology={name}: N={n} GPUs must be 1-{GPUS_PER_HOST} (one host) or a multiple "
-                           f"of {GPUS_PER_HOST} (hosts of {GPUS_PER_HOST})"])
-    hosts, per_host = (1, n) if n <= GPUS_PER_HOST else (n // GPUS_PER_HOST, GPUS_PER_HOST)
-    return kind, n, f"1x{hosts}x{per_host}"
+    if chip.platform == "gpu":
+        if n < 1 or (n > GPUS_PER_HOST and n % GPUS_PER_HOST):
+            raise ConfigError([f"topology={name}: N={n} GPUs must be 1-{GPUS_PER_HOST} (one host) or a multiple "
+                               f"of {GPUS_PER_HOST} (hosts of {GPUS_PER_HOST})"])
+        hosts, per_host = (1, n) if n <= GPUS_PER_HOST else (n // GPUS_PER_HOST, GPUS_PER_HOST)
+        return Topology(name, kind, n, f"1x{hosts}x{per_host}")
+    chips = n // chip.cores_per_chip
+    least = 4 * chip.cores_per_chip
+    if n % chip.cores_per_chip or chips < 4 or chips & (chips - 1):
+        unit = "TensorCores (2 per chip)" if chip.cores_per_chip == 2 else "chips"
+        raise ConfigError([f"topology={name}: N counts {unit} and must be {least}, {2 * least}, {4 * least}, ... "
+                           f"(a power of two from {least}), e.g. {kind}-{16 * least}"])
+    return Topology(name, kind, chips, f"{kind}:" + "x".join(map(str, _torus(chips, chip.dims))))
 
 
 def target_config(kind: str) -> str:
-    """The stored text of configs/gpu/<kind>.txtpb."""
+    """The stored GPU description configs/gpu/<kind>.txtpb."""
     return resources.files("spmdgpt").joinpath("configs", "gpu", f"{kind}.txtpb").read_text()
 
 
-def device_memory(kind: str) -> int:
-    """The GPU's memory in bytes (the description's device_memory_size)."""
-    return int(re.search(r"device_memory_size:\s*(\d+)", target_config(kind)).group(1))
-
-
-def usable_memory(kind: str) -> Tuple[int, float]:
-    """(bytes a JAX process can use on one such GPU, the fraction): JAX's allocator takes
-    XLA_PYTHON_CLIENT_MEM_FRACTION of the memory (default 0.75)."""
-    fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
-    return int(device_memory(kind) * fraction), fraction
+def capacity(top: Topology) -> Tuple[int, str]:
+    """(bytes one device offers a step, what that number is). GPUs: the share of the memory
+    that JAX's allocator takes (XLA_PYTHON_CLIENT_MEM_FRACTION, default 0.75); TPUs: the HBM."""
+    chip = top.chip
+    if chip.platform == "gpu":  # the memory the GPU reported (its description), not the data sheet's
+        memory = int(re.search(r"device_memory_size:\s*(\d+)", target_config(top.kind)).group(1))
+        fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
+        return int(memory * fraction), (f"the {fraction:.0%} of a GPU's {memory / 2**30:.2f} GiB that JAX's "
+                                        "allocator takes, XLA_PYTHON_CLIENT_MEM_FRACTION")
+    return chip.memory, f"a {chip.name} chip's HBM (data sheet; its compiler leaves a little less to a program)"
 
 
 def without_field(text: str, field: str) -> str:
@@ -72,34 +137,40 @@ def without_field(text: str, field: str) -> str:
 
 
 def compile_only_devices(name: str, make=None) -> List:
-    """The compile-only devices of topology `name` (e.g. 'h100-8'). Fields of the stored
-    description that the installed XLA does not know (a description written by a newer one) are
-    dropped one by one, as its parser names them. ConfigError when JAX's CUDA plugin is missing.
-    `make(target_config, topology)` -> devices (default: JAX's topologies; tests pass a fake)."""
-    kind, _, topology = parse_topology(name)
+    """The compile-only devices of topology `name`. ConfigError when the platform's compiler
+    (JAX's CUDA plugin, libtpu) is missing. GPUs: fields of the stored description that the
+    installed XLA does not know (one written by a newer XLA) are dropped one by one, as its parser
+    names them. `make(top, target_config)` -> devices (default: JAX's topologies; tests pass a fake)."""
+    top = parse_topology(name)
     make = make or _jax_topology
-    text = target_config(kind)
+    platform = top.chip.platform
+    text = target_config(top.kind) if platform == "gpu" else ""
     dropped: List[str] = []
     while True:
         with tempfile.TemporaryFile(mode="w+") as log:
             try:
-                with _stderr_to(log):  # XLA's parser names a field it does not know in its log only
-                    return make(text, topology)
-            except NotImplementedError:  # no topology factory for "cuda": the plugin is not installed
-                raise ConfigError([f"topology={name} compiles for NVIDIA GPUs through JAX's CUDA plugin, "
-                                   f"which is not installed: {INSTALL}"]) from None
+                with _stderr_to(log):  # compilers' C++ logs: an unknown field is named there only
+                    return make(top, text)
             except Exception as e:
-                log.seek(0)
-                field = _UNKNOWN_FIELD.search(str(e)) or _UNKNOWN_FIELD.search(log.read())
-                if field is None or field.group(1) in dropped:
+                if isinstance(e, (NotImplementedError, ImportError)) or "TPU support not installed" in str(e):
+                    raise ConfigError([f"topology={name} compiles with the {platform.upper()} compiler, which is "
+                                       f"not installed: {INSTALL[platform]}"]) from None
+                field = _unknown_field(e, log)
+                if field is None or field in dropped:
                     raise
-        dropped.append(field.group(1))
-        text = without_field(text, field.group(1))
+        dropped.append(field)
+        text = without_field(text, field)
+
+
+def _unknown_field(e: Exception, log):
+    log.seek(0)
+    m = _UNKNOWN_FIELD.search(str(e)) or _UNKNOWN_FIELD.search(log.read())
+    return m.group(1) if m else None
 
 
 @contextlib.contextmanager
 def _stderr_to(f):
-    """File descriptor 2 (where XLA's C++ logs go) into the file f for the block."""
+    """File descriptor 2 (where XLA's and libtpu's C++ logs go) into the file f for the block."""
     sys.stderr.flush()
     saved = os.dup(2)
     os.dup2(f.fileno(), 2)
@@ -110,7 +181,12 @@ def _stderr_to(f):
         os.close(saved)
 
 
-def _jax_topology(text: str, topology: str) -> List:
+def _jax_topology(top: Topology, text: str) -> List:
     from jax.experimental import topologies
 
-    return list(topologies.get_topology_desc(platform="cuda", target_config=text, topology=topology).devices)
+    if top.chip.platform == "gpu":
+        desc = topologies.get_topology_desc(platform="cuda", target_config=text, topology=top.xla_name)
+    else:  # (libtpu takes a lock meant for a TPU host; compiling needs none: plans may run side by side)
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+        desc = topologies.get_topology_desc(topology_name=top.xla_name, platform="tpu")
+    return list(desc.devices)

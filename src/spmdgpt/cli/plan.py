@@ -1,10 +1,11 @@
-"""`spmdgpt plan <train overrides> [devices=N | topology=h100-N] [memory_gb=G]`: compile the
+"""`spmdgpt plan <train overrides> [devices=N | topology=NAME] [memory_gb=G]`: compile the
 config's training step from abstract shapes (no data, no weights) and print, per device, the
 bytes of parameters, optimizer state, batch and temporaries, the FLOPs per step and the
-collectives (see spmdgpt.plan). devices=N plans on N simulated CPU devices; topology=h100-N
-compiles for N H100 GPUs with XLA's GPU compiler, on any machine (spmdgpt.topology);
-memory_gb=G (default: what the device reports, if it does; for a topology the memory JAX's
-allocator takes of the GPU) turns a plan that does not fit into exit code 2."""
+collectives (see spmdgpt.plan). devices=N plans on N simulated CPU devices; topology=NAME
+(h100-8, v5p-128, v5e-16, v6e-256, ...) compiles for those devices with their own compiler, on
+any machine, and adds a roofline estimate of the step time (spmdgpt.topology); memory_gb=G
+(default: what the device reports, if it does; for a topology, a GPU's share that JAX's
+allocator takes or a TPU chip's HBM) turns a plan that does not fit into exit code 2."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from typing import List
 
 from spmdgpt.cli.args import EXIT_OK, EXIT_USAGE, parse
 from spmdgpt.config import ConfigError
+
+
+_FIXES = ("shard more (sharding=fsdp, more devices), set model.remat=full, train.microbatches=k or "
+          "model.loss_block=c, or lower data.batch_size")
 
 
 @dataclass
@@ -51,31 +56,31 @@ def run(items: List[str]) -> int:
         raise ConfigError([f"devices={args.devices} and topology={args.topology}: give one (devices=N simulates "
                            "CPU devices, topology= compiles for the devices it names)"])
     cfg = load_config(overrides)
-    note = ""
+    note, top = "", None
     if args.topology:
-        from spmdgpt.topology import parse_topology, usable_memory
+        from spmdgpt.topology import parse_topology
 
-        kind = parse_topology(args.topology)[0]  # (a bad name fails here, before JAX starts)
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the process runs on the CPU; it compiles for GPUs
+        top = parse_topology(args.topology)  # (a bad name fails here, before JAX starts)
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the process runs on the CPU; it compiles for others
     if args.devices:
         _simulate_devices(args.devices)
     set_default_xla_flags()
     import jax
 
     from spmdgpt.model import attention_backend
-    from spmdgpt.plan import plan_step, report, size
+    from spmdgpt.plan import estimate, plan_step, report, size
     from spmdgpt.sharding import Rules, make_mesh
 
     devices = jax.devices()
     capacity = int(args.memory_gb * 2**30) if args.memory_gb else None
-    if args.topology:
+    if top is not None:
+        from spmdgpt.topology import capacity as device_capacity
         from spmdgpt.topology import compile_only_devices
 
         devices = compile_only_devices(args.topology)
         if capacity is None:
-            capacity, fraction = usable_memory(kind)
-            note = (f"\n  (a GPU's {size(capacity)} above: the {fraction:.0%} of its memory that JAX's allocator "
-                    "takes, XLA_PYTHON_CLIENT_MEM_FRACTION)")
+            capacity, what = device_capacity(top)
+            note = f"\n  (the {size(capacity)} above: {what})"
     # the step's shapes matter here; where the tokens come from does not (no data is read)
     errs = [e for e in validate(cfg, len(devices))
             if not e.startswith("data.") or e.startswith(("data.batch_size", "data.seq_len"))]
@@ -87,21 +92,27 @@ def run(items: List[str]) -> int:
         with jax.set_mesh(mesh):
             plan = plan_step(cfg, Rules(mesh, cfg.sharding))
     except RuntimeError as e:
+        if "RESOURCE_EXHAUSTED" in str(e):  # a compiler that refuses a program too large for its device (TPU)
+            reason = str(e).splitlines()[0].split("RESOURCE_EXHAUSTED: ")[-1].rstrip(".")
+            print(f"spmdgpt: error: the step does not fit a {devices[0].device_kind}: {reason}; {_FIXES}",
+                  file=sys.stderr)
+            return EXIT_USAGE
         if "cuDNN not found" not in str(e):
             raise
         raise ConfigError([f"topology={args.topology}: cuDNN attention (model.attention={cfg.model.attention.value}) "
-                           "needs cuDNN's library to compile: pip install 'spmdgpt[gpu-plan]', or plan with "
+                           "needs cuDNN's library to compile: pip install 'spmdgpt[gpu-plan-cudnn]', or plan with "
                            "model.attention=xla"]) from None
     if capacity is None:
         stats = devices[0].memory_stats() or {}
         capacity = stats.get("bytes_limit")
-    if args.topology:
-        print(f"compiled for {args.topology}: {len(devices)} x {devices[0].device_kind} (XLA's GPU compiler, "
-              "no GPU used)")
+    if top is not None:
+        compiler = "XLA's GPU compiler" if top.chip.platform == "gpu" else "libtpu's compiler"
+        print(f"compiled for {args.topology} ({top.xla_name}): {len(devices)} x {devices[0].device_kind} "
+              f"({compiler}; no {top.chip.platform.upper()} used)")
+        note = "\n" + estimate(plan, top.chip.peak_flops, top.chip.bandwidth) + note
     print(report(cfg, plan, capacity) + note)
     if capacity is not None and plan.total_bytes > capacity:
         print(f"spmdgpt: error: the step needs {size(plan.total_bytes)} per device but a device has "
-              f"{size(capacity)}; shard more (sharding=fsdp, more devices), set model.remat=full, "
-              "train.microbatches=k or model.loss_block=c, or lower data.batch_size", file=sys.stderr)
+              f"{size(capacity)}; {_FIXES}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
