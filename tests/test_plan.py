@@ -61,6 +61,27 @@ def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys):
     assert "devices=3: JAX already started with 8 cpu device(s)" in capsys.readouterr().err
 
 
+def test_plan_format_json_is_the_last_line(capsys):
+    """format=json: the report, then the same plan as one JSON object on the last line of stdout."""
+    import json
+
+    assert main(["plan", *COMMON, "sharding=fsdp", "devices=8", "memory_gb=0.001", "format=json"]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    got = json.loads(out[-1])
+    fsdp = _plan("sharding=fsdp")
+    assert (got["devices"], got["mesh"], got["sharding"], got["attention"]) == (8, {"data": 8, "model": 1}, "fsdp",
+                                                                             "xla")
+    assert (got["param_bytes"], got["opt_bytes"], got["temp_bytes"]) == (fsdp.param_bytes, fsdp.opt_bytes,
+                                                                         fsdp.temp_bytes)
+    assert got["total_bytes"] == fsdp.total_bytes and got["fits"] is False
+    assert got["capacity_bytes"] == int(0.001 * 2**30)
+    assert got["collectives"]["all-gather"] == list(fsdp.collectives["all-gather"])
+    assert got["step_seconds"] is None and got["mfu"] is None and got["topology"] is None
+    assert any(line.startswith("  total ") for line in out[:-1])
+    assert main(["plan", *COMMON, "format=yaml"]) == 2
+    assert capsys.readouterr().err == "spmdgpt: error: format=yaml: expected text or json\n"
+
+
 @pytest.mark.slow
 def test_llama2_7b_plans_on_8_devices(capsys):
     """The 7B shape compiles from abstract shapes on 8 simulated devices (FSDP) and its
@@ -179,11 +200,16 @@ def test_plan_compiles_for_tpu_slices(capsys):
     """With the tpu-plan extra: the staircase model's step (splash attention, the TPU's own) for
     a v5e-4 slice under dp and fsdp and a v5p-16 one under fsdp_tp: per-chip parameter bytes
     divide as the rule table says; a model too large for a v5e chip's HBM exits 2."""
+    import json
+
     plans = {}
     for table, topology in (("dp", "v5e-4"), ("fsdp", "v5e-4"), ("fsdp_tp", "v5p-16")):
-        assert main(["plan", *TPU, f"sharding={table}", f"topology={topology}"]
+        assert main(["plan", *TPU, f"sharding={table}", f"topology={topology}", "format=json"]
                     + (["mesh.data=4", "mesh.model=2"] if table == "fsdp_tp" else [])) == 0
         plans[table] = capsys.readouterr().out
+    got = json.loads(plans["fsdp"].strip().splitlines()[-1])
+    assert (got["topology"], got["devices"], got["attention"], got["fits"]) == ("v5e-4", 4, "splash", True)
+    assert got["capacity_bytes"] == 16 * 2**30 and 0 < got["mfu"] <= 1 and got["step_seconds"] > 0
     assert plans["dp"].startswith("compiled for v5e-4 (v5e:2x2): 4 x TPU v5 lite (libtpu's compiler; no TPU used)")
     assert plans["fsdp_tp"].startswith("compiled for v5p-16 (v5p:2x2x2): 8 x TPU v5")
 

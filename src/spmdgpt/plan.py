@@ -133,22 +133,52 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
     )
 
 
-def estimate(plan: Plan, peak_flops: float, bandwidth: float) -> str:
-    """Roofline estimates of the step time on a device of `peak_flops` (bf16 FLOP/s) and memory
-    `bandwidth` (bytes/s), labelled as such: the FLOPs (the larger of XLA's count and the formula's)
-    at the peak rate, XLA's bytes accessed at the bandwidth; the larger of the two and the MFU it
-    implies. Collectives are not in it (they may overlap with compute, or not)."""
-    flops = max(plan.flops or 0.0, plan.formula_flops)
-    compute = flops / peak_flops
+@dataclass
+class Estimate:
+    """A roofline estimate of one step on a device of `peak_flops` (bf16 FLOP/s) and memory
+    `bandwidth` (bytes/s): the FLOPs (the larger of XLA's count and the formula's) at the peak
+    rate, XLA's bytes accessed at the bandwidth; the step takes the larger of the two, which
+    implies an MFU. Collectives are not in it (they may overlap with compute, or not)."""
+
+    compute_s: float
+    memory_s: float
+    step_s: float
+    mfu: float
+
+
+def estimate(plan: Plan, peak_flops: float, bandwidth: float) -> Estimate:
+    compute = max(plan.flops or 0.0, plan.formula_flops) / peak_flops
     memory = (plan.bytes_accessed or 0.0) / bandwidth
     step = max(compute, memory)
-    bound = "compute" if compute >= memory else "memory"
-    return (f"  estimate         {step * 1e3:.1f} ms per step, {bound}-bound: at most "
-            f"{plan.formula_flops / step / peak_flops:.0%} MFU (a roofline estimate, not a measurement)\n"
-            f"                   FLOPs at {peak_flops / 1e12:.0f} TFLOP/s {compute * 1e3:.1f} ms; XLA's bytes "
-            f"accessed ({size(plan.bytes_accessed or 0)}) at {bandwidth / 1e12:.2f} TB/s {memory * 1e3:.1f} ms"
+    return Estimate(compute, memory, step, plan.formula_flops / step / peak_flops)
+
+
+def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: float) -> str:
+    """The estimate as the plan report's lines, labelled as an estimate."""
+    bound = "compute" if est.compute_s >= est.memory_s else "memory"
+    return (f"  estimate         {est.step_s * 1e3:.1f} ms per step, {bound}-bound: at most {est.mfu:.0%} MFU "
+            "(a roofline estimate, not a measurement)\n"
+            f"                   FLOPs at {peak_flops / 1e12:.0f} TFLOP/s {est.compute_s * 1e3:.1f} ms; XLA's bytes "
+            f"accessed ({size(plan.bytes_accessed or 0)}) at {bandwidth / 1e12:.2f} TB/s {est.memory_s * 1e3:.1f} ms"
             + (", a lower bound (XLA counts a loop body's bytes once)" if plan.loops else "")
             + "; collectives not counted")
+
+
+def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, topology: Optional[str],
+            est: Optional[Estimate]) -> dict:
+    """The plan as one JSON-able object (`spmdgpt plan format=json`'s last line); bytes per device,
+    collectives as kind -> [instructions, bytes]; step_seconds and mfu from the estimate (null
+    without a topology)."""
+    return {
+        "topology": topology, "devices": plan.devices, "mesh": plan.mesh, "sharding": cfg.sharding.name,
+        "attention": attention, "param_bytes": plan.param_bytes, "opt_bytes": plan.opt_bytes,
+        "batch_bytes": plan.batch_bytes, "temp_bytes": plan.temp_bytes, "total_bytes": plan.total_bytes,
+        "capacity_bytes": capacity, "fits": None if capacity is None else plan.total_bytes <= capacity,
+        "flops": plan.flops, "formula_flops": plan.formula_flops, "bytes_accessed": plan.bytes_accessed,
+        "loops": plan.loops, "collectives": {k: list(v) for k, v in plan.collectives.items()},
+        "step_seconds": None if est is None else est.step_s, "mfu": None if est is None else est.mfu,
+        "compile_seconds": plan.compile_s,
+    }
 
 
 def size(n: float) -> str:

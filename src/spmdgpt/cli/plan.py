@@ -9,6 +9,7 @@ allocator takes or a TPU chip's HBM) turns a plan that does not fit into exit co
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ class PlanArgs:
     devices: int = 0  # plan on this many simulated CPU devices (0 = this machine's devices)
     memory_gb: float = 0.0  # per-device memory the plan must fit (0 = the device's own, if known)
     topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.topology)
+    format: str = "text"  # text | json (the report, then the plan as one JSON object on the last line)
 
 
 def _simulate_devices(n: int) -> None:
@@ -47,6 +49,8 @@ def run(items: List[str]) -> int:
     args, overrides = parse(items, PlanArgs)
     if args.devices < 0:
         raise ConfigError([f"devices={args.devices} must be >= 0 (0 = this machine's devices)"])
+    if args.format not in ("text", "json"):
+        raise ConfigError([f"format={args.format}: expected text or json"])
     if args.memory_gb < 0:
         raise ConfigError([f"memory_gb={args.memory_gb} must be >= 0 (0 = the device's own memory)"])
     from spmdgpt.config import load_config, validate
@@ -68,7 +72,7 @@ def run(items: List[str]) -> int:
     import jax
 
     from spmdgpt.model import attention_backend
-    from spmdgpt.plan import estimate, plan_step, report, size
+    from spmdgpt.plan import as_json, estimate, estimate_lines, plan_step, report, size
     from spmdgpt.sharding import Rules, make_mesh
 
     devices = jax.devices()
@@ -86,7 +90,7 @@ def run(items: List[str]) -> int:
             if not e.startswith("data.") or e.startswith(("data.batch_size", "data.seq_len"))]
     if errs:
         raise ConfigError(errs)
-    attention_backend(cfg.model, devices[0].platform)  # a backend those devices can run
+    attention = attention_backend(cfg.model, devices[0].platform).value  # a backend those devices can run
     mesh = make_mesh(cfg.mesh, devices)
     try:
         with jax.set_mesh(mesh):
@@ -105,12 +109,16 @@ def run(items: List[str]) -> int:
     if capacity is None:
         stats = devices[0].memory_stats() or {}
         capacity = stats.get("bytes_limit")
+    est = None
     if top is not None:
         compiler = "XLA's GPU compiler" if top.chip.platform == "gpu" else "libtpu's compiler"
         print(f"compiled for {args.topology} ({top.xla_name}): {len(devices)} x {devices[0].device_kind} "
               f"({compiler}; no {top.chip.platform.upper()} used)")
-        note = "\n" + estimate(plan, top.chip.peak_flops, top.chip.bandwidth) + note
+        est = estimate(plan, top.chip.peak_flops, top.chip.bandwidth)
+        note = "\n" + estimate_lines(plan, est, top.chip.peak_flops, top.chip.bandwidth) + note
     print(report(cfg, plan, capacity) + note)
+    if args.format == "json":
+        print(json.dumps(as_json(cfg, plan, capacity, attention, args.topology or None, est)))
     if capacity is not None and plan.total_bytes > capacity:
         print(f"spmdgpt: error: the step needs {size(plan.total_bytes)} per device but a device has "
               f"{size(capacity)}; {_FIXES}", file=sys.stderr)
