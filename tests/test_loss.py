@@ -102,11 +102,12 @@ def test_target_rows_gradient_adds_in_float32():
     assert np.count_nonzero(np.abs(got).sum(1)) == 2  # rows 3 and 5 only
 
 
-@pytest.mark.parametrize("block", [0, 8])
-def test_one_pass_logsumexp_equals_two_passes(block, monkeypatch):
+@pytest.mark.parametrize("block,sharding", [(0, "dp"), (8, "fsdp_tp")])
+def test_one_pass_logsumexp_equals_two_passes(block, sharding, monkeypatch):
     """spmdgpt.model.loss.logsumexp's one-pass reduction (GPUs) against jax.nn.logsumexp:
     values and gradients within float32 rounding, -inf logits included; and the loss and
-    gradients of a model, whole and blocked, within 1e-6 relative."""
+    gradients of a model, whole on one device and blocked with the vocabulary split over a
+    4 x 2 mesh (fsdp_tp), within 1e-6 relative."""
     import spmdgpt.model.loss as L
 
     rng = np.random.default_rng(1)
@@ -119,13 +120,14 @@ def test_one_pass_logsumexp_equals_two_passes(block, monkeypatch):
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-7)
     assert float(L._lse_one_pass(jnp.full((1, 4), -jnp.inf))[0]) == -np.inf
 
+    mesh = ["mesh.data=4", "mesh.model=2"] if sharding == "fsdp_tp" else ["mesh.data=1"]
     cfg = load_config(["+experiment=staircase", "model.vocab_size=64", "model.num_layers=1", "data.seq_len=32",
-                       f"model.loss_block={block}"])
-    m = make_mesh(cfg.mesh, jax.devices()[:1])
+                       f"model.loss_block={block}", f"sharding={sharding}", *mesh])
+    m = make_mesh(cfg.mesh, jax.devices()[: 8 if sharding == "fsdp_tp" else 1])
     rules = Rules(m, cfg.sharding)
     with jax.set_mesh(m):
         params = init_params(cfg.model, jax.random.key(0), rules)
-        x, y = (jax.device_put(rng.integers(0, 64, (4, 32)), rules.batch_sharding()) for _ in range(2))
+        x, y = (jax.device_put(rng.integers(0, 64, (8, 32)), rules.batch_sharding()) for _ in range(2))
         l2, g2 = _loss_and_grads(cfg.model, rules, params, x, y)
         monkeypatch.setattr(L, "ONE_PASS_LSE_PLATFORMS", ("cpu",))
         l1, g1 = _loss_and_grads(cfg.model, rules, params, x, y)
