@@ -15,8 +15,8 @@ the collectives are what those devices would run. Two kinds of name:
   means when renting: `v5p-N` (N TensorCores, 2 per chip), `v5litepod-N` or `v5e-N` (N chips),
   `v6e-N` (N chips). libtpu compiles for them (the `tpu-plan` extra).
 
-Each kind carries its data-sheet figures (memory, peak bf16 FLOP/s, HBM bandwidth) for the
-plan's fit test and its estimates.
+Each kind carries its data-sheet memory and bandwidth for the plan's fit test and its estimate
+(the peak FLOP/s come from spmdgpt.flops, by device kind, as for MFU).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from spmdgpt.config import ConfigError
 
@@ -41,19 +41,18 @@ class Chip:
 
     name: str
     platform: str  # "gpu" | "tpu"
-    memory: int  # bytes per device
-    peak_flops: float  # dense bf16 FLOP/s per device
-    bandwidth: float  # memory bytes/s per device
+    memory: Optional[int]  # bytes per device (GPUs: None, read from the stored description)
+    bandwidth: float  # memory bytes/s per device (peak FLOP/s: spmdgpt.flops.PEAK_FLOPS)
     dims: int = 0  # TPU: the slice's torus dimensions (2 or 3)
     cores_per_chip: int = 1  # TPU: TensorCores counted by the accelerator type's number
 
 
 # Vendor data sheets (NVIDIA H100 SXM; Google Cloud TPU system architecture pages).
 CHIPS = {
-    "h100": Chip("NVIDIA H100 80GB HBM3", "gpu", 80 * 10**9, 989e12, 3.35e12),
-    "v5e": Chip("TPU v5e", "tpu", 16 * 2**30, 197e12, 819e9, dims=2),
-    "v5p": Chip("TPU v5p", "tpu", 95 * 2**30, 459e12, 2765e9, dims=3, cores_per_chip=2),
-    "v6e": Chip("TPU v6e", "tpu", 32 * 2**30, 918e12, 1640e9, dims=2),
+    "h100": Chip("NVIDIA H100 80GB HBM3", "gpu", None, 3.35e12),
+    "v5e": Chip("TPU v5e", "tpu", 16 * 2**30, 819e9, dims=2),
+    "v5p": Chip("TPU v5p", "tpu", 95 * 2**30, 2765e9, dims=3, cores_per_chip=2),
+    "v6e": Chip("TPU v6e", "tpu", 32 * 2**30, 1640e9, dims=2),
 }
 ALIASES = {"v5litepod": "v5e"}
 INSTALL = {

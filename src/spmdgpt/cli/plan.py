@@ -71,6 +71,7 @@ def run(items: List[str]) -> int:
     set_default_xla_flags()
     import jax
 
+    from spmdgpt.flops import device_peak_flops
     from spmdgpt.model import attention_backend
     from spmdgpt.plan import as_json, estimate, estimate_lines, plan_step, report, size
     from spmdgpt.sharding import Rules, make_mesh
@@ -114,8 +115,10 @@ def run(items: List[str]) -> int:
         compiler = "XLA's GPU compiler" if top.chip.platform == "gpu" else "libtpu's compiler"
         print(f"compiled for {args.topology} ({top.xla_name}): {len(devices)} x {devices[0].device_kind} "
               f"({compiler}; no {top.chip.platform.upper()} used)")
-        est = estimate(plan, top.chip.peak_flops, top.chip.bandwidth)
-        note = "\n" + estimate_lines(plan, est, top.chip.peak_flops, top.chip.bandwidth) + note
+        t = cfg.train  # (the peak MFU is reported against in training, as the trainer takes it)
+        peak = t.peak_flops or device_peak_flops(devices[0], cfg.model.compute_dtype, t.cpu_peak_flops, 1)
+        est = estimate(plan, peak, top.chip.bandwidth)
+        note = "\n" + estimate_lines(plan, est, peak, top.chip.bandwidth) + note
     print(report(cfg, plan, capacity) + note)
     if args.format == "json":
         print(json.dumps(as_json(cfg, plan, capacity, attention, args.topology or None, est)))
