@@ -178,10 +178,7 @@ def _loss_and_grads(overrides, seed: int):
     cfg, mesh, rules = _setup(overrides, 1024, 8)
     with jax.set_mesh(mesh):
         params = init_params(cfg.model, jax.random.key(0), rules)
-        rng = np.random.default_rng(seed)
-        vocab = min(50257, cfg.model.vocab_size)
-        x, y = (jax.device_put(rng.integers(0, vocab, (8, 1024)).astype(np.int32), rules.batch_sharding())
-                for _ in range(2))
+        x, y = _random_batch(cfg, rules, 8, 1024, np.random.default_rng(seed))
         loss, grads = jax.jit(jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, x, y)))(params)
         return float(loss), jax.device_get(grads)
 
@@ -351,9 +348,17 @@ def _batches(cfg, rules, batch: int, seq: int, n: int = 4) -> list:
         b = Batcher(data.train, data.weights, seq, batch, cfg.train.seed, rules.batch_sharding())
         return [tuple(b.train_batch(i))[:2] for i in range(n)]
     rng = np.random.default_rng(0)
+    return [_random_batch(cfg, rules, batch, seq, rng) for _ in range(n)]
+
+
+def _random_batch(cfg, rules, batch: int, seq: int, rng) -> tuple:
+    """(inputs, targets) [batch, seq] of random tokens below GPT-2's 50,257 and the model's
+    vocabulary, laid out like a batch."""
+    import jax
+
     vocab = min(50257, cfg.model.vocab_size)
-    return [tuple(jax.device_put(rng.integers(0, vocab, (batch, seq)).astype(np.int32), rules.batch_sharding())
-                  for _ in range(2)) for _ in range(n)]
+    return tuple(jax.device_put(rng.integers(0, vocab, (batch, seq)).astype(np.int32), rules.batch_sharding())
+                 for _ in range(2))
 
 
 def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) -> dict:
@@ -570,8 +575,7 @@ def cmd_loop(out: Path) -> int:
         state, step, batcher, _ = training_parts(cfg, rules, schedule_steps=1000)
         text = [tuple(batcher.train_batch(i))[:2] for i in range(4)]
         rng = np.random.default_rng(0)
-        rand = [tuple(jax.device_put(rng.integers(0, 50257, a.shape).astype(np.int32), a.sharding) for a in b)
-                for b in text]
+        rand = [_random_batch(cfg, rules, *x.shape, rng) for x, _ in text]
         for i in range(3):
             state, m = step(state, *text[i])
         jax.block_until_ready(m)
