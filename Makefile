@@ -1,21 +1,37 @@
 # The two commands a new user needs live here: `make train` and `make test`.
-PYTHON ?= python3
+# spmdgpt needs Python >= 3.12 (JAX 0.12): found on PATH or in pyenv (tools/find-python), or PYTHON=...
+PYTHON ?= $(shell tools/find-python 3.12)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# PyTorch + transformers, only for the tests and benchmarks that compare with them, in a side
+# environment (benchmarks/torch_env.py): Python 3.11 where this machine's CPU wheel of torch is
+TORCH_PYTHON ?= $(shell tools/find-python 3.11 3.11 2>/dev/null || tools/find-python 3.12)
+TORCH_VENV   ?= .venv-torch
+TORCH_STAMP  := $(TORCH_VENV)/.installed
 
-.PHONY: setup train test test-all bench web clean
+.PHONY: setup torch-env train test test-all bench web clean
 
 # EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
 # EXTRAS=dev,tpu-plan,gpu-plan)
 EXTRAS ?= dev
 
+# (a .venv of an older Python, from before the move to 3.12, is made again)
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
+	    py="$(PYTHON)"; test -n "$$py" || exit 1; rm -rf $(VENV); \
+	    echo "$$py -m venv $(VENV)"; "$$py" -m venv $(VENV); fi
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+$(TORCH_STAMP): requirements-torch.txt
+	test -x $(TORCH_VENV)/bin/python || $(TORCH_PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install -q -r requirements-torch.txt
+	touch $(TORCH_STAMP)
+
+torch-env: $(TORCH_STAMP)
 
 # Train a character-level model on Tiny Shakespeare (CPU by default), then print a sample.
 train: $(STAMP)
@@ -23,13 +39,16 @@ train: $(STAMP)
 
 # Fast test suite (slow tests excluded; `make test-all` runs them too), in TEST_WORKERS processes
 # (pytest-xdist; each test file stays in one process, so its module fixtures are built once).
+# The tests that compare with PyTorch or transformers use the side environment, which is built
+# first; SPMDGPT_REQUIRE_TORCH=1 makes them fail rather than skip if it is missing.
 TEST_WORKERS ?= 2
-TESTS := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+TESTS := SPMDGPT_REQUIRE_TORCH=1 SPMDGPT_TORCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP)
+test: $(STAMP) $(TORCH_STAMP)
 	$(TESTS) $(ARGS)
 
-test-all: $(STAMP)
+test-all: $(STAMP) $(TORCH_STAMP)
 	$(TESTS) -m "" $(ARGS)
 
 bench: $(STAMP)
@@ -40,4 +59,4 @@ web:
 	cd web && npm ci --no-audit --no-fund && npm run build
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(TORCH_VENV) runs .pytest_cache

@@ -54,6 +54,8 @@ from pathlib import Path
 
 import numpy as np
 
+from torch_env import require_torch_python  # (this folder is on sys.path when a script here runs)
+
 HERE = Path(__file__).resolve().parent
 # one microbatch of 16 sequences per step (the experiment itself accumulates 32 of them)
 GPT2 = ["+experiment=gpt2_124m", "mesh.data=1", "checkpoint.enabled=false", "data.batch_size=16", "train.microbatches=1"]
@@ -421,7 +423,7 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
 def _run_one(name: str) -> dict:
     spec, seq, batch, steps, windows = _speed_shape(name)
     if spec == "torch":
-        cmd = [sys.executable, str(HERE / "torch_gpt.py"), "--seq", str(seq), "--batch", str(batch),
+        cmd = [require_torch_python("gpu.py"), str(HERE / "torch_gpt.py"), "--seq", str(seq), "--batch", str(batch),
                "--steps", str(steps), "--windows", str(windows), *(TINY_TORCH if _tiny() else [])]
     else:
         cmd = [sys.executable, __file__, "one", name, "--set", *os.environ.get("SPMDGPT_GPU_SET", "").split()]

@@ -5,7 +5,7 @@
 Each round runs, one process after another: the square float32 (and bfloat16) matmul rate of
 JAX and of PyTorch, then per config spmdgpt (benchmarks/throughput.py, with `spmdgpt train`'s
 XLA flags and malloc settings), the PyTorch reference benchmarks/torch_gpt.py in eager mode and
-the same under `torch.compile`, all float32. The reference is the same model written compactly in
+the same under `torch.compile`, all float32 (PyTorch runs in its side environment, torch_env.py). The reference is the same model written compactly in
 PyTorch (pre-norm LayerNorm without bias, RoPE, tanh-GELU MLP, tied embeddings, AdamW with
 clipping). Every process times `--windows` windows of `--steps` steps after 3 warm-up steps
 and reports the median window; the table shows the median over rounds, and the ratio is spmdgpt
@@ -25,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from torch_env import require_torch_python
 from train_shakespeare import cpu_model  # (this folder is on sys.path when a script here runs)
 
 HERE = Path(__file__).parent
@@ -81,9 +82,9 @@ def spmdgpt(name: str, steps: int, windows: int) -> float:
     return r[name]["median_tokens_per_sec"]
 
 
-def pytorch(name: str, steps: int, windows: int, compiled: bool) -> float:
+def pytorch(python: str, name: str, steps: int, windows: int, compiled: bool) -> float:
     shape = {**COMMON, **SHAPES[name]}
-    cmd = [sys.executable, str(HERE / "torch_gpt.py"), "--dtype", "float32", "--steps", str(steps),
+    cmd = [python, str(HERE / "torch_gpt.py"), "--dtype", "float32", "--steps", str(steps),
            "--windows", str(windows), *[a for k, v in shape.items() for a in (f"--{k}", str(v))]]
     return last_json(cmd + ([] if compiled else ["--no-compile"]))["tokens_per_sec"]
 
@@ -100,7 +101,7 @@ def main() -> None:
         if n not in SHAPES:
             print(f"peer.py: unknown config {n!r} in --configs; choose from {', '.join(SHAPES)}", file=sys.stderr)
             sys.exit(2)
-    import torch  # noqa: F401  (fail early, with the import error, when PyTorch is missing)
+    python = {"jax": sys.executable, "torch": require_torch_python("peer.py")}  # PyTorch: its own environment
 
     cpu = cpu_model()
     print(f"CPU: {cpu}", flush=True)
@@ -108,12 +109,12 @@ def main() -> None:
                                                        for impl in ("spmdgpt", "eager", "compile")}}
     for r in range(args.rounds):
         for lib in ("jax", "torch"):
-            runs[f"matmul_{lib}"].append(last_json([sys.executable, "-c", MATMUL, lib]))
+            runs[f"matmul_{lib}"].append(last_json([python[lib], "-c", MATMUL, lib]))
             print(f"round {r + 1}: {lib} matmul GFLOP/s {runs[f'matmul_{lib}'][-1]}", flush=True)
         for n in names:
             for impl in ("spmdgpt", "eager", "compile"):
                 rate = (spmdgpt(n, args.steps, args.windows) if impl == "spmdgpt"
-                        else pytorch(n, args.steps, args.windows, impl == "compile"))
+                        else pytorch(python["torch"], n, args.steps, args.windows, impl == "compile"))
                 runs[f"{n}/{impl}"].append(rate)
                 print(f"round {r + 1}: {n} {impl}: {rate:,.0f} tokens/s", flush=True)
     med = {k: statistics.median(v) for k, v in runs.items() if not k.startswith("matmul")}

@@ -2,8 +2,9 @@
 
     python benchmarks/step_parts.py [--config B1] [--rounds 5] [--compile]
 
-Both libraries in this one process (so they see the same moment of the machine), float32, the
-model of benchmarks/peer.py (benchmarks/torch_gpt.py, eager or with `--compile`). Parts, each timed in
+spmdgpt in this process, PyTorch in a child in its own environment (torch_parts.py; the two take
+turns, the other waiting, so they see the same moment of the machine), float32, the model of
+benchmarks/peer.py (benchmarks/torch_gpt.py, eager or with `--compile`). Parts, each timed in
 windows of 5 calls, the libraries and parts alternating, `--rounds` times; medians printed:
 - forward: the loss only (PyTorch under no_grad);
 - forward + backward: the loss and all gradients;
@@ -19,9 +20,13 @@ medians and losses as JSON. Issue 20's measurement of where B1's gap to PyTorch 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
 
@@ -30,16 +35,15 @@ set_default_xla_flags()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.model import loss_fn  # noqa: E402
 from spmdgpt.model.attention import blocked_causal_attention  # noqa: E402
 from throughput import COMMON, CONFIGS, setup  # noqa: E402  (this folder is on sys.path when a script here runs)
-from torch_gpt import GPT, adamw  # noqa: E402
+from torch_env import require_torch_python  # noqa: E402
 
 CALLS = 5  # calls per timed window
+HERE = Path(__file__).parent
 
 
 def jax_parts(overrides: list) -> dict:
@@ -69,41 +73,36 @@ def jax_parts(overrides: list) -> dict:
             "step": run(take_step), "attention": run(lambda: attention(q, k, v))}
 
 
-def torch_parts(overrides: list, compile: bool) -> dict:
+def torch_parts(overrides: list, compile: bool) -> tuple[dict, dict]:
     """The same parts for the PyTorch reference (eager, or the model under torch.compile), at the
-    same shapes."""
+    same shapes, in a child process in the PyTorch environment (torch_parts.py): ({part: f() ->
+    ms per call of a window}, the child's versions)."""
     cfg = load_config([*COMMON, *overrides])
-    m, (b, t) = cfg.model, (cfg.data.batch_size, cfg.data.seq_len)
-    torch.manual_seed(0)
-    model = GPT(m.vocab_size, m.d_model, m.num_heads, m.num_layers, t)
-    opt = adamw(model)
-    run = torch.compile(model) if compile else model
-    x, y = (torch.randint(0, m.vocab_size, (b, t)) for _ in range(2))
-    q, k, v = (torch.randn(b, m.num_heads, t, m.d_model // m.num_heads, requires_grad=True) for _ in range(3))
-    w = torch.randn(b, m.num_heads, t, m.d_model // m.num_heads)
+    m = cfg.model
+    shape = {"vocab": m.vocab_size, "d": m.d_model, "heads": m.num_heads, "layers": m.num_layers,
+             "seq": cfg.data.seq_len, "batch": cfg.data.batch_size}
+    child = subprocess.Popen([require_torch_python("step_parts.py"), str(HERE / "torch_parts.py"), json.dumps(shape),
+                              *(["--compile"] if compile else [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    atexit.register(child.kill)
 
-    def forward():
-        with torch.no_grad():
-            return run(x, y)
+    def ask(**request) -> dict:
+        child.stdin.write(json.dumps(request) + "\n")
+        child.stdin.flush()
+        line = child.stdout.readline()
+        if not line:
+            sys.exit(f"step_parts.py: torch_parts.py ended (exit {child.wait()}); its error is above")
+        return json.loads(line)
 
-    def backward(clip_and_update: bool):
-        loss = run(x, y)
-        loss.backward()
-        if clip_and_update:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    def attention():
-        F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(w)
-        q.grad = k.grad = v.grad = None
-
-    return {"forward": forward, "forward + backward": lambda: backward(False), "step": lambda: backward(True),
-            "attention": attention}
+    info = json.loads(child.stdout.readline() or "{}")
+    if "parts" not in info:
+        sys.exit(f"step_parts.py: torch_parts.py did not start (exit {child.wait()}); its error is above")
+    fs = {part: (lambda part=part: ask(part=part, calls=CALLS)["ms"]) for part in info["parts"]}
+    return fs, {"loss": ask(loss=True)["loss"], **info}
 
 
 def window_ms(f) -> float:
+    """ms per call over a window of CALLS calls of a spmdgpt part."""
     t0 = time.perf_counter()
     for _ in range(CALLS):
         f()
@@ -118,19 +117,23 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="extra config overrides (both libraries' shapes follow them)")
     args = ap.parse_args()
     overrides = [*CONFIGS[args.config], *args.overrides]
-    libs = {"spmdgpt": jax_parts(overrides), "pytorch": torch_parts(overrides, args.compile)}
-    losses = {lib: float(parts["forward"]()) for lib, parts in libs.items()}  # before any step: near ln(vocab)
-    for parts in libs.values():  # compile and warm up
-        for f in parts.values():
-            f(), f()
-    times = {lib: {part: [] for part in parts} for lib, parts in libs.items()}
+    ours = jax_parts(overrides)
+    theirs, info = torch_parts(overrides, args.compile)
+    losses = {"spmdgpt": float(ours["forward"]()), "pytorch": info["loss"]}  # before any step: near ln(vocab)
+    for f in ours.values():  # compile and warm up
+        f(), f()
+    for f in theirs.values():
+        f(), f()
+    timers = {"spmdgpt": {part: (lambda f=f: window_ms(f)) for part, f in ours.items()}, "pytorch": theirs}
+    times = {lib: {part: [] for part in ours} for lib in timers}
     for _ in range(args.rounds):
-        for part in libs["spmdgpt"]:
-            for lib, parts in libs.items():
-                times[lib][part].append(window_ms(parts[part]))
+        for part in ours:
+            for lib, parts in timers.items():
+                times[lib][part].append(parts[part]())
     med = {lib: {part: statistics.median(ts) for part, ts in parts.items()} for lib, parts in times.items()}
     print(f"{args.config} {' '.join(args.overrides)}, float32, median ms of {args.rounds} alternating windows "
-          f"of {CALLS} calls; PyTorch {'compiled' if args.compile else 'eager'} {torch.__version__}, {torch.get_num_threads()} threads")
+          f"of {CALLS} calls; PyTorch {'compiled' if args.compile else 'eager'} {info['torch']}, "
+          f"{info['threads']} threads (its own process)")
     print(f"{'part':20s} {'spmdgpt':>9s} {'pytorch':>9s} {'pytorch/spmdgpt':>16s}")
     for part in med["spmdgpt"]:
         a, b = med["spmdgpt"][part], med["pytorch"][part]

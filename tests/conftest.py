@@ -13,8 +13,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # seconds of compilation. The executables are the same programs, so results are unchanged.
 import atexit  # noqa: E402
 import contextlib  # noqa: E402
+import json  # noqa: E402
 import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _xla_cache = tempfile.mkdtemp(prefix="spmdgpt-tests-xla-cache-")
@@ -57,8 +61,6 @@ def train_steps(cfg, devices, steps):
 def read_jsonl(path):
     """Rows of a JSONL log, parsed strictly (NaN / Infinity tokens are an error, as in most
     non-Python JSON readers)."""
-    import json
-
     def reject(token):
         raise ValueError(f"{path}: non-standard JSON token {token}")
 
@@ -97,3 +99,79 @@ def chromium_tab(url: str, args: tuple = ()):
             yield tab, errors
         finally:
             browser.close()
+
+
+class TorchSide:
+    """A client of tests/torch_side.py, the PyTorch side of the comparisons, served by one
+    process in the PyTorch environment (benchmarks/torch_env.py) for a whole test file."""
+
+    def __init__(self, python: str):
+        self.dir = Path(tempfile.mkdtemp(prefix="spmdgpt-torch-side-"))
+        self.proc = subprocess.Popen([python, str(Path(__file__).parent / "torch_side.py")], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.versions = self._answer()
+        self.n = 0
+
+    def _answer(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"tests/torch_side.py ended (exit {self.proc.wait()}); its stderr is above")
+        return json.loads(line)
+
+    def _file(self, array=None) -> str:
+        self.n += 1
+        path = self.dir / f"{self.n}.npy"
+        if array is not None:
+            np.save(path, np.asarray(array))
+        return str(path)
+
+    def ask(self, op: str, **request) -> dict:
+        self.proc.stdin.write(json.dumps({"op": op, **request}) + "\n")
+        self.proc.stdin.flush()
+        answer = self._answer()
+        if not answer.pop("ok"):
+            raise AssertionError(f"tests/torch_side.py {op} failed:\n{answer['error']}")
+        return answer
+
+    def ask_array(self, op: str, tokens, **request) -> tuple:
+        """(the answer, the array the side wrote) of a request that takes tokens and writes one."""
+        out = self._file()
+        answer = self.ask(op, tokens=self._file(tokens), out=out, **request)
+        return answer, np.load(out)
+
+    def logits(self, folder, tokens) -> np.ndarray:
+        """transformers' float32 logits of `tokens` for the model in `folder`."""
+        return self.ask_array("logits", tokens, folder=str(folder))[1]
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def torch_python():
+    """The Python of the PyTorch side environment (benchmarks/torch_env.py). Without one the test
+    skips, saying how to build it, except under `make test`, which builds it and sets
+    SPMDGPT_REQUIRE_TORCH=1: there a missing side fails the test."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from torch_env import torch_python as find
+
+    python = find()
+    if python is None:
+        if os.environ.get("SPMDGPT_REQUIRE_TORCH") == "1":
+            pytest.fail("SPMDGPT_REQUIRE_TORCH=1 but no Python with PyTorch: run `make torch-env`")
+        pytest.skip("needs PyTorch and transformers in their side environment: run `make torch-env`")
+    return python
+
+
+@pytest.fixture(scope="module")
+def torch_side(torch_python):
+    """The PyTorch side (transformers, benchmarks/torch_gpt.py), one server for the test file."""
+    side = TorchSide(torch_python)
+    yield side
+    side.close()

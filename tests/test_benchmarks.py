@@ -3,6 +3,7 @@ PyTorch reference of the CPU and GPU comparisons is checked to be spmdgpt's mode
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,23 +58,19 @@ def test_gpu_profile_summary_sums_stream_kernels(tmp_path):
     assert s["wall_ms_per_step"] == 4.0 and s["busy_ms_per_step"] == 3.5 and s["kernel_ms_per_step"] == 3.75
 
 
-def test_pytorch_reference_is_spmdgpt_model():
+def test_pytorch_reference_is_spmdgpt_model(torch_side):
     """benchmarks/torch_gpt.py, the PyTorch side of benchmarks/peer.py, is the same model: with
-    spmdgpt's initial parameters copied in, it gives spmdgpt's loss on the same tokens, and the
-    same gradient for the embedding (to float32 rounding)."""
-    torch = pytest.importorskip("torch")
-    import importlib.util
-
+    spmdgpt's initial parameters copied in (every one of its parameters, strictly), it gives
+    spmdgpt's loss on the same tokens, and the same gradient for the embedding (to float32
+    rounding)."""
     import jax
     import numpy as np
+    from safetensors.numpy import save_file
 
     from spmdgpt.config import load_config
     from spmdgpt.model import init_params, loss_fn
     from spmdgpt.sharding import Rules, make_mesh
 
-    spec = importlib.util.spec_from_file_location("torch_gpt", ROOT / "benchmarks" / "torch_gpt.py")
-    torch_gpt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(torch_gpt)
     v, d, n, L, t = 65, 64, 4, 2, 32
     cfg = load_config([f"model.vocab_size={v}", f"model.d_model={d}", f"model.num_heads={n}", f"model.num_layers={L}",
                        f"model.max_seq_len={t}", f"data.seq_len={t}", "mesh.data=1"])
@@ -83,23 +80,19 @@ def test_pytorch_reference_is_spmdgpt_model():
         rules = Rules(mesh, cfg.sharding)
         params = init_params(cfg.model, jax.random.key(0), rules)
         loss, grads = jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, toks[:, :-1], toks[:, 1:]))(params)
-    p = jax.tree.map(lambda a: torch.tensor(np.asarray(a)), params)
-    model = torch_gpt.GPT(v, d, n, L, t)
-    with torch.no_grad():
-        model.embed.weight.copy_(p.embed)
-        model.ln_f.weight.copy_(p.ln_f.scale)
-        for i, blk in enumerate(model.blocks):
-            blk.ln1.weight.copy_(p.blocks.ln1.scale[i])
-            blk.ln2.weight.copy_(p.blocks.ln2.scale[i])
-            blk.qkv.weight.copy_(p.blocks.w_qkv[i].reshape(d, 3 * d).T)  # [d, 3, n, h] -> [3 * n * h, d]
-            blk.proj.weight.copy_(p.blocks.w_o[i].reshape(d, d).T)  # [n, h, d] -> [d, n * h]
-            blk.up.weight.copy_(p.blocks.w_up[i].T)
-            blk.down.weight.copy_(p.blocks.w_down[i].T)
-    x = torch.tensor(toks, dtype=torch.long)
-    ref = model(x[:, :-1].contiguous(), x[:, 1:].contiguous())
-    ref.backward()
-    assert abs(float(ref.detach()) - float(loss)) < 1e-5, (float(ref.detach()), float(loss))
-    np.testing.assert_allclose(model.embed.weight.grad.numpy(), np.asarray(grads.embed), atol=1e-6, rtol=1e-4)
+    p = jax.tree.map(np.asarray, params)
+    state = {"embed.weight": p.embed, "ln_f.weight": p.ln_f.scale}
+    for i in range(L):
+        state.update({
+            f"blocks.{i}.ln1.weight": p.blocks.ln1.scale[i], f"blocks.{i}.ln2.weight": p.blocks.ln2.scale[i],
+            f"blocks.{i}.qkv.weight": p.blocks.w_qkv[i].reshape(d, 3 * d).T,  # [d, 3, n, h] -> [3 * n * h, d]
+            f"blocks.{i}.proj.weight": p.blocks.w_o[i].reshape(d, d).T,  # [n, h, d] -> [d, n * h]
+            f"blocks.{i}.up.weight": p.blocks.w_up[i].T, f"blocks.{i}.down.weight": p.blocks.w_down[i].T})
+    save_file({k: np.ascontiguousarray(a) for k, a in state.items()}, str(torch_side.dir / "torch_gpt.safetensors"))
+    ref, embed_grad = torch_side.ask_array("torch_gpt", toks, state=str(torch_side.dir / "torch_gpt.safetensors"),
+                                           dims={"vocab": v, "d": d, "heads": n, "layers": L, "seq": t})
+    assert abs(ref["loss"] - float(loss)) < 1e-5, (ref["loss"], float(loss))
+    np.testing.assert_allclose(embed_grad, np.asarray(grads.embed), atol=1e-6, rtol=1e-4)
 
 
 def test_attention_grad_variants_are_attentions_gradient(monkeypatch):
@@ -125,15 +118,15 @@ def test_attention_grad_variants_are_attentions_gradient(monkeypatch):
                 assert g.shape == r.shape and float(jnp.max(jnp.abs(g - r))) < 1e-5
 
 
-def test_step_parts_times_both_libraries_at_the_same_shapes():
+def test_step_parts_times_both_libraries_at_the_same_shapes(torch_python):
     """benchmarks/step_parts.py, tiny: every part is timed for spmdgpt and PyTorch, and both
     models' loss at initialization is near ln(65) = 4.17 (a model at another vocabulary would be
-    far from it), so both were built at the overridden shapes."""
-    pytest.importorskip("torch")
+    far from it), so both were built at the overridden shapes (PyTorch's in its own process)."""
     tiny = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.max_seq_len=16",
             "data.seq_len=16", "data.batch_size=2", "model.attention_block=8"]
     cmd = [sys.executable, str(ROOT / "benchmarks" / "step_parts.py"), "--rounds", "1", *tiny]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
+                         env={**os.environ, "SPMDGPT_TORCH_PYTHON": torch_python})
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     parts = {"forward", "forward + backward", "step", "attention"}

@@ -1,5 +1,6 @@
 """Hugging Face interop: exported folders load in `transformers` and compute the same logits,
-greedy generation and token ids; bad input is refused without writing anything."""
+greedy generation and token ids; bad input is refused without writing anything. transformers
+runs in the PyTorch side environment (the `torch_side` fixture, tests/torch_side.py)."""
 
 import errno
 import json
@@ -15,16 +16,7 @@ from spmdgpt.config import load_config
 from spmdgpt.model import forward, init_params
 from spmdgpt.sharding import Rules, make_mesh
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def hf_logits(folder, toks: np.ndarray) -> np.ndarray:
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    with torch.no_grad():
-        return model(torch.tensor(toks, dtype=torch.long)).logits.numpy()
 
 
 ARCHS = {"neox": [],  # the default model: LayerNorm + GELU, tied
@@ -58,7 +50,8 @@ def staircase_run(trained_runs):
 
 
 @pytest.mark.parametrize("arch", ["neox", "llama"])
-def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text(arch, trained_runs, capsys):
+def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text(arch, trained_runs, torch_side,
+                                                                                 capsys):
     cfg, run_dir, out = trained_runs(arch)
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "generation_config.json", "model.safetensors",
                                                     "tokenizer.json", "tokenizer_config.json"]
@@ -79,7 +72,7 @@ def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text
         rules = Rules(mesh, cfg.sharding)
         _, params = load_params(run_dir, cfg.model, rules)
         ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
-    theirs = hf_logits(out, toks)
+    theirs = torch_side.logits(out, toks)
     assert np.abs(ours - theirs).max() <= 1e-4
     assert np.abs(ours).max() > 1.0  # trained logits, not near zero
 
@@ -88,12 +81,9 @@ def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text
     assert main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=50", "temperature=0",
                  "mesh.data=1"]) == 0
     ours_text = capsys.readouterr().out.strip()
-    tok = transformers.AutoTokenizer.from_pretrained(out)
-    model = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
-    ids = tok("0123", return_tensors="pt")["input_ids"]
-    assert ids.tolist() == [[0, 1, 2, 3]]
-    gen = model.generate(ids, max_new_tokens=50, do_sample=False, pad_token_id=0)
-    theirs_text = tok.decode(gen[0])
+    theirs = torch_side.ask("generate", folder=str(out), prompt="0123", max_new_tokens=50)
+    assert theirs["prompt_ids"] == [[0, 1, 2, 3]]
+    theirs_text = theirs["text"]
     assert len(theirs_text) == 54 and theirs_text == ours_text
     assert theirs_text.startswith("012345678987654321")  # the staircase, learnt
     # and spmdgpt samples the exported folder itself (run.dir=hf:DIR) to the same text
@@ -117,7 +107,7 @@ def random_params(cfg, rules, seed=1):
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu"]),
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.bias=true", "model.tie_embeddings=false"]),
 ])
-def test_every_parameter_maps_onto_transformers(arch, overrides, tmp_path):
+def test_every_parameter_maps_onto_transformers(arch, overrides, torch_side, tmp_path):
     """Random values in every leaf (biases and norms included), tied and untied, written as
     several safetensors shards with an index: the same logits as spmdgpt's forward."""
     from spmdgpt.hf import hf_config, to_hf, write_folder
@@ -136,7 +126,7 @@ def test_every_parameter_maps_onto_transformers(arch, overrides, tmp_path):
     toks = np.random.default_rng(2).integers(0, cfg.model.vocab_size, (2, 40)).astype(np.int32)
     with jax.set_mesh(mesh):
         ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
-    theirs = hf_logits(tmp_path, toks)
+    theirs = torch_side.logits(tmp_path, toks)
     assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(ours).max() > 1.0
 
 
@@ -150,7 +140,7 @@ def tokenizers_under_test():
 
 
 @pytest.mark.parametrize("kind", ["char", "gpt2", "hf"])
-def test_tokenizer_round_trip_through_autotokenizer(kind, tmp_path):
+def test_tokenizer_round_trip_through_autotokenizer(kind, torch_side, tmp_path):
     """AutoTokenizer on the exported files encodes held-out text to spmdgpt's ids and decodes them
     back exactly; the end-of-text token is the run's."""
     from spmdgpt.hf import tokenizer_files
@@ -158,14 +148,13 @@ def test_tokenizer_round_trip_through_autotokenizer(kind, tmp_path):
     tok = dict(tokenizers_under_test())[kind]
     for name, text in tokenizer_files(tok, 256).items():
         (tmp_path / name).write_text(text)
-    hf = transformers.AutoTokenizer.from_pretrained(tmp_path)
     held_out = (DATA / "tinyshakespeare" / "input.txt").read_text()[-3000:]  # not in the char sample
     if kind == "char":
         held_out = "".join(c for c in held_out if c in tok.chars)
-    ids = hf(held_out)["input_ids"]
-    assert ids == tok.encode(held_out) and len(ids) > 600
-    assert hf.decode(ids) == held_out
-    assert hf.eos_token_id == tok.eos_id and hf.convert_ids_to_tokens(tok.eos_id) == "<|endoftext|>"
+    hf = torch_side.ask("tokenize", folder=str(tmp_path), text=held_out)
+    assert hf["ids"] == tok.encode(held_out) and len(hf["ids"]) > 600
+    assert hf["decoded"] == held_out
+    assert (hf["eos_token_id"], hf["eos_token"]) == (tok.eos_id, "<|endoftext|>")
 
 
 def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path, capsys, monkeypatch):
@@ -214,31 +203,27 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
     assert {str(a.dtype) for a in load_file(str(full / "model.safetensors")).values()} == {"bfloat16"}
 
 
-def make_hf_model(kind: str, folder: Path, **overrides):
+HF_CONFIGS = {
+    "llama": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 128,
+              "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "rope_theta": 5000.0},
+    "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
+             "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
+
+
+def make_hf_model(torch_side, kind: str, folder: Path, tokens=None, **overrides):
     """A small randomly initialised transformers model (every weight perturbed, biases too),
-    saved as safetensors."""
-    torch.manual_seed(0)
-    if kind == "llama":
-        config = transformers.LlamaConfig(**{
-            "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 128, "rms_norm_eps": 1e-6,
-            "tie_word_embeddings": False, "rope_theta": 5000.0, **overrides})
-        model = transformers.LlamaForCausalLM(config)
-    else:
-        config = transformers.GPTNeoXConfig(**{
-            "vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
-            "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False, **overrides})
-        model = transformers.GPTNeoXForCausalLM(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
-    model.save_pretrained(folder)
-    return model.eval()
+    saved as safetensors; its logits of `tokens` when given."""
+    request = {"kind": kind, "folder": str(folder), "config": {**HF_CONFIGS[kind], **overrides}}
+    if tokens is None:
+        torch_side.ask("make_model", **request)
+        return None
+    return torch_side.ask_array("make_model", tokens, **request)[1]
 
 
 @pytest.mark.parametrize("kind", ["llama", "neox"])
-def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, tmp_path):
+def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, torch_side, tmp_path):
     """checkpoint.init_from=hf:DIR: the model config comes from DIR's config.json, each leaf is
     read into its sharded layout (fsdp_tp on 2 x 4 devices: really split), the logits equal
     transformers' and an export of the imported parameters gives byte-identical tensors."""
@@ -246,10 +231,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, tmp_pat
 
     from spmdgpt.hf import load_params, to_hf, with_hf_model
 
-    model = make_hf_model(kind, tmp_path)
     toks = np.random.default_rng(0).integers(0, 96, (8, 40)).astype(np.int32)
-    with torch.no_grad():
-        theirs = model(torch.tensor(toks, dtype=torch.long)).logits.numpy()
+    theirs = make_hf_model(torch_side, kind, tmp_path, toks)
     original = load_file(str(tmp_path / "model.safetensors"))
     for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"], 8)):
         cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
@@ -269,12 +252,12 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, tmp_pat
         assert all(again[k].tobytes() == original[k].tobytes() for k in original)
 
 
-def test_import_train_export_round_trip(tmp_path, capsys):
+def test_import_train_export_round_trip(torch_side, tmp_path, capsys):
     """End to end: `spmdgpt train checkpoint.init_from=hf:DIR` (the model fields printed and
     recorded), one step at learning rate 1e-30 (no weight moves by an ulp), then `spmdgpt export`: the same bytes as DIR's."""
     from safetensors.numpy import load_file
 
-    make_hf_model("neox", tmp_path / "hf")
+    make_hf_model(torch_side, "neox", tmp_path / "hf")
     run_dir = tmp_path / "run"
     code = main(["train", "+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path / 'hf'}", "train.steps=1",
                  "optimizer.lr=1e-30", "train.progress=false", f"run.dir={run_dir}"])
@@ -290,7 +273,7 @@ def test_import_train_export_round_trip(tmp_path, capsys):
     assert all(again[k].tobytes() == original[k].tobytes() for k in original)
 
 
-def test_import_refuses_what_it_cannot_represent(tmp_path, capsys):
+def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     def start(folder):
         capsys.readouterr()
         code = main(["train", "+experiment=staircase", f"checkpoint.init_from=hf:{folder}", "train.steps=1",
@@ -301,11 +284,11 @@ def test_import_refuses_what_it_cannot_represent(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert start(tmp_path / "empty") == (2, [f"{where}/empty: no config.json there; give a Hugging Face model "
                                              "folder (config.json + safetensors weights)"])
-    make_hf_model("llama", tmp_path / "gqa", num_key_value_heads=2)
+    make_hf_model(torch_side, "llama", tmp_path / "gqa", num_key_value_heads=2)
     assert start(tmp_path / "gqa") == (2, [
         f"{where}/gqa: config.json has num_key_value_heads=2; spmdgpt needs as many key/value heads as attention "
         "heads (4): grouped-query attention is not supported"])
-    make_hf_model("neox", tmp_path / "parallel", use_parallel_residual=True)
+    make_hf_model(torch_side, "neox", tmp_path / "parallel", use_parallel_residual=True)
     assert start(tmp_path / "parallel") == (2, [
         f"{where}/parallel: config.json has use_parallel_residual=True; spmdgpt needs false (a sequential residual)"])
     gpt2 = tmp_path / "gpt2"
@@ -314,7 +297,7 @@ def test_import_refuses_what_it_cannot_represent(tmp_path, capsys):
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
                                "LlamaForCausalLM and GPTNeoXForCausalLM checkpoints"])
     # a config.json that does not match its weights
-    make_hf_model("llama", tmp_path / "wrong")
+    make_hf_model(torch_side, "llama", tmp_path / "wrong")
     config = json.loads((tmp_path / "wrong" / "config.json").read_text())
     (tmp_path / "wrong" / "config.json").write_text(json.dumps({**config, "intermediate_size": 192}))
     code, err = start(tmp_path / "wrong")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import List
@@ -99,6 +100,7 @@ def run(items: List[str]) -> int:
     except RuntimeError as e:
         if "RESOURCE_EXHAUSTED" in str(e):  # a compiler that refuses a program too large for its device (TPU)
             reason = str(e).splitlines()[0].split("RESOURCE_EXHAUSTED: ")[-1].rstrip(".")
+            reason = re.sub(r"^E\d+: \w+: ", "", reason)  # libtpu >= 0.0.50's code ("E1000: CompileTimeHbmOom: ")
             print(f"spmdgpt: error: the step does not fit a {devices[0].device_kind}: {reason}; {_FIXES}",
                   file=sys.stderr)
             return EXIT_USAGE

@@ -1,0 +1,109 @@
+"""The PyTorch side of the tests, run in the PyTorch environment (benchmarks/torch_env.py):
+transformers and benchmarks/torch_gpt.py compute what the tests compare spmdgpt with.
+
+A server: one JSON request per line on stdin, one JSON answer per line on the original stdout
+(anything the libraries print goes to stderr). Arrays travel as .npy files named in the
+request. Requests ({"op": ..., ...}):
+  logits      folder, tokens, out: transformers' float32 logits of the tokens [B, T] -> out
+  generate    folder, prompt, max_new_tokens: greedy ids and text of AutoTokenizer + generate
+  tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
+  make_model  kind (llama | neox), folder, config[, tokens, out]: a random model (every weight
+              perturbed) saved with save_pretrained; its logits of the tokens -> out
+  torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
+              out: loss of the reference model; its embedding gradient -> out
+This file imports nothing of spmdgpt or JAX.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _model(folder):
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def _tokens(path):
+    return torch.tensor(np.load(path), dtype=torch.long)
+
+
+def logits(folder, tokens, out):
+    with torch.no_grad():
+        np.save(out, _model(folder)(_tokens(tokens)).logits.numpy())
+    return {}
+
+
+def generate(folder, prompt, max_new_tokens):
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    ids = tok(prompt, return_tensors="pt")["input_ids"]
+    gen = _model(folder).generate(ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0)
+    return {"prompt_ids": ids.tolist(), "text": tok.decode(gen[0])}
+
+
+def tokenize(folder, text):
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    ids = tok(text)["input_ids"]
+    return {"ids": ids, "decoded": tok.decode(ids), "eos_token_id": tok.eos_token_id,
+            "eos_token": tok.convert_ids_to_tokens(tok.eos_token_id)}
+
+
+def make_model(kind, folder, config, tokens=None, out=None):
+    torch.manual_seed(0)
+    cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+           "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
+    model = cls[1](cls[0](**config))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+        model.save_pretrained(folder)
+        if tokens is not None:
+            np.save(out, model.eval()(_tokens(tokens)).logits.numpy())
+    return {}
+
+
+def torch_gpt(dims, state, tokens, out):
+    from safetensors.torch import load_file
+
+    spec = importlib.util.spec_from_file_location("torch_gpt", ROOT / "benchmarks" / "torch_gpt.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.GPT(dims["vocab"], dims["d"], dims["heads"], dims["layers"], dims["seq"])
+    model.load_state_dict(load_file(state), strict=True)  # every parameter given, no other name
+    x = _tokens(tokens)
+    loss = model(x[:, :-1].contiguous(), x[:, 1:].contiguous())
+    loss.backward()
+    np.save(out, model.embed.weight.grad.numpy())
+    return {"loss": float(loss.detach())}
+
+
+OPS = {f.__name__: f for f in (logits, generate, tokenize, make_model, torch_gpt)}
+
+
+def serve() -> None:
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    sys.stdout = sys.stderr  # the libraries' prints stay off the answer channel
+    os.dup2(sys.stderr.fileno(), 1)
+    answers.write(json.dumps({"ready": True, "torch": torch.__version__,
+                              "transformers": transformers.__version__}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            answer = {"ok": True, **OPS[request.pop("op")](**request)}
+        except Exception:  # the test that asked shows it
+            answer = {"ok": False, "error": traceback.format_exc()}
+        answers.write(json.dumps(answer) + "\n")
+
+
+if __name__ == "__main__":
+    serve()
