@@ -462,3 +462,16 @@ def test_start_up_file_that_cannot_be_written_is_exit_4(tmp_path, capsys):
     assert main(["train", *_inproc(run_dir, "train.steps=2")]) == 4
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"spmdgpt: error: writing into {run_dir} failed (Is a directory)")
+
+
+def test_keep_every_keeps_its_multiples(tmp_path):
+    """checkpoint.keep=1 keeps only the newest of the checkpoints written every 2 steps;
+    checkpoint.keep_every=4 also keeps, for good, those at multiples of 4."""
+    steps = {}
+    for keep_every in (None, 4):
+        run_dir = tmp_path / f"k{keep_every}"
+        assert main(["train", "+experiment=staircase", "train.steps=14", "checkpoint.every=2", "checkpoint.keep=1",
+                     f"checkpoint.keep_every={'null' if keep_every is None else keep_every}", "model.num_layers=1",
+                     "train.eval_every=0", "train.progress=false", f"run.dir={run_dir}"]) == 0
+        steps[keep_every] = CheckpointManager.reader(run_dir).steps()
+    assert steps == {None: [14], 4: [4, 8, 12, 14]}

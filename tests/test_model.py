@@ -374,3 +374,25 @@ def test_bfloat16_compute_keeps_residual_and_logit_gradients_right():
     # operand types of every matmul: the forward one and the two backward ones, all bfloat16
     operands = [line.rsplit(": (", 1)[1].split(")")[0] for line in text.splitlines() if "dot_general" in line]
     assert len(operands) == 3 and all("f32" not in o and o.count("bf16") == 2 for o in operands), operands
+
+
+def test_remat_gives_the_gradients_of_none_in_less_memory():
+    """model.remat=full and =dots recompute activations in the backward pass: the same loss and
+    gradients as none (to float32 rounding of a different fusion), and XLA's plan of the
+    gradient holds fewer temporary bytes, full fewest (only the layer inputs are kept)."""
+    rng = np.random.default_rng(3)
+    x, y = (jnp.asarray(rng.integers(0, 10, (8, 64)), jnp.int32) for _ in range(2))
+    grads, temp = {}, {}
+    for remat in ("none", "full", "dots"):
+        cfg, mesh, rules, params = setup(f"model.remat={remat}", "model.num_layers=2", "model.attention_block=16")
+        with jax.set_mesh(mesh):
+            f = jax.jit(jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, x, y)))
+            compiled = f.lower(params).compile()
+            grads[remat] = jax.device_get(compiled(params))
+        temp[remat] = compiled.memory_analysis().temp_size_in_bytes
+    for remat in ("full", "dots"):
+        assert abs(float(grads[remat][0]) - float(grads["none"][0])) < 1e-6
+        for a, b in zip(jax.tree.leaves(grads[remat][1]), jax.tree.leaves(grads["none"][1]), strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    # (measured on XLA:CPU, JAX 0.12: none 8.2 MB, dots 5.9 MB, full 4.6 MB)
+    assert temp["full"] < temp["dots"] < temp["none"] and temp["full"] < 0.7 * temp["none"], temp

@@ -72,3 +72,43 @@ def test_partition_specs_follow_the_rule_tables():
     assert specs["fsdp"] == P(None, "data", None, None, None)
     assert specs["tp"] == P(None, None, None, "model", None)
     assert specs["fsdp_tp"] == P(None, "data", None, "model", None)
+
+
+def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):
+    """Adding a mesh axis: MeshConfig with one more field ('toy', between data and model) and a
+    rule table that uses it (the MLP over 'toy', heads over 'model', FSDP over 'data'), nothing
+    else. Validation resolves the sizes from the device count and checks the table against the
+    new axis names; the mesh has three axes; parameters are placed as the table says; training
+    matches one device."""
+    import dataclasses
+
+    from spmdgpt.config import MeshConfig, ShardingConfig, mesh_axes, validate
+    from spmdgpt.sharding import make_mesh
+
+    # MeshConfig as it would be written with the new field (field order = mesh order)
+    ToyMesh = dataclasses.make_dataclass("ToyMesh", [("data", int, -1), ("toy", int, 1), ("model", int, 1)])
+    assert mesh_axes(MeshConfig) == ("data", "model")
+    cfg = cfg_for()
+    cfg.mesh = ToyMesh(data=-1, toy=2, model=2)
+    cfg.sharding = ShardingConfig(name="toy", params={"embed": "data", "mlp": "toy", "heads": "model"},
+                                  compute={"batch": "data", "mlp": "toy", "heads": "model"})
+    assert mesh_axes(cfg.mesh) == ("data", "toy", "model") and validate(cfg, 8) == []
+    assert dict(make_mesh(cfg.mesh, jax.devices()).shape) == {"data": 2, "toy": 2, "model": 2}
+    losses, state, _ = train_steps(cfg, jax.devices(), 5)
+    np.testing.assert_allclose(losses, single_device_run[0], rtol=0, atol=LOSS_ATOL)
+    blocks = state.params.blocks
+    assert blocks.w_up.sharding.spec == P(None, "data", "toy")  # [layers, embed, mlp]
+    assert blocks.w_up.addressable_shards[0].data.shape == (2, 64 // 2, 4 * 64 // 2)
+    assert blocks.w_qkv.sharding.spec == P(None, "data", None, "model", None)  # [layers, embed, 3, heads, head_dim]
+
+    # the generic checks speak of the new axis by name
+    cfg.mesh = ToyMesh(data=-1, toy=-1, model=1)
+    assert validate(cfg, 8) == ["mesh.data=-1 and mesh.toy=-1: only one axis can take the remaining devices; "
+                                "give the others a size (e.g. mesh.data=1)"]
+    cfg.mesh = ToyMesh(data=2, toy=3, model=1)
+    assert validate(cfg, 8) == ["mesh.data=2 x mesh.toy=3 x mesh.model=1 does not fit 8 device(s); the product of "
+                                "the fixed sizes must divide the device count (use -1 for one axis)"]
+    cfg.mesh = ToyMesh(data=-1, toy=2, model=1)
+    cfg.sharding = ShardingConfig(name="toy", params={"mlp": "expert"}, compute={"batch": "data"})
+    assert validate(cfg, 8) == ["sharding.params.mlp=expert: unknown mesh axis 'expert'; "
+                                "use one of ['data', 'toy', 'model'] or null"]

@@ -306,3 +306,52 @@ def test_bfloat16_training_reaches_the_float32_loss(experiment, steps, tol):
     assert {str(x.dtype) for x in jax.tree.leaves(state.params)} == {"float32"}
     assert f32[-10:].mean() < f32[:10].mean() - 1.0  # both learned something
     assert abs(b16[-10:].mean() - f32[-10:].mean()) < tol, (b16[-10:].mean(), f32[-10:].mean())
+
+
+def test_a_loss_spike_writes_its_event(tmp_path, monkeypatch):
+    """train.loss_spike_factor: the batch of step 60 is replaced by random digits, whose loss
+    is far above the recent median of a staircase that is being learnt: a loss_spike event with
+    that loss and median is logged at step 60, and only there; with the factor 0, none."""
+    import jax
+
+    from spmdgpt.data.loader import Batch, Batcher
+
+    original = Batcher.train_batch
+
+    def train_batch(self, step):
+        batch = original(self, step)
+        if step != 59:  # (0-based: the batch of step 60)
+            return batch
+        tokens = np.random.default_rng(0).integers(0, 10, batch.inputs.shape).astype(np.int32)
+        return Batch(*(jax.device_put(a, batch.inputs.sharding) for a in (tokens, np.roll(tokens, 1, axis=1))))
+
+    monkeypatch.setattr(Batcher, "train_batch", train_batch)
+    events = {}
+    for factor in (3.0, 0.0):
+        run_dir = tmp_path / f"f{factor}"
+        train(load_config(["+experiment=staircase", "train.steps=64", "train.log_every=1",
+                           "train.progress=false", "checkpoint.enabled=false", f"train.loss_spike_factor={factor}",
+                           f"run.dir={run_dir}"]), argv=["pytest"])
+        rows = read_jsonl(run_dir / "metrics.jsonl")
+        events[factor] = [r for r in rows if "event" in r]
+        losses = {r["step"]: r["loss"] for r in rows if "loss" in r and "event" not in r}
+    (spike,) = events[3.0]
+    assert (spike["step"], spike["event"]) == (60, "loss_spike") and spike["loss"] == losses[60]
+    assert spike["loss"] > 3.0 * spike["median"] and spike["median"] == np.median([losses[s] for s in range(1, 60)])
+    assert events[0.0] == []
+
+
+def test_param_dtype_bfloat16_stores_bfloat16_parameters(staircase_cfg):
+    """model.param_dtype=bfloat16: every parameter, and the AdamW moments (optimizer.state_dtype
+    defaults to it), is stored in bfloat16 after training steps; training still learns, and the
+    losses differ from float32 storage's (the setting is used, not dropped)."""
+    import jax
+    from conftest import train_steps
+
+    one, small = jax.devices()[:1], ["mesh.data=1", "model.num_layers=1", "data.batch_size=8"]
+    f32, _, _ = train_steps(staircase_cfg(*small), one, 6)
+    bf16, state, _ = train_steps(staircase_cfg(*small, "model.param_dtype=bfloat16"), one, 6)
+    assert {str(a.dtype) for a in jax.tree.leaves(state.params)} == {"bfloat16"}
+    adam = state.opt_state[1][0]
+    assert {str(a.dtype) for a in jax.tree.leaves((adam.mu, adam.nu))} == {"bfloat16"}
+    assert bf16[-1] < bf16[0] - 0.2 and 0 < np.abs(bf16 - f32).max() < 0.05

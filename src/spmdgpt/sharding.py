@@ -16,7 +16,7 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import MESH_AXES, MeshConfig, ShardingConfig, resolve_mesh_shape
+from spmdgpt.config import MeshConfig, ShardingConfig, resolve_mesh_shape
 
 Logical = Sequence[Optional[str]]
 
@@ -31,12 +31,12 @@ def platform() -> str:
 
 
 def make_mesh(cfg: MeshConfig, devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
-    """A ('data', 'model') mesh with explicit axis types over `devices` (default: all)."""
+    """The mesh of cfg's named axes (MeshConfig's fields, in order: ('data', 'model') today),
+    explicit axis types, over `devices` (default: all)."""
     devices = list(jax.devices() if devices is None else devices)
     shape = resolve_mesh_shape(cfg, len(devices))
-    return jax.make_mesh(
-        shape, MESH_AXES, axis_types=(AxisType.Explicit,) * len(MESH_AXES), devices=devices
-    )
+    return jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=(AxisType.Explicit,) * len(shape),
+                         devices=devices)
 
 
 def _spec(logical: Logical, table: Mapping[str, Any]) -> P:

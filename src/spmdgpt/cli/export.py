@@ -72,7 +72,7 @@ def run(items: List[str]) -> int:
     args, overrides = parse(items, ExportArgs)
     args = check_args(args)
     run_dir, out = Path(args.run_dir), Path(args.out)
-    from spmdgpt.config import DistConfig, apply_overrides, load_run_config
+    from spmdgpt.config import DistConfig, apply_overrides, load_run_config, mesh_axes
     from spmdgpt.data import tokenizer_from_json
     from spmdgpt.hf import architecture, cast, hf_config, to_hf, tokenizer_files, total_bytes, write_folder
     from spmdgpt.plan import size
@@ -81,7 +81,7 @@ def run(items: List[str]) -> int:
     cfg = load_run_config(run_dir)
     cfg.dist = DistConfig()
     cfg = apply_overrides(cfg, overrides)
-    cfg.mesh.data = cfg.mesh.model = 1  # exported from one device, whatever the run used
+    cfg.mesh = type(cfg.mesh)(**{a: 1 for a in mesh_axes(cfg.mesh)})  # exported from one device, whatever the run used
     web = args.format == "web"
     arch = "a web page (jax-js)" if web else architecture(cfg.model)  # before anything is loaded
     tok_path = run_dir / "tokenizer.json"

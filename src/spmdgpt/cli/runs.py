@@ -5,12 +5,13 @@ GPT-NeoX folder), JAX's start, the text files they score and the files they writ
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED
-from spmdgpt.config import ConfigError
+from spmdgpt.config import ConfigError, mesh_sizes
 
 
 def model_source(spec: str, overrides: List[str]):
@@ -44,8 +45,8 @@ def mesh_devices(cfg) -> list:
     one device) takes the first devices."""
     import jax
 
-    devices = jax.devices()
-    size = cfg.mesh.data * cfg.mesh.model if min(cfg.mesh.data, cfg.mesh.model) > 0 else len(devices)
+    devices, sizes = jax.devices(), mesh_sizes(cfg.mesh).values()
+    size = math.prod(sizes) if min(sizes) > 0 else len(devices)
     if jax.process_count() == 1 and size < len(devices):
         devices = devices[:size]
     return devices

@@ -15,7 +15,6 @@ from spmdgpt.config.load import (
     to_yaml,
 )
 from spmdgpt.config.schema import (
-    MESH_AXES,
     AttentionImpl,
     CheckpointConfig,
     Config,
@@ -44,17 +43,19 @@ from spmdgpt.config.schema import (
     dataset_configs,
     head_dim,
     logical_dim_sizes,
+    mesh_axes,
+    mesh_sizes,
     mlp_hidden,
     resolve_mesh_shape,
 )
 from spmdgpt.config.validate import profile_range, validate, validate_dist
 
 __all__ = [
-    "MESH_AXES", "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
+    "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
     "NormType", "OptimizerConfig", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "head_dim", "load_config", "load_run_config",
-    "logical_dim_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
+    "logical_dim_sizes", "mesh_axes", "mesh_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
     "resolve_mesh_shape",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]

@@ -7,10 +7,8 @@ logical axis sizes). A leaf module: it imports nothing from spmdgpt. Loading liv
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
-
-MESH_AXES = ("data", "model")
 
 
 class ConfigError(ValueError):
@@ -297,8 +295,13 @@ class CheckpointConfig:
 
 @dataclass
 class MeshConfig:
-    data: int = -1  # devices on the data axis; -1 = all devices not used by the other axis
-    model: int = 1  # devices on the model (tensor-parallel) axis; -1 = all remaining
+    """The mesh's named axes, one field each, in mesh order (the last axis varies fastest over
+    the devices: neighbours share the fastest links). A size, or -1 (one axis at most) for all
+    the devices the others leave. A new axis is a field here (default 1) and a rule table in
+    configs/sharding/ that maps logical axes to it: nothing else names mesh axes."""
+
+    data: int = -1  # data-parallel (and FSDP) axis: batches, and parameters under FSDP tables
+    model: int = 1  # tensor-parallel axis: heads, MLP width, vocabulary under TP tables
 
 
 @dataclass
@@ -349,16 +352,23 @@ def mlp_hidden(m: ModelConfig) -> int:
     return int(round(m.mlp_factor * m.d_model))
 
 
-def resolve_mesh_shape(mesh: MeshConfig, num_devices: int) -> tuple[int, int]:
-    """(data, model) sizes with -1 filled in. Assumes validate() passed."""
-    data, model = mesh.data, mesh.model
-    if data == -1 and model == -1:
-        model = 1
-    if data == -1:
-        data = num_devices // model
-    if model == -1:
-        model = num_devices // data
-    return data, model
+def mesh_axes(mesh) -> tuple:
+    """The mesh axis names of a MeshConfig (instance or class), in mesh order."""
+    return tuple(f.name for f in fields(mesh))
+
+
+def mesh_sizes(mesh) -> Dict[str, int]:
+    """{axis: size as configured} (-1 where the axis takes the remaining devices)."""
+    return {a: getattr(mesh, a) for a in mesh_axes(mesh)}
+
+
+def resolve_mesh_shape(mesh, num_devices: int) -> Dict[str, int]:
+    """{axis: size} with -1 filled in from the device count. Assumes validate() passed."""
+    sizes = mesh_sizes(mesh)
+    fixed = 1
+    for v in sizes.values():
+        fixed *= v if v > 0 else 1
+    return {a: (num_devices // fixed if v == -1 else v) for a, v in sizes.items()}
 
 
 def logical_dim_sizes(cfg: ModelConfig) -> dict:

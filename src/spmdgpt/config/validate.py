@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from spmdgpt.config.schema import (
-    MESH_AXES,
     AttentionImpl,
     Config,
     ConfigError,
@@ -20,6 +19,8 @@ from spmdgpt.config.schema import (
     dataset_configs,
     head_dim,
     logical_dim_sizes,
+    mesh_axes,
+    mesh_sizes,
     mlp_hidden,
     resolve_mesh_shape,
 )
@@ -252,46 +253,23 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
     if c.keep_every is not None:
         positive("checkpoint.keep_every", c.keep_every)
 
-    # Mesh: sizes must multiply to the device count.
-    for name in MESH_AXES:
-        v = getattr(me, name)
-        if v == 0 or v < -1:
-            errs.append(f"mesh.{name}={v} must be a positive size or -1 (all remaining devices)")
-    mesh_ok = not any(getattr(me, a) == 0 or getattr(me, a) < -1 for a in MESH_AXES)
-    data_size = model_size = None
-    if mesh_ok:
-        fixed = [getattr(me, a) for a in MESH_AXES if getattr(me, a) != -1]
-        prod = 1
-        for v in fixed:
-            prod *= v
-        if num_devices % prod:
-            errs.append(
-                f"mesh.data={me.data} x mesh.model={me.model} does not fit {num_devices} device(s); "
-                f"the product of the fixed sizes must divide the device count (use -1 for one axis)"
-            )
-        elif len(fixed) == 2 and prod != num_devices:
-            errs.append(
-                f"mesh.data={me.data} x mesh.model={me.model} = {prod} but there are "
-                f"{num_devices} device(s); set one axis to -1 or make the product {num_devices}"
-            )
-        else:
-            data_size, model_size = resolve_mesh_shape(me, num_devices)
+    sizes = _mesh_errors(me, num_devices, errs)
 
     # Sharding rules: known mesh axes, each used once per table entry.
     s = cfg.sharding
+    axes = mesh_axes(me)
     for table_name in ("params", "compute"):
         table = getattr(s, table_name)
         for logical, value in table.items():
             for ax in _mesh_axes_of(value):
-                if ax not in MESH_AXES:
+                if ax not in axes:
                     errs.append(
                         f"sharding.{table_name}.{logical}={value}: unknown mesh axis {ax!r}; "
-                        f"use one of {list(MESH_AXES)} or null"
+                        f"use one of {list(axes)} or null"
                     )
 
     # Divisibility of sharded dimensions (only once the mesh is known).
-    if data_size is not None:
-        sizes = {"data": data_size, "model": model_size}
+    if sizes is not None:
         batch_axes = _mesh_axes_of(s.compute.get("batch"))
         dp = 1
         for ax in batch_axes:
@@ -310,6 +288,34 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
         if not errs:
             errs.extend(_check_param_divisibility(cfg, sizes))
     return errs
+
+
+def _mesh_errors(me, num_devices: int, errs: List[str]) -> Optional[Dict[str, int]]:
+    """Check mesh.* against the device count (errors appended to `errs`); the resolved
+    {axis: size}, or None when the sizes are wrong."""
+    given = mesh_sizes(me)
+    bad = {a: v for a, v in given.items() if not isinstance(v, int) or v == 0 or v < -1}
+    for a, v in bad.items():
+        errs.append(f"mesh.{a}={v} must be a positive size or -1 (all remaining devices)")
+    if bad:
+        return None
+    shape = " x ".join(f"mesh.{a}={v}" for a, v in given.items())
+    rest = [a for a, v in given.items() if v == -1]
+    fixed = 1
+    for v in given.values():
+        fixed *= v if v > 0 else 1
+    if len(rest) > 1:
+        errs.append(f"{' and '.join(f'mesh.{a}=-1' for a in rest)}: only one axis can take the remaining devices; "
+                    f"give the others a size (e.g. mesh.{rest[0]}=1)")
+    elif num_devices % fixed:
+        errs.append(f"{shape} does not fit {num_devices} device(s); the product of the fixed sizes must divide "
+                    "the device count (use -1 for one axis)")
+    elif not rest and fixed != num_devices:
+        errs.append(f"{shape} = {fixed} but there are {num_devices} device(s); set one axis to -1 or make the "
+                    f"product {num_devices}")
+    else:
+        return resolve_mesh_shape(me, num_devices)
+    return None
 
 
 def _check_param_divisibility(cfg: Config, sizes: Dict[str, int]) -> List[str]:
