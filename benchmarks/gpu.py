@@ -371,7 +371,7 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
     from spmdgpt.model.attention import attention_backend
     from spmdgpt.optim import build_optimizer
     from spmdgpt.state import init_state
-    from spmdgpt.trainer import make_train_step
+    from spmdgpt.train_step import make_train_step
 
     cfg, mesh, rules = _setup(overrides, seq, batch)
     dev = jax.devices()[0]
@@ -568,7 +568,7 @@ def cmd_loop(out: Path) -> int:
     the first two variants separate dispatch from the data."""
     import jax
 
-    from spmdgpt.trainer import training_parts
+    from spmdgpt.train_step import training_parts
 
     cfg, mesh, rules = _setup(os.environ.get("SPMDGPT_GPU_LOOP", "").split())
     n, tok = 30, cfg.data.batch_size * cfg.data.seq_len

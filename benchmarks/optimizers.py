@@ -49,7 +49,7 @@ from spmdgpt.optim.matrices import MatrixView, is_hidden_matrix
 from spmdgpt.optim.msign import msign
 from spmdgpt.optim.muon import MomentumState, _momentum
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.trainer import training_parts
+from spmdgpt.train_step import training_parts
 
 B1 = [
     "+experiment=shakespeare_char", "model.vocab_size=66", "model.num_layers=4",

@@ -36,7 +36,7 @@ from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
-from spmdgpt.trainer import make_train_step
+from spmdgpt.train_step import make_train_step
 
 CONFIGS = {
     "B1": ["model.vocab_size=65", "data.batch_size=16"],

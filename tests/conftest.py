@@ -36,7 +36,7 @@ import pytest  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
-from spmdgpt.trainer import training_parts  # noqa: E402
+from spmdgpt.train_step import training_parts  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from spmdgpt.model.layers import dropout, mlp
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
-from spmdgpt.trainer import make_train_step
+from spmdgpt.train_step import make_train_step
 
 ONE = jax.devices()[:1]
 

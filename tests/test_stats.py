@@ -15,7 +15,7 @@ from spmdgpt.model.layers import mlp, norm
 from spmdgpt.model.transformer import block, embed
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.stats import make_stats_fn, stats_row
-from spmdgpt.trainer import training_parts
+from spmdgpt.train_step import training_parts
 
 
 def rms(a):

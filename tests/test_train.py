@@ -170,7 +170,7 @@ def test_skip_nonfinite_keeps_the_state_and_counts_the_step(staircase_cfg):
     from spmdgpt.optim import build_optimizer
     from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.state import init_state
-    from spmdgpt.trainer import make_train_step
+    from spmdgpt.train_step import make_train_step
 
     cfg = load_config(["+experiment=staircase", "train.skip_nonfinite=2", "mesh.data=1", "model.tie_embeddings=false",
                        "optimizer.warmup_steps=0"])
@@ -232,7 +232,7 @@ def test_metrics_write_on_a_full_disk_is_a_clean_error():
     from pathlib import Path
 
     from spmdgpt.loggers import JsonlLogger
-    from spmdgpt.rundir import WriteFailed
+    from spmdgpt.files import WriteFailed
 
     log = JsonlLogger(Path("/dev/full"))  # every write: ENOSPC, as on a full disk
     with pytest.raises(WriteFailed) as e:
@@ -255,7 +255,7 @@ def test_microbatches_give_the_same_step_with_less_memory(staircase_cfg):
     from spmdgpt.optim import build_optimizer
     from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.state import init_state
-    from spmdgpt.trainer import accumulated_grads, make_train_step
+    from spmdgpt.train_step import accumulated_grads, make_train_step
 
     cfg = staircase_cfg("sharding=fsdp", "data.batch_size=64", "model.num_layers=1", "train.microbatches=4")
     mesh = make_mesh(cfg.mesh)

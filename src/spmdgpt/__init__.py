@@ -23,7 +23,7 @@ _LAZY = {  # name -> the module that defines it
     "train": "spmdgpt.trainer",
     "TrainResult": "spmdgpt.trainer",
     "TrainingDiverged": "spmdgpt.trainer",
-    "make_train_step": "spmdgpt.trainer",
+    "make_train_step": "spmdgpt.train_step",
     "TrainState": "spmdgpt.state",
     "init_state": "spmdgpt.state",
     "Rules": "spmdgpt.sharding",

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import CheckpointConfig, Config, ConfigError, to_dict
-from spmdgpt.rundir import WriteFailed, os_reason
+from spmdgpt.files import WriteFailed, os_reason
 
 CHECKPOINT_DIR = "checkpoints"
 

@@ -64,7 +64,7 @@ class RolloutEvaluator:
         outs = self.sample(params)
         rows = [(self.tokenizer.decode(p), self.tokenizer.decode(o)) for p, o in zip(self.prompts, outs, strict=True)]
         if self.samples_path is not None:
-            log = JsonlLogger(self.samples_path)  # a failed write raises rundir.WriteFailed
+            log = JsonlLogger(self.samples_path)  # a failed write raises files.WriteFailed
             try:
                 for prompt, completion in rows:
                     log.log({"step": step, "prompt": prompt, "completion": completion})

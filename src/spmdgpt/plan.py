@@ -103,7 +103,7 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
     """Compile `cfg`'s training step on `rules`' mesh from abstract shapes (call inside
     jax.set_mesh) and read its per-device plan."""
     from spmdgpt.state import TrainState
-    from spmdgpt.trainer import make_train_step
+    from spmdgpt.train_step import make_train_step
 
     optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
     params = abstract_params(cfg.model, rules)

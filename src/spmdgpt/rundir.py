@@ -8,7 +8,6 @@ import datetime as _dt
 import importlib.metadata
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import Config, ConfigError, to_yaml
+from spmdgpt.files import write_json_atomic, write_text_atomic
 
 PACKAGES = ("spmdgpt", "jax", "jaxlib", "optax", "hydra-core", "omegaconf", "numpy", "tiktoken", "tqdm")
 
@@ -87,18 +87,6 @@ def run_metadata(argv: list) -> dict:
     }
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """`text` (UTF-8) into `path` by the token store's `write_atomic` (a temporary file, fsync,
-    rename): never half-written; a failed write raises OSError and leaves no temporary file."""
-    from spmdgpt.data.store import write_atomic
-
-    write_atomic(path, text.encode("utf-8"))
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
-
-
 def prepare_run_dir(cfg: Config, run_dir: Path, argv: list, resumed_from: Optional[int]) -> None:
     """Create run_dir and write config.yaml + metadata.json (process 0 only).
 
@@ -135,25 +123,6 @@ def truncate_jsonl(path: Path, last_step: int) -> int:
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     os.replace(tmp, path)
     return dropped
-
-
-class WriteFailed(RuntimeError):
-    """Writing into run.dir failed (disk full, I/O error, quota): the run stops; every complete
-    checkpoint stays loadable and a rerun resumes from the newest one."""
-
-
-def os_reason(e: BaseException) -> str:
-    """The operating system's words for a failed write, e.g. "No space left on device"."""
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    text = str(e)
-    m = re.search(r"Failed to write [^:]*: (.+?) \[os_error_code", text)  # TensorStore (orbax)
-    if m:
-        return m.group(1)
-    first = (text.strip().splitlines() or [type(e).__name__])[0]
-    # TensorStore also reports the bare reason followed by its own payloads, e.g.
-    # "File too large [tensorstore_spec='{...}'] [source locations='...']": keep the reason
-    return re.split(r" \[(?:tensorstore_spec|source locations|os_error_code)", first)[0][:200]
 
 
 LOCK_FILE = "run.lock"

@@ -29,6 +29,7 @@ import optax
 from spmdgpt.config import Config
 from spmdgpt.model import activation_stats
 from spmdgpt.sharding import Rules
+from spmdgpt.train_step import step_gradients
 
 
 def _group_norms(tree, stacked: bool):
@@ -41,8 +42,6 @@ def _group_norms(tree, stacked: bool):
 def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
     """jit(state, inputs, targets, segment_ids=None, positions=None) -> {name: float32 scalar
     or [layers]}."""
-    from spmdgpt.trainer import step_gradients
-
     gradients = step_gradients(cfg, rules)
     k = cfg.train.microbatches
 

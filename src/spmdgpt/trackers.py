@@ -107,7 +107,7 @@ class Wandb:
 
 
 class RunLog:
-    """metrics.jsonl first (a failed write raises rundir.WriteFailed before any tracker sees the
+    """metrics.jsonl first (a failed write raises files.WriteFailed before any tracker sees the
     row), then each tracker."""
 
     def __init__(self, jsonl, trackers: list):

@@ -76,7 +76,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.data import tokenizer_from_json
     from spmdgpt.hf import architecture, cast, hf_config, to_hf, tokenizer_files, total_bytes, write_folder
     from spmdgpt.plan import size
-    from spmdgpt.rundir import WriteFailed, os_reason
+    from spmdgpt.files import WriteFailed, os_reason
 
     cfg = load_run_config(run_dir)
     cfg.dist = DistConfig()

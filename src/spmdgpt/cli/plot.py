@@ -142,7 +142,7 @@ def run(items: List[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         written = plot_runs(runs, out)
     except OSError as e:
-        from spmdgpt.rundir import os_reason
+        from spmdgpt.files import os_reason
 
         print(f"spmdgpt: error: writing plots into {out} failed ({os_reason(e)})", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -23,7 +23,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.config import ConfigError, load_config, validate
     from spmdgpt.data import load_dataset
     from spmdgpt.data.store import read_ledger
-    from spmdgpt.rundir import WriteFailed
+    from spmdgpt.files import WriteFailed
 
     cfg = load_config(overrides)
     errs = [e for e in validate(cfg, 1) if e.startswith("data.")]

@@ -39,7 +39,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.config import load_config
     from spmdgpt.data.bpe import bytes_per_token, gpt2_encoder, held_out, train_bpe
     from spmdgpt.data.corpus import resolve_sources
-    from spmdgpt.data.store import write_atomic
+    from spmdgpt.files import write_atomic
 
     cfg = load_config(overrides)
     sources = resolve_sources(cfg.data)
@@ -49,7 +49,7 @@ def run(items: List[str]) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(out, tok.to_str(pretty=True).encode())
     except OSError as e:
-        from spmdgpt.rundir import os_reason
+        from spmdgpt.files import os_reason
 
         print(f"spmdgpt: error: writing {out} failed ({os_reason(e)})", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -22,7 +22,7 @@ def run(items: List[str]) -> int:
     cfg = load_config(overrides)
     set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
     initialize(cfg.dist)  # jax.distributed, when the run is multi-process
-    from spmdgpt.rundir import WriteFailed
+    from spmdgpt.files import WriteFailed
     from spmdgpt.trainer import TrainingDiverged, train
 
     try:

@@ -6,8 +6,9 @@ logical axis sizes). A leaf module: it imports nothing from spmdgpt. Loading liv
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 
@@ -156,7 +157,6 @@ class DatasetConfig:
 
 def dataset_configs(data: "DataConfig") -> Dict[str, DatasetConfig]:
     """data.datasets as typed DatasetConfigs. Raises ConfigError naming every bad field."""
-    import dataclasses
 
     out: Dict[str, DatasetConfig] = {}
     errs: List[str] = []
@@ -354,7 +354,7 @@ def mlp_hidden(m: ModelConfig) -> int:
 
 def mesh_axes(mesh) -> tuple:
     """The mesh axis names of a MeshConfig (instance or class), in mesh order."""
-    return tuple(f.name for f in fields(mesh))
+    return tuple(f.name for f in dataclasses.fields(mesh))
 
 
 def mesh_sizes(mesh) -> Dict[str, int]:

@@ -38,7 +38,6 @@ from spmdgpt.data.store import (
     open_store,
     prepare,
     read_ledger,
-    write_atomic,
 )
 from spmdgpt.data.tokenizers import (
     DigitTokenizer,
@@ -46,6 +45,7 @@ from spmdgpt.data.tokenizers import (
     load_tokenizer,
     token_dtype,
 )
+from spmdgpt.files import WriteFailed, os_reason, write_atomic
 
 
 @dataclass
@@ -92,7 +92,6 @@ def char_vocabulary(cfg: DataConfig, sources: List[Source]) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps({"chars": out}, ensure_ascii=False).encode())
     except OSError as e:
-        from spmdgpt.rundir import WriteFailed, os_reason
 
         raise WriteFailed(f"writing {path} failed ({os_reason(e)}); free space or set "
                           "data.cache_dir") from None
@@ -106,7 +105,7 @@ def load_dataset(cfg: DataConfig, *, progress: bool = False, verify: bool = Fals
     store is prepared (e.g. to refuse a model vocabulary that is too small).
 
     ConfigError for bad input (missing files, invalid text, an empty corpus);
-    rundir.WriteFailed when a store cannot be written."""
+    files.WriteFailed when a store cannot be written."""
     if cfg.source == DataSource.staircase:
         tokens = staircase_tokens(cfg.staircase_tokens)
         n = int(len(tokens) * (1.0 - cfg.val_fraction))

@@ -55,6 +55,7 @@ from spmdgpt.data.sources import (
     records,
 )
 from spmdgpt.data.tokenizers import Tokenizer
+from spmdgpt.files import WriteFailed, os_reason, write_atomic
 
 STORE_VERSION = 1
 SPLITS = ("train", "val")
@@ -119,20 +120,6 @@ _WORKER_TOKENIZER: Optional[Tokenizer] = None
 def _init_worker(tok: Tokenizer) -> None:
     global _WORKER_TOKENIZER
     _WORKER_TOKENIZER = tok
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """`data` into `path` through a temporary file, fsync and rename: never a partial file."""
-    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dtype: str,
@@ -290,9 +277,7 @@ def prepare(cfg: DataConfig, src: Source, tok: Tokenizer, dtype: np.dtype, *,
 
     Shards already listed in the ledger whose files have the right sizes (and checksums, with
     `verify`) are kept; the others are (re)built. Raises ConfigError for bad input and
-    rundir.WriteFailed when the store cannot be written (completed shards stay)."""
-    from spmdgpt.rundir import WriteFailed, os_reason
-
+    files.WriteFailed when the store cannot be written (completed shards stay)."""
     folder = store_dir(cfg, src, tok, dtype)
     try:
         with _locked(folder):

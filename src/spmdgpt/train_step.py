@@ -1,0 +1,112 @@
+"""One training step, the function `jit` compiles: gradients of the objective over the
+batch (gradient accumulation over train.microbatches, dropout keys from (seed, step)), the
+optimizer update, the metrics; and `training_parts`, a step and its inputs without the loop
+(trainer.py), for scripts and tests. The model statistics (stats.py) differentiate the same
+`step_gradients`."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from spmdgpt.config import Config
+from spmdgpt.data import Batcher, load_dataset
+from spmdgpt.model import objective, param_info
+from spmdgpt.model.attention import attention_dropout
+from spmdgpt.optim import build_optimizer, learning_rate_schedule
+from spmdgpt.sharding import Rules
+from spmdgpt.state import TrainState, init_state
+
+
+def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[jax.Array] = None):
+    """(mean loss, mean gradients) of a batch [B, ...] split into `microbatches` equal parts run
+    one after another by `lax.scan` inside the step (gradient accumulation): only one part's
+    activations are alive at a time. Part j holds rows j, j + k, j + 2k, ... so that every part
+    keeps the batch's sharding with no data movement. Gradients are summed in float32. With a
+    key (dropout), grad_fn is called with key=fold_in(key, j) for part j (key itself when k=1)."""
+    if microbatches == 1:
+        return grad_fn(params, *batch) if key is None else grad_fn(params, *batch, key=key)
+    k = microbatches
+
+    def split(a):  # [B, ...] -> [k, B / k, ...], part j = rows j::k
+        if a is None:
+            return None
+        parts = jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:])
+        return jnp.swapaxes(parts, 0, 1)
+
+    def body(carry, xs):
+        j, part = xs
+        kw = {} if key is None else {"key": jax.random.fold_in(key, j)}
+        loss, grads = grad_fn(params, *part, **kw)
+        total, acc = carry
+        return (total + loss, jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)), None
+
+    zeros = jax.tree.map(lambda p: jnp.zeros_like(p, dtype=jnp.float32), params)
+    parts = (jnp.arange(k, dtype=jnp.uint32), tuple(split(a) for a in batch))
+    (loss, grads), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros), parts)
+    return loss / k, jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
+
+
+DROPOUT_SALT = 0x5D0  # separates the dropout keys from the parameter init's key (train.seed)
+
+
+def step_gradients(cfg: Config, rules: Rules):
+    """f(params, step, inputs, targets, segment_ids=None, positions=None) -> (mean
+    cross-entropy, gradients of the objective) of one optimizer step's batch: gradient
+    accumulation over train.microbatches, z-loss (model.z_loss), and dropout masks drawn from
+    fold_in(key(train.seed ^ DROPOUT_SALT), step), a pure function of (seed, step) so that a
+    resumed run draws the same masks. What train_step and the model statistics differentiate."""
+    m = cfg.model
+    value_and_grad = jax.value_and_grad(partial(objective, m, rules), has_aux=True)
+
+    def grad_fn(params, *batch, key=None):
+        (_, ce), grads = value_and_grad(params, *batch, key=key)
+        return ce, grads
+
+    uses_dropout = m.dropout > 0 or attention_dropout(m) > 0
+
+    def f(params, step, *batch):
+        key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
+        return accumulated_grads(grad_fn, cfg.train.microbatches, params, *batch, key=key)
+
+    return f
+
+
+def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
+    schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps)
+    gradients = step_gradients(cfg, rules)
+
+    skip_nonfinite = cfg.train.skip_nonfinite > 0
+
+    def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
+                   segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None):
+        loss, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions)
+        grad_norm = optax.tree.norm(grads)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = {"loss": loss, "grad_norm": grad_norm, "lr": schedule(state.step)}
+        if skip_nonfinite:  # keep the old parameters and optimizer state; the step still counts
+            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+            params, opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old),
+                                             (params, opt_state), (state.params, state.opt_state))
+            metrics["skipped"] = ~finite
+        return TrainState(state.step + 1, params, opt_state), metrics
+
+    return jax.jit(train_step, donate_argnums=0)
+
+
+def training_parts(cfg: Config, rules: Rules, schedule_steps: Optional[int] = None):
+    """(fresh state, jitted train step, training Batcher, Corpus) for `cfg` on `rules`' mesh:
+    what a script or test needs to take steps without the loop. Call inside jax.set_mesh.
+    `schedule_steps` (default train.steps) is the length the learning-rate schedule assumes."""
+    data = load_dataset(cfg.data)
+    d = cfg.data
+    optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), schedule_steps or cfg.train.steps)
+    state = init_state(cfg, rules, optimizer)
+    batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed,
+                      rules.batch_sharding(), d.document_mask, d.reset_positions)
+    return state, make_train_step(cfg, rules, optimizer), batcher, data
