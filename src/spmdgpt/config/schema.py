@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -365,9 +366,7 @@ def mesh_sizes(mesh) -> Dict[str, int]:
 def resolve_mesh_shape(mesh, num_devices: int) -> Dict[str, int]:
     """{axis: size} with -1 filled in from the device count. Assumes validate() passed."""
     sizes = mesh_sizes(mesh)
-    fixed = 1
-    for v in sizes.values():
-        fixed *= v if v > 0 else 1
+    fixed = math.prod(v for v in sizes.values() if v > 0)
     return {a: (num_devices // fixed if v == -1 else v) for a, v in sizes.items()}
 
 

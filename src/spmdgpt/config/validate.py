@@ -4,6 +4,7 @@ their count)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from spmdgpt.config.schema import (
@@ -301,9 +302,7 @@ def _mesh_errors(me, num_devices: int, errs: List[str]) -> Optional[Dict[str, in
         return None
     shape = " x ".join(f"mesh.{a}={v}" for a, v in given.items())
     rest = [a for a, v in given.items() if v == -1]
-    fixed = 1
-    for v in given.values():
-        fixed *= v if v > 0 else 1
+    fixed = math.prod(v for v in given.values() if v > 0)
     if len(rest) > 1:
         errs.append(f"{' and '.join(f'mesh.{a}=-1' for a in rest)}: only one axis can take the remaining devices; "
                     f"give the others a size (e.g. mesh.{rest[0]}=1)")
