@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from spmdgpt.config import OptimizerConfig, load_config  # noqa: E402
 from spmdgpt.model import loss_fn, param_info
-from spmdgpt.model.transformer import ParamInfo
+from spmdgpt.model import ParamInfo
 from spmdgpt.optim.manifold import (
     dual_iterates,
     dual_objective,
@@ -88,12 +88,13 @@ def real_problems(steps: int = 30):
         mu = state.opt_state[1].inner_states["matrix"].inner_state.mu
         beta = cfg.optimizer.muon_momentum
     out = []
-    for name in ("w_qkv", "w_o", "w_up", "w_down"):
-        i: ParamInfo = getattr(info.blocks, name)
+    for unit, name in (("attn", "w_qkv"), ("attn", "w_o"), ("mlp", "w_up"), ("mlp", "w_down")):
+        leaf = lambda tree: getattr(getattr(tree.blocks, unit), name)  # noqa: E731
+        i: ParamInfo = leaf(info)
         assert is_hidden_matrix(i)
         view = MatrixView.of(i)
-        w = view.to_matrices(jax.device_get(getattr(state.params.blocks, name)))
-        _, d = _momentum(getattr(grads.blocks, name), MomentumState(0, getattr(mu.blocks, name)), beta, True)
+        w = view.to_matrices(jax.device_get(leaf(state.params)))
+        _, d = _momentum(leaf(grads), MomentumState(0, leaf(mu)), beta, True)
         out.append((name, jnp.asarray(w), jnp.asarray(view.to_matrices(jax.device_get(d)))))
     return out
 

@@ -84,9 +84,9 @@ def test_pytorch_reference_is_spmdgpt_model(torch_side):
     for i in range(L):
         state.update({
             f"blocks.{i}.ln1.weight": p.blocks.ln1.scale[i], f"blocks.{i}.ln2.weight": p.blocks.ln2.scale[i],
-            f"blocks.{i}.qkv.weight": p.blocks.w_qkv[i].reshape(d, 3 * d).T,  # [d, 3, n, h] -> [3 * n * h, d]
-            f"blocks.{i}.proj.weight": p.blocks.w_o[i].reshape(d, d).T,  # [n, h, d] -> [d, n * h]
-            f"blocks.{i}.up.weight": p.blocks.w_up[i].T, f"blocks.{i}.down.weight": p.blocks.w_down[i].T})
+            f"blocks.{i}.qkv.weight": p.blocks.attn.w_qkv[i].reshape(d, 3 * d).T,  # [d, 3, n, h] -> [3 * n * h, d]
+            f"blocks.{i}.proj.weight": p.blocks.attn.w_o[i].reshape(d, d).T,  # [n, h, d] -> [d, n * h]
+            f"blocks.{i}.up.weight": p.blocks.mlp.w_up[i].T, f"blocks.{i}.down.weight": p.blocks.mlp.w_down[i].T})
     save_file({k: np.ascontiguousarray(a) for k, a in state.items()}, str(torch_side.dir / "torch_gpt.safetensors"))
     ref, embed_grad = torch_side.ask_array("torch_gpt", toks, state=str(torch_side.dir / "torch_gpt.safetensors"),
                                            dims={"vocab": v, "d": d, "heads": n, "layers": L, "seq": t})

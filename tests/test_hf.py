@@ -243,8 +243,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, torch_s
             rules = Rules(mesh, cfg.sharding)
             params = load_params(cfg.model, tmp_path, rules, "test")
             if n == 8:
-                assert params.blocks.w_qkv.sharding.spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
-                assert params.blocks.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
+                assert params.blocks.attn.w_qkv.sharding.spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
+                assert params.blocks.attn.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
         assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
         again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)))

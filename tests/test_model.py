@@ -17,7 +17,7 @@ from spmdgpt.model.attention import (
     dot_product_attention,
 )
 from spmdgpt.model.layers import rope
-from spmdgpt.model.transformer import ParamInfo
+from spmdgpt.model import ParamInfo
 from spmdgpt.optim import weight_decay_mask
 from spmdgpt.sharding import Rules, make_mesh
 
@@ -168,9 +168,9 @@ def test_param_metadata_and_counts():
     info = param_info(cfg)
     # 4 layers x (QKV 256x768 + out 256x256 + MLP 2x256x1024 + 2 LayerNorm scales) + embed + ln_f
     assert num_params(cfg) == 4 * (196608 + 65536 + 524288 + 512) + 65 * 256 + 256
-    assert info.blocks.w_qkv.logical == ("layers", "embed", "qkv", "heads", "head_dim")
-    assert info.blocks.w_qkv.fan_in == ("embed",) and info.blocks.w_qkv.fan_out == ("heads", "head_dim")
-    qkv = info.blocks.w_qkv
+    assert info.blocks.attn.w_qkv.logical == ("layers", "embed", "qkv", "heads", "head_dim")
+    assert info.blocks.attn.w_qkv.fan_in == ("embed",) and info.blocks.attn.w_qkv.fan_out == ("heads", "head_dim")
+    qkv = info.blocks.attn.w_qkv
     assert qkv.axes(qkv.fan_in) == (1,) and qkv.axes(qkv.fan_out) == (3, 4)  # q/k/v stay a batch axis
     mask = weight_decay_mask(info)
     decayed = {
@@ -178,7 +178,7 @@ def test_param_metadata_and_counts():
         for p, m in jax.tree_util.tree_leaves_with_path(mask)
         if m
     }
-    assert decayed == {".blocks.w_qkv", ".blocks.w_o", ".blocks.w_up", ".blocks.w_down"}
+    assert decayed == {".blocks.attn.w_qkv", ".blocks.attn.w_o", ".blocks.mlp.w_up", ".blocks.mlp.w_down"}
     assert all(isinstance(i, ParamInfo) for i in jax.tree.leaves(info, is_leaf=lambda x: isinstance(x, ParamInfo)))
 
 
@@ -198,8 +198,8 @@ def test_flops_per_token_b1():
 
 def test_residual_projections_are_depth_scaled():
     cfg, mesh, rules, params = setup("model.num_layers=8", "model.d_model=128", "model.vocab_size=16")
-    w_o = np.asarray(params.blocks.w_o)
-    w_up = np.asarray(params.blocks.w_up)
+    w_o = np.asarray(params.blocks.attn.w_o)
+    w_up = np.asarray(params.blocks.mlp.w_up)
     assert w_up.std() == pytest.approx(0.02, rel=0.02)
     assert w_o.std() == pytest.approx(0.02 / math.sqrt(2 * 8), rel=0.02)
     np.testing.assert_array_equal(np.asarray(params.blocks.ln1.scale), 1.0)

@@ -9,7 +9,7 @@ import pytest
 from conftest import train_steps
 
 from spmdgpt.config import load_config
-from spmdgpt.model.transformer import ParamInfo, param_info
+from spmdgpt.model import ParamInfo, is_info, param_info
 from spmdgpt.optim import build_optimizer, manifold_muon_direction, msign
 from spmdgpt.optim.manifold import (
     dual_iterates,
@@ -240,20 +240,20 @@ def small_cfg(*overrides):
 
 def test_matrix_views_follow_the_metadata():
     info = param_info(small_cfg().model)
-    governed = {k for k, i in info.blocks._asdict().items() if isinstance(i, ParamInfo)
-                and is_hidden_matrix(i)}  # fmt: skip
-    assert governed == {"w_qkv", "w_o", "w_up", "w_down"}
+    governed = {jax.tree_util.keystr(path) for path, i in jax.tree_util.tree_leaves_with_path(info, is_leaf=is_info)
+                if is_hidden_matrix(i)}  # fmt: skip
+    assert governed == {".blocks.attn.w_qkv", ".blocks.attn.w_o", ".blocks.mlp.w_up", ".blocks.mlp.w_down"}
     assert not is_hidden_matrix(info.embed) and not is_hidden_matrix(info.blocks.ln1.scale)
     rng = np.random.default_rng(4)
     # fused QKV [L, D, 3, N, H] = L*3 matrices D x (N*H): matrix (l, j) is x[l, :, j] flattened
-    qkv = MatrixView.of(info.blocks.w_qkv)
+    qkv = MatrixView.of(info.blocks.attn.w_qkv)
     x = jnp.asarray(rng.normal(size=qkv.shape), jnp.float32)
     mats = qkv.to_matrices(x)
     assert mats.shape == (2 * 3, 64, 64)
     np.testing.assert_array_equal(mats[1 * 3 + 2], x[1, :, 2].reshape(64, 64))
     np.testing.assert_array_equal(qkv.from_matrices(mats, None), x)
     # w_up [L, D, F] is wide: solved as its transpose, F x D
-    up = MatrixView.of(info.blocks.w_up)
+    up = MatrixView.of(info.blocks.mlp.w_up)
     y = jnp.asarray(rng.normal(size=up.shape), jnp.float32)
     assert up.to_matrices(y).shape == (2, 256, 64)
     np.testing.assert_array_equal(up.to_matrices(y)[1], y[1].T)
@@ -293,7 +293,7 @@ def test_muon_trains_and_leaves_embeddings_to_adamw():
     # partition: AdamW state holds the embedding, Muon state the hidden matrices only
     inner = state.opt_state[1].inner_states  # clip, then partition
     assert inner["adamw"].inner_state[0].mu.embed.shape == (66, 64)
-    assert inner["matrix"].inner_state.mu.blocks.w_qkv.shape == (2, 64, 3, 4, 16)
+    assert inner["matrix"].inner_state.mu.blocks.attn.w_qkv.shape == (2, 64, 3, 4, 16)
     assert type(inner["matrix"].inner_state.mu.embed).__name__ == "MaskedNode"
 
 
@@ -311,11 +311,11 @@ def test_muon_step_is_orthogonalised():
                           is_leaf=lambda v: isinstance(v, ParamInfo))  # fmt: skip
     grads = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params)
     updates, _ = opt.update(grads, opt.init(params), params)
-    s = np.linalg.svd(-np.asarray(updates.blocks.w_down), compute_uv=False)  # [L, D]
+    s = np.linalg.svd(-np.asarray(updates.blocks.mlp.w_down), compute_uv=False)  # [L, D]
     assert s.shape == (2, 64) and 0.85 < s.min() and s.max() < 1.15
     # the direction is msign of the (Nesterov-weighted) gradient itself
-    ref = np.asarray(msign(grads.blocks.w_down, steps=5))
-    np.testing.assert_allclose(-np.asarray(updates.blocks.w_down), ref, rtol=0, atol=1e-5)
+    ref = np.asarray(msign(grads.blocks.mlp.w_down, steps=5))
+    np.testing.assert_allclose(-np.asarray(updates.blocks.mlp.w_down), ref, rtol=0, atol=1e-5)
 
 
 # (rule table, mesh) on 8 simulated devices; each must match one device
@@ -362,8 +362,8 @@ def test_matrix_optimizers_under_every_rule_table(name, table, mesh):
     for a, b in zip(jax.tree.leaves(jax.device_get(state.params)), jax.tree.leaves(ref_params),
                     strict=True):  # fmt: skip
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
-    mu = state.opt_state[1].inner_states["matrix"].inner_state.mu.blocks.w_up
-    assert jax.typeof(mu).sharding.spec == jax.typeof(state.params.blocks.w_up).sharding.spec
+    mu = state.opt_state[1].inner_states["matrix"].inner_state.mu.blocks.mlp.w_up
+    assert jax.typeof(mu).sharding.spec == jax.typeof(state.params.blocks.mlp.w_up).sharding.spec
 
 
 @pytest.mark.parametrize("name", ["adamw", "muon"])

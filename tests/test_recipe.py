@@ -15,7 +15,8 @@ from spmdgpt.budget import evaluations, steps_within
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.model import forward, init_params, loss_fn, objective, param_info
 from spmdgpt.model.attention import attention_backend, qkv_projection
-from spmdgpt.model.layers import dropout, mlp
+from spmdgpt.model.layers import dropout
+from spmdgpt.model.mlp import mlp
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
@@ -43,8 +44,8 @@ def test_qk_norm_gives_queries_and_keys_unit_rms():
     x = jnp.asarray(np.random.default_rng(1).normal(size=(2 * 8, cfg.model.d_model)), jnp.float32)
     block0 = jax.tree.map(lambda a: a[0], params.blocks)
     with jax.set_mesh(mesh):
-        q, k, v = qkv_projection(cfg.model, rules, block0, x, jnp.arange(8), 2)
-        q0, k0, _ = qkv_projection(load_config(["+experiment=staircase"]).model, rules, block0, x, jnp.arange(8), 2)
+        q, k, v = qkv_projection(cfg.model, rules, block0.attn, x, jnp.arange(8), 2)
+        q0, k0, _ = qkv_projection(load_config(["+experiment=staircase"]).model, rules, block0.attn, x, jnp.arange(8), 2)
     rms = lambda a: np.sqrt(np.mean(np.square(np.asarray(a)), axis=-1))  # noqa: E731 (RoPE keeps norms)
     np.testing.assert_allclose(rms(q), 1.0, atol=1e-5)
     np.testing.assert_allclose(rms(k), 1.0, atol=1e-5)
@@ -69,10 +70,10 @@ def test_relu2_mlp_values():
     block0 = jax.tree.map(lambda a: a[0], params.blocks)
     x = np.random.default_rng(2).normal(size=(8, cfg.model.d_model)).astype(np.float32)
     with jax.set_mesh(mesh):
-        out = np.asarray(mlp(cfg.model, rules, block0, jnp.asarray(x)), np.float64)
-    h = x.astype(np.float64) @ np.asarray(block0.w_up, np.float64)
+        out = np.asarray(mlp(cfg.model, rules, block0.mlp, jnp.asarray(x))[0], np.float64)
+    h = x.astype(np.float64) @ np.asarray(block0.mlp.w_up, np.float64)
     assert (h < 0).mean() > 0.3  # negative inputs exist: ReLU's zeros matter
-    ref = np.square(np.maximum(h, 0)) @ np.asarray(block0.w_down, np.float64)
+    ref = np.square(np.maximum(h, 0)) @ np.asarray(block0.mlp.w_down, np.float64)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)  # (float32 sums of ~16-sized terms)
 
 
@@ -86,7 +87,8 @@ def test_z_loss_term_and_blocked_equals_whole(loss_block):
     whole, *_ = setup(*over)
     x, y = batch(3)
     with jax.set_mesh(mesh):
-        (obj, ce), grads = jax.jit(jax.value_and_grad(partial(objective, cfg.model, rules), has_aux=True))(params, x, y)
+        (obj, metrics), grads = jax.jit(jax.value_and_grad(partial(objective, cfg.model, rules), has_aux=True))(params, x, y)
+        ce = metrics["loss"]
         (obj_w, _), grads_w = jax.jit(jax.value_and_grad(partial(objective, whole.model, rules), has_aux=True))(params, x, y)
         logits = np.asarray(forward(cfg.model, rules, params, x)[0], np.float64)
         plain = float(loss_fn(cfg.model, rules, params, x, y))
@@ -144,8 +146,8 @@ def test_dropout_in_training_is_a_function_of_seed_and_step():
 
 def test_zero_init_out_makes_every_block_the_identity():
     cfg, mesh, rules, params = setup("model.zero_init_out=true")
-    assert not np.asarray(params.blocks.w_o).any() and not np.asarray(params.blocks.w_down).any()
-    assert np.asarray(params.blocks.w_up).std() == pytest.approx(cfg.model.init_std, rel=0.05)
+    assert not np.asarray(params.blocks.attn.w_o).any() and not np.asarray(params.blocks.mlp.w_down).any()
+    assert np.asarray(params.blocks.mlp.w_up).std() == pytest.approx(cfg.model.init_std, rel=0.05)
     one_layer = load_config(["+experiment=staircase", "model.vocab_size=32", "model.num_layers=1"]).model
     x, _ = batch(5)
     with jax.set_mesh(mesh):
@@ -172,7 +174,7 @@ def test_embedding_tables_get_their_own_learning_rates():
     moved = lambda a, b: np.abs(np.asarray(a) - np.asarray(b)).max()  # noqa: E731
     assert moved(after.embed, before.embed) == pytest.approx(3e-2, rel=1e-3)
     assert moved(after.unembed, before.unembed) == pytest.approx(2e-4, rel=1e-3)
-    assert moved(after.blocks.w_up, before.blocks.w_up) == pytest.approx(1e-3, rel=1e-3)
+    assert moved(after.blocks.mlp.w_up, before.blocks.mlp.w_up) == pytest.approx(1e-3, rel=1e-3)
 
 
 def test_recipe_option_errors():

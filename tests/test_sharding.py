@@ -56,17 +56,17 @@ def test_layout_matches_single_device(single_device_run, table, mesh, share):
         assert max(per_device.values()) < total / 2
     # and so is the optimizer state (AdamW moments follow the parameters)
     mu = state.opt_state[1][0].mu
-    assert jax.typeof(mu.blocks.w_qkv).sharding.spec == jax.typeof(state.params.blocks.w_qkv).sharding.spec
+    assert jax.typeof(mu.blocks.attn.w_qkv).sharding.spec == jax.typeof(state.params.blocks.attn.w_qkv).sharding.spec
 
 
 def test_partition_specs_follow_the_rule_tables():
     specs = {}
     for table, mesh, _ in LAYOUTS:
         _, state, _ = train_steps(cfg_for(f"sharding={table}", *mesh), jax.devices(), 1)
-        specs[table] = jax.typeof(state.params.blocks.w_qkv).sharding.spec
+        specs[table] = jax.typeof(state.params.blocks.attn.w_qkv).sharding.spec
         if table == "fsdp_tp":
             assert jax.typeof(state.params.embed).sharding.spec == P("model", "data")
-            assert jax.typeof(state.params.blocks.w_up).sharding.spec == P(None, "data", "model")
+            assert jax.typeof(state.params.blocks.mlp.w_up).sharding.spec == P(None, "data", "model")
     # w_qkv: [layers, embed, qkv, heads, head_dim]
     assert specs["dp"] == P(None, None, None, None, None)
     assert specs["fsdp"] == P(None, "data", None, None, None)
@@ -97,9 +97,9 @@ def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):
     losses, state, _ = train_steps(cfg, jax.devices(), 5)
     np.testing.assert_allclose(losses, single_device_run[0], rtol=0, atol=LOSS_ATOL)
     blocks = state.params.blocks
-    assert blocks.w_up.sharding.spec == P(None, "data", "toy")  # [layers, embed, mlp]
-    assert blocks.w_up.addressable_shards[0].data.shape == (2, 64 // 2, 4 * 64 // 2)
-    assert blocks.w_qkv.sharding.spec == P(None, "data", None, "model", None)  # [layers, embed, 3, heads, head_dim]
+    assert blocks.mlp.w_up.sharding.spec == P(None, "data", "toy")  # [layers, embed, mlp]
+    assert blocks.mlp.w_up.addressable_shards[0].data.shape == (2, 64 // 2, 4 * 64 // 2)
+    assert blocks.attn.w_qkv.sharding.spec == P(None, "data", None, "model", None)  # [layers, embed, 3, heads, head_dim]
 
     # the generic checks speak of the new axis by name
     cfg.mesh = ToyMesh(data=-1, toy=-1, model=1)

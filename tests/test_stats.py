@@ -11,7 +11,8 @@ from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.model import loss_fn
 from spmdgpt.model.attention import qkv_projection, self_attention
-from spmdgpt.model.layers import mlp, norm
+from spmdgpt.model.layers import norm
+from spmdgpt.model.mlp import mlp
 from spmdgpt.model.transformer import block, embed
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.stats import make_stats_fn, stats_row
@@ -51,10 +52,10 @@ def test_statistics_equal_a_direct_computation():
         @jax.jit
         def pieces(p, h):  # one layer, by the model's functions
             hn = norm(m, rules, p.ln1, h)
-            attn, _ = self_attention(m, rules, p, hn, pos, b)
-            q, k, _ = qkv_projection(m, rules, p, hn, pos, b)
+            attn, _, _ = self_attention(m, rules, p.attn, hn, pos, b)
+            q, k, _ = qkv_projection(m, rules, p.attn, hn, pos, b)
             h2 = norm(m, rules, p.ln2, h + attn)
-            return attn, q, k, h2, mlp(m, rules, p, h2), block(m, rules, p, h, pos, b)[0]
+            return attn, q, k, h2, mlp(m, rules, p.mlp, h2)[0], block(m, rules, p, h, pos, b)[0]
 
         h = jax.jit(lambda p, x: embed(m, rules, p, x))(state.params, x)
         for layer in range(m.num_layers):
@@ -62,7 +63,7 @@ def test_statistics_equal_a_direct_computation():
             attn, q, k, h2, mlp_out, out = pieces(p, h)
             scores = np.einsum("bnqh,bnkh->bnqk", np.asarray(q), np.asarray(k)) / np.sqrt(q.shape[-1])
             scores = np.where(np.tril(np.ones((t, t), bool)), scores, -np.inf)
-            pre = np.asarray(h2) @ np.asarray(p.w_up) + np.asarray(p.b_up)
+            pre = np.asarray(h2) @ np.asarray(p.mlp.w_up) + np.asarray(p.mlp.b_up)
             assert row[f"stats/attn_rms/{layer}"] == pytest.approx(rms(attn), rel=1e-5)
             assert row[f"stats/mlp_rms/{layer}"] == pytest.approx(rms(mlp_out), rel=1e-5)
             assert row[f"stats/mlp_pre_rms/{layer}"] == pytest.approx(rms(pre), rel=1e-5)
@@ -70,9 +71,9 @@ def test_statistics_equal_a_direct_computation():
             assert row[f"stats/max_attn_logit/{layer}"] == pytest.approx(float(scores.max()), rel=1e-5)
             h = out
     assert row["stats/grad_norm/embed"] == pytest.approx(float(np.linalg.norm(grads.embed)), rel=1e-5)
-    assert row["stats/grad_norm/blocks.w_qkv/1"] == pytest.approx(float(np.linalg.norm(grads.blocks.w_qkv[1])), rel=1e-5)
-    assert row["stats/param_norm/blocks.w_o/0"] == pytest.approx(float(np.linalg.norm(params.blocks.w_o[0])), rel=1e-6)
-    for name, old, now in (("blocks.w_up/0", params.blocks.w_up[0], new.blocks.w_up[0]),
+    assert row["stats/grad_norm/blocks.attn.w_qkv/1"] == pytest.approx(float(np.linalg.norm(grads.blocks.attn.w_qkv[1])), rel=1e-5)
+    assert row["stats/param_norm/blocks.attn.w_o/0"] == pytest.approx(float(np.linalg.norm(params.blocks.attn.w_o[0])), rel=1e-6)
+    for name, old, now in (("blocks.mlp.w_up/0", params.blocks.mlp.w_up[0], new.blocks.mlp.w_up[0]),
                            ("embed", params.embed, new.embed)):
         ratio = np.linalg.norm(now - old) / np.linalg.norm(old)  # the step's actual update
         assert row[f"stats/update_ratio/{name}"] == pytest.approx(float(ratio), rel=1e-3)
@@ -112,6 +113,6 @@ def test_with_microbatches_the_gradients_are_the_steps_own():
 
                 part = jax.jit(lambda p, x: activation_stats(cfg.model, rules, p, x))(state.params, batch.inputs[::4])
                 assert rows[4]["stats/resid_rms/1"] == pytest.approx(float(part["resid_rms"][1]), rel=1e-6)
-    for name in ("grad_norm/embed", "grad_norm/blocks.w_up/0", "update_ratio/blocks.w_o/1"):
+    for name in ("grad_norm/embed", "grad_norm/blocks.mlp.w_up/0", "update_ratio/blocks.attn.w_o/1"):
         assert rows[4][f"stats/{name}"] == pytest.approx(rows[1][f"stats/{name}"], rel=1e-5)
     assert rows[4]["stats/resid_rms/1"] != rows[1]["stats/resid_rms/1"]

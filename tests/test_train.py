@@ -193,7 +193,7 @@ def test_skip_nonfinite_keeps_the_state_and_counts_the_step(staircase_cfg):
             np.testing.assert_array_equal(a, b)
         state, m = step(state, clean, clean)
         assert not bool(m["skipped"]) and np.isfinite(float(m["loss"])) and int(state.step) == 2
-        assert not np.array_equal(jax.device_get(state.params.blocks.w_qkv), before.params.blocks.w_qkv)
+        assert not np.array_equal(jax.device_get(state.params.blocks.attn.w_qkv), before.params.blocks.attn.w_qkv)
 
 
 def test_skipped_steps_in_a_row_stop_the_run(tmp_path, capsys):

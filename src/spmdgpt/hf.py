@@ -105,9 +105,9 @@ def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
     D, N, H, F = cfg.d_model, cfg.num_heads, head_dim(cfg), mlp_hidden(cfg)
     b = params.blocks
     out: Dict[str, np.ndarray] = {}
-    zeros = lambda n: np.zeros((n,), np.asarray(b.w_up).dtype)  # noqa: E731
+    zeros = lambda n: np.zeros((n,), np.asarray(b.mlp.w_up).dtype)  # noqa: E731
     for i in range(cfg.num_layers):
-        w_qkv, w_o = np.asarray(b.w_qkv[i]), np.asarray(b.w_o[i])  # [D, 3, N, H], [N, H, D]
+        w_qkv, w_o = np.asarray(b.attn.w_qkv[i]), np.asarray(b.attn.w_o[i])  # [D, 3, N, H], [N, H, D]
         if arch == LLAMA:
             p = f"model.layers.{i}."
             out[p + "input_layernorm.weight"] = np.asarray(b.ln1.scale[i])
@@ -115,16 +115,16 @@ def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
             for c, name in enumerate("qkv"):
                 out[p + f"self_attn.{name}_proj.weight"] = _t(w_qkv[:, c].reshape(D, N * H))
                 if cfg.bias:
-                    out[p + f"self_attn.{name}_proj.bias"] = np.asarray(b.b_qkv[i][c]).reshape(N * H)
+                    out[p + f"self_attn.{name}_proj.bias"] = np.asarray(b.attn.b_qkv[i][c]).reshape(N * H)
             out[p + "self_attn.o_proj.weight"] = _t(w_o.reshape(N * H, D))
-            out[p + "mlp.gate_proj.weight"] = _t(np.asarray(b.w_gate[i]))
-            out[p + "mlp.up_proj.weight"] = _t(np.asarray(b.w_up[i]))
-            out[p + "mlp.down_proj.weight"] = _t(np.asarray(b.w_down[i]))
+            out[p + "mlp.gate_proj.weight"] = _t(np.asarray(b.mlp.w_gate[i]))
+            out[p + "mlp.up_proj.weight"] = _t(np.asarray(b.mlp.w_up[i]))
+            out[p + "mlp.down_proj.weight"] = _t(np.asarray(b.mlp.w_down[i]))
             if cfg.bias:
-                out[p + "self_attn.o_proj.bias"] = np.asarray(b.b_o[i])
+                out[p + "self_attn.o_proj.bias"] = np.asarray(b.attn.b_o[i])
                 out[p + "mlp.gate_proj.bias"] = zeros(F)  # (spmdgpt's SwiGLU gate has no bias)
-                out[p + "mlp.up_proj.bias"] = np.asarray(b.b_up[i])
-                out[p + "mlp.down_proj.bias"] = np.asarray(b.b_down[i])
+                out[p + "mlp.up_proj.bias"] = np.asarray(b.mlp.b_up[i])
+                out[p + "mlp.down_proj.bias"] = np.asarray(b.mlp.b_down[i])
         else:
             p = f"gpt_neox.layers.{i}."
             for hf, ln in (("input_layernorm", b.ln1), ("post_attention_layernorm", b.ln2)):
@@ -136,12 +136,12 @@ def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
             out[p + "attention.dense.weight"] = _t(w_o.reshape(N * H, D))
             if cfg.bias:
                 out[p + "attention.query_key_value.bias"] = np.ascontiguousarray(
-                    np.asarray(b.b_qkv[i]).transpose(1, 0, 2).reshape(3 * N * H))
-                out[p + "attention.dense.bias"] = np.asarray(b.b_o[i])
-            out[p + "mlp.dense_h_to_4h.weight"] = _t(np.asarray(b.w_up[i]))
-            out[p + "mlp.dense_h_to_4h.bias"] = np.asarray(b.b_up[i]) if cfg.bias else zeros(F)
-            out[p + "mlp.dense_4h_to_h.weight"] = _t(np.asarray(b.w_down[i]))
-            out[p + "mlp.dense_4h_to_h.bias"] = np.asarray(b.b_down[i]) if cfg.bias else zeros(D)
+                    np.asarray(b.attn.b_qkv[i]).transpose(1, 0, 2).reshape(3 * N * H))
+                out[p + "attention.dense.bias"] = np.asarray(b.attn.b_o[i])
+            out[p + "mlp.dense_h_to_4h.weight"] = _t(np.asarray(b.mlp.w_up[i]))
+            out[p + "mlp.dense_h_to_4h.bias"] = np.asarray(b.mlp.b_up[i]) if cfg.bias else zeros(F)
+            out[p + "mlp.dense_4h_to_h.weight"] = _t(np.asarray(b.mlp.w_down[i]))
+            out[p + "mlp.dense_4h_to_h.bias"] = np.asarray(b.mlp.b_down[i]) if cfg.bias else zeros(D)
     if arch == LLAMA:
         out["model.embed_tokens.weight"] = np.asarray(params.embed)
         out["model.norm.weight"] = np.asarray(params.ln_f.scale)
@@ -423,7 +423,7 @@ def check_weights(cfg: ModelConfig, files: WeightFiles) -> None:
 def layer_values(cfg: ModelConfig, files: WeightFiles):
     """Params-shaped tree of functions: stacked leaves `f(layer) -> that layer's value`, the
     others `f() -> the value`, in spmdgpt's layout (float32): what `to_hf` wrote, inverted."""
-    from spmdgpt.model import Block, Norm, Params
+    from spmdgpt.model import Attention, Block, Mlp, Norm, Params
 
     arch = architecture(cfg)
     D, N, H = cfg.d_model, cfg.num_heads, head_dim(cfg)
@@ -455,16 +455,20 @@ def layer_values(cfg: ModelConfig, files: WeightFiles):
 
     blocks = Block(
         ln1=Norm(w("ln1", transpose=False), w("ln1", ".bias", False) if ln_bias else None),
-        w_qkv=qkv,
-        b_qkv=b_qkv if cfg.bias else None,
-        w_o=lambda i: T(L.format(i) + names["w_o"] + ".weight").reshape(N, H, D),
-        b_o=w("w_o", ".bias", False) if cfg.bias else None,
+        attn=Attention(
+            w_qkv=qkv,
+            b_qkv=b_qkv if cfg.bias else None,
+            w_o=lambda i: T(L.format(i) + names["w_o"] + ".weight").reshape(N, H, D),
+            b_o=w("w_o", ".bias", False) if cfg.bias else None,
+        ),
         ln2=Norm(w("ln2", transpose=False), w("ln2", ".bias", False) if ln_bias else None),
-        w_up=w("w_up"),
-        b_up=w("w_up", ".bias", False) if cfg.bias else None,
-        w_gate=w("w_gate") if names["w_gate"] else None,
-        w_down=w("w_down"),
-        b_down=w("w_down", ".bias", False) if cfg.bias else None,
+        mlp=Mlp(
+            w_up=w("w_up"),
+            b_up=w("w_up", ".bias", False) if cfg.bias else None,
+            w_gate=w("w_gate") if names["w_gate"] else None,
+            w_down=w("w_down"),
+            b_down=w("w_down", ".bias", False) if cfg.bias else None,
+        ),
     )
     return Params(
         embed=lambda: g(embed),

@@ -23,7 +23,7 @@ from spmdgpt.state import TrainState, init_state
 
 
 def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[jax.Array] = None):
-    """(mean loss, mean gradients) of a batch [B, ...] split into `microbatches` equal parts run
+    """(mean metrics, mean gradients) of a batch [B, ...] split into `microbatches` equal parts run
     one after another by `lax.scan` inside the step (gradient accumulation): only one part's
     activations are alive at a time. Part j holds rows j, j + k, j + 2k, ... so that every part
     keeps the batch's sharding with no data movement. Gradients are summed in float32. With a
@@ -41,22 +41,26 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
     def body(carry, xs):
         j, part = xs
         kw = {} if key is None else {"key": jax.random.fold_in(key, j)}
-        loss, grads = grad_fn(params, *part, **kw)
+        metrics, grads = grad_fn(params, *part, **kw)
         total, acc = carry
-        return (total + loss, jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)), None
+        return (jax.tree.map(jnp.add, total, metrics),
+                jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)), None
 
     zeros = jax.tree.map(lambda p: jnp.zeros_like(p, dtype=jnp.float32), params)
     parts = (jnp.arange(k, dtype=jnp.uint32), tuple(split(a) for a in batch))
-    (loss, grads), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros), parts)
-    return loss / k, jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
+    kw = {} if key is None else {"key": key}  # the metrics' structure, from one part (traced, not run):
+    shapes = jax.eval_shape(lambda: grad_fn(params, *jax.tree.map(lambda a: a[0], parts[1]), **kw)[0])
+    total0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    (metrics, grads), _ = jax.lax.scan(body, (total0, zeros), parts)
+    return jax.tree.map(lambda m: m / k, metrics), jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
 
 
 DROPOUT_SALT = 0x5D0  # separates the dropout keys from the parameter init's key (train.seed)
 
 
 def step_gradients(cfg: Config, rules: Rules):
-    """f(params, step, inputs, targets, segment_ids=None, positions=None) -> (mean
-    cross-entropy, gradients of the objective) of one optimizer step's batch: gradient
+    """f(params, step, inputs, targets, segment_ids=None, positions=None) -> (mean metrics
+    {"loss": cross-entropy, "aux/<name>": auxiliary losses}, gradients of the objective) of one optimizer step's batch: gradient
     accumulation over train.microbatches, z-loss (model.z_loss), and dropout masks drawn from
     fold_in(key(train.seed ^ DROPOUT_SALT), step), a pure function of (seed, step) so that a
     resumed run draws the same masks. What train_step and the model statistics differentiate."""
@@ -64,8 +68,8 @@ def step_gradients(cfg: Config, rules: Rules):
     value_and_grad = jax.value_and_grad(partial(objective, m, rules), has_aux=True)
 
     def grad_fn(params, *batch, key=None):
-        (_, ce), grads = value_and_grad(params, *batch, key=key)
-        return ce, grads
+        (_, metrics), grads = value_and_grad(params, *batch, key=key)
+        return metrics, grads
 
     uses_dropout = m.dropout > 0 or attention_dropout(m) > 0
 
@@ -84,11 +88,12 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
 
     def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
                    segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None):
-        loss, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions)
+        losses, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions)
+        loss = losses["loss"]
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics = {"loss": loss, "grad_norm": grad_norm, "lr": schedule(state.step)}
+        metrics = {**losses, "grad_norm": grad_norm, "lr": schedule(state.step)}
         if skip_nonfinite:  # keep the old parameters and optimizer state; the step still counts
             finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
             params, opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old),

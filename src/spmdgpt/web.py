@@ -11,7 +11,7 @@ The folder holds:
     tokenizer.json    {"kind": "char", ...} or {"kind": "bpe", ...} (web/src/tokenizer.js)
     gpt2.tiktoken     GPT-2's merge ranks (BPE runs only)
 
-Parameter names are the paths of `spmdgpt.model.Params` ("embed", "blocks.w_qkv" [L, D, 3, N, H],
+Parameter names are the names of `spmdgpt.model.Params`' leaves ("embed", "blocks.w_qkv" [L, D, 3, N, H],
 "blocks.ln1.scale", "ln_f.scale", "unembed" when untied, ...): no transposes, so the page's
 matrices are exactly the checkpoint's.
 """
@@ -71,13 +71,16 @@ def web_config(cfg: ModelConfig, vocab_limit: int) -> dict:
 
 
 def web_tensors(params, dtype: str) -> Dict[str, np.ndarray]:
-    """{"embed": ..., "blocks.w_qkv": ..., ...}: every parameter leaf under its path, in `dtype`."""
+    """{"embed": ..., "blocks.w_qkv": ..., ...}: every parameter leaf under its name (its path
+    without the unit that holds it, `model.leaf_name`), in `dtype`."""
     import jax
+
+    from spmdgpt.model import leaf_name
 
     flat, _ = jax.tree_util.tree_flatten_with_path(params)
     out = {}
     for path, leaf in flat:
-        name = ".".join(p.name for p in path)  # NamedTuple fields: GetAttrKey
+        name = leaf_name(path).lstrip(".")
         out[name] = np.ascontiguousarray(np.asarray(leaf, dtype=np.float32).astype(dtype))
     return out
 

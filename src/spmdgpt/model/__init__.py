@@ -1,17 +1,20 @@
 """Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
 
-from spmdgpt.model.attention import KVCache, attention_backend, init_cache
+from spmdgpt.model.attention import Attention, KVCache, attention_backend, init_cache
+from spmdgpt.model.info import ParamInfo, is_info
+from spmdgpt.model.layers import Norm
 from spmdgpt.model.loss import loss_fn, objective
+from spmdgpt.model.mlp import Mlp
 from spmdgpt.model.transformer import (
     Block,
-    Norm,
-    ParamInfo,
     Params,
+    Unit,
     abstract_params,
     activation_stats,
+    block_units,
     forward,
     init_params,
-    is_info,
+    leaf_name,
     num_params,
     param_info,
     param_shapes,
@@ -20,16 +23,21 @@ from spmdgpt.model.transformer import (
 __all__ = [
     "abstract_params",
     "activation_stats",
+    "Attention",
     "Block",
+    "block_units",
     "KVCache",
     "attention_backend",
+    "Mlp",
     "Norm",
     "ParamInfo",
     "Params",
+    "Unit",
     "forward",
     "init_cache",
     "init_params",
     "is_info",
+    "leaf_name",
     "loss_fn",
     "num_params",
     "objective",

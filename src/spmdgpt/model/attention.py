@@ -1,4 +1,9 @@
-"""Causal multi-head attention with fused QKV and RoPE.
+"""The attention unit: causal multi-head attention with fused QKV and RoPE.
+
+Shapes (D = d_model, N heads, H = head_dim; the block stacks a layer axis in front):
+
+    w_qkv  [D, 3, N, H]   fused query/key/value projection (b_qkv [3, N, H] with model.bias)
+    w_o    [N, H, D]      output projection (residual; b_o [D] with model.bias)
 
 The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
 the batch). Backends (`model.attention`, resolved by `attention_backend`):
@@ -31,9 +36,29 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim
+from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
+
+
+class Attention(NamedTuple):
+    w_qkv: jax.Array
+    b_qkv: Optional[jax.Array]
+    w_o: jax.Array
+    b_o: Optional[jax.Array]
+
+
+def attention_info(cfg: ModelConfig) -> Attention:
+    D, N, H = cfg.d_model, cfg.num_heads, head_dim(cfg)
+    return Attention(
+        w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim"),
+                     cfg.init_std),
+        b_qkv=vector((3, N, H), ("qkv", "heads", "head_dim")) if cfg.bias else None,
+        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
+                   out_init(cfg)),
+        b_o=vector((D,), ("embed",)) if cfg.bias else None,
+    )
 
 
 def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
@@ -104,7 +129,8 @@ def blocked_causal_attention(
 
 
 def qkv_projection(
-    cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int, head_major: bool = True
+    cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
+    head_major: bool = True
 ):
     """x: [tokens, d] -> q, k, v with RoPE applied to q and k: [batch, n, seq, h] (head_major, the
     xla backend's layout) or [batch, seq, n, h] (the fused kernels' layout)."""
@@ -130,7 +156,7 @@ def qkv_projection(
     return qk[0], qk[1], jnp.transpose(qkv[:, :, 2], (0, 2, 1, 3))
 
 
-def output_projection(rules: Rules, p, o: jax.Array, head_major: bool = True) -> jax.Array:
+def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool = True) -> jax.Array:
     """o: [b, n, q, h] (head_major) or [b, q, n, h] -> [tokens, d] (a sum over heads: an
     all-reduce under tensor parallelism)."""
     if head_major:
@@ -278,12 +304,12 @@ class LayerCache(NamedTuple):
 
 
 def self_attention(
-    cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int,
+    cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
     cache: Optional[LayerCache] = None, segment_ids: Optional[jax.Array] = None,
     key: Optional[jax.Array] = None,
 ):
     """Causal self-attention: x [batch * seq, d] -> ([batch * seq, d], this layer's updated
-    (k, v) cache or None). key (training): attention dropout (`model.attention_dropout`; the
+    (k, v) cache or None, no auxiliary outputs: {}). key (training): attention dropout (`model.attention_dropout`; the
     xla backend only, which `attention_backend` ensures).
 
     Full sequences (no cache, or a prefill: a cache with mask None): by the backend
@@ -298,7 +324,7 @@ def self_attention(
         k_cache = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), (0, 0, cache.end, 0))
         v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
         o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
-        return output_projection(rules, p, o), (k_cache, v_cache)
+        return output_projection(rules, p, o), (k_cache, v_cache), {}
     backend = attention_backend(cfg)
     head_major = backend != AttentionImpl.cudnn
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major)
@@ -316,4 +342,19 @@ def self_attention(
             k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))
         kv = tuple(jax.lax.dynamic_update_slice(c, a.astype(c.dtype), (0, 0, cache.end, 0))
                    for c, a in ((cache.k, k), (cache.v, v)))
-    return output_projection(rules, p, o, head_major), kv
+    return output_projection(rules, p, o, head_major), kv, {}
+
+
+def attention_stats(cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
+                    segment_ids: Optional[jax.Array] = None) -> dict:
+    """The largest attention logit (q.k / sqrt(head_dim) over the pairs the causal, document
+    mask allows: the usual early sign of an unstable run), q and k recomputed, the logits one
+    block of model.attention_block queries at a time (never all [b, n, t, t] at once)."""
+    q, k, _ = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, hd]
+    maxima = []
+    for rows, end, mask in causal_blocks(q.shape[2], cfg.attention_block, segment_ids):
+        scores = jnp.einsum("bnqh,bnkh->bnqk", q[:, :, rows], k[:, :, :end], preferred_element_type=jnp.float32,
+                            out_sharding=rules.spec("batch", "heads", None, None)) * q.shape[-1] ** -0.5
+        allowed = mask[None, None] if mask.ndim == 2 else mask[:, None]
+        maxima.append(jnp.max(jnp.where(allowed, scores, -jnp.inf)))
+    return {"max_attn_logit": jnp.max(jnp.stack(maxima))}

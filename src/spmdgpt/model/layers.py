@@ -1,4 +1,4 @@
-"""Norms, rotary position embeddings and the MLP: pure functions on sharded arrays."""
+"""Norms, rotary position embeddings, dropout: pure functions on sharded arrays."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import MlpType, ModelConfig, NormType
+from spmdgpt.config import ModelConfig, NormType
+from spmdgpt.model.info import vector
 from spmdgpt.sharding import Rules
 
 
@@ -19,6 +20,12 @@ def dtype_of(d) -> jnp.dtype:
 class Norm(NamedTuple):
     scale: jax.Array  # [..., embed]
     bias: Optional[jax.Array]  # [..., embed] (LayerNorm with model.bias=true), else None
+
+
+def norm_info(cfg: ModelConfig) -> Norm:
+    """A norm's parameters: a scale (ones), and a bias (zeros) for LayerNorm with model.bias."""
+    bias = cfg.bias and cfg.norm == NormType.layernorm
+    return Norm(vector((cfg.d_model,), ("embed",), "ones"), vector((cfg.d_model,), ("embed",)) if bias else None)
 
 
 def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
@@ -73,32 +80,6 @@ def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     return (x32 * cos + swapped * sin).astype(x.dtype)
 
 
-def mlp_inputs(cfg: ModelConfig, rules: Rules, p, x: jax.Array):
-    """The MLP's projections of x [tokens, embed]: (up (+ bias), SwiGLU's gate or None), each
-    [tokens, mlp] with hidden units sharded by the `mlp` rule."""
-    dt = x.dtype
-    w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
-    h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("batch", "mlp"))
-    if p.b_up is not None:
-        h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
-    if cfg.mlp != MlpType.swiglu:
-        return h, None
-    w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
-    return h, jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
-
-
-def mlp(cfg: ModelConfig, rules: Rules, p, x: jax.Array) -> jax.Array:
-    """x: [tokens, embed] -> [tokens, embed]; hidden units sharded by the `mlp` rule."""
-    dt = x.dtype
-    h, g = mlp_inputs(cfg, rules, p, x)
-    if cfg.mlp == MlpType.swiglu:
-        h = jax.nn.silu(g) * h
-    elif cfg.mlp == MlpType.relu2:
-        h = jnp.square(jax.nn.relu(h))
-    else:
-        h = jax.nn.gelu(h, approximate=True)
-    w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
-    out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
-    if p.b_down is not None:
-        out = out + rules.gather(p.b_down.astype(dt), ("embed",))
-    return out
+def rms(a: jax.Array) -> jax.Array:
+    """The root mean square of every element, a float32 scalar (for statistics)."""
+    return jnp.sqrt(jnp.mean(jnp.square(a.astype(jnp.float32))))

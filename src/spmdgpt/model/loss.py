@@ -23,7 +23,8 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
-from spmdgpt.model.transformer import Params, hidden_states, softcap, unembed, unembedding_rows
+from spmdgpt.model.transformer import (Params, aux_loss_weights, hidden_states, softcap, unembed,
+                                      unembedding_rows)
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 
@@ -76,35 +77,42 @@ def logsumexp(x: Array) -> Array:
 def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
             segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
     """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t] (with a
-    batch's document segment ids and positions, when it carries them; see `forward`). With
-    model.z_loss=0 it is also the training objective (differentiable, whole or blocked); with a
-    z-loss, differentiate `objective` instead (the blocked loss gives its cross-entropy no
-    gradient of its own)."""
-    obj, ce = objective(cfg, rules, params, inputs, targets, segment_ids, positions)
-    return ce if cfg.z_loss else obj  # (equal, bitwise, without a z-loss)
+    batch's document segment ids and positions, when it carries them; see `forward`). When the
+    objective is the cross-entropy alone (no model.z_loss, no auxiliary loss), it is also the
+    training objective (differentiable, whole or blocked); otherwise differentiate `objective`
+    instead (the blocked loss gives its cross-entropy no gradient of its own)."""
+    obj, metrics = objective(cfg, rules, params, inputs, targets, segment_ids, positions)
+    return metrics["loss"] if cfg.z_loss or aux_loss_weights(cfg) else obj  # (equal, bitwise, otherwise)
 
 
 def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
               segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
-              key: Optional[Array] = None) -> tuple[Array, Array]:
-    """(what training minimises, the mean cross-entropy), float32 scalars: the objective is the
-    cross-entropy plus model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss; equal to the
-    cross-entropy when z_loss=0). key: dropout (model.dropout); None: none. For
-    `jax.value_and_grad(..., has_aux=True)`."""
-    x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key)
+              key: Optional[Array] = None) -> tuple[Array, dict]:
+    """(what training minimises, its metrics {"loss": the mean cross-entropy, "aux/<name>": each
+    auxiliary loss's mean over layers}), float32 scalars. The objective is the cross-entropy plus
+    model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss) plus weight x each auxiliary loss
+    the block's units report (`aux_loss_weights`); without either it is the cross-entropy.
+    key: dropout (model.dropout); None: none. For `jax.value_and_grad(..., has_aux=True)`."""
+    x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key)
     if cfg.loss_block and targets.shape[1] % cfg.loss_block == 0:
         total, ce = blocked_cross_entropy(cfg, rules, params, x, targets)
-        return total / targets.size, ce / targets.size
-    ce, lse = _token_losses(cfg, rules, params, x, targets)
-    ce = jnp.mean(ce)
-    return (ce + cfg.z_loss * jnp.mean(jnp.square(lse)) if cfg.z_loss else ce), ce
+        obj, ce = total / targets.size, ce / targets.size
+    else:
+        ce, lse = _token_losses(cfg, rules, params, x, targets)
+        ce = jnp.mean(ce)
+        obj = ce + cfg.z_loss * jnp.mean(jnp.square(lse)) if cfg.z_loss else ce
+    metrics = {"loss": ce}
+    for name, weight in aux_loss_weights(cfg).items():
+        metrics[f"aux/{name}"] = jnp.mean(aux[name])
+        obj = obj + weight * metrics[f"aux/{name}"]
+    return obj, metrics
 
 
 def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
                  segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
     """The cross-entropy of every next-token prediction, float32 [b, t] (what `loss_fn`
     averages; for evaluation: sums, masks, bits per byte). Whole logits, whatever loss_block."""
-    x, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
+    x, _, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
     return jnp.reshape(_token_losses(cfg, rules, params, x, targets)[0], targets.shape,
                        out_sharding=rules.spec("batch", None))
 

@@ -1,52 +1,90 @@
-"""Decoder-only transformer: parameter types, per-parameter metadata, init, forward (the loss
-is in `model.loss`).
+"""Decoder-only transformer: parameter types, init, forward (the loss is in `model.loss`).
 
-Shapes (L layers, D = d_model, N heads, H = D / N, F = MLP width, V vocabulary):
+Shapes (L layers, D = d_model, V vocabulary):
 
-    embed    [V, D]                      token embedding (also the unembedding when tied)
-    blocks   Block, every leaf stacked   [L, ...], run by lax.scan
-      w_qkv  [L, D, 3, N, H]             fused query/key/value projection
-      w_o    [L, N, H, D]                attention output projection (residual)
-      w_up   [L, D, F], w_gate [L, D, F] (SwiGLU only), w_down [L, F, D] (residual)
+    embed    [V, D]                 token embedding (also the unembedding when tied)
+    blocks   Block, every leaf stacked [L, ...], run by lax.scan:
+      ln1    Norm                   before attention
+      attn   the attention unit's parameters (model.attention: Attention, w_qkv [L, D, 3, N, H], w_o)
+      ln2    Norm                   before the MLP
+      mlp    the MLP unit's parameters (model.mlp: Mlp, w_up [L, D, F], w_gate, w_down)
     ln_f     final norm
-    unembed  [D, V]                      only when model.tie_embeddings=false
+    unembed  [D, V]                 only when model.tie_embeddings=false
 
-`param_info(cfg)` returns the same pytree with a `ParamInfo` at every leaf: logical axes (for
+A block is made of units. A unit (`Unit`) is one kind of attention or MLP: its parameters (a
+NamedTuple of one layer, described by `info` as a tree of `ParamInfo`), the function that
+applies them, and its statistics; `block_units(cfg)` picks the block's two. Another attention
+or MLP kind is another unit: its own module, its own subtree of `Block`, nothing else here.
+
+`param_info(cfg)` returns the parameter pytree with a `ParamInfo` at every leaf: logical axes (for
 the sharding rules), init, whether weight decay applies, and which axes form the matrix
 (`fan_in` x `fan_out`, named by logical axis; all other axes are a batch of matrices, e.g.
 layers and q/k/v).
+
+The layer function returns the residual stream and a dict of per-layer float32 scalars, the
+auxiliary channel: a unit's auxiliary losses (those its `losses(cfg)` weighs; the objective adds
+weight x their mean over layers) and, on statistics passes, the model statistics.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import zlib
-from typing import NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import MlpType, ModelConfig, NormType, Remat, head_dim, mlp_hidden
-from spmdgpt.model.attention import KVCache, LayerCache, causal_mask, self_attention
-from spmdgpt.model.layers import Norm, dropout, dtype_of, mlp, mlp_inputs, norm
+from spmdgpt.config import ModelConfig, Remat
+from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attention_stats, causal_mask,
+                                     self_attention)
+from spmdgpt.model.info import ParamInfo, is_info, stacked
+from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
+from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
 
 
+def no_losses(cfg: ModelConfig) -> dict:
+    return {}
+
+
+class Unit(NamedTuple):
+    """One kind of attention or MLP.
+
+    info(cfg): one layer's parameters, a NamedTuple of `ParamInfo` (the block stacks them).
+    apply: attention: (cfg, rules, p, x, positions, batch, cache, segment_ids, key) ->
+      (out, this layer's (k, v) cache or None, aux); MLP: (cfg, rules, p, x) -> (out, aux).
+      x and out are [tokens, embed]; aux is a dict of float32 scalars.
+    stats: attention: (cfg, rules, p, x, positions, batch, segment_ids) -> dict; MLP:
+      (cfg, rules, p, x) -> dict (float32 scalars, on statistics passes only).
+    losses(cfg): {aux name: weight}: which of apply's aux outputs are losses, and their weights.
+    """
+
+    info: Callable[[ModelConfig], Any]
+    apply: Callable
+    stats: Callable
+    losses: Callable[[ModelConfig], dict] = no_losses
+
+
+ATTENTION = Unit(attention_info, self_attention, attention_stats)
+DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
+
+
+def block_units(cfg: ModelConfig) -> tuple[Unit, Unit]:
+    """(the attention unit, the MLP unit) of this model's blocks: a new kind is a case here."""
+    return ATTENTION, DENSE_MLP
+
+
 class Block(NamedTuple):
     ln1: Norm
-    w_qkv: Array
-    b_qkv: Optional[Array]
-    w_o: Array
-    b_o: Optional[Array]
+    attn: Any  # the attention unit's parameters (attention.Attention)
     ln2: Norm
-    w_up: Array
-    b_up: Optional[Array]
-    w_gate: Optional[Array]
-    w_down: Array
-    b_down: Optional[Array]
+    mlp: Any  # the MLP unit's parameters (mlp.Mlp)
+
+
+UNIT_FIELDS = ("attn", "mlp")  # the Block fields that hold a unit's parameters
 
 
 class Params(NamedTuple):
@@ -56,83 +94,32 @@ class Params(NamedTuple):
     unembed: Optional[Array]
 
 
-@dataclasses.dataclass(frozen=True)
-class ParamInfo:
-    """Static metadata of one parameter (a pytree leaf, not a node)."""
-
-    shape: tuple
-    logical: tuple  # logical axis name per dimension
-    init: str  # "normal" | "zeros" | "ones"
-    std: float = 0.0  # for init == "normal"
-    decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
-    fan_in: tuple = ()  # logical names of the matrix's input axes, e.g. ("embed",)
-    fan_out: tuple = ()  # logical names of its output axes, e.g. ("heads", "head_dim")
-
-    def __post_init__(self):
-        missing = [a for a in self.fan_in + self.fan_out if a not in self.logical]
-        if missing or len(self.shape) != len(self.logical):
-            raise ValueError(f"ParamInfo{self.logical}: shape {self.shape}, fan axes {missing}")
-
-    def axes(self, names: tuple) -> tuple:
-        """Dimension indices of logical axis names (e.g. `axes(self.fan_in)`)."""
-        return tuple(self.logical.index(n) for n in names)
-
-
 def param_info(cfg: ModelConfig) -> Params:
-    L, D, N, H, F, V = (
-        cfg.num_layers,
-        cfg.d_model,
-        cfg.num_heads,
-        head_dim(cfg),
-        mlp_hidden(cfg),
-        cfg.vocab_size,
-    )
-    std = cfg.init_std
-    resid_std = std / math.sqrt(2 * L)  # GPT-2: residual projections scaled by depth
-    # (model.zero_init_out: they start at zero, so every block starts as the identity)
-    out_init = "zeros" if cfg.zero_init_out else "normal"
-
-    def norm_info(stacked: bool) -> Norm:
-        pre = (L,) if stacked else ()
-        lg = ("layers", "embed") if stacked else ("embed",)
-        bias = cfg.bias and cfg.norm == NormType.layernorm
-        return Norm(
-            ParamInfo(pre + (D,), lg, "ones"),
-            ParamInfo(pre + (D,), lg, "zeros") if bias else None,
-        )
-
-    def bias(shape, logical):
-        return ParamInfo((L,) + shape, ("layers",) + logical, "zeros") if cfg.bias else None
-
-    def matrix(shape, logical, fan_in, fan_out, s=std, init="normal"):
-        return ParamInfo((L,) + shape, ("layers",) + logical, init, s, True, fan_in, fan_out)
-
-    blocks = Block(
-        ln1=norm_info(True),
-        w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim")),
-        b_qkv=bias((3, N, H), ("qkv", "heads", "head_dim")),
-        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), resid_std, out_init),
-        b_o=bias((D,), ("embed",)),
-        ln2=norm_info(True),
-        w_up=matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",)),
-        b_up=bias((F,), ("mlp",)),
-        w_gate=matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",)) if cfg.mlp == MlpType.swiglu else None,
-        w_down=matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), resid_std, out_init),
-        b_down=bias((D,), ("embed",)),
-    )
+    attention, mlp_unit = block_units(cfg)
+    layer = Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg), mlp=mlp_unit.info(cfg))
+    D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
     return Params(
         embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
-        blocks=blocks,
-        ln_f=norm_info(False),
+        blocks=stacked(layer, cfg.num_layers),
+        ln_f=norm_info(cfg),
         unembed=None
         if cfg.tie_embeddings
         else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, ("embed",), ("vocab",)),
     )
 
 
-def is_info(x) -> bool:
-    """Leaf test for trees of ParamInfo (`is_leaf=is_info`)."""
-    return isinstance(x, ParamInfo)
+def aux_loss_weights(cfg: ModelConfig) -> dict:
+    """{aux name: weight} of the auxiliary losses the block's units report."""
+    attention, mlp_unit = block_units(cfg)
+    return {**attention.losses(cfg), **mlp_unit.losses(cfg)}
+
+
+def leaf_name(path) -> str:
+    """A parameter's name without the unit that holds it: ".blocks.w_qkv" for
+    params.blocks.attn.w_qkv (names are unique within a block). It seeds the parameter's init, so
+    that a seed gives the initial model it gave before blocks had units, and names the
+    parameter in the web page's files (spmdgpt.web)."""
+    return "".join(f".{k.name}" for k in path if getattr(k, "name", None) not in UNIT_FIELDS)
 
 
 def param_shapes(cfg: ModelConfig) -> dict:
@@ -159,8 +146,8 @@ def abstract_params(cfg: ModelConfig, rules: Rules) -> Params:
 def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
     """Parameters created directly in their sharded layout (never whole on one device).
 
-    Each leaf's key is folded from its path name, so adding a parameter leaves the others'
-    initial values unchanged."""
+    Each leaf's key is folded from its name (`leaf_name`), so adding a parameter leaves the
+    others' initial values unchanged."""
     make = jax.jit(_init_leaves, static_argnums=(0, 1), out_shardings=param_shardings(cfg, rules))
     return make(param_info(cfg), dtype_of(cfg.param_dtype), key)
 
@@ -169,7 +156,7 @@ def _init_leaves(info: Params, dtype, key: Array) -> Params:
     """(A module-level function of hashable metadata, so that its compilation is cached across
     calls with the same model: the random-number code takes seconds to compile on a CPU.)"""
     def leaf(path, i: ParamInfo):
-        k = jax.random.fold_in(key, zlib.crc32(jax.tree_util.keystr(path).encode()))
+        k = jax.random.fold_in(key, zlib.crc32(leaf_name(path).encode()))
         if i.init == "normal":
             return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
         return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
@@ -184,45 +171,26 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None):
     """One pre-norm block on the residual stream x: [tokens, embed] -> (x, this layer's
-    updated (k, v) cache or None), or with collect=True (model statistics, spmdgpt.stats;
-    full sequences only) -> (x, its statistics: a dict of float32 scalars). key (training
-    only): dropout on the attention probabilities and on both branch outputs."""
+    updated (k, v) cache or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
+    collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
+    aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
+    key (training only): dropout on the attention probabilities and on both branch outputs."""
+    attention, mlp_unit = block_units(cfg)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     h = norm(cfg, rules, p.ln1, x)
-    a, kv = self_attention(cfg, rules, p, h, positions, batch, cache, segment_ids, k_attn)
+    a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, positions, batch, cache, segment_ids, k_attn)
     a = dropout(a, cfg.dropout, k_a)
     x = x + a
     h2 = norm(cfg, rules, p.ln2, x)
-    m = dropout(mlp(cfg, rules, p, h2), cfg.dropout, k_m)
+    m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
+    m = dropout(m, cfg.dropout, k_m)
     x = x + m
-    if not collect:
-        return x, kv
-    return x, _block_stats(cfg, rules, p, h, h2, a, m, x, positions, batch, segment_ids)
-
-
-def _rms(a: Array) -> Array:
-    return jnp.sqrt(jnp.mean(jnp.square(a.astype(jnp.float32))))
-
-
-def _block_stats(cfg, rules, p, h, h2, a, m, x, positions, batch, segment_ids) -> dict:
-    """A block's statistics: the RMS of its residual stream output, attention output, MLP output
-    and MLP pre-activation (the nonlinearity's input), and the largest
-    attention logit (q.k / sqrt(head_dim) over the pairs the causal, document mask allows: the
-    usual early sign of an unstable run). Recomputes q, k and that projection; the logits one
-    block of model.attention_block queries at a time (never all [b, n, t, t] at once)."""
-    from spmdgpt.model.attention import causal_blocks, qkv_projection
-
-    q, k, _ = qkv_projection(cfg, rules, p, h, positions, batch)  # [b, n, t, hd]
-    maxima = []
-    for rows, end, mask in causal_blocks(q.shape[2], cfg.attention_block, segment_ids):
-        scores = jnp.einsum("bnqh,bnkh->bnqk", q[:, :, rows], k[:, :, :end], preferred_element_type=jnp.float32,
-                            out_sharding=rules.spec("batch", "heads", None, None)) * q.shape[-1] ** -0.5
-        allowed = mask[None, None] if mask.ndim == 2 else mask[:, None]
-        maxima.append(jnp.max(jnp.where(allowed, scores, -jnp.inf)))
-    up, gate = mlp_inputs(cfg, rules, p, h2)  # the nonlinearity's input: SwiGLU's gate, else the up projection
-    pre = up if gate is None else gate
-    return {"resid_rms": _rms(x), "attn_rms": _rms(a), "mlp_rms": _rms(m), "mlp_pre_rms": _rms(pre),
-            "max_attn_logit": jnp.max(jnp.stack(maxima))}
+    aux = {**aux_a, **aux_m}
+    if collect:
+        aux.update(resid_rms=rms(x), attn_rms=rms(a), mlp_rms=rms(m),
+                   **attention.stats(cfg, rules, p.attn, h, positions, batch, segment_ids),
+                   **mlp_unit.stats(cfg, rules, p.mlp, h2))
+    return x, kv, aux
 
 
 _REMAT_POLICIES = {
@@ -301,11 +269,13 @@ def _sequence_inputs(rules: Rules, t: int, positions: Optional[Array], segment_i
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
     cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
-    key: Optional[Array] = None,
-) -> tuple[Array, Optional[KVCache]]:
+    key: Optional[Array] = None, collect: bool = False,
+) -> tuple[Array, Optional[KVCache], dict]:
     """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype,
-    the updated cache or None). See `forward`. key (training, full sequences): the dropout
-    masks of model.dropout / attention_dropout (embedding: fold_in(key, L); layer i: fold_in(key, i))."""
+    the updated cache or None, the layers' aux outputs {name: float32 [layers]}). See `forward`.
+    key (training, full sequences): the dropout masks of model.dropout / attention_dropout
+    (embedding: fold_in(key, L); layer i: fold_in(key, i)). collect (full sequences): the
+    model statistics too (`block`); the same layer scan as training."""
     batch, t = tokens.shape
     if cache is None:
         positions, segment_ids = _sequence_inputs(rules, t, positions, segment_ids)
@@ -317,12 +287,13 @@ def hidden_states(
         def step(x, layer):
             p, i = layer
             k = None if key is None else jax.random.fold_in(key, i)
-            return block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids, key=k)
+            x, _, aux = block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids, collect=collect, key=k)
+            return x, aux
 
         if cfg.remat != Remat.none:
             step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
-        x, _ = jax.lax.scan(step, x, (params.blocks, layers), unroll=cfg.scan_unroll)
-        return norm(cfg, rules, params.ln_f, x), None
+        x, aux = jax.lax.scan(step, x, (params.blocks, layers), unroll=cfg.scan_unroll)
+        return norm(cfg, rules, params.ln_f, x), None, aux
 
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
     positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
@@ -335,26 +306,20 @@ def hidden_states(
 
     def cached_step(x, layer):
         p, k, v = layer
-        return block(cfg, rules, p, x, positions, batch, LayerCache(k, v, mask, cache.end), segment_ids)
+        x, kv, _ = block(cfg, rules, p, x, positions, batch, LayerCache(k, v, mask, cache.end), segment_ids)
+        return x, kv
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).
     x, (ks, vs) = jax.lax.scan(cached_step, x, (params.blocks, cache.k, cache.v))
-    return norm(cfg, rules, params.ln_f, x), KVCache(ks, vs, k_pos, cache.end + t)
+    return norm(cfg, rules, params.ln_f, x), KVCache(ks, vs, k_pos, cache.end + t), {}
 
 
 def activation_stats(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array,
                      positions: Optional[Array] = None, segment_ids: Optional[Array] = None) -> dict:
     """Per-layer statistics of a forward pass over full sequences (`block` with collect=True):
-    {name: float32 [layers]}. The same layers as `hidden_states`, unrolled or not."""
-    batch, t = tokens.shape
-    positions, segment_ids = _sequence_inputs(rules, t, positions, segment_ids)
-    x = embed(cfg, rules, params, tokens)
-
-    def step(x, p):
-        return block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids, collect=True)
-
-    return jax.lax.scan(step, x, params.blocks)[1]
+    {name: float32 [layers]}, from the training forward's own layer scan."""
+    return hidden_states(cfg, rules, params, tokens, positions, segment_ids=segment_ids, collect=True)[2]
 
 
 def forward(
@@ -372,7 +337,7 @@ def forward(
     training does; otherwise the queries attend over the whole cache (decode). The same layers
     run every way; attention branches once, on the cache.
     """
-    x, cache = hidden_states(cfg, rules, params, tokens, positions, cache, segment_ids, prefill)
+    x, cache, _ = hidden_states(cfg, rules, params, tokens, positions, cache, segment_ids, prefill)
     logits = unembed(cfg, rules, params, x)
     spec = rules.spec("batch", "seq", "vocab")
     return jnp.reshape(logits, tokens.shape + logits.shape[-1:], out_sharding=spec), cache

@@ -1,0 +1,70 @@
+"""Per-parameter metadata: a `ParamInfo` at every leaf of a parameter pytree, from which init,
+sharding, weight decay, Muon's matrix grouping and the checkpoint checks all follow.
+
+A unit (an attention or MLP kind, a norm) describes one layer's parameters with the builders
+below; `stacked` prepends the layer axis for the blocks that `lax.scan` runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+
+from spmdgpt.config import ModelConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamInfo:
+    """Static metadata of one parameter (a pytree leaf, not a node)."""
+
+    shape: tuple
+    logical: tuple  # logical axis name per dimension
+    init: str  # "normal" | "zeros" | "ones"
+    std: float = 0.0  # for init == "normal"
+    decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
+    fan_in: tuple = ()  # logical names of the matrix's input axes, e.g. ("embed",)
+    fan_out: tuple = ()  # logical names of its output axes, e.g. ("heads", "head_dim")
+
+    def __post_init__(self):
+        missing = [a for a in self.fan_in + self.fan_out if a not in self.logical]
+        if missing or len(self.shape) != len(self.logical):
+            raise ValueError(f"ParamInfo{self.logical}: shape {self.shape}, fan axes {missing}")
+
+    def axes(self, names: tuple) -> tuple:
+        """Dimension indices of logical axis names (e.g. `axes(self.fan_in)`)."""
+        return tuple(self.logical.index(n) for n in names)
+
+
+def is_info(x) -> bool:
+    """Leaf test for trees of ParamInfo (`is_leaf=is_info`)."""
+    return isinstance(x, ParamInfo)
+
+
+def matrix(shape: tuple, logical: tuple, fan_in: tuple, fan_out: tuple, std: float, init: str = "normal") -> ParamInfo:
+    """A weight matrix (or a batch of them): weight decay applies, Muon sees fan_in x fan_out."""
+    return ParamInfo(shape, logical, init, std, True, fan_in, fan_out)
+
+
+def vector(shape: tuple, logical: tuple, init: str = "zeros") -> ParamInfo:
+    """A bias or a norm's scale: no weight decay, no matrix."""
+    return ParamInfo(shape, logical, init)
+
+
+def stacked(tree, layers: int):
+    """One layer's ParamInfo tree -> the tree of `layers` such layers, stacked on a leading
+    "layers" axis (what `lax.scan` runs over)."""
+    return jax.tree.map(lambda i: dataclasses.replace(i, shape=(layers,) + i.shape, logical=("layers",) + i.logical),
+                        tree, is_leaf=is_info)
+
+
+def residual_std(cfg: ModelConfig) -> float:
+    """The init std of a residual projection (attention's and the MLP's output): GPT-2's
+    init_std / sqrt(2 L), so that the residual stream's variance does not grow with depth."""
+    return cfg.init_std / math.sqrt(2 * cfg.num_layers)
+
+
+def out_init(cfg: ModelConfig) -> str:
+    """model.zero_init_out: residual projections start at zero (every block the identity)."""
+    return "zeros" if cfg.zero_init_out else "normal"

@@ -1,0 +1,80 @@
+"""The dense MLP unit: its parameters, its function and its statistics.
+
+Shapes (D = d_model, F = MLP width; the block stacks a layer axis in front):
+
+    w_up   [D, F], w_gate [D, F] (SwiGLU only), w_down [F, D] (residual), biases with model.bias
+
+An MLP kind is a unit (`spmdgpt.model.transformer.Unit`): `info(cfg)` (one layer's ParamInfo
+tree), `apply(cfg, rules, p, x) -> (out, aux)` with x and out [tokens, embed] and aux a dict of
+float32 scalars (auxiliary losses, e.g. an MoE's load balance), and `stats(cfg, rules, p, x)`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import MlpType, ModelConfig, mlp_hidden
+from spmdgpt.model.info import matrix, out_init, residual_std, vector
+from spmdgpt.model.layers import rms
+from spmdgpt.sharding import Rules
+
+
+class Mlp(NamedTuple):
+    w_up: jax.Array
+    b_up: Optional[jax.Array]
+    w_gate: Optional[jax.Array]
+    w_down: jax.Array
+    b_down: Optional[jax.Array]
+
+
+def mlp_info(cfg: ModelConfig) -> Mlp:
+    D, F = cfg.d_model, mlp_hidden(cfg)
+    up = matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",), cfg.init_std)
+    return Mlp(
+        w_up=up,
+        b_up=vector((F,), ("mlp",)) if cfg.bias else None,
+        w_gate=up if cfg.mlp == MlpType.swiglu else None,
+        w_down=matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
+        b_down=vector((D,), ("embed",)) if cfg.bias else None,
+    )
+
+
+def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
+    """The MLP's projections of x [tokens, embed]: (up (+ bias), SwiGLU's gate or None), each
+    [tokens, mlp] with hidden units sharded by the `mlp` rule."""
+    dt = x.dtype
+    w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
+    h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("batch", "mlp"))
+    if p.b_up is not None:
+        h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
+    if cfg.mlp != MlpType.swiglu:
+        return h, None
+    w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
+    return h, jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
+
+
+def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array, dict]:
+    """x: [tokens, embed] -> ([tokens, embed], no auxiliary outputs); hidden units sharded by
+    the `mlp` rule; activation by model.mlp (gelu, swiglu, relu2)."""
+    dt = x.dtype
+    h, g = mlp_inputs(cfg, rules, p, x)
+    if cfg.mlp == MlpType.swiglu:
+        h = jax.nn.silu(g) * h
+    elif cfg.mlp == MlpType.relu2:
+        h = jnp.square(jax.nn.relu(h))
+    else:
+        h = jax.nn.gelu(h, approximate=True)
+    w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
+    out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
+    if p.b_down is not None:
+        out = out + rules.gather(p.b_down.astype(dt), ("embed",))
+    return out, {}
+
+
+def mlp_stats(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> dict:
+    """The RMS of the nonlinearity's input (SwiGLU's gate, else the up projection), recomputed."""
+    up, gate = mlp_inputs(cfg, rules, p, x)
+    return {"mlp_pre_rms": rms(up if gate is None else gate)}

@@ -1,0 +1,122 @@
+"""Blocks made of units: a new MLP kind is one NamedTuple, one info and one apply function, and
+its auxiliary loss reaches the objective, the metrics and the statistics through the layers'
+aux channel. Parameter init seeds are the names without the unit."""
+
+import zlib
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from conftest import train_steps
+from spmdgpt.config import load_config
+from spmdgpt.model import Unit, activation_stats, init_params, leaf_name, objective, param_info, transformer
+from spmdgpt.model.info import matrix
+from spmdgpt.model.layers import rms
+from spmdgpt.optim import weight_decay_mask
+from spmdgpt.optim.matrices import is_hidden_matrix
+from spmdgpt.sharding import Rules, make_mesh
+
+OVERRIDES = ("+experiment=staircase", "model.num_layers=2", "data.batch_size=8", "train.steps=3")
+
+
+def test_init_seeds_are_the_parameter_names_without_their_unit():
+    cfg = load_config([*OVERRIDES, "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(7), rules)
+    flat, _ = jax.tree_util.tree_flatten_with_path(params)
+    assert [leaf_name(p) for p, _ in flat] == [".embed", ".blocks.ln1.scale", ".blocks.w_qkv", ".blocks.w_o",
+                                                ".blocks.ln2.scale", ".blocks.w_up", ".blocks.w_down", ".ln_f.scale"]
+    assert jax.tree_util.keystr(flat[2][0]) == ".blocks.attn.w_qkv"
+    # the value a seed gave before blocks had units: key folded with crc32 of the flat name
+    k = jax.random.fold_in(jax.random.key(7), zlib.crc32(b".blocks.w_qkv"))
+    want = cfg.model.init_std * jax.random.normal(k, params.blocks.attn.w_qkv.shape, jnp.float32)
+    np.testing.assert_array_equal(np.asarray(params.blocks.attn.w_qkv), np.asarray(want))
+
+
+class Toy(NamedTuple):
+    w_in: jax.Array  # [embed, mlp]
+    w_out: jax.Array  # [mlp, embed]
+
+
+WEIGHT = 0.25
+
+
+def toy_info(cfg):
+    D, F = cfg.d_model, 2 * cfg.d_model
+    return Toy(matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",), cfg.init_std),
+               matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), cfg.init_std))
+
+
+def toy_apply(cfg, rules, p, x):
+    """tanh MLP whose auxiliary loss is the mean square of its pre-activation."""
+    h = jnp.einsum("td,df->tf", x, rules.gather(p.w_in.astype(x.dtype), ("embed", "mlp")),
+                   out_sharding=rules.spec("batch", "mlp"))
+    out = jnp.einsum("tf,fd->td", jnp.tanh(h), rules.gather(p.w_out.astype(x.dtype), ("mlp", "embed")),
+                     out_sharding=rules.spec("batch", "embed"))
+    return out, {"toy_square": jnp.mean(jnp.square(h.astype(jnp.float32)))}
+
+
+def toy_stats(cfg, rules, p, x):
+    return {"toy_input_rms": rms(x)}
+
+
+TOY = Unit(toy_info, toy_apply, toy_stats, lambda cfg: {"toy_square": WEIGHT})
+
+
+@pytest.fixture
+def toy_mlp(monkeypatch):
+    monkeypatch.setattr(transformer, "block_units", lambda cfg: (transformer.ATTENTION, TOY))
+
+
+def test_an_mlp_kind_is_one_unit_and_its_aux_loss_is_trained(toy_mlp):
+    cfg = load_config([*OVERRIDES, "mesh.data=2", "mesh.model=2", "sharding=fsdp_tp"])
+    info = param_info(cfg.model)
+    # metadata: stacked per layer, weight decay, Muon's matrices, sharding by the table
+    assert isinstance(info.blocks.mlp, Toy) and info.blocks.mlp.w_in.shape == (2, 64, 128)
+    assert info.blocks.mlp.w_in.logical == ("layers", "embed", "mlp")
+    assert weight_decay_mask(info).blocks.mlp.w_out and is_hidden_matrix(info.blocks.mlp.w_out)
+    losses, state, rules = train_steps(cfg, jax.devices()[:4], 3)
+    assert state.params.blocks.mlp.w_in.sharding.spec == P(None, "data", "model")
+
+    # objective = cross-entropy + weight x the aux loss's mean over layers
+    params = state.params
+    x, y = (jnp.asarray(np.random.default_rng(0).integers(0, 10, (4, 32)), jnp.int32) for _ in range(2))
+    with jax.set_mesh(rules.mesh):
+        obj, metrics = jax.jit(partial(objective, cfg.model, rules))(params, x, y)
+        stats = jax.jit(partial(activation_stats, cfg.model, rules))(params, x)
+        grads = jax.jit(jax.grad(lambda p: objective(cfg.model, rules, p, x, y)[0]))(params)
+        ce_grads = jax.jit(jax.grad(lambda p: objective(cfg.model, rules, p, x, y)[1]["loss"]))(params)
+    per_layer = np.asarray(stats["toy_square"])
+    assert per_layer.shape == (2,) and per_layer.min() > 0 and per_layer[0] != per_layer[1]
+    assert float(metrics["aux/toy_square"]) == pytest.approx(per_layer.mean(), rel=1e-6)
+    assert float(obj) == pytest.approx(float(metrics["loss"]) + WEIGHT * per_layer.mean(), rel=1e-6)
+    assert stats["toy_input_rms"].shape == (2,) and stats["resid_rms"].shape == (2,)
+    # the aux loss has a gradient of its own (the first layer's w_in is pulled towards smaller h)
+    assert not np.allclose(np.asarray(grads.blocks.mlp.w_in), np.asarray(ce_grads.blocks.mlp.w_in), atol=1e-6)
+
+
+def test_aux_losses_are_logged_and_averaged_over_microbatches(toy_mlp):
+    from spmdgpt.train_step import training_parts
+
+    losses, _, rules = train_steps(load_config([*OVERRIDES, "mesh.data=1"]), jax.devices()[:1], 1)
+    metrics = {}
+    for k in (1, 2):
+        cfg = load_config([*OVERRIDES, "mesh.data=1", f"train.microbatches={k}"])
+        with jax.set_mesh(rules.mesh):
+            state, step, batcher, _ = training_parts(cfg, rules)
+            inputs, targets = batcher.train_batch(0)[:2]
+            # the two parts of k=2: rows 0::2 and 1::2 (computed before the step takes the state)
+            parts = [objective(cfg.model, rules, state.params, inputs[j::2], targets[j::2])[1] for j in (0, 1)]
+            _, metrics[k] = step(state, inputs, targets)
+    assert set(metrics[2]) == {"loss", "aux/toy_square", "grad_norm", "lr"}
+    assert float(metrics[1]["loss"]) == losses[0]
+    assert float(metrics[2]["aux/toy_square"]) == pytest.approx(np.mean([float(p["aux/toy_square"]) for p in parts]),
+                                                                rel=1e-5)
+    assert float(metrics[2]["aux/toy_square"]) == pytest.approx(float(metrics[1]["aux/toy_square"]), rel=1e-5)
