@@ -475,3 +475,30 @@ def test_keep_every_keeps_its_multiples(tmp_path):
                      "train.eval_every=0", "train.progress=false", f"run.dir={run_dir}"]) == 0
         steps[keep_every] = CheckpointManager.reader(run_dir).steps()
     assert steps == {None: [14], 4: [4, 8, 12, 14]}
+
+
+def test_checkpoints_from_before_blocks_had_units_restore(tmp_path):
+    """A checkpoint in the block layout of before (attention and MLP leaves side by side in the
+    block: `UnitlessBlock`) restores into today's state, every leaf bitwise, optimizer state too."""
+    from spmdgpt.checkpoint import UnitlessBlock, with_units, without_units
+    from spmdgpt.config import CheckpointConfig
+    from spmdgpt.state import TrainState
+
+    cfg = load_config(["+experiment=staircase", "model.num_layers=2", "model.bias=true", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding)
+        state = init_state(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), 100))
+        state = state._replace(params=jax.tree.map(lambda a: a + 0.5, state.params))  # (not the init)
+        old = TrainState(state.step, without_units(state.params), without_units(state.opt_state))
+        assert isinstance(old.params.blocks, UnitlessBlock) and old.params.blocks.b_qkv.shape == (2, 3, 4, 16)
+        assert jax.tree.structure(with_units(old)) == jax.tree.structure(state)
+        mngr = CheckpointManager(tmp_path, CheckpointConfig())
+        mngr.save(3, old, {"step": 3})
+        mngr.close()
+        params, opt_state, meta = CheckpointManager.reader(tmp_path).restore(3, state.params, state.opt_state)
+    assert meta["step"] == 3
+    for got, want in zip(jax.tree.leaves((params, opt_state)), jax.tree.leaves((state.params, state.opt_state)),
+                         strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert jax.tree.structure((params, opt_state)) == jax.tree.structure((state.params, state.opt_state))

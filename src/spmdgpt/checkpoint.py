@@ -23,7 +23,7 @@ import logging
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -126,9 +126,7 @@ class CheckpointManager:
         except Exception as e:
             raise self._write_failed(e) from None
 
-    def restore(self, step: int, params_target, opt_state_target=None):
-        """Restore `step` into the layout (shardings) of the targets; the optimizer state only
-        when a target for it is given. Returns (params, opt_state or None, meta)."""
+    def _restore(self, step: int, params_target, opt_state_target):
         ocp = _ocp()
         items = {
             "params": ocp.args.StandardRestore(abstract(params_target)),
@@ -136,7 +134,22 @@ class CheckpointManager:
         }
         if opt_state_target is not None:
             items["opt_state"] = ocp.args.StandardRestore(abstract(opt_state_target))
-        out = self._mngr.restore(step, args=ocp.args.Composite(**items))
+        return self._mngr.restore(step, args=ocp.args.Composite(**items))
+
+    def restore(self, step: int, params_target, opt_state_target=None):
+        """Restore `step` into the layout (shardings) of the targets; the optimizer state only
+        when a target for it is given. Returns (params, opt_state or None, meta). A checkpoint
+        written before blocks had units (`UnitlessBlock`) is read in that layout and regrouped."""
+        try:
+            out = self._restore(step, params_target, opt_state_target)
+        except Exception as e:
+            if "tree structures do not match" not in str(e) or without_units(params_target) is params_target:
+                raise
+            try:
+                old = self._restore(step, without_units(params_target), without_units(opt_state_target))
+            except Exception:
+                raise e from None
+            out = {k: with_units(v) for k, v in old.items()}
         meta = out["meta"]
         if not fingerprints_match(fingerprint(out["params"]), meta.get("fingerprint", [])):
             raise ValueError("parameter values do not match the fingerprint saved with them")
@@ -254,6 +267,52 @@ def _quiet_abandoned_io() -> None:
     them now."""
     _install_abandoned_io_hook()
     gc.collect()
+
+
+class UnitlessBlock(NamedTuple):
+    """The block of checkpoints written before blocks had units (spmdgpt.model.transformer):
+    the dense attention's and MLP's parameters side by side. Such a checkpoint has the same
+    leaves in the same order (its fingerprint still applies): it restores into this layout,
+    then `with_units` regroups it, so that runs from before resume."""
+
+    ln1: Any
+    w_qkv: Any
+    b_qkv: Any
+    w_o: Any
+    b_o: Any
+    ln2: Any
+    w_up: Any
+    b_up: Any
+    w_gate: Any
+    w_down: Any
+    b_down: Any
+
+
+def without_units(tree):
+    """`tree` (parameters or optimizer state) with every dense Block as a UnitlessBlock; the
+    tree itself when it has none."""
+    from spmdgpt.model import Attention, Block, Mlp
+
+    def dense(b):
+        return isinstance(b, Block) and isinstance(b.attn, Attention) and isinstance(b.mlp, Mlp)
+
+    if not any(dense(b) for b in jax.tree.leaves(tree, is_leaf=dense)):
+        return tree
+    return jax.tree.map(lambda b: UnitlessBlock(b.ln1, *b.attn, b.ln2, *b.mlp) if dense(b) else b, tree,
+                        is_leaf=dense)
+
+
+def with_units(tree):
+    """The inverse of `without_units`."""
+    from spmdgpt.model import Attention, Block, Mlp
+
+    def regroup(b):
+        if not isinstance(b, UnitlessBlock):
+            return b
+        return Block(b.ln1, Attention(b.w_qkv, b.b_qkv, b.w_o, b.b_o), b.ln2,
+                     Mlp(b.w_up, b.b_up, b.w_gate, b.w_down, b.b_down))
+
+    return jax.tree.map(regroup, tree, is_leaf=lambda x: isinstance(x, UnitlessBlock))
 
 
 def restore_latest(mngr: CheckpointManager, target_state):

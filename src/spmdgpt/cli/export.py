@@ -83,7 +83,7 @@ def run(items: List[str]) -> int:
     cfg = apply_overrides(cfg, overrides)
     cfg.mesh = type(cfg.mesh)(**{a: 1 for a in mesh_axes(cfg.mesh)})  # exported from one device, whatever the run used
     web = args.format == "web"
-    arch = "a web page (jax-js)" if web else architecture(cfg.model)  # before anything is loaded
+    arch = "a web page (jax-js)" if web else architecture(cfg.model).name  # before anything is loaded
     tok_path = run_dir / "tokenizer.json"
     if not tok_path.is_file():
         raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])

@@ -1,0 +1,263 @@
+"""Export and import by the architecture tables (spmdgpt.hf.tables), the same code for every
+architecture: which table a model config is (`architecture`), config.json both ways
+(`hf_config`, `model_fields`), tensors both ways (`to_hf`, `layer_values`), and what an import
+must find (`expected_shapes`, `check_weights`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from spmdgpt.config import ConfigError, ModelConfig, head_dim, mlp_hidden
+from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, NEOX, REFUSED, TRAINING_ONLY, Architecture, Tensor
+
+TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+
+
+def architecture(cfg: ModelConfig) -> Architecture:
+    """The table of the `transformers` class that computes what this model computes, or a
+    ConfigError naming the fields that it cannot represent."""
+    unsupported = [f"model.{name}={getattr(cfg, name)}" for name, value in REFUSED.items() if getattr(cfg, name) != value]
+    if unsupported:
+        raise ConfigError([f"{', '.join(unsupported)}: neither Llama nor GPT-NeoX computes that, so the model "
+                           "cannot be exported to Hugging Face (train without it to export)"])
+    arch = next((a for a in ARCHITECTURES if (a.norm, a.mlp) == (cfg.norm, cfg.mlp)), None)
+    if arch is None:
+        raise ConfigError([
+            f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
+            "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama) or norm=layernorm + "
+            "mlp=gelu (GPT-NeoX)"])
+    unknown = [f.name for f in dataclasses.fields(cfg)
+               if f.name not in TRAINING_ONLY and f.name not in arch.fields and f.name not in arch.refused]
+    if unknown:
+        raise ConfigError([f"model.{', model.'.join(unknown)}: the {arch.name} table (spmdgpt/hf/tables.py) does not "
+                           "say how to represent it; map it to config.json there, or refuse it"])
+    return arch
+
+
+def _dims(cfg: ModelConfig) -> dict:
+    """The layout axes' sizes (see tables.py)."""
+    return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "h": head_dim(cfg), "f": mlp_hidden(cfg),
+            "v": cfg.vocab_size}
+
+
+def _side(layout: str, theirs: bool = True) -> str:
+    return layout.split("->")[-1 if theirs else 0].strip()
+
+
+def _hf_shape(t: Tensor, dims: dict) -> tuple:
+    """The shape of one of t's Hugging Face tensors: its layout's right side, the first axis
+    left out when several names split it."""
+    groups = re.findall(r"\(([^)]*)\)|(\w+)", _side(t.layout))
+    shape = tuple(math.prod(dims[a] for a in (g or s).split()) for g, s in groups)
+    return shape[1:] if len(t.names) > 1 else shape
+
+
+def _rearrange(a: np.ndarray, pattern: str, dims: dict) -> np.ndarray:
+    import einops
+
+    used = set(re.findall(r"\w+", pattern))
+    return np.ascontiguousarray(einops.rearrange(a, pattern, **{k: v for k, v in dims.items() if k in used}))
+
+
+def _leaf(tree, path: str):
+    """tree's value at a dotted leaf path ("blocks.attn.w_qkv"), None where the model has none."""
+    for name in path.split("."):
+        tree = getattr(tree, name, None) if tree is not None else None
+    return tree
+
+
+def _present(t: Tensor, cfg: ModelConfig, info) -> bool:
+    if t.leaf is None:
+        return t.when(cfg)
+    return t.zeros or _leaf(info, t.leaf) is not None
+
+
+def _names(t: Tensor, layer: Optional[int]) -> list:
+    return [n.format(i=layer) for n in t.names]
+
+
+def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
+    """config.json of the exported model."""
+    arch = architecture(cfg)
+    common = {
+        "architectures": [arch.name],
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "intermediate_size": mlp_hidden(cfg),
+        "max_position_embeddings": cfg.max_seq_len,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+        "rope_theta": cfg.rope_theta,
+        "attention_bias": cfg.bias,
+        "attention_dropout": 0.0,
+        "initializer_range": cfg.init_std,
+        "bos_token_id": bos_id if bos_id is not None else eos_id,
+        "eos_token_id": eos_id,
+        "torch_dtype": "float32",
+        "use_cache": True,
+    }
+    if arch is LLAMA:
+        return {**common, "model_type": arch.model_type, "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
+                "num_key_value_heads": cfg.num_heads, "head_dim": head_dim(cfg), "mlp_bias": cfg.bias,
+                "pretraining_tp": 1}
+    common["rope_parameters"]["partial_rotary_factor"] = 1.0
+    return {**common, "model_type": arch.model_type, "hidden_act": TANH_GELUS[0], "layer_norm_eps": cfg.norm_eps,
+            "use_parallel_residual": False, "rotary_pct": 1.0, "rotary_emb_base": cfg.rope_theta,
+            "hidden_dropout": 0.0, "classifier_dropout": 0.0}
+
+
+def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
+    """spmdgpt parameters (a Params of host arrays) -> {transformers name: array}, by the
+    architecture's table."""
+    from spmdgpt.model import param_info
+
+    arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
+    dtype = np.asarray(params.embed).dtype
+    out: Dict[str, np.ndarray] = {}
+    for i in range(cfg.num_layers):
+        out.update(_tensors(cfg, [t for t in arch.tensors if "{i}" in t.names[0]], params, info, dims, i, dtype))
+    out.update(_tensors(cfg, [t for t in arch.tensors if "{i}" not in t.names[0]], params, info, dims, None, dtype))
+    return out
+
+
+def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.ndarray]:
+    out = {}
+    for t in tensors:
+        if not _present(t, cfg, info):
+            continue
+        names = _names(t, layer)
+        value = None if t.leaf is None else _leaf(params, t.leaf)
+        if value is None:
+            out.update({n: np.zeros(_hf_shape(t, dims), dtype) for n in names})
+            continue
+        value = np.asarray(value[layer] if t.stacked else value)
+        a = _rearrange(value, t.layout, dims)
+        out.update(zip(names, a) if len(names) > 1 else [(names[0], a)])
+    return {n: np.ascontiguousarray(a) for n, a in out.items()}
+
+
+def _rope(hf: dict) -> dict:
+    rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    rope.setdefault("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
+    if "rotary_pct" in hf:
+        rope.setdefault("partial_rotary_factor", hf["rotary_pct"])
+    return rope
+
+
+def model_fields(hf: dict, where: str) -> dict:
+    """The spmdgpt model fields a Hugging Face config determines (the parameters' shapes and the
+    computation), or a ConfigError naming every HF field that no spmdgpt model represents."""
+    arch = (hf.get("architectures") or [None])[0]
+    kind = hf.get("model_type")
+    errs = []
+
+    def need(key, ok, want):
+        if not ok:
+            errs.append(f"{where}: config.json has {key}={hf.get(key, _rope(hf).get(key))!r}; spmdgpt needs {want}")
+
+    d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
+    rope = _rope(hf)
+    need("rope_type", rope.get("rope_type", rope.get("type", "default")) == "default", "the default RoPE (no scaling)")
+    if kind == LLAMA.model_type or arch == LLAMA.name:
+        need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+        need("num_key_value_heads", hf.get("num_key_value_heads", heads) == heads,
+             f"as many key/value heads as attention heads ({heads}): grouped-query attention is not supported")
+        need("head_dim", hf.get("head_dim") in (None, d // heads), f"hidden_size / num_attention_heads = {d // heads}")
+        need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
+             "mlp_bias == attention_bias (model.bias sets both)")
+        fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6)}
+    elif kind == NEOX.model_type or arch == NEOX.name:
+        need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
+        need("use_parallel_residual", hf.get("use_parallel_residual", True) is False, "false (a sequential residual)")
+        need("partial_rotary_factor", float(rope.get("partial_rotary_factor", 0.25)) == 1.0, "1.0 (full rotary)")
+        fields = {"norm": "layernorm", "mlp": "gelu", "norm_eps": hf.get("layer_norm_eps", 1e-5)}
+    else:
+        raise ConfigError([f"{where}: architecture {arch or kind!r} is not supported; spmdgpt imports "
+                           f"{LLAMA.name} and {NEOX.name} checkpoints"])
+    if errs:
+        raise ConfigError(errs)
+    inter = hf["intermediate_size"]
+    fields.update(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=inter / d,
+                  vocab_size=hf["vocab_size"], bias=bool(hf.get("attention_bias", kind == "gpt_neox")),
+                  tie_embeddings=bool(hf.get("tie_word_embeddings", kind != "gpt_neox")),
+                  rope_theta=float(rope["rope_theta"]))
+    return fields
+
+
+def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
+    """{transformers name: shape} of a model exported from `cfg` (what an import must find),
+    from the architecture's table, without allocating anything."""
+    from spmdgpt.model import param_info
+
+    arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
+    out = {}
+    for t in arch.tensors:
+        if _present(t, cfg, info):
+            for layer in range(cfg.num_layers) if "{i}" in t.names[0] else [None]:
+                out.update({n: _hf_shape(t, dims) for n in _names(t, layer)})
+    return out
+
+
+def _absent_leaves(cfg: ModelConfig) -> List[str]:
+    """The Hugging Face names an export stores as zeros (no spmdgpt leaf behind them)."""
+    from spmdgpt.model import param_info
+
+    arch, info = architecture(cfg), param_info(cfg)
+    zero = [t for t in arch.tensors if _present(t, cfg, info) and (t.leaf is None or _leaf(info, t.leaf) is None)]
+    return [n for t in zero for layer in (range(cfg.num_layers) if "{i}" in t.names[0] else [None])
+            for n in _names(t, layer)]
+
+
+def check_weights(cfg: ModelConfig, files) -> None:
+    """ConfigError naming every tensor that is missing or has another shape than `cfg` gives, and
+    every non-zero bias that spmdgpt's model (which has none there) would drop."""
+    errs = []
+    aliases = architecture(cfg).aliases
+    for name, shape in expected_shapes(cfg).items():
+        name = name if name in files.weight_map else aliases.get(name, name)
+        if name not in files.weight_map:
+            errs.append(f"{files.where}: tensor {name} is missing")
+        elif files.shape(name) != shape:
+            errs.append(f"{files.where}: tensor {name} has shape {list(files.shape(name))}, the model config "
+                        f"gives {list(shape)}")
+    if errs:
+        raise ConfigError(errs[:5] + ([f"... and {len(errs) - 5} more"] if len(errs) > 5 else []))
+    nonzero = [n for n in _absent_leaves(cfg) if np.any(files.get(n))]
+    if nonzero:
+        raise ConfigError([f"{files.where}: tensor {nonzero[0]} is not zero ({len(nonzero)} such bias(es)), "
+                           "and spmdgpt's model has no such bias; it cannot be imported exactly"])
+
+
+def layer_values(cfg: ModelConfig, files):
+    """Params-shaped tree of functions: stacked leaves `f(layer) -> that layer's value`, the
+    others `f() -> the value`, in spmdgpt's layout (float32): what `to_hf` wrote, inverted by
+    the architecture's table (an alias, e.g. GPT-NeoX's lm_head.weight, read where the name is
+    missing)."""
+    import jax
+
+    from spmdgpt.model import is_info, param_info
+
+    arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
+    by_leaf = {t.leaf: t for t in arch.tensors if t.leaf is not None}
+
+    def get(name):
+        return files.get(name if name in files.weight_map else arch.aliases.get(name, name))
+
+    def reader(path, _):
+        t = by_leaf[".".join(k.name for k in path)]
+        back = f"{_side(t.layout)} -> {_side(t.layout, theirs=False)}"
+
+        def read(layer=None):
+            names = _names(t, layer)
+            return _rearrange([get(n) for n in names] if len(names) > 1 else get(names[0]), back, dims)
+
+        return read
+
+    return jax.tree_util.tree_map_with_path(reader, info, is_leaf=is_info)

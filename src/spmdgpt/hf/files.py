@@ -1,0 +1,247 @@
+"""Hugging Face model folders: tokenizer files, writing the weights (sharded safetensors),
+reading a folder's config.json and weights (memory-mapped safetensors, never pickles), and
+building spmdgpt parameters from them in their sharded layout."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from spmdgpt.config import ConfigError, ModelConfig
+from spmdgpt.hf.convert import check_weights, layer_values, model_fields
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+
+def tokenizer_files(tok, max_seq_len: int) -> Dict[str, str]:
+    """{file name: text}: tokenizer.json and tokenizer_config.json that `AutoTokenizer` loads
+    (a `PreTrainedTokenizerFast`) and that give the run's own token ids.
+
+    char: a `tokenizers` BPE whose vocabulary is the characters and which has no merges (so one
+    token per character), a Fuse decoder (no spaces put between tokens) and the end-of-text id
+    as the special token `<|endoftext|>`; gpt2: the data folder's GPT-2 tokenizer.json (the same
+    ids as tiktoken's GPT-2 encoding); hf: the run's tokenizer.json as it is."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models
+
+    from spmdgpt.data.tokenizers import EOS_NAMES, CharTokenizer, GPT2Tokenizer, HFTokenizer
+
+    if isinstance(tok, CharTokenizer):
+        t = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(tok.chars)}, merges=[]))
+        t.decoder = decoders.Fuse()
+        if tok.eos_id is not None:
+            t.add_special_tokens([AddedToken(EOS_NAMES[0], special=True)])
+        spec = t.to_str()
+    elif isinstance(tok, GPT2Tokenizer):
+        path = tok.cache_dir.parent / "tokenizer.json"
+        try:
+            spec = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError([f"{path}: the GPT-2 tokenizer.json cannot be read ({e.strerror}); "
+                               "set data.path to the folder holding gpt2-tokenizer/"]) from None
+    elif isinstance(tok, HFTokenizer):
+        spec = tok.spec
+    else:
+        raise ConfigError([f"a {tok.kind} tokenizer cannot be exported"])
+    eos = None
+    if tok.eos_id is not None:
+        vocab = Tokenizer.from_str(spec).get_vocab(with_added_tokens=True)
+        eos = next(n for n in EOS_NAMES if vocab.get(n) == tok.eos_id)
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_seq_len,
+              "clean_up_tokenization_spaces": False, "add_bos_token": False, "add_eos_token": False}
+    if eos is not None:
+        config.update(eos_token=eos, bos_token=eos)
+    return {"tokenizer.json": spec, "tokenizer_config.json": json.dumps(config, indent=2, ensure_ascii=False)}
+
+
+# ----------------------------------------------------------------------------- folder
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def shard_names(tensors: Dict[str, np.ndarray], max_shard_bytes: int) -> List[List[str]]:
+    """Tensor names in consecutive shards of at most max_shard_bytes (a larger tensor alone)."""
+    shards: List[List[str]] = [[]]
+    size = 0
+    for name, a in tensors.items():
+        if shards[-1] and size + a.nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(name)
+        size += a.nbytes
+    return shards
+
+
+def write_folder(folder, tensors: Dict[str, np.ndarray], files: Dict[str, str], max_shard_bytes: int) -> None:
+    """The weights as `model.safetensors`, or as model-0000i-of-0000n.safetensors with
+    `model.safetensors.index.json` when they exceed max_shard_bytes; then each of `files`."""
+    from pathlib import Path
+
+    from safetensors.numpy import save_file
+
+    folder = Path(folder)
+    shards = shard_names(tensors, max_shard_bytes)
+    if len(shards) == 1:
+        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        weight_map = {}
+        for k, names in enumerate(shards):
+            fname = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+            save_file({n: tensors[n] for n in names}, str(folder / fname), metadata={"format": "pt"})
+            weight_map.update({n: fname for n in names})
+        index = {"metadata": {"total_size": sum(a.nbytes for a in tensors.values())}, "weight_map": weight_map}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    mask = os.umask(0)
+    os.umask(mask)
+    for f in folder.glob("*.safetensors"):  # (the library creates them owner-only)
+        f.chmod(0o666 & ~mask)
+
+
+def cast(tensors: Dict[str, np.ndarray], dtype: str) -> Dict[str, np.ndarray]:
+    import ml_dtypes
+
+    np_dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+    return {n: np.ascontiguousarray(a.astype(np_dtype)) for n, a in tensors.items()}
+
+
+def total_bytes(tensors: Dict[str, np.ndarray]) -> int:
+    return sum(a.nbytes for a in tensors.values())
+
+
+
+HF_PREFIX = "hf:"
+
+
+def read_hf_config(folder, where: str) -> dict:
+    """config.json of a local Hugging Face model folder; ConfigError when it is not one."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError([f"{where}: no such directory"])
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ConfigError([f"{where}: no config.json there; give a Hugging Face model folder "
+                           "(config.json + safetensors weights)"])
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError([f"{where}: config.json cannot be read ({e})"]) from None
+
+
+class WeightFiles:
+    """The safetensors files of a model folder, read lazily (memory-mapped, one tensor at a
+    time). Pickled PyTorch weights are refused, never opened."""
+
+    def __init__(self, folder, where: str):
+        from pathlib import Path
+
+        from safetensors import safe_open
+
+        folder = Path(folder)
+        index = folder / "model.safetensors.index.json"
+        if index.is_file():
+            weight_map = json.loads(index.read_text())["weight_map"]
+            files = sorted(set(weight_map.values()))
+        elif (folder / "model.safetensors").is_file():
+            files, weight_map = ["model.safetensors"], None
+        else:
+            pickles = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt"))
+            if pickles:
+                raise ConfigError([
+                    f"{where} holds only pickled PyTorch weights ({', '.join(pickles[:3])}), which spmdgpt never "
+                    "opens (unpickling runs code); convert them once with transformers: "
+                    "AutoModelForCausalLM.from_pretrained(DIR).save_pretrained(NEW_DIR) writes safetensors"])
+            raise ConfigError([f"{where}: no model.safetensors or model.safetensors.index.json there"])
+        self._files = {}
+        for f in files:
+            try:
+                self._files[f] = safe_open(str(folder / f), framework="numpy")
+            except Exception as e:  # the library raises its own error types for damaged files
+                raise ConfigError([f"{where}/{f}: not a readable safetensors file ({e})"]) from None
+        if weight_map is None:
+            weight_map = {n: files[0] for n in self._files[files[0]].keys()}
+        self.weight_map = weight_map
+        self.where = where
+
+    def shape(self, name: str) -> tuple:
+        return tuple(self._files[self.weight_map[name]].get_slice(name).get_shape())
+
+    def get(self, name: str) -> np.ndarray:
+        return np.asarray(self._files[self.weight_map[name]].get_tensor(name), dtype=np.float32)
+
+
+def open_weights(cfg: ModelConfig, folder, where: str) -> WeightFiles:
+    """A Hugging Face model folder's weight files, checked against `cfg` (`check_weights`)."""
+    files = WeightFiles(folder, where)
+    check_weights(cfg, files)
+    return files
+
+
+def load_params(cfg: ModelConfig, folder, rules, where: str):
+    """A Hugging Face model folder's weights as spmdgpt parameters (`open_weights`, then
+    `read_params`)."""
+    return read_params(cfg, open_weights(cfg, folder, where), rules)
+
+
+def read_params(cfg: ModelConfig, files: WeightFiles, rules):
+    """Checked weight files as spmdgpt parameters, each leaf built straight into its sharded
+    layout (`jax.make_array_from_callback`: every device reads only the layers its shard covers;
+    never the whole model on one device)."""
+    import jax
+
+    from spmdgpt.model import is_info, param_info
+    from spmdgpt.model.layers import dtype_of
+
+    values = layer_values(cfg, files)
+    dtype = dtype_of(cfg.param_dtype)
+    info = param_info(cfg)
+    stacked = {id(leaf) for leaf in jax.tree.leaves(info.blocks, is_leaf=is_info)}
+
+    def build(i, fn):
+        sharding = rules.param_sharding(i.logical)
+        if id(i) in stacked:
+            def read(index):
+                layers = range(i.shape[0])[index[0]]
+                return np.stack([fn(layer)[index[1:]] for layer in layers]).astype(dtype)
+        else:
+            def read(index):
+                return fn()[index].astype(dtype)
+        return jax.make_array_from_callback(i.shape, sharding, read)
+
+    return jax.tree.map(build, info, values, is_leaf=is_info)
+
+
+def hf_folder(init_from: Optional[str]):
+    """The folder of `checkpoint.init_from=hf:DIR`, or None for any other value."""
+    from pathlib import Path
+
+    if not init_from or not init_from.startswith(HF_PREFIX):
+        return None
+    return Path(init_from[len(HF_PREFIX):]).expanduser()
+
+
+def with_hf_model(cfg):
+    """(cfg, changes): with checkpoint.init_from=hf:DIR, the run's model config with every field
+    that DIR's config.json determines taken from it (the run's own values of the other fields,
+    e.g. max_seq_len, compute_dtype, attention, stay); `changes` lists the fields that differ
+    from what the run's config said, as `model.FIELD=VALUE`."""
+    import dataclasses
+    import enum
+
+    from spmdgpt.config import model_config_from_dict
+
+    folder = hf_folder(cfg.checkpoint.init_from)
+    if folder is None:
+        return cfg, []
+    where = f"checkpoint.init_from={cfg.checkpoint.init_from}"
+    fields = model_fields(read_hf_config(folder, where), where)
+    model = model_config_from_dict(fields, base=cfg.model)
+    text = lambda v: v.value if isinstance(v, enum.Enum) else v  # noqa: E731
+    changes = [f"model.{k}={text(getattr(model, k))}" for k in fields if getattr(model, k) != getattr(cfg.model, k)]
+    return dataclasses.replace(cfg, model=model), changes
