@@ -67,6 +67,8 @@ def test_pytorch_reference_is_spmdgpt_model(torch_side):
     from safetensors.numpy import save_file
 
     from spmdgpt.config import load_config
+    from spmdgpt.hf.convert import to_tensors
+    from spmdgpt.hf.tables import TORCH_GPT
     from spmdgpt.model import init_params, loss_fn
     from spmdgpt.sharding import Rules, make_mesh
 
@@ -79,17 +81,13 @@ def test_pytorch_reference_is_spmdgpt_model(torch_side):
         rules = Rules(mesh, cfg.sharding)
         params = init_params(cfg.model, jax.random.key(0), rules)
         loss, grads = jax.value_and_grad(lambda p: loss_fn(cfg.model, rules, p, toks[:, :-1], toks[:, 1:]))(params)
-    p = jax.tree.map(np.asarray, params)
-    state = {"embed.weight": p.embed, "ln_f.weight": p.ln_f.scale}
-    for i in range(L):
-        state.update({
-            f"blocks.{i}.ln1.weight": p.blocks.ln1.scale[i], f"blocks.{i}.ln2.weight": p.blocks.ln2.scale[i],
-            f"blocks.{i}.qkv.weight": p.blocks.attn.w_qkv[i].reshape(d, 3 * d).T,  # [d, 3, n, h] -> [3 * n * h, d]
-            f"blocks.{i}.proj.weight": p.blocks.attn.w_o[i].reshape(d, d).T,  # [n, h, d] -> [d, n * h]
-            f"blocks.{i}.up.weight": p.blocks.mlp.w_up[i].T, f"blocks.{i}.down.weight": p.blocks.mlp.w_down[i].T})
-    save_file({k: np.ascontiguousarray(a) for k, a in state.items()}, str(torch_side.dir / "torch_gpt.safetensors"))
+    state = to_tensors(cfg.model, jax.tree.map(np.asarray, params), TORCH_GPT)  # by the reference's table
+    assert sorted(state) == sorted(["embed.weight", "ln_f.weight"] + [f"blocks.{i}.{n}.weight" for i in range(L)
+                                   for n in ("ln1", "qkv", "proj", "ln2", "up", "down")])
+    save_file(state, str(torch_side.dir / "torch_gpt.safetensors"))
     ref, embed_grad = torch_side.ask_array("torch_gpt", toks, state=str(torch_side.dir / "torch_gpt.safetensors"),
-                                           dims={"vocab": v, "d": d, "heads": n, "layers": L, "seq": t})
+                                           dims={TORCH_GPT.fields[f]: getattr(cfg.model, f) for f in
+                                                 ("vocab_size", "d_model", "num_heads", "num_layers", "max_seq_len")})
     assert abs(ref["loss"] - float(loss)) < 1e-5, (ref["loss"], float(loss))
     np.testing.assert_allclose(embed_grad, np.asarray(grads.embed), atol=1e-6, rtol=1e-4)
 

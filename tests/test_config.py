@@ -165,3 +165,40 @@ def test_public_api_names_resolve():
 
     assert all(getattr(spmdgpt, name) is not None for name in spmdgpt.__all__)
     assert callable(spmdgpt.train) and spmdgpt.train is spmdgpt.trainer.train
+
+
+def test_validation_by_section_and_cross_checks_need_both_sections():
+    from spmdgpt.config import SECTIONS, validate
+
+    cfg = load_config([*STAIR, "model.num_heads=5", "data.val_fraction=1.5", "model.loss_block=48",
+                       "optimizer.lr=0", "mesh.data=3"])
+    heads = "model.num_heads=5 does not divide model.d_model=64; choose num_heads among the divisors of d_model"
+    block = ("model.loss_block=48 does not divide data.seq_len=64; choose a divisor of the sequence length "
+             "(or 0 = off)")
+    assert validate(cfg, 8, sections=("model",)) == [heads]
+    assert validate(cfg, 8, sections=("model", "batch")) == [heads, block]
+    assert validate(cfg, 8, sections=("corpus",)) == ["data.val_fraction=1.5 must be in (0, 1), e.g. 0.1"]
+    assert validate(cfg, 8, sections=("optimizer",)) == ["optimizer.lr=0.0 must be > 0"]
+    assert validate(cfg, 8, sections=("layout",)) == [
+        "mesh.data=3 x mesh.model=1 does not fit 8 device(s); the product of the fixed sizes must divide the "
+        "device count (use -1 for one axis)"]
+    assert len(validate(cfg, 8)) == 5 and validate(cfg, 8) == validate(cfg, 8, sections=SECTIONS)
+    with pytest.raises(ValueError, match="unknown config sections"):
+        validate(cfg, 8, sections=("modle",))
+
+
+def test_config_sections_are_frozen_after_validation():
+    import dataclasses
+
+    from spmdgpt.config import freeze, validate
+
+    cfg = load_config(STAIR)
+    cfg.model.d_model = 128  # loading and overriding: still mutable
+    cfg.model.d_model = 64
+    assert validate(cfg, 8) == [] and freeze(cfg) is cfg
+    for section, name in ((cfg, "model"), (cfg.model, "d_model"), (cfg.train, "steps"), (cfg.mesh, "data")):
+        with pytest.raises(dataclasses.FrozenInstanceError, match="frozen after validation"):
+            setattr(section, name, getattr(section, name))
+    longer = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=9))  # a change: a new config
+    assert longer.train.steps == 9 and cfg.train.steps == 5 and longer.model is cfg.model
+    longer.train.steps = 10  # not validated yet, so not frozen

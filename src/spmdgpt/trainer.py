@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import signal
@@ -28,7 +29,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import Config, ConfigError, profile_range, validate
+from spmdgpt.config import Config, ConfigError, freeze, profile_range, validate
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.data import (
     Batcher,
@@ -92,6 +93,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     errs = validate(cfg, jax.device_count()) + check_loggers(cfg.train.loggers)
     if errs:
         raise ConfigError(errs)
+    cfg = freeze(copy.deepcopy(cfg))  # the run's own config from here on (the caller's stays as it was)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     data = load_dataset(cfg.data, progress=cfg.train.progress and jax.process_index() == 0,
                         check=partial(check_vocab, cfg))
@@ -177,7 +179,7 @@ def fit_budget(cfg: Config, rules: Rules, optimizer, state, batcher: Batcher, ev
         raise ConfigError([f"train.time_budget={t.time_budget:g} s leaves no time to train: {cal.elapsed_s:.1f} s "
                            f"go to setting up and a step takes {cal.step_s:.3f} s, an evaluation "
                            f"{cal.eval_s:.1f} s; raise the budget"])
-    cfg = fixed_steps(cfg, cal.steps)
+    cfg = freeze(fixed_steps(cfg, cal.steps))  # (the steps were checked just above)
     return cfg, build_optimizer(cfg.optimizer, param_info(cfg.model), cal.steps), cal
 
 

@@ -54,7 +54,7 @@ def run(items: List[str]) -> int:
         raise ConfigError([f"format={args.format}: expected text or json"])
     if args.memory_gb < 0:
         raise ConfigError([f"memory_gb={args.memory_gb} must be >= 0 (0 = the device's own memory)"])
-    from spmdgpt.config import load_config, validate
+    from spmdgpt.config import SECTIONS, freeze, load_config, validate
     from spmdgpt.runtime import set_default_xla_flags
 
     if args.devices and args.topology:
@@ -88,10 +88,10 @@ def run(items: List[str]) -> int:
             capacity, what = device_capacity(top)
             note = f"\n  (the {size(capacity)} above: {what})"
     # the step's shapes matter here; where the tokens come from does not (no data is read)
-    errs = [e for e in validate(cfg, len(devices))
-            if not e.startswith("data.") or e.startswith(("data.batch_size", "data.seq_len"))]
+    errs = validate(cfg, len(devices), sections=[s for s in SECTIONS if s != "corpus"])
     if errs:
         raise ConfigError(errs)
+    freeze(cfg)
     attention = attention_backend(cfg.model, devices[0].platform).value  # a backend those devices can run
     mesh = make_mesh(cfg.mesh, devices)
     try:

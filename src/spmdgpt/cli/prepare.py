@@ -20,15 +20,16 @@ class PrepareArgs:
 def run(items: List[str]) -> int:
     items = ["verify=true" if it == "--verify" else it for it in items]
     args, overrides = parse(items, PrepareArgs)
-    from spmdgpt.config import ConfigError, load_config, validate
+    from spmdgpt.config import ConfigError, freeze, load_config, validate
     from spmdgpt.data import load_dataset
     from spmdgpt.data.store import read_ledger
     from spmdgpt.files import WriteFailed
 
     cfg = load_config(overrides)
-    errs = [e for e in validate(cfg, 1) if e.startswith("data.")]
+    errs = validate(cfg, 1, sections=("batch", "corpus"))
     if errs:
         raise ConfigError(errs)
+    freeze(cfg)
     try:
         corpus = load_dataset(cfg.data, progress=True, verify=args.verify)
     except WriteFailed as e:

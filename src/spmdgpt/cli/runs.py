@@ -23,9 +23,9 @@ def model_source(spec: str, overrides: List[str]):
 
 def start_mesh(cfg, data_errors: bool = True):
     """Start JAX for a reader of a model (sample, eval, viz): XLA flags, jax.distributed when
-    the config asks, the config checked for these devices (data.* errors only when
-    `data_errors`); returns the mesh cfg.mesh asks for."""
-    from spmdgpt.config import validate
+    the config asks, the config's model and layout checked for these devices (its data.* too
+    when `data_errors`); returns the mesh cfg.mesh asks for."""
+    from spmdgpt.config import freeze, validate
     from spmdgpt.distributed import initialize
     from spmdgpt.runtime import set_default_xla_flags
 
@@ -34,9 +34,11 @@ def start_mesh(cfg, data_errors: bool = True):
     from spmdgpt.sharding import make_mesh
 
     devices = mesh_devices(cfg)
-    errs = [e for e in validate(cfg, len(devices), training=False) if data_errors or not e.startswith("data.")]
+    sections = ("model", "layout") + (("batch", "corpus") if data_errors else ())
+    errs = validate(cfg, len(devices), training=False, sections=sections)
     if errs:
         raise ConfigError(errs)
+    freeze(cfg)
     return make_mesh(cfg.mesh, devices)
 
 

@@ -41,6 +41,7 @@ from spmdgpt.config.schema import (
     TokenizerKind,
     TrainConfig,
     dataset_configs,
+    freeze,
     head_dim,
     logical_dim_sizes,
     mesh_axes,
@@ -48,14 +49,14 @@ from spmdgpt.config.schema import (
     mlp_hidden,
     resolve_mesh_shape,
 )
-from spmdgpt.config.validate import profile_range, validate, validate_dist
+from spmdgpt.config.validate import SECTIONS, profile_range, validate, validate_dist
 
 __all__ = [
     "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
     "NormType", "OptimizerConfig", "OptimizerName", "Remat", "RunConfig", "Schedule",
-    "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "head_dim", "load_config", "load_run_config",
+    "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "freeze", "head_dim", "load_config", "load_run_config",
     "logical_dim_sizes", "mesh_axes", "mesh_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
-    "resolve_mesh_shape",
+    "resolve_mesh_shape", "SECTIONS",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]

@@ -110,8 +110,32 @@ class Schedule(enum.Enum):
 # ----------------------------------------------------------------------------- sections
 
 
+class Section:
+    """A config section: built and overridden freely while loading, frozen once validated
+    (`freeze`): assigning a field then raises, and a change is a new section
+    (`dataclasses.replace`), validated again."""
+
+    def __setattr__(self, name, value):
+        if self.__dict__.get("_frozen"):
+            raise dataclasses.FrozenInstanceError(
+                f"{type(self).__name__}.{name}: config sections are frozen after validation; "
+                "make a new one with dataclasses.replace and validate it")
+        object.__setattr__(self, name, value)
+
+
+def freeze(cfg):
+    """Freeze `cfg` and every section in it (a validated config; returns it)."""
+    if isinstance(cfg, Section) and dataclasses.is_dataclass(cfg):
+        for f in dataclasses.fields(cfg):
+            v = getattr(cfg, f.name)
+            for item in v.values() if isinstance(v, dict) else [v]:
+                freeze(item)
+        object.__setattr__(cfg, "_frozen", True)
+    return cfg
+
+
 @dataclass
-class ModelConfig:
+class ModelConfig(Section):
     num_layers: int = 4  # transformer blocks (stacked, run with lax.scan)
     num_heads: int = 4  # attention heads; must divide d_model
     d_model: int = 256  # residual stream width
@@ -143,7 +167,7 @@ class ModelConfig:
 
 
 @dataclass
-class DatasetConfig:
+class DatasetConfig(Section):
     """One named dataset of a corpus (data.datasets.NAME)."""
 
     paths: List[str] = field(default_factory=list)  # files, folders, globs or URLs (fsspec);
@@ -193,7 +217,7 @@ def dataset_configs(data: "DataConfig") -> Dict[str, DatasetConfig]:
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Section):
     source: DataSource = DataSource.text  # staircase | text
     text_file: str = "tinyshakespeare/input.txt"  # the one-file corpus used when data.datasets is
     # empty (relative to data.path, or absolute; split `tail`: nanoGPT's 90/10)
@@ -219,7 +243,7 @@ class DataConfig:
 
 
 @dataclass
-class OptimizerConfig:
+class OptimizerConfig(Section):
     name: OptimizerName = OptimizerName.adamw  # adamw | sgd | muon | manifold_muon
     lr: float = 1e-3  # peak learning rate
     schedule: Schedule = Schedule.cosine  # cosine | constant
@@ -251,7 +275,7 @@ class OptimizerConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Section):
     steps: int = 1000  # optimizer steps
     time_budget: Optional[float] = None  # seconds for the whole job from set-up to the final
     # evaluation: a calibration (a few timed steps and one evaluation) sets train.steps to fit;
@@ -284,7 +308,7 @@ class TrainConfig:
 
 
 @dataclass
-class CheckpointConfig:
+class CheckpointConfig(Section):
     enabled: bool = True  # write checkpoints (and resume from them)
     every: int = 500  # save every k steps, at the end and on SIGTERM/SIGINT; 0 = only the latter
     keep: int = 3  # keep the newest k checkpoints
@@ -295,7 +319,7 @@ class CheckpointConfig:
 
 
 @dataclass
-class MeshConfig:
+class MeshConfig(Section):
     """The mesh's named axes, one field each, in mesh order (the last axis varies fastest over
     the devices: neighbours share the fastest links). A size, or -1 (one axis at most) for all
     the devices the others leave. A new axis is a field here (default 1) and a rule table in
@@ -306,7 +330,7 @@ class MeshConfig:
 
 
 @dataclass
-class ShardingConfig:
+class ShardingConfig(Section):
     name: str = "dp"  # which rule table this is (configs/sharding/<name>.yaml)
     # Logical axis -> mesh axis (a name, a list of names, or null) for where parameters live.
     params: Dict[str, Any] = field(default_factory=dict)
@@ -316,7 +340,7 @@ class ShardingConfig:
 
 
 @dataclass
-class DistConfig:
+class DistConfig(Section):
     coordinator: Optional[str] = None  # host:port of process 0 (explicit multi-process runs)
     num_processes: Optional[int] = None  # processes in the run (with dist.coordinator)
     process_id: Optional[int] = None  # this process's index (with dist.coordinator)
@@ -324,13 +348,13 @@ class DistConfig:
 
 
 @dataclass
-class RunConfig:
+class RunConfig(Section):
     name: str = "default"  # experiment name (used in the default run directory)
     dir: Optional[str] = None  # run directory; default runs/<utc-timestamp>-<name>
 
 
 @dataclass
-class Config:
+class Config(Section):
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)

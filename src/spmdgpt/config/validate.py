@@ -5,7 +5,7 @@ their count)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spmdgpt.config.schema import (
     AttentionImpl,
@@ -103,22 +103,40 @@ def profile_range(spec: str, steps: int) -> Optional[Tuple[int, int]]:
     return (start, stop) if 1 <= start <= stop <= steps else None
 
 
-def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
-    """Every problem found in `cfg`, one line each (field, value, fix). Does no I/O on data.
-    training=False (sampling a run) skips what only a training step needs."""
+SECTIONS = ("model", "batch", "corpus", "optimizer", "train", "checkpoint", "layout")
+"""What `validate` checks, by section: model.*; the batch's shape (data.seq_len, data.batch_size);
+the corpus (the rest of data.*); optimizer.*; train.*; checkpoint.*; the layout (mesh.* against
+the device count, sharding.*). A command asks for the sections it uses; checks across sections
+(`_across`) run when it asks for all of theirs."""
+
+
+def validate(cfg: Config, num_devices: int, training: bool = True, sections: Sequence[str] = SECTIONS) -> List[str]:
+    """Every problem found in `cfg`'s `sections`, one line each (field, value, fix). Does no I/O
+    on data. training=False (sampling a run) skips what only a training step needs."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown config sections {sorted(unknown)}; choose among {SECTIONS}")
+    checks = {"model": lambda: _model(cfg.model, training), "batch": lambda: _batch(cfg.data),
+              "corpus": lambda: _corpus(cfg.data), "optimizer": lambda: _optimizer(cfg.optimizer, training),
+              "train": lambda: _train(cfg.train), "checkpoint": lambda: _checkpoint(cfg.checkpoint)}
+    errs = [e for name in SECTIONS if name in checks and name in sections for e in checks[name]()]
+    sizes = None
+    if "layout" in sections:
+        sizes = _mesh_errors(cfg.mesh, num_devices, errs)
+        errs += _sharding(cfg)
+    return errs + _across(cfg, set(sections), sizes, training, clean=not errs)
+
+
+def _positive(errs: List[str], name: str, value: Any) -> None:
+    if not value > 0:
+        errs.append(f"{name}={value} must be > 0")
+
+
+def _model(m, training: bool) -> List[str]:
     errs: List[str] = []
-    m, d, o, t, me = cfg.model, cfg.data, cfg.optimizer, cfg.train, cfg.mesh
-
-    def positive(name: str, value: Any) -> None:
-        if not value > 0:
-            errs.append(f"{name}={value} must be > 0")
-
-    for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len"):
-        positive(f"model.{name}", getattr(m, name))
-    positive("model.mlp_factor", m.mlp_factor)
-    positive("model.init_std", m.init_std)
-    positive("model.norm_eps", m.norm_eps)
-    positive("model.rope_theta", m.rope_theta)
+    for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len", "mlp_factor", "init_std",
+                 "norm_eps", "rope_theta"):
+        _positive(errs, f"model.{name}", getattr(m, name))
     if m.attention_block < 0:
         errs.append(f"model.attention_block={m.attention_block} must be >= 0 (0 = one block)")
     if m.num_heads > 0 and m.d_model > 0:
@@ -137,30 +155,8 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
             f"model.mlp_factor={m.mlp_factor} * model.d_model={m.d_model} is not a whole number; "
             f"choose a factor that gives an integer MLP width"
         )
-
     if m.loss_block < 0:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
-    elif m.loss_block and d.seq_len > 0 and d.seq_len % m.loss_block:
-        errs.append(f"model.loss_block={m.loss_block} does not divide data.seq_len={d.seq_len}; "
-                    f"choose a divisor of the sequence length (or 0 = off)")
-
-    if m.attention == AttentionImpl.splash and d.seq_len > 0 and d.seq_len % 128:
-        errs.append(f"model.attention=splash needs data.seq_len a multiple of 128 (got {d.seq_len}): "
-                    "its kernels work in tiles of 128 positions; change data.seq_len or use model.attention=xla")
-
-    positive("data.seq_len", d.seq_len)
-    positive("data.batch_size", d.batch_size)
-    if d.seq_len > 0 and m.max_seq_len > 0 and d.seq_len > m.max_seq_len:
-        errs.append(
-            f"data.seq_len={d.seq_len} exceeds model.max_seq_len={m.max_seq_len}; "
-            f"lower data.seq_len or raise model.max_seq_len"
-        )
-    if not 0.0 < d.val_fraction < 1.0:
-        errs.append(f"data.val_fraction={d.val_fraction} must be in (0, 1), e.g. 0.1")
-    if d.source == DataSource.staircase:
-        positive("data.staircase_tokens", d.staircase_tokens)
-    errs += _data_sources(d)
-
     for name in ("dropout", "attention_dropout"):
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:
@@ -168,16 +164,39 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
     for name in ("logit_softcap", "z_loss"):
         if getattr(m, name) < 0:
             errs.append(f"model.{name}={getattr(m, name)} must be >= 0 (0 = off)")
+    if training:
+        for name in ("compute_dtype", "param_dtype"):
+            if getattr(m, name) == DType.float16:
+                errs.append(f"model.{name}=float16 needs loss scaling to train (float16 gradients "
+                            "underflow), which spmdgpt does not implement; use bfloat16 (same speed on "
+                            "current GPUs and TPUs, float32's range)")
+    return errs
 
-    positive("optimizer.lr", o.lr)
+
+def _batch(d) -> List[str]:
+    errs: List[str] = []
+    _positive(errs, "data.seq_len", d.seq_len)
+    _positive(errs, "data.batch_size", d.batch_size)
+    return errs
+
+
+def _corpus(d) -> List[str]:
+    errs: List[str] = []
+    if not 0.0 < d.val_fraction < 1.0:
+        errs.append(f"data.val_fraction={d.val_fraction} must be in (0, 1), e.g. 0.1")
+    if d.source == DataSource.staircase:
+        _positive(errs, "data.staircase_tokens", d.staircase_tokens)
+    return errs + _data_sources(d)
+
+
+def _optimizer(o, training: bool) -> List[str]:
+    errs: List[str] = []
+    _positive(errs, "optimizer.lr", o.lr)
     if not 0.0 < o.cooldown_fraction <= 1.0:
         errs.append(f"optimizer.cooldown_fraction={o.cooldown_fraction} must be in (0, 1], e.g. 0.2")
     for name in ("embed_lr", "unembed_lr"):
         if getattr(o, name) is not None:
-            positive(f"optimizer.{name}", getattr(o, name))
-    if o.unembed_lr is not None and m.tie_embeddings:
-        errs.append("optimizer.unembed_lr needs model.tie_embeddings=false (a tied model's unembedding "
-                    "is its embedding: use optimizer.embed_lr)")
+            _positive(errs, f"optimizer.{name}", getattr(o, name))
     if o.warmup_steps < 0:
         errs.append(f"optimizer.warmup_steps={o.warmup_steps} must be >= 0")
     if not 0.0 <= o.min_lr_ratio <= 1.0:
@@ -193,7 +212,7 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
     if o.grad_clip < 0:
         errs.append(f"optimizer.grad_clip={o.grad_clip} must be >= 0 (0 disables clipping)")
     if o.name in (OptimizerName.muon, OptimizerName.manifold_muon):
-        positive("optimizer.muon_lr", o.muon_lr)
+        _positive(errs, "optimizer.muon_lr", o.muon_lr)
         if not 0.0 <= o.muon_momentum < 1.0:
             errs.append(f"optimizer.muon_momentum={o.muon_momentum} must be in [0, 1), e.g. 0.95")
         for name in ("ns_steps", "msign_steps"):
@@ -201,28 +220,23 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
                 errs.append(f"optimizer.{name}={getattr(o, name)} must be >= 1")
         if o.solver_steps < 0:
             errs.append(f"optimizer.solver_steps={o.solver_steps} must be >= 0 (0 = the solver's starting step only)")
-        positive("optimizer.rho", o.rho)
-        positive("optimizer.dual_lr", o.dual_lr)
+        _positive(errs, "optimizer.rho", o.rho)
+        _positive(errs, "optimizer.dual_lr", o.dual_lr)
+    if training and o.state_dtype == DType.float16:
+        errs.append("optimizer.state_dtype=float16 cannot hold Adam's second moments (they underflow); "
+                    "use bfloat16 or float32")
+    return errs
 
-    if training:
-        for name in ("compute_dtype", "param_dtype"):
-            if getattr(m, name) == DType.float16:
-                errs.append(f"model.{name}=float16 needs loss scaling to train (float16 gradients "
-                            "underflow), which spmdgpt does not implement; use bfloat16 (same speed on "
-                            "current GPUs and TPUs, float32's range)")
-        if o.state_dtype == DType.float16:
-            errs.append("optimizer.state_dtype=float16 cannot hold Adam's second moments (they underflow); "
-                        "use bfloat16 or float32")
 
-    positive("train.steps", t.steps)
-    if t.time_budget is not None:
-        positive("train.time_budget", t.time_budget)
-    positive("train.microbatches", t.microbatches)
+def _train(t) -> List[str]:
+    errs: List[str] = []
+    for name in ("steps", "microbatches", "eval_batches", "log_every", "cpu_peak_flops"):
+        _positive(errs, f"train.{name}", getattr(t, name))
+    for name in ("time_budget", "peak_flops"):
+        if getattr(t, name) is not None:
+            _positive(errs, f"train.{name}", getattr(t, name))
     if t.eval_every < 0:
         errs.append(f"train.eval_every={t.eval_every} must be >= 0 (0 = evaluate only at the end)")
-    positive("train.eval_batches", t.eval_batches)
-    positive("train.log_every", t.log_every)
-    positive("train.cpu_peak_flops", t.cpu_peak_flops)
     if t.skip_nonfinite < 0:
         errs.append(f"train.skip_nonfinite={t.skip_nonfinite} must be >= 0 (0 = stop at the first non-finite step)")
     if t.loss_spike_factor != 0 and t.loss_spike_factor <= 1:
@@ -235,59 +249,75 @@ def validate(cfg: Config, num_devices: int, training: bool = True) -> List[str]:
     if t.rollout_tokens < 0:
         errs.append(f"train.rollout_tokens={t.rollout_tokens} must be >= 0 (0 = no rollouts)")
     if t.rollout_tokens > 0:
-        positive("train.rollout_prompts", t.rollout_prompts)
-        positive("train.rollout_prompt_tokens", t.rollout_prompt_tokens)
-        if t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len:
-            errs.append(
-                f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
-                f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens"
-            )
+        _positive(errs, "train.rollout_prompts", t.rollout_prompts)
+        _positive(errs, "train.rollout_prompt_tokens", t.rollout_prompt_tokens)
         if t.rollout_temperature < 0:
             errs.append(f"train.rollout_temperature={t.rollout_temperature} must be >= 0 (0 = greedy)")
-    if t.peak_flops is not None:
-        positive("train.peak_flops", t.peak_flops)
+    return errs
 
-    c = cfg.checkpoint
+
+def _checkpoint(c) -> List[str]:
+    errs: List[str] = []
     if c.every < 0:
         errs.append(f"checkpoint.every={c.every} must be >= 0 (0 = only at the end and on signals)")
-    positive("checkpoint.keep", c.keep)
+    _positive(errs, "checkpoint.keep", c.keep)
     if c.keep_every is not None:
-        positive("checkpoint.keep_every", c.keep_every)
+        _positive(errs, "checkpoint.keep_every", c.keep_every)
+    return errs
 
-    sizes = _mesh_errors(me, num_devices, errs)
 
-    # Sharding rules: known mesh axes, each used once per table entry.
-    s = cfg.sharding
-    axes = mesh_axes(me)
+def _sharding(cfg: Config) -> List[str]:
+    """Rule tables name known mesh axes."""
+    errs = []
+    axes = mesh_axes(cfg.mesh)
     for table_name in ("params", "compute"):
-        table = getattr(s, table_name)
-        for logical, value in table.items():
+        for logical, value in getattr(cfg.sharding, table_name).items():
             for ax in _mesh_axes_of(value):
                 if ax not in axes:
-                    errs.append(
-                        f"sharding.{table_name}.{logical}={value}: unknown mesh axis {ax!r}; "
-                        f"use one of {list(axes)} or null"
-                    )
+                    errs.append(f"sharding.{table_name}.{logical}={value}: unknown mesh axis {ax!r}; "
+                                f"use one of {list(axes)} or null")
+    return errs
 
-    # Divisibility of sharded dimensions (only once the mesh is known).
-    if sizes is not None:
-        batch_axes = _mesh_axes_of(s.compute.get("batch"))
-        dp = 1
-        for ax in batch_axes:
-            dp *= sizes.get(ax, 1)
-        if d.batch_size > 0 and d.batch_size % dp:
+
+def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], training: bool, clean: bool) -> List[str]:
+    """The checks that involve two sections, in one place: each runs when both were asked for.
+    The parameters' divisibility over the mesh only when nothing else is wrong (`clean`)."""
+    errs: List[str] = []
+    m, d, t = cfg.model, cfg.data, cfg.train
+    if {"model", "batch"} <= sections and d.seq_len > 0:
+        if m.loss_block > 0 and d.seq_len % m.loss_block:
+            errs.append(f"model.loss_block={m.loss_block} does not divide data.seq_len={d.seq_len}; "
+                        f"choose a divisor of the sequence length (or 0 = off)")
+        if m.attention == AttentionImpl.splash and d.seq_len % 128:
+            errs.append(f"model.attention=splash needs data.seq_len a multiple of 128 (got {d.seq_len}): "
+                        "its kernels work in tiles of 128 positions; change data.seq_len or use model.attention=xla")
+        if m.max_seq_len > 0 and d.seq_len > m.max_seq_len:
+            errs.append(f"data.seq_len={d.seq_len} exceeds model.max_seq_len={m.max_seq_len}; "
+                        f"lower data.seq_len or raise model.max_seq_len")
+    if {"model", "optimizer"} <= sections and cfg.optimizer.unembed_lr is not None and m.tie_embeddings:
+        errs.append("optimizer.unembed_lr needs model.tie_embeddings=false (a tied model's unembedding "
+                    "is its embedding: use optimizer.embed_lr)")
+    if {"model", "train"} <= sections and t.rollout_tokens > 0 and t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len:
+        errs.append(f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
+                    f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
+    if sizes is None:
+        return errs
+    s = cfg.sharding
+    if "batch" in sections and d.batch_size > 0:
+        dp = math.prod(sizes.get(ax, 1) for ax in _mesh_axes_of(s.compute.get("batch")))
+        if d.batch_size % dp:
             errs.append(
                 f"data.batch_size={d.batch_size} is not divisible by the data-parallel size {dp} "
                 f"(sharding.compute.batch={s.compute.get('batch')}); use a multiple of {dp}"
             )
-        elif training and d.batch_size > 0 and t.microbatches > 0 and d.batch_size % (dp * t.microbatches):
+        elif training and "train" in sections and t.microbatches > 0 and d.batch_size % (dp * t.microbatches):
             errs.append(
                 f"train.microbatches={t.microbatches} does not divide data.batch_size={d.batch_size} "
                 f"into parts the data-parallel size {dp} divides; make data.batch_size a multiple of "
                 f"{dp * t.microbatches} or choose another train.microbatches"
             )
-        if not errs:
-            errs.extend(_check_param_divisibility(cfg, sizes))
+    if "model" in sections and clean and not errs:
+        errs.extend(_check_param_divisibility(cfg, sizes))
     return errs
 
 

@@ -116,9 +116,14 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
 def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
     """spmdgpt parameters (a Params of host arrays) -> {transformers name: array}, by the
     architecture's table."""
+    return to_tensors(cfg, params, architecture(cfg))
+
+
+def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.ndarray]:
+    """spmdgpt parameters (host arrays) -> {name: array} by any table (e.g. tables.TORCH_GPT)."""
     from spmdgpt.model import param_info
 
-    arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
+    dims, info = _dims(cfg), param_info(cfg)
     dtype = np.asarray(params.embed).dtype
     out: Dict[str, np.ndarray] = {}
     for i in range(cfg.num_layers):
