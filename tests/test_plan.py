@@ -116,6 +116,14 @@ def test_topology_names_map_to_xla_topologies():
     assert capacity(parse_topology("h100-8"))[0] == int(85017493504 * 0.75)
     assert capacity(parse_topology("v5p-8"))[0] == 95 * 2**30
     assert "core_count: 132" in target_config("h100")
+    # multislice: K slices of the named shape
+    two = parse_topology("v5e-16", slices=2)
+    assert (two.devices, two.xla_name, two.slices) == (32, "v5e:4x4", 2)
+    for name, slices, why in (("v5e-16", 0, r"slices=0 must be >= 1"),
+                              ("h100-8", 2, r"slices=2 joins TPU pod slices; GPUs count every host in the name "
+                                            r"\(e.g. h100-16 for 2 hosts of 8\)")):
+        with pytest.raises(ConfigError, match=why):
+            parse_topology(name, slices)
 
 
 def test_fields_an_older_xla_does_not_know_are_dropped(capfd):
@@ -174,6 +182,8 @@ def test_plan_topology_errors_are_one_line(capsys):
         err.count("\n") == 1
     assert main(["plan", *COMMON, "topology=h100-8", "devices=8"]) == 2
     assert "devices=8 and topology=h100-8: give one" in capsys.readouterr().err
+    assert main(["plan", *COMMON, "slices=2"]) == 2
+    assert capsys.readouterr().err == "spmdgpt: error: slices=2 needs topology=NAME (the pod slice to take 2 of)\n"
     for name, platform in (("h100-8", "GPU"), ("v5e-16", "TPU")):
         if not _can_compile_for(name):
             assert main(["plan", *COMMON, f"topology={name}"]) == 2
@@ -225,3 +235,29 @@ def test_plan_compiles_for_tpu_slices(capsys):
     err = capsys.readouterr().err  # (libtpu refuses to compile it: the HBM it would need is in its message)
     assert err.startswith("spmdgpt: error: the step does not fit a TPU v5 lite: Ran out of memory on HBM")
     assert err.count("\n") == 1 and "shard more (sharding=fsdp" in err
+
+
+@pytest.mark.skipif(not _can_compile_for("v5e-4"), reason="needs libtpu (the tpu-plan extra)")
+def test_plan_compiles_for_several_tpu_slices(capsys):
+    """slices=2: two v5e-4 slices (8 chips) in one plan; the data axis spans the slices (its
+    first half of rows in slice 0), the model axis stays inside one; a data axis the slices do
+    not divide is one line, exit 2."""
+    import json
+
+    from spmdgpt.config import MeshConfig
+    from spmdgpt.sharding import make_mesh
+    from spmdgpt.topology import compile_only_devices
+
+    devices = compile_only_devices("v5e-4", slices=2)
+    mesh = make_mesh(MeshConfig(data=4, model=2), devices)
+    assert [[d.slice_index for d in row] for row in mesh.devices] == [[0, 0], [0, 0], [1, 1], [1, 1]]
+    assert main(["plan", *TPU, "sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "topology=v5e-4", "slices=2",
+                 "format=json"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compiled for v5e-4 x 2 slices (v5e:2x2 x 2 slices): 8 x TPU v5 lite")
+    got = json.loads(out.strip().splitlines()[-1])
+    assert (got["devices"], got["mesh"], got["slices"]) == (8, {"data": 4, "model": 2}, 2)
+    assert main(["plan", *TPU, "mesh.data=1", "mesh.model=8", "topology=v5e-4", "slices=2"]) == 2
+    assert capsys.readouterr().err == ("spmdgpt: error: mesh.data=1 must be a multiple of the 2 pod slices it "
+                                       "spans (the other axes stay inside a slice)\n")
+

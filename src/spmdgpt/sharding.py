@@ -16,7 +16,7 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import MeshConfig, ShardingConfig, resolve_mesh_shape
+from spmdgpt.config import ConfigError, MeshConfig, ShardingConfig, resolve_mesh_shape
 
 Logical = Sequence[Optional[str]]
 
@@ -35,8 +35,19 @@ def make_mesh(cfg: MeshConfig, devices: Optional[Sequence[jax.Device]] = None) -
     explicit axis types, over `devices` (default: all)."""
     devices = list(jax.devices() if devices is None else devices)
     shape = resolve_mesh_shape(cfg, len(devices))
-    return jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=(AxisType.Explicit,) * len(shape),
-                         devices=devices)
+    types = (AxisType.Explicit,) * len(shape)
+    slices = len({getattr(d, "slice_index", 0) for d in devices})
+    if slices > 1:  # TPU multislice: the first axis (data) spans the slices, the others stay inside one
+        sizes = list(shape.values())
+        if sizes[0] % slices:
+            raise ConfigError([f"mesh.{next(iter(shape))}={sizes[0]} must be a multiple of the {slices} pod slices "
+                               "it spans (the other axes stay inside a slice)"])
+        from jax.experimental import mesh_utils
+
+        grid = mesh_utils.create_hybrid_device_mesh([sizes[0] // slices] + sizes[1:], [slices] + [1] * (len(sizes) - 1),
+                                                    devices)
+        return Mesh(grid, tuple(shape), axis_types=types)
+    return jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=types, devices=devices)
 
 
 def _spec(logical: Logical, table: Mapping[str, Any]) -> P:

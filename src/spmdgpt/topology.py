@@ -67,8 +67,9 @@ _UNKNOWN_FIELD = re.compile(r'has no field named "(\w+)"')
 class Topology:
     name: str  # as given, e.g. v5p-128
     kind: str  # a key of CHIPS
-    devices: int  # devices JAX will show (GPUs, TPU chips)
-    xla_name: str  # GPU: slices x hosts x GPUs per host; TPU: <generation>:<torus shape>
+    devices: int  # devices JAX will show (GPUs, TPU chips of every slice)
+    xla_name: str  # GPU: slices x hosts x GPUs per host; TPU: <generation>:<torus shape> (one slice)
+    slices: int = 1  # TPU: pod slices of that shape, joined over the data-center network (multislice)
 
     @property
     def chip(self) -> Chip:
@@ -85,9 +86,10 @@ def _torus(chips: int, dims: int) -> List[int]:
     return shape
 
 
-def parse_topology(name: str) -> Topology:
+def parse_topology(name: str, slices: int = 1) -> Topology:
     """'h100-16' -> 16 GPUs in 2 hosts ('1x2x8'); 'v5p-128' -> 64 chips ('v5p:4x4x4');
-    'v5e-16' -> 16 chips ('v5e:4x4'). ConfigError for anything else."""
+    'v5e-16' -> 16 chips ('v5e:4x4'); with slices=K, K such TPU slices (multislice: the devices of
+    all of them, slice after slice). ConfigError for anything else."""
     kind, _, count = name.partition("-")
     kind = ALIASES.get(kind, kind)
     if kind not in CHIPS:
@@ -98,6 +100,11 @@ def parse_topology(name: str) -> Topology:
         raise ConfigError([f"topology={name}: expected {kind}-N with N a whole number, e.g. {kind}-8"])
     chip = CHIPS[kind]
     n = int(count or 1)
+    if slices < 1:
+        raise ConfigError([f"slices={slices} must be >= 1 (the number of {name} pod slices)"])
+    if slices > 1 and chip.platform != "tpu":
+        raise ConfigError([f"slices={slices} joins TPU pod slices; GPUs count every host in the name "
+                           f"(e.g. {kind}-{GPUS_PER_HOST * slices} for {slices} hosts of {GPUS_PER_HOST})"])
     if chip.platform == "gpu":
         if n < 1 or (n > GPUS_PER_HOST and n % GPUS_PER_HOST):
             raise ConfigError([f"topology={name}: N={n} GPUs must be 1-{GPUS_PER_HOST} (one host) or a multiple "
@@ -110,7 +117,7 @@ def parse_topology(name: str) -> Topology:
         unit = "TensorCores (2 per chip)" if chip.cores_per_chip == 2 else "chips"
         raise ConfigError([f"topology={name}: N counts {unit} and must be {least}, {2 * least}, {4 * least}, ... "
                            f"(a power of two from {least}), e.g. {kind}-{16 * least}"])
-    return Topology(name, kind, chips, f"{kind}:" + "x".join(map(str, _torus(chips, chip.dims))))
+    return Topology(name, kind, chips * slices, f"{kind}:" + "x".join(map(str, _torus(chips, chip.dims))), slices)
 
 
 def target_config(kind: str) -> str:
@@ -135,12 +142,12 @@ def without_field(text: str, field: str) -> str:
     return re.sub(rf"(?m)^\s*{re.escape(field)}:.*\n", "", text)
 
 
-def compile_only_devices(name: str, make=None) -> List:
-    """The compile-only devices of topology `name`. ConfigError when the platform's compiler
+def compile_only_devices(name: str, make=None, slices: int = 1) -> List:
+    """The compile-only devices of topology `name` (`slices` of them, for TPUs). ConfigError when the platform's compiler
     (JAX's CUDA plugin, libtpu) is missing. GPUs: fields of the stored description that the
     installed XLA does not know (one written by a newer XLA) are dropped one by one, as its parser
     names them. `make(top, target_config)` -> devices (default: JAX's topologies; tests pass a fake)."""
-    top = parse_topology(name)
+    top = parse_topology(name, slices)
     make = make or _jax_topology
     platform = top.chip.platform
     text = target_config(top.kind) if platform == "gpu" else ""
@@ -187,5 +194,5 @@ def _jax_topology(top: Topology, text: str) -> List:
         desc = topologies.get_topology_desc(platform="cuda", target_config=text, topology=top.xla_name)
     else:  # (libtpu takes a lock meant for a TPU host; compiling needs none: plans may run side by side)
         os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-        desc = topologies.get_topology_desc(topology_name=top.xla_name, platform="tpu")
+        desc = topologies.get_topology_desc(topology_name=top.xla_name, platform="tpu", num_slices=top.slices)
     return list(desc.devices)

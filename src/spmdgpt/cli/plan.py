@@ -1,9 +1,11 @@
-"""`spmdgpt plan <train overrides> [devices=N | topology=NAME] [memory_gb=G]`: compile the
+"""`spmdgpt plan <train overrides> [devices=N | topology=NAME [slices=K]] [memory_gb=G]`: compile the
 config's training step from abstract shapes (no data, no weights) and print, per device, the
 bytes of parameters, optimizer state, batch and temporaries, the FLOPs per step and the
 collectives (see spmdgpt.plan). devices=N plans on N simulated CPU devices; topology=NAME
 (h100-8, v5p-128, v5e-16, v6e-256, ...) compiles for those devices with their own compiler, on
-any machine, and adds a roofline estimate of the step time (spmdgpt.topology); memory_gb=G
+any machine, and adds a roofline estimate of the step time (spmdgpt.topology); slices=K makes
+that K TPU pod slices (multislice: the mesh takes their devices slice after slice, so the first
+mesh axis, data, spans the slices and the last ones stay inside a slice); memory_gb=G
 (default: what the device reports, if it does; for a topology, a GPU's share that JAX's
 allocator takes or a TPU chip's HBM) turns a plan that does not fit into exit code 2."""
 
@@ -29,6 +31,7 @@ class PlanArgs:
     devices: int = 0  # plan on this many simulated CPU devices (0 = this machine's devices)
     memory_gb: float = 0.0  # per-device memory the plan must fit (0 = the device's own, if known)
     topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.topology)
+    slices: int = 1  # with a TPU topology: this many pod slices of it (multislice)
     format: str = "text"  # text | json (the report, then the plan as one JSON object on the last line)
 
 
@@ -57,6 +60,8 @@ def run(items: List[str]) -> int:
     from spmdgpt.config import SECTIONS, freeze, load_config, validate
     from spmdgpt.runtime import set_default_xla_flags
 
+    if args.slices != 1 and not args.topology:
+        raise ConfigError([f"slices={args.slices} needs topology=NAME (the pod slice to take {args.slices} of)"])
     if args.devices and args.topology:
         raise ConfigError([f"devices={args.devices} and topology={args.topology}: give one (devices=N simulates "
                            "CPU devices, topology= compiles for the devices it names)"])
@@ -65,7 +70,7 @@ def run(items: List[str]) -> int:
     if args.topology:
         from spmdgpt.topology import parse_topology
 
-        top = parse_topology(args.topology)  # (a bad name fails here, before JAX starts)
+        top = parse_topology(args.topology, args.slices)  # (a bad name fails here, before JAX starts)
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the process runs on the CPU; it compiles for others
     if args.devices:
         _simulate_devices(args.devices)
@@ -83,7 +88,7 @@ def run(items: List[str]) -> int:
         from spmdgpt.topology import capacity as device_capacity
         from spmdgpt.topology import compile_only_devices
 
-        devices = compile_only_devices(args.topology)
+        devices = compile_only_devices(args.topology, slices=args.slices)
         if capacity is None:
             capacity, what = device_capacity(top)
             note = f"\n  (the {size(capacity)} above: {what})"
@@ -115,7 +120,8 @@ def run(items: List[str]) -> int:
     est = None
     if top is not None:
         compiler = "XLA's GPU compiler" if top.chip.platform == "gpu" else "libtpu's compiler"
-        print(f"compiled for {args.topology} ({top.xla_name}): {len(devices)} x {devices[0].device_kind} "
+        slices = f" x {top.slices} slices" if top.slices > 1 else ""
+        print(f"compiled for {args.topology}{slices} ({top.xla_name}{slices}): {len(devices)} x {devices[0].device_kind} "
               f"({compiler}; no {top.chip.platform.upper()} used)")
         t = cfg.train  # (the peak MFU is reported against in training, as the trainer takes it)
         peak = t.peak_flops or device_peak_flops(devices[0], cfg.model.compute_dtype, t.cpu_peak_flops, 1)
@@ -123,7 +129,7 @@ def run(items: List[str]) -> int:
         note = "\n" + estimate_lines(plan, est, peak, top.chip.bandwidth) + note
     print(report(cfg, plan, capacity) + note)
     if args.format == "json":
-        print(json.dumps(as_json(cfg, plan, capacity, attention, args.topology or None, est)))
+        print(json.dumps({**as_json(cfg, plan, capacity, attention, args.topology or None, est), "slices": args.slices}))
     if capacity is not None and plan.total_bytes > capacity:
         print(f"spmdgpt: error: the step needs {size(plan.total_bytes)} per device but a device has "
               f"{size(capacity)}; {_FIXES}", file=sys.stderr)
