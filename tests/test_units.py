@@ -120,3 +120,16 @@ def test_aux_losses_are_logged_and_averaged_over_microbatches(toy_mlp):
     assert float(metrics[2]["aux/toy_square"]) == pytest.approx(np.mean([float(p["aux/toy_square"]) for p in parts]),
                                                                 rel=1e-5)
     assert float(metrics[2]["aux/toy_square"]) == pytest.approx(float(metrics[1]["aux/toy_square"]), rel=1e-5)
+
+
+def test_aux_losses_reach_metrics_jsonl(toy_mlp, tmp_path):
+    from conftest import read_jsonl
+    from spmdgpt import train
+
+    run = tmp_path / "run"
+    train(load_config([*OVERRIDES, "train.log_every=1", "train.progress=false", f"run.dir={run}"]),
+          argv=["pytest"])
+    rows = [r for r in read_jsonl(run / "metrics.jsonl") if "loss" in r and "step" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["aux/toy_square"] > 0 for r in rows) and rows[0]["aux/toy_square"] != rows[2]["aux/toy_square"]
+

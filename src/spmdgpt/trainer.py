@@ -416,6 +416,7 @@ class _Loop:
             "loss": self.last_loss,
             "lr": float(m["lr"]),
             "grad_norm": float(m["grad_norm"]),
+            **{k: float(v) for k, v in m.items() if k.startswith("aux/")},  # the units' auxiliary losses
             "tokens_per_sec": tps,  # mean over the steps since the last row
             "mfu": mfu_v,
             **self._epochs(step),

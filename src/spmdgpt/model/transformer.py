@@ -5,9 +5,9 @@ Shapes (L layers, D = d_model, V vocabulary):
     embed    [V, D]                 token embedding (also the unembedding when tied)
     blocks   Block, every leaf stacked [L, ...], run by lax.scan:
       ln1    Norm                   before attention
-      attn   the attention unit's parameters (model.attention: Attention, w_qkv [L, D, 3, N, H], w_o)
+      attn   the attention unit's parameters (attention.Attention: w_qkv [L, D, 3, N, H], w_o)
       ln2    Norm                   before the MLP
-      mlp    the MLP unit's parameters (model.mlp: Mlp, w_up [L, D, F], w_gate, w_down)
+      mlp    the MLP unit's parameters (mlp.Mlp: w_up [L, D, F], w_gate, w_down)
     ln_f     final norm
     unembed  [D, V]                 only when model.tie_embeddings=false
 
