@@ -165,12 +165,12 @@ def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: floa
 
 
 def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, topology: Optional[str],
-            est: Optional[Estimate]) -> dict:
+            est: Optional[Estimate], slices: int = 1) -> dict:
     """The plan as one JSON-able object (`spmdgpt plan format=json`'s last line); bytes per device,
     collectives as kind -> [instructions, bytes]; step_seconds and mfu from the estimate (null
-    without a topology)."""
+    without a topology); slices: the TPU pod slices of the topology."""
     return {
-        "topology": topology, "devices": plan.devices, "mesh": plan.mesh, "sharding": cfg.sharding.name,
+        "topology": topology, "slices": slices, "devices": plan.devices, "mesh": plan.mesh, "sharding": cfg.sharding.name,
         "attention": attention, "param_bytes": plan.param_bytes, "opt_bytes": plan.opt_bytes,
         "batch_bytes": plan.batch_bytes, "temp_bytes": plan.temp_bytes, "total_bytes": plan.total_bytes,
         "capacity_bytes": capacity, "fits": None if capacity is None else plan.total_bytes <= capacity,

@@ -129,7 +129,7 @@ def run(items: List[str]) -> int:
         note = "\n" + estimate_lines(plan, est, peak, top.chip.bandwidth) + note
     print(report(cfg, plan, capacity) + note)
     if args.format == "json":
-        print(json.dumps({**as_json(cfg, plan, capacity, attention, args.topology or None, est), "slices": args.slices}))
+        print(json.dumps(as_json(cfg, plan, capacity, attention, args.topology or None, est, args.slices)))
     if capacity is not None and plan.total_bytes > capacity:
         print(f"spmdgpt: error: the step needs {size(plan.total_bytes)} per device but a device has "
               f"{size(capacity)}; {_FIXES}", file=sys.stderr)

@@ -81,6 +81,11 @@ def _names(t: Tensor, layer: Optional[int]) -> list:
     return [n.format(i=layer) for n in t.names]
 
 
+def _all_names(t: Tensor, cfg: ModelConfig) -> list:
+    """t's Hugging Face names in every layer (or its one set, for a tensor outside the blocks)."""
+    return [n for layer in (range(cfg.num_layers) if t.per_layer else [None]) for n in _names(t, layer)]
+
+
 def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
     """config.json of the exported model."""
     arch = architecture(cfg)
@@ -127,8 +132,8 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
     dtype = np.asarray(params.embed).dtype
     out: Dict[str, np.ndarray] = {}
     for i in range(cfg.num_layers):
-        out.update(_tensors(cfg, [t for t in arch.tensors if "{i}" in t.names[0]], params, info, dims, i, dtype))
-    out.update(_tensors(cfg, [t for t in arch.tensors if "{i}" not in t.names[0]], params, info, dims, None, dtype))
+        out.update(_tensors(cfg, [t for t in arch.tensors if t.per_layer], params, info, dims, i, dtype))
+    out.update(_tensors(cfg, [t for t in arch.tensors if not t.per_layer], params, info, dims, None, dtype))
     return out
 
 
@@ -205,8 +210,7 @@ def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
     out = {}
     for t in arch.tensors:
         if _present(t, cfg, info):
-            for layer in range(cfg.num_layers) if "{i}" in t.names[0] else [None]:
-                out.update({n: _hf_shape(t, dims) for n in _names(t, layer)})
+            out.update({n: _hf_shape(t, dims) for n in _all_names(t, cfg)})
     return out
 
 
@@ -216,8 +220,7 @@ def _absent_leaves(cfg: ModelConfig) -> List[str]:
 
     arch, info = architecture(cfg), param_info(cfg)
     zero = [t for t in arch.tensors if _present(t, cfg, info) and (t.leaf is None or _leaf(info, t.leaf) is None)]
-    return [n for t in zero for layer in (range(cfg.num_layers) if "{i}" in t.names[0] else [None])
-            for n in _names(t, layer)]
+    return [n for t in zero for n in _all_names(t, cfg)]
 
 
 def check_weights(cfg: ModelConfig, files) -> None:

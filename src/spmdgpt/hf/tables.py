@@ -48,7 +48,13 @@ class Tensor:
 
     @property
     def stacked(self) -> bool:
+        """The spmdgpt leaf has a layer axis."""
         return self.leaf is not None and self.leaf.startswith("blocks.")
+
+    @property
+    def per_layer(self) -> bool:
+        """One Hugging Face tensor (set) per layer (its names hold "{i}")."""
+        return "{i}" in self.names[0]
 
 
 @dataclasses.dataclass(frozen=True)
