@@ -2,8 +2,8 @@
 
 Run on the lent GPU machine after `source benchmarks/gpu_env.sh` (see that file):
 
-    python3 benchmarks/gpu.py check  [--out DIR] [--only attention,model,blocked,cache]  # exit 1 on failure
-    python3 benchmarks/gpu.py curves [--out DIR] [--corpus gutenberg|shakespeare] [--f32-highest]
+    python3 benchmarks/gpu.py check  [--out DIR] [--only attention,model,blocked,logits,cache]  # exit 1 on failure
+    python3 benchmarks/gpu.py curves [--out DIR] [--corpus gutenberg|shakespeare] [--f32-highest] [--only bf16,bf16-logits]
     python3 benchmarks/gpu.py speed  [--out DIR] [--only NAME,...]   # tokens/s, MFU, memory: JAX vs PyTorch
     python3 benchmarks/gpu.py speed --tiny --only jax-xla-1k       # the same on a CPU in seconds (a test)
     python3 benchmarks/gpu.py decode [--out DIR]   # KV-cache sampler tokens/s at batch 1 and 64
@@ -20,9 +20,10 @@ float32 (highest matmul precision), forward outputs and the gradients of <o, g> 
 pass when cuDNN's worst error is at most twice XLA's own bfloat16 error (plus 1e-3 absolute):
 both differ from float32 by bfloat16 rounding only. (2) the whole 124M model, bfloat16: loss and
 gradient norm with cuDNN vs XLA attention, within 1e-2 relative. (3) the blocked loss
-(loss_block=128) against the whole one on the 124M model in bfloat16. (4) the KV-cache path
-(prefill + 8 one-token decode steps) against the full forward in float32 at highest precision,
-max |logit difference| <= 2e-4.
+(loss_block=128) against the whole one on the 124M model in bfloat16. (4) bfloat16 logits
+(model.logits_dtype) against float32 ones, same model. (5) the KV-cache path (prefill + 8
+one-token decode steps) against the full forward in float32 at highest precision, max |logit
+difference| <= 2e-4.
 
 curves: `python3 -m spmdgpt train` of GPT-2 124M for 300 steps (--steps) in bfloat16 (cuDNN) and
 in float32 (XLA attention; JAX's default precision, TF32 matmuls, or --f32-highest), same seed
@@ -66,6 +67,7 @@ SPEED = {
     "jax-xla-1k": (["model.attention=xla", "model.attention_block=0"], 1024, 16),
     "jax-xla-blocked256-1k": (["model.attention=xla", "model.attention_block=256"], 1024, 16),
     "jax-f32-1k": (["model.compute_dtype=float32", "model.attention=xla", "model.attention_block=0"], 1024, 16),
+    "jax-f32-1k-twopass": (["model.compute_dtype=float32", "model.attention=xla", "model.attention_block=0"], 1024, 16),
     "torch-1k": ("torch", 1024, 16),
     "jax-cudnn-4k": (["model.attention=cudnn"], 4096, 4),
     "jax-xla-blocked1024-4k": (["model.attention=xla", "model.attention_block=1024"], 4096, 4),
@@ -78,6 +80,11 @@ SPEED = {
     "jax-cudnn-lb512-4k": (["model.attention=cudnn", "model.loss_block=512"], 4096, 4),
     # jax-cudnn-1k with the two-pass logsumexp of jax.nn (spmdgpt.model.loss.logsumexp's baseline)
     "jax-cudnn-1k-twopass": (["model.attention=cudnn"], 1024, 16),
+    # bfloat16 logits from the unembedding GEMM (model.logits_dtype), as PyTorch's autocast makes them
+    "jax-cudnn-bf16logits-1k": (["model.attention=cudnn", "model.logits_dtype=bfloat16"], 1024, 16),
+    "jax-cudnn-bf16logits-4k": (["model.attention=cudnn", "model.logits_dtype=bfloat16"], 4096, 4),
+    "jax-cudnn-bf16logits-lb256-1k": (["model.attention=cudnn", "model.logits_dtype=bfloat16",
+                                       "model.loss_block=256"], 1024, 16),
 }
 ENV = {"jax-cudnn-1k-notriton": {"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"}}
 
@@ -223,6 +230,25 @@ def check_blocked_loss(results: list) -> bool:
     return passed
 
 
+def check_logits(results: list) -> bool:
+    """The 124M model in bfloat16 (cuDNN attention), batch 8 x 1024: bfloat16 logits
+    (model.logits_dtype=bfloat16) against float32 ones: loss within 1e-3 relative, gradients
+    within 2e-2 (the logits rounded to 8 significant bits before the loss's float32 reductions)."""
+    import jax
+    import optax
+
+    (lf, gf), (lb, gb) = (_loss_and_grads([f"model.logits_dtype={d}"], 5) for d in ("float32", "bfloat16"))
+    diff = optax.tree.norm(jax.tree.map(lambda a, b: np.asarray(a, np.float32) - np.asarray(b, np.float32), gb, gf))
+    rel_g = float(diff / optax.tree.norm(gf))
+    rel_l = abs(lb - lf) / lf
+    passed = rel_l <= 1e-3 and rel_g <= 2e-2
+    results.append({"check": "124M bf16 logits vs float32 logits", "loss": [lb, lf], "rel_loss": rel_l,
+                    "rel_grad": rel_g, "pass": passed})
+    print(f"124M logits_dtype=bfloat16 vs float32: loss {lb:.6f} / {lf:.6f} (rel {rel_l:.1e}), gradients rel "
+          f"{rel_g:.1e}  {'PASS' if passed else 'FAIL'}")
+    return passed
+
+
 def check_cache(results: list) -> bool:
     import jax
     import jax.numpy as jnp
@@ -253,7 +279,8 @@ def check_cache(results: list) -> bool:
     return passed
 
 
-CHECKS = {"attention": check_attention, "model": check_model, "blocked": check_blocked_loss, "cache": check_cache}
+CHECKS = {"attention": check_attention, "model": check_model, "blocked": check_blocked_loss,
+          "logits": check_logits, "cache": check_cache}
 
 
 def cmd_check(out: Path, names) -> int:
@@ -285,51 +312,76 @@ def _val_key(rows: list) -> str:
     return "val/heldout/loss" if "val/heldout/loss" in keys else keys[0]
 
 
+CURVES = {  # run name -> overrides over the corpus's bfloat16 config
+    "bf16": [],
+    "bf16-logits": ["model.logits_dtype=bfloat16"],  # bfloat16 logits (autocast's)
+    "f32": ["model.compute_dtype=float32", "model.attention=xla"],
+}
+
+
 def cmd_curves(out: Path, steps: int, corpus: str = "gutenberg", f32_highest: bool = False,
-               run_timeout: float = 900) -> int:
-    """bf16 (cuDNN attention) against float32 (XLA attention; TF32 matmuls, or with
-    --f32-highest full float32 matmuls) through `python3 -m spmdgpt train`, same seed and data."""
+               run_timeout: float = 900, names=None) -> int:
+    """bf16 runs (cuDNN attention; float32 or bfloat16 logits) against float32 (XLA attention;
+    TF32 matmuls, or with --f32-highest full float32 matmuls) through `python3 -m spmdgpt train`,
+    same seed and data. The float32 run goes first, each bf16 run is compared with it."""
     runs = {}
-    f32 = ["model.compute_dtype=float32", "model.attention=xla"]
     f32_env = {"JAX_DEFAULT_MATMUL_PRECISION": "highest"} if f32_highest else {}
-    for name, extra in (("bf16", []), ("f32", f32)):
+    names = ["f32", *[n for n in (names or ["bf16"]) if n != "f32"]]
+    for name in names:
         run_dir = Path(f"/tmp/spmdgpt-curve-{name}")
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
         cmd = [sys.executable, "-m", "spmdgpt", "train", *CORPORA[corpus], f"train.steps={steps}",
-               "train.eval_every=100", "train.progress=false", "train.log_every=10", f"run.dir={run_dir}", *extra]
+               "train.eval_every=100", "train.progress=false", "train.log_every=10", f"run.dir={run_dir}",
+               *CURVES[name]]
         t0 = time.perf_counter()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=run_timeout,
-                               env={**os.environ, **(f32_env if name == "f32" else {})})
-        except subprocess.TimeoutExpired:
-            print(f"{name}: killed after --run-timeout={run_timeout} s")
+        log = out / f"curve-{name}.log"
+        with open(log, "w") as f:
+            p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True,
+                                 env={**os.environ, **(f32_env if name == "f32" else {})})
+            try:
+                rc = p.wait(timeout=run_timeout)
+            except subprocess.TimeoutExpired:  # keep what it logged: the curves up to there
+                p.kill()
+                p.wait()
+                rc = "killed"
+        lines = [ln for ln in log.read_text().splitlines() if not ln.startswith(("W0", "I0", "E0"))]
+        print(f"{name}: exit {rc} in {time.perf_counter() - t0:.0f} s (--run-timeout={run_timeout})")
+        print("\n".join(lines[:1] + lines[-4:]))
+        metrics = run_dir / "metrics.jsonl"
+        if rc not in (0, "killed") or not metrics.exists():
             return 1
-        print(f"{name}: exit {p.returncode} in {time.perf_counter() - t0:.0f} s")
-        print("\n".join(p.stdout.splitlines()[:1] + p.stderr.splitlines()[-3:]))
-        if p.returncode:
-            return 1
-        rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+        rows = [json.loads(line) for line in open(metrics)]
         vk = _val_key(rows)
         runs[name] = {
             "loss": {r["step"]: r["loss"] for r in rows if "loss" in r},
             "val": {r["step"]: r[vk] for r in rows if vk in r}, "val_key": vk,
             "tokens_per_sec": [r["tokens_per_sec"] for r in rows if r.get("tokens_per_sec")],
+            "seconds": time.perf_counter() - t0, "killed": rc == "killed",
         }
-    a, b = runs["bf16"], runs["f32"]
-    steps = sorted(s for s in a["loss"] if s >= 50)
-    rel = max(abs(a["loss"][s] - b["loss"][s]) / b["loss"][s] for s in steps)
-    last = max(a["val"])
-    dval = abs(a["val"][last] - b["val"][last])
-    passed = rel <= 0.03 and dval <= 0.05
-    print(f"corpus {corpus}; step  loss bf16  loss f32  ({a['val_key']}: bf16 / f32)")
-    for s in sorted(a["loss"]):
-        if s % 50 == 0:
-            v = f"   {a['val'][s]:.4f} / {b['val'][s]:.4f}" if s in a["val"] and s in b["val"] else ""
-            print(f"{s:4d}  {a['loss'][s]:.4f}    {b['loss'][s]:.4f}{v}")
-    print(f"{a['val_key']} at {last}: bf16 {a['val'][last]:.4f}, f32 {b['val'][last]:.4f}; max rel loss diff from "
-          f"step 50: {rel:.2%} (<= 3%), |val diff| {dval:.4f} (<= 0.05)  {'PASS' if passed else 'FAIL'}")
-    (out / f"curves-{corpus}.json").write_text(json.dumps({"runs": runs, "max_rel": rel, "val_diff": dval,
-                                                          "pass": passed}))
+    b = runs["f32"]
+    passed = True
+    report = {"runs": runs}
+    for name in names[1:]:
+        a = runs[name]  # over the steps both logged (a killed run's curve stops early)
+        steps_ = sorted(s for s in a["loss"] if s >= 50 and s in b["loss"])
+        vsteps = sorted(set(a["val"]) & set(b["val"]))
+        if not steps_ or not vsteps:
+            print(f"{name}: no step >= 50 with a loss and a validation loss in both runs")
+            return 1
+        rel = max(abs(a["loss"][s] - b["loss"][s]) / b["loss"][s] for s in steps_)
+        last = vsteps[-1]
+        dval = abs(a["val"][last] - b["val"][last])
+        ok = rel <= 0.03 and dval <= 0.05 and not a["killed"] and not b["killed"]
+        passed &= ok
+        report[name] = {"max_rel": rel, "val_diff": dval, "pass": ok}
+        print(f"corpus {corpus}; step  loss {name}  loss f32  ({a['val_key']}: {name} / f32)")
+        for s in sorted(a["loss"]):
+            if s % 50 == 0 and s in b["loss"]:
+                v = f"   {a['val'][s]:.4f} / {b['val'][s]:.4f}" if s in a["val"] and s in b["val"] else ""
+                print(f"{s:4d}  {a['loss'][s]:.4f}    {b['loss'][s]:.4f}{v}")
+        print(f"{a['val_key']} at {last}: {name} {a['val'][last]:.4f}, f32 {b['val'][last]:.4f}; max rel loss "
+              f"diff from step 50: {rel:.2%} (<= 3%), |val diff| {dval:.4f} (<= 0.05)  {'PASS' if ok else 'FAIL'}")
+    (out / f"curves-{corpus}.json").write_text(json.dumps(report))
     return 0 if passed else 1
 
 
@@ -341,8 +393,6 @@ def _batches(cfg, rules, batch: int, seq: int, n: int = 4) -> list:
     training batches of the experiment's own corpus (Tiny Shakespeare, GPT-2 BPE). Real text
     repeats tokens ("the", newlines) that random tokens almost never do, which matters to the
     embedding gradient's scatter-add."""
-    import jax
-
     if os.environ.get("SPMDGPT_GPU_DATA", "random") == "text":
         from spmdgpt.data import Batcher, load_dataset
 
@@ -712,7 +762,7 @@ def main() -> int:
                                     "target-plan"])
     ap.add_argument("name", nargs="?")
     ap.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
-    ap.add_argument("--only", default=None, help="comma-separated names from SPEED (check: from CHECKS)")
+    ap.add_argument("--only", default=None, help="comma-separated names from SPEED (check: CHECKS, curves: CURVES)")
     ap.add_argument("--steps", type=int, default=300, help="curves: training steps")
     ap.add_argument("--corpus", default="gutenberg", choices=sorted(CORPORA), help="curves: the training data")
     ap.add_argument("--run-timeout", type=float, default=900, help="curves: seconds per training run")
@@ -731,7 +781,7 @@ def main() -> int:
     only = args.only.split(",") if args.only else None
     if args.cmd == "one":
         return cmd_one(args.name)
-    curves = partial(cmd_curves, out, args.steps, args.corpus, args.f32_highest, args.run_timeout)
+    curves = partial(cmd_curves, out, args.steps, args.corpus, args.f32_highest, args.run_timeout, only)
     return {"check": lambda: cmd_check(out, only), "curves": curves,
             "speed": lambda: cmd_speed(out, only), "decode": lambda: cmd_decode(out),
             "profile": lambda: cmd_profile(out, only), "loop": lambda: cmd_loop(out),

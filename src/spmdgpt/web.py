@@ -32,6 +32,7 @@ from typing import Dict, Iterator
 import numpy as np
 
 from spmdgpt.config import ConfigError, ModelConfig, head_dim, mlp_hidden
+from spmdgpt.hf import tables as hf_tables
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
 BUNDLE = "spmdgpt-web.js"
@@ -46,8 +47,7 @@ GPT2_PATTERN = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?
 # the page never computes something other than the model.
 COMPUTED = {"num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "max_seq_len", "norm", "norm_eps",
             "bias", "mlp", "tie_embeddings", "rope_theta", "qk_norm", "logit_softcap"}
-TRAINING_ONLY = {"init_std", "attention", "remat", "scan_unroll", "attention_block", "param_dtype", "compute_dtype",
-                 "z_loss", "zero_init_out", "dropout", "attention_dropout", "loss_block"}
+TRAINING_ONLY = {*hf_tables.TRAINING_ONLY, "init_std"}  # (config.json records init_std for Hugging Face)
 
 
 def check_supported(cfg: ModelConfig) -> None:

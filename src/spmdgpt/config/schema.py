@@ -156,6 +156,9 @@ class ModelConfig(Section):
     # blocks above the diagonal (0 = one block); used when it divides the sequence length
     param_dtype: DType = DType.float32  # dtype parameters are stored in (the master copy)
     compute_dtype: DType = DType.float32  # dtype of matmuls; norms, softmax and loss stay float32
+    logits_dtype: DType = DType.float32  # dtype the unembedding matmul writes the logits in: float32,
+    # or the compute dtype (as PyTorch's autocast and MaxText do: half the logits' bytes; the loss's
+    # reductions are float32 either way)
     qk_norm: bool = False  # RMS-normalise each head's queries and keys (no learned scale) before RoPE
     logit_softcap: float = 0.0  # logits -> c * tanh(logits / c) (Gemma 2; 0 = off)
     z_loss: float = 0.0  # add z_loss * mean(logsumexp(logits)^2) to the training loss (PaLM; 0 = off)

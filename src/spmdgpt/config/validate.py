@@ -161,6 +161,9 @@ def _model(m, training: bool) -> List[str]:
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:
             errs.append(f"model.{name}={v} must be in [0, 1), e.g. 0.1 (0 = off)")
+    if m.logits_dtype not in (DType.float32, m.compute_dtype):
+        errs.append(f"model.logits_dtype={m.logits_dtype.value}: the logits are written in float32 or in "
+                    f"the compute dtype (model.compute_dtype={m.compute_dtype.value}); choose one of the two")
     for name in ("logit_softcap", "z_loss"):
         if getattr(m, name) < 0:
             errs.append(f"model.{name}={getattr(m, name)} must be >= 0 (0 = off)")

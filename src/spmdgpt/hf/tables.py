@@ -34,8 +34,8 @@ from typing import Callable, Optional
 from spmdgpt.config import MlpType, ModelConfig, NormType
 
 # model fields that change how a model is trained or run, never the function it computes
-TRAINING_ONLY = ("attention", "remat", "scan_unroll", "attention_block", "param_dtype", "compute_dtype", "z_loss",
-                 "zero_init_out", "dropout", "attention_dropout", "loss_block")
+TRAINING_ONLY = ("attention", "remat", "scan_unroll", "attention_block", "param_dtype", "compute_dtype",
+                 "logits_dtype", "z_loss", "zero_init_out", "dropout", "attention_dropout", "loss_block")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.model.layers import dtype_of
 from spmdgpt.model.transformer import (Params, aux_loss_weights, hidden_states, softcap, unembed,
                                       unembedding_rows)
 from spmdgpt.sharding import Rules
@@ -164,7 +165,8 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         logits) with logits [rows, vocab] in float32. The target logit is the hidden state's dot
         product with the target's unembedding vector (nothing of [rows, vocab] is materialised
         for it)."""
-        raw = jnp.einsum(into, x_c, wg, out_sharding=logit_spec, preferred_element_type=jnp.float32)
+        raw = jnp.einsum(into, x_c, wg, out_sharding=logit_spec,
+                         preferred_element_type=dtype_of(cfg.logits_dtype)).astype(jnp.float32)
         logits = softcap(cfg, raw)
         lse = logsumexp(logits)
         rows = (wg if tied else wg.T).at[t_c].get(out_sharding=rows_spec)

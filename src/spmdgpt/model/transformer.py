@@ -35,7 +35,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig, Remat
+from spmdgpt.config import DType, ModelConfig, Remat
 from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attention_stats, causal_mask,
                                      self_attention)
 from spmdgpt.model.info import ParamInfo, is_info, stacked
@@ -243,15 +243,25 @@ def softcap(cfg: ModelConfig, logits: Array) -> Array:
     return logits if not c else c * jnp.tanh(logits / c)
 
 
+def logits_matmul(cfg: ModelConfig, eq: str, spec, x: Array, w: Array) -> Array:
+    """The unembedding matmul einsum(eq, x, w) -> float32 logits. model.logits_dtype=float32: a
+    float32 result (`float32_matmul`); the compute dtype: the GEMM writes the logits in it (as
+    under autocast) and they are widened to float32 where they are read (XLA fuses the cast into
+    the loss's reductions), so the [tokens, vocab] array in memory has half the bytes."""
+    if cfg.logits_dtype == DType.float32:
+        return float32_matmul(eq, spec, x, w)
+    return jnp.einsum(eq, x, w, out_sharding=spec).astype(jnp.float32)
+
+
 def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
     """x [tokens, d] -> float32 logits [tokens, vocab] (vocab sharded by the `vocab` rule),
     soft-capped by model.logit_softcap."""
     out = rules.spec("batch", "vocab")
     if params.unembed is None:
         w = rules.gather(params.embed.astype(x.dtype), ("vocab", "embed"))
-        return softcap(cfg, float32_matmul("td,vd->tv", out, x, w))
+        return softcap(cfg, logits_matmul(cfg, "td,vd->tv", out, x, w))
     w = rules.gather(params.unembed.astype(x.dtype), ("embed", "vocab"))
-    return softcap(cfg, float32_matmul("td,dv->tv", out, x, w))
+    return softcap(cfg, logits_matmul(cfg, "td,dv->tv", out, x, w))
 
 
 def _sequence_inputs(rules: Rules, t: int, positions: Optional[Array], segment_ids: Optional[Array]):
