@@ -146,7 +146,7 @@ def test_overrides_apply_on_a_resolved_config():
     base = load_config(["+experiment=staircase"])
     cfg = apply_overrides(base, ["mesh.data=2", "mesh.model=4", "sharding=tp", "model.attention=xla"])
     assert (cfg.mesh.data, cfg.mesh.model, cfg.sharding.name, cfg.model.attention.value) == (2, 4, "tp", "xla")
-    assert cfg.sharding.params == {"heads": "model", "mlp": "model", "vocab": "model"}
+    assert cfg.sharding.params == {"heads": "model", "kv_heads": "model", "mlp": "model", "vocab": "model"}
     assert cfg.model.d_model == base.model.d_model == 64
     for bad, msg in ((["sharding=nope"], "sharding=nope: no such rule table (packaged tables: dp, fsdp"),
                      (["+experiment=staircase"], "+experiment=staircase: only key=value overrides"),

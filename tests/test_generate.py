@@ -29,7 +29,8 @@ def setup(*overrides, devices=None):
 
 
 @pytest.mark.parametrize("overrides", [[], ["model.tie_embeddings=false", "model.norm=rmsnorm",
-                                            "model.mlp=swiglu", "model.bias=true"]])
+                                            "model.mlp=swiglu", "model.bias=true"],
+                                       ["model.num_kv_heads=2", "model.qk_norm=true", "model.bias=true"]])
 def test_cached_logits_equal_full_forward_at_every_position(overrides):
     cfg, mesh, rules, params = setup(*overrides)
     toks = np.random.default_rng(0).integers(0, 10, (2, 24)).astype(np.int32)
@@ -50,18 +51,20 @@ def test_cached_logits_equal_full_forward_at_every_position(overrides):
     assert np.abs(full).max() > 0.5  # the logits are not all near zero
 
 
-@pytest.mark.parametrize("backend", ["xla", "cudnn", "splash"])
-def test_prefill_through_the_backend_equals_the_cached_path(backend, monkeypatch):
+@pytest.mark.parametrize("backend,kv", [("xla", 4), ("cudnn", 4), ("splash", 4), ("cudnn", 1), ("splash", 2)])
+def test_prefill_through_the_backend_equals_the_cached_path(backend, kv, monkeypatch):
     """A prefill (prefill=True: the prompt's causal attention by the model.attention backend, left
     padding kept apart as its own document) gives the logits and cache keys/values of the
     cached decode path (queries over the whole cache under the position mask) at every real
     position. cudnn: its glue ([b, t, n, h] layout, k/v transposed into the cache) with JAX's
-    XLA kernel in place of cuDNN; splash: the Pallas kernels interpreted, t = 128."""
+    XLA kernel in place of cuDNN; splash: the Pallas kernels interpreted, t = 128. kv < 4:
+    grouped-query attention (cudnn's glue passes K heads, splash repeats them)."""
     from spmdgpt.config import AttentionImpl
     from spmdgpt.model import attention
 
     t = 128 if backend == "splash" else 24
-    cfg, mesh, rules, params = setup(f"model.max_seq_len={t + 8}", *(["model.num_layers=1"] if t > 24 else []))
+    cfg, mesh, rules, params = setup(f"model.max_seq_len={t + 8}", *(["model.num_layers=1"] if t > 24 else []),
+                                     f"model.num_kv_heads={kv}")
     rng = np.random.default_rng(3)
     toks = jnp.asarray(rng.integers(0, 10, (2, t)), jnp.int32)
     lens = np.array([t, t - 9])  # row 1: 9 pad slots on the left

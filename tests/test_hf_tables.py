@@ -30,12 +30,12 @@ def test_every_model_field_is_mapped_refused_or_training_only(arch):
 
 
 def test_a_new_model_field_cannot_export_silently():
-    Grown = dataclasses.make_dataclass("Grown", [("num_kv_heads", int, 4)], bases=(ModelConfig,))
+    Grown = dataclasses.make_dataclass("Grown", [("num_experts", int, 4)], bases=(ModelConfig,))
     for arch in ARCHITECTURES:
         cfg = Grown(**dataclasses.asdict(model_cfg(arch.name)))
         with pytest.raises(ConfigError) as e:
             architecture(cfg)
-        assert e.value.messages == [f"model.num_kv_heads: the {arch.name} table (spmdgpt/hf/tables.py) does not say "
+        assert e.value.messages == [f"model.num_experts: the {arch.name} table (spmdgpt/hf/tables.py) does not say "
                                   "how to represent it; map it to config.json there, or refuse it"]
     with pytest.raises(ConfigError) as e:
         architecture(model_cfg("LlamaForCausalLM", "model.qk_norm=true", "model.logit_softcap=30"))

@@ -31,7 +31,7 @@ from typing import Dict, Iterator
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, ModelConfig, head_dim, mlp_hidden
+from spmdgpt.config import ConfigError, ModelConfig, head_dim, kv_heads, mlp_hidden
 from spmdgpt.hf import tables as hf_tables
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
@@ -46,13 +46,16 @@ GPT2_PATTERN = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?
 # the trained model computes. A field in neither (a new option) is refused at export time, so
 # the page never computes something other than the model.
 COMPUTED = {"num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "max_seq_len", "norm", "norm_eps",
-            "bias", "mlp", "tie_embeddings", "rope_theta", "qk_norm", "logit_softcap"}
+            "bias", "mlp", "tie_embeddings", "rope_theta", "qk_norm", "logit_softcap",
+            "num_kv_heads"}  # (= num_heads only: check_supported)
 TRAINING_ONLY = {*hf_tables.TRAINING_ONLY, "init_std"}  # (config.json records init_std for Hugging Face)
 
 
 def check_supported(cfg: ModelConfig) -> None:
     """ConfigError naming any model field the page's model does not know."""
     unknown = [f.name for f in dataclasses.fields(cfg) if f.name not in COMPUTED | TRAINING_ONLY]
+    if kv_heads(cfg) != cfg.num_heads:  # (grouped-query attention)
+        unknown.append("num_kv_heads")
     if unknown:
         raise ConfigError([f"format=web: the page's model (web/src/model.js) does not implement "
                            f"{', '.join('model.' + n for n in unknown)}; export format=hf instead"])

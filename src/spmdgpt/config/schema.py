@@ -138,6 +138,8 @@ def freeze(cfg):
 class ModelConfig(Section):
     num_layers: int = 4  # transformer blocks (stacked, run with lax.scan)
     num_heads: int = 4  # attention heads; must divide d_model
+    num_kv_heads: Optional[int] = None  # key/value heads (grouped-query attention): a divisor of
+    # num_heads, each shared by num_heads / num_kv_heads query heads; 1 = multi-query; default num_heads
     d_model: int = 256  # residual stream width
     mlp_factor: float = 4.0  # MLP hidden width = mlp_factor * d_model
     vocab_size: int = 66  # embedding rows; >= the tokenizer's vocabulary (padding is allowed)
@@ -376,6 +378,11 @@ def head_dim(m: ModelConfig) -> int:
     return m.d_model // m.num_heads
 
 
+def kv_heads(m: ModelConfig) -> int:
+    """Key/value heads: model.num_kv_heads, default num_heads (multi-head attention)."""
+    return m.num_heads if m.num_kv_heads is None else m.num_kv_heads
+
+
 def mlp_hidden(m: ModelConfig) -> int:
     return int(round(m.mlp_factor * m.d_model))
 
@@ -402,6 +409,7 @@ def logical_dim_sizes(cfg: ModelConfig) -> dict:
     return {
         "embed": ("model.d_model", cfg.d_model),
         "heads": ("model.num_heads", cfg.num_heads),
+        "kv_heads": ("model.num_kv_heads", kv_heads(cfg)),
         "head_dim": ("model.d_model/model.num_heads", cfg.d_model // max(cfg.num_heads, 1)),
         "mlp": ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
         "vocab": ("model.vocab_size", cfg.vocab_size),

@@ -137,6 +137,10 @@ def _model(m, training: bool) -> List[str]:
     for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len", "mlp_factor", "init_std",
                  "norm_eps", "rope_theta"):
         _positive(errs, f"model.{name}", getattr(m, name))
+    if m.num_kv_heads is not None and m.num_heads > 0 and (
+            not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
+        errs.append(f"model.num_kv_heads={m.num_kv_heads} must divide model.num_heads={m.num_heads} (each key/value "
+                    "head serves as many query heads); choose a divisor: 1 = multi-query, num_heads = multi-head")
     if m.attention_block < 0:
         errs.append(f"model.attention_block={m.attention_block} must be >= 0 (0 = one block)")
     if m.num_heads > 0 and m.d_model > 0:

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, ModelConfig, head_dim, mlp_hidden
+from spmdgpt.config import ConfigError, ModelConfig, head_dim, kv_heads, mlp_hidden
 from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, NEOX, REFUSED, TRAINING_ONLY, Architecture, Tensor
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
@@ -21,7 +21,12 @@ TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)
 def architecture(cfg: ModelConfig) -> Architecture:
     """The table of the `transformers` class that computes what this model computes, or a
     ConfigError naming the fields that it cannot represent."""
-    unsupported = [f"model.{name}={getattr(cfg, name)}" for name, value in REFUSED.items() if getattr(cfg, name) != value]
+    if kv_heads(cfg) != cfg.num_heads:
+        raise ConfigError([f"model.num_kv_heads={cfg.num_kv_heads}: grouped-query attention does not export to "
+                           f"Hugging Face yet; only models with as many key/value heads as heads ({cfg.num_heads}) do"])
+    same = dataclasses.replace(cfg, num_kv_heads=None)  # (as many key/value heads as heads: the default)
+    unsupported = [f"model.{name}={getattr(same, name)}" for name, value in REFUSED.items()
+                   if getattr(same, name) != value]
     if unsupported:
         raise ConfigError([f"{', '.join(unsupported)}: neither Llama nor GPT-NeoX computes that, so the model "
                            "cannot be exported to Hugging Face (train without it to export)"])

@@ -82,7 +82,9 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
                  "max_seq_len": "max_position_embeddings", "tie_embeddings": "tie_word_embeddings",
                  "rope_theta": "rope_parameters", "bias": "attention_bias", "init_std": "initializer_range",
                  "norm": "architectures", "mlp": "architectures"}
-REFUSED = {"qk_norm": False, "logit_softcap": 0.0}  # neither computes these
+# neither computes these (num_kv_heads: grouped-query attention, which Llama computes but these
+# tables do not map yet; `architecture` says so by name)
+REFUSED = {"qk_norm": False, "logit_softcap": 0.0, "num_kv_heads": None}
 
 LLAMA = Architecture(
     name="LlamaForCausalLM", model_type="llama", norm=NormType.rmsnorm, mlp=MlpType.swiglu,

@@ -1,6 +1,6 @@
 """Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
 
-from spmdgpt.model.attention import Attention, KVCache, attention_backend, init_cache
+from spmdgpt.model.attention import Attention, GroupedAttention, KVCache, attention_backend, init_cache
 from spmdgpt.model.info import ParamInfo, is_info
 from spmdgpt.model.layers import Norm
 from spmdgpt.model.loss import loss_fn, objective
@@ -24,6 +24,7 @@ __all__ = [
     "abstract_params",
     "activation_stats",
     "Attention",
+    "GroupedAttention",
     "Block",
     "block_units",
     "KVCache",

@@ -5,6 +5,19 @@ Shapes (D = d_model, N heads, H = head_dim; the block stacks a layer axis in fro
     w_qkv  [D, 3, N, H]   fused query/key/value projection (b_qkv [3, N, H] with model.bias)
     w_o    [N, H, D]      output projection (residual; b_o [D] with model.bias)
 
+Grouped-query attention (`model.num_kv_heads` = K < N, `GroupedAttention`): K key/value heads,
+each shared by G = N / K consecutive query heads (query head n reads key/value head n // G, the
+Hugging Face convention), so the projections split:
+
+    w_q    [D, N, H]      query projection (b_q [N, H])
+    w_kv   [D, 2, K, H]   key/value projection (b_kv [2, K, H])
+    w_o    [N, H, D]      as above
+
+The xla path computes the groups without copying keys or values ([b, K, G, t, H] queries
+against [b, K, t, H] keys); cuDNN takes K heads natively; splash gets its keys and values
+repeated to N heads (the kernel of `make_splash_mha` wants one per query head). The KV cache
+holds K heads.
+
 The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
 the batch). Backends (`model.attention`, resolved by `attention_backend`):
 
@@ -35,7 +48,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim
+from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope
 from spmdgpt.sharding import Rules
@@ -49,8 +62,30 @@ class Attention(NamedTuple):
     b_o: Optional[jax.Array]
 
 
-def attention_info(cfg: ModelConfig) -> Attention:
-    D, N, H = cfg.d_model, cfg.num_heads, head_dim(cfg)
+class GroupedAttention(NamedTuple):
+    w_q: jax.Array
+    b_q: Optional[jax.Array]
+    w_kv: jax.Array
+    b_kv: Optional[jax.Array]
+    w_o: jax.Array
+    b_o: Optional[jax.Array]
+
+
+def attention_info(cfg: ModelConfig) -> Attention | GroupedAttention:
+    """One layer's attention parameters: `Attention` (fused QKV), or `GroupedAttention` when
+    model.num_kv_heads < model.num_heads."""
+    D, N, H, K = cfg.d_model, cfg.num_heads, head_dim(cfg), kv_heads(cfg)
+    if K != N:
+        return GroupedAttention(
+            w_q=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std),
+            b_q=vector((N, H), ("heads", "head_dim")) if cfg.bias else None,
+            w_kv=matrix((D, 2, K, H), ("embed", "qkv", "kv_heads", "head_dim"), ("embed",), ("kv_heads", "head_dim"),
+                        cfg.init_std),
+            b_kv=vector((2, K, H), ("qkv", "kv_heads", "head_dim")) if cfg.bias else None,
+            w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",),
+                       residual_std(cfg), out_init(cfg)),
+            b_o=vector((D,), ("embed",)) if cfg.bias else None,
+        )
     return Attention(
         w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim"),
                      cfg.init_std),
@@ -71,7 +106,10 @@ def dot_product_attention(
     drop: float = 0.0, key: Optional[jax.Array] = None,
 ) -> jax.Array:
     """q: [b, n, q, h], k/v: [b, n, k, h], mask: [q, k] or [b, q, k] -> [b, n, q, h]. With a
-    key, dropout of rate `drop` on the attention probabilities."""
+    key, dropout of rate `drop` on the attention probabilities. k/v with fewer heads (K, a
+    divisor of n): grouped-query attention (`grouped_attention`)."""
+    if k.shape[1] != q.shape[1]:
+        return grouped_attention(q, k, v, mask, rules, drop, key)
     scale = q.shape[-1] ** -0.5
     scores = jnp.einsum(
         "bnqh,bnkh->bnqk",
@@ -87,6 +125,35 @@ def dot_product_attention(
     return jnp.einsum(
         "bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", "seq", "head_dim")
     )
+
+
+def grouped_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules,
+    drop: float = 0.0, key: Optional[jax.Array] = None,
+) -> jax.Array:
+    """`dot_product_attention` with K key/value heads for n query heads: q [b, n, q, h] is viewed
+    as [b, K, n / K, q, h] (query head i reads key/value head i // (n / K)) and each group attends
+    over its one key/value head, which is never repeated in memory."""
+    b, n, tq, h = q.shape
+    nk = k.shape[1]
+    q = jnp.reshape(q, (b, nk, n // nk, tq, h), out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
+    scores = jnp.einsum("bkgqh,bkth->bkgqt", q, k, out_sharding=rules.spec("batch", "kv_heads", None, None, None),
+                        preferred_element_type=jnp.float32)
+    mask = mask[:, None, None] if mask.ndim == 3 else mask
+    scores = jnp.where(mask, scores * h ** -0.5, jnp.finfo(jnp.float32).min)
+    probs = dropout(jax.nn.softmax(scores, axis=-1), drop, key).astype(v.dtype)
+    o = jnp.einsum("bkgqt,bkth->bkgqh", probs, v, out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
+    return jnp.reshape(o, (b, n, tq, h), out_sharding=rules.spec("batch", "heads", "seq", "head_dim"))
+
+
+def repeat_kv(x: jax.Array, n: int, rules: Rules, head_axis: int = 1) -> jax.Array:
+    """Keys or values [.., K, ..] (heads on head_axis) -> n heads, each repeated n / K times in a
+    row (for what takes one key/value head per query head: splash, the statistics)."""
+    if x.shape[head_axis] == n:
+        return x
+    spec = [None] * x.ndim
+    spec[0], spec[head_axis] = "batch", "heads"
+    return jnp.repeat(x, n // x.shape[head_axis], axis=head_axis, out_sharding=rules.spec(*spec))
 
 
 def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
@@ -133,7 +200,10 @@ def qkv_projection(
     head_major: bool = True
 ):
     """x: [tokens, d] -> q, k, v with RoPE applied to q and k: [batch, n, seq, h] (head_major, the
-    xla backend's layout) or [batch, seq, n, h] (the fused kernels' layout)."""
+    xla backend's layout) or [batch, seq, n, h] (the fused kernels' layout); k and v with K heads
+    under grouped-query attention."""
+    if isinstance(p, GroupedAttention):
+        return _grouped_qkv(cfg, rules, p, x, positions, batch, head_major)
     dt = x.dtype
     w = rules.gather(p.w_qkv.astype(dt), ("embed", "qkv", "heads", "head_dim"))
     qkv = jnp.einsum(
@@ -154,6 +224,27 @@ def qkv_projection(
         return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
     qk = jnp.transpose(qk, (2, 0, 3, 1, 4))  # [2, b, n, t, h]
     return qk[0], qk[1], jnp.transpose(qkv[:, :, 2], (0, 2, 1, 3))
+
+
+def _grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Array, positions: jax.Array,
+                 batch: int, head_major: bool):
+    """`qkv_projection` for `GroupedAttention`: q from w_q, k and v from w_kv."""
+    dt = x.dtype
+    parts = []
+    for eq, w, b, logical in (("td,dnh->tnh", p.w_q, p.b_q, ("heads", "head_dim")),
+                              ("td,dckh->tckh", p.w_kv, p.b_kv, ("qkv", "kv_heads", "head_dim"))):
+        y = jnp.einsum(eq, x, rules.gather(w.astype(dt), ("embed", *logical)), out_sharding=rules.spec("batch", *logical))
+        if b is not None:
+            y = y + rules.gather(b.astype(dt), logical)
+        parts.append(jnp.reshape(y, (batch, -1) + y.shape[1:], out_sharding=rules.spec("batch", "seq", *logical)))
+    q, kv = parts  # [b, t, N, h], [b, t, 2, K, h]
+    k, v = kv[:, :, 0], kv[:, :, 1]
+    if cfg.qk_norm:
+        q, k = rms_normalize(q, cfg.norm_eps), rms_normalize(k, cfg.norm_eps)
+    q, k = rope(q, positions, cfg.rope_theta), rope(k, positions, cfg.rope_theta)
+    if not head_major:
+        return q, k, v
+    return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
 
 
 def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool = True) -> jax.Array:
@@ -217,18 +308,20 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
     explicit shardings through their gradients). Document masks go in as the boolean `mask`
     argument ([b, 1, t, t]; the function has no segment-id argument)."""
     spec = rules.spec("batch", "seq", "heads", "head_dim")
+    kv_spec = rules.spec("batch", "seq", "heads" if k.shape[2] == q.shape[2] else "kv_heads", "head_dim")
     seg_spec = rules.spec("batch", "seq")
 
-    def local(q, k, v, seg):
+    def local(q, k, v, seg):  # (fewer key/value heads: grouped-query attention, which the function takes as is)
         mask = None if seg is None else document_mask(seg, slice(None), slice(None))[:, None]
         return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation=implementation)
 
-    q, k, v = (jax.sharding.reshard(x, spec) for x in (q, k, v))
+    q = jax.sharding.reshard(q, spec)
+    k, v = (jax.sharding.reshard(x, kv_spec) for x in (k, v))
     if segment_ids is None:
-        return jax.shard_map(lambda q, k, v: local(q, k, v, None), in_specs=(spec, spec, spec),
+        return jax.shard_map(lambda q, k, v: local(q, k, v, None), in_specs=(spec, kv_spec, kv_spec),
                              out_specs=spec)(q, k, v)
     seg = jax.sharding.reshard(segment_ids, seg_spec)
-    return jax.shard_map(local, in_specs=(spec, spec, spec, seg_spec), out_specs=spec)(q, k, v, seg)
+    return jax.shard_map(local, in_specs=(spec, kv_spec, kv_spec, seg_spec), out_specs=spec)(q, k, v, seg)
 
 
 SPLASH_BLOCKS = (512, 256, 128)  # splash tiles: multiples of 128 (the TPU's lane count)
@@ -266,6 +359,7 @@ def splash_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rul
             return jax.vmap(kernel)(q, k, v)
         return jax.vmap(lambda q, k, v, s: kernel(q, k, v, segment_ids=splash.SegmentIds(s, s)))(q, k, v, seg)
 
+    k, v = (repeat_kv(x, q.shape[1], rules) for x in (k, v))  # one key/value head per query head
     q, k, v = (jax.sharding.reshard(x, spec) for x in (q, k, v))
     # (check_vma=False: the Pallas kernels' outputs carry no varying-axes annotation)
     if segment_ids is None:
@@ -279,15 +373,16 @@ def splash_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rul
 class KVCache(NamedTuple):
     """Keys and values of every layer for cached decoding, at a static capacity."""
 
-    k: jax.Array  # [layers, batch, heads, capacity, head_dim]
-    v: jax.Array  # [layers, batch, heads, capacity, head_dim]
+    k: jax.Array  # [layers, batch, kv heads, capacity, head_dim]
+    v: jax.Array  # [layers, batch, kv heads, capacity, head_dim]
     pos: jax.Array  # [batch, capacity] int32: the position of the token in each slot, -1 = empty
     end: jax.Array  # int32 scalar: the next free slot (tokens written so far)
 
 
 def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVCache:
-    shape = (cfg.num_layers, batch, cfg.num_heads, capacity, head_dim(cfg))
-    spec = rules.spec("layers", "batch", "heads", None, "head_dim")
+    grouped = kv_heads(cfg) != cfg.num_heads
+    shape = (cfg.num_layers, batch, kv_heads(cfg), capacity, head_dim(cfg))
+    spec = rules.spec("layers", "batch", "kv_heads" if grouped else "heads", None, "head_dim")
     zeros = jnp.zeros(shape, dtype_of(cfg.compute_dtype), out_sharding=spec)
     pos = jnp.full((batch, capacity), -1, jnp.int32, out_sharding=rules.spec("batch", None))
     return KVCache(zeros, zeros, pos, jnp.zeros((), jnp.int32))
@@ -296,8 +391,8 @@ def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVC
 class LayerCache(NamedTuple):
     """One layer's view of the KV cache during a cached forward pass."""
 
-    k: jax.Array  # [batch, heads, capacity, head_dim]
-    v: jax.Array  # [batch, heads, capacity, head_dim]
+    k: jax.Array  # [batch, kv heads, capacity, head_dim]
+    v: jax.Array  # [batch, kv heads, capacity, head_dim]
     mask: Optional[jax.Array]  # [batch, queries, capacity]: causal_mask(query positions, slot
     #   positions); None in a prefill (the queries attend only to each other, by the backend)
     end: jax.Array  # int32 scalar: where this pass's keys and values go
@@ -351,6 +446,7 @@ def attention_stats(cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, 
     mask allows: the usual early sign of an unstable run), q and k recomputed, the logits one
     block of model.attention_block queries at a time (never all [b, n, t, t] at once)."""
     q, k, _ = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, hd]
+    k = repeat_kv(k, q.shape[1], rules)
     maxima = []
     for rows, end, mask in causal_blocks(q.shape[2], cfg.attention_block, segment_ids):
         scores = jnp.einsum("bnqh,bnkh->bnqk", q[:, :, rows], k[:, :, :end], preferred_element_type=jnp.float32,

@@ -5,7 +5,8 @@ Shapes (L layers, D = d_model, V vocabulary):
     embed    [V, D]                 token embedding (also the unembedding when tied)
     blocks   Block, every leaf stacked [L, ...], run by lax.scan:
       ln1    Norm                   before attention
-      attn   the attention unit's parameters (attention.Attention: w_qkv [L, D, 3, N, H], w_o)
+      attn   the attention unit's parameters (attention.Attention: w_qkv [L, D, 3, N, H], w_o;
+             attention.GroupedAttention with model.num_kv_heads < N: w_q, w_kv [L, D, 2, K, H], w_o)
       ln2    Norm                   before the MLP
       mlp    the MLP unit's parameters (mlp.Mlp: w_up [L, D, F], w_gate, w_down)
     ln_f     final norm
@@ -79,7 +80,7 @@ def block_units(cfg: ModelConfig) -> tuple[Unit, Unit]:
 
 class Block(NamedTuple):
     ln1: Norm
-    attn: Any  # the attention unit's parameters (attention.Attention)
+    attn: Any  # the attention unit's parameters (attention.Attention or GroupedAttention)
     ln2: Norm
     mlp: Any  # the MLP unit's parameters (mlp.Mlp)
 

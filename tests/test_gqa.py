@@ -1,0 +1,113 @@
+"""Grouped-query attention (model.num_kv_heads): the same function as multi-head attention with
+each key/value head repeated over its group, on one device and sharded, its cache, its FLOPs and
+its errors."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from spmdgpt.config import ConfigError, load_config, validate
+from spmdgpt.flops import flops_per_token
+from spmdgpt.model import Attention, GroupedAttention, forward, init_params
+from spmdgpt.model.attention import init_cache
+from spmdgpt.sharding import Rules, make_mesh
+
+BASE = ["+experiment=staircase", "model.num_heads=4", "model.num_kv_heads=2", "model.bias=true",
+        "model.qk_norm=true", "model.init_std=0.2"]
+
+
+def _as_multi_head(params, groups: int):
+    """The multi-head parameters that compute what GQA params do: w_qkv [L, D, 3, N, H] whose key
+    and value heads are the K/V heads each repeated `groups` times in a row."""
+    a = params.blocks.attn
+    rep = lambda x: jnp.repeat(x, groups, axis=-2)  # noqa: E731  (the heads axis, before head_dim)
+    attn = Attention(jnp.stack([a.w_q, rep(a.w_kv[:, :, 0]), rep(a.w_kv[:, :, 1])], axis=2),
+                     jnp.stack([a.b_q, rep(a.b_kv[:, 0]), rep(a.b_kv[:, 1])], axis=1), a.w_o, a.b_o)
+    return params._replace(blocks=params.blocks._replace(attn=attn))
+
+
+@pytest.mark.parametrize("kv", [2, 1])
+def test_grouped_attention_equals_multi_head_with_repeated_kv(kv):
+    """Logits of a GQA model (K = 2, and multi-query K = 1, of 4 heads; biases on, QK-norm on)
+    equal those of the multi-head model whose K/V weights repeat each K/V head over its group,
+    to float32 rounding; and the parameters are [D, N, H] queries and [D, 2, K, H] keys/values."""
+    cfg = load_config([*BASE, f"model.num_kv_heads={kv}", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding)
+    toks = jnp.asarray(np.random.default_rng(0).integers(0, 10, (2, 32)), jnp.int32)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        a = params.blocks.attn
+        assert isinstance(a, GroupedAttention)
+        assert (a.w_q.shape, a.w_kv.shape, a.b_kv.shape) == ((2, 64, 4, 16), (2, 64, 2, kv, 16), (2, 2, kv, 16))
+        a = a._replace(b_q=a.b_q + 0.3, b_kv=a.b_kv - 0.2)  # (biases start at zero)
+        params = params._replace(blocks=params.blocks._replace(attn=a))
+        got = forward(cfg.model, rules, params, toks)[0]
+        want = forward(dataclasses.replace(cfg.model, num_kv_heads=None), rules, _as_multi_head(params, 4 // kv), toks)[0]
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=2e-5)
+    assert float(jnp.max(jnp.abs(want))) > 1.0
+
+
+def test_grouped_attention_sharded_equals_one_device():
+    """fsdp_tp on 4 x 2 devices (2 K/V heads over the model axis of 2): logits equal one device's,
+    the K/V weights and the cache are split by K/V head."""
+    cfg1 = load_config([*BASE, "mesh.data=1"])
+    cfg8 = load_config([*BASE, "sharding=fsdp_tp", "mesh.data=4", "mesh.model=2"])
+    toks = jnp.asarray(np.random.default_rng(1).integers(0, 10, (8, 32)), jnp.int32)
+    out = []
+    for cfg, devices in ((cfg1, jax.devices()[:1]), (cfg8, jax.devices()[:8])):
+        mesh = make_mesh(cfg.mesh, devices)
+        rules = Rules(mesh, cfg.sharding)
+        with jax.set_mesh(mesh):
+            params = init_params(cfg.model, jax.random.key(0), rules)
+            out.append(np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks)))
+            if len(devices) == 8:
+                assert params.blocks.attn.w_kv.sharding.spec == P(None, "data", None, "model", None)
+                cache = init_cache(cfg.model, rules, 8, 40)
+                assert cache.k.shape == (2, 8, 2, 40, 16)
+                assert cache.k.sharding.spec == P(None, "data", "model", None, None)
+    np.testing.assert_allclose(out[1], out[0], rtol=0, atol=2e-5)
+
+
+def test_grouped_attention_flops_cache_and_errors():
+    """FLOPs per token drop by 6 x the K/V weights left out; the cache holds K heads; bad values
+    are one line each."""
+    mha, gqa, mqa = (load_config(["+experiment=staircase", "model.num_heads=4", *x]).model
+                     for x in ([], ["model.num_kv_heads=2"], ["model.num_kv_heads=1"]))
+    L, D, H = 2, 64, 16
+    assert flops_per_token(mha, 128) - flops_per_token(gqa, 128) == 6 * L * D * 2 * 2 * H
+    assert flops_per_token(mha, 128) - flops_per_token(mqa, 128) == 6 * L * D * 2 * 3 * H
+    cfg = load_config(["+experiment=staircase", "model.num_kv_heads=1", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        assert init_cache(cfg.model, Rules(mesh, cfg.sharding), 2, 8).k.shape == (2, 2, 1, 8, 16)
+    for kv, heads in ((3, 4), (8, 4), (0, 4)):
+        errs = validate(load_config(["+experiment=staircase", f"model.num_heads={heads}", f"model.num_kv_heads={kv}"]), 1)
+        assert errs == [f"model.num_kv_heads={kv} must divide model.num_heads={heads} (each key/value head serves as "
+                        "many query heads); choose a divisor: 1 = multi-query, num_heads = multi-head"]
+    errs = validate(load_config(["+experiment=staircase", "model.num_kv_heads=1", "sharding=tp", "mesh.data=4",
+                                 "mesh.model=2"]), 8)
+    assert "model.num_kv_heads=1 is not divisible by 2, the size of mesh axis model that sharding.params.kv_heads " \
+           "shards it over; use a multiple of 2 or another sharding" in errs
+    with pytest.raises(ConfigError):
+        raise ConfigError(errs)
+
+
+def test_grouped_attention_export_is_refused_in_one_line():
+    """Hugging Face and web exports of a GQA model: a ConfigError naming model.num_kv_heads (not
+    yet mapped), while num_kv_heads = num_heads exports as before."""
+    from spmdgpt import web
+    from spmdgpt.hf import architecture
+
+    gqa = load_config(["+experiment=staircase", "model.num_kv_heads=2", "model.norm=rmsnorm", "model.mlp=swiglu"]).model
+    with pytest.raises(ConfigError, match=r"model.num_kv_heads=2: grouped-query attention does not export to "):
+        architecture(gqa)
+    with pytest.raises(ConfigError, match=r"does not implement model.num_kv_heads; export format=hf instead"):
+        web.check_supported(gqa)
+    same = dataclasses.replace(gqa, num_kv_heads=4)
+    assert architecture(same).name == "LlamaForCausalLM"
+    web.check_supported(same)
