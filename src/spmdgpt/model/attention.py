@@ -118,13 +118,17 @@ def dot_product_attention(
         out_sharding=rules.spec("batch", "heads", None, None),
         preferred_element_type=jnp.float32,
     )
-    if mask.ndim == 3:
-        mask = mask[:, None]
-    scores = jnp.where(mask, scores * scale, jnp.finfo(jnp.float32).min)
-    probs = dropout(jax.nn.softmax(scores, axis=-1), drop, key).astype(v.dtype)
+    probs = _probs(scores, mask[:, None] if mask.ndim == 3 else mask, scale, drop, key, v.dtype)
     return jnp.einsum(
         "bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", "seq", "head_dim")
     )
+
+
+def _probs(scores: jax.Array, mask: jax.Array, scale: float, drop: float, key: Optional[jax.Array], dtype):
+    """Attention probabilities from float32 scores: scaled, masked (mask broadcast to the scores),
+    softmax over keys, dropout of rate `drop` with a key, cast to `dtype`."""
+    scores = jnp.where(mask, scores * scale, jnp.finfo(jnp.float32).min)
+    return dropout(jax.nn.softmax(scores, axis=-1), drop, key).astype(dtype)
 
 
 def grouped_attention(
@@ -139,9 +143,7 @@ def grouped_attention(
     q = jnp.reshape(q, (b, nk, n // nk, tq, h), out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     scores = jnp.einsum("bkgqh,bkth->bkgqt", q, k, out_sharding=rules.spec("batch", "kv_heads", None, None, None),
                         preferred_element_type=jnp.float32)
-    mask = mask[:, None, None] if mask.ndim == 3 else mask
-    scores = jnp.where(mask, scores * h ** -0.5, jnp.finfo(jnp.float32).min)
-    probs = dropout(jax.nn.softmax(scores, axis=-1), drop, key).astype(v.dtype)
+    probs = _probs(scores, mask[:, None, None] if mask.ndim == 3 else mask, h ** -0.5, drop, key, v.dtype)
     o = jnp.einsum("bkgqt,bkth->bkgqh", probs, v, out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     return jnp.reshape(o, (b, n, tq, h), out_sharding=rules.spec("batch", "heads", "seq", "head_dim"))
 
