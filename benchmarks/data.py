@@ -204,7 +204,7 @@ def loader(args) -> None:
                        "model.d_model=256", "data.seq_len=256", "data.batch_size=8", "mesh.data=1",
                        f"data.document_mask={args.document_mask}"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    rules = Rules(mesh, cfg.sharding)
+    rules = Rules(mesh, cfg.sharding, cfg.model)
     with jax.set_mesh(mesh):
         state, step, batcher, _ = training_parts(cfg, rules)
         for i in range(3):

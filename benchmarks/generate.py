@@ -40,7 +40,7 @@ def main() -> None:
                        "model.vocab_size=65", f"model.max_seq_len={total}", "mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding)
+        rules = Rules(mesh, cfg.sharding, cfg.model)
         params = init_params(cfg.model, jax.random.key(0), rules)
         rng = np.random.default_rng(0)
         sampler = Sampler(cfg.model, rules)

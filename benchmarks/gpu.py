@@ -113,7 +113,7 @@ def _setup(overrides, seq=None, batch=None):
     shape = [f"data.seq_len={seq}", f"model.max_seq_len={seq}", f"data.batch_size={batch}"] if seq else []
     cfg = load_config([*GPT2, *shape, *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    return cfg, mesh, Rules(mesh, cfg.sharding)
+    return cfg, mesh, Rules(mesh, cfg.sharding, cfg.model)
 
 
 def _max_err(a, b) -> float:
@@ -710,7 +710,7 @@ def cmd_target_plan(out: Path) -> int:
                            *overrides])
         mesh = make_mesh(cfg.mesh, topo.devices[:1])
         with jax.set_mesh(mesh):
-            plan = plan_step(cfg, Rules(mesh, cfg.sharding))
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model))
         print(name, "\n" + report(cfg, plan, 80 * 10**9))
         rows[name] = {"total_bytes": plan.total_bytes, "temp_bytes": plan.temp_bytes, "flops": plan.flops,
                       "compile_s": plan.compile_s}

@@ -33,7 +33,7 @@ def _setup(vocab: int, seq: int, *overrides):
     cfg = load_config(["model.num_layers=4", "model.d_model=256", "model.num_heads=4", f"model.vocab_size={vocab}",
                        f"model.max_seq_len={seq}", f"data.seq_len={seq}", *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    return cfg, mesh, Rules(mesh, cfg.sharding)
+    return cfg, mesh, Rules(mesh, cfg.sharding, cfg.model)
 
 
 def _grad_step(cfg, rules):

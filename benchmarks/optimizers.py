@@ -70,7 +70,7 @@ KS = (0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)  # iterations at which (a) 
 def setup(overrides):
     cfg = load_config([*B1, *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    rules = Rules(mesh, cfg.sharding)
+    rules = Rules(mesh, cfg.sharding, cfg.model)
     return cfg, mesh, rules
 
 

@@ -96,7 +96,7 @@ def step_seconds(experiment: str, variants: dict, rounds: int = 6, per_round: in
         cfg = load_config([f"+experiment={experiment}", *overrides])
         mesh = make_mesh(cfg.mesh)
         with jax.set_mesh(mesh):
-            state, step, batcher, _ = training_parts(cfg, Rules(mesh, cfg.sharding))
+            state, step, batcher, _ = training_parts(cfg, Rules(mesh, cfg.sharding, cfg.model))
             state, m = step(state, *batcher.train_batch(0))  # compiles
             jax.block_until_ready(m)
         parts[name] = [mesh, state, step, batcher]

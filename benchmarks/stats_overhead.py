@@ -44,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     cfg = load_config(B1)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    rules = Rules(mesh, cfg.sharding)
+    rules = Rules(mesh, cfg.sharding, cfg.model)
     with jax.set_mesh(mesh):
         state, train_step, batcher, _ = training_parts(cfg, rules)
         stats_fn = make_stats_fn(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps))

@@ -73,7 +73,7 @@ def setup(overrides: list):
     cfg = load_config([*COMMON, "mesh.data=1", *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding)
+        rules = Rules(mesh, cfg.sharding, cfg.model)
         opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
         state = init_state(cfg, rules, opt)
         rng = np.random.default_rng(0)

@@ -52,25 +52,38 @@ def test_grouped_attention_equals_multi_head_with_repeated_kv(kv):
     assert float(jnp.max(jnp.abs(want))) > 1.0
 
 
-def test_grouped_attention_sharded_equals_one_device():
-    """fsdp_tp on 4 x 2 devices (2 K/V heads over the model axis of 2): logits equal one device's,
-    the K/V weights and the cache are split by K/V head."""
+@pytest.mark.parametrize("data,model,kv_spec", [(4, 2, "model"), (2, 4, None)])
+def test_grouped_attention_sharded_equals_one_device(data, model, kv_spec):
+    """fsdp_tp on data x model devices: logits (full-sequence and cached decode) equal one
+    device's. 2 K/V heads over a model axis of 2: the K/V weights and the cache are split by K/V
+    head; over a model axis of 4 (which 2 does not divide): replicated on it, the 4 query heads
+    still split."""
     cfg1 = load_config([*BASE, "mesh.data=1"])
-    cfg8 = load_config([*BASE, "sharding=fsdp_tp", "mesh.data=4", "mesh.model=2"])
+    cfg8 = load_config([*BASE, "sharding=fsdp_tp", f"mesh.data={data}", f"mesh.model={model}"])
+    assert validate(cfg8, 8) == []
     toks = jnp.asarray(np.random.default_rng(1).integers(0, 10, (8, 32)), jnp.int32)
     out = []
     for cfg, devices in ((cfg1, jax.devices()[:1]), (cfg8, jax.devices()[:8])):
         mesh = make_mesh(cfg.mesh, devices)
-        rules = Rules(mesh, cfg.sharding)
+        rules = Rules(mesh, cfg.sharding, cfg.model)
         with jax.set_mesh(mesh):
             params = init_params(cfg.model, jax.random.key(0), rules)
-            out.append(np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks)))
+            full = jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks)
+            pos = jnp.broadcast_to(jnp.arange(32, dtype=jnp.int32), (8, 32))
+            cache = init_cache(cfg.model, rules, 8, 40)
+            fwd = jax.jit(lambda p, t, q, c, prefill: forward(cfg.model, rules, p, t, q, c, prefill=prefill),
+                          static_argnums=4)
+            cache = fwd(params, toks[:, :31], pos[:, :31], cache, True)[1]
+            step = fwd(params, toks[:, 31:], pos[:, 31:], cache, False)[0]
+            out.append((np.asarray(full), np.asarray(step)))
             if len(devices) == 8:
-                assert params.blocks.attn.w_kv.sharding.spec == P(None, "data", None, "model", None)
-                cache = init_cache(cfg.model, rules, 8, 40)
+                assert params.blocks.attn.w_kv.sharding.spec == P(None, "data", None, kv_spec, None)
+                assert params.blocks.attn.w_q.sharding.spec == P(None, "data", "model", None)
                 assert cache.k.shape == (2, 8, 2, 40, 16)
-                assert cache.k.sharding.spec == P(None, "data", "model", None, None)
-    np.testing.assert_allclose(out[1], out[0], rtol=0, atol=2e-5)
+                assert cache.k.sharding.spec == P(None, "data", kv_spec, None, None)
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=0, atol=2e-5)
+    np.testing.assert_allclose(out[1][1], out[0][1], rtol=0, atol=2e-5)
+    np.testing.assert_allclose(out[0][1][:, -1], out[0][0][:, -1], rtol=0, atol=2e-5)  # decode == full
 
 
 def test_grouped_attention_flops_cache_and_errors():
@@ -89,12 +102,15 @@ def test_grouped_attention_flops_cache_and_errors():
         errs = validate(load_config(["+experiment=staircase", f"model.num_heads={heads}", f"model.num_kv_heads={kv}"]), 1)
         assert errs == [f"model.num_kv_heads={kv} must divide model.num_heads={heads} (each key/value head serves as "
                         "many query heads); choose a divisor: 1 = multi-query, num_heads = multi-head"]
-    errs = validate(load_config(["+experiment=staircase", "model.num_kv_heads=1", "sharding=tp", "mesh.data=4",
-                                 "mesh.model=2"]), 8)
-    assert "model.num_kv_heads=1 is not divisible by 2, the size of mesh axis model that sharding.params.kv_heads " \
-           "shards it over; use a multiple of 2 or another sharding" in errs
-    with pytest.raises(ConfigError):
-        raise ConfigError(errs)
+    # K/V heads that do not divide the model axis are replicated on it (not an error), the query heads
+    # must still divide it
+    mqa_tp = ["+experiment=staircase", "model.num_kv_heads=1", "sharding=tp", "mesh.data=4", "mesh.model=2"]
+    assert validate(load_config(mqa_tp), 8) == []
+    assert validate(load_config([*mqa_tp, "model.num_heads=3", "model.d_model=48"]), 8) == [
+        "model.num_heads=3 is not divisible by 2, the size of mesh axis model that sharding.params.heads shards it "
+        "over; use a multiple of 2 or another sharding",
+        "model.num_heads=3 is not divisible by 2, the size of mesh axis model that sharding.compute.heads shards it "
+        "over; use a multiple of 2 or another sharding"]
 
 
 def test_grouped_attention_export_is_refused_in_one_line():

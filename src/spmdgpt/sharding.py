@@ -10,13 +10,14 @@ gradient reduce-scatter). DP, FSDP, TP and their mixes are different tables, nev
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Optional, Sequence
 
 import jax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ConfigError, MeshConfig, ShardingConfig, resolve_mesh_shape
+from spmdgpt.config import ConfigError, MeshConfig, ModelConfig, ShardingConfig, kv_heads, resolve_mesh_shape
 
 Logical = Sequence[Optional[str]]
 
@@ -65,12 +66,24 @@ def _spec(logical: Logical, table: Mapping[str, Any]) -> P:
 
 
 class Rules:
-    """Turns logical axis names into PartitionSpecs / NamedShardings for one mesh."""
+    """Turns logical axis names into PartitionSpecs / NamedShardings for one mesh.
 
-    def __init__(self, mesh: Mesh, cfg: ShardingConfig):
+    With the model config: grouped-query attention's `kv_heads` rule is dropped (the K key/value
+    heads replicated over those mesh axes, each device computing all K) when K does not divide
+    over them, e.g. Qwen2.5-0.5B's 2 key/value heads under mesh.model=4; the query heads stay
+    split, and the attention then repeats each key/value head for its query heads on the device
+    that holds them (`attention.local_kv`)."""
+
+    def __init__(self, mesh: Mesh, cfg: ShardingConfig, model: Optional[ModelConfig] = None):
         self.mesh = mesh
         self.params_table = dict(cfg.params)
         self.compute_table = dict(cfg.compute)
+        if model is not None:
+            for table in (self.params_table, self.compute_table):
+                value = table.get("kv_heads")
+                axes = tuple(value) if isinstance(value, (list, tuple)) else ((value,) if value else ())
+                if kv_heads(model) % math.prod(mesh.shape[a] for a in axes):
+                    del table["kv_heads"]
 
     def param_spec(self, logical: Logical) -> P:
         """Where a parameter with these logical axes is stored."""

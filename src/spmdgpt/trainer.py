@@ -101,7 +101,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         raise ConfigError(["data: the corpus has no validation text; set data.val_fraction > 0 "
                            "(or a dataset's val_fraction), or add a dataset with split=val"])
     mesh = make_mesh(cfg.mesh)
-    rules = Rules(mesh, cfg.sharding)
+    rules = Rules(mesh, cfg.sharding, cfg.model)
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
         d, sharding = cfg.data, rules.batch_sharding()

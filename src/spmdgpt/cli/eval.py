@@ -75,7 +75,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.sharding import Rules
 
     with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding)
+        rules = Rules(mesh, cfg.sharding, cfg.model)
         sharding = rules.batch_sharding()
         sets = {}  # name -> (EvalBatcher, number of batches, first counted target per row or None)
         if text_tokens is not None:

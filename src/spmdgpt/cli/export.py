@@ -109,7 +109,7 @@ def run(items: List[str]) -> int:
 
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
-        step, params = load_params(run_dir, cfg.model, Rules(mesh, cfg.sharding), args.step,
+        step, params = load_params(run_dir, cfg.model, Rules(mesh, cfg.sharding, cfg.model), args.step,
                                    fix="export with the run's model config")
         params = jax.tree.map(np.asarray, jax.device_get(params))
     if web:

@@ -101,7 +101,7 @@ def run(items: List[str]) -> int:
     mesh = make_mesh(cfg.mesh, devices)
     try:
         with jax.set_mesh(mesh):
-            plan = plan_step(cfg, Rules(mesh, cfg.sharding))
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model))
     except RuntimeError as e:
         if "RESOURCE_EXHAUSTED" in str(e):  # a compiler that refuses a program too large for its device (TPU)
             reason = str(e).splitlines()[0].split("RESOURCE_EXHAUSTED: ")[-1].rstrip(".")

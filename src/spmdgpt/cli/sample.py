@@ -91,7 +91,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.sharding import Rules
 
     with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding)
+        rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, fix="sample with the run's model config")
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]

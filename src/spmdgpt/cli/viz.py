@@ -97,7 +97,7 @@ def run(items: List[str]) -> int:
 
     vocab = tokenizer.vocab_size
     with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding)
+        rules = Rules(mesh, cfg.sharding, cfg.model)
         batcher, starts, first = text_batcher(tokens, d.seq_len, d.batch_size, rules.batch_sharding())
         n = len(starts) // d.batch_size
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="use the run's model config")

@@ -364,7 +364,8 @@ def _check_param_divisibility(cfg: Config, sizes: Dict[str, int]) -> List[str]:
             n = 1
             for ax in _mesh_axes_of(value):
                 n *= sizes[ax]
-            if logical in dims and n > 1 and dims[logical][1] % n:
+            # (kv_heads: replicated instead where they do not divide, sharding.Rules)
+            if logical in dims and logical != "kv_heads" and n > 1 and dims[logical][1] % n:
                 field_name, size = dims[logical]
                 errs.append(
                     f"{field_name}={size} is not divisible by {n}, the size of mesh axis "

@@ -107,7 +107,8 @@ def dot_product_attention(
 ) -> jax.Array:
     """q: [b, n, q, h], k/v: [b, n, k, h], mask: [q, k] or [b, q, k] -> [b, n, q, h]. With a
     key, dropout of rate `drop` on the attention probabilities. k/v with fewer heads (K, a
-    divisor of n): grouped-query attention (`grouped_attention`)."""
+    divisor of n): grouped-query attention (`grouped_attention`, or repeated, `local_kv`)."""
+    k, v = local_kv(k, v, q.shape[1], rules)
     if k.shape[1] != q.shape[1]:
         return grouped_attention(q, k, v, mask, rules, drop, key)
     scale = q.shape[-1] ** -0.5
@@ -146,6 +147,17 @@ def grouped_attention(
     probs = _probs(scores, mask[:, None, None] if mask.ndim == 3 else mask, h ** -0.5, drop, key, v.dtype)
     o = jnp.einsum("bkgqt,bkth->bkgqh", probs, v, out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     return jnp.reshape(o, (b, n, tq, h), out_sharding=rules.spec("batch", "heads", "seq", "head_dim"))
+
+
+def local_kv(k: jax.Array, v: jax.Array, n: int, rules: Rules, head_axis: int = 1):
+    """Keys and values as grouped attention can use them on this layout: as they are when the
+    K key/value heads are split like the n query heads (each device then holds the query heads
+    of its key/value heads), else repeated to n heads (`repeat_kv`; the K heads are replicated
+    where K does not divide the `model` axis, `sharding.Rules`, and the repeat is then a local
+    slice on each device)."""
+    if k.shape[head_axis] == n or rules.spec("kv_heads") == rules.spec("heads"):
+        return k, v
+    return repeat_kv(k, n, rules, head_axis), repeat_kv(v, n, rules, head_axis)
 
 
 def repeat_kv(x: jax.Array, n: int, rules: Rules, head_axis: int = 1) -> jax.Array:
@@ -309,6 +321,7 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
     on local, unsharded arrays (fused kernels such as cuDNN's are custom calls that do not carry
     explicit shardings through their gradients). Document masks go in as the boolean `mask`
     argument ([b, 1, t, t]; the function has no segment-id argument)."""
+    k, v = local_kv(k, v, q.shape[2], rules, head_axis=2)
     spec = rules.spec("batch", "seq", "heads", "head_dim")
     kv_spec = rules.spec("batch", "seq", "heads" if k.shape[2] == q.shape[2] else "kv_heads", "head_dim")
     seg_spec = rules.spec("batch", "seq")
