@@ -95,7 +95,7 @@ def test_console_script_exit_code_and_no_traceback(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip() == (
         "spmdgpt: error: model.num_heads=3 does not divide model.d_model=64; "
-        "choose num_heads among the divisors of d_model"
+        "choose num_heads among the divisors of d_model, or give model.head_dim"
     )
     assert not (tmp_path / "r").exists()
 
@@ -172,7 +172,7 @@ def test_validation_by_section_and_cross_checks_need_both_sections():
 
     cfg = load_config([*STAIR, "model.num_heads=5", "data.val_fraction=1.5", "model.loss_block=48",
                        "optimizer.lr=0", "mesh.data=3"])
-    heads = "model.num_heads=5 does not divide model.d_model=64; choose num_heads among the divisors of d_model"
+    heads = "model.num_heads=5 does not divide model.d_model=64; choose num_heads among the divisors of d_model, or give model.head_dim"
     block = ("model.loss_block=48 does not divide data.seq_len=64; choose a divisor of the sequence length "
              "(or 0 = off)")
     assert validate(cfg, 8, sections=("model",)) == [heads]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ConfigError, load_config, validate
+from spmdgpt.config import ConfigError, MlpType, NormType, load_config, validate
 from spmdgpt.flops import flops_per_token
 from spmdgpt.model import Attention, GroupedAttention, forward, init_params
 from spmdgpt.model.attention import init_cache
@@ -113,17 +113,21 @@ def test_grouped_attention_flops_cache_and_errors():
         "over; use a multiple of 2 or another sharding"]
 
 
-def test_grouped_attention_export_is_refused_in_one_line():
-    """Hugging Face and web exports of a GQA model: a ConfigError naming model.num_kv_heads (not
-    yet mapped), while num_kv_heads = num_heads exports as before."""
+def test_grouped_attention_exports_to_llama_and_is_refused_by_neox_and_the_page():
+    """A GQA model exports as Llama with num_key_value_heads (the logits: tests/test_hf.py);
+    GPT-NeoX and the web page have no grouped K/V heads: one line each naming model.num_kv_heads."""
     from spmdgpt import web
-    from spmdgpt.hf import architecture
+    from spmdgpt.hf import architecture, hf_config
 
     gqa = load_config(["+experiment=staircase", "model.num_kv_heads=2", "model.norm=rmsnorm", "model.mlp=swiglu"]).model
-    with pytest.raises(ConfigError, match=r"model.num_kv_heads=2: grouped-query attention does not export to "):
-        architecture(gqa)
+    config = hf_config(gqa, eos_id=0)
+    assert (config["architectures"], config["num_attention_heads"], config["num_key_value_heads"]) == (
+        ["LlamaForCausalLM"], 4, 2)
+    with pytest.raises(ConfigError) as e:
+        architecture(dataclasses.replace(gqa, norm=NormType.layernorm, mlp=MlpType.gelu))
+    assert e.value.messages[0].startswith("model.num_kv_heads=2: GPTNeoXForCausalLM (the Hugging Face architecture")
     with pytest.raises(ConfigError, match=r"does not implement model.num_kv_heads; export format=hf instead"):
         web.check_supported(gqa)
     same = dataclasses.replace(gqa, num_kv_heads=4)
-    assert architecture(same).name == "LlamaForCausalLM"
+    assert hf_config(same, eos_id=0)["num_key_value_heads"] == 4
     web.check_supported(same)

@@ -106,6 +106,11 @@ def random_params(cfg, rules, seed=1):
     ("GPTNeoXForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu"]),
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.bias=true", "model.tie_embeddings=false"]),
+    ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.head_dim=8"]),
+    ("Qwen2ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true", "model.num_kv_heads=1"]),
+    ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.num_kv_heads=2"]),
+    ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.qk_norm_scale=true",
+                          "model.head_dim=32", "model.tie_embeddings=false"]),
 ])
 def test_every_parameter_maps_onto_transformers(arch, overrides, torch_side, tmp_path):
     """Random values in every leaf (biases and norms included), tied and untied, written as
@@ -168,7 +173,7 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
     code, err = export(f"out={tmp_path / 'a'}", "model.norm=rmsnorm")
     assert code == 2 and err == (
         "spmdgpt: error: model.norm=rmsnorm with model.mlp=gelu has no Hugging Face architecture that computes "
-        "the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama) or norm=layernorm + mlp=gelu (GPT-NeoX)")
+        "the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Qwen2, Qwen3) or norm=layernorm + mlp=gelu (GPT-NeoX)")
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("mine")
@@ -203,10 +208,15 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
     assert {str(a.dtype) for a in load_file(str(full / "model.safetensors")).values()} == {"bfloat16"}
 
 
+LLAMA_SHAPE = {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 128,
+               "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "rope_theta": 5000.0}
 HF_CONFIGS = {
-    "llama": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 128,
-              "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "rope_theta": 5000.0},
+    "llama": LLAMA_SHAPE,
+    # grouped-query attention, a head width other than hidden_size / heads (32, not 16)
+    "mistral": {**LLAMA_SHAPE, "num_key_value_heads": 2, "head_dim": 32, "sliding_window": None},
+    "qwen2": {**LLAMA_SHAPE, "num_key_value_heads": 2, "tie_word_embeddings": True},
+    "qwen3": {**LLAMA_SHAPE, "num_key_value_heads": 1, "head_dim": 32},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -222,29 +232,50 @@ def make_hf_model(torch_side, kind: str, folder: Path, tokens=None, **overrides)
     return torch_side.ask_array("make_model", tokens, **request)[1]
 
 
-@pytest.mark.parametrize("kind", ["llama", "neox"])
+IMPORTED = {  # kind -> (the model fields import sets, beyond the shapes; the exported architecture)
+    "llama": ([], "LlamaForCausalLM"),
+    "mistral": (["model.num_kv_heads=2", "model.head_dim=32"], "LlamaForCausalLM"),  # (no sliding window)
+    "qwen2": (["model.num_kv_heads=2", "model.qkv_bias=True"], "Qwen2ForCausalLM"),  # (tied, as staircase)
+    "qwen3": (["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True", "model.qk_norm_scale=True"],
+              "Qwen3ForCausalLM"),
+    "neox": (["model.bias=True"], "GPTNeoXForCausalLM"),
+}
+
+
+@pytest.mark.parametrize("kind", list(IMPORTED))
 def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, torch_side, tmp_path):
     """checkpoint.init_from=hf:DIR: the model config comes from DIR's config.json, each leaf is
-    read into its sharded layout (fsdp_tp on 2 x 4 devices: really split), the logits equal
-    transformers' and an export of the imported parameters gives byte-identical tensors."""
+    read into its sharded layout (fsdp_tp on 2 x 4 devices: really split; 1 or 2 key/value heads
+    are replicated over the model axis of 4), the logits equal transformers' (every weight
+    random: norm scales, QK-norm scales, biases) and an export of the imported parameters gives
+    byte-identical tensors."""
     from safetensors.numpy import load_file
 
-    from spmdgpt.hf import load_params, to_hf, with_hf_model
+    from spmdgpt.hf import hf_config, load_params, to_hf, with_hf_model
 
     toks = np.random.default_rng(0).integers(0, 96, (8, 40)).astype(np.int32)
     theirs = make_hf_model(torch_side, kind, tmp_path, toks)
     original = load_file(str(tmp_path / "model.safetensors"))
+    fields, arch = IMPORTED[kind]
     for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"], 8)):
         cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
                                                   *overrides]))
-        assert "model.vocab_size=96" in changes and "model.tie_embeddings=False" in changes
+        assert {"model.vocab_size=96", *fields} <= set(changes)
+        assert hf_config(cfg.model, eos_id=None)["architectures"] == [arch]
         mesh = make_mesh(cfg.mesh, jax.devices()[:n])
         with jax.set_mesh(mesh):
-            rules = Rules(mesh, cfg.sharding)
+            rules = Rules(mesh, cfg.sharding, cfg.model)
             params = load_params(cfg.model, tmp_path, rules, "test")
             if n == 8:
-                assert params.blocks.attn.w_qkv.sharding.spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
-                assert params.blocks.attn.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
+                a, P = params.blocks.attn, jax.sharding.PartitionSpec
+                if kind in ("llama", "neox"):
+                    assert a.w_qkv.sharding.spec == P(None, "data", None, "model", None)
+                    assert a.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
+                else:  # the queries split by head, 1 or 2 key/value heads replicated over the model axis of 4
+                    (_, _, _, K, H) = a.w_kv.shape
+                    assert a.w_q.sharding.spec == P(None, "data", "model", None)
+                    assert a.w_kv.sharding.spec == P(None, "data", None, None, None)
+                    assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
         assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
         again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)))
@@ -284,10 +315,13 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert start(tmp_path / "empty") == (2, [f"{where}/empty: no config.json there; give a Hugging Face model "
                                              "folder (config.json + safetensors weights)"])
-    make_hf_model(torch_side, "llama", tmp_path / "gqa", num_key_value_heads=2)
-    assert start(tmp_path / "gqa") == (2, [
-        f"{where}/gqa: config.json has num_key_value_heads=2; spmdgpt needs as many key/value heads as attention "
-        "heads (4): grouped-query attention is not supported"])
+    make_hf_model(torch_side, "mistral", tmp_path / "window", sliding_window=16)
+    assert start(tmp_path / "window") == (2, [
+        f"{where}/window: config.json has sliding_window=16; spmdgpt needs null (every query attends to all earlier "
+        "positions): sliding-window attention is not supported"])
+    make_hf_model(torch_side, "qwen3", tmp_path / "biased", attention_bias=True)
+    assert start(tmp_path / "biased") == (2, [
+        f"{where}/biased: config.json has attention_bias=True; spmdgpt needs false (no attention biases)"])
     make_hf_model(torch_side, "neox", tmp_path / "parallel", use_parallel_residual=True)
     assert start(tmp_path / "parallel") == (2, [
         f"{where}/parallel: config.json has use_parallel_residual=True; spmdgpt needs false (a sequential residual)"])
@@ -295,7 +329,8 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "LlamaForCausalLM and GPTNeoXForCausalLM checkpoints"])
+                               "Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, GPTNeoXForCausalLM, "
+                               "MistralForCausalLM checkpoints"])
     # a config.json that does not match its weights
     make_hf_model(torch_side, "llama", tmp_path / "wrong")
     config = json.loads((tmp_path / "wrong" / "config.json").read_text())

@@ -14,6 +14,8 @@ from spmdgpt.hf.tables import TRAINING_ONLY
 from spmdgpt.model import is_info, param_info
 
 ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"],
+                  "Qwen2ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true"],
+                  "Qwen3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true"],
                   "GPTNeoXForCausalLM": ["model.norm=layernorm", "model.mlp=gelu"]}
 
 
@@ -37,14 +39,26 @@ def test_a_new_model_field_cannot_export_silently():
             architecture(cfg)
         assert e.value.messages == [f"model.num_experts: the {arch.name} table (spmdgpt/hf/tables.py) does not say "
                                   "how to represent it; map it to config.json there, or refuse it"]
+    for overrides, refused in (
+            (["model.qk_norm=true", "model.logit_softcap=30"], "model.logit_softcap=30.0: Qwen3ForCausalLM"),
+            (["model.qkv_bias=true", "model.qk_norm=true"], "model.qkv_bias=True: Qwen3ForCausalLM"),
+            (["model.qkv_bias=true", "model.num_kv_heads=2", "model.qk_norm_scale=true"],
+             "model.qk_norm_scale=True: Qwen2ForCausalLM")):
+        with pytest.raises(ConfigError) as e:
+            architecture(model_cfg("LlamaForCausalLM", *overrides))
+        assert e.value.messages == [f"{refused} (the Hugging Face architecture of this model.norm and model.mlp) does "
+                                    "not compute that, so the model cannot be exported (train without it to export)"]
     with pytest.raises(ConfigError) as e:
-        architecture(model_cfg("LlamaForCausalLM", "model.qk_norm=true", "model.logit_softcap=30"))
-    assert e.value.messages == ["model.qk_norm=True, model.logit_softcap=30.0: neither Llama nor GPT-NeoX computes "
-                              "that, so the model cannot be exported to Hugging Face (train without it to export)"]
+        architecture(model_cfg("GPTNeoXForCausalLM", "model.num_kv_heads=2", "model.head_dim=32"))
+    assert e.value.messages[0].startswith("model.num_kv_heads=2, model.head_dim=32: GPTNeoXForCausalLM")
+    # restating a default is not a refusal: 4 key/value heads of 4, head_dim = 64 / 4, Q/K/V biases under bias
+    assert architecture(model_cfg("GPTNeoXForCausalLM", "model.num_kv_heads=4", "model.head_dim=16",
+                                  "model.bias=true", "model.qkv_bias=true")).name == "GPTNeoXForCausalLM"
 
 
 CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "vocab_size": 70, "max_seq_len": 128,
-           "tie_embeddings": False, "rope_theta": 500.0, "bias": True, "init_std": 0.01, "norm_eps": 1e-3}
+           "tie_embeddings": False, "rope_theta": 500.0, "bias": True, "init_std": 0.01, "norm_eps": 1e-3,
+           "num_kv_heads": 2, "head_dim": 32}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -53,7 +67,7 @@ def test_every_mapped_field_reaches_its_config_json_key(arch):
     base = hf_config(cfg, eos_id=0)
     assert base["architectures"] == [arch.name] and base["model_type"] == arch.model_type
     for field, key in arch.fields.items():
-        if field in ("norm", "mlp"):  # these choose the architecture itself
+        if key in ("architectures", None):  # these choose the architecture itself, or the tensors carry them
             continue
         changed = hf_config(dataclasses.replace(cfg, **{field: CHANGED[field]}), eos_id=0)
         assert changed[key] != base[key], field
@@ -75,34 +89,48 @@ class DictFiles:
 @pytest.mark.parametrize("arch,overrides", [
     ("LlamaForCausalLM", []),
     ("LlamaForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
+    ("LlamaForCausalLM", ["model.num_kv_heads=2", "model.head_dim=8", "model.bias=true"]),
+    ("Qwen2ForCausalLM", ["model.num_kv_heads=2"]),
+    ("Qwen3ForCausalLM", ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm_scale=true"]),
+    ("Qwen3ForCausalLM", []),
     ("GPTNeoXForCausalLM", []),
     ("GPTNeoXForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
 ])
 def test_tensors_round_trip_exactly_through_the_table(arch, overrides):
     cfg = model_cfg(arch, "model.num_layers=2", *overrides)
+    assert architecture(cfg).name == arch
     info = param_info(cfg)
     rng = np.random.default_rng(0)
     params = jax.tree.map(lambda i: rng.normal(size=i.shape).astype(np.float32), info, is_leaf=is_info)
     tensors = to_hf(cfg, params)
     assert {n: a.shape for n, a in tensors.items()} == expected_shapes(cfg)
-    D, N, H = cfg.d_model, cfg.num_heads, cfg.d_model // cfg.num_heads
-    w_qkv = params.blocks.attn.w_qkv[1]  # [D, 3, N, H]
-    if arch == "LlamaForCausalLM":  # [out, in]; k_proj's rows are (head, head_dim)
-        np.testing.assert_array_equal(tensors["model.layers.1.self_attn.k_proj.weight"], w_qkv[:, 1].reshape(D, N * H).T)
-        n_zero = 2 if cfg.bias else 0  # the gate biases spmdgpt has none of
-    else:  # rows interleaved per head: q, k, v of head 0, then head 1
+    D, N, H, K = cfg.d_model, cfg.num_heads, cfg.head_dim or cfg.d_model // cfg.num_heads, cfg.num_kv_heads or 4
+    attn = params.blocks.attn
+    constant = {"not zero": 0.0, "not all 1.0": 1.0}  # the tensors an export fills with a constant, by value
+    if arch == "GPTNeoXForCausalLM":  # rows interleaved per head: q, k, v of head 0, then head 1
         qkv = tensors["gpt_neox.layers.1.attention.query_key_value.weight"]
-        np.testing.assert_array_equal(qkv[H:2 * H], w_qkv[:, 1, 0].T)  # head 0's keys
-        np.testing.assert_array_equal(qkv[3 * H:4 * H], w_qkv[:, 0, 1].T)  # head 1's queries
-        n_zero = 0 if cfg.bias else 2 * 4 + 1  # LayerNorm and MLP biases: per layer 4, and the final norm's
-    assert sum(not a.any() for a in tensors.values()) == n_zero
+        np.testing.assert_array_equal(qkv[H:2 * H], attn.w_qkv[1][:, 1, 0].T)  # head 0's keys
+        np.testing.assert_array_equal(qkv[3 * H:4 * H], attn.w_qkv[1][:, 0, 1].T)  # head 1's queries
+        filled = {"not zero": 0 if cfg.bias else 2 * 4 + 1}  # LayerNorm and MLP biases: 4 per layer, the final norm's
+    else:  # [out, in]; k_proj's rows are (key/value head, head_dim)
+        k = attn.w_qkv[1][:, 1] if K == N else attn.w_kv[1][:, 0]  # [D, K, H]
+        np.testing.assert_array_equal(tensors["model.layers.1.self_attn.k_proj.weight"], k.reshape(D, K * H).T)
+        assert tensors["model.layers.1.self_attn.q_proj.weight"].shape == (N * H, D)
+        filled = {"not zero": 2 if cfg.bias else 0}  # the gate biases spmdgpt has none of
+        if arch == "Qwen3ForCausalLM" and not cfg.qk_norm_scale:
+            filled["not all 1.0"] = 2 * 2  # q_norm and k_norm of each layer
+        assert ("model.layers.0.self_attn.q_proj.bias" in tensors) == (cfg.bias or cfg.qkv_bias)
+        assert ("model.layers.0.self_attn.o_proj.bias" in tensors) == cfg.bias
+    for words, n in filled.items():
+        assert sum(bool(np.all(a == constant[words])) for a in tensors.values()) == n
     files = DictFiles(tensors)
     check_weights(cfg, files)
     values = layer_values(cfg, files)
     back = jax.tree.map(lambda i, f: np.stack([f(k) for k in range(i.shape[0])]) if i.logical[0] == "layers" else f(),
                         info, values, is_leaf=is_info)
     jax.tree.map(np.testing.assert_array_equal, back, params)
-    if n_zero:  # a non-zero value where spmdgpt has no parameter cannot be imported
-        files = DictFiles({n: (np.ones(a.shape) if not a.any() else a) for n, a in to_hf(cfg, params).items()})
-        with pytest.raises(ConfigError, match="is not zero"):
-            check_weights(cfg, files)
+    for words, n in filled.items():  # another value where spmdgpt has no parameter cannot be imported
+        if n:
+            files = DictFiles({n: (a + 0.5 if np.all(a == constant[words]) else a) for n, a in tensors.items()})
+            with pytest.raises(ConfigError, match=f"is {words}"):
+                check_weights(cfg, files)

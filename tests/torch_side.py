@@ -7,7 +7,7 @@ request. Requests ({"op": ..., ...}):
   logits      folder, tokens, out: transformers' float32 logits of the tokens [B, T] -> out
   generate    folder, prompt, max_new_tokens: greedy ids and text of AutoTokenizer + generate
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
-  make_model  kind (llama | neox), folder, config[, tokens, out]: a random model (every weight
+  make_model  kind (llama | mistral | qwen2 | qwen3 | neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
@@ -61,6 +61,9 @@ def tokenize(folder, text):
 def make_model(kind, folder, config, tokens=None, out=None):
     torch.manual_seed(0)
     cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+           "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+           "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+           "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

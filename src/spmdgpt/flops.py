@@ -1,6 +1,6 @@
 """FLOPs accounting and MFU.
 
-FLOPs per token = 6 * N_matmul + 12 * L * T * D, the PaLM / nanoGPT convention: N_matmul counts
+FLOPs per token = 6 * N_matmul + 12 * L * T * N * H (N heads of width H: D by default), the PaLM / nanoGPT convention: N_matmul counts
 every weight that takes part in a matmul (all block matrices and the unembedding, tied or not;
 the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two backward matmuls), and
 the attention term counts QK^T and AV over the full T x T score matrix (causal masking is not
@@ -14,7 +14,7 @@ from typing import Optional
 
 import jax
 
-from spmdgpt.config import DType, ModelConfig
+from spmdgpt.config import DType, ModelConfig, head_dim
 from spmdgpt.model import is_info, param_info
 
 # Dense peak FLOP/s per device (vendor data sheets). float32 matmuls on GPUs run as TF32 under
@@ -44,7 +44,7 @@ def matmul_params(cfg: ModelConfig) -> int:
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs (forward + backward) per token."""
-    return 6.0 * matmul_params(cfg) + 12.0 * cfg.num_layers * seq_len * cfg.d_model
+    return 6.0 * matmul_params(cfg) + 12.0 * cfg.num_layers * seq_len * cfg.num_heads * head_dim(cfg)
 
 
 def device_peak_flops(

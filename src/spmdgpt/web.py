@@ -47,15 +47,17 @@ GPT2_PATTERN = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?
 # the page never computes something other than the model.
 COMPUTED = {"num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "max_seq_len", "norm", "norm_eps",
             "bias", "mlp", "tie_embeddings", "rope_theta", "qk_norm", "logit_softcap",
-            "num_kv_heads"}  # (= num_heads only: check_supported)
+            "head_dim"}
 TRAINING_ONLY = {*hf_tables.TRAINING_ONLY, "init_std"}  # (config.json records init_std for Hugging Face)
+# fields the page computes only at these values (the default computation)
+DEFAULT_ONLY = {"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False}
 
 
 def check_supported(cfg: ModelConfig) -> None:
     """ConfigError naming any model field the page's model does not know."""
-    unknown = [f.name for f in dataclasses.fields(cfg) if f.name not in COMPUTED | TRAINING_ONLY]
-    if kv_heads(cfg) != cfg.num_heads:  # (grouped-query attention)
-        unknown.append("num_kv_heads")
+    unknown = [f.name for f in dataclasses.fields(cfg) if f.name not in COMPUTED | TRAINING_ONLY | set(DEFAULT_ONLY)]
+    same = dataclasses.replace(cfg, num_kv_heads=None) if kv_heads(cfg) == cfg.num_heads else cfg
+    unknown += [name for name, value in DEFAULT_ONLY.items() if getattr(same, name) != value]
     if unknown:
         raise ConfigError([f"format=web: the page's model (web/src/model.js) does not implement "
                            f"{', '.join('model.' + n for n in unknown)}; export format=hf instead"])

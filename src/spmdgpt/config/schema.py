@@ -137,16 +137,19 @@ def freeze(cfg):
 @dataclass
 class ModelConfig(Section):
     num_layers: int = 4  # transformer blocks (stacked, run with lax.scan)
-    num_heads: int = 4  # attention heads; must divide d_model
+    num_heads: int = 4  # attention heads; must divide d_model unless head_dim is given
     num_kv_heads: Optional[int] = None  # key/value heads (grouped-query attention): a divisor of
     # num_heads, each shared by num_heads / num_kv_heads query heads; 1 = multi-query; default num_heads
     d_model: int = 256  # residual stream width
+    head_dim: Optional[int] = None  # width of each attention head (even, for RoPE); default d_model /
+    # num_heads (Qwen3-0.6B: 16 heads of 128 on a 1,024-wide stream)
     mlp_factor: float = 4.0  # MLP hidden width = mlp_factor * d_model
     vocab_size: int = 66  # embedding rows; >= the tokenizer's vocabulary (padding is allowed)
     max_seq_len: int = 256  # longest sequence the model accepts (RoPE tables, KV cache)
     norm: NormType = NormType.layernorm  # layernorm | rmsnorm
     norm_eps: float = 1e-5  # epsilon inside the norms
     bias: bool = False  # biases in the QKV, output and MLP projections and in LayerNorm
+    qkv_bias: bool = False  # biases in the query/key/value projections only (Qwen2; implied by bias)
     mlp: MlpType = MlpType.gelu  # gelu | swiglu
     tie_embeddings: bool = True  # unembedding = embedding transposed
     rope_theta: float = 10000.0  # RoPE base frequency
@@ -162,6 +165,8 @@ class ModelConfig(Section):
     # or the compute dtype (as PyTorch's autocast and MaxText do: half the logits' bytes; the loss's
     # reductions are float32 either way)
     qk_norm: bool = False  # RMS-normalise each head's queries and keys (no learned scale) before RoPE
+    qk_norm_scale: bool = False  # QK-norm with a learned scale per head dimension, one for queries and
+    # one for keys in each layer, starting at ones (Qwen3); needs qk_norm
     logit_softcap: float = 0.0  # logits -> c * tanh(logits / c) (Gemma 2; 0 = off)
     z_loss: float = 0.0  # add z_loss * mean(logsumexp(logits)^2) to the training loss (PaLM; 0 = off)
     zero_init_out: bool = False  # the residual projections (attention output, MLP down) start at zero
@@ -375,7 +380,8 @@ class Config(Section):
 
 
 def head_dim(m: ModelConfig) -> int:
-    return m.d_model // m.num_heads
+    """The width of each attention head: model.head_dim, default d_model / num_heads."""
+    return m.d_model // max(m.num_heads, 1) if m.head_dim is None else m.head_dim
 
 
 def kv_heads(m: ModelConfig) -> int:
@@ -410,7 +416,7 @@ def logical_dim_sizes(cfg: ModelConfig) -> dict:
         "embed": ("model.d_model", cfg.d_model),
         "heads": ("model.num_heads", cfg.num_heads),
         "kv_heads": ("model.num_kv_heads", kv_heads(cfg)),
-        "head_dim": ("model.d_model/model.num_heads", cfg.d_model // max(cfg.num_heads, 1)),
+        "head_dim": ("model.head_dim", head_dim(cfg)),
         "mlp": ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
         "vocab": ("model.vocab_size", cfg.vocab_size),
         "layers": ("model.num_layers", cfg.num_layers),

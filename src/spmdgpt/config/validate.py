@@ -141,18 +141,24 @@ def _model(m, training: bool) -> List[str]:
             not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
         errs.append(f"model.num_kv_heads={m.num_kv_heads} must divide model.num_heads={m.num_heads} (each key/value "
                     "head serves as many query heads); choose a divisor: 1 = multi-query, num_heads = multi-head")
+    if m.qk_norm_scale and not m.qk_norm:
+        errs.append("model.qk_norm_scale=true scales the QK-norm, which is off; set model.qk_norm=true too")
     if m.attention_block < 0:
         errs.append(f"model.attention_block={m.attention_block} must be >= 0 (0 = one block)")
-    if m.num_heads > 0 and m.d_model > 0:
+    if m.head_dim is not None:
+        if not m.head_dim > 0 or m.head_dim % 2:
+            errs.append(f"model.head_dim={m.head_dim} must be even and > 0 (RoPE rotates pairs of dimensions), "
+                        "e.g. 64 or 128")
+    elif m.num_heads > 0 and m.d_model > 0:
         if m.d_model % m.num_heads:
             errs.append(
                 f"model.num_heads={m.num_heads} does not divide model.d_model={m.d_model}; "
-                f"choose num_heads among the divisors of d_model"
+                f"choose num_heads among the divisors of d_model, or give model.head_dim"
             )
         elif head_dim(m) % 2:
             errs.append(
                 f"model.d_model/model.num_heads={head_dim(m)} is odd, but RoPE rotates pairs of "
-                f"dimensions; choose num_heads so that the head dimension is even"
+                f"dimensions; choose num_heads so that the head dimension is even, or give model.head_dim"
             )
     if m.mlp_factor > 0 and m.d_model > 0 and abs(m.mlp_factor * m.d_model - mlp_hidden(m)) > 1e-6:
         errs.append(

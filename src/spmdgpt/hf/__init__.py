@@ -1,17 +1,23 @@
 """Hugging Face interop: a model's parameters as a `transformers` checkpoint, and back.
 
-Two architectures of `transformers` compute exactly what a spmdgpt model computes, so these are
-the two an export can be (any other config is a one-line error naming the field, never a folder
+These `transformers` architectures compute exactly what a spmdgpt model computes, so these are
+the ones an export can be (any other config is a one-line error naming the field, never a folder
 that loads but computes something else):
 
-    model.norm=rmsnorm,   model.mlp=swiglu  ->  LlamaForCausalLM
-    model.norm=layernorm, model.mlp=gelu    ->  GPTNeoXForCausalLM, sequential residual
-                                                (use_parallel_residual=false), full rotary
-                                                (partial_rotary_factor=1), tanh GELU
-                                                (hidden_act=gelu_pytorch_tanh)
+    model.norm=rmsnorm, model.mlp=swiglu          ->  LlamaForCausalLM (grouped-query attention:
+                                                      num_key_value_heads; head_dim)
+      + model.qkv_bias=true                       ->  Qwen2ForCausalLM
+      + model.qk_norm=true                        ->  Qwen3ForCausalLM (QK-norm scales: learned with
+                                                      model.qk_norm_scale, else ones)
+    model.norm=layernorm, model.mlp=gelu          ->  GPTNeoXForCausalLM, sequential residual
+                                                      (use_parallel_residual=false), full rotary
+                                                      (partial_rotary_factor=1), tanh GELU
+                                                      (hidden_act=gelu_pytorch_tanh)
+
+Import also reads MistralForCausalLM (Llama's tensors; without a sliding window).
 
 Each is one declarative table (`spmdgpt.hf.tables`): tensor names, layouts, fused splits, the
-config fields. The code here reads the tables, the same way for both: `to_hf` (export),
+config fields. The code here reads the tables, the same way for all: `to_hf` (export),
 `layer_values` (import), `expected_shapes` and `check_weights` (what an import must find).
 RoPE's base goes in `rope_parameters.rope_theta` (the current field; also written as the legacy
 top-level `rope_theta`, which older versions read). The vocabulary keeps the model's padded

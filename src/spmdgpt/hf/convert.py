@@ -13,29 +13,37 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from spmdgpt.config import ConfigError, ModelConfig, head_dim, kv_heads, mlp_hidden
-from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, NEOX, REFUSED, TRAINING_ONLY, Architecture, Tensor
+from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+
+
+def canonical(cfg: ModelConfig) -> ModelConfig:
+    """cfg with the fields that restate a default set to it (as many key/value heads as heads:
+    num_kv_heads None; a head width of d_model / num_heads: head_dim None; Q/K/V biases under
+    model.bias: qkv_bias False), so the tables compare one spelling of each model."""
+    kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
+    hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
+    return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias)
 
 
 def architecture(cfg: ModelConfig) -> Architecture:
     """The table of the `transformers` class that computes what this model computes, or a
     ConfigError naming the fields that it cannot represent."""
-    if kv_heads(cfg) != cfg.num_heads:
-        raise ConfigError([f"model.num_kv_heads={cfg.num_kv_heads}: grouped-query attention does not export to "
-                           f"Hugging Face yet; only models with as many key/value heads as heads ({cfg.num_heads}) do"])
-    same = dataclasses.replace(cfg, num_kv_heads=None)  # (as many key/value heads as heads: the default)
-    unsupported = [f"model.{name}={getattr(same, name)}" for name, value in REFUSED.items()
-                   if getattr(same, name) != value]
-    if unsupported:
-        raise ConfigError([f"{', '.join(unsupported)}: neither Llama nor GPT-NeoX computes that, so the model "
-                           "cannot be exported to Hugging Face (train without it to export)"])
-    arch = next((a for a in ARCHITECTURES if (a.norm, a.mlp) == (cfg.norm, cfg.mlp)), None)
-    if arch is None:
+    same = canonical(cfg)
+    kinds = [a for a in ARCHITECTURES if (a.norm, a.mlp) == (cfg.norm, cfg.mlp)]
+    if not kinds:
         raise ConfigError([
             f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
-            "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama) or norm=layernorm + "
-            "mlp=gelu (GPT-NeoX)"])
+            "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Qwen2, Qwen3) or "
+            "norm=layernorm + mlp=gelu (GPT-NeoX)"])
+    arch = next((a for a in kinds if all(getattr(same, k) == v for k, v in a.picks.items())), kinds[-1])
+    unsupported = [f"model.{name}={getattr(same, name)}" for name, value in arch.refused.items()
+                   if getattr(same, name) != value]
+    if unsupported:
+        raise ConfigError([f"{', '.join(unsupported)}: {arch.name} (the Hugging Face architecture of this "
+                           f"model.norm and model.mlp) does not compute that, so the model cannot be exported "
+                           "(train without it to export)"])
     unknown = [f.name for f in dataclasses.fields(cfg)
                if f.name not in TRAINING_ONLY and f.name not in arch.fields and f.name not in arch.refused]
     if unknown:
@@ -46,8 +54,8 @@ def architecture(cfg: ModelConfig) -> Architecture:
 
 def _dims(cfg: ModelConfig) -> dict:
     """The layout axes' sizes (see tables.py)."""
-    return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "h": head_dim(cfg), "f": mlp_hidden(cfg),
-            "v": cfg.vocab_size}
+    return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "k": kv_heads(cfg), "kv": 2, "h": head_dim(cfg),
+            "f": mlp_hidden(cfg), "v": cfg.vocab_size}
 
 
 def _side(layout: str, theirs: bool = True) -> str:
@@ -79,7 +87,7 @@ def _leaf(tree, path: str):
 def _present(t: Tensor, cfg: ModelConfig, info) -> bool:
     if t.leaf is None:
         return t.when(cfg)
-    return t.zeros or _leaf(info, t.leaf) is not None
+    return t.fill is not None or _leaf(info, t.leaf) is not None
 
 
 def _names(t: Tensor, layer: Optional[int]) -> list:
@@ -105,7 +113,6 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         "tie_word_embeddings": cfg.tie_embeddings,
         "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
         "rope_theta": cfg.rope_theta,
-        "attention_bias": cfg.bias,
         "attention_dropout": 0.0,
         "initializer_range": cfg.init_std,
         "bos_token_id": bos_id if bos_id is not None else eos_id,
@@ -113,14 +120,19 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         "torch_dtype": "float32",
         "use_cache": True,
     }
+    if arch is NEOX:
+        common["rope_parameters"]["partial_rotary_factor"] = 1.0
+        return {**common, "model_type": arch.model_type, "hidden_act": TANH_GELUS[0], "layer_norm_eps": cfg.norm_eps,
+                "attention_bias": cfg.bias, "use_parallel_residual": False, "rotary_pct": 1.0,
+                "rotary_emb_base": cfg.rope_theta, "hidden_dropout": 0.0, "classifier_dropout": 0.0}
+    llama = {**common, "model_type": arch.model_type, "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
+             "num_key_value_heads": kv_heads(cfg), "head_dim": head_dim(cfg)}
     if arch is LLAMA:
-        return {**common, "model_type": arch.model_type, "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
-                "num_key_value_heads": cfg.num_heads, "head_dim": head_dim(cfg), "mlp_bias": cfg.bias,
-                "pretraining_tp": 1}
-    common["rope_parameters"]["partial_rotary_factor"] = 1.0
-    return {**common, "model_type": arch.model_type, "hidden_act": TANH_GELUS[0], "layer_norm_eps": cfg.norm_eps,
-            "use_parallel_residual": False, "rotary_pct": 1.0, "rotary_emb_base": cfg.rope_theta,
-            "hidden_dropout": 0.0, "classifier_dropout": 0.0}
+        return {**llama, "attention_bias": cfg.bias, "mlp_bias": cfg.bias, "pretraining_tp": 1}
+    # Qwen2 / Qwen3: full attention in every layer
+    qwen = {**llama, "use_sliding_window": False, "sliding_window": None, "max_window_layers": cfg.num_layers,
+            "layer_types": ["full_attention"] * cfg.num_layers}
+    return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
 
 
 def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
@@ -150,7 +162,7 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
         names = _names(t, layer)
         value = None if t.leaf is None else _leaf(params, t.leaf)
         if value is None:
-            out.update({n: np.zeros(_hf_shape(t, dims), dtype) for n in names})
+            out.update({n: np.full(_hf_shape(t, dims), t.fill or 0.0, dtype) for n in names})
             continue
         value = np.asarray(value[layer] if t.stacked else value)
         a = _rearrange(value, t.layout, dims)
@@ -166,11 +178,15 @@ def _rope(hf: dict) -> dict:
     return rope
 
 
+# config.json's architectures / model_type -> the kind import reads (Mistral: Llama's tensors)
+IMPORTS = {a.name: a.model_type for a in ARCHITECTURES} | {"MistralForCausalLM": "mistral"}
+
+
 def model_fields(hf: dict, where: str) -> dict:
     """The spmdgpt model fields a Hugging Face config determines (the parameters' shapes and the
     computation), or a ConfigError naming every HF field that no spmdgpt model represents."""
     arch = (hf.get("architectures") or [None])[0]
-    kind = hf.get("model_type")
+    kind = hf.get("model_type") if hf.get("model_type") in IMPORTS.values() else IMPORTS.get(arch)
     errs = []
 
     def need(key, ok, want):
@@ -180,30 +196,50 @@ def model_fields(hf: dict, where: str) -> dict:
     d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
     rope = _rope(hf)
     need("rope_type", rope.get("rope_type", rope.get("type", "default")) == "default", "the default RoPE (no scaling)")
-    if kind == LLAMA.model_type or arch == LLAMA.name:
-        need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
-        need("num_key_value_heads", hf.get("num_key_value_heads", heads) == heads,
-             f"as many key/value heads as attention heads ({heads}): grouped-query attention is not supported")
-        need("head_dim", hf.get("head_dim") in (None, d // heads), f"hidden_size / num_attention_heads = {d // heads}")
-        need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
-             "mlp_bias == attention_bias (model.bias sets both)")
-        fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6)}
-    elif kind == NEOX.model_type or arch == NEOX.name:
+    if kind == NEOX.model_type:
         need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
         need("use_parallel_residual", hf.get("use_parallel_residual", True) is False, "false (a sequential residual)")
         need("partial_rotary_factor", float(rope.get("partial_rotary_factor", 0.25)) == 1.0, "1.0 (full rotary)")
-        fields = {"norm": "layernorm", "mlp": "gelu", "norm_eps": hf.get("layer_norm_eps", 1e-5)}
+        fields = {"norm": "layernorm", "mlp": "gelu", "norm_eps": hf.get("layer_norm_eps", 1e-5),
+                  "bias": bool(hf.get("attention_bias", True))}
+    elif kind is not None:  # the Llama family
+        need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+        kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+        fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
+                  "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd}
+        if kind == "llama":
+            need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
+                 "mlp_bias == attention_bias (model.bias sets both)")
+            fields["bias"] = bool(hf.get("attention_bias", False))
+        elif kind == "mistral":
+            need("sliding_window", hf.get("sliding_window", 4096) is None,
+                 "null (every query attends to all earlier positions): sliding-window attention is not supported")
+        else:  # Qwen2: q/k/v biases; Qwen3: QK-norm with its scales, no biases
+            need("use_sliding_window", not hf.get("use_sliding_window", False),
+                 "false (every query attends to all earlier positions): sliding-window attention is not supported")
+            need("layer_types", set(hf.get("layer_types") or ["full_attention"]) == {"full_attention"},
+                 "full_attention in every layer: sliding-window attention is not supported")
+            if kind == QWEN3.model_type:
+                need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+                fields.update(qk_norm=True, qk_norm_scale=True)
+            else:
+                fields["qkv_bias"] = True
     else:
-        raise ConfigError([f"{where}: architecture {arch or kind!r} is not supported; spmdgpt imports "
-                           f"{LLAMA.name} and {NEOX.name} checkpoints"])
+        raise ConfigError([f"{where}: architecture {arch or hf.get('model_type')!r} is not supported; spmdgpt imports "
+                           f"{', '.join(IMPORTS)} checkpoints"])
     if errs:
         raise ConfigError(errs)
-    inter = hf["intermediate_size"]
-    fields.update(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=inter / d,
-                  vocab_size=hf["vocab_size"], bias=bool(hf.get("attention_bias", kind == "gpt_neox")),
-                  tie_embeddings=bool(hf.get("tie_word_embeddings", kind != "gpt_neox")),
-                  rope_theta=float(rope["rope_theta"]))
-    return fields
+    out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
+               vocab_size=hf["vocab_size"], bias=False, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+               rope_theta=float(rope["rope_theta"]))
+    # every other field that changes the computation: what this checkpoint has, else off (never the
+    # run's own value: a QK-norm in the run's experiment would change what the checkpoint computes)
+    return {**out, **NOT_IN_CHECKPOINT, **fields}
+
+
+# model fields no imported architecture turns on unless its config.json says so
+NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
+                     "qk_norm_scale": False, "logit_softcap": 0.0}
 
 
 def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
@@ -219,18 +255,18 @@ def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
     return out
 
 
-def _absent_leaves(cfg: ModelConfig) -> List[str]:
-    """The Hugging Face names an export stores as zeros (no spmdgpt leaf behind them)."""
+def _absent_leaves(cfg: ModelConfig) -> List[Tensor]:
+    """The table rows an export fills with a constant (no spmdgpt leaf behind them)."""
     from spmdgpt.model import param_info
 
     arch, info = architecture(cfg), param_info(cfg)
-    zero = [t for t in arch.tensors if _present(t, cfg, info) and (t.leaf is None or _leaf(info, t.leaf) is None)]
-    return [n for t in zero for n in _all_names(t, cfg)]
+    return [t for t in arch.tensors if _present(t, cfg, info) and (t.leaf is None or _leaf(info, t.leaf) is None)]
 
 
 def check_weights(cfg: ModelConfig, files) -> None:
     """ConfigError naming every tensor that is missing or has another shape than `cfg` gives, and
-    every non-zero bias that spmdgpt's model (which has none there) would drop."""
+    every tensor that spmdgpt's model (which has no parameter there) would drop: a bias that is
+    not zero, a scale that is not one."""
     errs = []
     aliases = architecture(cfg).aliases
     for name, shape in expected_shapes(cfg).items():
@@ -242,10 +278,13 @@ def check_weights(cfg: ModelConfig, files) -> None:
                         f"gives {list(shape)}")
     if errs:
         raise ConfigError(errs[:5] + ([f"... and {len(errs) - 5} more"] if len(errs) > 5 else []))
-    nonzero = [n for n in _absent_leaves(cfg) if np.any(files.get(n))]
-    if nonzero:
-        raise ConfigError([f"{files.where}: tensor {nonzero[0]} is not zero ({len(nonzero)} such bias(es)), "
-                           "and spmdgpt's model has no such bias; it cannot be imported exactly"])
+    for t in _absent_leaves(cfg):
+        fill = t.fill or 0.0
+        wrong = [n for n in _all_names(t, cfg) if np.any(files.get(n) != fill)]
+        if wrong:
+            raise ConfigError([f"{files.where}: tensor {wrong[0]} is not {'zero' if fill == 0 else 'all ' + str(fill)} "
+                               f"({len(wrong)} such tensor(s)), and spmdgpt's model has no parameter there; it cannot "
+                               "be imported exactly"])
 
 
 def layer_values(cfg: ModelConfig, files):

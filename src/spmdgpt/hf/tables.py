@@ -4,24 +4,32 @@ A table says, for one `transformers` class, everything export and import need:
 
 - `tensors`: every Hugging Face tensor, its name ("{i}" is the layer), the spmdgpt leaf it holds
   and the einops layout from one layer of that leaf to it ("d c n h -> c (n h) d": axes
-  d = d_model, c = q/k/v, n = heads, h = head_dim, f = MLP width, v = vocabulary). Several names
-  split the Hugging Face side's first axis among them (Llama's q/k/v projections of the fused
-  w_qkv). A tensor whose leaf this model does not have is absent, or, with `zeros=True`, stored
-  as zeros (and required to be zero on import): GPT-NeoX always has LayerNorm and MLP biases.
+  d = d_model, c = q/k/v, n = heads, k = key/value heads, kv = key/value, h = head_dim,
+  f = MLP width, v = vocabulary). Several names split the Hugging Face side's first axis among
+  them (Llama's q/k/v projections of the fused w_qkv). A tensor whose leaf this model does not
+  have is absent, or, with `fill`, stored as that constant (and required to be it on import):
+  GPT-NeoX always has LayerNorm and MLP biases, Qwen3 always has QK-norm scales. Rows of leaves
+  that exclude each other (w_qkv, or w_q and w_kv under grouped-query attention) may share names.
 - `fields`: every `model.*` field that changes what the model computes, and the config.json key
   that carries it; `refused`: fields this architecture cannot represent, with the one value it
   can. A field that is in neither (nor in `TRAINING_ONLY`) is an error on export: a new model
-  field can never export silently to a folder that computes something else.
+  field can never export silently to a folder that computes something else. `picks`: the
+  field values that make export choose this table over the plain one of its norm and MLP kinds.
 
 Facts the tables rest on (read from transformers 5.23's modeling code, and true of 4.x):
-- RoPE: both rotate the pairs (x[i], x[i + h/2]) of each head (`rotate_half`), with inverse
+- RoPE: all rotate the pairs (x[i], x[i + h/2]) of each head (`rotate_half`), with inverse
   frequencies theta^(-2i/h): spmdgpt's `layers.rope` pairing, so q/k rows need no permutation.
 - Linear weights are [out, in] (spmdgpt's are [in, out]). Llama's q/k/v_proj rows are
-  (head, head_dim); GPT-NeoX's fused `query_key_value` rows are interleaved per head: q, k, v of
-  head 0, then of head 1, ... (the output is viewed as [.., heads, 3 * head_dim] and chunked).
+  (head, head_dim), k/v_proj with num_key_value_heads heads, query head i reading key/value head
+  i // (heads / kv heads) (`repeat_kv`); GPT-NeoX's fused `query_key_value` rows are interleaved
+  per head: q, k, v of head 0, then of head 1, ... (the output is viewed as [.., heads,
+  3 * head_dim] and chunked).
 - GPT-NeoX always has biases in its MLP and LayerNorms (`attention_bias` governs only the
   attention's). Llama has `attention_bias` (q, k, v, o) and `mlp_bias` (gate, up, down);
-  spmdgpt has no gate bias, so a biased model stores zeros there.
+  spmdgpt has no gate bias, so a biased model stores zeros there. Qwen2 has biases on q, k and
+  v always, on nothing else; Qwen3 has `attention_bias` (q, k, v, o), no MLP bias, and q_norm /
+  k_norm: RMSNorm (eps rms_norm_eps, a [head_dim] weight) of each head's queries and keys, before
+  RoPE. Mistral is Llama without biases, with `sliding_window`.
 - The unembedding is `lm_head.weight` (Llama) / `embed_out.weight` (GPT-NeoX's name on the
   Hub, which transformers 5 renames to lm_head on load; import takes either); tied models omit it.
 """
@@ -43,7 +51,8 @@ class Tensor:
     names: tuple  # Hugging Face names ("{i}": the layer); several: the first HF axis split among them
     leaf: Optional[str]  # the spmdgpt parameter ("blocks.attn.w_qkv"); None: one spmdgpt never has
     layout: str  # einops, one layer: "spmdgpt axes -> Hugging Face axes" (leaf None: the HF axes)
-    zeros: bool = False  # stored as zeros when the model has no such leaf (else left out)
+    fill: Optional[float] = None  # stored as this constant when the model has no such leaf (else left
+    # out), and required to be it on import: GPT-NeoX's LayerNorm biases (0), Qwen3's QK-norm scales (1)
     when: Optional[Callable[[ModelConfig], bool]] = None  # (leaf None) present only for these configs
 
     @property
@@ -64,9 +73,11 @@ class Architecture:
     norm: NormType
     mlp: MlpType
     tensors: tuple
-    fields: dict  # model field -> the config.json key that carries it
+    fields: dict  # model field -> the config.json key that carries it (None: the tensors carry it)
     refused: dict  # model field -> the one value this architecture can represent
     aliases: dict = dataclasses.field(default_factory=dict)  # HF name -> another name import accepts
+    picks: dict = dataclasses.field(default_factory=dict)  # model field -> value: export picks this
+    # table for a model with these values (and its norm and MLP kinds); the first that fits wins
 
 
 def _t(names, leaf, layout, **kw) -> Tensor:
@@ -82,61 +93,95 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
                  "max_seq_len": "max_position_embeddings", "tie_embeddings": "tie_word_embeddings",
                  "rope_theta": "rope_parameters", "bias": "attention_bias", "init_std": "initializer_range",
                  "norm": "architectures", "mlp": "architectures"}
-# neither computes these (num_kv_heads: grouped-query attention, which Llama computes but these
-# tables do not map yet; `architecture` says so by name)
-REFUSED = {"qk_norm": False, "logit_softcap": 0.0, "num_kv_heads": None}
+# none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
+# only Qwen2 biases on q/k/v alone
+REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False}
+
+# The Llama family's decoder layer (Llama, Mistral, Qwen2, Qwen3): q/k/v projections from the
+# fused w_qkv (as many key/value heads as heads) or from GroupedAttention's w_q and w_kv.
+LLAMA_LAYER = [
+    _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
+    _t("post_attention_layernorm.weight", "blocks.ln2.scale", "d -> d"),
+    _t([f"self_attn.{c}_proj.weight" for c in "qkv"], "blocks.attn.w_qkv", "d c n h -> c (n h) d"),
+    _t([f"self_attn.{c}_proj.bias" for c in "qkv"], "blocks.attn.b_qkv", "c n h -> c (n h)"),
+    _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d"),
+    _t("self_attn.q_proj.bias", "blocks.attn.b_q", "n h -> (n h)"),
+    _t([f"self_attn.{c}_proj.weight" for c in "kv"], "blocks.attn.w_kv", "d kv k h -> kv (k h) d"),
+    _t([f"self_attn.{c}_proj.bias" for c in "kv"], "blocks.attn.b_kv", "kv k h -> kv (k h)"),
+    _t("self_attn.o_proj.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
+    _t("self_attn.o_proj.bias", "blocks.attn.b_o", "d -> d"),
+    _t("mlp.gate_proj.weight", "blocks.mlp.w_gate", "d f -> f d"),
+    _t("mlp.gate_proj.bias", None, "f", when=lambda cfg: cfg.bias),  # mlp_bias: spmdgpt's gate has none
+    _t("mlp.up_proj.weight", "blocks.mlp.w_up", "d f -> f d"),
+    _t("mlp.up_proj.bias", "blocks.mlp.b_up", "f -> f"),
+    _t("mlp.down_proj.weight", "blocks.mlp.w_down", "f d -> d f"),
+    _t("mlp.down_proj.bias", "blocks.mlp.b_down", "d -> d"),
+]
+LLAMA_OUTER = [
+    _t("model.embed_tokens.weight", "embed", "v d -> v d"),
+    _t("model.norm.weight", "ln_f.scale", "d -> d"),
+    _t("lm_head.weight", "unembed", "d v -> v d"),
+]
+GQA_FIELDS = {"num_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "norm_eps": "rms_norm_eps"}
 
 LLAMA = Architecture(
     name="LlamaForCausalLM", model_type="llama", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
-    tensors=tuple(_layer("model.layers.{i}.", [
-        _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
-        _t("post_attention_layernorm.weight", "blocks.ln2.scale", "d -> d"),
-        _t([f"self_attn.{c}_proj.weight" for c in "qkv"], "blocks.attn.w_qkv", "d c n h -> c (n h) d"),
-        _t([f"self_attn.{c}_proj.bias" for c in "qkv"], "blocks.attn.b_qkv", "c n h -> c (n h)"),
-        _t("self_attn.o_proj.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
-        _t("self_attn.o_proj.bias", "blocks.attn.b_o", "d -> d"),
-        _t("mlp.gate_proj.weight", "blocks.mlp.w_gate", "d f -> f d"),
-        _t("mlp.gate_proj.bias", None, "f", when=lambda cfg: cfg.bias),  # mlp_bias: spmdgpt's gate has none
-        _t("mlp.up_proj.weight", "blocks.mlp.w_up", "d f -> f d"),
-        _t("mlp.up_proj.bias", "blocks.mlp.b_up", "f -> f"),
-        _t("mlp.down_proj.weight", "blocks.mlp.w_down", "f d -> d f"),
-        _t("mlp.down_proj.bias", "blocks.mlp.b_down", "d -> d"),
-    ]) + [
-        _t("model.embed_tokens.weight", "embed", "v d -> v d"),
-        _t("model.norm.weight", "ln_f.scale", "d -> d"),
-        _t("lm_head.weight", "unembed", "d v -> v d"),
-    ]),
-    fields={**COMMON_FIELDS, "norm_eps": "rms_norm_eps"},
+    tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER) + LLAMA_OUTER),
+    fields={**COMMON_FIELDS, **GQA_FIELDS},
     refused=REFUSED,
+)
+
+# Qwen2 (Qwen2.5): Llama with biases on q, k and v only (always), no sliding window here
+QWEN2 = Architecture(
+    name="Qwen2ForCausalLM", model_type="qwen2", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=LLAMA.tensors,
+    fields={k: v for k, v in {**COMMON_FIELDS, **GQA_FIELDS}.items() if k != "bias"},
+    refused={**REFUSED, "qkv_bias": True, "bias": False},
+    picks={"qkv_bias": True},
+)
+
+# Qwen3: Llama with a learned RMSNorm of each head's queries and keys (over head_dim, before
+# RoPE); a model without learned scales exports them as ones
+QWEN3 = Architecture(
+    name="Qwen3ForCausalLM", model_type="qwen3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + [
+        _t("self_attn.q_norm.weight", "blocks.attn.q_norm", "h -> h", fill=1.0),
+        _t("self_attn.k_norm.weight", "blocks.attn.k_norm", "h -> h", fill=1.0),
+    ]) + LLAMA_OUTER),
+    fields={**{k: v for k, v in COMMON_FIELDS.items() if k != "bias"}, **GQA_FIELDS, "qk_norm": "architectures",
+            "qk_norm_scale": None},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False},
+    picks={"qk_norm": True},
 )
 
 NEOX = Architecture(
     name="GPTNeoXForCausalLM", model_type="gpt_neox", norm=NormType.layernorm, mlp=MlpType.gelu,
     tensors=tuple(_layer("gpt_neox.layers.{i}.", [
         _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
-        _t("input_layernorm.bias", "blocks.ln1.bias", "d -> d", zeros=True),
+        _t("input_layernorm.bias", "blocks.ln1.bias", "d -> d", fill=0.0),
         _t("post_attention_layernorm.weight", "blocks.ln2.scale", "d -> d"),
-        _t("post_attention_layernorm.bias", "blocks.ln2.bias", "d -> d", zeros=True),
+        _t("post_attention_layernorm.bias", "blocks.ln2.bias", "d -> d", fill=0.0),
         _t("attention.query_key_value.weight", "blocks.attn.w_qkv", "d c n h -> (n c h) d"),
         _t("attention.query_key_value.bias", "blocks.attn.b_qkv", "c n h -> (n c h)"),
         _t("attention.dense.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
         _t("attention.dense.bias", "blocks.attn.b_o", "d -> d"),
         _t("mlp.dense_h_to_4h.weight", "blocks.mlp.w_up", "d f -> f d"),
-        _t("mlp.dense_h_to_4h.bias", "blocks.mlp.b_up", "f -> f", zeros=True),
+        _t("mlp.dense_h_to_4h.bias", "blocks.mlp.b_up", "f -> f", fill=0.0),
         _t("mlp.dense_4h_to_h.weight", "blocks.mlp.w_down", "f d -> d f"),
-        _t("mlp.dense_4h_to_h.bias", "blocks.mlp.b_down", "d -> d", zeros=True),
+        _t("mlp.dense_4h_to_h.bias", "blocks.mlp.b_down", "d -> d", fill=0.0),
     ]) + [
         _t("gpt_neox.embed_in.weight", "embed", "v d -> v d"),
         _t("gpt_neox.final_layer_norm.weight", "ln_f.scale", "d -> d"),
-        _t("gpt_neox.final_layer_norm.bias", "ln_f.bias", "d -> d", zeros=True),
+        _t("gpt_neox.final_layer_norm.bias", "ln_f.bias", "d -> d", fill=0.0),
         _t("embed_out.weight", "unembed", "d v -> v d"),
     ]),
     fields={**COMMON_FIELDS, "norm_eps": "layer_norm_eps"},
-    refused=REFUSED,
+    refused={**REFUSED, "num_kv_heads": None, "head_dim": None},  # (GPT-NeoX: neither grouped nor other widths)
     aliases={"embed_out.weight": "lm_head.weight"},
 )
 
-ARCHITECTURES = (LLAMA, NEOX)
+# in the order export tries them: a table with `picks` before the plain one of its kinds
+ARCHITECTURES = (QWEN3, QWEN2, LLAMA, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose
@@ -156,6 +201,6 @@ TORCH_GPT = Architecture(
     ]),
     fields={"num_layers": "layers", "num_heads": "heads", "d_model": "d", "vocab_size": "vocab",
             "max_seq_len": "seq", "rope_theta": "theta"},
-    refused={"bias": False, "tie_embeddings": True, "mlp_factor": 4.0, "qk_norm": False, "logit_softcap": 0.0},
+    refused={**REFUSED, "bias": False, "tie_embeddings": True, "mlp_factor": 4.0, "num_kv_heads": None, "head_dim": None},
 )
 

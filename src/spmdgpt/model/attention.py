@@ -57,9 +57,11 @@ from spmdgpt.sharding import platform as mesh_platform
 
 class Attention(NamedTuple):
     w_qkv: jax.Array
-    b_qkv: Optional[jax.Array]
+    b_qkv: Optional[jax.Array]  # (model.bias or model.qkv_bias)
     w_o: jax.Array
-    b_o: Optional[jax.Array]
+    b_o: Optional[jax.Array]  # (model.bias)
+    q_norm: Optional[jax.Array] = None  # [H] the QK-norm's learned scales (model.qk_norm_scale)
+    k_norm: Optional[jax.Array] = None
 
 
 class GroupedAttention(NamedTuple):
@@ -69,30 +71,36 @@ class GroupedAttention(NamedTuple):
     b_kv: Optional[jax.Array]
     w_o: jax.Array
     b_o: Optional[jax.Array]
+    q_norm: Optional[jax.Array] = None
+    k_norm: Optional[jax.Array] = None
 
 
 def attention_info(cfg: ModelConfig) -> Attention | GroupedAttention:
     """One layer's attention parameters: `Attention` (fused QKV), or `GroupedAttention` when
     model.num_kv_heads < model.num_heads."""
     D, N, H, K = cfg.d_model, cfg.num_heads, head_dim(cfg), kv_heads(cfg)
+    qkv_bias = cfg.bias or cfg.qkv_bias
+    shared = dict(
+        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
+                   out_init(cfg)),
+        b_o=vector((D,), ("embed",)) if cfg.bias else None,
+        q_norm=vector((H,), ("head_dim",), "ones") if cfg.qk_norm_scale else None,
+        k_norm=vector((H,), ("head_dim",), "ones") if cfg.qk_norm_scale else None,
+    )
     if K != N:
         return GroupedAttention(
             w_q=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std),
-            b_q=vector((N, H), ("heads", "head_dim")) if cfg.bias else None,
+            b_q=vector((N, H), ("heads", "head_dim")) if qkv_bias else None,
             w_kv=matrix((D, 2, K, H), ("embed", "qkv", "kv_heads", "head_dim"), ("embed",), ("kv_heads", "head_dim"),
                         cfg.init_std),
-            b_kv=vector((2, K, H), ("qkv", "kv_heads", "head_dim")) if cfg.bias else None,
-            w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",),
-                       residual_std(cfg), out_init(cfg)),
-            b_o=vector((D,), ("embed",)) if cfg.bias else None,
+            b_kv=vector((2, K, H), ("qkv", "kv_heads", "head_dim")) if qkv_bias else None,
+            **shared,
         )
     return Attention(
         w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim"),
                      cfg.init_std),
-        b_qkv=vector((3, N, H), ("qkv", "heads", "head_dim")) if cfg.bias else None,
-        w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
-                   out_init(cfg)),
-        b_o=vector((D,), ("embed",)) if cfg.bias else None,
+        b_qkv=vector((3, N, H), ("qkv", "heads", "head_dim")) if qkv_bias else None,
+        **shared,
     )
 
 
@@ -231,8 +239,9 @@ def qkv_projection(
         out_sharding=rules.spec("batch", "seq", "qkv", "heads", "head_dim"),
     )
     qk = qkv[:, :, :2]
-    if cfg.qk_norm:  # unit-RMS queries and keys per head, before the rotation
-        qk = rms_normalize(qk, cfg.norm_eps)
+    if cfg.qk_norm:  # unit-RMS queries and keys per head (times their learned scales), before the rotation
+        scale = None if p.q_norm is None else rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim"))
+        qk = rms_normalize(qk, cfg.norm_eps, scale)
     qk = rope(qk, positions, cfg.rope_theta)  # q and k rotated in one op
     if not head_major:
         return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
@@ -254,7 +263,8 @@ def _grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arr
     q, kv = parts  # [b, t, N, h], [b, t, 2, K, h]
     k, v = kv[:, :, 0], kv[:, :, 1]
     if cfg.qk_norm:
-        q, k = rms_normalize(q, cfg.norm_eps), rms_normalize(k, cfg.norm_eps)
+        q, k = (rms_normalize(a, cfg.norm_eps, None if s is None else rules.gather(s, ("head_dim",)))
+                for a, s in ((q, p.q_norm), (k, p.k_norm)))
     q, k = rope(q, positions, cfg.rope_theta), rope(k, positions, cfg.rope_theta)
     if not head_major:
         return q, k, v
