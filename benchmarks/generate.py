@@ -1,9 +1,11 @@
 """Decode speed: the KV-cache sampler against re-running the full forward pass for each token.
 
-    python benchmarks/generate.py [--new 256] [--prompt 64]
+    python benchmarks/generate.py [--new 256] [--prompt 64] [--batches 1,16] [--heads 4] [--kv-heads K]
 
 B1 model (vocab 65, 4 layers, 4 heads, d_model 256; random weights: speed does not depend on
-them), a 64-token prompt, 256 new tokens, batch 1 and 16, 1 CPU device. The baseline keeps the
+them), a 64-token prompt, 256 new tokens, batch 1 and 16, 1 CPU device. --heads / --kv-heads:
+that many query heads / key/value heads (grouped-query attention); the KV cache's bytes per
+token are printed first. The baseline keeps the
 sequence in a fixed [batch, prompt + new] buffer and runs the whole forward pass over it for
 every new token (one compiled function, the fair no-cache baseline). Prints decode tokens/s of
 both, their ratio (target >= 10x at batch 1) and the sampler's first call with compilation
@@ -26,7 +28,7 @@ import numpy as np  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.generate import Sampler, SamplingParams  # noqa: E402
-from spmdgpt.model import forward, init_params  # noqa: E402
+from spmdgpt.model import forward, init_cache, init_params  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 
@@ -34,10 +36,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--new", type=int, default=256)
+    ap.add_argument("--batches", default="1,16")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=None)
     args = ap.parse_args()
     total = args.prompt + args.new
-    cfg = load_config(["model.num_layers=4", "model.num_heads=4", "model.d_model=256",
-                       "model.vocab_size=65", f"model.max_seq_len={total}", "mesh.data=1"])
+    cfg = load_config(["model.num_layers=4", f"model.num_heads={args.heads}", "model.d_model=256",
+                       "model.vocab_size=65", f"model.max_seq_len={total}", "mesh.data=1",
+                       *([f"model.num_kv_heads={args.kv_heads}"] if args.kv_heads else [])])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
@@ -53,7 +59,10 @@ def main() -> None:
             tok = jax.random.categorical(key, last / 0.8).astype(jnp.int32)
             return jax.lax.dynamic_update_index_in_dim(buf, tok, i, axis=1)
 
-        for batch in (1, 16):
+        cache = jax.eval_shape(lambda: init_cache(cfg.model, rules, 1, total))
+        print(f"{args.heads} heads, {cache.k.shape[2]} key/value heads: KV cache "
+              f"{(cache.k.size + cache.v.size) * cache.k.dtype.itemsize // total:,} bytes per token")
+        for batch in map(int, args.batches.split(",")):
             prompts = rng.integers(0, 65, (batch, args.prompt)).tolist()
             t0 = time.perf_counter()
             sampler.generate(params, prompts, sp)

@@ -502,3 +502,33 @@ def test_checkpoints_from_before_blocks_had_units_restore(tmp_path):
                          strict=True):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert jax.tree.structure((params, opt_state)) == jax.tree.structure((state.params, state.opt_state))
+
+
+@pytest.mark.parametrize("overrides,fields", [
+    ([], ("w_qkv", "b_qkv", "w_o", "b_o")),
+    (["model.num_kv_heads=2"], ("w_q", "b_q", "w_kv", "b_kv", "w_o", "b_o")),
+])
+def test_checkpoints_from_before_the_qk_norm_scales_restore(tmp_path, overrides, fields):
+    """A checkpoint whose attention has no q_norm / k_norm fields (written before model.qk_norm_scale
+    existed: `without_new_fields`) restores into today's state, every leaf bitwise."""
+    from spmdgpt.checkpoint import without_new_fields
+    from spmdgpt.config import CheckpointConfig
+    from spmdgpt.state import TrainState
+
+    cfg = load_config(["+experiment=staircase", "model.num_layers=2", "model.qk_norm=true", "mesh.data=1", *overrides])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        state = init_state(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), 100))
+        old = TrainState(state.step, without_new_fields(state.params), without_new_fields(state.opt_state))
+        assert type(old.params.blocks.attn)._fields == fields and type(state.params.blocks.attn)._fields[-2:] == (
+            "q_norm", "k_norm")
+        mngr = CheckpointManager(tmp_path, CheckpointConfig())
+        mngr.save(3, old, {"step": 3})
+        mngr.close()
+        params, opt_state, meta = CheckpointManager.reader(tmp_path).restore(3, state.params, state.opt_state)
+    assert meta["step"] == 3
+    assert jax.tree.structure((params, opt_state)) == jax.tree.structure((state.params, state.opt_state))
+    for got, want in zip(jax.tree.leaves((params, opt_state)), jax.tree.leaves((state.params, state.opt_state)),
+                         strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

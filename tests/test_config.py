@@ -30,7 +30,7 @@ CASES = [
     (CHAR + ["data.text_file=no/such/file.txt"], "data.text_file=no/such/file.txt: no such file"),
     (CHAR + ["data.path=/nonexistent-data-root"], "looked for /nonexistent-data-root/tinyshakespeare"),
     (STAIR + ["model.no_such_field=1"], "no_such_field"),
-    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, llama2_7b, llama_1b, shakespeare_char"),
+    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, llama2_7b, llama3_2_1b, llama3_8b, llama_1b, shakespeare_char"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
     (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),

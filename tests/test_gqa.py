@@ -131,3 +131,25 @@ def test_grouped_attention_exports_to_llama_and_is_refused_by_neox_and_the_page(
     same = dataclasses.replace(gqa, num_kv_heads=4)
     assert hf_config(same, eos_id=0)["num_key_value_heads"] == 4
     web.check_supported(same)
+
+
+@pytest.mark.parametrize("experiment,params,kv_bytes", [
+    ("llama3_8b", 8_030_261_248, 32 * 2 * 8 * 128 * 2),  # Meta's 8.03B; 128 KiB of bfloat16 K/V per token
+    ("llama3_2_1b", 1_235_814_400, 16 * 2 * 8 * 64 * 2),  # Meta's 1.24B; 32 KiB per token
+    ("shakespeare_gpt2_gqa", None, 4 * 2 * 2 * 64 * 4),  # 2 of 4 heads: half shakespeare_gpt2's cache
+])
+def test_published_shapes_count_their_published_parameters(experiment, params, kv_bytes):
+    """The packaged GQA experiments: Llama 3.1 8B's and Llama 3.2 1B's parameter counts (tied
+    1B, untied 8B), and the KV cache's bytes per token (layers x K and V x K/V heads x head_dim x
+    the compute dtype's bytes), read from the abstract cache."""
+    import math
+
+    from spmdgpt.model import is_info, param_info
+
+    cfg = load_config([f"+experiment={experiment}", "mesh.data=1"])
+    if params is not None:
+        assert sum(math.prod(i.shape) for i in jax.tree.leaves(param_info(cfg.model), is_leaf=is_info)) == params
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        cache = jax.eval_shape(lambda: init_cache(cfg.model, Rules(mesh, cfg.sharding, cfg.model), 1, 16))
+    assert (cache.k.size + cache.v.size) * cache.k.dtype.itemsize // 16 == kv_bytes

@@ -2,6 +2,7 @@
 greedy generation and token ids; bad input is refused without writing anything. transformers
 runs in the PyTorch side environment (the `torch_side` fixture, tests/torch_side.py)."""
 
+import dataclasses
 import errno
 import json
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from spmdgpt import train
 from spmdgpt.cli import main
-from spmdgpt.config import load_config
+from spmdgpt.config import RopeScaling, load_config
 from spmdgpt.model import forward, init_params
 from spmdgpt.sharding import Rules, make_mesh
 
@@ -106,11 +107,13 @@ def random_params(cfg, rules, seed=1):
     ("GPTNeoXForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu"]),
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.bias=true", "model.tie_embeddings=false"]),
-    ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.head_dim=8"]),
+    ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.head_dim=8",
+                          "model.rope_scaling=llama3", "model.rope_factor=4", "model.rope_original_max_len=32"]),
     ("Qwen2ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true", "model.num_kv_heads=1"]),
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.num_kv_heads=2"]),
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.qk_norm_scale=true",
-                          "model.head_dim=32", "model.tie_embeddings=false"]),
+                          "model.head_dim=32", "model.tie_embeddings=false", "model.rope_scaling=yarn",
+                          "model.rope_factor=4", "model.rope_original_max_len=16", "model.rope_attention_factor=1.3"]),
 ])
 def test_every_parameter_maps_onto_transformers(arch, overrides, torch_side, tmp_path):
     """Random values in every leaf (biases and norms included), tied and untied, written as
@@ -232,31 +235,40 @@ def make_hf_model(torch_side, kind: str, folder: Path, tokens=None, **overrides)
     return torch_side.ask_array("make_model", tokens, **request)[1]
 
 
-IMPORTED = {  # kind -> (the model fields import sets, beyond the shapes; the exported architecture)
-    "llama": ([], "LlamaForCausalLM"),
-    "mistral": (["model.num_kv_heads=2", "model.head_dim=32"], "LlamaForCausalLM"),  # (no sliding window)
-    "qwen2": (["model.num_kv_heads=2", "model.qkv_bias=True"], "Qwen2ForCausalLM"),  # (tied, as staircase)
-    "qwen3": (["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True", "model.qk_norm_scale=True"],
-              "Qwen3ForCausalLM"),
-    "neox": (["model.bias=True"], "GPTNeoXForCausalLM"),
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 5000.0, "factor": 4.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # (short: most frequencies scaled)
+YARN_ROPE = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32}
+IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], the model fields import sets
+    #                    beyond the shapes, the architecture spmdgpt exports it as)
+    "llama": ("llama", {}, [], "LlamaForCausalLM"),
+    "llama3-rope": ("llama", {"rope_parameters": LLAMA3_ROPE},
+                    ["model.rope_scaling=llama3", "model.rope_factor=4.0", "model.rope_original_max_len=64"],
+                    "LlamaForCausalLM"),
+    "mistral": ("mistral", {}, ["model.num_kv_heads=2", "model.head_dim=32"], "LlamaForCausalLM"),  # (no window)
+    "qwen2": ("qwen2", {}, ["model.num_kv_heads=2", "model.qkv_bias=True"], "Qwen2ForCausalLM"),  # (tied, as staircase)
+    "qwen2-yarn": ("qwen2", {"rope_parameters": YARN_ROPE}, ["model.rope_scaling=yarn", "model.rope_original_max_len=32"],
+                   "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", {}, ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True",
+                            "model.qk_norm_scale=True"], "Qwen3ForCausalLM"),
+    "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
 
-@pytest.mark.parametrize("kind", list(IMPORTED))
-def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, torch_side, tmp_path):
+@pytest.mark.parametrize("name", list(IMPORTED))
+def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_side, tmp_path):
     """checkpoint.init_from=hf:DIR: the model config comes from DIR's config.json, each leaf is
     read into its sharded layout (fsdp_tp on 2 x 4 devices: really split; 1 or 2 key/value heads
     are replicated over the model axis of 4), the logits equal transformers' (every weight
-    random: norm scales, QK-norm scales, biases) and an export of the imported parameters gives
-    byte-identical tensors."""
+    random: norm scales, QK-norm scales, biases; RoPE scaled as Llama 3.1 and YaRN do, which
+    changes the logits) and an export of the imported parameters gives byte-identical tensors."""
     from safetensors.numpy import load_file
 
     from spmdgpt.hf import hf_config, load_params, to_hf, with_hf_model
 
+    kind, config, fields, arch = IMPORTED[name]
     toks = np.random.default_rng(0).integers(0, 96, (8, 40)).astype(np.int32)
-    theirs = make_hf_model(torch_side, kind, tmp_path, toks)
+    theirs = make_hf_model(torch_side, kind, tmp_path, toks, **config)
     original = load_file(str(tmp_path / "model.safetensors"))
-    fields, arch = IMPORTED[kind]
     for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"], 8)):
         cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
                                                   *overrides]))
@@ -277,6 +289,9 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(kind, torch_s
                     assert a.w_kv.sharding.spec == P(None, "data", None, None, None)
                     assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
+            if "rope_parameters" in config and n == 1:  # (the scaling matters: unscaled frequencies give other logits)
+                plain = dataclasses.replace(cfg.model, rope_scaling=RopeScaling.none)
+                assert np.abs(np.asarray(forward(plain, rules, params, toks)[0]) - theirs).max() > 1e-2
         assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
         again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)))
         assert sorted(again) == sorted(original)

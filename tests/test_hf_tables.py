@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from spmdgpt.config import ConfigError, ModelConfig, load_config
+from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, load_config
 from spmdgpt.hf import ARCHITECTURES, architecture, check_weights, expected_shapes, hf_config, layer_values, to_hf
 from spmdgpt.hf.tables import TRAINING_ONLY
 from spmdgpt.model import is_info, param_info
@@ -58,7 +58,9 @@ def test_a_new_model_field_cannot_export_silently():
 
 CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "vocab_size": 70, "max_seq_len": 128,
            "tie_embeddings": False, "rope_theta": 500.0, "bias": True, "init_std": 0.01, "norm_eps": 1e-3,
-           "num_kv_heads": 2, "head_dim": 32}
+           "num_kv_heads": 2, "head_dim": 32, "rope_scaling": RopeScaling.yarn, "rope_factor": 8.0,
+           "rope_original_max_len": 64, "rope_low_freq_factor": 2.0, "rope_high_freq_factor": 8.0,
+           "rope_beta_fast": 16.0, "rope_beta_slow": 2.0, "rope_attention_factor": 1.5}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -69,8 +71,11 @@ def test_every_mapped_field_reaches_its_config_json_key(arch):
     for field, key in arch.fields.items():
         if key in ("architectures", None):  # these choose the architecture itself, or the tensors carry them
             continue
-        changed = hf_config(dataclasses.replace(cfg, **{field: CHANGED[field]}), eos_id=0)
-        assert changed[key] != base[key], field
+        # (a scaling's parameters are compared under that scaling)
+        scaling = next((RopeScaling(k) for k, names in ROPE_SCALING_FIELDS.items() if field in names), None)
+        before = cfg if scaling is None else dataclasses.replace(cfg, rope_scaling=scaling)
+        changed = hf_config(dataclasses.replace(before, **{field: CHANGED[field]}), eos_id=0)
+        assert changed[key] != hf_config(before, eos_id=0)[key], field
 
 
 class DictFiles:

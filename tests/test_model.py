@@ -67,6 +67,29 @@ def test_rope_depends_only_on_relative_position():
     )
 
 
+def test_rope_scalings_keep_the_high_frequencies_and_stretch_the_low_ones():
+    """Llama 3.1's and YaRN's frequencies for 128-wide heads at base 500,000: the highest frequency
+    as trained, the lowest divided by the factor, a ramp in between; YaRN's q/k scale is
+    0.1 ln(factor) + 1 (the values against transformers: tests/test_hf.py). Bad values: one line."""
+    from spmdgpt.config import validate
+    from spmdgpt.model.layers import rope_frequencies
+
+    base = ["+experiment=staircase", "model.rope_theta=500000", "model.head_dim=128"]
+    plain, scale = rope_frequencies(load_config(base).model, 128)
+    assert scale == 1.0 and float(plain[1]) == pytest.approx(500000 ** (-1 / 64), rel=1e-6)
+    for scaling, extra in (("llama3", ["model.rope_factor=8"]), ("yarn", ["model.rope_factor=8"])):
+        cfg = load_config([*base, f"model.rope_scaling={scaling}", *extra]).model
+        freq, scale = map(np.asarray, rope_frequencies(cfg, 128))
+        assert freq[0] == plain[0] and freq[-1] == pytest.approx(float(plain[-1]) / 8, rel=1e-6)
+        ratio = freq / np.asarray(plain)
+        assert np.all(np.diff(ratio) <= 1e-7) and 0.2 < np.mean(ratio) < 0.9  # a monotone ramp from 1 to 1/8
+        assert float(scale) == pytest.approx(1.0 if scaling == "llama3" else 0.1 * math.log(8) + 1)
+    errs = validate(load_config([*base, "model.rope_scaling=llama3", "model.rope_high_freq_factor=1",
+                                 "model.rope_factor=0"]), 1)
+    assert errs == ["model.rope_factor=0.0 must be > 0",
+                    "model.rope_high_freq_factor=1.0 must be > model.rope_low_freq_factor=1.0 (Llama 3.1: 4 and 1)"]
+
+
 def test_rope_with_per_row_positions():
     """positions [batch, seq] (cached decoding) rotate each row by its own positions."""
     rng = np.random.default_rng(5)

@@ -17,7 +17,9 @@ files were damaged after it was written.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import gc
 import logging
 import sys
@@ -139,17 +141,28 @@ class CheckpointManager:
     def restore(self, step: int, params_target, opt_state_target=None):
         """Restore `step` into the layout (shardings) of the targets; the optimizer state only
         when a target for it is given. Returns (params, opt_state or None, meta). A checkpoint
-        written before blocks had units (`UnitlessBlock`) is read in that layout and regrouped."""
+        written in an earlier layout is read in it and converted: from before a unit gained an
+        optional parameter that this model lacks (`without_new_fields`), from before blocks had
+        units (`UnitlessBlock`)."""
         try:
             out = self._restore(step, params_target, opt_state_target)
         except Exception as e:
-            if "tree structures do not match" not in str(e) or without_units(params_target) is params_target:
+            if "tree structures do not match" not in str(e):
                 raise
-            try:
-                old = self._restore(step, without_units(params_target), without_units(opt_state_target))
-            except Exception:
+            for before, after in ((without_new_fields, None), (without_units, with_units)):
+                if before(params_target) is params_target:
+                    continue
+                try:
+                    old = self._restore(step, before(params_target), before(opt_state_target))
+                except Exception:
+                    continue
+                targets = {"params": params_target, "opt_state": opt_state_target}
+                out = {k: (v if k == "meta" else after(v) if after else
+                           jax.tree.unflatten(jax.tree.structure(targets[k]), jax.tree.leaves(v)))
+                       for k, v in old.items()}
+                break
+            else:
                 raise e from None
-            out = {k: with_units(v) for k, v in old.items()}
         meta = out["meta"]
         if not fingerprints_match(fingerprint(out["params"]), meta.get("fingerprint", [])):
             raise ValueError("parameter values do not match the fingerprint saved with them")
@@ -288,17 +301,43 @@ class UnitlessBlock(NamedTuple):
     b_down: Any
 
 
+def without_new_fields(tree):
+    """`tree` with every NamedTuple node whose defaulted fields are None (a unit's optional
+    parameters added later, e.g. the attention's QK-norm scales, absent from this model) as a
+    NamedTuple of its other fields: the layout of checkpoints written before those fields
+    existed, with the same leaves in the same order. The tree itself when it has none."""
+    def strip(x):
+        if isinstance(x, tuple) and hasattr(x, "_fields"):
+            kept = tuple(f for f in x._fields if not (f in x._field_defaults and getattr(x, f) is None))
+            cls = type(x) if kept == x._fields else _before(type(x), kept)
+            return cls(*(strip(getattr(x, f)) for f in kept))
+        if isinstance(x, (list, tuple)):
+            return type(x)(strip(v) for v in x)
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items()}
+        return x
+
+    out = strip(tree)
+    return tree if jax.tree.structure(out) == jax.tree.structure(tree) else out
+
+
+@functools.lru_cache(maxsize=None)
+def _before(cls, fields: tuple):
+    return collections.namedtuple(cls.__name__, fields)
+
+
 def without_units(tree):
     """`tree` (parameters or optimizer state) with every dense Block as a UnitlessBlock; the
     tree itself when it has none."""
     from spmdgpt.model import Attention, Block, Mlp
 
-    def dense(b):
-        return isinstance(b, Block) and isinstance(b.attn, Attention) and isinstance(b.mlp, Mlp)
+    def dense(b):  # (without the QK-norm scales, which came after)
+        return (isinstance(b, Block) and isinstance(b.attn, Attention) and b.attn.q_norm is None
+                and isinstance(b.mlp, Mlp))
 
     if not any(dense(b) for b in jax.tree.leaves(tree, is_leaf=dense)):
         return tree
-    return jax.tree.map(lambda b: UnitlessBlock(b.ln1, *b.attn, b.ln2, *b.mlp) if dense(b) else b, tree,
+    return jax.tree.map(lambda b: UnitlessBlock(b.ln1, *b.attn[:4], b.ln2, *b.mlp) if dense(b) else b, tree,
                         is_leaf=dense)
 
 

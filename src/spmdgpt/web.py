@@ -31,7 +31,7 @@ from typing import Dict, Iterator
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, ModelConfig, head_dim, kv_heads, mlp_hidden
+from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads, mlp_hidden
 from spmdgpt.hf import tables as hf_tables
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
@@ -50,7 +50,9 @@ COMPUTED = {"num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "m
             "head_dim"}
 TRAINING_ONLY = {*hf_tables.TRAINING_ONLY, "init_std"}  # (config.json records init_std for Hugging Face)
 # fields the page computes only at these values (the default computation)
-DEFAULT_ONLY = {"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False}
+DEFAULT_ONLY = {"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none}
+# (the scalings' parameters: unread without one)
+COMPUTED |= {n for names in ROPE_SCALING_FIELDS.values() for n in names}
 
 
 def check_supported(cfg: ModelConfig) -> None:

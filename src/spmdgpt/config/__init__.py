@@ -30,6 +30,8 @@ from spmdgpt.config.schema import (
     MlpType,
     ModelConfig,
     NormType,
+    ROPE_SCALING_FIELDS,
+    RopeScaling,
     OptimizerConfig,
     OptimizerName,
     Remat,
@@ -55,7 +57,7 @@ from spmdgpt.config.validate import SECTIONS, profile_range, validate, validate_
 __all__ = [
     "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
-    "NormType", "OptimizerConfig", "OptimizerName", "Remat", "RunConfig", "Schedule",
+    "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "freeze", "head_dim", "kv_heads", "load_config", "load_run_config",
     "logical_dim_sizes", "mesh_axes", "mesh_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
     "resolve_mesh_shape", "SECTIONS",

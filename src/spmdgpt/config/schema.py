@@ -32,6 +32,13 @@ class NormType(enum.Enum):
     rmsnorm = "rmsnorm"
 
 
+class RopeScaling(enum.Enum):
+    none = "none"  # theta^(-2i/h), as trained
+    llama3 = "llama3"  # Llama 3.1's: low frequencies / factor, high kept, a smooth ramp between
+    yarn = "yarn"  # YaRN (Peng et al. 2023): interpolation / extrapolation ramp by rotations, and a
+    # logit scale (attention factor; default 0.1 ln(factor) + 1 on q and k each)
+
+
 class MlpType(enum.Enum):
     gelu = "gelu"  # up-projection, GELU (tanh approximation), down-projection (GPT-2)
     swiglu = "swiglu"  # SiLU(x W_gate) * (x W_up), down-projection (LLaMA)
@@ -153,6 +160,15 @@ class ModelConfig(Section):
     mlp: MlpType = MlpType.gelu  # gelu | swiglu
     tie_embeddings: bool = True  # unembedding = embedding transposed
     rope_theta: float = 10000.0  # RoPE base frequency
+    rope_scaling: RopeScaling = RopeScaling.none  # none | llama3 | yarn: RoPE frequencies stretched for a
+    # longer context than pretraining's, by the rope_* fields below (those of transformers' rope_parameters)
+    rope_factor: float = 1.0  # how many times longer (Llama 3.1: 8; Llama 3.2: 32; Qwen2.5 YaRN: 4)
+    rope_original_max_len: int = 8192  # pretraining's context (original_max_position_embeddings)
+    rope_low_freq_factor: float = 1.0  # llama3: wavelengths above original / this are divided by factor
+    rope_high_freq_factor: float = 4.0  # llama3: wavelengths below original / this are kept
+    rope_beta_fast: float = 32.0  # yarn: rotations above which a frequency is kept
+    rope_beta_slow: float = 1.0  # yarn: rotations below which it is interpolated (divided by factor)
+    rope_attention_factor: Optional[float] = None  # yarn: q and k scale; default 0.1 ln(factor) + 1
     init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
     remat: Remat = Remat.none  # activation checkpointing policy per block
@@ -382,6 +398,13 @@ class Config(Section):
 def head_dim(m: ModelConfig) -> int:
     """The width of each attention head: model.head_dim, default d_model / num_heads."""
     return m.d_model // max(m.num_heads, 1) if m.head_dim is None else m.head_dim
+
+
+# the parameters of model.rope_scaling, by the scalings that read them
+ROPE_SCALING_FIELDS = {"llama3": ("rope_factor", "rope_original_max_len", "rope_low_freq_factor",
+                                  "rope_high_freq_factor"),
+                       "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
+                                "rope_attention_factor")}
 
 
 def kv_heads(m: ModelConfig) -> int:

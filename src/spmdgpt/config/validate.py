@@ -15,6 +15,7 @@ from spmdgpt.config.schema import (
     DistConfig,
     DType,
     OptimizerName,
+    RopeScaling,
     Split,
     TokenizerKind,
     dataset_configs,
@@ -141,6 +142,13 @@ def _model(m, training: bool) -> List[str]:
             not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
         errs.append(f"model.num_kv_heads={m.num_kv_heads} must divide model.num_heads={m.num_heads} (each key/value "
                     "head serves as many query heads); choose a divisor: 1 = multi-query, num_heads = multi-head")
+    if m.rope_scaling != RopeScaling.none:
+        for name in ("rope_factor", "rope_original_max_len", "rope_low_freq_factor", "rope_high_freq_factor",
+                     "rope_beta_fast", "rope_beta_slow"):
+            _positive(errs, f"model.{name}", getattr(m, name))
+        if m.rope_scaling == RopeScaling.llama3 and not m.rope_high_freq_factor > m.rope_low_freq_factor:
+            errs.append(f"model.rope_high_freq_factor={m.rope_high_freq_factor} must be > model.rope_low_freq_factor="
+                        f"{m.rope_low_freq_factor} (Llama 3.1: 4 and 1)")
     if m.qk_norm_scale and not m.qk_norm:
         errs.append("model.qk_norm_scale=true scales the QK-norm, which is off; set model.qk_norm=true too")
     if m.attention_block < 0:

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from spmdgpt.config import ConfigError, ModelConfig, head_dim, kv_heads, mlp_hidden
+from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads, mlp_hidden
 from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
@@ -24,7 +24,10 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     model.bias: qkv_bias False), so the tables compare one spelling of each model."""
     kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
-    return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias)
+    used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
+    unused = {f.name: f.default for f in dataclasses.fields(ModelConfig)
+              if f.name in {n for names in ROPE_SCALING_FIELDS.values() for n in names} - set(used)}
+    return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused)
 
 
 def architecture(cfg: ModelConfig) -> Architecture:
@@ -111,7 +114,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         "intermediate_size": mlp_hidden(cfg),
         "max_position_embeddings": cfg.max_seq_len,
         "tie_word_embeddings": cfg.tie_embeddings,
-        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+        "rope_parameters": rope_parameters(cfg),
         "rope_theta": cfg.rope_theta,
         "attention_dropout": 0.0,
         "initializer_range": cfg.init_std,
@@ -120,6 +123,8 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         "torch_dtype": "float32",
         "use_cache": True,
     }
+    if cfg.rope_scaling != RopeScaling.none:  # (what transformers 4.x reads; 5.x reads either)
+        common["rope_scaling"] = rope_parameters(cfg)
     if arch is NEOX:
         common["rope_parameters"]["partial_rotary_factor"] = 1.0
         return {**common, "model_type": arch.model_type, "hidden_act": TANH_GELUS[0], "layer_norm_eps": cfg.norm_eps,
@@ -133,6 +138,43 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     qwen = {**llama, "use_sliding_window": False, "sliding_window": None, "max_window_layers": cfg.num_layers,
             "layer_types": ["full_attention"] * cfg.num_layers}
     return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
+
+
+# transformers' rope_parameters keys of the rope_* fields
+ROPE_KEYS = {"rope_factor": "factor", "rope_original_max_len": "original_max_position_embeddings",
+             "rope_low_freq_factor": "low_freq_factor", "rope_high_freq_factor": "high_freq_factor",
+             "rope_beta_fast": "beta_fast", "rope_beta_slow": "beta_slow", "rope_attention_factor": "attention_factor"}
+
+
+def rope_parameters(cfg: ModelConfig) -> dict:
+    """config.json's rope_parameters: the base, and the scaling with the parameters it reads."""
+    if cfg.rope_scaling == RopeScaling.none:
+        return {"rope_type": "default", "rope_theta": cfg.rope_theta}
+    out = {"rope_type": cfg.rope_scaling.value, "rope_theta": cfg.rope_theta}
+    for name in ROPE_SCALING_FIELDS[cfg.rope_scaling.value]:
+        if getattr(cfg, name) is not None:
+            out[ROPE_KEYS[name]] = getattr(cfg, name)
+    return out
+
+
+def _rope_fields(rope: dict, hf: dict, need) -> dict:
+    """The rope_* model fields of a config.json's RoPE parameters (`need` records what is refused)."""
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    need("rope_type", kind in ("default", "llama3", "yarn"), "default, llama3 or yarn (the RoPE scalings spmdgpt computes)")
+    out = {"rope_scaling": kind if kind in ("llama3", "yarn") else "none", "rope_theta": float(rope["rope_theta"])}
+    if kind == "llama3":
+        out.update({name: type(default)(rope.get(ROPE_KEYS[name], default)) for name, default in  # (Llama 3.1's)
+                    (("rope_factor", 8.0), ("rope_original_max_len", 8192), ("rope_low_freq_factor", 1.0),
+                     ("rope_high_freq_factor", 4.0))})
+    elif kind == "yarn":
+        need("mscale", not rope.get("mscale") and not rope.get("mscale_all_dim"),
+             "no mscale / mscale_all_dim (DeepSeek's YaRN variant is not supported)")
+        need("truncate", rope.get("truncate", True), "true (integer correction bounds)")
+        original = int(rope.get("original_max_position_embeddings") or hf["max_position_embeddings"])
+        out.update(rope_factor=float(rope.get("factor") or hf["max_position_embeddings"] / original),
+                   rope_original_max_len=original, rope_beta_fast=float(rope.get("beta_fast") or 32),
+                   rope_beta_slow=float(rope.get("beta_slow") or 1), rope_attention_factor=rope.get("attention_factor"))
+    return out
 
 
 def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
@@ -195,7 +237,7 @@ def model_fields(hf: dict, where: str) -> dict:
 
     d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
     rope = _rope(hf)
-    need("rope_type", rope.get("rope_type", rope.get("type", "default")) == "default", "the default RoPE (no scaling)")
+    rope_fields = _rope_fields(rope, hf, need)
     if kind == NEOX.model_type:
         need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
         need("use_parallel_residual", hf.get("use_parallel_residual", True) is False, "false (a sequential residual)")
@@ -231,7 +273,7 @@ def model_fields(hf: dict, where: str) -> dict:
         raise ConfigError(errs)
     out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
                vocab_size=hf["vocab_size"], bias=False, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-               rope_theta=float(rope["rope_theta"]))
+               **rope_fields)
     # every other field that changes the computation: what this checkpoint has, else off (never the
     # run's own value: a QK-norm in the run's experiment would change what the checkpoint computes)
     return {**out, **NOT_IN_CHECKPOINT, **fields}

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from spmdgpt.config import MlpType, ModelConfig, NormType
+from spmdgpt.config import ROPE_SCALING_FIELDS, MlpType, ModelConfig, NormType
 
 # model fields that change how a model is trained or run, never the function it computes
 TRAINING_ONLY = ("attention", "remat", "scan_unroll", "attention_block", "param_dtype", "compute_dtype",
@@ -92,7 +92,8 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
                  "mlp_factor": "intermediate_size", "vocab_size": "vocab_size",
                  "max_seq_len": "max_position_embeddings", "tie_embeddings": "tie_word_embeddings",
                  "rope_theta": "rope_parameters", "bias": "attention_bias", "init_std": "initializer_range",
-                 "norm": "architectures", "mlp": "architectures"}
+                 "norm": "architectures", "mlp": "architectures", "rope_scaling": "rope_parameters",
+                 **{name: "rope_parameters" for name in {n for names in ROPE_SCALING_FIELDS.values() for n in names}}}
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False}

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
-from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope
+from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope, rope_frequencies
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 
@@ -242,7 +242,7 @@ def qkv_projection(
     if cfg.qk_norm:  # unit-RMS queries and keys per head (times their learned scales), before the rotation
         scale = None if p.q_norm is None else rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim"))
         qk = rms_normalize(qk, cfg.norm_eps, scale)
-    qk = rope(qk, positions, cfg.rope_theta)  # q and k rotated in one op
+    qk = rope(qk, positions, *rope_frequencies(cfg, qk.shape[-1]))  # q and k rotated in one op
     if not head_major:
         return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
     qk = jnp.transpose(qk, (2, 0, 3, 1, 4))  # [2, b, n, t, h]
@@ -265,7 +265,8 @@ def _grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arr
     if cfg.qk_norm:
         q, k = (rms_normalize(a, cfg.norm_eps, None if s is None else rules.gather(s, ("head_dim",)))
                 for a, s in ((q, p.q_norm), (k, p.k_norm)))
-    q, k = rope(q, positions, cfg.rope_theta), rope(k, positions, cfg.rope_theta)
+    freq = rope_frequencies(cfg, q.shape[-1])
+    q, k = rope(q, positions, *freq), rope(k, positions, *freq)
     if not head_major:
         return q, k, v
     return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))

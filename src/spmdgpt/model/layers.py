@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig, NormType
+from spmdgpt.config import ModelConfig, NormType, RopeScaling
 from spmdgpt.model.info import vector
 from spmdgpt.sharding import Rules
 
@@ -61,19 +62,51 @@ def dropout(x: jax.Array, rate: float, key: Optional[jax.Array]) -> jax.Array:
     return jnp.where(keep, x * (1.0 / (1.0 - rate)), 0).astype(x.dtype)
 
 
-def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+def rope_frequencies(cfg: ModelConfig, h: int) -> tuple:
+    """(inverse frequencies [h / 2] float32, scale of q and k) of `model.rope_scaling` for heads of
+    width h: theta^(-2i/h) as trained (none), or stretched for a longer context as transformers'
+    `rope_type` of the same name computes them (llama3: Llama 3.1's by wavelength; yarn: by
+    rotations over the original context, with the attention factor)."""
+    half = h // 2
+    inv_freq = cfg.rope_theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    factor, original = cfg.rope_factor, cfg.rope_original_max_len
+    if cfg.rope_scaling == RopeScaling.llama3:
+        low, high = cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
+        wavelen = 2 * math.pi / inv_freq
+        scaled = jnp.where(wavelen > original / low, inv_freq / factor, inv_freq)
+        smooth = (original / wavelen - low) / (high - low)
+        medium = (wavelen >= original / high) & (wavelen <= original / low)
+        return jnp.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled), 1.0
+    if cfg.rope_scaling == RopeScaling.yarn:
+        def dim(rotations):  # the dimension whose wavelength makes this many rotations over `original`
+            return h * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(cfg.rope_theta))
+
+        lo, hi = max(math.floor(dim(cfg.rope_beta_fast)), 0), min(math.ceil(dim(cfg.rope_beta_slow)), h - 1)
+        ramp = jnp.clip((jnp.arange(half, dtype=jnp.float32) - lo) / (hi - lo if hi > lo else 0.001), 0, 1)
+        keep = 1 - ramp  # 1: extrapolate (the frequency as trained), 0: interpolate (divided by factor)
+        scale = cfg.rope_attention_factor
+        if scale is None:
+            scale = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+        return inv_freq / factor * (1 - keep) + inv_freq * keep, scale
+    return inv_freq, 1.0
+
+
+def rope(x: jax.Array, positions: jax.Array, theta, scale: float = 1.0) -> jax.Array:
     """Rotary position embedding: rotate pairs (x[i], x[i + h/2]) by position * theta^(-2i/h).
 
     x: [batch, seq, *other, head_dim] (e.g. q and k stacked as [b, t, 2, n, h], so both are
-    rotated in one fused op); positions: [seq] or [batch, seq] (integers). The dot product of
-    two rotated vectors depends only on the difference of their positions.
+    rotated in one fused op); positions: [seq] or [batch, seq] (integers); theta: the base, or
+    the inverse frequencies [h / 2] (`rope_frequencies`); scale: multiplies the result. The dot
+    product of two rotated vectors depends only on the difference of their positions.
     """
     h = x.shape[-1]
     half = h // 2
-    inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) / half) if jnp.ndim(theta) == 0 else theta
     angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [..., seq, half]
     cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)
     sin = jnp.concatenate([-jnp.sin(angles), jnp.sin(angles)], axis=-1)  # sign of the rotation
+    if scale != 1.0:
+        cos, sin = cos * scale, sin * scale
     other = (1,) * (x.ndim - 3)  # the axes between seq and head_dim (e.g. q/k and heads)
     cos = cos.reshape(cos.shape[:-1] + other + (h,))
     sin = sin.reshape(sin.shape[:-1] + other + (h,))
