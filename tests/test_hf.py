@@ -109,7 +109,9 @@ def random_params(cfg, rules, seed=1):
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.bias=true", "model.tie_embeddings=false"]),
     ("LlamaForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.head_dim=8",
                           "model.rope_scaling=llama3", "model.rope_factor=4", "model.rope_original_max_len=32"]),
-    ("Qwen2ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true", "model.num_kv_heads=1"]),
+    ("Qwen2ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true", "model.num_kv_heads=1",
+                          "model.sliding_window=8", "model.window_pattern=LG"]),
+    ("MistralForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.sliding_window=8"]),
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.num_kv_heads=2"]),
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.qk_norm_scale=true",
                           "model.head_dim=32", "model.tie_embeddings=false", "model.rope_scaling=yarn",
@@ -245,11 +247,14 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                     ["model.rope_scaling=llama3", "model.rope_factor=4.0", "model.rope_original_max_len=64"],
                     "LlamaForCausalLM"),
     "mistral": ("mistral", {}, ["model.num_kv_heads=2", "model.head_dim=32"], "LlamaForCausalLM"),  # (no window)
+    "mistral-window": ("mistral", {"sliding_window": 8}, ["model.sliding_window=8"], "MistralForCausalLM"),
     "qwen2": ("qwen2", {}, ["model.num_kv_heads=2", "model.qkv_bias=True"], "Qwen2ForCausalLM"),  # (tied, as staircase)
     "qwen2-yarn": ("qwen2", {"rope_parameters": YARN_ROPE}, ["model.rope_scaling=yarn", "model.rope_original_max_len=32"],
                    "Qwen2ForCausalLM"),
     "qwen3": ("qwen3", {}, ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True",
                             "model.qk_norm_scale=True"], "Qwen3ForCausalLM"),
+    "qwen3-window": ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
+                     ["model.sliding_window=8", "model.window_pattern=GL"], "Qwen3ForCausalLM"),  # layer 1 local
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -259,8 +264,9 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     """checkpoint.init_from=hf:DIR: the model config comes from DIR's config.json, each leaf is
     read into its sharded layout (fsdp_tp on 2 x 4 devices: really split; 1 or 2 key/value heads
     are replicated over the model axis of 4), the logits equal transformers' (every weight
-    random: norm scales, QK-norm scales, biases; RoPE scaled as Llama 3.1 and YaRN do, which
-    changes the logits) and an export of the imported parameters gives byte-identical tensors."""
+    random: norm scales, QK-norm scales, biases; RoPE scaled as Llama 3.1 and YaRN do; sliding
+    windows of 8 in every layer or in one of two, over 40 tokens: each changes the logits) and an
+    export of the imported parameters gives byte-identical tensors."""
     from safetensors.numpy import load_file
 
     from spmdgpt.hf import hf_config, load_params, to_hf, with_hf_model
@@ -289,8 +295,9 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     assert a.w_kv.sharding.spec == P(None, "data", None, None, None)
                     assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
-            if "rope_parameters" in config and n == 1:  # (the scaling matters: unscaled frequencies give other logits)
-                plain = dataclasses.replace(cfg.model, rope_scaling=RopeScaling.none)
+            if ("rope_parameters" in config or "sliding_window" in config) and n == 1:
+                # (the scaling, the window matter: without them the logits differ)
+                plain = dataclasses.replace(cfg.model, rope_scaling=RopeScaling.none, sliding_window=0)
                 assert np.abs(np.asarray(forward(plain, rules, params, toks)[0]) - theirs).max() > 1e-2
         assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
         again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)))
@@ -330,10 +337,11 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert start(tmp_path / "empty") == (2, [f"{where}/empty: no config.json there; give a Hugging Face model "
                                              "folder (config.json + safetensors weights)"])
-    make_hf_model(torch_side, "mistral", tmp_path / "window", sliding_window=16)
-    assert start(tmp_path / "window") == (2, [
-        f"{where}/window: config.json has sliding_window=16; spmdgpt needs null (every query attends to all earlier "
-        "positions): sliding-window attention is not supported"])
+    make_hf_model(torch_side, "llama", tmp_path / "dynamic",
+                  rope_parameters={"rope_type": "dynamic", "rope_theta": 5000.0, "factor": 2.0})
+    assert start(tmp_path / "dynamic") == (2, [
+        f"{where}/dynamic: config.json has rope_type='dynamic'; spmdgpt needs default, llama3 or yarn (the RoPE "
+        "scalings spmdgpt computes)"])
     make_hf_model(torch_side, "qwen3", tmp_path / "biased", attention_bias=True)
     assert start(tmp_path / "biased") == (2, [
         f"{where}/biased: config.json has attention_bias=True; spmdgpt needs false (no attention biases)"])
@@ -344,8 +352,8 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, GPTNeoXForCausalLM, "
-                               "MistralForCausalLM checkpoints"])
+                               "Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, "
+                               "GPTNeoXForCausalLM checkpoints"])
     # a config.json that does not match its weights
     make_hf_model(torch_side, "llama", tmp_path / "wrong")
     config = json.loads((tmp_path / "wrong" / "config.json").read_text())

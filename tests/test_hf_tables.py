@@ -16,6 +16,7 @@ from spmdgpt.model import is_info, param_info
 ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"],
                   "Qwen2ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true"],
                   "Qwen3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true"],
+                  "MistralForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.sliding_window=16"],
                   "GPTNeoXForCausalLM": ["model.norm=layernorm", "model.mlp=gelu"]}
 
 
@@ -60,7 +61,8 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "tie_embeddings": False, "rope_theta": 500.0, "bias": True, "init_std": 0.01, "norm_eps": 1e-3,
            "num_kv_heads": 2, "head_dim": 32, "rope_scaling": RopeScaling.yarn, "rope_factor": 8.0,
            "rope_original_max_len": 64, "rope_low_freq_factor": 2.0, "rope_high_freq_factor": 8.0,
-           "rope_beta_fast": 16.0, "rope_beta_slow": 2.0, "rope_attention_factor": 1.5}
+           "rope_beta_fast": 16.0, "rope_beta_slow": 2.0, "rope_attention_factor": 1.5, "sliding_window": 8,
+           "window_pattern": "GL"}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -74,6 +76,8 @@ def test_every_mapped_field_reaches_its_config_json_key(arch):
         # (a scaling's parameters are compared under that scaling)
         scaling = next((RopeScaling(k) for k, names in ROPE_SCALING_FIELDS.items() if field in names), None)
         before = cfg if scaling is None else dataclasses.replace(cfg, rope_scaling=scaling)
+        if field == "window_pattern":  # (read with a window)
+            before = dataclasses.replace(cfg, sliding_window=16)
         changed = hf_config(dataclasses.replace(before, **{field: CHANGED[field]}), eos_id=0)
         assert changed[key] != hf_config(before, eos_id=0)[key], field
 
@@ -98,6 +102,8 @@ class DictFiles:
     ("Qwen2ForCausalLM", ["model.num_kv_heads=2"]),
     ("Qwen3ForCausalLM", ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm_scale=true"]),
     ("Qwen3ForCausalLM", []),
+    ("Qwen3ForCausalLM", ["model.sliding_window=8", "model.window_pattern=LG"]),
+    ("MistralForCausalLM", ["model.num_kv_heads=2"]),
     ("GPTNeoXForCausalLM", []),
     ("GPTNeoXForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
 ])

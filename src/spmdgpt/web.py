@@ -50,9 +50,10 @@ COMPUTED = {"num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "m
             "head_dim"}
 TRAINING_ONLY = {*hf_tables.TRAINING_ONLY, "init_std"}  # (config.json records init_std for Hugging Face)
 # fields the page computes only at these values (the default computation)
-DEFAULT_ONLY = {"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none}
-# (the scalings' parameters: unread without one)
-COMPUTED |= {n for names in ROPE_SCALING_FIELDS.values() for n in names}
+DEFAULT_ONLY = {"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
+                "sliding_window": 0}
+# (the scalings' parameters and the window pattern: unread without a scaling, a window)
+COMPUTED |= {n for names in ROPE_SCALING_FIELDS.values() for n in names} | {"window_pattern"}
 
 
 def check_supported(cfg: ModelConfig) -> None:

@@ -180,6 +180,10 @@ class ModelConfig(Section):
     logits_dtype: DType = DType.float32  # dtype the unembedding matmul writes the logits in: float32,
     # or the compute dtype (as PyTorch's autocast and MaxText do: half the logits' bytes; the loss's
     # reductions are float32 either way)
+    sliding_window: int = 0  # local attention: a query sees itself and the sliding_window - 1 positions
+    # before it (Mistral 7B v0.1: 4096), in the layers window_pattern marks L; 0 = every layer global
+    window_pattern: str = "L"  # the layers' kinds, repeated over the layers: L = local (sliding window),
+    # G = global (full causal); "L": every layer (Mistral), "LLLLLG": Gemma 3's five local to one global
     qk_norm: bool = False  # RMS-normalise each head's queries and keys (no learned scale) before RoPE
     qk_norm_scale: bool = False  # QK-norm with a learned scale per head dimension, one for queries and
     # one for keys in each layer, starting at ones (Qwen3); needs qk_norm
@@ -405,6 +409,15 @@ ROPE_SCALING_FIELDS = {"llama3": ("rope_factor", "rope_original_max_len", "rope_
                                   "rope_high_freq_factor"),
                        "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
                                 "rope_attention_factor")}
+
+
+def layer_windows(m: ModelConfig) -> tuple:
+    """Each layer's sliding window (0: global attention), from model.sliding_window and
+    model.window_pattern (repeated over the layers)."""
+    if m.sliding_window <= 0 or not m.window_pattern:
+        return (0,) * m.num_layers
+    return tuple(m.sliding_window if m.window_pattern[i % len(m.window_pattern)] == "L" else 0
+                 for i in range(m.num_layers))
 
 
 def kv_heads(m: ModelConfig) -> int:

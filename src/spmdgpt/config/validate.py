@@ -149,6 +149,11 @@ def _model(m, training: bool) -> List[str]:
         if m.rope_scaling == RopeScaling.llama3 and not m.rope_high_freq_factor > m.rope_low_freq_factor:
             errs.append(f"model.rope_high_freq_factor={m.rope_high_freq_factor} must be > model.rope_low_freq_factor="
                         f"{m.rope_low_freq_factor} (Llama 3.1: 4 and 1)")
+    if m.sliding_window < 0:
+        errs.append(f"model.sliding_window={m.sliding_window} must be >= 0 (0 = off)")
+    if not m.window_pattern or set(m.window_pattern) - {"L", "G"}:
+        errs.append(f"model.window_pattern={m.window_pattern!r} must be letters L (local: sliding window) and G "
+                    "(global), e.g. L or LLLLLG")
     if m.qk_norm_scale and not m.qk_norm:
         errs.append("model.qk_norm_scale=true scales the QK-norm, which is off; set model.qk_norm=true too")
     if m.attention_block < 0:

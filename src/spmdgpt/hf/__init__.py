@@ -9,12 +9,11 @@ that loads but computes something else):
       + model.qkv_bias=true                       ->  Qwen2ForCausalLM
       + model.qk_norm=true                        ->  Qwen3ForCausalLM (QK-norm scales: learned with
                                                       model.qk_norm_scale, else ones)
+      + model.sliding_window=W (every layer)      ->  MistralForCausalLM (Qwen2/3: any window_pattern)
     model.norm=layernorm, model.mlp=gelu          ->  GPTNeoXForCausalLM, sequential residual
                                                       (use_parallel_residual=false), full rotary
                                                       (partial_rotary_factor=1), tanh GELU
                                                       (hidden_act=gelu_pytorch_tanh)
-
-Import also reads MistralForCausalLM (Llama's tensors; without a sliding window).
 
 Each is one declarative table (`spmdgpt.hf.tables`): tensor names, layouts, fused splits, the
 config fields. The code here reads the tables, the same way for all: `to_hf` (export),

@@ -12,8 +12,9 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads, mlp_hidden
-from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
+from spmdgpt.config import (ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads,
+                            layer_windows, mlp_hidden)
+from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, MISTRAL, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
 
@@ -27,7 +28,11 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
     unused = {f.name: f.default for f in dataclasses.fields(ModelConfig)
               if f.name in {n for names in ROPE_SCALING_FIELDS.values() for n in names} - set(used)}
-    return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused)
+    windows = layer_windows(cfg)  # (window_pattern: "L" when every layer is local or there is no window,
+    # else the pattern spelt out over the layers)
+    pattern = "L" if all(windows) or not any(windows) else "".join("L" if w else "G" for w in windows)
+    return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
+                               sliding_window=max(windows), window_pattern=pattern)
 
 
 def architecture(cfg: ModelConfig) -> Architecture:
@@ -40,7 +45,8 @@ def architecture(cfg: ModelConfig) -> Architecture:
             f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
             "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Qwen2, Qwen3) or "
             "norm=layernorm + mlp=gelu (GPT-NeoX)"])
-    arch = next((a for a in kinds if all(getattr(same, k) == v for k, v in a.picks.items())), kinds[-1])
+    arch = next((a for a in kinds if all(v(getattr(same, k)) if callable(v) else getattr(same, k) == v
+                                         for k, v in a.picks.items())), kinds[-1])
     unsupported = [f"model.{name}={getattr(same, name)}" for name, value in arch.refused.items()
                    if getattr(same, name) != value]
     if unsupported:
@@ -134,9 +140,13 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
              "num_key_value_heads": kv_heads(cfg), "head_dim": head_dim(cfg)}
     if arch is LLAMA:
         return {**llama, "attention_bias": cfg.bias, "mlp_bias": cfg.bias, "pretraining_tp": 1}
-    # Qwen2 / Qwen3: full attention in every layer
-    qwen = {**llama, "use_sliding_window": False, "sliding_window": None, "max_window_layers": cfg.num_layers,
-            "layer_types": ["full_attention"] * cfg.num_layers}
+    windows = layer_windows(cfg)
+    if arch is MISTRAL:
+        return {**llama, "sliding_window": windows[0]}
+    # Qwen2 / Qwen3: which layers have the sliding window
+    qwen = {**llama, "use_sliding_window": any(windows), "sliding_window": max(windows) or None,
+            "max_window_layers": cfg.num_layers,
+            "layer_types": ["sliding_attention" if w else "full_attention" for w in windows]}
     return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
 
 
@@ -220,8 +230,8 @@ def _rope(hf: dict) -> dict:
     return rope
 
 
-# config.json's architectures / model_type -> the kind import reads (Mistral: Llama's tensors)
-IMPORTS = {a.name: a.model_type for a in ARCHITECTURES} | {"MistralForCausalLM": "mistral"}
+# config.json's architectures -> the model_type import reads
+IMPORTS = {a.name: a.model_type for a in ARCHITECTURES}
 
 
 def model_fields(hf: dict, where: str) -> dict:
@@ -253,14 +263,18 @@ def model_fields(hf: dict, where: str) -> dict:
             need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
                  "mlp_bias == attention_bias (model.bias sets both)")
             fields["bias"] = bool(hf.get("attention_bias", False))
-        elif kind == "mistral":
-            need("sliding_window", hf.get("sliding_window", 4096) is None,
-                 "null (every query attends to all earlier positions): sliding-window attention is not supported")
-        else:  # Qwen2: q/k/v biases; Qwen3: QK-norm with its scales, no biases
-            need("use_sliding_window", not hf.get("use_sliding_window", False),
-                 "false (every query attends to all earlier positions): sliding-window attention is not supported")
-            need("layer_types", set(hf.get("layer_types") or ["full_attention"]) == {"full_attention"},
-                 "full_attention in every layer: sliding-window attention is not supported")
+        elif kind == "mistral":  # (transformers' default window: 4096)
+            window = hf.get("sliding_window", 4096)
+            fields.update(sliding_window=window or 0, window_pattern="L")
+        else:  # Qwen2: q/k/v biases; Qwen3: QK-norm with its scales, no biases; both: windows per layer
+            layers, window = hf["num_hidden_layers"], hf.get("sliding_window") if hf.get("use_sliding_window") else None
+            types = hf.get("layer_types") or ["sliding_attention" if window and i >= hf.get("max_window_layers", layers)
+                                              else "full_attention" for i in range(layers)]
+            need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
+                 f"{layers} of sliding_attention / full_attention")
+            if window and "sliding_attention" in types:
+                fields.update(sliding_window=window, window_pattern="".join(
+                    "L" if t == "sliding_attention" else "G" for t in types))
             if kind == QWEN3.model_type:
                 need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
                 fields.update(qk_norm=True, qk_norm_scale=True)
@@ -281,7 +295,7 @@ def model_fields(hf: dict, where: str) -> dict:
 
 # model fields no imported architecture turns on unless its config.json says so
 NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
-                     "qk_norm_scale": False, "logit_softcap": 0.0}
+                     "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L"}
 
 
 def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:

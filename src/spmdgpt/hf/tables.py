@@ -29,7 +29,9 @@ Facts the tables rest on (read from transformers 5.23's modeling code, and true 
   spmdgpt has no gate bias, so a biased model stores zeros there. Qwen2 has biases on q, k and
   v always, on nothing else; Qwen3 has `attention_bias` (q, k, v, o), no MLP bias, and q_norm /
   k_norm: RMSNorm (eps rms_norm_eps, a [head_dim] weight) of each head's queries and keys, before
-  RoPE. Mistral is Llama without biases, with `sliding_window`.
+  RoPE. Mistral is Llama without biases, with `sliding_window` in every layer; Qwen2/3 mark the
+  sliding layers in `layer_types` (when `use_sliding_window`). A window of W: key j is visible
+  from query i when i - W < j <= i (masking_utils' `sliding_window_overlay`).
 - The unembedding is `lm_head.weight` (Llama) / `embed_out.weight` (GPT-NeoX's name on the
   Hub, which transformers 5 renames to lm_head on load; import takes either); tied models omit it.
 """
@@ -76,8 +78,9 @@ class Architecture:
     fields: dict  # model field -> the config.json key that carries it (None: the tensors carry it)
     refused: dict  # model field -> the one value this architecture can represent
     aliases: dict = dataclasses.field(default_factory=dict)  # HF name -> another name import accepts
-    picks: dict = dataclasses.field(default_factory=dict)  # model field -> value: export picks this
-    # table for a model with these values (and its norm and MLP kinds); the first that fits wins
+    picks: dict = dataclasses.field(default_factory=dict)  # model field -> value (or a test of it):
+    # export picks this table for a model with these values (and its norm and MLP kinds); the first
+    # that fits wins
 
 
 def _t(names, leaf, layout, **kw) -> Tensor:
@@ -96,7 +99,10 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
                  **{name: "rope_parameters" for name in {n for names in ROPE_SCALING_FIELDS.values() for n in names}}}
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
-REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False}
+REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
+           "sliding_window": 0, "window_pattern": "L"}
+# sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
+WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
 # The Llama family's decoder layer (Llama, Mistral, Qwen2, Qwen3): q/k/v projections from the
 # fused w_qkv (as many key/value heads as heads) or from GroupedAttention's w_q and w_kv.
@@ -136,9 +142,18 @@ LLAMA = Architecture(
 QWEN2 = Architecture(
     name="Qwen2ForCausalLM", model_type="qwen2", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=LLAMA.tensors,
-    fields={k: v for k, v in {**COMMON_FIELDS, **GQA_FIELDS}.items() if k != "bias"},
-    refused={**REFUSED, "qkv_bias": True, "bias": False},
+    fields={k: v for k, v in {**COMMON_FIELDS, **GQA_FIELDS, **WINDOW_FIELDS}.items() if k != "bias"},
+    refused={k: v for k, v in {**REFUSED, "qkv_bias": True, "bias": False}.items() if k not in WINDOW_FIELDS},
     picks={"qkv_bias": True},
+)
+
+# Mistral: Llama's tensors, without biases, with a sliding window in every layer
+MISTRAL = Architecture(
+    name="MistralForCausalLM", model_type="mistral", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=LLAMA.tensors,
+    fields={k: v for k, v in {**COMMON_FIELDS, **GQA_FIELDS}.items() if k != "bias"} | {"sliding_window": "sliding_window"},
+    refused={**{k: v for k, v in REFUSED.items() if k != "sliding_window"}, "bias": False},
+    picks={"sliding_window": lambda w: w > 0},
 )
 
 # Qwen3: Llama with a learned RMSNorm of each head's queries and keys (over head_dim, before
@@ -149,8 +164,8 @@ QWEN3 = Architecture(
         _t("self_attn.q_norm.weight", "blocks.attn.q_norm", "h -> h", fill=1.0),
         _t("self_attn.k_norm.weight", "blocks.attn.k_norm", "h -> h", fill=1.0),
     ]) + LLAMA_OUTER),
-    fields={**{k: v for k, v in COMMON_FIELDS.items() if k != "bias"}, **GQA_FIELDS, "qk_norm": "architectures",
-            "qk_norm_scale": None},
+    fields={**{k: v for k, v in COMMON_FIELDS.items() if k != "bias"}, **GQA_FIELDS, **WINDOW_FIELDS,
+            "qk_norm": "architectures", "qk_norm_scale": None},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False},
     picks={"qk_norm": True},
 )
@@ -182,7 +197,7 @@ NEOX = Architecture(
 )
 
 # in the order export tries them: a table with `picks` before the plain one of its kinds
-ARCHITECTURES = (QWEN3, QWEN2, LLAMA, NEOX)
+ARCHITECTURES = (QWEN3, QWEN2, MISTRAL, LLAMA, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

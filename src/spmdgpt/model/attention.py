@@ -183,17 +183,26 @@ def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
     return segment_ids[:, q, None] == segment_ids[:, None, k]
 
 
-def causal_blocks(t: int, block: int, segment_ids: Optional[jax.Array] = None):
+def window_mask(q_pos: jax.Array, k_pos: jax.Array, window) -> jax.Array:
+    """True where key j lies within query i's sliding window (`model.sliding_window`): fewer than
+    `window` positions back, q_pos[i] - k_pos[j] < window (transformers' convention); window 0:
+    everywhere (a global layer). window may be traced (a layer scan's per-layer value)."""
+    return (window <= 0) | (q_pos[..., :, None] - k_pos[..., None, :] < window)
+
+
+def causal_blocks(t: int, block: int, segment_ids: Optional[jax.Array] = None, window=None):
     """Causal attention over t positions cut into query blocks of `block` (one block of all t when
     block is not a proper divisor of t): for each, (its query rows, the end of its keys [0, end),
     its mask [queries, keys], or [b, queries, keys] with segment_ids). Key blocks above the
-    diagonal are left out."""
+    diagonal are left out. window: a sliding window (`window_mask`) too."""
     idx = jnp.arange(t, dtype=jnp.int32)
     if block <= 0 or block >= t or t % block:
         block = t
     for i in range(t // block):
         rows, end = slice(i * block, (i + 1) * block), (i + 1) * block
         mask = causal_mask(idx[rows], idx[:end])
+        if window is not None:
+            mask = mask & window_mask(idx[rows], idx[:end], window)
         if segment_ids is not None:
             mask = mask[None] & document_mask(segment_ids, rows, slice(0, end))
         yield rows, end, mask
@@ -201,17 +210,18 @@ def causal_blocks(t: int, block: int, segment_ids: Optional[jax.Array] = None):
 
 def blocked_causal_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, block: int, rules: Rules,
-    segment_ids: Optional[jax.Array] = None, drop: float = 0.0, key: Optional[jax.Array] = None,
+    segment_ids: Optional[jax.Array] = None, drop: float = 0.0, key: Optional[jax.Array] = None, window=None,
 ) -> jax.Array:
     """Causal self-attention computed in query blocks; block i attends to keys [0, (i+1)*block).
 
     Key blocks above the diagonal are never computed (about half the work for many blocks);
     the result equals `dot_product_attention` with the full causal mask. With segment_ids
     [b, t] (document numbers), a query also attends only to keys of its own document. With a
-    key, attention dropout of rate `drop` (block i's mask from fold_in(key, i)).
+    key, attention dropout of rate `drop` (block i's mask from fold_in(key, i)). window: a sliding
+    window (`window_mask`; its key blocks are computed and masked, not skipped).
     """
     outs = []
-    for i, (rows, end, mask) in enumerate(causal_blocks(q.shape[2], block, segment_ids)):
+    for i, (rows, end, mask) in enumerate(causal_blocks(q.shape[2], block, segment_ids, window)):
         block_key = None if key is None else jax.random.fold_in(key, i)
         outs.append(dot_product_attention(q[:, :, rows], k[:, :, :end], v[:, :, :end], mask, rules, drop, block_key))
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=2)
@@ -291,6 +301,9 @@ def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> Atten
     ConfigError naming the field."""
     platform = platform or mesh_platform()
     backend = _backend(cfg, platform)
+    if backend != AttentionImpl.xla and cfg.sliding_window > 0:
+        raise ConfigError([f"model.sliding_window={cfg.sliding_window} needs model.attention=xla (the {backend.value} "
+                           "path has no sliding window yet); set model.attention=xla or auto"])
     if backend != AttentionImpl.xla and attention_dropout(cfg) > 0:
         raise ConfigError([f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
                            f"{backend.value} kernel has no dropout); set model.attention=xla or model.attention_dropout=0"])
@@ -305,7 +318,7 @@ def attention_dropout(cfg: ModelConfig) -> float:
 def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
     half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
     if cfg.attention == AttentionImpl.auto:
-        if attention_dropout(cfg) > 0:  # the one backend with attention dropout
+        if attention_dropout(cfg) > 0 or cfg.sliding_window > 0:  # the one backend with these
             return AttentionImpl.xla
         if platform == "tpu":
             return AttentionImpl.splash
@@ -427,11 +440,12 @@ class LayerCache(NamedTuple):
 def self_attention(
     cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
     cache: Optional[LayerCache] = None, segment_ids: Optional[jax.Array] = None,
-    key: Optional[jax.Array] = None,
+    key: Optional[jax.Array] = None, window=None,
 ):
     """Causal self-attention: x [batch * seq, d] -> ([batch * seq, d], this layer's updated
     (k, v) cache or None, no auxiliary outputs: {}). key (training): attention dropout (`model.attention_dropout`; the
-    xla backend only, which `attention_backend` ensures).
+    xla backend only, which `attention_backend` ensures). window: this layer's sliding window
+    (`window_mask`; None or 0: global), for full sequences (a decode step's cache.mask has it).
 
     Full sequences (no cache, or a prefill: a cache with mask None): by the backend
     `model.attention` resolves to on the default device's platform; positions (RoPE) [seq] or
@@ -456,7 +470,7 @@ def self_attention(
         o = splash_causal_attention(q, k, v, rules, segment_ids)
     else:
         o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids,
-                                     attention_dropout(cfg), key)
+                                     attention_dropout(cfg), key, window)
     kv = None
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
@@ -467,14 +481,14 @@ def self_attention(
 
 
 def attention_stats(cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
-                    segment_ids: Optional[jax.Array] = None) -> dict:
+                    segment_ids: Optional[jax.Array] = None, window=None) -> dict:
     """The largest attention logit (q.k / sqrt(head_dim) over the pairs the causal, document
     mask allows: the usual early sign of an unstable run), q and k recomputed, the logits one
     block of model.attention_block queries at a time (never all [b, n, t, t] at once)."""
     q, k, _ = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, hd]
     k = repeat_kv(k, q.shape[1], rules)
     maxima = []
-    for rows, end, mask in causal_blocks(q.shape[2], cfg.attention_block, segment_ids):
+    for rows, end, mask in causal_blocks(q.shape[2], cfg.attention_block, segment_ids, window):
         scores = jnp.einsum("bnqh,bnkh->bnqk", q[:, :, rows], k[:, :, :end], preferred_element_type=jnp.float32,
                             out_sharding=rules.spec("batch", "heads", None, None)) * q.shape[-1] ** -0.5
         allowed = mask[None, None] if mask.ndim == 2 else mask[:, None]
