@@ -16,7 +16,12 @@ Hugging Face convention), so the projections split:
 The xla path computes the groups without copying keys or values ([b, K, G, t, H] queries
 against [b, K, t, H] keys); cuDNN takes K heads natively; splash gets its keys and values
 repeated to N heads (the kernel of `make_splash_mha` wants one per query head). The KV cache
-holds K heads.
+holds K heads. Under tensor parallelism K heads that the `model` axis does not divide are
+replicated on it and repeated for the local query heads (`local_kv`).
+
+Options of the same unit: Q/K/V-only biases (`model.qkv_bias`, Qwen2), learned QK-norm scales
+q_norm / k_norm [H] (`model.qk_norm_scale`, Qwen3), RoPE scalings (`layers.rope_frequencies`),
+and per-layer sliding windows (`model.sliding_window`: `window_mask`, xla backend only).
 
 The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
 the batch). Backends (`model.attention`, resolved by `attention_backend`):
