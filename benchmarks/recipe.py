@@ -78,6 +78,11 @@ VARIANTS = {
     "muon_lr0.03": ["optimizer.muon_lr=0.03"],
     "muon_lr0.08": ["optimizer.muon_lr=0.08"],
     "lr4e-3": ["optimizer.lr=4e-3"],
+    # the fifth round (issue 35): Qwen3's layer kinds, so that the main job's model exports to
+    # Hugging Face (RMSNorm + SwiGLU + QK-norm); the SwiGLU at 344 = 2.6875 x 128 has the GELU MLP's
+    # parameters (3 x 344 ~ 2 x 512)
+    "rmsnorm": ["model.norm=rmsnorm"],
+    "rmsnorm+swiglu": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.mlp_factor=2.6875"],
 }
 
 

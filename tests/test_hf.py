@@ -21,7 +21,9 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 ARCHS = {"neox": [],  # the default model: LayerNorm + GELU, tied
-         "llama": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.tie_embeddings=false"]}
+         "llama": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.tie_embeddings=false"],
+         # QK-norm without learned scales (the main job's): Qwen3 with scales of one
+         "qwen3": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.num_kv_heads=2"]}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def staircase_run(trained_runs):
     return trained_runs("neox")
 
 
-@pytest.mark.parametrize("arch", ["neox", "llama"])
+@pytest.mark.parametrize("arch", ["neox", "llama", "qwen3"])
 def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text(arch, trained_runs, torch_side,
                                                                                  capsys):
     cfg, run_dir, out = trained_runs(arch)
@@ -62,9 +64,17 @@ def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text
             ["GPTNeoXForCausalLM"], False, "gelu_pytorch_tanh")
         assert config["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0,
                                              "partial_rotary_factor": 1.0}
-    else:
+    elif arch == "llama":
         assert (config["architectures"], config["hidden_act"], config["tie_word_embeddings"]) == (
             ["LlamaForCausalLM"], "silu", False)
+    else:
+        assert (config["architectures"], config["num_key_value_heads"], config["tie_word_embeddings"]) == (
+            ["Qwen3ForCausalLM"], 2, True)
+        from safetensors.numpy import load_file
+
+        norms = [a for n, a in load_file(str(out / "model.safetensors")).items() if n.endswith(("q_norm.weight",
+                                                                                                  "k_norm.weight"))]
+        assert len(norms) == 4 and all(np.all(a == 1.0) for a in norms)
     toks = np.random.default_rng(0).integers(0, 10, (3, 48)).astype(np.int32)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     from spmdgpt.state import load_params

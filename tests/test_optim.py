@@ -242,7 +242,8 @@ def test_matrix_views_follow_the_metadata():
     info = param_info(small_cfg().model)
     governed = {jax.tree_util.keystr(path) for path, i in jax.tree_util.tree_leaves_with_path(info, is_leaf=is_info)
                 if is_hidden_matrix(i)}  # fmt: skip
-    assert governed == {".blocks.attn.w_qkv", ".blocks.attn.w_o", ".blocks.mlp.w_up", ".blocks.mlp.w_down"}
+    assert governed == {".blocks.attn.w_qkv", ".blocks.attn.w_o", ".blocks.mlp.w_up", ".blocks.mlp.w_gate",
+                        ".blocks.mlp.w_down"}  # (the main job's SwiGLU MLP)
     assert not is_hidden_matrix(info.embed) and not is_hidden_matrix(info.blocks.ln1.scale)
     rng = np.random.default_rng(4)
     # fused QKV [L, D, 3, N, H] = L*3 matrices D x (N*H): matrix (l, j) is x[l, :, j] flattened
@@ -252,10 +253,10 @@ def test_matrix_views_follow_the_metadata():
     assert mats.shape == (2 * 3, 64, 64)
     np.testing.assert_array_equal(mats[1 * 3 + 2], x[1, :, 2].reshape(64, 64))
     np.testing.assert_array_equal(qkv.from_matrices(mats, None), x)
-    # w_up [L, D, F] is wide: solved as its transpose, F x D
+    # w_up [L, D, F] is wide (F = 2.6875 x 64 = 172): solved as its transpose, F x D
     up = MatrixView.of(info.blocks.mlp.w_up)
     y = jnp.asarray(rng.normal(size=up.shape), jnp.float32)
-    assert up.to_matrices(y).shape == (2, 256, 64)
+    assert up.to_matrices(y).shape == (2, 172, 64)
     np.testing.assert_array_equal(up.to_matrices(y)[1], y[1].T)
     np.testing.assert_array_equal(up.from_matrices(up.to_matrices(y), None), y)
 
