@@ -275,10 +275,12 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     read into its sharded layout (fsdp_tp on 2 x 4 devices: really split; 1 or 2 key/value heads
     are replicated over the model axis of 4), the logits equal transformers' (every weight
     random: norm scales, QK-norm scales, biases; RoPE scaled as Llama 3.1 and YaRN do; sliding
-    windows of 8 in every layer or in one of two, over 40 tokens: each changes the logits) and an
-    export of the imported parameters gives byte-identical tensors."""
+    windows of 8 in every layer or in one of two, over 40 tokens: each changes the logits), greedy
+    generation (spmdgpt's KV-cache sampler) gives transformers' ids, and an export of the imported
+    parameters gives byte-identical tensors."""
     from safetensors.numpy import load_file
 
+    from spmdgpt.generate import Sampler, SamplingParams
     from spmdgpt.hf import hf_config, load_params, to_hf, with_hf_model
 
     kind, config, fields, arch = IMPORTED[name]
@@ -305,6 +307,12 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     assert a.w_kv.sharding.spec == P(None, "data", None, None, None)
                     assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
+            if n == 1:  # greedy generation of 24 tokens (past the windows of 8): transformers' ids
+                prompts = toks[:2, :12].tolist()
+                ours_ids = Sampler(cfg.model, rules).generate(params, prompts, SamplingParams(24, temperature=0.0))
+                theirs_ids = torch_side.ask("generate_ids", folder=str(tmp_path), prompts=prompts,
+                                            max_new_tokens=24)["ids"]
+                assert ours_ids == theirs_ids
             if ("rope_parameters" in config or "sliding_window" in config) and n == 1:
                 # (the scaling, the window matter: without them the logits differ)
                 plain = dataclasses.replace(cfg.model, rope_scaling=RopeScaling.none, sliding_window=0)

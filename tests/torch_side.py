@@ -6,6 +6,7 @@ A server: one JSON request per line on stdin, one JSON answer per line on the or
 request. Requests ({"op": ..., ...}):
   logits      folder, tokens, out: transformers' float32 logits of the tokens [B, T] -> out
   generate    folder, prompt, max_new_tokens: greedy ids and text of AutoTokenizer + generate
+  generate_ids folder, prompts (token ids), max_new_tokens: greedy new ids of generate
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
   make_model  kind (llama | mistral | qwen2 | qwen3 | neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
@@ -51,6 +52,17 @@ def generate(folder, prompt, max_new_tokens):
     return {"prompt_ids": ids.tolist(), "text": tok.decode(gen[0])}
 
 
+def generate_ids(folder, prompts, max_new_tokens):
+    """Greedy generation from token ids (rows of equal length), no tokenizer: the new ids, all
+    max_new_tokens of them (no end-of-text token stops a row: a random model's config names one)."""
+    ids = torch.tensor(prompts, dtype=torch.long)
+    model = _model(folder)
+    model.generation_config.eos_token_id = None
+    gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
+                         pad_token_id=0)
+    return {"ids": gen[:, ids.shape[1]:].tolist()}
+
+
 def tokenize(folder, text):
     tok = transformers.AutoTokenizer.from_pretrained(folder)
     ids = tok(text)["input_ids"]
@@ -90,7 +102,7 @@ def torch_gpt(dims, state, tokens, out):
     return {"loss": float(loss.detach())}
 
 
-OPS = {f.__name__: f for f in (logits, generate, tokenize, make_model, torch_gpt)}
+OPS = {f.__name__: f for f in (logits, generate, generate_ids, tokenize, make_model, torch_gpt)}
 
 
 def serve() -> None:
