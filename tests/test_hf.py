@@ -188,7 +188,8 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
     code, err = export(f"out={tmp_path / 'a'}", "model.norm=rmsnorm")
     assert code == 2 and err == (
         "spmdgpt: error: model.norm=rmsnorm with model.mlp=gelu has no Hugging Face architecture that computes "
-        "the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Qwen2, Qwen3) or norm=layernorm + mlp=gelu (GPT-NeoX)")
+        "the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Mistral, Qwen2, Qwen3) or norm=layernorm + "
+        "mlp=gelu (GPT-NeoX)")
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("mine")

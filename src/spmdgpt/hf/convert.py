@@ -22,7 +22,9 @@ TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)
 def canonical(cfg: ModelConfig) -> ModelConfig:
     """cfg with the fields that restate a default set to it (as many key/value heads as heads:
     num_kv_heads None; a head width of d_model / num_heads: head_dim None; Q/K/V biases under
-    model.bias: qkv_bias False), so the tables compare one spelling of each model."""
+    model.bias: qkv_bias False; the rope_* parameters a scaling does not read: their defaults; the
+    windows: sliding_window their largest, window_pattern "L" unless local and global layers mix,
+    then spelt out per layer), so the tables compare one spelling of each model."""
     kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
@@ -43,7 +45,7 @@ def architecture(cfg: ModelConfig) -> Architecture:
     if not kinds:
         raise ConfigError([
             f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
-            "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Qwen2, Qwen3) or "
+            "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Mistral, Qwen2, Qwen3) or "
             "norm=layernorm + mlp=gelu (GPT-NeoX)"])
     arch = next((a for a in kinds if all(v(getattr(same, k)) if callable(v) else getattr(same, k) == v
                                          for k, v in a.picks.items())), kinds[-1])
