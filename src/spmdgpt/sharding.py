@@ -17,7 +17,8 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ConfigError, MeshConfig, ModelConfig, ShardingConfig, kv_heads, resolve_mesh_shape
+from spmdgpt.config import (ConfigError, MeshConfig, ModelConfig, ShardingConfig, kv_heads, mesh_axes_of,
+                            resolve_mesh_shape)
 
 Logical = Sequence[Optional[str]]
 
@@ -56,7 +57,7 @@ def _spec(logical: Logical, table: Mapping[str, Any]) -> P:
     out = []
     for name in logical:
         value = table.get(name) if name is not None else None
-        axes = tuple(value) if isinstance(value, (list, tuple)) else ((value,) if value else ())
+        axes = mesh_axes_of(value) if value else ()
         # A mesh axis can shard only one dimension of an array: the first dimension that asks
         # for it gets it (e.g. a square embed x embed weight under FSDP).
         axes = tuple(a for a in axes if a not in used)
@@ -80,9 +81,7 @@ class Rules:
         self.compute_table = dict(cfg.compute)
         if model is not None:
             for table in (self.params_table, self.compute_table):
-                value = table.get("kv_heads")
-                axes = tuple(value) if isinstance(value, (list, tuple)) else ((value,) if value else ())
-                if kv_heads(model) % math.prod(mesh.shape[a] for a in axes):
+                if kv_heads(model) % math.prod(mesh.shape[a] for a in mesh_axes_of(table.get("kv_heads"))):
                     del table["kv_heads"]
 
     def param_spec(self, logical: Logical) -> P:

@@ -31,8 +31,9 @@ from typing import Dict, Iterator
 
 import numpy as np
 
-from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads, mlp_hidden
+from spmdgpt.config import ROPE_SCALING_PARAMS, ConfigError, ModelConfig, RopeScaling, head_dim, mlp_hidden
 from spmdgpt.hf import tables as hf_tables
+from spmdgpt.hf.convert import canonical
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
 BUNDLE = "spmdgpt-web.js"
@@ -53,13 +54,13 @@ TRAINING_ONLY = {*hf_tables.TRAINING_ONLY, "init_std"}  # (config.json records i
 DEFAULT_ONLY = {"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
                 "sliding_window": 0}
 # (the scalings' parameters and the window pattern: unread without a scaling, a window)
-COMPUTED |= {n for names in ROPE_SCALING_FIELDS.values() for n in names} | {"window_pattern"}
+COMPUTED |= {*ROPE_SCALING_PARAMS, "window_pattern"}
 
 
 def check_supported(cfg: ModelConfig) -> None:
     """ConfigError naming any model field the page's model does not know."""
     unknown = [f.name for f in dataclasses.fields(cfg) if f.name not in COMPUTED | TRAINING_ONLY | set(DEFAULT_ONLY)]
-    same = dataclasses.replace(cfg, num_kv_heads=None) if kv_heads(cfg) == cfg.num_heads else cfg
+    same = canonical(cfg)  # (e.g. num_kv_heads = num_heads: multi-head attention)
     unknown += [name for name, value in DEFAULT_ONLY.items() if getattr(same, name) != value]
     if unknown:
         raise ConfigError([f"format=web: the page's model (web/src/model.js) does not implement "

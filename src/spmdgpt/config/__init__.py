@@ -31,6 +31,7 @@ from spmdgpt.config.schema import (
     ModelConfig,
     NormType,
     ROPE_SCALING_FIELDS,
+    ROPE_SCALING_PARAMS,
     RopeScaling,
     OptimizerConfig,
     OptimizerName,
@@ -49,6 +50,7 @@ from spmdgpt.config.schema import (
     layer_windows,
     logical_dim_sizes,
     mesh_axes,
+    mesh_axes_of,
     mesh_sizes,
     mlp_hidden,
     resolve_mesh_shape,
@@ -58,9 +60,9 @@ from spmdgpt.config.validate import SECTIONS, profile_range, validate, validate_
 __all__ = [
     "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
-    "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
+    "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
-    "logical_dim_sizes", "mesh_axes", "mesh_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
+    "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
     "resolve_mesh_shape", "SECTIONS",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]

@@ -409,6 +409,14 @@ ROPE_SCALING_FIELDS = {"llama3": ("rope_factor", "rope_original_max_len", "rope_
                                   "rope_high_freq_factor"),
                        "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
                                 "rope_attention_factor")}
+ROPE_SCALING_PARAMS = tuple(dict.fromkeys(n for names in ROPE_SCALING_FIELDS.values() for n in names))  # (all of them)
+
+
+def mesh_axes_of(value) -> tuple:
+    """The mesh axes of a rule table's value: none (None), one name, or a list of names."""
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
 def layer_windows(m: ModelConfig) -> tuple:

@@ -21,19 +21,12 @@ from spmdgpt.config.schema import (
     dataset_configs,
     head_dim,
     logical_dim_sizes,
+    mesh_axes_of,
     mesh_axes,
     mesh_sizes,
     mlp_hidden,
     resolve_mesh_shape,
 )
-
-
-def _mesh_axes_of(value: Any) -> List[Any]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
 
 
 def validate_dist(dist: "DistConfig") -> List[str]:
@@ -298,7 +291,7 @@ def _sharding(cfg: Config) -> List[str]:
     axes = mesh_axes(cfg.mesh)
     for table_name in ("params", "compute"):
         for logical, value in getattr(cfg.sharding, table_name).items():
-            for ax in _mesh_axes_of(value):
+            for ax in mesh_axes_of(value):
                 if ax not in axes:
                     errs.append(f"sharding.{table_name}.{logical}={value}: unknown mesh axis {ax!r}; "
                                 f"use one of {list(axes)} or null")
@@ -330,7 +323,7 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
         return errs
     s = cfg.sharding
     if "batch" in sections and d.batch_size > 0:
-        dp = math.prod(sizes.get(ax, 1) for ax in _mesh_axes_of(s.compute.get("batch")))
+        dp = math.prod(sizes.get(ax, 1) for ax in mesh_axes_of(s.compute.get("batch")))
         if d.batch_size % dp:
             errs.append(
                 f"data.batch_size={d.batch_size} is not divisible by the data-parallel size {dp} "
@@ -381,7 +374,7 @@ def _check_param_divisibility(cfg: Config, sizes: Dict[str, int]) -> List[str]:
         table = getattr(cfg.sharding, table_name)
         for logical, value in table.items():
             n = 1
-            for ax in _mesh_axes_of(value):
+            for ax in mesh_axes_of(value):
                 n *= sizes[ax]
             # (kv_heads: replicated instead where they do not divide, sharding.Rules)
             if logical in dims and logical != "kv_heads" and n > 1 and dims[logical][1] % n:

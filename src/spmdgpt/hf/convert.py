@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from spmdgpt.config import (ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads,
+from spmdgpt.config import (ROPE_SCALING_FIELDS, ROPE_SCALING_PARAMS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads,
                             layer_windows, mlp_hidden)
 from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, MISTRAL, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
 
@@ -29,7 +29,7 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
     unused = {f.name: f.default for f in dataclasses.fields(ModelConfig)
-              if f.name in {n for names in ROPE_SCALING_FIELDS.values() for n in names} - set(used)}
+              if f.name in ROPE_SCALING_PARAMS and f.name not in used}
     windows = layer_windows(cfg)  # (window_pattern: "L" when every layer is local or there is no window,
     # else the pattern spelt out over the layers)
     pattern = "L" if all(windows) or not any(windows) else "".join("L" if w else "G" for w in windows)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from spmdgpt.config import ROPE_SCALING_FIELDS, MlpType, ModelConfig, NormType
+from spmdgpt.config import ROPE_SCALING_PARAMS, MlpType, ModelConfig, NormType
 
 # model fields that change how a model is trained or run, never the function it computes
 TRAINING_ONLY = ("attention", "remat", "scan_unroll", "attention_block", "param_dtype", "compute_dtype",
@@ -96,7 +96,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
                  "max_seq_len": "max_position_embeddings", "tie_embeddings": "tie_word_embeddings",
                  "rope_theta": "rope_parameters", "bias": "attention_bias", "init_std": "initializer_range",
                  "norm": "architectures", "mlp": "architectures", "rope_scaling": "rope_parameters",
-                 **{name: "rope_parameters" for name in {n for names in ROPE_SCALING_FIELDS.values() for n in names}}}
+                 **{name: "rope_parameters" for name in ROPE_SCALING_PARAMS}}
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
@@ -130,6 +130,8 @@ LLAMA_OUTER = [
     _t("lm_head.weight", "unembed", "d v -> v d"),
 ]
 GQA_FIELDS = {"num_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "norm_eps": "rms_norm_eps"}
+# the Llama family's fields for the classes without model.bias (Mistral, Qwen2, Qwen3)
+UNBIASED_FIELDS = {k: v for k, v in {**COMMON_FIELDS, **GQA_FIELDS}.items() if k != "bias"}
 
 LLAMA = Architecture(
     name="LlamaForCausalLM", model_type="llama", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
@@ -138,11 +140,11 @@ LLAMA = Architecture(
     refused=REFUSED,
 )
 
-# Qwen2 (Qwen2.5): Llama with biases on q, k and v only (always), no sliding window here
+# Qwen2 (Qwen2.5): Llama with biases on q, k and v only (always); sliding windows per layer
 QWEN2 = Architecture(
     name="Qwen2ForCausalLM", model_type="qwen2", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=LLAMA.tensors,
-    fields={k: v for k, v in {**COMMON_FIELDS, **GQA_FIELDS, **WINDOW_FIELDS}.items() if k != "bias"},
+    fields={**UNBIASED_FIELDS, **WINDOW_FIELDS},
     refused={k: v for k, v in {**REFUSED, "qkv_bias": True, "bias": False}.items() if k not in WINDOW_FIELDS},
     picks={"qkv_bias": True},
 )
@@ -151,7 +153,7 @@ QWEN2 = Architecture(
 MISTRAL = Architecture(
     name="MistralForCausalLM", model_type="mistral", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=LLAMA.tensors,
-    fields={k: v for k, v in {**COMMON_FIELDS, **GQA_FIELDS}.items() if k != "bias"} | {"sliding_window": "sliding_window"},
+    fields={**UNBIASED_FIELDS, "sliding_window": "sliding_window"},
     refused={**{k: v for k, v in REFUSED.items() if k != "sliding_window"}, "bias": False},
     picks={"sliding_window": lambda w: w > 0},
 )
@@ -164,8 +166,7 @@ QWEN3 = Architecture(
         _t("self_attn.q_norm.weight", "blocks.attn.q_norm", "h -> h", fill=1.0),
         _t("self_attn.k_norm.weight", "blocks.attn.k_norm", "h -> h", fill=1.0),
     ]) + LLAMA_OUTER),
-    fields={**{k: v for k, v in COMMON_FIELDS.items() if k != "bias"}, **GQA_FIELDS, **WINDOW_FIELDS,
-            "qk_norm": "architectures", "qk_norm_scale": None},
+    fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False},
     picks={"qk_norm": True},
 )
