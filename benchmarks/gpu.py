@@ -141,7 +141,8 @@ def _check_attention_at(t: int, b: int, results: list, docs: bool = False) -> bo
     import jax
     import jax.numpy as jnp
 
-    from spmdgpt.model.attention import blocked_causal_attention, fused_causal_attention
+    from spmdgpt.model.attention import blocked_causal_attention
+    from spmdgpt.model.kernels import fused_causal_attention
 
     ok = True
     _, mesh, rules = _setup([], t, b)

@@ -274,7 +274,7 @@ def test_splash_attention_in_interpret_mode_equals_xla():
     """Pallas splash attention (the TPU kernels, run by Pallas' interpreter on this CPU) equals
     the xla backend, causal and with document segment ids, forward and gradients (float32, 2e-5),
     per device under a batch x heads sharded layout (fsdp_tp on 2 x 4 devices)."""
-    from spmdgpt.model.attention import splash_causal_attention
+    from spmdgpt.model.kernels import splash_causal_attention
 
     cfg = load_config(["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"])
     mesh = make_mesh(cfg.mesh)
@@ -331,7 +331,7 @@ def test_the_model_runs_through_splash(monkeypatch):
 def test_fused_attention_glue_per_device(table, mesh_args):
     """The fused-kernel glue (shard_map over batch and heads) with JAX's own XLA kernel equals the
     xla backend, forward and gradients, on 8 devices: what cuDNN runs through on a GPU."""
-    from spmdgpt.model.attention import fused_causal_attention
+    from spmdgpt.model.kernels import fused_causal_attention
 
     cfg = load_config(["+experiment=staircase", f"sharding={table}", *mesh_args, "model.num_heads=4"])
     mesh = make_mesh(cfg.mesh, jax.devices())

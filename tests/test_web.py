@@ -192,9 +192,12 @@ def test_export_web_refuses_bad_input(exported, tmp_path, capsys):
     assert not out.exists()
     # every model option is either computed by the page or training-only; a new one is refused
     from spmdgpt.config import ModelConfig
-    from spmdgpt.web import COMPUTED, DEFAULT_ONLY, TRAINING_ONLY, check_supported
+    from spmdgpt.hf.tables import TRAINING_ONLY
+    from spmdgpt.web import TABLE, check_supported
 
-    assert {f.name for f in dataclasses.fields(ModelConfig)} == COMPUTED | TRAINING_ONLY | set(DEFAULT_ONLY)
+    mapped, refused = set(TABLE.fields), set(TABLE.refused)
+    assert {f.name for f in dataclasses.fields(ModelConfig)} == mapped | refused | set(TRAINING_ONLY)
+    assert not (mapped & refused) and not (mapped & set(TRAINING_ONLY)) and not (refused & set(TRAINING_ONLY))
     with pytest.raises(ConfigError, match=r"does not implement model.num_kv_heads, model.qk_norm_scale; export"):
         check_supported(ModelConfig(num_kv_heads=2, qk_norm=True, qk_norm_scale=True))
     check_supported(ModelConfig(num_kv_heads=4, head_dim=32))  # (num_kv_heads = num_heads: multi-head attention)

@@ -73,7 +73,7 @@ class Rules:
     heads replicated over those mesh axes, each device computing all K) when K does not divide
     over them, e.g. Qwen2.5-0.5B's 2 key/value heads under mesh.model=4; the query heads stay
     split, and the attention then repeats each key/value head for its query heads on the device
-    that holds them (`attention.local_kv`)."""
+    that holds them (`kernels.local_kv`)."""
 
     def __init__(self, mesh: Mesh, cfg: ShardingConfig, model: Optional[ModelConfig] = None):
         self.mesh = mesh

@@ -32,8 +32,8 @@ from typing import Dict, Iterator
 import numpy as np
 
 from spmdgpt.config import ROPE_SCALING_PARAMS, ConfigError, ModelConfig, RopeScaling, head_dim, mlp_hidden
-from spmdgpt.hf import tables as hf_tables
-from spmdgpt.hf.convert import canonical
+from spmdgpt.hf.convert import refusals, to_tensors
+from spmdgpt.hf.tables import Architecture, Tensor
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
 BUNDLE = "spmdgpt-web.js"
@@ -42,56 +42,47 @@ PAGE = "index.html"
 GPT2_PATTERN = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
 
-# Every ModelConfig field, by what the page does with it: the computation's fields are in
-# config.json and web/src/model.js computes them; the rest change how training runs, not what
-# the trained model computes. A field in neither (a new option) is refused at export time, so
-# the page never computes something other than the model.
-COMPUTED = {"num_layers", "num_heads", "d_model", "mlp_factor", "vocab_size", "max_seq_len", "norm", "norm_eps",
-            "bias", "mlp", "tie_embeddings", "rope_theta", "qk_norm", "logit_softcap",
-            "head_dim"}
-TRAINING_ONLY = {*hf_tables.TRAINING_ONLY, "init_std"}  # (config.json records init_std for Hugging Face)
-# fields the page computes only at these values (the default computation)
-DEFAULT_ONLY = {"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
-                "sliding_window": 0}
-# (the scalings' parameters and the window pattern: unread without a scaling, a window)
-COMPUTED |= {*ROPE_SCALING_PARAMS, "window_pattern"}
+# The page's format as a table (spmdgpt.hf.tables' kind, checked by the same code): its
+# tensors are spmdgpt's own leaves under their names without the unit that holds them,
+# untransposed ("blocks.w_qkv" [L, D, 3, N, H]); its fields are config.json's keys, which
+# web/src/model.js reads. Every model field is mapped, refused (the page computes it only at
+# that value: the default computation) or training-only, so a new option is refused at export
+# time and the page never computes something other than the model.
+TABLE = Architecture(
+    name="web/src/model.js", model_type="web", norm=None, mlp=None,
+    tensors=tuple(Tensor((name,), leaf, "... -> ...") for name, leaf in (
+        ("embed", "embed"), ("unembed", "unembed"), ("ln_f.scale", "ln_f.scale"), ("ln_f.bias", "ln_f.bias"),
+        *((f"blocks.{ln}.{p}", f"blocks.{ln}.{p}") for ln in ("ln1", "ln2") for p in ("scale", "bias")),
+        *((f"blocks.{p}", f"blocks.attn.{p}") for p in ("w_qkv", "b_qkv", "w_o", "b_o")),
+        *((f"blocks.{p}", f"blocks.mlp.{p}") for p in ("w_up", "b_up", "w_gate", "w_down", "b_down")))),
+    fields={**{name: name for name in ("num_layers", "num_heads", "d_model", "head_dim", "vocab_size", "max_seq_len",
+                                       "norm", "norm_eps", "mlp", "rope_theta", "qk_norm", "logit_softcap",
+                                       "tie_embeddings", "bias")}, "mlp_factor": "mlp_hidden"},
+    refused={"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
+             "sliding_window": 0, "window_pattern": "L",
+             **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ROPE_SCALING_PARAMS}},
+)
 
 
 def check_supported(cfg: ModelConfig) -> None:
-    """ConfigError naming any model field the page's model does not know."""
-    unknown = [f.name for f in dataclasses.fields(cfg) if f.name not in COMPUTED | TRAINING_ONLY | set(DEFAULT_ONLY)]
-    same = canonical(cfg)  # (e.g. num_kv_heads = num_heads: multi-head attention)
-    unknown += [name for name, value in DEFAULT_ONLY.items() if getattr(same, name) != value]
-    if unknown:
+    """ConfigError naming any model field the page's model does not compute (at this value)."""
+    refused, unknown = refusals(TABLE, cfg)
+    if refused or unknown:
         raise ConfigError([f"format=web: the page's model (web/src/model.js) does not implement "
-                           f"{', '.join('model.' + n for n in unknown)}; export format=hf instead"])
+                           f"{', '.join('model.' + n for n in refused + unknown)}; export format=hf instead"])
 
 
 def web_config(cfg: ModelConfig, vocab_limit: int) -> dict:
-    """The model fields of config.json (what web/src/model.js reads)."""
-    return {
-        "num_layers": cfg.num_layers, "d_model": cfg.d_model, "num_heads": cfg.num_heads,
-        "head_dim": head_dim(cfg), "mlp_hidden": mlp_hidden(cfg), "vocab_size": cfg.vocab_size,
-        "vocab_limit": vocab_limit, "max_seq_len": cfg.max_seq_len, "norm": cfg.norm.value,
-        "norm_eps": cfg.norm_eps, "mlp": cfg.mlp.value, "rope_theta": cfg.rope_theta,
-        "qk_norm": cfg.qk_norm, "logit_softcap": cfg.logit_softcap, "tie_embeddings": cfg.tie_embeddings,
-        "bias": cfg.bias,
-    }
+    """The model fields of config.json (what web/src/model.js reads), by the table."""
+    values = {"head_dim": head_dim(cfg), "mlp_factor": mlp_hidden(cfg)}  # (the widths, not their defaults)
+    out = {key: values.get(name, getattr(cfg, name)) for name, key in TABLE.fields.items()}
+    return {**{k: getattr(v, "value", v) for k, v in out.items()}, "vocab_limit": vocab_limit}
 
 
-def web_tensors(params, dtype: str) -> Dict[str, np.ndarray]:
-    """{"embed": ..., "blocks.w_qkv": ..., ...}: every parameter leaf under its name (its path
-    without the unit that holds it, `model.leaf_name`), in `dtype`."""
-    import jax
-
-    from spmdgpt.model import leaf_name
-
-    flat, _ = jax.tree_util.tree_flatten_with_path(params)
-    out = {}
-    for path, leaf in flat:
-        name = leaf_name(path).lstrip(".")
-        out[name] = np.ascontiguousarray(np.asarray(leaf, dtype=np.float32).astype(dtype))
-    return out
+def web_tensors(cfg: ModelConfig, params, dtype: str) -> Dict[str, np.ndarray]:
+    """{"embed": ..., "blocks.w_qkv": ..., ...}: every parameter leaf under the table's name, in `dtype`."""
+    tensors = to_tensors(cfg, params, TABLE)
+    return {n: np.ascontiguousarray(np.asarray(a, np.float32).astype(dtype)) for n, a in tensors.items()}
 
 
 def tokenizer_spec(tok) -> tuple[dict, Dict[str, bytes]]:

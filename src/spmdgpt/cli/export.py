@@ -115,7 +115,7 @@ def run(items: List[str]) -> int:
     if web:
         from spmdgpt.web import web_tensors, write_web_folder
 
-        tensors = web_tensors(params, args.dtype)
+        tensors = web_tensors(cfg.model, params, args.dtype)
     else:
         tensors = cast(to_hf(cfg.model, params), args.dtype)
 

@@ -49,18 +49,25 @@ def architecture(cfg: ModelConfig) -> Architecture:
             "norm=layernorm + mlp=gelu (GPT-NeoX)"])
     arch = next((a for a in kinds if all(v(getattr(same, k)) if callable(v) else getattr(same, k) == v
                                          for k, v in a.picks.items())), kinds[-1])
-    unsupported = [f"model.{name}={getattr(same, name)}" for name, value in arch.refused.items()
-                   if getattr(same, name) != value]
-    if unsupported:
-        raise ConfigError([f"{', '.join(unsupported)}: {arch.name} (the Hugging Face architecture of this "
-                           f"model.norm and model.mlp) does not compute that, so the model cannot be exported "
-                           "(train without it to export)"])
-    unknown = [f.name for f in dataclasses.fields(cfg)
-               if f.name not in TRAINING_ONLY and f.name not in arch.fields and f.name not in arch.refused]
+    refused, unknown = refusals(arch, cfg)
+    if refused:
+        raise ConfigError([f"{', '.join(f'model.{n}={getattr(same, n)}' for n in refused)}: {arch.name} (the Hugging "
+                           f"Face architecture of this model.norm and model.mlp) does not compute that, so the model "
+                           "cannot be exported (train without it to export)"])
     if unknown:
         raise ConfigError([f"model.{', model.'.join(unknown)}: the {arch.name} table (spmdgpt/hf/tables.py) does not "
                            "say how to represent it; map it to config.json there, or refuse it"])
     return arch
+
+
+def refusals(arch: Architecture, cfg: ModelConfig) -> tuple[list, list]:
+    """(the fields whose value the table refuses, in cfg's canonical spelling; the fields the table
+    neither maps nor refuses, and that are not training-only: a new field, never exported silently)."""
+    same = canonical(cfg)
+    refused = [name for name, value in arch.refused.items() if getattr(same, name) != value]
+    unknown = [f.name for f in dataclasses.fields(cfg)
+               if f.name not in TRAINING_ONLY and f.name not in arch.fields and f.name not in arch.refused]
+    return refused, unknown
 
 
 def _dims(cfg: ModelConfig) -> dict:
@@ -199,7 +206,14 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
     """spmdgpt parameters (host arrays) -> {name: array} by any table (e.g. tables.TORCH_GPT)."""
     from spmdgpt.model import param_info
 
+    import jax
+
     dims, info = _dims(cfg), param_info(cfg)
+    leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
+    missing = sorted(leaves - {t.leaf for t in arch.tensors})
+    if missing:
+        raise ConfigError([f"parameter(s) {', '.join(missing)}: the {arch.name} table (spmdgpt/hf/tables.py) has no "
+                           "row for them; add one there, or refuse the field that creates them"])
     dtype = np.asarray(params.embed).dtype
     out: Dict[str, np.ndarray] = {}
     for i in range(cfg.num_layers):
@@ -218,7 +232,7 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
         if value is None:
             out.update({n: np.full(_hf_shape(t, dims), t.fill or 0.0, dtype) for n in names})
             continue
-        value = np.asarray(value[layer] if t.stacked else value)
+        value = np.asarray(value[layer] if t.per_layer and t.stacked else value)  # (else: whole, layer axis and all)
         a = _rearrange(value, t.layout, dims)
         out.update(zip(names, a) if len(names) > 1 else [(names[0], a)])
     return {n: np.ascontiguousarray(a) for n, a in out.items()}

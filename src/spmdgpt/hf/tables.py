@@ -13,7 +13,8 @@ A table says, for one `transformers` class, everything export and import need:
 - `fields`: every `model.*` field that changes what the model computes, and the config.json key
   that carries it; `refused`: fields this architecture cannot represent, with the one value it
   can. A field that is in neither (nor in `TRAINING_ONLY`) is an error on export: a new model
-  field can never export silently to a folder that computes something else. `picks`: the
+  field can never export silently to a folder that computes something else (and a parameter leaf
+  that no row names is an error too). `picks`: the
   field values that make export choose this table over the plain one of its norm and MLP kinds.
 
 Facts the tables rest on (read from transformers 5.23's modeling code, and true of 4.x):
@@ -44,8 +45,9 @@ from typing import Callable, Optional
 from spmdgpt.config import ROPE_SCALING_PARAMS, MlpType, ModelConfig, NormType
 
 # model fields that change how a model is trained or run, never the function it computes
+# (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not)
 TRAINING_ONLY = ("attention", "remat", "scan_unroll", "attention_block", "param_dtype", "compute_dtype",
-                 "logits_dtype", "z_loss", "zero_init_out", "dropout", "attention_dropout", "loss_block")
+                 "logits_dtype", "z_loss", "zero_init_out", "dropout", "attention_dropout", "loss_block", "init_std")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +74,8 @@ class Tensor:
 class Architecture:
     name: str  # the transformers class, config.json's "architectures"
     model_type: str
-    norm: NormType
-    mlp: MlpType
+    norm: Optional[NormType]  # (None: any; the web page's table)
+    mlp: Optional[MlpType]
     tensors: tuple
     fields: dict  # model field -> the config.json key that carries it (None: the tensors carry it)
     refused: dict  # model field -> the one value this architecture can represent

@@ -1,0 +1,113 @@
+"""The fused attention kernels, run per device inside `shard_map` (cuDNN's through
+`jax.nn.dot_product_attention`, Pallas splash attention), and what they share with the xla path
+of `attention`: grouped-query heads as a layout can use them (`local_kv`, `repeat_kv`) and
+document masks. Which backend runs is `attention.attention_backend`'s choice."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import ConfigError
+from spmdgpt.sharding import Rules
+
+
+def local_kv(k: jax.Array, v: jax.Array, n: int, rules: Rules, head_axis: int = 1):
+    """Keys and values as grouped attention can use them on this layout: as they are when the
+    K key/value heads are split like the n query heads (each device then holds the query heads
+    of its key/value heads), else repeated to n heads (`repeat_kv`; the K heads are replicated
+    where K does not divide the `model` axis, `sharding.Rules`, and the repeat is then a local
+    slice on each device)."""
+    if k.shape[head_axis] == n or rules.spec("kv_heads") == rules.spec("heads"):
+        return k, v
+    return repeat_kv(k, n, rules, head_axis), repeat_kv(v, n, rules, head_axis)
+
+
+def repeat_kv(x: jax.Array, n: int, rules: Rules, head_axis: int = 1) -> jax.Array:
+    """Keys or values [.., K, ..] (heads on head_axis) -> n heads, each repeated n / K times in a
+    row (for what takes one key/value head per query head: splash, the statistics)."""
+    if x.shape[head_axis] == n:
+        return x
+    spec = [None] * x.ndim
+    spec[0], spec[head_axis] = "batch", "heads"
+    return jnp.repeat(x, n // x.shape[head_axis], axis=head_axis, out_sharding=rules.spec(*spec))
+
+
+def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
+    """[b, queries, keys]: True where query and key lie in the same document."""
+    return segment_ids[:, q, None] == segment_ids[:, None, k]
+
+
+def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rules, implementation: str,
+                           segment_ids: Optional[jax.Array] = None) -> jax.Array:
+    """`jax.nn.dot_product_attention` (causal) run per device: q/k/v [b, t, n, h] -> [b, t, n, h].
+
+    Attention is independent per sequence and per head, so under a batch- and/or head-sharded
+    layout each device attends over its own rows and heads: the kernel runs inside `shard_map`
+    on local, unsharded arrays (fused kernels such as cuDNN's are custom calls that do not carry
+    explicit shardings through their gradients). Document masks go in as the boolean `mask`
+    argument ([b, 1, t, t]; the function has no segment-id argument)."""
+    k, v = local_kv(k, v, q.shape[2], rules, head_axis=2)
+    spec = rules.spec("batch", "seq", "heads", "head_dim")
+    kv_spec = rules.spec("batch", "seq", "heads" if k.shape[2] == q.shape[2] else "kv_heads", "head_dim")
+    seg_spec = rules.spec("batch", "seq")
+
+    def local(q, k, v, seg):  # (fewer key/value heads: grouped-query attention, which the function takes as is)
+        mask = None if seg is None else document_mask(seg, slice(None), slice(None))[:, None]
+        return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation=implementation)
+
+    q = jax.sharding.reshard(q, spec)
+    k, v = (jax.sharding.reshard(x, kv_spec) for x in (k, v))
+    if segment_ids is None:
+        return jax.shard_map(lambda q, k, v: local(q, k, v, None), in_specs=(spec, kv_spec, kv_spec),
+                             out_specs=spec)(q, k, v)
+    seg = jax.sharding.reshard(segment_ids, seg_spec)
+    return jax.shard_map(local, in_specs=(spec, kv_spec, kv_spec, seg_spec), out_specs=spec)(q, k, v, seg)
+
+
+SPLASH_BLOCKS = (512, 256, 128)  # splash tiles: multiples of 128 (the TPU's lane count)
+
+
+def splash_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rules,
+                            segment_ids: Optional[jax.Array] = None, interpret: Optional[bool] = None) -> jax.Array:
+    """Causal attention by Pallas splash attention: q/k/v [b, n, t, h] (head-major) -> the same.
+
+    Per device inside `shard_map`, like `fused_causal_attention`: the kernel is made for the
+    local heads ([n, t, h] per sequence, `vmap`ped over the local batch) with a causal mask per
+    head; document segment ids go in as the kernel's own `SegmentIds` (a query attends to keys
+    of its document only). Tiles: the largest of 512, 256, 128 that divides t. The kernel does
+    not scale the scores, so q is scaled here. interpret: run the kernels in Pallas' interpreter
+    (default: off a TPU; `attention_backend` lets only TPUs choose splash, so that is for tests)."""
+    from jax.experimental.pallas.ops.tpu import splash_attention as splash
+
+    if interpret is None:
+        interpret = jax.devices()[0].platform != "tpu"
+
+    spec = rules.spec("batch", "heads", "seq", "head_dim")
+    seg_spec = rules.spec("batch", "seq")
+
+    def local(q, k, v, seg):
+        _, n, t, h = q.shape
+        blk = next((b for b in SPLASH_BLOCKS if t % b == 0), None)
+        if blk is None:
+            raise ConfigError([f"model.attention=splash needs a sequence length that is a multiple of 128 (got {t})"])
+        sizes = splash.BlockSizes(block_q=blk, block_kv=blk, block_kv_compute=blk, block_q_dkv=blk,
+                                  block_kv_dkv=blk, block_kv_dkv_compute=blk, block_q_dq=blk, block_kv_dq=blk)
+        mask = splash.MultiHeadMask([splash.CausalMask((t, t))] * n)
+        kernel = splash.make_splash_mha(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret)
+        q = q * jnp.asarray(h ** -0.5, q.dtype)
+        if seg is None:
+            return jax.vmap(kernel)(q, k, v)
+        return jax.vmap(lambda q, k, v, s: kernel(q, k, v, segment_ids=splash.SegmentIds(s, s)))(q, k, v, seg)
+
+    k, v = (repeat_kv(x, q.shape[1], rules) for x in (k, v))  # one key/value head per query head
+    q, k, v = (jax.sharding.reshard(x, spec) for x in (q, k, v))
+    # (check_vma=False: the Pallas kernels' outputs carry no varying-axes annotation)
+    if segment_ids is None:
+        return jax.shard_map(lambda q, k, v: local(q, k, v, None), in_specs=(spec, spec, spec),
+                             out_specs=spec, check_vma=False)(q, k, v)
+    seg = jax.sharding.reshard(segment_ids, seg_spec)
+    return jax.shard_map(local, in_specs=(spec, spec, spec, seg_spec), out_specs=spec,
+                         check_vma=False)(q, k, v, seg)
