@@ -1,7 +1,7 @@
 """FLOPs accounting and MFU.
 
 FLOPs per token = 6 * N_matmul + 12 * L * T * N * H (N heads of width H: D by default), the PaLM / nanoGPT convention: N_matmul counts
-every weight that takes part in a matmul (all block matrices and the unembedding, tied or not;
+every weight that takes part in a token's matmuls (an MoE's active parameters) (all block matrices and the unembedding, tied or not;
 the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two backward matmuls), and
 the attention term counts QK^T and AV over the full T x T score matrix (causal masking is not
 subtracted, as in PaLM's appendix B).
@@ -34,11 +34,14 @@ PEAK_FLOPS = {
 }
 
 
-def matmul_params(cfg: ModelConfig) -> int:
-    """Weights that take part in a matmul, read off `param_info`: every block matrix (the leaves
-    with a fan-in; norms and biases have none) and the V x D unembedding, tied or not."""
-    info = param_info(cfg)
-    blocks = sum(math.prod(i.shape) for i in jax.tree.leaves(info.blocks, is_leaf=is_info) if i.fan_in)
+def matmul_params(cfg: ModelConfig) -> float:
+    """Weights that take part in a token's matmuls, read off `param_info`: every block matrix
+    (the leaves with a fan-in; norms and biases have none) and the V x D unembedding, tied or
+    not. A mixture of experts counts its active parameters: top_k / num_experts of the
+    experts' matrices (the leaves with an `experts` axis), the router and shared experts whole."""
+    info, moe = param_info(cfg), cfg.moe
+    active = (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
+    blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves(info.blocks, is_leaf=is_info) if i.fan_in)
     return blocks + math.prod(info.embed.shape)
 
 

@@ -25,10 +25,14 @@ from spmdgpt.config.schema import (
     DataSource,
     DistConfig,
     DType,
+    GroupedMatmul,
     ManifoldSolver,
     MeshConfig,
     MlpType,
     ModelConfig,
+    MoeConfig,
+    MoeDispatch,
+    Router,
     NormType,
     ROPE_SCALING_FIELDS,
     ROPE_SCALING_PARAMS,
@@ -53,15 +57,16 @@ from spmdgpt.config.schema import (
     mesh_axes_of,
     mesh_sizes,
     mlp_hidden,
+    expert_hidden,
     resolve_mesh_shape,
 )
 from spmdgpt.config.validate import SECTIONS, profile_range, validate, validate_dist
 
 __all__ = [
     "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
-    "DataSource", "DistConfig", "DType", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig",
+    "DataSource", "DistConfig", "DType", "GroupedMatmul", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig", "MoeConfig", "MoeDispatch", "Router",
     "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
-    "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
+    "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "expert_hidden", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
     "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
     "resolve_mesh_shape", "SECTIONS",
     "to_dict", "to_yaml", "validate", "validate_dist",

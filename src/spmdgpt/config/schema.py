@@ -45,6 +45,22 @@ class MlpType(enum.Enum):
     relu2 = "relu2"  # up-projection, ReLU(x)^2 (So et al. 2021, "Primer"), down-projection
 
 
+class Router(enum.Enum):
+    softmax = "softmax"  # softmax over the experts, then the top k (Mixtral, Qwen MoE)
+    sigmoid = "sigmoid"  # a sigmoid score per expert, the top k, normalised among themselves (DeepSeek-V3)
+
+
+class MoeDispatch(enum.Enum):
+    dropless = "dropless"  # every token reaches its k experts: tokens grouped by expert (ragged products)
+    capacity = "capacity"  # fixed [experts, capacity, d_model] buffers; tokens past an expert's capacity dropped
+
+
+class GroupedMatmul(enum.Enum):
+    auto = "auto"  # blocks on CPUs, ragged on GPUs and TPUs
+    ragged = "ragged"  # jax.lax.ragged_dot over the copies sorted by expert (grouped GEMM kernels)
+    blocks = "blocks"  # each expert's copies padded to whole row blocks, one batched matmul of blocks
+
+
 class DType(enum.Enum):
     float32 = "float32"
     bfloat16 = "bfloat16"
@@ -142,6 +158,30 @@ def freeze(cfg):
 
 
 @dataclass
+class MoeConfig(Section):
+    """A mixture-of-experts MLP (model.moe): each token goes through top_k of num_experts expert
+    MLPs (of model.mlp's kind), weighted by the router; num_experts = 0: the dense MLP."""
+
+    num_experts: int = 0  # routed experts in every layer's MLP (Mixtral: 8; Qwen3-30B-A3B: 128); 0 = dense
+    top_k: int = 2  # experts each token is routed to (Mixtral: 2; Qwen3 MoE: 8)
+    mlp_factor: Optional[float] = None  # each expert's hidden width = this * d_model; default model.mlp_factor
+    shared_experts: int = 0  # experts' widths of a dense MLP every token also goes through (DeepSeek's shared experts)
+    router: Router = Router.softmax  # softmax | sigmoid
+    normalize_top_k: bool = True  # softmax: the k weights rescaled to sum to 1 (Mixtral: yes; sigmoid: always)
+    dispatch: MoeDispatch = MoeDispatch.dropless  # dropless | capacity
+    grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks
+    capacity_factor: Optional[float] = None  # capacity mode: each expert takes ceil(factor * tokens * top_k /
+    # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone
+    load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off
+    router_z_loss: float = 0.0  # weight of the router z-loss mean(logsumexp(router logits)^2) (ST-MoE: 0.001)
+
+    def __str__(self) -> str:  # (in messages: the fields that differ from the defaults)
+        changed = [f"{f.name}: {getattr(self, f.name)}" for f in dataclasses.fields(self)
+                   if getattr(self, f.name) != f.default]
+        return "{" + ", ".join(changed) + "}"
+
+
+@dataclass
 class ModelConfig(Section):
     num_layers: int = 4  # transformer blocks (stacked, run with lax.scan)
     num_heads: int = 4  # attention heads; must divide d_model unless head_dim is given
@@ -192,6 +232,7 @@ class ModelConfig(Section):
     zero_init_out: bool = False  # the residual projections (attention output, MLP down) start at zero
     dropout: float = 0.0  # training only: dropout on the embedding and on each residual branch's output
     attention_dropout: Optional[float] = None  # on the attention probabilities (xla backend); default: dropout
+    moe: MoeConfig = field(default_factory=MoeConfig)  # mixture-of-experts MLPs (moe.num_experts > 0)
     loss_block: int = 0  # blocked cross-entropy: the loss and its gradients in chunks of this many
     # positions of every sequence (a divisor of data.seq_len), never all [tokens, vocab] logits at once; 0 = off
 
@@ -437,6 +478,12 @@ def mlp_hidden(m: ModelConfig) -> int:
     return int(round(m.mlp_factor * m.d_model))
 
 
+def expert_hidden(m: ModelConfig) -> int:
+    """Each expert's MLP width (model.moe.mlp_factor, default model.mlp_factor, times d_model)."""
+    factor = m.mlp_factor if m.moe.mlp_factor is None else m.moe.mlp_factor
+    return int(round(factor * m.d_model))
+
+
 def mesh_axes(mesh) -> tuple:
     """The mesh axis names of a MeshConfig (instance or class), in mesh order."""
     return tuple(f.name for f in dataclasses.fields(mesh))
@@ -461,7 +508,9 @@ def logical_dim_sizes(cfg: ModelConfig) -> dict:
         "heads": ("model.num_heads", cfg.num_heads),
         "kv_heads": ("model.num_kv_heads", kv_heads(cfg)),
         "head_dim": ("model.head_dim", head_dim(cfg)),
-        "mlp": ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
+        "mlp": ("model.moe.mlp_factor*model.d_model", expert_hidden(cfg)) if cfg.moe.num_experts
+        else ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
+        "experts": ("model.moe.num_experts", cfg.moe.num_experts),
         "vocab": ("model.vocab_size", cfg.vocab_size),
         "layers": ("model.num_layers", cfg.num_layers),
     }

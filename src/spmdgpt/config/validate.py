@@ -14,6 +14,7 @@ from spmdgpt.config.schema import (
     DataSource,
     DistConfig,
     DType,
+    MoeDispatch,
     OptimizerName,
     RopeScaling,
     Split,
@@ -173,6 +174,7 @@ def _model(m, training: bool) -> List[str]:
         )
     if m.loss_block < 0:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
+    errs += _moe(m)
     for name in ("dropout", "attention_dropout"):
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:
@@ -189,6 +191,36 @@ def _model(m, training: bool) -> List[str]:
                 errs.append(f"model.{name}=float16 needs loss scaling to train (float16 gradients "
                             "underflow), which spmdgpt does not implement; use bfloat16 (same speed on "
                             "current GPUs and TPUs, float32's range)")
+    return errs
+
+
+def _moe(m) -> List[str]:
+    """model.moe.*: checked only for an MoE model (num_experts > 0)."""
+    e = m.moe
+    if e.num_experts < 0:
+        return [f"model.moe.num_experts={e.num_experts} must be >= 0 (0 = the dense MLP)"]
+    if not e.num_experts:
+        return []
+    errs: List[str] = []
+    if not 1 <= e.top_k <= e.num_experts:
+        errs.append(f"model.moe.top_k={e.top_k} must be between 1 and model.moe.num_experts={e.num_experts} (each "
+                    "token goes to top_k different experts)")
+    if e.mlp_factor is not None:
+        _positive(errs, "model.moe.mlp_factor", e.mlp_factor)
+        if e.mlp_factor > 0 and m.d_model > 0 and abs(e.mlp_factor * m.d_model - round(e.mlp_factor * m.d_model)) > 1e-6:
+            errs.append(f"model.moe.mlp_factor={e.mlp_factor} * model.d_model={m.d_model} is not a whole number; "
+                        "choose a factor that gives an integer expert width")
+    if e.shared_experts < 0:
+        errs.append(f"model.moe.shared_experts={e.shared_experts} must be >= 0 (0 = none)")
+    if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):
+        errs.append(f"model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got {e.capacity_factor}), "
+                    "e.g. 1.25: each expert then takes 1.25x its even share of the tokens")
+    for name in ("load_balance_loss", "router_z_loss"):
+        if getattr(e, name) < 0:
+            errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
+    if m.bias:
+        errs.append("model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do Mixtral's "
+                    "or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)")
     return errs
 
 

@@ -12,8 +12,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from spmdgpt.config import (ROPE_SCALING_FIELDS, ROPE_SCALING_PARAMS, ConfigError, ModelConfig, RopeScaling, head_dim, kv_heads,
-                            layer_windows, mlp_hidden)
+from spmdgpt.config import (ROPE_SCALING_FIELDS, ROPE_SCALING_PARAMS, ConfigError, ModelConfig, MoeConfig, RopeScaling,
+                            head_dim, kv_heads, layer_windows, mlp_hidden)
 from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, MISTRAL, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
@@ -311,7 +311,8 @@ def model_fields(hf: dict, where: str) -> dict:
 
 # model fields no imported architecture turns on unless its config.json says so
 NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
-                     "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L"}
+                     "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L",
+                     "moe": MoeConfig()}
 
 
 def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:

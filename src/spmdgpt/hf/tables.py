@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from spmdgpt.config import ROPE_SCALING_PARAMS, MlpType, ModelConfig, NormType
+from spmdgpt.config import ROPE_SCALING_PARAMS, MlpType, ModelConfig, MoeConfig, NormType
 
 # model fields that change how a model is trained or run, never the function it computes
 # (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not)
@@ -102,7 +102,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
-           "sliding_window": 0, "window_pattern": "L"}
+           "sliding_window": 0, "window_pattern": "L", "moe": MoeConfig()}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -169,7 +169,7 @@ QWEN3 = Architecture(
         _t("self_attn.k_norm.weight", "blocks.attn.k_norm", "h -> h", fill=1.0),
     ]) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
-    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "moe": MoeConfig()},
     picks={"qk_norm": True},
 )
 

@@ -90,7 +90,7 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
               segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
               key: Optional[Array] = None) -> tuple[Array, dict]:
     """(what training minimises, its metrics {"loss": the mean cross-entropy, "aux/<name>": each
-    auxiliary loss's mean over layers}), float32 scalars. The objective is the cross-entropy plus
+    auxiliary output's mean over layers, losses and statistics alike}), float32 scalars. The objective is the cross-entropy plus
     model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss) plus weight x each auxiliary loss
     the block's units report (`aux_loss_weights`); without either it is the cross-entropy.
     key: dropout (model.dropout); None: none. For `jax.value_and_grad(..., has_aux=True)`."""
@@ -102,9 +102,8 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
         ce, lse = _token_losses(cfg, rules, params, x, targets)
         ce = jnp.mean(ce)
         obj = ce + cfg.z_loss * jnp.mean(jnp.square(lse)) if cfg.z_loss else ce
-    metrics = {"loss": ce}
+    metrics = {"loss": ce, **{f"aux/{name}": jnp.mean(value) for name, value in aux.items()}}
     for name, weight in aux_loss_weights(cfg).items():
-        metrics[f"aux/{name}"] = jnp.mean(aux[name])
         obj = obj + weight * metrics[f"aux/{name}"]
     return obj, metrics
 

@@ -30,8 +30,9 @@ class Mlp(NamedTuple):
     b_down: Optional[jax.Array]
 
 
-def mlp_info(cfg: ModelConfig) -> Mlp:
-    D, F = cfg.d_model, mlp_hidden(cfg)
+def mlp_info(cfg: ModelConfig, hidden: Optional[int] = None) -> Mlp:
+    """One layer's MLP of width `hidden` (default model.mlp_factor x d_model)."""
+    D, F = cfg.d_model, hidden or mlp_hidden(cfg)
     up = matrix((D, F), ("embed", "mlp"), ("embed",), ("mlp",), cfg.init_std)
     return Mlp(
         w_up=up,
@@ -56,17 +57,20 @@ def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
     return h, jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
 
 
+def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Array:
+    """The hidden units of model.mlp's kind from the up projection h (and SwiGLU's gate g)."""
+    if cfg.mlp == MlpType.swiglu:
+        return jax.nn.silu(g) * h
+    if cfg.mlp == MlpType.relu2:
+        return jnp.square(jax.nn.relu(h))
+    return jax.nn.gelu(h, approximate=True)
+
+
 def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array, dict]:
     """x: [tokens, embed] -> ([tokens, embed], no auxiliary outputs); hidden units sharded by
     the `mlp` rule; activation by model.mlp (gelu, swiglu, relu2)."""
     dt = x.dtype
-    h, g = mlp_inputs(cfg, rules, p, x)
-    if cfg.mlp == MlpType.swiglu:
-        h = jax.nn.silu(g) * h
-    elif cfg.mlp == MlpType.relu2:
-        h = jnp.square(jax.nn.relu(h))
-    else:
-        h = jax.nn.gelu(h, approximate=True)
+    h = activation(cfg, *mlp_inputs(cfg, rules, p, x))
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
     out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
     if p.b_down is not None:

@@ -42,6 +42,7 @@ from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attent
 from spmdgpt.model.info import ParamInfo, is_info, stacked
 from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
+from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
@@ -72,18 +73,19 @@ class Unit(NamedTuple):
 
 ATTENTION = Unit(attention_info, self_attention, attention_stats)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
+MOE = Unit(moe_info, moe, moe_stats, moe_losses)
 
 
 def block_units(cfg: ModelConfig) -> tuple[Unit, Unit]:
     """(the attention unit, the MLP unit) of this model's blocks: a new kind is a case here."""
-    return ATTENTION, DENSE_MLP
+    return ATTENTION, MOE if cfg.moe.num_experts else DENSE_MLP
 
 
 class Block(NamedTuple):
     ln1: Norm
     attn: Any  # the attention unit's parameters (attention.Attention or GroupedAttention)
     ln2: Norm
-    mlp: Any  # the MLP unit's parameters (mlp.Mlp)
+    mlp: Any  # the MLP unit's parameters (mlp.Mlp or moe.Moe)
 
 
 UNIT_FIELDS = ("attn", "mlp")  # the Block fields that hold a unit's parameters

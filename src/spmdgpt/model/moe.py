@@ -1,0 +1,229 @@
+"""The mixture-of-experts MLP unit (`model.moe.num_experts` > 0): a router sends each token to
+top_k of E expert MLPs (of model.mlp's kind), and the unit's output is their outputs weighted
+by the router.
+
+Shapes (D = d_model, E experts, F = each expert's width, `expert_hidden`; the block stacks a
+layer axis in front):
+
+    router  [D, E]        the router's logits (computed in float32)
+    w_up    [E, D, F], w_gate [E, D, F] (SwiGLU only), w_down [E, F, D] (residual)
+    shared  a dense `Mlp` of width shared_experts x F that every token also goes through, or None
+
+Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen; the
+k weights renormalised with moe.normalize_top_k), or sigmoid scores, top-k, normalised among
+the k (DeepSeek-V3). The experts run per device inside `shard_map` on the device's own tokens:
+
+- dropless (default): the device's token copies (k per token) sorted by expert, so that every
+  token reaches its k experts, and multiplied group by group (moe.grouped): `ragged` by
+  `jax.lax.ragged_dot` (GPUs' and TPUs' grouped GEMMs), `blocks` by padding each group to whole
+  blocks of rows (`block_rows`) and one batched matmul over the blocks, each with its group's
+  weights (on CPUs ragged_dot runs every group over every row: 4.8x slower, BENCHMARKS).
+- capacity: each expert takes C = ceil(capacity_factor x tokens x k / E) of the device's copies
+  into a fixed [E, C, D] buffer (first choices before second ones, GShard's priority), one
+  batched matmul per projection; copies past C are dropped (the token keeps the residual and
+  its other experts) and counted.
+
+Under tensor parallelism each device holds a slice of every expert's width (the `mlp` rule) and
+the partial outputs are summed over that axis; under FSDP the experts are all-gathered first,
+like every weight.
+
+Auxiliary outputs (the block's aux channel, float32 scalars per layer, global over the batch):
+`load_balance` = E x sum_e f_e p_e (f_e: expert e's share of the routed copies, p_e: its mean
+router probability; 1 when even; Switch / GShard) and `router_z` = mean(logsumexp(logits)^2)
+(ST-MoE) are losses, weighted by moe.load_balance_loss and moe.router_z_loss; `expert_load`
+(the busiest expert's share over the mean share, E max_e f_e: 1 = even, E = all on one),
+`router_entropy` (nats, mean over tokens) and `dropped` (capacity mode: the share of copies
+dropped; 0 dropless) are logged.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+from spmdgpt.config import GroupedMatmul, MlpType, ModelConfig, MoeDispatch, Router, expert_hidden, mesh_axes_of
+from spmdgpt.model.info import matrix, out_init, residual_std
+from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
+from spmdgpt.sharding import Rules, platform
+
+F32 = jnp.float32
+
+
+class Moe(NamedTuple):
+    router: jax.Array
+    w_up: jax.Array
+    w_gate: Optional[jax.Array]
+    w_down: jax.Array
+    shared: Optional[Mlp]
+
+
+def moe_info(cfg: ModelConfig) -> Moe:
+    D, E, F = cfg.d_model, cfg.moe.num_experts, expert_hidden(cfg)
+    up = matrix((E, D, F), ("experts", "embed", "mlp"), ("embed",), ("mlp",), cfg.init_std)
+    return Moe(
+        router=matrix((D, E), ("embed", "router"), ("embed",), ("router",), cfg.init_std),
+        w_up=up,
+        w_gate=up if cfg.mlp == MlpType.swiglu else None,
+        w_down=matrix((E, F, D), ("experts", "mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
+        shared=mlp_info(cfg, cfg.moe.shared_experts * F) if cfg.moe.shared_experts else None,
+    )
+
+
+def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array):
+    """x [tokens, D] -> (expert ids [tokens, k] int32, their weights [tokens, k] float32, the
+    routing's auxiliary outputs)."""
+    moe, E = cfg.moe, cfg.moe.num_experts
+    w = rules.gather(router.astype(F32), ("embed", None))
+    logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("batch", None))
+    if moe.router == Router.softmax:
+        probs = jax.nn.softmax(logits, axis=-1)
+        weights, ids = jax.lax.top_k(probs, moe.top_k)
+        if moe.normalize_top_k:
+            weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
+    else:
+        scores = jax.nn.sigmoid(logits)
+        weights, ids = jax.lax.top_k(scores, moe.top_k)
+        weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
+        probs = scores / jnp.sum(scores, axis=-1, keepdims=True)
+    share = jnp.mean(jnp.sum(jax.nn.one_hot(ids, E, dtype=F32), axis=1), axis=0) / moe.top_k  # f_e [E]
+    aux = {"load_balance": E * jnp.sum(share * jnp.mean(probs, axis=0)),
+           "router_z": jnp.mean(jnp.square(jax.nn.logsumexp(logits, axis=-1))),
+           "expert_load": E * jnp.max(share),
+           "router_entropy": jnp.mean(jnp.sum(jax.scipy.special.entr(probs), axis=-1))}
+    return ids.astype(jnp.int32), weights, aux
+
+
+def capacity(cfg: ModelConfig, tokens: int) -> int:
+    """Capacity mode's slots per expert for a device's `tokens` tokens (at most all of them)."""
+    moe = cfg.moe
+    return min(tokens, math.ceil(moe.capacity_factor * tokens * moe.top_k / moe.num_experts))
+
+
+def _expert_mlp(cfg: ModelConfig, x, w_up, w_gate, w_down, matmul):
+    """The experts' MLP on rows x grouped by expert; matmul(rows, [E, in, out] weights)."""
+    h = activation(cfg, matmul(x, w_up), None if w_gate is None else matmul(x, w_gate))
+    return matmul(h, w_down)
+
+
+def grouped_kind(cfg: ModelConfig, platform: str) -> GroupedMatmul:
+    """moe.grouped resolved: `auto` is blocks on CPUs (where ragged_dot runs every group over
+    every row: 12x a dense MLP of the same active width, benchmarks/BENCHMARKS.md), ragged_dot
+    on GPUs and TPUs (grouped GEMM kernels)."""
+    if cfg.moe.grouped != GroupedMatmul.auto:
+        return cfg.moe.grouped
+    return GroupedMatmul.blocks if platform == "cpu" else GroupedMatmul.ragged
+
+
+def block_rows(copies: int, experts: int) -> int:
+    """The row block of the blocks product: a power of two near a quarter of an even group,
+    8 to 128 (each group is padded to a multiple of it)."""
+    even = max(copies // experts, 1)
+    return int(min(128, max(8, 2 ** math.floor(math.log2(max(even // 4, 1))))))
+
+
+def _blocks(x, sizes, B: int):
+    """Rows x [n, D] sorted by group (sizes [E]) -> (the row blocks, one group's rows each, and a
+    product (rows, w [E, in, out]) over them, and the padded rows' way back). Each group is
+    padded to a multiple of B rows, so every block of B rows belongs to one group, whose weights
+    it multiplies: a batched matmul of blocks."""
+    n, E = x.shape[0], sizes.shape[0]
+    padded = (sizes + B - 1) // B * B
+    ends = jnp.cumsum(padded)
+    starts, first = ends - padded, jnp.cumsum(sizes) - sizes
+    group = jnp.repeat(jnp.arange(E), sizes, total_repeat_length=n)
+    dest = starts[group] + jnp.arange(n) - first[group]  # each row's place among the padded rows
+    R = (n + E * (B - 1) + B - 1) // B * B  # (a static bound on the padded rows)
+    rows = jnp.zeros((R, x.shape[1]), x.dtype).at[dest].set(x)
+    owner = jnp.minimum(jnp.searchsorted(ends, jnp.arange(R // B) * B, side="right"), E - 1)  # each block's group
+
+    def matmul(a, w):
+        blocks = jnp.reshape(a, (R // B, B, a.shape[-1]))
+        return jnp.reshape(jnp.einsum("bnd,bdf->bnf", blocks, w[owner]), (R, w.shape[-1]))
+
+    return rows, matmul, dest
+
+
+def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul):
+    """[t, D] tokens, ids [t, k] -> each copy's expert output [t, k, D] (no copy dropped)."""
+    t, k = ids.shape
+    E = w_up.shape[0]
+    flat = jnp.reshape(ids, (-1,))
+    order = jnp.argsort(flat, stable=True)  # the copies grouped by expert
+    sizes = jnp.bincount(flat, length=E).astype(jnp.int32)
+    xs = x[order // k]
+    if kind == GroupedMatmul.ragged:
+        ys = _expert_mlp(cfg, xs, w_up, w_gate, w_down, lambda a, w: jax.lax.ragged_dot(a, w, sizes))
+    else:
+        rows, matmul, dest = _blocks(xs, sizes, block_rows(t * k, E))
+        ys = _expert_mlp(cfg, rows, w_up, w_gate, w_down, matmul)[dest]
+    return jnp.zeros_like(ys).at[order].set(ys).reshape(t, k, -1), jnp.zeros((), jnp.int32)
+
+
+def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down):
+    """As `_dropless` through [E, C, D] buffers: copies past an expert's C slots give zeros;
+    also their number."""
+    t, k = ids.shape
+    E, C = w_up.shape[0], capacity(cfg, t)
+    flat = jnp.reshape(ids.T, (-1,))  # k-major: every token's first choice before any second one
+    onehot = jax.nn.one_hot(flat, E, dtype=jnp.int32)
+    slot = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # rank among the expert's copies
+    kept = slot < C
+    rows = jnp.tile(jnp.arange(t), k)
+    buf = jnp.zeros((E, C, x.shape[1]), x.dtype).at[flat, jnp.where(kept, slot, C)].set(x[rows], mode="drop")
+    ybuf = _expert_mlp(cfg, buf, w_up, w_gate, w_down, lambda a, w: jnp.einsum("ecd,edf->ecf", a, w))
+    y = ybuf[flat, jnp.minimum(slot, C - 1)] * kept[:, None].astype(ybuf.dtype)
+    return jnp.transpose(jnp.reshape(y, (k, t, -1)), (1, 0, 2)), jnp.sum(~kept).astype(jnp.int32)
+
+
+def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array, weights: jax.Array):
+    """The routed experts' weighted output [tokens, D] (x's dtype) and the number of copies
+    dropped (capacity mode), run per device inside `shard_map` on its own tokens."""
+    dt = x.dtype
+    rows = rules.spec("batch", None)
+    specs = {"up": rules.spec("experts", None, "mlp"), "down": rules.spec("experts", "mlp", None)}
+    w_up, w_down = (jax.sharding.reshard(w.astype(dt), specs[s]) for w, s in ((p.w_up, "up"), (p.w_down, "down")))
+    w_gate = None if p.w_gate is None else jax.sharding.reshard(p.w_gate.astype(dt), specs["up"])
+    width_axes = mesh_axes_of(rules.spec("mlp")[0])  # (tensor parallelism: each device a slice of every expert)
+    batch_axes = rules.batch_axes()
+    kind = grouped_kind(cfg, platform())
+
+    def local(x, ids, weights, w_up, w_gate, w_down):
+        if cfg.moe.dispatch == MoeDispatch.capacity:
+            y, dropped = _capacity(cfg, x, ids, w_up, w_gate, w_down)
+        else:
+            y, dropped = _dropless(cfg, x, ids, w_up, w_gate, w_down, kind)
+        out = jnp.einsum("tkd,tk->td", y.astype(F32), weights)
+        if width_axes:
+            out = jax.lax.psum(out, width_axes)
+        return out.astype(dt), dropped[None]
+
+    x, ids, weights = (jax.sharding.reshard(a, rows) for a in (x, ids, weights))
+    out, dropped = jax.shard_map(
+        local, in_specs=(rows, rows, rows, specs["up"], None if w_gate is None else specs["up"], specs["down"]),
+        out_specs=(rows, P(batch_axes or None)))(x, ids, weights, w_up, w_gate, w_down)
+    return out, jnp.sum(dropped)
+
+
+def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array, dict]:
+    """x: [tokens, embed] -> ([tokens, embed], the routing's auxiliary outputs and `dropped`)."""
+    ids, weights, aux = route(cfg, rules, p.router, x)
+    out, dropped = experts(cfg, rules, p, x, ids, weights)
+    out = jax.sharding.reshard(out, rules.spec("batch", "embed"))
+    if p.shared is not None:
+        out = out + mlp(cfg, rules, p.shared, x)[0]
+    return out, {**aux, "dropped": dropped.astype(F32) / ids.size}
+
+
+def moe_losses(cfg: ModelConfig) -> dict:
+    """The auxiliary losses with a weight (a zero weight: logged, not trained on)."""
+    weights = {"load_balance": cfg.moe.load_balance_loss, "router_z": cfg.moe.router_z_loss}
+    return {name: w for name, w in weights.items() if w}
+
+
+def moe_stats(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> dict:
+    """Nothing beyond the routing's own outputs (`moe` reports them on every pass)."""
+    return {}

@@ -1,0 +1,196 @@
+"""Mixture-of-experts MLPs (model.moe): dropless and capacity dispatch equal a reference that
+runs every expert on every token under a one-hot mask (forward and gradients), capacity mode
+drops and counts exactly the copies past an expert's slots, the routing's auxiliary outputs are
+their formulas, layouts (data, FSDP, tensor) give one device's loss and gradients, and bad
+configs are one line."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from spmdgpt.config import ConfigError, MoeDispatch, load_config, validate
+from spmdgpt.flops import matmul_params
+from spmdgpt.hf import architecture
+from spmdgpt.model import init_params
+from spmdgpt.model.loss import objective
+from spmdgpt.model.mlp import activation, mlp
+from spmdgpt.model.moe import Moe, block_rows, capacity, moe, route
+from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.web import check_supported
+
+BASE = ["+experiment=staircase", "model.moe.num_experts=4", "model.moe.top_k=2", "model.init_std=0.2"]
+
+
+def one_layer(params):
+    """The first layer's MoE parameters (the block stacks a layer axis)."""
+    return jax.tree.map(lambda a: a[0], params.blocks.mlp)
+
+
+def reference(cfg, rules, p: Moe, x):
+    """Every expert on every token, each output weighted by the token's routing weight for that
+    expert (zero for the experts it is not routed to)."""
+    ids, weights, _ = route(cfg, rules, p.router, x)
+    E = cfg.moe.num_experts
+    gate = jax.sharding.reshard(jnp.sum(jax.nn.one_hot(ids, E) * weights[..., None], axis=1), P())  # [T, E]
+    h = jnp.einsum("td,edf->etf", x, p.w_up)
+    g = None if p.w_gate is None else jnp.einsum("td,edf->etf", x, p.w_gate)
+    y = jnp.einsum("etf,efd->etd", activation(cfg, h, g), p.w_down)
+    out = jnp.einsum("etd,te->td", y, gate)
+    return out if p.shared is None else out + mlp(cfg, rules, p.shared, x)[0]
+
+
+def setup(*overrides, tokens=48):
+    cfg = load_config([*BASE, "mesh.data=1", *overrides])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    with jax.set_mesh(mesh):
+        p = one_layer(init_params(cfg.model, jax.random.key(0), rules))
+    x = jax.random.normal(jax.random.key(1), (tokens, cfg.model.d_model), jnp.float32)
+    return cfg.model, mesh, rules, p, x
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["model.mlp=swiglu", "model.moe.router=sigmoid", "model.moe.shared_experts=1", "model.moe.grouped=ragged"],
+    ["model.moe.dispatch=capacity", "model.moe.capacity_factor=2.0", "model.moe.top_k=1",
+     "model.moe.normalize_top_k=false", "model.moe.mlp_factor=2.0"],
+], ids=["dropless-blocks-gelu-softmax", "dropless-ragged-swiglu-sigmoid-shared", "capacity-top1"])
+def test_dispatch_equals_the_masked_reference(overrides):
+    cfg, mesh, rules, p, x = setup(*overrides)
+    if cfg.moe.dispatch.value == "capacity":  # enough slots for every copy: nothing dropped
+        assert capacity(cfg, x.shape[0]) == x.shape[0] // 2
+    with jax.set_mesh(mesh):
+        got, aux = jax.jit(lambda p, x: moe(cfg, rules, p, x))(p, x)
+        want = jax.jit(lambda p, x: reference(cfg, rules, p, x))(p, x)
+        loss = lambda f: lambda p, x: jnp.sum(jnp.sin(f(p, x)))  # noqa: E731  (a nonlinear readout)
+        g_got = jax.jit(jax.grad(loss(lambda p, x: moe(cfg, rules, p, x)[0]), argnums=(0, 1)))(p, x)
+        g_want = jax.jit(jax.grad(loss(lambda p, x: reference(cfg, rules, p, x)), argnums=(0, 1)))(p, x)
+        ids = route(cfg, rules, p.router, x)[0]
+    if cfg.moe.dispatch.value == "capacity":
+        assert max(np.bincount(np.asarray(ids).ravel(), minlength=4)) <= 24  # (the premise: no expert overflows)
+    assert float(aux["dropped"]) == 0.0
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=2e-5)
+    assert float(jnp.max(jnp.abs(want))) > 0.5
+    for a, b in zip(jax.tree.leaves(g_got), jax.tree.leaves(g_want), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=5e-5)
+    assert float(jnp.max(jnp.abs(g_want[0].router))) > 0.1  # the router learns through the weights
+
+
+def test_capacity_drops_and_counts_the_copies_past_an_experts_slots():
+    """48 tokens, top-1 of 4 experts, factor 1: 12 slots each. A router that sends every token
+    to expert 2 keeps the first 12 tokens and drops 36 (3/4 of the copies): their rows are 0."""
+    cfg, mesh, rules, p, x = setup("model.moe.dispatch=capacity", "model.moe.capacity_factor=1.0",
+                                   "model.moe.top_k=1")
+    p = p._replace(router=jnp.zeros_like(p.router).at[:, 2].set(1.0))
+    x = jnp.abs(x)  # (positive inputs: every token's logit for expert 2 is the largest)
+    dropless = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, dispatch=MoeDispatch.dropless))
+    with jax.set_mesh(mesh):
+        ids = route(cfg, rules, p.router, x)[0]
+        out, aux = moe(cfg, rules, p, x)
+        want = reference(cfg, rules, p, x)
+        every = moe(dropless, rules, p, x)  # (the blocks product with three empty groups)
+    assert capacity(cfg, 48) == 12 and set(np.asarray(ids).ravel()) == {2}
+    assert float(aux["dropped"]) == 36 / 48 and float(aux["expert_load"]) == 4.0
+    np.testing.assert_allclose(np.asarray(out[:12]), np.asarray(want[:12]), rtol=0, atol=2e-5)
+    assert not np.any(np.asarray(out[12:])) and np.all(np.any(np.asarray(want[12:]), axis=1))
+    np.testing.assert_allclose(np.asarray(every[0]), np.asarray(want), rtol=0, atol=2e-5)
+    assert float(every[1]["dropped"]) == 0.0 and block_rows(48, 4) == 8
+
+
+def test_routing_outputs_are_their_formulas():
+    cfg, mesh, rules, p, x = setup("model.moe.top_k=2")
+    with jax.set_mesh(mesh):
+        ids, weights, aux = route(cfg, rules, p.router, x)
+    logits = np.asarray(x, np.float64) @ np.asarray(p.router, np.float64)
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    top = np.argsort(-probs, axis=1)[:, :2]
+    np.testing.assert_array_equal(np.sort(np.asarray(ids), 1), np.sort(top, 1))
+    picked = np.take_along_axis(probs, np.asarray(ids), 1)
+    np.testing.assert_allclose(np.asarray(weights), picked / picked.sum(1, keepdims=True), rtol=1e-5)
+    share = np.bincount(np.asarray(ids).ravel(), minlength=4) / ids.size  # f_e
+    assert np.isclose(float(aux["load_balance"]), 4 * np.sum(share * probs.mean(0)), rtol=1e-5)
+    assert np.isclose(float(aux["expert_load"]), 4 * share.max(), rtol=1e-6)
+    lse = np.log(np.exp(logits).sum(1))
+    assert np.isclose(float(aux["router_z"]), np.mean(lse ** 2), rtol=1e-5)
+    assert np.isclose(float(aux["router_entropy"]), -np.mean(np.sum(probs * np.log(probs), 1)), rtol=1e-5)
+    assert 1.0 < float(aux["load_balance"]) < 1.5 and 0.5 < float(aux["router_entropy"]) < np.log(4)
+
+
+def _loss_and_grads(*overrides, devices):
+    cfg = load_config([*BASE, "model.mlp=swiglu", "model.moe.router_z_loss=0.01", *overrides])
+    mesh = make_mesh(cfg.mesh, devices)
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    toks = jnp.asarray(np.random.default_rng(0).integers(0, 10, (8, 32)), jnp.int32)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        toks = jax.sharding.reshard(toks, rules.spec("batch", None))
+        (obj, metrics), grads = jax.jit(jax.value_and_grad(
+            lambda p: objective(cfg.model, rules, p, toks[:, :-1], toks[:, 1:]), has_aux=True))(params)
+    return float(obj), jax.device_get(metrics), jax.device_get(grads), params
+
+
+@pytest.fixture(scope="module")
+def one_device():
+    return _loss_and_grads("mesh.data=1", devices=jax.devices()[:1])
+
+
+@pytest.mark.parametrize("table,mesh", [("dp", ["mesh.data=8"]), ("fsdp", ["mesh.data=8"]),
+                                        ("fsdp_tp", ["mesh.data=4", "mesh.model=2"])])
+def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh):
+    """Dropless: the objective (cross-entropy + load balance + router z-loss) and every gradient
+    on 8 devices equal one device's (float32 rounding: 1e-5 relative)."""
+    obj1, m1, g1, _ = one_device
+    obj8, m8, g8, params = _loss_and_grads(f"sharding={table}", *mesh, devices=jax.devices())
+    assert abs(obj8 - obj1) <= 1e-5 * abs(obj1)
+    assert set(m1) == {"loss", "aux/load_balance", "aux/router_z", "aux/expert_load", "aux/router_entropy",
+                       "aux/dropped"}
+    for name in m1:
+        np.testing.assert_allclose(m8[name], m1[name], rtol=1e-5, atol=1e-7)
+    for a, b in zip(jax.tree.leaves(g8), jax.tree.leaves(g1), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(b))))
+    spec = jax.typeof(params.blocks.mlp.w_up).sharding.spec
+    assert spec == {"dp": P(None, None, None, None), "fsdp": P(None, None, "data", None),
+                    "fsdp_tp": P(None, None, "data", "model")}[table]
+
+
+def test_active_parameters_and_bad_configs():
+    cfg = load_config([*BASE, "model.mlp=swiglu", "model.norm=rmsnorm", "model.moe.shared_experts=1",
+                       "model.moe.mlp_factor=1.0"]).model
+    D, V, L = 64, 16, 2
+    # per layer: attention 4 D^2, router D x 4, experts 3 x D x 64 each (2 of 4 active), shared 3 x D x 64
+    assert matmul_params(cfg) == L * (4 * D * D + D * 4 + 2 / 4 * 4 * 3 * D * 64 + 3 * D * 64) + V * D
+    with pytest.raises(ConfigError) as e:  # (no Hugging Face table has experts yet; nor the web page)
+        architecture(cfg)
+    assert e.value.messages == [
+        "model.moe={num_experts: 4, mlp_factor: 1.0, shared_experts: 1}: LlamaForCausalLM (the Hugging Face architecture "
+        "of this model.norm and model.mlp) does not compute that, so the model cannot be exported (train without it "
+        "to export)"]
+    with pytest.raises(ConfigError, match=r"does not implement model.moe; export format=hf instead"):
+        check_supported(cfg)
+    for overrides, message in [
+        (["model.moe.top_k=5"], "model.moe.top_k=5 must be between 1 and model.moe.num_experts=4 (each token goes "
+                                "to top_k different experts)"),
+        (["model.moe.dispatch=capacity"], "model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got None), "
+                                          "e.g. 1.25: each expert then takes 1.25x its even share of the tokens"),
+        (["model.bias=true"], "model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do "
+                              "Mixtral's or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)"),
+        (["sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "model.moe.mlp_factor=1.515625"],
+         "model.moe.mlp_factor*model.d_model=97 is not divisible by 2, the size of mesh axis model that "
+         "sharding.params.mlp shards it over; use a multiple of 2 or another sharding"),
+    ]:
+        assert validate(load_config([*BASE, *overrides]), 8)[0] == message
+
+
+def test_a_bad_moe_config_is_one_line_exit_2(tmp_path, capsys):
+    from spmdgpt.cli import main
+
+    code = main(["train", *BASE, f"run.dir={tmp_path / 'run'}", "model.moe.top_k=5"])
+    assert code == 2 and not (tmp_path / "run").exists()
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "spmdgpt: error: model.moe.top_k=5 must be between 1 and model.moe.num_experts=4 (each token goes to top_k "
+        "different experts)")
