@@ -83,6 +83,11 @@ VARIANTS = {
     # parameters (3 x 344 ~ 2 x 512)
     "rmsnorm": ["model.norm=rmsnorm"],
     "rmsnorm+swiglu": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.mlp_factor=2.6875"],
+    # issue 42: a mixture of 8 experts, top-2, each expert half the dense MLP's width (equal active
+    # parameters, 4x the MLP's): gutenberg_gpt2's GELU MLP is 4 x d_model, shakespeare_char's SwiGLU 2.6875
+    "moe8_top2": ["model.moe.num_experts=8", "model.moe.top_k=2", "model.moe.mlp_factor=2.0"],
+    "moe8_top2_char": ["model.moe.num_experts=8", "model.moe.top_k=2", "model.moe.mlp_factor=1.34375",
+                       "model.moe.router_z_loss=0.001"],
 }
 
 

@@ -223,7 +223,7 @@ def test_batches_are_deterministic_and_independent_of_the_device_count():
     eight, eight_val = _batchers(jax.devices(), ["mesh.data=8"], tokens)
     x1, y1, *_ = one.train_batch(7)
     x8, y8, *_ = eight.train_batch(7)
-    assert x8.sharding.spec[0] == "data" and len(x8.addressable_shards) == 8
+    assert x8.sharding.spec[0] == ("data", "expert") and len(x8.addressable_shards) == 8
     np.testing.assert_array_equal(np.asarray(x1), np.asarray(x8))
     np.testing.assert_array_equal(np.asarray(y1), np.asarray(y8))
     x, y = np.asarray(x1), np.asarray(y1)

@@ -80,7 +80,7 @@ def test_grouped_attention_sharded_equals_one_device(data, model, kv_spec):
                 assert params.blocks.attn.w_kv.sharding.spec == P(None, "data", None, kv_spec, None)
                 assert params.blocks.attn.w_q.sharding.spec == P(None, "data", "model", None)
                 assert cache.k.shape == (2, 8, 2, 40, 16)
-                assert cache.k.sharding.spec == P(None, "data", kv_spec, None, None)
+                assert cache.k.sharding.spec == P(None, ("data", "expert"), kv_spec, None, None)  # (the batch: data x expert)
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=0, atol=2e-5)
     np.testing.assert_allclose(out[1][1], out[0][1], rtol=0, atol=2e-5)
     np.testing.assert_allclose(out[0][1][:, -1], out[0][0][:, -1], rtol=0, atol=2e-5)  # decode == full

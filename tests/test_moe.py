@@ -139,11 +139,18 @@ def one_device():
     return _loss_and_grads("mesh.data=1", devices=jax.devices()[:1])
 
 
-@pytest.mark.parametrize("table,mesh", [("dp", ["mesh.data=8"]), ("fsdp", ["mesh.data=8"]),
-                                        ("fsdp_tp", ["mesh.data=4", "mesh.model=2"])])
+@pytest.mark.parametrize("table,mesh", [
+    ("fsdp_tp", ["mesh.data=4", "mesh.model=2"]),
+    ("dp", ["mesh.data=4", "mesh.expert=2"]), ("fsdp", ["mesh.data=2", "mesh.expert=4"]),
+    ("fsdp_tp", ["mesh.data=2", "mesh.expert=2", "mesh.model=2", "model.moe.grouped=ragged"]),
+    ("dp", ["mesh.data=1", "mesh.expert=8", "model.moe.num_experts=8"]),
+], ids=["fsdp4-tp2", "dp4-ep2", "fsdp2-ep4", "fsdp2-ep2-tp2-ragged", "ep8"])
 def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh):
     """Dropless: the objective (cross-entropy + load balance + router z-loss) and every gradient
-    on 8 devices equal one device's (float32 rounding: 1e-5 relative)."""
+    on 8 devices equal one device's (float32 rounding: 1e-5 relative), expert parallelism
+    (mesh.expert: the experts split, tokens exchanged by all-to-all) included."""
+    if "model.moe.num_experts=8" in mesh:
+        one_device = _loss_and_grads("mesh.data=1", "model.moe.num_experts=8", devices=jax.devices()[:1])
     obj1, m1, g1, _ = one_device
     obj8, m8, g8, params = _loss_and_grads(f"sharding={table}", *mesh, devices=jax.devices())
     assert abs(obj8 - obj1) <= 1e-5 * abs(obj1)
@@ -153,9 +160,46 @@ def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh):
         np.testing.assert_allclose(m8[name], m1[name], rtol=1e-5, atol=1e-7)
     for a, b in zip(jax.tree.leaves(g8), jax.tree.leaves(g1), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(b))))
-    spec = jax.typeof(params.blocks.mlp.w_up).sharding.spec
-    assert spec == {"dp": P(None, None, None, None), "fsdp": P(None, None, "data", None),
-                    "fsdp_tp": P(None, None, "data", "model")}[table]
+    spec = jax.typeof(params.blocks.mlp.w_up).sharding.spec  # [layers, experts, embed, mlp]
+    assert spec == {"dp": P(None, "expert", None, None), "fsdp": P(None, "expert", "data", None),
+                    "fsdp_tp": P(None, "expert", "data", "model")}[table]
+
+
+def test_capacity_mode_under_expert_parallelism_equals_data_parallelism():
+    """Capacity mode gives each device's tokens C slots per expert, wherever the expert lives:
+    data=2 x expert=4 equals data=8 (the same 8 batch shards), drops included (factor 0.5)."""
+    capacity = ["model.moe.dispatch=capacity", "model.moe.capacity_factor=0.5"]
+    obj_dp, m_dp, g_dp, _ = _loss_and_grads("mesh.data=8", *capacity, devices=jax.devices())
+    obj_ep, m_ep, g_ep, _ = _loss_and_grads("mesh.data=2", "mesh.expert=4", *capacity, devices=jax.devices())
+    assert abs(obj_ep - obj_dp) <= 1e-5 * abs(obj_dp)
+    assert float(m_dp["aux/dropped"]) == float(m_ep["aux/dropped"]) > 0.3  # (about half the copies)
+    for a, b in zip(jax.tree.leaves(g_ep), jax.tree.leaves(g_dp), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(b))))
+
+
+def test_plan_shows_the_all_to_alls(capsys):
+    import json
+
+    from spmdgpt.cli import main
+
+    def collectives(*overrides):
+        assert main(["plan", *BASE, "model.scan_unroll=false", "devices=8", "format=json", *overrides]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["collectives"]
+
+    # (one layer: the scan's body counted once) dropless: tokens out and back and each device's group
+    # sizes, forward, and the two transposes backward; capacity: the buffers out and back, both ways
+    assert collectives("mesh.data=2", "mesh.expert=4")["all-to-all"][0] == 3 + 2
+    assert collectives("mesh.data=2", "mesh.expert=4", "model.moe.dispatch=capacity",
+                       "model.moe.capacity_factor=1.0")["all-to-all"][0] == 2 * 2
+    assert collectives("mesh.data=8")["all-to-all"][0] == 0
+
+
+def test_mixtral_8x7b_has_the_published_shape():
+    from spmdgpt.model import num_params
+
+    cfg = load_config(["+experiment=mixtral_8x7b"]).model
+    assert num_params(cfg) == 46_702_792_704  # Mistral AI's 46.7B
+    assert matmul_params(cfg) == 12_748_587_008  # active: 2 of 8 experts (+ the unembedding; 12.9B with the embedding)
 
 
 def test_active_parameters_and_bad_configs():
@@ -182,6 +226,9 @@ def test_active_parameters_and_bad_configs():
         (["sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "model.moe.mlp_factor=1.515625"],
          "model.moe.mlp_factor*model.d_model=97 is not divisible by 2, the size of mesh axis model that "
          "sharding.params.mlp shards it over; use a multiple of 2 or another sharding"),
+        (["mesh.data=2", "mesh.expert=4", "model.moe.num_experts=6"],
+         "model.moe.num_experts=6 is not divisible by 4, the size of mesh axis expert that sharding.params.experts "
+         "shards it over; use a multiple of 4 or another sharding"),
     ]:
         assert validate(load_config([*BASE, *overrides]), 8)[0] == message
 

@@ -397,6 +397,8 @@ class MeshConfig(Section):
     configs/sharding/ that maps logical axes to it: nothing else names mesh axes."""
 
     data: int = -1  # data-parallel (and FSDP) axis: batches, and parameters under FSDP tables
+    expert: int = 1  # expert-parallel axis: a mixture of experts' experts split over it (every table), the
+    # batch too (it is data-parallel for everything else); tokens reach their experts by all-to-all
     model: int = 1  # tensor-parallel axis: heads, MLP width, vocabulary under TP tables
 
 

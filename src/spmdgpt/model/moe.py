@@ -23,9 +23,12 @@ the k (DeepSeek-V3). The experts run per device inside `shard_map` on the device
   batched matmul per projection; copies past C are dropped (the token keeps the residual and
   its other experts) and counted.
 
-Under tensor parallelism each device holds a slice of every expert's width (the `mlp` rule) and
-the partial outputs are summed over that axis; under FSDP the experts are all-gathered first,
-like every weight.
+Expert parallelism (the `experts` rule: `mesh.expert` in every table): each device holds E / N
+of the experts, and the batch is split over that axis too; each token copy goes to the device of
+its expert and its output comes back by `all_to_all` over the axis (`_exchanged`; capacity mode
+exchanges the [E, C, D] slots). Under tensor parallelism each device holds a slice of every
+expert's width (the `mlp` rule) and the partial outputs are summed over that axis; under FSDP
+the experts are all-gathered first, like every weight.
 
 Auxiliary outputs (the block's aux channel, float32 scalars per layer, global over the batch):
 `load_balance` = E x sum_e f_e p_e (f_e: expert e's share of the routed copies, p_e: its mean
@@ -97,6 +100,13 @@ def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array):
     return ids.astype(jnp.int32), weights, aux
 
 
+class Ep(NamedTuple):
+    """The expert-parallel mesh axes (the `experts` rule's) and how many devices they span."""
+
+    axes: tuple
+    size: int
+
+
 def capacity(cfg: ModelConfig, tokens: int) -> int:
     """Capacity mode's slots per expert for a device's `tokens` tokens (at most all of them)."""
     moe = cfg.moe
@@ -147,55 +157,93 @@ def _blocks(x, sizes, B: int):
     return rows, matmul, dest
 
 
-def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul):
+def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: GroupedMatmul):
+    """The experts' MLP on rows [n, D] sorted by expert (sizes [E] of them; rows past their sum
+    are padding, whose outputs are garbage for the caller to drop) -> [n, D]."""
+    if kind == GroupedMatmul.ragged:
+        return _expert_mlp(cfg, rows, w_up, w_gate, w_down, lambda a, w: jax.lax.ragged_dot(a, w, sizes))
+    blocks, matmul, dest = _blocks(rows, sizes, block_rows(rows.shape[0], sizes.shape[0]))
+    return _expert_mlp(cfg, blocks, w_up, w_gate, w_down, matmul)[dest]
+
+
+def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep):
     """[t, D] tokens, ids [t, k] -> each copy's expert output [t, k, D] (no copy dropped)."""
     t, k = ids.shape
-    E = w_up.shape[0]
     flat = jnp.reshape(ids, (-1,))
     order = jnp.argsort(flat, stable=True)  # the copies grouped by expert
-    sizes = jnp.bincount(flat, length=E).astype(jnp.int32)
+    sizes = jnp.bincount(flat, length=cfg.moe.num_experts).astype(jnp.int32)
     xs = x[order // k]
-    if kind == GroupedMatmul.ragged:
-        ys = _expert_mlp(cfg, xs, w_up, w_gate, w_down, lambda a, w: jax.lax.ragged_dot(a, w, sizes))
+    if ep.size == 1:
+        ys = _grouped_mlp(cfg, xs, sizes, w_up, w_gate, w_down, kind)
     else:
-        rows, matmul, dest = _blocks(xs, sizes, block_rows(t * k, E))
-        ys = _expert_mlp(cfg, rows, w_up, w_gate, w_down, matmul)[dest]
+        ys = _exchanged(cfg, xs, flat[order], sizes, w_up, w_gate, w_down, kind, ep)
     return jnp.zeros_like(ys).at[order].set(ys).reshape(t, k, -1), jnp.zeros((), jnp.int32)
 
 
-def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down):
+def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep):
+    """Expert parallelism, dropless: copies xs [n, D] sorted by expert go to the devices of the
+    expert axis that hold their experts (all-to-all), through fixed [ep, n, D] buffers (the most
+    any device can be sent: ragged_all_to_all, which XLA:CPU lacks, would send only the rows);
+    each device runs its experts over what it received and the outputs return the same way."""
+    n, local = xs.shape[0], w_up.shape[0]
+    per_device = jnp.reshape(sizes, (ep.size, local))  # copies for each device's experts
+    counts = jnp.sum(per_device, axis=1)
+    device = sorted_ids // local
+    slot = jnp.arange(n) - (jnp.cumsum(counts) - counts)[device]
+    send = jnp.zeros((ep.size, n, xs.shape[1]), xs.dtype).at[device, slot].set(xs)
+    got = jax.lax.all_to_all(send, ep.axes, 0, 0)  # got[s]: what device s sent here, by local expert
+    got_sizes = jax.lax.all_to_all(per_device, ep.axes, 0, 0)  # [ep, local]
+    ends = jnp.cumsum(got_sizes, axis=1)
+    expert = jax.vmap(lambda e: jnp.searchsorted(e, jnp.arange(n), side="right"))(ends)  # local: padding
+    order = jnp.argsort(jnp.reshape(expert, (-1,)), stable=True)
+    rows = jnp.reshape(got, (ep.size * n, -1))[order]
+    ys = _grouped_mlp(cfg, rows, jnp.sum(got_sizes, axis=0), w_up, w_gate, w_down, kind)
+    back = jnp.reshape(jnp.zeros_like(ys).at[order].set(ys), (ep.size, n, -1))
+    return jax.lax.all_to_all(back, ep.axes, 0, 0)[device, slot]
+
+
+def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep):
     """As `_dropless` through [E, C, D] buffers: copies past an expert's C slots give zeros;
-    also their number."""
+    also their number. Expert parallelism: each device's buffer rows go to the devices of their
+    experts (all-to-all), which multiply [local experts, ep x C, D]."""
     t, k = ids.shape
-    E, C = w_up.shape[0], capacity(cfg, t)
+    E, C, local = cfg.moe.num_experts, capacity(cfg, t), w_up.shape[0]
     flat = jnp.reshape(ids.T, (-1,))  # k-major: every token's first choice before any second one
     onehot = jax.nn.one_hot(flat, E, dtype=jnp.int32)
     slot = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # rank among the expert's copies
     kept = slot < C
     rows = jnp.tile(jnp.arange(t), k)
     buf = jnp.zeros((E, C, x.shape[1]), x.dtype).at[flat, jnp.where(kept, slot, C)].set(x[rows], mode="drop")
+    if ep.size > 1:  # [E, C, D] -> [local, ep x C, D]: every device's slots of this device's experts
+        got = jax.lax.all_to_all(jnp.reshape(buf, (ep.size, local, C, -1)), ep.axes, 0, 0)
+        buf = jnp.reshape(jnp.transpose(got, (1, 0, 2, 3)), (local, ep.size * C, -1))
     ybuf = _expert_mlp(cfg, buf, w_up, w_gate, w_down, lambda a, w: jnp.einsum("ecd,edf->ecf", a, w))
+    if ep.size > 1:
+        back = jnp.transpose(jnp.reshape(ybuf, (local, ep.size, C, -1)), (1, 0, 2, 3))
+        ybuf = jnp.reshape(jax.lax.all_to_all(back, ep.axes, 0, 0), (E, C, -1))
     y = ybuf[flat, jnp.minimum(slot, C - 1)] * kept[:, None].astype(ybuf.dtype)
     return jnp.transpose(jnp.reshape(y, (k, t, -1)), (1, 0, 2)), jnp.sum(~kept).astype(jnp.int32)
 
 
 def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array, weights: jax.Array):
     """The routed experts' weighted output [tokens, D] (x's dtype) and the number of copies
-    dropped (capacity mode), run per device inside `shard_map` on its own tokens."""
+    dropped (capacity mode), run per device inside `shard_map` on its own tokens and experts."""
     dt = x.dtype
     rows = rules.spec("batch", None)
     specs = {"up": rules.spec("experts", None, "mlp"), "down": rules.spec("experts", "mlp", None)}
     w_up, w_down = (jax.sharding.reshard(w.astype(dt), specs[s]) for w, s in ((p.w_up, "up"), (p.w_down, "down")))
     w_gate = None if p.w_gate is None else jax.sharding.reshard(p.w_gate.astype(dt), specs["up"])
     width_axes = mesh_axes_of(rules.spec("mlp")[0])  # (tensor parallelism: each device a slice of every expert)
+    ep_axes = mesh_axes_of(specs["up"][0])  # (expert parallelism: each device some of the experts)
+    ep = Ep(ep_axes, math.prod(rules.mesh.shape[a] for a in ep_axes))
     batch_axes = rules.batch_axes()
     kind = grouped_kind(cfg, platform())
 
     def local(x, ids, weights, w_up, w_gate, w_down):
         if cfg.moe.dispatch == MoeDispatch.capacity:
-            y, dropped = _capacity(cfg, x, ids, w_up, w_gate, w_down)
+            y, dropped = _capacity(cfg, x, ids, w_up, w_gate, w_down, ep)
         else:
-            y, dropped = _dropless(cfg, x, ids, w_up, w_gate, w_down, kind)
+            y, dropped = _dropless(cfg, x, ids, w_up, w_gate, w_down, kind, ep)
         out = jnp.einsum("tkd,tk->td", y.astype(F32), weights)
         if width_axes:
             out = jax.lax.psum(out, width_axes)
