@@ -1,6 +1,7 @@
-"""Typed configuration, in three rooms: `schema` (dataclasses, enums, derived values),
-`load` (Hydra compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip)
-and `validate` (every error at once, one line each). A leaf package: it imports nothing else
+"""Typed configuration, in four rooms: `schema` (dataclasses, enums), `derived` (values computed
+from the fields: widths, windows, mesh shapes), `load` (Hydra compose of the packaged YAML +
+overrides, one-line errors, YAML/dict round trip) and `validate` (every error at once, one line
+each). A leaf package: it imports nothing else
 from spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
 """
 
@@ -13,6 +14,20 @@ from spmdgpt.config.load import (
     register_configs,
     to_dict,
     to_yaml,
+)
+from spmdgpt.config.derived import (
+    ROPE_SCALING_FIELDS,
+    ROPE_SCALING_PARAMS,
+    expert_hidden,
+    head_dim,
+    kv_heads,
+    layer_windows,
+    logical_dim_sizes,
+    mesh_axes,
+    mesh_axes_of,
+    mesh_sizes,
+    mlp_hidden,
+    resolve_mesh_shape,
 )
 from spmdgpt.config.schema import (
     AttentionImpl,
@@ -34,8 +49,6 @@ from spmdgpt.config.schema import (
     MoeDispatch,
     Router,
     NormType,
-    ROPE_SCALING_FIELDS,
-    ROPE_SCALING_PARAMS,
     RopeScaling,
     OptimizerConfig,
     OptimizerName,
@@ -49,16 +62,6 @@ from spmdgpt.config.schema import (
     TrainConfig,
     dataset_configs,
     freeze,
-    head_dim,
-    kv_heads,
-    layer_windows,
-    logical_dim_sizes,
-    mesh_axes,
-    mesh_axes_of,
-    mesh_sizes,
-    mlp_hidden,
-    expert_hidden,
-    resolve_mesh_shape,
 )
 from spmdgpt.config.validate import SECTIONS, profile_range, validate, validate_dist
 

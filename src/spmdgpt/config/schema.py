@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -440,79 +439,3 @@ class Config(Section):
 
 
 # ----------------------------------------------------------------------------- derived values
-
-
-def head_dim(m: ModelConfig) -> int:
-    """The width of each attention head: model.head_dim, default d_model / num_heads."""
-    return m.d_model // max(m.num_heads, 1) if m.head_dim is None else m.head_dim
-
-
-# the parameters of model.rope_scaling, by the scalings that read them
-ROPE_SCALING_FIELDS = {"llama3": ("rope_factor", "rope_original_max_len", "rope_low_freq_factor",
-                                  "rope_high_freq_factor"),
-                       "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
-                                "rope_attention_factor")}
-ROPE_SCALING_PARAMS = tuple(dict.fromkeys(n for names in ROPE_SCALING_FIELDS.values() for n in names))  # (all of them)
-
-
-def mesh_axes_of(value) -> tuple:
-    """The mesh axes of a rule table's value: none (None), one name, or a list of names."""
-    if value is None:
-        return ()
-    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
-
-
-def layer_windows(m: ModelConfig) -> tuple:
-    """Each layer's sliding window (0: global attention), from model.sliding_window and
-    model.window_pattern (repeated over the layers)."""
-    if m.sliding_window <= 0 or not m.window_pattern:
-        return (0,) * m.num_layers
-    return tuple(m.sliding_window if m.window_pattern[i % len(m.window_pattern)] == "L" else 0
-                 for i in range(m.num_layers))
-
-
-def kv_heads(m: ModelConfig) -> int:
-    """Key/value heads: model.num_kv_heads, default num_heads (multi-head attention)."""
-    return m.num_heads if m.num_kv_heads is None else m.num_kv_heads
-
-
-def mlp_hidden(m: ModelConfig) -> int:
-    return int(round(m.mlp_factor * m.d_model))
-
-
-def expert_hidden(m: ModelConfig) -> int:
-    """Each expert's MLP width (model.moe.mlp_factor, default model.mlp_factor, times d_model)."""
-    factor = m.mlp_factor if m.moe.mlp_factor is None else m.moe.mlp_factor
-    return int(round(factor * m.d_model))
-
-
-def mesh_axes(mesh) -> tuple:
-    """The mesh axis names of a MeshConfig (instance or class), in mesh order."""
-    return tuple(f.name for f in dataclasses.fields(mesh))
-
-
-def mesh_sizes(mesh) -> Dict[str, int]:
-    """{axis: size as configured} (-1 where the axis takes the remaining devices)."""
-    return {a: getattr(mesh, a) for a in mesh_axes(mesh)}
-
-
-def resolve_mesh_shape(mesh, num_devices: int) -> Dict[str, int]:
-    """{axis: size} with -1 filled in from the device count. Assumes validate() passed."""
-    sizes = mesh_sizes(mesh)
-    fixed = math.prod(v for v in sizes.values() if v > 0)
-    return {a: (num_devices // fixed if v == -1 else v) for a, v in sizes.items()}
-
-
-def logical_dim_sizes(cfg: ModelConfig) -> dict:
-    """Logical axis -> (config field that sets it, size): for divisibility checks."""
-    return {
-        "embed": ("model.d_model", cfg.d_model),
-        "heads": ("model.num_heads", cfg.num_heads),
-        "kv_heads": ("model.num_kv_heads", kv_heads(cfg)),
-        "head_dim": ("model.head_dim", head_dim(cfg)),
-        "mlp": ("model.moe.mlp_factor*model.d_model", expert_hidden(cfg)) if cfg.moe.num_experts
-        else ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
-        "experts": ("model.moe.num_experts", cfg.moe.num_experts),
-        "vocab": ("model.vocab_size", cfg.vocab_size),
-        "layers": ("model.num_layers", cfg.num_layers),
-    }

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from spmdgpt.config.derived import (head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes, mlp_hidden,
+                                    resolve_mesh_shape)
 from spmdgpt.config.schema import (
     AttentionImpl,
     Config,
@@ -20,13 +22,6 @@ from spmdgpt.config.schema import (
     Split,
     TokenizerKind,
     dataset_configs,
-    head_dim,
-    logical_dim_sizes,
-    mesh_axes_of,
-    mesh_axes,
-    mesh_sizes,
-    mlp_hidden,
-    resolve_mesh_shape,
 )
 
 
