@@ -1,8 +1,8 @@
 """FLOPs accounting and MFU.
 
 FLOPs per token = 6 * N_matmul + 12 * L * T * N * H (N heads of width H: D by default), the PaLM / nanoGPT convention: N_matmul counts
-every weight that takes part in a token's matmuls (an MoE's active parameters) (all block matrices and the unembedding, tied or not;
-the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two backward matmuls), and
+every weight that takes part in a token's matmuls (all block matrices and the unembedding, tied or not;
+of a mixture of experts, the active ones; the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two backward matmuls), and
 the attention term counts QK^T and AV over the full T x T score matrix (causal masking is not
 subtracted, as in PaLM's appendix B).
 """

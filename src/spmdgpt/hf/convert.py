@@ -203,10 +203,11 @@ def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
 
 
 def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.ndarray]:
-    """spmdgpt parameters (host arrays) -> {name: array} by any table (e.g. tables.TORCH_GPT)."""
-    from spmdgpt.model import param_info
-
+    """spmdgpt parameters (host arrays) -> {name: array} by any table (e.g. tables.TORCH_GPT, the
+    web page's); a ConfigError naming any parameter leaf that no row of the table names."""
     import jax
+
+    from spmdgpt.model import param_info
 
     dims, info = _dims(cfg), param_info(cfg)
     leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}

@@ -13,9 +13,9 @@ A table says, for one `transformers` class, everything export and import need:
 - `fields`: every `model.*` field that changes what the model computes, and the config.json key
   that carries it; `refused`: fields this architecture cannot represent, with the one value it
   can. A field that is in neither (nor in `TRAINING_ONLY`) is an error on export: a new model
-  field can never export silently to a folder that computes something else (and a parameter leaf
-  that no row names is an error too). `picks`: the
-  field values that make export choose this table over the plain one of its norm and MLP kinds.
+  field can never export silently to a folder that computes something else (nor can a parameter
+  leaf that no row names). `picks`: the field values that make export choose this table over the
+  plain one of its norm and MLP kinds.
 
 Facts the tables rest on (read from transformers 5.23's modeling code, and true of 4.x):
 - RoPE: all rotate the pairs (x[i], x[i + h/2]) of each head (`rotate_half`), with inverse

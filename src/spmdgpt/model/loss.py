@@ -90,9 +90,10 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
               segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
               key: Optional[Array] = None) -> tuple[Array, dict]:
     """(what training minimises, its metrics {"loss": the mean cross-entropy, "aux/<name>": each
-    auxiliary output's mean over layers, losses and statistics alike}), float32 scalars. The objective is the cross-entropy plus
-    model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss) plus weight x each auxiliary loss
-    the block's units report (`aux_loss_weights`); without either it is the cross-entropy.
+    auxiliary output's mean over layers, losses and statistics alike}), float32 scalars. The
+    objective is the cross-entropy plus model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss)
+    plus weight x each auxiliary loss the block's units report (`aux_loss_weights`); without
+    either it is the cross-entropy.
     key: dropout (model.dropout); None: none. For `jax.value_and_grad(..., has_aux=True)`."""
     x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key)
     if cfg.loss_block and targets.shape[1] % cfg.loss_block == 0:
