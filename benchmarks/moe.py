@@ -4,9 +4,10 @@
 
 One MoE MLP unit (spmdgpt.model.moe; SwiGLU experts of width F = 2 d, top-k of E, softmax
 router), forward + backward of sum(sin(out)) with respect to the parameters and the input, under
-jit: dropless (sorted copies, `jax.lax.ragged_dot`), capacity at factors 1.0 and 1.25 (fixed
-[E, C, d] buffers, batched einsums) and the masked reference that runs every expert on every
-token (what a dropless layer costs without grouping: E / k times the active FLOPs). The
+jit: dropless (copies sorted by expert, then `grouped=blocks` and `grouped=ragged`, i.e.
+`jax.lax.ragged_dot`), capacity at factors 1.0 and 1.25 (fixed [E, C, d] buffers, batched
+einsums) and the masked reference that runs every expert on every token (`moe.every_expert`:
+what a dropless layer costs without grouping, E / k times the active FLOPs). The
 baseline is the dense SwiGLU MLP of width k x F (the same active parameters per token). Prints
 each one's time per call (median of --rounds), its ratio to the baseline and the temporaries
 XLA's memory analysis gives for the compiled function.
@@ -29,18 +30,9 @@ import jax.numpy as jnp  # noqa: E402
 
 from spmdgpt.config import GroupedMatmul, MoeDispatch, load_config  # noqa: E402
 from spmdgpt.model import init_params  # noqa: E402
-from spmdgpt.model.mlp import activation, mlp  # noqa: E402
-from spmdgpt.model.moe import moe, route  # noqa: E402
+from spmdgpt.model.mlp import mlp  # noqa: E402
+from spmdgpt.model.moe import every_expert, moe  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
-
-
-def masked(cfg, rules, p, x):
-    """Every expert on every token, weighted by the routing (zero off the top k)."""
-    ids, weights, _ = route(cfg, rules, p.router, x)
-    gate = jax.sharding.reshard(jnp.sum(jax.nn.one_hot(ids, cfg.moe.num_experts) * weights[..., None], 1),
-                                jax.sharding.PartitionSpec())
-    h, g = (jnp.einsum("td,edf->etf", x, w) for w in (p.w_up, p.w_gate))
-    return jnp.einsum("etf,efd,te->td", activation(cfg, h, g), p.w_down, gate)
 
 
 def timed(fn, args, rounds):
@@ -87,7 +79,7 @@ def main() -> None:
                 ("MoE dropless, ragged_dot", moe_with(grouped=GroupedMatmul.ragged), p_moe),
                 ("MoE capacity 1.0", moe_with(dispatch=capacity, capacity_factor=1.0), p_moe),
                 ("MoE capacity 1.25", moe_with(dispatch=capacity, capacity_factor=1.25), p_moe),
-                ("masked reference (every expert)", lambda p, x: masked(moe_cfg, rules, p, x), p_moe)]
+                ("masked reference (every expert)", lambda p, x: every_expert(moe_cfg, rules, p, x), p_moe)]
         print(f"{args.tokens} tokens x d {d}, {E} SwiGLU experts of {2 * d}, top-{k}; forward + backward; "
               f"{jax.devices()[0].device_kind}")
         base_t = None

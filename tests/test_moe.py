@@ -17,8 +17,7 @@ from spmdgpt.flops import matmul_params
 from spmdgpt.hf import architecture
 from spmdgpt.model import init_params
 from spmdgpt.model.loss import objective
-from spmdgpt.model.mlp import activation, mlp
-from spmdgpt.model.moe import Moe, block_rows, capacity, moe, route
+from spmdgpt.model.moe import block_rows, capacity, every_expert, moe, route
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.web import check_supported
 
@@ -28,19 +27,6 @@ BASE = ["+experiment=staircase", "model.moe.num_experts=4", "model.moe.top_k=2",
 def one_layer(params):
     """The first layer's MoE parameters (the block stacks a layer axis)."""
     return jax.tree.map(lambda a: a[0], params.blocks.mlp)
-
-
-def reference(cfg, rules, p: Moe, x):
-    """Every expert on every token, each output weighted by the token's routing weight for that
-    expert (zero for the experts it is not routed to)."""
-    ids, weights, _ = route(cfg, rules, p.router, x)
-    E = cfg.moe.num_experts
-    gate = jax.sharding.reshard(jnp.sum(jax.nn.one_hot(ids, E) * weights[..., None], axis=1), P())  # [T, E]
-    h = jnp.einsum("td,edf->etf", x, p.w_up)
-    g = None if p.w_gate is None else jnp.einsum("td,edf->etf", x, p.w_gate)
-    y = jnp.einsum("etf,efd->etd", activation(cfg, h, g), p.w_down)
-    out = jnp.einsum("etd,te->td", y, gate)
-    return out if p.shared is None else out + mlp(cfg, rules, p.shared, x)[0]
 
 
 def setup(*overrides, tokens=48):
@@ -65,10 +51,10 @@ def test_dispatch_equals_the_masked_reference(overrides):
         assert capacity(cfg, x.shape[0]) == x.shape[0] // 2
     with jax.set_mesh(mesh):
         got, aux = jax.jit(lambda p, x: moe(cfg, rules, p, x))(p, x)
-        want = jax.jit(lambda p, x: reference(cfg, rules, p, x))(p, x)
+        want = jax.jit(lambda p, x: every_expert(cfg, rules, p, x))(p, x)
         loss = lambda f: lambda p, x: jnp.sum(jnp.sin(f(p, x)))  # noqa: E731  (a nonlinear readout)
         g_got = jax.jit(jax.grad(loss(lambda p, x: moe(cfg, rules, p, x)[0]), argnums=(0, 1)))(p, x)
-        g_want = jax.jit(jax.grad(loss(lambda p, x: reference(cfg, rules, p, x)), argnums=(0, 1)))(p, x)
+        g_want = jax.jit(jax.grad(loss(lambda p, x: every_expert(cfg, rules, p, x)), argnums=(0, 1)))(p, x)
         ids = route(cfg, rules, p.router, x)[0]
     if cfg.moe.dispatch.value == "capacity":
         assert max(np.bincount(np.asarray(ids).ravel(), minlength=4)) <= 24  # (the premise: no expert overflows)
@@ -91,7 +77,7 @@ def test_capacity_drops_and_counts_the_copies_past_an_experts_slots():
     with jax.set_mesh(mesh):
         ids = route(cfg, rules, p.router, x)[0]
         out, aux = moe(cfg, rules, p, x)
-        want = reference(cfg, rules, p, x)
+        want = every_expert(cfg, rules, p, x)
         every = moe(dropless, rules, p, x)  # (the blocks product with three empty groups)
     assert capacity(cfg, 48) == 12 and set(np.asarray(ids).ravel()) == {2}
     assert float(aux["dropped"]) == 36 / 48 and float(aux["expert_load"]) == 4.0
@@ -217,6 +203,8 @@ def test_active_parameters_and_bad_configs():
                                 "to top_k different experts)"),
         (["model.moe.dispatch=capacity"], "model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got None), "
                                           "e.g. 1.25: each expert then takes 1.25x its even share of the tokens"),
+        (["model.moe.mlp_factor=1.01"], "model.moe.mlp_factor=1.01 * model.d_model=64 is not a whole number; choose "
+                                         "a factor that gives an integer expert width"),
         (["model.bias=true"], "model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do "
                               "Mixtral's or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)"),
         (["sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "model.moe.mlp_factor=1.515625"],

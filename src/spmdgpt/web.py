@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import functools
 import http.server
 import json
@@ -31,7 +30,7 @@ from typing import Dict, Iterator
 
 import numpy as np
 
-from spmdgpt.config import ROPE_SCALING_PARAMS, ConfigError, ModelConfig, MoeConfig, RopeScaling, head_dim, mlp_hidden
+from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, ModelConfig, MoeConfig, RopeScaling, head_dim, mlp_hidden
 from spmdgpt.hf.convert import refusals, to_tensors
 from spmdgpt.hf.tables import Architecture, Tensor
 
@@ -60,7 +59,7 @@ TABLE = Architecture(
                                        "tie_embeddings", "bias")}, "mlp_factor": "mlp_hidden"},
     refused={"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
              "sliding_window": 0, "window_pattern": "L", "moe": MoeConfig(),
-             **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ROPE_SCALING_PARAMS}},
+             **ROPE_SCALING_DEFAULTS},
 )
 
 

@@ -18,6 +18,7 @@ from spmdgpt.config.load import (
 from spmdgpt.config.derived import (
     ROPE_SCALING_FIELDS,
     ROPE_SCALING_PARAMS,
+    ROPE_SCALING_DEFAULTS,
     expert_hidden,
     head_dim,
     kv_heads,
@@ -68,7 +69,7 @@ from spmdgpt.config.validate import SECTIONS, profile_range, validate, validate_
 __all__ = [
     "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "GroupedMatmul", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig", "MoeConfig", "MoeDispatch", "Router",
-    "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
+    "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "ROPE_SCALING_DEFAULTS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "expert_hidden", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
     "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
     "resolve_mesh_shape", "SECTIONS",

@@ -22,6 +22,8 @@ ROPE_SCALING_FIELDS = {"llama3": ("rope_factor", "rope_original_max_len", "rope_
                        "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
                                 "rope_attention_factor")}
 ROPE_SCALING_PARAMS = tuple(dict.fromkeys(n for names in ROPE_SCALING_FIELDS.values() for n in names))  # (all of them)
+# their values when no scaling reads them (ModelConfig's defaults)
+ROPE_SCALING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ROPE_SCALING_PARAMS}
 
 
 def mesh_axes_of(value) -> tuple:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from spmdgpt.config.derived import (head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes, mlp_hidden,
+from spmdgpt.config.derived import (head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes,
                                     resolve_mesh_shape)
 from spmdgpt.config.schema import (
     AttentionImpl,
@@ -162,11 +162,7 @@ def _model(m, training: bool) -> List[str]:
                 f"model.d_model/model.num_heads={head_dim(m)} is odd, but RoPE rotates pairs of "
                 f"dimensions; choose num_heads so that the head dimension is even, or give model.head_dim"
             )
-    if m.mlp_factor > 0 and m.d_model > 0 and abs(m.mlp_factor * m.d_model - mlp_hidden(m)) > 1e-6:
-        errs.append(
-            f"model.mlp_factor={m.mlp_factor} * model.d_model={m.d_model} is not a whole number; "
-            f"choose a factor that gives an integer MLP width"
-        )
+    _whole_width(errs, "model.mlp_factor", m.mlp_factor, m.d_model, "MLP")
     if m.loss_block < 0:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
     errs += _moe(m)
@@ -189,6 +185,13 @@ def _model(m, training: bool) -> List[str]:
     return errs
 
 
+def _whole_width(errs: List[str], name: str, factor: float, d_model: int, what: str) -> None:
+    """An MLP width factor x d_model must be a whole number (mlp_hidden / expert_hidden round it)."""
+    if factor > 0 and d_model > 0 and abs(factor * d_model - round(factor * d_model)) > 1e-6:
+        errs.append(f"{name}={factor} * model.d_model={d_model} is not a whole number; "
+                    f"choose a factor that gives an integer {what} width")
+
+
 def _moe(m) -> List[str]:
     """model.moe.*: checked only for an MoE model (num_experts > 0)."""
     e = m.moe
@@ -202,9 +205,7 @@ def _moe(m) -> List[str]:
                     "token goes to top_k different experts)")
     if e.mlp_factor is not None:
         _positive(errs, "model.moe.mlp_factor", e.mlp_factor)
-        if e.mlp_factor > 0 and m.d_model > 0 and abs(e.mlp_factor * m.d_model - round(e.mlp_factor * m.d_model)) > 1e-6:
-            errs.append(f"model.moe.mlp_factor={e.mlp_factor} * model.d_model={m.d_model} is not a whole number; "
-                        "choose a factor that gives an integer expert width")
+        _whole_width(errs, "model.moe.mlp_factor", e.mlp_factor, m.d_model, "expert")
     if e.shared_experts < 0:
         errs.append(f"model.moe.shared_experts={e.shared_experts} must be >= 0 (0 = none)")
     if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):

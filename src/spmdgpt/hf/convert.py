@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from spmdgpt.config import (ROPE_SCALING_FIELDS, ROPE_SCALING_PARAMS, ConfigError, ModelConfig, MoeConfig, RopeScaling,
+from spmdgpt.config import (ROPE_SCALING_DEFAULTS, ROPE_SCALING_FIELDS, ConfigError, ModelConfig, MoeConfig, RopeScaling,
                             head_dim, kv_heads, layer_windows, mlp_hidden)
 from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, MISTRAL, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
 
@@ -28,8 +28,7 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
-    unused = {f.name: f.default for f in dataclasses.fields(ModelConfig)
-              if f.name in ROPE_SCALING_PARAMS and f.name not in used}
+    unused = {name: default for name, default in ROPE_SCALING_DEFAULTS.items() if name not in used}
     windows = layer_windows(cfg)  # (window_pattern: "L" when every layer is local or there is no window,
     # else the pattern spelt out over the layers)
     pattern = "L" if all(windows) or not any(windows) else "".join("L" if w else "G" for w in windows)

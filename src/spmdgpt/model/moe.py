@@ -266,6 +266,20 @@ def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array
     return out, {**aux, "dropped": dropped.astype(F32) / ids.size}
 
 
+def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.Array:
+    """What `moe` computes, the plain way: every expert on every token (E / k times the active
+    FLOPs), each output weighted by the token's routing weight for that expert (zero off its top
+    k). The reference the dispatch modes are tested against (tests/test_moe.py) and timed
+    against (benchmarks/moe.py); one device."""
+    ids, weights, _ = route(cfg, rules, p.router, x)
+    gate = jnp.sum(jax.nn.one_hot(ids, cfg.moe.num_experts) * weights[..., None], axis=1)  # [T, E]
+    gate = jax.sharding.reshard(gate, P())
+    h = jnp.einsum("td,edf->etf", x, p.w_up)
+    g = None if p.w_gate is None else jnp.einsum("td,edf->etf", x, p.w_gate)
+    out = jnp.einsum("etf,efd,te->td", activation(cfg, h, g), p.w_down, gate)
+    return out if p.shared is None else out + mlp(cfg, rules, p.shared, x)[0]
+
+
 def moe_losses(cfg: ModelConfig) -> dict:
     """The auxiliary losses with a weight (a zero weight: logged, not trained on)."""
     weights = {"load_balance": cfg.moe.load_balance_loss, "router_z": cfg.moe.router_z_loss}
