@@ -123,6 +123,10 @@ def random_params(cfg, rules, seed=1):
                           "model.sliding_window=8", "model.window_pattern=LG"]),
     ("MistralForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.sliding_window=8"]),
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.num_kv_heads=2"]),
+    ("MixtralForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.moe.num_experts=4",
+                            "model.moe.top_k=2", "model.moe.mlp_factor=1", "model.sliding_window=8"]),
+    ("Qwen3MoeForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.moe.num_experts=4",
+                             "model.moe.top_k=3", "model.moe.normalize_top_k=false", "model.moe.mlp_factor=0.5"]),
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.qk_norm_scale=true",
                           "model.head_dim=32", "model.tie_embeddings=false", "model.rope_scaling=yarn",
                           "model.rope_factor=4", "model.rope_original_max_len=16", "model.rope_attention_factor=1.3"]),
@@ -233,6 +237,11 @@ HF_CONFIGS = {
     "mistral": {**LLAMA_SHAPE, "num_key_value_heads": 2, "head_dim": 32, "sliding_window": None},
     "qwen2": {**LLAMA_SHAPE, "num_key_value_heads": 2, "tie_word_embeddings": True},
     "qwen3": {**LLAMA_SHAPE, "num_key_value_heads": 1, "head_dim": 32},
+    # 4 experts of 64 (Mixtral: intermediate_size) or 32 (Qwen3-MoE: moe_intermediate_size), top 2
+    "mixtral": {**LLAMA_SHAPE, "num_key_value_heads": 2, "intermediate_size": 64, "num_local_experts": 4,
+                "num_experts_per_tok": 2},
+    "qwen3_moe": {**LLAMA_SHAPE, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+                  "moe_intermediate_size": 32, "norm_topk_prob": True},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -266,6 +275,10 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                             "model.qk_norm_scale=True"], "Qwen3ForCausalLM"),
     "qwen3-window": ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
                      ["model.sliding_window=8", "model.window_pattern=GL"], "Qwen3ForCausalLM"),  # layer 1 local
+    "mixtral": ("mixtral", {}, ["model.num_kv_heads=2", "model.moe={num_experts: 4}"], "MixtralForCausalLM"),
+    "qwen3_moe": ("qwen3_moe", {"norm_topk_prob": False}, ["model.qk_norm=True", "model.moe={num_experts: 4, "
+                                                          "mlp_factor: 0.5, normalize_top_k: False}"],
+                  "Qwen3MoeForCausalLM"),  # (the k weights not renormalised)
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -274,7 +287,8 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_side, tmp_path):
     """checkpoint.init_from=hf:DIR: the model config comes from DIR's config.json, each leaf is
     read into its sharded layout (fsdp_tp on 2 x 4 devices: really split; 1 or 2 key/value heads
-    are replicated over the model axis of 4), the logits equal transformers' (every weight
+    are replicated over the model axis of 4; an MoE's experts on 2 x 2 x 2, split over the
+    expert axis too), the logits equal transformers' (every weight
     random: norm scales, QK-norm scales, biases; RoPE scaled as Llama 3.1 and YaRN do; sliding
     windows of 8 in every layer or in one of two, over 40 tokens: each changes the logits), greedy
     generation (spmdgpt's KV-cache sampler) gives transformers' ids, and an export of the imported
@@ -288,7 +302,9 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     toks = np.random.default_rng(0).integers(0, 96, (8, 40)).astype(np.int32)
     theirs = make_hf_model(torch_side, kind, tmp_path, toks, **config)
     original = load_file(str(tmp_path / "model.safetensors"))
-    for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", "mesh.data=2", "mesh.model=4"], 8)):
+    moe = "num_experts" in HF_CONFIGS[kind] or "num_local_experts" in HF_CONFIGS[kind]
+    layout = ["mesh.data=2", "mesh.expert=2", "mesh.model=2"] if moe else ["mesh.data=2", "mesh.model=4"]
+    for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", *layout], 8)):
         cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
                                                   *overrides]))
         assert {"model.vocab_size=96", *fields} <= set(changes)
@@ -299,7 +315,11 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
             params = load_params(cfg.model, tmp_path, rules, "test")
             if n == 8:
                 a, P = params.blocks.attn, jax.sharding.PartitionSpec
-                if kind in ("llama", "neox"):
+                if moe:  # the experts split over the expert axis, each one's width over the model axis
+                    w = params.blocks.mlp.w_up
+                    assert w.sharding.spec == P(None, "expert", "data", "model")
+                    assert w.addressable_shards[0].data.shape == (2, 2, 32, w.shape[-1] // 2)
+                elif kind in ("llama", "neox"):
                     assert a.w_qkv.sharding.spec == P(None, "data", None, "model", None)
                     assert a.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
                 else:  # the queries split by head, 1 or 2 key/value heads replicated over the model axis of 4
@@ -364,6 +384,9 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     make_hf_model(torch_side, "qwen3", tmp_path / "biased", attention_bias=True)
     assert start(tmp_path / "biased") == (2, [
         f"{where}/biased: config.json has attention_bias=True; spmdgpt needs false (no attention biases)"])
+    make_hf_model(torch_side, "qwen3_moe", tmp_path / "sparse", decoder_sparse_step=2)  # (layer 0 dense)
+    assert start(tmp_path / "sparse") == (2, [
+        f"{where}/sparse: config.json has decoder_sparse_step=2; spmdgpt needs 1 (an MoE in every layer)"])
     make_hf_model(torch_side, "neox", tmp_path / "parallel", use_parallel_residual=True)
     assert start(tmp_path / "parallel") == (2, [
         f"{where}/parallel: config.json has use_parallel_residual=True; spmdgpt needs false (a sequential residual)"])
@@ -371,8 +394,8 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, "
-                               "GPTNeoXForCausalLM checkpoints"])
+                               "Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, "
+                               "MistralForCausalLM, LlamaForCausalLM, GPTNeoXForCausalLM checkpoints"])
     # a config.json that does not match its weights
     make_hf_model(torch_side, "llama", tmp_path / "wrong")
     config = json.loads((tmp_path / "wrong" / "config.json").read_text())

@@ -10,6 +10,7 @@ import pytest
 
 from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, load_config
 from spmdgpt.hf import ARCHITECTURES, architecture, check_weights, expected_shapes, hf_config, layer_values, to_hf
+from spmdgpt.hf.convert import field_names, field_value, with_field
 from spmdgpt.hf.tables import TRAINING_ONLY
 from spmdgpt.model import is_info, param_info
 
@@ -17,7 +18,10 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                   "Qwen2ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true"],
                   "Qwen3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true"],
                   "MistralForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.sliding_window=16"],
-                  "GPTNeoXForCausalLM": ["model.norm=layernorm", "model.mlp=gelu"]}
+                  "GPTNeoXForCausalLM": ["model.norm=layernorm", "model.mlp=gelu"],
+                  "MixtralForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.moe.num_experts=4"],
+                  "Qwen3MoeForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.moe.num_experts=4",
+                                          "model.qk_norm=true"]}
 
 
 def model_cfg(arch: str, *overrides) -> ModelConfig:
@@ -26,7 +30,8 @@ def model_cfg(arch: str, *overrides) -> ModelConfig:
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
 def test_every_model_field_is_mapped_refused_or_training_only(arch):
-    names = {f.name for f in dataclasses.fields(ModelConfig)}
+    names = set(field_names(ModelConfig))
+    assert {"moe.top_k", "moe.dispatch", "num_layers"} <= names and "moe" not in names
     mapped, refused, training = set(arch.fields), set(arch.refused), set(TRAINING_ONLY)
     assert mapped | refused | training == names
     # (a training-only field may be recorded: init_std as initializer_range)
@@ -46,7 +51,11 @@ def test_a_new_model_field_cannot_export_silently():
             (["model.qk_norm=true", "model.logit_softcap=30"], "model.logit_softcap=30.0: Qwen3ForCausalLM"),
             (["model.qkv_bias=true", "model.qk_norm=true"], "model.qkv_bias=True: Qwen3ForCausalLM"),
             (["model.qkv_bias=true", "model.num_kv_heads=2", "model.qk_norm_scale=true"],
-             "model.qk_norm_scale=True: Qwen2ForCausalLM")):
+             "model.qk_norm_scale=True: Qwen2ForCausalLM"),
+            (["model.moe.num_experts=4", "model.moe.shared_experts=1", "model.moe.router=sigmoid"],
+             "model.moe.shared_experts=1, model.moe.router=sigmoid: MixtralForCausalLM"),
+            (["model.moe.num_experts=4", "model.qk_norm=true", "model.sliding_window=8"],
+             "model.sliding_window=8: Qwen3MoeForCausalLM")):
         with pytest.raises(ConfigError) as e:
             architecture(model_cfg("LlamaForCausalLM", *overrides))
         assert e.value.messages == [f"{refused} (the Hugging Face architecture of this model.norm and model.mlp) does "
@@ -54,6 +63,9 @@ def test_a_new_model_field_cannot_export_silently():
     with pytest.raises(ConfigError) as e:
         architecture(model_cfg("GPTNeoXForCausalLM", "model.num_kv_heads=2", "model.head_dim=32"))
     assert e.value.messages[0].startswith("model.num_kv_heads=2, model.head_dim=32: GPTNeoXForCausalLM")
+    with pytest.raises(ConfigError) as e:  # (experts: only under the Llama family's norm and MLP)
+        architecture(model_cfg("GPTNeoXForCausalLM", "model.moe.num_experts=4", "model.moe.top_k=1"))
+    assert e.value.messages[0].startswith("model.moe.num_experts=4, model.moe.top_k=1: GPTNeoXForCausalLM")
     # restating a default is not a refusal: 4 key/value heads of 4, head_dim = 64 / 4, Q/K/V biases under bias
     assert architecture(model_cfg("GPTNeoXForCausalLM", "model.num_kv_heads=4", "model.head_dim=16",
                                   "model.bias=true", "model.qkv_bias=true")).name == "GPTNeoXForCausalLM"
@@ -64,7 +76,8 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "num_kv_heads": 2, "head_dim": 32, "rope_scaling": RopeScaling.yarn, "rope_factor": 8.0,
            "rope_original_max_len": 64, "rope_low_freq_factor": 2.0, "rope_high_freq_factor": 8.0,
            "rope_beta_fast": 16.0, "rope_beta_slow": 2.0, "rope_attention_factor": 1.5, "sliding_window": 8,
-           "window_pattern": "GL"}
+           "window_pattern": "GL", "moe.num_experts": 8, "moe.top_k": 1, "moe.mlp_factor": 0.5,
+           "moe.normalize_top_k": False}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -80,8 +93,9 @@ def test_every_mapped_field_reaches_its_config_json_key(arch):
         before = cfg if scaling is None else dataclasses.replace(cfg, rope_scaling=scaling)
         if field == "window_pattern":  # (read with a window)
             before = dataclasses.replace(cfg, sliding_window=16)
-        changed = hf_config(dataclasses.replace(before, **{field: CHANGED[field]}), eos_id=0)
+        changed = hf_config(with_field(before, field, CHANGED[field]), eos_id=0)
         assert changed[key] != hf_config(before, eos_id=0)[key], field
+        assert field_value(with_field(before, field, CHANGED[field]), field) == CHANGED[field]
 
 
 class DictFiles:
@@ -108,6 +122,8 @@ class DictFiles:
     ("MistralForCausalLM", ["model.num_kv_heads=2"]),
     ("GPTNeoXForCausalLM", []),
     ("GPTNeoXForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
+    ("MixtralForCausalLM", ["model.num_kv_heads=2", "model.moe.mlp_factor=0.5"]),
+    ("Qwen3MoeForCausalLM", ["model.moe.top_k=3", "model.qk_norm_scale=true"]),
 ])
 def test_tensors_round_trip_exactly_through_the_table(arch, overrides):
     cfg = model_cfg(arch, "model.num_layers=2", *overrides)
@@ -134,6 +150,15 @@ def test_tensors_round_trip_exactly_through_the_table(arch, overrides):
             filled["not all 1.0"] = 2 * 2  # q_norm and k_norm of each layer
         assert ("model.layers.0.self_attn.q_proj.bias" in tensors) == (cfg.bias or cfg.qkv_bias)
         assert ("model.layers.0.self_attn.o_proj.bias" in tensors) == cfg.bias
+    if cfg.moe.num_experts:  # the router [E, D]; each expert's gate and down projections [out, in]
+        moe, F = params.blocks.mlp, round((cfg.moe.mlp_factor or cfg.mlp_factor) * D)
+        unit, gate, down = ("block_sparse_moe", "w1", "w2") if arch == "MixtralForCausalLM" else ("mlp", "gate_proj",
+                                                                                                    "down_proj")
+        np.testing.assert_array_equal(tensors[f"model.layers.1.{unit}.gate.weight"], moe.router[1].T)
+        np.testing.assert_array_equal(tensors[f"model.layers.1.{unit}.experts.3.{gate}.weight"], moe.w_gate[1, 3].T)
+        np.testing.assert_array_equal(tensors[f"model.layers.0.{unit}.experts.2.{down}.weight"], moe.w_down[0, 2].T)
+        assert tensors[f"model.layers.0.{unit}.experts.2.{down}.weight"].shape == (D, F)
+        assert len([n for n in tensors if ".experts." in n]) == 2 * 4 * 3
     for words, n in filled.items():
         assert sum(bool(np.all(a == constant[words])) for a in tensors.values()) == n
     files = DictFiles(tensors)

@@ -191,16 +191,19 @@ def test_export_web_refuses_bad_input(exported, tmp_path, capsys):
     assert export(f"out={page}", "format=web")[0] == 2  # not empty: refused (overwrite=true replaces it)
     assert not out.exists()
     # every model option is either computed by the page or training-only; a new one is refused
-    from spmdgpt.config import ModelConfig
+    from spmdgpt.config import ModelConfig, MoeConfig
+    from spmdgpt.hf.convert import field_names
     from spmdgpt.hf.tables import TRAINING_ONLY
     from spmdgpt.web import TABLE, check_supported
 
     mapped, refused = set(TABLE.fields), set(TABLE.refused)
-    assert {f.name for f in dataclasses.fields(ModelConfig)} == mapped | refused | set(TRAINING_ONLY)
+    assert set(field_names(ModelConfig)) == mapped | refused | set(TRAINING_ONLY)
     assert not (mapped & refused) and not (mapped & set(TRAINING_ONLY)) and not (refused & set(TRAINING_ONLY))
     with pytest.raises(ConfigError, match=r"does not implement model.num_kv_heads, model.qk_norm_scale; export"):
         check_supported(ModelConfig(num_kv_heads=2, qk_norm=True, qk_norm_scale=True))
     check_supported(ModelConfig(num_kv_heads=4, head_dim=32))  # (num_kv_heads = num_heads: multi-head attention)
+    with pytest.raises(ConfigError, match=r"does not implement model.moe.num_experts; export format=hf instead"):
+        check_supported(ModelConfig(moe=MoeConfig(num_experts=4, dispatch="capacity", capacity_factor=1.0)))
     NewOption = dataclasses.make_dataclass("NewOption", [("gqa_groups", int, 2)], bases=(ModelConfig,))
     with pytest.raises(ConfigError, match=r"does not implement model.gqa_groups; export format=hf instead"):
         check_supported(NewOption())

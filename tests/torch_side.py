@@ -8,7 +8,8 @@ request. Requests ({"op": ..., ...}):
   generate    folder, prompt, max_new_tokens: greedy ids and text of AutoTokenizer + generate
   generate_ids folder, prompts (token ids), max_new_tokens: greedy new ids of generate
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
-  make_model  kind (llama | mistral | qwen2 | qwen3 | neox), folder, config[, tokens, out]: a random model (every weight
+  make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe |
+              neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
@@ -76,6 +77,8 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
            "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
            "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+           "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
+           "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

@@ -30,9 +30,9 @@ from typing import Dict, Iterator
 
 import numpy as np
 
-from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, ModelConfig, MoeConfig, RopeScaling, head_dim, mlp_hidden
+from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, ModelConfig, RopeScaling, head_dim, mlp_hidden
 from spmdgpt.hf.convert import refusals, to_tensors
-from spmdgpt.hf.tables import Architecture, Tensor
+from spmdgpt.hf.tables import DENSE, Architecture, Tensor
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
 BUNDLE = "spmdgpt-web.js"
@@ -58,7 +58,7 @@ TABLE = Architecture(
                                        "norm", "norm_eps", "mlp", "rope_theta", "qk_norm", "logit_softcap",
                                        "tie_embeddings", "bias")}, "mlp_factor": "mlp_hidden"},
     refused={"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
-             "sliding_window": 0, "window_pattern": "L", "moe": MoeConfig(),
+             "sliding_window": 0, "window_pattern": "L", **DENSE,
              **ROPE_SCALING_DEFAULTS},
 )
 

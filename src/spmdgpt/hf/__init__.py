@@ -10,6 +10,8 @@ that loads but computes something else):
       + model.qk_norm=true                        ->  Qwen3ForCausalLM (QK-norm scales: learned with
                                                       model.qk_norm_scale, else ones)
       + model.sliding_window=W (every layer)      ->  MistralForCausalLM (Qwen2/3: any window_pattern)
+      + model.moe.num_experts=E                   ->  MixtralForCausalLM (softmax routing, no shared
+                                                      experts; with model.qk_norm: Qwen3MoeForCausalLM)
     model.norm=layernorm, model.mlp=gelu          ->  GPTNeoXForCausalLM, sequential residual
                                                       (use_parallel_residual=false), full rotary
                                                       (partial_rotary_factor=1), tanh GELU

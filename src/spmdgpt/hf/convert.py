@@ -13,8 +13,9 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from spmdgpt.config import (ROPE_SCALING_DEFAULTS, ROPE_SCALING_FIELDS, ConfigError, ModelConfig, MoeConfig, RopeScaling,
-                            head_dim, kv_heads, layer_windows, mlp_hidden)
-from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, MISTRAL, NEOX, QWEN3, TRAINING_ONLY, Architecture, Tensor
+                            expert_hidden, head_dim, kv_heads, layer_windows, mlp_hidden)
+from spmdgpt.hf.tables import (ARCHITECTURES, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, TRAINING_ONLY,
+                               Architecture, Tensor)
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
 
@@ -24,7 +25,8 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     num_kv_heads None; a head width of d_model / num_heads: head_dim None; Q/K/V biases under
     model.bias: qkv_bias False; the rope_* parameters a scaling does not read: their defaults; the
     windows: sliding_window their largest, window_pattern "L" unless local and global layers mix,
-    then spelt out per layer), so the tables compare one spelling of each model."""
+    then spelt out per layer; a dense model's moe section: the defaults), so the tables compare one
+    spelling of each model."""
     kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
@@ -32,8 +34,34 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     windows = layer_windows(cfg)  # (window_pattern: "L" when every layer is local or there is no window,
     # else the pattern spelt out over the layers)
     pattern = "L" if all(windows) or not any(windows) else "".join("L" if w else "G" for w in windows)
+    moe = cfg.moe if cfg.moe.num_experts else MoeConfig()
     return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
-                               sliding_window=max(windows), window_pattern=pattern)
+                               sliding_window=max(windows), window_pattern=pattern, moe=moe)
+
+
+def field_names(cfg) -> list:
+    """The model fields as the tables name them (of a ModelConfig or its class): each top-level
+    field, and each field of a nested section as "moe.top_k"."""
+    out = []
+    for f in dataclasses.fields(cfg):
+        nested = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        out += [f"{f.name}.{g.name}" for g in dataclasses.fields(nested)] if dataclasses.is_dataclass(nested) else [f.name]
+    return out
+
+
+def field_value(cfg: ModelConfig, name: str):
+    """cfg's value of a field as the tables name it ("moe.top_k")."""
+    for part in name.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def with_field(cfg: ModelConfig, name: str, value) -> ModelConfig:
+    """cfg with one field (as the tables name it) set to value."""
+    if "." not in name:
+        return dataclasses.replace(cfg, **{name: value})
+    section, rest = name.split(".", 1)
+    return dataclasses.replace(cfg, **{section: with_field(getattr(cfg, section), rest, value)})
 
 
 def architecture(cfg: ModelConfig) -> Architecture:
@@ -46,11 +74,12 @@ def architecture(cfg: ModelConfig) -> Architecture:
             f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
             "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Mistral, Qwen2, Qwen3) or "
             "norm=layernorm + mlp=gelu (GPT-NeoX)"])
-    arch = next((a for a in kinds if all(v(getattr(same, k)) if callable(v) else getattr(same, k) == v
+    arch = next((a for a in kinds if all(v(field_value(same, k)) if callable(v) else field_value(same, k) == v
                                          for k, v in a.picks.items())), kinds[-1])
     refused, unknown = refusals(arch, cfg)
     if refused:
-        raise ConfigError([f"{', '.join(f'model.{n}={getattr(same, n)}' for n in refused)}: {arch.name} (the Hugging "
+        shown = [f"model.{n}={getattr(field_value(same, n), 'value', field_value(same, n))}" for n in refused]
+        raise ConfigError([f"{', '.join(shown)}: {arch.name} (the Hugging "
                            f"Face architecture of this model.norm and model.mlp) does not compute that, so the model "
                            "cannot be exported (train without it to export)"])
     if unknown:
@@ -63,16 +92,16 @@ def refusals(arch: Architecture, cfg: ModelConfig) -> tuple[list, list]:
     """(the fields whose value the table refuses, in cfg's canonical spelling; the fields the table
     neither maps nor refuses, and that are not training-only: a new field, never exported silently)."""
     same = canonical(cfg)
-    refused = [name for name, value in arch.refused.items() if getattr(same, name) != value]
-    unknown = [f.name for f in dataclasses.fields(cfg)
-               if f.name not in TRAINING_ONLY and f.name not in arch.fields and f.name not in arch.refused]
+    refused = [name for name, value in arch.refused.items() if field_value(same, name) != value]
+    unknown = [name for name in field_names(cfg)
+               if name not in TRAINING_ONLY and name not in arch.fields and name not in arch.refused]
     return refused, unknown
 
 
 def _dims(cfg: ModelConfig) -> dict:
     """The layout axes' sizes (see tables.py)."""
     return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "k": kv_heads(cfg), "kv": 2, "h": head_dim(cfg),
-            "f": mlp_hidden(cfg), "v": cfg.vocab_size}
+            "f": mlp_hidden(cfg), "v": cfg.vocab_size, "e": cfg.moe.num_experts, "m": expert_hidden(cfg)}
 
 
 def _side(layout: str, theirs: bool = True) -> str:
@@ -84,7 +113,7 @@ def _hf_shape(t: Tensor, dims: dict) -> tuple:
     left out when several names split it."""
     groups = re.findall(r"\(([^)]*)\)|(\w+)", _side(t.layout))
     shape = tuple(math.prod(dims[a] for a in (g or s).split()) for g, s in groups)
-    return shape[1:] if len(t.names) > 1 else shape
+    return shape[1:] if t.split else shape
 
 
 def _rearrange(a: np.ndarray, pattern: str, dims: dict) -> np.ndarray:
@@ -107,13 +136,15 @@ def _present(t: Tensor, cfg: ModelConfig, info) -> bool:
     return t.fill is not None or _leaf(info, t.leaf) is not None
 
 
-def _names(t: Tensor, layer: Optional[int]) -> list:
-    return [n.format(i=layer) for n in t.names]
+def _names(t: Tensor, cfg: ModelConfig, layer: Optional[int]) -> list:
+    """t's Hugging Face names in one layer ("{j}": one per expert)."""
+    experts = range(cfg.moe.num_experts) if "{j}" in t.names[0] else [None]
+    return [n.format(i=layer, j=j) for n in t.names for j in experts]
 
 
 def _all_names(t: Tensor, cfg: ModelConfig) -> list:
     """t's Hugging Face names in every layer (or its one set, for a tensor outside the blocks)."""
-    return [n for layer in (range(cfg.num_layers) if t.per_layer else [None]) for n in _names(t, layer)]
+    return [n for layer in (range(cfg.num_layers) if t.per_layer else [None]) for n in _names(t, cfg, layer)]
 
 
 def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
@@ -149,12 +180,22 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     if arch is LLAMA:
         return {**llama, "attention_bias": cfg.bias, "mlp_bias": cfg.bias, "pretraining_tp": 1}
     windows = layer_windows(cfg)
+    moe = cfg.moe  # (Mixtral, Qwen3-MoE: every layer's experts; the auxiliary loss weight recorded)
+    experts = {"num_experts_per_tok": moe.top_k, "router_aux_loss_coef": moe.load_balance_loss,
+               "output_router_logits": False}
     if arch is MISTRAL:
         return {**llama, "sliding_window": windows[0]}
+    if arch is MIXTRAL:
+        return {**llama, **experts, "sliding_window": windows[0] or None, "num_local_experts": moe.num_experts,
+                "intermediate_size": expert_hidden(cfg), "router_jitter_noise": 0.0}
     # Qwen2 / Qwen3: which layers have the sliding window
     qwen = {**llama, "use_sliding_window": any(windows), "sliding_window": max(windows) or None,
             "max_window_layers": cfg.num_layers,
             "layer_types": ["sliding_attention" if w else "full_attention" for w in windows]}
+    if arch is QWEN3_MOE:
+        return {**qwen, **experts, "attention_bias": False, "num_experts": moe.num_experts,
+                "moe_intermediate_size": expert_hidden(cfg), "norm_topk_prob": moe.normalize_top_k,
+                "decoder_sparse_step": 1, "mlp_only_layers": []}
     return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
 
 
@@ -227,14 +268,14 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
     for t in tensors:
         if not _present(t, cfg, info):
             continue
-        names = _names(t, layer)
+        names = _names(t, cfg, layer)
         value = None if t.leaf is None else _leaf(params, t.leaf)
         if value is None:
             out.update({n: np.full(_hf_shape(t, dims), t.fill or 0.0, dtype) for n in names})
             continue
         value = np.asarray(value[layer] if t.per_layer and t.stacked else value)  # (else: whole, layer axis and all)
         a = _rearrange(value, t.layout, dims)
-        out.update(zip(names, a) if len(names) > 1 else [(names[0], a)])
+        out.update(zip(names, a) if t.split else [(names[0], a)])
     return {n: np.ascontiguousarray(a) for n, a in out.items()}
 
 
@@ -279,9 +320,15 @@ def model_fields(hf: dict, where: str) -> dict:
             need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
                  "mlp_bias == attention_bias (model.bias sets both)")
             fields["bias"] = bool(hf.get("attention_bias", False))
-        elif kind == "mistral":  # (transformers' default window: 4096)
-            window = hf.get("sliding_window", 4096)
+        elif kind in (MISTRAL.model_type, MIXTRAL.model_type):  # (transformers' default window: Mistral's 4096)
+            window = hf.get("sliding_window", 4096 if kind == MISTRAL.model_type else None)
             fields.update(sliding_window=window or 0, window_pattern="L")
+        elif kind == QWEN3_MOE.model_type:  # (every layer MoE, no windows)
+            need("decoder_sparse_step", hf.get("decoder_sparse_step", 1) == 1, "1 (an MoE in every layer)")
+            need("mlp_only_layers", not hf.get("mlp_only_layers"), "[] (an MoE in every layer)")
+            need("use_sliding_window", not hf.get("use_sliding_window"), "false (no sliding windows with experts)")
+            need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+            fields.update(qk_norm=True, qk_norm_scale=True)
         else:  # Qwen2: q/k/v biases; Qwen3: QK-norm with its scales, no biases; both: windows per layer
             layers, window = hf["num_hidden_layers"], hf.get("sliding_window") if hf.get("use_sliding_window") else None
             types = hf.get("layer_types") or ["sliding_attention" if window and i >= hf.get("max_window_layers", layers)
@@ -301,6 +348,12 @@ def model_fields(hf: dict, where: str) -> dict:
                            f"{', '.join(IMPORTS)} checkpoints"])
     if errs:
         raise ConfigError(errs)
+    if kind in (MIXTRAL.model_type, QWEN3_MOE.model_type):  # (softmax routing, no shared experts)
+        experts = hf.get("num_experts", hf.get("num_local_experts"))
+        fields["moe"] = {"num_experts": experts, "top_k": hf.get("num_experts_per_tok", 2), "shared_experts": 0,
+                         "router": "softmax", "normalize_top_k": kind == MIXTRAL.model_type or
+                         bool(hf.get("norm_topk_prob", False)),
+                         "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None}
     out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
                vocab_size=hf["vocab_size"], bias=False, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
                **rope_fields)
@@ -312,7 +365,7 @@ def model_fields(hf: dict, where: str) -> dict:
 # model fields no imported architecture turns on unless its config.json says so
 NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
                      "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L",
-                     "moe": MoeConfig()}
+                     "moe": {"num_experts": 0}}
 
 
 def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
@@ -380,8 +433,8 @@ def layer_values(cfg: ModelConfig, files):
         back = f"{_side(t.layout)} -> {_side(t.layout, theirs=False)}"
 
         def read(layer=None):
-            names = _names(t, layer)
-            return _rearrange([get(n) for n in names] if len(names) > 1 else get(names[0]), back, dims)
+            names = _names(t, cfg, layer)
+            return _rearrange([get(n) for n in names] if t.split else get(names[0]), back, dims)
 
         return read
 

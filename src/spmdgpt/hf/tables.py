@@ -5,8 +5,10 @@ A table says, for one `transformers` class, everything export and import need:
 - `tensors`: every Hugging Face tensor, its name ("{i}" is the layer), the spmdgpt leaf it holds
   and the einops layout from one layer of that leaf to it ("d c n h -> c (n h) d": axes
   d = d_model, c = q/k/v, n = heads, k = key/value heads, kv = key/value, h = head_dim,
-  f = MLP width, v = vocabulary). Several names split the Hugging Face side's first axis among
-  them (Llama's q/k/v projections of the fused w_qkv). A tensor whose leaf this model does not
+  f = MLP width, v = vocabulary, e = experts, m = each expert's width). Several names split
+  the Hugging Face side's first axis among them (Llama's q/k/v projections of the fused w_qkv),
+  and so does a name with "{j}", once per expert (Mixtral's experts.{j}.w1 of the stacked
+  [E, D, F] w_gate). A tensor whose leaf this model does not
   have is absent, or, with `fill`, stored as that constant (and required to be it on import):
   GPT-NeoX always has LayerNorm and MLP biases, Qwen3 always has QK-norm scales. Rows of leaves
   that exclude each other (w_qkv, or w_q and w_kv under grouped-query attention) may share names.
@@ -33,6 +35,13 @@ Facts the tables rest on (read from transformers 5.23's modeling code, and true 
   RoPE. Mistral is Llama without biases, with `sliding_window` in every layer; Qwen2/3 mark the
   sliding layers in `layer_types` (when `use_sliding_window`). A window of W: key j is visible
   from query i when i - W < j <= i (masking_utils' `sliding_window_overlay`).
+- Mixtral and Qwen3-MoE route as `moe.router=softmax`: softmax over the experts in float32,
+  top-k of the probabilities, the k renormalised (Mixtral always, Qwen3-MoE with
+  norm_topk_prob); their experts are SwiGLU MLPs without biases, gate_proj/w1, up_proj/w3,
+  down_proj/w2 ([out, in] each, one per expert on the Hub: transformers 5 fuses them in memory
+  and splits them again on save), the router `gate.weight` [E, D]. Mixtral has a sliding
+  window in every layer when `sliding_window` is set (as Mistral); Qwen3-MoE's
+  `decoder_sparse_step` / `mlp_only_layers` make some layers dense (spmdgpt: every layer MoE).
 - The unembedding is `lm_head.weight` (Llama) / `embed_out.weight` (GPT-NeoX's name on the
   Hub, which transformers 5 renames to lm_head on load; import takes either); tied models omit it.
 """
@@ -42,17 +51,24 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from spmdgpt.config import ROPE_SCALING_PARAMS, MlpType, ModelConfig, MoeConfig, NormType
+from spmdgpt.config import ROPE_SCALING_PARAMS, MlpType, ModelConfig, MoeConfig, NormType, Router
 
 # model fields that change how a model is trained or run, never the function it computes
-# (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not)
+# (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not).
+# A nested section's fields are named "moe.top_k". moe.dispatch: capacity mode drops token copies
+# only past an expert's capacity in a batch; an export computes dropless, as every Hugging Face
+# MoE class does (and the auxiliary losses' weights are recorded, as router_aux_loss_coef).
 TRAINING_ONLY = ("attention", "remat", "scan_unroll", "attention_block", "param_dtype", "compute_dtype",
-                 "logits_dtype", "z_loss", "zero_init_out", "dropout", "attention_dropout", "loss_block", "init_std")
+                 "logits_dtype", "z_loss", "zero_init_out", "dropout", "attention_dropout", "loss_block", "init_std",
+                 "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss")
+# a dense model's moe.* fields (what a table without experts refuses: the defaults)
+DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
 
 
 @dataclasses.dataclass(frozen=True)
 class Tensor:
-    names: tuple  # Hugging Face names ("{i}": the layer); several: the first HF axis split among them
+    names: tuple  # Hugging Face names ("{i}": the layer, "{j}": the expert); several (or "{j}"): the
+    # first HF axis split among them
     leaf: Optional[str]  # the spmdgpt parameter ("blocks.attn.w_qkv"); None: one spmdgpt never has
     layout: str  # einops, one layer: "spmdgpt axes -> Hugging Face axes" (leaf None: the HF axes)
     fill: Optional[float] = None  # stored as this constant when the model has no such leaf (else left
@@ -69,6 +85,11 @@ class Tensor:
         """One Hugging Face tensor (set) per layer (its names hold "{i}")."""
         return "{i}" in self.names[0]
 
+    @property
+    def split(self) -> bool:
+        """The first axis of the Hugging Face side is split among several names (or experts)."""
+        return len(self.names) > 1 or "{j}" in self.names[0]
+
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
@@ -77,7 +98,8 @@ class Architecture:
     norm: Optional[NormType]  # (None: any; the web page's table)
     mlp: Optional[MlpType]
     tensors: tuple
-    fields: dict  # model field -> the config.json key that carries it (None: the tensors carry it)
+    fields: dict  # model field ("moe.top_k": a section's) -> the config.json key that carries it
+    # (None: the tensors carry it)
     refused: dict  # model field -> the one value this architecture can represent
     aliases: dict = dataclasses.field(default_factory=dict)  # HF name -> another name import accepts
     picks: dict = dataclasses.field(default_factory=dict)  # model field -> value (or a test of it):
@@ -102,13 +124,13 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
-           "sliding_window": 0, "window_pattern": "L", "moe": MoeConfig()}
+           "sliding_window": 0, "window_pattern": "L", **DENSE}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
 # The Llama family's decoder layer (Llama, Mistral, Qwen2, Qwen3): q/k/v projections from the
 # fused w_qkv (as many key/value heads as heads) or from GroupedAttention's w_q and w_kv.
-LLAMA_LAYER = [
+LLAMA_ATTENTION = [
     _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
     _t("post_attention_layernorm.weight", "blocks.ln2.scale", "d -> d"),
     _t([f"self_attn.{c}_proj.weight" for c in "qkv"], "blocks.attn.w_qkv", "d c n h -> c (n h) d"),
@@ -119,6 +141,8 @@ LLAMA_LAYER = [
     _t([f"self_attn.{c}_proj.bias" for c in "kv"], "blocks.attn.b_kv", "kv k h -> kv (k h)"),
     _t("self_attn.o_proj.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
     _t("self_attn.o_proj.bias", "blocks.attn.b_o", "d -> d"),
+]
+LLAMA_LAYER = LLAMA_ATTENTION + [
     _t("mlp.gate_proj.weight", "blocks.mlp.w_gate", "d f -> f d"),
     _t("mlp.gate_proj.bias", None, "f", when=lambda cfg: cfg.bias),  # mlp_bias: spmdgpt's gate has none
     _t("mlp.up_proj.weight", "blocks.mlp.w_up", "d f -> f d"),
@@ -160,17 +184,61 @@ MISTRAL = Architecture(
     picks={"sliding_window": lambda w: w > 0},
 )
 
+QK_NORM = [
+    _t("self_attn.q_norm.weight", "blocks.attn.q_norm", "h -> h", fill=1.0),
+    _t("self_attn.k_norm.weight", "blocks.attn.k_norm", "h -> h", fill=1.0),
+]
+
 # Qwen3: Llama with a learned RMSNorm of each head's queries and keys (over head_dim, before
 # RoPE); a model without learned scales exports them as ones
 QWEN3 = Architecture(
     name="Qwen3ForCausalLM", model_type="qwen3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
-    tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + [
-        _t("self_attn.q_norm.weight", "blocks.attn.q_norm", "h -> h", fill=1.0),
-        _t("self_attn.k_norm.weight", "blocks.attn.k_norm", "h -> h", fill=1.0),
-    ]) + LLAMA_OUTER),
+    tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
-    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "moe": MoeConfig()},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE},
     picks={"qk_norm": True},
+)
+
+
+def _experts(prefix: str, gate: str, up: str, down: str) -> list:
+    """An MoE layer's rows: the router `{prefix}gate.weight` and each expert's three matrices."""
+    return [
+        _t(f"{prefix}gate.weight", "blocks.mlp.router", "d e -> e d"),
+        _t(f"{prefix}experts.{{j}}.{gate}.weight", "blocks.mlp.w_gate", "e d m -> e m d"),
+        _t(f"{prefix}experts.{{j}}.{up}.weight", "blocks.mlp.w_up", "e d m -> e m d"),
+        _t(f"{prefix}experts.{{j}}.{down}.weight", "blocks.mlp.w_down", "e m d -> e d m"),
+    ]
+
+
+# what both MoE classes compute: softmax routing, no shared experts, every layer MoE
+MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax}
+MOE_PICK = {"moe.num_experts": lambda e: e > 0}
+
+# Mixtral: Mistral's attention (a window in every layer, or none), an MoE in every layer whose
+# k weights always sum to one; intermediate_size is each expert's width
+MIXTRAL = Architecture(
+    name="MixtralForCausalLM", model_type="mixtral", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", LLAMA_ATTENTION + _experts("block_sparse_moe.", "w1", "w3", "w2"))
+                  + LLAMA_OUTER),
+    fields={**UNBIASED_FIELDS, "sliding_window": "sliding_window", "moe.num_experts": "num_local_experts",
+            "moe.top_k": "num_experts_per_tok", "moe.mlp_factor": "intermediate_size"},
+    refused={**{k: v for k, v in REFUSED.items() if k not in ("sliding_window", *DENSE)}, "bias": False,
+             **MOE_REFUSED, "moe.normalize_top_k": True},
+    picks=MOE_PICK,
+)
+
+# Qwen3-MoE: Qwen3's attention (QK-norm; no windows here), an MoE in every layer
+# (decoder_sparse_step 1, no mlp_only_layers) of moe_intermediate_size-wide experts
+QWEN3_MOE = Architecture(
+    name="Qwen3MoeForCausalLM", model_type="qwen3_moe", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", LLAMA_ATTENTION + QK_NORM + _experts("mlp.", "gate_proj", "up_proj",
+                                                                                   "down_proj")) + LLAMA_OUTER),
+    fields={**UNBIASED_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None, "moe.num_experts": "num_experts",
+            "moe.top_k": "num_experts_per_tok", "moe.mlp_factor": "moe_intermediate_size",
+            "moe.normalize_top_k": "norm_topk_prob"},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
+             **MOE_REFUSED},
+    picks={**MOE_PICK, "qk_norm": True},
 )
 
 NEOX = Architecture(
@@ -200,7 +268,7 @@ NEOX = Architecture(
 )
 
 # in the order export tries them: a table with `picks` before the plain one of its kinds
-ARCHITECTURES = (QWEN3, QWEN2, MISTRAL, LLAMA, NEOX)
+ARCHITECTURES = (QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose
