@@ -14,7 +14,6 @@ minus the same step's with a 64-token vocabulary (what the loss itself adds).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import time
 
