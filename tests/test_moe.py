@@ -190,13 +190,13 @@ def test_active_parameters_and_bad_configs():
     D, V, L = 64, 16, 2
     # per layer: attention 4 D^2, router D x 4, experts 3 x D x 64 each (2 of 4 active), shared 3 x D x 64
     assert matmul_params(cfg) == L * (4 * D * D + D * 4 + 2 / 4 * 4 * 3 * D * 64 + 3 * D * 64) + V * D
-    with pytest.raises(ConfigError) as e:  # (no Hugging Face table has experts yet; nor the web page)
+    with pytest.raises(ConfigError) as e:  # (Mixtral and Qwen3-MoE have no shared experts; nor has the web page)
         architecture(cfg)
     assert e.value.messages == [
-        "model.moe={num_experts: 4, mlp_factor: 1.0, shared_experts: 1}: LlamaForCausalLM (the Hugging Face architecture "
-        "of this model.norm and model.mlp) does not compute that, so the model cannot be exported (train without it "
-        "to export)"]
-    with pytest.raises(ConfigError, match=r"does not implement model.moe; export format=hf instead"):
+        "model.moe.shared_experts=1: MixtralForCausalLM (the Hugging Face architecture of this model.norm and "
+        "model.mlp) does not compute that, so the model cannot be exported (train without it to export)"]
+    with pytest.raises(ConfigError, match=r"does not implement model.moe.num_experts, model.moe.mlp_factor, "
+                                          r"model.moe.shared_experts; export format=hf instead"):
         check_supported(cfg)
     for overrides, message in [
         (["model.moe.top_k=5"], "model.moe.top_k=5 must be between 1 and model.moe.num_experts=4 (each token goes "

@@ -43,7 +43,7 @@ from spmdgpt.model.info import ParamInfo, is_info, stacked
 from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
-from spmdgpt.sharding import Rules
+from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
 
@@ -152,8 +152,17 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
 
     Each leaf's key is folded from its name (`leaf_name`), so adding a parameter leaves the
     others' initial values unchanged."""
-    make = jax.jit(_init_leaves, static_argnums=(0, 1), out_shardings=param_shardings(cfg, rules))
+    # On a CPU, XLA spends ~2.5 s optimising the random-number code (threefry and the normal's
+    # inverse erf, once per leaf) that then runs in milliseconds for a small model; unoptimised it
+    # compiles in 0.4 s and runs at ~0.06 s per million parameters (benchmarks/BENCHMARKS.md), so a
+    # model of fewer than INIT_UNOPTIMISED parameters is initialised unoptimised.
+    quick = platform() == "cpu" and num_params(cfg) < INIT_UNOPTIMISED
+    make = jax.jit(_init_leaves, static_argnums=(0, 1), out_shardings=param_shardings(cfg, rules),
+                   compiler_options={"xla_backend_optimization_level": 0} if quick else None)
     return make(param_info(cfg), dtype_of(cfg.param_dtype), key)
+
+
+INIT_UNOPTIMISED = 20_000_000
 
 
 def _init_leaves(info: Params, dtype, key: Array) -> Params:
