@@ -107,6 +107,40 @@ def test_routing_outputs_are_their_formulas():
     assert 1.0 < float(aux["load_balance"]) < 1.5 and 0.5 < float(aux["router_entropy"]) < np.log(4)
 
 
+def test_balancing_bias_chooses_by_score_plus_bias_and_moves_toward_even_loads():
+    """moe.bias_update_rate (DeepSeek-V3's auxiliary-loss-free balancing): the top k are chosen
+    by score + bias but weighted by the scores alone, and each train step moves every layer's
+    bias by rate x sign(1/E - the expert's share of the step's copies), whatever the optimizer
+    does (AdamW, weight decay 0.1)."""
+    from spmdgpt.train_step import training_parts
+
+    cfg = load_config([*BASE, "mesh.data=1", "model.moe.bias_update_rate=0.01", "optimizer.weight_decay=0.1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    x = jax.random.normal(jax.random.key(1), (48, cfg.model.d_model), jnp.float32)
+    with jax.set_mesh(mesh):
+        state, train_step, batcher, _ = training_parts(cfg, rules)
+        p = one_layer(state.params)
+        assert p.router_bias.shape == (4,) and not np.any(np.asarray(p.router_bias))
+        ids, weights, aux = route(cfg.model, rules, p.router, x, jnp.array([0.0, 0.0, 0.0, 10.0]))
+        probs = np.asarray(jax.nn.softmax(x @ np.asarray(p.router), axis=-1))
+        assert np.all(np.asarray(ids)[:, 0] == 3)  # expert 3 first for every token
+        picked = np.take_along_axis(probs, np.asarray(ids), 1)  # (weights: the probabilities, renormalised)
+        np.testing.assert_allclose(np.asarray(weights), picked / picked.sum(1, keepdims=True), rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(aux["expert_share"])[3], 0.5)  # (half of the copies: every first one)
+
+        shares = jax.jit(lambda p, x, y: objective(cfg.model, rules, p, x, y)[1]["between_steps"]["expert_share"])
+        for i in range(3):
+            x, y = batcher.train_batch(i)[:2]
+            before = np.asarray(state.params.blocks.mlp.router_bias)
+            share = np.asarray(shares(state.params, x, y))  # [layers, experts]
+            state, metrics = train_step(state, x, y)
+            assert "between_steps" not in metrics and float(metrics["aux/expert_load"]) > 1
+            step = np.asarray(state.params.blocks.mlp.router_bias) - before
+            np.testing.assert_allclose(step, 0.01 * np.sign(0.25 - share), atol=1e-7)
+            assert np.count_nonzero(step) >= step.size - 2  # (an expert at exactly 1/4 keeps its bias)
+
+
 def _loss_and_grads(*overrides, devices):
     cfg = load_config([*BASE, "model.mlp=swiglu", "model.moe.router_z_loss=0.01", "model.moe.num_experts=8",
                        "model.scan_unroll=false", *overrides])

@@ -15,7 +15,7 @@ import optax
 
 from spmdgpt.config import Config
 from spmdgpt.data import Batcher, load_dataset
-from spmdgpt.model import objective, param_info
+from spmdgpt.model import between_steps, objective, param_info
 from spmdgpt.model.attention import attention_dropout
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules
@@ -93,6 +93,8 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
+        if "between_steps" in losses:  # (state set, not trained: MoE's balancing bias)
+            params = between_steps(cfg.model, state.params, params, losses.pop("between_steps"))
         metrics = {**losses, "grad_norm": grad_norm, "lr": schedule(state.step)}
         if skip_nonfinite:  # keep the old parameters and optimizer state; the step still counts
             finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)

@@ -173,6 +173,8 @@ class MoeConfig(Section):
     # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone
     load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off
     router_z_loss: float = 0.0  # weight of the router z-loss mean(logsumexp(router logits)^2) (ST-MoE: 0.001)
+    bias_update_rate: float = 0.0  # auxiliary-loss-free balancing (DeepSeek-V3): a per-expert bias on the router's
+    # scores for the top-k choice only, moved by this much after every step toward even loads; 0 = off (DeepSeek-V3: 0.001)
 
     def __str__(self) -> str:  # (in messages: the fields that differ from the defaults)
         changed = [f"{f.name}: {getattr(self, f.name)}" for f in dataclasses.fields(self)

@@ -211,7 +211,7 @@ def _moe(m) -> List[str]:
     if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):
         errs.append(f"model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got {e.capacity_factor}), "
                     "e.g. 1.25: each expert then takes 1.25x its even share of the tokens")
-    for name in ("load_balance_loss", "router_z_loss"):
+    for name in ("load_balance_loss", "router_z_loss", "bias_update_rate"):
         if getattr(e, name) < 0:
             errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
     if m.bias:

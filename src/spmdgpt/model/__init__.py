@@ -11,6 +11,7 @@ from spmdgpt.model.transformer import (
     Unit,
     abstract_params,
     activation_stats,
+    between_steps,
     block_units,
     forward,
     init_params,
@@ -23,6 +24,7 @@ from spmdgpt.model.transformer import (
 __all__ = [
     "abstract_params",
     "activation_stats",
+    "between_steps",
     "Attention",
     "GroupedAttention",
     "Block",

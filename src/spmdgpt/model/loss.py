@@ -103,7 +103,10 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
         ce, lse = _token_losses(cfg, rules, params, x, targets)
         ce = jnp.mean(ce)
         obj = ce + cfg.z_loss * jnp.mean(jnp.square(lse)) if cfg.z_loss else ce
-    metrics = {"loss": ce, **{f"aux/{name}": jnp.mean(value) for name, value in aux.items()}}
+    metrics = {"loss": ce, **{f"aux/{name}": jnp.mean(value) for name, value in aux.items() if value.ndim == 1}}
+    vectors = {name: value for name, value in aux.items() if value.ndim > 1}  # ([layers, ...]: for between_steps)
+    if vectors:
+        metrics["between_steps"] = vectors
     for name, weight in aux_loss_weights(cfg).items():
         obj = obj + weight * metrics[f"aux/{name}"]
     return obj, metrics

@@ -8,10 +8,16 @@ layer axis in front):
     router  [D, E]        the router's logits (computed in float32)
     w_up    [E, D, F], w_gate [E, D, F] (SwiGLU only), w_down [E, F, D] (residual)
     shared  a dense `Mlp` of width shared_experts x F that every token also goes through, or None
+    router_bias  [E] (moe.bias_update_rate > 0) the auxiliary-loss-free balancing's per-expert
+            bias, set between steps (`between_steps`), never by the optimizer
 
 Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen; the
 k weights renormalised with moe.normalize_top_k), or sigmoid scores, top-k, normalised among
-the k (DeepSeek-V3). The experts run per device inside `shard_map` on the device's own tokens:
+the k (DeepSeek-V3). With moe.bias_update_rate > 0 (DeepSeek-V3's auxiliary-loss-free
+balancing, Wang et al. 2024) the top k are chosen by score + router_bias and weighted by the
+scores alone, and after every step each layer's bias moves by rate x sign(1/E - the expert's
+share of the step's copies): up for the experts below an even share, down for those above.
+The experts run per device inside `shard_map` on the device's own tokens:
 
 - dropless (default): the device's token copies (k per token) sorted by expert, so that every
   token reaches its k experts, and multiplied group by group (moe.grouped): `ragged` by
@@ -33,7 +39,8 @@ the experts are all-gathered first, like every weight.
 Auxiliary outputs (the block's aux channel, float32 scalars per layer, global over the batch):
 `load_balance` = E x sum_e f_e p_e (f_e: expert e's share of the routed copies, p_e: its mean
 router probability; 1 when even; Switch / GShard) and `router_z` = mean(logsumexp(logits)^2)
-(ST-MoE) are losses, weighted by moe.load_balance_loss and moe.router_z_loss; `expert_load`
+(ST-MoE) are losses, weighted by moe.load_balance_loss and moe.router_z_loss; `expert_share`
+([E]: each expert's share f_e, only with the balancing bias, which it updates) is not logged; `expert_load`
 (the busiest expert's share over the mean share, E max_e f_e: 1 = even, E = all on one),
 `router_entropy` (nats, mean over tokens) and `dropped` (capacity mode: the share of copies
 dropped; 0 dropless) are logged.
@@ -49,7 +56,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import GroupedMatmul, MlpType, ModelConfig, MoeDispatch, Router, expert_hidden, mesh_axes_of
-from spmdgpt.model.info import matrix, out_init, residual_std
+from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
 from spmdgpt.sharding import Rules, platform
 
@@ -62,6 +69,7 @@ class Moe(NamedTuple):
     w_gate: Optional[jax.Array]
     w_down: jax.Array
     shared: Optional[Mlp]
+    router_bias: Optional[jax.Array] = None
 
 
 def moe_info(cfg: ModelConfig) -> Moe:
@@ -73,30 +81,30 @@ def moe_info(cfg: ModelConfig) -> Moe:
         w_gate=up if cfg.mlp == MlpType.swiglu else None,
         w_down=matrix((E, F, D), ("experts", "mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
         shared=mlp_info(cfg, cfg.moe.shared_experts * F) if cfg.moe.shared_experts else None,
+        router_bias=vector((E,), ("router",)) if cfg.moe.bias_update_rate else None,
     )
 
 
-def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array):
+def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias: Optional[jax.Array] = None):
     """x [tokens, D] -> (expert ids [tokens, k] int32, their weights [tokens, k] float32, the
-    routing's auxiliary outputs)."""
+    routing's auxiliary outputs). bias [E]: added to the scores for the choice only."""
     moe, E = cfg.moe, cfg.moe.num_experts
     w = rules.gather(router.astype(F32), ("embed", None))
     logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("batch", None))
-    if moe.router == Router.softmax:
-        probs = jax.nn.softmax(logits, axis=-1)
-        weights, ids = jax.lax.top_k(probs, moe.top_k)
-        if moe.normalize_top_k:
-            weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
-    else:
-        scores = jax.nn.sigmoid(logits)
-        weights, ids = jax.lax.top_k(scores, moe.top_k)
+    scores = jax.nn.softmax(logits, axis=-1) if moe.router == Router.softmax else jax.nn.sigmoid(logits)
+    choice = scores if bias is None else scores + jax.lax.stop_gradient(bias.astype(F32))
+    _, ids = jax.lax.top_k(choice, moe.top_k)
+    weights = jnp.take_along_axis(scores, ids, axis=-1)
+    if moe.normalize_top_k or moe.router == Router.sigmoid:
         weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
-        probs = scores / jnp.sum(scores, axis=-1, keepdims=True)
+    probs = scores / jnp.sum(scores, axis=-1, keepdims=True)  # (softmax: the scores themselves)
     share = jnp.mean(jnp.sum(jax.nn.one_hot(ids, E, dtype=F32), axis=1), axis=0) / moe.top_k  # f_e [E]
     aux = {"load_balance": E * jnp.sum(share * jnp.mean(probs, axis=0)),
            "router_z": jnp.mean(jnp.square(jax.nn.logsumexp(logits, axis=-1))),
            "expert_load": E * jnp.max(share),
            "router_entropy": jnp.mean(jnp.sum(jax.scipy.special.entr(probs), axis=-1))}
+    if bias is not None:
+        aux["expert_share"] = share
     return ids.astype(jnp.int32), weights, aux
 
 
@@ -258,7 +266,7 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
 
 def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array, dict]:
     """x: [tokens, embed] -> ([tokens, embed], the routing's auxiliary outputs and `dropped`)."""
-    ids, weights, aux = route(cfg, rules, p.router, x)
+    ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias)
     out, dropped = experts(cfg, rules, p, x, ids, weights)
     out = jax.sharding.reshard(out, rules.spec("batch", "embed"))
     if p.shared is not None:
@@ -271,7 +279,7 @@ def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.Ar
     FLOPs), each output weighted by the token's routing weight for that expert (zero off its top
     k). The reference the dispatch modes are tested against (tests/test_moe.py) and timed
     against (benchmarks/moe.py); one device."""
-    ids, weights, _ = route(cfg, rules, p.router, x)
+    ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias)
     gate = jnp.sum(jax.nn.one_hot(ids, cfg.moe.num_experts) * weights[..., None], axis=1)  # [T, E]
     gate = jax.sharding.reshard(gate, P())
     h = jnp.einsum("td,edf->etf", x, p.w_up)
@@ -284,6 +292,16 @@ def moe_losses(cfg: ModelConfig) -> dict:
     """The auxiliary losses with a weight (a zero weight: logged, not trained on)."""
     weights = {"load_balance": cfg.moe.load_balance_loss, "router_z": cfg.moe.router_z_loss}
     return {name: w for name, w in weights.items() if w}
+
+
+def between_steps(cfg: ModelConfig, old: Moe, new: Moe, aux: dict) -> Moe:
+    """The stacked MoE parameters after a step's optimizer update (`new`), with the balancing
+    bias moved from its value before the step (`old`; the optimizer never changes it): by
+    moe.bias_update_rate x sign(1/E - f_e), f_e from the step's aux outputs ([layers, E])."""
+    if new.router_bias is None:
+        return new
+    step = cfg.moe.bias_update_rate * jnp.sign(1.0 / cfg.moe.num_experts - aux["expert_share"])
+    return new._replace(router_bias=(old.router_bias.astype(F32) + step).astype(old.router_bias.dtype))
 
 
 def moe_stats(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> dict:

@@ -42,6 +42,7 @@ from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attent
 from spmdgpt.model.info import ParamInfo, is_info, stacked
 from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
+from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
 from spmdgpt.sharding import Rules, platform
 
@@ -63,17 +64,21 @@ class Unit(NamedTuple):
     stats: attention: (cfg, rules, p, x, positions, batch, segment_ids) -> dict; MLP:
       (cfg, rules, p, x) -> dict (float32 scalars, on statistics passes only).
     losses(cfg): {aux name: weight}: which of apply's aux outputs are losses, and their weights.
+    between_steps: (cfg, old, new, aux) -> the unit's stacked parameters after a step, from those
+      before it (old), after the optimizer's update (new) and the step's aux outputs that are not
+      scalars (each [layers, ...]): state that is set, not trained (MoE's balancing bias).
     """
 
     info: Callable[[ModelConfig], Any]
     apply: Callable
     stats: Callable
     losses: Callable[[ModelConfig], dict] = no_losses
+    between_steps: Callable = lambda cfg, old, new, aux: new
 
 
 ATTENTION = Unit(attention_info, self_attention, attention_stats)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
-MOE = Unit(moe_info, moe, moe_stats, moe_losses)
+MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
 
 def block_units(cfg: ModelConfig) -> tuple[Unit, Unit]:
@@ -118,6 +123,16 @@ def aux_loss_weights(cfg: ModelConfig) -> dict:
     return {**attention.losses(cfg), **mlp_unit.losses(cfg)}
 
 
+def between_steps(cfg: ModelConfig, old: Params, new: Params, aux: dict) -> Params:
+    """The parameters after a training step: `new` (the optimizer's) with each unit's state that
+    is set between steps (`Unit.between_steps`) from `old` and the step's non-scalar aux outputs
+    (the objective's metrics["between_steps"])."""
+    units = dict(zip(UNIT_FIELDS, block_units(cfg)))
+    blocks = new.blocks._replace(**{f: u.between_steps(cfg, getattr(old.blocks, f), getattr(new.blocks, f), aux)
+                                    for f, u in units.items()})
+    return new._replace(blocks=blocks)
+
+
 def leaf_name(path) -> str:
     """A parameter's name without the unit that holds it: ".blocks.w_qkv" for
     params.blocks.attn.w_qkv (names are unique within a block). It seeds the parameter's init, so
@@ -152,17 +167,19 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
 
     Each leaf's key is folded from its name (`leaf_name`), so adding a parameter leaves the
     others' initial values unchanged."""
-    # On a CPU, XLA spends ~2.5 s optimising the random-number code (threefry and the normal's
+    # On a CPU, XLA spends 1-2.5 s optimising the random-number code (threefry and the normal's
     # inverse erf, once per leaf) that then runs in milliseconds for a small model; unoptimised it
-    # compiles in 0.4 s and runs at ~0.06 s per million parameters (benchmarks/BENCHMARKS.md), so a
-    # model of fewer than INIT_UNOPTIMISED parameters is initialised unoptimised.
+    # compiles in ~0.35 s and runs at ~0.09 s per million parameters (~0.02 optimised): quicker
+    # in all below ~14M parameters (benchmarks/init_compile.py), so a model of fewer than
+    # INIT_UNOPTIMISED parameters is initialised unoptimised. (The values differ from the
+    # optimised code's in the last bit of some elements.)
     quick = platform() == "cpu" and num_params(cfg) < INIT_UNOPTIMISED
     make = jax.jit(_init_leaves, static_argnums=(0, 1), out_shardings=param_shardings(cfg, rules),
                    compiler_options={"xla_backend_optimization_level": 0} if quick else None)
     return make(param_info(cfg), dtype_of(cfg.param_dtype), key)
 
 
-INIT_UNOPTIMISED = 20_000_000
+INIT_UNOPTIMISED = 8_000_000
 
 
 def _init_leaves(info: Params, dtype, key: Array) -> Params:
@@ -353,7 +370,8 @@ def activation_stats(cfg: ModelConfig, rules: Rules, params: Params, tokens: Arr
                      positions: Optional[Array] = None, segment_ids: Optional[Array] = None) -> dict:
     """Per-layer statistics of a forward pass over full sequences (`block` with collect=True):
     {name: float32 [layers]}, from the training forward's own layer scan."""
-    return hidden_states(cfg, rules, params, tokens, positions, segment_ids=segment_ids, collect=True)[2]
+    aux = hidden_states(cfg, rules, params, tokens, positions, segment_ids=segment_ids, collect=True)[2]
+    return {name: value for name, value in aux.items() if value.ndim == 1}  # (not the per-expert shares)
 
 
 def forward(
