@@ -164,11 +164,16 @@ def one_device():
     ("fsdp", ["mesh.data=2", "mesh.expert=4"]),
     ("fsdp_tp", ["mesh.data=2", "mesh.expert=2", "mesh.model=2", "model.moe.grouped=ragged"]),
     ("dp", ["mesh.data=1", "mesh.expert=8"]),
-], ids=["fsdp2-ep4", "fsdp2-ep2-tp2-ragged", "ep8"])
-def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh):
+], ids=["fsdp2-ep4", "fsdp2-ep2-tp2-ragged", "ep8-ragged-exchange"])
+def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh, monkeypatch):
     """Dropless: the objective (cross-entropy + load balance + router z-loss) and every gradient
     on 8 devices equal one device's (float32 rounding: 1e-5 relative), expert parallelism
-    (mesh.expert: the experts split, tokens exchanged by all-to-all) included; 8 experts."""
+    (mesh.expert: the experts split, tokens exchanged by all-to-all) included; 8 experts. ep8:
+    the exchange GPUs and TPUs run (ragged_all_to_all, here by its documented semantics)."""
+    from spmdgpt.model import moe as moe_module
+
+    if table == "dp":
+        monkeypatch.setattr(moe_module, "ragged_exchange", lambda: moe_module.ragged_by_all_to_all)
     obj1, m1, g1, _ = one_device
     obj8, m8, g8, params = _loss_and_grads(f"sharding={table}", *mesh, devices=jax.devices())
     assert abs(obj8 - obj1) <= 1e-5 * abs(obj1)

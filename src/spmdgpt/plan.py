@@ -9,8 +9,9 @@ per device, read from what XLA compiled:
 - parameter / optimizer-state / batch bytes: each array's shard shape under its sharding;
 - temporary bytes: `compiled.memory_analysis()` (activations, gradients, workspace);
 - FLOPs: `compiled.cost_analysis()` beside the 6N + attention formula of `flops.py`;
-- collectives: the all-gather / reduce-scatter / all-reduce / all-to-all / collective-permute
-  instructions of the compiled program with their result bytes. Counts are of instructions in
+- collectives: the all-gather / reduce-scatter / all-reduce / all-to-all / ragged-all-to-all /
+  collective-permute instructions of the compiled program with their result bytes (a ragged
+  all-to-all's result is its whole receive buffer: an upper bound of the rows it moves). Counts are of instructions in
   the program text: one inside a loop body (the layer scan when model.scan_unroll=false,
   microbatches) runs once per iteration. XLA:CPU has no reduce-scatter pass, so on simulated
   CPU devices FSDP's gradient reduce-scatter appears as an all-reduce followed by a slice; GPU
@@ -34,8 +35,9 @@ from spmdgpt.model import abstract_params, param_info
 from spmdgpt.optim import build_optimizer
 from spmdgpt.sharding import Rules
 
-COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%\S+ = (.+?) (" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "ragged-all-to-all", "collective-permute")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%\S+ = (.+?) (" + "|".join(sorted(COLLECTIVES, key=len, reverse=True))
+                          + r")(?:-start)?\(")
 _ARRAY = re.compile(r"\b(pred|s8|u8|s16|u16|f16|bf16|s32|u32|f32|s64|u64|f64)\[([0-9,]*)\]")
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
           "f32": 4, "s64": 8, "u64": 8, "f64": 8}

@@ -31,8 +31,9 @@ The experts run per device inside `shard_map` on the device's own tokens:
 
 Expert parallelism (the `experts` rule: `mesh.expert` in every table): each device holds E / N
 of the experts, and the batch is split over that axis too; each token copy goes to the device of
-its expert and its output comes back by `all_to_all` over the axis (`_exchanged`; capacity mode
-exchanges the [E, C, D] slots). Under tensor parallelism each device holds a slice of every
+its expert and its output comes back over the axis (`_exchanged`: `ragged_all_to_all` on GPUs
+and TPUs, only the rows; `all_to_all` of fixed buffers on CPUs; capacity mode exchanges the
+[E, C, D] slots by `all_to_all`). Under tensor parallelism each device holds a slice of every
 expert's width (the `mlp` rule) and the partial outputs are summed over that axis; under FSDP
 the experts are all-gathered first, like every weight.
 
@@ -188,26 +189,61 @@ def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmu
     return jnp.zeros_like(ys).at[order].set(ys).reshape(t, k, -1), jnp.zeros((), jnp.int32)
 
 
+def ragged_exchange():
+    """This platform's ragged all-to-all, or None where XLA lacks it (CPUs)."""
+    return None if platform() == "cpu" else jax.lax.ragged_all_to_all
+
+
 def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep):
     """Expert parallelism, dropless: copies xs [n, D] sorted by expert go to the devices of the
-    expert axis that hold their experts (all-to-all), through fixed [ep, n, D] buffers (the most
-    any device can be sent: ragged_all_to_all, which XLA:CPU lacks, would send only the rows);
-    each device runs its experts over what it received and the outputs return the same way."""
+    expert axis that hold their experts and their outputs come back. Each device receives into
+    [ep, n, D] (the most any device can be sent), sender s's rows first in block s; by
+    `ragged_all_to_all` (GPUs, TPUs: only the rows travel), or on CPUs (XLA:CPU lacks it) by
+    `all_to_all` of fixed [ep, n, D] send buffers (`ragged_exchange`; the tests run the ragged
+    path on a CPU through `ragged_by_all_to_all`, its documented semantics)."""
     n, local = xs.shape[0], w_up.shape[0]
     per_device = jnp.reshape(sizes, (ep.size, local))  # copies for each device's experts
     counts = jnp.sum(per_device, axis=1)
+    starts = jnp.cumsum(counts) - counts  # (xs is sorted by expert, so by device)
     device = sorted_ids // local
-    slot = jnp.arange(n) - (jnp.cumsum(counts) - counts)[device]
-    send = jnp.zeros((ep.size, n, xs.shape[1]), xs.dtype).at[device, slot].set(xs)
-    got = jax.lax.all_to_all(send, ep.axes, 0, 0)  # got[s]: what device s sent here, by local expert
-    got_sizes = jax.lax.all_to_all(per_device, ep.axes, 0, 0)  # [ep, local]
+    slot = jnp.arange(n) - starts[device]
+    got_sizes = jax.lax.all_to_all(per_device, ep.axes, 0, 0)  # [ep, local]: by sender, by local expert
+    received = jnp.sum(got_sizes, axis=1)
+    ragged = ragged_exchange()
+    if ragged is not None:
+        me = jax.lax.axis_index(ep.axes)
+        got = ragged(xs, jnp.zeros((ep.size * n, xs.shape[1]), xs.dtype), starts, counts,
+                     jnp.full((ep.size,), me * n, jnp.int32), received, axis_name=ep.axes)
+        got = jnp.reshape(got, (ep.size, n, -1))
+    else:
+        send = jnp.zeros((ep.size, n, xs.shape[1]), xs.dtype).at[device, slot].set(xs)
+        got = jax.lax.all_to_all(send, ep.axes, 0, 0)  # got[s]: what device s sent here, by local expert
     ends = jnp.cumsum(got_sizes, axis=1)
     expert = jax.vmap(lambda e: jnp.searchsorted(e, jnp.arange(n), side="right"))(ends)  # local: padding
     order = jnp.argsort(jnp.reshape(expert, (-1,)), stable=True)
     rows = jnp.reshape(got, (ep.size * n, -1))[order]
     ys = _grouped_mlp(cfg, rows, jnp.sum(got_sizes, axis=0), w_up, w_gate, w_down, kind)
     back = jnp.reshape(jnp.zeros_like(ys).at[order].set(ys), (ep.size, n, -1))
+    if ragged is not None:  # block s back to device s, where its rows started
+        their_starts = jax.lax.all_to_all(starts, ep.axes, 0, 0)
+        return ragged(jnp.reshape(back, (ep.size * n, -1)), jnp.zeros_like(xs), jnp.arange(ep.size) * n, received,
+                      their_starts, counts, axis_name=ep.axes)
     return jax.lax.all_to_all(back, ep.axes, 0, 0)[device, slot]
+
+
+def ragged_by_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *, axis_name):
+    """`jax.lax.ragged_all_to_all` with one slice per device, by its documented semantics, from
+    `all_to_all` of padded [devices, rows, D] buffers: slice d (operand[input_offsets[d]:][:
+    send_sizes[d]]) is written into device d's output at output_offsets[d]. What runs the
+    ragged exchange on XLA:CPU in the tests."""
+    devices, rows = input_offsets.shape[0], operand.shape[0]
+    index = jnp.arange(rows)
+    take = input_offsets[:, None] + index[None, :]  # [devices, rows]
+    blocks = jnp.where((index[None, :] < send_sizes[:, None])[..., None], operand[jnp.minimum(take, rows - 1)], 0)
+    got = jax.lax.all_to_all(blocks, axis_name, 0, 0)  # got[s]: sender s's slice for this device
+    at = jax.lax.all_to_all(output_offsets, axis_name, 0, 0)  # where sender s asked it written here
+    where = jnp.where(index[None, :] < recv_sizes[:, None], at[:, None] + index[None, :], output.shape[0])
+    return output.at[jnp.reshape(where, (-1,))].set(jnp.reshape(got, (devices * rows, -1)), mode="drop")
 
 
 def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep):
