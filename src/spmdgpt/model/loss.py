@@ -90,7 +90,8 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
               segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
               key: Optional[Array] = None) -> tuple[Array, dict]:
     """(what training minimises, its metrics {"loss": the mean cross-entropy, "aux/<name>": each
-    auxiliary output's mean over layers, losses and statistics alike}), float32 scalars. The
+    auxiliary output's mean over layers, losses and statistics alike}, float32 scalars, and
+    "between_steps": the non-scalar aux outputs per layer, for `between_steps`, when any). The
     objective is the cross-entropy plus model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss)
     plus weight x each auxiliary loss the block's units report (`aux_loss_weights`); without
     either it is the cross-entropy.
