@@ -30,7 +30,11 @@ def setup(*overrides, devices=None):
 
 @pytest.mark.parametrize("overrides", [[], ["model.tie_embeddings=false", "model.norm=rmsnorm",
                                             "model.mlp=swiglu", "model.bias=true"],
-                                       ["model.num_kv_heads=2", "model.qk_norm=true", "model.bias=true"]])
+                                       ["model.num_kv_heads=2", "model.qk_norm=true", "model.bias=true"],
+                                       ["model.moe.num_experts=4", "model.num_layers=3", "model.moe.first_dense_layers=1",
+                                        "model.moe.interleave_step=2", "model.sliding_window=6",
+                                        "model.window_pattern=LG"]],
+                         ids=["gpt2", "llama-biased", "gqa-qknorm", "moe-dense-layers-windows"])
 def test_cached_logits_equal_full_forward_at_every_position(overrides):
     cfg, mesh, rules, params = setup(*overrides)
     toks = np.random.default_rng(0).integers(0, 10, (2, 24)).astype(np.int32)

@@ -141,9 +141,45 @@ def test_balancing_bias_chooses_by_score_plus_bias_and_moves_toward_even_loads()
             assert np.count_nonzero(step) >= step.size - 2  # (an expert at exactly 1/4 keeps its bias)
 
 
+def test_dense_layers_run_in_their_places():
+    """model.moe.first_dense_layers=1, interleave_step=2 on 5 layers: dense, dense, MoE, dense,
+    MoE. The two scans (`scan_layers`) equal the layers run one by one in that order; each
+    kind's outputs land at its layers; dense layers have the dense MLP's width."""
+    from spmdgpt.config import moe_layers
+    from spmdgpt.model.layers import norm
+    from spmdgpt.model.transformer import activation_stats, block, embed, hidden_states
+
+    cfg = load_config([*BASE, "mesh.data=1", "model.num_layers=5", "model.moe.first_dense_layers=1",
+                       "model.moe.interleave_step=2", "model.moe.mlp_factor=2.0"]).model
+    assert moe_layers(cfg) == (False, False, True, False, True)
+    mesh = make_mesh(load_config(BASE + ["mesh.data=1"]).mesh, jax.devices()[:1])
+    rules = Rules(mesh, load_config(BASE).sharding, cfg)
+    toks = jnp.asarray(np.random.default_rng(0).integers(0, 10, (2, 16)), jnp.int32)
+    with jax.set_mesh(mesh):
+        p = init_params(cfg, jax.random.key(0), rules)
+        x, _, aux = jax.jit(lambda p, t: hidden_states(cfg, rules, p, t))(p, toks)
+        stats = jax.jit(lambda p, t: activation_stats(cfg, rules, p, t))(p, toks)
+        h, want_resid, want_balance = embed(cfg, rules, p, toks), [], []
+        for i, kind in enumerate(moe_layers(cfg)):  # the reference: one layer after another
+            stack, j = (p.blocks, sum(moe_layers(cfg)[:i])) if kind else (p.dense_blocks, i - sum(moe_layers(cfg)[:i]))
+            h, _, a = block(cfg, rules, jax.tree.map(lambda a: a[j], stack), h, jnp.arange(16), 2, dense=not kind)
+            want_resid.append(float(jnp.sqrt(jnp.mean(h * h))))
+            want_balance += [float(a["load_balance"])] if kind else []
+        want = norm(cfg, rules, p.ln_f, h)
+    assert p.dense_blocks.mlp.w_up.shape == (3, 64, 256) and p.blocks.mlp.w_up.shape == (2, 4, 64, 128)
+    np.testing.assert_allclose(x, want, atol=2e-5)
+    np.testing.assert_allclose(aux["load_balance"], want_balance, rtol=1e-5)  # (the MoE layers' only)
+    np.testing.assert_allclose(stats["resid_rms"], want_resid, rtol=1e-5)
+    assert np.isnan(stats["expert_load"]).tolist() == [True, True, False, True, False]
+    assert np.isnan(stats["mlp_pre_rms"]).tolist() == [False, False, True, False, True]
+    # active: 5 attentions, 3 dense MLPs, 2 routers and 2 of 4 experts in 2 layers, the unembedding
+    assert matmul_params(cfg) == 5 * 4 * 64 * 64 + 3 * 2 * 64 * 256 + 2 * (64 * 4 + 2 * 2 * 64 * 128) + 16 * 64
+
+
 def _loss_and_grads(*overrides, devices):
     cfg = load_config([*BASE, "model.mlp=swiglu", "model.moe.router_z_loss=0.01", "model.moe.num_experts=8",
-                       "model.scan_unroll=false", *overrides])
+                       "model.scan_unroll=false", "model.num_layers=3", "model.moe.first_dense_layers=1",
+                       "model.moe.interleave_step=2", *overrides])  # (dense, dense, MoE)
     mesh = make_mesh(cfg.mesh, devices)
     rules = Rules(mesh, cfg.sharding, cfg.model)
     toks = jnp.asarray(np.random.default_rng(0).integers(0, 10, (8, 32)), jnp.int32)
@@ -168,7 +204,8 @@ def one_device():
 def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh, monkeypatch):
     """Dropless: the objective (cross-entropy + load balance + router z-loss) and every gradient
     on 8 devices equal one device's (float32 rounding: 1e-5 relative), expert parallelism
-    (mesh.expert: the experts split, tokens exchanged by all-to-all) included; 8 experts. ep8:
+    (mesh.expert: the experts split, tokens exchanged by all-to-all) included; 8 experts, two
+    dense layers before the MoE one (their MLPs sharded like a dense model's). ep8:
     the exchange GPUs and TPUs run (ragged_all_to_all, here by its documented semantics)."""
     from spmdgpt.model import moe as moe_module
 
@@ -186,6 +223,8 @@ def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh, mo
     spec = jax.typeof(params.blocks.mlp.w_up).sharding.spec  # [layers, experts, embed, mlp]
     assert spec == {"dp": P(None, "expert", None, None), "fsdp": P(None, "expert", "data", None),
                     "fsdp_tp": P(None, "expert", "data", "model")}[table]
+    spec = jax.typeof(params.dense_blocks.mlp.w_up).sharding.spec  # [layers, embed, mlp]
+    assert spec == {"dp": P(None, None, None), "fsdp": P(None, "data", None), "fsdp_tp": P(None, "data", "model")}[table]
 
 
 def test_capacity_mode_under_expert_parallelism_equals_data_parallelism():
@@ -249,6 +288,12 @@ def test_active_parameters_and_bad_configs():
         (["sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "model.moe.mlp_factor=1.515625"],
          "model.moe.mlp_factor*model.d_model=97 is not divisible by 2, the size of mesh axis model that "
          "sharding.params.mlp shards it over; use a multiple of 2 or another sharding"),
+        (["model.moe.first_dense_layers=2"],  # (2 layers: no MoE layer left)
+         "model.moe.first_dense_layers=2 and model.moe.interleave_step=1 must leave model.num_layers=2 minus the "
+         "first a positive multiple of the step (the layers after the dense ones run as groups of step - 1 dense + "
+         "1 MoE)"),
+        (["model.moe.interleave_step=0"], "model.moe.interleave_step=0 must be >= 1 (1 = every layer after "
+                                          "model.moe.first_dense_layers is MoE)"),
         (["mesh.data=2", "mesh.expert=4", "model.moe.num_experts=6"],
          "model.moe.num_experts=6 is not divisible by 4, the size of mesh axis expert that sharding.params.experts "
          "shards it over; use a multiple of 4 or another sharding"),

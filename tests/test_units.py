@@ -74,7 +74,7 @@ TOY = Unit(toy_info, toy_apply, toy_stats, lambda cfg: {"toy_square": WEIGHT})
 
 @pytest.fixture
 def toy_mlp(monkeypatch):
-    monkeypatch.setattr(transformer, "block_units", lambda cfg: (transformer.ATTENTION, TOY))
+    monkeypatch.setattr(transformer, "block_units", lambda cfg, dense=False: (transformer.ATTENTION, TOY))
 
 
 def test_an_mlp_kind_is_one_unit_and_its_aux_loss_is_trained(toy_mlp):

@@ -38,10 +38,12 @@ def matmul_params(cfg: ModelConfig) -> float:
     """Weights that take part in a token's matmuls, read off `param_info`: every block matrix
     (the leaves with a fan-in; norms and biases have none) and the V x D unembedding, tied or
     not. A mixture of experts counts its active parameters: top_k / num_experts of the
-    experts' matrices (the leaves with an `experts` axis), the router and shared experts whole."""
+    experts' matrices (the leaves with an `experts` axis), the router, shared experts and dense
+    layers whole."""
     info, moe = param_info(cfg), cfg.moe
     active = (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
-    blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves(info.blocks, is_leaf=is_info) if i.fan_in)
+    blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves((info.blocks, info.dense_blocks), is_leaf=is_info)
+                 if i.fan_in)
     return blocks + math.prod(info.embed.shape)
 
 

@@ -3,9 +3,11 @@ blowing up, every N steps.
 
 Per layer (from a forward pass of the step's batch, `model.activation_stats`): the RMS of the
 residual stream after the block, of the attention and MLP outputs and of the MLP
-pre-activation, and the largest attention logit. Per parameter group (every leaf; the stacked
-block leaves split per layer): the gradient norm, the parameter norm and the update/parameter
-RMS ratio (the optimizer's update for this step's gradients, before it is applied).
+pre-activation, and the largest attention logit; in an MoE model also the routing's (null at
+its dense layers, and the MLP pre-activation null at its MoE layers). Per parameter group (every
+leaf; the stacked block leaves split per layer of their stack: `dense_blocks.*/<i>` is an MoE
+model's i-th dense layer): the gradient norm, the parameter norm and the update/parameter RMS
+ratio (the optimizer's update for this step's gradients, before it is applied).
 
 They are computed by a separate jitted function, on those steps only, from the state before
 the step and the step's batch (gradients as the step takes them, microbatch by microbatch;
@@ -60,7 +62,7 @@ def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransforma
         u_flat = jax.tree.leaves(updates)
         for (path, p), g, u in zip(flat, g_flat, u_flat, strict=True):
             name = jax.tree_util.keystr(path).lstrip(".")
-            stacked = name.startswith("blocks.")
+            stacked = name.startswith(("blocks.", "dense_blocks."))  # (per layer of that stack)
             p_norm, g_norm, u_norm = (_group_norms(x, stacked) for x in (p, g, u))
             out[f"grad_norm/{name}"] = g_norm
             out[f"param_norm/{name}"] = p_norm

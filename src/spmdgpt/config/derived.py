@@ -42,6 +42,18 @@ def layer_windows(m: ModelConfig) -> tuple:
                  for i in range(m.num_layers))
 
 
+def moe_layers(m: ModelConfig) -> tuple:
+    """Which layers have the mixture-of-experts MLP (True) and which the dense one: after
+    model.moe.first_dense_layers dense ones, every model.moe.interleave_step-th layer (the
+    last of each group of interleave_step); none in a dense model."""
+    e = m.moe
+    if not e.num_experts:
+        return (False,) * m.num_layers
+    step = max(e.interleave_step, 1)
+    return tuple(i >= e.first_dense_layers and (i - e.first_dense_layers + 1) % step == 0
+                 for i in range(m.num_layers))
+
+
 def kv_heads(m: ModelConfig) -> int:
     """Key/value heads: model.num_kv_heads, default num_heads (multi-head attention)."""
     return m.num_heads if m.num_kv_heads is None else m.num_kv_heads
@@ -75,15 +87,19 @@ def resolve_mesh_shape(mesh, num_devices: int) -> Dict[str, int]:
 
 
 def logical_dim_sizes(cfg: ModelConfig) -> dict:
-    """Logical axis -> (config field that sets it, size): for divisibility checks."""
+    """Logical axis -> [(config field that sets it, size), ...] (an MoE model with dense layers
+    has two MLP widths): for divisibility checks."""
+    kinds = moe_layers(cfg)
+    mlp = [("model.moe.mlp_factor*model.d_model", expert_hidden(cfg))] if any(kinds) else []
+    if not all(kinds):
+        mlp.append(("model.mlp_factor*model.d_model", mlp_hidden(cfg)))
     return {
-        "embed": ("model.d_model", cfg.d_model),
-        "heads": ("model.num_heads", cfg.num_heads),
-        "kv_heads": ("model.num_kv_heads", kv_heads(cfg)),
-        "head_dim": ("model.head_dim", head_dim(cfg)),
-        "mlp": ("model.moe.mlp_factor*model.d_model", expert_hidden(cfg)) if cfg.moe.num_experts
-        else ("model.mlp_factor*model.d_model", mlp_hidden(cfg)),
-        "experts": ("model.moe.num_experts", cfg.moe.num_experts),
-        "vocab": ("model.vocab_size", cfg.vocab_size),
-        "layers": ("model.num_layers", cfg.num_layers),
+        "embed": [("model.d_model", cfg.d_model)],
+        "heads": [("model.num_heads", cfg.num_heads)],
+        "kv_heads": [("model.num_kv_heads", kv_heads(cfg))],
+        "head_dim": [("model.head_dim", head_dim(cfg))],
+        "mlp": mlp,
+        "experts": [("model.moe.num_experts", cfg.moe.num_experts)],
+        "vocab": [("model.vocab_size", cfg.vocab_size)],
+        "layers": [("model.num_layers", cfg.num_layers)],
     }

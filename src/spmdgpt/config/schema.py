@@ -161,7 +161,11 @@ class MoeConfig(Section):
     """A mixture-of-experts MLP (model.moe): each token goes through top_k of num_experts expert
     MLPs (of model.mlp's kind), weighted by the router; num_experts = 0: the dense MLP."""
 
-    num_experts: int = 0  # routed experts in every layer's MLP (Mixtral: 8; Qwen3-30B-A3B: 128); 0 = dense
+    num_experts: int = 0  # routed experts in each MoE layer's MLP (Mixtral: 8; Qwen3-30B-A3B: 128); 0 = dense
+    first_dense_layers: int = 0  # layers with the dense MLP (model.mlp_factor) before the first MoE layer
+    # (DeepSeek-V3: 3, its first_k_dense_replace; MaxText: first_num_dense_layers)
+    interleave_step: int = 1  # after those, every this-many-th layer is MoE, the others dense (Qwen3-MoE's
+    # decoder_sparse_step, Llama 4's interleave_moe_layer_step); 1 = every layer
     top_k: int = 2  # experts each token is routed to (Mixtral: 2; Qwen3 MoE: 8)
     mlp_factor: Optional[float] = None  # each expert's hidden width = this * d_model; default model.mlp_factor
     shared_experts: int = 0  # experts' widths of a dense MLP every token also goes through (DeepSeek's shared experts)

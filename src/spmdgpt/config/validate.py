@@ -206,6 +206,13 @@ def _moe(m) -> List[str]:
     if e.mlp_factor is not None:
         _positive(errs, "model.moe.mlp_factor", e.mlp_factor)
         _whole_width(errs, "model.moe.mlp_factor", e.mlp_factor, m.d_model, "expert")
+    if e.interleave_step < 1:
+        errs.append(f"model.moe.interleave_step={e.interleave_step} must be >= 1 (1 = every layer after "
+                    "model.moe.first_dense_layers is MoE)")
+    elif not 0 <= e.first_dense_layers < m.num_layers or (m.num_layers - e.first_dense_layers) % e.interleave_step:
+        errs.append(f"model.moe.first_dense_layers={e.first_dense_layers} and model.moe.interleave_step="
+                    f"{e.interleave_step} must leave model.num_layers={m.num_layers} minus the first a positive "
+                    "multiple of the step (the layers after the dense ones run as groups of step - 1 dense + 1 MoE)")
     if e.shared_experts < 0:
         errs.append(f"model.moe.shared_experts={e.shared_experts} must be >= 0 (0 = none)")
     if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):
@@ -405,8 +412,9 @@ def _check_param_divisibility(cfg: Config, sizes: Dict[str, int]) -> List[str]:
             for ax in mesh_axes_of(value):
                 n *= sizes[ax]
             # (kv_heads: replicated instead where they do not divide, sharding.Rules)
-            if logical in dims and logical != "kv_heads" and n > 1 and dims[logical][1] % n:
-                field_name, size = dims[logical]
+            for field_name, size in dims.get(logical, []) if logical != "kv_heads" and n > 1 else []:
+                if not size % n:
+                    continue
                 errs.append(
                     f"{field_name}={size} is not divisible by {n}, the size of mesh axis "
                     f"{value} that sharding.{table_name}.{logical} shards it over; "

@@ -211,7 +211,8 @@ def _experts(prefix: str, gate: str, up: str, down: str) -> list:
 
 
 # what both MoE classes compute: softmax routing, no shared experts, no balancing bias, every layer MoE
-MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax, "moe.bias_update_rate": 0.0}
+MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax, "moe.bias_update_rate": 0.0,
+               "moe.first_dense_layers": 0, "moe.interleave_step": 1}
 MOE_PICK = {"moe.num_experts": lambda e: e > 0}
 
 # Mixtral: Mistral's attention (a window in every layer, or none), an MoE in every layer whose

@@ -3,7 +3,7 @@
 Shapes (L layers, D = d_model, V vocabulary):
 
     embed    [V, D]                 token embedding (also the unembedding when tied)
-    blocks   Block, every leaf stacked [L, ...], run by lax.scan:
+    blocks   Block, every leaf stacked [L, ...], run by lax.scan (an MoE model: its MoE layers):
       ln1    Norm                   before attention
       attn   the attention unit's parameters (attention.Attention: w_qkv [L, D, 3, N, H], w_o;
              attention.GroupedAttention with model.num_kv_heads < N: w_q, w_kv [L, D, 2, K, H], w_o)
@@ -11,6 +11,12 @@ Shapes (L layers, D = d_model, V vocabulary):
       mlp    the MLP unit's parameters (mlp.Mlp: w_up [L, D, F], w_gate, w_down)
     ln_f     final norm
     unembed  [D, V]                 only when model.tie_embeddings=false
+    dense_blocks  Block with the dense MLP, stacked: an MoE model's dense layers (model.moe.
+             first_dense_layers, interleave_step), else None
+
+An MoE model with dense layers runs them as two scans (`scan_layers`): one over the first dense
+layers, one over groups of (interleave_step - 1) dense layers and one MoE layer, so each kind of
+layer is still one stacked array whatever the depth.
 
 A block is made of units. A unit (`Unit`) is one kind of attention or MLP: its parameters (a
 NamedTuple of one layer, described by `info` as a tree of `ParamInfo`), the function that
@@ -31,12 +37,13 @@ from __future__ import annotations
 
 import math
 import zlib
+from functools import partial
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import DType, ModelConfig, Remat, layer_windows
+from spmdgpt.config import DType, ModelConfig, Remat, layer_windows, moe_layers
 from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attention_stats, causal_mask,
                                      self_attention, window_mask)
 from spmdgpt.model.info import ParamInfo, is_info, stacked
@@ -81,9 +88,10 @@ DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
 
-def block_units(cfg: ModelConfig) -> tuple[Unit, Unit]:
-    """(the attention unit, the MLP unit) of this model's blocks: a new kind is a case here."""
-    return ATTENTION, MOE if cfg.moe.num_experts else DENSE_MLP
+def block_units(cfg: ModelConfig, dense: bool = False) -> tuple[Unit, Unit]:
+    """(the attention unit, the MLP unit) of this model's blocks (dense: of an MoE model's dense
+    layers): a new kind is a case here."""
+    return ATTENTION, MOE if cfg.moe.num_experts and not dense else DENSE_MLP
 
 
 class Block(NamedTuple):
@@ -101,19 +109,25 @@ class Params(NamedTuple):
     blocks: Block
     ln_f: Norm
     unembed: Optional[Array]
+    dense_blocks: Optional[Block] = None
 
 
 def param_info(cfg: ModelConfig) -> Params:
-    attention, mlp_unit = block_units(cfg)
-    layer = Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg), mlp=mlp_unit.info(cfg))
+    def layers(dense: bool, n: int) -> Block:
+        attention, mlp_unit = block_units(cfg, dense)
+        return stacked(Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg),
+                             mlp=mlp_unit.info(cfg)), n)
+
+    kinds = moe_layers(cfg)
     D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
     return Params(
         embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
-        blocks=stacked(layer, cfg.num_layers),
+        blocks=layers(False, sum(kinds) or cfg.num_layers),
         ln_f=norm_info(cfg),
         unembed=None
         if cfg.tie_embeddings
         else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, ("embed",), ("vocab",)),
+        dense_blocks=layers(True, kinds.count(False)) if any(kinds) and not all(kinds) else None,
     )
 
 
@@ -199,14 +213,15 @@ def _init_leaves(info: Params, dtype, key: Array) -> Params:
 
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
-          key: Optional[Array] = None, window: Optional[Array] = None):
+          key: Optional[Array] = None, window: Optional[Array] = None, dense: bool = False):
     """One pre-norm block on the residual stream x: [tokens, embed] -> (x, this layer's
     updated (k, v) cache or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
     collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
     key (training only): dropout on the attention probabilities and on both branch outputs.
-    window: this layer's sliding window (`attention.window_mask`; None: global)."""
-    attention, mlp_unit = block_units(cfg)
+    window: this layer's sliding window (`attention.window_mask`; None: global). dense: an MoE
+    model's dense layer (`block_units`)."""
+    attention, mlp_unit = block_units(cfg, dense)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     h = norm(cfg, rules, p.ln1, x)
     a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, positions, batch, cache, segment_ids, k_attn, window)
@@ -313,7 +328,8 @@ def hidden_states(
     key: Optional[Array] = None, collect: bool = False,
 ) -> tuple[Array, Optional[KVCache], dict]:
     """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype,
-    the updated cache or None, the layers' aux outputs {name: float32 [layers]}). See `forward`.
+    the updated cache or None, the layers' aux outputs {name: float32 [layers, ...]}: in layer
+    order, or over the MoE layers for an output only they give, `scan_layers`). See `forward`.
     key (training, full sequences): the dropout masks of model.dropout / attention_dropout
     (embedding: fold_in(key, L); layer i: fold_in(key, i)). collect (full sequences): the
     model statistics too (`block`); the same layer scan as training."""
@@ -325,16 +341,17 @@ def hidden_states(
         if key is not None:
             x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
 
-        def step(x, layer):
-            p, i, window = layer
-            k = None if key is None else jax.random.fold_in(key, i)
-            x, _, aux = block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids, collect=collect, key=k,
-                              window=window)
-            return x, aux
+        def make_step(dense: bool):
+            def step(x, layer):
+                p, (i, window) = layer
+                k = None if key is None else jax.random.fold_in(key, i)
+                x, _, aux = block(cfg, rules, p, x, positions, batch, segment_ids=segment_ids, collect=collect,
+                                  key=k, window=window, dense=dense)
+                return x, aux
 
-        if cfg.remat != Remat.none:
-            step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
-        x, aux = jax.lax.scan(step, x, (params.blocks, layers, _windows(cfg)), unroll=cfg.scan_unroll)
+            return step if cfg.remat == Remat.none else jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
+
+        x, aux = scan_layers(cfg, params, make_step, x, (layers, _windows(cfg)), unroll=cfg.scan_unroll, fill=collect)
         return norm(cfg, rules, params.ln_f, x), None, aux
 
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
@@ -346,17 +363,71 @@ def hidden_states(
         mask = causal_mask(positions, k_pos)  # [b, t, capacity], the same for every layer
     x = embed(cfg, rules, params, tokens)
 
-    def cached_step(x, layer):
-        p, k, v, window = layer
-        layer_mask = mask if mask is None or window is None else mask & window_mask(positions, k_pos, window)
-        x, kv, _ = block(cfg, rules, p, x, positions, batch, LayerCache(k, v, layer_mask, cache.end), segment_ids,
-                         window=window)
-        return x, kv
+    def make_cached_step(dense: bool):
+        def cached_step(x, layer):
+            p, (k, v, window) = layer
+            layer_mask = mask if mask is None or window is None else mask & window_mask(positions, k_pos, window)
+            x, (k, v), _ = block(cfg, rules, p, x, positions, batch, LayerCache(k, v, layer_mask, cache.end),
+                                 segment_ids, window=window, dense=dense)
+            return x, {"k": k, "v": v}
+
+        return cached_step
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).
-    x, (ks, vs) = jax.lax.scan(cached_step, x, (params.blocks, cache.k, cache.v, _windows(cfg)))
-    return norm(cfg, rules, params.ln_f, x), KVCache(ks, vs, k_pos, cache.end + t), {}
+    x, kv = scan_layers(cfg, params, make_cached_step, x, (cache.k, cache.v, _windows(cfg)))
+    return norm(cfg, rules, params.ln_f, x), KVCache(kv["k"], kv["v"], k_pos, cache.end + t), {}
+
+
+def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):
+    """Runs the layers in order: make_step(dense) is a `lax.scan` body (x, (a layer's block
+    parameters, its slice of xs)) -> (x, a dict of outputs) for the MoE model's dense layers
+    (dense=True) or the `blocks` layers; xs: a tree of per-layer inputs [layers, ...] in layer
+    order. Returns (x, {name: [layers, ...]}) in layer order; an output that only one kind of
+    layer gives is NaN at the other kind's layers (fill=True, statistics) or only that kind's,
+    in order ([MoE layers, ...]: the auxiliary losses and the balancing's expert shares).
+
+    Without dense_blocks, one scan over `blocks`. With them: a scan over the first N dense
+    layers, then a scan over G groups, each an inner scan over its k - 1 dense layers and then
+    its MoE layer (N = model.moe.first_dense_layers, k = interleave_step); the dense stack's
+    layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one."""
+    scan = partial(jax.lax.scan, unroll=unroll)
+    if params.dense_blocks is None:
+        return scan(make_step(False), x, (params.blocks, xs))
+    n, k = cfg.moe.first_dense_layers, cfg.moe.interleave_step
+    g = sum(moe_layers(cfg))
+    head = lambda t: jax.tree.map(lambda a: a[:n], t)
+    groups = lambda t, m: jax.tree.map(lambda a: jnp.reshape(a[n:], (g, m) + a.shape[1:]), t)
+    dense_step, moe_step = make_step(True), make_step(False)
+    first = {}
+    if n:
+        x, first = scan(dense_step, x, (head(params.dense_blocks), head(xs)))
+
+    def group(x, layers):
+        p_dense, p_moe, xs_group = layers
+        ys_dense = {}
+        if k > 1:
+            x, ys_dense = scan(dense_step, x, (p_dense, jax.tree.map(lambda a: a[:k - 1], xs_group)))
+        x, ys_moe = moe_step(x, (p_moe, jax.tree.map(lambda a: a[k - 1], xs_group)))
+        return x, (ys_dense, ys_moe)
+
+    x, (ys_dense, ys_moe) = scan(group, x, (groups(params.dense_blocks, k - 1), params.blocks, groups(xs, k)))
+
+    def ordered(name):  # first [N] + dense [G, k - 1] + MoE [G] -> [L]
+        f, d, m = first.get(name), ys_dense.get(name), ys_moe.get(name)
+        like = m[0] if m is not None else f[0] if f is not None else d[0, 0]
+        blank = lambda *lead: jnp.full(lead + like.shape, jnp.nan, like.dtype)
+        dense_gives = f is not None or d is not None
+        if not fill and not (dense_gives and m is not None):  # one kind's output: its layers only
+            if m is not None:
+                return m
+            return jnp.concatenate(([f] if n else []) + ([jnp.reshape(d, (-1,) + like.shape)] if k > 1 else []))
+        m = blank(g) if m is None else m
+        rest = jnp.concatenate([blank(g, k - 1) if d is None else d, m[:, None]], axis=1) if k > 1 else m[:, None]
+        rest = jnp.reshape(rest, (g * k,) + like.shape)
+        return jnp.concatenate([blank(n) if f is None else f, rest]) if n else rest
+
+    return x, {name: ordered(name) for name in {**first, **ys_dense, **ys_moe}}
 
 
 def _windows(cfg: ModelConfig) -> Optional[Array]:
@@ -369,7 +440,8 @@ def _windows(cfg: ModelConfig) -> Optional[Array]:
 def activation_stats(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array,
                      positions: Optional[Array] = None, segment_ids: Optional[Array] = None) -> dict:
     """Per-layer statistics of a forward pass over full sequences (`block` with collect=True):
-    {name: float32 [layers]}, from the training forward's own layer scan."""
+    {name: float32 [layers]}, from the training forward's own layer scan (a statistic that one
+    kind of layer lacks is NaN at its layers: an MoE model's dense ones have no router)."""
     aux = hidden_states(cfg, rules, params, tokens, positions, segment_ids=segment_ids, collect=True)[2]
     return {name: value for name, value in aux.items() if value.ndim == 1}  # (not the per-expert shares)
 
