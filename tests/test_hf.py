@@ -276,9 +276,11 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
     "qwen3-window": ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
                      ["model.sliding_window=8", "model.window_pattern=GL"], "Qwen3ForCausalLM"),  # layer 1 local
     "mixtral": ("mixtral", {}, ["model.num_kv_heads=2", "model.moe={num_experts: 4}"], "MixtralForCausalLM"),
-    "qwen3_moe": ("qwen3_moe", {"norm_topk_prob": False}, ["model.qk_norm=True", "model.moe={num_experts: 4, "
-                                                          "mlp_factor: 0.5, normalize_top_k: False}"],
-                  "Qwen3MoeForCausalLM"),  # (the k weights not renormalised)
+    # the k weights not renormalised; layers 0-2 and 4 dense (mlp_only_layers, decoder_sparse_step)
+    "qwen3_moe": ("qwen3_moe", {"norm_topk_prob": False, "num_hidden_layers": 6, "mlp_only_layers": [1],
+                                "decoder_sparse_step": 2},
+                  ["model.qk_norm=True", "model.num_layers=6", "model.moe={num_experts: 4, first_dense_layers: 2, "
+                   "interleave_step: 2, mlp_factor: 0.5, normalize_top_k: False}"], "Qwen3MoeForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -328,6 +330,12 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     assert a.w_kv.sharding.spec == P(None, "data", None, None, None)
                     assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
+            if moe and n == 1:  # fine-tuning with the balancing bias: it starts at zeros, the rest as read
+                biased = dataclasses.replace(cfg.model, moe=dataclasses.replace(cfg.model.moe, bias_update_rate=1e-3))
+                again = load_params(biased, tmp_path, rules, "test")
+                assert again.blocks.mlp.router_bias.shape == params.blocks.mlp.router.shape[::2]  # [MoE layers, E]
+                assert not np.any(np.asarray(again.blocks.mlp.router_bias))
+                np.testing.assert_array_equal(again.blocks.mlp.w_up, params.blocks.mlp.w_up)
             if n == 1:  # greedy generation of 24 tokens (past the windows of 8): transformers' ids
                 prompts = toks[:2, :12].tolist()
                 ours_ids = Sampler(cfg.model, rules).generate(params, prompts, SamplingParams(24, temperature=0.0))
@@ -384,9 +392,10 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     make_hf_model(torch_side, "qwen3", tmp_path / "biased", attention_bias=True)
     assert start(tmp_path / "biased") == (2, [
         f"{where}/biased: config.json has attention_bias=True; spmdgpt needs false (no attention biases)"])
-    make_hf_model(torch_side, "qwen3_moe", tmp_path / "sparse", decoder_sparse_step=2)  # (layer 0 dense)
+    make_hf_model(torch_side, "qwen3_moe", tmp_path / "sparse", mlp_only_layers=[1])  # (the last layer dense)
     assert start(tmp_path / "sparse") == (2, [
-        f"{where}/sparse: config.json has decoder_sparse_step=2; spmdgpt needs 1 (an MoE in every layer)"])
+        f"{where}/sparse: config.json has mlp_only_layers=[1]; spmdgpt needs MoE layers laid out as the first N "
+        "layers dense, then every k-th layer MoE, the last layer MoE (model.moe.first_dense_layers, interleave_step)"])
     make_hf_model(torch_side, "neox", tmp_path / "parallel", use_parallel_residual=True)
     assert start(tmp_path / "parallel") == (2, [
         f"{where}/parallel: config.json has use_parallel_residual=True; spmdgpt needs false (a sequential residual)"])

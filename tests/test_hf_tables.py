@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, load_config
+from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, load_config, moe_layers
 from spmdgpt.hf import ARCHITECTURES, architecture, check_weights, expected_shapes, hf_config, layer_values, to_hf
 from spmdgpt.hf.convert import field_names, field_value, with_field
 from spmdgpt.hf.tables import TRAINING_ONLY
@@ -77,7 +77,7 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "rope_original_max_len": 64, "rope_low_freq_factor": 2.0, "rope_high_freq_factor": 8.0,
            "rope_beta_fast": 16.0, "rope_beta_slow": 2.0, "rope_attention_factor": 1.5, "sliding_window": 8,
            "window_pattern": "GL", "moe.num_experts": 8, "moe.top_k": 1, "moe.mlp_factor": 0.5,
-           "moe.normalize_top_k": False}
+           "moe.normalize_top_k": False, "moe.first_dense_layers": 1, "moe.interleave_step": 2}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -124,6 +124,8 @@ class DictFiles:
     ("GPTNeoXForCausalLM", ["model.bias=true", "model.tie_embeddings=false"]),
     ("MixtralForCausalLM", ["model.num_kv_heads=2", "model.moe.mlp_factor=0.5"]),
     ("Qwen3MoeForCausalLM", ["model.moe.top_k=3", "model.qk_norm_scale=true"]),
+    ("Qwen3MoeForCausalLM", ["model.num_layers=6", "model.moe.first_dense_layers=2", "model.moe.interleave_step=2"]),
+    ("Qwen3MoeForCausalLM", ["model.num_layers=7", "model.moe.first_dense_layers=1", "model.moe.interleave_step=3"]),
 ])
 def test_tensors_round_trip_exactly_through_the_table(arch, overrides):
     cfg = model_cfg(arch, "model.num_layers=2", *overrides)
@@ -142,23 +144,32 @@ def test_tensors_round_trip_exactly_through_the_table(arch, overrides):
         np.testing.assert_array_equal(qkv[3 * H:4 * H], attn.w_qkv[1][:, 0, 1].T)  # head 1's queries
         filled = {"not zero": 0 if cfg.bias else 2 * 4 + 1}  # LayerNorm and MLP biases: 4 per layer, the final norm's
     else:  # [out, in]; k_proj's rows are (key/value head, head_dim)
-        k = attn.w_qkv[1][:, 1] if K == N else attn.w_kv[1][:, 0]  # [D, K, H]
-        np.testing.assert_array_equal(tensors["model.layers.1.self_attn.k_proj.weight"], k.reshape(D, K * H).T)
+        k = attn.w_qkv[-1][:, 1] if K == N else attn.w_kv[-1][:, 0]  # [D, K, H] (the last layer: in blocks)
+        last = cfg.num_layers - 1
+        np.testing.assert_array_equal(tensors[f"model.layers.{last}.self_attn.k_proj.weight"], k.reshape(D, K * H).T)
         assert tensors["model.layers.1.self_attn.q_proj.weight"].shape == (N * H, D)
         filled = {"not zero": 2 if cfg.bias else 0}  # the gate biases spmdgpt has none of
-        if arch == "Qwen3ForCausalLM" and not cfg.qk_norm_scale:
-            filled["not all 1.0"] = 2 * 2  # q_norm and k_norm of each layer
+        if arch.startswith("Qwen3") and not cfg.qk_norm_scale:
+            filled["not all 1.0"] = 2 * cfg.num_layers  # q_norm and k_norm of each layer
         assert ("model.layers.0.self_attn.q_proj.bias" in tensors) == (cfg.bias or cfg.qkv_bias)
         assert ("model.layers.0.self_attn.o_proj.bias" in tensors) == cfg.bias
     if cfg.moe.num_experts:  # the router [E, D]; each expert's gate and down projections [out, in]
         moe, F = params.blocks.mlp, round((cfg.moe.mlp_factor or cfg.mlp_factor) * D)
         unit, gate, down = ("block_sparse_moe", "w1", "w2") if arch == "MixtralForCausalLM" else ("mlp", "gate_proj",
                                                                                                     "down_proj")
-        np.testing.assert_array_equal(tensors[f"model.layers.1.{unit}.gate.weight"], moe.router[1].T)
-        np.testing.assert_array_equal(tensors[f"model.layers.1.{unit}.experts.3.{gate}.weight"], moe.w_gate[1, 3].T)
-        np.testing.assert_array_equal(tensors[f"model.layers.0.{unit}.experts.2.{down}.weight"], moe.w_down[0, 2].T)
-        assert tensors[f"model.layers.0.{unit}.experts.2.{down}.weight"].shape == (D, F)
-        assert len([n for n in tensors if ".experts." in n]) == 2 * 4 * 3
+        a, b = [i for i, m in enumerate(moe_layers(cfg)) if m][-2:]  # (the last two MoE layers)
+        np.testing.assert_array_equal(tensors[f"model.layers.{b}.{unit}.gate.weight"], moe.router[-1].T)
+        np.testing.assert_array_equal(tensors[f"model.layers.{b}.{unit}.experts.3.{gate}.weight"], moe.w_gate[-1, 3].T)
+        np.testing.assert_array_equal(tensors[f"model.layers.{a}.{unit}.experts.2.{down}.weight"], moe.w_down[-2, 2].T)
+        assert tensors[f"model.layers.{a}.{unit}.experts.2.{down}.weight"].shape == (D, F)
+        assert len([n for n in tensors if ".experts." in n]) == sum(moe_layers(cfg)) * 4 * 3
+        dense = [i for i, m in enumerate(moe_layers(cfg)) if not m]  # Qwen3-MoE's dense layers: intermediate_size
+        assert len([n for n in tensors if n.endswith("mlp.up_proj.weight")]) == len(dense)
+        if dense:
+            np.testing.assert_array_equal(tensors[f"model.layers.{dense[-1]}.mlp.up_proj.weight"],
+                                          params.dense_blocks.mlp.w_up[-1].T)
+            assert tensors[f"model.layers.{dense[-1]}.mlp.up_proj.weight"].shape == (4 * D, D)
+            assert f"model.layers.{dense[-1]}.mlp.gate.weight" not in tensors
     for words, n in filled.items():
         assert sum(bool(np.all(a == constant[words])) for a in tensors.values()) == n
     files = DictFiles(tensors)
@@ -197,3 +208,20 @@ def test_a_parameter_without_a_row_cannot_export_silently():
         "blocks.b_down": ((2, 64), "float16")}
     assert sorted(set(web) - {n for n in web if n.startswith("blocks.")}) == ["embed", "ln_f.scale", "unembed"]
     assert len(TABLE.tensors) == 17
+
+
+@pytest.mark.parametrize("layers,first,step", [(6, 2, 2), (4, 1, 3), (4, 0, 2), (5, 1, 2), (3, 0, 1), (3, 2, 1)])
+def test_qwen3_moe_dense_layers_survive_config_json(layers, first, step):
+    """An MoE with dense layers exports as Qwen3-MoE's decoder_sparse_step / mlp_only_layers
+    (whose layer i is MoE when i is not in mlp_only_layers and (i + 1) % step == 0) and imports
+    back to the same layers, whichever spelling the pair takes."""
+    from spmdgpt.config import model_config_from_dict
+    from spmdgpt.hf import model_fields
+
+    cfg = model_cfg("Qwen3MoeForCausalLM", f"model.num_layers={layers}", f"model.moe.first_dense_layers={first}",
+                    f"model.moe.interleave_step={step}", "model.qk_norm_scale=true")
+    hf = hf_config(cfg, eos_id=0)
+    kinds = [i not in hf["mlp_only_layers"] and (i + 1) % hf["decoder_sparse_step"] == 0 for i in range(layers)]
+    assert tuple(kinds) == moe_layers(cfg)
+    back = model_config_from_dict(model_fields(hf, "test"), base=cfg)
+    assert moe_layers(back) == moe_layers(cfg) and param_info(back) == param_info(cfg)

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from spmdgpt.config import (ROPE_SCALING_DEFAULTS, ROPE_SCALING_FIELDS, ConfigError, ModelConfig, MoeConfig, RopeScaling,
-                            expert_hidden, head_dim, kv_heads, layer_windows, mlp_hidden)
+                            expert_hidden, head_dim, kv_heads, layer_windows, mlp_hidden, moe_layers)
 from spmdgpt.hf.tables import (ARCHITECTURES, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, TRAINING_ONLY,
                                Architecture, Tensor)
 
@@ -130,10 +130,45 @@ def _leaf(tree, path: str):
     return tree
 
 
-def _present(t: Tensor, cfg: ModelConfig, info) -> bool:
+def _stack_of(cfg: ModelConfig, layer: int) -> tuple:
+    """(the stack that holds model layer `layer`: "blocks", or an MoE model's "dense_blocks" for a
+    dense layer; the layer's index in it)."""
+    kinds = moe_layers(cfg)
+    if all(kinds) or not any(kinds):
+        return "blocks", layer
+    return "blocks" if kinds[layer] else "dense_blocks", kinds[:layer].count(kinds[layer])
+
+
+def _stack_layers(cfg: ModelConfig, stack: str) -> list:
+    """The model layers a stack holds, in order."""
+    return [i for i in range(cfg.num_layers) if _stack_of(cfg, i)[0] == stack]
+
+
+def _layers_of(t: Tensor, cfg: ModelConfig) -> list:
+    """The model layers that have row t (`Tensor.layers`; [None]: a row outside the blocks)."""
+    if not t.per_layer:
+        return [None]
+    kinds = moe_layers(cfg)
+    return [i for i in range(cfg.num_layers) if t.layers == "every" or (t.layers == "moe") == kinds[i]]
+
+
+def _leaf_at(t: Tensor, cfg: ModelConfig, layer: Optional[int]) -> tuple:
+    """(row t's spmdgpt leaf path in the stack of `layer`, the layer's index there) (the leaf and
+    None for a leaf without a layer axis)."""
+    if not t.stacked or layer is None:
+        return t.leaf, None
+    stack, index = _stack_of(cfg, layer)
+    return stack + t.leaf[len("blocks"):], index
+
+
+def _present(t: Tensor, cfg: ModelConfig, info, layer: Optional[int] = None) -> bool:
+    """Whether the model has row t (in `layer`; None: in its first layer that can have it)."""
+    layers = _layers_of(t, cfg) if layer is None else [layer]
+    if not layers:
+        return False
     if t.leaf is None:
         return t.when(cfg)
-    return t.fill is not None or _leaf(info, t.leaf) is not None
+    return t.fill is not None or _leaf(info, _leaf_at(t, cfg, layers[0])[0]) is not None
 
 
 def _names(t: Tensor, cfg: ModelConfig, layer: Optional[int]) -> list:
@@ -144,7 +179,7 @@ def _names(t: Tensor, cfg: ModelConfig, layer: Optional[int]) -> list:
 
 def _all_names(t: Tensor, cfg: ModelConfig) -> list:
     """t's Hugging Face names in every layer (or its one set, for a tensor outside the blocks)."""
-    return [n for layer in (range(cfg.num_layers) if t.per_layer else [None]) for n in _names(t, cfg, layer)]
+    return [n for layer in _layers_of(t, cfg) for n in _names(t, cfg, layer)]
 
 
 def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
@@ -180,7 +215,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     if arch is LLAMA:
         return {**llama, "attention_bias": cfg.bias, "mlp_bias": cfg.bias, "pretraining_tp": 1}
     windows = layer_windows(cfg)
-    moe = cfg.moe  # (Mixtral, Qwen3-MoE: every layer's experts; the auxiliary loss weight recorded)
+    moe = cfg.moe  # (Mixtral, Qwen3-MoE: the experts; the auxiliary loss weight recorded)
     experts = {"num_experts_per_tok": moe.top_k, "router_aux_loss_coef": moe.load_balance_loss,
                "output_router_logits": False}
     if arch is MISTRAL:
@@ -192,10 +227,12 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     qwen = {**llama, "use_sliding_window": any(windows), "sliding_window": max(windows) or None,
             "max_window_layers": cfg.num_layers,
             "layer_types": ["sliding_attention" if w else "full_attention" for w in windows]}
-    if arch is QWEN3_MOE:
-        return {**qwen, **experts, "attention_bias": False, "num_experts": moe.num_experts,
-                "moe_intermediate_size": expert_hidden(cfg), "norm_topk_prob": moe.normalize_top_k,
-                "decoder_sparse_step": 1, "mlp_only_layers": []}
+    if arch is QWEN3_MOE:  # (layer i MoE: i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0)
+        n, k = moe.first_dense_layers, moe.interleave_step
+        dense = {"decoder_sparse_step": k, "mlp_only_layers": list(range(n))} if n % k == 0 else \
+            {"decoder_sparse_step": 1, "mlp_only_layers": [i for i, m in enumerate(moe_layers(cfg)) if not m]}
+        return {**qwen, **experts, **dense, "attention_bias": False, "num_experts": moe.num_experts,
+                "moe_intermediate_size": expert_hidden(cfg), "norm_topk_prob": moe.normalize_top_k}
     return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
 
 
@@ -251,14 +288,14 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
 
     dims, info = _dims(cfg), param_info(cfg)
     leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
-    missing = sorted(leaves - {t.leaf for t in arch.tensors})
+    missing = sorted(leaves - {_leaf_at(t, cfg, i)[0] for t in arch.tensors for i in _layers_of(t, cfg)})
     if missing:
         raise ConfigError([f"parameter(s) {', '.join(missing)}: the {arch.name} table (spmdgpt/hf/tables.py) has no "
                            "row for them; add one there, or refuse the field that creates them"])
     dtype = np.asarray(params.embed).dtype
     out: Dict[str, np.ndarray] = {}
     for i in range(cfg.num_layers):
-        out.update(_tensors(cfg, [t for t in arch.tensors if t.per_layer], params, info, dims, i, dtype))
+        out.update(_tensors(cfg, [t for t in arch.tensors if i in _layers_of(t, cfg)], params, info, dims, i, dtype))
     out.update(_tensors(cfg, [t for t in arch.tensors if not t.per_layer], params, info, dims, None, dtype))
     return out
 
@@ -266,14 +303,15 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
 def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.ndarray]:
     out = {}
     for t in tensors:
-        if not _present(t, cfg, info):
+        if not _present(t, cfg, info, layer):
             continue
         names = _names(t, cfg, layer)
-        value = None if t.leaf is None else _leaf(params, t.leaf)
+        path, index = _leaf_at(t, cfg, layer)
+        value = None if t.leaf is None else _leaf(params, path)
         if value is None:
             out.update({n: np.full(_hf_shape(t, dims), t.fill or 0.0, dtype) for n in names})
             continue
-        value = np.asarray(value[layer] if t.per_layer and t.stacked else value)  # (else: whole, layer axis and all)
+        value = np.asarray(value if index is None else value[index])  # (a leaf without a layer axis: whole)
         a = _rearrange(value, t.layout, dims)
         out.update(zip(names, a) if t.split else [(names[0], a)])
     return {n: np.ascontiguousarray(a) for n, a in out.items()}
@@ -323,9 +361,8 @@ def model_fields(hf: dict, where: str) -> dict:
         elif kind in (MISTRAL.model_type, MIXTRAL.model_type):  # (transformers' default window: Mistral's 4096)
             window = hf.get("sliding_window", 4096 if kind == MISTRAL.model_type else None)
             fields.update(sliding_window=window or 0, window_pattern="L")
-        elif kind == QWEN3_MOE.model_type:  # (every layer MoE, no windows)
-            need("decoder_sparse_step", hf.get("decoder_sparse_step", 1) == 1, "1 (an MoE in every layer)")
-            need("mlp_only_layers", not hf.get("mlp_only_layers"), "[] (an MoE in every layer)")
+        elif kind == QWEN3_MOE.model_type:  # (no windows)
+            fields["moe"] = _qwen3_moe_layers(hf, need)
             need("use_sliding_window", not hf.get("use_sliding_window"), "false (no sliding windows with experts)")
             need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
             fields.update(qk_norm=True, qk_norm_scale=True)
@@ -350,7 +387,7 @@ def model_fields(hf: dict, where: str) -> dict:
         raise ConfigError(errs)
     if kind in (MIXTRAL.model_type, QWEN3_MOE.model_type):  # (softmax routing, no shared experts)
         experts = hf.get("num_experts", hf.get("num_local_experts"))
-        fields["moe"] = {"num_experts": experts, "top_k": hf.get("num_experts_per_tok", 2), "shared_experts": 0,
+        fields["moe"] = {"first_dense_layers": 0, "interleave_step": 1, **fields.get("moe", {}), "num_experts": experts, "top_k": hf.get("num_experts_per_tok", 2), "shared_experts": 0,
                          "router": "softmax", "normalize_top_k": kind == MIXTRAL.model_type or
                          bool(hf.get("norm_topk_prob", False)),
                          "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None}
@@ -360,6 +397,22 @@ def model_fields(hf: dict, where: str) -> dict:
     # every other field that changes the computation: what this checkpoint has, else off (never the
     # run's own value: a QK-norm in the run's experiment would change what the checkpoint computes)
     return {**out, **NOT_IN_CHECKPOINT, **fields}
+
+
+def _qwen3_moe_layers(hf: dict, need) -> dict:
+    """model.moe.first_dense_layers and interleave_step of a Qwen3-MoE config.json: its MoE layers
+    (i not in mlp_only_layers, (i + 1) % decoder_sparse_step == 0) as the first N dense layers,
+    then every k-th layer (`need` records a pattern that is not of that form)."""
+    layers, step = hf["num_hidden_layers"], hf.get("decoder_sparse_step", 1)
+    kinds = [i not in (hf.get("mlp_only_layers") or []) and (i + 1) % step == 0 for i in range(layers)]
+    moe = [i for i, m in enumerate(kinds) if m]
+    k = moe[1] - moe[0] if len(moe) > 1 else 1
+    n = moe[0] - (k - 1) if moe else -1
+    need("mlp_only_layers" if hf.get("mlp_only_layers") else "decoder_sparse_step",
+         n >= 0 and kinds == [i >= n and (i - n + 1) % k == 0 for i in range(layers)],
+         "MoE layers laid out as the first N layers dense, then every k-th layer MoE, the last layer MoE "
+         "(model.moe.first_dense_layers, interleave_step)")
+    return {"first_dense_layers": max(n, 0), "interleave_step": k}
 
 
 # model fields no imported architecture turns on unless its config.json says so
@@ -386,7 +439,8 @@ def _absent_leaves(cfg: ModelConfig) -> List[Tensor]:
     from spmdgpt.model import param_info
 
     arch, info = architecture(cfg), param_info(cfg)
-    return [t for t in arch.tensors if _present(t, cfg, info) and (t.leaf is None or _leaf(info, t.leaf) is None)]
+    return [t for t in arch.tensors if _present(t, cfg, info)
+            and (t.leaf is None or _leaf(info, _leaf_at(t, cfg, _layers_of(t, cfg)[0])[0]) is None)]
 
 
 def check_weights(cfg: ModelConfig, files) -> None:
@@ -414,7 +468,7 @@ def check_weights(cfg: ModelConfig, files) -> None:
 
 
 def layer_values(cfg: ModelConfig, files):
-    """Params-shaped tree of functions: stacked leaves `f(layer) -> that layer's value`, the
+    """Params-shaped tree of functions: stacked leaves `f(i) -> the value of the stack's i-th layer`, the
     others `f() -> the value`, in spmdgpt's layout (float32): what `to_hf` wrote, inverted by
     the architecture's table (an alias, e.g. GPT-NeoX's lm_head.weight, read where the name is
     missing)."""
@@ -423,17 +477,18 @@ def layer_values(cfg: ModelConfig, files):
     from spmdgpt.model import is_info, param_info
 
     arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
-    by_leaf = {t.leaf: t for t in arch.tensors if t.leaf is not None}
+    by_leaf = {_leaf_at(t, cfg, i)[0]: t for t in arch.tensors if t.leaf is not None for i in _layers_of(t, cfg)}
 
     def get(name):
         return files.get(name if name in files.weight_map else arch.aliases.get(name, name))
 
     def reader(path, _):
-        t = by_leaf[".".join(k.name for k in path)]
+        leaf = ".".join(k.name for k in path)
+        t, layers = by_leaf[leaf], _stack_layers(cfg, leaf.split(".")[0])
         back = f"{_side(t.layout)} -> {_side(t.layout, theirs=False)}"
 
-        def read(layer=None):
-            names = _names(t, cfg, layer)
+        def read(index=None):  # (index: the layer's in its stack)
+            names = _names(t, cfg, None if index is None else layers[index])
             return _rearrange([get(n) for n in names] if t.split else get(names[0]), back, dims)
 
         return read

@@ -176,10 +176,19 @@ class WeightFiles:
         return np.asarray(self._files[self.weight_map[name]].get_tensor(name), dtype=np.float32)
 
 
+def stored(cfg: ModelConfig) -> ModelConfig:
+    """The model as Hugging Face files hold it: without state that training sets between steps
+    (model.moe.bias_update_rate's router bias). A run that fine-tunes an imported model with it
+    starts that state where a new model does (zeros: `read_params`)."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, bias_update_rate=0.0))
+
+
 def open_weights(cfg: ModelConfig, folder, where: str) -> WeightFiles:
     """A Hugging Face model folder's weight files, checked against `cfg` (`check_weights`)."""
     files = WeightFiles(folder, where)
-    check_weights(cfg, files)
+    check_weights(stored(cfg), files)
     return files
 
 
@@ -198,13 +207,19 @@ def read_params(cfg: ModelConfig, files: WeightFiles, rules):
     from spmdgpt.model import is_info, param_info
     from spmdgpt.model.layers import dtype_of
 
-    values = layer_values(cfg, files)
+    flat = jax.tree_util.tree_flatten_with_path(layer_values(stored(cfg), files))[0]
+    values = {jax.tree_util.keystr(path): fn for path, fn in flat}
     dtype = dtype_of(cfg.param_dtype)
     info = param_info(cfg)
-    stacked = {id(leaf) for leaf in jax.tree.leaves(info.blocks, is_leaf=is_info)}
+    stacked = {id(leaf) for leaf in jax.tree.leaves((info.blocks, info.dense_blocks), is_leaf=is_info)}
 
-    def build(i, fn):
+    def build(path, i):
         sharding = rules.param_sharding(i.logical)
+        fn = values.get(jax.tree_util.keystr(path))
+        if fn is None:  # (state the files do not hold: its init, a constant)
+            assert i.init in ("zeros", "ones"), path
+            return jax.make_array_from_callback(i.shape, sharding, lambda index: np.full(
+                i.shape, 1.0 if i.init == "ones" else 0.0, dtype)[index])
         if id(i) in stacked:
             def read(index):
                 layers = range(i.shape[0])[index[0]]
@@ -214,7 +229,7 @@ def read_params(cfg: ModelConfig, files: WeightFiles, rules):
                 return fn()[index].astype(dtype)
         return jax.make_array_from_callback(i.shape, sharding, read)
 
-    return jax.tree.map(build, info, values, is_leaf=is_info)
+    return jax.tree_util.tree_map_with_path(build, info, is_leaf=is_info)
 
 
 def hf_folder(init_from: Optional[str]):

@@ -12,6 +12,9 @@ A table says, for one `transformers` class, everything export and import need:
   have is absent, or, with `fill`, stored as that constant (and required to be it on import):
   GPT-NeoX always has LayerNorm and MLP biases, Qwen3 always has QK-norm scales. Rows of leaves
   that exclude each other (w_qkv, or w_q and w_kv under grouped-query attention) may share names.
+  A stacked leaf ("blocks.mlp.w_up") is read in the stack that holds each layer: `blocks`, or an
+  MoE model's `dense_blocks` for its dense layers; `layers="dense"` / `"moe"` keeps a row to one
+  kind of layer (Qwen3-MoE's dense MLP and its experts both name the mlp leaves).
 - `fields`: every `model.*` field that changes what the model computes, and the config.json key
   that carries it; `refused`: fields this architecture cannot represent, with the one value it
   can. A field that is in neither (nor in `TRAINING_ONLY`) is an error on export: a new model
@@ -40,8 +43,9 @@ Facts the tables rest on (read from transformers 5.23's modeling code, and true 
   norm_topk_prob); their experts are SwiGLU MLPs without biases, gate_proj/w1, up_proj/w3,
   down_proj/w2 ([out, in] each, one per expert on the Hub: transformers 5 fuses them in memory
   and splits them again on save), the router `gate.weight` [E, D]. Mixtral has a sliding
-  window in every layer when `sliding_window` is set (as Mistral); Qwen3-MoE's
-  `decoder_sparse_step` / `mlp_only_layers` make some layers dense (spmdgpt: every layer MoE).
+  window in every layer when `sliding_window` is set (as Mistral). Qwen3-MoE's layer i is MoE
+  when i is not in `mlp_only_layers` and (i + 1) % `decoder_sparse_step` == 0; its other layers
+  have a dense SwiGLU MLP `intermediate_size` wide (mlp.gate_proj/up_proj/down_proj).
 - The unembedding is `lm_head.weight` (Llama) / `embed_out.weight` (GPT-NeoX's name on the
   Hub, which transformers 5 renames to lm_head on load; import takes either); tied models omit it.
 """
@@ -74,6 +78,7 @@ class Tensor:
     fill: Optional[float] = None  # stored as this constant when the model has no such leaf (else left
     # out), and required to be it on import: GPT-NeoX's LayerNorm biases (0), Qwen3's QK-norm scales (1)
     when: Optional[Callable[[ModelConfig], bool]] = None  # (leaf None) present only for these configs
+    layers: str = "every"  # "dense" | "moe": a row of those layers only (a dense model's layers are all dense)
 
     @property
     def stacked(self) -> bool:
@@ -210,9 +215,8 @@ def _experts(prefix: str, gate: str, up: str, down: str) -> list:
     ]
 
 
-# what both MoE classes compute: softmax routing, no shared experts, no balancing bias, every layer MoE
-MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax, "moe.bias_update_rate": 0.0,
-               "moe.first_dense_layers": 0, "moe.interleave_step": 1}
+# what both MoE classes compute: softmax routing, no shared experts, no balancing bias
+MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax, "moe.bias_update_rate": 0.0}
 MOE_PICK = {"moe.num_experts": lambda e: e > 0}
 
 # Mixtral: Mistral's attention (a window in every layer, or none), an MoE in every layer whose
@@ -224,19 +228,23 @@ MIXTRAL = Architecture(
     fields={**UNBIASED_FIELDS, "sliding_window": "sliding_window", "moe.num_experts": "num_local_experts",
             "moe.top_k": "num_experts_per_tok", "moe.mlp_factor": "intermediate_size"},
     refused={**{k: v for k, v in REFUSED.items() if k not in ("sliding_window", *DENSE)}, "bias": False,
-             **MOE_REFUSED, "moe.normalize_top_k": True},
+             **MOE_REFUSED, "moe.normalize_top_k": True, "moe.first_dense_layers": 0, "moe.interleave_step": 1},
     picks=MOE_PICK,
 )
 
-# Qwen3-MoE: Qwen3's attention (QK-norm; no windows here), an MoE in every layer
-# (decoder_sparse_step 1, no mlp_only_layers) of moe_intermediate_size-wide experts
+# Qwen3-MoE: Qwen3's attention (QK-norm; no windows here), MoE layers of moe_intermediate_size-wide
+# experts and dense layers of intermediate_size-wide MLPs (mlp_only_layers, decoder_sparse_step)
 QWEN3_MOE = Architecture(
     name="Qwen3MoeForCausalLM", model_type="qwen3_moe", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
-    tensors=tuple(_layer("model.layers.{i}.", LLAMA_ATTENTION + QK_NORM + _experts("mlp.", "gate_proj", "up_proj",
-                                                                                   "down_proj")) + LLAMA_OUTER),
+    tensors=tuple(_layer("model.layers.{i}.", LLAMA_ATTENTION + QK_NORM
+                         + [dataclasses.replace(t, layers="dense") for t in LLAMA_LAYER[len(LLAMA_ATTENTION):]
+                            if t.leaf in ("blocks.mlp.w_gate", "blocks.mlp.w_up", "blocks.mlp.w_down")]
+                         + [dataclasses.replace(t, layers="moe")
+                            for t in _experts("mlp.", "gate_proj", "up_proj", "down_proj")]) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None, "moe.num_experts": "num_experts",
             "moe.top_k": "num_experts_per_tok", "moe.mlp_factor": "moe_intermediate_size",
-            "moe.normalize_top_k": "norm_topk_prob"},
+            "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
+            "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
              **MOE_REFUSED},
     picks={**MOE_PICK, "qk_norm": True},
