@@ -30,6 +30,17 @@ CASES = [
     (CHAR + ["data.text_file=no/such/file.txt"], "data.text_file=no/such/file.txt: no such file"),
     (CHAR + ["data.path=/nonexistent-data-root"], "looked for /nonexistent-data-root/tinyshakespeare"),
     (STAIR + ["model.no_such_field=1"], "no_such_field"),
+    (STAIR + ["train.step=20"], "train.step: no such config field; did you mean train.steps?"),
+    (STAIR + ["modle.d_model=64"], "modle.d_model: no such config field; did you mean model.d_model?"),
+    (STAIR + ["train.lr=1e-3"], "train.lr: no such config field; did you mean optimizer.lr?"),
+    (STAIR + ["+model.colour=1"], "model.colour: no such config field; model's fields: num_layers, num_heads,"),
+    (STAIR + ["train.steps=abc"], "train.steps=abc: expected an integer"),
+    (STAIR + ["optimizer.name=adam"],
+     "optimizer.name=adam: expected one of adamw, sgd, muon, manifold_muon; did you mean optimizer.name=adamw?"),
+    (STAIR + ["train.loggers=console"], "train.loggers=console: expected a list, e.g. [a,b]"),
+    (STAIR + ["model.bias=maybe"], "model.bias=maybe: expected true or false"),
+    (["experiment=staircase"], "experiment=staircase: an experiment is added to the defaults, with a leading +: "
+                               "+experiment=staircase"),
     (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, llama2_7b, llama3_2_1b, llama3_8b, llama_1b, mixtral_8x7b, shakespeare_char"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
@@ -103,6 +114,9 @@ def test_console_script_exit_code_and_no_traceback(tmp_path):
 def test_no_command_prints_usage(capsys):
     assert main([]) == 2
     assert "spmdgpt <command>" in capsys.readouterr().err
+    assert main(["--help"]) == 0 and "spmdgpt <command>" in capsys.readouterr().out
+    assert main(["train", "+experiment=staircase", "--help"]) == 0  # (not Hydra's lexer error)
+    assert capsys.readouterr().out.startswith("spmdgpt train: train a model: spmdgpt train +experiment=")
 
 
 def test_config_is_a_leaf_package():
@@ -151,8 +165,9 @@ def test_overrides_apply_on_a_resolved_config():
     assert cfg.model.d_model == base.model.d_model == 64
     for bad, msg in ((["sharding=nope"], "sharding=nope: no such rule table (packaged tables: dp, fsdp"),
                      (["+experiment=staircase"], "+experiment=staircase: only key=value overrides"),
-                     (["model.d_model=abc"], "model.d_model: Value 'abc' of type 'str' could not be converted"),
-                     (["colour=red"], "Key 'colour' not in 'Config'")):
+                     (["model.d_model=abc"], "model.d_model=abc: expected an integer"),
+                     (["model.num_kv_heads=x"], "model.num_kv_heads=x: expected an integer or null"),
+                     (["colour=red"], "colour: no such config field; the sections: model, data, optimizer,")):
         with pytest.raises(ConfigError) as e:
             apply_overrides(base, bad)
         assert e.value.messages[0].startswith(msg), e.value.messages

@@ -99,6 +99,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     command, items = argv[0], argv[1:]
     if command not in COMMANDS:
         return error([f"unknown command {command!r}; commands: {', '.join(COMMANDS)} (spmdgpt --help)"])
+    own = items[:items.index("--")] if "--" in items else items  # (launch: what follows -- is the launched command's)
+    if any(item in ("-h", "--help") for item in own):  # (before the items reach Hydra's parser)
+        print(f"spmdgpt {command}: {COMMANDS[command]}\n\nConfig overrides use Hydra syntax: model.d_model=384, "
+              "sharding=fsdp, +experiment=staircase (spmdgpt --help lists the experiments and tables).")
+        return EXIT_OK
     from spmdgpt.config import ConfigError
 
     try:

@@ -33,13 +33,14 @@ def load_config(overrides: List[str]) -> Config:
     from omegaconf.errors import OmegaConfBaseException
 
     register_configs()
+    check_override_keys(overrides)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="spmdgpt.configs", version_base="1.3"):
             dcfg = compose(config_name="config", overrides=list(overrides))
         cfg = OmegaConf.to_object(dcfg)
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError([_one_line_hydra_error(e)]) from None
+        raise ConfigError([_value_error(e) or _one_line_hydra_error(e)]) from None
     finally:
         GlobalHydra.instance().clear()
     assert isinstance(cfg, Config)
@@ -60,6 +61,127 @@ def steps_over_budget(cfg: Config, overrides: List[str]) -> Config:
 def fixed_steps(cfg: Config, steps: int) -> Config:
     """cfg training exactly `steps` steps, with no time budget (what a budget resolves to)."""
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps, time_budget=None))
+
+
+GROUPS = ("experiment", "sharding", "gpu")  # the packaged config groups (spmdgpt/configs/<group>/NAME.yaml)
+FREE = object()  # (a field whose keys are free: a dict of rule tables or datasets)
+
+
+def field_type(path: Sequence[str], cls=Config):
+    """The type of the config field at a dotted path (["train", "steps"]), FREE below a dict
+    field, None where the schema has no such field."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    if not path or path[0] not in hints:
+        return None
+    t = hints[path[0]]
+    if len(path) == 1:
+        return t
+    if dataclasses.is_dataclass(t):
+        return field_type(path[1:], t)
+    return FREE if typing.get_origin(t) is dict or t is Any else None
+
+
+def _field_paths(cls=Config, prefix: str = "") -> List[str]:
+    """Every field of the schema as a dotted path, sections included."""
+    import typing
+
+    out = []
+    for name, t in typing.get_type_hints(cls).items():
+        out.append(prefix + name)
+        if dataclasses.is_dataclass(t):
+            out += _field_paths(t, f"{prefix}{name}.")
+    return out
+
+
+def check_override_keys(overrides: Sequence[str]) -> None:
+    """ConfigError naming each override whose key is no config field (the closest field first,
+    else the section's fields), `+key=...` of a field included, and a config group given without
+    its `+` where one is needed (experiment)."""
+    import difflib
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException:  # (a syntax error: Hydra's own message, from compose)
+        return
+    errs = []
+    for o in parsed:
+        key = o.key_or_group
+        if o.package or key.split(".")[0] == "hydra":
+            continue
+        if key in GROUPS:
+            if key == "experiment" and not (o.is_add() or o.is_delete()):
+                errs.append(f"{o.input_line}: an experiment is added to the defaults, with a leading +: "
+                            f"+{o.input_line}")
+            continue
+        if field_type(key.split(".")) is not None:
+            continue
+        near = _closest_field(key)
+        section = key.rsplit(".", 1)[0] if "." in key else ""
+        known = [p for p in _field_paths() if p.rsplit(".", 1)[0] == section and p != section] if section and \
+            dataclasses.is_dataclass(field_type(section.split("."))) else []
+        hint = (f"; did you mean {near}?" if near else
+                f"; {section}'s fields: {', '.join(p.rsplit('.', 1)[1] for p in known)}" if known else
+                f"; the sections: {', '.join(p for p in _field_paths() if '.' not in p)}")
+        errs.append(f"{key}: no such config field{hint}")
+    if errs:
+        raise ConfigError(errs)
+
+
+def _closest_field(key: str) -> Optional[str]:
+    """The field a mistyped key most likely meant: one of the same name in another section
+    (train.lr -> optimizer.lr), else the closest whole path (modle.d_model -> model.d_model), else
+    the closest name in the same section (model.moe.top -> model.moe.top_k)."""
+    import difflib
+
+    paths = [p for p in _field_paths() if not dataclasses.is_dataclass(field_type(p.split(".")))]
+    name = key.rsplit(".", 1)[-1]
+    same = [p for p in paths if p.rsplit(".", 1)[-1] == name]
+    if same:
+        return same[0]
+    near = difflib.get_close_matches(key, paths, n=1, cutoff=0.75)
+    return near[0] if near else None
+
+
+def describe_type(t) -> str:
+    """What a config field of type t accepts, in words ("an integer", "one of adamw, muon")."""
+    import typing
+
+    args = [a for a in typing.get_args(t) if a is not type(None)]
+    if typing.get_origin(t) is typing.Union:
+        return f"{describe_type(args[0])} or null"
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return "one of " + ", ".join(str(m.value) for m in t)
+    if typing.get_origin(t) is list:
+        return "a list, e.g. [a,b]"
+    if typing.get_origin(t) is dict:
+        return "a mapping, e.g. {a: 1}"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(t, str(t))
+
+
+def _value_error(e: Exception) -> Optional[str]:
+    """A one-line message for Hydra's "Error merging override key=value": the value and what the
+    field accepts (an enum's values, the closest first)."""
+    import difflib
+
+    msg = str(e).splitlines()[0] if str(e) else ""
+    prefix = "Error merging override "
+    if not msg.startswith(prefix) or "=" not in msg:
+        return None
+    key, value = msg[len(prefix):].split("=", 1)
+    t = field_type(key.lstrip("+~").split("."))
+    if t is None or t is FREE:
+        return None
+    import typing
+
+    base = next((a for a in typing.get_args(t) if a is not type(None)), t)
+    near = difflib.get_close_matches(value, [str(m.value) for m in base], n=1, cutoff=0.5) \
+        if isinstance(base, type) and issubclass(base, enum.Enum) else []
+    return (f"{key}={value}: expected {describe_type(t)}" + (f"; did you mean {key}={near[0]}?" if near else ""))
 
 
 def _one_line_hydra_error(e: Exception) -> str:
@@ -109,6 +231,7 @@ def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    check_override_keys([o for o in overrides if o.split("=", 1)[0] not in GROUPS])  # (refused below)
     node = OmegaConf.structured(cfg)
     try:
         for o in OverridesParser.create().parse_overrides(list(overrides)):
@@ -123,7 +246,13 @@ def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
                                        f"{', '.join(packaged_names('sharding'))})"])
                 node.sharding = OmegaConf.merge(OmegaConf.structured(type(cfg.sharding)), OmegaConf.load(table))
             else:
-                OmegaConf.update(node, key, o.value(), merge=False)
+                try:
+                    OmegaConf.update(node, key, o.value(), merge=False)
+                except OmegaConfBaseException:
+                    t = field_type(key.split("."))
+                    if t is None or t is FREE:
+                        raise
+                    raise ConfigError([f"{o.input_line}: expected {describe_type(t)}"]) from None
         return OmegaConf.to_object(node)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError([_one_line_hydra_error(e)]) from None
