@@ -99,8 +99,6 @@ def check_override_keys(overrides: Sequence[str]) -> None:
     """ConfigError naming each override whose key is no config field (the closest field first,
     else the section's fields), `+key=...` of a field included, and a config group given without
     its `+` where one is needed (experiment)."""
-    import difflib
-
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
