@@ -115,7 +115,7 @@ def test_left_padding_does_not_change_a_row():
 def staircase_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("gen") / "stair"
     cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}",
-                       "train.rollout_tokens=20", "train.rollout_prompt_tokens=8"])
+                       "train.rollout_tokens=20", "train.rollout_prompt_tokens=8", "checkpoint.every=150"])
     result = train(cfg, argv=["pytest"])
     return run_dir, result
 
@@ -237,6 +237,62 @@ def test_sample_cli_errors(staircase_run, capsys, args, expected):
     err = capsys.readouterr().err
     assert code == 2 and expected in err, err
     assert len(err.strip().splitlines()) == 1 and err.startswith("spmdgpt: error: ")
+
+
+def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run, tmp_path, capsys):
+    """A damaged run folder, command by command: a truncated newest checkpoint is passed over for
+    the older one with one warning (as train resumes), or, asked for by step=, refused in one
+    line; a damaged tokenizer.json or config.yaml, a prompt_file that is not UTF-8, and prompt=
+    with prompt_file= are one line, exit 2, nothing written."""
+    import shutil
+
+    run_dir, _ = staircase_run
+    damaged = tmp_path / "run"
+    shutil.copytree(run_dir, damaged)
+    for f in (damaged / "checkpoints" / "300" / "params").rglob("ocdbt.process_0/d/*"):
+        with open(f, "r+b") as fh:
+            fh.truncate(100)
+
+    def call(*args):
+        code = main([*args])
+        out, err = capsys.readouterr()
+        return code, out, err.strip().splitlines()
+
+    code, out, err = call("sample", f"run.dir={damaged}", "prompt=0123", "max_new_tokens=6", "temperature=0")
+    assert code == 0 and out.splitlines()[-1] == "0123" + staircase_continuation("0123", 6)
+    assert len(err) == 2 and err[0].startswith(f"spmdgpt: warning: checkpoint {damaged}/checkpoints/300 cannot be "
+                                               "loaded (OUT_OF_RANGE: Error reading")
+    assert err[0].endswith("; trying an older one") and err[1].startswith(f"# {damaged} step 150")
+    code, out, err = call("export", f"run.dir={damaged}", f"out={tmp_path / 'hf'}")
+    assert code == 0 and f"exported {damaged} step 150" in out and len(err) == 1
+    for command in (["sample", "prompt=1", "max_new_tokens=5"], ["eval"], ["export", f"out={tmp_path / 'hf300'}"]):
+        code, _, err = call(command[0], f"run.dir={damaged}", "step=300", *command[1:])
+        assert code == 2 and len(err) == 1, err
+        assert err[0].startswith(f"spmdgpt: error: run.dir={damaged}: the checkpoint(s) cannot be loaded: 300 "
+                                 "(OUT_OF_RANGE: Error reading") and err[0].endswith(
+            "; give an older one with step=N, or train again")
+    assert not (tmp_path / "hf300").exists()
+
+    (damaged / "tokenizer.json").write_text('{"kind": "char", "ch')
+    for command in (["sample"], ["eval"], ["export", f"out={tmp_path / 'x'}"]):
+        assert call(command[0], f"run.dir={damaged}", *command[1:])[::2] == (2, [
+            f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote (Unterminated string starting at: "
+            "line 1 column 18 (char 17)); restore the run's own file"])
+    shutil.copy(run_dir / "tokenizer.json", damaged / "tokenizer.json")
+    with open(damaged / "config.yaml", "a") as f:
+        f.write("model: [d_model: 3\n")
+    lines = len((run_dir / "config.yaml").read_text().splitlines())
+    for command in (["sample"], ["eval"], ["export", f"out={tmp_path / 'x'}"]):
+        assert call(command[0], f"run.dir={damaged}", *command[1:])[::2] == (2, [
+            f"spmdgpt: error: {damaged}/config.yaml: not valid YAML (expected ',' or ']', but got '<stream end>' at "
+            f"line {lines + 2}, column 1); restore the file the run wrote"])
+    assert not (tmp_path / "x").exists()
+    bad = tmp_path / "prompts.txt"
+    bad.write_bytes(b"01\xff2\n")
+    assert call("sample", f"run.dir={run_dir}", f"prompt_file={bad}")[::2] == (2, [
+        f"spmdgpt: error: prompt_file={bad}: not UTF-8 text (byte 0xff at offset 2); save it as UTF-8"])
+    assert call("sample", f"run.dir={run_dir}", f"prompt_file={bad}", "prompt=0")[::2] == (2, [
+        "spmdgpt: error: prompt= and prompt_file= both given: give one (prompt_file answers each of its lines)"])
 
 
 def test_sample_cli_unknown_run_dir(tmp_path, capsys):

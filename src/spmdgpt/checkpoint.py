@@ -256,6 +256,15 @@ def _is_abandoned_io_report(u) -> bool:
             and any(f.name == "call_soon_threadsafe" for f in traceback.extract_tb(u.exc_traceback)))
 
 
+def _is_abandoned_task_report(record: logging.LogRecord) -> bool:
+    """asyncio's "... exception was never retrieved" for a task or gather of orbax's reads."""
+    msg = record.getMessage()
+    if "exception was never retrieved" not in msg:
+        return False
+    tb = record.exc_info[2] if record.exc_info else None
+    return "orbax" in msg or "TensorStore" in msg or any("orbax" in f.filename for f in traceback.extract_tb(tb))
+
+
 _QUIET_ABANDONED_IO = False
 
 
@@ -272,6 +281,9 @@ def _install_abandoned_io_hook() -> None:
                 previous(u)
 
         sys.unraisablehook = hook
+        # (and orbax's deserialisation tasks that failed after the restore gave up: asyncio logs
+        # "Task exception was never retrieved" when the collector destroys them)
+        logging.getLogger("asyncio").addFilter(lambda r: not _is_abandoned_task_report(r))
         _QUIET_ABANDONED_IO = True
 
 
@@ -363,23 +375,41 @@ def restore_latest(mngr: CheckpointManager, target_state):
     steps = mngr.steps()
     if not steps:
         return None
+    step, (params, opt_state, meta), skipped = first_loadable(
+        mngr, steps, lambda s: mngr.restore(s, target_state.params, target_state.opt_state),
+        f"run.dir={mngr.directory.parent} has checkpoints but none can be loaded",
+        "fix or move them, or choose a new run.dir")
+    return step, params, opt_state, meta, skipped
+
+
+def damage_reason(e: BaseException) -> str:
+    """One line on why a checkpoint did not load: the first line of the innermost cause
+    (TensorStore's "OUT_OF_RANGE: Error reading ... Requested byte range ... is not valid for
+    value of size 100" rather than orbax's wrapper and its spec repr), at most 200 characters."""
+    while e.__cause__ is not None or (e.__context__ is not None and not e.__suppress_context__):
+        e = e.__cause__ or e.__context__
+    text = str(e).strip().split(" See full TensorStore details")[0]
+    return text.splitlines()[0][:200] if text else type(e).__name__
+
+
+def first_loadable(mngr: CheckpointManager, steps: list, load, what: str, fix: str):
+    """(step, load(step), the newer steps skipped) for the newest of `steps` whose checkpoint
+    loads, each damaged one before it reported in a warning (orbax and TensorStore raise many
+    kinds of errors for damaged files; a ConfigError, e.g. other shapes, is not damage and
+    passes through). ConfigError "{what}: each step (its reason); {fix}" when none loads."""
     failures = []
     for step in reversed(steps):
         try:
-            params, opt_state, meta = mngr.restore(step, target_state.params, target_state.opt_state)
-        except Exception as e:  # orbax/tensorstore raise many types for damaged files
-            reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            return step, load(step), [int(f.split()[0]) for f in failures]
+        except ConfigError:
+            raise
+        except Exception as e:
+            reason = damage_reason(e)
             failures.append(f"{step} ({reason})")
-            warn(f"checkpoint {mngr.directory / str(step)} cannot be loaded ({reason}); trying an older one")
-        else:
-            return step, params, opt_state, meta, [int(f.split()[0]) for f in failures]
+            if step != steps[0]:
+                warn(f"checkpoint {mngr.directory / str(step)} cannot be loaded ({reason}); trying an older one")
         _quiet_abandoned_io()  # outside the except block: the traceback no longer holds them
-    raise ConfigError(
-        [
-            f"run.dir={mngr.directory.parent} has checkpoints but none can be loaded: "
-            f"{'; '.join(failures)}; fix or move them, or choose a new run.dir"
-        ]
-    )
+    raise ConfigError([f"{what}: {'; '.join(failures)}; {fix}"])
 
 
 def set_aside(run_dir: Path, steps: list) -> None:

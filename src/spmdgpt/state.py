@@ -31,6 +31,7 @@ import optax
 from spmdgpt.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointManager,
+    first_loadable,
     restore_latest,
     set_aside,
 )
@@ -187,9 +188,16 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
     if step is not None and step not in steps:
         raise ConfigError([f"step={step}: run.dir={run_dir} has checkpoints at steps "
                            f"{', '.join(map(str, steps))}"])
-    step = steps[-1] if step is None else step
-    check_checkpoint_fits(reader, model, f"run.dir={run_dir}: the overrides change parameter shapes", fix)
-    params, _, _ = reader.restore(step, abstract_params(model, rules))
+    def load(s: int):
+        bad = shape_mismatches(reader.read_meta(s).get("config", {}).get("model", {}), model)
+        if bad:
+            raise ConfigError([f"run.dir={run_dir}: the overrides change parameter shapes: {', '.join(bad)}; {fix}"])
+        return reader.restore(s, abstract_params(model, rules))[0]
+
+    # the newest checkpoint that loads (as train resumes), or exactly `step`
+    step, params, _ = first_loadable(reader, steps if step is None else [step], load,
+                                     f"run.dir={run_dir}: the checkpoint(s) cannot be loaded",
+                                     "give an older one with step=N, or train again")
     return step, params
 
 

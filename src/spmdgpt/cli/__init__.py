@@ -28,7 +28,7 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
              "          a grid: spmdgpt train -m [--parallel 2] optimizer.lr=1e-3,3e-3 optimizer.name=adamw,muon",
     "sample": "text from a run (or run.dir=hf:DIR, a Hugging Face Llama / GPT-NeoX folder):\n"
               "          spmdgpt sample run.dir=runs/r1 prompt=\"ROMEO:\" max_new_tokens=200\n"
-              "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 (or prompt_file=prompts.txt)\n"
+              "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 [step=N] (or prompt_file=prompts.txt)\n"
               "          [config overrides, e.g. mesh.data=2 sharding=tp]",
     "prepare": "tokenize a corpus into its token store (train does it when missing):\n"
                "          spmdgpt prepare +experiment=gutenberg_gpt2 data.num_workers=2 [--verify]",

@@ -73,7 +73,7 @@ def run(items: List[str]) -> int:
     args = check_args(args)
     run_dir, out = Path(args.run_dir), Path(args.out)
     from spmdgpt.config import DistConfig, apply_overrides, load_run_config, mesh_axes
-    from spmdgpt.data import tokenizer_from_json
+    from spmdgpt.cli.runs import run_tokenizer
     from spmdgpt.hf import architecture, cast, hf_config, to_hf, tokenizer_files, total_bytes, write_folder
     from spmdgpt.plan import size
     from spmdgpt.files import WriteFailed, os_reason
@@ -84,10 +84,7 @@ def run(items: List[str]) -> int:
     cfg.mesh = type(cfg.mesh)(**{a: 1 for a in mesh_axes(cfg.mesh)})  # exported from one device, whatever the run used
     web = args.format == "web"
     arch = "a web page (jax-js)" if web else architecture(cfg.model).name  # before anything is loaded
-    tok_path = run_dir / "tokenizer.json"
-    if not tok_path.is_file():
-        raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
-    tokenizer = tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
+    tokenizer = run_tokenizer(run_dir, cfg)
     if web:  # a model or tokenizer the page cannot run: refused before anything is loaded
         from spmdgpt.web import check_supported, tokenizer_spec
 

@@ -70,17 +70,28 @@ def source_params(spec: str, cfg, rules, step: Optional[int] = None, fix: str = 
 def run_model(run_dir: Path, overrides: List[str]):
     """(config, tokenizer) of a training run: its config.yaml with the overrides on top."""
     from spmdgpt.config import DistConfig, apply_overrides, load_run_config
-    from spmdgpt.data import tokenizer_from_json
 
     if not run_dir.is_dir():
         raise ConfigError([f"run.dir={run_dir}: no such directory"])
     cfg = load_run_config(run_dir)
     cfg.dist = DistConfig()  # the training run's coordinator is long gone: dist.* only if given
     cfg = apply_overrides(cfg, overrides)
-    tok_path = run_dir / "tokenizer.json"
-    if not tok_path.is_file():
+    return cfg, run_tokenizer(run_dir, cfg)
+
+
+def run_tokenizer(run_dir: Path, cfg):
+    """The tokenizer a training run saved (run.dir/tokenizer.json), or one ConfigError line for a
+    missing or damaged file."""
+    from spmdgpt.data import tokenizer_from_json
+
+    path = run_dir / "tokenizer.json"
+    if not path.is_file():
         raise ConfigError([f"run.dir={run_dir}: no tokenizer.json there"])
-    return cfg, tokenizer_from_json(json.loads(tok_path.read_text()), cfg.data)
+    try:
+        return tokenizer_from_json(json.loads(path.read_text(encoding="utf-8")), cfg.data)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # (JSONDecodeError, UnicodeDecodeError too)
+        reason = f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
+        raise ConfigError([f"{path}: not a tokenizer spmdgpt wrote ({reason}); restore the run's own file"]) from None
 
 
 def hf_model(spec: str, overrides: List[str]):

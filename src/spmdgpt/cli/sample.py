@@ -1,5 +1,5 @@
-"""`spmdgpt sample run.dir=<run> prompt="ROMEO:" ... [config overrides]`: text from a trained
-run's newest checkpoint (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX folder),
+"""`spmdgpt sample run.dir=<run> prompt="ROMEO:" ... [step=N] [config overrides]`: text from a
+trained run's newest checkpoint that loads, or step N's (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX folder),
 on the run's own mesh and sharding rules (as recorded in its config.yaml) or on the ones the
 overrides give (`mesh.data=1` samples on one device,
 `sharding=tp mesh.data=1 mesh.model=2` on two, ...).
@@ -19,19 +19,22 @@ from spmdgpt.config import ConfigError
 @dataclass
 class SampleArgs:
     run_dir: Optional[str] = None  # run.dir=...: the training run to sample from (required)
-    prompt: str = "\n"  # text to continue; "\n" in it means a newline
-    prompt_file: Optional[str] = None  # one prompt per line (overrides prompt)
+    prompt: Optional[str] = None  # text to continue; "\n" in it means a newline (default: a newline)
+    prompt_file: Optional[str] = None  # one prompt per line (instead of prompt)
     num_samples: int = 1  # samples per prompt
     max_new_tokens: int = 200  # tokens to generate per sample
     temperature: float = 0.8  # 0 = greedy
     top_k: int = 0  # keep the k most likely tokens (0 = all)
     top_p: float = 1.0  # keep the most likely tokens up to this probability mass (1 = all)
     seed: int = 0  # sampling seed (each sample has its own stream)
+    step: Optional[int] = None  # the checkpoint's step (default: the newest that loads)
 
 
 def check_args(args: SampleArgs) -> SampleArgs:
     errs = []
-    args.prompt = args.prompt.replace("\\n", "\n")
+    if args.prompt is not None and args.prompt_file:
+        errs.append("prompt= and prompt_file= both given: give one (prompt_file answers each of its lines)")
+    args.prompt = "\n" if args.prompt is None else args.prompt.replace("\\n", "\n")
     if not args.run_dir:
         errs.append("run.dir is required: spmdgpt sample run.dir=<training run directory> prompt=...")
     if args.temperature < 0:
@@ -54,7 +57,12 @@ def read_prompts(args: SampleArgs) -> List[str]:
         path = Path(args.prompt_file)
         if not path.is_file():
             raise ConfigError([f"prompt_file={args.prompt_file}: no such file"])
-        prompts = [line.replace("\\n", "\n") for line in path.read_text(encoding="utf-8").splitlines()]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError([f"prompt_file={args.prompt_file}: not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                               f"offset {e.start}); save it as UTF-8"]) from None
+        prompts = [line.replace("\\n", "\n") for line in text.splitlines()]
         if not prompts:
             raise ConfigError([f"prompt_file={args.prompt_file} holds no prompt"])
     else:
@@ -92,7 +100,7 @@ def run(items: List[str]) -> int:
 
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
-        step, params = source_params(args.run_dir, cfg, rules, fix="sample with the run's model config")
+        step, params = source_params(args.run_dir, cfg, rules, args.step, fix="sample with the run's model config")
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
         sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tokenizer.eos_id)

@@ -210,11 +210,18 @@ def load_run_config(run_dir: Path, overrides: Sequence[str] = ()) -> Config:
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError([f"run.dir={run_dir}: no config.yaml there; give the directory of a training run"])
+    import yaml
+
     try:
         merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         raise ConfigError([f"{path}: {_one_line_hydra_error(e)}"]) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError([f"{path}: not valid YAML ({what}{at}); restore the file the run wrote"]) from None
     return apply_overrides(cfg, overrides)
 
 
