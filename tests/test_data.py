@@ -280,7 +280,7 @@ def test_damaged_shards_are_rebuilt_or_named(tmp_path, capsys):
 BAD_INPUTS = [  # (files to write, dataset fields, data fields, the message)
     ({}, {"paths": ["nothing/*.txt"]}, {}, "data.datasets.d.paths=nothing/*.txt: no such file or no file matches"),
     ({"a.txt": b"caf\xe9 au lait"}, {}, {}, "a.txt: invalid utf-8 at byte 3; set data.encoding"),
-    ({"a.jsonl": b'{"text": "ok"}\n{"text": bro\n'}, {}, {}, "a.jsonl:2: not JSON (Expecting value)"),
+    ({"a.jsonl": b'{"text": "ok"}\n{"text": bro\n'}, {}, {}, "a.jsonl:2: not JSON (Expecting value at column 10)"),
     ({"a.jsonl": b'{"text": "ok"}\n{"body": "x"}\n'}, {}, {}, "a.jsonl:2: no text field 'text'"),
     ({"a.txt": b""}, {}, {}, "dataset d has no training text"),
     ({"a.txt": b"short"}, {"split": "tail"}, {"seq_len": 64}, "data.seq_len=64 is too long for the training split of dataset d"),

@@ -243,10 +243,17 @@ def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run
     """A damaged run folder, command by command: a truncated newest checkpoint is passed over for
     the older one with one warning (as train resumes), or, asked for by step=, refused in one
     line; a damaged tokenizer.json or config.yaml, a prompt_file that is not UTF-8, and prompt=
-    with prompt_file= are one line, exit 2, nothing written."""
+    with prompt_file= are one line, exit 2, nothing written. (And a finished run given to train
+    again says so.)"""
     import shutil
 
     run_dir, _ = staircase_run
+    done = tmp_path / "done"  # (first: a finished run trained again has nothing to do, and says so)
+    shutil.copytree(run_dir, done)
+    assert main(["train", "+experiment=staircase", "train.progress=false", f"run.dir={done}", "train.rollout_tokens=20",
+                 "train.rollout_prompt_tokens=8", "checkpoint.every=150"]) == 0
+    assert "".join(capsys.readouterr()).strip().splitlines()[-1] == (
+        f"done: {done} had already trained its 300 steps; nothing to do (spmdgpt eval run.dir={done} evaluates it)")
     damaged = tmp_path / "run"
     shutil.copytree(run_dir, damaged)
     for f in (damaged / "checkpoints" / "300" / "params").rglob("ocdbt.process_0/d/*"):

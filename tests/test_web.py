@@ -49,6 +49,8 @@ def exported(tmp_path_factory):
             train(load_config([*RUNS[kind], f"run.dir={run_dir}"]), argv=["pytest"])
             out = run_dir.parent / "page"
             assert main(["export", f"run.dir={run_dir}", f"out={out}", "format=web"]) == 0
+            modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}  # (all readable as the others:
+            assert len(set(modes.values())) == 1, modes  # a web server running as another user reads them)
             made[kind] = run_dir, out
         return made[kind]
 

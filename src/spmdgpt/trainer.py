@@ -325,6 +325,9 @@ class _Loop:
         preempted = self.stop_signal is not None
         if preempted:
             self.say(f"signal {signal.Signals(self.stop_signal).name}: stopped after step {step}")
+        elif first == t.steps:  # (no step ran: the run had already finished)
+            self.say(f"done: {self.run_dir} had already trained its {t.steps} steps; nothing to do (spmdgpt eval "
+                     f"run.dir={self.run_dir} evaluates it)")
         else:
             val = "-" if self.val_loss is None else f"{self.val_loss:.4f}"
             self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, val/loss {val} -> {self.run_dir}")

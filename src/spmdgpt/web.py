@@ -32,6 +32,7 @@ import numpy as np
 
 from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, ModelConfig, RopeScaling, head_dim, mlp_hidden
 from spmdgpt.hf.convert import refusals, to_tensors
+from spmdgpt.hf.files import ordinary_permissions
 from spmdgpt.hf.tables import DENSE, Architecture, Tensor
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
@@ -112,6 +113,7 @@ def write_web_folder(folder: Path, cfg: ModelConfig, tensors: Dict[str, np.ndarr
 
     spec, extra = tokenizer_spec(tok)
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "spmdgpt"})
+    ordinary_permissions(folder)
     (folder / "config.json").write_text(json.dumps({**web_config(cfg, tok.vocab_size), "dtype": dtype}, indent=1))
     (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False))
     for name, data in {**extra, **bundle_files()}.items():

@@ -227,7 +227,8 @@ def parse(rec: Record, src: Source, bad: BadRecords) -> Optional[str]:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
-        _bad(src, bad, rec.where, f"not JSON ({e.msg})")
+        at = e.msg if e.msg.endswith(" at") else f"{e.msg} at"  # (some of json's messages end in "at")
+        _bad(src, bad, rec.where, f"not JSON ({at} column {e.colno})")
         return None
     text = obj.get(src.text_field) if isinstance(obj, dict) else None
     if not isinstance(text, str):

@@ -96,9 +96,18 @@ def write_folder(folder, tensors: Dict[str, np.ndarray], files: Dict[str, str], 
         (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
+    ordinary_permissions(folder)
+
+
+def ordinary_permissions(folder) -> None:
+    """Give the folder's safetensors files the permissions of any new file under the umask
+    (safetensors creates them owner-only: a web server running as another user could not read
+    them)."""
+    from pathlib import Path
+
     mask = os.umask(0)
     os.umask(mask)
-    for f in folder.glob("*.safetensors"):  # (the library creates them owner-only)
+    for f in Path(folder).glob("*.safetensors"):
         f.chmod(0o666 & ~mask)
 
 
