@@ -390,3 +390,62 @@ def test_trained_tokenizer_at_gpt2_size_compresses_its_corpus_better(tmp_path):
     ours = bytes_per_token(lambda t: tok.encode(t, add_special_tokens=False).ids, texts)
     gpt2 = bytes_per_token(gpt2_encoder(cfg), texts)
     assert ours > gpt2 * 1.05 and gpt2 == pytest.approx(4.0, abs=0.6), (ours, gpt2)
+
+
+def _children(pid: int) -> list:
+    """The pids whose parent is `pid` (from /proc)."""
+    import os
+
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{d}/stat").read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc")
+def test_prepare_workers_end_with_their_parent_killed(tmp_path):
+    """`spmdgpt prepare ... data.num_workers=2` killed by SIGKILL while its tokenizer workers
+    run: every process it started is gone within seconds (they used to be re-parented to PID 1
+    and wait forever on a pipe they held themselves)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = np.random.default_rng(0)
+    words = np.array(["the", "king", "of", "a", "river", "and", "night", "spoke", "to", "her", "light"])
+    (tmp_path / "corpus").mkdir()
+    for i in range(40):  # 40 files of ~1 MB: a few seconds of tokenizing on 2 workers
+        (tmp_path / "corpus" / f"{i:02d}.txt").write_text(" ".join(rng.choice(words, 200_000)))
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spmdgpt", "prepare", f"+data.datasets.d.paths=[{tmp_path}/corpus/*.txt]",
+         "data.tokenizer=gpt2", "data.num_workers=2", f"data.cache_dir={tmp_path / 'cache'}", "data.shard_mb=1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = []
+    try:
+        deadline = time.time() + 120
+        while len(started) < 2 and proc.poll() is None and time.time() < deadline:
+            started = _children(proc.pid)
+            time.sleep(0.02)
+        assert len(started) >= 2 and proc.poll() is None, "the workers never ran"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.time() + 20
+        while any(os.path.exists(f"/proc/{pid}") for pid in started) and time.time() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in started if os.path.exists(f"/proc/{pid}")] == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

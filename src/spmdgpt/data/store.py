@@ -117,9 +117,23 @@ def split_document(text: str, src: Source) -> List[Tuple[str, str]]:
 _WORKER_TOKENIZER: Optional[Tokenizer] = None
 
 
-def _init_worker(tok: Tokenizer) -> None:
+def _init_worker(tok: Tokenizer, parent: int) -> None:
     global _WORKER_TOKENIZER
     _WORKER_TOKENIZER = tok
+    _die_with(parent)
+
+
+def _die_with(parent: int) -> None:
+    """End this worker when `parent` (the preparing process) ends, however it ends: Linux's
+    parent-death signal. Without it, a parent killed by SIGKILL leaves its workers (and so
+    multiprocessing's resource tracker, which waits on a pipe they hold) running forever."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # (the parent died before the signal was set)
+        os._exit(1)
 
 
 def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dtype: str,
@@ -357,7 +371,7 @@ def _tokenize_missing(cfg: DataConfig, folder: Path, src: Source, tok: Tokenizer
                 bar.update(ledger["shards"][f"{index:05d}"], nbytes)
                 continue
             if pool is None:
-                pool = ProcessPoolExecutor(workers, _mp_context(), _init_worker, (tok,))
+                pool = ProcessPoolExecutor(workers, _mp_context(), _init_worker, (tok, os.getpid()))
             pending[pool.submit(tokenize_shard, folder, index, docs, src, dtype.name)] = (index, nbytes)
             del docs
             while len(pending) > workers:  # bounded memory: at most workers + 1 chunks in flight
