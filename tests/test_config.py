@@ -39,6 +39,10 @@ CASES = [
      "optimizer.name=adam: expected one of adamw, sgd, muon, manifold_muon; did you mean optimizer.name=adamw?"),
     (STAIR + ["train.loggers=console"], "train.loggers=console: expected a list, e.g. [a,b]"),
     (STAIR + ["model.bias=maybe"], "model.bias=maybe: expected true or false"),
+    (["+experiment=gutenberg_gpt2", "data.text_file=x.txt"], "data.text_file=x.txt is not read: this config's corpus "
+     "is data.datasets (books, shakespeare, heldout); add the file as +data.datasets.NAME.paths=[x.txt]"),
+    (STAIR + ["data.text_file=x.txt"], "data.text_file=x.txt is not read: data.source=staircase generates its tokens; "
+                                        "set data.source=text to train on the file"),
     (["experiment=staircase"], "experiment=staircase: an experiment is added to the defaults, with a leading +: "
                                "+experiment=staircase"),
     (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, llama2_7b, llama3_2_1b, llama3_8b, llama_1b, mixtral_8x7b, shakespeare_char"),

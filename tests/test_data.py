@@ -449,3 +449,16 @@ def test_prepare_workers_end_with_their_parent_killed(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_text_file_is_read_as_what_its_name_says(tmp_path):
+    """data.text_file=x.jsonl / x.parquet: the documents' text field, one document each (it
+    used to train on the raw JSON lines, and to call parquet's bytes invalid UTF-8)."""
+    paths = write_formats(tmp_path)
+    for fmt in ("jsonl", "parquet"):
+        corpus = load_dataset(DataConfig(text_file=paths[fmt], tokenizer=TokenizerKind.char,
+                                         cache_dir=str(tmp_path / "cache")))
+        (folder,) = corpus.folders.values()
+        ledger = json.loads((folder / "ledger.json").read_text())
+        assert sum(e["documents"] for e in ledger["shards"].values()) == len(DOCS)
+        assert sorted(corpus.tokenizer.chars) == sorted(set("".join(DOCS)))  # (no '{' nor '"': no JSON)

@@ -44,14 +44,39 @@ def load_config(overrides: List[str]) -> Config:
     finally:
         GlobalHydra.instance().clear()
     assert isinstance(cfg, Config)
+    refuse_unread(cfg, overrides)
     return steps_over_budget(cfg, overrides)
+
+
+def _given(overrides: Sequence[str], key: str) -> Optional[str]:
+    """The value of `key=value` among the overrides (the last one), else None."""
+    values = [o.split("=", 1)[1] for o in overrides if "=" in o and o.lstrip("+~").split("=", 1)[0] == key]
+    return values[-1] if values else None
+
+
+def refuse_unread(cfg: Config, overrides: Sequence[str]) -> None:
+    """ConfigError for an override that the composed config would never read (silently
+    training on something else): data.text_file where data.datasets or the staircase source
+    decides the corpus."""
+    from spmdgpt.config.schema import DataSource
+
+    text_file = _given(overrides, "data.text_file")
+    if text_file is None:
+        return
+    if cfg.data.source == DataSource.staircase:
+        raise ConfigError([f"data.text_file={text_file} is not read: data.source=staircase generates its tokens; "
+                           "set data.source=text to train on the file"])
+    if cfg.data.datasets:
+        raise ConfigError([f"data.text_file={text_file} is not read: this config's corpus is data.datasets "
+                           f"({', '.join(cfg.data.datasets)}); add the file as +data.datasets.NAME.paths=[{text_file}], "
+                           "or start from an experiment without data.datasets"])
 
 
 def steps_over_budget(cfg: Config, overrides: List[str]) -> Config:
     """An explicit train.steps=N among the overrides (and no train.time_budget there) turns off
     a budget that a config file set (e.g. the shakespeare_char experiment's): N steps it is."""
     def given(key: str) -> bool:
-        return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
+        return _given(overrides, key) is not None
 
     if cfg.train.time_budget is not None and given("train.steps") and not given("train.time_budget"):
         return fixed_steps(cfg, cfg.train.steps)

@@ -82,8 +82,13 @@ class Source:
 
 def single_file_dataset(cfg: DataConfig) -> DatasetConfig:
     """data.text_file as a one-dataset corpus with nanoGPT's split (the last val_fraction of
-    the text validates)."""
-    return DatasetConfig(paths=[cfg.text_file], format=DataFormat.txt, split=Split.tail)
+    the text validates): read as what its name says (x.jsonl, x.parquet: their documents' text
+    field), any other name as plain text."""
+    try:
+        fmt = _format_of(cfg.text_file, "data.text_file")
+    except ConfigError:
+        fmt = DataFormat.txt
+    return DatasetConfig(paths=[cfg.text_file], format=fmt, split=Split.tail)
 
 
 def _data_root(cfg: DataConfig, field: str) -> Path:
