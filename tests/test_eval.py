@@ -48,6 +48,19 @@ def test_eval_equals_the_runs_val_loss_on_1_and_8_devices(run, capsys):
         assert out.splitlines()[1].split()[:3] == ["staircase", "4,096", f"{r['loss']:.4f}"]
 
 
+def test_full_eval_scores_every_validation_target_once(run, capsys):
+    """full=true: every target of the validation set once, the tail that fills no whole batch
+    included (it used to stop at the last whole batch while the JSON said "all")."""
+    from spmdgpt.data import load_dataset
+
+    cfg, run_dir = run
+    code, _, _ = evaluate(capsys, f"run.dir={run_dir}", "full=true", "mesh.data=1")
+    r = json.loads((run_dir / "eval" / "step-30-full.json").read_text())["results"]["staircase"]
+    (stream,) = load_dataset(cfg.data).val.values()
+    assert code == 0 and r["tokens"] == r["bytes"] == len(stream) - 1 == 19_999
+    assert (len(stream) - 1) % (cfg.data.batch_size * cfg.data.seq_len) != 0  # (the case: a partial last batch)
+
+
 def test_text_windows_score_every_token_once():
     starts, first = text_windows(40, 16, 4)
     assert starts.tolist() == [0, 16, 23, 0] and first.tolist() == [0, 0, 9, 16]

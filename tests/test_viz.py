@@ -56,6 +56,11 @@ def test_page_has_every_token_and_eval_s_loss(page, tmp_path, capsys):
     assert -sum(s["lp"] for s in spans[1:]) / 152 == pytest.approx(loss, rel=1e-5)
     tip = spans[5]["title"]
     assert tip.startswith('"5": p=') and tip.count("p=") == 4  # the token, then its top 3
+    # a text longer than max_tokens: its beginning, and the summary says so
+    assert main(["viz", f"run.dir={run_dir}", f"text_file={text}", f"out={tmp_path / 'cut.html'}",
+                 "max_tokens=100"]) == 0
+    assert (" tokens scored in windows of 64 (the text's first 100 of 153 tokens: max_tokens=100; raise it, or use "
+            "eval text_file=, to score all): mean loss") in capsys.readouterr().out
 
 
 @needs_chromium

@@ -1,7 +1,8 @@
 """`spmdgpt eval run.dir=<run> [step=N] [text_file=F] [full=true] [out=F.json] [overrides]`:
 loss, perplexity and bits per byte of a run's checkpoint (or of a Hugging Face folder,
 run.dir=hf:DIR), on the run's validation sets (the same fixed batches its training loop
-evaluates, so the loss equals the run's val/loss at that step; full=true: every window) or on
+evaluates, so the loss equals the run's val/loss at that step; full=true: every target of each
+set once, the tail that fills no whole batch included) or on
 any UTF-8 text file (every token after the first scored exactly once). Batches are sharded over
 the mesh like training batches; the result is deterministic. Printed as a table and written as
 JSON (default: run.dir/eval/step-<N>[-<file stem>].json).
@@ -27,7 +28,7 @@ class EvalArgs:
     run_dir: Optional[str] = None  # run.dir=...: the training run (or hf:DIR) to evaluate (required)
     step: Optional[int] = None  # the checkpoint's step (default: the newest)
     text_file: Optional[str] = None  # score this text file instead of the validation sets
-    full: bool = False  # every window of each validation set (default: train.eval_batches batches)
+    full: bool = False  # every target of each validation set once (default: train.eval_batches batches)
     out: Optional[str] = None  # the JSON file to write
 
 
@@ -69,9 +70,8 @@ def run(items: List[str]) -> int:
 
     mesh = start_mesh(cfg)
     import jax
-    import numpy as np
 
-    from spmdgpt.evaluate import Scorer, text_batcher, token_byte_lengths
+    from spmdgpt.evaluate import Scorer, text_batcher, text_windows, token_byte_lengths
     from spmdgpt.sharding import Rules
 
     with jax.set_mesh(mesh):
@@ -88,13 +88,16 @@ def run(items: List[str]) -> int:
             data = load_dataset(d)
             docs = (d.document_mask, d.reset_positions)
             for name, stream in data.val.items():
-                n = ((len(stream) - 1) // d.seq_len) // d.batch_size if args.full else cfg.train.eval_batches
-                if n < 1:
+                if len(stream) < (d.seq_len + 1) * (1 if args.full else d.batch_size):
                     raise ConfigError([f"the validation set {name} holds fewer than data.batch_size windows; "
                                        "lower data.batch_size or data.seq_len"])
-                starts = np.arange(n * d.batch_size) * d.seq_len if args.full else None
+                if args.full:  # every target once, the tail included (`text_windows`)
+                    starts, first = text_windows(len(stream), d.seq_len, d.batch_size)
+                    n, first = len(starts) // d.batch_size, first.reshape(-1, d.batch_size)
+                else:
+                    starts, n, first = None, cfg.train.eval_batches, None
                 sets[name] = (EvalBatcher(stream, d.seq_len, d.batch_size, n, sharding, name, *docs, starts=starts),
-                              n, None)
+                              n, first)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="evaluate with the run's model config")
         scorer = Scorer(cfg.model, rules, token_byte_lengths(tokenizer, cfg.model.vocab_size))
         results = {name: scorer(params, (b.batch(i) for i in range(n)), first)

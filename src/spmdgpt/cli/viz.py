@@ -84,7 +84,9 @@ def run(items: List[str]) -> int:
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     d = cfg.data
-    tokens = text_file_tokens(args.text_file, tokenizer, d.seq_len, args.max_tokens)
+    every = text_file_tokens(args.text_file, tokenizer, d.seq_len)
+    tokens = text_file_tokens(args.text_file, tokenizer, d.seq_len, args.max_tokens) \
+        if len(every) > args.max_tokens else every
 
     mesh = start_mesh(cfg)
     import jax
@@ -133,7 +135,9 @@ def run(items: List[str]) -> int:
         pieces.append((tokenizer.decode([tokens[pos]]), lp, tip))
     loss = float(-np.mean(logprob[1:]))
     where = f"{args.run_dir}{'' if step is None else f' step {step}'}"
-    summary = (f"{len(tokens) - 1:,} tokens scored in windows of {d.seq_len}: mean loss {loss:.4f} nats/token; "
+    cut = (f" (the text's first {len(tokens):,} of {len(every):,} tokens: max_tokens={args.max_tokens}; raise it, or "
+           "use eval text_file=, to score all)") if len(tokens) < len(every) else ""
+    summary = (f"{len(tokens) - 1:,} tokens scored in windows of {d.seq_len}{cut}: mean loss {loss:.4f} nats/token; "
                f"model {where}")
     out = Path(args.out) if args.out else None
     if out is None:
