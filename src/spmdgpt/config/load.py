@@ -187,24 +187,28 @@ def describe_type(t) -> str:
 
 
 def _value_error(e: Exception) -> Optional[str]:
-    """A one-line message for Hydra's "Error merging override key=value": the value and what the
-    field accepts (an enum's values, the closest first)."""
-    import difflib
-
+    """A one-line message for Hydra's "Error merging override key=value" (`_wrong_type`)."""
     msg = str(e).splitlines()[0] if str(e) else ""
     prefix = "Error merging override "
     if not msg.startswith(prefix) or "=" not in msg:
         return None
     key, value = msg[len(prefix):].split("=", 1)
-    t = field_type(key.lstrip("+~").split("."))
-    if t is None or t is FREE:
-        return None
+    return _wrong_type(key.lstrip("+~"), value)
+
+
+def _wrong_type(key: str, value: str) -> Optional[str]:
+    """"key=value: expected <what the field accepts>" (with an enum's closest value), or None
+    where key is no typed field."""
+    import difflib
     import typing
 
+    t = field_type(key.split("."))
+    if t is None or t is FREE:
+        return None
     base = next((a for a in typing.get_args(t) if a is not type(None)), t)
     near = difflib.get_close_matches(value, [str(m.value) for m in base], n=1, cutoff=0.5) \
         if isinstance(base, type) and issubclass(base, enum.Enum) else []
-    return (f"{key}={value}: expected {describe_type(t)}" + (f"; did you mean {key}={near[0]}?" if near else ""))
+    return f"{key}={value}: expected {describe_type(t)}" + (f"; did you mean {key}={near[0]}?" if near else "")
 
 
 def _one_line_hydra_error(e: Exception) -> str:
@@ -279,10 +283,10 @@ def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
                 try:
                     OmegaConf.update(node, key, o.value(), merge=False)
                 except OmegaConfBaseException:
-                    t = field_type(key.split("."))
-                    if t is None or t is FREE:
+                    wrong = _wrong_type(key, o.input_line.split("=", 1)[1])
+                    if wrong is None:
                         raise
-                    raise ConfigError([f"{o.input_line}: expected {describe_type(t)}"]) from None
+                    raise ConfigError([wrong]) from None
         return OmegaConf.to_object(node)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError([_one_line_hydra_error(e)]) from None
