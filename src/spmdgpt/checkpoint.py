@@ -397,15 +397,16 @@ def first_loadable(mngr: CheckpointManager, steps: list, load, what: str, fix: s
     loads, each damaged one before it reported in a warning (orbax and TensorStore raise many
     kinds of errors for damaged files; a ConfigError, e.g. other shapes, is not damage and
     passes through). ConfigError "{what}: each step (its reason); {fix}" when none loads."""
-    failures = []
+    failures, skipped = [], []
     for step in reversed(steps):
         try:
-            return step, load(step), [int(f.split()[0]) for f in failures]
+            return step, load(step), skipped
         except ConfigError:
             raise
         except Exception as e:
             reason = damage_reason(e)
             failures.append(f"{step} ({reason})")
+            skipped.append(step)
             if step != steps[0]:
                 warn(f"checkpoint {mngr.directory / str(step)} cannot be loaded ({reason}); trying an older one")
         _quiet_abandoned_io()  # outside the except block: the traceback no longer holds them

@@ -188,10 +188,9 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
     if step is not None and step not in steps:
         raise ConfigError([f"step={step}: run.dir={run_dir} has checkpoints at steps "
                            f"{', '.join(map(str, steps))}"])
+
     def load(s: int):
-        bad = shape_mismatches(reader.read_meta(s).get("config", {}).get("model", {}), model)
-        if bad:
-            raise ConfigError([f"run.dir={run_dir}: the overrides change parameter shapes: {', '.join(bad)}; {fix}"])
+        check_checkpoint_fits(reader, model, f"run.dir={run_dir}: the overrides change parameter shapes", fix, step=s)
         return reader.restore(s, abstract_params(model, rules))[0]
 
     # the newest checkpoint that loads (as train resumes), or exactly `step`
@@ -202,11 +201,12 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
 
 
 def check_checkpoint_fits(reader: CheckpointManager, model: ModelConfig, what: str, fix: str,
-                          damaged_ok: bool = False) -> None:
-    """ConfigError when the newest checkpoint's model has other parameter shapes than `model`.
-    damaged_ok: an unreadable newest checkpoint passes (restore_latest reports and skips it)."""
+                          damaged_ok: bool = False, step: Optional[int] = None) -> None:
+    """ConfigError when the newest checkpoint's model (or step's) has other parameter shapes
+    than `model`. damaged_ok: an unreadable checkpoint passes (restore_latest reports and skips
+    it)."""
     try:
-        saved = reader.read_meta(reader.steps()[-1]).get("config", {}).get("model", {})
+        saved = reader.read_meta(reader.steps()[-1] if step is None else step).get("config", {}).get("model", {})
     except Exception:
         if damaged_ok:
             return

@@ -114,23 +114,35 @@ def hf_model(spec: str, overrides: List[str]):
     return cfg, HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
 
 
-def read_text(path: str) -> str:
+def read_text(path: str, field: str = "text_file") -> str:
+    """A UTF-8 text file a command was given as `field`=path; ConfigError when it is not."""
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError([f"text_file={path}: not UTF-8 text (byte offset {e.start})"]) from None
+        raise ConfigError([f"{field}={path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                           "save it as UTF-8"]) from None
     except OSError as e:
-        raise ConfigError([f"text_file={path}: cannot read it ({e.strerror})"]) from None
+        raise ConfigError([f"{field}={path}: cannot read it ({e.strerror})"]) from None
 
 
 def text_file_tokens(path: str, tokenizer, seq_len: int, max_tokens: Optional[int] = None) -> list:
     """The tokens of text_file=path (its first max_tokens, when given); ConfigError when it
     cannot be read or encoded, or holds fewer than seq_len + 1 tokens (one window)."""
+    return first_tokens(path, encode_text_file(path, tokenizer), seq_len, max_tokens)
+
+
+def encode_text_file(path: str, tokenizer) -> list:
+    """All the tokens of text_file=path; ConfigError when it cannot be read or encoded."""
     text = read_text(path)
     try:
-        tokens = tokenizer.encode(text)
+        return tokenizer.encode(text)
     except ValueError as e:
         raise ConfigError([f"text_file={path}: {e}"]) from None
+
+
+def first_tokens(path: str, tokens: list, seq_len: int, max_tokens: Optional[int] = None) -> list:
+    """text_file=path's tokens, its first max_tokens when given; ConfigError when they are fewer
+    than seq_len + 1 (one window)."""
     limit = ""
     if max_tokens is not None:
         tokens, limit = tokens[:max_tokens], f" (of at most max_tokens={max_tokens})"

@@ -57,12 +57,9 @@ def read_prompts(args: SampleArgs) -> List[str]:
         path = Path(args.prompt_file)
         if not path.is_file():
             raise ConfigError([f"prompt_file={args.prompt_file}: no such file"])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise ConfigError([f"prompt_file={args.prompt_file}: not UTF-8 text (byte {e.object[e.start]:#04x} at "
-                               f"offset {e.start}); save it as UTF-8"]) from None
-        prompts = [line.replace("\\n", "\n") for line in text.splitlines()]
+        from spmdgpt.cli.runs import read_text
+
+        prompts = [line.replace("\\n", "\n") for line in read_text(args.prompt_file, "prompt_file").splitlines()]
         if not prompts:
             raise ConfigError([f"prompt_file={args.prompt_file} holds no prompt"])
     else:

@@ -79,14 +79,14 @@ def run(items: List[str]) -> int:
         errs.append(f"max_tokens={args.max_tokens} must be >= 2")
     if errs:
         raise ConfigError(errs)
-    from spmdgpt.cli.runs import model_source, source_params, start_mesh, text_file_tokens, write_output
+    from spmdgpt.cli.runs import (encode_text_file, first_tokens, model_source, source_params, start_mesh,
+                                  write_output)
     from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     d = cfg.data
-    every = text_file_tokens(args.text_file, tokenizer, d.seq_len)
-    tokens = text_file_tokens(args.text_file, tokenizer, d.seq_len, args.max_tokens) \
-        if len(every) > args.max_tokens else every
+    every = encode_text_file(args.text_file, tokenizer)
+    tokens = first_tokens(args.text_file, every, d.seq_len, args.max_tokens)
 
     mesh = start_mesh(cfg)
     import jax
