@@ -42,8 +42,8 @@ def matmul_params(cfg: ModelConfig) -> float:
     layers whole."""
     info, moe = param_info(cfg), cfg.moe
     active = (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
-    blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves((info.blocks, info.dense_blocks), is_leaf=is_info)
-                 if i.fan_in)
+    blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves(info, is_leaf=is_info)
+                 if i.fan_in and "layers" in i.logical)
     return blocks + math.prod(info.embed.shape)
 
 

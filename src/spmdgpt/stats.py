@@ -29,7 +29,7 @@ import numpy as np
 import optax
 
 from spmdgpt.config import Config
-from spmdgpt.model import activation_stats
+from spmdgpt.model import activation_stats, is_info, param_info
 from spmdgpt.sharding import Rules
 from spmdgpt.train_step import step_gradients
 
@@ -46,6 +46,7 @@ def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransforma
     or [layers]}."""
     gradients = step_gradients(cfg, rules)
     k = cfg.train.microbatches
+    infos = jax.tree.leaves(param_info(cfg.model), is_leaf=is_info)  # (in the parameters' leaf order)
 
     def first_part(a):  # rows 0, k, 2k, ...: the step's first microbatch, in the batch's sharding
         return None if a is None or k == 1 else jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:])[:, 0]
@@ -60,9 +61,9 @@ def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransforma
         flat, _ = jax.tree_util.tree_flatten_with_path(state.params)
         g_flat = jax.tree.leaves(grads)
         u_flat = jax.tree.leaves(updates)
-        for (path, p), g, u in zip(flat, g_flat, u_flat, strict=True):
+        for (path, p), g, u, i in zip(flat, g_flat, u_flat, infos, strict=True):
             name = jax.tree_util.keystr(path).lstrip(".")
-            stacked = name.startswith(("blocks.", "dense_blocks."))  # (per layer of that stack)
+            stacked = "layers" in i.logical  # (a stacked block leaf: per layer of its stack)
             p_norm, g_norm, u_norm = (_group_norms(x, stacked) for x in (p, g, u))
             out[f"grad_norm/{name}"] = g_norm
             out[f"param_norm/{name}"] = p_norm

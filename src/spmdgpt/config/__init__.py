@@ -28,6 +28,7 @@ from spmdgpt.config.derived import (
     mesh_axes_of,
     mesh_sizes,
     mlp_hidden,
+    moe_layer_pattern,
     moe_layers,
     resolve_mesh_shape,
 )
@@ -72,7 +73,7 @@ __all__ = [
     "DataSource", "DistConfig", "DType", "GroupedMatmul", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig", "MoeConfig", "MoeDispatch", "Router",
     "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "ROPE_SCALING_DEFAULTS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "expert_hidden", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
-    "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "moe_layers", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
+    "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "moe_layer_pattern", "moe_layers", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
     "resolve_mesh_shape", "SECTIONS",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]

@@ -49,9 +49,14 @@ def moe_layers(m: ModelConfig) -> tuple:
     e = m.moe
     if not e.num_experts:
         return (False,) * m.num_layers
-    step = max(e.interleave_step, 1)
-    return tuple(i >= e.first_dense_layers and (i - e.first_dense_layers + 1) % step == 0
-                 for i in range(m.num_layers))
+    return moe_layer_pattern(m.num_layers, e.first_dense_layers, e.interleave_step)
+
+
+def moe_layer_pattern(layers: int, first_dense: int, step: int) -> tuple:
+    """(`moe_layers`) Of `layers` layers, the MoE ones: after first_dense dense layers, the last
+    of each group of `step`."""
+    step = max(step, 1)
+    return tuple(i >= first_dense and (i - first_dense + 1) % step == 0 for i in range(layers))
 
 
 def kv_heads(m: ModelConfig) -> int:

@@ -13,7 +13,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from spmdgpt.config import (ROPE_SCALING_DEFAULTS, ROPE_SCALING_FIELDS, ConfigError, ModelConfig, MoeConfig, RopeScaling,
-                            expert_hidden, head_dim, kv_heads, layer_windows, mlp_hidden, moe_layers)
+                            expert_hidden, head_dim, kv_heads, layer_windows, mlp_hidden, moe_layer_pattern,
+                            moe_layers)
 from spmdgpt.hf.tables import (ARCHITECTURES, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, TRAINING_ONLY,
                                Architecture, Tensor)
 
@@ -294,8 +295,9 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
                            "row for them; add one there, or refuse the field that creates them"])
     dtype = np.asarray(params.embed).dtype
     out: Dict[str, np.ndarray] = {}
+    rows = [(t, set(_layers_of(t, cfg))) for t in arch.tensors if t.per_layer]  # (each row's layers, once)
     for i in range(cfg.num_layers):
-        out.update(_tensors(cfg, [t for t in arch.tensors if i in _layers_of(t, cfg)], params, info, dims, i, dtype))
+        out.update(_tensors(cfg, [t for t, layers in rows if i in layers], params, info, dims, i, dtype))
     out.update(_tensors(cfg, [t for t in arch.tensors if not t.per_layer], params, info, dims, None, dtype))
     return out
 
@@ -387,8 +389,8 @@ def model_fields(hf: dict, where: str) -> dict:
         raise ConfigError(errs)
     if kind in (MIXTRAL.model_type, QWEN3_MOE.model_type):  # (softmax routing, no shared experts)
         experts = hf.get("num_experts", hf.get("num_local_experts"))
-        fields["moe"] = {"first_dense_layers": 0, "interleave_step": 1, **fields.get("moe", {}), "num_experts": experts, "top_k": hf.get("num_experts_per_tok", 2), "shared_experts": 0,
-                         "router": "softmax", "normalize_top_k": kind == MIXTRAL.model_type or
+        fields["moe"] = {"first_dense_layers": 0, "interleave_step": 1, **fields.get("moe", {}), "num_experts": experts,
+                         "top_k": hf.get("num_experts_per_tok", 2), "shared_experts": 0, "router": "softmax", "normalize_top_k": kind == MIXTRAL.model_type or
                          bool(hf.get("norm_topk_prob", False)),
                          "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None}
     out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
@@ -404,12 +406,12 @@ def _qwen3_moe_layers(hf: dict, need) -> dict:
     (i not in mlp_only_layers, (i + 1) % decoder_sparse_step == 0) as the first N dense layers,
     then every k-th layer (`need` records a pattern that is not of that form)."""
     layers, step = hf["num_hidden_layers"], hf.get("decoder_sparse_step", 1)
-    kinds = [i not in (hf.get("mlp_only_layers") or []) and (i + 1) % step == 0 for i in range(layers)]
+    kinds = tuple(i not in (hf.get("mlp_only_layers") or []) and (i + 1) % step == 0 for i in range(layers))
     moe = [i for i, m in enumerate(kinds) if m]
     k = moe[1] - moe[0] if len(moe) > 1 else 1
     n = moe[0] - (k - 1) if moe else -1
     need("mlp_only_layers" if hf.get("mlp_only_layers") else "decoder_sparse_step",
-         n >= 0 and kinds == [i >= n and (i - n + 1) % k == 0 for i in range(layers)],
+         n >= 0 and kinds == moe_layer_pattern(layers, n, k),
          "MoE layers laid out as the first N layers dense, then every k-th layer MoE, the last layer MoE "
          "(model.moe.first_dense_layers, interleave_step)")
     return {"first_dense_layers": max(n, 0), "interleave_step": k}

@@ -220,7 +220,6 @@ def read_params(cfg: ModelConfig, files: WeightFiles, rules):
     values = {jax.tree_util.keystr(path): fn for path, fn in flat}
     dtype = dtype_of(cfg.param_dtype)
     info = param_info(cfg)
-    stacked = {id(leaf) for leaf in jax.tree.leaves((info.blocks, info.dense_blocks), is_leaf=is_info)}
 
     def build(path, i):
         sharding = rules.param_sharding(i.logical)
@@ -229,7 +228,7 @@ def read_params(cfg: ModelConfig, files: WeightFiles, rules):
             assert i.init in ("zeros", "ones"), path
             return jax.make_array_from_callback(i.shape, sharding, lambda index: np.full(
                 i.shape, 1.0 if i.init == "ones" else 0.0, dtype)[index])
-        if id(i) in stacked:
+        if "layers" in i.logical:  # (a stacked block leaf: read layer by layer)
             def read(index):
                 layers = range(i.shape[0])[index[0]]
                 return np.stack([fn(layer)[index[1:]] for layer in layers]).astype(dtype)

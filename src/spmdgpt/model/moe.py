@@ -205,8 +205,6 @@ def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, ki
     per_device = jnp.reshape(sizes, (ep.size, local))  # copies for each device's experts
     counts = jnp.sum(per_device, axis=1)
     starts = jnp.cumsum(counts) - counts  # (xs is sorted by expert, so by device)
-    device = sorted_ids // local
-    slot = jnp.arange(n) - starts[device]
     got_sizes = jax.lax.all_to_all(per_device, ep.axes, 0, 0)  # [ep, local]: by sender, by local expert
     received = jnp.sum(got_sizes, axis=1)
     ragged = ragged_exchange()
@@ -215,7 +213,9 @@ def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, ki
         got = ragged(xs, jnp.zeros((ep.size * n, xs.shape[1]), xs.dtype), starts, counts,
                      jnp.full((ep.size,), me * n, jnp.int32), received, axis_name=ep.axes)
         got = jnp.reshape(got, (ep.size, n, -1))
-    else:
+    else:  # each copy's device and its row in the fixed buffer for that device
+        device = sorted_ids // local
+        slot = jnp.arange(n) - starts[device]
         send = jnp.zeros((ep.size, n, xs.shape[1]), xs.dtype).at[device, slot].set(xs)
         got = jax.lax.all_to_all(send, ep.axes, 0, 0)  # got[s]: what device s sent here, by local expert
     ends = jnp.cumsum(got_sizes, axis=1)
