@@ -22,6 +22,8 @@ CASES = [
     (STAIR + ["mesh.model=0"], "mesh.model=0 must be a positive size or -1"),
     (STAIR + ["data.seq_len=128"], "data.seq_len=128 exceeds model.max_seq_len=64"),
     (CHAR + ["model.vocab_size=50"], "model.vocab_size=50 is smaller than the tokenizer's vocabulary (66"),
+    (CHAR + ["model.vocab_size=50304"], "model.vocab_size=50304 but the tokenizer (char) has 66 ids: 50,238 "
+                                        "embedding rows would never be used; set model.vocab_size=128"),
     (STAIR + ["model.norm=batchnorm"], "model.norm"),
     (STAIR + ["optimizer.name=lion"], "optimizer.name"),
     (STAIR + ["train.steps=0"], "train.steps=0 must be > 0"),
@@ -154,7 +156,7 @@ def test_one_argument_parser_for_every_command(capsys):
     assert main(["fly"]) == 2
     assert capsys.readouterr().err == "spmdgpt: error: unknown command 'fly'; commands: train, sample, prepare, tokenizer, eval, viz, plot, export, launch, plan (spmdgpt --help)\n"
     assert main(["launch", "nproc=0", "--", "train"]) == 2
-    assert capsys.readouterr().err.startswith("spmdgpt: error: launch needs nproc >= 1")
+    assert capsys.readouterr().err.startswith("spmdgpt: error: launch: nproc=0 must be >= 1")
 
 
 def test_overrides_apply_on_a_resolved_config():

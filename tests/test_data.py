@@ -299,7 +299,7 @@ def test_bad_input_is_one_line_exit_2_and_no_store(tmp_path, capsys, files, ds, 
     items = [f"+data.datasets.d={json.dumps(d).replace(chr(34), '')}", f"data.cache_dir={tmp_path / 'cache'}",
              "train.steps=1", f"run.dir={tmp_path / 'run'}", "data.seq_len=8", "model.max_seq_len=64"]
     items += [f"data.{k}={str(v).replace('TMP', str(tmp_path)) if v is not None else 'null'}" for k, v in data.items()]
-    code = main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=50304", *items])
+    code = main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=66", *items])
     err = capsys.readouterr().err
     errors = [ln for ln in err.splitlines() if ln.startswith("spmdgpt: error: ")]
     assert code == 2 and message in err and len(errors) == 1 and err.rstrip().endswith(errors[0]), err
@@ -373,6 +373,11 @@ def test_trained_tokenizer_is_reproducible_and_round_trips(tmp_path, capsys):
     assert tok.decode(tok.encode(held)) == held  # byte-level: any text round-trips exactly
     assert main(["tokenizer", "train", *BOOKS, "vocab_size=100", f"out={tmp_path / 'c.json'}"]) == 2
     assert "vocab_size=100" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
+    assert main(["tokenizer", "train", "+experiment=staircase", "vocab_size=300", f"out={tmp_path / 'c.json'}"]) == 2
+    assert capsys.readouterr().err == (
+        "spmdgpt: error: data.source=staircase is synthetic digits, no text to learn merges from; give a text "
+        "corpus: +experiment=shakespeare_char, or data.source=text data.text_file=FILE\n")
+    assert not (tmp_path / "c.json").exists()
 
 
 def test_trained_tokenizer_at_gpt2_size_compresses_its_corpus_better(tmp_path):

@@ -139,7 +139,17 @@ def test_launch_refuses_bad_input(capsys):
 
     assert err("nproc=2", "grace_s=-1", "--", "train") == (
         "spmdgpt: error: launch: grace_s=-1 must be >= 0 (seconds from SIGTERM to SIGKILL)")
-    assert "launch needs nproc >= 1" in err("nproc=0", "--", "train")
+    example = "e.g. spmdgpt launch nproc=2 -- train +experiment=staircase (the -- is optional)"
+    assert err("nproc=0", "--", "train") == f"spmdgpt: error: launch: nproc=0 must be >= 1; {example}"
+    assert err("nproc=2", "devices_per_proc=0", "train") == (
+        f"spmdgpt: error: launch: devices_per_proc=0 must be >= 1; {example}")
+    assert err("nproc=2") == f"spmdgpt: error: launch: no command to run; {example}"
+    assert err("nproc=2", "--", "trian") == (
+        "spmdgpt: error: launch: trian is not a spmdgpt command (train, sample, prepare, tokenizer, eval, viz, "
+        f"plot, export, launch, plan); {example}")
+    assert err("nproc=2", "+experiment=staircase", "train") == (
+        "spmdgpt: error: launch: +experiment=staircase is not one of launch's own keys (nproc, devices_per_proc, "
+        f"grace_s), and the command comes after them; {example}")
     assert "grace_s=soon is not a valid float" in err("nproc=2", "--grace-s", "soon", "--", "train")
 
 

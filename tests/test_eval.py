@@ -121,3 +121,31 @@ def test_eval_refuses_bad_input(run, capsys, tmp_path):
     for items, message in cases:
         code, _, err = evaluate(capsys, *items)
         assert (code, err.strip().splitlines()[-1]) == (2, message)
+
+
+def test_eval_of_an_exported_folder_scores_with_the_runs_window(run, capsys, tmp_path):
+    """export records the run's training window in spmdgpt.json; eval run.dir=hf:DIR scores with it
+    (it used the config's default window, 256, whatever the run trained with: another number), and
+    says which window a folder from elsewhere gets (the default, within the model's context)."""
+    cfg, run_dir = run
+    hf = tmp_path / "hf"
+    assert main(["export", f"run.dir={run_dir}", f"out={hf}"]) == 0
+    assert json.loads((hf / "spmdgpt.json").read_text()) == {"run_dir": str(run_dir), "step": 30, "seq_len": 64}
+    text = tmp_path / "t.txt"
+    text.write_text("0123456789876543210" * 20)  # 380 tokens
+    reports = []
+    for source in (run_dir, f"hf:{hf}"):
+        code, _, err = evaluate(capsys, f"run.dir={source}", f"text_file={text}", "mesh.data=1",
+                                f"out={tmp_path / 'r.json'}")
+        assert code == 0 and "| window 64 tokens | mesh" in err
+        reports.append(json.loads((tmp_path / "r.json").read_text()))
+    assert reports[0]["seq_len"] == reports[1]["seq_len"] == 64
+    ours, theirs = (r["results"]["t.txt"] for r in reports)
+    assert theirs["tokens"] == ours["tokens"] == 379 and theirs["loss"] == pytest.approx(ours["loss"], rel=1e-5)
+    (hf / "spmdgpt.json").unlink()  # a folder from elsewhere: the default window, said so
+    code, _, err = evaluate(capsys, f"run.dir=hf:{hf}", f"text_file={text}", "mesh.data=1", f"out={tmp_path / 'r.json'}")
+    assert code == 0 and json.loads((tmp_path / "r.json").read_text())["seq_len"] == 64  # (the model's context)
+    assert "| window 64 tokens (the folder records no training window; set data.seq_len=N) |" in err
+    code, _, err = evaluate(capsys, f"run.dir=hf:{hf}", f"text_file={text}", "mesh.data=1", "data.seq_len=32",
+                            f"out={tmp_path / 'r.json'}")
+    assert code == 0 and json.loads((tmp_path / "r.json").read_text())["seq_len"] == 32 and "| window 32 tokens |" in err

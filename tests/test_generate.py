@@ -245,6 +245,7 @@ def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run
     line; a damaged tokenizer.json or config.yaml, a prompt_file that is not UTF-8, and prompt=
     with prompt_file= are one line, exit 2, nothing written. (And a finished run given to train
     again says so.)"""
+    import json
     import shutil
 
     run_dir, _ = staircase_run
@@ -285,6 +286,12 @@ def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run
         assert call(command[0], f"run.dir={damaged}", *command[1:])[::2] == (2, [
             f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote (Unterminated string starting at: "
             "line 1 column 18 (char 17)); restore the run's own file"])
+    assert json.loads((run_dir / "tokenizer.json").read_text()) == {"kind": "digits", "chars": "0123456789",
+                                                                    "vocab_size": 10}
+    (damaged / "tokenizer.json").write_text('{"kind": "char", "chars": "0123456", "vocab_size": 10}')  # edited
+    assert call("sample", f"run.dir={damaged}")[::2] == (2, [
+        f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote (it has 7 ids, the run trained "
+        "with 10: it was edited); restore the run's own file"])
     shutil.copy(run_dir / "tokenizer.json", damaged / "tokenizer.json")
     with open(damaged / "config.yaml", "a") as f:
         f.write("model: [d_model: 3\n")

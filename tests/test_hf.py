@@ -57,7 +57,7 @@ def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text
                                                                                  capsys):
     cfg, run_dir, out = trained_runs(arch)
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "generation_config.json", "model.safetensors",
-                                                    "tokenizer.json", "tokenizer_config.json"]
+                                                    "spmdgpt.json", "tokenizer.json", "tokenizer_config.json"]
     config = json.loads((out / "config.json").read_text())
     if arch == "neox":
         assert (config["architectures"], config["use_parallel_residual"], config["hidden_act"]) == (

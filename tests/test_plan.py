@@ -48,7 +48,7 @@ def test_collectives_are_read_from_hlo_text():
     assert got["all-to-all"] == (0, 0)
 
 
-def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys):
+def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monkeypatch):
     code = main(["plan", *COMMON, "devices=8", "memory_gb=0.001"])
     out, err = capsys.readouterr()
     assert code == 2
@@ -56,6 +56,17 @@ def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys):
     assert "parameters       0.4 MiB" in out and "collectives      all-reduce" in out
     assert err.startswith("spmdgpt: error: the step needs ") and "a device has 1.0 MiB" in err
     assert err.count("\n") == 1
+
+    # without memory_gb, this host's CPU devices get its memory, shared (here a made-up 8 MiB)
+    monkeypatch.setattr("spmdgpt.cli.plan.host_memory", lambda: 8 * 2**20)
+    code = main(["plan", *COMMON, "devices=8"])
+    out, err = capsys.readouterr()
+    assert code == 2 and ("(the 1.0 MiB above: this host's 8.0 MiB of memory shared by 8 CPU device(s); "
+                          "memory_gb=G or topology=NAME plans for other devices)") in out
+    assert err.startswith("spmdgpt: error: the step needs ") and "a device has 1.0 MiB" in err
+    monkeypatch.setattr("spmdgpt.cli.plan.host_memory", lambda: 64 * 2**30)
+    assert main(["plan", *COMMON, "devices=8"]) == 0
+    assert "(the 8.00 GiB above: this host's 64.00 GiB of memory shared by 8 CPU device(s)" in capsys.readouterr().out
 
     assert main(["plan", *COMMON, "devices=3"]) == 2
     assert "devices=3: JAX already started with 8 cpu device(s)" in capsys.readouterr().err
@@ -86,7 +97,7 @@ def test_plan_format_json_is_the_last_line(capsys):
 def test_llama2_7b_plans_on_8_devices(capsys):
     """The 7B shape compiles from abstract shapes on 8 simulated devices (FSDP) and its
     parameters are 1/8 of 6.7B float32 values per device."""
-    assert main(["plan", "+experiment=llama2_7b", "devices=8"]) == 0
+    assert main(["plan", "+experiment=llama2_7b", "devices=8", "memory_gb=80"]) == 0
     out = capsys.readouterr().out
     assert "parameters       3.14 GiB" in out
 

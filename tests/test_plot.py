@@ -59,3 +59,7 @@ def test_plot_refuses_bad_input(two_runs, tmp_path, capsys):
     assert plot(str(tmp_path / "empty")) == (
         2, f"spmdgpt: error: {tmp_path / 'empty'}: no metrics.jsonl there; give training run directories")
     assert plot(str(two_runs / "slow"), "names=a,b") == (2, "spmdgpt: error: names= gives 2 names for 1 runs")
+    (tmp_path / "binary").mkdir()  # a metrics.jsonl that is not text: no rows, not a traceback
+    (tmp_path / "binary" / "metrics.jsonl").write_bytes(bytes(range(256)) + b"\n[1, 2]\n")
+    assert plot(str(tmp_path / "binary")) == (
+        2, f"spmdgpt: error: {tmp_path / 'binary' / 'metrics.jsonl'}: no training or validation rows yet")

@@ -3,6 +3,7 @@ train.time_budget. Each option is off by default; the `shakespeare_char` default
 are covered by the end-to-end tests."""
 
 import math
+import time
 from functools import partial
 from typing import NamedTuple
 
@@ -112,6 +113,64 @@ def test_wsd_schedule_values():
     np.testing.assert_allclose(got, [0.0, 0.5, 1.0, 1.0, 1.0, 0.55, 0.1], atol=1e-6)
 
 
+def test_squeezed_schedule_after_replans():
+    """A re-plan at step 40 of 100 (to 70 steps), then at 50 (to 60): the learning rate is the
+    schedule's up to step 40, goes on from its value there without a jump, and the schedule's rest
+    is squeezed so that the last step takes the schedule's last rate."""
+    cfg = load_config(["+experiment=staircase", "optimizer.lr=1.0", "optimizer.warmup_steps=10",
+                       "optimizer.min_lr_ratio=0.1"]).optimizer
+    plain, squeezed = learning_rate_schedule(cfg, 100), learning_rate_schedule(cfg, 60, replans=[(40, 100), (50, 70)])
+    for s in (0, 5, 10, 39, 40):
+        assert float(squeezed(s)) == float(plain(s))
+    # 40..50: 30 steps stand for the schedule's last 60 (2 a step); 50..60: 10 steps for its last 40
+    np.testing.assert_allclose([float(squeezed(s)) for s in (45, 50, 55, 60)],
+                               [float(plain(s)) for s in (50, 60, 80, 100)], rtol=1e-6)
+    assert float(plain(100)) == pytest.approx(0.1)
+    one = learning_rate_schedule(cfg, 70, replans=[(40, 100)])  # the run before its second re-plan
+    assert all(float(one(s)) == float(squeezed(s)) for s in range(0, 50))
+
+
+def test_pacer_replans_when_the_run_falls_behind():
+    """budget.Pacer on a made-up clock: a run calibrated at 0.1 s a step (800 steps, 100 s) whose
+    steps take 0.3 s from step 200 on (a busier machine), and its evaluations 6 s instead of 2:
+    re-planned to what fits the budget less REPLAN_MARGIN (the evaluations left at the last one's
+    time, a recompilation slowed down as the steps), it ends within the budget (plus the slack),
+    having used most of it; at 0.1 s a step it keeps its plan."""
+    from spmdgpt.budget import REPLAN_MARGIN, REPLAN_SLACK, Calibration, Pacer
+
+    cal = Calibration(budget_s=100.0, elapsed_s=10.0, compile_s=1.0, step_s=0.1, eval_s=2.0, steps=800, evals=4,
+                      timed_steps=8)
+
+    def run(slow_s):
+        pacer, now, steps, step, plans = Pacer(cal, started=0.0, eval_every=200), 11.0, 800, 0, []
+        while step < steps:
+            step += 1
+            now += 0.1 if step <= 200 else slow_s
+            if step % 200 == 0 or step == steps:
+                took = 20 * (0.1 if step < 200 else slow_s)
+                now += took
+                pacer.pause(took, evaluation=True)
+            if step % 10 == 0 and step < steps and (plan := pacer.check(step, step, steps, now)):
+                plans.append((plan, now))
+                steps = plan.steps
+                now += cal.compile_s * plan.step_s / cal.step_s  # the new step function compiles
+        return now, steps, plans
+
+    now, steps, plans = run(0.1)
+    assert (steps, plans) == (800, []) and now == pytest.approx(99.0)
+    now, steps, plans = run(0.3)
+    # at 200 the slower evaluation alone re-plans; at 230 the slower steps (measured over 5 s) do
+    assert [(p.at, p.planned) for p, _ in plans] == [(200, 800), (230, plans[0][0].steps)]
+    assert plans[-1][0].step_s == pytest.approx(0.3) and steps == plans[-1][0].steps < 800
+    assert 100 * (1 - 2 * REPLAN_MARGIN) <= now <= 100 * (1 + REPLAN_SLACK)
+    for plan, then in plans:  # each plan's arithmetic
+        left = 100 * (1 - REPLAN_MARGIN) - then - cal.compile_s * plan.step_s / cal.step_s
+        assert plan.steps == plan.at + steps_within(left, plan.step_s, 6.0, 200, plan.at)
+        assert plan.projected_s == pytest.approx(then + (plan.planned - plan.at) * plan.step_s
+                                                 + evaluations(plan.planned, 200, plan.at) * 6.0)
+    assert plans[0][0].row(100.0)["event"] == "time_budget_replan"
+
+
 def test_dropout_rate_scale_and_masks():
     x = jnp.ones((256, 256), jnp.float32)
     key = jax.random.key(7)
@@ -185,6 +244,15 @@ def test_recipe_option_errors():
                  "optimizer.unembed_lr needs model.tie_embeddings=false",
                  "optimizer.cooldown_fraction=0.0 must be in (0, 1]", "train.time_budget=-5.0 must be > 0"):
         assert any(want in e for e in errs), (want, errs)
+    for replans, steps in ((["50:40"], 300), (["50:400", "40:300"], 200), (["50:400"], 50), (["x"], 300)):
+        errs = validate(load_config(["+experiment=staircase", f"train.replans=[{','.join(replans)}]",
+                                     f"train.steps={steps}"]), 1)
+        assert errs == [f"train.replans={replans} must be STEP:STEPS entries in step order, 1 <= STEP < STEPS, "
+                        f"each STEP below the next entry's STEPS (the last's below train.steps={steps}); they are written by a time "
+                        "budget: take them from the run's config.yaml, or leave them out"], errs
+    errs = validate(load_config(["+experiment=staircase", "train.replans=[50:400]", "train.time_budget=60"]), 1)
+    assert errs == ["train.replans and train.time_budget: the re-plans belong to a fixed step count; leave out "
+                    "train.time_budget (or the re-plans)"]
     drop = load_config(["+experiment=staircase", "model.dropout=0.1", "model.attention=splash"]).model
     with pytest.raises(ConfigError, match="model.attention_dropout=0.1 needs model.attention=xla"):
         attention_backend(drop, "tpu")
@@ -203,6 +271,9 @@ def test_budget_arithmetic():
     assert steps_within(100.0, 0.2, 5.0, 250) == 450
     assert steps_within(100.0, 0.2, 0.0, 250) == 500
     assert steps_within(4.0, 0.2, 5.0, 250) == 0  # not even one step and its evaluation
+    # from step 600 of a run: evaluations at 750 and at the end
+    assert [evaluations(n, 250, 600) for n in (600, 700, 750, 751, 1000)] == [0, 1, 1, 2, 2]
+    assert steps_within(30.0, 0.2, 5.0, 250, 600) == 125  # 25 s of steps + the final evaluation
 
 
 def test_calibration_times_a_window_of_steps(monkeypatch):
@@ -238,37 +309,66 @@ def test_calibration_times_a_window_of_steps(monkeypatch):
     assert run(0.001).timed_steps == budget.MAX_TIMED_STEPS == 64
 
 
-def test_time_budget_sets_and_records_the_steps(tmp_path, capsys):
-    """A budgeted run calibrates, trains the steps that fit, and records them in config.yaml
-    (time_budget null there); the same command again resumes with those steps (no calibration)."""
+def test_time_budget_sets_the_steps_and_replans_when_the_machine_gets_busier(tmp_path, monkeypatch, capsys):
+    """A budgeted run calibrates and plans the steps that fit; its steps three times slower after
+    the calibration (a sleep in each batch: a busier machine), it still ends within its budget:
+    it re-plans, records the re-plans and the new train.steps in config.yaml (time_budget null),
+    the same command again resumes with those (no calibration), and that config alone, in a
+    fresh run.dir, reproduces the run bitwise."""
     from conftest import read_jsonl
 
+    import spmdgpt.trainer as trainer
     from spmdgpt.config import load_run_config
-    from spmdgpt.trainer import train
+    from spmdgpt.data import Batcher
 
-    over = ["+experiment=staircase", "train.eval_every=0", "train.progress=false",
-            "checkpoint.async_save=false", f"run.dir={tmp_path}"]
+    slow = []
+    fit, batch = trainer.fit_budget, Batcher.train_batch
+
+    def fit_then_slow_down(*args):
+        cfg, cal = fit(*args)
+        slow.append(2 * cal.step_s)
+        return cfg, cal
+
+    def slower_batch(self, i):
+        if slow:
+            time.sleep(slow[0])
+        return batch(self, i)
+
+    monkeypatch.setattr(trainer, "fit_budget", fit_then_slow_down)
+    monkeypatch.setattr(Batcher, "train_batch", slower_batch)
+    over = ["+experiment=staircase", "train.eval_every=0", "train.progress=false", "checkpoint.async_save=false",
+            f"run.dir={tmp_path / 'a'}"]
     # (20 s: setting up, compilation included, took up to 12.6 s on a loaded 2-core box)
-    res = train(load_config([*over, "train.time_budget=20"]), argv=["test"])
-    event = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget"]
-    assert len(event) == 1 and event[0]["steps"] == res.step
-    e = event[0]
-    # the chosen steps fill what the calibration left of the budget, to within one step (with
+    res = trainer.train(load_config([*over, "train.time_budget=20"]), argv=["test"])
+    rows = read_jsonl(tmp_path / "a" / "metrics.jsonl")
+    e, = [r for r in rows if r.get("event") == "time_budget"]
+    # the planned steps fill what the calibration left of the budget, to within one step (with
     # 10 ms of slack: the event's times are rounded, step_s to 10 us and the others to 1 ms)
     left = 20 - e["elapsed_s"] - e["compile_s"]
-    assert res.step * e["step_s"] + e["eval_s"] <= left + 0.01
-    assert left < (res.step + 1) * e["step_s"] + e["eval_s"] + 0.01
-    used = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget_used"]
-    assert len(used) == 1 and used[0]["step"] == res.step and used[0]["predicted_s"] == e["predicted_s"]
-    assert used[0]["used_s"] > e["elapsed_s"] and e["timed_steps"] >= 8
-    saved = load_run_config(tmp_path).train
-    assert saved.steps == res.step and saved.time_budget is None
+    assert e["steps"] * e["step_s"] + e["eval_s"] <= left + 0.01 < (e["steps"] + 1) * e["step_s"] + e["eval_s"] + 0.02
+    assert e["timed_steps"] >= 8
+    plans = [r for r in rows if r.get("event") == "time_budget_replan"]
+    used, = [r for r in rows if r.get("event") == "time_budget_used"]
+    assert plans and plans[0]["planned"] == e["steps"] and res.step == plans[-1]["steps"] < e["steps"]
+    assert used["step"] == res.step and used["predicted_s"] == e["predicted_s"]
+    assert e["elapsed_s"] < used["used_s"] <= 20 * 1.1  # (without the re-plans: about 2.5x the steps' share)
+    saved = load_run_config(tmp_path / "a").train
+    assert (saved.steps, saved.time_budget) == (res.step, None)
+    assert saved.replans == [f"{p['step']}:{p['planned']}" for p in plans]
     err = capsys.readouterr().err
-    assert f"train.steps={res.step} (recorded in config.yaml)" in err
-    assert f"train.time_budget=20 s: used {used[0]['used_s']:.1f} s (predicted {e['predicted_s']:.1f} s)" in err
-    again = train(load_config([*over, "train.time_budget=5"]), argv=["test"])  # another budget: ignored
+    assert f"train.steps={e['steps']} (recorded in config.yaml)" in err
+    assert f"train.steps {plans[0]['planned']} -> {plans[0]['steps']} from step {plans[0]['step']} on" in err
+    assert f"train.time_budget=20 s: used {used['used_s']:.1f} s (predicted {e['predicted_s']:.1f} s)" in err
+    slow.clear()
+    again = trainer.train(load_config([*over, "train.time_budget=5"]), argv=["test"])  # another budget: ignored
     assert again.step == res.step and again.resumed_from == res.step
-    assert len([r for r in read_jsonl(tmp_path / "metrics.jsonl") if r.get("event") == "time_budget"]) == 1
+    assert len([r for r in read_jsonl(tmp_path / "a" / "metrics.jsonl") if r.get("event") == "time_budget"]) == 1
+    rerun = trainer.train(load_config([*over[:-1], f"run.dir={tmp_path / 'b'}", f"train.steps={saved.steps}",
+                                       f"train.replans=[{','.join(saved.replans)}]"]), argv=["test"])
+    for a, b in zip(jax.tree.leaves(res.state), jax.tree.leaves(rerun.state), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    lrs = [[(r["step"], r["lr"]) for r in read_jsonl(tmp_path / d / "metrics.jsonl") if "lr" in r] for d in "ab"]
+    assert lrs[0] == lrs[1] and lrs[0][-1][0] == res.step
 
 
 def test_explicit_steps_turn_a_config_budget_off():

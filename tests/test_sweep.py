@@ -60,7 +60,17 @@ def test_sweep_refuses_bad_input(tmp_path, capsys):
     assert sweep("--parallel", "0", "optimizer.lr=1e-3,2e-3") == (2, "spmdgpt: error: --parallel 0 must be >= 1")
     code, err = sweep("model.nope=1,2")
     assert code == 2 and "model.nope" in err
+    # a value every point's config is checked for before any run starts
+    assert sweep("optimizer.lr=1e-3,-1") == (2, "spmdgpt: error: sweep point optimizer.lr=-1: optimizer.lr=-1.0 "
+                                                "must be > 0")
     assert not (tmp_path / "s").exists()
+    # one only a run finds (the mesh, against its devices): the run's error line and its log
+    capsys.readouterr()
+    assert main(["train", "-m", "+experiment=staircase", f"run.dir={tmp_path / 's'}", "mesh.data=3,5"]) == 2
+    err = capsys.readouterr().err
+    for i, n in enumerate((3, 5)):
+        log = tmp_path / "s" / "logs" / f"00{i}-data-{n}.log"
+        assert (f"  00{i}-data-{n}: failed (2): mesh.data={n} x mesh.expert=1 x mesh.model=1 does not fit ") in err and f"(log: {log})" in err and log.is_file()
 
 
 def test_parallel_runs_get_disjoint_gpu_groups(tmp_path, capsys, monkeypatch):

@@ -81,6 +81,13 @@ class Console:
                 f"{format_rate(tokens_per_sec)} tok/s | MFU {mfu_s}"
             )
 
+    def set_total(self, total: int) -> None:
+        """A new step count (train.time_budget's re-plan)."""
+        self.total = total
+        if self.bar is not None:
+            self.bar.total = total
+            self.bar.refresh()
+
     def write(self, msg: str) -> None:
         if not self.active:
             return

@@ -31,8 +31,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config
 from spmdgpt.flops import flops_per_token
-from spmdgpt.model import abstract_params, param_info
-from spmdgpt.optim import build_optimizer
+from spmdgpt.model import abstract_params
 from spmdgpt.sharding import Rules
 
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "ragged-all-to-all", "collective-permute")
@@ -105,9 +104,9 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
     """Compile `cfg`'s training step on `rules`' mesh from abstract shapes (call inside
     jax.set_mesh) and read its per-device plan."""
     from spmdgpt.state import TrainState
-    from spmdgpt.train_step import make_train_step
+    from spmdgpt.train_step import make_train_step, optimizer_of
 
-    optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
+    optimizer = optimizer_of(cfg)
     params = abstract_params(cfg.model, rules)
     state = TrainState(jax.ShapeDtypeStruct((), jnp.int32), params, jax.eval_shape(optimizer.init, params))
     batch = batch_shapes(cfg, rules)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from spmdgpt.config import Config
+from spmdgpt.config import Config, replan_points
 from spmdgpt.data import Batcher, load_dataset
 from spmdgpt.model import between_steps, objective, param_info
 from spmdgpt.model.attention import attention_dropout
@@ -80,8 +80,18 @@ def step_gradients(cfg: Config, rules: Rules):
     return f
 
 
+def run_replans(cfg: Config) -> list:
+    """train.replans as [(STEP, STEPS), ...] (validated before a run starts)."""
+    return replan_points(cfg.train.replans, cfg.train.steps) or []
+
+
+def optimizer_of(cfg: Config) -> optax.GradientTransformation:
+    """The optimizer of cfg's run: its schedule over train.steps, re-planned at train.replans."""
+    return build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps, run_replans(cfg))
+
+
 def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
-    schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps)
+    schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps, replans=run_replans(cfg))
     gradients = step_gradients(cfg, rules)
 
     skip_nonfinite = cfg.train.skip_nonfinite > 0

@@ -7,7 +7,8 @@
       ─► evaluators, checkpoint manager, run.dir files (config, metadata, tokenizer)
       ─► loop: train_step (jit, donated state), metrics read one step late, fixed-batch
          validation every train.eval_every steps, async checkpoints every checkpoint.every
-         steps, at the end, and on SIGTERM/SIGINT
+         steps, at the end, and on SIGTERM/SIGINT; with train.time_budget, the pace checked
+         and the steps left re-planned when the run falls behind (budget.Pacer)
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from pathlib import Path
 from typing import Optional
 
 import jax
-import jax.numpy as jnp
 
-from spmdgpt.config import Config, ConfigError, freeze, profile_range, validate
+from spmdgpt.budget import Pacer, Replan, fit_budget, from_process_0, recorded_steps
+from spmdgpt.config import Config, ConfigError, freeze, profile_range, to_yaml, validate
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.data import (
     Batcher,
@@ -43,14 +44,13 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
 from spmdgpt.loggers import Console, JsonlLogger
-from spmdgpt.model import attention_backend, num_params, param_info
-from spmdgpt.optim import build_optimizer
-from spmdgpt.files import WriteFailed, os_reason
+from spmdgpt.model import attention_backend, num_params
+from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, start
 from spmdgpt.stats import make_stats_fn, stats_row
-from spmdgpt.train_step import make_train_step
+from spmdgpt.train_step import make_train_step, optimizer_of
 from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 
 
@@ -70,11 +70,16 @@ class TrainResult:
 
 
 def check_vocab(cfg: Config, tok: Tokenizer) -> None:
-    if cfg.model.vocab_size < tok.vocab_size:
-        raise ConfigError([
-            f"model.vocab_size={cfg.model.vocab_size} is smaller than the tokenizer's vocabulary "
-            f"({tok.vocab_size}, {tok.kind}); set model.vocab_size>={tok.vocab_size}"
-        ])
+    """The embedding has a row for every token id, and (padding allowed, e.g. GPT-2's 50257 to
+    50304) not more than twice as many rows as there are ids."""
+    v, n = cfg.model.vocab_size, tok.vocab_size
+    if v < n:
+        raise ConfigError([f"model.vocab_size={v} is smaller than the tokenizer's vocabulary "
+                           f"({n}, {tok.kind}); set model.vocab_size>={n}"])
+    if v > 2 * n and v - n > 128:
+        raise ConfigError([f"model.vocab_size={v} but the tokenizer ({tok.kind}) has {n} ids: {v - n:,} embedding "
+                           f"rows would never be used; set model.vocab_size={-(-n // 64) * 64} (its size rounded up "
+                           "to a multiple of 64)"])
 
 
 def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
@@ -109,7 +114,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed, sharding, *docs)
         val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, sharding, name, *docs)
                     for name, s in data.val.items()}
-        optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps)
+        optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
 
@@ -120,8 +125,8 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
         calibration = None
         if cfg.train.time_budget is not None:  # a fresh run: time a few steps, then size the run
-            cfg, optimizer, calibration = fit_budget(cfg, rules, optimizer, begin.state, batcher, evaluator,
-                                                     rollouts, started)
+            cfg, calibration = fit_budget(cfg, rules, optimizer, begin.state, batcher, evaluator, rollouts, started)
+            optimizer = optimizer_of(cfg)
         ckpt = None
         if cfg.checkpoint.enabled:
             from spmdgpt.checkpoint import CheckpointManager
@@ -136,8 +141,8 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
         train_step = make_train_step(cfg, rules, optimizer)
         stats_fn = make_stats_fn(cfg, rules, optimizer) if cfg.train.stats_every else None
-        loop = _Loop(cfg, run_dir, begin, train_step, batcher, evaluator, rollouts, data, ckpt, is_main, stats_fn,
-                     calibration, started)
+        loop = _Loop(cfg, run_dir, begin, rules, train_step, batcher, evaluator, rollouts, data, ckpt, is_main,
+                     stats_fn, calibration, started)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
                      f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
@@ -146,41 +151,6 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             if loop.metrics_log:
                 loop.metrics_log.log(calibration.row())
         return loop.run()
-
-
-def recorded_steps(cfg: Config, run_dir: Path) -> Config:
-    """train.time_budget set and run_dir already holds a run whose config.yaml recorded the steps
-    its budget chose (time_budget null there): that step count, without a new calibration, so a
-    resume or restart continues the same schedule. Otherwise cfg unchanged."""
-    if cfg.train.time_budget is None or not (run_dir / "config.yaml").exists():
-        return cfg
-    from spmdgpt.config import load_run_config
-
-    saved = load_run_config(run_dir).train
-    if saved.time_budget is not None:
-        return cfg
-    return fixed_steps(cfg, saved.steps)
-
-
-def fit_budget(cfg: Config, rules: Rules, optimizer, state, batcher: Batcher, evaluator: LossEvaluator,
-               rollouts: Optional[RolloutEvaluator], started: float):
-    """(cfg with the train.steps that fit train.time_budget and time_budget=None, the optimizer
-    for that many steps, the Calibration). ConfigError when not even one step fits."""
-    from spmdgpt.budget import calibrate
-
-    t = cfg.train
-    cal = calibrate(t.time_budget, started, t.eval_every, state, make_train_step(cfg, rules, optimizer),
-                    batcher.train_batch, evaluator, None if rollouts is None else rollouts.sample)
-    if jax.process_count() > 1:  # every process trains process 0's choice (their timings differ)
-        from jax.experimental import multihost_utils
-
-        cal = dataclasses.replace(cal, steps=int(multihost_utils.broadcast_one_to_all(jnp.int32(cal.steps))))
-    if cal.steps < 1:
-        raise ConfigError([f"train.time_budget={t.time_budget:g} s leaves no time to train: {cal.elapsed_s:.1f} s "
-                           f"go to setting up and a step takes {cal.step_s:.3f} s, an evaluation "
-                           f"{cal.eval_s:.1f} s; raise the budget"])
-    cfg = freeze(fixed_steps(cfg, cal.steps))  # (the steps were checked just above)
-    return cfg, build_optimizer(cfg.optimizer, param_info(cfg.model), cal.steps), cal
 
 
 class _Diverged(Exception):
@@ -193,15 +163,20 @@ class _Loop:
 
     All of its state is set up here, in __init__; run() only steps."""
 
-    def __init__(self, cfg: Config, run_dir: Path, begin: Start, train_step, batcher: Batcher,
+    def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, train_step, batcher: Batcher,
                  evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
                  ckpt, is_main: bool, stats_fn=None, calibration=None, started: float = 0.0):
-        self.cfg, self.run_dir, self.data, self.is_main = cfg, run_dir, data, is_main
+        self.cfg, self.run_dir, self.data, self.is_main, self.rules = cfg, run_dir, data, is_main, rules
         self.calibration, self.started = calibration, started  # train.time_budget's choice, train's start
+        # train.time_budget: the pace is checked every pace_every steps (the same steps on every process)
+        self.pacer = None if calibration is None else Pacer(calibration, started, cfg.train.eval_every)
+        self.pace_every = max(1, cfg.train.steps // 200)
+        self.compiled_at = begin.step  # the step whose call compiles the step function
         self.stats_fn = stats_fn  # train.stats_every (spmdgpt.stats)
         self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
         self.rollouts = rollouts
         self.state, self.kind = begin.state, begin.kind
+        self.reported = begin.step  # the last step whose metrics are on the host
         self.resumed_from = begin.step if begin.kind == StartKind.resumed else None
         t = cfg.train
         self.tokens_per_step = cfg.data.batch_size * cfg.data.seq_len
@@ -264,7 +239,8 @@ class _Loop:
         pending, stopped = None, None
         step = first = int(self.state.step)
         try:
-            for i in range(first, t.steps):
+            while step < self.cfg.train.steps:  # (a time budget's re-plan may lower train.steps)
+                t, i = self.cfg.train, step
                 step = i + 1  # optimizer steps completed after this update
                 if self.profile and not self.profiling and self.profile[0] <= step <= self.profile[1]:
                     self._trace(start=True)
@@ -272,7 +248,10 @@ class _Loop:
                 # model statistics of this step: from the state before it (which the step donates)
                 stats = (self.stats_fn(self.state, *batch)
                          if self.stats_fn is not None and step % t.stats_every == 0 else None)
+                t0 = time.perf_counter()
                 self.state, metrics = self.train_step(self.state, *batch)
+                if self.pacer is not None and i == self.compiled_at:  # a new step function's first call
+                    self.pacer.compiled(time.perf_counter() - t0)
                 if stats is not None and self.metrics_log:
                     self.metrics_log.log(stats_row(step, jax.device_get(stats)))
                 if self.profiling and step >= self.profile[1]:
@@ -291,11 +270,13 @@ class _Loop:
                     self._report(*pending)
                     pending = None
                 if eval_now:
-                    self._evaluate(step)
+                    self._paused(self._evaluate, step, evaluation=True)
                 if save_now or (self.stop_signal is not None and self.ckpt is not None):
-                    self.ckpt.save(step, self.state, self._meta(step))
+                    self._paused(self.ckpt.save, step, self.state, self._meta(step))
                 if self.stop_signal is not None:
                     break
+                if self.pacer is not None and step % self.pace_every == 0:
+                    self._pace(step)
             if pending is not None:
                 self._report(*pending)
             if self.calibration is not None and self.stop_signal is None:
@@ -322,6 +303,7 @@ class _Loop:
             keep = "no checkpoint was written" if newest is None else f"the newest complete checkpoint is step {newest}"
             raise WriteFailed(f"{stopped}; {keep}; free space (or fix the filesystem) and rerun the "
                               "same command to resume") from None
+        t = self.cfg.train
         preempted = self.stop_signal is not None
         if preempted:
             self.say(f"signal {signal.Signals(self.stop_signal).name}: stopped after step {step}")
@@ -333,6 +315,40 @@ class _Loop:
             self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, val/loss {val} -> {self.run_dir}")
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)
+
+    def _paused(self, fn, *args, evaluation: bool = False) -> None:
+        """fn(*args), its time left out of the time budget's pace (an evaluation's also its cost)."""
+        t0 = time.perf_counter()
+        fn(*args)
+        if self.pacer is not None:
+            self.pacer.pause(time.perf_counter() - t0, evaluation)
+
+    def _pace(self, step: int) -> None:
+        """train.time_budget: when the run has fallen behind (a busier machine), fewer steps for
+        what is left of the budget (budget.Pacer), the new train.steps and re-plan recorded in
+        config.yaml, and a new step function for the squeezed learning-rate schedule."""
+        t = self.cfg.train
+        plan = self.pacer.check(self.reported, step, t.steps, time.perf_counter())
+        if jax.process_count() > 1:  # every process follows process 0's plan
+            steps = from_process_0(plan.steps if plan is not None else 0)
+            plan = dataclasses.replace(plan or Replan(step, steps, t.steps, 0.0, 0.0), steps=steps) if steps else None
+        if plan is None:
+            return
+        self.cfg = freeze(fixed_steps(self.cfg, plan.steps, [*t.replans, f"{plan.at}:{plan.planned}"]))
+        optimizer = optimizer_of(self.cfg)
+        self.train_step, self.compiled_at = make_train_step(self.cfg, self.rules, optimizer), step
+        if self.stats_fn is not None:
+            self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer)
+        self.console.set_total(plan.steps)
+        self.say(f"train.time_budget={self.calibration.budget_s:g} s: behind plan ({plan.step_s * 1e3:.1f} ms/step, "
+                 f"{plan.projected_s:.1f} s projected): train.steps {plan.planned} -> {plan.steps} from step "
+                 f"{plan.at} on, the learning-rate schedule's rest squeezed into them (recorded in config.yaml)")
+        if self.is_main:
+            self.metrics_log.log(plan.row(self.calibration.budget_s))
+            try:
+                write_text_atomic(self.run_dir / "config.yaml", to_yaml(self.cfg))
+            except OSError as e:
+                raise WriteFailed(f"writing {self.run_dir / 'config.yaml'} failed ({os_reason(e)})") from None
 
     def _budget_used(self) -> None:
         """train.time_budget: the wall time the run took to here (the final evaluation done) against
@@ -406,6 +422,7 @@ class _Loop:
         t = self.cfg.train
         m = jax.device_get(metrics)
         now = time.perf_counter()
+        self.reported = step  # (the steps up to here have run on the devices)
         self.last_loss = float(m["loss"])
         tps = mfu_v = None
         if self.window_t0 is None:  # the first step includes compilation: start the clock after it

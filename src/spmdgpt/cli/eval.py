@@ -60,7 +60,8 @@ def table(results: dict) -> str:
 def run(items: List[str]) -> int:
     args, overrides = parse(items, EvalArgs)
     args = check_args(args)
-    from spmdgpt.cli.runs import model_source, source_params, start_mesh, text_file_tokens, write_output
+    from spmdgpt.cli.runs import (exported_window, model_source, source_params, start_mesh, text_file_tokens,
+                                  write_output)
     from spmdgpt.data import EvalBatcher
     from spmdgpt.hf import hf_folder
 
@@ -107,8 +108,13 @@ def run(items: List[str]) -> int:
     report = {"run_dir": args.run_dir, "step": step, "text_file": args.text_file,
               "windows": "all" if args.full or args.text_file else f"train.eval_batches={cfg.train.eval_batches}",
               "seq_len": d.seq_len, "results": results}
-    print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | mesh {dict(mesh.shape)} sharding "
-          f"{cfg.sharding.name}", file=sys.stderr)
+    window = f"window {d.seq_len} tokens"
+    folder = hf_folder(args.run_dir)
+    if folder is not None and exported_window(folder) is None and not any(o.startswith("data.seq_len=")
+                                                                         for o in overrides):
+        window += " (the folder records no training window; set data.seq_len=N)"
+    print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | {window} | mesh {dict(mesh.shape)} "
+          f"sharding {cfg.sharding.name}", file=sys.stderr)
     print(table(results))
     out = Path(args.out) if args.out else None
     if out is None and hf_folder(args.run_dir) is None:

@@ -2,7 +2,7 @@
 
 - format=hf (the default): a training run's checkpoint as a Hugging Face `transformers` model
   folder (config.json, generation_config.json, model.safetensors or shards with an index, the
-  tokenizer), which `AutoModelForCausalLM.from_pretrained(out)` and
+  tokenizer; and spmdgpt.json: the run, step and training window it came from), which `AutoModelForCausalLM.from_pretrained(out)` and
   `AutoTokenizer.from_pretrained(out)` load with no custom code. The mapping and its facts:
   `spmdgpt.hf`.
 - format=web: a static web page that runs the model in the browser with jax-js
@@ -26,6 +26,7 @@ from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
 from spmdgpt.config import ConfigError
 
 FORMATS = ("hf", "web")
+PROVENANCE = "spmdgpt.json"  # an exported folder's source run, step and training window (data.seq_len)
 
 
 @dataclass
@@ -115,6 +116,8 @@ def run(items: List[str]) -> int:
         tensors = web_tensors(cfg.model, params, args.dtype)
     else:
         tensors = cast(to_hf(cfg.model, params), args.dtype)
+        # what the folder does not say otherwise: the run's window (eval run.dir=hf:DIR scores with it)
+        files[PROVENANCE] = json.dumps({"run_dir": str(run_dir), "step": step, "seq_len": cfg.data.seq_len}, indent=2)
 
     # Written beside `out` under a temporary name, then renamed: never a half-written `out`.
     out = out.resolve()

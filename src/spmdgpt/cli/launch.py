@@ -1,6 +1,7 @@
 """`spmdgpt launch nproc=N devices_per_proc=D -- train <overrides>`: N local processes.
 
-(`--nproc N --devices-per-proc D` is the same.)
+(`--nproc N --devices-per-proc D` is the same; the `--` is optional: the command starts at the
+first command name.)
 
 Starts N copies of `spmdgpt <command>` on this machine, joined by jax.distributed through a
 free coordinator port on 127.0.0.1 (the same code path as a multi-host cluster). Each process
@@ -80,11 +81,20 @@ def split_command(items: List[str]) -> tuple[list, list]:
 
 
 def run(items: List[str]) -> int:
+    from spmdgpt.cli import COMMANDS
+
     own, cmd = split_command(items)
     args, extra = parse(own, LaunchArgs)
-    if extra or args.nproc < 1 or args.devices_per_proc < 1 or not cmd:
-        raise ConfigError(["launch needs nproc >= 1, devices_per_proc >= 1 and a command after --, "
-                           "e.g. spmdgpt launch nproc=2 -- train +experiment=staircase"])
+    example = "e.g. spmdgpt launch nproc=2 -- train +experiment=staircase (the -- is optional)"
+    if extra:
+        raise ConfigError([f"launch: {extra[0]} is not one of launch's own keys (nproc, devices_per_proc, "
+                           f"grace_s), and the command comes after them; {example}"])
+    if not cmd or cmd[0] not in COMMANDS:
+        what = "no command to run" if not cmd else f"{cmd[0]} is not a spmdgpt command ({', '.join(COMMANDS)})"
+        raise ConfigError([f"launch: {what}; {example}"])
+    for name in ("nproc", "devices_per_proc"):
+        if getattr(args, name) < 1:
+            raise ConfigError([f"launch: {name}={getattr(args, name)} must be >= 1; {example}"])
     if args.grace_s < 0:
         raise ConfigError([f"launch: grace_s={args.grace_s:g} must be >= 0 (seconds from SIGTERM to SIGKILL)"])
     port = free_port()

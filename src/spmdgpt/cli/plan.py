@@ -7,7 +7,8 @@ any machine, and adds a roofline estimate of the step time (spmdgpt.topology); s
 that K TPU pod slices (multislice: the mesh takes their devices slice after slice, so the first
 mesh axis, data, spans the slices and the last ones stay inside a slice); memory_gb=G
 (default: what the device reports, if it does; for a topology, a GPU's share that JAX's
-allocator takes or a TPU chip's HBM) turns a plan that does not fit into exit code 2."""
+allocator takes or a TPU chip's HBM; for this host's CPU devices, its memory (or its cgroup's
+limit) over their number) turns a plan that does not fit into exit code 2."""
 
 from __future__ import annotations
 
@@ -33,6 +34,16 @@ class PlanArgs:
     topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.topology)
     slices: int = 1  # with a TPU topology: this many pod slices of it (multislice)
     format: str = "text"  # text | json (the report, then the plan as one JSON object on the last line)
+
+
+def host_memory() -> int:
+    """This machine's memory in bytes: its physical memory, or its cgroup's limit when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total
 
 
 def _simulate_devices(n: int) -> None:
@@ -117,6 +128,11 @@ def run(items: List[str]) -> int:
     if capacity is None:
         stats = devices[0].memory_stats() or {}
         capacity = stats.get("bytes_limit")
+    if capacity is None and devices[0].platform == "cpu":  # this host's CPU devices share its memory
+        host = host_memory()
+        capacity = host // len(devices)
+        note += (f"\n  (the {size(capacity)} above: this host's {size(host)} of memory shared by {len(devices)} CPU "
+                 "device(s); memory_gb=G or topology=NAME plans for other devices)")
     est = None
     if top is not None:
         compiler = "XLA's GPU compiler" if top.chip.platform == "gpu" else "libtpu's compiler"

@@ -46,11 +46,13 @@ def read_run(path: Path, name: str) -> Run:
     if not metrics.is_file():
         raise ConfigError([f"{path}: no metrics.jsonl there; give training run directories"])
     rows = []
-    for line in metrics.read_text(encoding="utf-8").splitlines():
+    for line in metrics.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
             continue  # a torn last line of a killed run
+        if isinstance(row, dict):
+            rows.append(row)
     try:
         cfg = load_run_config(path)
         tokens = cfg.data.batch_size * cfg.data.seq_len
@@ -69,7 +71,11 @@ def series(rows: list, key: str):
 
 
 def plot_runs(runs: List[Run], out: Path) -> List[Path]:
+    import io
+
     import matplotlib
+
+    from spmdgpt.files import write_atomic
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -79,9 +85,10 @@ def plot_runs(runs: List[Run], out: Path) -> List[Path]:
 
     def save(fig, name):
         fig.tight_layout()
-        path = out / f"{name}.png"
-        fig.savefig(path, dpi=DPI)
+        path, png = out / f"{name}.png", io.BytesIO()
+        fig.savefig(png, format="png", dpi=DPI)
         plt.close(fig)
+        write_atomic(path, png.getvalue())  # (never a half-written PNG)
         written.append(path)
 
     fig, (by_step, by_tokens) = plt.subplots(1, 2, figsize=SIZES["loss"])
@@ -98,7 +105,8 @@ def plot_runs(runs: List[Run], out: Path) -> List[Path]:
     by_tokens.set(xlabel="tokens", ylabel="loss (nats/token)", title="loss against tokens")
     for ax in (by_step, by_tokens):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # (no tokens axis for runs without a config.yaml)
+            ax.legend(fontsize=8)
     save(fig, "loss")
 
     for key, ylabel, log in (("lr", "learning rate", False), ("grad_norm", "gradient norm", True),

@@ -107,11 +107,24 @@ def hf_model(spec: str, overrides: List[str]):
     cfg, _ = with_hf_model(cfg)
     cfg.model.max_seq_len = int(read_hf_config(folder, f"run.dir={spec}").get("max_position_embeddings",
                                                                            cfg.model.max_seq_len))
+    if not any(o.startswith("data.seq_len=") for o in overrides):  # eval's window: the one the exported
+        # run trained with, else the default one if the model's context holds it
+        cfg.data.seq_len = exported_window(folder) or min(cfg.data.seq_len, cfg.model.max_seq_len)
     if not (folder / "tokenizer.json").is_file():
         raise ConfigError([f"run.dir={spec}: no tokenizer.json there (spmdgpt reads a fast tokenizer's "
                            "tokenizer.json)"])
     # (no end-of-text token: generation runs to max_new_tokens)
     return cfg, HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
+
+
+def exported_window(folder: Path) -> Optional[int]:
+    """The training window (data.seq_len) `spmdgpt export` recorded in folder/spmdgpt.json, or
+    None for a folder from elsewhere (or a damaged record)."""
+    try:
+        seq_len = json.loads((folder / "spmdgpt.json").read_text(encoding="utf-8"))["seq_len"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return seq_len if isinstance(seq_len, int) and seq_len > 0 else None
 
 
 def read_text(path: str, field: str = "text_file") -> str:

@@ -11,8 +11,9 @@ each; $CUDA_VISIBLE_DEVICES, when set, is the list that is split), and more runs
 GPUs is refused; CPU runs share the machine. Rerunning the same sweep resumes it: finished runs
 (a checkpoint at their last step) are skipped, interrupted ones resume from their newest
 checkpoint. At the end: a table of the swept values, final train and validation loss and
-tokens/s, also written as `<sweep>/summary.json` and `<sweep>/summary.md`. Exit code: 0, or the
-first failed run's.
+tokens/s, also written as `<sweep>/summary.json` and `<sweep>/summary.md`. Every point's config is
+checked before any run starts (a bad one is refused, exit 2, naming the point); a run that fails
+all the same is reported with its error line and log. Exit code: 0, or the first failed run's.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from spmdgpt.config import ConfigError
+from spmdgpt.config import SECTIONS, ConfigError, validate
 
 
 def split_flags(items: List[str]) -> Tuple[int, List[str]]:
@@ -81,6 +82,15 @@ def run_name(i: int, point) -> str:
 def finished(run_dir: Path, steps: int) -> bool:
     ckpt = run_dir / "checkpoints"
     return ckpt.is_dir() and any(p.name == str(steps) for p in ckpt.iterdir())
+
+
+def last_error(log: Path) -> str:
+    """A failed run's reason: its log's last `spmdgpt: error:` line (else its last line), and
+    where the whole log is."""
+    lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    errors = [ln.removeprefix("spmdgpt: error: ") for ln in lines if ln.startswith("spmdgpt: error: ")]
+    reason = errors[-1] if errors else (lines[-1] if lines else "no output")
+    return f"{reason} (log: {log})"
 
 
 def summarize(run_dir: Path) -> dict:
@@ -151,10 +161,13 @@ def run(items: List[str]) -> int:
     if sweep_dir is None:
         digest = hashlib.sha256("\0".join(overrides).encode()).hexdigest()[:8]
         sweep_dir = Path("runs") / f"sweep-{digest}"
-    runs = []
+    runs, device_free = [], tuple(s for s in SECTIONS if s != "layout")  # (the mesh: in each run)
     for i, point in enumerate(points):
         point_overrides = [f"{k}={v}" for k, v in point]
         cfg = load_config([*shared, *point_overrides])  # a bad point is refused before anything runs
+        errs = validate(cfg, 1, sections=device_free)
+        if errs:
+            raise ConfigError([f"sweep point {' '.join(point_overrides)}: {errs[0]}"])
         runs.append((run_name(i, point), point_overrides, cfg.train.steps, dict(point)))
     (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
     sizes = [len(dict.fromkeys(p[i][1] for p in points)) for i in range(len(keys))]
@@ -212,4 +225,5 @@ def _run_all(sweep_dir: Path, shared: List[str], groups: List[Optional[str]], pe
             log.close()
             active.remove(entry)
             results[name] = {"status": "done" if code == 0 else f"failed ({code})", "code": code}
-            print(f"  {name}: {results[name]['status']}", file=sys.stderr)
+            why = "" if code == 0 else f": {last_error(sweep_dir / 'logs' / f'{name}.log')}"
+            print(f"  {name}: {results[name]['status']}{why}", file=sys.stderr)

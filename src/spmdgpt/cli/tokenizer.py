@@ -42,6 +42,9 @@ def run(items: List[str]) -> int:
     from spmdgpt.files import write_atomic
 
     cfg = load_config(overrides)
+    if cfg.data.source.value == "staircase":
+        raise ConfigError(["data.source=staircase is synthetic digits, no text to learn merges from; give a text "
+                           "corpus: +experiment=shakespeare_char, or data.source=text data.text_file=FILE"])
     sources = resolve_sources(cfg.data)
     tok = train_bpe(sources, args.vocab_size, int(args.sample_mb * 1e6), progress=sys.stderr.isatty())
     out = Path(args.out)

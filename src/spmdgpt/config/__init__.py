@@ -66,14 +66,14 @@ from spmdgpt.config.schema import (
     dataset_configs,
     freeze,
 )
-from spmdgpt.config.validate import SECTIONS, profile_range, validate, validate_dist
+from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 
 __all__ = [
     "apply_overrides", "AttentionImpl", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "GroupedMatmul", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig", "MoeConfig", "MoeDispatch", "Router",
     "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "ROPE_SCALING_DEFAULTS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "expert_hidden", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
-    "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "moe_layer_pattern", "moe_layers", "model_config_from_dict", "packaged_names", "profile_range", "register_configs",
+    "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "moe_layer_pattern", "moe_layers", "model_config_from_dict", "packaged_names", "profile_range", "register_configs", "replan_points",
     "resolve_mesh_shape", "SECTIONS",
     "to_dict", "to_yaml", "validate", "validate_dist",
 ]

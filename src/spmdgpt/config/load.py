@@ -79,13 +79,15 @@ def steps_over_budget(cfg: Config, overrides: List[str]) -> Config:
         return _given(overrides, key) is not None
 
     if cfg.train.time_budget is not None and given("train.steps") and not given("train.time_budget"):
-        return fixed_steps(cfg, cfg.train.steps)
+        return fixed_steps(cfg, cfg.train.steps, cfg.train.replans)
     return cfg
 
 
-def fixed_steps(cfg: Config, steps: int) -> Config:
-    """cfg training exactly `steps` steps, with no time budget (what a budget resolves to)."""
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps, time_budget=None))
+def fixed_steps(cfg: Config, steps: int, replans: Sequence[str] = ()) -> Config:
+    """cfg training exactly `steps` steps (re-planned at `replans`, train.replans), with no time
+    budget: what a budget resolves to."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps, time_budget=None,
+                                                              replans=list(replans)))
 
 
 GROUPS = ("experiment", "sharding", "gpu")  # the packaged config groups (spmdgpt/configs/<group>/NAME.yaml)

@@ -357,6 +357,10 @@ class TrainConfig(Section):
     # evaluation: a calibration (a few timed steps and one evaluation) sets train.steps to fit;
     # config.yaml records the steps it chose (and time_budget null), so a rerun repeats them;
     # an explicit train.steps=N on the command line turns a config file's budget off
+    replans: List[str] = field(default_factory=list)  # STEP:STEPS, written by a time budget whose
+    # run fell behind (a busier machine): at optimizer step STEP the run planned for STEPS steps
+    # was cut to the next entry's STEPS (the last: train.steps), the rest of the learning-rate
+    # schedule squeezed into them; config.yaml records them, so a rerun repeats the schedule
     microbatches: int = 1  # gradient accumulation: each step's batch runs as k equal parts in turn
     # (inside the jitted step); data.batch_size stays the global batch of one optimizer step
     seed: int = 0  # seeds parameters and the data order

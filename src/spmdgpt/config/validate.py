@@ -93,6 +93,23 @@ def profile_range(spec: str, steps: int) -> Optional[Tuple[int, int]]:
     return (start, stop) if 1 <= start <= stop <= steps else None
 
 
+def replan_points(replans, steps: int) -> Optional[List[Tuple[int, int]]]:
+    """train.replans as [(STEP, STEPS), ...], or None when they are not a run's re-plans: each
+    STEP:STEPS two integers, 1 <= STEP < STEPS, in step order, each STEP below the next one's
+    STEPS (the last's below train.steps), so that every re-planned stretch has steps to take."""
+    try:
+        points = [tuple(int(x) for x in str(spec).split(":")) for spec in replans]
+    except ValueError:
+        return None
+    if any(len(p) != 2 for p in points):
+        return None
+    ends = [p[1] for p in points[1:]] + [steps]
+    starts = [0] + [p[0] for p in points[:-1]]
+    if all(before < at < planned and at < end for (at, planned), end, before in zip(points, ends, starts)):
+        return points
+    return None
+
+
 SECTIONS = ("model", "batch", "corpus", "optimizer", "train", "checkpoint", "layout")
 """What `validate` checks, by section: model.*; the batch's shape (data.seq_len, data.batch_size);
 the corpus (the rest of data.*); optimizer.*; train.*; checkpoint.*; the layout (mesh.* against
@@ -297,6 +314,13 @@ def _train(t) -> List[str]:
         errs.append(f"train.loss_spike_factor={t.loss_spike_factor} must be > 1 (or 0 = off)")
     if t.stats_every < 0:
         errs.append(f"train.stats_every={t.stats_every} must be >= 0 (0 = off)")
+    if t.replans and replan_points(t.replans, t.steps) is None:
+        errs.append(f"train.replans={list(t.replans)} must be STEP:STEPS entries in step order, 1 <= STEP < STEPS, "
+                    f"each STEP below the next entry's STEPS (the last's below train.steps={t.steps}); they are written "
+                    "by a time budget: take them from the run's config.yaml, or leave them out")
+    if t.replans and t.time_budget is not None:
+        errs.append("train.replans and train.time_budget: the re-plans belong to a fixed step count; "
+                    "leave out train.time_budget (or the re-plans)")
     if t.profile is not None and profile_range(t.profile, t.steps) is None:
         errs.append(f"train.profile={t.profile} must be START:STOP with 1 <= START <= STOP <= train.steps "
                     f"({t.steps}), e.g. train.profile=10:15")

@@ -194,20 +194,28 @@ def load_tokenizer(cfg: DataConfig, chars: str | None = None) -> Tokenizer:
 
 
 def tokenizer_from_json(d: dict, cfg: DataConfig | None = None) -> Tokenizer:
-    """Rebuild a tokenizer saved with a run (tokenizer.json); plain JSON, never pickle."""
+    """Rebuild a tokenizer saved with a run (tokenizer.json); plain JSON, never pickle. A
+    ValueError when its ids are not as many as the vocab_size saved beside them (an edited file)."""
     if d.get("kind") == "char":  # runs of spmdgpt <= 0.1 had no end-of-text id
-        return CharTokenizer(d["chars"], eos=d.get("eos", False))
-    if d.get("kind") == "digits":
-        return DigitTokenizer()
-    if d.get("kind") == "gpt2":
-        return GPT2Tokenizer(gpt2_cache_dir(cfg or DataConfig()))
-    if d.get("kind") == "hf":
-        return HFTokenizer(json.dumps(d["tokenizer"]), "tokenizer.json")
-    raise ValueError(f"unknown tokenizer kind {d.get('kind')!r}")
+        tok = CharTokenizer(d["chars"], eos=d.get("eos", False))
+    elif d.get("kind") == "digits":
+        tok = DigitTokenizer()
+    elif d.get("kind") == "gpt2":
+        tok = GPT2Tokenizer(gpt2_cache_dir(cfg or DataConfig()))
+    elif d.get("kind") == "hf":
+        tok = HFTokenizer(json.dumps(d["tokenizer"]), "tokenizer.json")
+    else:
+        raise ValueError(f"unknown tokenizer kind {d.get('kind')!r}")
+    if d.get("vocab_size", tok.vocab_size) != tok.vocab_size:  # (older runs saved none)
+        raise ValueError(f"it has {tok.vocab_size} ids, the run trained with {d['vocab_size']}: it was edited")
+    return tok
 
 
 def save_tokenizer(tok: Tokenizer, path: Path) -> None:
-    path.write_text(json.dumps(tok.to_json(), ensure_ascii=False))
+    """path (a run's tokenizer.json): the tokenizer and its vocab_size (so an edit shows), atomic."""
+    from spmdgpt.files import write_text_atomic
+
+    write_text_atomic(path, json.dumps({**tok.to_json(), "vocab_size": tok.vocab_size}, ensure_ascii=False))
 
 
 def token_dtype(cfg: DataConfig, vocab_size: int) -> np.dtype:

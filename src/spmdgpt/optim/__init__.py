@@ -8,6 +8,8 @@ at a peak learning rate of their own. Gradient clipping by global norm comes fir
 
 from __future__ import annotations
 
+from typing import Sequence, Tuple
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -29,10 +31,43 @@ __all__ = [
 ]
 
 
-def learning_rate_schedule(cfg: OptimizerConfig, total_steps: int, peak: float | None = None) -> optax.Schedule:
+def learning_rate_schedule(cfg: OptimizerConfig, total_steps: int, peak: float | None = None,
+                           replans: Sequence[Tuple[int, int]] = ()) -> optax.Schedule:
     """Linear warmup from 0 to peak (default lr), then cosine decay to peak * min_lr_ratio,
     constant, or (wsd) constant until the last cooldown_fraction of the steps and a linear decay
-    to peak * min_lr_ratio over them."""
+    to peak * min_lr_ratio over them. replans (train.replans, as config.replan_points): the
+    schedule is laid out over the first plan's steps and squeezed after each re-plan (`squeezed`)."""
+    if not replans:
+        return _schedule(cfg, total_steps, peak)
+    horizon = replans[0][1]
+    return squeezed(_schedule(cfg, horizon, peak), horizon, replans, total_steps)
+
+
+def squeezed(schedule: optax.Schedule, horizon: int, replans: Sequence[Tuple[int, int]], steps: int) -> optax.Schedule:
+    """`schedule` (laid out over `horizon` steps) as a run re-planned at `replans` takes it: step
+    by step up to the first re-plan; from a re-plan at step s to the next (the last: to `steps`)
+    its position moves linearly from where it was at s to `horizon` at that stretch's planned
+    end, so the learning rate goes on from its value at s, without a jump, and still ends where
+    the schedule ends. The position is an exact function of the step count, so a rerun of the
+    recorded re-plans takes the same learning rates, bitwise."""
+    ends = [planned for _, planned in replans[1:]] + [steps]
+    stretches = []  # (first step, the schedule's position there, position per step)
+    position, since, rate = 0.0, 0, 1.0
+    for (at, _), end in zip(replans, ends):
+        position += (at - since) * rate
+        since, rate = at, (horizon - position) / (end - at)
+        stretches.append((at, position, rate))
+
+    def lr(count):
+        value = schedule(count)
+        for at, start, per_step in stretches:
+            value = jnp.where(count >= at, schedule(start + (count - at) * per_step), value)
+        return value
+
+    return lr
+
+
+def _schedule(cfg: OptimizerConfig, total_steps: int, peak: float | None) -> optax.Schedule:
     peak = cfg.lr if peak is None else peak
     warmup = min(cfg.warmup_steps, total_steps)
     if cfg.schedule == Schedule.wsd:
@@ -69,14 +104,16 @@ def initial_params(cfg: OptimizerConfig, info: Params, params: Params) -> Params
     return jax.jit(project_to_manifold, static_argnums=0)(info, params)
 
 
-def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int) -> optax.GradientTransformation:
+def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int,
+                    replans: Sequence[Tuple[int, int]] = ()) -> optax.GradientTransformation:
+    """The optimizer of a run of total_steps steps (re-planned at `replans`, train.replans)."""
     mask = weight_decay_mask(info)
 
     def adamw_with(peak):
-        return optax.adamw(learning_rate_schedule(cfg, total_steps, peak), b1=cfg.b1, b2=cfg.b2,
+        return optax.adamw(learning_rate_schedule(cfg, total_steps, peak, replans), b1=cfg.b1, b2=cfg.b2,
                            eps=cfg.eps, weight_decay=cfg.weight_decay, mask=mask)
 
-    schedule = learning_rate_schedule(cfg, total_steps)
+    schedule = learning_rate_schedule(cfg, total_steps, replans=replans)
     if cfg.name == OptimizerName.sgd:  # decoupled weight decay scaled by the learning rate
         rest = optax.chain(
             optax.add_decayed_weights(cfg.weight_decay, mask),
@@ -91,7 +128,7 @@ def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int) -> opt
     rules = {other: rest}
     labels = jax.tree.map(lambda _: other, info, is_leaf=is_info)
     if cfg.name in (OptimizerName.muon, OptimizerName.manifold_muon):
-        matrix_lr = learning_rate_schedule(cfg, total_steps, peak=cfg.muon_lr)
+        matrix_lr = learning_rate_schedule(cfg, total_steps, cfg.muon_lr, replans)
         common = dict(beta=cfg.muon_momentum, nesterov=cfg.muon_nesterov)
         if cfg.name == OptimizerName.muon:
             rules["matrix"] = muon(info, matrix_lr, ns_steps=cfg.ns_steps, weight_decay=cfg.weight_decay, **common)
