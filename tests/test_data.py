@@ -414,9 +414,10 @@ def _children(pid: int) -> list:
 
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc")
 def test_prepare_workers_end_with_their_parent_killed(tmp_path):
-    """`spmdgpt prepare ... data.num_workers=2` killed by SIGKILL while its tokenizer workers
-    run: every process it started is gone within seconds (they used to be re-parented to PID 1
-    and wait forever on a pipe they held themselves)."""
+    """`spmdgpt prepare ... data.num_workers=2` killed by SIGKILL as soon as its tokenizer workers
+    run, then (again) once it has written shards: every process it started is gone within
+    seconds (they used to be re-parented to PID 1 and wait forever on a pipe they held
+    themselves)."""
     import os
     import signal
     import subprocess
@@ -429,31 +430,34 @@ def test_prepare_workers_end_with_their_parent_killed(tmp_path):
     for i in range(40):  # 40 files of ~1 MB: a few seconds of tokenizing on 2 workers
         (tmp_path / "corpus" / f"{i:02d}.txt").write_text(" ".join(rng.choice(words, 200_000)))
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spmdgpt", "prepare", f"+data.datasets.d.paths=[{tmp_path}/corpus/*.txt]",
-         "data.tokenizer=gpt2", "data.num_workers=2", f"data.cache_dir={tmp_path / 'cache'}", "data.shard_mb=1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    started = []
-    try:
-        deadline = time.time() + 120
-        while len(started) < 2 and proc.poll() is None and time.time() < deadline:
-            started = _children(proc.pid)
-            time.sleep(0.02)
-        assert len(started) >= 2 and proc.poll() is None, "the workers never ran"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        deadline = time.time() + 20
-        while any(os.path.exists(f"/proc/{pid}") for pid in started) and time.time() < deadline:
-            time.sleep(0.05)
-        assert [pid for pid in started if os.path.exists(f"/proc/{pid}")] == []
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        for pid in started:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    cache = tmp_path / "cache"
+    moments = {"workers started": lambda: True, "shards written": lambda: any(cache.rglob("*.bin"))}
+    for moment, reached in moments.items():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "spmdgpt", "prepare", f"+data.datasets.d.paths=[{tmp_path}/corpus/*.txt]",
+             "data.tokenizer=gpt2", "data.num_workers=2", f"data.cache_dir={cache}", "data.shard_mb=1"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = []
+        try:
+            deadline = time.time() + 120
+            while not (len(started) >= 2 and reached()) and proc.poll() is None and time.time() < deadline:
+                started = started if len(started) >= 2 else _children(proc.pid)
+                time.sleep(0.02)
+            assert len(started) >= 2 and reached() and proc.poll() is None, f"never got to: {moment}"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            deadline = time.time() + 20
+            while any(os.path.exists(f"/proc/{pid}") for pid in started) and time.time() < deadline:
+                time.sleep(0.05)
+            assert [pid for pid in started if os.path.exists(f"/proc/{pid}")] == [], moment
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            for pid in started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 def test_text_file_is_read_as_what_its_name_says(tmp_path):

@@ -33,10 +33,12 @@ from spmdgpt.config.load import fixed_steps
 # and more until MIN_TIMED_S seconds of them have run (at most MAX_TIMED_STEPS), so that a fast
 # step is timed over a window long enough for the machine's jitter to average out.
 MIN_TIMED_STEPS, MAX_TIMED_STEPS, MIN_TIMED_S = 8, 64, 3.0
-# The run re-plans when its projected end passes the budget by more than REPLAN_SLACK of it, and
-# then aims REPLAN_MARGIN under the budget (so that a slowdown that stays needs no second re-plan);
-# its pace is measured over the last PACE_WINDOW of the budget (at least MIN_PACE_S seconds).
-REPLAN_SLACK, REPLAN_MARGIN, PACE_WINDOW, MIN_PACE_S = 0.03, 0.02, 0.05, 4.0
+# The run re-plans when its projected end has passed the budget by more than REPLAN_SLACK of it
+# for a whole pace window (one slow stretch is not a slower machine), and then aims REPLAN_MARGIN
+# under the budget (so that a slowdown that stays needs no second re-plan); its pace is measured
+# over the last PACE_WINDOW of the budget (at least MIN_PACE_S seconds). (A quiet 2-core box's
+# pace moves by up to 5% within a run: benchmarks/BENCHMARKS.md, "Time budget".)
+REPLAN_SLACK, REPLAN_MARGIN, PACE_WINDOW, MIN_PACE_S = 0.05, 0.02, 0.05, 2.0
 
 
 def evaluations(steps: int, eval_every: int, after: int = 0) -> int:
@@ -92,12 +94,20 @@ def calibrate(budget_s: float, started: float, eval_every: int, state, train_ste
     probe, m = train_step(probe, *batch_at(0))
     jax.block_until_ready(m)
     first = time.perf_counter() - t0
-    times = []
+    # then steps as the loop takes them: each one sent before the one before it is waited for (its
+    # batch and dispatch overlap that step, as they compete for the host's cores in the loop); a
+    # step's time is the time between two steps' ends
+    times, last, i = [], None, 1
+    probe, pending = train_step(probe, *batch_at(i))
     while len(times) < MIN_TIMED_STEPS or (sum(times) < MIN_TIMED_S and len(times) < MAX_TIMED_STEPS):
-        t0 = time.perf_counter()
-        probe, m = train_step(probe, *batch_at(len(times) + 1))
-        jax.block_until_ready(m)
-        times.append(time.perf_counter() - t0)
+        i += 1
+        probe, m = train_step(probe, *batch_at(i))
+        jax.block_until_ready(pending)
+        now = time.perf_counter()
+        if last is not None:
+            times.append(now - last)
+        last, pending = now, m
+    jax.block_until_ready(pending)
     step_s = statistics.median(times)
     eval_s = 0.0
     for fn in (evaluate, rollout):
@@ -131,7 +141,7 @@ class Pacer:
     """A budgeted run's pace, measured at the steps `check` is given (the same ones on every
     process): seconds per step over the last PACE_WINDOW of the budget, leaving out the time the
     loop reports as `paused` (evaluations, checkpoint saves). `check` returns a Replan when the
-    plan's projected end passes the budget by more than REPLAN_SLACK."""
+    plan's projected end has passed the budget by more than REPLAN_SLACK for a pace window."""
 
     def __init__(self, cal: Calibration, started: float, eval_every: int):
         self.cal, self.started, self.eval_every = cal, started, eval_every
@@ -139,6 +149,7 @@ class Pacer:
         self.compile_s = cal.compile_s  # the latest compilation of the step (the loop's own: `compiled`)
         self.paused = 0.0  # seconds of evaluations and saves so far
         self.marks: list = []  # (step, time - paused) at the recent checks
+        self.behind_since: Optional[float] = None  # (time - paused) when the projection first passed
         self.window = max(MIN_PACE_S, PACE_WINDOW * cal.budget_s)
 
     def compiled(self, seconds: float) -> None:
@@ -165,6 +176,11 @@ class Pacer:
         elapsed = now - self.started
         projected = elapsed + (steps - done) * step_s + evaluations(steps, self.eval_every, done) * self.eval_s
         if projected <= self.cal.budget_s * (1 + REPLAN_SLACK):
+            self.behind_since = None
+            return None
+        if self.behind_since is None:
+            self.behind_since = busy
+        if busy - self.behind_since < self.window:  # behind for a whole window before re-planning
             return None
         # the new step function compiles again: as long as the last time, slowed down as the steps were
         recompile = self.compile_s * max(1.0, step_s / self.cal.step_s)
@@ -174,7 +190,7 @@ class Pacer:
                                           - evaluations(new, self.eval_every, done)) * self.eval_s
         if saved <= recompile:  # (too late: stopping early saves less than the compilation costs)
             return None
-        self.marks = []  # the next window starts after the recompilation
+        self.marks, self.behind_since = [], None  # the next window starts after the recompilation
         return Replan(at, new, steps, projected, step_s)
 
 

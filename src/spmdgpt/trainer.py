@@ -275,7 +275,8 @@ class _Loop:
                     self._paused(self.ckpt.save, step, self.state, self._meta(step))
                 if self.stop_signal is not None:
                     break
-                if self.pacer is not None and step % self.pace_every == 0:
+                # (the pace leaves out a new step function's first run, slower than the rest)
+                if self.pacer is not None and step % self.pace_every == 0 and self.reported > self.compiled_at + 1:
                     self._pace(step)
             if pending is not None:
                 self._report(*pending)
