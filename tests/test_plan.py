@@ -5,7 +5,7 @@ import pytest
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
-from spmdgpt.plan import collectives_of, plan_step
+from spmdgpt.plan import collectives_of, group_size, plan_step, traffic_of
 from spmdgpt.sharding import Rules, make_mesh
 
 COMMON = ["+experiment=staircase", "model.num_layers=2", "model.scan_unroll=false"]
@@ -46,6 +46,66 @@ def test_collectives_are_read_from_hlo_text():
     assert got["all-reduce"] == (1, 8 * 4 + 16 * 2)
     assert got["reduce-scatter"] == (1, 16 * 2)
     assert got["all-to-all"] == (0, 0)
+    # the bytes a device sends on a ring of p (no groups named: all 8 devices): an all-gather
+    # (p-1)/p of its result, an all-reduce twice that, a reduce-scatter p-1 of its (one-shard) result
+    assert traffic_of(hlo, 8) == pytest.approx((64 * 16 * 4 + 64 * 4) * 7 / 8 + (8 * 4 + 16 * 2) * 2 * 7 / 8
+                                               + 16 * 2 * 7)
+    # the three ways compiled HLO names replica groups (libtpu, XLA:CPU, explicit lists)
+    assert group_size("all-reduce(%a), replica_groups=[2,4]<=[8], use_global_device_ids=true", 8) == 4
+    assert group_size("all-reduce(%a), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=%add", 8) == 2
+    assert group_size("all-reduce(%a), replica_groups=mesh['data'=2,'expert'=1,'model'=4] {'model'}, x", 8) == 4
+    assert group_size("all-reduce(%a), replica_groups=mesh['data'=2,'expert'=1,'model'=4] {'data','model'}", 8) == 8
+    assert group_size("all-gather(%a), replica_groups={{0,1,2},{3,4,5}}, dimensions={0}", 6) == 3
+    assert group_size("all-gather(%a), dimensions={0}", 6) == 6
+
+
+def test_traffic_counts_a_loop_body_once_per_trip():
+    """A collective in a while loop's body (the layer scan) sends its bytes once per trip: the
+    trip count is the condition's `counter < constant(N)`, nested loops multiply."""
+    hlo = """HloModule m
+
+%inner_cond (p: (s32[])) -> pred[] {
+  %c = s32[] constant(2)
+  %i = s32[] get-tuple-element(%p), index=0
+  ROOT %lt = pred[] compare(%i, %c), direction=LT
+}
+
+%inner_body (p: (s32[])) -> (s32[]) {
+  %ar = f32[16]{0} all-reduce(%x), replica_groups=[1,4]<=[4], to_apply=%add
+  ROOT %t = (s32[]) tuple(%i)
+}
+
+%outer_cond (p: (s32[])) -> pred[] {
+  %c = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %c), direction=LT
+}
+
+%outer_body (p: (s32[])) -> (s32[]) {
+  %ag = f32[64]{0} all-gather(%y), replica_groups=[1,4]<=[4], dimensions={0}
+  %w = (s32[]) while(%p), condition=%inner_cond, body=%inner_body
+  ROOT %t = (s32[]) tuple(%i)
+}
+
+ENTRY %main (a: f32[8]) -> f32[8] {
+  %w = (s32[]) while(%init), condition=%outer_cond, body=%outer_body
+  ROOT %rs = f32[8]{0} reduce-scatter(%a), replica_groups=[1,4]<=[4], dimensions={0}
+}
+"""
+    # entry: a reduce-scatter (3 shards of 32 bytes); 3 outer trips of an all-gather (3/4 of 256
+    # bytes); 3 x 2 inner trips of an all-reduce (2 x 3/4 of 64 bytes)
+    assert traffic_of(hlo, 4) == 3 * 32 + 3 * 256 * 3 / 4 + 6 * 64 * 2 * 3 / 4
+
+
+def test_estimate_takes_the_slowest_of_compute_memory_and_collectives():
+    from spmdgpt.plan import Plan, estimate
+
+    plan = Plan(devices=4, mesh={"data": 4}, param_bytes=0, opt_bytes=0, batch_bytes=0, temp_bytes=0, flops=2e12,
+                bytes_accessed=1e9, formula_flops=1e12, loops=False, traffic=3e9)
+    est = estimate(plan, peak_flops=1e14, bandwidth=1e12, ici=1e11)  # 20 ms, 1 ms, 30 ms
+    assert (est.compute_s, est.memory_s, est.collective_s) == pytest.approx((0.02, 0.001, 0.03))
+    assert est.step_s == pytest.approx(0.03) and est.serial_s == pytest.approx(0.05)
+    assert est.mfu == pytest.approx(1e12 / 0.03 / 1e14)
+    assert estimate(plan, 1e14, 1e12).step_s == pytest.approx(0.02)  # (no interconnect given: not counted)
 
 
 def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monkeypatch):
@@ -231,6 +291,10 @@ def test_plan_compiles_for_tpu_slices(capsys):
     got = json.loads(plans["fsdp"].strip().splitlines()[-1])
     assert (got["topology"], got["devices"], got["attention"], got["fits"]) == ("v5e-4", 4, "splash", True)
     assert got["capacity_bytes"] == 16 * 2**30 and 0 < got["mfu"] <= 1 and got["step_seconds"] > 0
+    # FSDP's collectives at a v5e link's 100 GB/s (400 GB/s per chip over 4 ports)
+    assert got["traffic_bytes"] > 0 and got["collective_seconds"] == pytest.approx(got["traffic_bytes"] / 100e9)
+    assert got["serial_step_seconds"] >= got["step_seconds"] >= got["collective_seconds"]
+    assert "sent per device (ring) at 100 GB/s" in plans["fsdp"]
     assert plans["dp"].startswith("compiled for v5e-4 (v5e:2x2): 4 x TPU v5 lite (libtpu's compiler; no TPU used)")
     assert plans["fsdp_tp"].startswith("compiled for v5p-16 (v5p:2x2x2): 8 x TPU v5")
 

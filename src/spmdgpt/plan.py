@@ -11,7 +11,9 @@ per device, read from what XLA compiled:
 - FLOPs: `compiled.cost_analysis()` beside the 6N + attention formula of `flops.py`;
 - collectives: the all-gather / reduce-scatter / all-reduce / all-to-all / ragged-all-to-all /
   collective-permute instructions of the compiled program with their result bytes (a ragged
-  all-to-all's result is its whole receive buffer: an upper bound of the rows it moves). Counts are of instructions in
+  all-to-all's result is its whole receive buffer: an upper bound of the rows it moves), and
+  the bytes a device sends for them in one step on a ring (`traffic_of`: each over its replica
+  group, a loop body's once per trip of the loop). Counts are of instructions in
   the program text: one inside a loop body (the layer scan when model.scan_unroll=false,
   microbatches) runs once per iteration. XLA:CPU has no reduce-scatter pass, so on simulated
   CPU devices FSDP's gradient reduce-scatter appears as an all-reduce followed by a slice; GPU
@@ -58,6 +60,7 @@ class Plan:
     loops: bool  # the program has loops (XLA counts a loop body's FLOPs once)
     collectives: Dict[str, tuple] = field(default_factory=dict)  # kind -> (instructions, bytes)
     compile_s: float = 0.0
+    traffic: float = 0.0  # bytes this device sends for its collectives (ring estimate, `traffic_of`)
 
     @property
     def total_bytes(self) -> int:
@@ -75,6 +78,90 @@ def shard_bytes(tree) -> int:
     return total
 
 
+# The bytes one device sends (and receives) for a collective over a group of p devices, as a
+# multiple of the instruction's result bytes, on a ring (the scaling book's "How to Think About
+# TPUs" and "Sharded Matrices" chapters): an all-gather passes on the p-1 shards it did not have,
+# a reduce-scatter the p-1 partial shards of the others (its result is one shard), an all-reduce
+# is both, an all-to-all keeps 1/p of its rows, a permute sends everything.
+_TRAFFIC = {"all-gather": lambda p: (p - 1) / p, "reduce-scatter": lambda p: p - 1,
+            "all-reduce": lambda p: 2 * (p - 1) / p, "all-to-all": lambda p: (p - 1) / p,
+            "ragged-all-to-all": lambda p: (p - 1) / p, "collective-permute": lambda p: 1.0}
+_IOTA_GROUPS = re.compile(r"replica_groups=\[(?:\d+,)*(\d+)\]<=")  # [groups,size]<=[devices]
+_MESH_GROUPS = re.compile(r"replica_groups=mesh\[([^\]]*)\] \{([^}]*)\}")  # mesh['data'=2,..] {'model'}
+_LIST_GROUPS = re.compile(r"replica_groups=\{\{([0-9,]*)\}")  # {{0,1},{2,3}}
+
+
+def group_size(line: str, devices: int) -> int:
+    """How many devices the collective instruction on this HLO line runs over (its replica
+    group's size; every device when the line names no groups)."""
+    if m := _IOTA_GROUPS.search(line):
+        return int(m.group(1))
+    if m := _MESH_GROUPS.search(line):
+        sizes = {k.strip("'"): int(v) for k, v in (a.split("=") for a in m.group(1).split(","))}
+        return math.prod(sizes[a.strip().strip("'")] for a in m.group(2).split(",") if a.strip())
+    if m := _LIST_GROUPS.search(line):
+        return len([d for d in m.group(1).split(",") if d])
+    return devices
+
+
+def _result_bytes(line: str, result: str, kind: str) -> int:
+    if kind + "-start(" in line:  # async pair: the result tuple also holds the operands
+        arrays = _ARRAY.findall(result)
+        arrays = arrays[len(arrays) // 2:]
+    else:
+        arrays = _ARRAY.findall(result)
+    return sum(_BYTES[t] * math.prod(int(d) for d in dims.split(",") if d) for t, dims in arrays)
+
+
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")  # a computation's first line: "%name (params) -> ... {"
+_WHILE = re.compile(r" while\(.*condition=%([^,\s]+), body=%([^,\s]+)")
+_BOUND = re.compile(r"constant\((\d+)\)")
+
+
+def computations(hlo_text: str) -> Dict[str, list]:
+    """A compiled HLO module's text as {computation name: its instruction lines} (ENTRY: "")."""
+    out: Dict[str, list] = {"": []}
+    lines = out[""]  # (lines before any computation's header: the entry's)
+    for line in hlo_text.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith("{") and (m := _COMPUTATION.match(line)):
+            lines = out.setdefault("" if line.startswith("ENTRY") else m.group(1), [])
+        elif line.strip() and line.strip() != "}":
+            lines.append(line)
+    return out
+
+
+def runs_per_step(comps: Dict[str, list]) -> Dict[str, int]:
+    """How many times each while loop's body runs in one step (nested loops multiplied): the
+    trip count is the loop condition's `counter < constant(N)` (a scan's loop counts 0..N-1);
+    a condition of another form counts as one trip. Other computations: once."""
+    runs = {name: 1 for name in comps}
+    todo = [""]
+    while todo:
+        name = todo.pop()
+        for line in comps.get(name, []):
+            if m := _WHILE.search(line):
+                cond, body = (comps.get(c, []) for c in m.groups())
+                bounds = [int(b) for ln in cond for b in _BOUND.findall(ln)]
+                trips = bounds[0] if len(bounds) == 1 and any("direction=LT" in ln for ln in cond) else 1
+                runs[m.group(2)] = runs[name] * trips
+                todo.append(m.group(2))
+    return runs
+
+
+def traffic_of(hlo_text: str, devices: int) -> float:
+    """The bytes one device sends for the collectives of one step of a compiled HLO module's
+    text (see _TRAFFIC), a collective in a loop body once per trip (`runs_per_step`)."""
+    comps = computations(hlo_text)
+    runs = runs_per_step(comps)
+    total = 0.0
+    for name, lines in comps.items():
+        for line in lines:
+            if m := _INSTRUCTION.match(line):
+                result, kind = m.groups()
+                total += runs[name] * _result_bytes(line, result, kind) * _TRAFFIC[kind](group_size(line, devices))
+    return total
+
+
 def collectives_of(hlo_text: str) -> Dict[str, tuple]:
     """{kind: (instructions, result bytes)} of a compiled HLO module's text."""
     out = {k: [0, 0] for k in COLLECTIVES}
@@ -83,14 +170,8 @@ def collectives_of(hlo_text: str) -> Dict[str, tuple]:
         if not m:
             continue
         result, kind = m.groups()
-        if kind + "-start(" in line:  # async pair: the result tuple also holds the operands
-            arrays = _ARRAY.findall(result)
-            arrays = arrays[len(arrays) // 2:]
-        else:
-            arrays = _ARRAY.findall(result)
-        nbytes = sum(_BYTES[t] * math.prod(int(d) for d in dims.split(",") if d) for t, dims in arrays)
         out[kind][0] += 1
-        out[kind][1] += nbytes
+        out[kind][1] += _result_bytes(line, result, kind)
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -131,38 +212,50 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
         loops=" while(" in text,
         collectives=collectives_of(text),
         compile_s=compile_s,
+        traffic=traffic_of(text, n),
     )
 
 
 @dataclass
 class Estimate:
-    """A roofline estimate of one step on a device of `peak_flops` (bf16 FLOP/s) and memory
-    `bandwidth` (bytes/s): the FLOPs (the larger of XLA's count and the formula's) at the peak
-    rate, XLA's bytes accessed at the bandwidth; the step takes the larger of the two, which
-    implies an MFU. Collectives are not in it (they may overlap with compute, or not)."""
+    """A roofline estimate of one step on a device of `peak_flops` (bf16 FLOP/s), memory
+    `bandwidth` (bytes/s) and interconnect `ici` (bytes/s one device sends in a ring collective):
+    the FLOPs (the larger of XLA's count and the formula's) at the peak rate, XLA's bytes accessed
+    at the bandwidth, the collectives' traffic (`traffic_of`) at the interconnect. The step takes
+    the largest of the three when the collectives overlap the compute (`step_s`, which implies an
+    MFU), up to the larger of the first two plus the collectives when they do not (`serial_s`)."""
 
     compute_s: float
     memory_s: float
     step_s: float
     mfu: float
+    collective_s: float = 0.0
+    serial_s: float = 0.0
 
 
-def estimate(plan: Plan, peak_flops: float, bandwidth: float) -> Estimate:
+def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> Estimate:
     compute = max(plan.flops or 0.0, plan.formula_flops) / peak_flops
     memory = (plan.bytes_accessed or 0.0) / bandwidth
-    step = max(compute, memory)
-    return Estimate(compute, memory, step, plan.formula_flops / step / peak_flops)
+    collective = plan.traffic / ici if ici else 0.0
+    step = max(compute, memory, collective)
+    return Estimate(compute, memory, step, plan.formula_flops / step / peak_flops, collective,
+                    max(compute, memory) + collective)
 
 
-def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: float) -> str:
+def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> str:
     """The estimate as the plan report's lines, labelled as an estimate."""
-    bound = "compute" if est.compute_s >= est.memory_s else "memory"
-    return (f"  estimate         {est.step_s * 1e3:.1f} ms per step, {bound}-bound: at most {est.mfu:.0%} MFU "
-            "(a roofline estimate, not a measurement)\n"
-            f"                   FLOPs at {peak_flops / 1e12:.0f} TFLOP/s {est.compute_s * 1e3:.1f} ms; XLA's bytes "
-            f"accessed ({size(plan.bytes_accessed or 0)}) at {bandwidth / 1e12:.2f} TB/s {est.memory_s * 1e3:.1f} ms"
-            + (", a lower bound (XLA counts a loop body's bytes once)" if plan.loops else "")
-            + "; collectives not counted")
+    bound = max((est.compute_s, "compute"), (est.memory_s, "memory"), (est.collective_s, "collective"))[1]
+    lines = (f"  estimate         {est.step_s * 1e3:.1f} ms per step, {bound}-bound: at most {est.mfu:.0%} MFU "
+             "(a roofline estimate, not a measurement)\n"
+             f"                   FLOPs at {peak_flops / 1e12:.0f} TFLOP/s {est.compute_s * 1e3:.1f} ms; XLA's bytes "
+             f"accessed ({size(plan.bytes_accessed or 0)}) at {bandwidth / 1e12:.2f} TB/s {est.memory_s * 1e3:.1f} ms"
+             + (", a lower bound (XLA counts a loop body's bytes once)" if plan.loops else ""))
+    if not ici:
+        return lines + "; collectives not counted"
+    return lines + (f"\n                   collectives: {size(plan.traffic)} sent per device (ring) at "
+                    f"{ici / 1e9:.0f} GB/s {est.collective_s * 1e3:.1f} ms"
+                    + (" (a loop's once per trip)" if plan.loops else "")
+                    + f"; {est.serial_s * 1e3:.1f} ms per step if they do not overlap the compute")
 
 
 def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, topology: Optional[str],
@@ -178,6 +271,8 @@ def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, to
         "flops": plan.flops, "formula_flops": plan.formula_flops, "bytes_accessed": plan.bytes_accessed,
         "loops": plan.loops, "collectives": {k: list(v) for k, v in plan.collectives.items()},
         "step_seconds": None if est is None else est.step_s, "mfu": None if est is None else est.mfu,
+        "traffic_bytes": plan.traffic, "collective_seconds": None if est is None else est.collective_s,
+        "serial_step_seconds": None if est is None else est.serial_s,
         "compile_seconds": plan.compile_s,
     }
 

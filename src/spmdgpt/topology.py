@@ -43,16 +43,21 @@ class Chip:
     platform: str  # "gpu" | "tpu"
     memory: Optional[int]  # bytes per device (GPUs: None, read from the stored description)
     bandwidth: float  # memory bytes/s per device (peak FLOP/s: spmdgpt.flops.PEAK_FLOPS)
+    ici: float = 0.0  # bytes/s a device sends in a ring collective over one mesh axis: a TPU
+    # chip's bidirectional ICI bandwidth over its ports (one link each way, both neighbours), an
+    # H100's NVLink one way (NCCL's ring sends to one peer through the NVSwitch)
     dims: int = 0  # TPU: the slice's torus dimensions (2 or 3)
     cores_per_chip: int = 1  # TPU: TensorCores counted by the accelerator type's number
 
 
-# Vendor data sheets (NVIDIA H100 SXM; Google Cloud TPU system architecture pages).
+# Vendor data sheets (NVIDIA H100 SXM: NVLink 900 GB/s bidirectional; Google Cloud TPU system
+# architecture pages: bidirectional ICI per chip v5e 400 GB/s over 4 ports, v5p 1200 GB/s over
+# 6, v6e 800 GB/s over 4).
 CHIPS = {
-    "h100": Chip("NVIDIA H100 80GB HBM3", "gpu", None, 3.35e12),
-    "v5e": Chip("TPU v5e", "tpu", 16 * 2**30, 819e9, dims=2),
-    "v5p": Chip("TPU v5p", "tpu", 95 * 2**30, 2765e9, dims=3, cores_per_chip=2),
-    "v6e": Chip("TPU v6e", "tpu", 32 * 2**30, 1640e9, dims=2),
+    "h100": Chip("NVIDIA H100 80GB HBM3", "gpu", None, 3.35e12, ici=450e9),
+    "v5e": Chip("TPU v5e", "tpu", 16 * 2**30, 819e9, ici=400e9 / 4, dims=2),
+    "v5p": Chip("TPU v5p", "tpu", 95 * 2**30, 2765e9, ici=1200e9 / 6, dims=3, cores_per_chip=2),
+    "v6e": Chip("TPU v6e", "tpu", 32 * 2**30, 1640e9, ici=800e9 / 4, dims=2),
 }
 ALIASES = {"v5litepod": "v5e"}
 INSTALL = {

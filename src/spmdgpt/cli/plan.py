@@ -141,8 +141,8 @@ def run(items: List[str]) -> int:
               f"({compiler}; no {top.chip.platform.upper()} used)")
         t = cfg.train  # (the peak MFU is reported against in training, as the trainer takes it)
         peak = t.peak_flops or device_peak_flops(devices[0], cfg.model.compute_dtype, t.cpu_peak_flops, 1)
-        est = estimate(plan, peak, top.chip.bandwidth)
-        note = "\n" + estimate_lines(plan, est, peak, top.chip.bandwidth) + note
+        est = estimate(plan, peak, top.chip.bandwidth, top.chip.ici)
+        note = "\n" + estimate_lines(plan, est, peak, top.chip.bandwidth, top.chip.ici) + note
     print(report(cfg, plan, capacity) + note)
     if args.format == "json":
         print(json.dumps(as_json(cfg, plan, capacity, attention, args.topology or None, est, args.slices)))
