@@ -336,3 +336,52 @@ def test_plan_compiles_for_several_tpu_slices(capsys):
     assert capsys.readouterr().err == ("spmdgpt: error: mesh.data=1 must be a multiple of the 2 pod slices it "
                                        "spans (the other axes stay inside a slice)\n")
 
+
+
+def test_search_candidates_and_ranking(capsys):
+    """The layouts search=true tries and how it ranks them (no compiler needed): every mesh
+    shape of a table that uses the model axis, savers cheapest first, microbatches only where
+    they divide the batch; a layout that fits beats a faster one that does not."""
+    from spmdgpt.search import Layout, chain, meshes, own_layout, ranked
+
+    assert meshes("fsdp", 8) == [{"data": 8, "expert": 1, "model": 1}]
+    assert meshes("tp", 8) == [{"data": 4, "expert": 1, "model": 2}, {"data": 2, "expert": 1, "model": 4},
+                               {"data": 1, "expert": 1, "model": 8}]
+    assert meshes("fsdp_tp", 8, expert=2) == [{"data": 2, "expert": 2, "model": 2}, {"data": 1, "expert": 2, "model": 4}]
+    steps = [(lay.remat, lay.microbatches) for lay in chain("dp", {"data": 4, "expert": 1, "model": 1}, 16)]
+    assert steps == [("none", 1), ("dots", 1), ("full", 1), ("full", 2), ("full", 4)]  # (8 x 4 does not divide 16)
+    assert [own_layout(o) for o in ("sharding=tp", "mesh.data=2", "model.remat=full", "train.microbatches=2",
+                                    "model.d_model=64", "data.batch_size=8")] == [True] * 4 + [False] * 2
+
+    def layout(table, step, fits):
+        return Layout(table, {"data": 4, "expert": 1, "model": 1},
+                      result={"fits": fits, "step_seconds": step, "serial_step_seconds": step, "total_bytes": 1})
+
+    fast_too_big, slow, fast = layout("dp", 0.1, False), layout("fsdp", 0.3, True), layout("tp", 0.2, True)
+    assert ranked([fast_too_big, slow, fast, Layout("x", {}, error="bad")]) == [fast, slow]
+    for items, message in ((["search=true"], "search=true needs topology=NAME: the layouts are ranked by the "
+                                             "target's compiler and data sheet (e.g. topology=v5p-64)"),
+                           (["search=true", "topology=v5e-4", "tables=dp,zero"],
+                            "tables=dp,zero: zero is not a packaged rule table (dp, fsdp, fsdp_tp, tp)")):
+        assert main(["plan", "+experiment=staircase", *items]) == 2
+        assert capsys.readouterr().err == f"spmdgpt: error: {message}\n"
+
+
+@pytest.mark.skipif(not _can_compile_for("v5e-4"), reason="needs libtpu (the tpu-plan extra)")
+def test_search_compiles_the_layouts_and_names_the_best(capsys):
+    """search=true on a v5e-4 slice over dp and fsdp: both compiled by libtpu (each fits with
+    remat none), ranked by the estimated step time, the winner's overrides on the last line."""
+    import json
+
+    assert main(["plan", *TPU, "sharding=tp", "topology=v5e-4", "search=true", "tables=dp,fsdp", "jobs=2",
+                 "format=json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    got = json.loads(out[-1])
+    plans = {lay["overrides"][0]: lay["plan"] for lay in got["layouts"]}
+    assert sorted(plans) == ["sharding=dp", "sharding=fsdp"] and all(p["fits"] for p in plans.values())
+    best = min(plans, key=lambda k: (plans[k]["step_seconds"], plans[k]["serial_step_seconds"]))
+    assert got["best"][0] == best and got["best"][1:] == ["mesh.data=4", "mesh.expert=1", "mesh.model=1",
+                                                         "model.remat=none", "train.microbatches=1"]
+    assert out[-2] == "best: spmdgpt train " + " ".join([*TPU, *got["best"]])  # (sharding=tp: replaced)
+    assert "2 layouts compiled: 2 fit, 0 did not fit, 0 refused" in out
+    assert plans["sharding=fsdp"]["param_bytes"] * 4 == pytest.approx(plans["sharding=dp"]["param_bytes"], rel=0.1)

@@ -45,7 +45,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
               "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"
-            "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]",
+            "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]\n"
+            "          for a TPU slice or GPUs, and the best layout: ... topology=v5p-64 [search=true]",
 }
 
 USAGE = """spmdgpt <command> [key=value ...]

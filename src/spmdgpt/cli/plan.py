@@ -8,7 +8,8 @@ that K TPU pod slices (multislice: the mesh takes their devices slice after slic
 mesh axis, data, spans the slices and the last ones stay inside a slice); memory_gb=G
 (default: what the device reports, if it does; for a topology, a GPU's share that JAX's
 allocator takes or a TPU chip's HBM; for this host's CPU devices, its memory (or its cgroup's
-limit) over their number) turns a plan that does not fit into exit code 2."""
+limit) over their number) turns a plan that does not fit into exit code 2. search=true (with a
+topology): compile the candidate layouts and rank them (spmdgpt.search)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ class PlanArgs:
     topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.topology)
     slices: int = 1  # with a TPU topology: this many pod slices of it (multislice)
     format: str = "text"  # text | json (the report, then the plan as one JSON object on the last line)
+    search: bool = False  # with topology=: compile the candidate layouts and rank them (spmdgpt.search)
+    tables: str = ""  # search: the rule tables to try, comma-separated (default: every packaged one)
+    jobs: int = 0  # search: compiles at a time (0: one per core, within this host's memory)
 
 
 def host_memory() -> int:
@@ -60,6 +64,42 @@ def _simulate_devices(n: int) -> None:
     os.environ["JAX_PLATFORMS"] = "cpu"
 
 
+def _search(args: PlanArgs, overrides: List[str]) -> int:
+    """search=true: every candidate layout compiled for the topology, ranked (spmdgpt.search)."""
+    from spmdgpt.config import load_config, packaged_names
+    from spmdgpt.search import default_jobs, own_layout, ranked, report, search
+    from spmdgpt.topology import parse_topology
+
+    if not args.topology:
+        raise ConfigError(["search=true needs topology=NAME: the layouts are ranked by the target's compiler and "
+                           "data sheet (e.g. topology=v5p-64)"])
+    known = packaged_names("sharding")
+    tables = [t for t in args.tables.split(",") if t] or known
+    if unknown := [t for t in tables if t not in known]:
+        raise ConfigError([f"tables={args.tables}: {unknown[0]} is not a packaged rule table ({', '.join(known)})"])
+    if args.jobs < 0:
+        raise ConfigError([f"jobs={args.jobs} must be >= 0 (0: one per core, within this host's memory)"])
+    top = parse_topology(args.topology, args.slices)
+    kept = [o for o in overrides if not own_layout(o)]
+    cfg = load_config(kept)
+    base = [*kept, f"topology={args.topology}", f"slices={args.slices}"]
+    if args.memory_gb:
+        base.append(f"memory_gb={args.memory_gb:g}")
+    layouts = search(base, top.devices, cfg.data.batch_size, tables, args.jobs or default_jobs(),
+                     cfg.mesh.expert if cfg.mesh.expert > 1 else 1, progress=sys.stderr.isatty())
+    print(f"search on {args.topology}{f' x {args.slices} slices' if args.slices > 1 else ''} ({top.devices} devices), "
+          f"tables {', '.join(tables)}:")
+    print(report(layouts, kept))
+    if args.format == "json":
+        print(json.dumps({"layouts": [{"overrides": lay.overrides(), "plan": lay.result, "error": lay.error or None}
+                                      for lay in layouts],
+                          "best": ranked(layouts)[0].overrides() if ranked(layouts) else None}))
+    if not ranked(layouts):
+        print(f"spmdgpt: error: no layout fits {args.topology}; {_FIXES}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
 def run(items: List[str]) -> int:
     args, overrides = parse(items, PlanArgs)
     if args.devices < 0:
@@ -76,6 +116,8 @@ def run(items: List[str]) -> int:
     if args.devices and args.topology:
         raise ConfigError([f"devices={args.devices} and topology={args.topology}: give one (devices=N simulates "
                            "CPU devices, topology= compiles for the devices it names)"])
+    if args.search:
+        return _search(args, overrides)
     cfg = load_config(overrides)
     note, top = "", None
     if args.topology:
