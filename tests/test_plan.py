@@ -359,6 +359,9 @@ def test_search_candidates_and_ranking(capsys):
 
     fast_too_big, slow, fast = layout("dp", 0.1, False), layout("fsdp", 0.3, True), layout("tp", 0.2, True)
     assert ranked([fast_too_big, slow, fast, Layout("x", {}, error="bad")]) == [fast, slow]
+    # a compiler's own refusal for memory is "did not fit" (the chain goes on), anything else refused
+    assert fast_too_big.too_big and Layout("dp", {}, error="the step does not fit a TPU v5 lite: ...").too_big
+    assert not Layout("tp", {}, error="model.num_heads=4 is not divisible by 8").too_big and not fast.too_big
     for items, message in ((["search=true"], "search=true needs topology=NAME: the layouts are ranked by the "
                                              "target's compiler and data sheet (e.g. topology=v5p-64)"),
                            (["search=true", "topology=v5e-4", "tables=dp,zero"],

@@ -43,6 +43,11 @@ class Layout:
     def fits(self) -> bool:
         return bool(self.result and self.result.get("fits"))
 
+    @property
+    def too_big(self) -> bool:
+        """Compiled and over the device's memory, or refused by a compiler for that reason."""
+        return (self.result is not None and not self.fits) or "does not fit" in self.error
+
     def key(self) -> tuple:
         r = self.result or {}
         return (r.get("step_seconds") or float("inf"), r.get("serial_step_seconds") or float("inf"),
@@ -97,7 +102,7 @@ def run_chain(layouts: List[Layout], base: List[str], done) -> List[Layout]:
     for layout in layouts:
         out.append(compile_layout(layout, base))
         done()
-        if layout.fits or layout.result is None and "does not fit" not in layout.error:
+        if layout.fits or not layout.too_big:
             break  # (fits: more savers only cost time; invalid: the others are too)
     return out
 
@@ -112,6 +117,7 @@ def search(base: List[str], devices: int, batch_size: int, tables: List[str], jo
                desc="compiling layouts")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = list(pool.map(lambda c: run_chain(c, base, lambda: bar.update(1)), chains))
+    bar.total = bar.n  # (chains stop at their first layout that fits)
     bar.close()
     return [layout for r in results for layout in r]
 
@@ -149,8 +155,8 @@ def report(layouts: List[Layout], overrides: List[str]) -> str:
         rows.append(f"{i:>4}  {lay.table:<8} {mesh:<28} {lay.remat:<5} {lay.microbatches:>5}  "
                     f"{size(r['total_bytes']):>10}  {r['step_seconds'] * 1e3:>8.2f} ms  "
                     f"{r['serial_step_seconds'] * 1e3:>6.2f} ms  {r['mfu']:>10.0%}")
-    too_big = [lay for lay in layouts if lay.result is not None and not lay.fits]
-    refused = [lay for lay in layouts if lay.result is None]
+    too_big = [lay for lay in layouts if lay.too_big]
+    refused = [lay for lay in layouts if not lay.fits and not lay.too_big]
     rows.append(f"{len(layouts)} layouts compiled: {len(best)} fit, {len(too_big)} did not fit, {len(refused)} "
                 "refused" + (f" (e.g. {refused[0].table} {refused[0].mesh}: {refused[0].error})" if refused else ""))
     if best:
