@@ -106,6 +106,9 @@ def test_estimate_takes_the_slowest_of_compute_memory_and_collectives():
     assert est.step_s == pytest.approx(0.03) and est.serial_s == pytest.approx(0.05)
     assert est.mfu == pytest.approx(1e12 / 0.03 / 1e14)
     assert estimate(plan, 1e14, 1e12).step_s == pytest.approx(0.02)  # (no interconnect given: not counted)
+    # full remat: the formula's FLOPs and a second forward pass (4/3) when XLA's count is lower
+    plan.flops, plan.recompute = 1e11, 4 / 3
+    assert estimate(plan, 1e14, 1e12).compute_s == pytest.approx(1e12 * 4 / 3 / 1e14)
 
 
 def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monkeypatch):
@@ -349,7 +352,8 @@ def test_search_candidates_and_ranking(capsys):
                                {"data": 1, "expert": 1, "model": 8}]
     assert meshes("fsdp_tp", 8, expert=2) == [{"data": 2, "expert": 2, "model": 2}, {"data": 1, "expert": 2, "model": 4}]
     steps = [(lay.remat, lay.microbatches) for lay in chain("dp", {"data": 4, "expert": 1, "model": 1}, 16)]
-    assert steps == [("none", 1), ("dots", 1), ("full", 1), ("full", 2), ("full", 4)]  # (8 x 4 does not divide 16)
+    assert steps == [("none", 1), ("dots", 1), ("dots", 2), ("dots", 4), ("full", 1), ("full", 2),
+                     ("full", 4)]  # (8 microbatches x 4 data-parallel devices do not divide 16)
     assert [own_layout(o) for o in ("sharding=tp", "mesh.data=2", "model.remat=full", "train.microbatches=2",
                                     "model.d_model=64", "data.batch_size=8")] == [True] * 4 + [False] * 2
 

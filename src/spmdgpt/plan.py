@@ -61,6 +61,7 @@ class Plan:
     collectives: Dict[str, tuple] = field(default_factory=dict)  # kind -> (instructions, bytes)
     compile_s: float = 0.0
     traffic: float = 0.0  # bytes this device sends for its collectives (ring estimate, `traffic_of`)
+    recompute: float = 1.0  # the FLOPs the step runs over the formula's: 4/3 with model.remat=full
 
     @property
     def total_bytes(self) -> int:
@@ -213,14 +214,22 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
         collectives=collectives_of(text),
         compile_s=compile_s,
         traffic=traffic_of(text, n),
+        recompute=RECOMPUTE.get(cfg.model.remat.value, 1.0),
     )
+
+
+# model.remat=full runs each block's forward pass again in the backward pass: the step's FLOPs
+# are then about 8N instead of 6N per token (the unembedding, not recomputed, counted too: a
+# small overestimate); `dots` keeps the matmul outputs and recomputes only elementwise work.
+RECOMPUTE = {"full": 4 / 3}
 
 
 @dataclass
 class Estimate:
     """A roofline estimate of one step on a device of `peak_flops` (bf16 FLOP/s), memory
     `bandwidth` (bytes/s) and interconnect `ici` (bytes/s one device sends in a ring collective):
-    the FLOPs (the larger of XLA's count and the formula's) at the peak rate, XLA's bytes accessed
+    the FLOPs (the larger of XLA's count and the formula's, with full remat's second forward
+    pass, RECOMPUTE) at the peak rate, XLA's bytes accessed
     at the bandwidth, the collectives' traffic (`traffic_of`) at the interconnect. The step takes
     the largest of the three when the collectives overlap the compute (`step_s`, which implies an
     MFU), up to the larger of the first two plus the collectives when they do not (`serial_s`)."""
@@ -234,7 +243,7 @@ class Estimate:
 
 
 def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> Estimate:
-    compute = max(plan.flops or 0.0, plan.formula_flops) / peak_flops
+    compute = max(plan.flops or 0.0, plan.formula_flops * plan.recompute) / peak_flops
     memory = (plan.bytes_accessed or 0.0) / bandwidth
     collective = plan.traffic / ici if ici else 0.0
     step = max(compute, memory, collective)

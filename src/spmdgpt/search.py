@@ -3,8 +3,8 @@
 The candidates are the packaged rule tables (configs/sharding/), each with every mesh shape the
 slice's devices allow (tables that use the `model` axis: each divisor of the devices above 1
 as mesh.model, the rest as mesh.data), then the cheapest memory savers that make it fit:
-model.remat none, dots, full (in that order), and with full remat train.microbatches 2, 4, 8
-(those that divide the batch over its data-parallel devices). Each is the real training step
+model.remat none, dots, dots with train.microbatches 2, 4, 8 (those that divide the batch over
+its data-parallel devices), full, full with those microbatches. Each is the real training step
 compiled by the target's compiler in a process of its own (`spmdgpt plan ... format=json`),
 `jobs` at a time; a layout's chain stops at the first saver that fits (more remat or
 microbatches only cost time). The fitting layouts are ranked by the plan's estimated step time
@@ -22,8 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-REMATS = ("none", "dots", "full")
-MICROBATCHES = (2, 4, 8)  # tried with remat=full, when none fits
+MICROBATCHES = (2, 4, 8)  # tried when a layout does not fit without them
 
 
 @dataclass
@@ -71,12 +70,13 @@ def meshes(table: str, devices: int, expert: int = 1) -> List[Dict[str, int]]:
 
 
 def chain(table: str, mesh: Dict[str, int], batch_size: int) -> List[Layout]:
-    """The candidates of one table and mesh, cheapest first: remat none, dots, full, then full
-    remat with more microbatches (those that divide the batch over the data-parallel devices)."""
-    out = [Layout(table, mesh, remat) for remat in REMATS]
+    """The candidates of one table and mesh, cheapest first: remat none and dots, then dots with
+    more microbatches (those that divide the batch over the data-parallel devices), then full
+    remat, alone and with them (full remat runs each block's forward twice)."""
     parallel = mesh["data"] * mesh["expert"]
-    out += [Layout(table, mesh, "full", k) for k in MICROBATCHES if batch_size % (k * parallel) == 0]
-    return out
+    ks = [k for k in MICROBATCHES if batch_size % (k * parallel) == 0]
+    return ([Layout(table, mesh, "none"), Layout(table, mesh, "dots")] + [Layout(table, mesh, "dots", k) for k in ks]
+            + [Layout(table, mesh, "full")] + [Layout(table, mesh, "full", k) for k in ks])
 
 
 def compile_layout(layout: Layout, base: List[str]) -> Layout:
