@@ -72,3 +72,14 @@ def use_retaining_malloc() -> None:
         except OSError as e:  # carry on with glibc's defaults (slower on CPU, otherwise the same)
             print(f"spmdgpt: warning: could not restart with the glibc malloc settings ({e}); continuing "
                   f"with glibc's defaults ({MALLOC_OPT_OUT}=system skips the restart)", file=sys.stderr)
+
+
+def host_memory() -> int:
+    """This machine's memory in bytes: its physical memory, or its cgroup's limit when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total

@@ -22,6 +22,7 @@ from typing import List
 
 from spmdgpt.cli.args import EXIT_OK, EXIT_USAGE, parse
 from spmdgpt.config import ConfigError
+from spmdgpt.runtime import host_memory
 
 
 _FIXES = ("shard more (sharding=fsdp, more devices), set model.remat=full, train.microbatches=k or "
@@ -38,16 +39,6 @@ class PlanArgs:
     search: bool = False  # with topology=: compile the candidate layouts and rank them (spmdgpt.search)
     tables: str = ""  # search: the rule tables to try, comma-separated (default: every packaged one)
     jobs: int = 0  # search: compiles at a time (0: one per core, within this host's memory)
-
-
-def host_memory() -> int:
-    """This machine's memory in bytes: its physical memory, or its cgroup's limit when lower."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    try:
-        limit = open("/sys/fs/cgroup/memory.max").read().strip()
-    except OSError:
-        return total
-    return min(total, int(limit)) if limit.isdigit() else total
 
 
 def _simulate_devices(n: int) -> None:
