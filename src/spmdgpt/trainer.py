@@ -126,7 +126,6 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         calibration = None
         if cfg.train.time_budget is not None:  # a fresh run: time a few steps, then size the run
             cfg, calibration = fit_budget(cfg, rules, optimizer, begin.state, batcher, evaluator, rollouts, started)
-            optimizer = optimizer_of(cfg)
         ckpt = None
         if cfg.checkpoint.enabled:
             from spmdgpt.checkpoint import CheckpointManager
@@ -139,10 +138,8 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
                 save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
             except OSError as e:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
-        train_step = make_train_step(cfg, rules, optimizer)
-        stats_fn = make_stats_fn(cfg, rules, optimizer) if cfg.train.stats_every else None
-        loop = _Loop(cfg, run_dir, begin, rules, train_step, batcher, evaluator, rollouts, data, ckpt, is_main,
-                     stats_fn, calibration, started)
+        loop = _Loop(cfg, run_dir, begin, rules, batcher, evaluator, rollouts, data, ckpt, is_main, calibration,
+                     started)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
                      f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
@@ -163,17 +160,16 @@ class _Loop:
 
     All of its state is set up here, in __init__; run() only steps."""
 
-    def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, train_step, batcher: Batcher,
+    def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, batcher: Batcher,
                  evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
-                 ckpt, is_main: bool, stats_fn=None, calibration=None, started: float = 0.0):
+                 ckpt, is_main: bool, calibration=None, started: float = 0.0):
         self.cfg, self.run_dir, self.data, self.is_main, self.rules = cfg, run_dir, data, is_main, rules
         self.calibration, self.started = calibration, started  # train.time_budget's choice, train's start
         # train.time_budget: the pace is checked every pace_every steps (the same steps on every process)
         self.pacer = None if calibration is None else Pacer(calibration, started, cfg.train.eval_every)
         self.pace_every = max(1, cfg.train.steps // 200)
-        self.compiled_at = begin.step  # the step whose call compiles the step function
-        self.stats_fn = stats_fn  # train.stats_every (spmdgpt.stats)
-        self.train_step, self.batcher, self.evaluator, self.ckpt = train_step, batcher, evaluator, ckpt
+        self._step_functions(begin.step)
+        self.batcher, self.evaluator, self.ckpt = batcher, evaluator, ckpt
         self.rollouts = rollouts
         self.state, self.kind = begin.state, begin.kind
         self.reported = begin.step  # the last step whose metrics are on the host
@@ -317,6 +313,14 @@ class _Loop:
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)
 
+    def _step_functions(self, at: int) -> None:
+        """The jitted step (and train.stats_every's statistics, spmdgpt.stats) for self.cfg's
+        optimizer; their call after step `at` compiles them."""
+        optimizer = optimizer_of(self.cfg)
+        self.train_step = make_train_step(self.cfg, self.rules, optimizer)
+        self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
+        self.compiled_at = at
+
     def _paused(self, fn, *args, evaluation: bool = False) -> None:
         """fn(*args), its time left out of the time budget's pace (an evaluation's also its cost)."""
         t0 = time.perf_counter()
@@ -336,10 +340,7 @@ class _Loop:
         if plan is None:
             return
         self.cfg = freeze(fixed_steps(self.cfg, plan.steps, [*t.replans, f"{plan.at}:{plan.planned}"]))
-        optimizer = optimizer_of(self.cfg)
-        self.train_step, self.compiled_at = make_train_step(self.cfg, self.rules, optimizer), step
-        if self.stats_fn is not None:
-            self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer)
+        self._step_functions(step)
         self.console.set_total(plan.steps)
         self.say(f"train.time_budget={self.calibration.budget_s:g} s: behind plan ({plan.step_s * 1e3:.1f} ms/step, "
                  f"{plan.projected_s:.1f} s projected): train.steps {plan.planned} -> {plan.steps} from step "
