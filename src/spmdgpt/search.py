@@ -132,7 +132,9 @@ LAYOUT_KEYS = ("sharding", "mesh.", "model.remat", "train.microbatches")  # what
 
 def own_layout(item: str) -> bool:
     """Whether a command-line override sets what the search chooses (it is left out)."""
-    key = item.lstrip("+~").split("=", 1)[0]
+    from spmdgpt.config import override_key
+
+    key = override_key(item)
     return any(key == k or (k.endswith(".") and key.startswith(k)) for k in LAYOUT_KEYS)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
-from spmdgpt.config import ConfigError
+from spmdgpt.config import ConfigError, override_value
 
 
 @dataclass
@@ -110,8 +110,7 @@ def run(items: List[str]) -> int:
               "seq_len": d.seq_len, "results": results}
     window = f"window {d.seq_len} tokens"
     folder = hf_folder(args.run_dir)
-    if folder is not None and exported_window(folder) is None and not any(o.startswith("data.seq_len=")
-                                                                         for o in overrides):
+    if folder is not None and exported_window(folder) is None and override_value(overrides, "data.seq_len") is None:
         window += " (the folder records no training window; set data.seq_len=N)"
     print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | {window} | mesh {dict(mesh.shape)} "
           f"sharding {cfg.sharding.name}", file=sys.stderr)

@@ -81,11 +81,12 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
     print(f"search on {args.topology}{f' x {args.slices} slices' if args.slices > 1 else ''} ({top.devices} devices), "
           f"tables {', '.join(tables)}:")
     print(report(layouts, kept))
+    best = ranked(layouts)
     if args.format == "json":
         print(json.dumps({"layouts": [{"overrides": lay.overrides(), "plan": lay.result, "error": lay.error or None}
                                       for lay in layouts],
-                          "best": ranked(layouts)[0].overrides() if ranked(layouts) else None}))
-    if not ranked(layouts):
+                          "best": best[0].overrides() if best else None}))
+    if not best:
         print(f"spmdgpt: error: no layout fits {args.topology}; {_FIXES}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK

@@ -98,7 +98,7 @@ def hf_model(spec: str, overrides: List[str]):
     """(config, tokenizer) of a Hugging Face model folder (run.dir=hf:DIR): the default config
     with the overrides, the model fields from DIR's config.json (its context length included),
     DIR's tokenizer.json."""
-    from spmdgpt.config import load_config
+    from spmdgpt.config import load_config, override_value
     from spmdgpt.data.tokenizers import HFTokenizer
     from spmdgpt.hf import hf_folder, read_hf_config, with_hf_model
 
@@ -107,7 +107,7 @@ def hf_model(spec: str, overrides: List[str]):
     cfg, _ = with_hf_model(cfg)
     cfg.model.max_seq_len = int(read_hf_config(folder, f"run.dir={spec}").get("max_position_embeddings",
                                                                            cfg.model.max_seq_len))
-    if not any(o.startswith("data.seq_len=") for o in overrides):  # eval's window: the one the exported
+    if override_value(overrides, "data.seq_len") is None:  # eval's window: the one the exported
         # run trained with, else the default one if the model's context holds it
         cfg.data.seq_len = exported_window(folder) or min(cfg.data.seq_len, cfg.model.max_seq_len)
     if not (folder / "tokenizer.json").is_file():

@@ -48,9 +48,14 @@ def load_config(overrides: List[str]) -> Config:
     return steps_over_budget(cfg, overrides)
 
 
-def _given(overrides: Sequence[str], key: str) -> Optional[str]:
+def override_key(item: str) -> str:
+    """The config key a command-line override sets (`+model.x=1`, `~a.b`, `a.b=c`: model.x, a.b, a.b)."""
+    return item.lstrip("+~").split("=", 1)[0]
+
+
+def override_value(overrides: Sequence[str], key: str) -> Optional[str]:
     """The value of `key=value` among the overrides (the last one), else None."""
-    values = [o.split("=", 1)[1] for o in overrides if "=" in o and o.lstrip("+~").split("=", 1)[0] == key]
+    values = [o.split("=", 1)[1] for o in overrides if "=" in o and override_key(o) == key]
     return values[-1] if values else None
 
 
@@ -60,7 +65,7 @@ def refuse_unread(cfg: Config, overrides: Sequence[str]) -> None:
     decides the corpus."""
     from spmdgpt.config.schema import DataSource
 
-    text_file = _given(overrides, "data.text_file")
+    text_file = override_value(overrides, "data.text_file")
     if text_file is None:
         return
     if cfg.data.source == DataSource.staircase:
@@ -76,7 +81,7 @@ def steps_over_budget(cfg: Config, overrides: List[str]) -> Config:
     """An explicit train.steps=N among the overrides (and no train.time_budget there) turns off
     a budget that a config file set (e.g. the shakespeare_char experiment's): N steps it is."""
     def given(key: str) -> bool:
-        return _given(overrides, key) is not None
+        return override_value(overrides, key) is not None
 
     if cfg.train.time_budget is not None and given("train.steps") and not given("train.time_budget"):
         return fixed_steps(cfg, cfg.train.steps, cfg.train.replans)
