@@ -1,4 +1,5 @@
-"""dp / fsdp / tp / fsdp_tp on 8 simulated devices match one device, and really split params."""
+"""dp / fsdp / tp / fsdp_tp on 8 simulated devices (one with context parallelism) match one device,
+and really split params."""
 
 import jax
 import numpy as np
@@ -14,7 +15,7 @@ LAYOUTS = [
     ("dp", ["mesh.data=8"], 1.0),
     ("fsdp", ["mesh.data=8"], 1 / 8),
     ("tp", ["mesh.data=2", "mesh.model=4"], 1 / 4),
-    ("fsdp_tp", ["mesh.data=4", "mesh.model=2"], 1 / 8),
+    ("fsdp_tp", ["mesh.data=2", "mesh.context=2", "mesh.model=2"], 1 / 4),  # (and each sequence split in 2)
 ]
 # 5 steps of float32 training; shards reduce in a different order than one device does, so
 # the losses agree to float32 rounding, not bitwise. Stated tolerance: 2e-6 absolute on losses
@@ -87,7 +88,7 @@ def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):
 
     # MeshConfig as it would be written with the new field (field order = mesh order)
     ToyMesh = dataclasses.make_dataclass("ToyMesh", [("data", int, -1), ("toy", int, 1), ("model", int, 1)])
-    assert mesh_axes(MeshConfig) == ("data", "expert", "model")
+    assert mesh_axes(MeshConfig) == ("data", "expert", "context", "model")
     cfg = cfg_for()
     cfg.mesh = ToyMesh(data=-1, toy=2, model=2)
     cfg.sharding = ShardingConfig(name="toy", params={"embed": "data", "mlp": "toy", "heads": "model"},

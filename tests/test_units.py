@@ -59,9 +59,9 @@ def toy_info(cfg):
 def toy_apply(cfg, rules, p, x):
     """tanh MLP whose auxiliary loss is the mean square of its pre-activation."""
     h = jnp.einsum("td,df->tf", x, rules.gather(p.w_in.astype(x.dtype), ("embed", "mlp")),
-                   out_sharding=rules.spec("batch", "mlp"))
+                   out_sharding=rules.spec("tokens", "mlp"))
     out = jnp.einsum("tf,fd->td", jnp.tanh(h), rules.gather(p.w_out.astype(x.dtype), ("mlp", "embed")),
-                     out_sharding=rules.spec("batch", "embed"))
+                     out_sharding=rules.spec("tokens", "embed"))
     return out, {"toy_square": jnp.mean(jnp.square(h.astype(jnp.float32)))}
 
 

@@ -1,7 +1,9 @@
 """Mesh from config and the logical-axis rules that place every array on it.
 
-Model code names only logical axes (`batch`, `seq`, `embed`, `heads`, `head_dim`, `mlp`,
-`vocab`, `layers`, ...). A rule table (``configs/sharding/*.yaml``) maps them to mesh axes
+Model code names only logical axes (`batch`, `seq`, `tokens`, `embed`, `heads`, `head_dim`,
+`mlp`, `vocab`, `layers`, ...). `tokens` is the residual stream's flattened batch x seq
+dimension: split over the batch's mesh axes and then the sequence's (context parallelism), as a
+[batch, seq] array's reshape to [batch * seq] leaves it; the tables do not set it. A rule table (``configs/sharding/*.yaml``) maps them to mesh axes
 twice: `params` says where parameters *live*, `compute` where activations live and the layout
 parameters are resharded to right before use. With `params.embed: data` and no `embed` entry in
 `compute` that reshard is exactly FSDP's just-in-time all-gather (and its transpose, the
@@ -56,7 +58,10 @@ def _spec(logical: Logical, table: Mapping[str, Any]) -> P:
     used: set = set()
     out = []
     for name in logical:
-        value = table.get(name) if name is not None else None
+        if name == "tokens" and "tokens" not in table:  # batch x seq flattened
+            value = list(mesh_axes_of(table.get("batch"))) + list(mesh_axes_of(table.get("seq")))
+        else:
+            value = table.get(name) if name is not None else None
         axes = mesh_axes_of(value) if value else ()
         # A mesh axis can shard only one dimension of an array: the first dimension that asks
         # for it gets it (e.g. a square embed x embed weight under FSDP).
@@ -84,6 +89,16 @@ class Rules:
                 if kv_heads(model) % math.prod(mesh.shape[a] for a in mesh_axes_of(table.get("kv_heads"))):
                     del table["kv_heads"]
 
+    def whole_sequences(self) -> "Rules":
+        """These rules without context parallelism (each sequence whole on every device of the
+        ring): for cached decoding, whose steps have one token per sequence."""
+        if "seq" not in self.compute_table:
+            return self
+        rules = object.__new__(Rules)
+        rules.mesh, rules.params_table = self.mesh, self.params_table
+        rules.compute_table = {k: v for k, v in self.compute_table.items() if k != "seq"}
+        return rules
+
     def param_spec(self, logical: Logical) -> P:
         """Where a parameter with these logical axes is stored."""
         return _spec(logical, self.params_table)
@@ -91,6 +106,19 @@ class Rules:
     def spec(self, *logical: Optional[str]) -> P:
         """Compute layout of an activation (or of a parameter about to be used)."""
         return _spec(logical, self.compute_table)
+
+    def token_axes(self) -> tuple:
+        """The mesh axes the flattened tokens (`tokens`: batch x seq) are split over: the
+        batch's, then the sequence's."""
+        return self.batch_axes() + self.seq_axes()
+
+    def seq_axes(self) -> tuple:
+        """The mesh axes each sequence is split over (context parallelism; possibly none)."""
+        return tuple(a for a in mesh_axes_of(self.compute_table.get("seq")) if a not in self.batch_axes())
+
+    def context_size(self) -> int:
+        """How many ways each sequence is split (mesh.context under the packaged tables)."""
+        return math.prod(self.mesh.shape[a] for a in self.seq_axes())
 
     def param_sharding(self, logical: Logical) -> NamedSharding:
         return NamedSharding(self.mesh, self.param_spec(logical))
@@ -103,12 +131,13 @@ class Rules:
         return jax.sharding.reshard(x, self.spec(*logical))
 
     def batch_sharding(self) -> NamedSharding:
-        return self.sharding("batch", "seq")
+        """Where a batch of token ids [batch, seq] goes: split like the batch, each sequence whole
+        (under context parallelism the model reorders it and takes its chunks, `model.context`)."""
+        return self.sharding("batch", None)
 
     def batch_axes(self) -> tuple:
         """The mesh axes the batch dimension is split over (possibly none)."""
-        spec = self.spec("batch")[0]
-        return () if spec is None else (spec,) if isinstance(spec, str) else tuple(spec)
+        return mesh_axes_of(_spec(("batch",), self.compute_table)[0])
 
     def batch_divisor(self) -> int:
         """How many ways the batch dimension is split (batches must be a multiple of it)."""

@@ -79,6 +79,11 @@ class AttentionImpl(enum.Enum):
     auto = "auto"  # cudnn on NVIDIA GPUs (16-bit compute), splash on TPUs, else xla
 
 
+class ContextAttention(enum.Enum):
+    ring = "ring"  # keys and values passed around the context ring, one block a step (ppermute)
+    allgather = "allgather"  # every device gathers all keys and values (short rings)
+
+
 class DataSource(enum.Enum):
     staircase = "staircase"  # synthetic 0123456789876543210... digits, vocabulary 10
     text = "text"  # a text file under data.path, tokenized by data.tokenizer
@@ -216,6 +221,8 @@ class ModelConfig(Section):
     rope_attention_factor: Optional[float] = None  # yarn: q and k scale; default 0.1 ln(factor) + 1
     init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
+    context_attention: ContextAttention = ContextAttention.ring  # attention under mesh.context > 1:
+    # ring (K/V blocks passed device to device, overlapped with the blocks' attention) | allgather
     remat: Remat = Remat.none  # activation checkpointing policy per block
     scan_unroll: bool = True  # unroll the layer scan: ~15% faster steps on CPU, longer compiles
     attention_block: int = 64  # causal attention in query blocks of this size, skipping key
@@ -408,6 +415,8 @@ class MeshConfig(Section):
     data: int = -1  # data-parallel (and FSDP) axis: batches, and parameters under FSDP tables
     expert: int = 1  # expert-parallel axis: a mixture of experts' experts split over it (every table), the
     # batch too (it is data-parallel for everything else); tokens reach their experts by all-to-all
+    context: int = 1  # context-parallel axis: each sequence split over it (the `seq` logical axis), attention
+    # by ring-passed keys and values (model.context_attention)
     model: int = 1  # tensor-parallel axis: heads, MLP width, vocabulary under TP tables
 
 

@@ -54,6 +54,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads
+from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import (SPLASH_BLOCKS, document_mask, fused_causal_attention, local_kv, repeat_kv,
                                    splash_causal_attention)
@@ -220,15 +221,11 @@ def qkv_projection(
     dt = x.dtype
     w = rules.gather(p.w_qkv.astype(dt), ("embed", "qkv", "heads", "head_dim"))
     qkv = jnp.einsum(
-        "td,dcnh->tcnh", x, w, out_sharding=rules.spec("batch", "qkv", "heads", "head_dim")
+        "td,dcnh->tcnh", x, w, out_sharding=rules.spec("tokens", "qkv", "heads", "head_dim")
     )
     if p.b_qkv is not None:
         qkv = qkv + rules.gather(p.b_qkv.astype(dt), ("qkv", "heads", "head_dim"))
-    qkv = jnp.reshape(
-        qkv,
-        (batch, -1) + qkv.shape[1:],
-        out_sharding=rules.spec("batch", "seq", "qkv", "heads", "head_dim"),
-    )
+    qkv = unflatten(rules, qkv, batch, "qkv", "heads", "head_dim")  # [b, t, 3, n, h]
     qk = qkv[:, :, :2]
     if cfg.qk_norm:  # unit-RMS queries and keys per head (times their learned scales), before the rotation
         scale = None if p.q_norm is None else rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim"))
@@ -247,10 +244,10 @@ def _grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arr
     parts = []
     for eq, w, b, logical in (("td,dnh->tnh", p.w_q, p.b_q, ("heads", "head_dim")),
                               ("td,dckh->tckh", p.w_kv, p.b_kv, ("qkv", "kv_heads", "head_dim"))):
-        y = jnp.einsum(eq, x, rules.gather(w.astype(dt), ("embed", *logical)), out_sharding=rules.spec("batch", *logical))
+        y = jnp.einsum(eq, x, rules.gather(w.astype(dt), ("embed", *logical)), out_sharding=rules.spec("tokens", *logical))
         if b is not None:
             y = y + rules.gather(b.astype(dt), logical)
-        parts.append(jnp.reshape(y, (batch, -1) + y.shape[1:], out_sharding=rules.spec("batch", "seq", *logical)))
+        parts.append(unflatten(rules, y, batch, *logical))
     q, kv = parts  # [b, t, N, h], [b, t, 2, K, h]
     k, v = kv[:, :, 0], kv[:, :, 1]
     if cfg.qk_norm:
@@ -268,9 +265,9 @@ def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool
     all-reduce under tensor parallelism)."""
     if head_major:
         o = jnp.transpose(o, (0, 2, 1, 3))
-    o = jnp.reshape(o, (-1,) + o.shape[2:], out_sharding=rules.spec("batch", "heads", "head_dim"))
+    o = flatten(rules, o, "heads", "head_dim")
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
-    out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("batch", "embed"))
+    out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("tokens", "embed"))
     if p.b_o is not None:
         out = out + rules.gather(p.b_o.astype(o.dtype), ("embed",))
     return out
@@ -368,6 +365,9 @@ def self_attention(
         v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
         o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
         return output_projection(rules, p, o), (k_cache, v_cache), {}
+    if rules.context_size() > 1:  # sequences split over a context ring (training, evaluation)
+        q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
+        return output_projection(rules, p, context_attention(cfg, rules, q, k, v, segment_ids, window)), None, {}
     backend = attention_backend(cfg)
     head_major = backend != AttentionImpl.cudnn
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major)
@@ -394,6 +394,10 @@ def attention_stats(cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, 
     mask allows: the usual early sign of an unstable run), q and k recomputed, the logits one
     block of model.attention_block queries at a time (never all [b, n, t, t] at once)."""
     q, k, _ = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, hd]
+    if rules.context_size() > 1:  # (whole sequences in their order on every device of the ring)
+        q, k = (jnp.swapaxes(from_context_order(rules, jnp.swapaxes(a, 1, 2), None, None), 1, 2) for a in (q, k))
+        segment_ids = None if segment_ids is None else from_context_order(rules, segment_ids)
+        rules = rules.whole_sequences()
     k = repeat_kv(k, q.shape[1], rules)
     maxima = []
     for rows, end, mask in causal_blocks(q.shape[2], cfg.attention_block, segment_ids, window):

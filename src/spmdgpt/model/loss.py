@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.model.context import flatten, from_context_order, to_context_order, unflatten
 from spmdgpt.model.layers import dtype_of
 from spmdgpt.model.transformer import (Params, aux_loss_weights, hidden_states, softcap, unembed,
                                       unembedding_rows)
@@ -97,7 +98,8 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     either it is the cross-entropy.
     key: dropout (model.dropout); None: none. For `jax.value_and_grad(..., has_aux=True)`."""
     x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key)
-    if cfg.loss_block and targets.shape[1] % cfg.loss_block == 0:
+    targets = to_context_order(rules, targets)  # (the order of x's tokens)
+    if cfg.loss_block and targets.shape[1] % (cfg.loss_block * rules.context_size()) == 0:
         total, ce = blocked_cross_entropy(cfg, rules, params, x, targets)
         obj, ce = total / targets.size, ce / targets.size
     else:
@@ -118,8 +120,8 @@ def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, 
     """The cross-entropy of every next-token prediction, float32 [b, t] (what `loss_fn`
     averages; for evaluation: sums, masks, bits per byte). Whole logits, whatever loss_block."""
     x, _, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
-    return jnp.reshape(_token_losses(cfg, rules, params, x, targets)[0], targets.shape,
-                       out_sharding=rules.spec("batch", None))
+    losses = _token_losses(cfg, rules, params, x, to_context_order(rules, targets))[0]
+    return from_context_order(rules, unflatten(rules, losses, targets.shape[0]))
 
 
 def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array):
@@ -127,10 +129,10 @@ def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targ
     float32 [b * t] each."""
     logits = unembed(cfg, rules, params, x)  # (soft-capped)
     lse = logsumexp(logits.astype(jnp.float32))
-    flat_targets = jnp.reshape(targets, (-1,), out_sharding=rules.spec("batch"))
+    flat_targets = flatten(rules, jax.sharding.reshard(targets, rules.spec("batch", "seq")))
     rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)
     target_logit = jnp.einsum(
-        "td,td->t", x, rows, out_sharding=rules.spec("batch"), preferred_element_type=jnp.float32
+        "td,td->t", x, rows, out_sharding=rules.spec("tokens"), preferred_element_type=jnp.float32
     )
     return lse - softcap(cfg, target_logit), lse
 
@@ -143,24 +145,24 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
     unembedding (tied or not); the cross-entropy is a by-product (its gradient is not defined:
     it must not be differentiated)."""
     b, t = targets.shape
-    c = cfg.loss_block
-    n = t // c
+    c, ring = cfg.loss_block, rules.context_size()
+    n = t // (c * ring)  # chunks on each device of a context ring (each holds t / ring positions)
     tied = params.unembed is None
     w = params.embed if tied else params.unembed  # stored layout and dtype
     logical = ("vocab", "embed") if tied else ("embed", "vocab")
     into, back = ("td,vd->tv", "tv,vd->td") if tied else ("td,dv->tv", "tv,dv->td")
     dt = x.dtype
-    rows_spec, logit_spec = rules.spec("batch", "embed"), rules.spec("batch", "vocab")
+    rows_spec, logit_spec = rules.spec("tokens", "embed"), rules.spec("tokens", "vocab")
     # the weight gradient as [embed, vocab] (a plain matmul of the chunk's rows), summed over the
     # chunks on each device and left unreduced over the batch's devices until the end
-    partial_spec = P(*rules.spec("embed", "vocab"), unreduced=frozenset(rules.batch_axes()))
+    partial_spec = P(*rules.spec("embed", "vocab"), unreduced=frozenset(rules.token_axes()))
 
-    def chunks(a: Array) -> Array:  # [b, t, ...] -> [n, b, c, ...]
-        return jnp.swapaxes(jnp.reshape(a, (b, n, c) + a.shape[2:]), 0, 1)
+    def chunks(a: Array) -> Array:  # [b, t, ...] -> [n, b, ring * c, ...] (ring: the context ring's parts)
+        a = jnp.reshape(a, (b, ring, n, c) + a.shape[2:], out_sharding=rules.spec("batch", "seq"))
+        return jnp.reshape(jnp.moveaxis(a, 2, 0), (n, b, ring * c) + a.shape[4:], out_sharding=P(None, *rules.spec("batch", "seq")))
 
-    def flat(x_c, t_c):  # one chunk [b, c, d], [b, c] -> its rows [b * c, d], [b * c]
-        return (jnp.reshape(x_c, (b * c, x_c.shape[-1]), out_sharding=rows_spec),
-                jnp.reshape(t_c, (b * c,), out_sharding=rules.spec("batch")))
+    def flat(x_c, t_c):  # one chunk [b, ring * c, d], [b, ring * c] -> its rows [b * ring * c, d], [b * ring * c]
+        return flatten(rules, x_c, "embed"), flatten(rules, t_c)
 
     z, cap = cfg.z_loss, cfg.logit_softcap
 
@@ -174,7 +176,7 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         logits = softcap(cfg, raw)
         lse = logsumexp(logits)
         rows = (wg if tied else wg.T).at[t_c].get(out_sharding=rows_spec)
-        target_logit = softcap(cfg, jnp.einsum("td,td->t", x_c, rows, out_sharding=rules.spec("batch"),
+        target_logit = softcap(cfg, jnp.einsum("td,td->t", x_c, rows, out_sharding=rules.spec("tokens"),
                                                preferred_element_type=jnp.float32))
         hit = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1, out_sharding=logit_spec) == t_c[:, None]
         probs = jnp.exp(logits - lse[:, None])
@@ -186,7 +188,7 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
 
     def inputs(w, x):
         wg = rules.gather(w.astype(dt), logical)  # once, outside the scan (the FSDP all-gather)
-        x3 = jnp.reshape(x, (b, t, x.shape[-1]), out_sharding=rules.spec("batch", None, "embed"))
+        x3 = unflatten(rules, x, b, "embed")
         return wg, chunks(x3), chunks(targets)
 
     def loss_only(w, x):
@@ -210,13 +212,14 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
             dx_c = jnp.einsum(back, dlogits, wg, out_sharding=rows_spec)
             dw = dw + jnp.einsum("td,tv->dv", x_c, dlogits, out_sharding=partial_spec,
                                  preferred_element_type=jnp.float32)
-            return (total + loss, total_ce + ce, dw), jnp.reshape(dx_c, (b, c, dx_c.shape[-1]),
-                                                                   out_sharding=rules.spec("batch", None, "embed"))
+            return (total + loss, total_ce + ce, dw), unflatten(rules, dx_c, b, "embed")
 
         dw0 = jnp.zeros((wg.shape[1], wg.shape[0]) if tied else wg.shape, jnp.float32, out_sharding=partial_spec)
         zero = jnp.zeros((), jnp.float32)
         (total, total_ce, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), (xs, ts))
-        dx = jnp.reshape(jnp.swapaxes(dxs, 0, 1), x.shape, out_sharding=rules.spec("batch", "embed"))
+        dxs = jnp.reshape(dxs, (n, b, ring, c, x.shape[-1]), out_sharding=P(None, *rules.spec("batch", "seq")))
+        dx = flatten(rules, jnp.reshape(jnp.moveaxis(dxs, 0, 2), (b, t, x.shape[-1]), out_sharding=rules.spec("batch", "seq")),
+                     "embed")
         if tied:
             dw = dw.T
         dw = jax.sharding.reshard(dw, rules.param_spec(logical)).astype(w.dtype)  # the one reduction

@@ -48,13 +48,13 @@ def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
     [tokens, mlp] with hidden units sharded by the `mlp` rule."""
     dt = x.dtype
     w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
-    h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("batch", "mlp"))
+    h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("tokens", "mlp"))
     if p.b_up is not None:
         h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
     if cfg.mlp != MlpType.swiglu:
         return h, None
     w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
-    return h, jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("batch", "mlp"))
+    return h, jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("tokens", "mlp"))
 
 
 def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Array:
@@ -72,7 +72,7 @@ def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array
     dt = x.dtype
     h = activation(cfg, *mlp_inputs(cfg, rules, p, x))
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
-    out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("batch", "embed"))
+    out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("tokens", "embed"))
     if p.b_down is not None:
         out = out + rules.gather(p.b_down.astype(dt), ("embed",))
     return out, {}

@@ -91,7 +91,7 @@ def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias:
     routing's auxiliary outputs). bias [E]: added to the scores for the choice only."""
     moe, E = cfg.moe, cfg.moe.num_experts
     w = rules.gather(router.astype(F32), ("embed", None))
-    logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("batch", None))
+    logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("tokens", None))
     scores = jax.nn.softmax(logits, axis=-1) if moe.router == Router.softmax else jax.nn.sigmoid(logits)
     choice = scores if bias is None else scores + jax.lax.stop_gradient(bias.astype(F32))
     _, ids = jax.lax.top_k(choice, moe.top_k)
@@ -273,14 +273,14 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
     """The routed experts' weighted output [tokens, D] (x's dtype) and the number of copies
     dropped (capacity mode), run per device inside `shard_map` on its own tokens and experts."""
     dt = x.dtype
-    rows = rules.spec("batch", None)
+    rows = rules.spec("tokens", None)
     specs = {"up": rules.spec("experts", None, "mlp"), "down": rules.spec("experts", "mlp", None)}
     w_up, w_down = (jax.sharding.reshard(w.astype(dt), specs[s]) for w, s in ((p.w_up, "up"), (p.w_down, "down")))
     w_gate = None if p.w_gate is None else jax.sharding.reshard(p.w_gate.astype(dt), specs["up"])
     width_axes = mesh_axes_of(rules.spec("mlp")[0])  # (tensor parallelism: each device a slice of every expert)
     ep_axes = mesh_axes_of(specs["up"][0])  # (expert parallelism: each device some of the experts)
     ep = Ep(ep_axes, math.prod(rules.mesh.shape[a] for a in ep_axes))
-    batch_axes = rules.batch_axes()
+    token_axes = rules.token_axes()
     kind = grouped_kind(cfg, platform())
 
     def local(x, ids, weights, w_up, w_gate, w_down):
@@ -296,7 +296,7 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
     x, ids, weights = (jax.sharding.reshard(a, rows) for a in (x, ids, weights))
     out, dropped = jax.shard_map(
         local, in_specs=(rows, rows, rows, specs["up"], None if w_gate is None else specs["up"], specs["down"]),
-        out_specs=(rows, P(batch_axes or None)))(x, ids, weights, w_up, w_gate, w_down)
+        out_specs=(rows, P(token_axes or None)))(x, ids, weights, w_up, w_gate, w_down)
     return out, jnp.sum(dropped)
 
 
@@ -304,7 +304,7 @@ def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array
     """x: [tokens, embed] -> ([tokens, embed], the routing's auxiliary outputs and `dropped`)."""
     ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias)
     out, dropped = experts(cfg, rules, p, x, ids, weights)
-    out = jax.sharding.reshard(out, rules.spec("batch", "embed"))
+    out = jax.sharding.reshard(out, rules.spec("tokens", "embed"))
     if p.shared is not None:
         out = out + mlp(cfg, rules, p.shared, x)[0]
     return out, {**aux, "dropped": dropped.astype(F32) / ids.size}

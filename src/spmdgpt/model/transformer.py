@@ -46,6 +46,7 @@ import jax.numpy as jnp
 from spmdgpt.config import DType, ModelConfig, Remat, layer_windows, moe_layers
 from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attention_stats, causal_mask,
                                      self_attention, window_mask)
+from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
 from spmdgpt.model.info import ParamInfo, is_info, stacked
 from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
@@ -253,8 +254,8 @@ def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Arra
     dtype and their outputs are added back in float32, as PyTorch's autocast does (a bfloat16
     sum of 2L branch outputs keeps 8 significant bits). A no-op for float32 compute."""
     table = rules.gather(params.embed.astype(jnp.float32), (None, "embed"))
-    flat = jnp.reshape(tokens, (-1,), out_sharding=rules.spec("batch"))
-    return table.at[flat].get(out_sharding=rules.spec("batch", "embed"))
+    flat = flatten(rules, jax.sharding.reshard(tokens, rules.spec("batch", "seq")))
+    return table.at[flat].get(out_sharding=rules.spec("tokens", "embed"))
 
 
 def float32_matmul(eq: str, spec, x: Array, w: Array) -> Array:
@@ -302,7 +303,7 @@ def logits_matmul(cfg: ModelConfig, eq: str, spec, x: Array, w: Array) -> Array:
 def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
     """x [tokens, d] -> float32 logits [tokens, vocab] (vocab sharded by the `vocab` rule),
     soft-capped by model.logit_softcap."""
-    out = rules.spec("batch", "vocab")
+    out = rules.spec("tokens", "vocab")
     if params.unembed is None:
         w = rules.gather(params.embed.astype(x.dtype), ("vocab", "embed"))
         return softcap(cfg, logits_matmul(cfg, "td,vd->tv", out, x, w))
@@ -310,24 +311,13 @@ def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
     return softcap(cfg, logits_matmul(cfg, "td,dv->tv", out, x, w))
 
 
-def _sequence_inputs(rules: Rules, t: int, positions: Optional[Array], segment_ids: Optional[Array]):
-    """Full-sequence positions (default 0..t-1, else [b, t] laid out like the batch) and
-    segment ids (int32, laid out like the batch, or None)."""
-    if positions is None:
-        positions = jnp.arange(t, dtype=jnp.int32)
-    else:
-        positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
-    if segment_ids is not None:
-        segment_ids = jax.sharding.reshard(segment_ids.astype(jnp.int32), rules.spec("batch", None))
-    return positions, segment_ids
-
-
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
     cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
     key: Optional[Array] = None, collect: bool = False,
 ) -> tuple[Array, Optional[KVCache], dict]:
-    """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype,
+    """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype
+    (under context parallelism each sequence's tokens in the context order, `model.context`),
     the updated cache or None, the layers' aux outputs {name: float32 [layers, ...]}: in layer
     order, or over the MoE layers for an output only they give, `scan_layers`). See `forward`.
     key (training, full sequences): the dropout masks of model.dropout / attention_dropout
@@ -335,8 +325,8 @@ def hidden_states(
     model statistics too (`block`); the same layer scan as training."""
     batch, t = tokens.shape
     if cache is None:
-        positions, segment_ids = _sequence_inputs(rules, t, positions, segment_ids)
-        x = embed(cfg, rules, params, tokens)
+        positions, segment_ids = sequence_inputs(rules, t, positions, segment_ids)
+        x = embed(cfg, rules, params, to_context_order(rules, tokens))
         layers = jnp.arange(cfg.num_layers, dtype=jnp.uint32)
         if key is not None:
             x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
@@ -354,6 +344,7 @@ def hidden_states(
         x, aux = scan_layers(cfg, params, make_step, x, (layers, _windows(cfg)), unroll=cfg.scan_unroll, fill=collect)
         return norm(cfg, rules, params.ln_f, x), None, aux
 
+    rules = rules.whole_sequences()  # (a cached pass: one copy of each sequence on every device of a context ring)
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
     positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
     k_pos = jax.lax.dynamic_update_slice(cache.pos, positions, (0, cache.end))
@@ -462,9 +453,10 @@ def forward(
     run every way; attention branches once, on the cache.
     """
     x, cache, _ = hidden_states(cfg, rules, params, tokens, positions, cache, segment_ids, prefill)
+    if cache is not None:
+        rules = rules.whole_sequences()
     logits = unembed(cfg, rules, params, x)
-    spec = rules.spec("batch", "seq", "vocab")
-    return jnp.reshape(logits, tokens.shape + logits.shape[-1:], out_sharding=spec), cache
+    return from_context_order(rules, unflatten(rules, logits, tokens.shape[0], "vocab"), "vocab"), cache
 
 
 def unembedding_rows(cfg: ModelConfig, rules: Rules, params: Params, ids: Array, dtype) -> Array:
@@ -480,4 +472,4 @@ def unembedding_rows(cfg: ModelConfig, rules: Rules, params: Params, ids: Array,
         table = rules.gather(params.embed.astype(jnp.float32), (None, "embed"))
     else:
         table = rules.gather(params.unembed.astype(jnp.float32), ("embed", None)).T
-    return table.at[ids].get(out_sharding=rules.spec("batch", "embed")).astype(dtype)
+    return table.at[ids].get(out_sharding=rules.spec("tokens", "embed")).astype(dtype)

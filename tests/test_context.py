@@ -1,0 +1,164 @@
+"""Context parallelism (model/context.py): sequences split over mesh.context, attention on a ring
+(or all-gathered), equal to one device: losses, gradients, per-token losses, statistics."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from spmdgpt.cli import main
+from spmdgpt.config import ShardingConfig, load_config, validate
+from spmdgpt.model import transformer as T
+from spmdgpt.model.context import context_order, from_context_order, to_context_order
+from spmdgpt.model.loss import loss_fn, token_losses
+from spmdgpt.sharding import Rules, make_mesh
+
+# init_std 0.2: attention far from uniform at init, so that a wrong mask or order shows in the loss
+BASE = ["model.d_model=32", "model.num_layers=2", "model.num_heads=4", "model.vocab_size=64", "model.init_std=0.2",
+        "model.attention=xla", "model.scan_unroll=false", "data.seq_len=64", "model.max_seq_len=64"]
+B, T_LEN = 4, 64
+RTOL = 1e-5  # the issue's bound: max |difference| / max |one device's value|, per array
+
+
+def cfg_for(*overrides):
+    return load_config(BASE + list(overrides))
+
+
+def batch(vocab: int):
+    """Token ids with targets, document ids (a new document after every token divisible by 7)
+    and positions restarting at each document (data.reset_positions)."""
+    toks = np.asarray(jax.random.randint(jax.random.key(1), (B, T_LEN + 1), 0, vocab))
+    seg = np.cumsum(toks[:, :-1] % 7 == 0, axis=1).astype(np.int32)
+    starts = np.maximum.accumulate(np.where(np.diff(seg, axis=1, prepend=-1) != 0, np.arange(T_LEN), 0), axis=1)
+    return toks[:, :-1], toks[:, 1:], seg, (np.arange(T_LEN) - starts).astype(np.int32)
+
+
+def run(cfg, full: bool = False):
+    """(loss with documents, gradients with documents, the compiled step's HLO text, and with
+    `full` the loss without documents, per-token losses [b, t] and the per-layer max attention
+    logit) on the devices cfg.mesh names."""
+    n = cfg.mesh.data * cfg.mesh.expert * cfg.mesh.context * cfg.mesh.model
+    mesh = make_mesh(cfg.mesh, jax.devices()[:n])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        params = T.init_params(cfg.model, jax.random.key(0), rules)
+        inputs, targets, seg, pos = (jax.device_put(a, rules.batch_sharding()) for a in batch(cfg.model.vocab_size))
+        grad = jax.jit(jax.value_and_grad(lambda p, s, q: loss_fn(cfg.model, rules, p, inputs, targets, s, q)))
+        compiled = grad.lower(params, seg, pos).compile()
+        loss, grads = compiled(params, seg, pos)
+        if not full:
+            return float(loss), jax.device_get(grads), compiled.as_text()
+
+        def others(p):
+            return (loss_fn(cfg.model, rules, p, inputs, targets), token_losses(cfg.model, rules, p, inputs, targets, seg, pos),
+                    T.activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"])
+
+        plain, per_token, logit = jax.device_get(jax.jit(others)(params))
+        return float(loss), jax.device_get(grads), compiled.as_text(), float(plain), per_token, logit
+
+
+def assert_close(got, want):
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        assert np.max(np.abs(a - b)) <= RTOL * np.max(np.abs(b)), (np.max(np.abs(a - b)), np.max(np.abs(b)))
+
+
+_REFERENCES: dict = {}
+
+
+def reference(model: tuple, full: bool = False):
+    """One device's results for these model overrides (computed once per session)."""
+    if len(_REFERENCES.get(model, ())) < (6 if full else 3):
+        _REFERENCES[model] = run(cfg_for("mesh.data=1", *model), full)
+    return _REFERENCES[model]
+
+
+CASES = [  # (id, model overrides, layout overrides, check the per-token losses and statistics too)
+    # (model.attention_block=4: the ring takes its queries 4 at a time; one device all at once)
+    ("ring-blocks-d2c4", (), ("mesh.data=2", "mesh.context=4", "model.attention_block=4"), True),
+    ("allgather-c8", ("model.context_attention=allgather",), ("mesh.data=1", "mesh.context=8"), False),
+    ("gqa-fsdp_tp-d2c2m2", ("model.num_kv_heads=2",), ("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2",
+                                                       "mesh.model=2"), True),
+    ("window-lossblock-c4", ("model.sliding_window=12", "model.window_pattern=LG", "model.loss_block=8"),
+     ("mesh.data=1", "mesh.context=4"), False),
+    ("moe-e2c4", ("model.moe.num_experts=4", "model.moe.top_k=2"), ("mesh.data=1", "mesh.expert=2", "mesh.context=4"),
+     False),
+]
+
+
+@pytest.mark.parametrize("model,layout,full", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_context_parallel_equals_one_device(model, layout, full):
+    ref = reference(model, full)
+    got = run(cfg_for(*model, *layout), full)
+    assert abs(got[0] - ref[0]) <= RTOL * ref[0]
+    assert_close(got[1], ref[1])  # every gradient
+    if full:
+        assert abs(ref[0] - ref[3]) > 0.05  # the document mask and the restarted positions matter here
+        assert abs(got[3] - ref[3]) <= RTOL * ref[3]
+        assert_close(got[4], ref[4])  # per-token losses, back in sequence order
+        assert_close(got[5], ref[5])  # statistics
+    # the compiled step: keys and values move around the ring by collective permutes (the
+    # forward's C - 1 hops and the backward's, once more for their gradients), or are gathered
+    permutes = got[2].count("collective-permute-start(") + got[2].count("collective-permute(")
+    if not any("moe" in o for o in model):  # (tokens reach their experts by all-to-all)
+        assert "all-to-all" not in got[2]  # the [tokens] <-> [batch, seq] reshapes move nothing between devices
+    if "model.context_attention=allgather" in model:
+        assert permutes == 0 and "all-gather" in got[2]
+    else:
+        assert permutes >= 3 and "collective-permute" not in ref[2]
+
+
+def test_the_sliding_window_is_honoured():
+    """(The window case above would pass with the window ignored on both sides only if it did
+    not change the loss: it does.)"""
+    assert abs(reference(("model.sliding_window=12", "model.window_pattern=LG", "model.loss_block=8"))[0]
+               - reference(())[0]) > 1e-3
+
+
+def test_context_order_puts_an_early_and_a_late_chunk_on_each_device():
+    assert context_order(16, 2).tolist() == [0, 1, 2, 3, 12, 13, 14, 15, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert context_order(8, 1).tolist() == list(range(8))
+    cfg = cfg_for("mesh.data=2", "mesh.context=4")
+    mesh = make_mesh(cfg.mesh, jax.devices())
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        assert rules.spec("tokens", "embed") == P(("data", "expert", "context"), None)
+        assert rules.batch_sharding().spec == P(("data", "expert"), None)  # token ids: whole sequences
+        a = jax.device_put(np.arange(2 * 16).reshape(2, 16), rules.batch_sharding())
+        ordered = jax.jit(lambda a: to_context_order(rules, a))(a)
+        assert ordered.sharding.spec == P(("data", "expert"), "context")
+        assert np.asarray(ordered)[1].tolist() == (16 + context_order(16, 4)).tolist()
+        # device (data 0, context 1) holds chunks 1 and 6 of the first sequence
+        shard = [s for s in ordered.addressable_shards if s.index == (slice(0, 1), slice(4, 8))][0]
+        assert np.asarray(shard.data).tolist() == [[2, 3, 12, 13]]
+        back = jax.jit(lambda a: from_context_order(rules, a))(ordered)
+        assert np.asarray(back).tolist() == np.arange(32).reshape(2, 16).tolist()
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (("mesh.context=4", "data.seq_len=60", "model.max_seq_len=64"),
+     "data.seq_len=60 does not split into 2 x 4 equal chunks (two per device of the context ring, mesh.context=4); "
+     "use a multiple of 8"),
+    (("mesh.context=2", "model.attention=splash", "data.seq_len=128", "model.max_seq_len=128"),
+     "model.attention=splash does not run on a context ring (mesh.context=2): ring attention computes its blocks "
+     "itself; use model.attention=auto or xla, or mesh.context=1"),
+    (("mesh.context=2", "model.dropout=0.1"),
+     "attention dropout (model.attention_dropout, default model.dropout) has no context-parallel version "
+     "(mesh.context=2); set model.attention_dropout=0 or mesh.context=1"),
+    (("mesh.context=4", "model.loss_block=32"),
+     "model.loss_block=32 does not divide the 16 positions each device of the context ring holds "
+     "(data.seq_len=64 / mesh.context=4); choose a divisor"),
+])
+def test_bad_context_settings_are_one_line_each(overrides, message):
+    assert validate(cfg_for("mesh.data=-1", *overrides), 8) == [message]
+
+
+def test_a_table_without_a_seq_rule_is_refused_on_a_context_mesh(capsys):
+    cfg = cfg_for("mesh.data=2", "mesh.context=4")
+    cfg.sharding = ShardingConfig(name="mine", params={}, compute={"batch": "data"})
+    assert validate(cfg, 8) == ["mesh.context=4 but sharding.compute.seq=None does not split sequences over it "
+                                "(sharding=mine); add seq: context to the table's compute rules or set mesh.context=1"]
+    code = main(["train", "+experiment=staircase", "mesh.data=2", "mesh.context=4", "data.seq_len=60",
+                 "model.max_seq_len=64", "run.dir=/nonexistent/never-written"])
+    assert code == 2
+    assert "data.seq_len=60 does not split into 2 x 4 equal chunks" in capsys.readouterr().err
