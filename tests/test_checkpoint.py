@@ -238,7 +238,7 @@ def test_resume_on_other_layouts(tmp_path):
     r = train(load_config(_inproc(part, "train.steps=10", *LAYOUT, "sharding=fsdp_tp",
                                   "mesh.data=4", "mesh.model=2")), argv=["pytest"])
     assert r.resumed_from == 5
-    assert jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[1] == "data"
+    assert jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[1] == ("data", "context")
     out = subprocess.run(spmdgpt(_inproc(one, "train.steps=10", *LAYOUT, "mesh.data=1")), env=ENV1,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -2,7 +2,6 @@
 (or all-gathered), equal to one device: losses, gradients, per-token losses, statistics."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P

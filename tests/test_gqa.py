@@ -77,8 +77,8 @@ def test_grouped_attention_sharded_equals_one_device(data, model, kv_spec):
             step = fwd(params, toks[:, 31:], pos[:, 31:], cache, False)[0]
             out.append((np.asarray(full), np.asarray(step)))
             if len(devices) == 8:
-                assert params.blocks.attn.w_kv.sharding.spec == P(None, "data", None, kv_spec, None)
-                assert params.blocks.attn.w_q.sharding.spec == P(None, "data", "model", None)
+                assert params.blocks.attn.w_kv.sharding.spec == P(None, ("data", "context"), None, kv_spec, None)
+                assert params.blocks.attn.w_q.sharding.spec == P(None, ("data", "context"), "model", None)
                 assert cache.k.shape == (2, 8, 2, 40, 16)
                 assert cache.k.sharding.spec == P(None, ("data", "expert"), kv_spec, None, None)  # (the batch: data x expert)
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=0, atol=2e-5)

@@ -319,15 +319,15 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                 a, P = params.blocks.attn, jax.sharding.PartitionSpec
                 if moe:  # the experts split over the expert axis, each one's width over the model axis
                     w = params.blocks.mlp.w_up
-                    assert w.sharding.spec == P(None, "expert", "data", "model")
+                    assert w.sharding.spec == P(None, "expert", ("data", "context"), "model")
                     assert w.addressable_shards[0].data.shape == (2, 2, 32, w.shape[-1] // 2)
                 elif kind in ("llama", "neox"):
-                    assert a.w_qkv.sharding.spec == P(None, "data", None, "model", None)
+                    assert a.w_qkv.sharding.spec == P(None, ("data", "context"), None, "model", None)
                     assert a.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
                 else:  # the queries split by head, 1 or 2 key/value heads replicated over the model axis of 4
                     (_, _, _, K, H) = a.w_kv.shape
-                    assert a.w_q.sharding.spec == P(None, "data", "model", None)
-                    assert a.w_kv.sharding.spec == P(None, "data", None, None, None)
+                    assert a.w_q.sharding.spec == P(None, ("data", "context"), "model", None)
+                    assert a.w_kv.sharding.spec == P(None, ("data", "context"), None, None, None)
                     assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
             if moe and n == 1:  # fine-tuning with the balancing bias: it starts at zeros, the rest as read

@@ -222,10 +222,11 @@ def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh, mo
     for a, b in zip(jax.tree.leaves(g8), jax.tree.leaves(g1), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(b))))
     spec = jax.typeof(params.blocks.mlp.w_up).sharding.spec  # [layers, experts, embed, mlp]
-    assert spec == {"dp": P(None, "expert", None, None), "fsdp": P(None, "expert", "data", None),
-                    "fsdp_tp": P(None, "expert", "data", "model")}[table]
+    assert spec == {"dp": P(None, "expert", None, None), "fsdp": P(None, "expert", ("data", "context"), None),
+                    "fsdp_tp": P(None, "expert", ("data", "context"), "model")}[table]
     spec = jax.typeof(params.dense_blocks.mlp.w_up).sharding.spec  # [layers, embed, mlp]
-    assert spec == {"dp": P(None, None, None), "fsdp": P(None, "data", None), "fsdp_tp": P(None, "data", "model")}[table]
+    assert spec == {"dp": P(None, None, None), "fsdp": P(None, ("data", "context"), None),
+                    "fsdp_tp": P(None, ("data", "context"), "model")}[table]
 
 
 def test_capacity_mode_under_expert_parallelism_equals_data_parallelism():

@@ -15,7 +15,7 @@ LAYOUTS = [
     ("dp", ["mesh.data=8"], 1.0),
     ("fsdp", ["mesh.data=8"], 1 / 8),
     ("tp", ["mesh.data=2", "mesh.model=4"], 1 / 4),
-    ("fsdp_tp", ["mesh.data=2", "mesh.context=2", "mesh.model=2"], 1 / 4),  # (and each sequence split in 2)
+    ("fsdp_tp", ["mesh.data=2", "mesh.context=2", "mesh.model=2"], 1 / 8),  # (each sequence split in 2 too)
 ]
 # 5 steps of float32 training; shards reduce in a different order than one device does, so
 # the losses agree to float32 rounding, not bitwise. Stated tolerance: 2e-6 absolute on losses
@@ -66,13 +66,13 @@ def test_partition_specs_follow_the_rule_tables():
         _, state, _ = train_steps(cfg_for(f"sharding={table}", *mesh), jax.devices(), 1)
         specs[table] = jax.typeof(state.params.blocks.attn.w_qkv).sharding.spec
         if table == "fsdp_tp":
-            assert jax.typeof(state.params.embed).sharding.spec == P("model", "data")
-            assert jax.typeof(state.params.blocks.mlp.w_up).sharding.spec == P(None, "data", "model")
+            assert jax.typeof(state.params.embed).sharding.spec == P("model", ("data", "context"))
+            assert jax.typeof(state.params.blocks.mlp.w_up).sharding.spec == P(None, ("data", "context"), "model")
     # w_qkv: [layers, embed, qkv, heads, head_dim]
     assert specs["dp"] == P(None, None, None, None, None)
-    assert specs["fsdp"] == P(None, "data", None, None, None)
+    assert specs["fsdp"] == P(None, ("data", "context"), None, None, None)
     assert specs["tp"] == P(None, None, None, "model", None)
-    assert specs["fsdp_tp"] == P(None, "data", None, "model", None)
+    assert specs["fsdp_tp"] == P(None, ("data", "context"), None, "model", None)
 
 
 def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):

@@ -85,7 +85,7 @@ def test_an_mlp_kind_is_one_unit_and_its_aux_loss_is_trained(toy_mlp):
     assert info.blocks.mlp.w_in.logical == ("layers", "embed", "mlp")
     assert weight_decay_mask(info).blocks.mlp.w_out and is_hidden_matrix(info.blocks.mlp.w_out)
     losses, state, rules = train_steps(cfg, jax.devices()[:4], 3)
-    assert state.params.blocks.mlp.w_in.sharding.spec == P(None, "data", "model")
+    assert state.params.blocks.mlp.w_in.sharding.spec == P(None, ("data", "context"), "model")
 
     # objective = cross-entropy + weight x the aux loss's mean over layers
     params = state.params
