@@ -40,8 +40,10 @@ def test_collectives_are_read_from_hlo_text():
   %all-gather-start.3 = (f32[8]{0}, f32[64]{0}) all-gather-start(%c), channel_id=3
   %all-gather-done.3 = f32[64]{0} all-gather-done(%all-gather-start.3)
   ROOT %reduce-scatter.4 = bf16[2,8]{1,0} reduce-scatter(%d), channel_id=4
+  %collective-permute-start = (bf16[1,4,256,16]{2,3,1,0:T(8,128)(2,1)S(1)}, bf16[1,4,256,16]{2,3,1,0:T(8,128)(2,1)S(1)}, u32[]{:S(2)}, u32[]{:S(2)}) collective-permute-start(%e), channel_id=5, source_target_pairs={{0,1},{1,0}}
 """
     got = collectives_of(hlo)
+    assert got["collective-permute"] == (1, 4 * 256 * 16 * 2)  # (libtpu's: two u32[] of context left out)
     assert got["all-gather"] == (2, 64 * 16 * 4 + 64 * 4)
     assert got["all-reduce"] == (1, 8 * 4 + 16 * 2)
     assert got["reduce-scatter"] == (1, 16 * 2)
@@ -49,7 +51,7 @@ def test_collectives_are_read_from_hlo_text():
     # the bytes a device sends on a ring of p (no groups named: all 8 devices): an all-gather
     # (p-1)/p of its result, an all-reduce twice that, a reduce-scatter p-1 of its (one-shard) result
     assert traffic_of(hlo, 8) == pytest.approx((64 * 16 * 4 + 64 * 4) * 7 / 8 + (8 * 4 + 16 * 2) * 2 * 7 / 8
-                                               + 16 * 2 * 7)
+                                               + 16 * 2 * 7 + 4 * 256 * 16 * 2)
     # the three ways compiled HLO names replica groups (libtpu, XLA:CPU, explicit lists)
     assert group_size("all-reduce(%a), replica_groups=[2,4]<=[8], use_global_device_ids=true", 8) == 4
     assert group_size("all-reduce(%a), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=%add", 8) == 2

@@ -106,8 +106,9 @@ def group_size(line: str, devices: int) -> int:
 
 
 def _result_bytes(line: str, result: str, kind: str) -> int:
-    if kind + "-start(" in line:  # async pair: the result tuple also holds the operands
-        arrays = _ARRAY.findall(result)
+    if kind + "-start(" in line:  # async pair: the result tuple also holds the operands (and, for a
+        # collective permute, two u32[] scalars of context: left out)
+        arrays = [a for a in _ARRAY.findall(result) if a[1]]
         arrays = arrays[len(arrays) // 2:]
     else:
         arrays = _ARRAY.findall(result)

@@ -153,9 +153,10 @@ def _join(x, axis: int):
 class _Ring:
     """One device's ring attention (inside `shard_map` over the `seq` axes `axes`, a ring of c):
     q [b, K, G, t, h], k/v [b, K, t, h], idx [t] the sequence index of each local place, seg
-    [b, t] or None, window a traced scalar or None. Each block's queries are taken `block` at a
-    time (model.attention_block, when it divides them), so that at most [block, t] scores exist
-    at once."""
+    [b, t] or None, window a traced scalar or None. Each visiting block is attended `block`
+    queries by `block` keys at a time (model.attention_block, when it divides them; the online
+    softmax across key blocks as across devices), so that at most [block, block] scores per head
+    exist at once, as in flash attention."""
 
     def __init__(self, axes: tuple, c: int, scale: float, block: int):
         self.axes, self.c, self.scale, self.block = axes, c, scale, block
@@ -189,30 +190,48 @@ class _Ring:
                 carry, tuple(extra))
         return carry, (tuple(self.pass_on(*extra)) if extra else ())
 
+    def keys(self, k, v, k_idx, k_seg, cols):
+        """The visiting keys, values, indices and document ids of `cols`, cut into key blocks
+        (stacked in front, for a scan)."""
+        n = self.blocks(k[:, :, cols].shape[2])
+        return (_split(k[:, :, cols], 2, n), _split(v[:, :, cols], 2, n), _split(k_idx[cols], 0, n),
+                None if k_seg is None else _split(k_seg[:, cols], 1, n))
+
+    def queries(self, rows, *parts):
+        """Per-query arrays (q [b, K, G, t, h], idx [t], seg [b, t], then [b, K, G, t] or
+        [b, K, G, t, h] ones) restricted to `rows` and cut into query blocks."""
+        axes = (-2, 0, 1) + tuple(-1 if a.ndim == 4 else -2 for a in parts[3:])
+        picked = [None if a is None else a[:, rows] if ax == 1 else a[rows] if ax == 0 else
+                  a[..., rows] if ax == -1 else a[..., rows, :] for a, ax in zip(parts, axes)]
+        n = self.blocks(picked[0].shape[-2])
+        return tuple(_split(a, ax, n) for a, ax in zip(picked, axes))
+
     def forward(self, q, k, v, idx, seg, window):
         def visit(carry, rows, cols, k, v, k_idx, k_seg, extra):
-            kc, vc, kic, ksc = k[:, :, cols], v[:, :, cols], k_idx[cols], None if seg is None else k_seg[:, cols]
+            keys = self.keys(k, v, k_idx, k_seg, cols)
 
-            def block(args):  # one query block against the visiting keys: the online softmax's update
+            def block(args):  # one query block against the visiting keys, a key block at a time
                 qb, ib, sb, m, l, acc = args
-                s = _scores(qb, kc, ib, kic, sb, ksc, window, self.scale)
-                m_new = jnp.maximum(m, jnp.max(s, axis=-1))
-                p = jnp.exp(s - m_new[..., None])
-                fix = jnp.exp(m - m_new)
-                pv = jnp.einsum("bkgqt,bkth->bkgqh", p.astype(vc.dtype), vc, preferred_element_type=F32)
-                return m_new, l * fix + jnp.sum(p, axis=-1), acc * fix[..., None] + pv
+
+                def key_block(carry, kv):  # the online softmax's update
+                    m, l, acc = carry
+                    kb, vb, kib, ksb = kv
+                    s = _scores(qb, kb, ib, kib, sb, ksb, window, self.scale)
+                    m_new = jnp.maximum(m, jnp.max(s, axis=-1))
+                    p = jnp.exp(s - m_new[..., None])
+                    fix = jnp.exp(m - m_new)
+                    pv = jnp.einsum("bkgqt,bkth->bkgqh", p.astype(vb.dtype), vb, preferred_element_type=F32)
+                    return (m_new, l * fix + jnp.sum(p, axis=-1), acc * fix[..., None] + pv), None
+
+                return jax.lax.scan(key_block, (m, l, acc), keys)[0]
 
             m, l, acc = carry
-            n = self.blocks(q[..., rows, :].shape[-2])
-            parts = (q[..., rows, :], idx[rows], None if seg is None else seg[:, rows], m[..., rows], l[..., rows],
-                     acc[..., rows, :])
-            axes = (-2, 0, 1, -1, -1, -2)
-            m_r, l_r, acc_r = jax.lax.map(block, tuple(_split(a, ax, n) for a, ax in zip(parts, axes)))
+            m_r, l_r, acc_r = jax.lax.map(block, self.queries(rows, q, idx, seg, m, l, acc))
             return (m.at[..., rows].set(_join(m_r, -1)), l.at[..., rows].set(_join(l_r, -1)),
                     acc.at[..., rows, :].set(_join(acc_r, -2))), extra
 
-        stats = q.shape[:-1]
-        carry = (jnp.full(stats, -jnp.inf, F32), jnp.zeros(stats, F32), jnp.zeros(q.shape, F32))
+        # (varying over the mesh axes like q: they become scan carries)
+        carry = (jnp.full_like(q[..., 0], -jnp.inf, F32), jnp.zeros_like(q[..., 0], F32), jnp.zeros_like(q, F32))
         (m, l, acc), _ = self.steps(visit, carry, k, v, idx, seg)
         return (acc / l[..., None]).astype(q.dtype), m + jnp.log(l)
 
@@ -222,24 +241,26 @@ class _Ring:
 
         def visit(dq, rows, cols, k, v, k_idx, k_seg, extra):
             dk, dv = extra
-            kc, vc, kic, ksc = k[:, :, cols], v[:, :, cols], k_idx[cols], None if seg is None else k_seg[:, cols]
+            keys = self.keys(k, v, k_idx, k_seg, cols)
 
             def block(grads, args):  # one query block: its dq, and its part of the visiting keys' dk, dv
-                dkc, dvc = grads
                 qb, ib, sb, lse_b, delta_b, do_b = args
-                p = jnp.exp(_scores(qb, kc, ib, kic, sb, ksc, window, self.scale) - lse_b[..., None])
-                dvc = dvc + jnp.einsum("bkgqt,bkgqh->bkth", p.astype(dt), do_b, preferred_element_type=F32)
-                dp = jnp.einsum("bkgqh,bkth->bkgqt", do_b, vc, preferred_element_type=F32)
-                ds = (p * (dp - delta_b[..., None]) * self.scale).astype(dt)
-                dkc = dkc + jnp.einsum("bkgqt,bkgqh->bkth", ds, qb, preferred_element_type=F32)
-                return (dkc, dvc), jnp.einsum("bkgqt,bkth->bkgqh", ds, kc, preferred_element_type=F32)
 
-            n = self.blocks(q[..., rows, :].shape[-2])
-            parts = (q[..., rows, :], idx[rows], None if seg is None else seg[:, rows], lse[..., rows],
-                     delta[..., rows], do[..., rows, :])
-            axes = (-2, 0, 1, -1, -1, -2)
-            zeros = jnp.zeros_like(kc, F32)  # (varying over the mesh axes like kc: a scan carry must match)
-            (dkc, dvc), dq_r = jax.lax.scan(block, (zeros, zeros), tuple(_split(a, ax, n) for a, ax in zip(parts, axes)))
+                def key_block(dq_b, kv):
+                    kb, vb, kib, ksb = kv
+                    p = jnp.exp(_scores(qb, kb, ib, kib, sb, ksb, window, self.scale) - lse_b[..., None])
+                    dv_b = jnp.einsum("bkgqt,bkgqh->bkth", p.astype(dt), do_b, preferred_element_type=F32)
+                    dp = jnp.einsum("bkgqh,bkth->bkgqt", do_b, vb, preferred_element_type=F32)
+                    ds = (p * (dp - delta_b[..., None]) * self.scale).astype(dt)
+                    dk_b = jnp.einsum("bkgqt,bkgqh->bkth", ds, qb, preferred_element_type=F32)
+                    return dq_b + jnp.einsum("bkgqt,bkth->bkgqh", ds, kb, preferred_element_type=F32), (dk_b, dv_b)
+
+                # (zeros varying over the mesh axes like qb: a scan's carry must match its output)
+                dq_b, (dk_bs, dv_bs) = jax.lax.scan(key_block, jnp.zeros_like(qb, F32), keys)
+                return (grads[0] + _join(dk_bs, 2), grads[1] + _join(dv_bs, 2)), dq_b
+
+            zeros = jnp.zeros_like(k[:, :, cols], F32)
+            (dkc, dvc), dq_r = jax.lax.scan(block, (zeros, zeros), self.queries(rows, q, idx, seg, lse, delta, do))
             return (dq.at[..., rows, :].add(_join(dq_r, -2)),
                     (dk.at[:, :, cols].add(dkc), dv.at[:, :, cols].add(dvc)))
 
