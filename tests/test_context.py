@@ -1,6 +1,8 @@
 """Context parallelism (model/context.py): sequences split over mesh.context, attention on a ring
 (or all-gathered), equal to one device: losses, gradients, per-token losses, statistics."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -35,8 +37,8 @@ def batch(vocab: int):
 
 def run(cfg, full: bool = False):
     """(loss with documents, gradients with documents, the compiled step's HLO text, and with
-    `full` the loss without documents, per-token losses [b, t] and the per-layer max attention
-    logit) on the devices cfg.mesh names."""
+    `full` the loss without documents, per-token losses [b, t], the per-layer max attention
+    logit and the loss without sliding windows) on the devices cfg.mesh names."""
     n = cfg.mesh.data * cfg.mesh.expert * cfg.mesh.context * cfg.mesh.model
     mesh = make_mesh(cfg.mesh, jax.devices()[:n])
     with jax.set_mesh(mesh):
@@ -49,12 +51,16 @@ def run(cfg, full: bool = False):
         if not full:
             return float(loss), jax.device_get(grads), compiled.as_text()
 
+        unwindowed = dataclasses.replace(cfg.model, sliding_window=0)
+
         def others(p):
             return (loss_fn(cfg.model, rules, p, inputs, targets), token_losses(cfg.model, rules, p, inputs, targets, seg, pos),
-                    T.activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"])
+                    T.activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"],
+                    loss_fn(unwindowed, rules, p, inputs, targets, seg, pos))
 
-        plain, per_token, logit = jax.device_get(jax.jit(others)(params))
-        return float(loss), jax.device_get(grads), compiled.as_text(), float(plain), per_token, logit
+        plain, per_token, logit, global_only = jax.device_get(jax.jit(others)(params))
+        return (float(loss), jax.device_get(grads), compiled.as_text(), float(plain), per_token, logit,
+                float(global_only))
 
 
 def assert_close(got, want):
@@ -67,20 +73,19 @@ _REFERENCES: dict = {}
 
 def reference(model: tuple, full: bool = False):
     """One device's results for these model overrides (computed once per session)."""
-    if len(_REFERENCES.get(model, ())) < (6 if full else 3):
+    if len(_REFERENCES.get(model, ())) < (7 if full else 3):
         _REFERENCES[model] = run(cfg_for("mesh.data=1", *model), full)
     return _REFERENCES[model]
 
 
 CASES = [  # (id, model overrides, layout overrides, check the per-token losses and statistics too)
-    # (model.attention_block=4: the ring takes its queries 4 at a time; one device all at once)
-    ("ring-blocks-d2c4", (), ("mesh.data=2", "mesh.context=4", "model.attention_block=4"), True),
-    ("allgather-c8", ("model.context_attention=allgather",), ("mesh.data=1", "mesh.context=8"), False),
-    ("gqa-fsdp_tp-d2c2m2", ("model.num_kv_heads=2",), ("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2",
-                                                       "mesh.model=2"), True),
-    ("window-lossblock-c4", ("model.sliding_window=12", "model.window_pattern=LG", "model.loss_block=8"),
-     ("mesh.data=1", "mesh.context=4"), False),
-    ("moe-e2c4", ("model.moe.num_experts=4", "model.moe.top_k=2"), ("mesh.data=1", "mesh.expert=2", "mesh.context=4"),
+    # (model.attention_block=4: the ring takes its queries and keys 4 at a time; one device all at once)
+    ("ring-blocks-d2c4", (), ("mesh.data=2", "mesh.context=4", "model.attention_block=4"), False),
+    ("allgather-c8", (), ("model.context_attention=allgather", "mesh.data=1", "mesh.context=8"), False),
+    ("gqa-window-lossblock-fsdp_tp-d2c2m2", ("model.num_kv_heads=2", "model.sliding_window=12", "model.window_pattern=LG",
+                                            "model.loss_block=8"),
+     ("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2", "mesh.model=2"), True),
+    ("moe-d2e2c2", ("model.moe.num_experts=4", "model.moe.top_k=2"), ("mesh.data=2", "mesh.expert=2", "mesh.context=2"),
      False),
 ]
 
@@ -92,7 +97,8 @@ def test_context_parallel_equals_one_device(model, layout, full):
     assert abs(got[0] - ref[0]) <= RTOL * ref[0]
     assert_close(got[1], ref[1])  # every gradient
     if full:
-        assert abs(ref[0] - ref[3]) > 0.05  # the document mask and the restarted positions matter here
+        assert abs(ref[0] - ref[3]) > 0.02  # the document mask and the restarted positions matter here
+        assert abs(ref[0] - ref[6]) > 1e-3  # and so do the sliding windows
         assert abs(got[3] - ref[3]) <= RTOL * ref[3]
         assert_close(got[4], ref[4])  # per-token losses, back in sequence order
         assert_close(got[5], ref[5])  # statistics
@@ -101,17 +107,10 @@ def test_context_parallel_equals_one_device(model, layout, full):
     permutes = got[2].count("collective-permute-start(") + got[2].count("collective-permute(")
     if not any("moe" in o for o in model):  # (tokens reach their experts by all-to-all)
         assert "all-to-all" not in got[2]  # the [tokens] <-> [batch, seq] reshapes move nothing between devices
-    if "model.context_attention=allgather" in model:
+    if "model.context_attention=allgather" in layout:
         assert permutes == 0 and "all-gather" in got[2]
     else:
         assert permutes >= 3 and "collective-permute" not in ref[2]
-
-
-def test_the_sliding_window_is_honoured():
-    """(The window case above would pass with the window ignored on both sides only if it did
-    not change the loss: it does.)"""
-    assert abs(reference(("model.sliding_window=12", "model.window_pattern=LG", "model.loss_block=8"))[0]
-               - reference(())[0]) > 1e-3
 
 
 def test_context_order_puts_an_early_and_a_late_chunk_on_each_device():
@@ -132,6 +131,22 @@ def test_context_order_puts_an_early_and_a_late_chunk_on_each_device():
         assert np.asarray(shard.data).tolist() == [[2, 3, 12, 13]]
         back = jax.jit(lambda a: from_context_order(rules, a))(ordered)
         assert np.asarray(back).tolist() == np.arange(32).reshape(2, 16).tolist()
+
+
+def test_the_plans_activation_bytes_fall_as_one_over_the_ring():
+    """One 2,048-token sequence on rings of 2 and 4 devices: the plan's temporaries are mostly
+    activations / C, plus a little that does not shrink (the optimizer's update, score blocks,
+    the ring's buffers): measured 20.0 and 11.4 MiB (and 7.7 on 8)."""
+    from spmdgpt.plan import plan_step
+
+    temps = {}
+    for c in (2, 4):
+        cfg = cfg_for("data.seq_len=2048", "model.max_seq_len=2048", "data.batch_size=1", "mesh.data=1",
+                      f"mesh.context={c}", "model.attention_block=128")
+        mesh = make_mesh(cfg.mesh, jax.devices()[:c])
+        with jax.set_mesh(mesh):
+            temps[c] = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model)).temp_bytes
+    assert 0.5 < temps[4] / temps[2] < 0.65
 
 
 @pytest.mark.parametrize("overrides,message", [

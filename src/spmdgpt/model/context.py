@@ -8,13 +8,16 @@ Attention", and the zigzag layout of Llama 3's context parallelism). Token ids r
 whole on every device of the context ring (`Rules.batch_sharding`), and `to_context_order`
 reorders them (and the targets, positions and document ids) with local slices: everything
 position-wise (embedding, norms, MLPs, the loss's mean) is indifferent to the order, RoPE takes
-each token's own position, and attention knows the order (`sequence_index`).
+each token's own position, and attention knows the order (each place's sequence index,
+`context_order`). The residual stream's [tokens, d] keeps each device's tokens in one block
+(`flatten`), so that its reshapes to [batch, seq, ...] and back move nothing between devices.
 
 Attention (`context_attention`, per device in `shard_map`), by `model.context_attention`:
 
 - `ring`: the local queries stay; the keys and values (with their document ids) go around the
   ring by `ppermute`, one device's block a step, C steps, combined by the online softmax of flash
-  attention (running maximum, sum, output). After the first step every block is half masked
+  attention (running maximum, sum, output), in blocks of model.attention_block queries and keys
+  (flash attention's tiling, so that a long sequence's scores never exist whole). After the first step every block is half masked
   (the zigzag layout: a block from an earlier device is seen whole by all local queries and its
   late half by none; one from a later device only by the local late half), so each computes the
   half that counts. Its backward is a ring too (a custom VJP): the blocks go around again with
