@@ -68,7 +68,8 @@ class Unit(NamedTuple):
     apply: attention: (cfg, rules, p, x, positions, batch, cache, segment_ids, key, window) ->
       (out, this layer's (k, v) cache or None, aux) (window: the layer's sliding window, traced, or
       None); MLP: (cfg, rules, p, x) -> (out, aux).
-      x and out are [tokens, embed]; aux is a dict of float32 scalars.
+      x and out are [tokens, embed] (the `tokens` logical axis: batch x seq flattened, split over
+      the batch's and the sequence's mesh axes, `sharding.Rules`); aux is a dict of float32 scalars.
     stats: attention: (cfg, rules, p, x, positions, batch, segment_ids) -> dict; MLP:
       (cfg, rules, p, x) -> dict (float32 scalars, on statistics passes only).
     losses(cfg): {aux name: weight}: which of apply's aux outputs are losses, and their weights.
