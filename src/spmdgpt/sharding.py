@@ -12,6 +12,7 @@ gradient reduce-scatter). DP, FSDP, TP and their mixes are different tables, nev
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Mapping, Optional, Sequence
 
@@ -94,8 +95,7 @@ class Rules:
         ring): for cached decoding, whose steps have one token per sequence."""
         if "seq" not in self.compute_table:
             return self
-        rules = object.__new__(Rules)
-        rules.mesh, rules.params_table = self.mesh, self.params_table
+        rules = copy.copy(self)
         rules.compute_table = {k: v for k, v in self.compute_table.items() if k != "seq"}
         return rules
 
