@@ -153,6 +153,19 @@ def _join(x, axis: int):
     return jnp.reshape(x, x.shape[:axis] + (-1,) + x.shape[axis + 2:])
 
 
+def _put(a, axis: int, part: slice, value):
+    """a with its `part` along `axis` replaced by value, by concatenation (XLA:CPU 0.11.2's
+    compiler crashes on the scatter that `.at[..., part].set` makes inside shard_map)."""
+    axis %= a.ndim
+    n = a.shape[axis]
+    start, stop, _ = part.indices(n)
+    pieces = [jax.lax.slice_in_dim(a, 0, start, axis=axis)] if start else []
+    pieces.append(value)
+    if stop < n:
+        pieces.append(jax.lax.slice_in_dim(a, stop, n, axis=axis))
+    return pieces[0] if len(pieces) == 1 else jnp.concatenate(pieces, axis=axis)
+
+
 class _Ring:
     """One device's ring attention (inside `shard_map` over the `seq` axes `axes`, a ring of c):
     q [b, K, G, t, h], k/v [b, K, t, h], idx [t] the sequence index of each local place, seg
@@ -230,8 +243,8 @@ class _Ring:
 
             m, l, acc = carry
             m_r, l_r, acc_r = jax.lax.map(block, self.queries(rows, q, idx, seg, m, l, acc))
-            return (m.at[..., rows].set(_join(m_r, -1)), l.at[..., rows].set(_join(l_r, -1)),
-                    acc.at[..., rows, :].set(_join(acc_r, -2))), extra
+            return (_put(m, -1, rows, _join(m_r, -1)), _put(l, -1, rows, _join(l_r, -1)),
+                    _put(acc, -2, rows, _join(acc_r, -2))), extra
 
         # (varying over the mesh axes like q: they become scan carries)
         carry = (jnp.full_like(q[..., 0], -jnp.inf, F32), jnp.zeros_like(q[..., 0], F32), jnp.zeros_like(q, F32))
@@ -264,8 +277,8 @@ class _Ring:
 
             zeros = jnp.zeros_like(k[:, :, cols], F32)
             (dkc, dvc), dq_r = jax.lax.scan(block, (zeros, zeros), self.queries(rows, q, idx, seg, lse, delta, do))
-            return (dq.at[..., rows, :].add(_join(dq_r, -2)),
-                    (dk.at[:, :, cols].add(dkc), dv.at[:, :, cols].add(dvc)))
+            return (_put(dq, -2, rows, dq[..., rows, :] + _join(dq_r, -2)),
+                    (_put(dk, 2, cols, dk[:, :, cols] + dkc), _put(dv, 2, cols, dv[:, :, cols] + dvc)))
 
         zeros = jnp.zeros(k.shape, F32)
         dq, (dk, dv) = self.steps(visit, jnp.zeros(q.shape, F32), k, v, idx, seg, (zeros, zeros))
