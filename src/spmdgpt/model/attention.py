@@ -56,8 +56,8 @@ import jax.numpy as jnp
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
-from spmdgpt.model.kernels import (SPLASH_BLOCKS, document_mask, fused_causal_attention, local_kv, repeat_kv,
-                                   splash_causal_attention)
+from spmdgpt.model.kernels import (SPLASH_BLOCKS, causal_mask, document_mask, fused_causal_attention, local_kv,
+                                   repeat_kv, splash_causal_attention, window_mask)
 from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope, rope_frequencies
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
@@ -112,11 +112,6 @@ def attention_info(cfg: ModelConfig) -> Attention | GroupedAttention:
     )
 
 
-def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
-    """True where query i may attend to key j: k_pos[j] <= q_pos[i] (and k_pos[j] >= 0)."""
-    return (k_pos[..., None, :] <= q_pos[..., :, None]) & (k_pos[..., None, :] >= 0)
-
-
 def dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules,
     drop: float = 0.0, key: Optional[jax.Array] = None,
@@ -163,13 +158,6 @@ def grouped_attention(
     probs = _probs(scores, mask[:, None, None] if mask.ndim == 3 else mask, h ** -0.5, drop, key, v.dtype)
     o = jnp.einsum("bkgqt,bkth->bkgqh", probs, v, out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     return jnp.reshape(o, (b, n, tq, h), out_sharding=rules.spec("batch", "heads", "seq", "head_dim"))
-
-
-def window_mask(q_pos: jax.Array, k_pos: jax.Array, window) -> jax.Array:
-    """True where key j lies within query i's sliding window (`model.sliding_window`): fewer than
-    `window` positions back, q_pos[i] - k_pos[j] < window (transformers' convention); window 0:
-    everywhere (a global layer). window may be traced (a layer scan's per-layer value)."""
-    return (window <= 0) | (q_pos[..., :, None] - k_pos[..., None, :] < window)
 
 
 def causal_blocks(t: int, block: int, segment_ids: Optional[jax.Array] = None, window=None):

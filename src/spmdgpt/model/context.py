@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import ContextAttention, ModelConfig
-from spmdgpt.model.kernels import local_kv
+from spmdgpt.model.kernels import causal_mask, local_kv, window_mask
 from spmdgpt.sharding import Rules
 
 F32 = jnp.float32
@@ -130,9 +130,9 @@ def sequence_inputs(rules: Rules, t: int, positions: Optional[jax.Array], segmen
 def _scores(q, k, q_idx, k_idx, q_seg, k_seg, window, scale):
     """Masked float32 scores of q [b, K, G, tq, h] against k [b, K, tk, h]: [b, K, G, tq, tk]."""
     s = jnp.einsum("bkgqh,bkth->bkgqt", q, k, preferred_element_type=F32) * scale
-    mask = (k_idx[None, :] <= q_idx[:, None])[None]
+    mask = causal_mask(q_idx, k_idx)[None]
     if window is not None:
-        mask = mask & ((window <= 0) | (q_idx[:, None] - k_idx[None, :] < window))
+        mask = mask & window_mask(q_idx, k_idx, window)
     if q_seg is not None:
         mask = mask & (q_seg[:, :, None] == k_seg[:, None, :])
     return jnp.where(mask[:, None, None], s, NEG)
@@ -183,7 +183,7 @@ class _Ring:
         return tuple(None if x is None else jax.lax.ppermute(x, self.axes, perm) for x in xs)
 
     def blocks(self, rows: int) -> int:
-        """How many query blocks `rows` queries make."""
+        """How many blocks `rows` queries (or keys) make."""
         return rows // self.block if 0 < self.block < rows and rows % self.block == 0 else 1
 
     def steps(self, visit, carry, k, v, idx, seg, extra=()):

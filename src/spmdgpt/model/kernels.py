@@ -1,7 +1,8 @@
 """The fused attention kernels, run per device inside `shard_map` (cuDNN's through
 `jax.nn.dot_product_attention`, Pallas splash attention), and what they share with the xla path
 of `attention`: grouped-query heads as a layout can use them (`local_kv`, `repeat_kv`) and
-document masks. Which backend runs is `attention.attention_backend`'s choice."""
+the masks (causal, sliding window, document; also the context ring's, `context`). Which backend
+runs is `attention.attention_backend`'s choice."""
 
 from __future__ import annotations
 
@@ -33,6 +34,18 @@ def repeat_kv(x: jax.Array, n: int, rules: Rules, head_axis: int = 1) -> jax.Arr
     spec = [None] * x.ndim
     spec[0], spec[head_axis] = "batch", "heads"
     return jnp.repeat(x, n // x.shape[head_axis], axis=head_axis, out_sharding=rules.spec(*spec))
+
+
+def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
+    """True where query i may attend to key j: k_pos[j] <= q_pos[i] (and k_pos[j] >= 0)."""
+    return (k_pos[..., None, :] <= q_pos[..., :, None]) & (k_pos[..., None, :] >= 0)
+
+
+def window_mask(q_pos: jax.Array, k_pos: jax.Array, window) -> jax.Array:
+    """True where key j lies within query i's sliding window (`model.sliding_window`): fewer than
+    `window` positions back, q_pos[i] - k_pos[j] < window (transformers' convention); window 0:
+    everywhere (a global layer). window may be traced (a layer scan's per-layer value)."""
+    return (window <= 0) | (q_pos[..., :, None] - k_pos[..., None, :] < window)
 
 
 def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
