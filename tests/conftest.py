@@ -48,7 +48,7 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 def train_steps(cfg, devices, steps):
     """Run `steps` training steps of `cfg` on `devices`; returns (losses, state, rules)."""
     mesh = make_mesh(cfg.mesh, devices)
-    rules = Rules(mesh, cfg.sharding)
+    rules = Rules(mesh, cfg.sharding, cfg.model)
     with jax.set_mesh(mesh):
         state, step_fn, batcher, _ = training_parts(cfg, rules)
         losses = []

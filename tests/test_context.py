@@ -1,82 +1,16 @@
 """Context parallelism (model/context.py): sequences split over mesh.context, attention on a ring
 (or all-gathered), equal to one device: losses, gradients, per-token losses, statistics."""
 
-import dataclasses
-
 import jax
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
+from layouts import RTOL, assert_close, cfg_for, reference, run
 
 from spmdgpt.cli import main
-from spmdgpt.config import ShardingConfig, load_config, validate
-from spmdgpt.model import transformer as T
+from spmdgpt.config import ShardingConfig, validate
 from spmdgpt.model.context import context_order, from_context_order, to_context_order
-from spmdgpt.model.loss import loss_fn, token_losses
 from spmdgpt.sharding import Rules, make_mesh
-
-# init_std 0.2: attention far from uniform at init, so that a wrong mask or order shows in the loss
-BASE = ["model.d_model=32", "model.num_layers=2", "model.num_heads=4", "model.vocab_size=64", "model.init_std=0.2",
-        "model.attention=xla", "model.scan_unroll=false", "data.seq_len=64", "model.max_seq_len=64"]
-B, T_LEN = 4, 64
-RTOL = 1e-5  # the issue's bound: max |difference| / max |one device's value|, per array
-
-
-def cfg_for(*overrides):
-    return load_config(BASE + list(overrides))
-
-
-def batch(vocab: int):
-    """Token ids with targets, document ids (a new document after every token divisible by 7)
-    and positions restarting at each document (data.reset_positions)."""
-    toks = np.asarray(jax.random.randint(jax.random.key(1), (B, T_LEN + 1), 0, vocab))
-    seg = np.cumsum(toks[:, :-1] % 7 == 0, axis=1).astype(np.int32)
-    starts = np.maximum.accumulate(np.where(np.diff(seg, axis=1, prepend=-1) != 0, np.arange(T_LEN), 0), axis=1)
-    return toks[:, :-1], toks[:, 1:], seg, (np.arange(T_LEN) - starts).astype(np.int32)
-
-
-def run(cfg, full: bool = False):
-    """(loss with documents, gradients with documents, the compiled step's HLO text, and with
-    `full` the loss without documents, per-token losses [b, t], the per-layer max attention
-    logit and the loss without sliding windows) on the devices cfg.mesh names."""
-    n = cfg.mesh.data * cfg.mesh.expert * cfg.mesh.context * cfg.mesh.model
-    mesh = make_mesh(cfg.mesh, jax.devices()[:n])
-    with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding, cfg.model)
-        params = T.init_params(cfg.model, jax.random.key(0), rules)
-        inputs, targets, seg, pos = (jax.device_put(a, rules.batch_sharding()) for a in batch(cfg.model.vocab_size))
-        grad = jax.jit(jax.value_and_grad(lambda p, s, q: loss_fn(cfg.model, rules, p, inputs, targets, s, q)))
-        compiled = grad.lower(params, seg, pos).compile()
-        loss, grads = compiled(params, seg, pos)
-        if not full:
-            return float(loss), jax.device_get(grads), compiled.as_text()
-
-        unwindowed = dataclasses.replace(cfg.model, sliding_window=0)
-
-        def others(p):
-            return (loss_fn(cfg.model, rules, p, inputs, targets), token_losses(cfg.model, rules, p, inputs, targets, seg, pos),
-                    T.activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"],
-                    loss_fn(unwindowed, rules, p, inputs, targets, seg, pos))
-
-        plain, per_token, logit, global_only = jax.device_get(jax.jit(others)(params))
-        return (float(loss), jax.device_get(grads), compiled.as_text(), float(plain), per_token, logit,
-                float(global_only))
-
-
-def assert_close(got, want):
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-        assert np.max(np.abs(a - b)) <= RTOL * np.max(np.abs(b)), (np.max(np.abs(a - b)), np.max(np.abs(b)))
-
-
-_REFERENCES: dict = {}
-
-
-def reference(model: tuple, full: bool = False):
-    """One device's results for these model overrides (computed once per session)."""
-    if len(_REFERENCES.get(model, ())) < (7 if full else 3):
-        _REFERENCES[model] = run(cfg_for("mesh.data=1", *model), full)
-    return _REFERENCES[model]
-
 
 CASES = [  # (id, model overrides, layout overrides, check the per-token losses and statistics too)
     # (model.attention_block=4: the ring takes its queries and keys 4 at a time; one device all at once)

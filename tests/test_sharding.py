@@ -14,7 +14,7 @@ from spmdgpt.sharding import bytes_per_device
 LAYOUTS = [
     ("dp", ["mesh.data=8"], 1.0),
     ("fsdp", ["mesh.data=8"], 1 / 8),
-    ("tp", ["mesh.data=2", "mesh.model=4"], 1 / 4),
+    ("tp", ["mesh.data=2", "mesh.model=4", "model.collective_matmul=bi"], 1 / 4),  # (the stream split over model too)
     ("fsdp_tp", ["mesh.data=2", "mesh.context=2", "mesh.model=2"], 1 / 8),  # (each sequence split in 2 too)
 ]
 # 5 steps of float32 training; shards reduce in a different order than one device does, so

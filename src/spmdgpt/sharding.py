@@ -1,9 +1,11 @@
 """Mesh from config and the logical-axis rules that place every array on it.
 
-Model code names only logical axes (`batch`, `seq`, `tokens`, `embed`, `heads`, `head_dim`,
-`mlp`, `vocab`, `layers`, ...). `tokens` is the residual stream's flattened batch x seq
-dimension: split over the batch's mesh axes and then the sequence's (context parallelism), as a
-[batch, seq] array's reshape to [batch * seq] leaves it; the tables do not set it. A rule table (``configs/sharding/*.yaml``) maps them to mesh axes
+Model code names only logical axes (`batch`, `seq`, `tokens`, `stream`, `embed`, `heads`,
+`head_dim`, `mlp`, `vocab`, `layers`, ...). `tokens` is the flattened batch x seq dimension:
+split over the batch's mesh axes and then the sequence's (context parallelism), as a [batch,
+seq] array's reshape to [batch * seq] leaves it. `stream` is the residual stream's tokens
+dimension between the units: `tokens`, and with model.collective_matmul also split over the
+tensor axes (sequence parallelism, `model.collective`). The tables set neither. A rule table (``configs/sharding/*.yaml``) maps them to mesh axes
 twice: `params` says where parameters *live*, `compute` where activations live and the layout
 parameters are resharded to right before use. With `params.embed: data` and no `embed` entry in
 `compute` that reshard is exactly FSDP's just-in-time all-gather (and its transpose, the
@@ -59,7 +61,7 @@ def _spec(logical: Logical, table: Mapping[str, Any]) -> P:
     used: set = set()
     out = []
     for name in logical:
-        if name == "tokens" and "tokens" not in table:  # batch x seq flattened
+        if name in ("tokens", "stream") and name not in table:  # batch x seq flattened
             value = list(mesh_axes_of(table.get("batch"))) + list(mesh_axes_of(table.get("seq")))
         else:
             value = table.get(name) if name is not None else None
@@ -79,25 +81,43 @@ class Rules:
     heads replicated over those mesh axes, each device computing all K) when K does not divide
     over them, e.g. Qwen2.5-0.5B's 2 key/value heads under mesh.model=4; the query heads stay
     split, and the attention then repeats each key/value head for its query heads on the device
-    that holds them (`kernels.local_kv`)."""
+    that holds them (`kernels.local_kv`). And model.collective_matmul (uni, bi) over a tensor
+    axis of more than one device splits the residual stream over it too (the `stream` axis;
+    `collective`: the matmuls that gather and reduce-scatter it, `model.collective`)."""
 
     def __init__(self, mesh: Mesh, cfg: ShardingConfig, model: Optional[ModelConfig] = None):
         self.mesh = mesh
         self.params_table = dict(cfg.params)
         self.compute_table = dict(cfg.compute)
+        self.collective = "none"  # model.collective_matmul where it applies (a tensor axis), else none
         if model is not None:
             for table in (self.params_table, self.compute_table):
                 if kv_heads(model) % math.prod(mesh.shape[a] for a in mesh_axes_of(table.get("kv_heads"))):
                     del table["kv_heads"]
+            if model.collective_matmul.value != "none" and self.tensor_size() > 1:
+                self.collective = model.collective_matmul.value
+                self.compute_table["stream"] = self.token_axes() + self.tensor_axes()
 
     def whole_sequences(self) -> "Rules":
         """These rules without context parallelism (each sequence whole on every device of the
-        ring): for cached decoding, whose steps have one token per sequence."""
-        if "seq" not in self.compute_table:
+        ring) and without a split residual stream: for cached decoding, whose steps have one
+        token per sequence."""
+        if "seq" not in self.compute_table and self.collective == "none":
             return self
         rules = copy.copy(self)
-        rules.compute_table = {k: v for k, v in self.compute_table.items() if k != "seq"}
+        rules.compute_table = {k: v for k, v in self.compute_table.items() if k not in ("seq", "stream")}
+        rules.collective = "none"
         return rules
+
+    def tensor_axes(self) -> tuple:
+        """The mesh axes of tensor parallelism: those the `mlp` and `heads` rules split over
+        (besides the batch's and the sequence's)."""
+        tokens = self.token_axes()
+        return tuple(dict.fromkeys(a for name in ("heads", "mlp") for a in mesh_axes_of(self.compute_table.get(name))
+                                   if a not in tokens))
+
+    def tensor_size(self) -> int:
+        return math.prod(self.mesh.shape[a] for a in self.tensor_axes())
 
     def param_spec(self, logical: Logical) -> P:
         """Where a parameter with these logical axes is stored."""

@@ -84,6 +84,12 @@ class ContextAttention(enum.Enum):
     allgather = "allgather"  # every device gathers all keys and values (short rings)
 
 
+class CollectiveMatmul(enum.Enum):
+    none = "none"  # tensor parallelism as XLA partitions it (the residual stream replicated over the tensor axis)
+    uni = "uni"  # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction
+    bi = "bi"  # the same with both ring directions: half the steps
+
+
 class DataSource(enum.Enum):
     staircase = "staircase"  # synthetic 0123456789876543210... digits, vocabulary 10
     text = "text"  # a text file under data.path, tokenized by data.tokenizer
@@ -223,6 +229,9 @@ class ModelConfig(Section):
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
     context_attention: ContextAttention = ContextAttention.ring  # attention under mesh.context > 1:
     # ring (K/V blocks passed device to device, overlapped with the blocks' attention) | allgather
+    collective_matmul: CollectiveMatmul = CollectiveMatmul.none  # tensor parallelism (a `model` axis) with the
+    # residual stream split over it, its all-gather before and reduce-scatter after each unit's matmuls overlapped
+    # with them (ppermute loops, `model.collective`): none | uni | bi
     remat: Remat = Remat.none  # activation checkpointing policy per block
     scan_unroll: bool = True  # unroll the layer scan: ~15% faster steps on CPU, longer compiles
     attention_block: int = 64  # causal attention in query blocks of this size, skipping key

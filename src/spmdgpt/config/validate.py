@@ -11,6 +11,7 @@ from spmdgpt.config.derived import (head_dim, logical_dim_sizes, mesh_axes, mesh
                                     resolve_mesh_shape)
 from spmdgpt.config.schema import (
     AttentionImpl,
+    CollectiveMatmul,
     Config,
     ConfigError,
     DataSource,
@@ -395,6 +396,7 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                 f"{dp * t.microbatches} or choose another train.microbatches"
             )
     errs.extend(_context(cfg, sections, sizes))
+    errs.extend(_collective(cfg, sections, sizes, training))
     if "model" in sections and clean and not errs:
         errs.extend(_check_param_divisibility(cfg, sizes))
     return errs
@@ -428,6 +430,33 @@ def _context(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
             errs.append(f"model.loss_block={m.loss_block} does not divide the {d.seq_len // ring} positions each device "
                         f"of the context ring holds (data.seq_len={d.seq_len} / mesh.context={ring}); choose a divisor")
     return errs
+
+
+def _collective(cfg: Config, sections: set, sizes: Dict[str, int], training: bool) -> List[str]:
+    """Collective matmuls: a tensor axis (training: where they would do nothing, one line), the
+    heads and the MLP width split over the same axes, and each device's positions splitting into
+    a chunk per device of the tensor axis (the split residual stream)."""
+    m, s = cfg.model, cfg.sharding
+    if "model" not in sections or m.collective_matmul == CollectiveMatmul.none:
+        return []
+    name = f"model.collective_matmul={m.collective_matmul.value}"
+    outside = set(mesh_axes_of(s.compute.get("batch"))) | set(mesh_axes_of(s.compute.get("seq")))
+    axes = {u: [a for a in mesh_axes_of(s.compute.get(u)) if a not in outside] for u in ("heads", "mlp")}
+    size = math.prod(sizes.get(a, 1) for a in dict.fromkeys(axes["heads"] + axes["mlp"]))
+    if size == 1:
+        return [f"{name} needs tensor parallelism (sharding={s.name} with "
+                f"{' x '.join(f'mesh.{a}={v}' for a, v in sizes.items())} splits no attention heads or MLP width over "
+                "more than one device); use sharding=tp or fsdp_tp with mesh.model>1, or model.collective_matmul=none"
+                ] if training else []
+    if axes["heads"] != axes["mlp"]:
+        return [f"{name} needs the heads and the MLP width split over the same mesh axes (sharding.compute.heads="
+                f"{s.compute.get('heads')}, mlp={s.compute.get('mlp')}); make them equal or set model.collective_matmul=none"]
+    ring = math.prod(sizes.get(a, 1) for a in mesh_axes_of(s.compute.get("seq")) if a not in mesh_axes_of(s.compute.get("batch")))
+    if "batch" in sections and cfg.data.seq_len > 0 and (cfg.data.seq_len // ring) % size:
+        return [f"{name} splits each device's {cfg.data.seq_len // ring} positions of a sequence (data.seq_len="
+                f"{cfg.data.seq_len}{f' / mesh.context={ring}' if ring > 1 else ''}) over the {size} devices of the tensor "
+                f"axis; use a data.seq_len they divide into equal chunks"]
+    return []
 
 
 def _mesh_errors(me, num_devices: int, errs: List[str]) -> Optional[Dict[str, int]]:

@@ -23,8 +23,9 @@ Options of the same unit: Q/K/V-only biases (`model.qkv_bias`, Qwen2), learned Q
 q_norm / k_norm [H] (`model.qk_norm_scale`, Qwen3), RoPE scalings (`layers.rope_frequencies`),
 and per-layer sliding windows (`model.sliding_window`: `window_mask`, xla backend only).
 
-The residual stream arrives as [tokens, embed] (tokens = batch x seq flattened, sharded like
-the batch). Backends (`model.attention`, resolved by `attention_backend`):
+The residual stream arrives as [stream, embed] (batch x seq flattened, sharded like the batch,
+and with model.collective_matmul over the tensor axis too: its projections then gather and
+reduce-scatter it, `collective`). Backends (`model.attention`, resolved by `attention_backend`):
 
 - `xla`: einsum + masked float32 softmax, head-major ([batch, heads, seq, head_dim], so its
   matmuls are plain batched GEMMs: measurably faster on CPU than the [b, t, n, h] layout), in
@@ -54,6 +55,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads
+from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import (SPLASH_BLOCKS, causal_mask, document_mask, fused_causal_attention, local_kv,
@@ -201,16 +203,15 @@ def qkv_projection(
     cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
     head_major: bool = True
 ):
-    """x: [tokens, d] -> q, k, v with RoPE applied to q and k: [batch, n, seq, h] (head_major, the
+    """x: [stream, d] -> q, k, v with RoPE applied to q and k: [batch, n, seq, h] (head_major, the
     xla backend's layout) or [batch, seq, n, h] (the fused kernels' layout); k and v with K heads
     under grouped-query attention."""
     if isinstance(p, GroupedAttention):
         return _grouped_qkv(cfg, rules, p, x, positions, batch, head_major)
     dt = x.dtype
-    w = rules.gather(p.w_qkv.astype(dt), ("embed", "qkv", "heads", "head_dim"))
-    qkv = jnp.einsum(
-        "td,dcnh->tcnh", x, w, out_sharding=rules.spec("tokens", "qkv", "heads", "head_dim")
-    )
+    logical = ("qkv", "heads", "head_dim")
+    w = rules.gather(p.w_qkv.astype(dt), ("embed", *logical))
+    qkv, = matmuls_in(rules, x, ("td,dcnh->tcnh", w, ("embed", *logical), logical))
     if p.b_qkv is not None:
         qkv = qkv + rules.gather(p.b_qkv.astype(dt), ("qkv", "heads", "head_dim"))
     qkv = unflatten(rules, qkv, batch, "qkv", "heads", "head_dim")  # [b, t, 3, n, h]
@@ -229,10 +230,12 @@ def _grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arr
                  batch: int, head_major: bool):
     """`qkv_projection` for `GroupedAttention`: q from w_q, k and v from w_kv."""
     dt = x.dtype
+    terms = (("td,dnh->tnh", p.w_q, p.b_q, ("heads", "head_dim")),
+             ("td,dckh->tckh", p.w_kv, p.b_kv, ("qkv", "kv_heads", "head_dim")))
+    ys = matmuls_in(rules, x, *((eq, rules.gather(w.astype(dt), ("embed", *logical)), ("embed", *logical), logical)
+                                for eq, w, _, logical in terms))
     parts = []
-    for eq, w, b, logical in (("td,dnh->tnh", p.w_q, p.b_q, ("heads", "head_dim")),
-                              ("td,dckh->tckh", p.w_kv, p.b_kv, ("qkv", "kv_heads", "head_dim"))):
-        y = jnp.einsum(eq, x, rules.gather(w.astype(dt), ("embed", *logical)), out_sharding=rules.spec("tokens", *logical))
+    for y, (_, _, b, logical) in zip(ys, terms):
         if b is not None:
             y = y + rules.gather(b.astype(dt), logical)
         parts.append(unflatten(rules, y, batch, *logical))
@@ -249,13 +252,13 @@ def _grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arr
 
 
 def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool = True) -> jax.Array:
-    """o: [b, n, q, h] (head_major) or [b, q, n, h] -> [tokens, d] (a sum over heads: an
-    all-reduce under tensor parallelism)."""
+    """o: [b, n, q, h] (head_major) or [b, q, n, h] -> [stream, d] (a sum over heads: an
+    all-reduce under tensor parallelism, or a reduce-scatter onto a split stream)."""
     if head_major:
         o = jnp.transpose(o, (0, 2, 1, 3))
     o = flatten(rules, o, "heads", "head_dim")
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
-    out = jnp.einsum("tnh,nhd->td", o, w, out_sharding=rules.spec("tokens", "embed"))
+    out = matmul_out(rules, "tnh,nhd->td", o, w, ("heads", "head_dim"), ("heads", "head_dim", "embed"))
     if p.b_o is not None:
         out = out + rules.gather(p.b_o.astype(o.dtype), ("embed",))
     return out

@@ -5,7 +5,7 @@ Shapes (D = d_model, F = MLP width; the block stacks a layer axis in front):
     w_up   [D, F], w_gate [D, F] (SwiGLU only), w_down [F, D] (residual), biases with model.bias
 
 An MLP kind is a unit (`spmdgpt.model.transformer.Unit`): `info(cfg)` (one layer's ParamInfo
-tree), `apply(cfg, rules, p, x) -> (out, aux)` with x and out [tokens, embed] and aux a dict of
+tree), `apply(cfg, rules, p, x) -> (out, aux)` with x and out [stream, embed] and aux a dict of
 float32 scalars (auxiliary losses, e.g. an MoE's load balance), and `stats(cfg, rules, p, x)`.
 """
 
@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import MlpType, ModelConfig, mlp_hidden
+from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.layers import rms
 from spmdgpt.sharding import Rules
@@ -44,17 +45,16 @@ def mlp_info(cfg: ModelConfig, hidden: Optional[int] = None) -> Mlp:
 
 
 def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
-    """The MLP's projections of x [tokens, embed]: (up (+ bias), SwiGLU's gate or None), each
-    [tokens, mlp] with hidden units sharded by the `mlp` rule."""
+    """The MLP's projections of x [stream, embed]: (up (+ bias), SwiGLU's gate or None), each
+    [tokens, mlp] with hidden units sharded by the `mlp` rule (one gather of a split stream for
+    both, `collective.matmuls_in`)."""
     dt = x.dtype
-    w_up = rules.gather(p.w_up.astype(dt), ("embed", "mlp"))
-    h = jnp.einsum("td,df->tf", x, w_up, out_sharding=rules.spec("tokens", "mlp"))
+    weights = [p.w_up] if cfg.mlp != MlpType.swiglu else [p.w_up, p.w_gate]
+    terms = [("td,df->tf", rules.gather(w.astype(dt), ("embed", "mlp")), ("embed", "mlp"), ("mlp",)) for w in weights]
+    h, *gate = matmuls_in(rules, x, *terms)
     if p.b_up is not None:
         h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
-    if cfg.mlp != MlpType.swiglu:
-        return h, None
-    w_gate = rules.gather(p.w_gate.astype(dt), ("embed", "mlp"))
-    return h, jnp.einsum("td,df->tf", x, w_gate, out_sharding=rules.spec("tokens", "mlp"))
+    return h, gate[0] if gate else None
 
 
 def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Array:
@@ -67,12 +67,12 @@ def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Ar
 
 
 def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array, dict]:
-    """x: [tokens, embed] -> ([tokens, embed], no auxiliary outputs); hidden units sharded by
+    """x: [stream, embed] -> ([stream, embed], no auxiliary outputs); hidden units sharded by
     the `mlp` rule; activation by model.mlp (gelu, swiglu, relu2)."""
     dt = x.dtype
     h = activation(cfg, *mlp_inputs(cfg, rules, p, x))
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
-    out = jnp.einsum("tf,fd->td", h, w_down, out_sharding=rules.spec("tokens", "embed"))
+    out = matmul_out(rules, "tf,fd->td", h, w_down, ("mlp",), ("mlp", "embed"))
     if p.b_down is not None:
         out = out + rules.gather(p.b_down.astype(dt), ("embed",))
     return out, {}

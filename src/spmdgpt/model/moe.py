@@ -301,10 +301,13 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
 
 
 def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array, dict]:
-    """x: [tokens, embed] -> ([tokens, embed], the routing's auxiliary outputs and `dropped`)."""
+    """x: [stream, embed] -> ([stream, embed], the routing's auxiliary outputs and `dropped`).
+    (A stream split over the tensor axis, model.collective_matmul, is gathered first: every
+    device of the axis computes a slice of each expert for the same tokens.)"""
+    x = jax.sharding.reshard(x, rules.spec("tokens", "embed"))
     ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias)
     out, dropped = experts(cfg, rules, p, x, ids, weights)
-    out = jax.sharding.reshard(out, rules.spec("tokens", "embed"))
+    out = jax.sharding.reshard(out, rules.spec("stream", "embed"))
     if p.shared is not None:
         out = out + mlp(cfg, rules, p.shared, x)[0]
     return out, {**aux, "dropped": dropped.astype(F32) / ids.size}

@@ -68,8 +68,9 @@ class Unit(NamedTuple):
     apply: attention: (cfg, rules, p, x, positions, batch, cache, segment_ids, key, window) ->
       (out, this layer's (k, v) cache or None, aux) (window: the layer's sliding window, traced, or
       None); MLP: (cfg, rules, p, x) -> (out, aux).
-      x and out are [tokens, embed] (the `tokens` logical axis: batch x seq flattened, split over
-      the batch's and the sequence's mesh axes, `sharding.Rules`); aux is a dict of float32 scalars.
+      x and out are [stream, embed] (the `stream` logical axis: batch x seq flattened, split over
+      the batch's and the sequence's mesh axes, and the tensor axes with model.collective_matmul,
+      `sharding.Rules`); aux is a dict of float32 scalars.
     stats: attention: (cfg, rules, p, x, positions, batch, segment_ids) -> dict; MLP:
       (cfg, rules, p, x) -> dict (float32 scalars, on statistics passes only).
     losses(cfg): {aux name: weight}: which of apply's aux outputs are losses, and their weights.
@@ -216,7 +217,7 @@ def _init_leaves(info: Params, dtype, key: Array) -> Params:
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None, window: Optional[Array] = None, dense: bool = False):
-    """One pre-norm block on the residual stream x: [tokens, embed] -> (x, this layer's
+    """One pre-norm block on the residual stream x: [stream, embed] -> (x, this layer's
     updated (k, v) cache or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
     collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
@@ -256,7 +257,7 @@ def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Arra
     sum of 2L branch outputs keeps 8 significant bits). A no-op for float32 compute."""
     table = rules.gather(params.embed.astype(jnp.float32), (None, "embed"))
     flat = flatten(rules, jax.sharding.reshard(tokens, rules.spec("batch", "seq")))
-    return table.at[flat].get(out_sharding=rules.spec("tokens", "embed"))
+    return table.at[flat].get(out_sharding=rules.spec("stream", "embed"))
 
 
 def float32_matmul(eq: str, spec, x: Array, w: Array) -> Array:
@@ -343,7 +344,7 @@ def hidden_states(
             return step if cfg.remat == Remat.none else jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
 
         x, aux = scan_layers(cfg, params, make_step, x, (layers, _windows(cfg)), unroll=cfg.scan_unroll, fill=collect)
-        return norm(cfg, rules, params.ln_f, x), None, aux
+        return jax.sharding.reshard(norm(cfg, rules, params.ln_f, x), rules.spec("tokens", "embed")), None, aux
 
     rules = rules.whole_sequences()  # (a cached pass: one copy of each sequence on every device of a context ring)
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
