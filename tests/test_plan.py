@@ -5,7 +5,7 @@ import pytest
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
-from spmdgpt.plan import collectives_of, group_size, plan_step, traffic_of
+from spmdgpt.plan import collectives_of, group_size, overlapped_traffic, plan_step, traffic_of
 from spmdgpt.sharding import Rules, make_mesh
 
 COMMON = ["+experiment=staircase", "model.num_layers=2", "model.scan_unroll=false"]
@@ -98,6 +98,51 @@ ENTRY %main (a: f32[8]) -> f32[8] {
     assert traffic_of(hlo, 4) == 3 * 32 + 3 * 256 * 3 / 4 + 6 * 64 * 2 * 3 / 4
 
 
+def test_overlap_is_read_from_the_compiled_schedule():
+    """A collective counts as overlapped when the compiler scheduled a matmul while it is in
+    flight: between an async -start and its -done (directly or in a fusion that computes one),
+    or fused with one (TPU's async collective fusions); a fusion called from a loop body runs
+    once per trip, its collectives too."""
+    hlo = """HloModule m
+
+%fused_dot (a: bf16[8,8], b: bf16[8,8]) -> bf16[8,8] {
+  ROOT %c = bf16[8,8]{1,0} convolution(%a, %b), dim_labels=bf_io->bf
+}
+
+%async_collective_fusion.1 (a: bf16[8,8], b: bf16[8,8], w: bf16[16]) -> (bf16[8,8], bf16[32]) {
+  %c = bf16[8,8]{1,0} convolution(%a, %b), dim_labels=bf_io->bf
+  %g = bf16[32]{0} all-gather(%w), replica_groups=[1,2]<=[2], dimensions={0}
+  ROOT %t = (bf16[8,8]{1,0}, bf16[32]{0}) tuple(%c, %g)
+}
+
+%cond (p: (s32[])) -> pred[] {
+  %n = s32[] constant(4)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%body (p: (s32[])) -> (s32[]) {
+  %cp = (bf16[64]{0}, bf16[64]{0}, u32[], u32[]) collective-permute-start(%x), channel_id=1, source_target_pairs={{0,1},{1,0}}
+  %f = bf16[8,8]{1,0} fusion(%a, %b), kind=kOutput, calls=%fused_dot
+  %d = bf16[64]{0} collective-permute-done(%cp)
+  %cp2 = (bf16[32]{0}, bf16[32]{0}, u32[], u32[]) collective-permute-start(%d), channel_id=2, source_target_pairs={{0,1},{1,0}}
+  %d2 = bf16[32]{0} collective-permute-done(%cp2)
+  %e = bf16[8,8]{1,0} fusion(%a, %b), kind=kOutput, calls=%fused_dot
+  %acf = (bf16[8,8]{1,0}, bf16[32]{0}) fusion(%a, %b, %w), kind=kOutput, calls=%async_collective_fusion.1
+  ROOT %t = (s32[]) tuple(%i)
+}
+
+ENTRY %main (a: f32[8]) -> f32[8] {
+  %w = (s32[]) while(%init), condition=%cond, body=%body
+  ROOT %ar = f32[16]{0} all-reduce(%a), replica_groups=[1,2]<=[2], to_apply=%add
+}
+"""
+    # 4 trips of: a permute of 128 bytes with a matmul fusion inside its flight (overlapped), one
+    # of 64 bytes with none (waits), an all-gather of 64 bytes fused with a matmul (1/2 sent,
+    # overlapped); and an all-reduce of 64 bytes (2 x 1/2 sent) in the entry (waits)
+    assert traffic_of(hlo, 2) == 4 * (128 + 64 + 32) + 64
+    assert overlapped_traffic(hlo, 2) == 4 * (128 + 32)
+
+
 def test_estimate_takes_the_slowest_of_compute_memory_and_collectives():
     from spmdgpt.plan import Plan, estimate
 
@@ -106,6 +151,12 @@ def test_estimate_takes_the_slowest_of_compute_memory_and_collectives():
     est = estimate(plan, peak_flops=1e14, bandwidth=1e12, ici=1e11)  # 20 ms, 1 ms, 30 ms
     assert (est.compute_s, est.memory_s, est.collective_s) == pytest.approx((0.02, 0.001, 0.03))
     assert est.step_s == pytest.approx(0.03) and est.serial_s == pytest.approx(0.05)
+    assert est.scheduled_s == pytest.approx(0.05)  # nothing scheduled beside a matmul: all of it waits
+    plan.overlapped = 2.5e9  # 25 ms of it overlapped: 20 ms + the 5 ms that waits, but not under the links' 30 ms
+    assert estimate(plan, 1e14, 1e12, 1e11).scheduled_s == pytest.approx(0.03)
+    plan.overlapped = 1e9
+    assert estimate(plan, 1e14, 1e12, 1e11).scheduled_s == pytest.approx(0.04)
+    plan.overlapped = 0.0
     assert est.mfu == pytest.approx(1e12 / 0.03 / 1e14)
     assert estimate(plan, 1e14, 1e12).step_s == pytest.approx(0.02)  # (no interconnect given: not counted)
     # full remat: the formula's FLOPs and a second forward pass (4/3) when XLA's count is lower

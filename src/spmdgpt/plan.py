@@ -13,7 +13,10 @@ per device, read from what XLA compiled:
   collective-permute instructions of the compiled program with their result bytes (a ragged
   all-to-all's result is its whole receive buffer: an upper bound of the rows it moves), and
   the bytes a device sends for them in one step on a ring (`traffic_of`: each over its replica
-  group, a loop body's once per trip of the loop). Counts are of instructions in
+  group, a loop body's once per trip of the loop), and how much of that the compiler scheduled
+  while a matmul runs (`overlapped_traffic`: an asynchronous collective with a matmul between
+  its start and its done, or one fused with a matmul, TPU's async collective fusions; the
+  rest waits: tensor parallelism's all-reduces, say). Counts are of instructions in
   the program text: one inside a loop body (the layer scan when model.scan_unroll=false,
   microbatches) runs once per iteration. XLA:CPU has no reduce-scatter pass, so on simulated
   CPU devices FSDP's gradient reduce-scatter appears as an all-reduce followed by a slice; GPU
@@ -61,6 +64,7 @@ class Plan:
     collectives: Dict[str, tuple] = field(default_factory=dict)  # kind -> (instructions, bytes)
     compile_s: float = 0.0
     traffic: float = 0.0  # bytes this device sends for its collectives (ring estimate, `traffic_of`)
+    overlapped: float = 0.0  # ... of them while a matmul runs, as compiled (`overlapped_traffic`)
     recompute: float = 1.0  # the FLOPs the step runs over the formula's: 4/3 with model.remat=full
 
     @property
@@ -135,7 +139,9 @@ def computations(hlo_text: str) -> Dict[str, list]:
 def runs_per_step(comps: Dict[str, list]) -> Dict[str, int]:
     """How many times each while loop's body runs in one step (nested loops multiplied): the
     trip count is the loop condition's `counter < constant(N)` (a scan's loop counts 0..N-1);
-    a condition of another form counts as one trip. Other computations: once."""
+    a condition of another form counts as one trip. A computation a fusion or call runs
+    (`calls=`, e.g. TPU's fusions of a collective with a matmul) as often as its caller. Other
+    computations: once."""
     runs = {name: 1 for name in comps}
     todo = [""]
     while todo:
@@ -147,21 +153,60 @@ def runs_per_step(comps: Dict[str, list]) -> Dict[str, int]:
                 trips = bounds[0] if len(bounds) == 1 and any("direction=LT" in ln for ln in cond) else 1
                 runs[m.group(2)] = runs[name] * trips
                 todo.append(m.group(2))
+            for called in _CALLS.findall(line):
+                if called in comps and runs[name] > runs[called]:
+                    runs[called] = runs[name]
+                    todo.append(called)
     return runs
+
+
+def _sent(hlo_text: str, devices: int):
+    """(bytes one device sends for each collective of one step (see _TRAFFIC, a loop body's once
+    per trip, `runs_per_step`), whether a matmul runs meanwhile) for every collective
+    instruction of a compiled HLO module's text. Meanwhile: an asynchronous collective with a
+    matmul (a dot, a convolution as TPU programs write matmuls, a cuBLAS call, or a fusion of
+    one) scheduled between its -start and its -done, or a collective inside a fusion that also
+    computes a matmul (TPU's async collective fusions: a collective fused with the matmul it
+    overlaps)."""
+    comps = computations(hlo_text)
+    runs = runs_per_step(comps)
+    matmul = {name: any(_MATMUL.search(ln) for ln in lines) for name, lines in comps.items()}
+    fused = {c for lines in comps.values() for ln in lines if " fusion(" in ln for c in _CALLS.findall(ln)}
+
+    def computes(line: str) -> bool:
+        return bool(_MATMUL.search(line)) or any(matmul.get(c, False) for c in _CALLS.findall(line))
+
+    for name, lines in comps.items():
+        for i, line in enumerate(lines):
+            if not (m := _INSTRUCTION.match(line)):
+                continue
+            result, kind = m.groups()
+            overlapped = name in fused and matmul[name]
+            if not overlapped and kind + "-start(" in line:
+                done = re.compile(r"-done\(" + re.escape(line.split("=", 1)[0].strip().removeprefix("ROOT ")) + r"[,)]")
+                for later in lines[i + 1:]:
+                    if done.search(later):
+                        break
+                    if computes(later):
+                        overlapped = True
+                        break
+            yield runs[name] * _result_bytes(line, result, kind) * _TRAFFIC[kind](group_size(line, devices)), overlapped
+
+
+_MATMUL = re.compile(r" (?:convolution|dot)\(|custom_call_target=\"__cublas")
+_CALLS = re.compile(r"calls=%([^,\s}]+)")
 
 
 def traffic_of(hlo_text: str, devices: int) -> float:
     """The bytes one device sends for the collectives of one step of a compiled HLO module's
     text (see _TRAFFIC), a collective in a loop body once per trip (`runs_per_step`)."""
-    comps = computations(hlo_text)
-    runs = runs_per_step(comps)
-    total = 0.0
-    for name, lines in comps.items():
-        for line in lines:
-            if m := _INSTRUCTION.match(line):
-                result, kind = m.groups()
-                total += runs[name] * _result_bytes(line, result, kind) * _TRAFFIC[kind](group_size(line, devices))
-    return total
+    return sum(sent for sent, _ in _sent(hlo_text, devices))
+
+
+def overlapped_traffic(hlo_text: str, devices: int) -> float:
+    """The part of `traffic_of` that the compiler scheduled while a matmul runs (`_sent`): what
+    can hide behind compute, as far as that matmul lasts. The rest waits."""
+    return sum(sent for sent, overlapped in _sent(hlo_text, devices) if overlapped)
 
 
 def collectives_of(hlo_text: str) -> Dict[str, tuple]:
@@ -215,6 +260,7 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
         collectives=collectives_of(text),
         compile_s=compile_s,
         traffic=traffic_of(text, n),
+        overlapped=overlapped_traffic(text, n),
         recompute=RECOMPUTE.get(cfg.model.remat.value, 1.0),
     )
 
@@ -233,7 +279,10 @@ class Estimate:
     pass, RECOMPUTE) at the peak rate, XLA's bytes accessed
     at the bandwidth, the collectives' traffic (`traffic_of`) at the interconnect. The step takes
     the largest of the three when the collectives overlap the compute (`step_s`, which implies an
-    MFU), up to the larger of the first two plus the collectives when they do not (`serial_s`)."""
+    MFU), up to the larger of the first two plus the collectives when they do not (`serial_s`).
+    Between the two, `scheduled_s`: the collectives the compiler did not schedule beside a
+    matmul (`Plan.overlapped`) added to the larger of the first two, and no less than all the
+    collectives' time (the others hide only where their matmuls last long enough)."""
 
     compute_s: float
     memory_s: float
@@ -241,6 +290,7 @@ class Estimate:
     mfu: float
     collective_s: float = 0.0
     serial_s: float = 0.0
+    scheduled_s: float = 0.0
 
 
 def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> Estimate:
@@ -248,8 +298,9 @@ def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[floa
     memory = (plan.bytes_accessed or 0.0) / bandwidth
     collective = plan.traffic / ici if ici else 0.0
     step = max(compute, memory, collective)
+    waiting = (plan.traffic - plan.overlapped) / ici if ici else 0.0
     return Estimate(compute, memory, step, plan.formula_flops / step / peak_flops, collective,
-                    max(compute, memory) + collective)
+                    max(compute, memory) + collective, max(max(compute, memory) + waiting, collective))
 
 
 def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> str:
@@ -265,7 +316,9 @@ def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: floa
     return lines + (f"\n                   collectives: {size(plan.traffic)} sent per device (ring) at "
                     f"{ici / 1e9:.0f} GB/s {est.collective_s * 1e3:.1f} ms"
                     + (" (a loop's once per trip)" if plan.loops else "")
-                    + f"; {est.serial_s * 1e3:.1f} ms per step if they do not overlap the compute")
+                    + f"; {est.serial_s * 1e3:.1f} ms per step if they do not overlap the compute"
+                    + f"\n                   of them {size(plan.overlapped)} scheduled beside a matmul by the compiler; "
+                    + f"{est.scheduled_s * 1e3:.1f} ms per step if those hide and the rest waits")
 
 
 def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, topology: Optional[str],
@@ -283,6 +336,7 @@ def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, to
         "step_seconds": None if est is None else est.step_s, "mfu": None if est is None else est.mfu,
         "traffic_bytes": plan.traffic, "collective_seconds": None if est is None else est.collective_s,
         "serial_step_seconds": None if est is None else est.serial_s,
+        "overlapped_bytes": plan.overlapped, "scheduled_step_seconds": None if est is None else est.scheduled_s,
         "compile_seconds": plan.compile_s,
     }
 
