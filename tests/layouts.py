@@ -23,10 +23,10 @@ def cfg_for(*overrides):
     return load_config(BASE + list(overrides))
 
 
-def batch(vocab: int):
-    """Token ids with targets, document ids (a new document after every token divisible by 7)
-    and positions restarting at each document (data.reset_positions)."""
-    toks = np.asarray(jax.random.randint(jax.random.key(1), (B, T_LEN + 1), 0, vocab))
+def batch(vocab: int, b: int = B):
+    """b sequences of token ids with targets, document ids (a new document after every token
+    divisible by 7) and positions restarting at each document (data.reset_positions)."""
+    toks = np.asarray(jax.random.randint(jax.random.key(1), (b, T_LEN + 1), 0, vocab))
     seg = np.cumsum(toks[:, :-1] % 7 == 0, axis=1).astype(np.int32)
     starts = np.maximum.accumulate(np.where(np.diff(seg, axis=1, prepend=-1) != 0, np.arange(T_LEN), 0), axis=1)
     return toks[:, :-1], toks[:, 1:], seg, (np.arange(T_LEN) - starts).astype(np.int32)
@@ -36,7 +36,7 @@ def run(cfg, full: bool = False):
     """(loss with documents, gradients with documents, the compiled step's HLO text, and with
     `full` the loss without documents, per-token losses [b, t], the per-layer max attention
     logit and the loss without sliding windows) on the devices cfg.mesh names."""
-    n = cfg.mesh.data * cfg.mesh.expert * cfg.mesh.context * cfg.mesh.model
+    n = cfg.mesh.data * cfg.mesh.stage * cfg.mesh.expert * cfg.mesh.context * cfg.mesh.model
     mesh = make_mesh(cfg.mesh, jax.devices()[:n])
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)

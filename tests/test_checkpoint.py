@@ -229,22 +229,26 @@ LAYOUT = ["optimizer.schedule=constant", "optimizer.warmup_steps=2", "train.eval
 
 
 def test_resume_on_other_layouts(tmp_path):
-    """8-device dp -> 4x2 fsdp_tp (in process) and -> 1 device (subprocess)."""
-    straight, part = tmp_path / "straight", tmp_path / "part"
+    """A checkpoint holds the same arrays whatever the layout: 4-device data x 2 pipeline stages
+    -> 4x2 fsdp_tp (in process) and -> 1 device (subprocess); 8-device dp -> 2 stages."""
+    straight, part, back = tmp_path / "straight", tmp_path / "part", tmp_path / "back"
     train(load_config(_inproc(straight, "train.steps=10", *LAYOUT)), argv=["pytest"])
-    train(load_config(_inproc(part, "train.steps=5", *LAYOUT)), argv=["pytest"])
+    train(load_config(_inproc(part, "train.steps=5", *LAYOUT, "mesh.data=4", "mesh.stage=2")), argv=["pytest"])
+    train(load_config(_inproc(back, "train.steps=5", *LAYOUT)), argv=["pytest"])
     one = tmp_path / "one"
     shutil.copytree(part, one)
     r = train(load_config(_inproc(part, "train.steps=10", *LAYOUT, "sharding=fsdp_tp",
                                   "mesh.data=4", "mesh.model=2")), argv=["pytest"])
     assert r.resumed_from == 5
-    assert jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[1] == ("data", "context")
+    assert jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[:2] == (None, ("data", "context"))
+    r = train(load_config(_inproc(back, "train.steps=10", *LAYOUT, "mesh.data=4", "mesh.stage=2")), argv=["pytest"])
+    assert r.resumed_from == 5 and jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[0] == "stage"
     out = subprocess.run(spmdgpt(_inproc(one, "train.steps=10", *LAYOUT, "mesh.data=1")), env=ENV1,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     ref = losses(straight)
     # Stated tolerance: other layouts reduce in another order (float32 rounding), 5e-6 absolute.
-    for run in (part, one):
+    for run in (part, one, back):
         got = losses(run)
         assert sorted(got) == list(range(1, 11))
         np.testing.assert_allclose([got[s] for s in range(6, 11)], [ref[s] for s in range(6, 11)],

@@ -16,8 +16,8 @@ CASES = [
     (STAIR + ["model.num_heads=5"], "model.num_heads=5 does not divide model.d_model=64"),
     (STAIR + ["model.d_model=60", "model.num_heads=4"], "is odd, but RoPE rotates pairs"),
     (STAIR + ["data.batch_size=12"], "data.batch_size=12 is not divisible by the data-parallel size 8"),
-    (STAIR + ["mesh.data=3"], "mesh.data=3 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s)"),
-    (STAIR + ["mesh.data=4", "mesh.model=4"], "mesh.data=4 x mesh.expert=1 x mesh.context=1 x mesh.model=4 does not fit 8 device(s)"),
+    (STAIR + ["mesh.data=3"], "mesh.data=3 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s)"),
+    (STAIR + ["mesh.data=4", "mesh.model=4"], "mesh.data=4 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=4 does not fit 8 device(s)"),
     (STAIR + ["mesh.data=2", "mesh.model=2"], "= 4 but there are 8 device(s)"),
     (STAIR + ["mesh.model=0"], "mesh.model=0 must be a positive size or -1"),
     (STAIR + ["data.seq_len=128"], "data.seq_len=128 exceeds model.max_seq_len=64"),
@@ -166,7 +166,7 @@ def test_overrides_apply_on_a_resolved_config():
     base = load_config(["+experiment=staircase"])
     cfg = apply_overrides(base, ["mesh.data=2", "mesh.model=4", "sharding=tp", "model.attention=xla"])
     assert (cfg.mesh.data, cfg.mesh.model, cfg.sharding.name, cfg.model.attention.value) == (2, 4, "tp", "xla")
-    assert cfg.sharding.params == {"experts": "expert", "heads": "model", "kv_heads": "model", "mlp": "model",
+    assert cfg.sharding.params == {"experts": "expert", "layers": "stage", "heads": "model", "kv_heads": "model", "mlp": "model",
                                    "vocab": "model"}
     assert cfg.model.d_model == base.model.d_model == 64
     for bad, msg in ((["sharding=nope"], "sharding=nope: no such rule table (packaged tables: dp, fsdp"),
@@ -202,7 +202,7 @@ def test_validation_by_section_and_cross_checks_need_both_sections():
     assert validate(cfg, 8, sections=("corpus",)) == ["data.val_fraction=1.5 must be in (0, 1), e.g. 0.1"]
     assert validate(cfg, 8, sections=("optimizer",)) == ["optimizer.lr=0.0 must be > 0"]
     assert validate(cfg, 8, sections=("layout",)) == [
-        "mesh.data=3 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s); the product of the fixed sizes must "
+        "mesh.data=3 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s); the product of the fixed sizes must "
         "divide the device count (use -1 for one axis)"]
     assert len(validate(cfg, 8)) == 5 and validate(cfg, 8) == validate(cfg, 8, sections=SECTIONS)
     with pytest.raises(ValueError, match="unknown config sections"):

@@ -148,9 +148,9 @@ def test_sample_cli_on_the_runs_mesh_or_overridden_ones(staircase_run, capsys):
     run_dir, _ = staircase_run
     want = "0123" + staircase_continuation("0123", 30)
     # (other rule tables: test_sharded_sampling_equals_single_device)
-    for extra, layout in (([], "mesh {'data': 8, 'expert': 1, 'context': 1, 'model': 1} sharding dp"),
+    for extra, layout in (([], "mesh {'data': 8, 'stage': 1, 'expert': 1, 'context': 1, 'model': 1} sharding dp"),
                           (["sharding=fsdp_tp", "mesh.data=1", "mesh.model=2"],
-                           "mesh {'data': 1, 'expert': 1, 'context': 1, 'model': 2} sharding fsdp_tp")):
+                           "mesh {'data': 1, 'stage': 1, 'expert': 1, 'context': 1, 'model': 2} sharding fsdp_tp")):
         code = main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=30", "temperature=0", *extra])
         out, err = capsys.readouterr()
         assert code == 0 and out.strip() == want

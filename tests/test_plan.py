@@ -168,7 +168,7 @@ def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monk
     code = main(["plan", *COMMON, "devices=8", "memory_gb=0.001"])
     out, err = capsys.readouterr()
     assert code == 2
-    assert "sharding dp on mesh {'data': 8, 'expert': 1, 'context': 1, 'model': 1} (8 device(s))" in out
+    assert "sharding dp on mesh {'data': 8, 'stage': 1, 'expert': 1, 'context': 1, 'model': 1} (8 device(s))" in out
     assert "parameters       0.4 MiB" in out and "collectives      all-reduce" in out
     assert err.startswith("spmdgpt: error: the step needs ") and "a device has 1.0 MiB" in err
     assert err.count("\n") == 1
@@ -197,7 +197,7 @@ def test_plan_format_json_is_the_last_line(capsys):
     got = json.loads(out[-1])
     fsdp = _plan("sharding=fsdp")
     assert (got["devices"], got["mesh"], got["sharding"], got["attention"]) == (
-        8, {"data": 8, "expert": 1, "context": 1, "model": 1}, "fsdp", "xla")
+        8, {"data": 8, "stage": 1, "expert": 1, "context": 1, "model": 1}, "fsdp", "xla")
     assert (got["param_bytes"], got["opt_bytes"], got["temp_bytes"]) == (fsdp.param_bytes, fsdp.opt_bytes,
                                                                          fsdp.temp_bytes)
     assert got["total_bytes"] == fsdp.total_bytes and got["fits"] is False
@@ -387,7 +387,7 @@ def test_plan_compiles_for_several_tpu_slices(capsys):
     out = capsys.readouterr().out
     assert out.startswith("compiled for v5e-4 x 2 slices (v5e:2x2 x 2 slices): 8 x TPU v5 lite")
     got = json.loads(out.strip().splitlines()[-1])
-    assert (got["devices"], got["mesh"], got["slices"]) == (8, {"data": 4, "expert": 1, "context": 1, "model": 2}, 2)
+    assert (got["devices"], got["mesh"], got["slices"]) == (8, {"data": 4, "stage": 1, "expert": 1, "context": 1, "model": 2}, 2)
     assert main(["plan", *TPU, "mesh.data=1", "mesh.model=8", "topology=v5e-4", "slices=2"]) == 2
     assert capsys.readouterr().err == ("spmdgpt: error: mesh.data=1 must be a multiple of the 2 pod slices it "
                                        "spans (the other axes stay inside a slice)\n")

@@ -88,7 +88,7 @@ def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):
 
     # MeshConfig as it would be written with the new field (field order = mesh order)
     ToyMesh = dataclasses.make_dataclass("ToyMesh", [("data", int, -1), ("toy", int, 1), ("model", int, 1)])
-    assert mesh_axes(MeshConfig) == ("data", "expert", "context", "model")
+    assert mesh_axes(MeshConfig) == ("data", "stage", "expert", "context", "model")
     cfg = cfg_for()
     cfg.mesh = ToyMesh(data=-1, toy=2, model=2)
     cfg.sharding = ShardingConfig(name="toy", params={"embed": "data", "mlp": "toy", "heads": "model"},

@@ -38,7 +38,7 @@ def platform() -> str:
 
 
 def make_mesh(cfg: MeshConfig, devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
-    """The mesh of cfg's named axes (MeshConfig's fields, in order: ('data', 'model') today),
+    """The mesh of cfg's named axes (MeshConfig's fields, in order: data, stage, expert, context, model),
     explicit axis types, over `devices` (default: all)."""
     devices = list(jax.devices() if devices is None else devices)
     shape = resolve_mesh_shape(cfg, len(devices))
@@ -81,7 +81,8 @@ class Rules:
     heads replicated over those mesh axes, each device computing all K) when K does not divide
     over them, e.g. Qwen2.5-0.5B's 2 key/value heads under mesh.model=4; the query heads stay
     split, and the attention then repeats each key/value head for its query heads on the device
-    that holds them (`kernels.local_kv`). And model.collective_matmul (uni, bi) over a tensor
+    that holds them (`kernels.local_kv`). The `layers` rule (pipeline stages) is dropped when its
+    axes have one device. And model.collective_matmul (uni, bi) over a tensor
     axis of more than one device splits the residual stream over it too (the `stream` axis;
     `collective`: the matmuls that gather and reduce-scatter it, `model.collective`)."""
 
@@ -90,6 +91,8 @@ class Rules:
         self.params_table = dict(cfg.params)
         self.compute_table = dict(cfg.compute)
         self.collective = "none"  # model.collective_matmul where it applies (a tensor axis), else none
+        if self.stage_size() == 1:  # (no pipeline: the layer stack whole, as scans over it need)
+            self.params_table.pop("layers", None)
         if model is not None:
             for table in (self.params_table, self.compute_table):
                 if kv_heads(model) % math.prod(mesh.shape[a] for a in mesh_axes_of(table.get("kv_heads"))):
@@ -118,6 +121,14 @@ class Rules:
 
     def tensor_size(self) -> int:
         return math.prod(self.mesh.shape[a] for a in self.tensor_axes())
+
+    def stage_axes(self) -> tuple:
+        """The mesh axes the layer stack is split over (pipeline stages: the `layers` parameter
+        rule)."""
+        return mesh_axes_of(self.params_table.get("layers"))
+
+    def stage_size(self) -> int:
+        return math.prod(self.mesh.shape[a] for a in self.stage_axes())
 
     def param_spec(self, logical: Logical) -> P:
         """Where a parameter with these logical axes is stored."""

@@ -12,6 +12,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import Config, replan_points
 from spmdgpt.data import Batcher, load_dataset
@@ -35,7 +36,10 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
     def split(a):  # [B, ...] -> [k, B / k, ...], part j = rows j::k
         if a is None:
             return None
-        parts = jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:])
+        spec = tuple(jax.typeof(a).sharding.spec) + (None,) * a.ndim
+        # (the batch's split stays on B / k whole: left to itself, the reshape may put a size-1
+        # mesh axis of it on k, which a scan over the parts refuses)
+        parts = jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:], out_sharding=P(spec[0], None, *spec[1:a.ndim]))
         return jnp.swapaxes(parts, 0, 1)
 
     def body(carry, xs):
@@ -65,7 +69,11 @@ def step_gradients(cfg: Config, rules: Rules):
     fold_in(key(train.seed ^ DROPOUT_SALT), step), a pure function of (seed, step) so that a
     resumed run draws the same masks. What train_step and the model statistics differentiate."""
     m = cfg.model
-    value_and_grad = jax.value_and_grad(partial(objective, m, rules), has_aux=True)
+    # with pipeline stages the microbatches flow through them inside the model (`model.pipeline`)
+    staged = rules.stage_size() > 1
+    microbatches = 1 if staged else cfg.train.microbatches
+    value_and_grad = jax.value_and_grad(partial(objective, m, rules, microbatches=cfg.train.microbatches if staged else 1),
+                                        has_aux=True)
 
     def grad_fn(params, *batch, key=None):
         (_, metrics), grads = value_and_grad(params, *batch, key=key)
@@ -75,7 +83,7 @@ def step_gradients(cfg: Config, rules: Rules):
 
     def f(params, step, *batch):
         key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
-        return accumulated_grads(grad_fn, cfg.train.microbatches, params, *batch, key=key)
+        return accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
 
     return f
 

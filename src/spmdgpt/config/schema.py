@@ -422,6 +422,8 @@ class MeshConfig(Section):
     configs/sharding/ that maps logical axes to it: nothing else names mesh axes."""
 
     data: int = -1  # data-parallel (and FSDP) axis: batches, and parameters under FSDP tables
+    stage: int = 1  # pipeline axis: the layer stack split into this many stages (the `layers` parameter
+    # axis, every table); train.microbatches flow through them (`model.pipeline`)
     expert: int = 1  # expert-parallel axis: a mixture of experts' experts split over it (every table), the
     # batch too (it is data-parallel for everything else); tokens reach their experts by all-to-all
     context: int = 1  # context-parallel axis: each sequence split over it (the `seq` logical axis), attention

@@ -397,6 +397,7 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
             )
     errs.extend(_context(cfg, sections, sizes))
     errs.extend(_collective(cfg, sections, sizes, training))
+    errs.extend(_pipeline(cfg, sections, sizes))
     if "model" in sections and clean and not errs:
         errs.extend(_check_param_divisibility(cfg, sizes))
     return errs
@@ -429,6 +430,36 @@ def _context(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
         elif m.loss_block > 0 and (d.seq_len // ring) % m.loss_block:
             errs.append(f"model.loss_block={m.loss_block} does not divide the {d.seq_len // ring} positions each device "
                         f"of the context ring holds (data.seq_len={d.seq_len} / mesh.context={ring}); choose a divisor")
+    return errs
+
+
+def _pipeline(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
+    """Pipeline stages: a table that splits the layer stack over the stage axis, layers that
+    split into equal stages, and what the pipeline does not run yet, one line each."""
+    m, s = cfg.model, cfg.sharding
+    axes = mesh_axes_of(s.params.get("layers"))
+    stages = math.prod(sizes.get(a, 1) for a in axes)
+    if sizes.get("stage", 1) > 1 and "stage" not in axes:
+        return [f"mesh.stage={sizes['stage']} but sharding.params.layers={s.params.get('layers')} does not split the "
+                f"layer stack over it (sharding={s.name}); add layers: stage to the table's params rules or set mesh.stage=1"]
+    if stages == 1 or "model" not in sections:
+        return []
+    name = f"mesh.stage={stages}"
+    errs = []
+    if m.num_layers % stages:
+        errs.append(f"model.num_layers={m.num_layers} does not split into {name} equal stages; use a number of stages "
+                    "that divides the layers")
+    if m.moe.num_experts:
+        errs.append(f"model.moe.num_experts={m.moe.num_experts}: a mixture of experts does not run in a pipeline yet "
+                    f"({name}); set mesh.stage=1")
+    if m.dropout > 0 or (m.attention_dropout or 0) > 0:
+        errs.append(f"dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet ({name}); "
+                    "set them to 0 or mesh.stage=1")
+    if sizes.get("context", 1) > 1:
+        errs.append(f"mesh.context={sizes['context']} and {name} do not combine yet; set one of them to 1")
+    if m.collective_matmul != CollectiveMatmul.none:
+        errs.append(f"model.collective_matmul={m.collective_matmul.value} does not run in a pipeline yet ({name}); "
+                    "set model.collective_matmul=none or mesh.stage=1")
     return errs
 
 

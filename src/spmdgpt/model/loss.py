@@ -89,15 +89,17 @@ def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targe
 
 def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
               segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
-              key: Optional[Array] = None) -> tuple[Array, dict]:
+              key: Optional[Array] = None, microbatches: int = 1) -> tuple[Array, dict]:
     """(what training minimises, its metrics {"loss": the mean cross-entropy, "aux/<name>": each
     auxiliary output's mean over layers, losses and statistics alike}, float32 scalars, and
     "between_steps": the non-scalar aux outputs per layer, for `between_steps`, when any). The
     objective is the cross-entropy plus model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss)
     plus weight x each auxiliary loss the block's units report (`aux_loss_weights`); without
     either it is the cross-entropy.
-    key: dropout (model.dropout); None: none. For `jax.value_and_grad(..., has_aux=True)`."""
-    x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key)
+    key: dropout (model.dropout); None: none. microbatches: the pipeline's (mesh.stage > 1).
+    For `jax.value_and_grad(..., has_aux=True)`."""
+    x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key,
+                              microbatches=microbatches)
     targets = to_context_order(rules, targets)  # (the order of x's tokens)
     if cfg.loss_block and targets.shape[1] % (cfg.loss_block * rules.context_size()) == 0:
         total, ce = blocked_cross_entropy(cfg, rules, params, x, targets)

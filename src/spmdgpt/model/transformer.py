@@ -42,6 +42,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import DType, ModelConfig, Remat, layer_windows, moe_layers
 from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attention_stats, causal_mask,
@@ -52,6 +53,7 @@ from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
+from spmdgpt.model.pipeline import pipeline
 from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
@@ -316,7 +318,7 @@ def unembed(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
     cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
-    key: Optional[Array] = None, collect: bool = False,
+    key: Optional[Array] = None, collect: bool = False, microbatches: int = 1,
 ) -> tuple[Array, Optional[KVCache], dict]:
     """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype
     (under context parallelism each sequence's tokens in the context order, `model.context`),
@@ -324,7 +326,9 @@ def hidden_states(
     order, or over the MoE layers for an output only they give, `scan_layers`). See `forward`.
     key (training, full sequences): the dropout masks of model.dropout / attention_dropout
     (embedding: fold_in(key, L); layer i: fold_in(key, i)). collect (full sequences): the
-    model statistics too (`block`); the same layer scan as training."""
+    model statistics too (`block`); the same layer scan as training. With pipeline stages
+    (mesh.stage > 1) full sequences go through the pipeline in `microbatches` microbatches
+    (`pipelined_blocks`); statistics and cached passes gather the whole stack instead."""
     batch, t = tokens.shape
     if cache is None:
         positions, segment_ids = sequence_inputs(rules, t, positions, segment_ids)
@@ -332,6 +336,10 @@ def hidden_states(
         layers = jnp.arange(cfg.num_layers, dtype=jnp.uint32)
         if key is not None:
             x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
+        if rules.stage_size() > 1 and not collect:
+            x = pipelined_blocks(cfg, rules, params, x, positions, segment_ids, batch, microbatches)
+            return jax.sharding.reshard(norm(cfg, rules, params.ln_f, x), rules.spec("tokens", "embed")), None, {}
+        params = whole_stack(rules, params)
 
         def make_step(dense: bool):
             def step(x, layer):
@@ -347,6 +355,7 @@ def hidden_states(
         return jax.sharding.reshard(norm(cfg, rules, params.ln_f, x), rules.spec("tokens", "embed")), None, aux
 
     rules = rules.whole_sequences()  # (a cached pass: one copy of each sequence on every device of a context ring)
+    params = whole_stack(rules, params)
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
     positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
     k_pos = jax.lax.dynamic_update_slice(cache.pos, positions, (0, cache.end))
@@ -370,6 +379,40 @@ def hidden_states(
     # one that training prefers (benchmarks/BENCHMARKS.md).
     x, kv = scan_layers(cfg, params, make_cached_step, x, (cache.k, cache.v, _windows(cfg)))
     return norm(cfg, rules, params.ln_f, x), KVCache(kv["k"], kv["v"], k_pos, cache.end + t), {}
+
+
+def pipelined_blocks(cfg: ModelConfig, rules: Rules, params: Params, x: Array, positions: Array,
+                     segment_ids: Optional[Array], batch: int, microbatches: int) -> Array:
+    """The blocks over the residual stream x [tokens, d] as a pipeline over the stage axes
+    (`model.pipeline`): each stage a scan over its slice of the layers, `microbatches` of the
+    batch flowing through them."""
+    mb = batch // microbatches
+
+    def stage(p, layers, x, pos, seg):
+        def step(x, layer):
+            p_layer, window = layer
+            return block(cfg, rules, p_layer, x, positions if pos is None else pos, mb, segment_ids=seg,
+                         window=window)[0], None
+
+        if cfg.remat != Remat.none:
+            step = jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
+        return jax.lax.scan(step, x, (p, layers), unroll=cfg.scan_unroll)[0]
+
+    per_sequence = [positions if positions.ndim == 2 else None, segment_ids]
+    return pipeline(rules, stage, params.blocks, _windows(cfg), x, per_sequence, batch, microbatches)
+
+
+def whole_stack(rules: Rules, params: Params) -> Params:
+    """params with the layer stack gathered from the pipeline stages onto every device (for the
+    passes that do not pipeline: statistics, cached decoding); unchanged without stages."""
+    if rules.stage_size() == 1:
+        return params
+
+    def whole(a):
+        spec = tuple(jax.typeof(a).sharding.spec) + (None,) * a.ndim
+        return jax.sharding.reshard(a, P(None, *spec[1:a.ndim]))
+
+    return params._replace(blocks=jax.tree.map(whole, params.blocks))
 
 
 def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):

@@ -1,0 +1,109 @@
+"""Pipeline parallelism (model/pipeline.py): the layer stack split over mesh.stage, microbatches
+flowing through the stages, equal to one device; the stages' parameters on their devices only."""
+
+import jax
+import numpy as np
+import pytest
+from conftest import train_steps
+from jax.sharding import PartitionSpec as P
+from layouts import RTOL, assert_close, batch, cfg_for
+
+from spmdgpt.cli import main
+from spmdgpt.config import validate
+from spmdgpt.model import transformer as T
+from spmdgpt.sharding import Rules, bytes_per_device, make_mesh
+from spmdgpt.train_step import step_gradients
+
+B8 = 8  # sequences: 8 microbatches of one on the 4 stages
+
+
+def gradients(*overrides):
+    """(mean loss, gradients) of one step's batch (with documents and restarted positions) on the
+    devices cfg.mesh names, through `step_gradients` (so train.microbatches as training has it),
+    and the parameters' bytes per device."""
+    cfg = cfg_for("model.num_layers=4", *overrides)
+    n = cfg.mesh.data * cfg.mesh.stage * cfg.mesh.expert * cfg.mesh.context * cfg.mesh.model
+    mesh = make_mesh(cfg.mesh, jax.devices()[:n])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        params = T.init_params(cfg.model, jax.random.key(0), rules)
+        inputs, targets, seg, pos = (jax.device_put(a, rules.batch_sharding()) for a in batch(cfg.model.vocab_size, B8))
+        metrics, grads = jax.jit(step_gradients(cfg, rules))(params, 0, inputs, targets, seg, pos)
+        return float(metrics["loss"]), jax.device_get(grads), bytes_per_device(params.blocks), params
+
+
+_REFERENCE: list = []
+
+
+def reference():
+    if not _REFERENCE:
+        _REFERENCE.extend(gradients("mesh.data=1")[:2])
+    return _REFERENCE
+
+
+CASES = [  # (id, overrides)
+    ("stage2-m4-fsdp_tp-d2m2", ("sharding=fsdp_tp", "mesh.data=2", "mesh.stage=2", "mesh.model=2", "train.microbatches=4")),
+    ("stage4-m4-fsdp-d2-remat", ("sharding=fsdp", "mesh.data=2", "mesh.stage=4", "train.microbatches=4",
+                           "model.remat=full")),
+    ("stage4-m8-d1", ("mesh.data=1", "mesh.stage=4", "train.microbatches=8", "model.num_kv_heads=2",
+                      "model.sliding_window=12", "model.window_pattern=LG")),
+]
+
+
+@pytest.mark.parametrize("overrides", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+def test_pipeline_equals_one_device(overrides):
+    if "model.num_kv_heads=2" in overrides:  # (its own one-device reference)
+        ref = gradients("mesh.data=1", "model.num_kv_heads=2", "model.sliding_window=12", "model.window_pattern=LG")
+    else:
+        ref = reference()
+    loss, grads, per_device, params = gradients(*overrides)
+    assert abs(loss - ref[0]) <= RTOL * ref[0]
+    assert_close(grads, ref[1])  # every gradient
+    # each stage holds its quarter / half of the layer stack (and its share of the FSDP split)
+    stages = dict(o.split("=") for o in overrides)["mesh.stage"]
+    assert jax.typeof(params.blocks.ln1.scale).sharding.spec[0] == "stage"
+    assert max(per_device.values()) <= sum(a.nbytes for a in jax.tree.leaves(ref[1].blocks)) / int(stages) * 1.001
+
+
+def test_a_pipeline_trains_like_one_device():
+    """5 AdamW steps of the staircase model on data 2 x stage 2 (2 layers a stage, 4 microbatches)
+    against one device with the same 4 microbatches accumulated."""
+    common = ("+experiment=staircase", "model.num_layers=4", "model.d_model=64", "model.num_heads=4",
+              "model.vocab_size=16", "data.batch_size=16", "train.microbatches=4")
+    from spmdgpt.config import load_config
+
+    ref, ref_state, _ = train_steps(load_config([*common, "mesh.data=1"]), jax.devices()[:1], 5)
+    losses, state, rules = train_steps(load_config([*common, "mesh.data=2", "mesh.stage=2"]), jax.devices()[:4], 5)
+    np.testing.assert_allclose(losses, ref, rtol=0, atol=2e-6)
+    assert losses[-1] < losses[0] - 0.3
+    for a, b in zip(jax.tree.leaves(jax.device_get(state.params)), jax.tree.leaves(jax.device_get(ref_state.params)),
+                    strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+    assert jax.typeof(state.opt_state[1][0].mu.blocks.attn.w_qkv).sharding.spec == P("stage", None, None, None, None)
+    # the same 4 microbatches accumulated on data 4 (each device's batch rows are then one row a
+    # part: the parts' reshape once put a size-1 mesh axis on the part index, which scan refused)
+    losses, _, _ = train_steps(load_config([*common, "mesh.data=4"]), jax.devices()[:4], 5)
+    np.testing.assert_allclose(losses, ref, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (("mesh.stage=4", "model.num_layers=6"),
+     "model.num_layers=6 does not split into mesh.stage=4 equal stages; use a number of stages that divides the layers"),
+    (("mesh.stage=2", "model.moe.num_experts=4", "model.moe.top_k=2"),
+     "model.moe.num_experts=4: a mixture of experts does not run in a pipeline yet (mesh.stage=2); set mesh.stage=1"),
+    (("mesh.stage=2", "model.dropout=0.1"),
+     "dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet (mesh.stage=2); set them to 0 "
+     "or mesh.stage=1"),
+    (("mesh.stage=2", "mesh.context=2"), "mesh.context=2 and mesh.stage=2 do not combine yet; set one of them to 1"),
+])
+def test_bad_pipeline_settings_are_one_line_each(overrides, message):
+    assert validate(cfg_for("mesh.data=-1", *overrides), 8) == [message]
+
+
+def test_a_bad_stage_count_exits_2(capsys):
+    code = main(["train", "+experiment=staircase", "mesh.stage=4", "model.num_layers=6",
+                 "run.dir=/nonexistent/never-written"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["spmdgpt: error: model.num_layers=6 does not split into mesh.stage=4 equal stages; use a number of "
+                   "stages that divides the layers"]
