@@ -70,7 +70,7 @@ def test_sweep_refuses_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     for i, n in enumerate((3, 5)):
         log = tmp_path / "s" / "logs" / f"00{i}-data-{n}.log"
-        assert (f"  00{i}-data-{n}: failed (2): mesh.data={n} x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit ") in err and f"(log: {log})" in err and log.is_file()
+        assert (f"  00{i}-data-{n}: failed (2): mesh.data={n} x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit ") in err and f"(log: {log})" in err and log.is_file()
 
 
 def test_parallel_runs_get_disjoint_gpu_groups(tmp_path, capsys, monkeypatch):
