@@ -75,10 +75,21 @@ def main() -> None:
     print(f"# {s} stages of {args.layers // s} layers (d_model {args.d}, {args.rows} x {args.seq} tokens a microbatch), "
           f"{os.cpu_count()} CPUs; JAX {jax.__version__}", file=sys.stderr)
     print(f"{'M':>3}  {'one device':>11}  {'pipeline':>10}  {'ratio':>6}  {'(M+S-1)/(S M)':>13}  {'bubble':>6}")
-    for m in (int(v) for v in args.microbatches.split(",")):
+    ms, piped_times = [int(v) for v in args.microbatches.split(",")], []
+    for m in ms:
         one, piped = step_time(m, 1), step_time(m, s)
+        piped_times.append(piped)
         print(f"{m:>3}  {one * 1e3:>8.1f} ms  {piped * 1e3:>7.1f} ms  {piped / one:>6.3f}  {(m + s - 1) / (s * m):>13.3f}  "
               f"{(s - 1) / (m + s - 1):>6.1%}")
+    # the pipeline's time against its loop's length: a + b (M + S - 1) by least squares; the bubble
+    # iterations' share of the measured time, b (S - 1) / time, against the schedule's
+    its = np.array([m + s - 1 for m in ms], float)
+    b, a = np.polyfit(its, np.array(piped_times), 1)
+    print(f"fit: pipeline time = {a * 1e3:.1f} ms + {b * 1e3:.1f} ms x (M + S - 1) iterations "
+          f"(largest residual {np.max(np.abs(a + b * its - piped_times)) * 1e3:.1f} ms)")
+    for m, t in zip(ms, piped_times):
+        print(f"  M={m}: the S - 1 bubble iterations {b * (s - 1) / t:.1%} of the measured step; schedule "
+              f"{(s - 1) / (m + s - 1):.1%}")
 
 
 if __name__ == "__main__":

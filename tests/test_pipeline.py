@@ -95,6 +95,9 @@ def test_a_pipeline_trains_like_one_device():
      "dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet (mesh.stage=2); set them to 0 "
      "or mesh.stage=1"),
     (("mesh.stage=2", "mesh.context=2"), "mesh.context=2 and mesh.stage=2 do not combine yet; set one of them to 1"),
+    (("mesh.stage=2", "model.attention=splash", "data.seq_len=128", "model.max_seq_len=128"),
+     "model.attention=splash does not run in a pipeline yet (mesh.stage=2: its kernel does not nest in the stages' "
+     "vmap); use model.attention=auto or xla, or mesh.stage=1"),
 ])
 def test_bad_pipeline_settings_are_one_line_each(overrides, message):
     assert validate(cfg_for("mesh.data=-1", *overrides), 8) == [message]

@@ -54,7 +54,13 @@ def make_mesh(cfg: MeshConfig, devices: Optional[Sequence[jax.Device]] = None) -
         grid = mesh_utils.create_hybrid_device_mesh([sizes[0] // slices] + sizes[1:], [slices] + [1] * (len(sizes) - 1),
                                                     devices)
         return Mesh(grid, tuple(shape), axis_types=types)
-    return jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=types, devices=devices)
+    try:
+        return jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=types, devices=devices)
+    except NotImplementedError:  # (a TPU torus whose physical axes the sizes do not match, e.g. 2 on 4x4x4)
+        from jax.experimental import mesh_utils
+
+        grid = mesh_utils.create_device_mesh(tuple(shape.values()), devices, allow_split_physical_axes=True)
+        return Mesh(grid, tuple(shape), axis_types=types)
 
 
 def _spec(logical: Logical, table: Mapping[str, Any]) -> P:

@@ -457,6 +457,9 @@ def _pipeline(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
                     "set them to 0 or mesh.stage=1")
     if sizes.get("context", 1) > 1:
         errs.append(f"mesh.context={sizes['context']} and {name} do not combine yet; set one of them to 1")
+    if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
+        errs.append(f"model.attention={m.attention.value} does not run in a pipeline yet ({name}: its kernel does not "
+                    "nest in the stages' vmap); use model.attention=auto or xla, or mesh.stage=1")
     if m.collective_matmul != CollectiveMatmul.none:
         errs.append(f"model.collective_matmul={m.collective_matmul.value} does not run in a pipeline yet ({name}); "
                     "set model.collective_matmul=none or mesh.stage=1")

@@ -359,7 +359,8 @@ def self_attention(
     if rules.context_size() > 1:  # sequences split over a context ring (training, evaluation)
         q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
         return output_projection(rules, p, context_attention(cfg, rules, q, k, v, segment_ids, window)), None, {}
-    backend = attention_backend(cfg)
+    # (inside a pipeline's vmap over stages the fused kernels' shard_map does not nest yet: xla)
+    backend = attention_backend(cfg) if rules.stage_size() == 1 else AttentionImpl.xla
     head_major = backend != AttentionImpl.cudnn
     q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major)
     if backend == AttentionImpl.cudnn:
