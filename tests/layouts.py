@@ -73,3 +73,14 @@ def reference(model: tuple, full: bool = False):
     if len(_REFERENCES.get(model, ())) < (7 if full else 3):
         _REFERENCES[model] = run(cfg_for("mesh.data=1", *model), full)
     return _REFERENCES[model]
+
+
+def assert_matches(got, ref, full: bool):
+    """`run`'s results on a layout against one device's: the loss and every gradient, and with
+    `full` the loss without documents, the per-token losses and the statistics."""
+    assert abs(got[0] - ref[0]) <= RTOL * ref[0]
+    assert_close(got[1], ref[1])  # every gradient
+    if full:
+        assert abs(got[3] - ref[3]) <= RTOL * ref[3]
+        assert_close(got[4], ref[4])  # per-token losses
+        assert_close(got[5], ref[5])  # statistics

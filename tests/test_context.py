@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
-from layouts import RTOL, assert_close, cfg_for, reference, run
+from layouts import assert_matches, cfg_for, reference, run
 
 from spmdgpt.cli import main
 from spmdgpt.config import ShardingConfig, validate
@@ -28,14 +28,10 @@ CASES = [  # (id, model overrides, layout overrides, check the per-token losses 
 def test_context_parallel_equals_one_device(model, layout, full):
     ref = reference(model, full)
     got = run(cfg_for(*model, *layout), full)
-    assert abs(got[0] - ref[0]) <= RTOL * ref[0]
-    assert_close(got[1], ref[1])  # every gradient
+    assert_matches(got, ref, full)  # (per-token losses back in sequence order)
     if full:
         assert abs(ref[0] - ref[3]) > 0.02  # the document mask and the restarted positions matter here
         assert abs(ref[0] - ref[6]) > 1e-3  # and so do the sliding windows
-        assert abs(got[3] - ref[3]) <= RTOL * ref[3]
-        assert_close(got[4], ref[4])  # per-token losses, back in sequence order
-        assert_close(got[5], ref[5])  # statistics
     # the compiled step: keys and values move around the ring by collective permutes (the
     # forward's C - 1 hops and the backward's, once more for their gradients), or are gathered
     permutes = got[2].count("collective-permute-start(") + got[2].count("collective-permute(")

@@ -403,13 +403,17 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     return errs
 
 
+def _seq_axes(s) -> List[str]:
+    """The mesh axes each sequence is split over (context parallelism) under rule table s."""
+    return [a for a in mesh_axes_of(s.compute.get("seq")) if a not in mesh_axes_of(s.compute.get("batch"))]
+
+
 def _context(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
     """Context parallelism: the sequence splits into 2 chunks per device of the ring, under a
     table that splits `seq` over the context axis, with an attention that runs on a ring."""
     errs: List[str] = []
     m, d = cfg.model, cfg.data
-    seq_axes = [a for a in mesh_axes_of(cfg.sharding.compute.get("seq")) if a not in
-                mesh_axes_of(cfg.sharding.compute.get("batch"))]
+    seq_axes = _seq_axes(cfg.sharding)
     ring = math.prod(sizes.get(a, 1) for a in seq_axes)
     if sizes.get("context", 1) > 1 and "context" not in seq_axes:
         errs.append(f"mesh.context={sizes['context']} but sharding.compute.seq={cfg.sharding.compute.get('seq')} does "
@@ -485,7 +489,7 @@ def _collective(cfg: Config, sections: set, sizes: Dict[str, int], training: boo
     if axes["heads"] != axes["mlp"]:
         return [f"{name} needs the heads and the MLP width split over the same mesh axes (sharding.compute.heads="
                 f"{s.compute.get('heads')}, mlp={s.compute.get('mlp')}); make them equal or set model.collective_matmul=none"]
-    ring = math.prod(sizes.get(a, 1) for a in mesh_axes_of(s.compute.get("seq")) if a not in mesh_axes_of(s.compute.get("batch")))
+    ring = math.prod(sizes.get(a, 1) for a in _seq_axes(s))
     if "batch" in sections and cfg.data.seq_len > 0 and (cfg.data.seq_len // ring) % size:
         return [f"{name} splits each device's {cfg.data.seq_len // ring} positions of a sequence (data.seq_len="
                 f"{cfg.data.seq_len}{f' / mesh.context={ring}' if ring > 1 else ''}) over the {size} devices of the tensor "

@@ -70,13 +70,13 @@ def pipeline(rules: Rules, stage: Callable, stack, per_layer, x: jax.Array, per_
     t = x.shape[0] // batch
     d = x.shape[1:]
     tok, seq = rules.spec("tokens", *([None] * len(d))), rules.spec("batch", None)
+    rows = rules.spec("batch", None, *([None] * len(d)))  # x as [batch, t, d]
     stack = jax.tree.map(lambda a: _staged(a, s), stack)
     per_layer = jax.tree.map(lambda a: jax.sharding.reshard(jnp.reshape(a, (s, a.shape[0] // s) + a.shape[1:]),
                                                             P(axes)), per_layer)
 
     # microbatches: x as [M, B / M * t, d], each per-sequence array [M, B / M, t]
-    xs = jnp.reshape(x, (batch, t) + d, out_sharding=rules.spec("batch", None, *([None] * len(d))))
-    xs = _microbatches(xs, m, rules.spec("batch", None, *([None] * len(d))))
+    xs = _microbatches(jnp.reshape(x, (batch, t) + d, out_sharding=rows), m, rows)
     xs = jnp.reshape(xs, (m, batch // m * t) + d, out_sharding=P(None, *tok))
     carried = [None if a is None else _microbatches(a, m, seq) for a in per_sequence]
     kept = [i for i, a in enumerate(carried) if a is not None]
@@ -114,6 +114,5 @@ def pipeline(rules: Rules, stage: Callable, stack, per_layer, x: jax.Array, per_
 
     state = tuple(jnp.zeros((s,) + a.shape[1:], a.dtype, out_sharding=sp) for a, sp in zip(inputs, staged_specs))
     _, outs = jax.lax.scan(iteration, state, jnp.arange(m + s - 1))
-    out = jnp.reshape(outs[s - 1:], (m, batch // m, t) + d, out_sharding=P(None, *rules.spec("batch", None, *([None] * len(d)))))
-    out = _whole_batch(out, rules.spec("batch", None, *([None] * len(d))))
+    out = _whole_batch(jnp.reshape(outs[s - 1:], (m, batch // m, t) + d, out_sharding=P(None, *rows)), rows)
     return jnp.reshape(out, x.shape, out_sharding=tok)
