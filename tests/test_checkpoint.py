@@ -225,15 +225,17 @@ def test_no_loadable_checkpoint_stops_without_touching_the_run(tmp_path, capsys)
     assert _snapshot(run_dir) == before  # nothing rewritten, nothing started from step 0
 
 
-LAYOUT = ["optimizer.schedule=constant", "optimizer.warmup_steps=2", "train.eval_every=0"]
+LAYOUT = ["optimizer.schedule=constant", "optimizer.warmup_steps=2", "train.eval_every=0", "model.num_layers=4"]
+CIRCULAR = ["mesh.stage=2", "model.pipeline_repeats=2"]  # (2 passes through 2 stages: the stack held by stage)
 
 
 def test_resume_on_other_layouts(tmp_path):
     """A checkpoint holds the same arrays whatever the layout: 4-device data x 2 pipeline stages
-    -> 4x2 fsdp_tp (in process) and -> 1 device (subprocess); 8-device dp -> 2 stages."""
+    (the circular schedule, which holds the layers in another order) -> 4x2 fsdp_tp (in process)
+    and -> 1 device (subprocess); 8-device dp -> 2 stages."""
     straight, part, back = tmp_path / "straight", tmp_path / "part", tmp_path / "back"
     train(load_config(_inproc(straight, "train.steps=10", *LAYOUT)), argv=["pytest"])
-    train(load_config(_inproc(part, "train.steps=5", *LAYOUT, "mesh.data=4", "mesh.stage=2")), argv=["pytest"])
+    train(load_config(_inproc(part, "train.steps=5", *LAYOUT, "mesh.data=4", *CIRCULAR)), argv=["pytest"])
     train(load_config(_inproc(back, "train.steps=5", *LAYOUT)), argv=["pytest"])
     one = tmp_path / "one"
     shutil.copytree(part, one)
@@ -241,7 +243,7 @@ def test_resume_on_other_layouts(tmp_path):
                                   "mesh.data=4", "mesh.model=2")), argv=["pytest"])
     assert r.resumed_from == 5
     assert jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[:2] == (None, ("data", "context"))
-    r = train(load_config(_inproc(back, "train.steps=10", *LAYOUT, "mesh.data=4", "mesh.stage=2")), argv=["pytest"])
+    r = train(load_config(_inproc(back, "train.steps=10", *LAYOUT, "mesh.data=4", *CIRCULAR)), argv=["pytest"])
     assert r.resumed_from == 5 and jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[0] == "stage"
     out = subprocess.run(spmdgpt(_inproc(one, "train.steps=10", *LAYOUT, "mesh.data=1")), env=ENV1,
                          capture_output=True, text=True, timeout=300)

@@ -26,10 +26,11 @@ def gradients(*overrides):
     mesh = make_mesh(cfg.mesh, jax.devices()[:n])
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
-        params = T.init_params(cfg.model, jax.random.key(0), rules)
+        # (a circular pipeline holds the stack by stage, `stack_order`; the gradients back in layer order)
+        params = T.to_stage_order(rules, T.init_params(cfg.model, jax.random.key(0), rules))
         inputs, targets, seg, pos = (jax.device_put(a, rules.batch_sharding()) for a in batch(cfg.model.vocab_size, B8))
         metrics, grads = jax.jit(step_gradients(cfg, rules))(params, 0, inputs, targets, seg, pos)
-        return float(metrics["loss"]), jax.device_get(grads), bytes_per_device(params.blocks), params
+        return float(metrics["loss"]), jax.device_get(T.to_layer_order(rules, grads)), bytes_per_device(params.blocks), params
 
 
 # grouped-query heads and sliding windows in every case (one one-device reference for all)
@@ -48,7 +49,36 @@ CASES = [  # (id, overrides)
     ("stage4-m4-fsdp-d2-remat", ("sharding=fsdp", "mesh.data=2", "mesh.stage=4", "train.microbatches=4",
                                  "model.remat=full")),
     ("stage4-m8-d1", ("mesh.data=1", "mesh.stage=4", "train.microbatches=8")),
+    # the circular schedule: 2 passes through 2 stages of one layer each, with more microbatches
+    # than stages, and with fewer (one: a slot idles)
+    ("stage2-r2-m4-fsdp_tp-d2m2", ("sharding=fsdp_tp", "mesh.data=2", "mesh.stage=2", "mesh.model=2",
+                                   "train.microbatches=4", "model.pipeline_repeats=2")),
+    ("stage2-r2-m1-fsdp-d2-remat", ("sharding=fsdp", "mesh.data=2", "mesh.stage=2", "train.microbatches=1",
+                                    "model.pipeline_repeats=2", "model.remat=full")),
 ]
+
+
+def test_the_circular_stack_order():
+    """4 stages x 2 passes of 2 layers: stage s holds layers 2s, 2s + 1 (pass 0) and 8 + 2s, 9 + 2s
+    (pass 1) at its contiguous positions; GPipe or one stage keeps the layers in order."""
+    from spmdgpt.model.pipeline import stack_order
+
+    assert stack_order(16, 4, 2).tolist() == [0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15]
+    assert stack_order(16, 4, 1) is None and stack_order(16, 1, 2) is None
+    cfg = cfg_for("model.num_layers=8", "mesh.data=1", "mesh.stage=2", "model.pipeline_repeats=2")
+    mesh = make_mesh(cfg.mesh, jax.devices()[:2])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        params = T.init_params(cfg.model, jax.random.key(0), rules)
+        staged = T.to_stage_order(rules, params, donate=False)
+        w, v = np.asarray(params.blocks.mlp.w_up), np.asarray(staged.blocks.mlp.w_up)
+        np.testing.assert_array_equal(v, w[[0, 1, 4, 5, 2, 3, 6, 7]])
+        assert jax.typeof(staged.blocks.mlp.w_up).sharding == jax.typeof(params.blocks.mlp.w_up).sharding
+        back = T.to_layer_order(rules, staged)
+        np.testing.assert_array_equal(np.asarray(back.blocks.mlp.w_up), w)
+        # the passes that do not pipeline (statistics, cached decoding) see the layers in order
+        whole = jax.jit(lambda p: T.whole_stack(rules, p))(staged)
+        np.testing.assert_array_equal(np.asarray(whole.blocks.mlp.w_up), w)
 
 
 @pytest.mark.parametrize("overrides", [c[1] for c in CASES], ids=[c[0] for c in CASES])
@@ -84,6 +114,10 @@ def test_a_pipeline_trains_like_data_parallelism():
 @pytest.mark.parametrize("overrides,message", [
     (("mesh.stage=4", "model.num_layers=6"),
      "model.num_layers=6 does not split into mesh.stage=4 equal stages; use a number of stages that divides the layers"),
+    (("mesh.stage=2", "model.num_layers=6", "model.pipeline_repeats=2"),
+     "model.num_layers=6 does not split into mesh.stage=2 x model.pipeline_repeats=2 equal chunks; choose stages and "
+     "repeats whose product divides the layers"),
+    (("mesh.stage=2", "model.pipeline_repeats=0"), "model.pipeline_repeats=0 must be > 0"),
     (("mesh.stage=2", "model.moe.num_experts=4", "model.moe.top_k=2"),
      "model.moe.num_experts=4: a mixture of experts does not run in a pipeline yet (mesh.stage=2); set mesh.stage=1"),
     (("mesh.stage=2", "model.dropout=0.1"),

@@ -88,7 +88,8 @@ class Rules:
     over them, e.g. Qwen2.5-0.5B's 2 key/value heads under mesh.model=4; the query heads stay
     split, and the attention then repeats each key/value head for its query heads on the device
     that holds them (`kernels.local_kv`). The `layers` rule (pipeline stages) is dropped when its
-    axes have one device. And model.collective_matmul (uni, bi) over a tensor
+    axes have one device, and those axes from the other rules; with stages, model.pipeline_repeats (`repeats`) orders the stack by stage
+    (`model.pipeline.stack_order`). And model.collective_matmul (uni, bi) over a tensor
     axis of more than one device splits the residual stream over it too (the `stream` axis;
     `collective`: the matmuls that gather and reduce-scatter it, `model.collective`)."""
 
@@ -97,8 +98,18 @@ class Rules:
         self.params_table = dict(cfg.params)
         self.compute_table = dict(cfg.compute)
         self.collective = "none"  # model.collective_matmul where it applies (a tensor axis), else none
-        if self.stage_size() == 1:  # (no pipeline: the layer stack whole, as scans over it need)
+        self.repeats = 1  # model.pipeline_repeats where it applies (pipeline stages), else 1
+        if self.stage_size() == 1:  # (no pipeline: the layer stack whole, as scans over it need, and the
+            # stage axes out of every rule)
+            stages = self.stage_axes()
             self.params_table.pop("layers", None)
+            for table in (self.params_table, self.compute_table):
+                for name, value in table.items():
+                    axes = mesh_axes_of(value)
+                    if set(axes) & set(stages):
+                        table[name] = [a for a in axes if a not in stages]
+        elif model is not None:
+            self.repeats = model.pipeline_repeats
         if model is not None:
             for table in (self.params_table, self.compute_table):
                 if kv_heads(model) % math.prod(mesh.shape[a] for a in mesh_axes_of(table.get("kv_heads"))):
@@ -116,6 +127,18 @@ class Rules:
         rules = copy.copy(self)
         rules.compute_table = {k: v for k, v in self.compute_table.items() if k not in ("seq", "stream")}
         rules.collective = "none"
+        return rules
+
+    def in_stages(self) -> "Rules":
+        """These rules without the stage axes in the batch's split: inside a pipeline's stages,
+        where the stage axes carry the stages (outside, the embedding and the loss split the batch
+        over them too, as over every other device)."""
+        stages = self.stage_axes()
+        if not set(stages) & set(self.batch_axes()):
+            return self
+        rules = copy.copy(self)
+        rules.compute_table = dict(self.compute_table)
+        rules.compute_table["batch"] = [a for a in self.batch_axes() if a not in stages]
         return rules
 
     def tensor_axes(self) -> tuple:

@@ -44,7 +44,7 @@ from spmdgpt.config import (
     to_dict,
 )
 from spmdgpt.hf import hf_folder
-from spmdgpt.model import Params, abstract_params, init_params, param_info, param_shapes
+from spmdgpt.model import Params, abstract_params, init_params, param_info, param_shapes, to_stage_order
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
 from spmdgpt.sharding import Rules
@@ -74,7 +74,7 @@ class Start(NamedTuple):
 def init_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation) -> TrainState:
     """A fresh state: seeded parameters, created sharded, and the optimizer's initial state."""
     params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
-    params = initial_params(cfg.optimizer, param_info(cfg.model), params)
+    params = to_stage_order(rules, initial_params(cfg.optimizer, param_info(cfg.model), params))
     return TrainState(jnp.zeros((), jnp.int32), params, jax.jit(optimizer.init)(params))
 
 
@@ -144,6 +144,7 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
                  "away to start afresh, or choose a new run.dir"]
             )
         step, params, opt_state, _, skipped = found
+        params, opt_state = to_stage_order(rules, (params, opt_state))  # (checkpoints hold the layers in order)
         if jax.process_index() == 0:
             set_aside(run_dir, skipped)
             for log in LOGS:
@@ -156,6 +157,7 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
             params = read_params(cfg.model, hf_files, rules)  # (checked above)
         else:
             params, _, _ = reader.restore(reader.steps()[-1], target.params)
+            params = to_stage_order(rules, params)
         params = initial_params(cfg.optimizer, param_info(cfg.model), params)
         state = TrainState(jnp.zeros((), jnp.int32), params, jax.jit(optimizer.init)(params))
         return Start(state, StartKind.init_from, 0)
@@ -177,7 +179,7 @@ def _same_config(run_dir: Path, cfg: Config) -> bool:
 def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[int] = None,
                 fix: str = "use the run's model config") -> tuple[int, Params]:
     """(step, parameters) of a run's newest checkpoint (or of `step`), restored straight into
-    `rules`' layout. ConfigError when the run has no such checkpoint or `model` has other
+    `rules`' layout (and a circular pipeline's stack order, `to_stage_order`). ConfigError when the run has no such checkpoint or `model` has other
     parameter shapes than the checkpoint's (`fix` says what to do)."""
     from spmdgpt.model import abstract_params
 
@@ -191,7 +193,7 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
 
     def load(s: int):
         check_checkpoint_fits(reader, model, f"run.dir={run_dir}: the overrides change parameter shapes", fix, step=s)
-        return reader.restore(s, abstract_params(model, rules))[0]
+        return to_stage_order(rules, reader.restore(s, abstract_params(model, rules))[0])
 
     # the newest checkpoint that loads (as train resumes), or exactly `step`
     step, params, _ = first_loadable(reader, steps if step is None else [step], load,

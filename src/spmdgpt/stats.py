@@ -30,6 +30,7 @@ import optax
 
 from spmdgpt.config import Config
 from spmdgpt.model import activation_stats, is_info, param_info
+from spmdgpt.model.pipeline import stack_order
 from spmdgpt.sharding import Rules
 from spmdgpt.train_step import step_gradients
 
@@ -47,6 +48,8 @@ def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransforma
     gradients = step_gradients(cfg, rules)
     k = cfg.train.microbatches
     infos = jax.tree.leaves(param_info(cfg.model), is_leaf=is_info)  # (in the parameters' leaf order)
+    order = stack_order(cfg.model.num_layers, rules.stage_size(), rules.repeats)
+    to_layers = (lambda v: v) if order is None else (lambda v: v[np.argsort(order)])  # (a circular pipeline's stack)
 
     def first_part(a):  # rows 0, k, 2k, ...: the step's first microbatch, in the batch's sharding
         return None if a is None or k == 1 else jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:])[:, 0]
@@ -65,6 +68,8 @@ def make_stats_fn(cfg: Config, rules: Rules, optimizer: optax.GradientTransforma
             name = jax.tree_util.keystr(path).lstrip(".")
             stacked = "layers" in i.logical  # (a stacked block leaf: per layer of its stack)
             p_norm, g_norm, u_norm = (_group_norms(x, stacked) for x in (p, g, u))
+            if stacked:
+                p_norm, g_norm, u_norm = map(to_layers, (p_norm, g_norm, u_norm))
             out[f"grad_norm/{name}"] = g_norm
             out[f"param_norm/{name}"] = p_norm
             # update RMS / parameter RMS (the sizes cancel); NaN (written as null) for a zero leaf

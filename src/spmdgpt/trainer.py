@@ -44,7 +44,7 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
 from spmdgpt.loggers import Console, JsonlLogger
-from spmdgpt.model import attention_backend, num_params
+from spmdgpt.model import attention_backend, num_params, to_layer_order
 from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
@@ -268,7 +268,8 @@ class _Loop:
                 if eval_now:
                     self._paused(self._evaluate, step, evaluation=True)
                 if save_now or (self.stop_signal is not None and self.ckpt is not None):
-                    self._paused(self.ckpt.save, step, self.state, self._meta(step))
+                    # (the layers in order, as every checkpoint holds them: `model.pipeline`)
+                    self._paused(self.ckpt.save, step, to_layer_order(self.rules, self.state), self._meta(step))
                 if self.stop_signal is not None:
                     break
                 # (the pace leaves out a new step function's first run, slower than the rest)

@@ -232,6 +232,12 @@ class ModelConfig(Section):
     collective_matmul: CollectiveMatmul = CollectiveMatmul.none  # tensor parallelism (a `model` axis) with the
     # residual stream split over it, its all-gather before and reduce-scatter after each unit's matmuls overlapped
     # with them (ppermute loops, `model.collective`): none | uni | bi
+    pipeline_repeats: int = 1  # pipeline stages (mesh.stage > 1): each stage holds this many chunks of
+    # layers, a microbatch passing through the stages this many times (the circular schedule: a bubble of
+    # (S - 1) / (R M + S - 1) of the step, not GPipe's (S - 1) / (M + S - 1); `model.pipeline`); 1 = GPipe
+    pipeline_remat: bool = False  # pipeline stages: keep only each pass's input for the backward, which runs
+    # the pass's forward again (MaxText's default): activations of (iterations + L / (S R)) microbatches
+    # per device, not iterations x L / (S R), for one more forward of the layers
     remat: Remat = Remat.none  # activation checkpointing policy per block
     scan_unroll: bool = True  # unroll the layer scan: ~15% faster steps on CPU, longer compiles
     attention_block: int = 64  # causal attention in query blocks of this size, skipping key

@@ -143,7 +143,7 @@ def _positive(errs: List[str], name: str, value: Any) -> None:
 def _model(m, training: bool) -> List[str]:
     errs: List[str] = []
     for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len", "mlp_factor", "init_std",
-                 "norm_eps", "rope_theta"):
+                 "norm_eps", "rope_theta", "pipeline_repeats"):
         _positive(errs, f"model.{name}", getattr(m, name))
     if m.num_kv_heads is not None and m.num_heads > 0 and (
             not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
@@ -389,12 +389,16 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                 f"data.batch_size={d.batch_size} is not divisible by the data-parallel size {dp} "
                 f"(sharding.compute.batch={s.compute.get('batch')}); use a multiple of {dp}"
             )
-        elif training and "train" in sections and t.microbatches > 0 and d.batch_size % (dp * t.microbatches):
-            errs.append(
-                f"train.microbatches={t.microbatches} does not divide data.batch_size={d.batch_size} "
-                f"into parts the data-parallel size {dp} divides; make data.batch_size a multiple of "
-                f"{dp * t.microbatches} or choose another train.microbatches"
-            )
+        elif training and "train" in sections and t.microbatches > 0:
+            # (a microbatch in a pipeline's stages is split over the batch's axes but the stages')
+            dp = math.prod(sizes.get(ax, 1) for ax in mesh_axes_of(s.compute.get("batch"))
+                           if ax not in mesh_axes_of(s.params.get("layers")))
+            if d.batch_size % (dp * t.microbatches):
+                errs.append(
+                    f"train.microbatches={t.microbatches} does not divide data.batch_size={d.batch_size} "
+                    f"into parts the data-parallel size {dp} divides; make data.batch_size a multiple of "
+                    f"{dp * t.microbatches} or choose another train.microbatches"
+                )
     errs.extend(_context(cfg, sections, sizes))
     errs.extend(_collective(cfg, sections, sizes, training))
     errs.extend(_pipeline(cfg, sections, sizes))
@@ -450,7 +454,11 @@ def _pipeline(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
         return []
     name = f"mesh.stage={stages}"
     errs = []
-    if m.num_layers % stages:
+    r = m.pipeline_repeats
+    if r > 1 and m.num_layers % (stages * r):
+        errs.append(f"model.num_layers={m.num_layers} does not split into {name} x model.pipeline_repeats={r} equal "
+                    "chunks; choose stages and repeats whose product divides the layers")
+    elif m.num_layers % stages:
         errs.append(f"model.num_layers={m.num_layers} does not split into {name} equal stages; use a number of stages "
                     "that divides the layers")
     if m.moe.num_experts:

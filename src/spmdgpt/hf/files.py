@@ -215,6 +215,7 @@ def read_params(cfg: ModelConfig, files: WeightFiles, rules):
 
     from spmdgpt.model import is_info, param_info
     from spmdgpt.model.layers import dtype_of
+    from spmdgpt.model.pipeline import stack_order
 
     flat = jax.tree_util.tree_flatten_with_path(layer_values(stored(cfg), files))[0]
     values = {jax.tree_util.keystr(path): fn for path, fn in flat}
@@ -228,9 +229,11 @@ def read_params(cfg: ModelConfig, files: WeightFiles, rules):
             assert i.init in ("zeros", "ones"), path
             return jax.make_array_from_callback(i.shape, sharding, lambda index: np.full(
                 i.shape, 1.0 if i.init == "ones" else 0.0, dtype)[index])
-        if "layers" in i.logical:  # (a stacked block leaf: read layer by layer)
+        if "layers" in i.logical:  # (a stacked block leaf: read layer by layer, in a circular pipeline's order)
+            order = stack_order(i.shape[0], rules.stage_size(), rules.repeats)
+
             def read(index):
-                layers = range(i.shape[0])[index[0]]
+                layers = (range(i.shape[0]) if order is None else order)[index[0]]
                 return np.stack([fn(layer)[index[1:]] for layer in layers]).astype(dtype)
         else:
             def read(index):

@@ -19,6 +19,8 @@ from spmdgpt.model.transformer import (
     num_params,
     param_info,
     param_shapes,
+    to_layer_order,
+    to_stage_order,
 )
 
 __all__ = [
@@ -46,4 +48,6 @@ __all__ = [
     "objective",
     "param_info",
     "param_shapes",
+    "to_layer_order",
+    "to_stage_order",
 ]

@@ -42,6 +42,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import DType, ModelConfig, Remat, layer_windows, moe_layers
@@ -53,7 +54,7 @@ from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
-from spmdgpt.model.pipeline import pipeline
+from spmdgpt.model.pipeline import pipeline, reorder, stack_order
 from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
@@ -386,12 +387,12 @@ def pipelined_blocks(cfg: ModelConfig, rules: Rules, params: Params, x: Array, p
     """The blocks over the residual stream x [tokens, d] as a pipeline over the stage axes
     (`model.pipeline`): each stage a scan over its slice of the layers, `microbatches` of the
     batch flowing through them."""
-    mb = batch // microbatches
+    mb, inside = batch // microbatches, rules.in_stages()  # (the batch not split over the stages in them)
 
     def stage(p, layers, x, pos, seg):
         def step(x, layer):
             p_layer, window = layer
-            return block(cfg, rules, p_layer, x, positions if pos is None else pos, mb, segment_ids=seg,
+            return block(cfg, inside, p_layer, x, positions if pos is None else pos, mb, segment_ids=seg,
                          window=window)[0], None
 
         if cfg.remat != Remat.none:
@@ -399,12 +400,14 @@ def pipelined_blocks(cfg: ModelConfig, rules: Rules, params: Params, x: Array, p
         return jax.lax.scan(step, x, (p, layers), unroll=cfg.scan_unroll)[0]
 
     per_sequence = [positions if positions.ndim == 2 else None, segment_ids]
-    return pipeline(rules, stage, params.blocks, _windows(cfg), x, per_sequence, batch, microbatches)
+    return pipeline(rules, stage, params.blocks, _windows(cfg), x, per_sequence, batch, microbatches,
+                    remat=cfg.pipeline_remat)
 
 
 def whole_stack(rules: Rules, params: Params) -> Params:
-    """params with the layer stack gathered from the pipeline stages onto every device (for the
-    passes that do not pipeline: statistics, cached decoding); unchanged without stages."""
+    """params with the layer stack gathered from the pipeline stages onto every device, in layer
+    order (for the passes that do not pipeline: statistics, cached decoding); unchanged without
+    stages."""
     if rules.stage_size() == 1:
         return params
 
@@ -412,7 +415,52 @@ def whole_stack(rules: Rules, params: Params) -> Params:
         spec = tuple(jax.typeof(a).sharding.spec) + (None,) * a.ndim
         return jax.sharding.reshard(a, P(None, *spec[1:a.ndim]))
 
-    return params._replace(blocks=jax.tree.map(whole, params.blocks))
+    blocks = jax.tree.map(whole, params.blocks)
+    order = _stack_order(rules, blocks)
+    if order is not None:
+        blocks = jax.tree.map(lambda a: jnp.take(a, np.argsort(order), axis=0), blocks)
+    return params._replace(blocks=blocks)
+
+
+def _stack_order(rules: Rules, blocks) -> Optional[np.ndarray]:
+    return stack_order(jax.tree.leaves(blocks)[0].shape[0], rules.stage_size(), rules.repeats)
+
+
+def _reordered(tree, index: Array):
+    def blocks(p):
+        n = index.shape[0]
+        return p._replace(blocks=jax.tree.map(lambda a: reorder(a, index) if a.ndim and a.shape[0] == n else a,
+                                              p.blocks))
+
+    return jax.tree.map(lambda x: blocks(x) if isinstance(x, Params) else x, tree,
+                        is_leaf=lambda x: isinstance(x, Params))
+
+
+_reorder_copy = jax.jit(_reordered)
+_reorder_in_place = jax.jit(_reordered, donate_argnums=0)
+
+
+def to_stage_order(rules: Rules, tree, donate: bool = True):
+    """tree (parameters, or an optimizer state holding Params) with every layer stack in the
+    order a circular pipeline holds it (`pipeline.stack_order`), from layer order: what a run
+    does to the parameters it initialises or restores. The tree itself without one. donate:
+    tree's arrays are not used again (their memory is reused)."""
+    return _reorder(rules, tree, donate, invert=False)
+
+
+def to_layer_order(rules: Rules, tree, donate: bool = False):
+    """The inverse of `to_stage_order` (what a checkpoint holds)."""
+    return _reorder(rules, tree, donate, invert=True)
+
+
+def _reorder(rules: Rules, tree, donate: bool, invert: bool):
+    stacks = [p.blocks for p in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, Params))
+              if isinstance(p, Params) and jax.tree.leaves(p.blocks)]
+    order = _stack_order(rules, stacks[0]) if stacks else None
+    if order is None:
+        return tree
+    index = jnp.asarray(np.argsort(order) if invert else order, jnp.int32)
+    return (_reorder_in_place if donate else _reorder_copy)(tree, index)
 
 
 def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):
