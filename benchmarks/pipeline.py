@@ -52,6 +52,7 @@ def main() -> None:
 
     from spmdgpt.config import load_config
     from spmdgpt.model import init_params, to_stage_order
+    from spmdgpt.model.pipeline import schedule_iterations
     from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.train_step import step_gradients
 
@@ -79,7 +80,7 @@ def main() -> None:
     schedules = [1] + ([r] if r > 1 else [])
 
     def iterations(m: int, r: int) -> int:
-        return (r - 1) * max(m, s) + m + s - 1 if r > 1 else m + s - 1
+        return schedule_iterations(s, m, r)
 
     print(f"# {s} stages of {args.layers // s} layers (d_model {args.d}, {args.rows} x {args.seq} tokens a microbatch), "
           f"{os.cpu_count()} CPUs; JAX {jax.__version__}", file=sys.stderr)

@@ -162,6 +162,9 @@ def test_estimate_takes_the_slowest_of_compute_memory_and_collectives():
     # full remat: the formula's FLOPs and a second forward pass (4/3) when XLA's count is lower
     plan.flops, plan.recompute = 1e11, 4 / 3
     assert estimate(plan, 1e14, 1e12).compute_s == pytest.approx(1e12 * 4 / 3 / 1e14)
+    # a pipeline's bubble: GPipe's 4 stages busy in 4 of 7 iterations stretch the compute by 7/4
+    plan.stretch = 7 / 4
+    assert estimate(plan, 1e14, 1e12).compute_s == pytest.approx(1e12 * 4 / 3 * 7 / 4 / 1e14)
 
 
 def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monkeypatch):

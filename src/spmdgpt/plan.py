@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from spmdgpt.config import Config
 from spmdgpt.flops import flops_per_token
 from spmdgpt.model import abstract_params
+from spmdgpt.model.pipeline import schedule_iterations
 from spmdgpt.sharding import Rules
 
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "ragged-all-to-all", "collective-permute")
@@ -66,6 +67,7 @@ class Plan:
     traffic: float = 0.0  # bytes this device sends for its collectives (ring estimate, `traffic_of`)
     overlapped: float = 0.0  # ... of them while a matmul runs, as compiled (`overlapped_traffic`)
     recompute: float = 1.0  # the FLOPs the step runs over the formula's: 4/3 with model.remat=full
+    stretch: float = 1.0  # a pipeline's iterations over its stages' busy ones (1 / (1 - bubble); 1: none)
 
     @property
     def total_bytes(self) -> int:
@@ -261,22 +263,27 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
         compile_s=compile_s,
         traffic=traffic_of(text, n),
         overlapped=overlapped_traffic(text, n),
-        recompute=RECOMPUTE.get(cfg.model.remat.value, 1.0),
+        recompute=recompute(cfg, rules),
+        stretch=schedule_iterations(rules.stage_size(), cfg.train.microbatches, rules.repeats)
+        / (cfg.train.microbatches * rules.repeats) if rules.stage_size() > 1 else 1.0,
     )
 
 
-# model.remat=full runs each block's forward pass again in the backward pass: the step's FLOPs
-# are then about 8N instead of 6N per token (the unembedding, not recomputed, counted too: a
-# small overestimate); `dots` keeps the matmul outputs and recomputes only elementwise work.
-RECOMPUTE = {"full": 4 / 3}
+def recompute(cfg: Config, rules: Rules) -> float:
+    """The step's FLOPs over the 6N formula's: model.remat=full runs each block's forward pass
+    again in the backward pass (8N instead of 6N per token; the unembedding, not recomputed,
+    counted too: a small overestimate; `dots` keeps the matmul outputs and recomputes only
+    elementwise work), and model.pipeline_remat runs each stage's pass again (another 2N)."""
+    forwards = 1 + (cfg.model.remat.value == "full") + (cfg.model.pipeline_remat and rules.stage_size() > 1)
+    return (4 + 2 * forwards) / 6
 
 
 @dataclass
 class Estimate:
     """A roofline estimate of one step on a device of `peak_flops` (bf16 FLOP/s), memory
     `bandwidth` (bytes/s) and interconnect `ici` (bytes/s one device sends in a ring collective):
-    the FLOPs (the larger of XLA's count and the formula's, with full remat's second forward
-    pass, RECOMPUTE) at the peak rate, XLA's bytes accessed
+    the FLOPs (the larger of XLA's count and the formula's, with remat's second forward passes,
+    `recompute`, over a pipeline's busy share of its iterations, `Plan.stretch`) at the peak rate, XLA's bytes accessed
     at the bandwidth, the collectives' traffic (`traffic_of`) at the interconnect. The step takes
     the largest of the three when the collectives overlap the compute (`step_s`, which implies an
     MFU), up to the larger of the first two plus the collectives when they do not (`serial_s`).
@@ -294,7 +301,8 @@ class Estimate:
 
 
 def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> Estimate:
-    compute = max(plan.flops or 0.0, plan.formula_flops * plan.recompute) / peak_flops
+    # (a pipeline's stages idle through its bubble: the formula's FLOPs over the busy iterations)
+    compute = max(plan.flops or 0.0, plan.formula_flops * plan.recompute * plan.stretch) / peak_flops
     memory = (plan.bytes_accessed or 0.0) / bandwidth
     collective = plan.traffic / ici if ici else 0.0
     step = max(compute, memory, collective)
@@ -368,6 +376,9 @@ def report(cfg: Config, plan: Plan, capacity: Optional[int]) -> str:
     xla = "-" if plan.flops is None else flop(plan.flops)
     note = " (loop bodies counted once)" if plan.loops else ""
     lines.append(f"  FLOPs per step   {xla} by XLA{note}; {flop(plan.formula_flops)} by 6N + attention")
+    if plan.stretch > 1:
+        lines.append(f"  pipeline         the stages busy {1 / plan.stretch:.0%} of its iterations (a bubble of "
+                     f"{1 - 1 / plan.stretch:.1%}, charged to the estimate's compute time)")
     used = [f"{k} x{c} ({size(b)})" for k, (c, b) in plan.collectives.items() if c]
     lines.append("  collectives      " + ("; ".join(used) if used else "none"))
     return "\n".join(lines)

@@ -88,10 +88,11 @@ class Rules:
     over them, e.g. Qwen2.5-0.5B's 2 key/value heads under mesh.model=4; the query heads stay
     split, and the attention then repeats each key/value head for its query heads on the device
     that holds them (`kernels.local_kv`). The `layers` rule (pipeline stages) is dropped when its
-    axes have one device, and those axes from the other rules; with stages, model.pipeline_repeats (`repeats`) orders the stack by stage
-    (`model.pipeline.stack_order`). And model.collective_matmul (uni, bi) over a tensor
-    axis of more than one device splits the residual stream over it too (the `stream` axis;
-    `collective`: the matmuls that gather and reduce-scatter it, `model.collective`)."""
+    axes have one device, and those axes from the other rules; with stages,
+    model.pipeline_repeats (`repeats`) orders the stack by stage (`model.pipeline.stack_order`).
+    And model.collective_matmul (uni, bi) over a tensor axis of more than one device splits the
+    residual stream over it too (the `stream` axis; `collective`: the matmuls that gather and
+    reduce-scatter it, `model.collective`)."""
 
     def __init__(self, mesh: Mesh, cfg: ShardingConfig, model: Optional[ModelConfig] = None):
         self.mesh = mesh

@@ -179,8 +179,9 @@ def _same_config(run_dir: Path, cfg: Config) -> bool:
 def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[int] = None,
                 fix: str = "use the run's model config") -> tuple[int, Params]:
     """(step, parameters) of a run's newest checkpoint (or of `step`), restored straight into
-    `rules`' layout (and a circular pipeline's stack order, `to_stage_order`). ConfigError when the run has no such checkpoint or `model` has other
-    parameter shapes than the checkpoint's (`fix` says what to do)."""
+    `rules`' layout (and a circular pipeline's stack order, `to_stage_order`). ConfigError when
+    the run has no such checkpoint or `model` has other parameter shapes than the checkpoint's
+    (`fix` says what to do)."""
     from spmdgpt.model import abstract_params
 
     reader = CheckpointManager.reader(run_dir)

@@ -64,6 +64,15 @@ def stack_order(num_layers: int, stages: int, repeats: int) -> Optional[np.ndarr
     return np.arange(num_layers).reshape(repeats, stages, k).transpose(1, 0, 2).reshape(-1)
 
 
+def schedule_iterations(stages: int, microbatches: int, repeats: int = 1) -> int:
+    """The iterations of the pipeline's loop, each running every stage on one microbatch's chunk
+    of layers: GPipe's M + S - 1; the circular schedule's (R - 1) max(M, S) + M + S - 1. A stage
+    is busy in R M of them: the bubble is the rest."""
+    if repeats == 1:
+        return microbatches + stages - 1
+    return (repeats - 1) * max(microbatches, stages) + microbatches + stages - 1
+
+
 def reorder(a: jax.Array, index: jax.Array) -> jax.Array:
     """a [L, ...] (inside jit) with its rows in `index`'s order, in a's sharding: gathered over the
     stage axes that split it, reordered, split again (a one-off, when a run starts or saves)."""
@@ -177,6 +186,6 @@ def pipeline(rules: Rules, stage: Callable, stack, per_layer, x: jax.Array, per_
 
     state = tuple(jnp.zeros((s,) + a.shape[1:], a.dtype, out_sharding=sp) for a, sp in zip(inputs, staged_specs))
     done = jnp.zeros_like(xs)
-    (_, done), _ = jax.lax.scan(iteration, (state, done), jnp.arange((r - 1) * period + m + s - 1))
+    (_, done), _ = jax.lax.scan(iteration, (state, done), jnp.arange(schedule_iterations(s, m, r)))
     out = _whole_batch(jnp.reshape(done, (m, batch // m, t) + d, out_sharding=P(None, *rows)), rows)
     return jax.sharding.reshard(jnp.reshape(out, x.shape, out_sharding=tok), outside)
