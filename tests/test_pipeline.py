@@ -30,7 +30,8 @@ def gradients(*overrides):
         params = T.to_stage_order(rules, T.init_params(cfg.model, jax.random.key(0), rules))
         inputs, targets, seg, pos = (jax.device_put(a, rules.batch_sharding()) for a in batch(cfg.model.vocab_size, B8))
         metrics, grads = jax.jit(step_gradients(cfg, rules))(params, 0, inputs, targets, seg, pos)
-        return float(metrics["loss"]), jax.device_get(T.to_layer_order(rules, grads)), bytes_per_device(params.blocks), params
+        grads = jax.device_get(T.to_layer_order(rules, grads))
+        return float(metrics["loss"]), grads, bytes_per_device(params.blocks), params
 
 
 # grouped-query heads and sliding windows in every case (one one-device reference for all)

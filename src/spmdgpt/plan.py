@@ -283,8 +283,9 @@ class Estimate:
     """A roofline estimate of one step on a device of `peak_flops` (bf16 FLOP/s), memory
     `bandwidth` (bytes/s) and interconnect `ici` (bytes/s one device sends in a ring collective):
     the FLOPs (the larger of XLA's count and the formula's, with remat's second forward passes,
-    `recompute`, over a pipeline's busy share of its iterations, `Plan.stretch`) at the peak rate, XLA's bytes accessed
-    at the bandwidth, the collectives' traffic (`traffic_of`) at the interconnect. The step takes
+    `recompute`, over a pipeline's busy share of its iterations, `Plan.stretch`) at the peak
+    rate, XLA's bytes accessed at the bandwidth, the collectives' traffic (`traffic_of`) at the
+    interconnect. The step takes
     the largest of the three when the collectives overlap the compute (`step_s`, which implies an
     MFU), up to the larger of the first two plus the collectives when they do not (`serial_s`).
     Between the two, `scheduled_s`: the collectives the compiler did not schedule beside a
