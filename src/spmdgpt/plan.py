@@ -264,8 +264,9 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
         traffic=traffic_of(text, n),
         overlapped=overlapped_traffic(text, n),
         recompute=recompute(cfg, rules),
+        # (one stage: M iterations of M microbatches, 1)
         stretch=schedule_iterations(rules.stage_size(), cfg.train.microbatches, rules.repeats)
-        / (cfg.train.microbatches * rules.repeats) if rules.stage_size() > 1 else 1.0,
+        / (cfg.train.microbatches * rules.repeats),
     )
 
 
