@@ -157,13 +157,13 @@ def test_one_epoch_visits_every_window_once():
     w = b.windows[0]
     assert w == (2000 - 16) // 16
     for epoch in (0, 1):
-        rows = [b.window(epoch * w + i) for i in range(w)]
+        rows = [b.locate(epoch * w + i) for i in range(w)]
         assert {e for _, e, _ in rows} == {epoch}
         starts = sorted(s for _, _, s in rows)
         offset = starts[0] % 16
         assert starts == [offset + 16 * k for k in range(w)]  # each window once, one grid
         assert starts[-1] + 17 <= 2000
-    assert [b.window(i)[2] for i in range(8)] != [b.window(w + i)[2] for i in range(8)]  # reshuffled
+    assert [b.locate(i)[2] for i in range(8)] != [b.locate(w + i)[2] for i in range(8)]  # reshuffled
     batch = b.train_batch(3)
     assert batch.segment_ids is None and batch.positions is None
     x, y = np.asarray(batch.inputs), np.asarray(batch.targets)
@@ -200,9 +200,9 @@ def test_mixture_shares_follow_the_weights():
     mesh = make_mesh(load_config(["mesh.data=1"]).mesh, jax.devices()[:1])
     b = Batcher(streams, weights, seq_len=8, batch_size=8, seed=0,
                 sharding=Rules(mesh, load_config([]).sharding).batch_sharding())
-    counts = np.bincount([b.window(i)[0] for i in range(8 * 1000)], minlength=3) / 8000
+    counts = np.bincount([b.locate(i)[0] for i in range(8 * 1000)], minlength=3) / 8000
     np.testing.assert_allclose(counts, [0.5, 0.3, 0.2], atol=0.002)
-    per_batch = [np.bincount([b.window(s * 8 + r)[0] for r in range(8)], minlength=3) for s in range(50)]
+    per_batch = [np.bincount([b.locate(s * 8 + r)[0] for r in range(8)], minlength=3) for s in range(50)]
     assert all(abs(c[0] - 4) <= 1 and abs(c[1] - 2.4) < 1 and abs(c[2] - 1.6) < 1 for c in per_batch)
     x = b.train_batch(5).inputs
     assert np.array_equal(np.unique(np.asarray(x)), [0, 1, 2])

@@ -170,3 +170,45 @@ def test_bfloat16_logits():
     errs = validate(load_config(["+experiment=staircase", "model.logits_dtype=bfloat16"]), 1)
     assert errs == ["model.logits_dtype=bfloat16: the logits are written in float32 or in the compute dtype "
                     "(model.compute_dtype=float32); choose one of the two"]
+
+
+@pytest.mark.parametrize("block,sharding,mesh", [(0, "dp", ["mesh.data=1"]), (8, "fsdp_tp", ["mesh.data=4", "mesh.model=2"])])
+def test_targets_below_zero_are_not_predicted(block, sharding, mesh):
+    """Targets < 0 (a chat prompt's, padding) add no loss and no gradient: the loss is the mean of
+    the counted targets' cross-entropy computed from the logits (float32, 1e-5), z-loss included,
+    whole and blocked; the gradients do not depend on the values below 0, and the blocked loss's
+    equal the whole loss's; objective's "tokens" is their count."""
+    from spmdgpt.model import forward, objective
+
+    cfg = load_config(["+experiment=staircase", f"sharding={sharding}", *mesh, "model.vocab_size=64",
+                       "model.num_layers=1", "data.seq_len=32", "data.batch_size=8", "model.z_loss=1e-2",
+                       f"model.loss_block={block}"])
+    m = make_mesh(cfg.mesh, jax.devices()[: 1 if sharding == "dp" else 8])
+    rules = Rules(m, cfg.sharding)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 64, (8, 32))
+    y = rng.integers(0, 64, (8, 32))
+    keep = rng.random((8, 32)) < 0.4
+    keep[3] = False  # a row with nothing counted
+    masked = np.where(keep, y, -1)
+    with jax.set_mesh(m):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        put = lambda a: jax.device_put(a, rules.batch_sharding())  # noqa: E731
+        logits = np.asarray(jax.jit(lambda p: forward(cfg.model, rules, p, put(x))[0])(params), np.float64)
+        def obj(model_cfg, t):
+            f = jax.value_and_grad(lambda p: objective(model_cfg, rules, p, put(x), put(t)), has_aux=True)
+            return jax.jit(f)(params)
+
+        (o, metrics), g = obj(cfg.model, masked)
+        (o2, _), g2 = obj(cfg.model, np.where(keep, y, -1 - rng.integers(0, 5, (8, 32))))
+        _, g_whole = obj(dataclasses.replace(cfg.model, loss_block=0), masked)
+    lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+    ce = lse - np.take_along_axis(logits, y[..., None], -1)[..., 0]
+    n = keep.sum()
+    assert float(metrics["tokens"]) == n
+    assert float(metrics["loss"]) == pytest.approx(ce[keep].mean(), rel=1e-5)
+    assert float(o) == pytest.approx(ce[keep].mean() + 1e-2 * (lse[keep] ** 2).mean(), rel=1e-5)
+    assert float(o2) == float(o)
+    for a, b, c in zip(jax.tree.leaves(g), jax.tree.leaves(g2), jax.tree.leaves(g_whole), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert float(jnp.max(jnp.abs(a - c)) / jnp.max(jnp.abs(c))) < 1e-5

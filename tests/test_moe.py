@@ -215,8 +215,8 @@ def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh, mo
     obj1, m1, g1, _ = one_device
     obj8, m8, g8, params = _loss_and_grads(f"sharding={table}", *mesh, devices=jax.devices())
     assert abs(obj8 - obj1) <= 1e-5 * abs(obj1)
-    assert set(m1) == {"loss", "aux/load_balance", "aux/router_z", "aux/expert_load", "aux/router_entropy",
-                       "aux/dropped"}
+    assert set(m1) == {"loss", "tokens", "aux/load_balance", "aux/router_z", "aux/expert_load",
+                       "aux/router_entropy", "aux/dropped"}
     for name in m1:
         np.testing.assert_allclose(m8[name], m1[name], rtol=1e-5, atol=1e-7)
     for a, b in zip(jax.tree.leaves(g8), jax.tree.leaves(g1), strict=True):

@@ -281,6 +281,38 @@ def test_microbatches_give_the_same_step_with_less_memory(staircase_cfg):
     assert float(metrics["grad_norm"]) == pytest.approx(norm1, rel=1e-6)
 
 
+def test_microbatches_weigh_counted_targets_alike(staircase_cfg):
+    """With targets < 0 (not counted) spread unevenly over the microbatches (one part has none),
+    4 microbatches give the loss and gradients of the whole batch, the mean over its counted
+    targets (1e-6), and "tokens" counts them."""
+    import jax
+    import jax.numpy as jnp
+
+    from spmdgpt.model import init_params
+    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.train_step import step_gradients
+
+    rng = np.random.default_rng(2)
+    x, y = rng.integers(0, 10, (16, 32)), rng.integers(0, 10, (16, 32))
+    keep = rng.random((16, 32)) < np.linspace(0.05, 0.9, 16)[:, None]
+    keep[1::4] = False  # part 1 holds rows 1, 5, 9, 13: nothing counted there
+    y = np.where(keep, y, -1)
+    out = {}
+    for k in (1, 4):
+        cfg = staircase_cfg("data.batch_size=16", "data.seq_len=32", "model.num_layers=1", f"train.microbatches={k}")
+        mesh = make_mesh(cfg.mesh, jax.devices()[:2])
+        rules = Rules(mesh, cfg.sharding)
+        with jax.set_mesh(mesh):
+            params = init_params(cfg.model, jax.random.key(0), rules)
+            put = lambda a: jax.device_put(a, rules.batch_sharding())  # noqa: E731
+            out[k] = jax.jit(step_gradients(cfg, rules))(params, 0, put(x), put(y))
+    (m1, g1), (m4, g4) = out[1], out[4]
+    assert float(m1["tokens"]) == float(m4["tokens"]) == keep.sum()
+    assert float(m4["loss"]) == pytest.approx(float(m1["loss"]), rel=1e-6)
+    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g4), strict=True):
+        assert float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(a))) < 1e-5
+
+
 def test_microbatches_must_split_the_batch(staircase_cfg):
     from spmdgpt.config import validate
 

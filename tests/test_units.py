@@ -117,7 +117,7 @@ def test_aux_losses_are_logged_and_averaged_over_microbatches(toy_mlp):
             # the two parts of k=2: rows 0::2 and 1::2 (computed before the step takes the state)
             parts = [objective(cfg.model, rules, state.params, inputs[j::2], targets[j::2])[1] for j in (0, 1)]
             _, metrics[k] = step(state, inputs, targets)
-    assert set(metrics[2]) == {"loss", "aux/toy_square", "grad_norm", "lr"}
+    assert set(metrics[2]) == {"loss", "tokens", "aux/toy_square", "grad_norm", "lr"}
     assert float(metrics[1]["loss"]) == losses[0]
     assert float(metrics[2]["aux/toy_square"]) == pytest.approx(np.mean([float(p["aux/toy_square"]) for p in parts]),
                                                                 rel=1e-5)

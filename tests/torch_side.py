@@ -8,6 +8,7 @@ request. Requests ({"op": ..., ...}):
   generate    folder, prompt, max_new_tokens: greedy ids and text of AutoTokenizer + generate
   generate_ids folder, prompts (token ids), max_new_tokens: greedy new ids of generate
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
+  chat_template folder, conversations, add_generation_prompt: apply_chat_template's text and ids
   make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe |
               neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
@@ -105,7 +106,15 @@ def torch_gpt(dims, state, tokens, out):
     return {"loss": float(loss.detach())}
 
 
-OPS = {f.__name__: f for f in (logits, generate, generate_ids, tokenize, make_model, torch_gpt)}
+def chat_template(folder, conversations, add_generation_prompt=False):
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    kw = {"add_generation_prompt": add_generation_prompt}
+    return {"texts": [tok.apply_chat_template(c, tokenize=False, **kw) for c in conversations],
+            "ids": [list(map(int, tok.apply_chat_template(c, tokenize=True, return_dict=True, **kw)["input_ids"]))
+                    for c in conversations]}
+
+
+OPS = {f.__name__: f for f in (logits, generate, generate_ids, tokenize, chat_template, make_model, torch_gpt)}
 
 
 def serve() -> None:

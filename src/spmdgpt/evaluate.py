@@ -11,23 +11,29 @@ import numpy as np
 from spmdgpt.config import ModelConfig
 from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import JsonlLogger
-from spmdgpt.model import loss_fn
+from spmdgpt.model import objective
 from spmdgpt.sharding import Rules, to_host
 
 
 class LossEvaluator:
-    """Mean next-token loss of each validation set over its `num_batches` fixed batches
-    (built once)."""
+    """Mean next-token loss of each validation set over its `num_batches` fixed batches (built
+    once), over their counted targets (>= 0): each batch's mean weighted by its count."""
 
     def __init__(self, cfg: ModelConfig, rules: Rules, sets: Dict[str, EvalBatcher], num_batches: int):
         self.batches = {name: [b.batch(i) for i in range(num_batches)] for name, b in sets.items()}
-        self._loss = jax.jit(partial(loss_fn, cfg, rules))
+
+        def loss_and_count(params, *batch):
+            metrics = objective(cfg, rules, params, *batch)[1]
+            return metrics["loss"], metrics["tokens"]
+
+        self._loss = jax.jit(loss_and_count)
 
     def __call__(self, params) -> Dict[str, float]:
         out = {}
         for name, batches in self.batches.items():
-            losses = [self._loss(params, *batch) for batch in batches]
-            out[name] = float(np.mean(np.asarray(jax.device_get(losses), dtype=np.float64)))
+            losses, counts = (np.asarray(a, dtype=np.float64)
+                              for a in zip(*jax.device_get([self._loss(params, *batch) for batch in batches])))
+            out[name] = float(np.sum(losses * counts) / max(np.sum(counts), 1.0))
         return out
 
 
@@ -116,18 +122,18 @@ class Scorer:
 
     def __call__(self, params, batches, first_counted=None) -> Dict[str, float]:
         """batches: Batch objects; first_counted: per batch, [rows] int arrays (a row's
-        targets before that index are not counted; seq_len = none), or None (all count)."""
+        targets before that index are not counted; seq_len = none), or None (all count).
+        Targets < 0 are never counted."""
         nats = tokens = nbytes = 0.0
         for i, batch in enumerate(batches):
             losses = to_host(self._losses(params, *batch)).astype(np.float64)
             targets = to_host(batch.targets)
-            if first_counted is None:
-                keep = np.ones(losses.shape, bool)
-            else:
-                keep = np.arange(losses.shape[1])[None] >= np.asarray(first_counted[i])[:, None]
+            keep = targets >= 0  # (a chat prompt's targets are not scored)
+            if first_counted is not None:
+                keep &= np.arange(losses.shape[1])[None] >= np.asarray(first_counted[i])[:, None]
             nats += float(losses[keep].sum())
             tokens += float(keep.sum())
-            nbytes += float(self.token_bytes[targets][keep].sum())
+            nbytes += float(self.token_bytes[targets[keep]].sum())
         return summary(nats, tokens, nbytes)
 
 

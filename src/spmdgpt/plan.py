@@ -34,7 +34,7 @@ from typing import Dict, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import Config
+from spmdgpt.config import Config, document_batches
 from spmdgpt.flops import flops_per_token
 from spmdgpt.model import abstract_params
 from spmdgpt.model.pipeline import schedule_iterations
@@ -227,7 +227,8 @@ def collectives_of(hlo_text: str) -> Dict[str, tuple]:
 def batch_shapes(cfg: Config, rules: Rules) -> tuple:
     d = cfg.data
     tokens = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.int32, sharding=rules.batch_sharding())
-    return (tokens,) * (4 if d.document_mask else 2)  # inputs, targets (+ segment ids, positions)
+    segments, positions = document_batches(d)
+    return (tokens,) * (2 + segments + positions)  # inputs, targets (+ segment ids, positions)
 
 
 def plan_step(cfg: Config, rules: Rules) -> Plan:

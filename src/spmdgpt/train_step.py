@@ -14,9 +14,10 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import Config, replan_points
+from spmdgpt.config import Config, document_batches, replan_points
 from spmdgpt.data import Batcher, load_dataset
 from spmdgpt.model import between_steps, objective, param_info
+from spmdgpt.model.loss import counted_first
 from spmdgpt.model.attention import attention_dropout
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules
@@ -64,7 +65,8 @@ DROPOUT_SALT = 0x5D0  # separates the dropout keys from the parameter init's key
 
 def step_gradients(cfg: Config, rules: Rules):
     """f(params, step, inputs, targets, segment_ids=None, positions=None) -> (mean metrics
-    {"loss": cross-entropy, "aux/<name>": auxiliary losses}, gradients of the objective) of one optimizer step's batch: gradient
+    {"loss": cross-entropy over the targets >= 0, "tokens": their count, "aux/<name>":
+    auxiliary losses}, gradients of the objective) of one optimizer step's batch: gradient
     accumulation over train.microbatches, z-loss (model.z_loss), and dropout masks drawn from
     fold_in(key(train.seed ^ DROPOUT_SALT), step), a pure function of (seed, step) so that a
     resumed run draws the same masks. What train_step and the model statistics differentiate."""
@@ -75,15 +77,21 @@ def step_gradients(cfg: Config, rules: Rules):
     value_and_grad = jax.value_and_grad(partial(objective, m, rules, microbatches=cfg.train.microbatches if staged else 1),
                                         has_aux=True)
 
-    def grad_fn(params, *batch, key=None):
-        (_, metrics), grads = value_and_grad(params, *batch, key=key)
-        return metrics, grads
-
     uses_dropout = m.dropout > 0 or attention_dropout(m) > 0
 
     def f(params, step, *batch):
         key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
-        return accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
+        # the step's counted targets (>= 0) over its microbatches: each part's sums divided by
+        # it give, averaged over the parts, the step's mean (model/loss.py)
+        count, params, batch = counted_first(batch[1], params, batch)
+        denominator = jnp.maximum(count, 1.0) / microbatches
+
+        def grad_fn(params, *part, key=None):
+            (_, metrics), grads = value_and_grad(params, *part, key=key, denominator=denominator)
+            return metrics, grads
+
+        metrics, grads = accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
+        return {**metrics, "tokens": count}, grads
 
     return f
 
@@ -133,5 +141,5 @@ def training_parts(cfg: Config, rules: Rules, schedule_steps: Optional[int] = No
     optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), schedule_steps or cfg.train.steps)
     state = init_state(cfg, rules, optimizer)
     batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed,
-                      rules.batch_sharding(), d.document_mask, d.reset_positions)
+                      rules.batch_sharding(), *document_batches(d), pad_id=data.tokenizer.eos_id or 0)
     return state, make_train_step(cfg, rules, optimizer), batcher, data

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import signal
 import statistics
@@ -30,7 +31,7 @@ from typing import Optional
 import jax
 
 from spmdgpt.budget import Pacer, Replan, fit_budget, from_process_0, recorded_steps
-from spmdgpt.config import Config, ConfigError, freeze, profile_range, to_yaml, validate
+from spmdgpt.config import Config, ConfigError, document_batches, freeze, profile_range, to_yaml, validate
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.data import (
     Batcher,
@@ -42,7 +43,7 @@ from spmdgpt.data import (
 )
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
-from spmdgpt.hf import with_hf_model
+from spmdgpt.hf import hf_folder, with_hf_model
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, to_layer_order
 from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
@@ -82,6 +83,27 @@ def check_vocab(cfg: Config, tok: Tokenizer) -> None:
                            "to a multiple of 64)"])
 
 
+def check_tokenizer(cfg: Config, tok: Tokenizer) -> None:
+    """check_vocab, and with checkpoint.init_from=RUN, that RUN trained with this tokenizer (or,
+    for chat data, with the tokenizer under its chat template): other ids would mean other text."""
+    check_vocab(cfg, tok)
+    src = cfg.checkpoint.init_from
+    saved = Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
+    if saved is None or not saved.is_file():
+        return
+    try:
+        theirs = json.loads(saved.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # (an unreadable file is the checkpoint reader's to report)
+    plain = lambda d: {k: v for k, v in d.items() if k != "vocab_size"}  # noqa: E731
+    ours = [tok.to_json()] + ([tok.base.to_json()] if tok.kind == "chat" else [])
+    if plain(theirs) not in [plain(d) for d in ours]:
+        raise ConfigError([f"checkpoint.init_from={src} trained with another tokenizer ({theirs.get('kind')}, "
+                           f"{theirs.get('vocab_size', '?')} ids) than this run's ({tok.kind}, {tok.vocab_size} ids), "
+                           "so its token ids would stand for other text; use the same data.tokenizer (a char "
+                           "vocabulary is the corpus's characters: fine-tune a char run on gpt2 or hf instead)"])
+
+
 def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     """Validate, set up (or resume) and run one training job: the steps of the module docstring.
 
@@ -101,7 +123,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     cfg = freeze(copy.deepcopy(cfg))  # the run's own config from here on (the caller's stays as it was)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     data = load_dataset(cfg.data, progress=cfg.train.progress and jax.process_index() == 0,
-                        check=partial(check_vocab, cfg))
+                        check=partial(check_tokenizer, cfg))
     if not data.val:
         raise ConfigError(["data: the corpus has no validation text; set data.val_fraction > 0 "
                            "(or a dataset's val_fraction), or add a dataset with split=val"])
@@ -110,10 +132,17 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
         d, sharding = cfg.data, rules.batch_sharding()
-        docs = (d.document_mask, d.reset_positions)
-        batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed, sharding, *docs)
-        val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, sharding, name, *docs)
-                    for name, s in data.val.items()}
+        docs, pad = document_batches(d), data.tokenizer.eos_id or 0
+        batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed, sharding, *docs,
+                          pad_id=pad)
+        val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, sharding, name, *docs,
+                                      pad_id=pad) for name, s in data.val.items()}
+        for name, packing in zip(batcher.names, batcher.packed, strict=True):
+            if packing is not None and is_main:
+                print(f"{name}: {packing.stream.document_spans()[0].size:,} conversations packed into "
+                      f"{packing.rows:,} rows of {d.seq_len + 1} tokens ({packing.fill:.1%} filled"
+                      + (f"; {packing.truncated:,} longer than a row, cut" if packing.truncated else "") + ")",
+                      file=sys.stderr)
         optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
@@ -176,6 +205,7 @@ class _Loop:
         self.resumed_from = begin.step if begin.kind == StartKind.resumed else None
         t = cfg.train
         self.tokens_per_step = cfg.data.batch_size * cfg.data.seq_len
+        self.masked = any(p is not None for p in batcher.packed)  # (chat data: log the targets learned)
         self.fpt = flops_per_token(cfg.model, cfg.data.seq_len)
         devices = jax.devices()
         n_cpu = sum(d.platform == "cpu" for d in devices)
@@ -439,6 +469,7 @@ class _Loop:
             "loss": self.last_loss,
             "lr": float(m["lr"]),
             "grad_norm": float(m["grad_norm"]),
+            **({"loss_tokens": int(m["tokens"])} if self.masked else {}),  # the targets the loss counted
             **{k: float(v) for k, v in m.items() if k.startswith("aux/")},  # the units' auxiliary losses
             "tokens_per_sec": tps,  # mean over the steps since the last row
             "mfu": mfu_v,

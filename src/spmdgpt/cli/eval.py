@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
-from spmdgpt.config import ConfigError, override_value
+from spmdgpt.config import ConfigError, document_batches, override_value
 
 
 @dataclass
@@ -87,9 +87,12 @@ def run(items: List[str]) -> int:
             from spmdgpt.data import load_dataset
 
             data = load_dataset(d)
-            docs = (d.document_mask, d.reset_positions)
+            docs = document_batches(d)
             for name, stream in data.val.items():
-                if len(stream) < (d.seq_len + 1) * (1 if args.full else d.batch_size):
+                if stream.masks is not None and args.full:
+                    raise ConfigError([f"full=true scores every window of text; the validation set {name} is "
+                                       "chat data, scored as packed conversations: leave full out"])
+                if stream.masks is None and len(stream) < (d.seq_len + 1) * (1 if args.full else d.batch_size):
                     raise ConfigError([f"the validation set {name} holds fewer than data.batch_size windows; "
                                        "lower data.batch_size or data.seq_len"])
                 if args.full:  # every target once, the tail included (`text_windows`)
@@ -97,8 +100,8 @@ def run(items: List[str]) -> int:
                     n, first = len(starts) // d.batch_size, first.reshape(-1, d.batch_size)
                 else:
                     starts, n, first = None, cfg.train.eval_batches, None
-                sets[name] = (EvalBatcher(stream, d.seq_len, d.batch_size, n, sharding, name, *docs, starts=starts),
-                              n, first)
+                sets[name] = (EvalBatcher(stream, d.seq_len, d.batch_size, n, sharding, name, *docs, starts=starts,
+                                          pad_id=data.tokenizer.eos_id or 0), n, first)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="evaluate with the run's model config")
         scorer = Scorer(cfg.model, rules, token_byte_lengths(tokenizer, cfg.model.vocab_size))
         results = {name: scorer(params, (b.batch(i) for i in range(n)), first)

@@ -100,7 +100,8 @@ def run(items: List[str]) -> int:
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="sample with the run's model config")
         sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
-        sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tokenizer.eos_id)
+        stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn)
+        sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, stop)
         outs = sampler.generate(params, batch, sp)
     if jax.process_index() != 0:
         return EXIT_OK

@@ -106,6 +106,9 @@ class DataFormat(enum.Enum):
     txt = "txt"  # one document per file
     jsonl = "jsonl"  # one JSON object per line, text in `text_field` (also .gz / .zst)
     parquet = "parquet"  # one document per row, text in column `text_field`
+    chat = "chat"  # one conversation per jsonl line: {"messages": [{"role", "content"}, ...]}
+    # (`text_field` names the list when it is not "text"); rendered by the chat template, loss on
+    # the assistant's tokens only, conversations packed whole into rows (data/chat.py)
 
 
 class Split(enum.Enum):
@@ -270,7 +273,7 @@ class DatasetConfig(Section):
 
     paths: List[str] = field(default_factory=list)  # files, folders, globs or URLs (fsspec);
     # relative paths are under data.path
-    format: DataFormat = DataFormat.auto  # auto | txt | jsonl | parquet
+    format: DataFormat = DataFormat.auto  # auto | txt | jsonl | parquet | chat
     text_field: str = "text"  # the text's key (jsonl) or column (parquet)
     weight: float = 1.0  # mixture weight: this dataset's share of every training batch
     split: Split = Split.hash  # hash | tail | val | none: how validation text is chosen
@@ -314,6 +317,14 @@ def dataset_configs(data: "DataConfig") -> Dict[str, DatasetConfig]:
     return out
 
 
+def document_batches(data: "DataConfig") -> tuple:
+    """(segment ids, positions restarting per document): whether batches carry them;
+    data.document_mask and data.reset_positions, both on when a dataset is chat (conversations
+    are packed whole, each attending only to itself, from position 0)."""
+    chat = data.source == DataSource.text and any(ds.format == DataFormat.chat for ds in dataset_configs(data).values())
+    return data.document_mask or chat, data.reset_positions or chat
+
+
 @dataclass
 class DataConfig(Section):
     source: DataSource = DataSource.text  # staircase | text
@@ -327,6 +338,8 @@ class DataConfig(Section):
     skip_bad_records: bool = False  # count and report bad jsonl lines instead of stopping
     tokenizer: TokenizerKind = TokenizerKind.char  # char | gpt2 | hf (ignored by the staircase)
     tokenizer_file: Optional[str] = None  # tokenizer.json for data.tokenizer=hf (relative to data.path)
+    chat_template: Optional[str] = None  # a jinja2 chat template file for chat datasets; default: the
+    # tokenizer's own (tokenizer_config.json beside data.tokenizer_file), else <|role|>content<|end|>
     token_dtype: TokenDtype = TokenDtype.auto  # auto | uint16 | uint32: token store element type
     path: Optional[str] = None  # data root; default: $SPMDGPT_DATA, else shared/data beside the checkout
     cache_dir: Optional[str] = None  # token stores; default: $SPMDGPT_CACHE, else ~/.cache/spmdgpt

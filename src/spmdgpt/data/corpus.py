@@ -13,6 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from functools import partial
 from typing import Callable, Dict, List, Optional
 
 from spmdgpt.config import (
@@ -40,10 +41,13 @@ from spmdgpt.data.store import (
     read_ledger,
 )
 from spmdgpt.data.tokenizers import (
+    CharTokenizer,
     DigitTokenizer,
+    data_file,
     Tokenizer,
     load_tokenizer,
     token_dtype,
+    tokenizer_file,
 )
 from spmdgpt.files import WriteFailed, os_reason, write_atomic
 
@@ -75,9 +79,28 @@ def resolve_sources(cfg: DataConfig) -> List[Source]:
     return [resolve_source(name, ds, cfg) for name, ds in corpus_datasets(cfg).items()]
 
 
+def chat_template_file(cfg: DataConfig) -> Optional[Path]:
+    return data_file(cfg, cfg.chat_template, "data.chat_template") if cfg.chat_template else None
+
+
+def with_chat_template(cfg: DataConfig, tok: Tokenizer) -> Tokenizer:
+    """The tokenizer of a corpus with chat datasets: `tok` with its chat template (data/chat.py)."""
+    from spmdgpt.data.chat import chat_tokenizer
+
+    hf = tokenizer_file(cfg) if cfg.tokenizer == TokenizerKind.hf else None
+    return chat_tokenizer(tok, chat_template_file(cfg), hf)
+
+
 def char_vocabulary(cfg: DataConfig, sources: List[Source]) -> str:
-    """The sorted characters of all the datasets; read once, then cached by their listings."""
-    ident = json.dumps([STORE_VERSION, [s.identity() for s in sources]], sort_keys=True)
+    """The sorted characters of all the datasets (conversations as their chat template renders
+    them, less its special tokens); read once, then cached by their listings."""
+    render = None
+    if any(s.chat for s in sources):
+        from spmdgpt.data.chat import template_text
+
+        template = with_chat_template(cfg, CharTokenizer("")).template
+        render = partial(template_text, template)
+    ident = json.dumps([STORE_VERSION, [s.identity() for s in sources], render and template.source], sort_keys=True)
     path = default_cache_dir(cfg) / f"chars-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))["chars"]
@@ -85,7 +108,7 @@ def char_vocabulary(cfg: DataConfig, sources: List[Source]) -> str:
         pass
     chars: set = set()
     for src in sources:
-        for text, _ in documents(src, BadRecords()):
+        for text, _ in documents(src, BadRecords(), render):
             chars.update(text)
     out = "".join(sorted(chars))
     try:
@@ -118,6 +141,8 @@ def load_dataset(cfg: DataConfig, *, progress: bool = False, verify: bool = Fals
     sources = [resolve_source(name, ds, cfg) for name, ds in datasets.items()]
     chars = char_vocabulary(cfg, sources) if cfg.tokenizer == TokenizerKind.char else None
     tok = load_tokenizer(cfg, chars)
+    if any(s.chat for s in sources):
+        tok = with_chat_template(cfg, tok)
     dtype = token_dtype(cfg, tok.vocab_size)
     if check is not None:
         check(tok)

@@ -58,6 +58,47 @@ def document_positions(segments: np.ndarray) -> np.ndarray:
     return (idx[None] - first).astype(np.int32)
 
 
+PACK_SALT = 0x9AC4  # separates the packing order's seed from the windows' shuffles
+
+
+class Packing:
+    """The documents of a stream (a chat dataset's conversations) packed whole into rows of
+    seq_len + 1 tokens, once: the documents in a seeded order (file order without a seed), each
+    row taking the next ones while they fit (next fit), the end-of-text id padding the rest (no
+    loss, a segment of its own). A document longer than a row keeps its first seq_len + 1
+    tokens (`truncated` counts them); `fill` is the share of the rows' tokens that are documents'."""
+
+    def __init__(self, stream: TokenStream, seq_len: int, pad_id: int, seed: Optional[Tuple[int, ...]] = None):
+        starts, lengths = stream.document_spans()
+        cap = seq_len + 1
+        self.stream, self.cap, self.pad_id = stream, cap, pad_id
+        self.truncated = int(np.sum(lengths > cap))
+        order = (np.arange(len(starts)) if seed is None
+                 else np.random.default_rng([*seed, PACK_SALT]).permutation(len(starts)))
+        self.starts, self.lengths = starts[order], np.minimum(lengths, cap)[order]
+        first, fill = [], cap
+        for k, n in enumerate(self.lengths.tolist()):
+            if fill + n > cap:
+                first.append(k)
+                fill = 0
+            fill += n
+        self.first = np.asarray(first + [len(order)], np.int64)  # row r: documents first[r]:first[r + 1]
+        self.rows = len(first)
+        self.fill = float(self.lengths.sum()) / max(self.rows * cap, 1)
+
+    def row(self, r: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row r's (tokens, loss mask, document numbers), [seq_len + 1] each."""
+        docs = range(int(self.first[r]), int(self.first[r + 1]))
+        toks = [self.stream.read(int(self.starts[k]), int(self.lengths[k])) for k in docs]
+        mask = [self.stream.read_mask(int(self.starts[k]), int(self.lengths[k])) for k in docs]
+        seg = [np.full(int(self.lengths[k]), j) for j, k in enumerate(docs)]
+        pad = self.cap - sum(len(t) for t in toks)
+        toks.append(np.full(pad, self.pad_id, self.stream.dtype))
+        mask.append(np.zeros(pad, np.uint8))
+        seg.append(np.full(pad, len(docs)))
+        return np.concatenate(toks), np.concatenate(mask), np.concatenate(seg)
+
+
 class _Rows:
     """Turns process-local rows into a global Batch sharded like the batch axis."""
 
@@ -68,19 +109,31 @@ class _Rows:
         self.shape = (batch_size, seq_len)
         self.rows = local_row_range(sharding, self.shape)
 
-    def assemble(self, streams: List[TokenStream], starts: List[int]) -> Batch:
-        """The windows starting at `starts` of `streams` (one per local row) as a global Batch."""
-        win = np.stack([s.read(o, self.seq_len + 1) for s, o in zip(streams, starts, strict=True)])
-        win = win.astype(np.int32)
+    def window(self, stream: TokenStream, start: int):
+        """The window of seq_len + 1 tokens at `start`: (tokens, loss mask or None, document
+        numbers of the first seq_len or None), as `assemble` takes them."""
+        n = self.seq_len + 1
+        return (stream.read(start, n), None if stream.masks is None else stream.read_mask(start, n),
+                stream.segments(start, self.seq_len) if self.document_mask else None)
+
+    def assemble(self, rows: List[tuple]) -> Batch:
+        """One global Batch of the local rows, each (tokens [seq_len + 1], loss mask [seq_len +
+        1] or None, document numbers [>= seq_len] or None): inputs the first seq_len tokens,
+        targets the last seq_len, -1 (no loss) where the mask is 0."""
+        win = np.stack([r[0] for r in rows]).astype(np.int32)
+        targets = win[:, 1:]
+        if any(r[1] is not None for r in rows):
+            mask = np.stack([np.ones(self.seq_len + 1, np.uint8) if r[1] is None else r[1] for r in rows])
+            targets = np.where(mask[:, 1:] == 1, targets, -1)
         make = partial(jax.make_array_from_process_local_data, self.sharding, global_shape=self.shape)
         seg = pos = None
         if self.document_mask:
-            segs = np.stack([s.segments(o, self.seq_len) for s, o in zip(streams, starts, strict=True)])
+            segs = np.stack([r[2][: self.seq_len] for r in rows])
             segs = segs - segs[:, :1]  # numbered from 0 in each row
             seg = make(segs.astype(np.int32))
             if self.reset_positions:
                 pos = make(document_positions(segs))
-        return Batch(make(win[:, :-1]), make(win[:, 1:]), seg, pos)
+        return Batch(make(win[:, :-1]), make(targets), seg, pos)
 
 
 class Batcher(_Rows):
@@ -90,18 +143,25 @@ class Batcher(_Rows):
 
     def __init__(self, streams: Dict[str, TokenStream], weights: Dict[str, float], seq_len: int,
                  batch_size: int, seed: int, sharding: NamedSharding, document_mask: bool = False,
-                 reset_positions: bool = False):
+                 reset_positions: bool = False, pad_id: int = 0):
+        """pad_id: the token that fills the end of a packed row (the end-of-text id)."""
         import grain
 
         super().__init__(seq_len, batch_size, sharding, document_mask, reset_positions)
         self.names = list(streams)
         self.streams = [streams[n] for n in self.names]
         self.seed = seed
-        for name, s in streams.items():
-            _check_length(s, seq_len, f"the training split of dataset {name}")
+        # chat datasets (a loss mask): whole conversations packed into rows, row w their window w
+        self.packed = [None if s.masks is None else Packing(s, seq_len, pad_id, (seed, d))
+                       for d, s in enumerate(self.streams)]
+        for name, s, p in zip(self.names, self.streams, self.packed, strict=True):
+            if p is None:
+                _check_length(s, seq_len, f"the training split of dataset {name}")
         # epoch e of dataset d: windows start at offset(d, e) + w * seq_len, w < windows[d]
-        self.phases = [min(seq_len, len(s) - seq_len) for s in self.streams]
-        self.windows = [(len(s) - p) // seq_len for s, p in zip(self.streams, self.phases, strict=True)]
+        self.phases = [min(seq_len, len(s) - seq_len) if p is None else 0
+                       for s, p in zip(self.streams, self.packed, strict=True)]
+        self.windows = [(len(s) - ph) // seq_len if p is None else p.rows
+                        for s, ph, p in zip(self.streams, self.phases, self.packed, strict=True)]
         # dataset d's k-th row: (d, epoch k // W_d, window of that epoch's permutation of W_d)
         parts = [grain.MapDataset.range(w).shuffle(seed=_seed32(seed, d)).repeat()
                  .map_with_index(lambda k, v, d=d, w=w: (d, k // w, v))
@@ -119,16 +179,20 @@ class Batcher(_Rows):
             self._offsets[key] = int(rng.integers(self.phases[d]))
         return self._offsets[key]
 
-    def window(self, row: int) -> Tuple[int, int, int]:
-        """(dataset, epoch, first token) of global row `row` (= step * batch_size + r)."""
+    def locate(self, row: int) -> Tuple[int, int, int]:
+        """(dataset, epoch, first token) of global row `row` (= step * batch_size + r); for a
+        packed dataset, its packed row in place of the first token."""
         d, epoch, w = self.index[row]
+        if self.packed[d] is not None:
+            return d, epoch, int(w)
         return d, epoch, self._offset(d, epoch) + int(w) * self.seq_len
 
     def train_batch(self, step: int) -> Batch:
         """The batch of training step `step`, sharded over the mesh."""
         lo, hi = self.rows
-        rows = [self.window(step * self.batch_size + r) for r in range(lo, hi)]
-        return self.assemble([self.streams[d] for d, _, _ in rows], [start for _, _, start in rows])
+        rows = [self.locate(step * self.batch_size + r) for r in range(lo, hi)]
+        return self.assemble([self.window(self.streams[d], start) if self.packed[d] is None
+                              else self.packed[d].row(start) for d, _, start in rows])
 
     def epochs(self, step: int) -> Dict[str, float]:
         """Epochs of each dataset completed after `step` steps (its share of the rows so far)."""
@@ -142,15 +206,20 @@ class EvalBatcher(_Rows):
 
     def __init__(self, stream: TokenStream, seq_len: int, batch_size: int, num_batches: int,
                  sharding: NamedSharding, name: str = "validation", document_mask: bool = False,
-                 reset_positions: bool = False, starts: Optional[np.ndarray] = None):
+                 reset_positions: bool = False, starts: Optional[np.ndarray] = None, pad_id: int = 0):
         """starts: the windows' first tokens (num_batches * batch_size of them) in place of the
-        evenly spread ones."""
+        evenly spread ones (not for a chat set). pad_id: as Batcher's."""
         super().__init__(seq_len, batch_size, sharding, document_mask, reset_positions)
-        _check_length(stream, seq_len, f"the validation set {name}")
         self.stream = stream
-        available = (len(stream) - 1) // seq_len
         k = num_batches * batch_size
-        if starts is not None:
+        # a chat set: its conversations packed in file order, rows spread as windows are
+        self.packed = None if stream.masks is None else Packing(stream, seq_len, pad_id)
+        if self.packed is None:
+            _check_length(stream, seq_len, f"the validation set {name}")
+        available = (len(stream) - 1) // seq_len if self.packed is None else self.packed.rows
+        if self.packed is not None:
+            self.starts = np.arange(k) * available // k if k <= available else np.arange(k) % available
+        elif starts is not None:
             assert len(starts) == k, (len(starts), k)
             self.starts = np.asarray(starts, np.int64)
         else:
@@ -159,4 +228,5 @@ class EvalBatcher(_Rows):
     def batch(self, i: int) -> Batch:
         lo, hi = self.rows
         rows = self.starts[i * self.batch_size + lo : i * self.batch_size + hi]
-        return self.assemble([self.stream] * len(rows), [int(s) for s in rows])
+        return self.assemble([self.window(self.stream, int(s)) if self.packed is None else self.packed.row(int(s))
+                              for s in rows])

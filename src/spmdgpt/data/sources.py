@@ -76,6 +76,15 @@ class Source:
         return asdict(self)
 
     @property
+    def chat(self) -> bool:
+        """Conversations (format chat): token stores with a loss mask, rows packed whole."""
+        return bool(self.files) and all(f.format == DataFormat.chat.value for f in self.files)
+
+    @property
+    def messages_field(self) -> str:
+        return "messages" if self.text_field == "text" else self.text_field
+
+    @property
     def nbytes(self) -> int:
         return sum(f.size for f in self.files)
 
@@ -169,6 +178,9 @@ def resolve_source(name: str, ds: DatasetConfig, cfg: DataConfig) -> Source:
     else:
         files = list_files(ds, cfg, "data.text_file", "data.datasets.NAME.format")
     vf = cfg.val_fraction if ds.val_fraction is None else ds.val_fraction
+    if ds.format == DataFormat.chat and ds.split == Split.tail:
+        raise ConfigError([f"data.datasets.{name}.split=tail would cut a conversation in two; chat data is "
+                           "split by conversation: use split=hash, val or none"])
     return Source(name, tuple(files), ds.text_field, ds.encoding or cfg.encoding,
                   cfg.encoding_errors, cfg.skip_bad_records, ds.split.value, float(vf))
 
@@ -200,7 +212,7 @@ def _decode(raw: bytes, src: Source, where: str, offset: int = 0) -> str:
         raise ConfigError([f"data.encoding={src.encoding}: no such text encoding"]) from None
 
 
-def _bad(src: Source, bad: BadRecords, where: str, why: str) -> None:
+def bad_record(src: Source, bad: BadRecords, where: str, why: str) -> None:
     if not src.skip_bad_records:
         raise ConfigError([f"{where}: {why}; fix the file or set data.skip_bad_records=true to "
                            "count and skip such records"])
@@ -218,6 +230,36 @@ class Record(NamedTuple):
     nbytes: int  # bytes read
 
 
+def _json_line(rec: Record, src: Source, bad: BadRecords):
+    """(the parsed object, the line's text) of a jsonl record; None for an empty line or a bad
+    line skipped under data.skip_bad_records (ConfigError naming file:line otherwise)."""
+    file, lineno = rec.where.rsplit(":", 1)
+    line = _decode(rec.raw, src, f"{file} line {lineno}", rec.offset)
+    if not line.strip():
+        return None
+    try:
+        return json.loads(line), line
+    except json.JSONDecodeError as e:
+        at = e.msg if e.msg.endswith(" at") else f"{e.msg} at"  # (some of json's messages end in "at")
+        bad_record(src, bad, rec.where, f"not JSON ({at} column {e.colno})")
+        return None
+
+
+def parse_chat(rec: Record, src: Source, bad: BadRecords) -> Optional[Tuple[list, str]]:
+    """(messages, the line's text) of a chat record, checked (data/chat.py's `conversation`);
+    None for an empty line or a skipped bad one; ConfigError naming file:line otherwise."""
+    from spmdgpt.data.chat import ChatError, conversation
+
+    parsed = _json_line(rec, src, bad)
+    if parsed is None:
+        return None
+    try:
+        return conversation(parsed[0], src.messages_field), parsed[1]
+    except ChatError as e:
+        bad_record(src, bad, rec.where, str(e))
+        return None
+
+
 def parse(rec: Record, src: Source, bad: BadRecords) -> Optional[str]:
     """A record's text (None for a bad record skipped under data.skip_bad_records, or an empty
     line); ConfigError naming the file and line for invalid text or a bad record otherwise."""
@@ -225,19 +267,13 @@ def parse(rec: Record, src: Source, bad: BadRecords) -> Optional[str]:
         return rec.raw
     if rec.kind == "txt":
         return _decode(rec.raw, src, rec.where).replace("\r\n", "\n")
-    file, lineno = rec.where.rsplit(":", 1)
-    line = _decode(rec.raw, src, f"{file} line {lineno}", rec.offset)
-    if not line.strip():
+    parsed = _json_line(rec, src, bad)
+    if parsed is None:
         return None
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        at = e.msg if e.msg.endswith(" at") else f"{e.msg} at"  # (some of json's messages end in "at")
-        _bad(src, bad, rec.where, f"not JSON ({at} column {e.colno})")
-        return None
+    obj = parsed[0]
     text = obj.get(src.text_field) if isinstance(obj, dict) else None
     if not isinstance(text, str):
-        _bad(src, bad, rec.where, f"no text field {src.text_field!r} (set the dataset's text_field)")
+        bad_record(src, bad, rec.where, f"no text field {src.text_field!r} (set the dataset's text_field)")
         return None
     return text
 
@@ -263,7 +299,7 @@ def _parquet(f: SourceFile, src: Source, fh, bad: BadRecords) -> Iterator[Record
             for text in batch.column(0).to_pylist():
                 row += 1
                 if not isinstance(text, str):
-                    _bad(src, bad, f"{f.url} row {row}", f"{src.text_field!r} is not text")
+                    bad_record(src, bad, f"{f.url} row {row}", f"{src.text_field!r} is not text")
                     continue
                 yield Record(f"{f.url} row {row}", "text", text, 0, len(text))
     except pa.ArrowException as e:
@@ -280,7 +316,7 @@ def records(src: Source, bad: BadRecords) -> Iterator[Record]:
                 if f.format == DataFormat.txt.value:
                     raw = fh.read()
                     yield Record(f.url, "txt", raw, 0, len(raw))
-                elif f.format == DataFormat.jsonl.value:  # (zstandard's reader has no readline)
+                elif f.format in (DataFormat.jsonl.value, DataFormat.chat.value):  # (zstandard's reader has no readline)
                     yield from _jsonl(f, io.BufferedReader(fh) if not hasattr(fh, "peek") else fh)
                 else:
                     yield from _parquet(f, src, fh, bad)
@@ -288,10 +324,15 @@ def records(src: Source, bad: BadRecords) -> Iterator[Record]:
             raise ConfigError([f"{f.url}: cannot read it ({e})"]) from None
 
 
-def documents(src: Source, bad: BadRecords) -> Iterator[Tuple[str, int]]:
+def documents(src: Source, bad: BadRecords, render=None) -> Iterator[Tuple[str, int]]:
     """(text, bytes read) of each document of a dataset, file after file (txt files get their
-    "\r\n" line ends normalised to "\n", as nanoGPT reads Tiny Shakespeare)."""
+    "\r\n" line ends normalised to "\n", as nanoGPT reads Tiny Shakespeare). A conversation's
+    text is render(messages), or its messages' contents, one per line."""
     for rec in records(src, bad):
-        text = parse(rec, src, bad)
+        if src.chat:
+            chat = parse_chat(rec, src, bad)
+            text = None if chat is None else render(chat[0]) if render else "\n".join(m["content"] for m in chat[0])
+        else:
+            text = parse(rec, src, bad)
         if text is not None:
             yield text, rec.nbytes

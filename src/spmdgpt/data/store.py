@@ -8,6 +8,8 @@ Layout of one store, `<cache_dir>/<dataset>-<tokenizer>-<key>/`:
     train-00000.bin          tokens, uint16 (vocabulary <= 65,536) or uint32, little-endian
     train-00000.docs         int64 end offset of each document in that file (each document's
                              last token is the tokenizer's end-of-text id)
+    train-00000.mask         (chat datasets) uint8 per token: 1 where it is the assistant's, a
+                             token to learn (data/chat.py)
     val-00000.bin / .docs    the documents (or document tails) held out for validation
 
 The key hashes the dataset's file listing (paths, sizes, modification times), reading and split
@@ -51,7 +53,9 @@ from spmdgpt.data.sources import (
     BadRecords,
     Record,
     Source,
+    bad_record,
     parse,
+    parse_chat,
     records,
 )
 from spmdgpt.data.tokenizers import Tokenizer
@@ -143,11 +147,21 @@ def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dt
     tok = tok or _WORKER_TOKENIZER
     assert tok is not None and tok.eos_id is not None
     parts: Dict[str, List[np.ndarray]] = {s: [] for s in SPLITS}
+    masks: Dict[str, List[np.ndarray]] = {s: [] for s in SPLITS}  # (chat)
     encode = getattr(tok, "encode_array", None) or tok.encode
-    eos = np.asarray([tok.eos_id], dtype=dtype)
+    eos, unlearned = np.asarray([tok.eos_id], dtype=dtype), np.zeros(1, np.uint8)
     bad = BadRecords()
     n = 0
     for rec in docs:
+        if src.chat:
+            chat = _conversation_tokens(rec, src, bad, tok)
+            if chat is None:
+                continue
+            n += 1
+            split, ids, mask = chat
+            parts[split] += [ids.astype(dtype), eos]
+            masks[split] += [mask, unlearned]
+            continue
         text = parse(rec, src, bad)
         if text is None:
             continue
@@ -165,7 +179,29 @@ def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dt
         entry[split] = {"tokens": int(len(tokens)), "docs": int(len(ends)),
                         "sha256": hashlib.sha256(tb).hexdigest(),
                         "docs_sha256": hashlib.sha256(db).hexdigest()}
+        if src.chat:
+            mb = (np.concatenate(masks[split]) if masks[split] else np.zeros(0, np.uint8)).tobytes()
+            write_atomic(folder / f"{shard_name(split, index)}.mask", mb)
+            entry[split]["mask_sha256"] = hashlib.sha256(mb).hexdigest()
     return entry
+
+
+def _conversation_tokens(rec: Record, src: Source, bad: BadRecords, tok):
+    """(split, token ids, loss mask) of one chat record; None for a skipped one. A conversation
+    goes to validation whole (split hash: by its line's text)."""
+    from spmdgpt.data.chat import ChatError
+
+    chat = parse_chat(rec, src, bad)
+    if chat is None:
+        return None
+    messages, line = chat
+    try:
+        ids, mask = tok.encode_chat(messages)
+    except ChatError as e:
+        bad_record(src, bad, rec.where, str(e))
+        return None
+    split = {"val": "val", "none": "train"}.get(src.split) or ("val" if in_validation(line, src) else "train")
+    return split, ids, mask
 
 
 def _chunks(src: Source, shard_bytes: int, bad: BadRecords) -> Iterator[Tuple[int, List[Record], int]]:
@@ -203,8 +239,10 @@ def shard_problems(folder: Path, index: int, entry: dict, dtype: np.dtype,
     out = []
     for split in SPLITS:
         e = entry[split]
-        for ext, nbytes, key in ((".bin", e["tokens"] * dtype.itemsize, "sha256"),
-                                 (".docs", e["docs"] * 8, "docs_sha256")):
+        files = [(".bin", e["tokens"] * dtype.itemsize, "sha256"), (".docs", e["docs"] * 8, "docs_sha256")]
+        if "mask_sha256" in e:
+            files.append((".mask", e["tokens"], "mask_sha256"))
+        for ext, nbytes, key in files:
             path = folder / f"{shard_name(split, index)}{ext}"
             try:
                 size = path.stat().st_size
@@ -404,9 +442,11 @@ class TokenStream:
     mismatch raises StoreDamaged naming the file and the fix)."""
 
     def __init__(self, shards: List[np.ndarray], doc_ends: Optional[List[np.ndarray]] = None,
-                 checks: Optional[List[Tuple[Path, str]]] = None):
+                 checks: Optional[List[Tuple[Path, str]]] = None, masks: Optional[List[np.ndarray]] = None):
+        """masks: a chat store's loss mask of each shard (uint8 per token)."""
         self.shards = shards
         self.doc_ends = doc_ends
+        self.masks = masks
         self.offsets = np.concatenate([[0], np.cumsum([len(s) for s in shards])]).astype(np.int64)
         # documents before each shard (every shard of a store ends at a document end)
         self.docs_before = np.concatenate([[0], np.cumsum([len(e) for e in doc_ends or []])]).astype(np.int64)
@@ -440,14 +480,29 @@ class TokenStream:
             yield i, lo, take
             n, pos, i = n - take, pos + take, i + 1
 
-    def read(self, start: int, n: int) -> np.ndarray:
-        """Tokens [start, start + n) as a new array (crossing shard boundaries as needed)."""
+    def read(self, start: int, n: int, arrays: Optional[List[np.ndarray]] = None) -> np.ndarray:
+        """Tokens [start, start + n) as a new array (crossing shard boundaries as needed); of
+        `arrays` (one per shard, e.g. the masks) in place of the tokens, when given."""
         out = []
         for i, lo, take in self._pieces(start, n):
             if not self._verified[i]:
                 self._verify(i)
-            out.append(self.shards[i][lo : lo + take])
+            out.append((self.shards if arrays is None else arrays)[i][lo : lo + take])
         return np.concatenate(out) if len(out) != 1 else np.array(out[0])
+
+    def read_mask(self, start: int, n: int) -> np.ndarray:
+        """The loss mask (uint8) of tokens [start, start + n): a chat store's, else all ones."""
+        return np.ones(n, np.uint8) if self.masks is None else self.read(start, n, self.masks)
+
+    def document_spans(self) -> Tuple[np.ndarray, np.ndarray]:
+        """(first token, length) of every document, int64 each (the whole stream as one document
+        when it has no document ends)."""
+        if self.doc_ends is None:
+            return np.zeros(1, np.int64), np.asarray([len(self)], np.int64)
+        ends = np.concatenate([e + o for e, o in zip(self.doc_ends, self.offsets[:-1], strict=True)] or [np.zeros(0)])
+        ends = ends.astype(np.int64)
+        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+        return starts, ends - starts
 
     def segments(self, start: int, n: int) -> np.ndarray:
         """Document number (int64) of each token in [start, start + n): the count of document
@@ -463,7 +518,7 @@ def open_store(folder: Path, ledger: dict, split: str) -> TokenStream:
     """The memory-mapped `split` of a complete store (sizes checked by `prepare`), as its
     ledger lists it."""
     dtype = np.dtype(ledger["dtype"])
-    shards, ends, checks = [], [], []
+    shards, ends, checks, masks = [], [], [], []
     for key, entry in sorted(ledger["shards"].items()):
         e = entry[split]
         if not e["tokens"]:
@@ -472,4 +527,6 @@ def open_store(folder: Path, ledger: dict, split: str) -> TokenStream:
         shards.append(np.memmap(folder / f"{name}.bin", dtype=dtype.newbyteorder("<"), mode="r"))
         ends.append(np.memmap(folder / f"{name}.docs", dtype="<i8", mode="r"))
         checks.append((folder / f"{name}.bin", e["sha256"]))
-    return TokenStream(shards, ends, checks)
+        if "mask_sha256" in e:
+            masks.append(np.memmap(folder / f"{name}.mask", dtype=np.uint8, mode="r"))
+    return TokenStream(shards, ends, checks, masks if masks else None)

@@ -173,14 +173,19 @@ def gpt2_cache_dir(cfg: DataConfig) -> Path:
     return root / "gpt2-tokenizer" / "tiktoken_cache"
 
 
-def tokenizer_file(cfg: DataConfig) -> Path:
-    p = Path(cfg.tokenizer_file or "").expanduser()
+def data_file(cfg: DataConfig, value: Optional[str], field: str) -> Path:
+    """A file a data.* field names: absolute, or relative to the data root (ConfigError if missing)."""
+    p = Path(value or "").expanduser()
     if not p.is_absolute():
         root = find_data_root(cfg.path)
         p = (root / p) if root is not None else p
     if not p.is_file():
-        raise ConfigError([f"data.tokenizer_file={cfg.tokenizer_file}: no such file {p}"])
+        raise ConfigError([f"{field}={value}: no such file {p}"])
     return p
+
+
+def tokenizer_file(cfg: DataConfig) -> Path:
+    return data_file(cfg, cfg.tokenizer_file, "data.tokenizer_file")
 
 
 def load_tokenizer(cfg: DataConfig, chars: str | None = None) -> Tokenizer:
@@ -204,6 +209,11 @@ def tokenizer_from_json(d: dict, cfg: DataConfig | None = None) -> Tokenizer:
         tok = GPT2Tokenizer(gpt2_cache_dir(cfg or DataConfig()))
     elif d.get("kind") == "hf":
         tok = HFTokenizer(json.dumps(d["tokenizer"]), "tokenizer.json")
+    elif d.get("kind") == "chat":
+        from spmdgpt.data.chat import ChatTemplate, ChatTokenizer
+
+        tok = ChatTokenizer(tokenizer_from_json(d["base"], cfg), ChatTemplate(d["template"], d["variables"]),
+                            d["specials"])
     else:
         raise ValueError(f"unknown tokenizer kind {d.get('kind')!r}")
     if d.get("vocab_size", tok.vocab_size) != tok.vocab_size:  # (older runs saved none)

@@ -255,8 +255,9 @@ def hf_folder(init_from: Optional[str]):
 def with_hf_model(cfg):
     """(cfg, changes): with checkpoint.init_from=hf:DIR, the run's model config with every field
     that DIR's config.json determines taken from it (the run's own values of the other fields,
-    e.g. max_seq_len, compute_dtype, attention, stay); `changes` lists the fields that differ
-    from what the run's config said, as `model.FIELD=VALUE`."""
+    e.g. max_seq_len, compute_dtype, attention, stay), and with data.tokenizer=hf and no
+    data.tokenizer_file, DIR's tokenizer.json; `changes` lists the fields that differ from what
+    the run's config said, as `model.FIELD=VALUE` / `data.tokenizer_file=PATH`."""
     import dataclasses
     import enum
 
@@ -270,4 +271,8 @@ def with_hf_model(cfg):
     model = model_config_from_dict(fields, base=cfg.model)
     text = lambda v: v.value if isinstance(v, enum.Enum) else v  # noqa: E731
     changes = [f"model.{k}={text(getattr(model, k))}" for k in fields if getattr(model, k) != getattr(cfg.model, k)]
-    return dataclasses.replace(cfg, model=model), changes
+    data = cfg.data
+    if text(data.tokenizer) == "hf" and not data.tokenizer_file and (folder / "tokenizer.json").is_file():
+        data = dataclasses.replace(data, tokenizer_file=str(folder / "tokenizer.json"))  # (and its chat template)
+        changes.append(f"data.tokenizer_file={data.tokenizer_file}")
+    return dataclasses.replace(cfg, model=model, data=data), changes

@@ -1,5 +1,11 @@
 """The training loss: mean next-token cross-entropy, whole or blocked (`model.loss_block`).
 
+Targets below 0 are not predicted (no loss, no gradient): the prompt and padding of a chat
+conversation (`data` format chat). The mean is over the counted targets: their sum over the
+step's batch divided by `denominator`, the step's count of counted targets (over all its
+microbatches and devices) over its microbatches, so that accumulating k microbatches gives the
+same mean as one batch however the counted targets fall between them.
+
 Whole (loss_block=0): float32 logits [tokens, vocab] are computed at once; the target logit is
 the dot product of the hidden state and the target's unembedding vector (no one-hot).
 
@@ -76,39 +82,61 @@ def logsumexp(x: Array) -> Array:
     return jax.nn.logsumexp(x, axis=-1)
 
 
+def counted_first(targets: jax.Array, *rest):
+    """(the count of targets >= 0, float32, *rest), the count's reduction over the devices done
+    before anything of `rest` is used (an optimization barrier): left free, it is a collective
+    that XLA:CPU may run on some devices before and on others after the step's other
+    collectives, and its simulated devices then wait on each other forever (seen on the circular
+    pipeline, with executables from the persistent compilation cache)."""
+    return jax.lax.optimization_barrier((jnp.sum(targets >= 0, dtype=jnp.float32), *rest))
+
+
 def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
             segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
-    """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t] (with a
-    batch's document segment ids and positions, when it carries them; see `forward`). When the
-    objective is the cross-entropy alone (no model.z_loss, no auxiliary loss), it is also the
-    training objective (differentiable, whole or blocked); otherwise differentiate `objective`
-    instead (the blocked loss gives its cross-entropy no gradient of its own)."""
+    """Mean next-token cross-entropy (float32) of inputs [b, t] against targets [b, t] (over the
+    targets >= 0; with a batch's document segment ids and positions, when it carries them; see
+    `forward`). When the objective is the cross-entropy alone (no model.z_loss, no auxiliary
+    loss), it is also the training objective (differentiable, whole or blocked); otherwise
+    differentiate `objective` instead (the blocked loss gives its cross-entropy no gradient of
+    its own)."""
     obj, metrics = objective(cfg, rules, params, inputs, targets, segment_ids, positions)
     return metrics["loss"] if cfg.z_loss or aux_loss_weights(cfg) else obj  # (equal, bitwise, otherwise)
 
 
 def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
               segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
-              key: Optional[Array] = None, microbatches: int = 1) -> tuple[Array, dict]:
-    """(what training minimises, its metrics {"loss": the mean cross-entropy, "aux/<name>": each
+              key: Optional[Array] = None, microbatches: int = 1,
+              denominator: Optional[Array] = None) -> tuple[Array, dict]:
+    """(what training minimises, its metrics {"loss": the mean cross-entropy over the targets
+    >= 0, "tokens": their count (float32; without a denominator), "aux/<name>": each
     auxiliary output's mean over layers, losses and statistics alike}, float32 scalars, and
     "between_steps": the non-scalar aux outputs per layer, for `between_steps`, when any). The
     objective is the cross-entropy plus model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss)
     plus weight x each auxiliary loss the block's units report (`aux_loss_weights`); without
     either it is the cross-entropy.
     key: dropout (model.dropout); None: none. microbatches: the pipeline's (mesh.stage > 1).
+    denominator: what the sums over the counted targets are divided by (see the module
+    docstring); None: their count in this batch (at least 1), counted first (`counted_first`).
     For `jax.value_and_grad(..., has_aux=True)`."""
+    count = None
+    if denominator is None:
+        count, params, inputs = counted_first(targets, params, inputs)
+        denominator = jnp.maximum(count, 1.0)
     x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key,
                               microbatches=microbatches)
     targets = to_context_order(rules, targets)  # (the order of x's tokens)
+    counted = targets >= 0
+    den = denominator
+    safe = jnp.where(counted, targets, 0)  # (an id to gather for the targets not counted)
     if cfg.loss_block and targets.shape[1] % (cfg.loss_block * rules.context_size()) == 0:
-        total, ce = blocked_cross_entropy(cfg, rules, params, x, targets)
-        obj, ce = total / targets.size, ce / targets.size
+        total, ce = blocked_cross_entropy(cfg, rules, params, x, safe, counted)
+        obj, ce = total / den, ce / den
     else:
-        ce, lse = _token_losses(cfg, rules, params, x, targets)
-        ce = jnp.mean(ce)
-        obj = ce + cfg.z_loss * jnp.mean(jnp.square(lse)) if cfg.z_loss else ce
-    metrics = {"loss": ce, **{f"aux/{name}": jnp.mean(value) for name, value in aux.items() if value.ndim == 1}}
+        ce, lse = _token_losses(cfg, rules, params, x, safe)
+        weight = flatten(rules, jax.sharding.reshard(counted, rules.spec("batch", "seq"))).astype(jnp.float32)
+        ce = jnp.sum(ce * weight) / den
+        obj = ce + cfg.z_loss * jnp.sum(jnp.square(lse) * weight) / den if cfg.z_loss else ce
+    metrics = {"loss": ce, **({} if count is None else {"tokens": count}), **{f"aux/{name}": jnp.mean(value) for name, value in aux.items() if value.ndim == 1}}
     vectors = {name: value for name, value in aux.items() if value.ndim > 1}  # ([layers, ...]: for between_steps)
     if vectors:
         metrics["between_steps"] = vectors
@@ -120,10 +148,12 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
 def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
                  segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
     """The cross-entropy of every next-token prediction, float32 [b, t] (what `loss_fn`
-    averages; for evaluation: sums, masks, bits per byte). Whole logits, whatever loss_block."""
+    averages; for evaluation: sums, masks, bits per byte; 0 where a target is < 0). Whole
+    logits, whatever loss_block."""
     x, _, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
-    losses = _token_losses(cfg, rules, params, x, to_context_order(rules, targets))[0]
-    return from_context_order(rules, unflatten(rules, losses, targets.shape[0]))
+    losses = _token_losses(cfg, rules, params, x, to_context_order(rules, jnp.maximum(targets, 0)))[0]
+    losses = from_context_order(rules, unflatten(rules, losses, targets.shape[0]))
+    return jnp.where(targets >= 0, losses, 0.0)
 
 
 def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array):
@@ -139,9 +169,11 @@ def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targ
     return lse - softcap(cfg, target_logit), lse
 
 
-def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array):
+def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array,
+                          counted: Optional[Array] = None):
     """(summed objective, summed cross-entropy) of hidden states x [b * t, d] (the final norm's
-    output, compute dtype) against targets [b, t], in chunks of cfg.loss_block positions (see
+    output, compute dtype) against targets [b, t] (ids >= 0; only where `counted` [b, t],
+    when given, is true), in chunks of cfg.loss_block positions (see
     the module docstring); the objective adds model.z_loss * logsumexp^2 per position, and
     logits are soft-capped by model.logit_softcap. The objective is differentiable in x and the
     unembedding (tied or not); the cross-entropy is a by-product (its gradient is not defined:
@@ -163,12 +195,14 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         a = jnp.reshape(a, (b, ring, n, c) + a.shape[2:], out_sharding=rules.spec("batch", "seq"))
         return jnp.reshape(jnp.moveaxis(a, 2, 0), (n, b, ring * c) + a.shape[4:], out_sharding=P(None, *rules.spec("batch", "seq")))
 
-    def flat(x_c, t_c):  # one chunk [b, ring * c, d], [b, ring * c] -> its rows [b * ring * c, d], [b * ring * c]
-        return flatten(rules, x_c, "embed"), flatten(rules, t_c)
+    def flat(x_c, t_c, m_c):  # one chunk [b, ring * c, d], [b, ring * c] x 2 -> its rows [b * ring * c, d], [b * ring * c] x 2
+        return flatten(rules, x_c, "embed"), flatten(rules, t_c), flatten(rules, m_c)
 
     z, cap = cfg.z_loss, cfg.logit_softcap
+    weights = (jnp.ones(targets.shape, jnp.float32, out_sharding=rules.spec("batch", "seq")) if counted is None
+               else jax.sharding.reshard(counted.astype(jnp.float32), rules.spec("batch", "seq")))
 
-    def chunk_terms(wg, x_c, t_c):
+    def chunk_terms(wg, x_c, t_c, m_c):
         """One chunk's rows: (their objective sum, their cross-entropy sum, d objective / d raw
         logits) with logits [rows, vocab] in float32. The target logit is the hidden state's dot
         product with the target's unembedding vector (nothing of [rows, vocab] is materialised
@@ -182,34 +216,34 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
                                                preferred_element_type=jnp.float32))
         hit = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1, out_sharding=logit_spec) == t_c[:, None]
         probs = jnp.exp(logits - lse[:, None])
-        ce = jnp.sum(lse - target_logit)
+        ce = jnp.sum((lse - target_logit) * m_c)
         dlogits = probs * (1 + 2 * z * lse[:, None]) - hit if z else probs - hit
         if cap:  # d (c tanh(raw / c)) / d raw = 1 - (logits / c)^2
             dlogits = dlogits * (1 - jnp.square(logits / cap))
-        return ce + z * jnp.sum(jnp.square(lse)), ce, dlogits
+        return ce + z * jnp.sum(jnp.square(lse) * m_c), ce, dlogits * m_c[:, None]
 
     def inputs(w, x):
         wg = rules.gather(w.astype(dt), logical)  # once, outside the scan (the FSDP all-gather)
         x3 = unflatten(rules, x, b, "embed")
-        return wg, chunks(x3), chunks(targets)
+        return wg, chunks(x3), chunks(targets), chunks(weights)
 
     def loss_only(w, x):
-        wg, xs, ts = inputs(w, x)
+        wg, xs, ts, ms = inputs(w, x)
 
-        def body(totals, xt):
-            obj, ce, _ = chunk_terms(wg, *flat(*xt))
+        def body(totals, xtm):
+            obj, ce, _ = chunk_terms(wg, *flat(*xtm))
             return (totals[0] + obj, totals[1] + ce), None
 
         zero = jnp.zeros((), jnp.float32)
-        return jax.lax.scan(body, (zero, zero), (xs, ts))[0]
+        return jax.lax.scan(body, (zero, zero), (xs, ts, ms))[0]
 
     def loss_and_grads(w, x):
-        wg, xs, ts = inputs(w, x)
+        wg, xs, ts, ms = inputs(w, x)
 
-        def body(carry, xt):
+        def body(carry, xtm):
             total, total_ce, dw = carry
-            x_c, t_c = flat(*xt)
-            loss, ce, dlogits = chunk_terms(wg, x_c, t_c)
+            x_c, t_c, m_c = flat(*xtm)
+            loss, ce, dlogits = chunk_terms(wg, x_c, t_c, m_c)
             dlogits = dlogits.astype(dt)
             dx_c = jnp.einsum(back, dlogits, wg, out_sharding=rows_spec)
             dw = dw + jnp.einsum("td,tv->dv", x_c, dlogits, out_sharding=partial_spec,
@@ -218,7 +252,7 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
 
         dw0 = jnp.zeros((wg.shape[1], wg.shape[0]) if tied else wg.shape, jnp.float32, out_sharding=partial_spec)
         zero = jnp.zeros((), jnp.float32)
-        (total, total_ce, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), (xs, ts))
+        (total, total_ce, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), (xs, ts, ms))
         dxs = jnp.reshape(dxs, (n, b, ring, c, x.shape[-1]), out_sharding=P(None, *rules.spec("batch", "seq")))
         dx = flatten(rules, jnp.reshape(jnp.moveaxis(dxs, 0, 2), (b, t, x.shape[-1]), out_sharding=rules.spec("batch", "seq")),
                      "embed")

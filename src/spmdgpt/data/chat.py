@@ -1,0 +1,251 @@
+"""Conversations for supervised fine-tuning: a jsonl line of {"messages": [{"role", "content"},
+...]} rendered by a chat template into tokens and a loss mask (1 on the assistant's tokens).
+
+The template is the tokenizer's own (a Hugging Face `tokenizer_config.json` "chat_template", or
+a `chat_template.jinja`, beside data.tokenizer_file), data.chat_template, or DEFAULT_TEMPLATE:
+each message as <|role|>content<|end|>, whose four SPECIAL_TOKENS are added to the vocabulary
+of a tokenizer that has no template of its own (char, gpt2, a BPE trained by `spmdgpt
+tokenizer`). Templates run in jinja2's sandbox with the settings and helpers transformers gives
+them (trim_blocks, lstrip_blocks, loop controls; raise_exception, strftime_now, tojson), so a
+model's template renders here as in `tokenizer.apply_chat_template`.
+
+The assistant's share of the text is found by rendering prefixes: assistant message i spans
+from the end of render(messages[:i], add_generation_prompt=True) to the end of
+render(messages[:i + 1]) (its content and the template's end-of-turn marks), and the full
+rendering must start with both (a template that rewrites earlier turns is refused). Each span
+and the text between them are tokenized separately, so every token is wholly trained or not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from spmdgpt.config import ConfigError
+
+ROLES = ("system", "user", "assistant")
+SPECIAL_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
+DEFAULT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+                    "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+# strftime_now() renders this day, not today's, so a token store built on any day holds the same
+# tokens (Llama 3.1's template uses the same date when it is given none)
+TEMPLATE_DATE = date(2024, 7, 26)
+
+
+class ChatError(ValueError):
+    """A conversation the template or the tokenizer cannot take (the caller names file:line)."""
+
+
+def conversation(obj, field: str = "messages") -> list:
+    """The messages of one parsed jsonl line, checked: ChatError saying what is wrong."""
+    messages = obj.get(field) if isinstance(obj, dict) else None
+    if not isinstance(messages, list):
+        raise ChatError(f"no {field!r} list (each line must be {{\"{field}\": [{{\"role\": ..., \"content\": ...}}, ...]}})")
+    if not messages:
+        raise ChatError("an empty conversation")
+    for k, m in enumerate(messages):
+        if not isinstance(m, dict) or "role" not in m:
+            raise ChatError(f"message {k} has no 'role'")
+        if m["role"] not in ROLES:
+            raise ChatError(f"message {k} has role {m['role']!r}; the roles are {', '.join(ROLES)}")
+        if not isinstance(m.get("content"), str):
+            raise ChatError(f"message {k} ({m['role']}) has no text 'content'")
+    if not any(m["role"] == "assistant" for m in messages):
+        raise ChatError("no assistant message (nothing to train on)")
+    return messages
+
+
+class ChatTemplate:
+    """A jinja2 chat template and the special-token variables it is rendered with."""
+
+    def __init__(self, source: str, variables: Optional[dict] = None, where: str = "data.chat_template"):
+        import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        self.source, self.variables = source, dict(variables or {})
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            extensions=["jinja2.ext.loopcontrols"])
+        env.filters["tojson"] = lambda x, indent=None, separators=None, sort_keys=False: json.dumps(
+            x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+        env.globals["raise_exception"] = _raise
+        env.globals["strftime_now"] = TEMPLATE_DATE.strftime
+        try:
+            self._template = env.from_string(source)
+        except jinja2.TemplateSyntaxError as e:
+            raise ConfigError([f"{where}: not a jinja2 template ({e.message}, line {e.lineno})"]) from None
+
+    def render(self, messages: Sequence[dict], add_generation_prompt: bool = False) -> str:
+        try:
+            return self._template.render(messages=list(messages), add_generation_prompt=add_generation_prompt,
+                                         **self.variables)
+        except ChatError:
+            raise
+        except Exception as e:  # (jinja2 raises many kinds; each is the template refusing this input)
+            raise ChatError(f"the chat template failed on it ({type(e).__name__}: {e})") from None
+
+    def pieces(self, messages: Sequence[dict]) -> List[Tuple[str, bool]]:
+        """The rendered conversation as [(text, is the assistant's)], in order (see the module
+        docstring); ChatError when the template does not render it prefix by prefix."""
+        full = self.render(messages)
+        out, pos = [], 0
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            start, through = self.render(messages[:i], True), self.render(messages[: i + 1])
+            if not (full.startswith(through) and through.startswith(start) and len(start) >= pos):
+                raise ChatError(f"the chat template does not render message {i} as a continuation of "
+                                "the messages before it, so the assistant's tokens cannot be told apart")
+            out += [(full[pos : len(start)], False), (full[len(start) : len(through)], True)]
+            pos = len(through)
+        out.append((full[pos:], False))
+        return [(text, trained) for text, trained in out if text]
+
+    def to_json(self) -> dict:
+        return {"template": self.source, "variables": self.variables}
+
+
+def _raise(message):
+    raise ChatError(f"the chat template refused it: {message}")
+
+
+class ChatTokenizer:
+    """A tokenizer with a chat template: `encode_chat` turns a conversation into (ids, loss
+    mask); `specials` (the default template's tokens, for a tokenizer without a template of its
+    own) take the ids after the base vocabulary and are cut out of any text before the base
+    tokenizer sees it."""
+
+    kind = "chat"
+
+    def __init__(self, base, template: ChatTemplate, specials: Sequence[str] = ()):
+        self.base, self.template, self.specials = base, template, tuple(specials)
+        self.eos_id = base.eos_id
+        self.vocab_size = base.vocab_size + len(self.specials)
+        self._ids = {s: base.vocab_size + i for i, s in enumerate(self.specials)}
+        self._split = re.compile("(" + "|".join(map(re.escape, self.specials)) + ")") if self.specials else None
+
+    @property
+    def stop_id(self) -> Optional[int]:
+        """The token that ends the assistant's turn, where sampling a reply stops: <|end|> under
+        the default template, else the template's eos_token when it is one token (<|im_end|>,
+        <|eot_id|>, ...), else the end-of-text id."""
+        if self.specials:
+            return self._ids["<|end|>"]
+        end = self.template.variables.get("eos_token")
+        ids = self.encode(end) if end else []
+        return ids[0] if len(ids) == 1 else self.eos_id
+
+    def encode(self, text: str) -> List[int]:
+        if self._split is None:
+            return list(self.base.encode(text))
+        out: List[int] = []
+        for part in self._split.split(text):
+            if part in self._ids:
+                out.append(self._ids[part])
+            elif part:
+                out += list(self.base.encode(part))
+        return out
+
+    def decode(self, ids: Sequence[int]) -> str:
+        out, run = [], []
+        for i in map(int, ids):
+            if i >= self.base.vocab_size and i - self.base.vocab_size < len(self.specials):
+                out += [self.base.decode(run), self.specials[i - self.base.vocab_size]]
+                run = []
+            else:
+                run.append(i)
+        return "".join(out) + self.base.decode(run)
+
+    def encode_chat(self, messages: Sequence[dict]) -> Tuple[np.ndarray, np.ndarray]:
+        """(token ids int64, loss mask uint8: 1 on the assistant's tokens) of one conversation."""
+        ids, mask = [], []
+        for text, trained in self.template.pieces(messages):
+            try:
+                part = self.encode(text)
+            except ValueError as e:  # (the char tokenizer: a character outside the vocabulary)
+                raise ChatError(str(e)) from None
+            ids += part
+            mask += [int(trained)] * len(part)
+        return np.asarray(ids, np.int64), np.asarray(mask, np.uint8)
+
+    def prompt(self, messages: Sequence[dict]) -> List[int]:
+        """The ids of a conversation followed by the start of the assistant's turn (to sample)."""
+        return self.encode(self.template.render(messages, add_generation_prompt=True))
+
+    def to_json(self) -> dict:
+        return {"kind": "chat", "base": {**self.base.to_json(), "vocab_size": self.base.vocab_size},
+                "specials": list(self.specials), **self.template.to_json()}
+
+    def __reduce__(self):  # (to tokenizer worker processes: the template is rebuilt from its text)
+        return (ChatTokenizer, (self.base, ChatTemplate(self.template.source, self.template.variables),
+                                self.specials))
+
+
+# ----------------------------------------------------------------------------- finding the template
+
+
+def _token_text(value) -> Optional[str]:
+    """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _hf_config(tokenizer_file: Path) -> dict:
+    """tokenizer_config.json beside a Hugging Face tokenizer.json ({} when there is none)."""
+    where = tokenizer_file.parent / "tokenizer_config.json"
+    if not where.is_file():
+        return {}
+    try:
+        return json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError([f"{where}: cannot read it as JSON ({e})"]) from None
+
+
+def hf_chat_template(tokenizer_file: Path, source: Optional[str] = None, where: str = "") -> Optional[ChatTemplate]:
+    """The chat template beside a Hugging Face tokenizer.json (or `source`, when given):
+    chat_template.jinja, else tokenizer_config.json's "chat_template" (a string, or a list of
+    named ones: "default"), with that config's special tokens (bos_token, eos_token, ...) as
+    variables; None when there is none."""
+    config = _hf_config(tokenizer_file)
+    variables = {k: _token_text(v) for k, v in config.items() if k.endswith("_token") and _token_text(v) is not None}
+    jinja = tokenizer_file.parent / "chat_template.jinja"
+    if source is None and jinja.is_file():
+        source, where = jinja.read_text(encoding="utf-8"), str(jinja)
+    if source is None:
+        source, where = config.get("chat_template"), f"{tokenizer_file.parent / 'tokenizer_config.json'} chat_template"
+        if isinstance(source, list):
+            source = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}.get("default")
+    return ChatTemplate(source, variables, where) if isinstance(source, str) else None
+
+
+def chat_tokenizer(base, template_file: Optional[Path] = None, tokenizer_file: Optional[Path] = None) -> ChatTokenizer:
+    """`base` with a chat template: the one in `template_file` (data.chat_template), else the
+    Hugging Face one beside `tokenizer_file` (with its special tokens as variables), else
+    DEFAULT_TEMPLATE. SPECIAL_TOKENS are added unless the tokenizer is a Hugging Face one with a
+    template (its own, or data.chat_template over its own special tokens)."""
+    source = where = None
+    if template_file is not None:
+        where = f"data.chat_template={template_file}"
+        try:
+            source = template_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError([f"{where}: cannot read it ({e})"]) from None
+    if tokenizer_file is not None:
+        own = hf_chat_template(tokenizer_file, source, where or "")
+        if own is not None:
+            return ChatTokenizer(base, own)
+    template = ChatTemplate(source, {}, where) if source is not None else ChatTemplate(DEFAULT_TEMPLATE)
+    return ChatTokenizer(base, template, SPECIAL_TOKENS)
+
+
+def template_text(template: ChatTemplate, messages: Sequence[dict], specials: Sequence[str] = SPECIAL_TOKENS) -> str:
+    """The rendered conversation without the special tokens (the characters a char vocabulary needs)."""
+    text = template.render(messages)
+    for s in specials:
+        text = text.replace(s, "")
+    return text

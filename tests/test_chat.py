@@ -1,0 +1,273 @@
+"""Chat data for supervised fine-tuning: templates, the assistant-only loss mask, packing."""
+
+import json
+import shutil
+
+import jax
+import numpy as np
+import pytest
+
+from spmdgpt.cli import main
+from spmdgpt.config import load_config
+from spmdgpt.data import load_dataset
+from spmdgpt.data.chat import SPECIAL_TOKENS, ChatTemplate, ChatTokenizer, chat_tokenizer
+from spmdgpt.data.loader import Batcher, EvalBatcher
+from spmdgpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, tokenizer_from_json
+from spmdgpt.sharding import Rules, make_mesh
+
+from conftest import read_jsonl  # noqa: E402
+
+GPT2 = load_config([]).data
+CONVERSATION = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "2+2?"},
+                {"role": "assistant", "content": "4"}]
+# a ChatML template written for these tests: a default system turn, the begin-of-text token,
+# loop variables, a namespace and raise_exception (what models' templates use)
+CHATML = """{{ bos_token }}{% set ns = namespace(system=false) %}
+{% for m in messages %}
+{% if m['role'] == 'system' %}{% set ns.system = true %}{% endif %}
+{% if loop.first and not ns.system %}<|im_start|>system
+You are a helpful assistant.<|im_end|>
+{% endif %}
+{% if m['role'] not in ['system', 'user', 'assistant'] %}{{ raise_exception('unknown role ' + m['role']) }}{% endif %}
+<|im_start|>{{ m['role'] }}
+{{ m['content'] | trim }}<|im_end|>
+{% endfor %}
+{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+
+def gpt2():
+    from spmdgpt.data.tokenizers import gpt2_cache_dir
+
+    return GPT2Tokenizer(gpt2_cache_dir(GPT2))
+
+
+def write_chat(path, conversations):
+    path.write_text("".join(json.dumps({"messages": c}) + "\n" for c in conversations))
+    return path
+
+
+def test_default_template_masks_exactly_the_assistant_turns():
+    """<|role|>content<|end|> with the four special tokens after GPT-2's 50,257 ids; the mask is
+    1 on each assistant reply and its <|end|>, nowhere else; the ids decode back to the text."""
+    tok = chat_tokenizer(gpt2())
+    assert tok.vocab_size == 50257 + 4 and tok.encode("<|user|>") == [50258] and tok.eos_id == 50256
+    assert tok.stop_id == 50260  # <|end|>: a sampled reply stops there
+    ids, mask = tok.encode_chat(CONVERSATION)
+    text = "<|system|>Be brief.<|end|><|user|>Hi<|end|><|assistant|>Hello.<|end|><|user|>2+2?<|end|><|assistant|>4<|end|>"
+    assert tok.decode(ids) == text
+    assert ids.tolist() == tok.encode(text)
+    learned = ids[mask == 1]
+    assert tok.decode(learned) == "Hello.<|end|>4<|end|>"
+    assert mask.tolist() == [0] * 9 + [1] * 3 + [0] * 7 + [1] * 2  # "Hello." and "2+2?": 2 and 4 GPT-2 tokens
+    assert tok.decode(tok.prompt(CONVERSATION[:2])).endswith("<|user|>Hi<|end|><|assistant|>")
+    back = tokenizer_from_json(json.loads(json.dumps(tok.to_json())), GPT2)  # as a run saves it
+    assert back.encode_chat(CONVERSATION)[0].tolist() == ids.tolist() and back.vocab_size == tok.vocab_size
+
+
+def hf_chat_folder(tmp_path):
+    """GPT-2's tokenizer.json with <|im_start|> and <|im_end|> added, and a tokenizer_config.json
+    holding CHATML and its special tokens."""
+    from tokenizers import Tokenizer
+
+    from spmdgpt.data.sources import find_data_root
+
+    folder = tmp_path / "chatml"
+    folder.mkdir()
+    t = Tokenizer.from_file(str(find_data_root() / "gpt2-tokenizer" / "tokenizer.json"))
+    t.add_special_tokens(["<|im_start|>", "<|im_end|>"])
+    t.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "chat_template": CHATML, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+        "tokenizer_class": "PreTrainedTokenizerFast"}))
+    return folder
+
+
+def test_hf_chat_template_renders_as_transformers_does(tmp_path, torch_side):
+    """A model's own template (tokenizer_config.json) renders each conversation to the same text
+    and ids as transformers' apply_chat_template, with and without the generation prompt; the
+    tokens trained on are the assistant's replies, their <|im_end|> and the newline after it."""
+    folder = hf_chat_folder(tmp_path)
+    tok = chat_tokenizer(HFTokenizer.from_file(folder / "tokenizer.json"), tokenizer_file=folder / "tokenizer.json")
+    assert tok.specials == () and tok.vocab_size == 50259 and tok.stop_id == tok.encode("<|im_end|>")[0] == 50258
+    conversations = [CONVERSATION, CONVERSATION[1:3], [{"role": "user", "content": "  Tell me  "},
+                                                       {"role": "assistant", "content": "No.\n"}]]
+    for gen in (False, True):
+        theirs = torch_side.ask("chat_template", folder=str(folder), conversations=conversations,
+                                add_generation_prompt=gen)
+        assert [tok.template.render(c, gen) for c in conversations] == theirs["texts"]
+        assert [tok.encode(t) for t in theirs["texts"]] == theirs["ids"]
+    ids, mask = tok.encode_chat(CONVERSATION)
+    assert ids.tolist() == theirs_ids(torch_side, folder, CONVERSATION)
+    assert ids[mask == 1].tolist() == tok.encode("Hello.<|im_end|>\n") + tok.encode("4<|im_end|>\n")
+
+
+def theirs_ids(torch_side, folder, conversation):
+    return torch_side.ask("chat_template", folder=str(folder), conversations=[conversation])["ids"][0]
+
+
+def test_template_that_rewrites_earlier_turns_is_refused():
+    """A template whose rendering of a longer conversation changes an earlier turn (here: it
+    drops all but the last assistant reply) cannot tell the assistant's tokens apart: ChatError."""
+    from spmdgpt.data.chat import ChatError
+
+    last_only = ("{% for m in messages %}{% if m['role'] != 'assistant' or loop.last %}"
+                 "<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endif %}{% endfor %}")
+    tok = ChatTokenizer(gpt2(), ChatTemplate(last_only), SPECIAL_TOKENS)
+    with pytest.raises(ChatError, match="does not render message 2 as a continuation"):
+        tok.encode_chat(CONVERSATION)
+
+
+def chat_corpus(tmp_path, n=60, **data):
+    """n one-turn additions as a chat dataset (char tokenizer), loaded."""
+    rng = np.random.default_rng(0)
+    convs = []
+    for i in range(n):
+        a, b = (int(v) for v in rng.integers(0, 100, 2))
+        convs.append([{"role": "user", "content": f"{a}+{b}=" + "?" * (i % 7)},
+                      {"role": "assistant", "content": str(a + b)}])
+    write_chat(tmp_path / "add.jsonl", convs)
+    items = [f"+data.datasets.add={{paths:[{tmp_path / 'add.jsonl'}],format:chat,split:none}}",
+             f"data.cache_dir={tmp_path / 'cache'}", *[f"data.{k}={v}" for k, v in data.items()]]
+    return load_dataset(load_config(items).data), convs
+
+
+def test_store_holds_each_conversation_and_its_mask(tmp_path):
+    """The token store holds each conversation (its template's rendering, then end-of-text) in
+    file order with a .mask file beside the tokens: 1 exactly on the reply and its <|end|>."""
+    corpus, convs = chat_corpus(tmp_path)
+    tok, stream = corpus.tokenizer, corpus.train["add"]
+    assert tok.kind == "chat" and tok.vocab_size == len("+0123456789=?") + 1 + 4
+    starts, lengths = stream.document_spans()
+    assert len(starts) == len(convs)
+    for k in (0, 1, 59):
+        ids = stream.read(int(starts[k]), int(lengths[k]))
+        mask = stream.read_mask(int(starts[k]), int(lengths[k]))
+        user, reply = convs[k][0]["content"], convs[k][1]["content"]
+        assert tok.decode(ids[:-1]) == f"<|user|>{user}<|end|><|assistant|>{reply}<|end|>"
+        assert ids[-1] == tok.eos_id
+        assert tok.decode(ids[mask == 1]) == f"{reply}<|end|>" and mask.sum() == len(reply) + 1
+    assert list(corpus.folders["add"].glob("train-*.mask"))
+
+
+def test_packed_rows_hold_whole_conversations(tmp_path):
+    """Each row of a chat dataset holds whole conversations (every one exactly once over the
+    rows), padded with end-of-text; targets are -1 except where the next token is the
+    assistant's; segments number the conversations (the padding its own) and positions restart
+    at each; the batches are the same on 1 and on 8 devices."""
+    corpus, convs = chat_corpus(tmp_path)
+    tok, stream = corpus.tokenizer, corpus.train["add"]
+    seq = 32
+    batches = {}
+    for n in (1, 8):
+        mesh = make_mesh(load_config([f"mesh.data={n}"]).mesh, jax.devices()[:n])
+        rules = Rules(mesh, load_config([]).sharding)
+        b = Batcher(corpus.train, corpus.weights, seq, 8, 0, rules.batch_sharding(), True, True, pad_id=tok.eos_id)
+        batches[n] = [jax.device_get(tuple(b.train_batch(s))) for s in range(2 * b.windows[0] // 8 + 1)]
+    packing = b.packed[0]
+    assert b.windows == [packing.rows] and packing.truncated == 0
+    assert 0.75 < packing.fill <= 1.0
+    rows = [packing.row(r) for r in range(packing.rows)]
+    seen = []
+    for toks, mask, seg in rows:
+        assert len(toks) == seq + 1
+        for j in range(int(seg.max()) + 1):
+            piece = toks[seg == j]
+            if j == seg.max() and piece[0] == tok.eos_id:  # the padding
+                assert (mask[seg == j] == 0).all()
+                continue
+            seen.append(tok.decode(piece[:-1]))
+    assert sorted(seen) == sorted(f"<|user|>{c[0]['content']}<|end|><|assistant|>{c[1]['content']}<|end|>"
+                                  for c in convs)
+    for a, c in zip(batches[1], batches[8], strict=True):
+        for x, y in zip(a, c, strict=True):
+            np.testing.assert_array_equal(x, y)
+    inputs, targets, segs, pos = batches[1][0]
+    learned = targets >= 0
+    assert learned.sum() > 0
+    # a counted target is the next input's token, inside the same conversation, and is a reply
+    same = segs[:, 1:] == segs[:, :-1]
+    assert (targets[:, :-1][learned[:, :-1]] == inputs[:, 1:][learned[:, :-1]]).all()
+    assert same[learned[:, :-1]].all()
+    assert set(tok.decode(targets[learned]).replace("<|end|>", "")) <= set("0123456789")
+    starts = np.concatenate([np.ones((8, 1), bool), ~same], axis=1)
+    assert (pos[starts] == 0).all() and (pos[:, 1:][same] == pos[:, :-1][same] + 1).all()
+
+
+def test_validation_rows_and_the_logged_count(tmp_path):
+    """A chat validation set is packed in file order; training on chat data logs loss_tokens, the
+    count of targets the loss took (the replies' tokens in the step's rows), which the loss is a
+    mean over."""
+    corpus, _ = chat_corpus(tmp_path)
+    mesh = make_mesh(load_config(["mesh.data=1"]).mesh, jax.devices()[:1])
+    rules = Rules(mesh, load_config([]).sharding)
+    ev = EvalBatcher(corpus.train["add"], 32, 4, 2, rules.batch_sharding(), "add", True, True, pad_id=18)
+    assert ev.packed.rows == len(ev.packed.first) - 1 and list(ev.starts) == [i * ev.packed.rows // 8 for i in range(8)]
+    write_chat(tmp_path / "add.jsonl", [[{"role": "user", "content": f"{i}+1="}, {"role": "assistant", "content": str(i + 1)}]
+                                        for i in range(40)])
+    run = tmp_path / "run"
+    code = main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
+                 "data.batch_size=8", "train.steps=4", "train.log_every=1", "train.eval_every=4",
+                 f"+data.datasets.add={{paths:[{tmp_path / 'add.jsonl'}],format:chat}}", f"run.dir={run}",
+                 f"data.cache_dir={tmp_path / 'cache2'}", "train.rollout_tokens=0", "checkpoint.enabled=false"])
+    assert code == 0
+    rows = [r for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
+    corpus2 = load_dataset(load_config([f"+data.datasets.add={{paths:[{tmp_path / 'add.jsonl'}],format:chat}}",
+                                        f"data.cache_dir={tmp_path / 'cache2'}"]).data)
+    b = Batcher(corpus2.train, corpus2.weights, 32, 8, 0, rules.batch_sharding(), True, True,
+                pad_id=corpus2.tokenizer.eos_id)
+    counts = [int((np.asarray(b.train_batch(s).targets) >= 0).sum()) for s in range(4)]
+    assert [r["loss_tokens"] for r in rows] == counts and min(counts) > 0
+
+
+BAD_CHATS = [  # (a line, the message)
+    ('{"messages": [{"content": "hi"}]}', "chat.jsonl:2: message 0 has no 'role'"),
+    ('{"messages": [{"role": "robot", "content": "hi"}]}', "chat.jsonl:2: message 0 has role 'robot'; the roles are system, user, assistant"),
+    ('{"messages": []}', "chat.jsonl:2: an empty conversation"),
+    ('{"messages": [{"role": "user", "content": "hi"}]}', "chat.jsonl:2: no assistant message"),
+    ('{"text": "hi"}', "chat.jsonl:2: no 'messages' list"),
+    ('{"messages": [{"role": "user"}]}', "chat.jsonl:2: message 0 (user) has no text 'content'"),
+]
+
+
+@pytest.mark.parametrize("line,message", BAD_CHATS, ids=[m.split(": ", 1)[1][:30] for _, m in BAD_CHATS])
+def test_bad_chat_data_is_one_line_exit_2(tmp_path, capsys, line, message):
+    good = json.dumps({"messages": CONVERSATION[1:3]})
+    (tmp_path / "chat.jsonl").write_text(f"{good}\n{line}\n{good}\n")
+    code = main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=64", "train.steps=1",
+                 f"+data.datasets.d={{paths:[{tmp_path / 'chat.jsonl'}],format:chat}}", f"run.dir={tmp_path / 'run'}",
+                 f"data.cache_dir={tmp_path / 'cache'}"])
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("spmdgpt: error: ")]
+    assert code == 2 and len(errors) == 1 and message in errors[0], err
+    assert not (tmp_path / "run").exists()
+
+
+def test_chat_split_tail_is_refused(tmp_path, capsys):
+    write_chat(tmp_path / "c.jsonl", [CONVERSATION])
+    code = main(["prepare", f"+data.datasets.d={{paths:[{tmp_path / 'c.jsonl'}],format:chat,split:tail}}",
+                 f"data.cache_dir={tmp_path / 'cache'}"])
+    assert code == 2 and "data.datasets.d.split=tail would cut a conversation in two" in capsys.readouterr().err
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+def test_chat_training_resumes_bitwise(tmp_path):
+    """Fine-tuning on chat data, stopped after 3 steps and resumed, gives the losses of the run
+    that went straight through, bitwise (the packed rows are a function of the seed and step)."""
+    from spmdgpt.trainer import train
+
+    write_chat(tmp_path / "add.jsonl", [[{"role": "user", "content": f"{i}*2="}, {"role": "assistant", "content": str(2 * i)}]
+                                        for i in range(40)])
+    common = ["+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32", "data.batch_size=8",
+              "train.log_every=1", "train.progress=false", "train.eval_every=0", "optimizer.schedule=constant",
+              "optimizer.warmup_steps=0",
+              "checkpoint.every=3", f"+data.datasets.add={{paths:[{tmp_path / 'add.jsonl'}],format:chat}}",
+              f"data.cache_dir={tmp_path / 'cache'}", "train.rollout_tokens=0"]
+    train(load_config([*common, "train.steps=6", f"run.dir={tmp_path / 'straight'}"]), argv=["pytest"])
+    train(load_config([*common, "train.steps=3", f"run.dir={tmp_path / 'part'}"]), argv=["pytest"])
+    r = train(load_config([*common, "train.steps=6", f"run.dir={tmp_path / 'part'}"]), argv=["pytest"])
+    assert r.resumed_from == 3
+    a, b = ({x["step"]: (x["loss"], x["loss_tokens"]) for x in read_jsonl(tmp_path / run / "metrics.jsonl") if "loss" in x}
+            for run in ("straight", "part"))
+    assert sorted(b) == list(range(1, 7)) and [b[s] for s in range(1, 7)] == [a[s] for s in range(1, 7)]
