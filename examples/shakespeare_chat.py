@@ -1,14 +1,17 @@
 """Tiny Shakespeare as conversations, for trying chat fine-tuning (README, "Fine-tuning on
 conversations"): each pair of consecutive speeches becomes one conversation, the first speech
 as the user's turn and the reply as the assistant's, with a system turn naming who answers.
+With --pairs, preference pairs instead: the same prompt, the true reply as the chosen answer
+and a speech drawn from elsewhere in the play (seeded) as the rejected one.
 
-    python examples/shakespeare_chat.py [OUT.jsonl]     (default: shakespeare_chat.jsonl)
+    python examples/shakespeare_chat.py [--pairs] [OUT.jsonl]   (default: shakespeare_chat.jsonl)
 
 Reads <data root>/tinyshakespeare/input.txt (data.path's rule: $SPMDGPT_DATA, else the nearest
 shared/data above this folder); writes {"messages": [...]} lines.
 """
 
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -24,17 +27,24 @@ def speeches(text: str):
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "shakespeare_chat.jsonl")
+    args = sys.argv[1:]
+    pairs = "--pairs" in args
+    args = [a for a in args if a != "--pairs"]
+    out = Path(args[0] if args else "shakespeare_chat.jsonl")
     root = find_data_root()
     if root is None:
         sys.exit("no data root: set SPMDGPT_DATA to the folder holding tinyshakespeare/")
     said = list(speeches((root / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")))
+    rng = random.Random(0)
     with open(out, "w", encoding="utf-8") as f:
         for (_, first), (speaker, reply) in zip(said, said[1:]):
-            messages = [{"role": "system", "content": f"You are {speaker}."},
-                        {"role": "user", "content": first}, {"role": "assistant", "content": reply}]
-            f.write(json.dumps({"messages": messages}) + "\n")
-    print(f"{out}: {len(said) - 1} conversations")
+            prompt = [{"role": "system", "content": f"You are {speaker}."}, {"role": "user", "content": first}]
+            if pairs:
+                line = {"prompt": prompt, "chosen": reply, "rejected": rng.choice(said)[1]}
+            else:
+                line = {"messages": prompt + [{"role": "assistant", "content": reply}]}
+            f.write(json.dumps(line) + "\n")
+    print(f"{out}: {len(said) - 1} {'pairs' if pairs else 'conversations'}")
 
 
 if __name__ == "__main__":

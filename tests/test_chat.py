@@ -244,6 +244,40 @@ def test_bad_chat_data_is_one_line_exit_2(tmp_path, capsys, line, message):
     assert not (tmp_path / "run").exists()
 
 
+BAD_PAIRS = [
+    ('{"prompt": "hi", "chosen": "yes"}', "pairs.jsonl:2: no 'rejected' (a text or a list of messages)"),
+    ('{"chosen": "yes", "rejected": "no"}', "pairs.jsonl:2: no 'prompt' (a text or a list of messages)"),
+    ('{"prompt": "hi", "chosen": [{"role": "user", "content": "x"}], "rejected": "no"}',
+     "pairs.jsonl:2: chosen: no assistant message"),
+    ('{"prompt": [{"role": "bot", "content": "x"}], "chosen": "a", "rejected": "b"}',
+     "pairs.jsonl:2: chosen: message 0 has role 'bot'"),
+]
+
+
+@pytest.mark.parametrize("line,message", BAD_PAIRS, ids=[m.split(": ", 1)[1][:24] for _, m in BAD_PAIRS])
+def test_bad_preference_data_is_one_line_exit_2(tmp_path, capsys, line, message):
+    good = json.dumps({"prompt": "hi", "chosen": "hello", "rejected": "go away"})
+    (tmp_path / "pairs.jsonl").write_text(f"{good}\n{line}\n")
+    code = main(["prepare", f"+data.datasets.d={{paths:[{tmp_path / 'pairs.jsonl'}],format:preference}}",
+                 f"data.cache_dir={tmp_path / 'cache'}"])
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("spmdgpt: error: ")]
+    assert code == 2 and len(errors) == 1 and message in errors[0], errors
+
+
+def test_preference_data_alone_and_without_stages(tmp_path, capsys):
+    """Pairs mixed with other data, or with pipeline stages: one line each, exit 2."""
+    (tmp_path / "pairs.jsonl").write_text(json.dumps({"prompt": "hi", "chosen": "a", "rejected": "b"}) + "\n")
+    write_chat(tmp_path / "c.jsonl", [CONVERSATION])
+    pairs = f"+data.datasets.p={{paths:[{tmp_path / 'pairs.jsonl'}],format:preference}}"
+    base = ["train", "+experiment=staircase", "data.source=text", "model.vocab_size=64", f"data.cache_dir={tmp_path}/c",
+            f"run.dir={tmp_path / 'run'}", "model.num_layers=2"]
+    assert main([*base, pairs, f"+data.datasets.c={{paths:[{tmp_path / 'c.jsonl'}],format:chat}}"]) == 2
+    assert "preference pairs (format preference, tuned by DPO) cannot be mixed" in capsys.readouterr().err
+    assert main([*base, pairs, "mesh.stage=2", "mesh.data=4"]) == 2
+    assert "preference data (DPO) does not work with mesh.stage=2: pipeline stages yet" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def test_chat_split_tail_is_refused(tmp_path, capsys):
     write_chat(tmp_path / "c.jsonl", [CONVERSATION])
     code = main(["prepare", f"+data.datasets.d={{paths:[{tmp_path / 'c.jsonl'}],format:chat,split:tail}}",
@@ -271,3 +305,146 @@ def test_chat_training_resumes_bitwise(tmp_path):
     a, b = ({x["step"]: (x["loss"], x["loss_tokens"]) for x in read_jsonl(tmp_path / run / "metrics.jsonl") if "loss" in x}
             for run in ("straight", "part"))
     assert sorted(b) == list(range(1, 7)) and [b[s] for s in range(1, 7)] == [a[s] for s in range(1, 7)]
+
+
+def _sample(run, prompt):
+    """`spmdgpt sample`'s greedy continuation (stdout, the prompt included)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["sample", f"run.dir={run}", f"prompt={prompt}", "temperature=0", "max_new_tokens=4"]) == 0
+    return out.getvalue().strip()
+
+
+def test_dpo_raises_the_margin_and_switches_greedy_answers(tmp_path):
+    """A model fine-tuned to answer "N" (to 3 questions in 4; "Y" to the others) is tuned by
+    DPO on pairs (chosen "Y", rejected "N"):
+    at step 1 the policy is the reference (margin 0, loss log 2 + RPO's NLL term); the margin then rises above 1
+    with every pair ranked right, and the greedy answer to a training prompt switches from "N"
+    to "Y". A resumed DPO run keeps its reference: the same losses, bitwise."""
+    prompts = [f"Is {i} a prime?" for i in range(16)]
+    write_chat(tmp_path / "no.jsonl", [[{"role": "user", "content": p}, {"role": "assistant", "content": "N" if i % 4 else "Y"}]
+                                       for i, p in enumerate(prompts)])
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps({"prompt": p, "chosen": "Y", "rejected": "N"}) + "\n"
+                                                  for p in prompts))
+    # (one-character answers: one token each, so the answer is one choice, not a spelling)
+    common = ["+experiment=shakespeare_gpt2", "data.tokenizer=char", "model.vocab_size=64", "model.num_layers=1",
+              "model.d_model=64", "model.num_heads=2",
+              "data.seq_len=48", "data.batch_size=8", "optimizer.name=adamw", "optimizer.warmup_steps=0",
+              "optimizer.schedule=constant", "train.log_every=1", "train.progress=false", "train.eval_every=0",
+              f"data.cache_dir={tmp_path / 'cache'}", "train.rollout_tokens=0", "checkpoint.every=5"]
+
+    def data(name, fmt):
+        f = tmp_path / f"{name}.jsonl"
+        return [f"+data.datasets.{name}={{paths:[{f}],format:{fmt},split:none}}",
+                f"+data.datasets.held={{paths:[{f}],format:{fmt},split:val}}"]
+
+    from spmdgpt.trainer import train
+
+    base, dpo, part = tmp_path / "base", tmp_path / "dpo", tmp_path / "part"
+    train(load_config([*common, *data("no", "chat"), "optimizer.lr=3e-3", "train.steps=30", f"run.dir={base}"]),
+          argv=["pytest"])
+    tune = [*common, *data("pairs", "preference"), "optimizer.lr=1e-3", f"checkpoint.init_from={base}",
+            "train.dpo_beta=0.5", "train.dpo_sft_weight=1"]
+    train(load_config([*tune, "train.steps=10", f"run.dir={dpo}"]), argv=["pytest"])
+    rows = [r for r in read_jsonl(dpo / "metrics.jsonl") if "loss" in r]
+    # (the policy's and the reference's forward passes are two programs: equal to float32 rounding)
+    # (with RPO's term: the chosen reply's NLL per token, weight 1)
+    assert abs(rows[0]["dpo/margin"]) < 1e-5
+    assert rows[0]["loss"] == pytest.approx(np.log(2) + rows[0]["dpo/chosen_nll"], abs=1e-5)
+    assert rows[-1]["dpo/margin"] > 1 and rows[-1]["dpo/margin"] > rows[4]["dpo/margin"] > 0 and rows[-1]["dpo/accuracy"] == 1 and rows[-1]["pairs"] == 8  # (a pair: 38 tokens, one per row)
+    assert rows[-1]["dpo/chosen"] - rows[-1]["dpo/rejected"] == pytest.approx(rows[-1]["dpo/margin"], rel=1e-5)
+    prompt = "<|user|>Is 6 a prime?<|end|><|assistant|>"
+    assert _sample(base, prompt).endswith("<|assistant|>N<|end|>")
+    assert _sample(dpo, prompt).endswith("<|assistant|>Y<|end|>")
+    train(load_config([*tune, "train.steps=5", f"run.dir={part}"]), argv=["pytest"])
+    train(load_config([*tune, "train.steps=10", f"run.dir={part}"]), argv=["pytest"])
+    assert [r["loss"] for r in read_jsonl(part / "metrics.jsonl") if "loss" in r] == [r["loss"] for r in rows]
+
+
+def test_dpo_loss_equals_its_definition():
+    """dpo_objective on rows holding two pairs and padding equals DPO computed from the two
+    models' logits in float64 (1e-5): per reply the sum of its counted targets' log-probabilities,
+    rewards beta * (policy - reference), loss mean(-log sigmoid(margin)) over complete pairs; a
+    pair with an empty reply is not counted."""
+    from spmdgpt.model import forward, init_params
+    from spmdgpt.model.preference import dpo_objective
+
+    cfg = load_config(["+experiment=staircase", "model.vocab_size=16", "model.num_layers=1", "mesh.data=2"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:2])
+    rules = Rules(mesh, cfg.sharding)
+    rng = np.random.default_rng(3)
+    b, t = 4, 24
+    inputs = rng.integers(0, 16, (b, t))
+    seg = np.repeat(np.array([0] * 5 + [1] * 6 + [2] * 4 + [3] * 5 + [4] * 4)[None], b, 0)  # 2 pairs, padding
+    keep = (rng.random((b, t)) < 0.6) & (seg < 4)
+    keep[:, [0, 5, 11, 15]] = True  # (each reply has a counted target ...)
+    keep[1, seg[1] == 3] = False  # (... but row 1's second pair's rejected one)
+    targets = np.where(keep, rng.integers(0, 16, (b, t)), -1)
+    with jax.set_mesh(mesh):
+        policy, ref = (init_params(cfg.model, jax.random.key(k), rules) for k in (0, 1))
+        put = lambda a: jax.device_put(np.asarray(a, np.int32), rules.batch_sharding())  # noqa: E731
+        loss, m = jax.jit(lambda p, r: dpo_objective(cfg.model, rules, 0.3, p, r, put(inputs), put(targets), put(seg)))(
+            policy, ref)
+        logits = [np.asarray(jax.jit(lambda p: forward(cfg.model, rules, p, put(inputs), segment_ids=put(seg))[0])(p),
+                             np.float64) for p in (policy, ref)]
+    lp = [(lg - np.log(np.exp(lg).sum(-1, keepdims=True)))[np.arange(b)[:, None], np.arange(t)[None], np.maximum(targets, 0)]
+          * keep for lg in logits]
+    margins = []
+    for r in range(b):
+        for j in range(2):
+            c, rj = seg[r] == 2 * j, seg[r] == 2 * j + 1
+            if keep[r][c].any() and keep[r][rj].any():
+                margins.append(0.3 * ((lp[0][r][c].sum() - lp[1][r][c].sum()) - (lp[0][r][rj].sum() - lp[1][r][rj].sum())))
+    margins = np.array(margins)
+    assert len(margins) == 2 * b - 1
+    assert float(loss) == pytest.approx(np.mean(np.log1p(np.exp(-margins))), rel=1e-5)
+    assert float(m["dpo/margin"]) == pytest.approx(margins.mean(), rel=1e-5, abs=1e-6)
+    assert float(m["dpo/accuracy"]) == pytest.approx((margins > 0).mean())
+
+
+def test_chat_keeps_its_cache_across_turns(tmp_path, capsys):
+    """`spmdgpt chat`: a second turn feeds the cache only what the template adds (the reply's
+    end, the new user message, the assistant's start), and its greedy reply equals the greedy
+    continuation of the whole conversation prefilled from scratch; prompt_file= answers each line
+    as `sample` continues the rendered prompt; a run without a chat template is one line, exit 2."""
+    from spmdgpt.cli.chat import chat_model
+    from spmdgpt.cli.runs import source_params
+    from spmdgpt.generate import Conversation, Sampler, SamplingParams
+
+    write_chat(tmp_path / "c.jsonl", [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
+                                      for i in range(30)])
+    run = tmp_path / "run"
+    assert main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
+                 "data.batch_size=8", "train.steps=2", "model.max_seq_len=160", "train.rollout_tokens=0",
+                 f"+data.datasets.c={{paths:[{tmp_path / 'c.jsonl'}],format:chat}}", f"run.dir={run}",
+                 f"data.cache_dir={tmp_path / 'cache'}"]) == 0
+    cfg, tok = chat_model(str(run), ["mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    sp = SamplingParams(12, 0.0, 0, 1.0, 0, tok.stop_id)
+    with jax.set_mesh(mesh):
+        _, params = source_params(str(run), cfg, rules)
+        talk = Conversation(cfg.model, rules, params, tok, sp)
+        first = talk.say("3 and 3?")
+        fed_first = talk.fed
+        second = talk.say("4 and 4?")
+        whole = tok.prompt(talk.messages[:-1])  # the conversation before the second reply, from scratch
+        again = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(params, [whole], sp)[0]
+        one = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(params, [tok.prompt(talk.messages[:1])], sp)[0]
+    assert talk.refills == 0 and talk.turns == 2
+    assert talk.fed - fed_first == len(tok.encode(f"<|user|>4 and 4?<|end|><|assistant|>")) + (0 if len(first) < 12 else 1)
+    assert tok.encode(second) == [t for t in again if t != tok.stop_id]
+    assert tok.encode(first) == [t for t in one if t != tok.stop_id]
+    (tmp_path / "p.txt").write_text("3 and 3?\n")
+    capsys.readouterr()
+    assert main(["chat", f"run.dir={run}", f"prompt_file={tmp_path / 'p.txt'}", "temperature=0", "max_new_tokens=12",
+                 "mesh.data=1"]) == 0
+    assert capsys.readouterr().out == first + "\n"
+    plain = tmp_path / "plain"
+    assert main(["train", "+experiment=staircase", "train.steps=1", f"run.dir={plain}"]) == 0
+    capsys.readouterr()
+    assert main(["chat", f"run.dir={plain}"]) == 2
+    assert "did not train on chat data (its tokenizer has no chat template)" in capsys.readouterr().err

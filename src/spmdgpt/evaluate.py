@@ -6,33 +6,46 @@ from functools import partial
 from typing import Dict
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import ModelConfig
 from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import JsonlLogger
 from spmdgpt.model import objective
+from spmdgpt.model.loss import counted_first
 from spmdgpt.sharding import Rules, to_host
 
 
 class LossEvaluator:
     """Mean next-token loss of each validation set over its `num_batches` fixed batches (built
-    once), over their counted targets (>= 0): each batch's mean weighted by its count."""
+    once), over their counted targets (>= 0): each batch's mean weighted by its count. With a
+    `reference` (preference data), the DPO loss with that beta (and RPO's sft_weight) instead,
+    over the complete pairs."""
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, sets: Dict[str, EvalBatcher], num_batches: int):
+    def __init__(self, cfg: ModelConfig, rules: Rules, sets: Dict[str, EvalBatcher], num_batches: int,
+                 reference=None, beta: float = 0.0, sft_weight: float = 0.0):
+        from spmdgpt.model.preference import complete_pairs, dpo_objective
+
         self.batches = {name: [b.batch(i) for i in range(num_batches)] for name, b in sets.items()}
+        self.reference = reference
 
-        def loss_and_count(params, *batch):
-            metrics = objective(cfg, rules, params, *batch)[1]
-            return metrics["loss"], metrics["tokens"]
+        def loss_and_count(params, *batch, reference=None):
+            if reference is None:
+                metrics = objective(cfg, rules, params, *batch)[1]
+                return metrics["loss"], metrics["tokens"]
+            count, params, batch = counted_first(jnp.sum(complete_pairs(rules, batch[1], batch[2]), dtype=jnp.float32),
+                                                 params, batch)
+            return dpo_objective(cfg, rules, beta, params, reference, *batch, denominator=jnp.maximum(count, 1.0),
+                                 sft_weight=sft_weight)[0], count
 
         self._loss = jax.jit(loss_and_count)
 
     def __call__(self, params) -> Dict[str, float]:
         out = {}
         for name, batches in self.batches.items():
-            losses, counts = (np.asarray(a, dtype=np.float64)
-                              for a in zip(*jax.device_get([self._loss(params, *batch) for batch in batches])))
+            got = [self._loss(params, *batch, reference=self.reference) for batch in batches]
+            losses, counts = (np.asarray(a, dtype=np.float64) for a in zip(*jax.device_get(got)))
             out[name] = float(np.sum(losses * counts) / max(np.sum(counts), 1.0))
         return out
 

@@ -151,17 +151,39 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
                 truncate_jsonl(run_dir / log, step)
         return Start(TrainState(jnp.asarray(step, jnp.int32), params, opt_state), StartKind.resumed, step)
     if cfg.checkpoint.init_from:
-        if hf_folder(cfg.checkpoint.init_from) is not None:
-            from spmdgpt.hf import read_params
-
-            params = read_params(cfg.model, hf_files, rules)  # (checked above)
-        else:
-            params, _, _ = reader.restore(reader.steps()[-1], target.params)
-            params = to_stage_order(rules, params)
-        params = initial_params(cfg.optimizer, param_info(cfg.model), params)
+        source = hf_files if hf_folder(cfg.checkpoint.init_from) is not None else reader
+        params = _init_from_params(cfg, rules, target.params, source)
         state = TrainState(jnp.zeros((), jnp.int32), params, jax.jit(optimizer.init)(params))
         return Start(state, StartKind.init_from, 0)
     return Start(init_state(cfg, rules, optimizer), StartKind.restarted if restart else StartKind.fresh, 0)
+
+
+def _init_from_params(cfg: Config, rules: Rules, target: Params, source) -> Params:
+    """checkpoint.init_from's parameters, in stage order: `source` is hf:DIR's opened weights or
+    the run's checkpoint reader (both checked by `start`)."""
+    if hf_folder(cfg.checkpoint.init_from) is not None:
+        from spmdgpt.hf import read_params
+
+        params = read_params(cfg.model, source, rules)
+    else:
+        params = to_stage_order(rules, source.restore(source.steps()[-1], target)[0])
+    return initial_params(cfg.optimizer, param_info(cfg.model), params)
+
+
+def starting_params(cfg: Config, rules: Rules) -> Params:
+    """The parameters a new run of cfg starts from, whatever run.dir holds: checkpoint.init_from's
+    (a run's newest, or hf:DIR's), else the seeded initialisation (preference tuning's reference
+    when a run resumes). Call inside the mesh, after `start` (which checks the source)."""
+    src = cfg.checkpoint.init_from
+    if not src:
+        return init_state(cfg, rules, optax.identity()).params
+    if hf_folder(src) is not None:
+        from spmdgpt.hf import open_weights
+
+        source = open_weights(cfg.model, hf_folder(src), f"checkpoint.init_from={src}")
+    else:
+        source = CheckpointManager.reader(Path(src).expanduser())
+    return _init_from_params(cfg, rules, abstract_params(cfg.model, rules), source)
 
 
 def _same_config(run_dir: Path, cfg: Config) -> bool:

@@ -14,11 +14,12 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import Config, document_batches, replan_points
+from spmdgpt.config import Config, document_batches, preference_data, replan_points
 from spmdgpt.data import Batcher, load_dataset
 from spmdgpt.model import between_steps, objective, param_info
-from spmdgpt.model.loss import counted_first
 from spmdgpt.model.attention import attention_dropout
+from spmdgpt.model.loss import counted_first
+from spmdgpt.model.preference import complete_pairs, dpo_objective
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules
 from spmdgpt.state import TrainState, init_state
@@ -74,24 +75,34 @@ def step_gradients(cfg: Config, rules: Rules):
     # with pipeline stages the microbatches flow through them inside the model (`model.pipeline`)
     staged = rules.stage_size() > 1
     microbatches = 1 if staged else cfg.train.microbatches
-    value_and_grad = jax.value_and_grad(partial(objective, m, rules, microbatches=cfg.train.microbatches if staged else 1),
-                                        has_aux=True)
+    dpo = preference_data(cfg.data)
+    if dpo:
+        value_and_grad = jax.value_and_grad(partial(dpo_objective, m, rules, cfg.train.dpo_beta,
+                                                    sft_weight=cfg.train.dpo_sft_weight), has_aux=True)
+    else:
+        lm = partial(objective, m, rules, microbatches=cfg.train.microbatches if staged else 1)
+        value_and_grad = jax.value_and_grad(lm, has_aux=True)
 
-    uses_dropout = m.dropout > 0 or attention_dropout(m) > 0
+    uses_dropout = (m.dropout > 0 or attention_dropout(m) > 0) and not dpo
 
-    def f(params, step, *batch):
+    def f(params, step, *batch, reference=None):
         key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
-        # the step's counted targets (>= 0) over its microbatches: each part's sums divided by
-        # it give, averaged over the parts, the step's mean (model/loss.py)
-        count, params, batch = counted_first(batch[1], params, batch)
+        # the step's counted targets (>= 0; DPO: complete pairs) over its microbatches: each
+        # part's sums divided by it give, averaged over the parts, the step's mean (model/loss.py)
+        count = (jnp.sum(complete_pairs(rules, batch[1], batch[2]), dtype=jnp.float32) if dpo
+                 else jnp.sum(batch[1] >= 0, dtype=jnp.float32))
+        count, params, batch, reference = counted_first(count, params, batch, reference)
         denominator = jnp.maximum(count, 1.0) / microbatches
 
         def grad_fn(params, *part, key=None):
-            (_, metrics), grads = value_and_grad(params, *part, key=key, denominator=denominator)
+            if dpo:
+                (_, metrics), grads = value_and_grad(params, reference, *part, denominator=denominator)
+            else:
+                (_, metrics), grads = value_and_grad(params, *part, key=key, denominator=denominator)
             return metrics, grads
 
         metrics, grads = accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
-        return {**metrics, "tokens": count}, grads
+        return {**metrics, "pairs" if dpo else "tokens": count}, grads
 
     return f
 
@@ -106,15 +117,19 @@ def optimizer_of(cfg: Config) -> optax.GradientTransformation:
     return build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps, run_replans(cfg))
 
 
-def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation):
+def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation, reference=None):
+    """The jitted step: step(state, *batch) -> (state, metrics), the state donated. With
+    `reference` (preference data: DPO's frozen reference parameters), the step takes them too, as
+    an argument of every call (not baked into the program)."""
     schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps, replans=run_replans(cfg))
     gradients = step_gradients(cfg, rules)
 
     skip_nonfinite = cfg.train.skip_nonfinite > 0
 
     def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
-                   segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None):
-        losses, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions)
+                   segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None, reference=None):
+        losses, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions,
+                                  reference=reference)
         loss = losses["loss"]
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -129,7 +144,8 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
             metrics["skipped"] = ~finite
         return TrainState(state.step + 1, params, opt_state), metrics
 
-    return jax.jit(train_step, donate_argnums=0)
+    step = jax.jit(train_step, donate_argnums=0)
+    return step if reference is None else partial(step, reference=reference)
 
 
 def training_parts(cfg: Config, rules: Rules, schedule_steps: Optional[int] = None):

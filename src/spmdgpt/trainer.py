@@ -29,9 +29,11 @@ from pathlib import Path
 from typing import Optional
 
 import jax
+import jax.numpy as jnp
 
 from spmdgpt.budget import Pacer, Replan, fit_budget, from_process_0, recorded_steps
-from spmdgpt.config import Config, ConfigError, document_batches, freeze, profile_range, to_yaml, validate
+from spmdgpt.config import (Config, ConfigError, document_batches, freeze, preference_data, profile_range, to_yaml,
+                            validate)
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.data import (
     Batcher,
@@ -49,7 +51,7 @@ from spmdgpt.model import attention_backend, num_params, to_layer_order
 from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, start
+from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, start, starting_params
 from spmdgpt.stats import make_stats_fn, stats_row
 from spmdgpt.train_step import make_train_step, optimizer_of
 from spmdgpt.trackers import RunLog, check_loggers, open_trackers
@@ -139,15 +141,22 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
                                       pad_id=pad) for name, s in data.val.items()}
         for name, packing in zip(batcher.names, batcher.packed, strict=True):
             if packing is not None and is_main:
-                print(f"{name}: {packing.stream.document_spans()[0].size:,} conversations packed into "
-                      f"{packing.rows:,} rows of {d.seq_len + 1} tokens ({packing.fill:.1%} filled"
-                      + (f"; {packing.truncated:,} longer than a row, cut" if packing.truncated else "") + ")",
+                what = "pairs" if packing.stream.pairs else "conversations"
+                n = packing.stream.document_spans()[0].size // (2 if packing.stream.pairs else 1)
+                print(f"{name}: {n:,} {what} packed into {packing.rows:,} rows of {d.seq_len + 1} tokens "
+                      f"({packing.fill:.1%} filled" + (f"; {packing.truncated:,} longer than a row, "
+                      + ("left out" if packing.stream.pairs else "cut") if packing.truncated else "") + ")",
                       file=sys.stderr)
         optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
+        reference = None  # preference data: DPO's frozen reference, the parameters the run started from
+        if preference_data(d):
+            reference = (starting_params(cfg, rules) if begin.kind == StartKind.resumed
+                         else jax.tree.map(jnp.copy, begin.state.params))
 
-        evaluator = LossEvaluator(cfg.model, rules, val_sets, cfg.train.eval_batches)
+        evaluator = LossEvaluator(cfg.model, rules, val_sets, cfg.train.eval_batches, reference, cfg.train.dpo_beta,
+                                  cfg.train.dpo_sft_weight)
         rollouts = None
         if cfg.train.rollout_tokens > 0:
             samples = run_dir / "samples.jsonl" if is_main else None
@@ -168,7 +177,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             except OSError as e:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
         loop = _Loop(cfg, run_dir, begin, rules, batcher, evaluator, rollouts, data, ckpt, is_main, calibration,
-                     started)
+                     started, reference)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
                      f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
@@ -191,8 +200,9 @@ class _Loop:
 
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, batcher: Batcher,
                  evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
-                 ckpt, is_main: bool, calibration=None, started: float = 0.0):
+                 ckpt, is_main: bool, calibration=None, started: float = 0.0, reference=None):
         self.cfg, self.run_dir, self.data, self.is_main, self.rules = cfg, run_dir, data, is_main, rules
+        self.reference = reference  # (DPO's reference parameters)
         self.calibration, self.started = calibration, started  # train.time_budget's choice, train's start
         # train.time_budget: the pace is checked every pace_every steps (the same steps on every process)
         self.pacer = None if calibration is None else Pacer(calibration, started, cfg.train.eval_every)
@@ -348,7 +358,7 @@ class _Loop:
         """The jitted step (and train.stats_every's statistics, spmdgpt.stats) for self.cfg's
         optimizer; their call after step `at` compiles them."""
         optimizer = optimizer_of(self.cfg)
-        self.train_step = make_train_step(self.cfg, self.rules, optimizer)
+        self.train_step = make_train_step(self.cfg, self.rules, optimizer, self.reference)
         self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
         self.compiled_at = at
 
@@ -469,8 +479,9 @@ class _Loop:
             "loss": self.last_loss,
             "lr": float(m["lr"]),
             "grad_norm": float(m["grad_norm"]),
-            **({"loss_tokens": int(m["tokens"])} if self.masked else {}),  # the targets the loss counted
-            **{k: float(v) for k, v in m.items() if k.startswith("aux/")},  # the units' auxiliary losses
+            **({"loss_tokens": int(m["tokens"])} if self.masked and "tokens" in m else {}),  # the targets counted
+            **({"pairs": int(m["pairs"])} if "pairs" in m else {}),  # (DPO: the complete pairs of the step)
+            **{k: float(v) for k, v in m.items() if k.startswith(("aux/", "dpo/"))},  # auxiliary losses; DPO's
             "tokens_per_sec": tps,  # mean over the steps since the last row
             "mfu": mfu_v,
             **self._epochs(step),

@@ -30,6 +30,9 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
               "          spmdgpt sample run.dir=runs/r1 prompt=\"ROMEO:\" max_new_tokens=200\n"
               "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 [step=N] (or prompt_file=prompts.txt)\n"
               "          [config overrides, e.g. mesh.data=2 sharding=tp]",
+    "chat": "talk with a chat model (a run fine-tuned on chat data, or run.dir=hf:DIR with a chat template):\n"
+            "          spmdgpt chat run.dir=runs/sft [temperature=0.7 max_new_tokens=256 system=\"...\"]\n"
+            "          (/reset, Ctrl-D to quit; prompt_file=F answers each line as a one-turn conversation)",
     "prepare": "tokenize a corpus into its token store (train does it when missing):\n"
                "          spmdgpt prepare +experiment=gutenberg_gpt2 data.num_workers=2 [--verify]",
     "tokenizer": "train a byte-level BPE on a corpus: spmdgpt tokenizer train +experiment=gutenberg_gpt2\n"

@@ -69,6 +69,7 @@ from spmdgpt.config.schema import (
     TrainConfig,
     dataset_configs,
     document_batches,
+    preference_data,
     freeze,
 )
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
@@ -77,7 +78,7 @@ __all__ = [
     "apply_overrides", "AttentionImpl", "CollectiveMatmul", "ContextAttention", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "GroupedMatmul", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig", "MoeConfig", "MoeDispatch", "Router",
     "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "ROPE_SCALING_DEFAULTS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
-    "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "document_batches", "expert_hidden", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
+    "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "document_batches", "preference_data", "expert_hidden", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",
     "logical_dim_sizes", "mesh_axes", "mesh_axes_of", "mesh_sizes", "mlp_hidden", "moe_layer_pattern", "moe_layers", "model_config_from_dict", "override_key", "override_value", "packaged_names", "profile_range", "register_configs", "replan_points",
     "resolve_mesh_shape", "SECTIONS",
     "to_dict", "to_yaml", "validate", "validate_dist",

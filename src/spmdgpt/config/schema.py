@@ -109,6 +109,8 @@ class DataFormat(enum.Enum):
     chat = "chat"  # one conversation per jsonl line: {"messages": [{"role", "content"}, ...]}
     # (`text_field` names the list when it is not "text"); rendered by the chat template, loss on
     # the assistant's tokens only, conversations packed whole into rows (data/chat.py)
+    preference = "preference"  # one pair per jsonl line: {"prompt", "chosen", "rejected"} (texts or
+    # lists of messages): preference tuning (DPO, train.dpo_beta), each pair packed into one row
 
 
 class Split(enum.Enum):
@@ -273,7 +275,7 @@ class DatasetConfig(Section):
 
     paths: List[str] = field(default_factory=list)  # files, folders, globs or URLs (fsspec);
     # relative paths are under data.path
-    format: DataFormat = DataFormat.auto  # auto | txt | jsonl | parquet | chat
+    format: DataFormat = DataFormat.auto  # auto | txt | jsonl | parquet | chat | preference
     text_field: str = "text"  # the text's key (jsonl) or column (parquet)
     weight: float = 1.0  # mixture weight: this dataset's share of every training batch
     split: Split = Split.hash  # hash | tail | val | none: how validation text is chosen
@@ -319,10 +321,17 @@ def dataset_configs(data: "DataConfig") -> Dict[str, DatasetConfig]:
 
 def document_batches(data: "DataConfig") -> tuple:
     """(segment ids, positions restarting per document): whether batches carry them;
-    data.document_mask and data.reset_positions, both on when a dataset is chat (conversations
-    are packed whole, each attending only to itself, from position 0)."""
-    chat = data.source == DataSource.text and any(ds.format == DataFormat.chat for ds in dataset_configs(data).values())
+    data.document_mask and data.reset_positions, both on when a dataset is chat or preference
+    (conversations are packed whole, each attending only to itself, from position 0)."""
+    chat = data.source == DataSource.text and any(ds.format in (DataFormat.chat, DataFormat.preference)
+                                                  for ds in dataset_configs(data).values())
     return data.document_mask or chat, data.reset_positions or chat
+
+
+def preference_data(data: "DataConfig") -> bool:
+    """Whether the corpus is preference pairs (the run then tunes by DPO)."""
+    return data.source == DataSource.text and any(ds.format == DataFormat.preference
+                                                  for ds in dataset_configs(data).values())
 
 
 @dataclass
@@ -399,6 +408,10 @@ class TrainConfig(Section):
     microbatches: int = 1  # gradient accumulation: each step's batch runs as k equal parts in turn
     # (inside the jitted step); data.batch_size stays the global batch of one optimizer step
     seed: int = 0  # seeds parameters and the data order
+    dpo_beta: float = 0.1  # preference data: DPO's beta (how far the policy may move from the
+    # reference, the parameters the run starts from)
+    dpo_sft_weight: float = 0.0  # preference data: weight of the chosen reply's NLL per token added to
+    # DPO's loss (RPO; TRL's rpo_alpha, e.g. 1.0), which keeps the chosen replies likely
     eval_every: int = 250  # validation loss every k steps (and at the end); 0 = only at the end
     eval_batches: int = 16  # fixed validation batches (the same ones at every evaluation)
     log_every: int = 10  # write a metrics.jsonl row every k steps

@@ -23,6 +23,7 @@ from spmdgpt.config.schema import (
     Split,
     TokenizerKind,
     dataset_configs,
+    preference_data,
 )
 
 
@@ -379,6 +380,8 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     if {"model", "train"} <= sections and t.rollout_tokens > 0 and t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len:
         errs.append(f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
+    if {"batch", "train"} <= sections and training and d.source == DataSource.text:
+        errs.extend(_preference(cfg))
     if sizes is None:
         return errs
     s = cfg.sharding
@@ -404,6 +407,27 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     errs.extend(_pipeline(cfg, sections, sizes))
     if "model" in sections and clean and not errs:
         errs.extend(_check_param_divisibility(cfg, sizes))
+    return errs
+
+
+def _preference(cfg: Config) -> List[str]:
+    """What DPO (preference data) does not combine with yet, one line each."""
+    try:
+        if not preference_data(cfg.data):
+            return []
+    except ConfigError:  # (reported by the data checks)
+        return []
+    t, m, errs = cfg.train, cfg.model, []
+    if not t.dpo_beta > 0:
+        errs.append(f"train.dpo_beta={t.dpo_beta} must be > 0 (e.g. 0.1)")
+    if t.dpo_sft_weight < 0:
+        errs.append(f"train.dpo_sft_weight={t.dpo_sft_weight} must be >= 0 (0 = pure DPO; RPO uses 1)")
+    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
+                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their balancing losses)"),
+                      (t.time_budget is not None, "train.time_budget (its calibration times the language-model step)"),
+                      (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)")):
+        if bad:
+            errs.append(f"preference data (DPO) does not work with {what} yet; leave it out")
     return errs
 
 

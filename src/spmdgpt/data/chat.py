@@ -60,6 +60,35 @@ def conversation(obj, field: str = "messages") -> list:
     return messages
 
 
+def preference_pair(obj) -> Tuple[list, list]:
+    """(chosen conversation, rejected conversation) of one preference line {"prompt": text or
+    [messages], "chosen": text or [messages], "rejected": likewise} (TRL's layout): the prompt's
+    messages (a text: one user message) followed by each answer's (a text: one assistant
+    message); ChatError saying what is wrong."""
+    if not isinstance(obj, dict):
+        raise ChatError('not an object (each line must be {"prompt": ..., "chosen": ..., "rejected": ...})')
+
+    def messages(key, role):
+        value = obj.get(key)
+        if isinstance(value, str):
+            return [{"role": role, "content": value}]
+        if not isinstance(value, list) or not value:
+            raise ChatError(f"no {key!r} (a text or a list of messages)")
+        return value
+
+    prompt = messages("prompt", "user")
+    answers = {key: messages(key, "assistant") for key in ("chosen", "rejected")}
+    pair = []
+    for key in ("chosen", "rejected"):
+        try:
+            pair.append(conversation({"messages": prompt + answers[key]}))
+        except ChatError as e:
+            raise ChatError(f"{key}: {e}") from None
+        if pair[-1][-1]["role"] != "assistant":
+            raise ChatError(f"{key}: its last message is not the assistant's")
+    return pair[0], pair[1]
+
+
 class ChatTemplate:
     """A jinja2 chat template and the special-token variables it is rendered with."""
 
@@ -138,6 +167,14 @@ class ChatTokenizer:
         end = self.template.variables.get("eos_token")
         ids = self.encode(end) if end else []
         return ids[0] if len(ids) == 1 else self.eos_id
+
+    @property
+    def stop_text(self) -> str:
+        """stop_id's text as the template writes it."""
+        if self.specials:
+            return "<|end|>"
+        end = self.template.variables.get("eos_token")
+        return end if end and self.encode(end) == [self.stop_id] else self.decode([self.stop_id])
 
     def encode(self, text: str) -> List[int]:
         if self._split is None:

@@ -139,6 +139,9 @@ def load_dataset(cfg: DataConfig, *, progress: bool = False, verify: bool = Fals
                       {"staircase": TokenStream([tokens[n:]])}, digits, f"staircase({cfg.staircase_tokens})")
     datasets = corpus_datasets(cfg)
     sources = [resolve_source(name, ds, cfg) for name, ds in datasets.items()]
+    if any(s.preference for s in sources) and not all(s.preference for s in sources):
+        raise ConfigError(["data.datasets: preference pairs (format preference, tuned by DPO) cannot be mixed "
+                           "with other datasets; fine-tune on those first, then tune on the pairs from that run"])
     chars = char_vocabulary(cfg, sources) if cfg.tokenizer == TokenizerKind.char else None
     tok = load_tokenizer(cfg, chars)
     if any(s.chat for s in sources):
@@ -152,7 +155,9 @@ def load_dataset(cfg: DataConfig, *, progress: bool = False, verify: bool = Fals
         ledger = read_ledger(folder)
         if src.split != "val":
             train[src.name] = open_store(folder, ledger, "train")
+            train[src.name].pairs = src.preference
         v = open_store(folder, ledger, "val")
+        v.pairs = src.preference
         if len(v):
             val[src.name] = v
     empty = [n for n, s in train.items() if not len(s)]

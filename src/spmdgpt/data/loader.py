@@ -66,24 +66,36 @@ class Packing:
     seq_len + 1 tokens, once: the documents in a seeded order (file order without a seed), each
     row taking the next ones while they fit (next fit), the end-of-text id padding the rest (no
     loss, a segment of its own). A document longer than a row keeps its first seq_len + 1
-    tokens (`truncated` counts them); `fill` is the share of the rows' tokens that are documents'."""
+    tokens (`truncated` counts them); `fill` is the share of the rows' tokens that are documents'.
 
-    def __init__(self, stream: TokenStream, seq_len: int, pad_id: int, seed: Optional[Tuple[int, ...]] = None):
+    A preference stream (`stream.pairs`) is packed by pairs: documents 2i and 2i + 1 (pair i's
+    chosen and rejected conversations) always share a row, as its segments 2j and 2j + 1; a pair
+    longer than a row is left out (`truncated` counts those)."""
+
+    def __init__(self, stream: TokenStream, seq_len: int, pad_id: int, seed: Optional[Tuple[int, ...]] = None,
+                 name: str = "the dataset"):
         starts, lengths = stream.document_spans()
-        cap = seq_len + 1
+        cap, group = seq_len + 1, 2 if stream.pairs else 1
         self.stream, self.cap, self.pad_id = stream, cap, pad_id
-        self.truncated = int(np.sum(lengths > cap))
-        order = (np.arange(len(starts)) if seed is None
-                 else np.random.default_rng([*seed, PACK_SALT]).permutation(len(starts)))
-        self.starts, self.lengths = starts[order], np.minimum(lengths, cap)[order]
+        units = lengths.reshape(-1, group).sum(axis=1)  # (tokens of each unit: a document, or a pair)
+        self.truncated = int(np.sum(units > cap))
+        order = (np.arange(len(units)) if seed is None
+                 else np.random.default_rng([*seed, PACK_SALT]).permutation(len(units)))
+        if group > 1:
+            order = order[units[order] <= cap]  # (a pair that does not fit is left out)
+        docs = (order[:, None] * group + np.arange(group)).reshape(-1)  # the units' documents, in order
+        self.starts, self.lengths = starts[docs], np.minimum(lengths, cap)[docs]
         first, fill = [], cap
-        for k, n in enumerate(self.lengths.tolist()):
+        for k, n in enumerate(np.minimum(units, cap)[order].tolist()):
             if fill + n > cap:
-                first.append(k)
+                first.append(k * group)
                 fill = 0
             fill += n
-        self.first = np.asarray(first + [len(order)], np.int64)  # row r: documents first[r]:first[r + 1]
+        self.first = np.asarray(first + [len(docs)], np.int64)  # row r: documents first[r]:first[r + 1]
         self.rows = len(first)
+        if not self.rows:
+            raise ConfigError([f"data.seq_len={seq_len} is too short for every pair of {name} (the shortest takes "
+                               f"{int(units.min()) if len(units) else 0} tokens); raise data.seq_len"])
         self.fill = float(self.lengths.sum()) / max(self.rows * cap, 1)
 
     def row(self, r: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -152,7 +164,7 @@ class Batcher(_Rows):
         self.streams = [streams[n] for n in self.names]
         self.seed = seed
         # chat datasets (a loss mask): whole conversations packed into rows, row w their window w
-        self.packed = [None if s.masks is None else Packing(s, seq_len, pad_id, (seed, d))
+        self.packed = [None if s.masks is None else Packing(s, seq_len, pad_id, (seed, d), f"dataset {self.names[d]}")
                        for d, s in enumerate(self.streams)]
         for name, s, p in zip(self.names, self.streams, self.packed, strict=True):
             if p is None:
@@ -213,7 +225,7 @@ class EvalBatcher(_Rows):
         self.stream = stream
         k = num_batches * batch_size
         # a chat set: its conversations packed in file order, rows spread as windows are
-        self.packed = None if stream.masks is None else Packing(stream, seq_len, pad_id)
+        self.packed = None if stream.masks is None else Packing(stream, seq_len, pad_id, name=f"the validation set {name}")
         if self.packed is None:
             _check_length(stream, seq_len, f"the validation set {name}")
         available = (len(stream) - 1) // seq_len if self.packed is None else self.packed.rows

@@ -77,8 +77,15 @@ class Source:
 
     @property
     def chat(self) -> bool:
-        """Conversations (format chat): token stores with a loss mask, rows packed whole."""
-        return bool(self.files) and all(f.format == DataFormat.chat.value for f in self.files)
+        """Conversations (format chat or preference): token stores with a loss mask, rows packed
+        whole."""
+        return bool(self.files) and all(f.format in (DataFormat.chat.value, DataFormat.preference.value)
+                                        for f in self.files)
+
+    @property
+    def preference(self) -> bool:
+        """Pairs (format preference): documents 2i and 2i + 1 are pair i's chosen and rejected."""
+        return bool(self.files) and all(f.format == DataFormat.preference.value for f in self.files)
 
     @property
     def messages_field(self) -> str:
@@ -178,7 +185,7 @@ def resolve_source(name: str, ds: DatasetConfig, cfg: DataConfig) -> Source:
     else:
         files = list_files(ds, cfg, "data.text_file", "data.datasets.NAME.format")
     vf = cfg.val_fraction if ds.val_fraction is None else ds.val_fraction
-    if ds.format == DataFormat.chat and ds.split == Split.tail:
+    if ds.format in (DataFormat.chat, DataFormat.preference) and ds.split == Split.tail:
         raise ConfigError([f"data.datasets.{name}.split=tail would cut a conversation in two; chat data is "
                            "split by conversation: use split=hash, val or none"])
     return Source(name, tuple(files), ds.text_field, ds.encoding or cfg.encoding,
@@ -246,15 +253,19 @@ def _json_line(rec: Record, src: Source, bad: BadRecords):
 
 
 def parse_chat(rec: Record, src: Source, bad: BadRecords) -> Optional[Tuple[list, str]]:
-    """(messages, the line's text) of a chat record, checked (data/chat.py's `conversation`);
-    None for an empty line or a skipped bad one; ConfigError naming file:line otherwise."""
-    from spmdgpt.data.chat import ChatError, conversation
+    """([messages], the line's text) of a chat record, checked (data/chat.py's `conversation`),
+    or ([chosen messages, rejected messages], the line's text) of a preference record
+    (`preference_pair`); None for an empty line or a skipped bad one; ConfigError naming
+    file:line otherwise."""
+    from spmdgpt.data.chat import ChatError, conversation, preference_pair
 
     parsed = _json_line(rec, src, bad)
     if parsed is None:
         return None
     try:
-        return conversation(parsed[0], src.messages_field), parsed[1]
+        if src.preference:
+            return list(preference_pair(parsed[0])), parsed[1]
+        return [conversation(parsed[0], src.messages_field)], parsed[1]
     except ChatError as e:
         bad_record(src, bad, rec.where, str(e))
         return None
@@ -316,7 +327,8 @@ def records(src: Source, bad: BadRecords) -> Iterator[Record]:
                 if f.format == DataFormat.txt.value:
                     raw = fh.read()
                     yield Record(f.url, "txt", raw, 0, len(raw))
-                elif f.format in (DataFormat.jsonl.value, DataFormat.chat.value):  # (zstandard's reader has no readline)
+                elif f.format in (DataFormat.jsonl.value, DataFormat.chat.value, DataFormat.preference.value):
+                    # (zstandard's reader has no readline)
                     yield from _jsonl(f, io.BufferedReader(fh) if not hasattr(fh, "peek") else fh)
                 else:
                     yield from _parquet(f, src, fh, bad)
@@ -329,9 +341,10 @@ def documents(src: Source, bad: BadRecords, render=None) -> Iterator[Tuple[str, 
     "\r\n" line ends normalised to "\n", as nanoGPT reads Tiny Shakespeare). A conversation's
     text is render(messages), or its messages' contents, one per line."""
     for rec in records(src, bad):
-        if src.chat:
+        if src.chat:  # (a preference pair: both conversations)
             chat = parse_chat(rec, src, bad)
-            text = None if chat is None else render(chat[0]) if render else "\n".join(m["content"] for m in chat[0])
+            text = None if chat is None else ("" if render else "\n").join(
+                render(c) if render else "\n".join(m["content"] for m in c) for c in chat[0])
         else:
             text = parse(rec, src, bad)
         if text is not None:

@@ -158,9 +158,10 @@ def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dt
             if chat is None:
                 continue
             n += 1
-            split, ids, mask = chat
-            parts[split] += [ids.astype(dtype), eos]
-            masks[split] += [mask, unlearned]
+            split, encoded = chat
+            for ids, mask in encoded:  # (a preference pair: chosen, then rejected)
+                parts[split] += [ids.astype(dtype), eos]
+                masks[split] += [mask, unlearned]
             continue
         text = parse(rec, src, bad)
         if text is None:
@@ -187,21 +188,21 @@ def tokenize_shard(folder: Path, index: int, docs: List[Record], src: Source, dt
 
 
 def _conversation_tokens(rec: Record, src: Source, bad: BadRecords, tok):
-    """(split, token ids, loss mask) of one chat record; None for a skipped one. A conversation
-    goes to validation whole (split hash: by its line's text)."""
+    """(split, [(token ids, loss mask)] of its conversations) of one chat or preference record;
+    None for a skipped one. A record goes to validation whole (split hash: by its line's text)."""
     from spmdgpt.data.chat import ChatError
 
     chat = parse_chat(rec, src, bad)
     if chat is None:
         return None
-    messages, line = chat
+    conversations, line = chat
     try:
-        ids, mask = tok.encode_chat(messages)
+        encoded = [tok.encode_chat(messages) for messages in conversations]
     except ChatError as e:
         bad_record(src, bad, rec.where, str(e))
         return None
     split = {"val": "val", "none": "train"}.get(src.split) or ("val" if in_validation(line, src) else "train")
-    return split, ids, mask
+    return split, encoded
 
 
 def _chunks(src: Source, shard_bytes: int, bad: BadRecords) -> Iterator[Tuple[int, List[Record], int]]:
@@ -447,6 +448,7 @@ class TokenStream:
         self.shards = shards
         self.doc_ends = doc_ends
         self.masks = masks
+        self.pairs = False  # a preference store: documents 2i, 2i + 1 are pair i's chosen, rejected
         self.offsets = np.concatenate([[0], np.cumsum([len(s) for s in shards])]).astype(np.int64)
         # documents before each shard (every shard of a store ends at a document end)
         self.docs_before = np.concatenate([[0], np.cumsum([len(e) for e in doc_ends or []])]).astype(np.int64)

@@ -82,13 +82,13 @@ def logsumexp(x: Array) -> Array:
     return jax.nn.logsumexp(x, axis=-1)
 
 
-def counted_first(targets: jax.Array, *rest):
-    """(the count of targets >= 0, float32, *rest), the count's reduction over the devices done
+def counted_first(count: jax.Array, *rest):
+    """(count, *rest), the count's reduction over the devices (e.g. of the targets >= 0) done
     before anything of `rest` is used (an optimization barrier): left free, it is a collective
     that XLA:CPU may run on some devices before and on others after the step's other
     collectives, and its simulated devices then wait on each other forever (seen on the circular
     pipeline, with executables from the persistent compilation cache)."""
-    return jax.lax.optimization_barrier((jnp.sum(targets >= 0, dtype=jnp.float32), *rest))
+    return jax.lax.optimization_barrier((count, *rest))
 
 
 def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
@@ -120,7 +120,7 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     For `jax.value_and_grad(..., has_aux=True)`."""
     count = None
     if denominator is None:
-        count, params, inputs = counted_first(targets, params, inputs)
+        count, params, inputs = counted_first(jnp.sum(targets >= 0, dtype=jnp.float32), params, inputs)
         denominator = jnp.maximum(count, 1.0)
     x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key,
                               microbatches=microbatches)
