@@ -286,27 +286,6 @@ def test_chat_split_tail_is_refused(tmp_path, capsys):
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
 
 
-def test_chat_training_resumes_bitwise(tmp_path):
-    """Fine-tuning on chat data, stopped after 3 steps and resumed, gives the losses of the run
-    that went straight through, bitwise (the packed rows are a function of the seed and step)."""
-    from spmdgpt.trainer import train
-
-    write_chat(tmp_path / "add.jsonl", [[{"role": "user", "content": f"{i}*2="}, {"role": "assistant", "content": str(2 * i)}]
-                                        for i in range(40)])
-    common = ["+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32", "data.batch_size=8",
-              "train.log_every=1", "train.progress=false", "train.eval_every=0", "optimizer.schedule=constant",
-              "optimizer.warmup_steps=0",
-              "checkpoint.every=3", f"+data.datasets.add={{paths:[{tmp_path / 'add.jsonl'}],format:chat}}",
-              f"data.cache_dir={tmp_path / 'cache'}", "train.rollout_tokens=0"]
-    train(load_config([*common, "train.steps=6", f"run.dir={tmp_path / 'straight'}"]), argv=["pytest"])
-    train(load_config([*common, "train.steps=3", f"run.dir={tmp_path / 'part'}"]), argv=["pytest"])
-    r = train(load_config([*common, "train.steps=6", f"run.dir={tmp_path / 'part'}"]), argv=["pytest"])
-    assert r.resumed_from == 3
-    a, b = ({x["step"]: (x["loss"], x["loss_tokens"]) for x in read_jsonl(tmp_path / run / "metrics.jsonl") if "loss" in x}
-            for run in ("straight", "part"))
-    assert sorted(b) == list(range(1, 7)) and [b[s] for s in range(1, 7)] == [a[s] for s in range(1, 7)]
-
-
 def _sample(run, prompt):
     """`spmdgpt sample`'s greedy continuation (stdout, the prompt included)."""
     import contextlib
@@ -443,8 +422,9 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys):
     assert main(["chat", f"run.dir={run}", f"prompt_file={tmp_path / 'p.txt'}", "temperature=0", "max_new_tokens=12",
                  "mesh.data=1"]) == 0
     assert capsys.readouterr().out == first + "\n"
-    plain = tmp_path / "plain"
-    assert main(["train", "+experiment=staircase", "train.steps=1", f"run.dir={plain}"]) == 0
+    plain = tmp_path / "plain"  # (the run, had it trained with a plain tokenizer)
+    shutil.copytree(run, plain)
+    (plain / "tokenizer.json").write_text(json.dumps({**tok.base.to_json(), "vocab_size": tok.base.vocab_size}))
     capsys.readouterr()
     assert main(["chat", f"run.dir={plain}"]) == 2
     assert "did not train on chat data (its tokenizer has no chat template)" in capsys.readouterr().err

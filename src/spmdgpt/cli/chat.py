@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, parse
+from spmdgpt.cli.sample import sampling_errors
 from spmdgpt.config import ConfigError
 
 
@@ -33,14 +34,7 @@ def check_args(args: ChatArgs) -> ChatArgs:
     errs = []
     if not args.run_dir:
         errs.append("run.dir is required: spmdgpt chat run.dir=<run fine-tuned on chat data, or hf:DIR>")
-    if args.temperature < 0:
-        errs.append(f"temperature={args.temperature} must be >= 0 (0 = greedy)")
-    if args.top_k < 0:
-        errs.append(f"top_k={args.top_k} must be >= 0 (0 = no top-k filter)")
-    if not 0 < args.top_p <= 1:
-        errs.append(f"top_p={args.top_p} must be in (0, 1]")
-    if args.max_new_tokens <= 0:
-        errs.append(f"max_new_tokens={args.max_new_tokens} must be > 0")
+    errs += sampling_errors(args)
     if args.prompt_file and not Path(args.prompt_file).is_file():
         errs.append(f"prompt_file={args.prompt_file}: no such file")
     if errs:

@@ -30,13 +30,9 @@ class SampleArgs:
     step: Optional[int] = None  # the checkpoint's step (default: the newest that loads)
 
 
-def check_args(args: SampleArgs) -> SampleArgs:
+def sampling_errors(args) -> List[str]:
+    """What is wrong with args' temperature, top_k, top_p and max_new_tokens (sample, chat)."""
     errs = []
-    if args.prompt is not None and args.prompt_file:
-        errs.append("prompt= and prompt_file= both given: give one (prompt_file answers each of its lines)")
-    args.prompt = "\n" if args.prompt is None else args.prompt.replace("\\n", "\n")
-    if not args.run_dir:
-        errs.append("run.dir is required: spmdgpt sample run.dir=<training run directory> prompt=...")
     if args.temperature < 0:
         errs.append(f"temperature={args.temperature} must be >= 0 (0 = greedy)")
     if args.top_k < 0:
@@ -45,6 +41,17 @@ def check_args(args: SampleArgs) -> SampleArgs:
         errs.append(f"top_p={args.top_p} must be in (0, 1]")
     if args.max_new_tokens <= 0:
         errs.append(f"max_new_tokens={args.max_new_tokens} must be > 0")
+    return errs
+
+
+def check_args(args: SampleArgs) -> SampleArgs:
+    errs = []
+    if args.prompt is not None and args.prompt_file:
+        errs.append("prompt= and prompt_file= both given: give one (prompt_file answers each of its lines)")
+    args.prompt = "\n" if args.prompt is None else args.prompt.replace("\\n", "\n")
+    if not args.run_dir:
+        errs.append("run.dir is required: spmdgpt sample run.dir=<training run directory> prompt=...")
+    errs += sampling_errors(args)
     if args.num_samples <= 0:
         errs.append(f"num_samples={args.num_samples} must be > 0")
     if errs:
