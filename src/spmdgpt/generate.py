@@ -163,6 +163,7 @@ class Conversation:
         self.vocab_limit = tokenizer.vocab_size
         self._feed = jax.jit(self._feed_impl)
         self._next = jax.jit(self._next_impl, static_argnames=("top_k",))
+        self._empty = jax.jit(lambda: init_cache(cfg, rules, self.rows, self.capacity))
         self.refills = 0
         self.fed = 0  # tokens fed to the cache (prompt tokens, not sampled ones), over the conversation
         self.reset()
@@ -172,7 +173,7 @@ class Conversation:
         self.messages: list = []
         self.text = ""  # the template text the cache holds
         self.position = 0  # the next token's position
-        self.cache = jax.jit(lambda: init_cache(self.cfg, self.rules, self.rows, self.capacity))()
+        self.cache = self._empty()
         self.key = jax.random.key(self.sp.seed)
         self.turns = 0
 
