@@ -384,11 +384,13 @@ def test_dpo_loss_equals_its_definition():
     assert float(m["dpo/accuracy"]) == pytest.approx((margins > 0).mean())
 
 
-def test_chat_keeps_its_cache_across_turns(tmp_path, capsys):
+def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
     """`spmdgpt chat`: a second turn feeds the cache only what the template adds (the reply's
     end, the new user message, the assistant's start), and its greedy reply equals the greedy
     continuation of the whole conversation prefilled from scratch; prompt_file= answers each line
-    as `sample` continues the rendered prompt; a run without a chat template is one line, exit 2."""
+    as `sample` continues the rendered prompt; a run without a chat template is one line, exit 2.
+    Exported, the run's tokenizer and template give transformers' apply_chat_template the run's
+    ids, and generate stops at the end of the turn."""
     from spmdgpt.cli.chat import chat_model
     from spmdgpt.cli.runs import source_params
     from spmdgpt.generate import Conversation, Sampler, SamplingParams
@@ -422,6 +424,12 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys):
     assert main(["chat", f"run.dir={run}", f"prompt_file={tmp_path / 'p.txt'}", "temperature=0", "max_new_tokens=12",
                  "mesh.data=1"]) == 0
     assert capsys.readouterr().out == first + "\n"
+    out = tmp_path / "exported"
+    assert main(["export", f"run.dir={run}", f"out={out}"]) == 0
+    conv = [{"role": "user", "content": "3 and 3?"}, {"role": "assistant", "content": "6!"}]
+    theirs = torch_side.ask("chat_template", folder=str(out), conversations=[conv])["ids"][0]
+    assert theirs == tok.encode_chat(conv)[0].tolist()
+    assert json.loads((out / "generation_config.json").read_text())["eos_token_id"] == [tok.eos_id, tok.stop_id]
     plain = tmp_path / "plain"  # (the run, had it trained with a plain tokenizer)
     shutil.copytree(run, plain)
     (plain / "tokenizer.json").write_text(json.dumps({**tok.base.to_json(), "vocab_size": tok.base.vocab_size}))

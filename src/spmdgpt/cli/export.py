@@ -96,6 +96,9 @@ def run(items: List[str]) -> int:
         config = hf_config(cfg.model, tokenizer.eos_id)
         config["torch_dtype"] = config["dtype"] = args.dtype
         generation = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}
+        stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn there)
+        if stop not in (None, tokenizer.eos_id):
+            generation["eos_token_id"] = [i for i in (tokenizer.eos_id, stop) if i is not None]
         files = {"config.json": json.dumps(config, indent=2),
                  "generation_config.json": json.dumps(generation, indent=2), **files}
 

@@ -24,11 +24,16 @@ def tokenizer_files(tok, max_seq_len: int) -> Dict[str, str]:
     char: a `tokenizers` BPE whose vocabulary is the characters and which has no merges (so one
     token per character), a Fuse decoder (no spaces put between tokens) and the end-of-text id
     as the special token `<|endoftext|>`; gpt2: the data folder's GPT-2 tokenizer.json (the same
-    ids as tiktoken's GPT-2 encoding); hf: the run's tokenizer.json as it is."""
+    ids as tiktoken's GPT-2 encoding); hf: the run's tokenizer.json as it is. A chat run's
+    (data/chat.py): its base tokenizer's, with the default template's tokens added as special
+    tokens at the run's ids, and tokenizer_config.json holding the chat template."""
     from tokenizers import AddedToken, Tokenizer, decoders, models
 
     from spmdgpt.data.tokenizers import EOS_NAMES, CharTokenizer, GPT2Tokenizer, HFTokenizer
 
+    chat = tok if getattr(tok, "kind", None) == "chat" else None
+    if chat is not None:  # (a chat run: its base tokenizer, the added tokens, the template)
+        tok = chat.base
     if isinstance(tok, CharTokenizer):
         t = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(tok.chars)}, merges=[]))
         t.decoder = decoders.Fuse()
@@ -54,6 +59,14 @@ def tokenizer_files(tok, max_seq_len: int) -> Dict[str, str]:
               "clean_up_tokenization_spaces": False, "add_bos_token": False, "add_eos_token": False}
     if eos is not None:
         config.update(eos_token=eos, bos_token=eos)
+    if chat is not None:
+        if chat.specials:  # the default template's tokens, as special tokens at the run's ids
+            t = Tokenizer.from_str(spec)
+            t.add_special_tokens([AddedToken(name, special=True) for name in chat.specials])
+            if [t.token_to_id(name) for name in chat.specials] != chat.encode("".join(chat.specials)):
+                raise ConfigError(["the chat tokens cannot take the run's ids in the exported tokenizer"])
+            spec = t.to_str()
+        config.update(chat.template.variables, chat_template=chat.template.source)
     return {"tokenizer.json": spec, "tokenizer_config.json": json.dumps(config, indent=2, ensure_ascii=False)}
 
 
