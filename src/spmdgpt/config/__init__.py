@@ -69,8 +69,8 @@ from spmdgpt.config.schema import (
     TrainConfig,
     dataset_configs,
     document_batches,
-    preference_data,
     freeze,
+    preference_data,
 )
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 

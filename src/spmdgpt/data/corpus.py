@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from spmdgpt.config import (
