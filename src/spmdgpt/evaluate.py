@@ -25,7 +25,7 @@ class LossEvaluator:
 
     def __init__(self, cfg: ModelConfig, rules: Rules, sets: Dict[str, EvalBatcher], num_batches: int,
                  reference=None, beta: float = 0.0, sft_weight: float = 0.0):
-        from spmdgpt.model.preference import complete_pairs, dpo_objective
+        from spmdgpt.model.preference import dpo_objective, pair_count
 
         self.batches = {name: [b.batch(i) for i in range(num_batches)] for name, b in sets.items()}
         self.reference = reference
@@ -34,8 +34,7 @@ class LossEvaluator:
             if reference is None:
                 metrics = objective(cfg, rules, params, *batch)[1]
                 return metrics["loss"], metrics["tokens"]
-            count, params, batch = counted_first(jnp.sum(complete_pairs(rules, batch[1], batch[2]), dtype=jnp.float32),
-                                                 params, batch)
+            count, params, batch = counted_first(pair_count(rules, batch[1], batch[2]), params, batch)
             return dpo_objective(cfg, rules, beta, params, reference, *batch, denominator=jnp.maximum(count, 1.0),
                                  sft_weight=sft_weight)[0], count
 

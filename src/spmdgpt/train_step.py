@@ -19,7 +19,7 @@ from spmdgpt.data import Batcher, load_dataset
 from spmdgpt.model import between_steps, objective, param_info
 from spmdgpt.model.attention import attention_dropout
 from spmdgpt.model.loss import counted_first
-from spmdgpt.model.preference import complete_pairs, dpo_objective
+from spmdgpt.model.preference import dpo_objective, pair_count
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules
 from spmdgpt.state import TrainState, init_state
@@ -89,8 +89,7 @@ def step_gradients(cfg: Config, rules: Rules):
         key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
         # the step's counted targets (>= 0; DPO: complete pairs) over its microbatches: each
         # part's sums divided by it give, averaged over the parts, the step's mean (model/loss.py)
-        count = (jnp.sum(complete_pairs(rules, batch[1], batch[2]), dtype=jnp.float32) if dpo
-                 else jnp.sum(batch[1] >= 0, dtype=jnp.float32))
+        count = pair_count(rules, batch[1], batch[2]) if dpo else jnp.sum(batch[1] >= 0, dtype=jnp.float32)
         count, params, batch, reference = counted_first(count, params, batch, reference)
         denominator = jnp.maximum(count, 1.0) / microbatches
 

@@ -142,8 +142,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         for name, packing in zip(batcher.names, batcher.packed, strict=True):
             if packing is not None and is_main:
                 what = "pairs" if packing.stream.pairs else "conversations"
-                n = packing.stream.document_spans()[0].size // (2 if packing.stream.pairs else 1)
-                print(f"{name}: {n:,} {what} packed into {packing.rows:,} rows of {d.seq_len + 1} tokens "
+                print(f"{name}: {packing.units:,} {what} packed into {packing.rows:,} rows of {d.seq_len + 1} tokens "
                       f"({packing.fill:.1%} filled" + (f"; {packing.truncated:,} longer than a row, "
                       + ("left out" if packing.stream.pairs else "cut") if packing.truncated else "") + ")",
                       file=sys.stderr)

@@ -66,7 +66,8 @@ class Packing:
     seq_len + 1 tokens, once: the documents in a seeded order (file order without a seed), each
     row taking the next ones while they fit (next fit), the end-of-text id padding the rest (no
     loss, a segment of its own). A document longer than a row keeps its first seq_len + 1
-    tokens (`truncated` counts them); `fill` is the share of the rows' tokens that are documents'.
+    tokens (`truncated` counts them); `fill` is the share of the rows' tokens that are documents';
+    `units` counts the documents (pairs, for a preference stream).
 
     A preference stream (`stream.pairs`) is packed by pairs: documents 2i and 2i + 1 (pair i's
     chosen and rejected conversations) always share a row, as its segments 2j and 2j + 1; a pair
@@ -78,6 +79,7 @@ class Packing:
         cap, group = seq_len + 1, 2 if stream.pairs else 1
         self.stream, self.cap, self.pad_id = stream, cap, pad_id
         units = lengths.reshape(-1, group).sum(axis=1)  # (tokens of each unit: a document, or a pair)
+        self.units = len(units)  # (conversations, or pairs)
         self.truncated = int(np.sum(units > cap))
         order = (np.arange(len(units)) if seed is None
                  else np.random.default_rng([*seed, PACK_SALT]).permutation(len(units)))

@@ -104,18 +104,24 @@ def in_validation(text: str, src: Source) -> bool:
     return int.from_bytes(h, "little") < src.val_fraction * 2.0**64
 
 
+def whole_split(text: str, src: Source) -> str:
+    """The split a whole document (or a chat record, by its line) goes to under split val, none
+    or hash."""
+    if src.split == "val":
+        return "val"
+    if src.split == "none":
+        return "train"
+    return "val" if in_validation(text, src) else "train"
+
+
 def split_document(text: str, src: Source) -> List[Tuple[str, str]]:
     """[(split, text)] for one document (none for an empty one)."""
     if not text:
         return []
-    if src.split == "val":
-        return [("val", text)]
-    if src.split == "none":
-        return [("train", text)]
     if src.split == "tail":  # nanoGPT's convention: the last val_fraction of the text validates
         cut = int(len(text) * (1.0 - src.val_fraction))
         return [(s, t) for s, t in (("train", text[:cut]), ("val", text[cut:])) if t]
-    return [("val" if in_validation(text, src) else "train", text)]
+    return [(whole_split(text, src), text)]
 
 
 _WORKER_TOKENIZER: Optional[Tokenizer] = None
@@ -201,8 +207,7 @@ def _conversation_tokens(rec: Record, src: Source, bad: BadRecords, tok):
     except ChatError as e:
         bad_record(src, bad, rec.where, str(e))
         return None
-    split = {"val": "val", "none": "train"}.get(src.split) or ("val" if in_validation(line, src) else "train")
-    return split, encoded
+    return whole_split(line, src), encoded
 
 
 def _chunks(src: Source, shard_bytes: int, bad: BadRecords) -> Iterator[Tuple[int, List[Record], int]]:

@@ -126,17 +126,17 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
                               microbatches=microbatches)
     targets = to_context_order(rules, targets)  # (the order of x's tokens)
     counted = targets >= 0
-    den = denominator
     safe = jnp.where(counted, targets, 0)  # (an id to gather for the targets not counted)
     if cfg.loss_block and targets.shape[1] % (cfg.loss_block * rules.context_size()) == 0:
         total, ce = blocked_cross_entropy(cfg, rules, params, x, safe, counted)
-        obj, ce = total / den, ce / den
+        obj, ce = total / denominator, ce / denominator
     else:
         ce, lse = _token_losses(cfg, rules, params, x, safe)
         weight = flatten(rules, jax.sharding.reshard(counted, rules.spec("batch", "seq"))).astype(jnp.float32)
-        ce = jnp.sum(ce * weight) / den
-        obj = ce + cfg.z_loss * jnp.sum(jnp.square(lse) * weight) / den if cfg.z_loss else ce
-    metrics = {"loss": ce, **({} if count is None else {"tokens": count}), **{f"aux/{name}": jnp.mean(value) for name, value in aux.items() if value.ndim == 1}}
+        ce = jnp.sum(ce * weight) / denominator
+        obj = ce + cfg.z_loss * jnp.sum(jnp.square(lse) * weight) / denominator if cfg.z_loss else ce
+    metrics = {"loss": ce, **({} if count is None else {"tokens": count}),
+               **{f"aux/{name}": jnp.mean(value) for name, value in aux.items() if value.ndim == 1}}
     vectors = {name: value for name, value in aux.items() if value.ndim > 1}  # ([layers, ...]: for between_steps)
     if vectors:
         metrics["between_steps"] = vectors

@@ -55,6 +55,11 @@ def complete_pairs(rules: Rules, targets: Array, segment_ids: Array) -> Array:
     return (chosen > 0) & (rejected > 0)
 
 
+def pair_count(rules: Rules, targets: Array, segment_ids: Array) -> Array:
+    """The batch's complete pairs, float32 (DPO's denominator)."""
+    return jnp.sum(complete_pairs(rules, targets, segment_ids), dtype=jnp.float32)
+
+
 def reply_logps(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
                 segment_ids: Array, positions: Optional[Array]) -> tuple[Array, Array]:
     """(log-probabilities of each pair's chosen reply, of its rejected reply), [b, ceil(t/2)]
