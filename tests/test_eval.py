@@ -40,7 +40,8 @@ def test_eval_equals_the_runs_val_loss_on_1_and_8_devices(run, capsys):
         assert code == 0
         report = json.loads((run_dir / "eval" / "step-30.json").read_text())
         r = report["results"]["staircase"]
-        assert r["loss"] == pytest.approx(val["val/loss"], rel=1e-6, abs=0)
+        # (one device sums in another order than the run's 8: 1.02e-6 apart on an AVX2-only EPYC)
+        assert r["loss"] == pytest.approx(val["val/loss"], rel=3e-6, abs=0)
         assert r["tokens"] == cfg.train.eval_batches * cfg.data.batch_size * cfg.data.seq_len == 4096
         assert r["perplexity"] == pytest.approx(math.exp(r["loss"]), rel=1e-12)
         # every digit is one byte: bits per byte = loss in bits

@@ -133,7 +133,13 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path):
     from spmdgpt.checkpoint import CheckpointManager
 
     run_dir = tmp_path / "r"
-    out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, f"run.dir={run_dir}"],
+    # 10 sane steps (checkpoints 5 and 10), then the same run resumed at a learning rate that
+    # blows up within a few steps: the step-10 checkpoint is sane on every CPU (a single
+    # diverging schedule left it already degenerate on some, so that no rerun could recover)
+    sane = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=0.1", "train.steps=10",
+                           f"run.dir={run_dir}"], env=ENV1, capture_output=True, text=True, timeout=300)
+    assert sane.returncode == 0, sane.stderr
+    out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=1e5", f"run.dir={run_dir}"],
                          env=ENV1, capture_output=True, text=True, timeout=300)
     assert out.returncode == 3, out.stderr
     rows = read_jsonl(run_dir / "metrics.jsonl")  # strict: no NaN tokens
