@@ -338,6 +338,12 @@ def test_dpo_raises_the_margin_and_switches_greedy_answers(tmp_path):
     prompt = "<|user|>Is 6 a prime?<|end|><|assistant|>"
     assert _sample(base, prompt).endswith("<|assistant|>N<|end|>")
     assert _sample(dpo, prompt).endswith("<|assistant|>Y<|end|>")
+    # with LoRA adapters (rank 4): the reference is the frozen base itself, the margin rises from 0
+    train(load_config([*tune, "train.steps=10", f"run.dir={tmp_path / 'lora'}", "lora.rank=4", "lora.alpha=8",
+                       "optimizer.lr=1e-2"]), argv=["pytest"])
+    lora_rows = [r for r in read_jsonl(tmp_path / "lora" / "metrics.jsonl") if "loss" in r]
+    assert abs(lora_rows[0]["dpo/margin"]) < 1e-5 and lora_rows[0]["loss"] == pytest.approx(rows[0]["loss"], abs=1e-5)
+    assert lora_rows[-1]["dpo/margin"] > 0.8 and lora_rows[-1]["dpo/accuracy"] == 1
     train(load_config([*tune, "train.steps=5", f"run.dir={part}"]), argv=["pytest"])
     train(load_config([*tune, "train.steps=10", f"run.dir={part}"]), argv=["pytest"])
     assert [r["loss"] for r in read_jsonl(part / "metrics.jsonl") if "loss" in r] == [r["loss"] for r in rows]

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config, document_batches
 from spmdgpt.flops import flops_per_token
-from spmdgpt.model import abstract_params
+from spmdgpt.model import abstract_params, param_info
 from spmdgpt.model.pipeline import schedule_iterations
 from spmdgpt.sharding import Rules
 
@@ -239,10 +239,15 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
 
     optimizer = optimizer_of(cfg)
     params = abstract_params(cfg.model, rules)
+    base = None  # LoRA (lora.rank > 0): the state trains the adapters, the step reads the frozen model too
+    if cfg.lora.rank:
+        from spmdgpt.model.lora import abstract_adapters
+
+        base, params = params, abstract_adapters(param_info(cfg.model), cfg.lora, rules)
     state = TrainState(jax.ShapeDtypeStruct((), jnp.int32), params, jax.eval_shape(optimizer.init, params))
     batch = batch_shapes(cfg, rules)
     t0 = time.perf_counter()
-    compiled = make_train_step(cfg, rules, optimizer).lower(state, *batch).compile()
+    compiled = make_train_step(cfg, rules, optimizer).lower(state, *batch, base=base).compile()
     compile_s = time.perf_counter() - t0
     text = compiled.as_text()
     cost = compiled.cost_analysis()
@@ -252,7 +257,7 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
     return Plan(
         devices=n,
         mesh=dict(rules.mesh.shape),
-        param_bytes=shard_bytes(params),
+        param_bytes=shard_bytes(params) + (shard_bytes(base) if base is not None else 0),
         opt_bytes=shard_bytes(state.opt_state),
         batch_bytes=shard_bytes(batch),
         temp_bytes=compiled.memory_analysis().temp_size_in_bytes,

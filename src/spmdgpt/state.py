@@ -38,13 +38,17 @@ from spmdgpt.checkpoint import (
 from spmdgpt.config import (
     Config,
     ConfigError,
+    LoraConfig,
     ModelConfig,
     load_run_config,
     model_config_from_dict,
     to_dict,
 )
 from spmdgpt.hf import hf_folder
-from spmdgpt.model import Params, abstract_params, init_params, param_info, param_shapes, to_stage_order
+from spmdgpt.model import lora
+from spmdgpt.model.transformer import init_tree
+from spmdgpt.model import (Params, abstract_params, init_params, param_info, param_shapes, to_layer_order,
+                           to_stage_order)
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
 from spmdgpt.sharding import Rules
@@ -71,10 +75,23 @@ class Start(NamedTuple):
     step: int  # the step training continues from (the resumed checkpoint's, else 0)
 
 
+LORA_SALT = 0x10A  # separates LoRA's adapter init from the parameters' (train.seed)
+
+
+def trained_info(cfg: Config) -> Params:
+    """The ParamInfo tree of what the run trains: the model's parameters, or with lora.rank > 0
+    the adapters (`lora.adapter_info`)."""
+    return lora.adapter_info(param_info(cfg.model), cfg.lora) if cfg.lora.rank else param_info(cfg.model)
+
+
 def init_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation) -> TrainState:
-    """A fresh state: seeded parameters, created sharded, and the optimizer's initial state."""
-    params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
-    params = to_stage_order(rules, initial_params(cfg.optimizer, param_info(cfg.model), params))
+    """A fresh state: seeded parameters (LoRA: adapters), created sharded, and the optimizer's
+    initial state."""
+    if cfg.lora.rank:
+        params = init_tree(trained_info(cfg), jnp.float32, jax.random.key(cfg.train.seed ^ LORA_SALT), rules)
+    else:
+        params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
+        params = to_stage_order(rules, initial_params(cfg.optimizer, param_info(cfg.model), params))
     return TrainState(jnp.zeros((), jnp.int32), params, jax.jit(optimizer.init)(params))
 
 
@@ -82,7 +99,8 @@ def abstract_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransform
     """init_state's shapes, dtypes and shardings on rules' mesh, with nothing computed or
     allocated: the restore target of a resume or of checkpoint.init_from (a 7B model's random
     initialisation and optimizer state would otherwise be built first and thrown away)."""
-    params = abstract_params(cfg.model, rules)
+    params = (lora.abstract_adapters(param_info(cfg.model), cfg.lora, rules) if cfg.lora.rank
+              else abstract_params(cfg.model, rules))
     opt_state = jax.eval_shape(jax.jit(optimizer.init), params)  # its leaves' shardings follow the params'
 
     def on_mesh(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:  # (a scalar's sharding is None: replicated)
@@ -150,6 +168,8 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
             for log in LOGS:
                 truncate_jsonl(run_dir / log, step)
         return Start(TrainState(jnp.asarray(step, jnp.int32), params, opt_state), StartKind.resumed, step)
+    if cfg.checkpoint.init_from and cfg.lora.rank:  # fresh adapters; the base is `starting_params`
+        return Start(init_state(cfg, rules, optimizer), StartKind.restarted if restart else StartKind.init_from, 0)
     if cfg.checkpoint.init_from:
         source = hf_files if hf_folder(cfg.checkpoint.init_from) is not None else reader
         params = _init_from_params(cfg, rules, target.params, source)
@@ -166,17 +186,34 @@ def _init_from_params(cfg: Config, rules: Rules, target: Params, source) -> Para
 
         params = read_params(cfg.model, source, rules)
     else:
-        params = to_stage_order(rules, source.restore(source.steps()[-1], target)[0])
-    return initial_params(cfg.optimizer, param_info(cfg.model), params)
+        step = source.steps()[-1]
+        params = to_stage_order(rules, restore_params(source, step, cfg.model, rules, target))
+    return params if cfg.lora.rank else initial_params(cfg.optimizer, param_info(cfg.model), params)
+
+
+def restore_params(reader: CheckpointManager, step: int, model: ModelConfig, rules: Rules,
+                   target: Optional[Params] = None) -> Params:
+    """The model's parameters at a run's checkpoint `step`, in layer order, in `rules`' layout:
+    what it holds, or for a LoRA run (lora.rank > 0 in its config) its base (the run's own
+    checkpoint.init_from, `starting_params`) with the checkpoint's adapters merged in."""
+    saved = reader.read_meta(step).get("config", {})
+    if not (saved.get("lora") or {}).get("rank"):
+        return reader.restore(step, abstract_params(model, rules) if target is None else target)[0]
+    run_dir = reader.directory.parent
+    run = dataclasses.replace(load_run_config(run_dir), model=model)
+    adapters = reader.restore(step, lora.abstract_adapters(param_info(model), run.lora, rules))[0]
+    base = to_layer_order(rules, starting_params(run, rules))  # (the adapters' order: checkpoints hold layer order)
+    return lora.merge(param_info(model), run.lora, base, adapters)
 
 
 def starting_params(cfg: Config, rules: Rules) -> Params:
     """The parameters a new run of cfg starts from, whatever run.dir holds: checkpoint.init_from's
     (a run's newest, or hf:DIR's), else the seeded initialisation (preference tuning's reference
-    when a run resumes). Call inside the mesh, after `start` (which checks the source)."""
+    when a run resumes; LoRA's frozen base). Call inside the mesh, after `start` (which checks the
+    source)."""
     src = cfg.checkpoint.init_from
     if not src:
-        return init_state(cfg, rules, optax.identity()).params
+        return init_state(dataclasses.replace(cfg, lora=LoraConfig()), rules, optax.identity()).params
     if hf_folder(src) is not None:
         from spmdgpt.hf import open_weights
 
@@ -216,7 +253,7 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
 
     def load(s: int):
         check_checkpoint_fits(reader, model, f"run.dir={run_dir}: the overrides change parameter shapes", fix, step=s)
-        return to_stage_order(rules, reader.restore(s, abstract_params(model, rules))[0])
+        return to_stage_order(rules, restore_params(reader, s, model, rules))
 
     # the newest checkpoint that loads (as train resumes), or exactly `step`
     step, params, _ = first_loadable(reader, steps if step is None else [step], load,

@@ -18,11 +18,12 @@ from spmdgpt.config import Config, document_batches, preference_data, replan_poi
 from spmdgpt.data import Batcher, load_dataset
 from spmdgpt.model import between_steps, objective, param_info
 from spmdgpt.model.attention import attention_dropout
+from spmdgpt.model.lora import attach
 from spmdgpt.model.loss import counted_first
 from spmdgpt.model.preference import dpo_objective, pair_count
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules
-from spmdgpt.state import TrainState, init_state
+from spmdgpt.state import TrainState, init_state, trained_info
 
 
 def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[jax.Array] = None):
@@ -65,39 +66,47 @@ DROPOUT_SALT = 0x5D0  # separates the dropout keys from the parameter init's key
 
 
 def step_gradients(cfg: Config, rules: Rules):
-    """f(params, step, inputs, targets, segment_ids=None, positions=None) -> (mean metrics
+    """f(params, step, inputs, targets, segment_ids=None, positions=None, reference=None,
+    base=None) -> (mean metrics
     {"loss": cross-entropy over the targets >= 0, "tokens": their count, "aux/<name>":
     auxiliary losses}, gradients of the objective) of one optimizer step's batch: gradient
     accumulation over train.microbatches, z-loss (model.z_loss), and dropout masks drawn from
     fold_in(key(train.seed ^ DROPOUT_SALT), step), a pure function of (seed, step) so that a
-    resumed run draws the same masks. What train_step and the model statistics differentiate."""
+    resumed run draws the same masks. What train_step and the model statistics differentiate.
+    With `base` (LoRA: the frozen model), params are the adapters (model/lora.py) and the
+    gradients theirs; `reference`: DPO's reference parameters."""
     m = cfg.model
     # with pipeline stages the microbatches flow through them inside the model (`model.pipeline`)
     staged = rules.stage_size() > 1
     microbatches = 1 if staged else cfg.train.microbatches
     dpo = preference_data(cfg.data)
     if dpo:
-        value_and_grad = jax.value_and_grad(partial(dpo_objective, m, rules, cfg.train.dpo_beta,
-                                                    sft_weight=cfg.train.dpo_sft_weight), has_aux=True)
+        loss = partial(dpo_objective, m, rules, cfg.train.dpo_beta, sft_weight=cfg.train.dpo_sft_weight)
     else:
-        lm = partial(objective, m, rules, microbatches=cfg.train.microbatches if staged else 1)
-        value_and_grad = jax.value_and_grad(lm, has_aux=True)
+        loss = partial(objective, m, rules, microbatches=cfg.train.microbatches if staged else 1)
+
+    info = param_info(m)
+
+    def of_trained(params, base, *args, **kwargs):  # LoRA: params are the adapters, attached to the frozen base
+        return loss(params if base is None else attach(info, cfg.lora, base, params), *args, **kwargs)
+
+    value_and_grad = jax.value_and_grad(of_trained, has_aux=True)
 
     uses_dropout = (m.dropout > 0 or attention_dropout(m) > 0) and not dpo
 
-    def f(params, step, *batch, reference=None):
+    def f(params, step, *batch, reference=None, base=None):
         key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
         # the step's counted targets (>= 0; DPO: complete pairs) over its microbatches: each
         # part's sums divided by it give, averaged over the parts, the step's mean (model/loss.py)
         count = pair_count(rules, batch[1], batch[2]) if dpo else jnp.sum(batch[1] >= 0, dtype=jnp.float32)
-        count, params, batch, reference = counted_first(count, params, batch, reference)
+        count, params, batch, reference, base = counted_first(count, params, batch, reference, base)
         denominator = jnp.maximum(count, 1.0) / microbatches
 
         def grad_fn(params, *part, key=None):
             if dpo:
-                (_, metrics), grads = value_and_grad(params, reference, *part, denominator=denominator)
+                (_, metrics), grads = value_and_grad(params, base, reference, *part, denominator=denominator)
             else:
-                (_, metrics), grads = value_and_grad(params, *part, key=key, denominator=denominator)
+                (_, metrics), grads = value_and_grad(params, base, *part, key=key, denominator=denominator)
             return metrics, grads
 
         metrics, grads = accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
@@ -113,22 +122,24 @@ def run_replans(cfg: Config) -> list:
 
 def optimizer_of(cfg: Config) -> optax.GradientTransformation:
     """The optimizer of cfg's run: its schedule over train.steps, re-planned at train.replans."""
-    return build_optimizer(cfg.optimizer, param_info(cfg.model), cfg.train.steps, run_replans(cfg))
+    return build_optimizer(cfg.optimizer, trained_info(cfg), cfg.train.steps, run_replans(cfg))
 
 
-def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation, reference=None):
+def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation, reference=None, base=None):
     """The jitted step: step(state, *batch) -> (state, metrics), the state donated. With
-    `reference` (preference data: DPO's frozen reference parameters), the step takes them too, as
-    an argument of every call (not baked into the program)."""
+    `reference` (preference data: DPO's frozen reference parameters) or `base` (LoRA: the frozen
+    model whose adapters the state holds), the step takes them too, as arguments of every call
+    (not baked into the program)."""
     schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps, replans=run_replans(cfg))
     gradients = step_gradients(cfg, rules)
 
     skip_nonfinite = cfg.train.skip_nonfinite > 0
 
     def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
-                   segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None, reference=None):
+                   segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None, reference=None,
+                   base=None):
         losses, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions,
-                                  reference=reference)
+                                  reference=reference, base=base)
         loss = losses["loss"]
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -144,16 +155,19 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
         return TrainState(state.step + 1, params, opt_state), metrics
 
     step = jax.jit(train_step, donate_argnums=0)
-    return step if reference is None else partial(step, reference=reference)
+    return step if reference is None and base is None else partial(step, reference=reference, base=base)
 
 
 def training_parts(cfg: Config, rules: Rules, schedule_steps: Optional[int] = None):
     """(fresh state, jitted train step, training Batcher, Corpus) for `cfg` on `rules`' mesh:
     what a script or test needs to take steps without the loop. Call inside jax.set_mesh.
     `schedule_steps` (default train.steps) is the length the learning-rate schedule assumes."""
+    if cfg.lora.rank:
+        raise ValueError("training_parts builds a fresh model; a LoRA run trains adapters on checkpoint.init_from's "
+                         "(make_train_step(..., base=...) takes it)")
     data = load_dataset(cfg.data)
     d = cfg.data
-    optimizer = build_optimizer(cfg.optimizer, param_info(cfg.model), schedule_steps or cfg.train.steps)
+    optimizer = build_optimizer(cfg.optimizer, trained_info(cfg), schedule_steps or cfg.train.steps)
     state = init_state(cfg, rules, optimizer)
     batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed,
                       rules.batch_sharding(), *document_batches(d), pad_id=data.tokenizer.eos_id or 0)

@@ -47,7 +47,8 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import hf_folder, with_hf_model
 from spmdgpt.loggers import Console, JsonlLogger
-from spmdgpt.model import attention_backend, num_params, to_layer_order
+from spmdgpt.model import attention_backend, num_params, param_info, to_layer_order
+from spmdgpt.model.lora import attach, num_adapter_params
 from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
@@ -149,9 +150,11 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
+        # LoRA: the frozen model under the adapters (checkpoint.init_from's parameters)
+        base = starting_params(cfg, rules) if cfg.lora.rank else None
         reference = None  # preference data: DPO's frozen reference, the parameters the run started from
         if preference_data(d):
-            reference = (starting_params(cfg, rules) if begin.kind == StartKind.resumed
+            reference = (base if base is not None else starting_params(cfg, rules) if begin.kind == StartKind.resumed
                          else jax.tree.map(jnp.copy, begin.state.params))
 
         evaluator = LossEvaluator(cfg.model, rules, val_sets, cfg.train.eval_batches, reference, cfg.train.dpo_beta,
@@ -176,7 +179,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             except OSError as e:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
         loop = _Loop(cfg, run_dir, begin, rules, batcher, evaluator, rollouts, data, ckpt, is_main, calibration,
-                     started, reference)
+                     started, reference, base)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
                      f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
@@ -199,9 +202,10 @@ class _Loop:
 
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, batcher: Batcher,
                  evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
-                 ckpt, is_main: bool, calibration=None, started: float = 0.0, reference=None):
+                 ckpt, is_main: bool, calibration=None, started: float = 0.0, reference=None, base=None):
         self.cfg, self.run_dir, self.data, self.is_main, self.rules = cfg, run_dir, data, is_main, rules
         self.reference = reference  # (DPO's reference parameters)
+        self.base = base  # (LoRA: the frozen model; the state holds the adapters)
         self.calibration, self.started = calibration, started  # train.time_budget's choice, train's start
         # train.time_budget: the pace is checked every pace_every steps (the same steps on every process)
         self.pacer = None if calibration is None else Pacer(calibration, started, cfg.train.eval_every)
@@ -243,7 +247,9 @@ class _Loop:
     def _header(self) -> None:
         cfg, data = self.cfg, self.data
         self.say(
-            f"run {self.run_dir} | {num_params(cfg.model) / 1e6:.2f}M params | data {data.source} "
+            f"run {self.run_dir} | {num_params(cfg.model) / 1e6:.2f}M params"
+            + (f" ({num_adapter_params(param_info(cfg.model), cfg.lora) / 1e6:.3f}M trained: LoRA rank {cfg.lora.rank})"
+               if cfg.lora.rank else "") + f" | data {data.source} "
             f"({data.train_tokens:,} train / {data.val_tokens:,} val tokens, {data.tokenizer.kind} "
             f"vocab {data.tokenizer.vocab_size}) | mesh {dict(jax.sharding.get_abstract_mesh().shape)} "
             f"sharding {cfg.sharding.name} | attention "
@@ -357,7 +363,7 @@ class _Loop:
         """The jitted step (and train.stats_every's statistics, spmdgpt.stats) for self.cfg's
         optimizer; their call after step `at` compiles them."""
         optimizer = optimizer_of(self.cfg)
-        self.train_step = make_train_step(self.cfg, self.rules, optimizer, self.reference)
+        self.train_step = make_train_step(self.cfg, self.rules, optimizer, self.reference, self.base)
         self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
         self.compiled_at = at
 
@@ -505,8 +511,14 @@ class _Loop:
         self.profiling = False
         self.say(f"profile of steps {self.profile[0]}-{self.profile[1]} -> {folder}")
 
+    def model_params(self):
+        """The model's parameters now (LoRA: the base with the adapters attached)."""
+        if self.base is None:
+            return self.state.params
+        return attach(param_info(self.cfg.model), self.cfg.lora, self.base, self.state.params)
+
     def _evaluate(self, step: int) -> None:
-        losses = self.evaluator(self.state.params)
+        losses = self.evaluator(self.model_params())
         self.val_loss = sum(losses.values()) / len(losses)
         row = {"step": step, "val/loss": self.val_loss}
         if len(losses) > 1:  # val/loss is then the mean over the validation sets
@@ -515,7 +527,7 @@ class _Loop:
             self.metrics_log.log(row)
         self.say(f"step {step}: " + " | ".join(f"{k} {v:.4f}" for k, v in row.items() if k.startswith("val/")))
         if self.rollouts is not None:
-            prompt, completion = self.rollouts(self.state.params, step)[0]
+            prompt, completion = self.rollouts(self.model_params(), step)[0]
             self.say(f"sample at step {step}:\n{prompt}\033[1m{completion}\033[0m\n" if sys.stderr.isatty()
                      else f"sample at step {step}:\n{prompt}{completion}\n")
         self.window_t0, self.window_steps = time.perf_counter(), 0  # evaluation is not training

@@ -39,6 +39,8 @@ from spmdgpt.config.schema import (
     CollectiveMatmul,
     ContextAttention,
     CheckpointConfig,
+    LORA_TARGETS,
+    LoraConfig,
     Config,
     ConfigError,
     DataConfig,
@@ -75,7 +77,7 @@ from spmdgpt.config.schema import (
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 
 __all__ = [
-    "apply_overrides", "AttentionImpl", "CollectiveMatmul", "ContextAttention", "CheckpointConfig", "Config", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
+    "apply_overrides", "AttentionImpl", "CollectiveMatmul", "ContextAttention", "CheckpointConfig", "Config", "LoraConfig", "LORA_TARGETS", "ConfigError", "DataConfig", "DataFormat", "DatasetConfig",
     "DataSource", "DistConfig", "DType", "GroupedMatmul", "ManifoldSolver", "MeshConfig", "MlpType", "ModelConfig", "MoeConfig", "MoeDispatch", "Router",
     "NormType", "OptimizerConfig", "ROPE_SCALING_FIELDS", "ROPE_SCALING_PARAMS", "ROPE_SCALING_DEFAULTS", "RopeScaling", "OptimizerName", "Remat", "RunConfig", "Schedule",
     "ShardingConfig", "Split", "TokenDtype", "TokenizerKind", "TrainConfig", "dataset_configs", "document_batches", "preference_data", "expert_hidden", "freeze", "head_dim", "kv_heads", "layer_windows", "load_config", "load_run_config",

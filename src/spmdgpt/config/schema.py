@@ -446,6 +446,20 @@ class CheckpointConfig(Section):
     # hf:DIR, a Hugging Face model folder (its config.json then sets the model's fields)
 
 
+LORA_TARGETS = ("q", "k", "v", "o", "up", "gate", "down")  # lora.targets' names (as in Hugging Face's *_proj)
+
+
+@dataclass
+class LoraConfig(Section):
+    """Low-rank adapters (LoRA, Hu et al. 2021): the model starting from checkpoint.init_from stays
+    frozen and each targeted matrix W trains as W + (alpha / rank) A B (model/lora.py)."""
+
+    rank: int = 0  # r, the adapters' inner dimension; 0 = off (every parameter trains)
+    alpha: float = 16.0  # the update's scale is alpha / rank
+    targets: List[str] = field(default_factory=lambda: ["all"])  # which matrices get adapters: q, k, v,
+    # o (attention), up, gate, down (MLP), or all (every one of these the model has)
+
+
 @dataclass
 class MeshConfig(Section):
     """The mesh's named axes, one field each, in mesh order (the last axis varies fastest over
@@ -496,6 +510,7 @@ class Config(Section):
     mesh: MeshConfig = field(default_factory=MeshConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     run: RunConfig = field(default_factory=RunConfig)
 

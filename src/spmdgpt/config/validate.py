@@ -14,9 +14,11 @@ from spmdgpt.config.schema import (
     CollectiveMatmul,
     Config,
     ConfigError,
+    LORA_TARGETS,
     DataSource,
     DistConfig,
     DType,
+    MlpType,
     MoeDispatch,
     OptimizerName,
     RopeScaling,
@@ -382,6 +384,8 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
     if {"batch", "train"} <= sections and training and d.source == DataSource.text:
         errs.extend(_preference(cfg))
+    if {"model", "optimizer", "train", "checkpoint"} <= sections and training:
+        errs.extend(_lora(cfg))
     if sizes is None:
         return errs
     s = cfg.sharding
@@ -428,6 +432,34 @@ def _preference(cfg: Config) -> List[str]:
                       (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)")):
         if bad:
             errs.append(f"preference data (DPO) does not work with {what} yet; leave it out")
+    return errs
+
+
+def _lora(cfg: Config) -> List[str]:
+    """lora.*: its own fields, and what LoRA does not combine with yet, one line each."""
+    lo, m, t, errs = cfg.lora, cfg.model, cfg.train, []
+    if lo.rank < 0:
+        errs.append(f"lora.rank={lo.rank} must be >= 0 (0 = off, e.g. 8 or 16)")
+    if lo.rank <= 0:
+        return errs
+    if not lo.alpha > 0:
+        errs.append(f"lora.alpha={lo.alpha} must be > 0 (the update is scaled by alpha / rank; e.g. 16)")
+    unknown = [x for x in lo.targets if x not in LORA_TARGETS + ("all",)]
+    if unknown or not lo.targets:
+        errs.append(f"lora.targets={list(lo.targets)}: choose among {', '.join(LORA_TARGETS)} or all")
+    if "gate" in lo.targets and m.mlp != MlpType.swiglu:
+        errs.append(f"lora.targets: gate needs a gated MLP (model.mlp={m.mlp.value} has none); leave gate out")
+    if not cfg.checkpoint.init_from:
+        errs.append(f"lora.rank={lo.rank} adapts a trained model, which stays frozen: set checkpoint.init_from=RUN "
+                    "or hf:DIR")
+    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
+                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers"),
+                      (t.time_budget is not None, "train.time_budget"),
+                      (t.stats_every > 0, "train.stats_every"),
+                      (cfg.optimizer.name == OptimizerName.manifold_muon,
+                       "optimizer.name=manifold_muon (its matrices start orthonormal; B starts at zero)")):
+        if bad:
+            errs.append(f"lora.rank={lo.rank} does not work with {what} yet; leave it out")
     return errs
 
 

@@ -50,6 +50,7 @@ from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attent
                                      self_attention, window_mask)
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
 from spmdgpt.model.info import ParamInfo, is_info, stacked
+from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
@@ -193,10 +194,16 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
     # in all below ~14M parameters (benchmarks/init_compile.py), so a model of fewer than
     # INIT_UNOPTIMISED parameters is initialised unoptimised. (The values differ from the
     # optimised code's in the last bit of some elements.)
-    quick = platform() == "cpu" and num_params(cfg) < INIT_UNOPTIMISED
-    make = jax.jit(_init_leaves, static_argnums=(0, 1), out_shardings=param_shardings(cfg, rules),
+    return init_tree(param_info(cfg), dtype_of(cfg.param_dtype), key, rules)
+
+
+def init_tree(info, dtype, key: Array, rules: Rules):
+    """The arrays of a tree of ParamInfo (init_params'; LoRA's adapters), created sharded."""
+    quick = platform() == "cpu" and sum(math.prod(i.shape) for i in jax.tree.leaves(info, is_leaf=is_info)) < INIT_UNOPTIMISED
+    make = jax.jit(_init_leaves, static_argnums=(0, 1),
+                   out_shardings=jax.tree.map(lambda i: rules.param_sharding(i.logical), info, is_leaf=is_info),
                    compiler_options={"xla_backend_optimization_level": 0} if quick else None)
-    return make(param_info(cfg), dtype_of(cfg.param_dtype), key)
+    return make(info, dtype, key)
 
 
 INIT_UNOPTIMISED = 8_000_000
@@ -228,6 +235,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     window: this layer's sliding window (`attention.window_mask`; None: global). dense: an MoE
     model's dense layer (`block_units`)."""
     attention, mlp_unit = block_units(cfg, dense)
+    p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     h = norm(cfg, rules, p.ln1, x)
     a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, positions, batch, cache, segment_ids, k_attn, window)

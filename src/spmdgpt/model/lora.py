@@ -1,0 +1,187 @@
+"""LoRA: low-rank adapters on a frozen model (Hu et al. 2021, arXiv:2106.09685).
+
+A targeted matrix W (a `ParamInfo` with fan_in x fan_out axes; its other axes a batch of
+matrices: layers, q/k/v) trains as
+
+    W + (alpha / r) A B        A [batch..., fan_in..., r]   B [batch..., r, fan_out...]
+
+with W frozen, A drawn like PEFT's default (variance 1 / (3 fan_in), its kaiming-uniform with
+a = sqrt(5)) and B zero, so training starts from the model itself. lora.targets picks the
+matrices by their Hugging Face names: q, k, v (slices of the fused w_qkv, or w_q and w_kv's
+halves under grouped-query attention), o, up, gate, down.
+
+The adapters are a `Params` of their own (`Adapter` leaves where a matrix is targeted, None
+elsewhere), so they shard by the same rule table (the rank axis `lora` is never split), are
+stacked per layer, reorder for pipelines like parameters, and are all that the optimizer and the
+checkpoints hold. `attach(base, adapters)` gives the model a `Params` whose targeted leaves are
+`Lora` nodes; each block folds its layer's nodes into plain weights (`merged`) before use, inside
+the layer scan, so one layer's W + delta exists at a time and the model code is unchanged.
+`merge` folds them all (export, sampling, evaluation of a finished run). The functions take the
+model's `param_info` (this module does not import the transformer, which imports `merged`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import string
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import LORA_TARGETS, LoraConfig
+from spmdgpt.model.info import ParamInfo, is_info
+
+Array = jax.Array
+RANK_AXIS = "lora"  # the adapters' rank axis (no rule table names it: never sharded)
+
+
+class Adapter(NamedTuple):
+    a: Array  # [batch..., fan_in..., r]
+    b: Array  # [batch..., r, fan_out...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Lora:
+    """A frozen weight with its adapter (one layer's, or stacked): what the layers see while LoRA
+    trains. `merged()` is the weight they use."""
+
+    w: Array
+    a: Array
+    b: Array
+    scale: float  # alpha / r
+    eq: str  # einsum of (a, b) -> the delta's axes ("..." the layers, when stacked)
+    axis: int  # with `index`: the delta's q/k/v axis, counted from the end (negative)
+    index: Optional[tuple] = None  # the q/k/v slices adapted (the delta covers only them)
+
+    def merged(self) -> Array:
+        delta = self.scale * jnp.einsum(self.eq, self.a, self.b, preferred_element_type=jnp.float32)
+        if self.index is not None:  # zeros at the q/k/v slices not adapted
+            part = lambda k: delta[(Ellipsis, k) + (slice(None),) * (-1 - self.axis)]  # noqa: E731
+            n = self.w.shape[self.axis]
+            delta = jnp.stack([part(self.index.index(j)) if j in self.index else jnp.zeros_like(part(0))
+                               for j in range(n)], axis=self.axis)
+        return (self.w.astype(jnp.float32) + delta).astype(self.w.dtype)
+
+
+jax.tree_util.register_dataclass(Lora, data_fields=["w", "a", "b"], meta_fields=["scale", "eq", "axis", "index"])
+
+
+def is_lora(x) -> bool:
+    return isinstance(x, Lora)
+
+
+def _slices(fused: bool, targets) -> dict:
+    """{(unit field, weight name): None (the whole matrix) or the q/k/v slices} of lora.targets
+    (fused: the attention's fused w_qkv, else w_q and w_kv)."""
+    chosen = set(LORA_TARGETS if "all" in targets else targets)
+    grouped = not fused
+    attn = {"o": ("w_o", None)}
+    attn.update({"q": ("w_q", None), "k": ("w_kv", 0), "v": ("w_kv", 1)} if grouped
+                else {"q": ("w_qkv", 0), "k": ("w_qkv", 1), "v": ("w_qkv", 2)})
+    mlp = {"up": ("w_up", None), "gate": ("w_gate", None), "down": ("w_down", None)}
+    out: dict = {}
+    for field, names in (("attn", attn), ("mlp", mlp)):
+        for name in LORA_TARGETS:
+            if name in chosen and name in names:
+                weight, i = names[name]
+                if i is None:
+                    out[(field, weight)] = None
+                else:
+                    out[(field, weight)] = tuple(sorted(set(out.get((field, weight)) or ()) | {i}))
+    return out
+
+
+def _adapted(info, lora: LoraConfig):
+    """[(unit field, weight name, its stacked ParamInfo, q/k/v slices or None)] of the weights
+    that the model of `info` (its `param_info`) has and lora.targets names."""
+    blocks = info.blocks
+    found = []
+    for (field, weight), index in _slices(hasattr(blocks.attn, "w_qkv"), lora.targets).items():
+        info = getattr(getattr(blocks, field), weight, None)
+        if info is not None:
+            found.append((field, weight, info, index))
+    return found
+
+
+def _adapter_info(info: ParamInfo, rank: int, index: Optional[tuple]) -> Adapter:
+    batch = [ax for ax in info.logical if ax not in info.fan_in + info.fan_out]
+    size = dict(zip(info.logical, info.shape))
+    if index is not None:
+        size["qkv"] = len(index)
+    fan_in = math.prod(size[ax] for ax in info.fan_in)
+    a = ParamInfo(tuple(size[ax] for ax in batch + list(info.fan_in)) + (rank,),
+                  tuple(batch) + info.fan_in + (RANK_AXIS,), "normal", (3 * fan_in) ** -0.5, True,
+                  info.fan_in, (RANK_AXIS,))
+    b = ParamInfo(tuple(size[ax] for ax in batch) + (rank,) + tuple(size[ax] for ax in info.fan_out),
+                  tuple(batch) + (RANK_AXIS,) + info.fan_out, "zeros", 0.0, True, (RANK_AXIS,), info.fan_out)
+    return Adapter(a, b)
+
+
+def adapter_info(info, lora: LoraConfig):
+    """The adapters' `Params` for the model of `info` (its `param_info`): an `Adapter` of
+    ParamInfo at each targeted weight, None elsewhere (what the optimizer, the initialisation and
+    the checkpoints see)."""
+    full = info
+    units = {"attn": {}, "mlp": {}}
+    for field, weight, weight_info, index in _adapted(full, lora):
+        units[field][weight] = _adapter_info(weight_info, lora.rank, index)
+    blocks = full.blocks
+
+    def unit(p, adapters):
+        return type(p)(**{name: adapters.get(name) for name in p._fields})
+
+    return type(full)(embed=None, blocks=type(blocks)(ln1=None, attn=unit(blocks.attn, units["attn"]), ln2=None,
+                                                      mlp=unit(blocks.mlp, units["mlp"])),
+                      ln_f=None, unembed=None, dense_blocks=None)
+
+
+def _einsum(info: ParamInfo, index: Optional[tuple]) -> tuple[str, int]:
+    """(einsum (a, b) -> delta for one weight, its q/k/v axis counted from the end)."""
+    names = [ax for ax in info.logical if ax != "layers"]
+    letter = dict(zip(names, string.ascii_lowercase))
+    r = "z"
+    batch = "".join(letter[ax] for ax in names if ax not in info.fan_in + info.fan_out)
+    a = batch + "".join(letter[ax] for ax in info.fan_in) + r
+    b = batch + r + "".join(letter[ax] for ax in info.fan_out)
+    out = "".join(letter[ax] for ax in names)
+    axis = names.index("qkv") - len(names) if index is not None else 0
+    return f"...{a},...{b}->...{out}", axis
+
+
+def attach(info, lora: LoraConfig, base, adapters):
+    """The model's parameters (`info`: their `param_info`) with the adapters attached: base's
+    targeted weights become `Lora` nodes (merged layer by layer in the forward pass); base's
+    other leaves unchanged."""
+    scale = lora.alpha / lora.rank
+    blocks = base.blocks
+    units = {"attn": {}, "mlp": {}}
+    for field, weight, weight_info, index in _adapted(info, lora):
+        adapter = getattr(getattr(adapters.blocks, field), weight)
+        eq, axis = _einsum(weight_info, index)
+        units[field][weight] = Lora(getattr(getattr(blocks, field), weight), adapter.a, adapter.b, scale, eq, axis,
+                                    index)
+    blocks = blocks._replace(attn=blocks.attn._replace(**units["attn"]), mlp=blocks.mlp._replace(**units["mlp"]))
+    return base._replace(blocks=blocks)
+
+
+def merged(tree):
+    """tree with every `Lora` node folded into its weight (W + (alpha / r) A B)."""
+    return jax.tree.map(lambda x: x.merged() if is_lora(x) else x, tree, is_leaf=is_lora)
+
+
+def merge(info, lora: LoraConfig, base, adapters):
+    """Plain parameters: base with the adapters folded in (what export and sampling use)."""
+    return jax.jit(lambda b, a: merged(attach(info, lora, b, a)))(base, adapters)
+
+
+def num_adapter_params(info, lora: LoraConfig) -> int:
+    return sum(math.prod(i.shape) for i in jax.tree.leaves(adapter_info(info, lora), is_leaf=is_info))
+
+
+def abstract_adapters(info, lora: LoraConfig, rules):
+    """The adapters' ShapeDtypeStructs with their shardings (a checkpoint's restore target);
+    fresh ones are `transformer.init_tree(adapter_info(...), float32, key, rules)`: A drawn, B zero."""
+    return jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape, jnp.float32, sharding=rules.param_sharding(i.logical)),
+                        adapter_info(info, lora), is_leaf=is_info)
