@@ -14,6 +14,7 @@ request. Requests ({"op": ..., ...}):
               perturbed) saved with save_pretrained; its logits of the tokens -> out
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
+  lm_eval     folder, tasks, include_path, limit: lm-evaluation-harness's HF backend on the folder
 This file imports nothing of spmdgpt or JAX.
 """
 
@@ -114,7 +115,26 @@ def chat_template(folder, conversations, add_generation_prompt=False):
                     for c in conversations]}
 
 
-OPS = {f.__name__: f for f in (logits, generate, generate_ids, tokenize, chat_template, make_model, torch_gpt)}
+def lm_eval(folder, tasks, include_path, limit):
+    """lm-evaluation-harness's own Hugging Face backend (HFLM, float32, CPU) on the folder: each
+    task's metrics and each document's answers (resps: [[log-likelihood, greedy]] per choice,
+    [log-likelihood] per text, [generation])."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    import lm_eval as harness
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+    from lm_eval.utils import handle_non_serializable
+
+    model = HFLM(pretrained=folder, dtype="float32", device="cpu", batch_size=8)
+    out = harness.simple_evaluate(model=model, tasks=tasks, limit=limit, log_samples=True, bootstrap_iters=0,
+                                  task_manager=TaskManager(include_path=include_path, include_defaults=False))
+    answers = {task: {d["doc_id"]: d["resps"] for d in docs} for task, docs in out["samples"].items()}
+    return json.loads(json.dumps({"results": out["results"], "answers": answers}, default=handle_non_serializable))
+
+
+OPS = {f.__name__: f for f in (logits, generate, generate_ids, tokenize, chat_template, make_model, torch_gpt,
+                               lm_eval)}
 
 
 def serve() -> None:

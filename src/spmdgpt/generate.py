@@ -106,18 +106,20 @@ class Sampler:
         _, toks = jax.lax.scan(step, start, jnp.arange(max_new_tokens))
         return toks.T  # [b, max_new_tokens]
 
-    def prepare(self, prompts: Sequence[Sequence[int]], max_new_tokens: int):
+    def prepare(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, pad_to: int = 1):
         """Left-pad prompts into [b, P] token and position arrays (positions -1 on padding).
 
         b is len(prompts) rounded up to a multiple of the ways the mesh splits the batch; the
         extra rows repeat the last prompt and are dropped by `generate` (each row samples from
-        its own stream, so they change no other row)."""
+        its own stream, so they change no other row). P is the longest prompt, rounded up to a
+        multiple of pad_to where the context leaves room (fewer prompt lengths to compile)."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         longest = max(len(p) for p in prompts)
         err = context_error(longest, max_new_tokens, self.cfg.max_seq_len)
         if err:
             raise ValueError(err)
+        longest = max(longest, min(-(-longest // pad_to) * pad_to, self.cfg.max_seq_len - max_new_tokens))
         prompts = list(prompts) + [prompts[-1]] * (-len(prompts) % self.rules.batch_divisor())
         tokens = np.zeros((len(prompts), longest), np.int32)
         positions = np.full((len(prompts), longest), -1, np.int32)
@@ -127,9 +129,9 @@ class Sampler:
         sharding = self.rules.batch_sharding()
         return jax.device_put(tokens, sharding), jax.device_put(positions, sharding)
 
-    def generate(self, params: Params, prompts: Sequence[Sequence[int]], sp: SamplingParams) -> list:
-        """New tokens for each prompt (cut after eos_id when given)."""
-        tokens, positions = self.prepare(prompts, sp.max_new_tokens)
+    def generate(self, params: Params, prompts: Sequence[Sequence[int]], sp: SamplingParams, pad_to: int = 1) -> list:
+        """New tokens for each prompt (cut after eos_id when given); pad_to: see `prepare`."""
+        tokens, positions = self.prepare(prompts, sp.max_new_tokens, pad_to)
         out = self._generate(
             params, tokens, positions, jax.random.key(sp.seed),
             jnp.float32(sp.temperature), jnp.float32(sp.top_p),

@@ -33,6 +33,9 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "chat": "talk with a chat model (a run fine-tuned on chat data, or run.dir=hf:DIR with a chat template):\n"
             "          spmdgpt chat run.dir=runs/sft [temperature=0.7 max_new_tokens=256 system=\"...\"]\n"
             "          (/reset, Ctrl-D to quit; prompt_file=F answers each line as a one-turn conversation)",
+    "lm-eval": "EleutherAI's lm-evaluation-harness on a run (or run.dir=hf:DIR), spmdgpt's forward and sampler:\n"
+               "          spmdgpt lm-eval run.dir=runs/r1 tasks=shakespeare [limit=N num_fewshot=K include_path=DIR]\n"
+               "          [batch_size=8 log_samples=true out=F.json step=N]",
     "prepare": "tokenize a corpus into its token store (train does it when missing):\n"
                "          spmdgpt prepare +experiment=gutenberg_gpt2 data.num_workers=2 [--verify]",
     "tokenizer": "train a byte-level BPE on a corpus: spmdgpt tokenizer train +experiment=gutenberg_gpt2\n"
@@ -51,6 +54,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
             "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]\n"
             "          for a TPU slice or GPUs, and the best layout: ... topology=v5p-64 [search=true]",
 }
+
+MODULES = {"lm-eval": "harness"}  # commands whose module under spmdgpt.cli has another name
 
 USAGE = """spmdgpt <command> [key=value ...]
 
@@ -111,7 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from spmdgpt.config import ConfigError
 
     try:
-        return importlib.import_module(f"spmdgpt.cli.{command}").run(items)
+        return importlib.import_module(f"spmdgpt.cli.{MODULES.get(command, command)}").run(items)
     except ConfigError as e:
         return error(e.messages)
     except KeyboardInterrupt:

@@ -157,6 +157,11 @@ class HFTokenizer:
     def encode(self, text: str) -> List[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
 
+    def encode_with_specials(self, text: str, add_special_tokens: bool = True) -> List[int]:
+        """encode with the tokenizer's post-processor (e.g. Llama 3's <|begin_of_text|> first), as
+        transformers' tokenizer(text) does (lm-eval scores texts so)."""
+        return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size])
 

@@ -1,0 +1,158 @@
+"""lm-evaluation-harness on spmdgpt's own forward pass and sampler (`spmdgpt lm-eval`).
+
+`SpmdgptLM` is an `lm_eval` model (a `TemplateLM`): lm-eval renders the tasks' requests and
+scores the answers; this class answers them with the model in `rules`' layout (any mesh of this
+process's devices):
+
+    loglikelihood          (context, continuation) -> (sum of log p(continuation tokens), all greedy)
+    loglikelihood_rolling  a whole text, in windows of the model's context, as lm-eval cuts them
+    generate_until         greedy continuations (the KV-cache sampler), cut at the task's stop strings
+
+It follows lm-eval's Hugging Face backend (`HFLM`) token for token, so that the exported model
+scores the same there: the same tokenization (the tokenizer's own special tokens, a BOS-prefixed
+text not prefixed again), the same prefix token for an empty context (BOS, else end-of-text),
+inputs cut from the left to the model's context, log-softmax over all the model's vocabulary
+rows, and the same rolling windows (`lm_eval.utils.get_rolling_token_windows`). Requests are
+batched longest first, each batch padded to a length bucket (a power of two, at least 16, at
+most the context), so a task compiles a handful of programs.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from lm_eval.api.model import TemplateLM
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from tqdm import tqdm
+
+from spmdgpt.config import ConfigError, ModelConfig
+from spmdgpt.generate import Sampler, SamplingParams
+from spmdgpt.model import forward
+from spmdgpt.sharding import Rules, to_host
+
+
+def bucket(n: int, most: int) -> int:
+    """The padded length of n tokens: the next power of two >= 16, at most `most`."""
+    return min(most, max(16, 1 << (n - 1).bit_length()))
+
+
+class SpmdgptLM(TemplateLM):
+    """An lm_eval model over spmdgpt parameters (see the module docstring)."""
+
+    def __init__(self, cfg: ModelConfig, rules: Rules, params, tokenizer, batch_size: int = 8,
+                 bos_id: Optional[int] = None, max_gen_toks: int = 256):
+        super().__init__()
+        self.cfg, self.rules, self.params, self.tok = cfg, rules, params, tokenizer
+        self.batch = max(batch_size, 1) + (-max(batch_size, 1) % rules.batch_divisor())  # (rows split evenly)
+        self.bos_id, self.max_length, self.max_gen_toks = bos_id, cfg.max_seq_len, max_gen_toks
+        self.sampler = Sampler(cfg, rules, vocab_limit=None)
+        self._scores = jax.jit(self._scores_impl)
+
+    # -- tokens
+    @property
+    def eot_token_id(self) -> int:
+        return self.tok.eos_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        return self.bos_id if self.bos_id is not None else self.tok.eos_id
+
+    def tok_encode(self, string: str, add_special_tokens: Optional[bool] = None, **kwargs) -> list:
+        encode_special = getattr(self.tok, "encode_with_specials", None)
+        if encode_special is None:  # (char, GPT-2: no special tokens to add)
+            return self.tok.encode(string)
+        if add_special_tokens is None and self.bos_id is not None and string.startswith(self.tok.decode([self.bos_id])):
+            add_special_tokens = False  # (already BOS-prefixed: as HFLM)
+        return encode_special(string, True if add_special_tokens is None else add_special_tokens)
+
+    # -- log-likelihoods
+    def _scores_impl(self, params, tokens, targets):
+        """(sum of the targets' log-probabilities, whether every target is the argmax) per row of
+        tokens [b, t]; targets [b, t] are -1 where nothing is scored."""
+        logits = forward(self.cfg, self.rules, params, tokens)[0]
+        logp = jax.nn.log_softmax(logits, axis=-1)
+        scored = targets >= 0
+        safe = jnp.where(scored, targets, 0)
+        picked = jnp.take_along_axis(logp, safe[..., None], axis=-1)[..., 0]
+        greedy = jnp.argmax(logits, axis=-1) == safe
+        return jnp.sum(jnp.where(scored, picked, 0.0), axis=1), jnp.all(greedy | ~scored, axis=1)
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list:
+        """[(log p(continuation | context), greedy)] of requests [(key, context ids, continuation
+        ids)], in their order."""
+        rows = []
+        for i, (_, context, continuation) in enumerate(requests):
+            if not continuation or len(continuation) > self.max_length:
+                raise ConfigError([f"lm-eval asked for the log-likelihood of a continuation of {len(continuation)} "
+                                   f"tokens: spmdgpt scores 1 to {self.max_length} (the model's context)"])
+            ids = (list(context) + list(continuation))[-(self.max_length + 1):]
+            rows.append((i, ids[:-1], ids[1:], len(continuation)))
+        rows.sort(key=lambda r: -len(r[1]))
+        out: list = [None] * len(rows)
+        bar = tqdm(total=len(rows), disable=disable_tqdm, desc="loglikelihood")
+        for start in range(0, len(rows), self.batch):
+            chunk = rows[start:start + self.batch]
+            t = bucket(len(chunk[0][1]), self.max_length)
+            tokens = np.zeros((self.batch, t), np.int32)
+            targets = np.full((self.batch, t), -1, np.int32)
+            for r, (_, inp, nxt, c) in enumerate(chunk):
+                tokens[r, :len(inp)] = inp
+                targets[r, len(inp) - c:len(inp)] = nxt[-c:]
+            sharding = self.rules.batch_sharding()
+            total, greedy = self._scores(self.params, jax.device_put(tokens, sharding), jax.device_put(targets, sharding))
+            total, greedy = to_host(total), to_host(greedy)
+            for r, (i, *_) in enumerate(chunk):
+                out[i] = (float(total[r]), bool(greedy[r]))
+            bar.update(len(chunk))
+        bar.close()
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list:
+        windows, owner = [], []
+        for k, (text,) in enumerate(req.args for req in requests):
+            for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
+                    token_list=self.tok_encode(text), prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length, context_len=1)):
+                windows.append((None, context, continuation))
+                owner.append(k)
+        sums = [0.0] * len(requests)
+        for k, (logp, _) in zip(owner, self._loglikelihood_tokens(windows, disable_tqdm)):
+            sums[k] += logp
+        return sums
+
+    # -- generation
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list:
+        out: list = [None] * len(requests)
+        groups: dict = {}  # requests with the same generation settings, decoded together
+        for i, req in enumerate(requests):
+            context, kwargs = req.args
+            kwargs = dict(kwargs or {})
+            until = kwargs.pop("until", None) or []
+            until = [until] if isinstance(until, str) else list(until)
+            eos = self.tok.decode([self.eot_token_id]) if self.eot_token_id is not None else None
+            if eos and eos not in until:
+                until.append(eos)
+            new = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
+            if kwargs.get("do_sample") or float(kwargs.get("temperature", 0.0) or 0.0) > 0:
+                raise ConfigError(["a task asks for sampled generations (do_sample or temperature > 0); "
+                                   "spmdgpt lm-eval decodes greedily only: set do_sample: false in its generation_kwargs"])
+            groups.setdefault((new, tuple(until)), []).append((i, context))
+        bar = tqdm(total=len(requests), disable=disable_tqdm, desc="generate_until")
+        for (new, until), items in groups.items():
+            room = self.max_length - new
+            items.sort(key=lambda item: -len(self.tok_encode(item[1])))
+            for start in range(0, len(items), self.batch):
+                chunk = items[start:start + self.batch]
+                prompts = [self.tok_encode(context)[-room:] for _, context in chunk]
+                sp = SamplingParams(max_new_tokens=new, temperature=0.0, eos_id=self.eot_token_id)
+                for (i, _), ids in zip(chunk, self.sampler.generate(self.params, prompts, sp, pad_to=64)):
+                    text = self.tok.decode([t for t in ids if t != self.eot_token_id])
+                    for stop in until:
+                        text = text.split(stop)[0] if stop else text
+                    out[i] = text
+                bar.update(len(chunk))
+        bar.close()
+        return out

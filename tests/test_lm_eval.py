@@ -1,0 +1,88 @@
+"""`spmdgpt lm-eval`: lm-evaluation-harness on spmdgpt's forward pass and sampler, against the
+harness's own Hugging Face backend on the exported model."""
+
+import json
+
+import numpy as np
+import pytest
+
+from spmdgpt.cli import main
+from spmdgpt.cli.harness import TASKS_DIR
+from spmdgpt.config import load_config
+
+from conftest import read_jsonl  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def char_run(tmp_path_factory):
+    """A small char-level Tiny Shakespeare run with a 64-token context (so that lm-eval cuts the
+    tasks' texts into rolling windows and truncates long contexts from the left)."""
+    from spmdgpt.trainer import train
+
+    run = tmp_path_factory.mktemp("lm-eval") / "run"
+    train(load_config(["+experiment=shakespeare_char", "model.num_layers=2", "model.d_model=64", "model.num_heads=2",
+                       "model.max_seq_len=64", "data.seq_len=64", "data.batch_size=8", "train.steps=30",
+                       "optimizer.lr=3e-3", "train.time_budget=null", "train.progress=false", "train.eval_every=0",
+                       "train.eval_batches=1", "train.rollout_tokens=0", f"run.dir={run}"]), argv=["pytest"])
+    return run
+
+
+def test_scores_equal_lm_evals_hugging_face_backend(char_run, tmp_path, torch_side, capsys):
+    """The shipped tasks (tag shakespeare: multiple choice, rolling log-likelihood, generation)
+    on a 2-device mesh, and lm-eval's HFLM on the exported model: every answer's log-likelihood
+    within 1e-4, the same greedy flags and generations, the same accuracies and perplexities."""
+    out = tmp_path / "ours.json"
+    # and a task of one's own (include_path): a local jsonl through lm-eval's json loader, whose
+    # 24 generated tokens run on past the newline
+    own = tmp_path / "tasks"
+    own.mkdir()
+    (own / "speaker_long.yaml").write_text(
+        "task: speaker_long\ndataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {TASKS_DIR / 'shakespeare_speaker.jsonl'}\n"
+        "output_type: generate_until\ntest_split: test\ndoc_to_text: '{{context}}'\ndoc_to_target: '{{speaker}}'\n"
+        "generation_kwargs:\n  until: ['\\n\\n']\n  max_gen_toks: 24\nmetric_list:\n  - metric: exact_match\n")
+    tasks = ["shakespeare", "speaker_long"]
+    assert main(["lm-eval", f"run.dir={char_run}", f"tasks={','.join(tasks)}", f"include_path={own}", "limit=6",
+                 "log_samples=true", "bootstrap_iters=0", "batch_size=4", "mesh.data=2", f"out={out}"]) == 0
+    table = capsys.readouterr().out
+    assert "shakespeare_next_line" in table and "acc_norm" in table and "word_perplexity" in table
+    ours = json.loads(out.read_text())
+    samples = read_jsonl(out.with_suffix(".samples.jsonl"))
+    assert ours["spmdgpt"]["step"] == 30 and len(samples) == 24
+
+    assert main(["export", f"run.dir={char_run}", f"out={tmp_path / 'hf'}"]) == 0
+    theirs = torch_side.ask("lm_eval", folder=str(tmp_path / "hf"), tasks=tasks,
+                            include_path=[str(TASKS_DIR), str(own)], limit=6)
+    for s in samples:
+        mine, other = s["resps"], theirs["answers"][s["task"]][str(s["doc_id"])]
+        if s["task"] in ("shakespeare_speaker", "speaker_long"):
+            assert mine == other  # (the greedy generations, cut at the stop strings)
+        elif s["task"] == "shakespeare_ppl":
+            np.testing.assert_allclose(mine[0], other[0], atol=1e-4)
+        else:  # four choices: (log-likelihood, greedy) each
+            assert len(mine) == 4 and [r[0][1] for r in mine] == [r[0][1] for r in other]
+            np.testing.assert_allclose([r[0][0] for r in mine], [r[0][0] for r in other], atol=1e-4)
+    assert all(len(s["resps"][0][0]) > 10 for s in samples if s["task"] == "speaker_long")
+    for task in ("shakespeare_next_line", "shakespeare_ppl", "shakespeare_speaker", "speaker_long"):
+        for metric, value in theirs["results"][task].items():
+            if metric.endswith(",none") and "stderr" not in metric:
+                assert ours["results"][task][metric] == pytest.approx(value, rel=1e-5), (task, metric)
+    assert ours["results"]["shakespeare_ppl"]["word_perplexity,none"] > 1
+
+
+@pytest.mark.parametrize("args,message", [
+    (["tasks=no_such_task"], "tasks: no_such_task not found in lm-eval's registry, spmdgpt's tasks"),
+    ([], "tasks is required: e.g. tasks=shakespeare"),
+    (["tasks=shakespeare", "limit=0"], "limit=0 must be > 0"),
+])
+def test_bad_lm_eval_arguments_are_one_line_exit_2(char_run, capsys, monkeypatch, args, message):
+    import lm_eval.tasks
+
+    class WithoutRegistry(lm_eval.tasks.TaskManager):  # (indexing lm-eval's registry takes ~15 s)
+        def __init__(self, include_path=None, include_defaults=True, **kwargs):
+            super().__init__(include_path=include_path, include_defaults=False, **kwargs)
+
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", WithoutRegistry)
+    assert main(["lm-eval", f"run.dir={char_run}", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
