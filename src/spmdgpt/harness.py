@@ -61,8 +61,11 @@ class SpmdgptLM(TemplateLM):
         return self.bos_id if self.bos_id is not None else self.tok.eos_id
 
     def tok_encode(self, string: str, add_special_tokens: Optional[bool] = None, **kwargs) -> list:
-        encode_special = getattr(self.tok, "encode_with_specials", None)
-        if encode_special is None:  # (char, GPT-2: no special tokens to add)
+        # a Hugging Face tokenizer's post-processor (e.g. Llama 3's BOS), also under a chat
+        # template of its own; char, GPT-2 and the default chat template's tokens add nothing
+        base = self.tok.base if getattr(self.tok, "kind", None) == "chat" and not self.tok.specials else self.tok
+        encode_special = getattr(base, "encode_with_specials", None)
+        if encode_special is None:
             return self.tok.encode(string)
         if add_special_tokens is None and self.bos_id is not None and string.startswith(self.tok.decode([self.bos_id])):
             add_special_tokens = False  # (already BOS-prefixed: as HFLM)
@@ -136,6 +139,9 @@ class SpmdgptLM(TemplateLM):
             if eos and eos not in until:
                 until.append(eos)
             new = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
+            if new >= self.max_length:
+                raise ConfigError([f"a task asks for {new} generated tokens; the model's context is {self.max_length}: "
+                                   "lower max_gen_toks (the task's generation_kwargs, or max_gen_toks=N)"])
             if kwargs.get("do_sample") or float(kwargs.get("temperature", 0.0) or 0.0) > 0:
                 raise ConfigError(["a task asks for sampled generations (do_sample or temperature > 0); "
                                    "spmdgpt lm-eval decodes greedily only: set do_sample: false in its generation_kwargs"])
@@ -146,7 +152,7 @@ class SpmdgptLM(TemplateLM):
             items.sort(key=lambda item: -len(self.tok_encode(item[1])))
             for start in range(0, len(items), self.batch):
                 chunk = items[start:start + self.batch]
-                prompts = [self.tok_encode(context)[-room:] for _, context in chunk]
+                prompts = [self.tok_encode(context)[-room:] or [self.prefix_token_id] for _, context in chunk]
                 sp = SamplingParams(max_new_tokens=new, temperature=0.0, eos_id=self.eot_token_id)
                 for (i, _), ids in zip(chunk, self.sampler.generate(self.params, prompts, sp, pad_to=64)):
                     text = self.tok.decode([t for t in ids if t != self.eot_token_id])

@@ -66,19 +66,15 @@ def run(items: List[str]) -> int:
     args, overrides = parse(items, ChatArgs)
     args = check_args(args)
     cfg, tok = chat_model(args.run_dir, overrides)
-    from spmdgpt.cli.runs import read_text, source_params, start_mesh
+    from spmdgpt.cli.runs import one_process_mesh, read_text, source_params
 
     lines = None
     if args.prompt_file:
         lines = [ln for ln in read_text(args.prompt_file, "prompt_file").splitlines() if ln.strip()]
         if not lines:
             raise ConfigError([f"prompt_file={args.prompt_file} holds no prompt"])
-    mesh = start_mesh(cfg, data_errors=False)
+    mesh = one_process_mesh(cfg, "chat reads the terminal in one process")
     import jax
-
-    if jax.process_count() > 1:
-        raise ConfigError(["chat reads the terminal in one process; run it without a launcher (any mesh of "
-                           "this process's devices works)"])
 
     from spmdgpt.generate import Conversation, SamplingParams
     from spmdgpt.sharding import Rules

@@ -90,18 +90,20 @@ def task_manager(include_path: Optional[str], names: List[str]):
 
 
 def bos_id(spec: str, tokenizer) -> Optional[int]:
-    """The beginning-of-text id lm-eval's Hugging Face backend prefixes an empty context with: the
-    folder's tokenizer_config.json bos_token (hf:DIR, or a run imported from one), else None
-    (then the end-of-text id, as there)."""
+    """The beginning-of-text id lm-eval's Hugging Face backend prefixes an empty context with
+    (and the first rolling window): hf:DIR's tokenizer_config.json bos_token, or the bos_token of
+    a run's chat template (what its export writes); else None, the end-of-text id (an export's
+    bos_token otherwise)."""
     from spmdgpt.hf import hf_folder
 
     folder = hf_folder(spec)
-    if folder is None or not hasattr(tokenizer, "encode_with_specials"):
-        return None
-    try:
-        bos = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("bos_token")
-    except (OSError, ValueError):
-        return None
+    if folder is None:
+        bos = getattr(getattr(tokenizer, "template", None), "variables", {}).get("bos_token")
+    else:
+        try:
+            bos = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("bos_token")
+        except (OSError, ValueError):
+            return None
     bos = bos.get("content") if isinstance(bos, dict) else bos
     ids = tokenizer.encode(bos) if isinstance(bos, str) else []
     return ids[0] if len(ids) == 1 else None
@@ -112,19 +114,15 @@ def run(items: List[str]) -> int:
     args = check_args(args)
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     manager = task_manager(args.include_path, names)
-    from spmdgpt.cli.runs import model_source, source_params, start_mesh, write_output
+    from spmdgpt.cli.runs import model_source, one_process_mesh, source_params, write_output
     from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     if tokenizer.eos_id is None:
         raise ConfigError([f"run.dir={args.run_dir}: its tokenizer has no end-of-text token, which lm-eval "
                            "needs (an empty context's prefix, the end of a generation)"])
-    mesh = start_mesh(cfg, data_errors=False)
+    mesh = one_process_mesh(cfg, "lm-eval runs in one process")
     import jax
-
-    if jax.process_count() > 1:
-        raise ConfigError(["lm-eval runs in one process; run it without a launcher (any mesh of this "
-                           "process's devices works)"])
     import lm_eval
     from lm_eval.utils import handle_non_serializable, make_table
 

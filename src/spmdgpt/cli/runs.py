@@ -42,6 +42,17 @@ def start_mesh(cfg, data_errors: bool = True):
     return make_mesh(cfg.mesh, devices)
 
 
+def one_process_mesh(cfg, why: str):
+    """start_mesh (data errors aside) for a command that runs in one process (chat, lm-eval):
+    ConfigError `why` under a launcher."""
+    mesh = start_mesh(cfg, data_errors=False)
+    import jax
+
+    if jax.process_count() > 1:
+        raise ConfigError([f"{why}; run it without a launcher (any mesh of this process's devices works)"])
+    return mesh
+
+
 def mesh_devices(cfg) -> list:
     """The devices of the mesh cfg.mesh asks for: a mesh smaller than the machine (mesh.data=1:
     one device) takes the first devices."""
