@@ -82,7 +82,7 @@ def test_one_step_is_the_full_gradient_projected_on_the_adapters():
     assert tuple(specs.blocks.attn.w_qkv.b) == (None, None, None, "model", None)  # [L, q/v, rank, heads, head_dim]
 
 
-def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path):
+def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path, capsys):
     """A LoRA run from a trained run: its checkpoints hold the adapters alone (and Adam's two
     moments of them), a resumed run gives the same losses bitwise, `spmdgpt eval` of the run
     evaluates the base with the adapters merged (its logged val/loss again), and the exported
@@ -137,6 +137,12 @@ def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path):
     for key in plain:
         if "norm" in key or "embed" in key:
             np.testing.assert_array_equal(exported[key], plain[key])
+    base_dir.rename(tmp_path / "moved")  # the base gone: one line, exit 2 (not "damaged checkpoints")
+    capsys.readouterr()
+    assert main(["eval", f"run.dir={run}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"spmdgpt: error: run.dir={run} trained LoRA adapters on checkpoint.init_from={base_dir}, which holds no "
+        f"checkpoint (moved or deleted?); put the base run back there, or set its new place in {run / 'config.yaml'}")
 
 
 @pytest.mark.parametrize("override,message", [

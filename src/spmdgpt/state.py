@@ -201,6 +201,12 @@ def restore_params(reader: CheckpointManager, step: int, model: ModelConfig, rul
         return reader.restore(step, abstract_params(model, rules) if target is None else target)[0]
     run_dir = reader.directory.parent
     run = dataclasses.replace(load_run_config(run_dir), model=model)
+    src = run.checkpoint.init_from or ""
+    base_dir = Path(src).expanduser() / CHECKPOINT_DIR
+    if hf_folder(src) is None and not (base_dir.is_dir() and CheckpointManager.reader(base_dir.parent).steps()):
+        raise ConfigError([f"run.dir={run_dir} trained LoRA adapters on checkpoint.init_from={src}, which holds no "
+                           "checkpoint (moved or deleted?); put the base run back there, or set its new place in "
+                           f"{run_dir / 'config.yaml'}"])
     adapters = reader.restore(step, lora.abstract_adapters(param_info(model), run.lora, rules))[0]
     base = to_layer_order(rules, starting_params(run, rules))  # (the adapters' order: checkpoints hold layer order)
     return lora.merge(param_info(model), run.lora, base, adapters)
