@@ -57,7 +57,7 @@ class Lora:
 
     def merged(self) -> Array:
         delta = self.scale * jnp.einsum(self.eq, self.a, self.b, preferred_element_type=jnp.float32)
-        if self.index is not None:  # zeros at the q/k/v slices not adapted
+        if self.index is not None and len(self.index) < self.w.shape[self.axis]:  # zeros at the slices not adapted
             part = lambda k: delta[(Ellipsis, k) + (slice(None),) * (-1 - self.axis)]  # noqa: E731
             n = self.w.shape[self.axis]
             delta = jnp.stack([part(self.index.index(j)) if j in self.index else jnp.zeros_like(part(0))
@@ -76,10 +76,9 @@ def _slices(fused: bool, targets) -> dict:
     """{(unit field, weight name): None (the whole matrix) or the q/k/v slices} of lora.targets
     (fused: the attention's fused w_qkv, else w_q and w_kv)."""
     chosen = set(LORA_TARGETS if "all" in targets else targets)
-    grouped = not fused
     attn = {"o": ("w_o", None)}
-    attn.update({"q": ("w_q", None), "k": ("w_kv", 0), "v": ("w_kv", 1)} if grouped
-                else {"q": ("w_qkv", 0), "k": ("w_qkv", 1), "v": ("w_qkv", 2)})
+    attn.update({"q": ("w_qkv", 0), "k": ("w_qkv", 1), "v": ("w_qkv", 2)} if fused
+                else {"q": ("w_q", None), "k": ("w_kv", 0), "v": ("w_kv", 1)})
     mlp = {"up": ("w_up", None), "gate": ("w_gate", None), "down": ("w_down", None)}
     out: dict = {}
     for field, names in (("attn", attn), ("mlp", mlp)):
@@ -99,9 +98,9 @@ def _adapted(info, lora: LoraConfig):
     blocks = info.blocks
     found = []
     for (field, weight), index in _slices(hasattr(blocks.attn, "w_qkv"), lora.targets).items():
-        info = getattr(getattr(blocks, field), weight, None)
-        if info is not None:
-            found.append((field, weight, info, index))
+        weight_info = getattr(getattr(blocks, field), weight, None)
+        if weight_info is not None:
+            found.append((field, weight, weight_info, index))
     return found
 
 
@@ -123,16 +122,15 @@ def adapter_info(info, lora: LoraConfig):
     """The adapters' `Params` for the model of `info` (its `param_info`): an `Adapter` of
     ParamInfo at each targeted weight, None elsewhere (what the optimizer, the initialisation and
     the checkpoints see)."""
-    full = info
     units = {"attn": {}, "mlp": {}}
-    for field, weight, weight_info, index in _adapted(full, lora):
+    for field, weight, weight_info, index in _adapted(info, lora):
         units[field][weight] = _adapter_info(weight_info, lora.rank, index)
-    blocks = full.blocks
+    blocks = info.blocks
 
     def unit(p, adapters):
         return type(p)(**{name: adapters.get(name) for name in p._fields})
 
-    return type(full)(embed=None, blocks=type(blocks)(ln1=None, attn=unit(blocks.attn, units["attn"]), ln2=None,
+    return type(info)(embed=None, blocks=type(blocks)(ln1=None, attn=unit(blocks.attn, units["attn"]), ln2=None,
                                                       mlp=unit(blocks.mlp, units["mlp"])),
                       ln_f=None, unembed=None, dense_blocks=None)
 
