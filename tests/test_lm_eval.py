@@ -86,3 +86,23 @@ def test_bad_lm_eval_arguments_are_one_line_exit_2(char_run, capsys, monkeypatch
     assert main(["lm-eval", f"run.dir={char_run}", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_a_bos_adding_tokenizer_encodes_as_hflm_does():
+    """A Hugging Face tokenizer whose post-processor puts BOS first (Llama 3's way): texts get it,
+    a text that already starts with it is not prefixed again, add_special_tokens=False leaves it
+    out (HFLM.tok_encode's rules); the empty context's prefix is BOS."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors
+
+    from spmdgpt.data.tokenizers import HFTokenizer
+    from spmdgpt.harness import SpmdgptLM
+
+    t = Tokenizer(models.WordLevel({"a": 0, "b": 1, "<unk>": 2}, unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    t.add_special_tokens([AddedToken("<s>", special=True), AddedToken("</s>", special=True)])
+    t.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 3)])
+    lm = SpmdgptLM.__new__(SpmdgptLM)  # (the tokenizer rules only: no model)
+    lm.tok, lm.bos_id = HFTokenizer(t.to_str()), 3
+    assert lm.tok_encode("a b") == [3, 0, 1] and lm.tok_encode("<s> a b") == [3, 0, 1]
+    assert lm.tok_encode("a b", add_special_tokens=False) == [0, 1]
+    assert lm.prefix_token_id == 3 and lm.eot_token_id == 4

@@ -67,7 +67,7 @@ class SpmdgptLM(TemplateLM):
         encode_special = getattr(base, "encode_with_specials", None)
         if encode_special is None:
             return self.tok.encode(string)
-        if add_special_tokens is None and self.bos_id is not None and string.startswith(self.tok.decode([self.bos_id])):
+        if add_special_tokens is None and self.bos_id is not None and string.startswith(base.token_text(self.bos_id)):
             add_special_tokens = False  # (already BOS-prefixed: as HFLM)
         return encode_special(string, True if add_special_tokens is None else add_special_tokens)
 

@@ -162,6 +162,11 @@ class HFTokenizer:
         transformers' tokenizer(text) does (lm-eval scores texts so)."""
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
 
+    def token_text(self, token_id: int) -> str:
+        """One token's text as the vocabulary holds it, a special token's included ("<|begin_of_text|>";
+        decode drops special tokens)."""
+        return self._tok.id_to_token(int(token_id)) or ""
+
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size])
 
