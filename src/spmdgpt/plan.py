@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config, document_batches
 from spmdgpt.flops import flops_per_token
-from spmdgpt.model import abstract_params, param_info
+from spmdgpt.model import abstract_params
 from spmdgpt.model.pipeline import schedule_iterations
 from spmdgpt.sharding import Rules
 
@@ -234,17 +234,12 @@ def batch_shapes(cfg: Config, rules: Rules) -> tuple:
 def plan_step(cfg: Config, rules: Rules) -> Plan:
     """Compile `cfg`'s training step on `rules`' mesh from abstract shapes (call inside
     jax.set_mesh) and read its per-device plan."""
-    from spmdgpt.state import TrainState
+    from spmdgpt.state import abstract_state
     from spmdgpt.train_step import make_train_step, optimizer_of
 
     optimizer = optimizer_of(cfg)
-    params = abstract_params(cfg.model, rules)
-    base = None  # LoRA (lora.rank > 0): the state trains the adapters, the step reads the frozen model too
-    if cfg.lora.rank:
-        from spmdgpt.model.lora import abstract_adapters
-
-        base, params = params, abstract_adapters(param_info(cfg.model), cfg.lora, rules)
-    state = TrainState(jax.ShapeDtypeStruct((), jnp.int32), params, jax.eval_shape(optimizer.init, params))
+    state = abstract_state(cfg, rules, optimizer)  # LoRA (lora.rank > 0): the adapters and their optimizer state
+    base = abstract_params(cfg.model, rules) if cfg.lora.rank else None  # LoRA's frozen model, read by the step
     batch = batch_shapes(cfg, rules)
     t0 = time.perf_counter()
     compiled = make_train_step(cfg, rules, optimizer).lower(state, *batch, base=base).compile()
@@ -257,7 +252,7 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
     return Plan(
         devices=n,
         mesh=dict(rules.mesh.shape),
-        param_bytes=shard_bytes(params) + (shard_bytes(base) if base is not None else 0),
+        param_bytes=shard_bytes(state.params) + (shard_bytes(base) if base is not None else 0),
         opt_bytes=shard_bytes(state.opt_state),
         batch_bytes=shard_bytes(batch),
         temp_bytes=compiled.memory_analysis().temp_size_in_bytes,

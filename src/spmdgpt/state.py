@@ -46,7 +46,8 @@ from spmdgpt.config import (
 )
 from spmdgpt.hf import hf_folder
 from spmdgpt.model import lora
-from spmdgpt.model.transformer import init_tree
+from spmdgpt.model.layers import dtype_of
+from spmdgpt.model.transformer import abstract_tree, init_tree
 from spmdgpt.model import (Params, abstract_params, init_params, param_info, param_shapes, to_layer_order,
                            to_stage_order)
 from spmdgpt.optim import initial_params
@@ -84,11 +85,16 @@ def trained_info(cfg: Config) -> Params:
     return lora.adapter_info(param_info(cfg.model), cfg.lora) if cfg.lora.rank else param_info(cfg.model)
 
 
+def trained_dtype(cfg: Config) -> jnp.dtype:
+    """The trained leaves' dtype: model.param_dtype, or float32 for LoRA's adapters."""
+    return jnp.dtype(jnp.float32) if cfg.lora.rank else dtype_of(cfg.model.param_dtype)
+
+
 def init_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation) -> TrainState:
     """A fresh state: seeded parameters (LoRA: adapters), created sharded, and the optimizer's
     initial state."""
     if cfg.lora.rank:
-        params = init_tree(trained_info(cfg), jnp.float32, jax.random.key(cfg.train.seed ^ LORA_SALT), rules)
+        params = init_tree(trained_info(cfg), trained_dtype(cfg), jax.random.key(cfg.train.seed ^ LORA_SALT), rules)
     else:
         params = init_params(cfg.model, jax.random.key(cfg.train.seed), rules)
         params = to_stage_order(rules, initial_params(cfg.optimizer, param_info(cfg.model), params))
@@ -99,8 +105,7 @@ def abstract_state(cfg: Config, rules: Rules, optimizer: optax.GradientTransform
     """init_state's shapes, dtypes and shardings on rules' mesh, with nothing computed or
     allocated: the restore target of a resume or of checkpoint.init_from (a 7B model's random
     initialisation and optimizer state would otherwise be built first and thrown away)."""
-    params = (lora.abstract_adapters(param_info(cfg.model), cfg.lora, rules) if cfg.lora.rank
-              else abstract_params(cfg.model, rules))
+    params = abstract_tree(trained_info(cfg), trained_dtype(cfg), rules)
     opt_state = jax.eval_shape(jax.jit(optimizer.init), params)  # its leaves' shardings follow the params'
 
     def on_mesh(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:  # (a scalar's sharding is None: replicated)
@@ -207,7 +212,8 @@ def restore_params(reader: CheckpointManager, step: int, model: ModelConfig, rul
         raise ConfigError([f"run.dir={run_dir} trained LoRA adapters on checkpoint.init_from={src}, which holds no "
                            "checkpoint (moved or deleted?); put the base run back there, or set its new place in "
                            f"{run_dir / 'config.yaml'}"])
-    adapters = reader.restore(step, lora.abstract_adapters(param_info(model), run.lora, rules))[0]
+    # the adapters first: a damaged checkpoint fails here, before the base is loaded
+    adapters = reader.restore(step, abstract_tree(lora.adapter_info(param_info(model), run.lora), jnp.float32, rules))[0]
     base = to_layer_order(rules, starting_params(run, rules))  # (the adapters' order: checkpoints hold layer order)
     return lora.merge(param_info(model), run.lora, base, adapters)
 
@@ -247,8 +253,6 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
     `rules`' layout (and a circular pipeline's stack order, `to_stage_order`). ConfigError when
     the run has no such checkpoint or `model` has other parameter shapes than the checkpoint's
     (`fix` says what to do)."""
-    from spmdgpt.model import abstract_params
-
     reader = CheckpointManager.reader(run_dir)
     steps = reader.steps()
     if not steps:

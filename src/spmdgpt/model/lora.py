@@ -176,10 +176,3 @@ def merge(info, lora: LoraConfig, base, adapters):
 
 def num_adapter_params(info, lora: LoraConfig) -> int:
     return sum(math.prod(i.shape) for i in jax.tree.leaves(adapter_info(info, lora), is_leaf=is_info))
-
-
-def abstract_adapters(info, lora: LoraConfig, rules):
-    """The adapters' ShapeDtypeStructs with their shardings (a checkpoint's restore target);
-    fresh ones are `transformer.init_tree(adapter_info(...), float32, key, rules)`: A drawn, B zero."""
-    return jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape, jnp.float32, sharding=rules.param_sharding(i.logical)),
-                        adapter_info(info, lora), is_leaf=is_info)

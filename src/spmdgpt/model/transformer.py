@@ -178,9 +178,13 @@ def param_shardings(cfg: ModelConfig, rules: Rules) -> Params:
 
 def abstract_params(cfg: ModelConfig, rules: Rules) -> Params:
     """ShapeDtypeStructs with the parameters' shardings: a restore target that allocates nothing."""
-    dtype = dtype_of(cfg.param_dtype)
+    return abstract_tree(param_info(cfg), dtype_of(cfg.param_dtype), rules)
+
+
+def abstract_tree(info, dtype, rules: Rules):
+    """init_tree's ShapeDtypeStructs, with the rule table's shardings, computing nothing."""
     return jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape, dtype, sharding=rules.param_sharding(i.logical)),
-                        param_info(cfg), is_leaf=is_info)
+                        info, is_leaf=is_info)
 
 
 def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
