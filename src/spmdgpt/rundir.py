@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import importlib.metadata
 import json
 import os
@@ -57,14 +58,17 @@ def package_versions() -> dict:
     return out
 
 
-def pip_freeze() -> list:
-    """`name==version` of every installed distribution (importlib.metadata, no subprocess)."""
+@functools.cache
+def pip_freeze() -> tuple:
+    """`name==version` of every installed distribution (importlib.metadata, no subprocess).
+    Read once a process: parsing ~300 distributions' metadata takes ~0.7 s on a slow CPU, and
+    a process that trains several runs (a sweep's worker, the tests) records the same list."""
     seen = {}
     for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"]
         if name and name.lower() not in seen:
             seen[name.lower()] = f"{name}=={dist.version}"
-    return sorted(seen.values(), key=str.lower)
+    return tuple(sorted(seen.values(), key=str.lower))
 
 
 def run_metadata(argv: list) -> dict:
