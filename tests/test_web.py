@@ -34,7 +34,8 @@ TINY = ["model.num_layers=2", "model.d_model=32", "model.num_heads=2", "data.bat
         "train.progress=false", "train.time_budget=null"]
 RUNS = {"char": ["+experiment=shakespeare_char", *TINY],  # Muon + QK-norm: the make-train recipe
         "gpt2": ["+experiment=shakespeare_gpt2", *TINY, "model.mlp=swiglu", "model.norm=rmsnorm",
-                 "model.tie_embeddings=false", "model.logit_softcap=30"]}
+                 "model.tie_embeddings=false", "model.logit_softcap=30", "train.steps=12"]}  # (its 50257-way
+# softmax makes a step ~1.5 s on a slow 2-core CPU: 12 steps train its logits past the checks' 1.0)
 HELD_OUT = "KING HENRY:\nWhat say'st thou, my good lord? Speak, and be brief;\n"  # (not in the corpus)
 
 
