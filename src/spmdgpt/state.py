@@ -213,7 +213,7 @@ def restore_params(reader: CheckpointManager, step: int, model: ModelConfig, rul
                            "checkpoint (moved or deleted?); put the base run back there, or set its new place in "
                            f"{run_dir / 'config.yaml'}"])
     # the adapters first: a damaged checkpoint fails here, before the base is loaded
-    adapters = reader.restore(step, abstract_tree(lora.adapter_info(param_info(model), run.lora), jnp.float32, rules))[0]
+    adapters = reader.restore(step, abstract_tree(trained_info(run), trained_dtype(run), rules))[0]
     base = to_layer_order(rules, starting_params(run, rules))  # (the adapters' order: checkpoints hold layer order)
     return lora.merge(param_info(model), run.lora, base, adapters)
 
