@@ -173,7 +173,7 @@ def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monk
     assert code == 2
     assert "sharding dp on mesh {'data': 8, 'stage': 1, 'expert': 1, 'context': 1, 'model': 1} (8 device(s))" in out
     assert "parameters       0.4 MiB" in out and "collectives      all-reduce" in out
-    assert err.startswith("spmdgpt: error: the step needs ") and "a device has 1.0 MiB" in err
+    assert err.startswith("spmdgpt: error: the train step needs ") and "a device holds 1.0 MiB" in err
     assert err.count("\n") == 1
 
     # without memory_gb, this host's CPU devices get its memory, shared (here a made-up 8 MiB)
@@ -182,7 +182,7 @@ def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monk
     out, err = capsys.readouterr()
     assert code == 2 and ("(the 1.0 MiB above: this host's 8.0 MiB of memory shared by 8 CPU device(s); "
                           "memory_gb=G or topology=NAME plans for other devices)") in out
-    assert err.startswith("spmdgpt: error: the step needs ") and "a device has 1.0 MiB" in err
+    assert err.startswith("spmdgpt: error: the train step needs ") and "a device holds 1.0 MiB" in err
     monkeypatch.setattr("spmdgpt.cli.plan.host_memory", lambda: 64 * 2**30)
     assert main(["plan", *COMMON, "devices=8"]) == 0
     assert "(the 8.00 GiB above: this host's 64.00 GiB of memory shared by 8 CPU device(s)" in capsys.readouterr().out
@@ -367,7 +367,7 @@ def test_plan_compiles_for_tpu_slices(capsys):
     big = ["model.d_model=2048", "model.num_heads=16", "model.num_layers=32", "model.vocab_size=32000"]
     assert main(["plan", *TPU, *big, "sharding=dp", "topology=v5e-4"]) == 2
     err = capsys.readouterr().err  # (libtpu refuses to compile it: the HBM it would need is in its message)
-    assert err.startswith("spmdgpt: error: the step does not fit a TPU v5 lite: Ran out of memory on HBM")
+    assert err.startswith("spmdgpt: error: the train step does not fit a TPU v5 lite: Ran out of memory on HBM")
     assert err.count("\n") == 1 and "shard more (sharding=fsdp" in err
 
 
@@ -420,7 +420,7 @@ def test_search_candidates_and_ranking(capsys):
     fast_too_big, slow, fast = layout("dp", 0.1, False), layout("fsdp", 0.3, True), layout("tp", 0.2, True)
     assert ranked([fast_too_big, slow, fast, Layout("x", {}, error="bad")]) == [fast, slow]
     # a compiler's own refusal for memory is "did not fit" (the chain goes on), anything else refused
-    assert fast_too_big.too_big and Layout("dp", {}, error="the step does not fit a TPU v5 lite: ...").too_big
+    assert fast_too_big.too_big and Layout("dp", {}, error="the train step does not fit a TPU v5 lite: ...").too_big
     assert not Layout("tp", {}, error="model.num_heads=4 is not divisible by 8").too_big and not fast.too_big
     for items, message in ((["search=true"], "search=true needs topology=NAME: the layouts are ranked by the "
                                              "target's compiler and data sheet (e.g. topology=v5p-64)"),

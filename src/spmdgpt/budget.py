@@ -85,7 +85,7 @@ class Calibration:
 
 def calibrate(budget_s: float, started: float, eval_every: int, state, train_step,
               batch_at: Callable[[int], tuple], evaluate: Callable, rollout: Optional[Callable] = None) -> Calibration:
-    """Time `train_step` (compiled here) on a copy of `state` (the state itself is untouched)
+    """Time `train_step` (compiled by its first call here unless the preflight compiled it) on a copy of `state` (the state itself is untouched)
     over batches batch_at(0, 1, ...) (see MIN_TIMED_STEPS), and one call of `evaluate(params)` and
     `rollout(params)` after a first, compiling, call of each; return the step count that fits
     in what is left of budget_s seconds counted from `started` (a time.perf_counter value)."""
@@ -208,15 +208,13 @@ def recorded_steps(cfg: Config, run_dir: Path) -> Config:
     return fixed_steps(cfg, saved.steps, saved.replans)
 
 
-def fit_budget(cfg: Config, rules, optimizer, state, batcher, evaluator, rollouts, started: float):
+def fit_budget(cfg: Config, step, state, batcher, evaluator, rollouts, started: float):
     """(cfg with the train.steps that fit train.time_budget and time_budget=None, the
-    Calibration), timing `optimizer`'s step on `rules`' mesh over batcher's batches, evaluator
+    Calibration), timing the run's `step` (its executable) over batcher's batches, evaluator
     and the rollouts (or None). ConfigError when not even one step fits."""
-    from spmdgpt.train_step import make_train_step
-
     t = cfg.train
-    cal = calibrate(t.time_budget, started, t.eval_every, state, make_train_step(cfg, rules, optimizer),
-                    batcher.train_batch, evaluator, None if rollouts is None else rollouts.sample)
+    cal = calibrate(t.time_budget, started, t.eval_every, state, step, batcher.train_batch, evaluator,
+                    None if rollouts is None else rollouts.sample)
     if jax.process_count() > 1:  # every process trains process 0's choice (their timings differ)
         cal = dataclasses.replace(cal, steps=from_process_0(cal.steps))
     if cal.steps < 1:

@@ -14,39 +14,84 @@ from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import JsonlLogger
 from spmdgpt.model import objective
 from spmdgpt.model.loss import counted_first
-from spmdgpt.sharding import Rules, to_host
+from spmdgpt.sharding import Rules, shard_bytes, to_host
+
+
+def loss_sums(cfg: ModelConfig, rules: Rules, microbatches: int = 1, beta: float = 0.0, sft_weight: float = 0.0):
+    """The evaluation's program, jitted: f(params, *batch, reference=None) -> (the summed
+    next-token loss over the batch's counted targets (>= 0), their count), float32 scalars; with
+    a `reference` (preference data), the summed DPO loss with that beta (and RPO's sft_weight)
+    over the complete pairs, and their count.
+
+    The batch runs in `microbatches` parts one after another inside the program, as the training
+    step splits it (`train.microbatches`, `train_step.summed_over_microbatches`): only one part's
+    activations and logits are alive at a time (a whole GPT-2 124M batch of 512 x 1,024 tokens
+    would need 98 GiB of float32 logits). With pipeline stages the parts flow through the stages
+    instead (`model.pipeline`), as in the step. model.loss_block and model.logits_dtype apply as
+    in training (`model.loss.objective`)."""
+    from spmdgpt.model.preference import dpo_objective, pair_count
+    from spmdgpt.train_step import summed_over_microbatches
+
+    staged = rules.stage_size() > 1
+
+    def sums(params, reference, *part):  # one part's (summed loss, counted targets or pairs)
+        one = jnp.ones((), jnp.float32)
+        if reference is None:
+            count, params, part = counted_first(jnp.sum(part[1] >= 0, dtype=jnp.float32), params, part)
+            metrics = objective(cfg, rules, params, *part, denominator=one, microbatches=microbatches if staged else 1)[1]
+            return metrics["loss"], count
+        count, params, reference, part = counted_first(pair_count(rules, part[1], part[2]), params, reference, part)
+        return dpo_objective(cfg, rules, beta, params, reference, *part, denominator=one, sft_weight=sft_weight)[0], count
+
+    def f(params, *batch, reference=None):
+        return summed_over_microbatches(partial(sums, params, reference), 1 if staged else microbatches, *batch)
+
+    return jax.jit(f)
 
 
 class LossEvaluator:
     """Mean next-token loss of each validation set over its `num_batches` fixed batches (built
-    once), over their counted targets (>= 0): each batch's mean weighted by its count. With a
-    `reference` (preference data), the DPO loss with that beta (and RPO's sft_weight) instead,
-    over the complete pairs."""
+    once), over their counted targets (>= 0); with a `reference` (preference data), the DPO loss
+    over the complete pairs. Each batch runs as `loss_sums` (in the step's microbatches); the sums
+    are added over batches in float64 on the host, so the mean is one unsplit pass's to float32
+    rounding."""
 
     def __init__(self, cfg: ModelConfig, rules: Rules, sets: Dict[str, EvalBatcher], num_batches: int,
-                 reference=None, beta: float = 0.0, sft_weight: float = 0.0):
-        from spmdgpt.model.preference import dpo_objective, pair_count
-
+                 reference=None, beta: float = 0.0, sft_weight: float = 0.0, microbatches: int = 1):
         self.batches = {name: [b.batch(i) for i in range(num_batches)] for name, b in sets.items()}
         self.reference = reference
+        self.sums = loss_sums(cfg, rules, microbatches, beta, sft_weight)  # (or its executable: plan.run_programs)
 
-        def loss_and_count(params, *batch, reference=None):
-            if reference is None:
-                metrics = objective(cfg, rules, params, *batch)[1]
-                return metrics["loss"], metrics["tokens"]
-            count, params, batch = counted_first(pair_count(rules, batch[1], batch[2]), params, batch)
-            return dpo_objective(cfg, rules, beta, params, reference, *batch, denominator=jnp.maximum(count, 1.0),
-                                 sft_weight=sft_weight)[0], count
+    def first_batch(self) -> tuple:
+        """The first validation batch (every set's batches have its shapes and shardings)."""
+        return tuple(next(iter(self.batches.values()))[0])
 
-        self._loss = jax.jit(loss_and_count)
+    def held_bytes(self) -> int:
+        """Bytes one device holds for the validation batches, kept for the whole run."""
+        return sum(shard_bytes(tuple(b)) for batches in self.batches.values() for b in batches)
 
     def __call__(self, params) -> Dict[str, float]:
         out = {}
         for name, batches in self.batches.items():
-            got = [self._loss(params, *batch, reference=self.reference) for batch in batches]
+            got = [self.sums(params, *batch, reference=self.reference) for batch in batches]
             losses, counts = (np.asarray(a, dtype=np.float64) for a in zip(*jax.device_get(got)))
-            out[name] = float(np.sum(losses * counts) / max(np.sum(counts), 1.0))
+            out[name] = float(np.sum(losses) / max(np.sum(counts), 1.0))
         return out
+
+
+def rollout_rows(cfg, rules: Rules) -> int:
+    """The rows the rollouts sample: train.rollout_prompts rounded up to a multiple of the ways the
+    mesh splits the batch (the sampled batch splits evenly over the devices holding it)."""
+    k = rules.batch_divisor()
+    return -(-cfg.train.rollout_prompts // k) * k
+
+
+def rollout_sampling(cfg, eos_id=None):
+    """The rollouts' SamplingParams (the same seed at every evaluation)."""
+    from spmdgpt.generate import SamplingParams
+
+    t = cfg.train
+    return SamplingParams(t.rollout_tokens, t.rollout_temperature, 0, 1.0, t.seed, eos_id)
 
 
 class RolloutEvaluator:
@@ -58,19 +103,16 @@ class RolloutEvaluator:
     """
 
     def __init__(self, cfg, rules: Rules, tokenizer, val_tokens, samples_path=None):
-        from spmdgpt.generate import Sampler, SamplingParams
+        from spmdgpt.generate import Sampler
 
         t = cfg.train
         n, plen = t.rollout_prompts, t.rollout_prompt_tokens
         offsets = np.linspace(0, len(val_tokens) - plen - 1, n).astype(int)
         self.prompts = [[int(x) for x in val_tokens[o : o + plen]] for o in offsets]
-        # the sampled batch must split evenly over the devices holding the batch
-        k = rules.batch_divisor()
-        self.batch = [self.prompts[i % n] for i in range(-(-n // k) * k)]
+        self.batch = [self.prompts[i % n] for i in range(rollout_rows(cfg, rules))]
         self.tokenizer = tokenizer
         self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
-        self.params = SamplingParams(t.rollout_tokens, t.rollout_temperature, 0, 1.0, t.seed,
-                                     tokenizer.eos_id)
+        self.params = rollout_sampling(cfg, tokenizer.eos_id)
         self.samples_path = samples_path
 
     def sample(self, params) -> list:
@@ -124,12 +166,22 @@ def token_byte_lengths(tokenizer, vocab_size: int) -> np.ndarray:
 
 class Scorer:
     """Summed next-token losses, token counts and UTF-8 bytes over batches (float64 on the host):
-    loss = nats / tokens, perplexity = exp(loss), bits per byte = nats / ln 2 / bytes."""
+    loss = nats / tokens, perplexity = exp(loss), bits per byte = nats / ln 2 / bytes. Each batch
+    runs in `microbatches` parts one after another inside one program (`train_step.microbatch_parts`,
+    as the training step splits it), so only one part's logits are alive at a time."""
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, token_bytes: np.ndarray):
+    def __init__(self, cfg: ModelConfig, rules: Rules, token_bytes: np.ndarray, microbatches: int = 1):
         from spmdgpt.model.loss import token_losses
+        from spmdgpt.train_step import microbatch_parts
 
-        self._losses = jax.jit(partial(token_losses, cfg, rules))
+        k = 1 if rules.stage_size() > 1 else microbatches  # (pipeline stages: the forward's own split)
+
+        def losses(params, *batch):  # [k, B / k, t]: part j holds rows j::k
+            if k == 1:
+                return token_losses(cfg, rules, params, *batch)[None]
+            return jax.lax.map(lambda part: token_losses(cfg, rules, params, *part), microbatch_parts(batch, k))
+
+        self._losses = jax.jit(losses)
         self.token_bytes = token_bytes
 
     def __call__(self, params, batches, first_counted=None) -> Dict[str, float]:
@@ -138,7 +190,8 @@ class Scorer:
         Targets < 0 are never counted."""
         nats = tokens = nbytes = 0.0
         for i, batch in enumerate(batches):
-            losses = to_host(self._losses(params, *batch)).astype(np.float64)
+            parts = to_host(self._losses(params, *batch)).astype(np.float64)
+            losses = np.swapaxes(parts, 0, 1).reshape(-1, parts.shape[-1])  # (rows back in the batch's order)
             targets = to_host(batch.targets)
             keep = targets >= 0  # (a chat prompt's targets are not scored)
             if first_counted is not None:

@@ -86,7 +86,7 @@ class Sampler:
         cfg, rules = self.cfg, self.rules
         b, prompt_len = tokens.shape
         cache = init_cache(cfg, rules, b, prompt_len + max_new_tokens)
-        logits, cache = forward(cfg, rules, params, tokens, positions, cache, prefill=True)
+        logits, cache = forward(cfg, rules, params, tokens, positions, cache, prefill=True, last=True)
         row_keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(b))
         fill = 0 if eos_id is None else eos_id
 
@@ -105,6 +105,23 @@ class Sampler:
         start = (cache, logits[:, -1], positions[:, -1] + 1, done)
         _, toks = jax.lax.scan(step, start, jnp.arange(max_new_tokens))
         return toks.T  # [b, max_new_tokens]
+
+    def _static(self, sp: SamplingParams) -> dict:
+        return {"max_new_tokens": sp.max_new_tokens, "top_k": sp.top_k, "eos_id": sp.eos_id}
+
+    def _args(self, sp: SamplingParams) -> tuple:
+        return jax.random.key(sp.seed), jnp.float32(sp.temperature), jnp.float32(sp.top_p)
+
+    def lower(self, params, rows: int, prompt_len: int, sp: SamplingParams):
+        """The generation of `rows` prompts of `prompt_len` tokens (after `prepare`'s padding)
+        with `sp`, lowered for `params` (arrays or ShapeDtypeStructs): one program, the KV cache,
+        the prefill and the decode loop. Compile it and give it to `use`."""
+        tokens = jax.ShapeDtypeStruct((rows, prompt_len), jnp.int32, sharding=self.rules.batch_sharding())
+        return self._generate.lower(params, tokens, tokens, *self._args(sp), **self._static(sp))
+
+    def use(self, compiled, rows: int, prompt_len: int, sp: SamplingParams) -> None:
+        """`generate` runs `compiled` (`lower`'s program, compiled ahead of time) for those shapes."""
+        self._compiled = (((rows, prompt_len), tuple(self._static(sp).items())), compiled)
 
     def prepare(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, pad_to: int = 1):
         """Left-pad prompts into [b, P] token and position arrays (positions -1 on padding).
@@ -132,11 +149,12 @@ class Sampler:
     def generate(self, params: Params, prompts: Sequence[Sequence[int]], sp: SamplingParams, pad_to: int = 1) -> list:
         """New tokens for each prompt (cut after eos_id when given); pad_to: see `prepare`."""
         tokens, positions = self.prepare(prompts, sp.max_new_tokens, pad_to)
-        out = self._generate(
-            params, tokens, positions, jax.random.key(sp.seed),
-            jnp.float32(sp.temperature), jnp.float32(sp.top_p),
-            max_new_tokens=sp.max_new_tokens, top_k=sp.top_k, eos_id=sp.eos_id,
-        )
+        static = self._static(sp)
+        shapes, compiled = getattr(self, "_compiled", (None, None))
+        if shapes == (tokens.shape, tuple(static.items())):  # (compiled ahead of time: `compile`)
+            out = compiled(params, tokens, positions, *self._args(sp))
+        else:
+            out = self._generate(params, tokens, positions, *self._args(sp), **static)
         rows = to_host(out).tolist()[: len(prompts)]  # (rows live on several hosts: gathered everywhere)
         if sp.eos_id is not None:
             rows = [r[: r.index(sp.eos_id) + 1] if sp.eos_id in r else r for r in rows]

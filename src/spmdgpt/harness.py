@@ -74,14 +74,26 @@ class SpmdgptLM(TemplateLM):
     # -- log-likelihoods
     def _scores_impl(self, params, tokens, targets):
         """(sum of the targets' log-probabilities, whether every target is the argmax) per row of
-        tokens [b, t]; targets [b, t] are -1 where nothing is scored."""
-        logits = forward(self.cfg, self.rules, params, tokens)[0]
-        logp = jax.nn.log_softmax(logits, axis=-1)
-        scored = targets >= 0
-        safe = jnp.where(scored, targets, 0)
-        picked = jnp.take_along_axis(logp, safe[..., None], axis=-1)[..., 0]
-        greedy = jnp.argmax(logits, axis=-1) == safe
-        return jnp.sum(jnp.where(scored, picked, 0.0), axis=1), jnp.all(greedy | ~scored, axis=1)
+        tokens [b, t], as [k, b / k] (part j: rows j, j + k, ...); targets [b, t] are -1 where
+        nothing is scored. The k = b / (the ways the mesh splits the batch) parts run one after
+        another (`train_step.microbatch_parts`): one row per device at a time, so at most
+        [devices, t, vocab] float32 logits exist at once, whatever the batch size."""
+        from spmdgpt.train_step import microbatch_parts
+
+        def part(rows):
+            tokens, targets = rows
+            logits = forward(self.cfg, self.rules, params, tokens)[0]
+            logp = jax.nn.log_softmax(logits, axis=-1)
+            scored = targets >= 0
+            safe = jnp.where(scored, targets, 0)
+            picked = jnp.take_along_axis(logp, safe[..., None], axis=-1)[..., 0]
+            greedy = jnp.argmax(logits, axis=-1) == safe
+            return jnp.sum(jnp.where(scored, picked, 0.0), axis=1), jnp.all(greedy | ~scored, axis=1)
+
+        k = tokens.shape[0] // self.rules.batch_divisor()
+        if k == 1:
+            return jax.tree.map(lambda a: a[None], part((tokens, targets)))
+        return jax.lax.map(part, microbatch_parts((tokens, targets), k))
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list:
         """[(log p(continuation | context), greedy)] of requests [(key, context ids, continuation
@@ -106,7 +118,8 @@ class SpmdgptLM(TemplateLM):
                 targets[r, len(inp) - c:len(inp)] = nxt[-c:]
             sharding = self.rules.batch_sharding()
             total, greedy = self._scores(self.params, jax.device_put(tokens, sharding), jax.device_put(targets, sharding))
-            total, greedy = to_host(total), to_host(greedy)
+            # (rows back in the batch's order: part j held rows j, j + k, ...)
+            total, greedy = (np.swapaxes(to_host(a), 0, 1).reshape(-1) for a in (total, greedy))
             for r, (i, *_) in enumerate(chunk):
                 out[i] = (float(total[r]), bool(greedy[r]))
             bar.update(len(chunk))

@@ -1,5 +1,7 @@
 """An ahead-of-time plan of one training step: will it fit, how much does it compute, and what
-does it communicate, before any data is read or any weight is allocated.
+does it communicate, before any data is read or any weight is allocated; and every other program
+the run executes (`run_programs`: the evaluation, the statistics, the rollouts), each one's
+memory beside the device's, which `spmdgpt train` also checks before its first step.
 
 The step is the real one (`trainer.make_train_step`: optimizer, microbatches, loss blocks, remat,
 the sharding rules), lowered from abstract shapes (`jax.ShapeDtypeStruct`s carrying each
@@ -29,16 +31,17 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Dict, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import Config, document_batches
+from spmdgpt.config import Config, ConfigError, document_batches, preference_data
 from spmdgpt.flops import flops_per_token
 from spmdgpt.model import abstract_params
 from spmdgpt.model.pipeline import schedule_iterations
-from spmdgpt.sharding import Rules
+from spmdgpt.sharding import Rules, shard_bytes
 
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "ragged-all-to-all", "collective-permute")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%\S+ = (.+?) (" + "|".join(sorted(COLLECTIVES, key=len, reverse=True))
@@ -68,21 +71,13 @@ class Plan:
     overlapped: float = 0.0  # ... of them while a matmul runs, as compiled (`overlapped_traffic`)
     recompute: float = 1.0  # the FLOPs the step runs over the formula's: 4/3 with model.remat=full
     stretch: float = 1.0  # a pipeline's iterations over its stages' busy ones (1 / (1 - bubble); 1: none)
+    programs: list = field(default_factory=list)  # every program of the run (`run_programs`), when planned
 
     @property
     def total_bytes(self) -> int:
         """Peak bytes a device holds: state and batch (the state is donated, so updated in
         place) plus the step's temporaries."""
         return self.param_bytes + self.opt_bytes + self.batch_bytes + self.temp_bytes
-
-
-def shard_bytes(tree) -> int:
-    """Bytes of one device's shards of a pytree of ShapeDtypeStructs (unsharded leaves whole)."""
-    total = 0
-    for leaf in jax.tree.leaves(tree):
-        shape = leaf.shape if leaf.sharding is None else leaf.sharding.shard_shape(leaf.shape)
-        total += math.prod(shape) * jnp.dtype(leaf.dtype).itemsize
-    return total
 
 
 # The bytes one device sends (and receives) for a collective over a group of p devices, as a
@@ -231,19 +226,164 @@ def batch_shapes(cfg: Config, rules: Rules) -> tuple:
     return (tokens,) * (2 + segments + positions)  # inputs, targets (+ segment ids, positions)
 
 
-def plan_step(cfg: Config, rules: Rules) -> Plan:
+@dataclass
+class Program:
+    """One program a run executes (the step, the evaluation, the rollouts, ...), per device: what
+    a device holds while it runs. `executable` is the compiled program, which the run then calls
+    (nothing compiles twice)."""
+
+    name: str
+    temp_bytes: int  # XLA's temporaries (memory_analysis)
+    own_bytes: int  # its inputs the resident state does not count (a batch, prompts) and its
+    # outputs that do not reuse a donated input's buffer
+    resident_bytes: int  # what the run keeps on the device meanwhile: parameters, optimizer state,
+    # LoRA's frozen base, DPO's reference, the fixed validation batches
+    compile_s: float
+    compiled: object = None  # the executable (jax.stages.Compiled)
+    bound: dict = field(default_factory=dict)  # keyword arguments of every call (the step's reference, base)
+
+    @property
+    def executable(self):
+        """What the run calls: the compiled program with its bound keyword arguments."""
+        return partial(self.compiled, **self.bound) if self.bound else self.compiled
+
+    @property
+    def total_bytes(self) -> int:
+        return self.resident_bytes + self.own_bytes + self.temp_bytes
+
+    def row(self, capacity: Optional[int]) -> dict:
+        return {"name": self.name, "total_bytes": self.total_bytes, "temp_bytes": self.temp_bytes,
+                "fits": None if capacity is None else self.total_bytes <= capacity, "compile_seconds": self.compile_s}
+
+
+def _compiled(name: str, lowered, resident: int, inputs, bound: Optional[dict] = None, device: str = "device") -> Program:
+    t0 = time.perf_counter()
+    try:
+        compiled = lowered.compile()
+    except Exception as e:  # a compiler that refuses a program too large for its device (TPU; GPU autotuning)
+        if "RESOURCE_EXHAUSTED" not in str(e):
+            raise
+        oom = re.search(r"Out of memory while trying to allocate ([0-9.]+ ?\w+)", str(e))
+        if oom:  # (XLA:GPU's autotuner, trying the program's kernels on the device: "All configs failed")
+            reason = f"compiling it ran out of device memory (an allocation of {oom.group(1)})"
+        else:
+            reason = str(e).splitlines()[0].split("RESOURCE_EXHAUSTED: ")[-1].rstrip(".")
+            reason = re.sub(r"^E\d+: \w+: ", "", reason)  # libtpu >= 0.0.50's code ("E1000: CompileTimeHbmOom: ")
+        raise ConfigError([f"the {name.replace('_', ' ')} does not fit a {device}: {reason}; {FIXES[name]}"]) from None
+    mem = compiled.memory_analysis()
+    outputs = max(mem.output_size_in_bytes - mem.alias_size_in_bytes, 0)
+    return Program(name, mem.temp_size_in_bytes, shard_bytes(inputs) + outputs, resident,
+                   time.perf_counter() - t0, compiled, bound or {})
+
+
+def _unbound(fn):
+    """(the jitted function, its bound keyword arguments) of make_train_step's step."""
+    return (fn.func, fn.keywords) if isinstance(fn, partial) else (fn, {})
+
+
+def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval_batch: tuple, *, base=None,
+                 reference=None, held_bytes: Optional[int] = None, sampler=None, sampling=None,
+                 step_only: bool = False) -> list:
+    """[Program]: every program a run of `cfg` executes, lowered for these inputs (arrays, or
+    ShapeDtypeStructs carrying their shardings) and compiled on `rules`' mesh (call inside
+    jax.set_mesh): `train_step`; `statistics` (train.stats_every); `evaluation` (the validation
+    loss, `evaluate.loss_sums`, in the step's microbatches); `rollout` (train.rollout_tokens: the
+    KV-cache sampler's prefill and decode loop, one program). What `spmdgpt plan` reports and what
+    `spmdgpt train` checks against the device's memory before step 1 (then runs).
+
+    held_bytes: the validation batches the run keeps on the device (default: train.eval_batches
+    of eval_batch's shape, one validation set); base: LoRA's frozen model; reference: DPO's;
+    sampler / sampling: the rollouts' Sampler and SamplingParams (default: new ones); step_only:
+    the step alone."""
+    from spmdgpt.evaluate import loss_sums, rollout_rows, rollout_sampling
+    from spmdgpt.model.lora import attach
+    from spmdgpt.model import param_info
+    from spmdgpt.stats import make_stats_fn
+    from spmdgpt.train_step import make_train_step
+
+    t = cfg.train
+    kind = rules.mesh.devices.flat[0].device_kind
+    if held_bytes is None:
+        held_bytes = t.eval_batches * shard_bytes(eval_batch)
+    resident = shard_bytes((state, base, reference)) + held_bytes
+    step, bound = _unbound(make_train_step(cfg, rules, optimizer, reference, base))
+    programs = [_compiled("train_step", step.lower(state, *batch, **bound), resident, batch, bound, kind)]
+    if step_only:
+        return programs
+    if t.stats_every:
+        programs.append(_compiled("statistics", make_stats_fn(cfg, rules, optimizer).lower(state, *batch), resident,
+                                  batch, device=kind))
+    params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
+    sums = loss_sums(cfg.model, rules, t.microbatches, t.dpo_beta, t.dpo_sft_weight)
+    programs.append(_compiled("evaluation", sums.lower(params, *eval_batch, reference=reference), resident, (),
+                              device=kind))
+    if t.rollout_tokens > 0:
+        from spmdgpt.generate import Sampler
+
+        sampler, sampling = sampler or Sampler(cfg.model, rules), sampling or rollout_sampling(cfg)
+        shape = (rollout_rows(cfg, rules), t.rollout_prompt_tokens)
+        prompts = jax.ShapeDtypeStruct(shape, jnp.int32, sharding=rules.batch_sharding())
+        programs.append(_compiled("rollout", sampler.lower(params, *shape, sampling), resident, (prompts, prompts),
+                                  device=kind))
+        sampler.use(programs[-1].compiled, *shape, sampling)
+    return programs
+
+
+def local_capacity() -> tuple:
+    """(bytes one of this process's devices can hold or None, what it is): a GPU's or TPU's own
+    limit (JAX's allocator's share of it), or for CPU devices this host's memory (`host_memory`)
+    over their number."""
+    from spmdgpt.runtime import host_memory
+
+    device = jax.local_devices()[0]
+    limit = (device.memory_stats() or {}).get("bytes_limit")
+    if limit is not None:
+        return int(limit), device.device_kind
+    if device.platform == "cpu":
+        n = len(jax.local_devices())
+        return host_memory() // n, f"CPU device ({n} share this host's {size(host_memory())})"
+    return None, device.device_kind
+
+
+def too_large(programs: list, capacity: Optional[int], device: str) -> Optional[str]:
+    """The one-line refusal for the first program that does not fit `capacity` bytes per device,
+    or None when all fit (or the capacity is unknown)."""
+    if capacity is None:
+        return None
+    for p in programs:
+        if p.total_bytes > capacity:
+            return (f"the {p.name.replace('_', ' ')} needs {size(p.total_bytes)} per device ({size(p.temp_bytes)} of "
+                    f"it temporaries) but a {device} holds {size(capacity)}; {FIXES[p.name]}")
+    return None
+
+
+_SHRINK = "shard more (sharding=fsdp, more devices), lower data.batch_size"
+FIXES = {
+    "train_step": f"{_SHRINK}, set model.remat=full, train.microbatches=k or model.loss_block=c",
+    "statistics": f"{_SHRINK}, raise train.microbatches, or set train.stats_every=0",
+    "evaluation": f"{_SHRINK}, raise train.microbatches (the evaluation runs in the step's parts) or set "
+                  "model.loss_block=c",
+    "rollout": f"{_SHRINK.split(', lower')[0]}, lower train.rollout_prompts or train.rollout_tokens, or set "
+               "train.rollout_tokens=0",
+}
+
+
+def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
     """Compile `cfg`'s training step on `rules`' mesh from abstract shapes (call inside
-    jax.set_mesh) and read its per-device plan."""
+    jax.set_mesh) and read its per-device plan; whole_run: every program of the run
+    (`run_programs`) too, in Plan.programs."""
     from spmdgpt.state import abstract_state
-    from spmdgpt.train_step import make_train_step, optimizer_of
+    from spmdgpt.train_step import optimizer_of
 
     optimizer = optimizer_of(cfg)
     state = abstract_state(cfg, rules, optimizer)  # LoRA (lora.rank > 0): the adapters and their optimizer state
     base = abstract_params(cfg.model, rules) if cfg.lora.rank else None  # LoRA's frozen model, read by the step
+    reference = abstract_params(cfg.model, rules) if preference_data(cfg.data) else None  # DPO's
     batch = batch_shapes(cfg, rules)
-    t0 = time.perf_counter()
-    compiled = make_train_step(cfg, rules, optimizer).lower(state, *batch, base=base).compile()
-    compile_s = time.perf_counter() - t0
+    programs = run_programs(cfg, rules, optimizer, state, batch, batch, base=base, reference=reference,
+                            step_only=not whole_run)
+    step = programs[0]
+    compiled, compile_s = step.compiled, step.compile_s
     text = compiled.as_text()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
@@ -252,7 +392,7 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
     return Plan(
         devices=n,
         mesh=dict(rules.mesh.shape),
-        param_bytes=shard_bytes(state.params) + (shard_bytes(base) if base is not None else 0),
+        param_bytes=shard_bytes((state.params, base, reference)),
         opt_bytes=shard_bytes(state.opt_state),
         batch_bytes=shard_bytes(batch),
         temp_bytes=compiled.memory_analysis().temp_size_in_bytes,
@@ -268,6 +408,7 @@ def plan_step(cfg: Config, rules: Rules) -> Plan:
         # (one stage: M iterations of M microbatches, 1)
         stretch=schedule_iterations(rules.stage_size(), cfg.train.microbatches, rules.repeats)
         / (cfg.train.microbatches * rules.repeats),
+        programs=programs if whole_run else [],
     )
 
 
@@ -341,7 +482,9 @@ def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, to
         "topology": topology, "slices": slices, "devices": plan.devices, "mesh": plan.mesh, "sharding": cfg.sharding.name,
         "attention": attention, "param_bytes": plan.param_bytes, "opt_bytes": plan.opt_bytes,
         "batch_bytes": plan.batch_bytes, "temp_bytes": plan.temp_bytes, "total_bytes": plan.total_bytes,
-        "capacity_bytes": capacity, "fits": None if capacity is None else plan.total_bytes <= capacity,
+        "capacity_bytes": capacity, "fits": None if capacity is None else all(
+            p.total_bytes <= capacity for p in plan.programs or [plan]),
+        "programs": [p.row(capacity) for p in plan.programs],
         "flops": plan.flops, "formula_flops": plan.formula_flops, "bytes_accessed": plan.bytes_accessed,
         "loops": plan.loops, "collectives": {k: list(v) for k, v in plan.collectives.items()},
         "step_seconds": None if est is None else est.step_s, "mfu": None if est is None else est.mfu,
@@ -384,4 +527,11 @@ def report(cfg: Config, plan: Plan, capacity: Optional[int]) -> str:
                      f"{1 - 1 / plan.stretch:.1%}, charged to the estimate's compute time)")
     used = [f"{k} x{c} ({size(b)})" for k, (c, b) in plan.collectives.items() if c]
     lines.append("  collectives      " + ("; ".join(used) if used else "none"))
+    if plan.programs:
+        lines.append("programs of the run (per device: what the run keeps resident + the program's inputs, outputs "
+                     "and temporaries):")
+        for p in plan.programs:
+            share = "" if capacity is None else f" ({p.total_bytes / capacity:.0%}{'' if p.total_bytes <= capacity else ', does not fit'})"
+            lines.append(f"  {p.name:<16} {size(p.total_bytes)}{share}, temporaries {size(p.temp_bytes)}; "
+                         f"compiled in {p.compile_s:.1f} s")
     return "\n".join(lines)

@@ -238,3 +238,13 @@ def to_host(x: jax.Array):
 
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
     return np.asarray(jax.device_get(x))
+
+
+def shard_bytes(tree) -> int:
+    """Bytes of one device's shards of a pytree of arrays or ShapeDtypeStructs (unsharded leaves
+    whole)."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        shape = leaf.shape if leaf.sharding is None else leaf.sharding.shard_shape(leaf.shape)
+        total += math.prod(shape) * jax.numpy.dtype(leaf.dtype).itemsize
+    return total

@@ -26,14 +26,10 @@ from spmdgpt.sharding import Rules
 from spmdgpt.state import TrainState, init_state, trained_info
 
 
-def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[jax.Array] = None):
-    """(mean metrics, mean gradients) of a batch [B, ...] split into `microbatches` equal parts run
-    one after another by `lax.scan` inside the step (gradient accumulation): only one part's
-    activations are alive at a time. Part j holds rows j, j + k, j + 2k, ... so that every part
-    keeps the batch's sharding with no data movement. Gradients are summed in float32. With a
-    key (dropout), grad_fn is called with key=fold_in(key, j) for part j (key itself when k=1)."""
-    if microbatches == 1:
-        return grad_fn(params, *batch) if key is None else grad_fn(params, *batch, key=key)
+def microbatch_parts(batch: tuple, microbatches: int) -> tuple:
+    """Each array of a batch [B, ...] as `microbatches` parts [k, B / k, ...] (None stays None):
+    part j holds rows j, j + k, j + 2k, ... so that every part keeps the batch's sharding with no
+    data movement. What the step's gradient accumulation and the evaluators scan over."""
     k = microbatches
 
     def split(a):  # [B, ...] -> [k, B / k, ...], part j = rows j::k
@@ -45,6 +41,36 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
         parts = jnp.reshape(a, (a.shape[0] // k, k) + a.shape[1:], out_sharding=P(spec[0], None, *spec[1:a.ndim]))
         return jnp.swapaxes(parts, 0, 1)
 
+    return tuple(split(a) for a in batch)
+
+
+def summed_over_microbatches(fn, microbatches: int, *batch):
+    """The sum of fn(*part) (a pytree of arrays) over the batch's `microbatch_parts`, run one
+    after another by `lax.scan`: only one part's activations (and logits) are alive at a time.
+    What the evaluators run: their sums of losses and counts over a batch of any size, in the
+    step's parts."""
+    if microbatches == 1:
+        return fn(*batch)
+    parts = microbatch_parts(batch, microbatches)
+    shapes = jax.eval_shape(lambda: fn(*jax.tree.map(lambda a: a[0], parts)))  # (traced, not run)
+
+    def body(total, part):
+        return jax.tree.map(jnp.add, total, fn(*part)), None
+
+    zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    return jax.lax.scan(body, zero, parts)[0]
+
+
+def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[jax.Array] = None):
+    """(mean metrics, mean gradients) of a batch [B, ...] split into `microbatches` equal parts
+    (`microbatch_parts`) run one after another by `lax.scan` inside the step (gradient
+    accumulation): only one part's activations are alive at a time. Gradients are summed in
+    float32. With a key (dropout), grad_fn is called with key=fold_in(key, j) for part j (key
+    itself when k=1)."""
+    if microbatches == 1:
+        return grad_fn(params, *batch) if key is None else grad_fn(params, *batch, key=key)
+    k = microbatches
+
     def body(carry, xs):
         j, part = xs
         kw = {} if key is None else {"key": jax.random.fold_in(key, j)}
@@ -54,7 +80,7 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
                 jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)), None
 
     zeros = jax.tree.map(lambda p: jnp.zeros_like(p, dtype=jnp.float32), params)
-    parts = (jnp.arange(k, dtype=jnp.uint32), tuple(split(a) for a in batch))
+    parts = (jnp.arange(k, dtype=jnp.uint32), microbatch_parts(batch, k))
     kw = {} if key is None else {"key": key}  # the metrics' structure, from one part (traced, not run):
     shapes = jax.eval_shape(lambda: grad_fn(params, *jax.tree.map(lambda a: a[0], parts[1]), **kw)[0])
     total0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)

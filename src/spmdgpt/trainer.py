@@ -158,14 +158,20 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
                          else jax.tree.map(jnp.copy, begin.state.params))
 
         evaluator = LossEvaluator(cfg.model, rules, val_sets, cfg.train.eval_batches, reference, cfg.train.dpo_beta,
-                                  cfg.train.dpo_sft_weight)
+                                  cfg.train.dpo_sft_weight, cfg.train.microbatches)
         rollouts = None
         if cfg.train.rollout_tokens > 0:
             samples = run_dir / "samples.jsonl" if is_main else None
             rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
+        # every program of the run compiled now, and refused here if one does not fit a device
+        programs = preflight(cfg, rules, optimizer, begin, batcher, evaluator, rollouts, base, reference)
         calibration = None
         if cfg.train.time_budget is not None:  # a fresh run: time a few steps, then size the run
-            cfg, calibration = fit_budget(cfg, rules, optimizer, begin.state, batcher, evaluator, rollouts, started)
+            cfg, calibration = fit_budget(cfg, programs["train_step"], begin.state, batcher, evaluator, rollouts,
+                                          started)
+            # (the learning-rate schedule spans the chosen steps: the step and the statistics, which
+            # hold it, compile again at their first call; the evaluation and rollouts stay)
+            programs = None
         ckpt = None
         if cfg.checkpoint.enabled:
             from spmdgpt.checkpoint import CheckpointManager
@@ -179,7 +185,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             except OSError as e:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
         loop = _Loop(cfg, run_dir, begin, rules, batcher, evaluator, rollouts, data, ckpt, is_main, calibration,
-                     started, reference, base)
+                     started, reference, base, programs)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
                      f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
@@ -188,6 +194,34 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             if loop.metrics_log:
                 loop.metrics_log.log(calibration.row())
         return loop.run()
+
+
+def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batcher, evaluator: LossEvaluator,
+              rollouts: Optional[RolloutEvaluator], base=None, reference=None) -> dict:
+    """{name: executable} of every program the run executes (`plan.run_programs`: the step, the
+    statistics, the evaluation, the rollouts), compiled ahead of time for the run's own state and
+    batches before step 1; the run then calls these executables (nothing compiles twice). A
+    program that does not fit a device's memory (on CPUs: this host's, shared by its devices)
+    stops the run here, before any step or write: ConfigError naming the program, its size, the
+    capacity and the settings that shrink it."""
+    from spmdgpt.plan import local_capacity, run_programs, size, too_large
+
+    programs = run_programs(cfg, rules, optimizer, begin.state, tuple(batcher.train_batch(begin.step)),
+                            evaluator.first_batch(), base=base, reference=reference, held_bytes=evaluator.held_bytes(),
+                            sampler=None if rollouts is None else rollouts.sampler,
+                            sampling=None if rollouts is None else rollouts.params)
+    capacity, device = local_capacity()
+    refusal = too_large(programs, capacity, device)
+    if refusal:
+        raise ConfigError([f"{refusal} (spmdgpt plan lists every program's memory)"])
+    if jax.process_index() == 0:
+        largest = max(programs, key=lambda p: p.total_bytes)
+        room = "" if capacity is None else f" of {size(capacity)}"
+        print(f"preflight: {', '.join(p.name for p in programs)} compiled in "
+              f"{sum(p.compile_s for p in programs):.1f} s; the largest, {largest.name}, needs "
+              f"{size(largest.total_bytes)}{room} per device", file=sys.stderr)
+    evaluator.sums = next(p.executable for p in programs if p.name == "evaluation")
+    return {p.name: p.executable for p in programs}
 
 
 class _Diverged(Exception):
@@ -202,7 +236,8 @@ class _Loop:
 
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, batcher: Batcher,
                  evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
-                 ckpt, is_main: bool, calibration=None, started: float = 0.0, reference=None, base=None):
+                 ckpt, is_main: bool, calibration=None, started: float = 0.0, reference=None, base=None,
+                 programs: Optional[dict] = None):
         self.cfg, self.run_dir, self.data, self.is_main, self.rules = cfg, run_dir, data, is_main, rules
         self.reference = reference  # (DPO's reference parameters)
         self.base = base  # (LoRA: the frozen model; the state holds the adapters)
@@ -210,7 +245,7 @@ class _Loop:
         # train.time_budget: the pace is checked every pace_every steps (the same steps on every process)
         self.pacer = None if calibration is None else Pacer(calibration, started, cfg.train.eval_every)
         self.pace_every = max(1, cfg.train.steps // 200)
-        self._step_functions(begin.step)
+        self._step_functions(begin.step, programs)
         self.batcher, self.evaluator, self.ckpt = batcher, evaluator, ckpt
         self.rollouts = rollouts
         self.state, self.kind = begin.state, begin.kind
@@ -359,13 +394,17 @@ class _Loop:
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)
 
-    def _step_functions(self, at: int) -> None:
-        """The jitted step (and train.stats_every's statistics, spmdgpt.stats) for self.cfg's
-        optimizer; their call after step `at` compiles them."""
+    def _step_functions(self, at: int, programs: Optional[dict] = None) -> None:
+        """The step (and train.stats_every's statistics, spmdgpt.stats) for self.cfg's optimizer:
+        the executables `preflight` compiled, or (a time budget's re-plan) jitted functions that
+        their call after step `at` compiles."""
+        self.compiled_at = at
+        if programs is not None:
+            self.train_step, self.stats_fn = programs["train_step"], programs.get("statistics")
+            return
         optimizer = optimizer_of(self.cfg)
         self.train_step = make_train_step(self.cfg, self.rules, optimizer, self.reference, self.base)
         self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
-        self.compiled_at = at
 
     def _paused(self, fn, *args, evaluation: bool = False) -> None:
         """fn(*args), its time left out of the time budget's pace (an evaluation's also its cost)."""

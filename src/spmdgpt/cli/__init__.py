@@ -114,7 +114,10 @@ def main(argv: Optional[List[str]] = None) -> int:
               "sharding=fsdp, +experiment=staircase (spmdgpt --help lists the experiments and tables).")
         return EXIT_OK
     from spmdgpt.config import ConfigError
+    from spmdgpt.runtime import choose_platforms, use_compilation_cache
 
+    choose_platforms()  # (only the backends of this machine's devices start: no plugin tracebacks)
+    use_compilation_cache()  # (a run started again loads its executables instead of compiling them)
     try:
         return importlib.import_module(f"spmdgpt.cli.{MODULES.get(command, command)}").run(items)
     except ConfigError as e:

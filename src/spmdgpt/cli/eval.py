@@ -14,6 +14,7 @@ depend on the tokenizer, so char-level and BPE runs compare.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,9 @@ def run(items: List[str]) -> int:
                 sets[name] = (EvalBatcher(stream, d.seq_len, d.batch_size, n, sharding, name, *docs, starts=starts,
                                           pad_id=data.tokenizer.eos_id or 0), n, first)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="evaluate with the run's model config")
-        scorer = Scorer(cfg.model, rules, token_byte_lengths(tokenizer, cfg.model.vocab_size))
+        # (in the run's train.microbatches, or the largest divisor of it that splits this batch evenly)
+        parts = math.gcd(cfg.train.microbatches, d.batch_size // rules.batch_divisor())
+        scorer = Scorer(cfg.model, rules, token_byte_lengths(tokenizer, cfg.model.vocab_size), parts)
         results = {name: scorer(params, (b.batch(i) for i in range(n)), first)
                    for name, (b, n, first) in sets.items()}
     if jax.process_index() != 0:

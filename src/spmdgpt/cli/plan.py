@@ -1,21 +1,21 @@
 """`spmdgpt plan <train overrides> [devices=N | topology=NAME [slices=K]] [memory_gb=G]`: compile the
 config's training step from abstract shapes (no data, no weights) and print, per device, the
 bytes of parameters, optimizer state, batch and temporaries, the FLOPs per step and the
-collectives (see spmdgpt.plan). devices=N plans on N simulated CPU devices; topology=NAME
+collectives (see spmdgpt.plan); then every other program the run executes (its evaluation, its
+rollouts, its statistics: `plan.run_programs`), each one's memory beside the device's. devices=N plans on N simulated CPU devices; topology=NAME
 (h100-8, v5p-128, v5e-16, v6e-256, ...) compiles for those devices with their own compiler, on
 any machine, and adds a roofline estimate of the step time (spmdgpt.topology); slices=K makes
 that K TPU pod slices (multislice: the mesh takes their devices slice after slice, so the first
 mesh axis, data, spans the slices and the last ones stay inside a slice); memory_gb=G
 (default: what the device reports, if it does; for a topology, a GPU's share that JAX's
 allocator takes or a TPU chip's HBM; for this host's CPU devices, its memory (or its cgroup's
-limit) over their number) turns a plan that does not fit into exit code 2. search=true (with a
+limit) over their number) turns a plan any of whose programs does not fit into exit code 2. search=true (with a
 topology): compile the candidate layouts and rank them (spmdgpt.search)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
 from typing import List
@@ -124,7 +124,7 @@ def run(items: List[str]) -> int:
 
     from spmdgpt.flops import device_peak_flops
     from spmdgpt.model import attention_backend
-    from spmdgpt.plan import as_json, estimate, estimate_lines, plan_step, report, size
+    from spmdgpt.plan import as_json, estimate, estimate_lines, plan_step, report, size, too_large
     from spmdgpt.sharding import Rules, make_mesh
 
     devices = jax.devices()
@@ -146,14 +146,8 @@ def run(items: List[str]) -> int:
     mesh = make_mesh(cfg.mesh, devices)
     try:
         with jax.set_mesh(mesh):
-            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model))
-    except RuntimeError as e:
-        if "RESOURCE_EXHAUSTED" in str(e):  # a compiler that refuses a program too large for its device (TPU)
-            reason = str(e).splitlines()[0].split("RESOURCE_EXHAUSTED: ")[-1].rstrip(".")
-            reason = re.sub(r"^E\d+: \w+: ", "", reason)  # libtpu >= 0.0.50's code ("E1000: CompileTimeHbmOom: ")
-            print(f"spmdgpt: error: the step does not fit a {devices[0].device_kind}: {reason}; {_FIXES}",
-                  file=sys.stderr)
-            return EXIT_USAGE
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True)
+    except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
         if "cuDNN not found" not in str(e):
             raise
         raise ConfigError([f"topology={args.topology}: cuDNN attention (model.attention={cfg.model.attention.value}) "
@@ -180,8 +174,8 @@ def run(items: List[str]) -> int:
     print(report(cfg, plan, capacity) + note)
     if args.format == "json":
         print(json.dumps(as_json(cfg, plan, capacity, attention, args.topology or None, est, args.slices)))
-    if capacity is not None and plan.total_bytes > capacity:
-        print(f"spmdgpt: error: the step needs {size(plan.total_bytes)} per device but a device has "
-              f"{size(capacity)}; {_FIXES}", file=sys.stderr)
+    refusal = too_large(plan.programs, capacity, "device")
+    if refusal:
+        print(f"spmdgpt: error: {refusal}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK

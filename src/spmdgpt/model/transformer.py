@@ -545,6 +545,7 @@ def activation_stats(cfg: ModelConfig, rules: Rules, params: Params, tokens: Arr
 def forward(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
     cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
+    last: bool = False,
 ) -> tuple[Array, Optional[KVCache]]:
     """The model: tokens [b, t] (int) -> (float32 logits [b, t, vocab], updated cache or None).
 
@@ -555,13 +556,18 @@ def forward(
     returned cache has end + t. prefill=True (a prompt's first pass, into an empty cache; left
     padding only) runs attention by the `model.attention` backend over the prompt itself, as
     training does; otherwise the queries attend over the whole cache (decode). The same layers
-    run every way; attention branches once, on the cache.
+    run every way; attention branches once, on the cache. last=True (with a cache: a prefill whose
+    continuation needs only the prompt's last prediction) computes the logits of the last
+    position alone, [b, 1, vocab]: a prompt's whole float32 logits are never made.
     """
     x, cache, _ = hidden_states(cfg, rules, params, tokens, positions, cache, segment_ids, prefill)
+    b = tokens.shape[0]
     if cache is not None:
         rules = rules.whole_sequences()
+        if last:  # (whole sequences: the flattened tokens are rows in order)
+            x = flatten(rules, unflatten(rules, x, b, "embed")[:, -1:], "embed")
     logits = unembed(cfg, rules, params, x)
-    return from_context_order(rules, unflatten(rules, logits, tokens.shape[0], "vocab"), "vocab"), cache
+    return from_context_order(rules, unflatten(rules, logits, b, "vocab"), "vocab"), cache
 
 
 def unembedding_rows(cfg: ModelConfig, rules: Rules, params: Params, ids: Array, dtype) -> Array:

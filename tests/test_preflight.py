@@ -1,0 +1,158 @@
+"""Every program of a run planned and checked before step 1: `spmdgpt plan` lists the step, the
+statistics, the evaluation and the rollouts with their memory; `spmdgpt train` compiles them
+once (the run calls those executables) and refuses, before any step or write, a run one of whose
+programs does not fit; the plan compilers' plugins stay quiet on a machine without their device."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from spmdgpt.cli import main
+from spmdgpt.config import load_config
+from spmdgpt.plan import plan_step
+from spmdgpt.runtime import device_platforms
+from spmdgpt.sharding import Rules, make_mesh
+
+# a vocabulary large enough that the logits dominate the evaluation's temporaries
+WIDE = ["+experiment=staircase", "model.vocab_size=4096", "train.rollout_tokens=8", "train.stats_every=5"]
+
+
+def _programs(*overrides, devices=2):
+    cfg = load_config(WIDE + list(overrides))
+    mesh = make_mesh(cfg.mesh, jax.devices()[:devices])
+    with jax.set_mesh(mesh):
+        return {p.name: p for p in plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True).programs}
+
+
+def test_the_plan_lists_every_program_and_the_evaluation_runs_in_the_steps_parts():
+    one, eight = _programs("mesh.data=2"), _programs("mesh.data=2", "train.microbatches=8")
+    assert list(one) == ["train_step", "statistics", "evaluation", "rollout"]
+    # per device: 8 rows of 64 tokens x 4,096 float32 logits (8 MiB) unsplit, an eighth in 8 parts
+    logits = 8 * 64 * 4096 * 4
+    assert one["evaluation"].temp_bytes >= logits > 4 * eight["evaluation"].temp_bytes
+    assert one["train_step"].temp_bytes > 2 * eight["train_step"].temp_bytes
+    for p in one.values():  # what the run holds meanwhile: the state (float32 Adam: 3 copies) + 4 batches
+        assert p.resident_bytes == one["train_step"].resident_bytes > 3 * 4096 * 64 * 4
+        assert p.total_bytes == p.resident_bytes + p.own_bytes + p.temp_bytes
+        assert p.executable is not None and p.compile_s > 0
+
+
+def test_plan_json_lists_the_programs_and_fits_only_when_all_fit(capsys):
+    programs = _programs(devices=8)  # (the CLI plans on this process's 8 devices)
+    step, evaluation = programs["train_step"].total_bytes, programs["evaluation"].total_bytes
+    assert step > evaluation
+    between = (step + max(p.total_bytes for n, p in programs.items() if n != "train_step")) / 2
+    args = ["plan", *WIDE, "format=json"]
+    for memory, code in ((2 * step, 0), (between, 2)):
+        assert main([*args, f"memory_gb={memory / 2**30:.9f}"]) == code
+        out, err = capsys.readouterr()
+        got = json.loads(out.strip().splitlines()[-1])
+        assert [p["name"] for p in got["programs"]] == ["train_step", "statistics", "evaluation", "rollout"]
+        fits = [p["fits"] for p in got["programs"]]
+        assert fits == ([True] * 4 if code == 0 else [False, True, True, True]) and got["fits"] == (code == 0)
+        assert got["programs"][2]["total_bytes"] == evaluation
+        assert "  evaluation       " in out
+        if code:
+            assert err.startswith("spmdgpt: error: the train step needs ") and err.count("\n") == 1
+
+
+def _limited(gib: int, *command) -> list:
+    """command under an address-space limit of `gib` GiB (ulimit -v): its host memory, as spmdgpt sees it."""
+    return ["bash", "-c", f'ulimit -v {gib * 2**20} && exec "$@"', "bash", *command]
+
+
+# GPT-2's vocabulary, a 1-layer 64-wide model: one batch of 512 x 256 tokens has 26 GB of float32 logits
+BIG_LOGITS = ["+experiment=shakespeare_gpt2", "model.num_layers=1", "model.d_model=64", "model.num_heads=2",
+              "data.batch_size=512", "data.seq_len=256", "model.max_seq_len=256", "train.progress=false"]
+
+
+def test_train_refuses_a_program_too_large_before_step_1(tmp_path):
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(_limited(12, sys.executable, "-m", "spmdgpt", "train", *BIG_LOGITS, "train.microbatches=1",
+                                   f"run.dir={run_dir}"), capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip().splitlines()[-1]  # (8 devices: 64 rows x 256 x 50,304 float32 logits, 3.1 GiB, each)
+    assert err.startswith("spmdgpt: error: the train step needs ") and " GiB per device " in err
+    assert "but a CPU device (8 share this host's 12.00 GiB) holds 1.50 GiB" in err
+    assert "train.microbatches=k" in err and "Traceback" not in proc.stderr
+    assert not run_dir.exists()  # nothing written: no metrics, no config, no lock file
+
+
+def test_no_plugin_tracebacks_without_jax_platforms(tmp_path):
+    """With the plan extras installed (CI installs them) and JAX_PLATFORMS unset, a command that
+    starts JAX prints no plugin traceback or warning: only this machine's backends start."""
+    assert device_platforms() == "cpu"  # (this machine: no NVIDIA driver, no TPU)
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    proc = subprocess.run([sys.executable, "-m", "spmdgpt", "plan", "+experiment=staircase", "train.steps=2"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    for noise in ("Traceback", "cuDNN", "TPU", "WARNING"):
+        assert noise not in proc.stderr
+    assert "programs of the run" in proc.stdout
+
+
+def test_a_sampler_runs_the_program_compiled_ahead_of_time():
+    """Sampler.lower + use: generate runs that executable for its shapes (the jitted function is
+    not called) and samples what the jitted path samples; other shapes still compile on demand."""
+    from spmdgpt.generate import Sampler, SamplingParams
+    from spmdgpt.model import transformer as T
+
+    cfg = load_config(["+experiment=staircase", "mesh.data=2"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:2])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        params = T.init_params(cfg.model, jax.random.key(0), rules)
+        sp = SamplingParams(6, temperature=0.8, seed=3)
+        prompts = [[1, 2, 3, 4], [5, 6, 7, 8]]
+        expected = Sampler(cfg.model, rules).generate(params, prompts, sp)
+        ahead = Sampler(cfg.model, rules)
+        ahead.use(ahead.lower(params, 2, 4, sp).compile(), 2, 4, sp)
+        jitted, calls = ahead._generate, []
+        ahead._generate = lambda *a, **k: calls.append(1) or jitted(*a, **k)
+        assert ahead.generate(params, prompts, sp) == expected and calls == []
+        assert len(expected[0]) == 6
+        ahead.generate(params, [[1, 2, 3]] * 2, sp)  # (another prompt length: the jitted function)
+        assert calls == [1]
+
+
+def test_platforms_follow_the_machines_devices(monkeypatch):
+    import glob
+
+    from spmdgpt import runtime
+
+    present = set()
+    monkeypatch.setattr(runtime.os.path, "exists", lambda p: p in present)
+    monkeypatch.setattr(glob, "glob", lambda pattern: [p for p in present if p.startswith(pattern[:9])])
+    assert device_platforms() == "cpu"
+    present.add("/dev/accel0")
+    assert device_platforms() == "tpu,cpu"
+    present.add("/proc/driver/nvidia/version")
+    assert device_platforms() == "cuda,cpu"
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    runtime.choose_platforms()
+    assert os.environ["JAX_PLATFORMS"] == "cuda,cpu"
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # (the user's choice stays)
+    runtime.choose_platforms()
+    assert os.environ["JAX_PLATFORMS"] == "cpu"
+
+
+def test_the_compilation_cache_folder(monkeypatch, tmp_path):
+    from spmdgpt.runtime import COMPILE_CACHE_MAX_BYTES, use_compilation_cache
+
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATION_CACHE_MAX_SIZE", "SPMDGPT_COMPILE_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SPMDGPT_CACHE", str(tmp_path))
+    assert use_compilation_cache() == str(tmp_path / "xla") == os.environ["JAX_COMPILATION_CACHE_DIR"]
+    assert os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] == str(COMPILE_CACHE_MAX_BYTES) == str(8 * 2**30)
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/elsewhere")  # (the user's own folder stays)
+    assert use_compilation_cache() == "/elsewhere"
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    monkeypatch.setenv("SPMDGPT_COMPILE_CACHE", "off")
+    assert use_compilation_cache() is None and "JAX_COMPILATION_CACHE_DIR" not in os.environ
+    monkeypatch.setenv("SPMDGPT_COMPILE_CACHE", str(tmp_path / "mine"))
+    assert use_compilation_cache() == str(tmp_path / "mine")
