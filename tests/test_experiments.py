@@ -1,0 +1,86 @@
+"""Every packaged experiment fits the hardware it is sized for: each one's programs (the step, the
+evaluation, and the statistics and rollouts where it asks for them) compiled for that hardware
+from abstract shapes, compile-only, and each within a device's memory. The hardware is the one
+its YAML header and the README name: one H100 (gpt2_124m), one host of 8 H100s (the Llama
+configs), a v5p-64 slice with 8-way expert parallelism (mixtral_8x7b), and for the small ones a
+CPU device of this machine holding the whole run.
+
+The GPU plans use XLA's attention where cuDNN's library is not installed (CI installs the
+gpu-plan extra, not gpu-plan-cudnn): it keeps each layer's attention probabilities where cuDNN's
+fused kernel keeps one row statistic, so it needs more memory, and its plan fitting is the
+stronger claim."""
+
+import json
+from importlib import resources
+
+import jax
+import pytest
+
+from spmdgpt.cli import main
+from spmdgpt.config import ConfigError, load_config
+from spmdgpt.plan import plan_step
+from spmdgpt.runtime import host_memory
+from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.topology import compile_only_devices
+
+HARDWARE = {  # experiment -> the plan's overrides for its hardware
+    "gpt2_124m": ["topology=h100"],
+    "llama_1b": ["topology=h100-8"],
+    "llama3_2_1b": ["topology=h100-8"],
+    "llama2_7b": ["topology=h100-8"],
+    "llama3_8b": ["topology=h100-8"],
+    "mixtral_8x7b": ["topology=v5p-64", "mesh.expert=8"],
+}
+ON_THIS_CPU = ["gutenberg_gpt2", "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe",
+               "staircase"]
+
+
+def test_every_packaged_experiment_has_its_hardware():
+    packaged = sorted(p.name.removesuffix(".yaml") for p in
+                      (resources.files("spmdgpt") / "configs" / "experiment").iterdir() if p.name.endswith(".yaml"))
+    assert packaged == sorted([*HARDWARE, *ON_THIS_CPU])
+
+
+def _compiler(topology: str):
+    try:
+        compile_only_devices(topology)
+    except ConfigError as e:
+        pytest.skip(str(e))
+
+
+def _cudnn() -> bool:
+    try:
+        import nvidia.cudnn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", list(HARDWARE))
+def test_experiment_fits_its_hardware(name, capsys):
+    overrides = HARDWARE[name]
+    topology = overrides[0].split("=")[1]
+    _compiler(topology)
+    gpu = topology.startswith("h100")
+    attention = ["model.attention=xla"] if gpu and not _cudnn() else []
+    code = main(["plan", f"+experiment={name}", *overrides, *attention, "format=json"])
+    out, err = capsys.readouterr()
+    got = json.loads(out.strip().splitlines()[-1])
+    assert code == 0, err
+    names = [p["name"] for p in got["programs"]]
+    assert names[0] == "train_step" and "evaluation" in names
+    assert got["fits"] is True and all(p["fits"] for p in got["programs"])
+    assert all(0 < p["total_bytes"] <= got["capacity_bytes"] for p in got["programs"])
+    if gpu:
+        assert got["capacity_bytes"] == int(85017493504 * 0.75)  # (JAX's allocator's share of an H100)
+
+
+@pytest.mark.parametrize("name", ON_THIS_CPU)
+def test_small_experiment_fits_one_cpu_device_of_this_machine(name):
+    cfg = load_config([f"+experiment={name}", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True)
+    assert [p.name for p in plan.programs][0] == "train_step"
+    for p in plan.programs:
+        assert 0 < p.total_bytes <= host_memory() / 4, p.name  # (a quarter of this box: room to spare)
