@@ -388,6 +388,15 @@ def test_dpo_loss_equals_its_definition():
     assert float(loss) == pytest.approx(np.mean(np.log1p(np.exp(-margins))), rel=1e-5)
     assert float(m["dpo/margin"]) == pytest.approx(margins.mean(), rel=1e-5, abs=1e-6)
     assert float(m["dpo/accuracy"]) == pytest.approx((margins > 0).mean())
+    # the evaluation's sums (evaluate.loss_sums), whole and in 2 microbatches of rows: the same mean
+    from spmdgpt.evaluate import loss_sums
+
+    with jax.set_mesh(mesh):
+        for k in (1, 2):
+            total, count = jax.device_get(loss_sums(cfg.model, rules, k, beta=0.3)(
+                policy, put(inputs), put(targets), put(seg), None, reference=ref))
+            assert float(count) == 2 * b - 1
+            assert float(total) / float(count) == pytest.approx(np.mean(np.log1p(np.exp(-margins))), rel=1e-5)
 
 
 def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):

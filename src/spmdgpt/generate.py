@@ -81,6 +81,7 @@ class Sampler:
         self._generate = jax.jit(
             self._generate_impl, static_argnames=("max_new_tokens", "top_k", "eos_id")
         )
+        self._compiled = (None, None)  # ((shapes, static arguments), executable) given to `use`
 
     def _generate_impl(self, params, tokens, positions, key, temperature, top_p, *, max_new_tokens, top_k, eos_id):
         cfg, rules = self.cfg, self.rules
@@ -150,7 +151,7 @@ class Sampler:
         """New tokens for each prompt (cut after eos_id when given); pad_to: see `prepare`."""
         tokens, positions = self.prepare(prompts, sp.max_new_tokens, pad_to)
         static = self._static(sp)
-        shapes, compiled = getattr(self, "_compiled", (None, None))
+        shapes, compiled = self._compiled
         if shapes == (tokens.shape, tuple(static.items())):  # (compiled ahead of time: `compile`)
             out = compiled(params, tokens, positions, *self._args(sp))
         else:

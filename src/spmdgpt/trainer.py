@@ -164,7 +164,9 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             samples = run_dir / "samples.jsonl" if is_main else None
             rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
         # every program of the run compiled now, and refused here if one does not fit a device
-        programs = preflight(cfg, rules, optimizer, begin, batcher, evaluator, rollouts, base, reference)
+        # (a run that has already trained its steps runs none)
+        programs = (preflight(cfg, rules, optimizer, begin, batcher, evaluator, rollouts, base, reference)
+                    if begin.step < cfg.train.steps else None)
         calibration = None
         if cfg.train.time_budget is not None:  # a fresh run: time a few steps, then size the run
             cfg, calibration = fit_budget(cfg, programs["train_step"], begin.state, batcher, evaluator, rollouts,
