@@ -1,0 +1,103 @@
+"""benchmarks/roofline.py: the kernels of a compiled step read from its HLO text (bytes, FLOPs, a
+loop body's kernels once per trip), and on the H100 target (JAX's CUDA plugin, no GPU) the step's
+GEMM FLOPs equal the 6N + attention formula exactly, unrolled, scanned and in microbatches."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import roofline  # noqa: E402
+
+HLO = """HloModule m
+
+%fused_slice (p0: f32[4,1024], p1: bf16[256]) -> f32[1024] {
+  %p0 = f32[4,1024]{1,0} parameter(0)
+  %s = f32[1,1024]{1,0} slice(%p0), slice={[1:2], [0:1024]}
+  %b = f32[1024]{0} bitcast(%s)
+  %p1 = bf16[256]{0} parameter(1)
+  ROOT %r = f32[1024]{0} add(%b, %b)
+}
+
+%gemm_computation (p0: bf16[64,32], p1: bf16[32,16]) -> bf16[64,16] {
+  %p0 = bf16[64,32]{1,0} parameter(0)
+  %p1 = bf16[32,16]{1,0} parameter(1)
+  ROOT %d = bf16[64,16]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%body (t: (s32[], bf16[64,32])) -> (s32[], bf16[64,32]) {
+  %t = (s32[], bf16[64,32]{1,0}) parameter(0)
+  %x = bf16[64,32]{1,0} get-tuple-element(%t), index=1
+  %w = bf16[32,16]{1,0} constant({...})
+  %g = bf16[64,16]{1,0} fusion(%x, %w), kind=kCustom, calls=%gemm_computation, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion"}}
+  ROOT %o = (s32[], bf16[64,32]{1,0}) tuple(%i, %x)
+}
+
+ENTRY %main (a: f32[4,1024], b: bf16[256]) -> f32[1024] {
+  %a = f32[4,1024]{1,0} parameter(0)
+  %b = bf16[256]{0} parameter(1)
+  %f = f32[1024]{0} fusion(%a, %b), kind=kLoop, calls=%fused_slice
+  %w = (s32[], bf16[64,32]{1,0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
+  ROOT %c = f32[1024]{0} copy(%f)
+}
+"""
+
+
+def test_kernels_are_read_from_hlo_text():
+    ks = {k.name: k for k in roofline.kernels(HLO)}
+    assert set(ks) == {"f", "g", "c"}
+    # the loop fusion reads one sliced row of its f32[4,1024] parameter (4 KiB, not 16) and all of
+    # the bf16[256] one, and writes f32[1024]
+    assert (ks["f"].kind, ks["f"].read, ks["f"].written, ks["f"].runs) == ("fusion", 4096 + 512, 4096, 1)
+    # the GEMM in the loop body: 2 x 64 x 16 x 32 FLOPs, bytes of its operands and result, 3 trips
+    assert (ks["g"].kind, ks["g"].flops, ks["g"].runs) == ("gemm", 2 * 64 * 16 * 32, 3)
+    assert (ks["g"].read, ks["g"].written) == (64 * 32 * 2 + 32 * 16 * 2, 64 * 16 * 2)
+    totals = roofline.roofline(list(ks.values()), tflops=1e-6, bandwidth=1e9)  # (1 MFLOP/s, 1 GB/s)
+    # the GEMM at the larger of 65,536 FLOPs / 1e6 FLOP/s (65.5 ms) and its 6 KiB / 1e9 B/s, x 3 trips
+    assert totals["gemm"]["ms"] == pytest.approx(3 * 65.536)
+    assert totals["fusion"]["ms"] == pytest.approx((4608 + 4096) / 1e9 * 1e3)
+    assert totals["step"]["launches"] == 1 + 3 + 1 and totals["step"]["flops"] == 3 * 65536
+    assert roofline.type_bytes("(bf16[2,3]{1,0}, f32[4]{0}, u8[0]{0})") == 12 + 16
+
+
+def _compiler():
+    from spmdgpt.config import ConfigError
+    from spmdgpt.topology import compile_only_devices
+
+    try:
+        compile_only_devices("h100")
+    except ConfigError as e:
+        pytest.skip(str(e))
+
+
+SMALL = ["+experiment=staircase", "mesh.data=1", "model.attention=xla", "model.attention_block=0",
+         "model.vocab_size=128", "model.d_model=128", "model.num_heads=2", "data.seq_len=128",
+         "model.max_seq_len=128", "data.batch_size=8", "model.compute_dtype=bfloat16"]
+
+
+@pytest.mark.parametrize("extra", [[], ["model.scan_unroll=false"], ["train.microbatches=2"]],
+                         ids=["unrolled", "scanned", "microbatches"])
+def test_the_h100_steps_gemm_flops_are_the_formulas(extra):
+    from spmdgpt.flops import flops_per_token
+
+    _compiler()
+    cfg, text = roofline.compile_step(SMALL + extra)
+    ks = roofline.kernels(text)
+    totals = roofline.roofline(ks, tflops=800, bandwidth=3e12)
+    tokens = cfg.data.batch_size * cfg.data.seq_len
+    # every matmul of the step, the whole (unmasked) attention's included: 6 N + 12 L s h d per token
+    assert totals["gemm"]["flops"] == pytest.approx(flops_per_token(cfg.model, cfg.data.seq_len) * tokens, rel=1e-9)
+    assert totals["fusion"]["flops"] == 0 and totals["fusion"]["bytes"] > 0
+    # the step reads the parameters and the Adam moments and writes them back, at least once each
+    import jax
+
+    from spmdgpt.sharding import Rules, make_mesh, shard_bytes
+    from spmdgpt.state import abstract_state
+    from spmdgpt.train_step import optimizer_of
+
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        state = shard_bytes(abstract_state(cfg, Rules(mesh, cfg.sharding, cfg.model), optimizer_of(cfg)))
+    assert totals["step"]["bytes"] > 2 * state > 0
+    assert totals["step"]["ms"] == pytest.approx(sum(k.seconds for k in ks) * 1e3)
