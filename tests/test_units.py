@@ -135,3 +135,30 @@ def test_aux_losses_reach_metrics_jsonl(toy_mlp, tmp_path):
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["aux/toy_square"] > 0 for r in rows) and rows[0]["aux/toy_square"] != rows[2]["aux/toy_square"]
 
+
+
+# (tolerances: vs autodiff, vs the float64 formula's central differences; in units of the derivative,
+# whose size is about 1: float32 near the negative tail cancels 0.5 (1 + tanh u) against the
+# second term, ~3e-6 either way; bfloat16 autodiff rounds every intermediate to 8 bits)
+@pytest.mark.parametrize("dtype,auto_tol,exact_tol", [("float32", 4e-6, 4e-6), ("bfloat16", 2e-2, 8e-3)])
+def test_gelu_with_its_own_derivative_equals_autodiff(dtype, auto_tol, exact_tol):
+    """mlp.gelu_tanh: the values of jax.nn.gelu(approximate=True) bitwise, and gradients equal to
+    autodiff's and to the formula's float64 central differences (the custom derivative is
+    computed in float32, then rounded to the input's dtype), far out on both tails and at 0."""
+    import jax.numpy as jnp
+
+    from spmdgpt.model.mlp import gelu_tanh
+
+    x = jnp.concatenate([jnp.linspace(-8.0, 8.0, 4001), jnp.array([0.0, -30.0, 30.0])]).astype(dtype)
+    dy = jnp.cos(jnp.arange(x.size, dtype=jnp.float32)).astype(dtype)
+    plain = lambda v: jax.nn.gelu(v, approximate=True)  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(gelu_tanh(x), np.float32), np.asarray(plain(x), np.float32))
+    ours = jax.vjp(gelu_tanh, x)[1](dy)[0]
+    auto = jax.vjp(plain, x)[1](dy)[0]
+    assert ours.dtype == auto.dtype == x.dtype
+    np.testing.assert_allclose(np.asarray(ours, np.float32), np.asarray(auto, np.float32), rtol=auto_tol, atol=auto_tol)
+    # and against central differences of the float64 formula (independent of both)
+    x64, h = np.asarray(x, np.float64), 1e-6
+    f = lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))  # noqa: E731
+    numeric = (f(x64 + h) - f(x64 - h)) / (2 * h) * np.asarray(dy, np.float64)
+    np.testing.assert_allclose(np.asarray(ours, np.float64), numeric, rtol=exact_tol, atol=4e-6)

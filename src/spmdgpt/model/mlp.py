@@ -57,13 +57,44 @@ def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
     return h, gate[0] if gate else None
 
 
+_GELU_C = 0.7978845608028654  # sqrt(2 / pi)
+_GELU_A = 0.044715
+
+
+@jax.custom_vjp
+def gelu_tanh(x: jax.Array) -> jax.Array:
+    """The tanh GELU (`jax.nn.gelu(x, approximate=True)`, the same values) with its own
+    derivative: the backward pass keeps only x and computes
+    d gelu / dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 a x^2),
+    u = sqrt(2/pi) (x + a x^3), in float32 in one elementwise pass (what torch.compile generates).
+    Autodiff of the forward instead keeps its intermediates and sums the derivative's three paths
+    in a three-way add of [tokens, F] arrays per layer (benchmarks/BENCHMARKS.md, GPU)."""
+    return jax.nn.gelu(x, approximate=True)
+
+
+def _gelu_fwd(x):
+    return jax.nn.gelu(x, approximate=True), x
+
+
+def _gelu_bwd(x, dy):
+    x32 = x.astype(jnp.float32)
+    t = jnp.tanh(_GELU_C * (x32 + _GELU_A * x32 * x32 * x32))
+    d = 0.5 * (1 + t) + 0.5 * x32 * (1 - t * t) * _GELU_C * (1 + 3 * _GELU_A * x32 * x32)
+    return ((dy.astype(jnp.float32) * d).astype(dy.dtype),)
+
+
+gelu_tanh.defvjp(_gelu_fwd, _gelu_bwd)
+
+
 def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Array:
-    """The hidden units of model.mlp's kind from the up projection h (and SwiGLU's gate g)."""
+    """The hidden units of model.mlp's kind from the up projection h (and SwiGLU's gate g); the
+    GELU with a derivative of its own (`gelu_tanh`). (SwiGLU's own derivative would change
+    nothing: XLA fuses autodiff's into one pass over the same bytes, benchmarks/roofline.py.)"""
     if cfg.mlp == MlpType.swiglu:
         return jax.nn.silu(g) * h
     if cfg.mlp == MlpType.relu2:
         return jnp.square(jax.nn.relu(h))
-    return jax.nn.gelu(h, approximate=True)
+    return gelu_tanh(h)
 
 
 def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array, dict]:
