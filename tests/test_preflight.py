@@ -134,6 +134,8 @@ def test_platforms_follow_the_machines_devices(monkeypatch):
     assert device_platforms() == "cpu"
     present.add("/dev/accel0")
     assert device_platforms() == "tpu,cpu"
+    present.add("/dev/kfd")
+    assert device_platforms() == "rocm,cpu"
     present.add("/proc/driver/nvidia/version")
     assert device_platforms() == "cuda,cpu"
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)

@@ -93,7 +93,8 @@ def host_memory() -> int:
 
 def device_platforms() -> str:
     """The JAX platforms of the accelerators this machine has, then the CPU: "cuda,cpu" where an
-    NVIDIA driver is loaded (/proc/driver/nvidia, /dev/nvidia0), "tpu,cpu" where TPU chips are
+    NVIDIA driver is loaded (/proc/driver/nvidia, /dev/nvidia0), "rocm,cpu" with AMD's (/dev/kfd),
+    "tpu,cpu" where TPU chips are
     (/dev/accel*, or /dev/vfio/N on v5p and v6e hosts), else "cpu". Without JAX_PLATFORMS, JAX
     starts every plugin installed, and the compile-only ones the plan extras install (JAX's CUDA
     plugin, libtpu) print tracebacks and warnings on a machine without their device."""
@@ -101,6 +102,8 @@ def device_platforms() -> str:
 
     if os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0"):
         return "cuda,cpu"
+    if os.path.exists("/dev/kfd"):  # (AMD's GPUs, for JAX's ROCm plugin)
+        return "rocm,cpu"
     if glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"):
         return "tpu,cpu"
     return "cpu"
