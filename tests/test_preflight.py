@@ -124,21 +124,32 @@ def test_a_sampler_runs_the_program_compiled_ahead_of_time():
 
 
 def test_platforms_follow_the_machines_devices(monkeypatch):
+    """JAX_PLATFORMS: the accelerator this machine has when its JAX plugin is installed (a
+    platform named but not installed would be an error), "cpu" without any, unset (JAX's own
+    choice) for a device without its plugin; the user's own setting stays."""
     import glob
 
     from spmdgpt import runtime
 
-    present = set()
+    present, plugins = set(), ["xla_cuda13 libtpu"]
     monkeypatch.setattr(runtime.os.path, "exists", lambda p: p in present)
     monkeypatch.setattr(glob, "glob", lambda pattern: [p for p in present if p.startswith(pattern[:9])])
+    monkeypatch.setattr(runtime, "_installed_plugins", lambda: plugins[0])
     assert device_platforms() == "cpu"
     present.add("/dev/accel0")
     assert device_platforms() == "tpu,cpu"
-    present.add("/dev/kfd")
+    present.add("/dev/kfd")  # (AMD's GPU, and no ROCm plugin: the TPU's)
+    assert device_platforms() == "tpu,cpu"
+    plugins[0] = "xla_rocm7"
     assert device_platforms() == "rocm,cpu"
     present.add("/proc/driver/nvidia/version")
+    plugins[0] = "xla_cuda13"
     assert device_platforms() == "cuda,cpu"
+    plugins[0] = ""  # (an NVIDIA driver, CPU-only JAX: left to JAX)
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    runtime.choose_platforms()
+    assert "JAX_PLATFORMS" not in os.environ
+    plugins[0] = "xla_cuda13"
     runtime.choose_platforms()
     assert os.environ["JAX_PLATFORMS"] == "cuda,cpu"
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # (the user's choice stays)

@@ -91,29 +91,47 @@ def host_memory() -> int:
     return min(total, int(limit)) if limit.isdigit() else total
 
 
-def device_platforms() -> str:
+def _installed_plugins() -> str:
+    """The names of the JAX PJRT plugins installed (jax_plugins.*, e.g. xla_cuda13), and libtpu,
+    joined: read from the file system, without importing JAX."""
+    import importlib.util
+    import pkgutil
+
+    spec = importlib.util.find_spec("jax_plugins")
+    names = [m.name for m in pkgutil.iter_modules(list(spec.submodule_search_locations))] if spec else []
+    return " ".join(names + (["libtpu"] if importlib.util.find_spec("libtpu") else []))
+
+
+def device_platforms() -> Optional[str]:
     """The JAX platforms of the accelerators this machine has, then the CPU: "cuda,cpu" where an
     NVIDIA driver is loaded (/proc/driver/nvidia, /dev/nvidia0), "rocm,cpu" with AMD's (/dev/kfd),
-    "tpu,cpu" where TPU chips are
-    (/dev/accel*, or /dev/vfio/N on v5p and v6e hosts), else "cpu". Without JAX_PLATFORMS, JAX
-    starts every plugin installed, and the compile-only ones the plan extras install (JAX's CUDA
-    plugin, libtpu) print tracebacks and warnings on a machine without their device."""
+    "tpu,cpu" where TPU chips are (/dev/accel*, or /dev/vfio/N on v5p and v6e hosts), each when
+    its JAX plugin is installed; "cpu" without any; None (JAX's own choice) for a device whose
+    plugin is not installed. Without JAX_PLATFORMS, JAX starts every plugin installed, and the
+    compile-only ones of the plan extras (JAX's CUDA plugin, libtpu) print tracebacks and warnings
+    on a machine without their device; a platform named but not installed is an error."""
     import glob
 
-    if os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0"):
-        return "cuda,cpu"
-    if os.path.exists("/dev/kfd"):  # (AMD's GPUs, for JAX's ROCm plugin)
-        return "rocm,cpu"
-    if glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"):
-        return "tpu,cpu"
-    return "cpu"
+    kinds = (("cuda", os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0"), "cuda"),
+             ("rocm", os.path.exists("/dev/kfd"), "rocm"),
+             ("tpu", bool(glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*")), "tpu"))
+    present = [(platform, plugin) for platform, here, plugin in kinds if here]
+    if not present:
+        return "cpu"
+    plugins = _installed_plugins()
+    for platform, plugin in present:
+        if plugin in plugins:
+            return f"{platform},cpu"
+    return None
 
 
 def choose_platforms() -> None:
-    """Set JAX_PLATFORMS to `device_platforms()` unless the environment already sets it (before
-    JAX starts its backends)."""
+    """Set JAX_PLATFORMS to `device_platforms()` (when it names them) unless the environment
+    already sets it (before JAX starts its backends)."""
     if not os.environ.get("JAX_PLATFORMS"):
-        os.environ["JAX_PLATFORMS"] = device_platforms()
+        chosen = device_platforms()
+        if chosen:
+            os.environ["JAX_PLATFORMS"] = chosen
 
 
 COMPILE_CACHE_ENV = "SPMDGPT_COMPILE_CACHE"  # a folder for JAX's persistent compilation cache, or "off"
