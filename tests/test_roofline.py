@@ -101,3 +101,17 @@ def test_the_h100_steps_gemm_flops_are_the_formulas(extra):
         state = shard_bytes(abstract_state(cfg, Rules(mesh, cfg.sharding, cfg.model), optimizer_of(cfg)))
     assert totals["step"]["bytes"] > 2 * state > 0
     assert totals["step"]["ms"] == pytest.approx(sum(k.seconds for k in ks) * 1e3)
+
+
+def test_the_h100_logsumexp_takes_one_exponential_per_element():
+    """model.loss's one-pass logsumexp (GPUs) as the H100 compiler builds it: the reduction's
+    combiner (a variadic reduce of (max, sum) pairs) computes one exponential, not two."""
+    from spmdgpt.plan import computations
+
+    _compiler()
+    _, text = roofline.compile_step(SMALL)
+    comps = computations(text)
+    combiners = [lines for lines in comps.values()
+                 if sum(" parameter(" in ln for ln in lines) == 4 and any(" exponential(" in ln for ln in lines)]
+    assert combiners, "no (max, sum) combiner with an exponential in the step"
+    assert [sum(" exponential(" in ln for ln in lines) for lines in combiners] == [1] * len(combiners)
