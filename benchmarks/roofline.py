@@ -232,11 +232,16 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
     cfg = freeze(load_config(overrides))
     devices = compile_only_devices(topology)
     mesh = make_mesh(cfg.mesh, devices[:1] if len(devices) == 1 else devices)
-    with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding, cfg.model)
-        optimizer = optimizer_of(cfg)
-        state, batch = abstract_state(cfg, rules, optimizer), batch_shapes(cfg, rules)
-        step = run_programs(cfg, rules, optimizer, state, batch, batch, step_only=True)[0]
+    cached = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)  # (compile-only devices cannot load executables)
+    try:
+        with jax.set_mesh(mesh):
+            rules = Rules(mesh, cfg.sharding, cfg.model)
+            optimizer = optimizer_of(cfg)
+            state, batch = abstract_state(cfg, rules, optimizer), batch_shapes(cfg, rules)
+            step = run_programs(cfg, rules, optimizer, state, batch, batch, step_only=True)[0]
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cached)
     return cfg, step.compiled.as_text()
 
 

@@ -172,3 +172,26 @@ def test_the_compilation_cache_folder(monkeypatch, tmp_path):
     assert use_compilation_cache() is None and "JAX_COMPILATION_CACHE_DIR" not in os.environ
     monkeypatch.setenv("SPMDGPT_COMPILE_CACHE", str(tmp_path / "mine"))
     assert use_compilation_cache() == str(tmp_path / "mine")
+
+
+def test_plans_for_compile_only_devices_leave_the_compilation_cache_alone(capsys):
+    """A topology's compile-only devices cannot load executables: plan compiles for them with the
+    persistent compilation cache off (the suite's is on), so planning twice warns of nothing."""
+    import warnings
+
+    from spmdgpt.config import ConfigError
+    from spmdgpt.topology import compile_only_devices
+
+    try:
+        compile_only_devices("h100")
+    except ConfigError as e:
+        pytest.skip(str(e))
+    assert jax.config.jax_enable_compilation_cache
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            assert main(["plan", "+experiment=staircase", "topology=h100", "model.attention=xla", "model.num_layers=1",
+                         "data.seq_len=16", "model.max_seq_len=16", "data.batch_size=8"]) == 0
+    assert [str(w.message) for w in seen if "compilation cache" in str(w.message)] == []
+    assert jax.config.jax_enable_compilation_cache  # (restored for the rest of the process)
+    capsys.readouterr()

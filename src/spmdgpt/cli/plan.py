@@ -144,7 +144,10 @@ def run(items: List[str]) -> int:
     freeze(cfg)
     attention = attention_backend(cfg.model, devices[0].platform).value  # a backend those devices can run
     mesh = make_mesh(cfg.mesh, devices)
+    # (compile-only devices cannot load executables: the persistent compilation cache is off for them)
+    cached = jax.config.jax_enable_compilation_cache
     try:
+        jax.config.update("jax_enable_compilation_cache", cached and top is None)
         with jax.set_mesh(mesh):
             plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True)
     except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
@@ -153,6 +156,8 @@ def run(items: List[str]) -> int:
         raise ConfigError([f"topology={args.topology}: cuDNN attention (model.attention={cfg.model.attention.value}) "
                            "needs cuDNN's library to compile: pip install 'spmdgpt[gpu-plan-cudnn]', or plan with "
                            "model.attention=xla"]) from None
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cached)
     if capacity is None:
         stats = devices[0].memory_stats() or {}
         capacity = stats.get("bytes_limit")
