@@ -443,11 +443,12 @@ class _Loop:
         """train.time_budget: the wall time the run took to here (the final evaluation done) against
         the calibration's prediction, printed and logged (event `time_budget_used`)."""
         cal = self.calibration
-        used = round(time.perf_counter() - self.started, 3)  # (printed and logged alike)
-        self.say(f"train.time_budget={cal.budget_s:g} s: used {used:.1f} s (predicted {cal.predicted_s():.1f} s)")
+        # (printed and logged alike: rounded once, so that 29.9504 is not "30.0" printed and 29.95 logged)
+        used, predicted = round(time.perf_counter() - self.started, 3), round(cal.predicted_s(), 3)
+        self.say(f"train.time_budget={cal.budget_s:g} s: used {used:.1f} s (predicted {predicted:.1f} s)")
         if self.metrics_log:
             self.metrics_log.log({"step": self.cfg.train.steps, "event": "time_budget_used", "used_s": used,
-                                  "predicted_s": round(cal.predicted_s(), 3), "budget_s": cal.budget_s})
+                                  "predicted_s": predicted, "budget_s": cal.budget_s})
 
     def _epochs(self, step: int) -> dict:
         """Epochs completed: `epoch` for one training dataset, `epoch/NAME` for a mixture."""
