@@ -32,6 +32,7 @@ import math
 import os
 import re
 import sys
+import warnings
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
@@ -235,7 +236,8 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
     cached = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)  # (compile-only devices cannot load executables)
     try:
-        with jax.set_mesh(mesh):
+        with jax.set_mesh(mesh), warnings.catch_warnings():  # (see spmdgpt.cli.plan)
+            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
             rules = Rules(mesh, cfg.sharding, cfg.model)
             optimizer = optimizer_of(cfg)
             state, batch = abstract_state(cfg, rules, optimizer), batch_shapes(cfg, rules)

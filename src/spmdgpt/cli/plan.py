@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import List
 
@@ -144,11 +145,13 @@ def run(items: List[str]) -> int:
     freeze(cfg)
     attention = attention_backend(cfg.model, devices[0].platform).value  # a backend those devices can run
     mesh = make_mesh(cfg.mesh, devices)
-    # (compile-only devices cannot load executables: the persistent compilation cache is off for them)
+    # (compile-only devices cannot load executables: the persistent compilation cache is off for
+    # them; in a process whose cache is already running, JAX still looks: that warning is dropped)
     cached = jax.config.jax_enable_compilation_cache
     try:
         jax.config.update("jax_enable_compilation_cache", cached and top is None)
-        with jax.set_mesh(mesh):
+        with jax.set_mesh(mesh), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
             plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True)
     except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
         if "cuDNN not found" not in str(e):
