@@ -85,8 +85,9 @@ class Calibration:
 
 def calibrate(budget_s: float, started: float, eval_every: int, state, train_step,
               batch_at: Callable[[int], tuple], evaluate: Callable, rollout: Optional[Callable] = None) -> Calibration:
-    """Time `train_step` (compiled by its first call here unless the preflight compiled it) on a copy of `state` (the state itself is untouched)
-    over batches batch_at(0, 1, ...) (see MIN_TIMED_STEPS), and one call of `evaluate(params)` and
+    """Time `train_step` (compiled by its first call here unless the preflight compiled it) on a
+    copy of `state` (the state itself is untouched) over batches batch_at(0, 1, ...) (see
+    MIN_TIMED_STEPS), and one call of `evaluate(params)` and
     `rollout(params)` after a first, compiling, call of each; return the step count that fits
     in what is left of budget_s seconds counted from `started` (a time.perf_counter value)."""
     probe = jax.tree.map(jnp.copy, state)  # train_step donates its state

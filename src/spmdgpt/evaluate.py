@@ -38,10 +38,12 @@ def loss_sums(cfg: ModelConfig, rules: Rules, microbatches: int = 1, beta: float
         one = jnp.ones((), jnp.float32)
         if reference is None:
             count, params, part = counted_first(jnp.sum(part[1] >= 0, dtype=jnp.float32), params, part)
-            metrics = objective(cfg, rules, params, *part, denominator=one, microbatches=microbatches if staged else 1)[1]
+            metrics = objective(cfg, rules, params, *part, denominator=one,
+                                microbatches=microbatches if staged else 1)[1]
             return metrics["loss"], count
         count, params, reference, part = counted_first(pair_count(rules, part[1], part[2]), params, reference, part)
-        return dpo_objective(cfg, rules, beta, params, reference, *part, denominator=one, sft_weight=sft_weight)[0], count
+        loss = dpo_objective(cfg, rules, beta, params, reference, *part, denominator=one, sft_weight=sft_weight)[0]
+        return loss, count
 
     def f(params, *batch, reference=None):
         return summed_over_microbatches(partial(sums, params, reference), 1 if staged else microbatches, *batch)

@@ -256,7 +256,8 @@ class Program:
                 "fits": None if capacity is None else self.total_bytes <= capacity, "compile_seconds": self.compile_s}
 
 
-def _compiled(name: str, lowered, resident: int, inputs, bound: Optional[dict] = None, device: str = "device") -> Program:
+def _compiled(name: str, lowered, resident: int, inputs, bound: Optional[dict] = None,
+              device: str = "device") -> Program:
     t0 = time.perf_counter()
     try:
         compiled = lowered.compile()
@@ -357,14 +358,13 @@ def too_large(programs: list, capacity: Optional[int], device: str) -> Optional[
     return None
 
 
-_SHRINK = "shard more (sharding=fsdp, more devices), lower data.batch_size"
-FIXES = {
-    "train_step": f"{_SHRINK}, set model.remat=full, train.microbatches=k or model.loss_block=c",
-    "statistics": f"{_SHRINK}, raise train.microbatches, or set train.stats_every=0",
-    "evaluation": f"{_SHRINK}, raise train.microbatches (the evaluation runs in the step's parts) or set "
-                  "model.loss_block=c",
-    "rollout": f"{_SHRINK.split(', lower')[0]}, lower train.rollout_prompts or train.rollout_tokens, or set "
-               "train.rollout_tokens=0",
+_SHARD = "shard more (sharding=fsdp, more devices)"
+FIXES = {  # the settings that shrink each program, for its refusal
+    "train_step": f"{_SHARD}, lower data.batch_size, set model.remat=full, train.microbatches=k or model.loss_block=c",
+    "statistics": f"{_SHARD}, lower data.batch_size, raise train.microbatches, or set train.stats_every=0",
+    "evaluation": f"{_SHARD}, lower data.batch_size, raise train.microbatches (the evaluation runs in the step's "
+                  "parts) or set model.loss_block=c",
+    "rollout": f"{_SHARD}, lower train.rollout_prompts or train.rollout_tokens, or set train.rollout_tokens=0",
 }
 
 
@@ -531,7 +531,8 @@ def report(cfg: Config, plan: Plan, capacity: Optional[int]) -> str:
         lines.append("programs of the run (per device: what the run keeps resident + the program's inputs, outputs "
                      "and temporaries):")
         for p in plan.programs:
-            share = "" if capacity is None else f" ({p.total_bytes / capacity:.0%}{'' if p.total_bytes <= capacity else ', does not fit'})"
+            fits = "" if capacity is None or p.total_bytes <= capacity else ", does not fit"
+            share = "" if capacity is None else f" ({p.total_bytes / capacity:.0%}{fits})"
             lines.append(f"  {p.name:<16} {size(p.total_bytes)}{share}, temporaries {size(p.temp_bytes)}; "
                          f"compiled in {p.compile_s:.1f} s")
     return "\n".join(lines)

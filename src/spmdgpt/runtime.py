@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Mapping, Optional
 
 # Measured on the 2-core CPU box (benchmarks/BENCHMARKS.md): letting YNNPACK fuse only plain
@@ -134,6 +135,15 @@ def choose_platforms() -> None:
             os.environ["JAX_PLATFORMS"] = chosen
 
 
+def cache_root() -> Path:
+    """spmdgpt's cache folder: $SPMDGPT_CACHE, else spmdgpt/ under $XDG_CACHE_HOME or ~/.cache
+    (token stores, the compilation cache)."""
+    env = os.environ.get("SPMDGPT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spmdgpt"
+
+
 COMPILE_CACHE_ENV = "SPMDGPT_COMPILE_CACHE"  # a folder for JAX's persistent compilation cache, or "off"
 COMPILE_CACHE_MAX_BYTES = 8 * 2**30  # the cache's size, least recently used entries evicted beyond it
 
@@ -153,9 +163,7 @@ def use_compilation_cache() -> Optional[str]:
     choice = os.environ.get(COMPILE_CACHE_ENV, "")
     if choice.lower() == "off":
         return None
-    root = os.environ.get("SPMDGPT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache")), "spmdgpt")
-    folder = os.path.expanduser(choice) if choice else os.path.join(os.path.expanduser(root), "xla")
+    folder = os.path.expanduser(choice) if choice else str(cache_root() / "xla")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
     os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(COMPILE_CACHE_MAX_BYTES))
     return folder

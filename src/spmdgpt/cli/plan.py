@@ -2,15 +2,16 @@
 config's training step from abstract shapes (no data, no weights) and print, per device, the
 bytes of parameters, optimizer state, batch and temporaries, the FLOPs per step and the
 collectives (see spmdgpt.plan); then every other program the run executes (its evaluation, its
-rollouts, its statistics: `plan.run_programs`), each one's memory beside the device's. devices=N plans on N simulated CPU devices; topology=NAME
-(h100-8, v5p-128, v5e-16, v6e-256, ...) compiles for those devices with their own compiler, on
-any machine, and adds a roofline estimate of the step time (spmdgpt.topology); slices=K makes
-that K TPU pod slices (multislice: the mesh takes their devices slice after slice, so the first
-mesh axis, data, spans the slices and the last ones stay inside a slice); memory_gb=G
-(default: what the device reports, if it does; for a topology, a GPU's share that JAX's
-allocator takes or a TPU chip's HBM; for this host's CPU devices, its memory (or its cgroup's
-limit) over their number) turns a plan any of whose programs does not fit into exit code 2. search=true (with a
-topology): compile the candidate layouts and rank them (spmdgpt.search)."""
+rollouts, its statistics: `plan.run_programs`), each one's memory beside the device's.
+devices=N plans on N simulated CPU devices; topology=NAME (h100-8, v5p-128, v5e-16, v6e-256,
+...) compiles for those devices with their own compiler, on any machine, and adds a roofline
+estimate of the step time (spmdgpt.topology); slices=K makes that K TPU pod slices (multislice:
+the mesh takes their devices slice after slice, so the first mesh axis, data, spans the slices
+and the last ones stay inside a slice); memory_gb=G (default: what the device reports, if it
+does; for a topology, a GPU's share that JAX's allocator takes or a TPU chip's HBM; for this
+host's CPU devices, its memory (or its cgroup's limit) over their number) turns a plan any of
+whose programs does not fit into exit code 2. search=true (with a topology): compile the
+candidate layouts and rank them (spmdgpt.search)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,6 @@ from typing import List
 from spmdgpt.cli.args import EXIT_OK, EXIT_USAGE, parse
 from spmdgpt.config import ConfigError
 from spmdgpt.runtime import host_memory
-
-
-_FIXES = ("shard more (sharding=fsdp, more devices), set model.remat=full, train.microbatches=k or "
-          "model.loss_block=c, or lower data.batch_size")
 
 
 @dataclass
@@ -88,7 +85,9 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
                                       for lay in layouts],
                           "best": best[0].overrides() if best else None}))
     if not best:
-        print(f"spmdgpt: error: no layout fits {args.topology}; {_FIXES}", file=sys.stderr)
+        from spmdgpt.plan import FIXES
+
+        print(f"spmdgpt: error: no layout fits {args.topology}; {FIXES['train_step']}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 

@@ -60,6 +60,7 @@ from spmdgpt.data.sources import (
 )
 from spmdgpt.data.tokenizers import Tokenizer
 from spmdgpt.files import WriteFailed, os_reason, write_atomic
+from spmdgpt.runtime import cache_root
 
 STORE_VERSION = 1
 SPLITS = ("train", "val")
@@ -70,12 +71,7 @@ class StoreDamaged(ConfigError):
 
 
 def default_cache_dir(cfg: DataConfig) -> Path:
-    if cfg.cache_dir:
-        return Path(cfg.cache_dir).expanduser()
-    env = os.environ.get("SPMDGPT_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spmdgpt"
+    return Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_root()
 
 
 def tokenizer_identity(tok: Tokenizer) -> dict:
