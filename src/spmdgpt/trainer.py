@@ -343,8 +343,11 @@ class _Loop:
                 save_now = self.ckpt is not None and (
                     step == t.steps or (cfg.checkpoint.every and step % cfg.checkpoint.every == 0)
                 )
-                if eval_now or save_now or self.stop_signal is not None:
-                    # metrics rows reach the log before the checkpoint that covers them
+                log_now = step % t.log_every == 0 or i == first  # (the first row starts the clock)
+                if eval_now or save_now or log_now or self.stop_signal is not None:
+                    # metrics rows reach the log before the checkpoint that covers them; a row's
+                    # throughput window ends with no step in flight, as it starts, whether the
+                    # step call returns at once or (GPUs, BENCHMARKS) only when its step is done
                     self._report(*pending)
                     pending = None
                 if eval_now:
