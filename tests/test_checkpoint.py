@@ -483,58 +483,60 @@ def test_keep_every_keeps_its_multiples(tmp_path):
     assert steps == {None: [14], 4: [4, 8, 12, 14]}
 
 
-def test_checkpoints_from_before_blocks_had_units_restore(tmp_path):
-    """A checkpoint in the block layout of before (attention and MLP leaves side by side in the
-    block: `UnitlessBlock`) restores into today's state, every leaf bitwise, optimizer state too."""
-    from spmdgpt.checkpoint import UnitlessBlock, with_units, without_units
-    from spmdgpt.config import CheckpointConfig
-    from spmdgpt.state import TrainState
+def _fixture_state():
+    """The state of tests/data/checkpoints-tree's checkpoints: their model's fresh state as the
+    restore target, and the values they hold, by name (`expected.npz`)."""
+    from spmdgpt.state import init_state
 
-    cfg = load_config(["+experiment=staircase", "model.num_layers=2", "model.bias=true", "mesh.data=1"])
+    cfg = load_config(["+experiment=staircase", "model.num_layers=2", "model.d_model=16", "model.num_heads=2",
+                       "model.bias=true", "mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
     with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding)
         state = init_state(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), 100))
-        state = state._replace(params=jax.tree.map(lambda a: a + 0.5, state.params))  # (not the init)
-        old = TrainState(state.step, without_units(state.params), without_units(state.opt_state))
-        assert isinstance(old.params.blocks, UnitlessBlock) and old.params.blocks.b_qkv.shape == (2, 3, 4, 16)
-        assert jax.tree.structure(with_units(old)) == jax.tree.structure(state)
-        mngr = CheckpointManager(tmp_path, CheckpointConfig())
-        mngr.save(3, old, {"step": 3})
-        mngr.close()
-        params, opt_state, meta = CheckpointManager.reader(tmp_path).restore(3, state.params, state.opt_state)
-    assert meta["step"] == 3
-    for got, want in zip(jax.tree.leaves((params, opt_state)), jax.tree.leaves((state.params, state.opt_state)),
-                         strict=True):
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    return state, dict(np.load(Path(__file__).parent / "data" / "checkpoints-tree" / "expected.npz"))
+
+
+@pytest.mark.parametrize("layout", ["units", "unitless"])
+def test_checkpoints_stored_as_trees_restore_by_name(tmp_path, layout):
+    """Checkpoints written before leaves were stored by name (the pytree itself, commit 4b99926;
+    tests/data/README.md): today's blocks ("units"), and the blocks of before units, whose
+    attention and MLP leaves sat side by side ("unitless", renamed by `RENAMES`), restore into
+    today's state, every leaf bitwise, the optimizer state too, and pass their fingerprint."""
+    import shutil
+
+    from spmdgpt.model.info import by_name
+
+    state, expected = _fixture_state()
+    shutil.copytree(Path(__file__).parent / "data" / "checkpoints-tree" / layout, tmp_path / layout)
+    params, opt_state, meta = CheckpointManager.reader(tmp_path / layout).restore(3, state.params, state.opt_state)
+    assert meta["step"] == 3 and isinstance(meta["fingerprint"], list)
     assert jax.tree.structure((params, opt_state)) == jax.tree.structure((state.params, state.opt_state))
+    got = {f"params/{k}": v for k, v in by_name(params).items()} | {f"opt_state/{k}": v
+                                                                    for k, v in by_name(opt_state).items()}
+    assert sorted(got) == sorted(expected) and "params/blocks.attn.b_qkv" in got and len(got) == 47
+    for k, want in expected.items():
+        np.testing.assert_array_equal(np.asarray(got[k]), want, err_msg=k)
 
 
-@pytest.mark.parametrize("overrides,fields", [
-    ([], ("w_qkv", "b_qkv", "w_o", "b_o")),
-    (["model.num_kv_heads=2"], ("w_q", "b_q", "w_kv", "b_kv", "w_o", "b_o")),
-])
-def test_checkpoints_from_before_the_qk_norm_scales_restore(tmp_path, overrides, fields):
-    """A checkpoint whose attention has no q_norm / k_norm fields (written before model.qk_norm_scale
-    existed: `without_new_fields`) restores into today's state, every leaf bitwise."""
-    from spmdgpt.checkpoint import without_new_fields
+def test_checkpoints_are_stored_by_name_and_checked_by_name(tmp_path):
+    """A new checkpoint holds {name: array} items and a fingerprint by name; restoring it into a
+    model with another leaf set is a one-line ConfigError naming the leaves."""
+    import orbax.checkpoint as ocp
+
     from spmdgpt.config import CheckpointConfig
-    from spmdgpt.state import TrainState
+    from spmdgpt.config.schema import ConfigError
 
-    cfg = load_config(["+experiment=staircase", "model.num_layers=2", "model.qk_norm=true", "mesh.data=1", *overrides])
-    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    with jax.set_mesh(mesh):
-        rules = Rules(mesh, cfg.sharding, cfg.model)
-        state = init_state(cfg, rules, build_optimizer(cfg.optimizer, param_info(cfg.model), 100))
-        old = TrainState(state.step, without_new_fields(state.params), without_new_fields(state.opt_state))
-        assert type(old.params.blocks.attn)._fields == fields and type(state.params.blocks.attn)._fields[-2:] == (
-            "q_norm", "k_norm")
-        mngr = CheckpointManager(tmp_path, CheckpointConfig())
-        mngr.save(3, old, {"step": 3})
-        mngr.close()
-        params, opt_state, meta = CheckpointManager.reader(tmp_path).restore(3, state.params, state.opt_state)
-    assert meta["step"] == 3
-    assert jax.tree.structure((params, opt_state)) == jax.tree.structure((state.params, state.opt_state))
-    for got, want in zip(jax.tree.leaves((params, opt_state)), jax.tree.leaves((state.params, state.opt_state)),
-                         strict=True):
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    state, _ = _fixture_state()
+    mngr = CheckpointManager(tmp_path, CheckpointConfig())
+    mngr.save(5, state, {})
+    mngr.close()
+    stored = ocp.StandardCheckpointHandler().metadata(tmp_path / "checkpoints" / "5" / "params").tree
+    assert isinstance(stored, dict) and stored["blocks.attn.w_qkv"].shape == (2, 16, 3, 2, 8)
+    reader = CheckpointManager.reader(tmp_path)
+    params, opt, meta = reader.restore(5, state.params)
+    assert opt is None and meta["fingerprint"]["embed"] == pytest.approx(float(np.sum(state.params.embed)), rel=1e-5)
+    np.testing.assert_array_equal(np.asarray(params.blocks.attn.w_qkv), np.asarray(state.params.blocks.attn.w_qkv))
+    fewer = state.params._replace(blocks=state.params.blocks._replace(attn=state.params.blocks.attn._replace(b_o=None)))
+    with pytest.raises(ConfigError, match=r"its params has blocks\.attn\.b_o, which this model does not"):
+        reader.restore(5, fewer)

@@ -2,9 +2,15 @@
 
 A checkpoint is `run_dir/checkpoints/<step>/` with three items:
 
-    params     the parameter pytree (orbax StandardSave: per-shard, any layout)
-    opt_state  the optax state
+    params     the parameters, {name: array} (orbax StandardSave: per-shard, any layout)
+    opt_state  the optax state, {name: array}
     meta       JSON: step, loader state, RNG derivation, fingerprint, resolved config, git sha
+
+Every leaf is stored under its path's name (`model.info.path_name`: "blocks.attn.w_qkv",
+"1.0.mu.blocks.attn.w_qkv"), not as the Python tree, and is restored by that name into whatever
+tree the code has now: a change to the NamedTuples needs no conversion of old checkpoints, and a
+renamed leaf one line in `RENAMES`. Checkpoints written before (the pytree itself) restore the
+same way: orbax names their leaves by the same paths.
 
 The data loader's whole state is the step (batches are drawn from (seed, step)), and all
 randomness derives from `train.seed` folded with the step, so params + opt_state + step restore
@@ -17,15 +23,13 @@ files were damaged after it was written.
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import functools
 import gc
 import logging
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +37,7 @@ import numpy as np
 
 from spmdgpt.config import CheckpointConfig, Config, ConfigError, to_dict
 from spmdgpt.files import WriteFailed, os_reason
+from spmdgpt.model.info import by_name, path_name
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -60,17 +65,48 @@ def abstract(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
 
 
+# Renames of leaves, (old name's keys, new name's keys), applied wherever the old keys occur in a
+# stored name (the parameters' and the optimizer state's): checkpoints written in an earlier layout.
+RENAMES = (
+    # before blocks had units: the attention's and the MLP's leaves side by side in the block
+    *(((stack, leaf), (stack, unit, leaf)) for stack in ("blocks", "dense_blocks")
+      for unit, leaves in (("attn", ("w_qkv", "b_qkv", "w_o", "b_o")),
+                           ("mlp", ("w_up", "b_up", "w_gate", "w_down", "b_down")))
+      for leaf in leaves),
+)
+
+
+def renamed(name: str) -> str:
+    """A stored leaf's name today (`RENAMES`)."""
+    keys = name.split(".")
+    for old, new in RENAMES:
+        for i in range(len(keys) - len(old), -1, -1):
+            if tuple(keys[i:i + len(old)]) == old:
+                keys[i:i + len(old)] = new
+    return ".".join(keys)
+
+
 @jax.jit
-def _leaf_sums(tree):
-    return [jnp.sum(x.astype(jnp.float32)) for x in jax.tree.leaves(tree)]
+def _leaf_sums(named: dict) -> dict:
+    return {k: jnp.sum(x.astype(jnp.float32)) for k, x in named.items()}
 
 
-def fingerprint(params) -> list:
-    return [float(s) for s in jax.device_get(_leaf_sums(params))]
+def fingerprint(params) -> dict:
+    """{leaf name: sum of its values}: saved with the parameters, checked when they are restored."""
+    return {k: float(v) for k, v in jax.device_get(_leaf_sums(by_name(params))).items()}
 
 
-def fingerprints_match(a: list, b: list) -> bool:
-    # Sums over shards are reduced in a layout-dependent order: compare with a float32 tolerance.
+def fingerprints_match(now: dict, saved) -> bool:
+    """Sums over shards are reduced in a layout-dependent order: compared with a float32 tolerance,
+    by name (a checkpoint written before names kept a list in its tree's leaf order: compared as
+    sorted lists)."""
+    if isinstance(saved, dict):
+        saved = {renamed(k): v for k, v in saved.items()}
+        if saved.keys() != now.keys():
+            return False
+        a, b = [now[k] for k in sorted(now)], [saved[k] for k in sorted(now)]
+    else:
+        a, b = sorted(now.values()), sorted(saved)
     return len(a) == len(b) and bool(np.allclose(a, b, rtol=1e-4, atol=1e-3))
 
 
@@ -110,8 +146,8 @@ class CheckpointManager:
             self._mngr.save(
                 step,
                 args=ocp.args.Composite(
-                    params=ocp.args.StandardSave(state.params),
-                    opt_state=ocp.args.StandardSave(state.opt_state),
+                    params=ocp.args.StandardSave(by_name(state.params)),
+                    opt_state=ocp.args.StandardSave(by_name(state.opt_state)),
                     meta=ocp.args.JsonSave(meta),
                 ),
                 force=True,
@@ -128,45 +164,50 @@ class CheckpointManager:
         except Exception as e:
             raise self._write_failed(e) from None
 
-    def _restore(self, step: int, params_target, opt_state_target):
+    def _stored(self, step: int, item: str, target) -> Any:
+        """A restore target in the tree that `item` of `step` was stored as (a {name: leaf} dict;
+        before names, the pytree of then), each leaf taking the shape, dtype and sharding of the
+        leaf of `target` (a tree of arrays or ShapeDtypeStructs) with its name. ConfigError when the
+        names or shapes differ."""
         ocp = _ocp()
-        items = {
-            "params": ocp.args.StandardRestore(abstract(params_target)),
-            "meta": ocp.args.JsonRestore(),
-        }
-        if opt_state_target is not None:
-            items["opt_state"] = ocp.args.StandardRestore(abstract(opt_state_target))
-        return self._mngr.restore(step, args=ocp.args.Composite(**items))
+        stored = ocp.StandardCheckpointHandler().metadata(self.directory / str(step) / item).tree
+        ours = by_name(abstract(target))
+        names = {path_name(p): renamed(path_name(p)) for p, _ in jax.tree_util.tree_flatten_with_path(stored)[0]}
+        where = f"checkpoint {self.directory / str(step)}"
+        missing = sorted(set(ours) - set(names.values()))
+        extra = sorted(n for n, new in names.items() if new not in ours)
+        if missing or extra:
+            raise ConfigError([f"{where}: its {item} " + "; ".join(
+                ([f"lacks {', '.join(missing[:5])}"] if missing else []) + ([f"has {', '.join(extra[:5])}, which "
+                 "this model does not"] if extra else [])) + "; restore it with the model config it was written "
+                 "with (its config.yaml)"])
+
+        def leaf(path, md):
+            want = ours[names[path_name(path)]]
+            if tuple(md.shape) != tuple(want.shape):
+                raise ConfigError([f"{where}: {item} {path_name(path)} has shape {tuple(md.shape)}, the model "
+                                   f"{tuple(want.shape)}; restore it with the model config it was written with"])
+            return want
+
+        return jax.tree_util.tree_map_with_path(leaf, stored)
 
     def restore(self, step: int, params_target, opt_state_target=None):
-        """Restore `step` into the layout (shardings) of the targets; the optimizer state only
-        when a target for it is given. Returns (params, opt_state or None, meta). A checkpoint
-        written in an earlier layout is read in it and converted: from before a unit gained an
-        optional parameter that this model lacks (`without_new_fields`), from before blocks had
-        units (`UnitlessBlock`)."""
-        try:
-            out = self._restore(step, params_target, opt_state_target)
-        except Exception as e:
-            if "tree structures do not match" not in str(e):
-                raise
-            for before, after in ((without_new_fields, None), (without_units, with_units)):
-                if before(params_target) is params_target:
-                    continue
-                try:
-                    old = self._restore(step, before(params_target), before(opt_state_target))
-                except Exception:
-                    continue
-                targets = {"params": params_target, "opt_state": opt_state_target}
-                out = {k: (v if k == "meta" else after(v) if after else
-                           jax.tree.unflatten(jax.tree.structure(targets[k]), jax.tree.leaves(v)))
-                       for k, v in old.items()}
-                break
-            else:
-                raise e from None
+        """Restore `step` into the trees and layout (shardings) of the targets, leaf by name; the
+        optimizer state only when a target for it is given. Returns (params, opt_state or None,
+        meta)."""
+        ocp = _ocp()
+        targets = {"params": params_target, "opt_state": opt_state_target}
+        targets = {k: v for k, v in targets.items() if v is not None}
+        items = {k: ocp.args.StandardRestore(self._stored(step, k, v)) for k, v in targets.items()}
+        out = self._mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore(), **items))
+        restored = {}
+        for k, target in targets.items():
+            got = {renamed(n): x for n, x in by_name(out[k]).items()}
+            restored[k] = jax.tree_util.tree_map_with_path(lambda p, _: got[path_name(p)], target)
         meta = out["meta"]
-        if not fingerprints_match(fingerprint(out["params"]), meta.get("fingerprint", [])):
+        if not fingerprints_match(fingerprint(restored["params"]), meta.get("fingerprint", [])):
             raise ValueError("parameter values do not match the fingerprint saved with them")
-        return out["params"], out["opt_state"] if opt_state_target is not None else None, meta
+        return restored["params"], restored.get("opt_state"), meta
 
     def read_meta(self, step: int) -> dict:
         ocp = _ocp()
@@ -292,78 +333,6 @@ def _quiet_abandoned_io() -> None:
     them now."""
     _install_abandoned_io_hook()
     gc.collect()
-
-
-class UnitlessBlock(NamedTuple):
-    """The block of checkpoints written before blocks had units (spmdgpt.model.transformer):
-    the dense attention's and MLP's parameters side by side. Such a checkpoint has the same
-    leaves in the same order (its fingerprint still applies): it restores into this layout,
-    then `with_units` regroups it, so that runs from before resume."""
-
-    ln1: Any
-    w_qkv: Any
-    b_qkv: Any
-    w_o: Any
-    b_o: Any
-    ln2: Any
-    w_up: Any
-    b_up: Any
-    w_gate: Any
-    w_down: Any
-    b_down: Any
-
-
-def without_new_fields(tree):
-    """`tree` with every NamedTuple node whose defaulted fields are None (a unit's optional
-    parameters added later, e.g. the attention's QK-norm scales, absent from this model) as a
-    NamedTuple of its other fields: the layout of checkpoints written before those fields
-    existed, with the same leaves in the same order. The tree itself when it has none."""
-    def strip(x):
-        if isinstance(x, tuple) and hasattr(x, "_fields"):
-            kept = tuple(f for f in x._fields if not (f in x._field_defaults and getattr(x, f) is None))
-            cls = type(x) if kept == x._fields else _before(type(x), kept)
-            return cls(*(strip(getattr(x, f)) for f in kept))
-        if isinstance(x, (list, tuple)):
-            return type(x)(strip(v) for v in x)
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items()}
-        return x
-
-    out = strip(tree)
-    return tree if jax.tree.structure(out) == jax.tree.structure(tree) else out
-
-
-@functools.lru_cache(maxsize=None)
-def _before(cls, fields: tuple):
-    return collections.namedtuple(cls.__name__, fields)
-
-
-def without_units(tree):
-    """`tree` (parameters or optimizer state) with every dense Block as a UnitlessBlock; the
-    tree itself when it has none."""
-    from spmdgpt.model import Attention, Block, Mlp
-
-    def dense(b):  # (without the QK-norm scales, which came after)
-        return (isinstance(b, Block) and isinstance(b.attn, Attention) and b.attn.q_norm is None
-                and isinstance(b.mlp, Mlp))
-
-    if not any(dense(b) for b in jax.tree.leaves(tree, is_leaf=dense)):
-        return tree
-    return jax.tree.map(lambda b: UnitlessBlock(b.ln1, *b.attn[:4], b.ln2, *b.mlp) if dense(b) else b, tree,
-                        is_leaf=dense)
-
-
-def with_units(tree):
-    """The inverse of `without_units`."""
-    from spmdgpt.model import Attention, Block, Mlp
-
-    def regroup(b):
-        if not isinstance(b, UnitlessBlock):
-            return b
-        return Block(b.ln1, Attention(b.w_qkv, b.b_qkv, b.w_o, b.b_o), b.ln2,
-                     Mlp(b.w_up, b.b_up, b.w_gate, b.w_down, b.b_down))
-
-    return jax.tree.map(regroup, tree, is_leaf=lambda x: isinstance(x, UnitlessBlock))
 
 
 def restore_latest(mngr: CheckpointManager, target_state):

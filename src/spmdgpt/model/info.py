@@ -37,6 +37,18 @@ class ParamInfo:
         return tuple(self.logical.index(n) for n in names)
 
 
+def path_name(path) -> str:
+    """A pytree leaf's name from its path: the keys joined by dots, "blocks.attn.w_qkv" for
+    params.blocks.attn.w_qkv, "1.0.mu.blocks.attn.w_qkv" for a leaf of optax's state. Checkpoints
+    store every leaf under this name (`spmdgpt.checkpoint`)."""
+    return ".".join(str(next(getattr(k, a) for a in ("name", "key", "idx") if hasattr(k, a))) for k in path)
+
+
+def by_name(tree, is_leaf=None) -> dict:
+    """{path_name: leaf} of a pytree (None subtrees hold no leaf)."""
+    return {path_name(p): x for p, x in jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)[0]}
+
+
 def is_info(x) -> bool:
     """Leaf test for trees of ParamInfo (`is_leaf=is_info`)."""
     return isinstance(x, ParamInfo)

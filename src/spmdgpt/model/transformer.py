@@ -49,7 +49,7 @@ from spmdgpt.config import DType, ModelConfig, Remat, layer_windows, moe_layers
 from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attention_stats, causal_mask,
                                      self_attention, window_mask)
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
-from spmdgpt.model.info import ParamInfo, is_info, stacked
+from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
 from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
@@ -163,9 +163,8 @@ def leaf_name(path) -> str:
 
 
 def param_shapes(cfg: ModelConfig) -> dict:
-    """{parameter path: shape}: what a checkpoint of this model holds."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(param_info(cfg), is_leaf=is_info)
-    return {jax.tree_util.keystr(path): i.shape for path, i in flat}
+    """{parameter name (`info.path_name`): shape}: what a checkpoint of this model holds."""
+    return {name: i.shape for name, i in by_name(param_info(cfg), is_leaf=is_info).items()}
 
 
 def num_params(cfg: ModelConfig) -> int:
