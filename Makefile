@@ -10,7 +10,7 @@ TORCH_PYTHON ?= $(shell tools/find-python 3.11 3.11 2>/dev/null || tools/find-py
 TORCH_VENV   ?= .venv-torch
 TORCH_STAMP  := $(TORCH_VENV)/.installed
 
-.PHONY: setup torch-env train test test-all bench web clean
+.PHONY: setup torch-env train lint test test-all bench web clean
 
 # EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
 # EXTRAS=dev,tpu-plan,gpu-plan)
@@ -45,7 +45,11 @@ TEST_WORKERS ?= 2
 TESTS := SPMDGPT_REQUIRE_TORCH=1 SPMDGPT_TORCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) $(TORCH_STAMP)
+# ruff (pinned in the dev extra, configured in pyproject.toml) first: `make test` is what CI runs
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks tools
+
+test: $(STAMP) $(TORCH_STAMP) lint
 	$(TESTS) $(ARGS)
 
 test-all: $(STAMP) $(TORCH_STAMP)

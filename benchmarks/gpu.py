@@ -3,7 +3,8 @@
 Run on the lent GPU machine after `source benchmarks/gpu_env.sh` (see that file):
 
     python3 benchmarks/gpu.py check  [--out DIR] [--only attention,model,blocked,logits,cache]  # exit 1 on failure
-    python3 benchmarks/gpu.py curves [--out DIR] [--corpus gutenberg|shakespeare] [--f32-highest] [--only bf16,bf16-logits]
+    python3 benchmarks/gpu.py curves [--out DIR] [--corpus gutenberg|shakespeare] [--f32-highest] [--only
+    bf16,bf16-logits]
     python3 benchmarks/gpu.py speed  [--out DIR] [--only NAME,...]   # tokens/s, MFU, memory: JAX vs PyTorch
     python3 benchmarks/gpu.py speed --tiny --only jax-xla-1k       # the same on a CPU in seconds (a test)
     python3 benchmarks/gpu.py decode [--out DIR]   # KV-cache sampler tokens/s at batch 1 and 64
@@ -54,12 +55,17 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-
 from torch_env import require_torch_python  # (this folder is on sys.path when a script here runs)
 
 HERE = Path(__file__).resolve().parent
 # one microbatch of 16 sequences per step (the experiment itself accumulates 32 of them)
-GPT2 = ["+experiment=gpt2_124m", "mesh.data=1", "checkpoint.enabled=false", "data.batch_size=16", "train.microbatches=1"]
+GPT2 = [
+    "+experiment=gpt2_124m",
+    "mesh.data=1",
+    "checkpoint.enabled=false",
+    "data.batch_size=16",
+    "train.microbatches=1",
+]
 
 # name -> (spmdgpt overrides | "torch", seq, batch)
 SPEED = {
@@ -485,7 +491,9 @@ def _run_one(name: str) -> dict:
         cmd = [sys.executable, __file__, "one", name, "--set", *os.environ.get("SPMDGPT_GPU_SET", "").split()]
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **ENV.get(name, {})})
     if p.returncode:  # the error line itself, not JAX's note on filtered tracebacks below it
-        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip() and not ln.startswith(("For simplicity", "-----"))]
+        lines = [
+            ln for ln in p.stderr.strip().splitlines() if ln.strip() and not ln.startswith(("For simplicity", "-----"))
+        ]
         tail = (lines or ["?"])[-1]
         print(f"{name}: FAILED ({tail[:300]})")
         return {"name": name, "error": tail[:2000]}

@@ -52,7 +52,8 @@ def main() -> None:
         with jax.set_mesh(mesh):
             fast_c, fast_r = timed(cfg.model, rules, None)
             slow_c, slow_r = timed(cfg.model, rules, {"xla_backend_optimization_level": 0})
-        print(f"{name:<18} {num_params(cfg.model):>12,} {fast_c:>6.2f} + {fast_r:>5.2f} s {slow_c:>6.2f} + {slow_r:>5.2f} s "
+        print(f"{name:<18} {num_params(cfg.model):>12,} {fast_c:>6.2f} + {fast_r:>5.2f} s "
+              f"{slow_c:>6.2f} + {slow_r:>5.2f} s "
               f"{(slow_c + slow_r) / (fast_c + fast_r):>6.2f}")
 
 

@@ -90,7 +90,8 @@ def main() -> None:
         print(f"{name:>4}: {statistics.median(r['times']) * 1e3:7.1f} ms/step | kept between steps "
               f"{r['kept'] / mib:8.1f} MiB" + (f" (+ the frozen base, {nbytes(base) / mib:.1f} MiB)" if name == "lora"
                                               else "") + f" | step temporaries {r['temp'] / mib:8.1f} MiB")
-    print(f"LoRA rank {args.rank} / full: step time {statistics.median(lora['times']) / statistics.median(full['times']):.3f}, "
+    ratio = statistics.median(lora['times']) / statistics.median(full['times'])
+    print(f"LoRA rank {args.rank} / full: step time {ratio:.3f}, "
           f"kept {lora['kept'] / full['kept']:.4f}, temporaries {lora['temp'] / full['temp']:.3f}")
 
 

@@ -78,7 +78,12 @@ def microbatch_table() -> None:
         grad_fn = jax.value_and_grad(lambda p, x, y: loss_fn(cfg.model, rules, p, x, y))
         for k in (1, 2, 4, 8):
             step = jax.jit(partial(accumulated_grads, grad_fn, k))
-            t = step.lower(abstract_params(cfg.model, rules), tokens, tokens).compile().memory_analysis().temp_size_in_bytes
+            t = (
+                step.lower(abstract_params(cfg.model, rules), tokens, tokens)
+                .compile()
+                .memory_analysis()
+                .temp_size_in_bytes
+            )
             first = first or t
             print(f"| B2 vocab, batch 32, loss_block 32 | {k} | {mib(t)} | {first / t:.2f}x smaller |")
 

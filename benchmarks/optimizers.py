@@ -36,8 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from spmdgpt.config import OptimizerConfig, load_config  # noqa: E402
-from spmdgpt.model import loss_fn, param_info
-from spmdgpt.model import ParamInfo
+from spmdgpt.model import ParamInfo, loss_fn, param_info
 from spmdgpt.optim.manifold import (
     dual_iterates,
     dual_objective,
@@ -59,8 +58,10 @@ B1 = [
 OPTIMIZERS = {
     "adamw": ["optimizer.name=adamw"],
     "muon": ["optimizer.name=muon"],
-    "manifold_muon admm (10 it)": ["optimizer.name=manifold_muon", "optimizer.solver=admm", "optimizer.solver_steps=10"],
-    "manifold_muon dual ascent (100 it)": ["optimizer.name=manifold_muon", "optimizer.solver=dual_ascent", "optimizer.solver_steps=100"],
+    "manifold_muon admm (10 it)": ["optimizer.name=manifold_muon", "optimizer.solver=admm",
+                                   "optimizer.solver_steps=10"],
+    "manifold_muon dual ascent (100 it)": ["optimizer.name=manifold_muon", "optimizer.solver=dual_ascent",
+                                           "optimizer.solver_steps=100"],
 }  # fmt: skip
 RHOS = (2.0, 4.0, 8.0, 16.0, 32.0)
 INNER_STEPS = 100
@@ -116,7 +117,12 @@ def trace(w, g, solver, **kw):
         gn = normalize(g)
         a = feasible_direction(w, g, d, 1.0, 10)
         raw = -msign(gn + 2 * w @ d.lam, 10)
-        return dual_objective(w, g, d.lam, 10), jnp.sum(a * gn, (-2, -1)), tangent_violation(w, a), tangent_violation(w, raw)
+        return (
+            dual_objective(w, g, d.lam, 10),
+            jnp.sum(a * gn, (-2, -1)),
+            tangent_violation(w, a),
+            tangent_violation(w, raw),
+        )
 
     return tuple(np.asarray(x, np.float64) for x in measure(w, g, dual))
 
@@ -200,7 +206,10 @@ def step_ms(overrides, steps: int = 10, warmup: int = 2) -> float:
 
 def part_b(rows_a) -> dict:
     print("(b) ms per B1 training step (1 device, float32)")
-    runs = {**OPTIMIZERS, "manifold_muon admm (20 it)": [*OPTIMIZERS["manifold_muon admm (10 it)"][:2], "optimizer.solver_steps=20"]}
+    runs = {
+        **OPTIMIZERS,
+        "manifold_muon admm (20 it)": [*OPTIMIZERS["manifold_muon admm (10 it)"][:2], "optimizer.solver_steps=20"],
+    }
     ms = {}
     for label, ov in runs.items():
         ms[label] = step_ms(ov, steps=10 if "dual" not in label else 4)
@@ -211,10 +220,12 @@ def part_b(rows_a) -> dict:
     if rows_a:
         defaults = OptimizerConfig()
         admm, da = rows_a[f"admm rho={defaults.rho:g}"], rows_a[f"dual ascent lr={defaults.dual_lr:g}"]
-        print(f"    primal gap of the step at those counts (from (a); defaults rho={defaults.rho:g}, dual_lr={defaults.dual_lr:g}):")
+        print(f"    primal gap of the step at those counts (from (a); defaults rho={defaults.rho:g}, "
+              f"dual_lr={defaults.dual_lr:g}):")
         for n in admm:
             gap = {k: np.median(admm[n][1][KS.index(k)]) for k in (10, 20)}
-            print(f"    {n:7s} ADMM @10 {gap[10]:.1e}  ADMM @20 {gap[20]:.1e}  dual ascent @100 {np.median(da[n][1][KS.index(100)]):.1e}")
+            dual = np.median(da[n][1][KS.index(100)])
+            print(f"    {n:7s} ADMM @10 {gap[10]:.1e}  ADMM @20 {gap[20]:.1e}  dual ascent @100 {dual:.1e}")
     return ms
 
 
@@ -225,7 +236,8 @@ def part_c(budget: int) -> dict:
     results = {}
     for label, ov in OPTIMIZERS.items():
         cfg = load_config([
-            "+experiment=shakespeare_char", "model.qk_norm=false", *ov, f"train.steps={budget}",  # (the pre-issue-21 model)
+            # (the pre-issue-21 model)
+            "+experiment=shakespeare_char", "model.qk_norm=false", *ov, f"train.steps={budget}",
             f"optimizer.warmup_steps={budget // 10}",
             "train.eval_every=0", "train.rollout_tokens=0", "train.progress=false", "checkpoint.enabled=false",
             f"run.dir=runs/bench-optimizers-{time.strftime('%Y%m%d-%H%M%S')}-{label.split()[0]}-{len(results)}",

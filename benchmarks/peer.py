@@ -5,7 +5,8 @@
 Each round runs, one process after another: the square float32 (and bfloat16) matmul rate of
 JAX and of PyTorch, then per config spmdgpt (benchmarks/throughput.py, with `spmdgpt train`'s
 XLA flags and malloc settings), the PyTorch reference benchmarks/torch_gpt.py in eager mode and
-the same under `torch.compile`, all float32 (PyTorch runs in its side environment, torch_env.py). The reference is the same model written compactly in
+the same under `torch.compile`, all float32 (PyTorch runs in its side environment, torch_env.py). The reference is the
+same model written compactly in
 PyTorch (pre-norm LayerNorm without bias, RoPE, tanh-GELU MLP, tied embeddings, AdamW with
 clipping). Every process times `--windows` windows of `--steps` steps after 3 warm-up steps
 and reports the median window; the table shows the median over rounds, and the ratio is spmdgpt

@@ -82,8 +82,11 @@ def main() -> None:
     def iterations(m: int, r: int) -> int:
         return schedule_iterations(s, m, r)
 
-    print(f"# {s} stages of {args.layers // s} layers (d_model {args.d}, {args.rows} x {args.seq} tokens a microbatch), "
-          f"{os.cpu_count()} CPUs; JAX {jax.__version__}", file=sys.stderr)
+    print(
+        f"# {s} stages of {args.layers // s} layers (d_model {args.d}, {args.rows} x {args.seq} tokens a microbatch), "
+        f"{os.cpu_count()} CPUs; JAX {jax.__version__}",
+        file=sys.stderr,
+    )
     names = {1: "GPipe", r: f"circular R={r}"}
     print(f"{'M':>3}  {'one device':>11}" + "".join(f"  {names[q]:>14}  {'ratio':>6}  {'predicted':>9}  {'bubble':>6}"
                                                     for q in schedules))

@@ -81,7 +81,9 @@ def final_state(run_dir: Path):
     cfg = load_config(CONFIG)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
-        state = init_state(cfg, Rules(mesh, cfg.sharding, cfg.model), build_optimizer(cfg.optimizer, param_info(cfg.model), 10))
+        state = init_state(
+            cfg, Rules(mesh, cfg.sharding, cfg.model), build_optimizer(cfg.optimizer, param_info(cfg.model), 10)
+        )
         mngr = CheckpointManager.reader(run_dir)
         params, opt_state, _ = mngr.restore(mngr.steps()[-1], state.params, state.opt_state)
     return jax.device_get((params, opt_state))

@@ -35,12 +35,12 @@ set_default_xla_flags()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from throughput import COMMON, CONFIGS, setup  # noqa: E402  (this folder is on sys.path when a script here runs)
+from torch_env import require_torch_python  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.model import loss_fn  # noqa: E402
 from spmdgpt.model.attention import blocked_causal_attention  # noqa: E402
-from throughput import COMMON, CONFIGS, setup  # noqa: E402  (this folder is on sys.path when a script here runs)
-from torch_env import require_torch_python  # noqa: E402
 
 CALLS = 5  # calls per timed window
 HERE = Path(__file__).parent
@@ -56,8 +56,12 @@ def jax_parts(overrides: list) -> dict:
         grads = jax.jit(jax.value_and_grad(lambda p: loss_fn(m, rules, p, x, y)))
         q, k, v, w = (jax.random.normal(key, (shape[0], m.num_heads, shape[1], m.d_model // m.num_heads))
                       for key in jax.random.split(jax.random.key(0), 4))
-        attention = jax.jit(jax.grad(
-            lambda q, k, v: jnp.sum(w * blocked_causal_attention(q, k, v, m.attention_block, rules)), argnums=(0, 1, 2)))
+        attention = jax.jit(
+            jax.grad(
+                lambda q, k, v: jnp.sum(w * blocked_causal_attention(q, k, v, m.attention_block, rules)),
+                argnums=(0, 1, 2),
+            )
+        )
 
     def take_step():
         state[0], metrics = step(state[0], x, y)

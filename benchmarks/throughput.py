@@ -102,7 +102,10 @@ def measure(name: str, overrides: list, steps: int, windows: int, warmup: int = 
             rates.append(steps * shape[0] * shape[1] / (time.perf_counter() - t0))
         r1 = resource.getrusage(resource.RUSAGE_SELF)
     n = steps * windows
-    kernel = {"sys_ms_per_step": 1e3 * (r1.ru_stime - r0.ru_stime) / n, "faults_per_step": (r1.ru_minflt - r0.ru_minflt) / n}
+    kernel = {
+        "sys_ms_per_step": 1e3 * (r1.ru_stime - r0.ru_stime) / n,
+        "faults_per_step": (r1.ru_minflt - r0.ru_minflt) / n,
+    }
     return rates, flops_per_token(cfg.model, cfg.data.seq_len), kernel
 
 
@@ -114,7 +117,9 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
     peak = matmul_peak()
-    print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()} | float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(
+        f"device: {jax.devices()[0].device_kind} x{jax.device_count()} | float32 matmul peak {peak / 1e9:.1f} GFLOP/s"
+    )
     print(f"glibc malloc tunables: {os.environ.get('GLIBC_TUNABLES') or 'none (glibc defaults)'}")
     targets = {"B1": 0.50, "B2": 0.45}
     results = {"peak_gflops": peak / 1e9}

@@ -1,6 +1,7 @@
 """The PyTorch half of benchmarks/step_parts.py, run in the PyTorch environment (torch_env.py).
 
-    python benchmarks/torch_parts.py '{"vocab": 65, "d": 256, "heads": 4, "layers": 4, "seq": 256, "batch": 16}' [--compile]
+    python benchmarks/torch_parts.py '{"vocab": 65, "d": 256, "heads": 4, "layers": 4, "seq": 256, "batch": 16}'
+    [--compile]
 
 Builds the parts of a training step of the reference model (torch_gpt.py) at those shapes, then
 answers one JSON request per line on stdin: {"loss": true} gives the loss at initialization,
@@ -16,7 +17,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from torch_gpt import GPT, adamw  # (this folder is on sys.path when a script here runs)
 
 

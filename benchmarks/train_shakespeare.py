@@ -34,7 +34,8 @@ def cpu_model() -> str:
     fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
     flags = fields.get("Flags", "").split()
     simd = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{fields.get('Model name', '?').strip()} ({', '.join(simd) or 'no avx2'}), {fields.get('CPU(s)', '?').strip()} CPUs"
+    return (f"{fields.get('Model name', '?').strip()} ({', '.join(simd) or 'no avx2'}), "
+            f"{fields.get('CPU(s)', '?').strip()} CPUs")
 
 
 def one_run(extra: list) -> dict:

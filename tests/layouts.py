@@ -51,9 +51,12 @@ def run(cfg, full: bool = False):
         unwindowed = dataclasses.replace(cfg.model, sliding_window=0)
 
         def others(p):
-            return (loss_fn(cfg.model, rules, p, inputs, targets), token_losses(cfg.model, rules, p, inputs, targets, seg, pos),
-                    T.activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"],
-                    loss_fn(unwindowed, rules, p, inputs, targets, seg, pos))
+            return (
+                loss_fn(cfg.model, rules, p, inputs, targets),
+                token_losses(cfg.model, rules, p, inputs, targets, seg, pos),
+                T.activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"],
+                loss_fn(unwindowed, rules, p, inputs, targets, seg, pos),
+            )
 
         plain, per_token, logit, global_only = jax.device_get(jax.jit(others)(params))
         return (float(loss), jax.device_get(grads), compiled.as_text(), float(plain), per_token, logit,

@@ -6,6 +6,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
+from conftest import read_jsonl  # noqa: E402
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
@@ -14,8 +15,6 @@ from spmdgpt.data.chat import SPECIAL_TOKENS, ChatTemplate, ChatTokenizer, chat_
 from spmdgpt.data.loader import Batcher, EvalBatcher
 from spmdgpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, tokenizer_from_json
 from spmdgpt.sharding import Rules, make_mesh
-
-from conftest import read_jsonl  # noqa: E402
 
 GPT2 = load_config([]).data
 CONVERSATION = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
@@ -55,7 +54,9 @@ def test_default_template_masks_exactly_the_assistant_turns():
     assert tok.vocab_size == 50257 + 4 and tok.encode("<|user|>") == [50258] and tok.eos_id == 50256
     assert tok.stop_id == 50260  # <|end|>: a sampled reply stops there
     ids, mask = tok.encode_chat(CONVERSATION)
-    text = "<|system|>Be brief.<|end|><|user|>Hi<|end|><|assistant|>Hello.<|end|><|user|>2+2?<|end|><|assistant|>4<|end|>"
+    text = (
+        "<|system|>Be brief.<|end|><|user|>Hi<|end|><|assistant|>Hello.<|end|><|user|>2+2?<|end|><|assistant|>4<|end|>"
+    )
     assert tok.decode(ids) == text
     assert ids.tolist() == tok.encode(text)
     learned = ids[mask == 1]
@@ -157,7 +158,7 @@ def test_packed_rows_hold_whole_conversations(tmp_path):
     assistant's; segments number the conversations (the padding its own) and positions restart
     at each; the batches are the same on 1 and on 8 devices."""
     corpus, convs = chat_corpus(tmp_path)
-    tok, stream = corpus.tokenizer, corpus.train["add"]
+    tok = corpus.tokenizer
     seq = 32
     batches = {}
     for n in (1, 8):
@@ -204,8 +205,10 @@ def test_validation_rows_and_the_logged_count(tmp_path):
     rules = Rules(mesh, load_config([]).sharding)
     ev = EvalBatcher(corpus.train["add"], 32, 4, 2, rules.batch_sharding(), "add", True, True, pad_id=18)
     assert ev.packed.rows == len(ev.packed.first) - 1 and list(ev.starts) == [i * ev.packed.rows // 8 for i in range(8)]
-    write_chat(tmp_path / "add.jsonl", [[{"role": "user", "content": f"{i}+1="}, {"role": "assistant", "content": str(i + 1)}]
-                                        for i in range(40)])
+    write_chat(
+        tmp_path / "add.jsonl",
+        [[{"role": "user", "content": f"{i}+1="}, {"role": "assistant", "content": str(i + 1)}] for i in range(40)],
+    )
     run = tmp_path / "run"
     code = main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
                  "data.batch_size=8", "train.steps=4", "train.log_every=1", "train.eval_every=4",
@@ -223,7 +226,10 @@ def test_validation_rows_and_the_logged_count(tmp_path):
 
 BAD_CHATS = [  # (a line, the message)
     ('{"messages": [{"content": "hi"}]}', "chat.jsonl:2: message 0 has no 'role'"),
-    ('{"messages": [{"role": "robot", "content": "hi"}]}', "chat.jsonl:2: message 0 has role 'robot'; the roles are system, user, assistant"),
+    (
+        '{"messages": [{"role": "robot", "content": "hi"}]}',
+        "chat.jsonl:2: message 0 has role 'robot'; the roles are system, user, assistant",
+    ),
     ('{"messages": []}', "chat.jsonl:2: an empty conversation"),
     ('{"messages": [{"role": "user", "content": "hi"}]}', "chat.jsonl:2: no assistant message"),
     ('{"text": "hi"}', "chat.jsonl:2: no 'messages' list"),
@@ -304,8 +310,13 @@ def test_dpo_raises_the_margin_and_switches_greedy_answers(tmp_path):
     with every pair ranked right, and the greedy answer to a training prompt switches from "N"
     to "Y". A resumed DPO run keeps its reference: the same losses, bitwise."""
     prompts = [f"Is {i} a prime?" for i in range(16)]
-    write_chat(tmp_path / "no.jsonl", [[{"role": "user", "content": p}, {"role": "assistant", "content": "N" if i % 4 else "Y"}]
-                                       for i, p in enumerate(prompts)])
+    write_chat(
+        tmp_path / "no.jsonl",
+        [
+            [{"role": "user", "content": p}, {"role": "assistant", "content": "N" if i % 4 else "Y"}]
+            for i, p in enumerate(prompts)
+        ],
+    )
     (tmp_path / "pairs.jsonl").write_text("".join(json.dumps({"prompt": p, "chosen": "Y", "rejected": "N"}) + "\n"
                                                   for p in prompts))
     # (one-character answers: one token each, so the answer is one choice, not a spelling)
@@ -333,7 +344,12 @@ def test_dpo_raises_the_margin_and_switches_greedy_answers(tmp_path):
     # (with RPO's term: the chosen reply's NLL per token, weight 1)
     assert abs(rows[0]["dpo/margin"]) < 1e-5
     assert rows[0]["loss"] == pytest.approx(np.log(2) + rows[0]["dpo/chosen_nll"], abs=1e-5)
-    assert rows[-1]["dpo/margin"] > 1 and rows[-1]["dpo/margin"] > rows[4]["dpo/margin"] > 0 and rows[-1]["dpo/accuracy"] == 1 and rows[-1]["pairs"] == 8  # (a pair: 38 tokens, one per row)
+    assert (
+        rows[-1]["dpo/margin"] > 1
+        and rows[-1]["dpo/margin"] > rows[4]["dpo/margin"] > 0
+        and rows[-1]["dpo/accuracy"] == 1
+        and rows[-1]["pairs"] == 8
+    )  # (a pair: 38 tokens, one per row)
     assert rows[-1]["dpo/chosen"] - rows[-1]["dpo/rejected"] == pytest.approx(rows[-1]["dpo/margin"], rel=1e-5)
     prompt = "<|user|>Is 6 a prime?<|end|><|assistant|>"
     assert _sample(base, prompt).endswith("<|assistant|>N<|end|>")
@@ -375,14 +391,21 @@ def test_dpo_loss_equals_its_definition():
             policy, ref)
         logits = [np.asarray(jax.jit(lambda p: forward(cfg.model, rules, p, put(inputs), segment_ids=put(seg))[0])(p),
                              np.float64) for p in (policy, ref)]
-    lp = [(lg - np.log(np.exp(lg).sum(-1, keepdims=True)))[np.arange(b)[:, None], np.arange(t)[None], np.maximum(targets, 0)]
-          * keep for lg in logits]
+    lp = [
+        (lg - np.log(np.exp(lg).sum(-1, keepdims=True)))[
+            np.arange(b)[:, None], np.arange(t)[None], np.maximum(targets, 0)
+        ]
+        * keep
+        for lg in logits
+    ]
     margins = []
     for r in range(b):
         for j in range(2):
             c, rj = seg[r] == 2 * j, seg[r] == 2 * j + 1
             if keep[r][c].any() and keep[r][rj].any():
-                margins.append(0.3 * ((lp[0][r][c].sum() - lp[1][r][c].sum()) - (lp[0][r][rj].sum() - lp[1][r][rj].sum())))
+                margins.append(
+                    0.3 * ((lp[0][r][c].sum() - lp[1][r][c].sum()) - (lp[0][r][rj].sum() - lp[1][r][rj].sum()))
+                )
     margins = np.array(margins)
     assert len(margins) == 2 * b - 1
     assert float(loss) == pytest.approx(np.mean(np.log1p(np.exp(-margins))), rel=1e-5)
@@ -410,8 +433,13 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
     from spmdgpt.cli.runs import source_params
     from spmdgpt.generate import Conversation, Sampler, SamplingParams
 
-    write_chat(tmp_path / "c.jsonl", [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
-                                      for i in range(30)])
+    write_chat(
+        tmp_path / "c.jsonl",
+        [
+            [{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
+            for i in range(30)
+        ],
+    )
     run = tmp_path / "run"
     assert main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
                  "data.batch_size=8", "train.steps=2", "model.max_seq_len=160", "train.rollout_tokens=0",
@@ -429,9 +457,13 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
         second = talk.say("4 and 4?")
         whole = tok.prompt(talk.messages[:-1])  # the conversation before the second reply, from scratch
         again = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(params, [whole], sp)[0]
-        one = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(params, [tok.prompt(talk.messages[:1])], sp)[0]
+        one = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(
+            params, [tok.prompt(talk.messages[:1])], sp
+        )[0]
     assert talk.refills == 0 and talk.turns == 2
-    assert talk.fed - fed_first == len(tok.encode(f"<|user|>4 and 4?<|end|><|assistant|>")) + (0 if len(first) < 12 else 1)
+    assert talk.fed - fed_first == len(tok.encode("<|user|>4 and 4?<|end|><|assistant|>")) + (
+        0 if len(first) < 12 else 1
+    )
     assert tok.encode(second) == [t for t in again if t != tok.stop_id]
     assert tok.encode(first) == [t for t in one if t != tok.stop_id]
     (tmp_path / "p.txt").write_text("3 and 3?\n")

@@ -6,7 +6,7 @@ import re
 import jax
 import pytest
 from jax.sharding import PartitionSpec as P
-from layouts import B, T_LEN, assert_matches, cfg_for, reference, run
+from layouts import T_LEN, B, assert_matches, cfg_for, reference, run
 
 from spmdgpt.cli import main
 from spmdgpt.config import validate
@@ -68,7 +68,8 @@ def test_the_stream_is_split_over_the_tensor_axis():
 
 @pytest.mark.parametrize("overrides,message", [
     (("mesh.data=8", "model.collective_matmul=bi"),
-     "model.collective_matmul=bi needs tensor parallelism (sharding=dp with mesh.data=8 x mesh.stage=1 x mesh.expert=1 x "
+     "model.collective_matmul=bi needs tensor parallelism (sharding=dp with mesh.data=8 x mesh.stage=1 x "
+     "mesh.expert=1 x "
      "mesh.context=1 x mesh.model=1 splits no attention heads or MLP width over more than one device); use "
      "sharding=tp or fsdp_tp with mesh.model>1, or model.collective_matmul=none"),
     (("sharding=tp", "mesh.data=2", "mesh.model=4", "model.collective_matmul=uni", "data.seq_len=62"),

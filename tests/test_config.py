@@ -16,8 +16,10 @@ CASES = [
     (STAIR + ["model.num_heads=5"], "model.num_heads=5 does not divide model.d_model=64"),
     (STAIR + ["model.d_model=60", "model.num_heads=4"], "is odd, but RoPE rotates pairs"),
     (STAIR + ["data.batch_size=12"], "data.batch_size=12 is not divisible by the data-parallel size 8"),
-    (STAIR + ["mesh.data=3"], "mesh.data=3 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s)"),
-    (STAIR + ["mesh.data=4", "mesh.model=4"], "mesh.data=4 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=4 does not fit 8 device(s)"),
+    (STAIR + ["mesh.data=3"],
+     "mesh.data=3 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s)"),
+    (STAIR + ["mesh.data=4", "mesh.model=4"],
+     "mesh.data=4 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=4 does not fit 8 device(s)"),
     (STAIR + ["mesh.data=2", "mesh.model=2"], "= 4 but there are 8 device(s)"),
     (STAIR + ["mesh.model=0"], "mesh.model=0 must be a positive size or -1"),
     (STAIR + ["data.seq_len=128"], "data.seq_len=128 exceeds model.max_seq_len=64"),
@@ -47,7 +49,8 @@ CASES = [
                                         "set data.source=text to train on the file"),
     (["experiment=staircase"], "experiment=staircase: an experiment is added to the defaults, with a leading +: "
                                "+experiment=staircase"),
-    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, llama2_7b, llama3_2_1b, llama3_8b, llama_1b, mixtral_8x7b, shakespeare_char"),
+    (["+experiment=no_such_experiment"], "packaged experiments: gpt2_124m, gutenberg_gpt2, llama2_7b, llama3_2_1b, "
+                                         "llama3_8b, llama_1b, mixtral_8x7b, shakespeare_char"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
     (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),
@@ -154,7 +157,8 @@ def test_one_argument_parser_for_every_command(capsys):
     assert split_command(["nproc=3", "sample", "run.dir=r"]) == (["nproc=3"], ["sample", "run.dir=r"])
     assert parse(["nproc=3"], LaunchArgs)[0] == LaunchArgs(nproc=3, devices_per_proc=1)
     assert main(["fly"]) == 2
-    assert capsys.readouterr().err == "spmdgpt: error: unknown command 'fly'; commands: train, sample, chat, lm-eval, prepare, tokenizer, eval, viz, plot, export, launch, plan (spmdgpt --help)\n"
+    assert capsys.readouterr().err == ("spmdgpt: error: unknown command 'fly'; commands: train, sample, chat, lm-eval, "
+                                       "prepare, tokenizer, eval, viz, plot, export, launch, plan (spmdgpt --help)\n")
     assert main(["launch", "nproc=0", "--", "train"]) == 2
     assert capsys.readouterr().err.startswith("spmdgpt: error: launch: nproc=0 must be >= 1")
 
@@ -166,8 +170,14 @@ def test_overrides_apply_on_a_resolved_config():
     base = load_config(["+experiment=staircase"])
     cfg = apply_overrides(base, ["mesh.data=2", "mesh.model=4", "sharding=tp", "model.attention=xla"])
     assert (cfg.mesh.data, cfg.mesh.model, cfg.sharding.name, cfg.model.attention.value) == (2, 4, "tp", "xla")
-    assert cfg.sharding.params == {"experts": "expert", "layers": "stage", "heads": "model", "kv_heads": "model", "mlp": "model",
-                                   "vocab": "model"}
+    assert cfg.sharding.params == {
+        "experts": "expert",
+        "layers": "stage",
+        "heads": "model",
+        "kv_heads": "model",
+        "mlp": "model",
+        "vocab": "model",
+    }
     assert cfg.model.d_model == base.model.d_model == 64
     for bad, msg in ((["sharding=nope"], "sharding=nope: no such rule table (packaged tables: dp, fsdp"),
                      (["+experiment=staircase"], "+experiment=staircase: only key=value overrides"),
@@ -194,7 +204,8 @@ def test_validation_by_section_and_cross_checks_need_both_sections():
 
     cfg = load_config([*STAIR, "model.num_heads=5", "data.val_fraction=1.5", "model.loss_block=48",
                        "optimizer.lr=0", "mesh.data=3"])
-    heads = "model.num_heads=5 does not divide model.d_model=64; choose num_heads among the divisors of d_model, or give model.head_dim"
+    heads = ("model.num_heads=5 does not divide model.d_model=64; choose num_heads among the divisors of d_model, or "
+             "give model.head_dim")
     block = ("model.loss_block=48 does not divide data.seq_len=64; choose a divisor of the sequence length "
              "(or 0 = off)")
     assert validate(cfg, 8, sections=("model",)) == [heads]
@@ -202,7 +213,8 @@ def test_validation_by_section_and_cross_checks_need_both_sections():
     assert validate(cfg, 8, sections=("corpus",)) == ["data.val_fraction=1.5 must be in (0, 1), e.g. 0.1"]
     assert validate(cfg, 8, sections=("optimizer",)) == ["optimizer.lr=0.0 must be > 0"]
     assert validate(cfg, 8, sections=("layout",)) == [
-        "mesh.data=3 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s); the product of the fixed sizes must "
+        "mesh.data=3 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit 8 device(s); the "
+        "product of the fixed sizes must "
         "divide the device count (use -1 for one axis)"]
     assert len(validate(cfg, 8)) == 5 and validate(cfg, 8) == validate(cfg, 8, sections=SECTIONS)
     with pytest.raises(ValueError, match="unknown config sections"):

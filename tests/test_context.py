@@ -16,11 +16,18 @@ CASES = [  # (id, model overrides, layout overrides, check the per-token losses 
     # (model.attention_block=4: the ring takes its queries and keys 4 at a time; one device all at once)
     ("ring-blocks-d2c4", (), ("mesh.data=2", "mesh.context=4", "model.attention_block=4"), False),
     ("allgather-c8", (), ("model.context_attention=allgather", "mesh.data=1", "mesh.context=8"), False),
-    ("gqa-window-lossblock-fsdp_tp-d2c2m2", ("model.num_kv_heads=2", "model.sliding_window=12", "model.window_pattern=LG",
-                                            "model.loss_block=8"),
-     ("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2", "mesh.model=2"), True),
-    ("moe-d2e2c2", ("model.moe.num_experts=4", "model.moe.top_k=2"), ("mesh.data=2", "mesh.expert=2", "mesh.context=2"),
-     False),
+    (
+        "gqa-window-lossblock-fsdp_tp-d2c2m2",
+        ("model.num_kv_heads=2", "model.sliding_window=12", "model.window_pattern=LG", "model.loss_block=8"),
+        ("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2", "mesh.model=2"),
+        True,
+    ),
+    (
+        "moe-d2e2c2",
+        ("model.moe.num_experts=4", "model.moe.top_k=2"),
+        ("mesh.data=2", "mesh.expert=2", "mesh.context=2"),
+        False,
+    ),
 ]
 
 

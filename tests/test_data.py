@@ -130,7 +130,9 @@ def test_interrupted_prepare_resumes_to_the_same_bytes(tmp_path):
     partial temporary file) continues to a store byte-identical to an uninterrupted one, with
     another number of workers."""
     paths = write_formats(tmp_path)
-    cfg = corpus_cfg(tmp_path, [paths["txt"]], shard_mb=0.0001, num_workers=2, ds={"split": "hash", "val_fraction": 0.3})
+    cfg = corpus_cfg(
+        tmp_path, [paths["txt"]], shard_mb=0.0001, num_workers=2, ds={"split": "hash", "val_fraction": 0.3}
+    )
     (whole,) = load_dataset(cfg).folders.values()
     reference = {p.name: p.read_bytes() for p in whole.iterdir()}
     assert len([n for n in reference if n.startswith("train")]) == 14  # 7 shards, both splits
@@ -283,9 +285,18 @@ BAD_INPUTS = [  # (files to write, dataset fields, data fields, the message)
     ({"a.jsonl": b'{"text": "ok"}\n{"text": bro\n'}, {}, {}, "a.jsonl:2: not JSON (Expecting value at column 10)"),
     ({"a.jsonl": b'{"text": "ok"}\n{"body": "x"}\n'}, {}, {}, "a.jsonl:2: no text field 'text'"),
     ({"a.txt": b""}, {}, {}, "dataset d has no training text"),
-    ({"a.txt": b"short"}, {"split": "tail"}, {"seq_len": 64}, "data.seq_len=64 is too long for the training split of dataset d"),
-    ({"a.txt": b"x" * 100, "tok.json": b"{not a tokenizer"}, {}, {"tokenizer": "hf", "tokenizer_file": "TMP/tok.json"},
-     "tok.json: not a Hugging Face tokenizer.json"),
+    (
+        {"a.txt": b"short"},
+        {"split": "tail"},
+        {"seq_len": 64},
+        "data.seq_len=64 is too long for the training split of dataset d",
+    ),
+    (
+        {"a.txt": b"x" * 100, "tok.json": b"{not a tokenizer"},
+        {},
+        {"tokenizer": "hf", "tokenizer_file": "TMP/tok.json"},
+        "tok.json: not a Hugging Face tokenizer.json",
+    ),
     ({"a.dat": b"x" * 100}, {}, {}, "cannot tell the format of"),
 ]
 
@@ -363,7 +374,9 @@ def test_trained_tokenizer_is_reproducible_and_round_trips(tmp_path, capsys):
     from spmdgpt.data import load_tokenizer
 
     for name in ("a", "b"):
-        assert main(["tokenizer", "train", *BOOKS, "vocab_size=2000", "sample_mb=2", f"out={tmp_path / name}.json"]) == 0
+        assert (
+            main(["tokenizer", "train", *BOOKS, "vocab_size=2000", "sample_mb=2", f"out={tmp_path / name}.json"]) == 0
+        )
     out = capsys.readouterr().out
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()  # deterministic
     assert "2000 tokens (<|endoftext|> = 0)" in out and "bytes/token; GPT-2" in out

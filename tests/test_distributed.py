@@ -145,7 +145,8 @@ def test_launch_refuses_bad_input(capsys):
         f"spmdgpt: error: launch: devices_per_proc=0 must be >= 1; {example}")
     assert err("nproc=2") == f"spmdgpt: error: launch: no command to run; {example}"
     assert err("nproc=2", "--", "trian") == (
-        "spmdgpt: error: launch: trian is not a spmdgpt command (train, sample, chat, lm-eval, prepare, tokenizer, eval, viz, "
+        "spmdgpt: error: launch: trian is not a spmdgpt command (train, sample, chat, lm-eval, prepare, tokenizer, "
+        "eval, viz, "
         f"plot, export, launch, plan); {example}")
     assert err("nproc=2", "+experiment=staircase", "train") == (
         "spmdgpt: error: launch: +experiment=staircase is not one of launch's own keys (nproc, devices_per_proc, "

@@ -144,9 +144,13 @@ def test_eval_of_an_exported_folder_scores_with_the_runs_window(run, capsys, tmp
     ours, theirs = (r["results"]["t.txt"] for r in reports)
     assert theirs["tokens"] == ours["tokens"] == 379 and theirs["loss"] == pytest.approx(ours["loss"], rel=1e-5)
     (hf / "spmdgpt.json").unlink()  # a folder from elsewhere: the default window, said so
-    code, _, err = evaluate(capsys, f"run.dir=hf:{hf}", f"text_file={text}", "mesh.data=1", f"out={tmp_path / 'r.json'}")
+    code, _, err = evaluate(
+        capsys, f"run.dir=hf:{hf}", f"text_file={text}", "mesh.data=1", f"out={tmp_path / 'r.json'}"
+    )
     assert code == 0 and json.loads((tmp_path / "r.json").read_text())["seq_len"] == 64  # (the model's context)
     assert "| window 64 tokens (the folder records no training window; set data.seq_len=N) |" in err
     code, _, err = evaluate(capsys, f"run.dir=hf:{hf}", f"text_file={text}", "mesh.data=1", "data.seq_len=32",
                             f"out={tmp_path / 'r.json'}")
-    assert code == 0 and json.loads((tmp_path / "r.json").read_text())["seq_len"] == 32 and "| window 32 tokens |" in err
+    assert (
+        code == 0 and json.loads((tmp_path / "r.json").read_text())["seq_len"] == 32 and "| window 32 tokens |" in err
+    )

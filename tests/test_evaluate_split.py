@@ -3,7 +3,6 @@ unsplit pass, to float32 rounding, on one device and on a data x tensor layout, 
 loss and bfloat16 logits; the rows of a split batch come back in the batch's order."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

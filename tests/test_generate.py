@@ -31,9 +31,9 @@ def setup(*overrides, devices=None):
 @pytest.mark.parametrize("overrides", [[], ["model.tie_embeddings=false", "model.norm=rmsnorm",
                                             "model.mlp=swiglu", "model.bias=true"],
                                        ["model.num_kv_heads=2", "model.qk_norm=true", "model.bias=true"],
-                                       ["model.moe.num_experts=4", "model.num_layers=3", "model.moe.first_dense_layers=1",
-                                        "model.moe.interleave_step=2", "model.sliding_window=6",
-                                        "model.window_pattern=LG"]],
+                                       ["model.moe.num_experts=4", "model.num_layers=3",
+                                        "model.moe.first_dense_layers=1", "model.moe.interleave_step=2",
+                                        "model.sliding_window=6", "model.window_pattern=LG"]],
                          ids=["gpt2", "llama-biased", "gqa-qknorm", "moe-dense-layers-windows"])
 def test_cached_logits_equal_full_forward_at_every_position(overrides):
     cfg, mesh, rules, params = setup(*overrides)
@@ -78,7 +78,9 @@ def test_prefill_through_the_backend_equals_the_cached_path(backend, kv, monkeyp
     def run(prefill):
         with jax.set_mesh(mesh):
             cache = init_cache(cfg.model, rules, 2, t + 8)
-            return jax.jit(lambda p, x, q, c: forward(cfg.model, rules, p, x, q, c, prefill=prefill))(params, toks, pos, cache)
+            return jax.jit(lambda p, x, q, c: forward(cfg.model, rules, p, x, q, c, prefill=prefill))(
+                params, toks, pos, cache
+            )
 
     want_logits, want = run(False)
     calls = []
@@ -284,7 +286,8 @@ def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run
     (damaged / "tokenizer.json").write_text('{"kind": "char", "ch')
     for command in (["sample"], ["eval"], ["export", f"out={tmp_path / 'x'}"]):
         assert call(command[0], f"run.dir={damaged}", *command[1:])[::2] == (2, [
-            f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote (Unterminated string starting at: "
+            f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote "
+            "(Unterminated string starting at: "
             "line 1 column 18 (char 17)); restore the run's own file"])
     assert json.loads((run_dir / "tokenizer.json").read_text()) == {"kind": "digits", "chars": "0123456789",
                                                                     "vocab_size": 10}

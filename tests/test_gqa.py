@@ -47,7 +47,9 @@ def test_grouped_attention_equals_multi_head_with_repeated_kv(kv):
         a = a._replace(b_q=a.b_q + 0.3, b_kv=a.b_kv - 0.2)  # (biases start at zero)
         params = params._replace(blocks=params.blocks._replace(attn=a))
         got = forward(cfg.model, rules, params, toks)[0]
-        want = forward(dataclasses.replace(cfg.model, num_kv_heads=None), rules, _as_multi_head(params, 4 // kv), toks)[0]
+        want = forward(dataclasses.replace(cfg.model, num_kv_heads=None), rules, _as_multi_head(params, 4 // kv), toks)[
+            0
+        ]
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=2e-5)
     assert float(jnp.max(jnp.abs(want))) > 1.0
 
@@ -80,7 +82,9 @@ def test_grouped_attention_sharded_equals_one_device(data, model, kv_spec):
                 assert params.blocks.attn.w_kv.sharding.spec == P(None, ("data", "context"), None, kv_spec, None)
                 assert params.blocks.attn.w_q.sharding.spec == P(None, ("data", "context"), "model", None)
                 assert cache.k.shape == (2, 8, 2, 40, 16)
-                assert cache.k.sharding.spec == P(None, ("data", "expert"), kv_spec, None, None)  # (the batch: data x expert)
+                assert cache.k.sharding.spec == P(
+                    None, ("data", "expert"), kv_spec, None, None
+                )  # (the batch: data x expert)
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=0, atol=2e-5)
     np.testing.assert_allclose(out[1][1], out[0][1], rtol=0, atol=2e-5)
     np.testing.assert_allclose(out[0][1][:, -1], out[0][0][:, -1], rtol=0, atol=2e-5)  # decode == full
@@ -99,7 +103,9 @@ def test_grouped_attention_flops_cache_and_errors():
     with jax.set_mesh(mesh):
         assert init_cache(cfg.model, Rules(mesh, cfg.sharding), 2, 8).k.shape == (2, 2, 1, 8, 16)
     for kv, heads in ((3, 4), (8, 4), (0, 4)):
-        errs = validate(load_config(["+experiment=staircase", f"model.num_heads={heads}", f"model.num_kv_heads={kv}"]), 1)
+        errs = validate(
+            load_config(["+experiment=staircase", f"model.num_heads={heads}", f"model.num_kv_heads={kv}"]), 1
+        )
         assert errs == [f"model.num_kv_heads={kv} must divide model.num_heads={heads} (each key/value head serves as "
                         "many query heads); choose a divisor: 1 = multi-query, num_heads = multi-head"]
     # K/V heads that do not divide the model axis are replicated on it (not an error), the query heads

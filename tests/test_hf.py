@@ -121,7 +121,8 @@ def random_params(cfg, rules, seed=1):
                           "model.rope_scaling=llama3", "model.rope_factor=4", "model.rope_original_max_len=32"]),
     ("Qwen2ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qkv_bias=true", "model.num_kv_heads=1",
                           "model.sliding_window=8", "model.window_pattern=LG"]),
-    ("MistralForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.sliding_window=8"]),
+    ("MistralForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2",
+                            "model.sliding_window=8"]),
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.num_kv_heads=2"]),
     ("MixtralForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_kv_heads=2", "model.moe.num_experts=4",
                             "model.moe.top_k=2", "model.moe.mlp_factor=1", "model.sliding_window=8"]),
@@ -263,24 +264,46 @@ YARN_ROPE = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "origina
 IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], the model fields import sets
     #                    beyond the shapes, the architecture spmdgpt exports it as)
     "llama": ("llama", {}, [], "LlamaForCausalLM"),
-    "llama3-rope": ("llama", {"rope_parameters": LLAMA3_ROPE},
-                    ["model.rope_scaling=llama3", "model.rope_factor=4.0", "model.rope_original_max_len=64"],
-                    "LlamaForCausalLM"),
+    "llama3-rope": (
+        "llama",
+        {"rope_parameters": LLAMA3_ROPE},
+        ["model.rope_scaling=llama3", "model.rope_factor=4.0", "model.rope_original_max_len=64"],
+        "LlamaForCausalLM",
+    ),
     "mistral": ("mistral", {}, ["model.num_kv_heads=2", "model.head_dim=32"], "LlamaForCausalLM"),  # (no window)
     "mistral-window": ("mistral", {"sliding_window": 8}, ["model.sliding_window=8"], "MistralForCausalLM"),
     "qwen2": ("qwen2", {}, ["model.num_kv_heads=2", "model.qkv_bias=True"], "Qwen2ForCausalLM"),  # (tied, as staircase)
-    "qwen2-yarn": ("qwen2", {"rope_parameters": YARN_ROPE}, ["model.rope_scaling=yarn", "model.rope_original_max_len=32"],
-                   "Qwen2ForCausalLM"),
-    "qwen3": ("qwen3", {}, ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True",
-                            "model.qk_norm_scale=True"], "Qwen3ForCausalLM"),
-    "qwen3-window": ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
-                     ["model.sliding_window=8", "model.window_pattern=GL"], "Qwen3ForCausalLM"),  # layer 1 local
+    "qwen2-yarn": (
+        "qwen2",
+        {"rope_parameters": YARN_ROPE},
+        ["model.rope_scaling=yarn", "model.rope_original_max_len=32"],
+        "Qwen2ForCausalLM",
+    ),
+    "qwen3": (
+        "qwen3",
+        {},
+        ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True", "model.qk_norm_scale=True"],
+        "Qwen3ForCausalLM",
+    ),
+    "qwen3-window": (
+        "qwen3",
+        {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
+        ["model.sliding_window=8", "model.window_pattern=GL"],
+        "Qwen3ForCausalLM",
+    ),  # layer 1 local
     "mixtral": ("mixtral", {}, ["model.num_kv_heads=2", "model.moe={num_experts: 4}"], "MixtralForCausalLM"),
     # the k weights not renormalised; layers 0-2 and 4 dense (mlp_only_layers, decoder_sparse_step)
-    "qwen3_moe": ("qwen3_moe", {"norm_topk_prob": False, "num_hidden_layers": 6, "mlp_only_layers": [1],
-                                "decoder_sparse_step": 2},
-                  ["model.qk_norm=True", "model.num_layers=6", "model.moe={num_experts: 4, first_dense_layers: 2, "
-                   "interleave_step: 2, mlp_factor: 0.5, normalize_top_k: False}"], "Qwen3MoeForCausalLM"),
+    "qwen3_moe": (
+        "qwen3_moe",
+        {"norm_topk_prob": False, "num_hidden_layers": 6, "mlp_only_layers": [1], "decoder_sparse_step": 2},
+        [
+            "model.qk_norm=True",
+            "model.num_layers=6",
+            "model.moe={num_experts: 4, first_dense_layers: 2, "
+            "interleave_step: 2, mlp_factor: 0.5, normalize_top_k: False}",
+        ],
+        "Qwen3MoeForCausalLM",
+    ),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -354,7 +377,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
 
 def test_import_train_export_round_trip(torch_side, tmp_path, capsys):
     """End to end: `spmdgpt train checkpoint.init_from=hf:DIR` (the model fields printed and
-    recorded), one step at learning rate 1e-30 (no weight moves by an ulp), then `spmdgpt export`: the same bytes as DIR's."""
+    recorded), one step at learning rate 1e-30 (no weight moves by an ulp), then `spmdgpt export`: the same bytes as
+    DIR's."""
     from safetensors.numpy import load_file
 
     make_hf_model(torch_side, "neox", tmp_path / "hf")

@@ -5,12 +5,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import read_jsonl  # noqa: E402
 
 from spmdgpt.cli import main
 from spmdgpt.cli.harness import TASKS_DIR
 from spmdgpt.config import load_config
-
-from conftest import read_jsonl  # noqa: E402
 
 
 @pytest.fixture(scope="module")

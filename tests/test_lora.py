@@ -3,20 +3,17 @@
 import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import read_jsonl  # noqa: E402
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.data import Batcher, load_dataset
-from spmdgpt.model import init_params, objective, param_info
-from spmdgpt.model import lora
+from spmdgpt.model import init_params, lora, objective, param_info
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
 from spmdgpt.train_step import make_train_step, optimizer_of
-
-from conftest import read_jsonl  # noqa: E402
 
 # one plain SGD step (no momentum, decay or clipping); scale alpha / r = 8 / 4 = 2; a learning rate
 # of 100, so that the step moves the weights by ~1e-2 (the identity below holds at any rate)
@@ -87,10 +84,9 @@ def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path, caps
     moments of them), a resumed run gives the same losses bitwise, `spmdgpt eval` of the run
     evaluates the base with the adapters merged (its logged val/loss again), and the exported
     weights are base + (alpha / r) A B (float64 reference), the rest the base's bitwise."""
-    from safetensors.numpy import load_file
     import orbax.checkpoint as ocp
+    from safetensors.numpy import load_file
 
-    from spmdgpt.checkpoint import CheckpointManager
     from spmdgpt.trainer import train
 
     common = ["+experiment=staircase", "data.batch_size=8", "data.seq_len=32", "train.progress=false",
@@ -120,7 +116,9 @@ def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path, caps
 
     val = [r["val/loss"] for r in read_jsonl(run / "metrics.jsonl") if "val/loss" in r][-1]
     assert main(["eval", f"run.dir={run}"]) == 0
-    assert json.loads((run / "eval" / "step-6.json").read_text())["results"]["staircase"]["loss"] == pytest.approx(val, abs=1e-6)
+    assert json.loads((run / "eval" / "step-6.json").read_text())["results"]["staircase"]["loss"] == pytest.approx(
+        val, abs=1e-6
+    )
 
     assert main(["export", f"run.dir={run}", f"out={tmp_path / 'hf'}"]) == 0
     exported = load_file(tmp_path / "hf" / "model.safetensors")
@@ -149,8 +147,10 @@ def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path, caps
     ([], "lora.rank=4 adapts a trained model, which stays frozen: set checkpoint.init_from=RUN or hf:DIR"),
     (["checkpoint.init_from=x", "lora.targets=[q,gate]"],
      "lora.targets: gate needs a gated MLP (model.mlp=gelu has none); leave gate out"),
-    (["checkpoint.init_from=x", "lora.targets=[q_proj]"], "lora.targets=['q_proj']: choose among q, k, v, o, up, gate, down or all"),
-    (["checkpoint.init_from=x", "mesh.stage=2", "mesh.data=1"], "lora.rank=4 does not work with mesh.stage=2: pipeline stages yet"),
+    (["checkpoint.init_from=x", "lora.targets=[q_proj]"],
+     "lora.targets=['q_proj']: choose among q, k, v, o, up, gate, down or all"),
+    (["checkpoint.init_from=x", "mesh.stage=2", "mesh.data=1"],
+     "lora.rank=4 does not work with mesh.stage=2: pipeline stages yet"),
 ])
 def test_bad_lora_settings_are_one_line_exit_2(tmp_path, capsys, override, message):
     assert main(["train", "+experiment=staircase", "lora.rank=4", f"run.dir={tmp_path / 'run'}", *override]) == 2

@@ -172,7 +172,8 @@ def test_bfloat16_logits():
                     "(model.compute_dtype=float32); choose one of the two"]
 
 
-@pytest.mark.parametrize("block,sharding,mesh", [(0, "dp", ["mesh.data=1"]), (8, "fsdp_tp", ["mesh.data=4", "mesh.model=2"])])
+@pytest.mark.parametrize("block,sharding,mesh", [(0, "dp", ["mesh.data=1"]),
+                                                 (8, "fsdp_tp", ["mesh.data=4", "mesh.model=2"])])
 def test_targets_below_zero_are_not_predicted(block, sharding, mesh):
     """Targets < 0 (a chat prompt's, padding) add no loss and no gradient: the loss is the mean of
     the counted targets' cross-entropy computed from the logits (float32, 1e-5), z-loss included,

@@ -10,14 +10,13 @@ import pytest
 
 from spmdgpt.config import load_config
 from spmdgpt.flops import flops_per_token, matmul_params
-from spmdgpt.model import forward, init_params, loss_fn, num_params, param_info
+from spmdgpt.model import ParamInfo, forward, init_params, loss_fn, num_params, param_info
 from spmdgpt.model.attention import (
     blocked_causal_attention,
     causal_mask,
     dot_product_attention,
 )
 from spmdgpt.model.layers import rope
-from spmdgpt.model import ParamInfo
 from spmdgpt.optim import weight_decay_mask
 from spmdgpt.sharding import Rules, make_mesh
 

@@ -225,7 +225,9 @@ def test_early_stopped_direction_is_feasible(low_rank_problem, solver, steps):
     gap = np.asarray(duality_gap(w, g, dual.lam, a, ETA))
     assert np.all(gap >= -1e-4) and np.all(gap < 1.0)
     # the same A through the public entry point
-    np.testing.assert_allclose(manifold_muon_direction(w, g, ETA, solver=solver, steps=steps, **kw), a, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(
+        manifold_muon_direction(w, g, ETA, solver=solver, steps=steps, **kw), a, rtol=0, atol=1e-7
+    )
 
 
 # ------------------------------------------------------------------ matrix views of params
@@ -380,8 +382,18 @@ def test_state_dtype_stores_moments_in_bfloat16(name):
     grads = [jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params) for _ in range(2)]
     results = {}
     for dtype in ("float32", "bfloat16"):
-        opt = build_optimizer(load_config(["+experiment=staircase", f"optimizer.name={name}", "optimizer.warmup_steps=0",
-                                           f"optimizer.state_dtype={dtype}"]).optimizer, info, 100)
+        opt = build_optimizer(
+            load_config(
+                [
+                    "+experiment=staircase",
+                    f"optimizer.name={name}",
+                    "optimizer.warmup_steps=0",
+                    f"optimizer.state_dtype={dtype}",
+                ]
+            ).optimizer,
+            info,
+            100,
+        )
         state = opt.init(params)
         leaves = jax.tree.leaves(state)
         floats = {str(x.dtype) for x in leaves if jnp.issubdtype(x.dtype, jnp.floating)}

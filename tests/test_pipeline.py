@@ -46,17 +46,42 @@ def reference():
 
 
 CASES = [  # (id, overrides)
-    ("stage2-m4-fsdp_tp-d2m2", ("sharding=fsdp_tp", "mesh.data=2", "mesh.stage=2", "mesh.model=2", "train.microbatches=4")),
-    ("stage4-m4-fsdp-d2-remat", ("sharding=fsdp", "mesh.data=2", "mesh.stage=4", "train.microbatches=4",
-                                 "model.remat=full")),
-    ("stage4-m8-d1-pipeline_remat", ("mesh.data=1", "mesh.stage=4", "train.microbatches=8",
-                                     "model.pipeline_remat=true")),
+    (
+        "stage2-m4-fsdp_tp-d2m2",
+        ("sharding=fsdp_tp", "mesh.data=2", "mesh.stage=2", "mesh.model=2", "train.microbatches=4"),
+    ),
+    (
+        "stage4-m4-fsdp-d2-remat",
+        ("sharding=fsdp", "mesh.data=2", "mesh.stage=4", "train.microbatches=4", "model.remat=full"),
+    ),
+    (
+        "stage4-m8-d1-pipeline_remat",
+        ("mesh.data=1", "mesh.stage=4", "train.microbatches=8", "model.pipeline_remat=true"),
+    ),
     # the circular schedule: 2 passes through 2 stages of one layer each, with more microbatches
     # than stages, and with fewer (one: a slot idles)
-    ("stage2-r2-m4-fsdp_tp-d2m2", ("sharding=fsdp_tp", "mesh.data=2", "mesh.stage=2", "mesh.model=2",
-                                   "train.microbatches=4", "model.pipeline_repeats=2")),
-    ("stage2-r2-m1-fsdp-d2-remat", ("sharding=fsdp", "mesh.data=2", "mesh.stage=2", "train.microbatches=1",
-                                    "model.pipeline_repeats=2", "model.remat=full")),
+    (
+        "stage2-r2-m4-fsdp_tp-d2m2",
+        (
+            "sharding=fsdp_tp",
+            "mesh.data=2",
+            "mesh.stage=2",
+            "mesh.model=2",
+            "train.microbatches=4",
+            "model.pipeline_repeats=2",
+        ),
+    ),
+    (
+        "stage2-r2-m1-fsdp-d2-remat",
+        (
+            "sharding=fsdp",
+            "mesh.data=2",
+            "mesh.stage=2",
+            "train.microbatches=1",
+            "model.pipeline_repeats=2",
+            "model.remat=full",
+        ),
+    ),
 ]
 
 
@@ -150,7 +175,8 @@ def test_a_pipeline_trains_like_data_parallelism():
 
 @pytest.mark.parametrize("overrides,message", [
     (("mesh.stage=4", "model.num_layers=6"),
-     "model.num_layers=6 does not split into mesh.stage=4 equal stages; use a number of stages that divides the layers"),
+     "model.num_layers=6 does not split into mesh.stage=4 equal stages; use a number of stages that divides the "
+     "layers"),
     (("mesh.stage=2", "model.num_layers=6", "model.pipeline_repeats=2"),
      "model.num_layers=6 does not split into mesh.stage=2 x model.pipeline_repeats=2 equal chunks; choose stages and "
      "repeats whose product divides the layers"),

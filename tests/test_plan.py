@@ -390,7 +390,11 @@ def test_plan_compiles_for_several_tpu_slices(capsys):
     out = capsys.readouterr().out
     assert out.startswith("compiled for v5e-4 x 2 slices (v5e:2x2 x 2 slices): 8 x TPU v5 lite")
     got = json.loads(out.strip().splitlines()[-1])
-    assert (got["devices"], got["mesh"], got["slices"]) == (8, {"data": 4, "stage": 1, "expert": 1, "context": 1, "model": 2}, 2)
+    assert (got["devices"], got["mesh"], got["slices"]) == (
+        8,
+        {"data": 4, "stage": 1, "expert": 1, "context": 1, "model": 2},
+        2,
+    )
     assert main(["plan", *TPU, "mesh.data=1", "mesh.model=8", "topology=v5e-4", "slices=2"]) == 2
     assert capsys.readouterr().err == ("spmdgpt: error: mesh.data=1 must be a multiple of the 2 pod slices it "
                                        "spans (the other axes stay inside a slice)\n")
@@ -406,7 +410,10 @@ def test_search_candidates_and_ranking(capsys):
     assert meshes("fsdp", 8) == [{"data": 8, "expert": 1, "model": 1}]
     assert meshes("tp", 8) == [{"data": 4, "expert": 1, "model": 2}, {"data": 2, "expert": 1, "model": 4},
                                {"data": 1, "expert": 1, "model": 8}]
-    assert meshes("fsdp_tp", 8, expert=2) == [{"data": 2, "expert": 2, "model": 2}, {"data": 1, "expert": 2, "model": 4}]
+    assert meshes("fsdp_tp", 8, expert=2) == [
+        {"data": 2, "expert": 2, "model": 2},
+        {"data": 1, "expert": 2, "model": 4},
+    ]
     steps = [(lay.remat, lay.microbatches) for lay in chain("dp", {"data": 4, "expert": 1, "model": 1}, 16)]
     assert steps == [("none", 1), ("dots", 1), ("dots", 2), ("dots", 4), ("full", 1), ("full", 2),
                      ("full", 4)]  # (8 microbatches x 4 data-parallel devices do not divide 16)

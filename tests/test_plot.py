@@ -8,7 +8,7 @@ import pytest
 from spmdgpt.cli import main
 
 matplotlib = pytest.importorskip("matplotlib")
-import matplotlib.colors  # noqa: E402
+import matplotlib.colors  # noqa: E402, F811
 import matplotlib.image  # noqa: E402
 
 
@@ -23,9 +23,17 @@ def two_runs(tmp_path_factory):
         run = base / name
         run.mkdir()
         (run / "config.yaml").write_text(to_yaml(load_config(["+experiment=staircase"])))
-        rows = [{"step": s, "loss": 3.0 * (0.97 - 0.02 * k) ** s, "lr": 1e-3 * (1 + k) * min(1, s / 5),
-                 "grad_norm": (5.0 + 2 * k) / s, "tokens_per_sec": 5e4 if s > 1 else None, "mfu": 0.05 + 0.001 * s + 0.01 * k if s > 1 else None}
-                for s in range(1, 31)]
+        rows = [
+            {
+                "step": s,
+                "loss": 3.0 * (0.97 - 0.02 * k) ** s,
+                "lr": 1e-3 * (1 + k) * min(1, s / 5),
+                "grad_norm": (5.0 + 2 * k) / s,
+                "tokens_per_sec": 5e4 if s > 1 else None,
+                "mfu": 0.05 + 0.001 * s + 0.01 * k if s > 1 else None,
+            }
+            for s in range(1, 31)
+        ]
         rows += [{"step": s, "val/loss": 3.1 * (0.97 - 0.02 * k) ** s} for s in (10, 20, 30)]
         rows.append({"step": 12, "event": "loss_spike", "loss": 9.0, "median": 2.0})
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 31, "lo')

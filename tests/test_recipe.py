@@ -46,7 +46,9 @@ def test_qk_norm_gives_queries_and_keys_unit_rms():
     block0 = jax.tree.map(lambda a: a[0], params.blocks)
     with jax.set_mesh(mesh):
         q, k, v = qkv_projection(cfg.model, rules, block0.attn, x, jnp.arange(8), 2)
-        q0, k0, _ = qkv_projection(load_config(["+experiment=staircase"]).model, rules, block0.attn, x, jnp.arange(8), 2)
+        q0, k0, _ = qkv_projection(
+            load_config(["+experiment=staircase"]).model, rules, block0.attn, x, jnp.arange(8), 2
+        )
     rms = lambda a: np.sqrt(np.mean(np.square(np.asarray(a)), axis=-1))  # noqa: E731 (RoPE keeps norms)
     np.testing.assert_allclose(rms(q), 1.0, atol=1e-5)
     np.testing.assert_allclose(rms(k), 1.0, atol=1e-5)
@@ -88,9 +90,13 @@ def test_z_loss_term_and_blocked_equals_whole(loss_block):
     whole, *_ = setup(*over)
     x, y = batch(3)
     with jax.set_mesh(mesh):
-        (obj, metrics), grads = jax.jit(jax.value_and_grad(partial(objective, cfg.model, rules), has_aux=True))(params, x, y)
+        (obj, metrics), grads = jax.jit(jax.value_and_grad(partial(objective, cfg.model, rules), has_aux=True))(
+            params, x, y
+        )
         ce = metrics["loss"]
-        (obj_w, _), grads_w = jax.jit(jax.value_and_grad(partial(objective, whole.model, rules), has_aux=True))(params, x, y)
+        (obj_w, _), grads_w = jax.jit(jax.value_and_grad(partial(objective, whole.model, rules), has_aux=True))(
+            params, x, y
+        )
         logits = np.asarray(forward(cfg.model, rules, params, x)[0], np.float64)
         plain = float(loss_fn(cfg.model, rules, params, x, y))
     m = logits.max(-1, keepdims=True)
@@ -249,8 +255,9 @@ def test_recipe_option_errors():
         errs = validate(load_config(["+experiment=staircase", f"train.replans=[{','.join(replans)}]",
                                      f"train.steps={steps}"]), 1)
         assert errs == [f"train.replans={replans} must be STEP:STEPS entries in step order, 1 <= STEP < STEPS, "
-                        f"each STEP below the next entry's STEPS (the last's below train.steps={steps}); they are written by a time "
-                        "budget: take them from the run's config.yaml, or leave them out"], errs
+                        f"each STEP below the next entry's STEPS (the last's below train.steps={steps}); "
+                        "they are written by a time budget: take them from the run's config.yaml, or leave them "
+                        "out"], errs
     errs = validate(load_config(["+experiment=staircase", "train.replans=[50:400]", "train.time_budget=60"]), 1)
     assert errs == ["train.replans and train.time_budget: the re-plans belong to a fixed step count; leave out "
                     "train.time_budget (or the re-plans)"]

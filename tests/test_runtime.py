@@ -80,7 +80,9 @@ def test_restart_keeps_freed_memory_no_page_faults():
     try:  # (both probes at once)
         for mode in ("retaining", "system"):
             run_env = {**env, "SPMDGPT_MALLOC": "system"} if mode == "system" else env
-            procs[mode] = subprocess.Popen([sys.executable, "-c", PROBE], env=run_env, stdout=subprocess.PIPE, text=True)
+            procs[mode] = subprocess.Popen(
+                [sys.executable, "-c", PROBE], env=run_env, stdout=subprocess.PIPE, text=True
+            )
         for mode, proc in procs.items():
             out, _ = proc.communicate(timeout=120)
             assert proc.returncode == 0

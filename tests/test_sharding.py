@@ -100,7 +100,9 @@ def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):
     blocks = state.params.blocks
     assert blocks.mlp.w_up.sharding.spec == P(None, "data", "toy")  # [layers, embed, mlp]
     assert blocks.mlp.w_up.addressable_shards[0].data.shape == (2, 64 // 2, 4 * 64 // 2)
-    assert blocks.attn.w_qkv.sharding.spec == P(None, "data", None, "model", None)  # [layers, embed, 3, heads, head_dim]
+    assert blocks.attn.w_qkv.sharding.spec == P(
+        None, "data", None, "model", None
+    )  # [layers, embed, 3, heads, head_dim]
 
     # the generic checks speak of the new axis by name
     cfg.mesh = ToyMesh(data=-1, toy=-1, model=1)

@@ -71,8 +71,12 @@ def test_statistics_equal_a_direct_computation():
             assert row[f"stats/max_attn_logit/{layer}"] == pytest.approx(float(scores.max()), rel=1e-5)
             h = out
     assert row["stats/grad_norm/embed"] == pytest.approx(float(np.linalg.norm(grads.embed)), rel=1e-5)
-    assert row["stats/grad_norm/blocks.attn.w_qkv/1"] == pytest.approx(float(np.linalg.norm(grads.blocks.attn.w_qkv[1])), rel=1e-5)
-    assert row["stats/param_norm/blocks.attn.w_o/0"] == pytest.approx(float(np.linalg.norm(params.blocks.attn.w_o[0])), rel=1e-6)
+    assert row["stats/grad_norm/blocks.attn.w_qkv/1"] == pytest.approx(
+        float(np.linalg.norm(grads.blocks.attn.w_qkv[1])), rel=1e-5
+    )
+    assert row["stats/param_norm/blocks.attn.w_o/0"] == pytest.approx(
+        float(np.linalg.norm(params.blocks.attn.w_o[0])), rel=1e-6
+    )
     for name, old, now in (("blocks.mlp.w_up/0", params.blocks.mlp.w_up[0], new.blocks.mlp.w_up[0]),
                            ("embed", params.embed, new.embed)):
         ratio = np.linalg.norm(now - old) / np.linalg.norm(old)  # the step's actual update

@@ -34,7 +34,9 @@ def test_a_2x2_sweep_runs_summarises_and_resumes(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr()
     assert "2 at a time (GPUs 0,1 | 2,3)" in out.err and f"{names[1]}: running on GPUs 2,3" in out.err
     table = out.out
-    assert table.splitlines()[0].startswith("| optimizer.lr | model.d_model | status |") and table.count("| done |") == 4
+    assert (
+        table.splitlines()[0].startswith("| optimizer.lr | model.d_model | status |") and table.count("| done |") == 4
+    )
 
     # the same sweep again, one run interrupted before its last checkpoint (as a kill would
     # leave it): the finished runs are skipped, that one resumes from its newest checkpoint
@@ -70,7 +72,8 @@ def test_sweep_refuses_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     for i, n in enumerate((3, 5)):
         log = tmp_path / "s" / "logs" / f"00{i}-data-{n}.log"
-        assert (f"  00{i}-data-{n}: failed (2): mesh.data={n} x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 does not fit ") in err and f"(log: {log})" in err and log.is_file()
+        assert (f"  00{i}-data-{n}: failed (2): mesh.data={n} x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x "
+                "mesh.model=1 does not fit ") in err and f"(log: {log})" in err and log.is_file()
 
 
 def test_parallel_runs_get_disjoint_gpu_groups(tmp_path, capsys, monkeypatch):

@@ -139,8 +139,13 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path):
     sane = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=0.1", "train.steps=10",
                            f"run.dir={run_dir}"], env=ENV1, capture_output=True, text=True, timeout=300)
     assert sane.returncode == 0, sane.stderr
-    out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=1e5", f"run.dir={run_dir}"],
-                         env=ENV1, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=1e5", f"run.dir={run_dir}"],
+        env=ENV1,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 3, out.stderr
     rows = read_jsonl(run_dir / "metrics.jsonl")  # strict: no NaN tokens
     s = rows[-1]["step"]
@@ -237,8 +242,8 @@ def test_jsonl_rows_are_strict_json(tmp_path):
 def test_metrics_write_on_a_full_disk_is_a_clean_error():
     from pathlib import Path
 
-    from spmdgpt.loggers import JsonlLogger
     from spmdgpt.files import WriteFailed
+    from spmdgpt.loggers import JsonlLogger
 
     log = JsonlLogger(Path("/dev/full"))  # every write: ENOSPC, as on a full disk
     with pytest.raises(WriteFailed) as e:
@@ -339,8 +344,11 @@ def test_bfloat16_training_reaches_the_float32_loss(experiment, steps, tol):
     common = [f"+experiment={experiment}", f"train.steps={steps}", "model.num_layers=2", "model.d_model=64",
               "data.seq_len=32", "data.batch_size=16", "model.max_seq_len=64", "optimizer.warmup_steps=10"]
     f32, _, _ = train_steps(load_config(common), jax.devices()[:1], steps)
-    b16, state, _ = train_steps(load_config(common + ["model.compute_dtype=bfloat16", "optimizer.state_dtype=bfloat16"]),
-                                jax.devices()[:1], steps)
+    b16, state, _ = train_steps(
+        load_config(common + ["model.compute_dtype=bfloat16", "optimizer.state_dtype=bfloat16"]),
+        jax.devices()[:1],
+        steps,
+    )
     assert {str(x.dtype) for x in jax.tree.leaves(state.params)} == {"float32"}
     assert f32[-10:].mean() < f32[:10].mean() - 1.0  # both learned something
     assert abs(b16[-10:].mean() - f32[-10:].mean()) < tol, (b16[-10:].mean(), f32[-10:].mean())

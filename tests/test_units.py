@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import train_steps
 from jax.sharding import PartitionSpec as P
 
-from conftest import train_steps
 from spmdgpt.config import load_config
 from spmdgpt.model import Unit, activation_stats, init_params, leaf_name, objective, param_info, transformer
 from spmdgpt.model.info import matrix
@@ -126,6 +126,7 @@ def test_aux_losses_are_logged_and_averaged_over_microbatches(toy_mlp):
 
 def test_aux_losses_reach_metrics_jsonl(toy_mlp, tmp_path):
     from conftest import read_jsonl
+
     from spmdgpt import train
 
     run = tmp_path / "run"

@@ -29,9 +29,21 @@ from spmdgpt.web import static_server
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="Node.js is not installed (the bundle runs under Node here)")
-TINY = ["model.num_layers=2", "model.d_model=32", "model.num_heads=2", "data.batch_size=8", "data.seq_len=32",
-        "model.max_seq_len=128", "train.steps=30", "optimizer.warmup_steps=5", "model.init_std=0.1", "train.eval_every=0", "train.rollout_tokens=0",
-        "train.progress=false", "train.time_budget=null"]
+TINY = [
+    "model.num_layers=2",
+    "model.d_model=32",
+    "model.num_heads=2",
+    "data.batch_size=8",
+    "data.seq_len=32",
+    "model.max_seq_len=128",
+    "train.steps=30",
+    "optimizer.warmup_steps=5",
+    "model.init_std=0.1",
+    "train.eval_every=0",
+    "train.rollout_tokens=0",
+    "train.progress=false",
+    "train.time_budget=null",
+]
 RUNS = {"char": ["+experiment=shakespeare_char", *TINY],  # Muon + QK-norm: the make-train recipe
         "gpt2": ["+experiment=shakespeare_gpt2", *TINY, "model.mlp=swiglu", "model.norm=rmsnorm",
                  "model.tie_embeddings=false", "model.logit_softcap=30", "train.steps=12"]}  # (its 50257-way
@@ -213,7 +225,12 @@ def test_export_web_refuses_bad_input(exported, tmp_path, capsys):
     spec = json.loads((page / "tokenizer.json").read_text())
     assert (spec["kind"], len(spec["chars"]), spec["eos_id"]) == ("char", 65, 65)
     config = json.loads((page / "config.json").read_text())
-    assert (config["vocab_size"], config["vocab_limit"], config["dtype"], config["qk_norm"]) == (66, 66, "float32", True)
+    assert (config["vocab_size"], config["vocab_limit"], config["dtype"], config["qk_norm"]) == (
+        66,
+        66,
+        "float32",
+        True,
+    )
 
 
 @needs_node

@@ -1,8 +1,10 @@
 """FLOPs accounting and MFU.
 
-FLOPs per token = 6 * N_matmul + 12 * L * T * N * H (N heads of width H: D by default), the PaLM / nanoGPT convention: N_matmul counts
+FLOPs per token = 6 * N_matmul + 12 * L * T * N * H (N heads of width H: D by default), the PaLM / nanoGPT convention:
+N_matmul counts
 every weight that takes part in a token's matmuls (all block matrices and the unembedding, tied or not;
-of a mixture of experts, the active ones; the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two backward matmuls), and
+of a mixture of experts, the active ones; the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two
+backward matmuls), and
 the attention term counts QK^T and AV over the full T x T score matrix (causal masking is not
 subtracted, as in PaLM's appendix B).
 """
@@ -41,7 +43,9 @@ def matmul_params(cfg: ModelConfig) -> float:
     experts' matrices (the leaves with an `experts` axis), the router, shared experts and dense
     layers whole."""
     info, moe = param_info(cfg), cfg.moe
-    active = (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
+    active = (
+        (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
+    )
     blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves(info, is_leaf=is_info)
                  if i.fan_in and "layers" in i.logical)
     return blocks + math.prod(info.embed.shape)

@@ -117,7 +117,9 @@ class SpmdgptLM(TemplateLM):
                 tokens[r, :len(inp)] = inp
                 targets[r, len(inp) - c:len(inp)] = nxt[-c:]
             sharding = self.rules.batch_sharding()
-            total, greedy = self._scores(self.params, jax.device_put(tokens, sharding), jax.device_put(targets, sharding))
+            total, greedy = self._scores(
+                self.params, jax.device_put(tokens, sharding), jax.device_put(targets, sharding)
+            )
             # (rows back in the batch's order: part j held rows j, j + k, ...)
             total, greedy = (np.swapaxes(to_host(a), 0, 1).reshape(-1) for a in (total, greedy))
             for r, (i, *_) in enumerate(chunk):
@@ -156,8 +158,12 @@ class SpmdgptLM(TemplateLM):
                 raise ConfigError([f"a task asks for {new} generated tokens; the model's context is {self.max_length}: "
                                    "lower max_gen_toks (the task's generation_kwargs, or max_gen_toks=N)"])
             if kwargs.get("do_sample") or float(kwargs.get("temperature", 0.0) or 0.0) > 0:
-                raise ConfigError(["a task asks for sampled generations (do_sample or temperature > 0); "
-                                   "spmdgpt lm-eval decodes greedily only: set do_sample: false in its generation_kwargs"])
+                raise ConfigError(
+                    [
+                        "a task asks for sampled generations (do_sample or temperature > 0); "
+                        "spmdgpt lm-eval decodes greedily only: set do_sample: false in its generation_kwargs"
+                    ]
+                )
             groups.setdefault((new, tuple(until)), []).append((i, context))
         bar = tqdm(total=len(requests), disable=disable_tqdm, desc="generate_until")
         for (new, until), items in groups.items():

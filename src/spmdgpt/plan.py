@@ -297,8 +297,8 @@ def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval
     sampler / sampling: the rollouts' Sampler and SamplingParams (default: new ones); step_only:
     the step alone."""
     from spmdgpt.evaluate import loss_sums, rollout_rows, rollout_sampling
-    from spmdgpt.model.lora import attach
     from spmdgpt.model import param_info
+    from spmdgpt.model.lora import attach
     from spmdgpt.stats import make_stats_fn
     from spmdgpt.train_step import make_train_step
 
@@ -465,12 +465,14 @@ def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: floa
              + (", a lower bound (XLA counts a loop body's bytes once)" if plan.loops else ""))
     if not ici:
         return lines + "; collectives not counted"
-    return lines + (f"\n                   collectives: {size(plan.traffic)} sent per device (ring) at "
-                    f"{ici / 1e9:.0f} GB/s {est.collective_s * 1e3:.1f} ms"
-                    + (" (a loop's once per trip)" if plan.loops else "")
-                    + f"; {est.serial_s * 1e3:.1f} ms per step if they do not overlap the compute"
-                    + f"\n                   of them {size(plan.overlapped)} scheduled beside a matmul by the compiler; "
-                    + f"{est.scheduled_s * 1e3:.1f} ms per step if those hide and the rest waits")
+    return lines + (
+        f"\n                   collectives: {size(plan.traffic)} sent per device (ring) at "
+        f"{ici / 1e9:.0f} GB/s {est.collective_s * 1e3:.1f} ms"
+        + (" (a loop's once per trip)" if plan.loops else "")
+        + f"; {est.serial_s * 1e3:.1f} ms per step if they do not overlap the compute"
+        + f"\n                   of them {size(plan.overlapped)} scheduled beside a matmul by the compiler; "
+        + f"{est.scheduled_s * 1e3:.1f} ms per step if those hide and the rest waits"
+    )
 
 
 def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, topology: Optional[str],
@@ -479,18 +481,32 @@ def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, to
     collectives as kind -> [instructions, bytes]; step_seconds and mfu from the estimate (null
     without a topology); slices: the TPU pod slices of the topology."""
     return {
-        "topology": topology, "slices": slices, "devices": plan.devices, "mesh": plan.mesh, "sharding": cfg.sharding.name,
-        "attention": attention, "param_bytes": plan.param_bytes, "opt_bytes": plan.opt_bytes,
-        "batch_bytes": plan.batch_bytes, "temp_bytes": plan.temp_bytes, "total_bytes": plan.total_bytes,
-        "capacity_bytes": capacity, "fits": None if capacity is None else all(
-            p.total_bytes <= capacity for p in plan.programs or [plan]),
+        "topology": topology,
+        "slices": slices,
+        "devices": plan.devices,
+        "mesh": plan.mesh,
+        "sharding": cfg.sharding.name,
+        "attention": attention,
+        "param_bytes": plan.param_bytes,
+        "opt_bytes": plan.opt_bytes,
+        "batch_bytes": plan.batch_bytes,
+        "temp_bytes": plan.temp_bytes,
+        "total_bytes": plan.total_bytes,
+        "capacity_bytes": capacity,
+        "fits": None if capacity is None else all(p.total_bytes <= capacity for p in plan.programs or [plan]),
         "programs": [p.row(capacity) for p in plan.programs],
-        "flops": plan.flops, "formula_flops": plan.formula_flops, "bytes_accessed": plan.bytes_accessed,
-        "loops": plan.loops, "collectives": {k: list(v) for k, v in plan.collectives.items()},
-        "step_seconds": None if est is None else est.step_s, "mfu": None if est is None else est.mfu,
-        "traffic_bytes": plan.traffic, "collective_seconds": None if est is None else est.collective_s,
+        "flops": plan.flops,
+        "formula_flops": plan.formula_flops,
+        "bytes_accessed": plan.bytes_accessed,
+        "loops": plan.loops,
+        "collectives": {k: list(v) for k, v in plan.collectives.items()},
+        "step_seconds": None if est is None else est.step_s,
+        "mfu": None if est is None else est.mfu,
+        "traffic_bytes": plan.traffic,
+        "collective_seconds": None if est is None else est.collective_s,
         "serial_step_seconds": None if est is None else est.serial_s,
-        "overlapped_bytes": plan.overlapped, "scheduled_step_seconds": None if est is None else est.scheduled_s,
+        "overlapped_bytes": plan.overlapped,
+        "scheduled_step_seconds": None if est is None else est.scheduled_s,
         "compile_seconds": plan.compile_s,
     }
 

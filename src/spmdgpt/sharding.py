@@ -5,7 +5,8 @@ Model code names only logical axes (`batch`, `seq`, `tokens`, `stream`, `embed`,
 split over the batch's mesh axes and then the sequence's (context parallelism), as a [batch,
 seq] array's reshape to [batch * seq] leaves it. `stream` is the residual stream's tokens
 dimension between the units: `tokens`, and with model.collective_matmul also split over the
-tensor axes (sequence parallelism, `model.collective`). The tables set neither. A rule table (``configs/sharding/*.yaml``) maps them to mesh axes
+tensor axes (sequence parallelism, `model.collective`). The tables set neither. A rule table
+(``configs/sharding/*.yaml``) maps them to mesh axes
 twice: `params` says where parameters *live*, `compute` where activations live and the layout
 parameters are resharded to right before use. With `params.embed: data` and no `embed` entry in
 `compute` that reshard is exactly FSDP's just-in-time all-gather (and its transpose, the
@@ -22,8 +23,15 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import (ConfigError, MeshConfig, ModelConfig, ShardingConfig, kv_heads, mesh_axes_of,
-                            resolve_mesh_shape)
+from spmdgpt.config import (
+    ConfigError,
+    MeshConfig,
+    ModelConfig,
+    ShardingConfig,
+    kv_heads,
+    mesh_axes_of,
+    resolve_mesh_shape,
+)
 
 Logical = Sequence[Optional[str]]
 

@@ -45,11 +45,18 @@ from spmdgpt.config import (
     to_dict,
 )
 from spmdgpt.hf import hf_folder
-from spmdgpt.model import lora
+from spmdgpt.model import (
+    Params,
+    abstract_params,
+    init_params,
+    lora,
+    param_info,
+    param_shapes,
+    to_layer_order,
+    to_stage_order,
+)
 from spmdgpt.model.layers import dtype_of
 from spmdgpt.model.transformer import abstract_tree, init_tree
-from spmdgpt.model import (Params, abstract_params, init_params, param_info, param_shapes, to_layer_order,
-                           to_stage_order)
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
 from spmdgpt.sharding import Rules

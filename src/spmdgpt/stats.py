@@ -12,7 +12,8 @@ ratio (the optimizer's update for this step's gradients, before it is applied).
 They are computed by a separate jitted function, on those steps only, from the state before
 the step and the step's batch (gradients as the step takes them, microbatch by microbatch;
 activations of the step's first microbatch): the training step itself is the same program with
-statistics on or off, so the run's losses are bitwise the same. Cost on a statistics step: one more forward and backward pass and one
+statistics on or off, so the run's losses are bitwise the same. Cost on a statistics step: one more forward and
+backward pass and one
 optimizer update (plus q.k and the up projection again); nothing on the other steps.
 
 Rows in metrics.jsonl (and every tracker): {"step": s, "stats/<name>/<layer>": ...,

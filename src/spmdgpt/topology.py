@@ -148,8 +148,8 @@ def without_field(text: str, field: str) -> str:
 
 
 def compile_only_devices(name: str, make=None, slices: int = 1) -> List:
-    """The compile-only devices of topology `name` (`slices` of them, for TPUs). ConfigError when the platform's compiler
-    (JAX's CUDA plugin, libtpu) is missing. GPUs: fields of the stored description that the
+    """The compile-only devices of topology `name` (`slices` of them, for TPUs). ConfigError when the
+    platform's compiler (JAX's CUDA plugin, libtpu) is missing. GPUs: fields of the stored description that the
     installed XLA does not know (one written by a newer XLA) are dropped one by one, as its parser
     names them. `make(top, target_config)` -> devices (default: JAX's topologies; tests pass a fake)."""
     top = parse_topology(name, slices)

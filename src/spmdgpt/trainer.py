@@ -32,8 +32,16 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.budget import Pacer, Replan, fit_budget, from_process_0, recorded_steps
-from spmdgpt.config import (Config, ConfigError, document_batches, freeze, preference_data, profile_range, to_yaml,
-                            validate)
+from spmdgpt.config import (
+    Config,
+    ConfigError,
+    document_batches,
+    freeze,
+    preference_data,
+    profile_range,
+    to_yaml,
+    validate,
+)
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.data import (
     Batcher,
@@ -44,18 +52,18 @@ from spmdgpt.data import (
     save_tokenizer,
 )
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
+from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import hf_folder, with_hf_model
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info, to_layer_order
 from spmdgpt.model.lora import attach, num_adapter_params
-from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, start, starting_params
 from spmdgpt.stats import make_stats_fn, stats_row
-from spmdgpt.train_step import make_train_step, optimizer_of
 from spmdgpt.trackers import RunLog, check_loggers, open_trackers
+from spmdgpt.train_step import make_train_step, optimizer_of
 
 
 class TrainingDiverged(RuntimeError):

@@ -25,34 +25,34 @@ from spmdgpt.cli.args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_F
 
 COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "train": "train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1\n"
-             "          a grid: spmdgpt train -m [--parallel 2] optimizer.lr=1e-3,3e-3 optimizer.name=adamw,muon",
+    "          a grid: spmdgpt train -m [--parallel 2] optimizer.lr=1e-3,3e-3 optimizer.name=adamw,muon",
     "sample": "text from a run (or run.dir=hf:DIR, a Hugging Face Llama / GPT-NeoX folder):\n"
-              "          spmdgpt sample run.dir=runs/r1 prompt=\"ROMEO:\" max_new_tokens=200\n"
-              "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 [step=N] (or prompt_file=prompts.txt)\n"
-              "          [config overrides, e.g. mesh.data=2 sharding=tp]",
+    '          spmdgpt sample run.dir=runs/r1 prompt="ROMEO:" max_new_tokens=200\n'
+    "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 [step=N] (or prompt_file=prompts.txt)\n"
+    "          [config overrides, e.g. mesh.data=2 sharding=tp]",
     "chat": "talk with a chat model (a run fine-tuned on chat data, or run.dir=hf:DIR with a chat template):\n"
-            "          spmdgpt chat run.dir=runs/sft [temperature=0.7 max_new_tokens=256 system=\"...\"]\n"
-            "          (/reset, Ctrl-D to quit; prompt_file=F answers each line as a one-turn conversation)",
+    '          spmdgpt chat run.dir=runs/sft [temperature=0.7 max_new_tokens=256 system="..."]\n'
+    "          (/reset, Ctrl-D to quit; prompt_file=F answers each line as a one-turn conversation)",
     "lm-eval": "EleutherAI's lm-evaluation-harness on a run (or run.dir=hf:DIR), spmdgpt's forward and sampler:\n"
-               "          spmdgpt lm-eval run.dir=runs/r1 tasks=shakespeare [limit=N num_fewshot=K include_path=DIR]\n"
-               "          [batch_size=8 log_samples=true out=F.json step=N]",
+    "          spmdgpt lm-eval run.dir=runs/r1 tasks=shakespeare [limit=N num_fewshot=K include_path=DIR]\n"
+    "          [batch_size=8 log_samples=true out=F.json step=N]",
     "prepare": "tokenize a corpus into its token store (train does it when missing):\n"
-               "          spmdgpt prepare +experiment=gutenberg_gpt2 data.num_workers=2 [--verify]",
+    "          spmdgpt prepare +experiment=gutenberg_gpt2 data.num_workers=2 [--verify]",
     "tokenizer": "train a byte-level BPE on a corpus: spmdgpt tokenizer train +experiment=gutenberg_gpt2\n"
-                 "          vocab_size=8192 out=my_tokenizer.json [sample_mb=100]",
+    "          vocab_size=8192 out=my_tokenizer.json [sample_mb=100]",
     "eval": "loss, perplexity, bits per byte of a checkpoint on the run's validation sets or a text:\n"
-            "          spmdgpt eval run.dir=runs/r1 [step=N text_file=F full=true out=F.json]",
+    "          spmdgpt eval run.dir=runs/r1 [step=N text_file=F full=true out=F.json]",
     "viz": "a text coloured by the model's log-probabilities, alternatives on hover (HTML):\n"
-           "          spmdgpt viz run.dir=runs/r1 text_file=held_out.txt [out=page.html top_k=5]",
+    "          spmdgpt viz run.dir=runs/r1 text_file=held_out.txt [out=page.html top_k=5]",
     "plot": "PNGs of runs' losses, learning rate, gradient norm and MFU, overlaid:\n"
-            "          spmdgpt plot runs/a runs/b [out=plots names=adamw,muon]",
+    "          spmdgpt plot runs/a runs/b [out=plots names=adamw,muon]",
     "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer), or\n"
-              "          as a static web page that runs it in the browser (format=web):\n"
-              "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true]",
+    "          as a static web page that runs it in the browser (format=web):\n"
+    "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"
-            "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]\n"
-            "          for a TPU slice or GPUs, and the best layout: ... topology=v5p-64 [search=true]",
+    "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]\n"
+    "          for a TPU slice or GPUs, and the best layout: ... topology=v5p-64 [search=true]",
 }
 
 MODULES = {"lm-eval": "harness"}  # commands whose module under spmdgpt.cli has another name

@@ -53,8 +53,12 @@ def chat_model(spec: str, overrides: List[str]):
 
         template = hf_chat_template(hf_folder(spec) / "tokenizer.json")
         if template is None:
-            raise ConfigError([f"run.dir={spec}: no chat template there (chat_template.jinja or tokenizer_config.json's "
-                               "chat_template); chat needs an instruction-tuned model's folder"])
+            raise ConfigError(
+                [
+                    f"run.dir={spec}: no chat template there (chat_template.jinja or tokenizer_config.json's "
+                    "chat_template); chat needs an instruction-tuned model's folder"
+                ]
+            )
         tok = ChatTokenizer(tok, template)
     elif tok.kind != "chat":
         raise ConfigError([f"run.dir={spec} did not train on chat data (its tokenizer has no chat template); "

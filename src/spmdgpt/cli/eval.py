@@ -42,7 +42,9 @@ def check_args(args: EvalArgs) -> EvalArgs:
     elif hf_folder(args.run_dir) is None and not Path(args.run_dir).is_dir():
         errs.append(f"run.dir={args.run_dir}: no such directory")
     elif hf_folder(args.run_dir) is not None and not args.text_file:
-        errs.append(f"run.dir={args.run_dir} is a Hugging Face folder, which has no validation sets: give text_file=...")
+        errs.append(
+            f"run.dir={args.run_dir} is a Hugging Face folder, which has no validation sets: give text_file=..."
+        )
     if args.text_file and not Path(args.text_file).is_file():
         errs.append(f"text_file={args.text_file}: no such file")
     if errs:
@@ -61,8 +63,14 @@ def table(results: dict) -> str:
 def run(items: List[str]) -> int:
     args, overrides = parse(items, EvalArgs)
     args = check_args(args)
-    from spmdgpt.cli.runs import (exported_window, model_source, source_params, start_mesh, text_file_tokens,
-                                  write_output)
+    from spmdgpt.cli.runs import (
+        exported_window,
+        model_source,
+        source_params,
+        start_mesh,
+        text_file_tokens,
+        write_output,
+    )
     from spmdgpt.data import EvalBatcher
     from spmdgpt.hf import hf_folder
 

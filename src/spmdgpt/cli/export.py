@@ -2,7 +2,8 @@
 
 - format=hf (the default): a training run's checkpoint as a Hugging Face `transformers` model
   folder (config.json, generation_config.json, model.safetensors or shards with an index, the
-  tokenizer; and spmdgpt.json: the run, step and training window it came from), which `AutoModelForCausalLM.from_pretrained(out)` and
+  tokenizer; and spmdgpt.json: the run, step and training window it came from), which
+  `AutoModelForCausalLM.from_pretrained(out)` and
   `AutoTokenizer.from_pretrained(out)` load with no custom code. The mapping and its facts:
   `spmdgpt.hf`.
 - format=web: a static web page that runs the model in the browser with jax-js
@@ -73,11 +74,11 @@ def run(items: List[str]) -> int:
     args, overrides = parse(items, ExportArgs)
     args = check_args(args)
     run_dir, out = Path(args.run_dir), Path(args.out)
-    from spmdgpt.config import DistConfig, apply_overrides, load_run_config, mesh_axes
     from spmdgpt.cli.runs import run_tokenizer
+    from spmdgpt.config import DistConfig, apply_overrides, load_run_config, mesh_axes
+    from spmdgpt.files import WriteFailed, os_reason
     from spmdgpt.hf import architecture, cast, hf_config, to_hf, tokenizer_files, total_bytes, write_folder
     from spmdgpt.plan import size
-    from spmdgpt.files import WriteFailed, os_reason
 
     cfg = load_run_config(run_dir)
     cfg.dist = DistConfig()

@@ -172,8 +172,10 @@ def run(items: List[str]) -> int:
     if top is not None:
         compiler = "XLA's GPU compiler" if top.chip.platform == "gpu" else "libtpu's compiler"
         slices = f" x {top.slices} slices" if top.slices > 1 else ""
-        print(f"compiled for {args.topology}{slices} ({top.xla_name}{slices}): {len(devices)} x {devices[0].device_kind} "
-              f"({compiler}; no {top.chip.platform.upper()} used)")
+        print(
+            f"compiled for {args.topology}{slices} ({top.xla_name}{slices}): {len(devices)} x {devices[0].device_kind} "
+            f"({compiler}; no {top.chip.platform.upper()} used)"
+        )
         t = cfg.train  # (the peak MFU is reported against in training, as the trainer takes it)
         peak = t.peak_flops or device_peak_flops(devices[0], cfg.model.compute_dtype, t.cpu_peak_flops, 1)
         est = estimate(plan, peak, top.chip.bandwidth, top.chip.ici)

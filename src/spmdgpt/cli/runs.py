@@ -67,7 +67,8 @@ def mesh_devices(cfg) -> list:
 
 def source_params(spec: str, cfg, rules, step: Optional[int] = None, fix: str = "use the run's model config"):
     """(step or None, parameters in `rules`' layout) of run.dir=spec (call inside the mesh)."""
-    from spmdgpt.hf import hf_folder, load_params as load_hf_params
+    from spmdgpt.hf import hf_folder
+    from spmdgpt.hf import load_params as load_hf_params
     from spmdgpt.state import load_params
 
     folder = hf_folder(spec)

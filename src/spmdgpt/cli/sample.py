@@ -1,5 +1,6 @@
 """`spmdgpt sample run.dir=<run> prompt="ROMEO:" ... [step=N] [config overrides]`: text from a
-trained run's newest checkpoint that loads, or step N's (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX folder),
+trained run's newest checkpoint that loads, or step N's (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX
+folder),
 on the run's own mesh and sharding rules (as recorded in its config.yaml) or on the ones the
 overrides give (`mesh.data=1` samples on one device,
 `sharding=tp mesh.data=1 mesh.model=2` on two, ...).
@@ -112,8 +113,8 @@ def run(items: List[str]) -> int:
         outs = sampler.generate(params, batch, sp)
     if jax.process_index() != 0:
         return EXIT_OK
-    print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | mesh {dict(mesh.shape)} sharding {cfg.sharding.name}",
-          file=sys.stderr)
+    print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | mesh {dict(mesh.shape)} "
+          f"sharding {cfg.sharding.name}", file=sys.stderr)
     for i, (ids, new) in enumerate(zip(batch, outs, strict=True)):
         if i:
             print("-" * 40)

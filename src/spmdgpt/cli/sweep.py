@@ -44,7 +44,9 @@ def split_flags(items: List[str]) -> Tuple[int, List[str]]:
             try:
                 parallel = int(value)
             except ValueError:
-                raise ConfigError([f"--parallel {value!r}: give a number of runs at a time, e.g. --parallel 2"]) from None
+                raise ConfigError(
+                    [f"--parallel {value!r}: give a number of runs at a time, e.g. --parallel 2"]
+                ) from None
             if parallel < 1:
                 raise ConfigError([f"--parallel {parallel} must be >= 1"])
             continue

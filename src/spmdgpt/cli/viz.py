@@ -49,7 +49,9 @@ def page(title: str, summary: str, pieces: list) -> str:
         attrs = ' class="tok first"' if lp is None else (
             f' class="tok" data-lp="{lp:.6g}" style="background: {colour(lp)}" title="{html.escape(tip)}"')
         spans.append(f"<span{attrs}>{html.escape(text)}</span>")
-    legend = "".join(f'<span class="key" style="background: {colour(v)}">{v:g}</span>' for v in (0, -2, -4, -6, -8, -10))
+    legend = "".join(
+        f'<span class="key" style="background: {colour(v)}">{v:g}</span>' for v in (0, -2, -4, -6, -8, -10)
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -79,8 +81,7 @@ def run(items: List[str]) -> int:
         errs.append(f"max_tokens={args.max_tokens} must be >= 2")
     if errs:
         raise ConfigError(errs)
-    from spmdgpt.cli.runs import (encode_text_file, first_tokens, model_source, source_params, start_mesh,
-                                  write_output)
+    from spmdgpt.cli.runs import encode_text_file, first_tokens, model_source, source_params, start_mesh, write_output
     from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)

@@ -72,9 +72,13 @@ def refuse_unread(cfg: Config, overrides: Sequence[str]) -> None:
         raise ConfigError([f"data.text_file={text_file} is not read: data.source=staircase generates its tokens; "
                            "set data.source=text to train on the file"])
     if cfg.data.datasets:
-        raise ConfigError([f"data.text_file={text_file} is not read: this config's corpus is data.datasets "
-                           f"({', '.join(cfg.data.datasets)}); add the file as +data.datasets.NAME.paths=[{text_file}], "
-                           "or start from an experiment without data.datasets"])
+        raise ConfigError(
+            [
+                f"data.text_file={text_file} is not read: this config's corpus is data.datasets "
+                f"({', '.join(cfg.data.datasets)}); add the file as +data.datasets.NAME.paths=[{text_file}], "
+                "or start from an experiment without data.datasets"
+            ]
+        )
 
 
 def steps_over_budget(cfg: Config, overrides: List[str]) -> Config:

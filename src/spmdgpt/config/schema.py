@@ -86,7 +86,8 @@ class ContextAttention(enum.Enum):
 
 class CollectiveMatmul(enum.Enum):
     none = "none"  # tensor parallelism as XLA partitions it (the residual stream replicated over the tensor axis)
-    uni = "uni"  # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction
+    # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction
+    uni = "uni"
     bi = "bi"  # the same with both ring directions: half the steps
 
 
@@ -194,7 +195,8 @@ class MoeConfig(Section):
     load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off
     router_z_loss: float = 0.0  # weight of the router z-loss mean(logsumexp(router logits)^2) (ST-MoE: 0.001)
     bias_update_rate: float = 0.0  # auxiliary-loss-free balancing (DeepSeek-V3): a per-expert bias on the router's
-    # scores for the top-k choice only, moved by this much after every step toward even loads; 0 = off (DeepSeek-V3: 0.001)
+    # scores for the top-k choice only, moved by this much after every step toward even loads; 0 = off (DeepSeek-V3:
+    # 0.001)
 
     def __str__(self) -> str:  # (in messages: the fields that differ from the defaults)
         changed = [f"{f.name}: {getattr(self, f.name)}" for f in dataclasses.fields(self)

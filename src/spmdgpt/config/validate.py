@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from spmdgpt.config.derived import (head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes,
-                                    resolve_mesh_shape)
+from spmdgpt.config.derived import head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes, resolve_mesh_shape
 from spmdgpt.config.schema import (
+    LORA_TARGETS,
     AttentionImpl,
     CollectiveMatmul,
     Config,
@@ -17,7 +17,6 @@ from spmdgpt.config.schema import (
     DataSource,
     DistConfig,
     DType,
-    LORA_TARGETS,
     MlpType,
     MoeDispatch,
     OptimizerName,
@@ -319,9 +318,11 @@ def _train(t) -> List[str]:
     if t.stats_every < 0:
         errs.append(f"train.stats_every={t.stats_every} must be >= 0 (0 = off)")
     if t.replans and replan_points(t.replans, t.steps) is None:
-        errs.append(f"train.replans={list(t.replans)} must be STEP:STEPS entries in step order, 1 <= STEP < STEPS, "
-                    f"each STEP below the next entry's STEPS (the last's below train.steps={t.steps}); they are written "
-                    "by a time budget: take them from the run's config.yaml, or leave them out")
+        errs.append(
+            f"train.replans={list(t.replans)} must be STEP:STEPS entries in step order, 1 <= STEP < STEPS, "
+            f"each STEP below the next entry's STEPS (the last's below train.steps={t.steps}); they are written "
+            "by a time budget: take them from the run's config.yaml, or leave them out"
+        )
     if t.replans and t.time_budget is not None:
         errs.append("train.replans and train.time_budget: the re-plans belong to a fixed step count; "
                     "leave out train.time_budget (or the re-plans)")
@@ -379,7 +380,8 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     if {"model", "optimizer"} <= sections and cfg.optimizer.unembed_lr is not None and m.tie_embeddings:
         errs.append("optimizer.unembed_lr needs model.tie_embeddings=false (a tied model's unembedding "
                     "is its embedding: use optimizer.embed_lr)")
-    if {"model", "train"} <= sections and t.rollout_tokens > 0 and t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len:
+    if ({"model", "train"} <= sections and t.rollout_tokens > 0
+            and t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len):
         errs.append(f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
     if {"batch", "train"} <= sections and training and d.source == DataSource.text:
@@ -427,7 +429,8 @@ def _preference(cfg: Config) -> List[str]:
     if t.dpo_sft_weight < 0:
         errs.append(f"train.dpo_sft_weight={t.dpo_sft_weight} must be >= 0 (0 = pure DPO; RPO uses 1)")
     for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
-                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their balancing losses)"),
+                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their balancing "
+                                              "losses)"),
                       (t.time_budget is not None, "train.time_budget (its calibration times the language-model step)"),
                       (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)")):
         if bad:
@@ -476,9 +479,11 @@ def _context(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
     seq_axes = _seq_axes(cfg.sharding)
     ring = math.prod(sizes.get(a, 1) for a in seq_axes)
     if sizes.get("context", 1) > 1 and "context" not in seq_axes:
-        errs.append(f"mesh.context={sizes['context']} but sharding.compute.seq={cfg.sharding.compute.get('seq')} does "
-                    f"not split sequences over it (sharding={cfg.sharding.name}); add seq: context to the table's compute "
-                    "rules or set mesh.context=1")
+        errs.append(
+            f"mesh.context={sizes['context']} but sharding.compute.seq={cfg.sharding.compute.get('seq')} does "
+            f"not split sequences over it (sharding={cfg.sharding.name}); add seq: context to the table's compute "
+            "rules or set mesh.context=1"
+        )
     if ring == 1 or "model" not in sections:
         return errs
     if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
@@ -492,8 +497,10 @@ def _context(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
             errs.append(f"data.seq_len={d.seq_len} does not split into 2 x {ring} equal chunks (two per device of the "
                         f"context ring, mesh.context={ring}); use a multiple of {2 * ring}")
         elif m.loss_block > 0 and (d.seq_len // ring) % m.loss_block:
-            errs.append(f"model.loss_block={m.loss_block} does not divide the {d.seq_len // ring} positions each device "
-                        f"of the context ring holds (data.seq_len={d.seq_len} / mesh.context={ring}); choose a divisor")
+            errs.append(
+                f"model.loss_block={m.loss_block} does not divide the {d.seq_len // ring} positions each device "
+                f"of the context ring holds (data.seq_len={d.seq_len} / mesh.context={ring}); choose a divisor"
+            )
     return errs
 
 
@@ -505,7 +512,8 @@ def _pipeline(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
     stages = math.prod(sizes.get(a, 1) for a in axes)
     if sizes.get("stage", 1) > 1 and "stage" not in axes:
         return [f"mesh.stage={sizes['stage']} but sharding.params.layers={s.params.get('layers')} does not split the "
-                f"layer stack over it (sharding={s.name}); add layers: stage to the table's params rules or set mesh.stage=1"]
+                f"layer stack over it (sharding={s.name}); add layers: stage to the table's params rules or set "
+                "mesh.stage=1"]
     if stages == 1 or "model" not in sections:
         return []
     name = f"mesh.stage={stages}"
@@ -552,12 +560,15 @@ def _collective(cfg: Config, sections: set, sizes: Dict[str, int], training: boo
                 ] if training else []
     if axes["heads"] != axes["mlp"]:
         return [f"{name} needs the heads and the MLP width split over the same mesh axes (sharding.compute.heads="
-                f"{s.compute.get('heads')}, mlp={s.compute.get('mlp')}); make them equal or set model.collective_matmul=none"]
+                f"{s.compute.get('heads')}, mlp={s.compute.get('mlp')}); make them equal or set "
+                "model.collective_matmul=none"]
     ring = math.prod(sizes.get(a, 1) for a in _seq_axes(s))
     if "batch" in sections and cfg.data.seq_len > 0 and (cfg.data.seq_len // ring) % size:
-        return [f"{name} splits each device's {cfg.data.seq_len // ring} positions of a sequence (data.seq_len="
-                f"{cfg.data.seq_len}{f' / mesh.context={ring}' if ring > 1 else ''}) over the {size} devices of the tensor "
-                f"axis; use a data.seq_len they divide into equal chunks"]
+        return [
+            f"{name} splits each device's {cfg.data.seq_len // ring} positions of a sequence (data.seq_len="
+            f"{cfg.data.seq_len}{f' / mesh.context={ring}' if ring > 1 else ''}) over the {size} devices of the tensor "
+            f"axis; use a data.seq_len they divide into equal chunks"
+        ]
     return []
 
 

@@ -45,7 +45,7 @@ def conversation(obj, field: str = "messages") -> list:
     """The messages of one parsed jsonl line, checked: ChatError saying what is wrong."""
     messages = obj.get(field) if isinstance(obj, dict) else None
     if not isinstance(messages, list):
-        raise ChatError(f"no {field!r} list (each line must be {{\"{field}\": [{{\"role\": ..., \"content\": ...}}, ...]}})")
+        raise ChatError(f'no {field!r} list (each line must be {{"{field}": [{{"role": ..., "content": ...}}, ...]}})')
     if not messages:
         raise ChatError("an empty conversation")
     for k, m in enumerate(messages):

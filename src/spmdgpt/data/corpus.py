@@ -43,8 +43,8 @@ from spmdgpt.data.store import (
 from spmdgpt.data.tokenizers import (
     CharTokenizer,
     DigitTokenizer,
-    data_file,
     Tokenizer,
+    data_file,
     load_tokenizer,
     token_dtype,
     tokenizer_file,

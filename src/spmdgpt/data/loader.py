@@ -227,7 +227,9 @@ class EvalBatcher(_Rows):
         self.stream = stream
         k = num_batches * batch_size
         # a chat set: its conversations packed in file order, rows spread as windows are
-        self.packed = None if stream.masks is None else Packing(stream, seq_len, pad_id, name=f"the validation set {name}")
+        self.packed = (
+            None if stream.masks is None else Packing(stream, seq_len, pad_id, name=f"the validation set {name}")
+        )
         if self.packed is None:
             _check_length(stream, seq_len, f"the validation set {name}")
         available = (len(stream) - 1) // seq_len if self.packed is None else self.packed.rows

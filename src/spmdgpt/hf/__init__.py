@@ -29,11 +29,32 @@ Tensors are numpy arrays keyed by their `transformers` names; `to_hf` and `from_
 inverses (an import exported again gives byte-identical tensors).
 """
 
-from spmdgpt.hf.convert import (TANH_GELUS, architecture, check_weights, expected_shapes, hf_config,
-                                layer_values, model_fields, to_hf)
-from spmdgpt.hf.files import (DTYPES, HF_PREFIX, WeightFiles, cast, hf_folder, load_params, open_weights,
-                              read_hf_config, read_params, shard_names, tokenizer_files, total_bytes,
-                              with_hf_model, write_folder)
+from spmdgpt.hf.convert import (
+                                TANH_GELUS,
+                                architecture,
+                                check_weights,
+                                expected_shapes,
+                                hf_config,
+                                layer_values,
+                                model_fields,
+                                to_hf,
+)
+from spmdgpt.hf.files import (
+                                DTYPES,
+                                HF_PREFIX,
+                                WeightFiles,
+                                cast,
+                                hf_folder,
+                                load_params,
+                                open_weights,
+                                read_hf_config,
+                                read_params,
+                                shard_names,
+                                tokenizer_files,
+                                total_bytes,
+                                with_hf_model,
+                                write_folder,
+)
 from spmdgpt.hf.tables import ARCHITECTURES, LLAMA, NEOX
 
 __all__ = ["ARCHITECTURES", "DTYPES", "HF_PREFIX", "LLAMA", "NEOX", "TANH_GELUS", "WeightFiles", "architecture", "cast",

@@ -12,11 +12,33 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from spmdgpt.config import (ROPE_SCALING_DEFAULTS, ROPE_SCALING_FIELDS, ConfigError, ModelConfig, MoeConfig, RopeScaling,
-                            expert_hidden, head_dim, kv_heads, layer_windows, mlp_hidden, moe_layer_pattern,
-                            moe_layers)
-from spmdgpt.hf.tables import (ARCHITECTURES, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, TRAINING_ONLY,
-                               Architecture, Tensor)
+from spmdgpt.config import (
+    ROPE_SCALING_DEFAULTS,
+    ROPE_SCALING_FIELDS,
+    ConfigError,
+    ModelConfig,
+    MoeConfig,
+    RopeScaling,
+    expert_hidden,
+    head_dim,
+    kv_heads,
+    layer_windows,
+    mlp_hidden,
+    moe_layer_pattern,
+    moe_layers,
+)
+from spmdgpt.hf.tables import (
+    ARCHITECTURES,
+    LLAMA,
+    MISTRAL,
+    MIXTRAL,
+    NEOX,
+    QWEN3,
+    QWEN3_MOE,
+    TRAINING_ONLY,
+    Architecture,
+    Tensor,
+)
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
 
@@ -46,7 +68,9 @@ def field_names(cfg) -> list:
     out = []
     for f in dataclasses.fields(cfg):
         nested = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
-        out += [f"{f.name}.{g.name}" for g in dataclasses.fields(nested)] if dataclasses.is_dataclass(nested) else [f.name]
+        out += (
+            [f"{f.name}.{g.name}" for g in dataclasses.fields(nested)] if dataclasses.is_dataclass(nested) else [f.name]
+        )
     return out
 
 
@@ -257,7 +281,11 @@ def rope_parameters(cfg: ModelConfig) -> dict:
 def _rope_fields(rope: dict, hf: dict, need) -> dict:
     """The rope_* model fields of a config.json's RoPE parameters (`need` records what is refused)."""
     kind = rope.get("rope_type", rope.get("type", "default"))
-    need("rope_type", kind in ("default", "llama3", "yarn"), "default, llama3 or yarn (the RoPE scalings spmdgpt computes)")
+    need(
+        "rope_type",
+        kind in ("default", "llama3", "yarn"),
+        "default, llama3 or yarn (the RoPE scalings spmdgpt computes)",
+    )
     out = {"rope_scaling": kind if kind in ("llama3", "yarn") else "none", "rope_theta": float(rope["rope_theta"])}
     if kind == "llama3":
         out.update({name: type(default)(rope.get(ROPE_KEYS[name], default)) for name, default in  # (Llama 3.1's)
@@ -389,10 +417,17 @@ def model_fields(hf: dict, where: str) -> dict:
         raise ConfigError(errs)
     if kind in (MIXTRAL.model_type, QWEN3_MOE.model_type):  # (softmax routing, no shared experts)
         experts = hf.get("num_experts", hf.get("num_local_experts"))
-        fields["moe"] = {"first_dense_layers": 0, "interleave_step": 1, **fields.get("moe", {}), "num_experts": experts,
-                         "top_k": hf.get("num_experts_per_tok", 2), "shared_experts": 0, "router": "softmax", "normalize_top_k": kind == MIXTRAL.model_type or
-                         bool(hf.get("norm_topk_prob", False)),
-                         "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None}
+        fields["moe"] = {
+            "first_dense_layers": 0,
+            "interleave_step": 1,
+            **fields.get("moe", {}),
+            "num_experts": experts,
+            "top_k": hf.get("num_experts_per_tok", 2),
+            "shared_experts": 0,
+            "router": "softmax",
+            "normalize_top_k": kind == MIXTRAL.model_type or bool(hf.get("norm_topk_prob", False)),
+            "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None,
+        }
     out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
                vocab_size=hf["vocab_size"], bias=False, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
                **rope_fields)

@@ -13,7 +13,6 @@ import numpy as np
 from spmdgpt.config import ConfigError, ModelConfig
 from spmdgpt.hf.convert import check_weights, layer_values, model_fields
 
-
 # ----------------------------------------------------------------------------- tokenizer
 
 

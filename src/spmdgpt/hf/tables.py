@@ -284,20 +284,42 @@ ARCHITECTURES = (QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, NEOX)
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose
 # state dict the tests fill from spmdgpt's parameters to compare losses and gradients.
 TORCH_GPT = Architecture(
-    name="benchmarks/torch_gpt.py", model_type="torch_gpt", norm=NormType.layernorm, mlp=MlpType.gelu,
-    tensors=tuple(_layer("blocks.{i}.", [
-        _t("ln1.weight", "blocks.ln1.scale", "d -> d"),
-        _t("qkv.weight", "blocks.attn.w_qkv", "d c n h -> (c n h) d"),
-        _t("proj.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
-        _t("ln2.weight", "blocks.ln2.scale", "d -> d"),
-        _t("up.weight", "blocks.mlp.w_up", "d f -> f d"),
-        _t("down.weight", "blocks.mlp.w_down", "f d -> d f"),
-    ]) + [
-        _t("embed.weight", "embed", "v d -> v d"),
-        _t("ln_f.weight", "ln_f.scale", "d -> d"),
-    ]),
-    fields={"num_layers": "layers", "num_heads": "heads", "d_model": "d", "vocab_size": "vocab",
-            "max_seq_len": "seq", "rope_theta": "theta"},
-    refused={**REFUSED, "bias": False, "tie_embeddings": True, "mlp_factor": 4.0, "num_kv_heads": None, "head_dim": None},
+    name="benchmarks/torch_gpt.py",
+    model_type="torch_gpt",
+    norm=NormType.layernorm,
+    mlp=MlpType.gelu,
+    tensors=tuple(
+        _layer(
+            "blocks.{i}.",
+            [
+                _t("ln1.weight", "blocks.ln1.scale", "d -> d"),
+                _t("qkv.weight", "blocks.attn.w_qkv", "d c n h -> (c n h) d"),
+                _t("proj.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
+                _t("ln2.weight", "blocks.ln2.scale", "d -> d"),
+                _t("up.weight", "blocks.mlp.w_up", "d f -> f d"),
+                _t("down.weight", "blocks.mlp.w_down", "f d -> d f"),
+            ],
+        )
+        + [
+            _t("embed.weight", "embed", "v d -> v d"),
+            _t("ln_f.weight", "ln_f.scale", "d -> d"),
+        ]
+    ),
+    fields={
+        "num_layers": "layers",
+        "num_heads": "heads",
+        "d_model": "d",
+        "vocab_size": "vocab",
+        "max_seq_len": "seq",
+        "rope_theta": "theta",
+    },
+    refused={
+        **REFUSED,
+        "bias": False,
+        "tie_embeddings": True,
+        "mlp_factor": 4.0,
+        "num_kv_heads": None,
+        "head_dim": None,
+    },
 )
 

@@ -58,8 +58,16 @@ from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
-from spmdgpt.model.kernels import (SPLASH_BLOCKS, causal_mask, document_mask, fused_causal_attention, local_kv,
-                                   repeat_kv, splash_causal_attention, window_mask)
+from spmdgpt.model.kernels import (
+    SPLASH_BLOCKS,
+    causal_mask,
+    document_mask,
+    fused_causal_attention,
+    local_kv,
+    repeat_kv,
+    splash_causal_attention,
+    window_mask,
+)
 from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope, rope_frequencies
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
@@ -217,7 +225,11 @@ def qkv_projection(
     qkv = unflatten(rules, qkv, batch, "qkv", "heads", "head_dim")  # [b, t, 3, n, h]
     qk = qkv[:, :, :2]
     if cfg.qk_norm:  # unit-RMS queries and keys per head (times their learned scales), before the rotation
-        scale = None if p.q_norm is None else rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim"))
+        scale = (
+            None
+            if p.q_norm is None
+            else rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim"))
+        )
         qk = rms_normalize(qk, cfg.norm_eps, scale)
     qk = rope(qk, positions, *rope_frequencies(cfg, qk.shape[-1]))  # q and k rotated in one op
     if not head_major:
@@ -274,8 +286,12 @@ def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> Atten
         raise ConfigError([f"model.sliding_window={cfg.sliding_window} needs model.attention=xla (the {backend.value} "
                            "path has no sliding window yet); set model.attention=xla or auto"])
     if backend != AttentionImpl.xla and attention_dropout(cfg) > 0:
-        raise ConfigError([f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
-                           f"{backend.value} kernel has no dropout); set model.attention=xla or model.attention_dropout=0"])
+        raise ConfigError(
+            [
+                f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
+                f"{backend.value} kernel has no dropout); set model.attention=xla or model.attention_dropout=0"
+            ]
+        )
     return backend
 
 

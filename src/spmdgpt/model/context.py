@@ -17,7 +17,8 @@ Attention (`context_attention`, per device in `shard_map`), by `model.context_at
 - `ring`: the local queries stay; the keys and values (with their document ids) go around the
   ring by `ppermute`, one device's block a step, C steps, combined by the online softmax of flash
   attention (running maximum, sum, output), in blocks of model.attention_block queries and keys
-  (flash attention's tiling, so that a long sequence's scores never exist whole). After the first step every block is half masked
+  (flash attention's tiling, so that a long sequence's scores never exist whole). After the first step every block is
+  half masked
   (the zigzag layout: a block from an earlier device is seen whole by all local queries and its
   late half by none; one from a later device only by the local late half), so each computes the
   half that counts. Its backward is a ring too (a custom VJP): the blocks go around again with
@@ -93,7 +94,9 @@ def flatten(rules: Rules, a: jax.Array, *tail: Optional[str]) -> jax.Array:
     c = rules.context_size()
     if c > 1:
         d = rules.batch_divisor()
-        a = jnp.reshape(a, (d, b // d, c, t // c) + a.shape[2:], out_sharding=rules.spec("batch", None, "seq", None, *tail))
+        a = jnp.reshape(
+            a, (d, b // d, c, t // c) + a.shape[2:], out_sharding=rules.spec("batch", None, "seq", None, *tail)
+        )
         a = jnp.swapaxes(a, 1, 2)
     return jnp.reshape(a, (b * t,) + a.shape[(4 if c > 1 else 2):], out_sharding=rules.spec("tokens", *tail))
 

@@ -31,8 +31,7 @@ from jax.sharding import PartitionSpec as P
 from spmdgpt.config import ModelConfig
 from spmdgpt.model.context import flatten, from_context_order, to_context_order, unflatten
 from spmdgpt.model.layers import dtype_of
-from spmdgpt.model.transformer import (Params, aux_loss_weights, hidden_states, softcap, unembed,
-                                      unembedding_rows)
+from spmdgpt.model.transformer import Params, aux_loss_weights, hidden_states, softcap, unembed, unembedding_rows
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 
@@ -196,9 +195,12 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
 
     def chunks(a: Array) -> Array:  # [b, t, ...] -> [n, b, ring * c, ...] (ring: the context ring's parts)
         a = jnp.reshape(a, (b, ring, n, c) + a.shape[2:], out_sharding=rules.spec("batch", "seq"))
-        return jnp.reshape(jnp.moveaxis(a, 2, 0), (n, b, ring * c) + a.shape[4:], out_sharding=P(None, *rules.spec("batch", "seq")))
+        return jnp.reshape(
+            jnp.moveaxis(a, 2, 0), (n, b, ring * c) + a.shape[4:], out_sharding=P(None, *rules.spec("batch", "seq"))
+        )
 
-    def flat(x_c, t_c, m_c):  # one chunk [b, ring * c, d], [b, ring * c] x 2 -> its rows [b * ring * c, d], [b * ring * c] x 2
+    # one chunk [b, ring * c, d], [b, ring * c] x 2 -> its rows [b * ring * c, d], [b * ring * c] x 2
+    def flat(x_c, t_c, m_c):
         return flatten(rules, x_c, "embed"), flatten(rules, t_c), flatten(rules, m_c)
 
     z, cap = cfg.z_loss, cfg.logit_softcap
@@ -257,8 +259,11 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         zero = jnp.zeros((), jnp.float32)
         (total, total_ce, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), (xs, ts, ms))
         dxs = jnp.reshape(dxs, (n, b, ring, c, x.shape[-1]), out_sharding=P(None, *rules.spec("batch", "seq")))
-        dx = flatten(rules, jnp.reshape(jnp.moveaxis(dxs, 0, 2), (b, t, x.shape[-1]), out_sharding=rules.spec("batch", "seq")),
-                     "embed")
+        dx = flatten(
+            rules,
+            jnp.reshape(jnp.moveaxis(dxs, 0, 2), (b, t, x.shape[-1]), out_sharding=rules.spec("batch", "seq")),
+            "embed",
+        )
         if tied:
             dw = dw.T
         dw = jax.sharding.reshard(dw, rules.param_spec(logical)).astype(w.dtype)  # the one reduction

@@ -46,12 +46,19 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import DType, ModelConfig, Remat, layer_windows, moe_layers
-from spmdgpt.model.attention import (KVCache, LayerCache, attention_info, attention_stats, causal_mask,
-                                     self_attention, window_mask)
+from spmdgpt.model.attention import (
+    KVCache,
+    LayerCache,
+    attention_info,
+    attention_stats,
+    causal_mask,
+    self_attention,
+    window_mask,
+)
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
-from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.layers import Norm, dropout, dtype_of, norm, norm_info, rms
+from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
@@ -202,7 +209,10 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
 
 def init_tree(info, dtype, key: Array, rules: Rules):
     """The arrays of a tree of ParamInfo (init_params'; LoRA's adapters), created sharded."""
-    quick = platform() == "cpu" and sum(math.prod(i.shape) for i in jax.tree.leaves(info, is_leaf=is_info)) < INIT_UNOPTIMISED
+    quick = (
+        platform() == "cpu"
+        and sum(math.prod(i.shape) for i in jax.tree.leaves(info, is_leaf=is_info)) < INIT_UNOPTIMISED
+    )
     make = jax.jit(_init_leaves, static_argnums=(0, 1),
                    out_shardings=jax.tree.map(lambda i: rules.param_sharding(i.logical), info, is_leaf=is_info),
                    compiler_options={"xla_backend_optimization_level": 0} if quick else None)

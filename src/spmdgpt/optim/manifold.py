@@ -208,7 +208,9 @@ def manifold_muon_direction(
     """
     if w.ndim >= 2 and w.shape[-2] < w.shape[-1]:
         kw = dict(solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
-        return jnp.matrix_transpose(manifold_muon_direction(jnp.matrix_transpose(w), jnp.matrix_transpose(g), eta, **kw))
+        return jnp.matrix_transpose(
+            manifold_muon_direction(jnp.matrix_transpose(w), jnp.matrix_transpose(g), eta, **kw)
+        )
     if w.shape[-2] == w.shape[-1] or steps == 0:  # square W: Λ₀ is the dual optimum (docstring)
         return eta * _feasible(w, _start_step(w, normalize(g), msign_steps))
     dual = dual_iterates(w, g, solver=solver, steps=steps, rho=rho, lr=lr, msign_steps=msign_steps)
