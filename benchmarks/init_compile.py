@@ -7,7 +7,7 @@ per leaf). For each experiment's model, on one CPU device, it compiles that func
 default optimisation level and at `xla_backend_optimization_level=0`, each in a fresh process
 state (a new jit), and runs it once: prints the compile and run seconds of both, their totals
 and the ratio (unoptimised / optimised; below 1: unoptimised is quicker end to end). What
-`model.transformer.INIT_UNOPTIMISED` is chosen from.
+`model.params.INIT_UNOPTIMISED` is chosen from.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import jax  # noqa: E402
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.model import num_params, param_info  # noqa: E402
 from spmdgpt.model.layers import dtype_of  # noqa: E402
-from spmdgpt.model.transformer import _init_leaves, param_shardings  # noqa: E402
+from spmdgpt.model.params import _init_leaves, param_shardings  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import load_config
-from spmdgpt.model import transformer as T
+from spmdgpt.model import activation_stats, init_params
 from spmdgpt.model.loss import loss_fn, token_losses
 from spmdgpt.sharding import Rules, make_mesh
 
@@ -40,7 +40,7 @@ def run(cfg, full: bool = False):
     mesh = make_mesh(cfg.mesh, jax.devices()[:n])
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
-        params = T.init_params(cfg.model, jax.random.key(0), rules)
+        params = init_params(cfg.model, jax.random.key(0), rules)
         inputs, targets, seg, pos = (jax.device_put(a, rules.batch_sharding()) for a in batch(cfg.model.vocab_size))
         grad = jax.jit(jax.value_and_grad(lambda p, s, q: loss_fn(cfg.model, rules, p, inputs, targets, s, q)))
         compiled = grad.lower(params, seg, pos).compile()
@@ -54,7 +54,7 @@ def run(cfg, full: bool = False):
             return (
                 loss_fn(cfg.model, rules, p, inputs, targets),
                 token_losses(cfg.model, rules, p, inputs, targets, seg, pos),
-                T.activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"],
+                activation_stats(cfg.model, rules, p, inputs, pos, seg)["max_attn_logit"],
                 loss_fn(unwindowed, rules, p, inputs, targets, seg, pos),
             )
 

@@ -8,7 +8,7 @@ import pytest
 
 from spmdgpt.config import load_config
 from spmdgpt.evaluate import Scorer, loss_sums
-from spmdgpt.model import transformer as T
+from spmdgpt.model import params as T
 from spmdgpt.model.loss import token_losses
 from spmdgpt.sharding import Rules, make_mesh
 

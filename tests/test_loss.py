@@ -82,7 +82,7 @@ def test_target_rows_gradient_adds_in_float32():
     their gradient (a scatter-add over 2,048 rows of the same token) is summed in float32, equal
     to the exact sum of the bfloat16 cotangents to 1e-6 (a bfloat16 scatter-add was off by 5% here,
     and on GPUs slow: benchmarks/BENCHMARKS.md, GPU)."""
-    from spmdgpt.model.transformer import unembedding_rows
+    from spmdgpt.model.head import unembedding_rows
 
     cfg = load_config(["+experiment=staircase", "model.vocab_size=64", "model.num_layers=1",
                        "model.compute_dtype=bfloat16"])

@@ -365,8 +365,8 @@ def test_bfloat16_compute_keeps_residual_and_logit_gradients_right():
     """bfloat16 compute: the residual stream is float32, norms hand bfloat16 to the matmuls, the
     loss is within bfloat16 rounding of the float32 one, and the unembedding's backward matmuls
     take a bfloat16 cotangent (no float32 GEMM in the gradient)."""
+    from spmdgpt.model.head import embed, float32_matmul
     from spmdgpt.model.layers import norm
-    from spmdgpt.model.transformer import embed, float32_matmul
 
     cfg32, mesh, rules, params = setup("model.vocab_size=64")
     cfg16 = load_config(["+experiment=staircase", "mesh.data=1", "model.vocab_size=64",

@@ -146,8 +146,10 @@ def test_dense_layers_run_in_their_places():
     MoE. The two scans (`scan_layers`) equal the layers run one by one in that order; each
     kind's outputs land at its layers; dense layers have the dense MLP's width."""
     from spmdgpt.config import moe_layers
+    from spmdgpt.model.blocks import block
+    from spmdgpt.model.head import embed
     from spmdgpt.model.layers import norm
-    from spmdgpt.model.transformer import activation_stats, block, embed, hidden_states
+    from spmdgpt.model.transformer import activation_stats, hidden_states
 
     cfg = load_config([*BASE, "mesh.data=1", "model.num_layers=5", "model.moe.first_dense_layers=1",
                        "model.moe.interleave_step=2", "model.moe.mlp_factor=2.0"]).model

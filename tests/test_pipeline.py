@@ -10,7 +10,8 @@ from layouts import RTOL, assert_close, batch, cfg_for
 
 from spmdgpt.cli import main
 from spmdgpt.config import validate
-from spmdgpt.model import transformer as T
+from spmdgpt.model import init_params
+from spmdgpt.model import stages as T
 from spmdgpt.sharding import Rules, bytes_per_device, make_mesh
 from spmdgpt.train_step import step_gradients
 
@@ -27,7 +28,7 @@ def gradients(*overrides):
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         # (a circular pipeline holds the stack by stage, `stack_order`; the gradients back in layer order)
-        params = T.to_stage_order(rules, T.init_params(cfg.model, jax.random.key(0), rules))
+        params = T.to_stage_order(rules, init_params(cfg.model, jax.random.key(0), rules))
         inputs, targets, seg, pos = (jax.device_put(a, rules.batch_sharding()) for a in batch(cfg.model.vocab_size, B8))
         metrics, grads = jax.jit(step_gradients(cfg, rules))(params, 0, inputs, targets, seg, pos)
         grads = jax.device_get(T.to_layer_order(rules, grads))
@@ -96,7 +97,7 @@ def test_the_circular_stack_order():
     mesh = make_mesh(cfg.mesh, jax.devices()[:2])
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
-        params = T.init_params(cfg.model, jax.random.key(0), rules)
+        params = init_params(cfg.model, jax.random.key(0), rules)
         staged = T.to_stage_order(rules, params, donate=False)
         w, v = np.asarray(params.blocks.mlp.w_up), np.asarray(staged.blocks.mlp.w_up)
         np.testing.assert_array_equal(v, w[[0, 1, 4, 5, 2, 3, 6, 7]])

@@ -103,7 +103,7 @@ def test_a_sampler_runs_the_program_compiled_ahead_of_time():
     """Sampler.lower + use: generate runs that executable for its shapes (the jitted function is
     not called) and samples what the jitted path samples; other shapes still compile on demand."""
     from spmdgpt.generate import Sampler, SamplingParams
-    from spmdgpt.model import transformer as T
+    from spmdgpt.model import params as T
 
     cfg = load_config(["+experiment=staircase", "mesh.data=2"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:2])

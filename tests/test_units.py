@@ -14,7 +14,8 @@ from conftest import train_steps
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import load_config
-from spmdgpt.model import Unit, activation_stats, init_params, leaf_name, objective, param_info, transformer
+from spmdgpt.model import Unit, activation_stats, blocks, init_params, leaf_name, objective, param_info
+from spmdgpt.model import params as model_params
 from spmdgpt.model.info import matrix
 from spmdgpt.model.layers import rms
 from spmdgpt.optim import weight_decay_mask
@@ -74,7 +75,9 @@ TOY = Unit(toy_info, toy_apply, toy_stats, lambda cfg: {"toy_square": WEIGHT})
 
 @pytest.fixture
 def toy_mlp(monkeypatch):
-    monkeypatch.setattr(transformer, "block_units", lambda cfg, dense=False: (transformer.ATTENTION, TOY))
+    units = lambda cfg, dense=False: (model_params.ATTENTION, TOY)
+    monkeypatch.setattr(model_params, "block_units", units)  # (the parameters' and the layers' lookups)
+    monkeypatch.setattr(blocks, "block_units", units)
 
 
 def test_an_mlp_kind_is_one_unit_and_its_aux_loss_is_trained(toy_mlp):

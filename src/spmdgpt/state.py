@@ -56,7 +56,7 @@ from spmdgpt.model import (
     to_stage_order,
 )
 from spmdgpt.model.layers import dtype_of
-from spmdgpt.model.transformer import abstract_tree, init_tree
+from spmdgpt.model.params import abstract_tree, init_tree
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
 from spmdgpt.sharding import Rules

@@ -5,23 +5,21 @@ from spmdgpt.model.info import ParamInfo, is_info
 from spmdgpt.model.layers import Norm
 from spmdgpt.model.loss import loss_fn, objective
 from spmdgpt.model.mlp import Mlp
-from spmdgpt.model.transformer import (
+from spmdgpt.model.params import (
     Block,
     Params,
     Unit,
     abstract_params,
-    activation_stats,
     between_steps,
     block_units,
-    forward,
     init_params,
     leaf_name,
     num_params,
     param_info,
     param_shapes,
-    to_layer_order,
-    to_stage_order,
 )
+from spmdgpt.model.stages import to_layer_order, to_stage_order
+from spmdgpt.model.transformer import activation_stats, forward
 
 __all__ = [
     "abstract_params",

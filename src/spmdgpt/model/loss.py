@@ -30,8 +30,10 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
 from spmdgpt.model.context import flatten, from_context_order, to_context_order, unflatten
+from spmdgpt.model.head import softcap, unembed, unembedding_rows
 from spmdgpt.model.layers import dtype_of
-from spmdgpt.model.transformer import Params, aux_loss_weights, hidden_states, softcap, unembed, unembedding_rows
+from spmdgpt.model.params import Params, aux_loss_weights
+from spmdgpt.model.transformer import hidden_states
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 

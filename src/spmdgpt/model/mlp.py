@@ -4,7 +4,7 @@ Shapes (D = d_model, F = MLP width; the block stacks a layer axis in front):
 
     w_up   [D, F], w_gate [D, F] (SwiGLU only), w_down [F, D] (residual), biases with model.bias
 
-An MLP kind is a unit (`spmdgpt.model.transformer.Unit`): `info(cfg)` (one layer's ParamInfo
+An MLP kind is a unit (`spmdgpt.model.params.Unit`): `info(cfg)` (one layer's ParamInfo
 tree), `apply(cfg, rules, p, x) -> (out, aux)` with x and out [stream, embed] and aux a dict of
 float32 scalars (auxiliary losses, e.g. an MoE's load balance), and `stats(cfg, rules, p, x)`.
 """

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig
 from spmdgpt.model.loss import token_losses
-from spmdgpt.model.transformer import Params
+from spmdgpt.model.params import Params
 from spmdgpt.sharding import Rules
 
 Array = jax.Array

@@ -1,0 +1,180 @@
+"""The layers: one pre-norm block (`block`), the one scan body that runs a layer in every loop
+(`layer_step`), and the loops over the stack: `scan_layers` (in layer order; an MoE model's dense
+and MoE layers as their own stacks) and `pipelined_blocks` (the stages of `model.pipeline`).
+
+Three passes run the layers, each for a reason: full sequences (training, evaluation, statistics:
+rematerialised by model.remat, unrolled by model.scan_unroll), cached passes (prefill and decode:
+the KV cache scanned with the layers, a rolled scan), and the pipeline's stages (each a scan over
+its slice of the stack). `layer_step` is their one body.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers
+from spmdgpt.model.attention import LayerCache, window_mask
+from spmdgpt.model.layers import dropout, norm, rms
+from spmdgpt.model.lora import merged as lora_merged
+from spmdgpt.model.params import Block, Params, block_units
+from spmdgpt.model.pipeline import pipeline
+from spmdgpt.sharding import Rules
+
+Array = jax.Array
+
+
+def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
+          cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
+          key: Optional[Array] = None, window: Optional[Array] = None, dense: bool = False):
+    """One pre-norm block on the residual stream x: [stream, embed] -> (x, this layer's
+    updated (k, v) cache or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
+    collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
+    aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
+    key (training only): dropout on the attention probabilities and on both branch outputs.
+    window: this layer's sliding window (`attention.window_mask`; None: global). dense: an MoE
+    model's dense layer (`block_units`)."""
+    attention, mlp_unit = block_units(cfg, dense)
+    p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
+    k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
+    h = norm(cfg, rules, p.ln1, x)
+    a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, positions, batch, cache, segment_ids, k_attn, window)
+    a = dropout(a, cfg.dropout, k_a)
+    x = x + a
+    h2 = norm(cfg, rules, p.ln2, x)
+    m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
+    m = dropout(m, cfg.dropout, k_m)
+    x = x + m
+    aux = {**aux_a, **aux_m}
+    if collect:
+        aux.update(resid_rms=rms(x), attn_rms=rms(a), mlp_rms=rms(m),
+                   **attention.stats(cfg, rules, p.attn, h, positions, batch, segment_ids, window),
+                   **mlp_unit.stats(cfg, rules, p.mlp, h2))
+    return x, kv, aux
+
+
+_REMAT_POLICIES = {
+    Remat.full: None,
+    Remat.dots: jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+class PerLayer(NamedTuple):
+    """A layer's slice of what the layer loops scan besides its parameters (None: not given)."""
+
+    window: Optional[Array] = None  # its sliding window, int32 (0: global; None: no layer has one)
+    index: Optional[Array] = None  # its number (training's dropout keys)
+    k: Optional[Array] = None  # its KV cache's keys and values (cached passes)
+    v: Optional[Array] = None
+
+
+class Cached(NamedTuple):
+    """What every layer of a cached pass shares: the attention mask [b, t, capacity] (None: a
+    prefill's causal attention by the backend), the cache's key positions, where the new ones go."""
+
+    mask: Optional[Array]
+    k_pos: Array
+    end: Array
+
+
+def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, segment_ids: Optional[Array] = None,
+               key: Optional[Array] = None, collect: bool = False, cached: Optional[Cached] = None,
+               dense: bool = False) -> Callable:
+    """The `lax.scan` body of one layer, (x, (its Block parameters, PerLayer)) -> (x, outputs):
+    the units' aux dict, or on a cached pass the layer's updated cache {"k", "v"}. Every layer
+    loop runs it (`hidden_states`' two, a pipeline stage's); model.remat applies here, to the
+    passes that are differentiated (not cached ones). key: layer i's dropout key is
+    fold_in(key, i). dense: an MoE model's dense layers (`block_units`)."""
+    def step(x, layer):
+        p, s = layer
+        cache = None
+        if cached is not None:
+            mask = cached.mask
+            if mask is not None and s.window is not None:
+                mask = mask & window_mask(positions, cached.k_pos, s.window)
+            cache = LayerCache(s.k, s.v, mask, cached.end)
+        k = None if key is None else jax.random.fold_in(key, s.index)
+        x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, dense)
+        return x, (aux if cached is None else {"k": kv[0], "v": kv[1]})
+
+    if cached is None and cfg.remat != Remat.none:
+        return jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])
+    return step
+
+
+def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):
+    """Runs the layers in order: make_step(dense) is a `lax.scan` body (x, (a layer's block
+    parameters, its slice of xs)) -> (x, a dict of outputs) for the MoE model's dense layers
+    (dense=True) or the `blocks` layers; xs: a tree of per-layer inputs [layers, ...] in layer
+    order. Returns (x, {name: [layers, ...]}) in layer order; an output that only one kind of
+    layer gives is NaN at the other kind's layers (fill=True, statistics) or only that kind's,
+    in order ([MoE layers, ...]: the auxiliary losses and the balancing's expert shares).
+
+    Without dense_blocks, one scan over `blocks`. With them: a scan over the first N dense
+    layers, then a scan over G groups, each an inner scan over its k - 1 dense layers and then
+    its MoE layer (N = model.moe.first_dense_layers, k = interleave_step); the dense stack's
+    layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one."""
+    scan = partial(jax.lax.scan, unroll=unroll)
+    if params.dense_blocks is None:
+        return scan(make_step(False), x, (params.blocks, xs))
+    n, k = cfg.moe.first_dense_layers, cfg.moe.interleave_step
+    g = sum(moe_layers(cfg))
+    head = lambda t: jax.tree.map(lambda a: a[:n], t)
+    groups = lambda t, m: jax.tree.map(lambda a: jnp.reshape(a[n:], (g, m) + a.shape[1:]), t)
+    dense_step, moe_step = make_step(True), make_step(False)
+    first = {}
+    if n:
+        x, first = scan(dense_step, x, (head(params.dense_blocks), head(xs)))
+
+    def group(x, layers):
+        p_dense, p_moe, xs_group = layers
+        ys_dense = {}
+        if k > 1:
+            x, ys_dense = scan(dense_step, x, (p_dense, jax.tree.map(lambda a: a[:k - 1], xs_group)))
+        x, ys_moe = moe_step(x, (p_moe, jax.tree.map(lambda a: a[k - 1], xs_group)))
+        return x, (ys_dense, ys_moe)
+
+    x, (ys_dense, ys_moe) = scan(group, x, (groups(params.dense_blocks, k - 1), params.blocks, groups(xs, k)))
+
+    def ordered(name):  # first [N] + dense [G, k - 1] + MoE [G] -> [L]
+        f, d, m = first.get(name), ys_dense.get(name), ys_moe.get(name)
+        like = m[0] if m is not None else f[0] if f is not None else d[0, 0]
+        blank = lambda *lead: jnp.full(lead + like.shape, jnp.nan, like.dtype)
+        dense_gives = f is not None or d is not None
+        if not fill and not (dense_gives and m is not None):  # one kind's output: its layers only
+            if m is not None:
+                return m
+            return jnp.concatenate(([f] if n else []) + ([jnp.reshape(d, (-1,) + like.shape)] if k > 1 else []))
+        m = blank(g) if m is None else m
+        rest = jnp.concatenate([blank(g, k - 1) if d is None else d, m[:, None]], axis=1) if k > 1 else m[:, None]
+        rest = jnp.reshape(rest, (g * k,) + like.shape)
+        return jnp.concatenate([blank(n) if f is None else f, rest]) if n else rest
+
+    return x, {name: ordered(name) for name in {**first, **ys_dense, **ys_moe}}
+
+
+
+def pipelined_blocks(cfg: ModelConfig, rules: Rules, params: Params, x: Array, positions: Array,
+                     segment_ids: Optional[Array], batch: int, microbatches: int) -> Array:
+    """The blocks over the residual stream x [tokens, d] as a pipeline over the stage axes
+    (`model.pipeline`): each stage a scan over its slice of the layers, `microbatches` of the
+    batch flowing through them."""
+    mb, inside = batch // microbatches, rules.in_stages()  # (the batch not split over the stages in them)
+
+    def stage(p, windows, x, pos, seg):
+        step = layer_step(cfg, inside, mb, positions if pos is None else pos, seg)
+        return jax.lax.scan(step, x, (p, PerLayer(window=windows)), unroll=cfg.scan_unroll)[0]
+
+    per_sequence = [positions if positions.ndim == 2 else None, segment_ids]
+    return pipeline(rules, stage, params.blocks, windows(cfg), x, per_sequence, batch, microbatches,
+                    remat=cfg.pipeline_remat)
+
+
+def windows(cfg: ModelConfig) -> Optional[Array]:
+    """Each layer's sliding window as a scanned int32 [layers] (0: global), or None when no
+    layer has one (model.sliding_window, model.window_pattern)."""
+    windows = layer_windows(cfg)
+    return jnp.asarray(windows, jnp.int32) if any(windows) else None

@@ -1,0 +1,212 @@
+"""The parameters of the decoder-only transformer: their types, metadata and initialisation.
+
+Shapes (L layers, D = d_model, V vocabulary):
+
+    embed    [V, D]                 token embedding (also the unembedding when tied)
+    blocks   Block, every leaf stacked [L, ...], run by lax.scan (an MoE model: its MoE layers):
+      ln1    Norm                   before attention
+      attn   the attention unit's parameters (attention.Attention: w_qkv [L, D, 3, N, H], w_o;
+             attention.GroupedAttention with model.num_kv_heads < N: w_q, w_kv [L, D, 2, K, H], w_o)
+      ln2    Norm                   before the MLP
+      mlp    the MLP unit's parameters (mlp.Mlp: w_up [L, D, F], w_gate, w_down)
+    ln_f     final norm
+    unembed  [D, V]                 only when model.tie_embeddings=false
+    dense_blocks  Block with the dense MLP, stacked: an MoE model's dense layers (model.moe.
+             first_dense_layers, interleave_step), else None
+
+A block is made of units. A unit (`Unit`) is one kind of attention or MLP: its parameters (a
+NamedTuple of one layer, described by `info` as a tree of `ParamInfo`), the function that
+applies them, and its statistics; `block_units(cfg)` picks the block's two. Another attention
+or MLP kind is another unit: its own module, its own subtree of `Block`, nothing else here.
+
+`param_info(cfg)` returns the parameter pytree with a `ParamInfo` at every leaf: logical axes (for
+the sharding rules), init, whether weight decay applies, and which axes form the matrix
+(`fan_in` x `fan_out`, named by logical axis; all other axes are a batch of matrices, e.g.
+layers and q/k/v). Checkpoints store each leaf under its path's name (`info.path_name`).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import ModelConfig, moe_layers
+from spmdgpt.model.attention import attention_info, attention_stats, self_attention
+from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
+from spmdgpt.model.layers import Norm, dtype_of, norm_info
+from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
+from spmdgpt.model.moe import between_steps as moe_between_steps
+from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
+from spmdgpt.sharding import Rules, platform
+
+Array = jax.Array
+
+
+def no_losses(cfg: ModelConfig) -> dict:
+    return {}
+
+
+class Unit(NamedTuple):
+    """One kind of attention or MLP.
+
+    info(cfg): one layer's parameters, a NamedTuple of `ParamInfo` (the block stacks them).
+    apply: attention: (cfg, rules, p, x, positions, batch, cache, segment_ids, key, window) ->
+      (out, this layer's (k, v) cache or None, aux) (window: the layer's sliding window, traced, or
+      None); MLP: (cfg, rules, p, x) -> (out, aux).
+      x and out are [stream, embed] (the `stream` logical axis: batch x seq flattened, split over
+      the batch's and the sequence's mesh axes, and the tensor axes with model.collective_matmul,
+      `sharding.Rules`); aux is a dict of float32 scalars.
+    stats: attention: (cfg, rules, p, x, positions, batch, segment_ids) -> dict; MLP:
+      (cfg, rules, p, x) -> dict (float32 scalars, on statistics passes only).
+    losses(cfg): {aux name: weight}: which of apply's aux outputs are losses, and their weights.
+    between_steps: (cfg, old, new, aux) -> the unit's stacked parameters after a step, from those
+      before it (old), after the optimizer's update (new) and the step's aux outputs that are not
+      scalars (each [layers, ...]): state that is set, not trained (MoE's balancing bias).
+    """
+
+    info: Callable[[ModelConfig], Any]
+    apply: Callable
+    stats: Callable
+    losses: Callable[[ModelConfig], dict] = no_losses
+    between_steps: Callable = lambda cfg, old, new, aux: new
+
+
+ATTENTION = Unit(attention_info, self_attention, attention_stats)
+DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
+MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
+
+
+def block_units(cfg: ModelConfig, dense: bool = False) -> tuple[Unit, Unit]:
+    """(the attention unit, the MLP unit) of this model's blocks (dense: of an MoE model's dense
+    layers): a new kind is a case here."""
+    return ATTENTION, MOE if cfg.moe.num_experts and not dense else DENSE_MLP
+
+
+class Block(NamedTuple):
+    ln1: Norm
+    attn: Any  # the attention unit's parameters (attention.Attention or GroupedAttention)
+    ln2: Norm
+    mlp: Any  # the MLP unit's parameters (mlp.Mlp or moe.Moe)
+
+
+UNIT_FIELDS = ("attn", "mlp")  # the Block fields that hold a unit's parameters
+
+
+class Params(NamedTuple):
+    embed: Array
+    blocks: Block
+    ln_f: Norm
+    unembed: Optional[Array]
+    dense_blocks: Optional[Block] = None
+
+
+def param_info(cfg: ModelConfig) -> Params:
+    def layers(dense: bool, n: int) -> Block:
+        attention, mlp_unit = block_units(cfg, dense)
+        return stacked(Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg),
+                             mlp=mlp_unit.info(cfg)), n)
+
+    kinds = moe_layers(cfg)
+    D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
+    return Params(
+        embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
+        blocks=layers(False, sum(kinds) or cfg.num_layers),
+        ln_f=norm_info(cfg),
+        unembed=None
+        if cfg.tie_embeddings
+        else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, ("embed",), ("vocab",)),
+        dense_blocks=layers(True, kinds.count(False)) if any(kinds) and not all(kinds) else None,
+    )
+
+
+def aux_loss_weights(cfg: ModelConfig) -> dict:
+    """{aux name: weight} of the auxiliary losses the block's units report."""
+    attention, mlp_unit = block_units(cfg)
+    return {**attention.losses(cfg), **mlp_unit.losses(cfg)}
+
+
+def between_steps(cfg: ModelConfig, old: Params, new: Params, aux: dict) -> Params:
+    """The parameters after a training step: `new` (the optimizer's) with each unit's state that
+    is set between steps (`Unit.between_steps`) from `old` and the step's non-scalar aux outputs
+    (the objective's metrics["between_steps"])."""
+    units = dict(zip(UNIT_FIELDS, block_units(cfg)))
+    blocks = new.blocks._replace(**{f: u.between_steps(cfg, getattr(old.blocks, f), getattr(new.blocks, f), aux)
+                                    for f, u in units.items()})
+    return new._replace(blocks=blocks)
+
+
+def leaf_name(path) -> str:
+    """A parameter's name without the unit that holds it: ".blocks.w_qkv" for
+    params.blocks.attn.w_qkv (names are unique within a block). It seeds the parameter's init, so
+    that a seed gives the initial model it gave before blocks had units, and names the
+    parameter in the web page's files (spmdgpt.web)."""
+    return "".join(f".{k.name}" for k in path if getattr(k, "name", None) not in UNIT_FIELDS)
+
+
+def param_shapes(cfg: ModelConfig) -> dict:
+    """{parameter name (`info.path_name`): shape}: what a checkpoint of this model holds."""
+    return {name: i.shape for name, i in by_name(param_info(cfg), is_leaf=is_info).items()}
+
+
+def num_params(cfg: ModelConfig) -> int:
+    return sum(math.prod(i.shape) for i in jax.tree.leaves(param_info(cfg), is_leaf=is_info))
+
+
+def param_shardings(cfg: ModelConfig, rules: Rules) -> Params:
+    return jax.tree.map(lambda i: rules.param_sharding(i.logical), param_info(cfg), is_leaf=is_info)
+
+
+def abstract_params(cfg: ModelConfig, rules: Rules) -> Params:
+    """ShapeDtypeStructs with the parameters' shardings: a restore target that allocates nothing."""
+    return abstract_tree(param_info(cfg), dtype_of(cfg.param_dtype), rules)
+
+
+def abstract_tree(info, dtype, rules: Rules):
+    """init_tree's ShapeDtypeStructs, with the rule table's shardings, computing nothing."""
+    return jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape, dtype, sharding=rules.param_sharding(i.logical)),
+                        info, is_leaf=is_info)
+
+
+def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
+    """Parameters created directly in their sharded layout (never whole on one device).
+
+    Each leaf's key is folded from its name (`leaf_name`), so adding a parameter leaves the
+    others' initial values unchanged."""
+    # On a CPU, XLA spends 1-2.5 s optimising the random-number code (threefry and the normal's
+    # inverse erf, once per leaf) that then runs in milliseconds for a small model; unoptimised it
+    # compiles in ~0.35 s and runs at ~0.09 s per million parameters (~0.02 optimised): quicker
+    # in all below ~14M parameters (benchmarks/init_compile.py), so a model of fewer than
+    # INIT_UNOPTIMISED parameters is initialised unoptimised. (The values differ from the
+    # optimised code's in the last bit of some elements.)
+    return init_tree(param_info(cfg), dtype_of(cfg.param_dtype), key, rules)
+
+
+def init_tree(info, dtype, key: Array, rules: Rules):
+    """The arrays of a tree of ParamInfo (init_params'; LoRA's adapters), created sharded."""
+    quick = (
+        platform() == "cpu"
+        and sum(math.prod(i.shape) for i in jax.tree.leaves(info, is_leaf=is_info)) < INIT_UNOPTIMISED
+    )
+    make = jax.jit(_init_leaves, static_argnums=(0, 1),
+                   out_shardings=jax.tree.map(lambda i: rules.param_sharding(i.logical), info, is_leaf=is_info),
+                   compiler_options={"xla_backend_optimization_level": 0} if quick else None)
+    return make(info, dtype, key)
+
+
+INIT_UNOPTIMISED = 8_000_000
+
+
+def _init_leaves(info: Params, dtype, key: Array) -> Params:
+    """(A module-level function of hashable metadata, so that its compilation is cached across
+    calls with the same model: the random-number code takes seconds to compile on a CPU.)"""
+    def leaf(path, i: ParamInfo):
+        k = jax.random.fold_in(key, zlib.crc32(leaf_name(path).encode()))
+        if i.init == "normal":
+            return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
+        return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
+
+    return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=is_info)
