@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The preflight issue on a lent GPU (device tool, carry [".gpu"]):
 #
-#   bash benchmarks/gpu_preflight.sh         # the README's gpt2_124m command, shortened to 6 steps with
+#   bash benchmarks/gpu_preflight.sh         # docs/gpu.md's gpt2_124m command, shortened to 6 steps with
 #       two evaluations, trains and evaluates to the end (it died at its first evaluation before the
 #       evaluation ran in the step's microbatches); the preflight's compile time with XLA's
 #       autotuning and without; train.microbatches=1 refused before step 1, exit 2

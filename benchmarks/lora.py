@@ -2,7 +2,7 @@
 
     python benchmarks/lora.py [--rank 16] [--steps 20] [--pairs 3]
 
-The model of the README's fine-tuning walk (`+experiment=shakespeare_gpt2`: GPT-2 BPE, its
+The model of the fine-tuning walk in docs/post-training.md (`+experiment=shakespeare_gpt2`: GPT-2 BPE, its
 rows, layers and width), a seeded base, random tokens (the data is not what is measured),
 1 device, float32, AdamW for both. Full fine-tuning trains every parameter; LoRA trains rank-r
 adapters on every attention and MLP matrix (`lora.targets=[all]`) with the base frozen. Per

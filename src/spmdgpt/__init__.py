@@ -8,7 +8,7 @@ spmdgpt.data, spmdgpt.optim):
     result = train(cfg)     # -> TrainResult(run_dir, state, step, final_loss, val_loss, ...)
 
     from spmdgpt import Rules, Sampler, SamplingParams, make_mesh, forward, init_params
-    # the model and the sampler under any mesh and rule table (see README: Sampling)
+    # the model and the sampler under any mesh and rule table (see docs/sampling-and-evaluation.md)
 
 `import spmdgpt` loads only the config package; everything else is imported on first use.
 (The loop lives in `spmdgpt.trainer`, not `spmdgpt.train`: a submodule of that name would
