@@ -15,7 +15,7 @@ import pytest
 from spmdgpt.budget import evaluations, steps_within
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.model import forward, init_params, loss_fn, objective, param_info
-from spmdgpt.model.attention import attention_backend, qkv_projection
+from spmdgpt.model.attention import attention_backend, fused_qkv
 from spmdgpt.model.layers import dropout
 from spmdgpt.model.mlp import mlp
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
@@ -45,8 +45,8 @@ def test_qk_norm_gives_queries_and_keys_unit_rms():
     x = jnp.asarray(np.random.default_rng(1).normal(size=(2 * 8, cfg.model.d_model)), jnp.float32)
     block0 = jax.tree.map(lambda a: a[0], params.blocks)
     with jax.set_mesh(mesh):
-        q, k, v = qkv_projection(cfg.model, rules, block0.attn, x, jnp.arange(8), 2)
-        q0, k0, _ = qkv_projection(
+        q, k, v = fused_qkv(cfg.model, rules, block0.attn, x, jnp.arange(8), 2)
+        q0, k0, _ = fused_qkv(
             load_config(["+experiment=staircase"]).model, rules, block0.attn, x, jnp.arange(8), 2
         )
     rms = lambda a: np.sqrt(np.mean(np.square(np.asarray(a)), axis=-1))  # noqa: E731 (RoPE keeps norms)

@@ -10,7 +10,7 @@ from conftest import read_jsonl
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.model import loss_fn
-from spmdgpt.model.attention import qkv_projection, self_attention
+from spmdgpt.model.attention import UnitInputs, fused_qkv, self_attention
 from spmdgpt.model.blocks import block
 from spmdgpt.model.head import embed
 from spmdgpt.model.layers import norm
@@ -53,8 +53,8 @@ def test_statistics_equal_a_direct_computation():
         @jax.jit
         def pieces(p, h):  # one layer, by the model's functions
             hn = norm(m, rules, p.ln1, h)
-            attn, _, _ = self_attention(m, rules, p.attn, hn, pos, b)
-            q, k, _ = qkv_projection(m, rules, p.attn, hn, pos, b)
+            attn, _, _ = self_attention(fused_qkv, m, rules, p.attn, hn, UnitInputs(pos, b))
+            q, k, _ = fused_qkv(m, rules, p.attn, hn, pos, b)
             h2 = norm(m, rules, p.ln2, h + attn)
             return attn, q, k, h2, mlp(m, rules, p.mlp, h2)[0], block(m, rules, p, h, pos, b)[0]
 

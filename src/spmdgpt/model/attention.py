@@ -49,6 +49,7 @@ positions: one query per row attends over the whole cache, where fused kernels g
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple, Optional
 
 import jax
@@ -73,7 +74,23 @@ from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 
 
+class UnitInputs(NamedTuple):
+    """What an attention unit reads besides its parameters and the residual stream x."""
+
+    positions: jax.Array  # RoPE positions, [seq] or [batch, seq] (-1: a cached pass's padding)
+    batch: int  # sequences in x ([batch * seq, d])
+    segment_ids: Optional[jax.Array] = None  # [batch, seq] document numbers: attention stays inside each
+    cache: Optional["LayerCache"] = None  # cached passes: this layer's view of the KV cache
+    key: Optional[jax.Array] = None  # training: attention dropout's key
+    window: Optional[jax.Array] = None  # this layer's sliding window (None or 0: global)
+
+
 class Attention(NamedTuple):
+    """Multi-head attention's parameters (fused q/k/v)."""
+
+    # LoRA's targets in these parameters: {Hugging Face name: (field, q/k/v index or None)}
+    LORA = {"q": ("w_qkv", 0), "k": ("w_qkv", 1), "v": ("w_qkv", 2), "o": ("w_o", None)}
+
     w_qkv: jax.Array
     b_qkv: Optional[jax.Array]  # (model.bias or model.qkv_bias)
     w_o: jax.Array
@@ -83,6 +100,10 @@ class Attention(NamedTuple):
 
 
 class GroupedAttention(NamedTuple):
+    """Grouped-query attention's parameters (K key/value heads)."""
+
+    LORA = {"q": ("w_q", None), "k": ("w_kv", 0), "v": ("w_kv", 1), "o": ("w_o", None)}
+
     w_q: jax.Array
     b_q: Optional[jax.Array]
     w_kv: jax.Array
@@ -93,32 +114,39 @@ class GroupedAttention(NamedTuple):
     k_norm: Optional[jax.Array] = None
 
 
-def attention_info(cfg: ModelConfig) -> Attention | GroupedAttention:
-    """One layer's attention parameters: `Attention` (fused QKV), or `GroupedAttention` when
-    model.num_kv_heads < model.num_heads."""
-    D, N, H, K = cfg.d_model, cfg.num_heads, head_dim(cfg), kv_heads(cfg)
-    qkv_bias = cfg.bias or cfg.qkv_bias
-    shared = dict(
+def _shared_info(cfg: ModelConfig) -> dict:
+    D, N, H = cfg.d_model, cfg.num_heads, head_dim(cfg)
+    return dict(
         w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
                    out_init(cfg)),
         b_o=vector((D,), ("embed",)) if cfg.bias else None,
         q_norm=vector((H,), ("head_dim",), "ones") if cfg.qk_norm_scale else None,
         k_norm=vector((H,), ("head_dim",), "ones") if cfg.qk_norm_scale else None,
     )
-    if K != N:
-        return GroupedAttention(
-            w_q=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std),
-            b_q=vector((N, H), ("heads", "head_dim")) if qkv_bias else None,
-            w_kv=matrix((D, 2, K, H), ("embed", "qkv", "kv_heads", "head_dim"), ("embed",), ("kv_heads", "head_dim"),
-                        cfg.init_std),
-            b_kv=vector((2, K, H), ("qkv", "kv_heads", "head_dim")) if qkv_bias else None,
-            **shared,
-        )
+
+
+def attention_info(cfg: ModelConfig) -> Attention:
+    """One layer's multi-head attention parameters (fused q/k/v)."""
+    D, N, H = cfg.d_model, cfg.num_heads, head_dim(cfg)
     return Attention(
         w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim"),
                      cfg.init_std),
-        b_qkv=vector((3, N, H), ("qkv", "heads", "head_dim")) if qkv_bias else None,
-        **shared,
+        b_qkv=vector((3, N, H), ("qkv", "heads", "head_dim")) if cfg.bias or cfg.qkv_bias else None,
+        **_shared_info(cfg),
+    )
+
+
+def grouped_attention_info(cfg: ModelConfig) -> GroupedAttention:
+    """One layer's grouped-query attention parameters (model.num_kv_heads < model.num_heads)."""
+    D, N, H, K = cfg.d_model, cfg.num_heads, head_dim(cfg), kv_heads(cfg)
+    qkv_bias = cfg.bias or cfg.qkv_bias
+    return GroupedAttention(
+        w_q=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std),
+        b_q=vector((N, H), ("heads", "head_dim")) if qkv_bias else None,
+        w_kv=matrix((D, 2, K, H), ("embed", "qkv", "kv_heads", "head_dim"), ("embed",), ("kv_heads", "head_dim"),
+                    cfg.init_std),
+        b_kv=vector((2, K, H), ("qkv", "kv_heads", "head_dim")) if qkv_bias else None,
+        **_shared_info(cfg),
     )
 
 
@@ -207,15 +235,13 @@ def blocked_causal_attention(
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=2)
 
 
-def qkv_projection(
+def fused_qkv(
     cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
     head_major: bool = True
 ):
-    """x: [stream, d] -> q, k, v with RoPE applied to q and k: [batch, n, seq, h] (head_major, the
-    xla backend's layout) or [batch, seq, n, h] (the fused kernels' layout); k and v with K heads
-    under grouped-query attention."""
-    if isinstance(p, GroupedAttention):
-        return _grouped_qkv(cfg, rules, p, x, positions, batch, head_major)
+    """Multi-head attention's projection (`Attention`): x [stream, d] -> q, k, v with RoPE applied
+    to q and k: [batch, n, seq, h] (head_major, the xla backend's layout) or [batch, seq, n, h]
+    (the fused kernels' layout)."""
     dt = x.dtype
     logical = ("qkv", "heads", "head_dim")
     w = rules.gather(p.w_qkv.astype(dt), ("embed", *logical))
@@ -238,9 +264,10 @@ def qkv_projection(
     return qk[0], qk[1], jnp.transpose(qkv[:, :, 2], (0, 2, 1, 3))
 
 
-def _grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Array, positions: jax.Array,
-                 batch: int, head_major: bool):
-    """`qkv_projection` for `GroupedAttention`: q from w_q, k and v from w_kv."""
+def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Array, positions: jax.Array,
+                batch: int, head_major: bool = True):
+    """Grouped-query attention's projection (`GroupedAttention`): `fused_qkv`'s, q from w_q, k
+    and v (K heads) from w_kv."""
     dt = x.dtype
     terms = (("td,dnh->tnh", p.w_q, p.b_q, ("heads", "head_dim")),
              ("td,dckh->tckh", p.w_kv, p.b_kv, ("qkv", "kv_heads", "head_dim")))
@@ -349,14 +376,11 @@ class LayerCache(NamedTuple):
     end: jax.Array  # int32 scalar: where this pass's keys and values go
 
 
-def self_attention(
-    cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
-    cache: Optional[LayerCache] = None, segment_ids: Optional[jax.Array] = None,
-    key: Optional[jax.Array] = None, window=None,
-):
-    """Causal self-attention: x [batch * seq, d] -> ([batch * seq, d], this layer's updated
-    (k, v) cache or None, no auxiliary outputs: {}). key (training): attention dropout (`model.attention_dropout`; the
-    xla backend only, which `attention_backend` ensures). window: this layer's sliding window
+def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: UnitInputs):
+    """Causal self-attention with the unit's projection `project` (`fused_qkv`, `grouped_qkv`):
+    x [batch * seq, d] -> ([batch * seq, d], this layer's updated (k, v) cache or None, no
+    auxiliary outputs: {}). u.key (training): attention dropout (`model.attention_dropout`; the
+    xla backend only, which `attention_backend` ensures). u.window: this layer's sliding window
     (`window_mask`; None or 0: global), for full sequences (a decode step's cache.mask has it).
 
     Full sequences (no cache, or a prefill: a cache with mask None): by the backend
@@ -366,19 +390,20 @@ def self_attention(
     written at cache.end. Decode (a cache with a mask): x's keys and values are written at
     cache.end and x's queries attend over the whole cache under cache.mask. The one branch
     point for backends: a new backend is a new case here."""
+    positions, batch, segment_ids, cache, key, window = u
     if cache is not None and cache.mask is not None:
-        q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
+        q, k, v = project(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
         k_cache = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), (0, 0, cache.end, 0))
         v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
         o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
         return output_projection(rules, p, o), (k_cache, v_cache), {}
     if rules.context_size() > 1:  # sequences split over a context ring (training, evaluation)
-        q, k, v = qkv_projection(cfg, rules, p, x, positions, batch)
+        q, k, v = project(cfg, rules, p, x, positions, batch)
         return output_projection(rules, p, context_attention(cfg, rules, q, k, v, segment_ids, window)), None, {}
     # (inside a pipeline's vmap over stages the fused kernels' shard_map does not nest yet: xla)
     backend = attention_backend(cfg) if rules.stage_size() == 1 else AttentionImpl.xla
     head_major = backend != AttentionImpl.cudnn
-    q, k, v = qkv_projection(cfg, rules, p, x, positions, batch, head_major)
+    q, k, v = project(cfg, rules, p, x, positions, batch, head_major)
     if backend == AttentionImpl.cudnn:
         o = fused_causal_attention(q, k, v, rules, "cudnn", segment_ids)
     elif backend == AttentionImpl.splash and q.shape[2] % SPLASH_BLOCKS[-1] == 0:
@@ -396,12 +421,13 @@ def self_attention(
     return output_projection(rules, p, o, head_major), kv, {}
 
 
-def attention_stats(cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
-                    segment_ids: Optional[jax.Array] = None, window=None) -> dict:
+def attention_stats(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: UnitInputs) -> dict:
     """The largest attention logit (q.k / sqrt(head_dim) over the pairs the causal, document
-    mask allows: the usual early sign of an unstable run), q and k recomputed, the logits one
-    block of model.attention_block queries at a time (never all [b, n, t, t] at once)."""
-    q, k, _ = qkv_projection(cfg, rules, p, x, positions, batch)  # [b, n, t, hd]
+    mask allows: the usual early sign of an unstable run), q and k recomputed by the unit's
+    projection, the logits one block of model.attention_block queries at a time (never all
+    [b, n, t, t] at once)."""
+    positions, batch, segment_ids, window = u.positions, u.batch, u.segment_ids, u.window
+    q, k, _ = project(cfg, rules, p, x, positions, batch)  # [b, n, t, hd]
     if rules.context_size() > 1:  # (whole sequences in their order on every device of the ring)
         q, k = (jnp.swapaxes(from_context_order(rules, jnp.swapaxes(a, 1, 2), None, None), 1, 2) for a in (q, k))
         segment_ids = None if segment_ids is None else from_context_order(rules, segment_ids)
@@ -414,3 +440,9 @@ def attention_stats(cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, 
         allowed = mask[None, None] if mask.ndim == 2 else mask[:, None]
         maxima.append(jnp.max(jnp.where(allowed, scores, -jnp.inf)))
     return {"max_attn_logit": jnp.max(jnp.stack(maxima))}
+
+
+# The attention units (`model.params.Unit`): one kind of attention each, its projection its own.
+def attention_unit_functions(project):
+    """(apply, stats) of the attention unit whose q/k/v projection is `project`."""
+    return partial(self_attention, project), partial(attention_stats, project)

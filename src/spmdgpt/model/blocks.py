@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers
-from spmdgpt.model.attention import LayerCache, window_mask
+from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
 from spmdgpt.model.layers import dropout, norm, rms
 from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.params import Block, Params, block_units
@@ -41,7 +41,8 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     h = norm(cfg, rules, p.ln1, x)
-    a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, positions, batch, cache, segment_ids, k_attn, window)
+    inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window)
+    a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, inputs)
     a = dropout(a, cfg.dropout, k_a)
     x = x + a
     h2 = norm(cfg, rules, p.ln2, x)
@@ -51,7 +52,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     aux = {**aux_a, **aux_m}
     if collect:
         aux.update(resid_rms=rms(x), attn_rms=rms(a), mlp_rms=rms(m),
-                   **attention.stats(cfg, rules, p.attn, h, positions, batch, segment_ids, window),
+                   **attention.stats(cfg, rules, p.attn, h, inputs._replace(key=None)),
                    **mlp_unit.stats(cfg, rules, p.mlp, h2))
     return x, kv, aux
 

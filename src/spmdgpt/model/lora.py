@@ -8,7 +8,8 @@ matrices: layers, q/k/v) trains as
 with W frozen, A drawn like PEFT's default (variance 1 / (3 fan_in), its kaiming-uniform with
 a = sqrt(5)) and B zero, so training starts from the model itself. lora.targets picks the
 matrices by their Hugging Face names: q, k, v (slices of the fused w_qkv, or w_q and w_kv's
-halves under grouped-query attention), o, up, gate, down.
+halves under grouped-query attention), o, up, gate, down; each unit's parameters name theirs (the
+class's LORA table, e.g. `attention.Attention.LORA`).
 
 The adapters are a `Params` of their own (`Adapter` leaves where a matrix is targeted, None
 elsewhere), so they shard by the same rule table (the rank axis `lora` is never split), are
@@ -72,16 +73,13 @@ def is_lora(x) -> bool:
     return isinstance(x, Lora)
 
 
-def _slices(fused: bool, targets) -> dict:
-    """{(unit field, weight name): None (the whole matrix) or the q/k/v slices} of lora.targets
-    (fused: the attention's fused w_qkv, else w_q and w_kv)."""
+def _slices(blocks, targets) -> dict:
+    """{(unit field, weight name): None (the whole matrix) or the q/k/v slices} of lora.targets,
+    as each unit's parameters name them (their class's LORA table: {target: (weight, index)})."""
     chosen = set(LORA_TARGETS if "all" in targets else targets)
-    attn = {"o": ("w_o", None)}
-    attn.update({"q": ("w_qkv", 0), "k": ("w_qkv", 1), "v": ("w_qkv", 2)} if fused
-                else {"q": ("w_q", None), "k": ("w_kv", 0), "v": ("w_kv", 1)})
-    mlp = {"up": ("w_up", None), "gate": ("w_gate", None), "down": ("w_down", None)}
     out: dict = {}
-    for field, names in (("attn", attn), ("mlp", mlp)):
+    for field in ("attn", "mlp"):
+        names = getattr(type(getattr(blocks, field)), "LORA", {})
         for name in LORA_TARGETS:
             if name in chosen and name in names:
                 weight, i = names[name]
@@ -97,7 +95,7 @@ def _adapted(info, lora: LoraConfig):
     that the model of `info` (its `param_info`) has and lora.targets names."""
     blocks = info.blocks
     found = []
-    for (field, weight), index in _slices(hasattr(blocks.attn, "w_qkv"), lora.targets).items():
+    for (field, weight), index in _slices(blocks, lora.targets).items():
         weight_info = getattr(getattr(blocks, field), weight, None)
         if weight_info is not None:
             found.append((field, weight, weight_info, index))

@@ -24,6 +24,9 @@ from spmdgpt.sharding import Rules
 
 
 class Mlp(NamedTuple):
+    # LoRA's targets in these parameters: {Hugging Face name: (field, index)} (`model.lora`)
+    LORA = {"up": ("w_up", None), "gate": ("w_gate", None), "down": ("w_down", None)}
+
     w_up: jax.Array
     b_up: Optional[jax.Array]
     w_gate: Optional[jax.Array]

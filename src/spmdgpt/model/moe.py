@@ -65,6 +65,8 @@ F32 = jnp.float32
 
 
 class Moe(NamedTuple):
+    LORA = {"up": ("w_up", None), "gate": ("w_gate", None), "down": ("w_down", None)}  # (every expert's)
+
     router: jax.Array
     w_up: jax.Array
     w_gate: Optional[jax.Array]

@@ -34,8 +34,14 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig, moe_layers
-from spmdgpt.model.attention import attention_info, attention_stats, self_attention
+from spmdgpt.config import ModelConfig, kv_heads, moe_layers
+from spmdgpt.model.attention import (
+    attention_info,
+    attention_unit_functions,
+    fused_qkv,
+    grouped_attention_info,
+    grouped_qkv,
+)
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
 from spmdgpt.model.layers import Norm, dtype_of, norm_info
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
@@ -54,14 +60,14 @@ class Unit(NamedTuple):
     """One kind of attention or MLP.
 
     info(cfg): one layer's parameters, a NamedTuple of `ParamInfo` (the block stacks them).
-    apply: attention: (cfg, rules, p, x, positions, batch, cache, segment_ids, key, window) ->
-      (out, this layer's (k, v) cache or None, aux) (window: the layer's sliding window, traced, or
-      None); MLP: (cfg, rules, p, x) -> (out, aux).
+    apply: attention: (cfg, rules, p, x, inputs: attention.UnitInputs: positions, batch, segment
+      ids, this layer's cache, dropout key, sliding window) -> (out, this layer's (k, v) cache or
+      None, aux); MLP: (cfg, rules, p, x) -> (out, aux).
       x and out are [stream, embed] (the `stream` logical axis: batch x seq flattened, split over
       the batch's and the sequence's mesh axes, and the tensor axes with model.collective_matmul,
       `sharding.Rules`); aux is a dict of float32 scalars.
-    stats: attention: (cfg, rules, p, x, positions, batch, segment_ids) -> dict; MLP:
-      (cfg, rules, p, x) -> dict (float32 scalars, on statistics passes only).
+    stats: attention: (cfg, rules, p, x, inputs) -> dict; MLP: (cfg, rules, p, x) -> dict
+      (float32 scalars, on statistics passes only).
     losses(cfg): {aux name: weight}: which of apply's aux outputs are losses, and their weights.
     between_steps: (cfg, old, new, aux) -> the unit's stacked parameters after a step, from those
       before it (old), after the optimizer's update (new) and the step's aux outputs that are not
@@ -75,7 +81,8 @@ class Unit(NamedTuple):
     between_steps: Callable = lambda cfg, old, new, aux: new
 
 
-ATTENTION = Unit(attention_info, self_attention, attention_stats)
+ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv))  # multi-head, fused q/k/v
+GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv))  # K < N kv heads
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
@@ -83,12 +90,13 @@ MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 def block_units(cfg: ModelConfig, dense: bool = False) -> tuple[Unit, Unit]:
     """(the attention unit, the MLP unit) of this model's blocks (dense: of an MoE model's dense
     layers): a new kind is a case here."""
-    return ATTENTION, MOE if cfg.moe.num_experts and not dense else DENSE_MLP
+    attention = GROUPED_ATTENTION if kv_heads(cfg) != cfg.num_heads else ATTENTION
+    return attention, MOE if cfg.moe.num_experts and not dense else DENSE_MLP
 
 
 class Block(NamedTuple):
     ln1: Norm
-    attn: Any  # the attention unit's parameters (attention.Attention or GroupedAttention)
+    attn: Any  # the attention unit's parameters (attention.Attention, GroupedAttention)
     ln2: Norm
     mlp: Any  # the MLP unit's parameters (mlp.Mlp or moe.Moe)
 
