@@ -75,6 +75,26 @@ def test_partition_specs_follow_the_rule_tables():
     assert specs["fsdp_tp"] == P(None, ("data", "context"), None, "model", None)
 
 
+def test_the_packaged_tables_are_one_base_and_their_own_rules():
+    """configs/sharding/_base.yaml holds the rules every table shares (the batch over data, stage
+    and expert; the layer stack over stage; experts over expert; sequences over context); each
+    table adds its own, the same whether Hydra composes it (train) or `apply_overrides` loads it
+    (a run's config with sharding=NAME); `_base` itself is not a table."""
+    from spmdgpt.config import apply_overrides
+    from spmdgpt.config.load import packaged_names
+
+    assert packaged_names("sharding") == ["dp", "fsdp", "fsdp_tp", "tp"]
+    base = load_config([])
+    for table in packaged_names("sharding"):
+        composed = load_config([f"sharding={table}"]).sharding
+        assert composed.compute["batch"] == ["data", "stage", "expert"] and composed.compute["seq"] == "context"
+        assert composed.params["layers"] == "stage" and composed.params["experts"] == "expert"
+        assert apply_overrides(base, [f"sharding={table}"]).sharding == composed
+    fsdp_tp = load_config(["sharding=fsdp_tp"]).sharding
+    assert fsdp_tp.params["embed"] == ["data", "context", "stage"] and fsdp_tp.compute["mlp"] == "model"
+    assert "embed" not in load_config(["sharding=tp"]).sharding.params
+
+
 def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):
     """Adding a mesh axis: MeshConfig with one more field ('toy', between data and model) and a
     rule table that uses it (the MLP over 'toy', heads over 'model', FSDP over 'data'), nothing

@@ -237,8 +237,20 @@ def _one_line_hydra_error(e: Exception) -> str:
 
 
 def packaged_names(group: str) -> List[str]:
+    """The packaged configs of `group` (a name starting with "_" is a part the others include)."""
     d = Path(__file__).parent.parent / "configs" / group
-    return sorted(p.stem for p in d.glob("*.yaml"))
+    return sorted(p.stem for p in d.glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def packaged_table(name: str):
+    """The packaged rule table `name` (configs/sharding/NAME.yaml) as an OmegaConf node, its
+    `defaults` (the shared `_base`, then itself) merged as Hydra merges them."""
+    from omegaconf import OmegaConf
+
+    d = Path(__file__).parent.parent / "configs" / "sharding"
+    node = OmegaConf.load(d / f"{name}.yaml")
+    parts = list(node.pop("defaults", None) or ["_self_"])
+    return OmegaConf.merge(*(node if part == "_self_" else OmegaConf.load(d / f"{part}.yaml") for part in parts))
 
 
 def load_run_config(run_dir: Path, overrides: Sequence[str] = ()) -> Config:
@@ -285,11 +297,10 @@ def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
                 raise ConfigError([f"{o.input_line}: only key=value overrides of the run's config "
                                    "(and sharding=NAME) apply here"])
             if key == "sharding":
-                table = Path(__file__).parent.parent / "configs" / "sharding" / f"{o.value()}.yaml"
-                if not table.is_file():
+                if o.value() not in packaged_names("sharding"):
                     raise ConfigError([f"sharding={o.value()}: no such rule table (packaged tables: "
                                        f"{', '.join(packaged_names('sharding'))})"])
-                node.sharding = OmegaConf.merge(OmegaConf.structured(type(cfg.sharding)), OmegaConf.load(table))
+                node.sharding = OmegaConf.merge(OmegaConf.structured(type(cfg.sharding)), packaged_table(o.value()))
             else:
                 try:
                     OmegaConf.update(node, key, o.value(), merge=False)

@@ -466,8 +466,10 @@ class LoraConfig(Section):
 class MeshConfig(Section):
     """The mesh's named axes, one field each, in mesh order (the last axis varies fastest over
     the devices: neighbours share the fastest links). A size, or -1 (one axis at most) for all
-    the devices the others leave. A new axis is a field here (default 1) and a rule table in
-    configs/sharding/ that maps logical axes to it: nothing else names mesh axes."""
+    the devices the others leave. A new axis is a field here (default 1) and a line in the rule
+    tables (configs/sharding/_base.yaml for all of them, or one table's own) that maps logical
+    axes to it: nothing else names mesh axes (the layout search of `spmdgpt plan` varies data,
+    expert and model, search.meshes)."""
 
     data: int = -1  # data-parallel (and FSDP) axis: batches, and parameters under FSDP tables
     stage: int = 1  # pipeline axis: the layer stack split into this many stages (the `layers` parameter
