@@ -14,13 +14,12 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import Config, document_batches, preference_data, replan_points
+from spmdgpt.config import Config, document_batches, replan_points
 from spmdgpt.data import Batcher, load_dataset
-from spmdgpt.model import between_steps, objective, param_info
-from spmdgpt.model.attention import attention_dropout
+from spmdgpt.model import between_steps, param_info
 from spmdgpt.model.lora import attach
 from spmdgpt.model.loss import counted_first
-from spmdgpt.model.preference import dpo_objective, pair_count
+from spmdgpt.objectives import objective_of
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules
 from spmdgpt.state import TrainState, init_state, trained_info
@@ -101,42 +100,31 @@ def step_gradients(cfg: Config, rules: Rules):
     resumed run draws the same masks. What train_step and the model statistics differentiate.
     With `base` (LoRA: the frozen model), params are the adapters (model/lora.py) and the
     gradients theirs; `reference`: DPO's reference parameters."""
-    m = cfg.model
     # with pipeline stages the microbatches flow through them inside the model (`model.pipeline`)
-    staged = rules.stage_size() > 1
-    microbatches = 1 if staged else cfg.train.microbatches
-    dpo = preference_data(cfg.data)
-    if dpo:
-        loss = partial(dpo_objective, m, rules, cfg.train.dpo_beta, sft_weight=cfg.train.dpo_sft_weight)
-    else:
-        loss = partial(objective, m, rules, microbatches=cfg.train.microbatches if staged else 1)
-
-    info = param_info(m)
+    microbatches = 1 if rules.stage_size() > 1 else cfg.train.microbatches
+    goal = objective_of(cfg, rules)
+    info = param_info(cfg.model)
 
     def of_trained(params, base, *args, **kwargs):  # LoRA: params are the adapters, attached to the frozen base
-        return loss(params if base is None else attach(info, cfg.lora, base, params), *args, **kwargs)
+        return goal.score(params if base is None else attach(info, cfg.lora, base, params), *args, **kwargs)
 
     value_and_grad = jax.value_and_grad(of_trained, has_aux=True)
 
-    uses_dropout = (m.dropout > 0 or attention_dropout(m) > 0) and not dpo
-
     def f(params, step, *batch, reference=None, base=None):
-        key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if uses_dropout else None
-        # the step's counted targets (>= 0; DPO: complete pairs) over its microbatches: each
+        key = jax.random.fold_in(jax.random.key(cfg.train.seed ^ DROPOUT_SALT), step) if goal.dropout else None
+        # the step's counted units (targets >= 0; DPO: complete pairs) over its microbatches: each
         # part's sums divided by it give, averaged over the parts, the step's mean (model/loss.py)
-        count = pair_count(rules, batch[1], batch[2]) if dpo else jnp.sum(batch[1] >= 0, dtype=jnp.float32)
+        count = goal.count(*batch[1:])
         count, params, batch, reference, base = counted_first(count, params, batch, reference, base)
         denominator = jnp.maximum(count, 1.0) / microbatches
 
         def grad_fn(params, *part, key=None):
-            if dpo:
-                (_, metrics), grads = value_and_grad(params, base, reference, *part, denominator=denominator)
-            else:
-                (_, metrics), grads = value_and_grad(params, base, *part, key=key, denominator=denominator)
+            (_, metrics), grads = value_and_grad(params, base, *part, reference=reference, key=key,
+                                                 denominator=denominator)
             return metrics, grads
 
         metrics, grads = accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
-        return {**metrics, "pairs" if dpo else "tokens": count}, grads
+        return {**metrics, goal.counted: count}, grads
 
     return f
 

@@ -1,0 +1,69 @@
+"""Training objectives as values: what a step differentiates, chosen once from the config.
+
+An `Objective` says how to score one microbatch (its loss and metrics), what the step counts to
+average over (targets, or DPO's complete pairs), and whether it draws dropout or needs DPO's
+frozen reference model. `train_step.step_gradients` is built from one, with no branch on its
+kind; a new objective (reinforcement learning next) is one more function here returning one.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax.numpy as jnp
+
+from spmdgpt.config import Config, preference_data
+from spmdgpt.model.attention import attention_dropout
+from spmdgpt.model.loss import objective as next_token_objective
+from spmdgpt.model.preference import dpo_objective, pair_count
+from spmdgpt.sharding import Rules
+
+
+class Objective(NamedTuple):
+    """score(params, inputs, targets, *rest, reference, key, denominator) -> (what is minimised,
+    {"loss", ...: float32 scalars}): one microbatch, its sums divided by `denominator`.
+    count(targets, *rest) -> float32: what the step averages over (its metric `counted`)."""
+
+    score: Callable
+    count: Callable
+    counted: str  # the count's metric name ("tokens", "pairs")
+    dropout: bool  # draws dropout masks (model.dropout, attention dropout)
+    reference: bool  # needs DPO's frozen reference parameters
+
+
+def next_token(cfg: Config, rules: Rules, pipeline_microbatches: int = 1) -> Objective:
+    """The cross-entropy of the next token (plus z-loss and the units' auxiliary losses,
+    `model.loss.objective`), averaged over the targets >= 0. pipeline_microbatches: the
+    microbatches that flow through pipeline stages inside the model."""
+    m = cfg.model
+
+    def score(params, *batch, reference=None, key=None, denominator=None):
+        return next_token_objective(m, rules, params, *batch, key=key, microbatches=pipeline_microbatches,
+                                    denominator=denominator)
+
+    def count(targets, *rest):
+        return jnp.sum(targets >= 0, dtype=jnp.float32)
+
+    return Objective(score, count, "tokens", m.dropout > 0 or attention_dropout(m) > 0, False)
+
+
+def dpo(cfg: Config, rules: Rules) -> Objective:
+    """Direct preference optimisation (`model.preference`): the chosen reply's margin over the
+    rejected one against the frozen reference, averaged over the complete pairs; no dropout."""
+    def score(params, *batch, reference=None, key=None, denominator=None):
+        return dpo_objective(cfg.model, rules, cfg.train.dpo_beta, params, reference, *batch,
+                             denominator=denominator, sft_weight=cfg.train.dpo_sft_weight)
+
+    def count(targets, segment_ids, *rest):
+        return pair_count(rules, targets, segment_ids)
+
+    return Objective(score, count, "pairs", False, True)
+
+
+def objective_of(cfg: Config, rules: Rules) -> Objective:
+    """The objective of cfg's run: DPO on preference data, else the next token's."""
+    if preference_data(cfg.data):
+        return dpo(cfg, rules)
+    staged = rules.stage_size() > 1  # (the microbatches then flow through the stages, `model.pipeline`)
+    return next_token(cfg, rules, cfg.train.microbatches if staged else 1)
+
