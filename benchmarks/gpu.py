@@ -10,6 +10,7 @@ Run on the lent GPU machine after `source benchmarks/gpu_env.sh` (see that file)
     python3 benchmarks/gpu.py decode [--out DIR]   # KV-cache sampler tokens/s at batch 1 and 64
     python3 benchmarks/gpu.py profile [--out DIR] [--only NAME,...]  # 3 steps traced, GPU time by kernel kind
     python3 benchmarks/gpu.py loop   [--out DIR]   # jit vs compiled, random vs real tokens, the loop's pattern
+    python3 benchmarks/gpu.py dispatch [--out DIR] # does the step call return before its step has run?
     python3 benchmarks/gpu.py target [--out DIR]   # the GPU's XLA target description (for CPU-side plans)
 
 SPMDGPT_GPU_DATA=text makes speed and profile feed the corpus's own batches instead of random
@@ -697,6 +698,44 @@ def cmd_loop(out: Path) -> int:
     return 0
 
 
+def cmd_dispatch(out: Path) -> int:
+    """Whether the step call returns before its step has run (asynchronous dispatch, which lets
+    the host prepare the next batch meanwhile): for 1 and 8 microbatches of 16 x 1024 (GPT-2
+    124M, bf16, cuDNN, bf16 logits), the time until each of 10 calls returns against the time
+    until its step is done. On the fourth H100 visit the trainer's rows said the call waits."""
+    import jax
+
+    from spmdgpt.model import param_info
+    from spmdgpt.optim import build_optimizer
+    from spmdgpt.state import init_state
+    from spmdgpt.train_step import make_train_step
+
+    rows = {}
+    for mb in (1, 8):
+        cfg, mesh, rules = _setup(["model.attention=cudnn", "model.logits_dtype=bfloat16",
+                                   f"train.microbatches={mb}"], 1024, 16 * mb)
+        with jax.set_mesh(mesh):
+            opt = build_optimizer(cfg.optimizer, param_info(cfg.model), 1000)
+            state = init_state(cfg, rules, opt)
+            batches = _batches(cfg, rules, 16 * mb, 1024)
+            step = make_train_step(cfg, rules, opt).lower(state, *batches[0]).compile()
+            for i in range(3):
+                state, m = step(state, *batches[i % 4])
+            jax.block_until_ready(m)
+            returned, done = [], []
+            for i in range(10):
+                t0 = time.perf_counter()
+                state, m = step(state, *batches[i % 4])
+                returned.append(time.perf_counter() - t0)
+                jax.block_until_ready(m)
+                done.append(time.perf_counter() - t0)
+        rows[mb] = {"returned_ms": 1e3 * float(np.median(returned)), "done_ms": 1e3 * float(np.median(done))}
+        print(f"dispatch microbatches={mb}: the call returns after {rows[mb]['returned_ms']:.2f} ms, "
+              f"the step is done after {rows[mb]['done_ms']:.2f} ms", flush=True)
+    (out / "dispatch.json").write_text(json.dumps(rows))
+    return 0
+
+
 # ----------------------------------------------------------------------------- target
 
 
@@ -801,8 +840,8 @@ def cmd_decode(out: Path) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["check", "curves", "speed", "decode", "profile", "loop", "one", "target",
-                                    "target-plan"])
+    ap.add_argument("cmd", choices=["check", "curves", "speed", "decode", "profile", "loop", "dispatch", "one",
+                                    "target", "target-plan"])
     ap.add_argument("name", nargs="?")
     ap.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
     ap.add_argument("--only", default=None, help="comma-separated names from SPEED (check: CHECKS, curves: CURVES)")
@@ -828,6 +867,7 @@ def main() -> int:
     return {"check": lambda: cmd_check(out, only), "curves": curves,
             "speed": lambda: cmd_speed(out, only), "decode": lambda: cmd_decode(out),
             "profile": lambda: cmd_profile(out, only), "loop": lambda: cmd_loop(out),
+            "dispatch": lambda: cmd_dispatch(out),
             "target": lambda: cmd_target(out), "target-plan": lambda: cmd_target_plan(out)}[args.cmd]()
 
 
