@@ -21,6 +21,7 @@ from spmdgpt.config.derived import (
     moe_layer_pattern,
     moe_layers,
     resolve_mesh_shape,
+    seq_axes,
 )
 from spmdgpt.config.load import (
     apply_overrides,
@@ -77,6 +78,7 @@ from spmdgpt.config.schema import (
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 
 __all__ = [
+    "seq_axes",
     "apply_overrides",
     "AttentionImpl",
     "CollectiveMatmul",

@@ -108,3 +108,8 @@ def logical_dim_sizes(cfg: ModelConfig) -> dict:
         "vocab": [("model.vocab_size", cfg.vocab_size)],
         "layers": [("model.num_layers", cfg.num_layers)],
     }
+
+
+def seq_axes(s) -> list:
+    """The mesh axes each sequence is split over (context parallelism) under rule table s."""
+    return [a for a in mesh_axes_of(s.compute.get("seq")) if a not in mesh_axes_of(s.compute.get("batch"))]

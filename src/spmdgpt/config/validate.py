@@ -9,22 +9,17 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spmdgpt.config.derived import head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes, resolve_mesh_shape
 from spmdgpt.config.schema import (
-    LORA_TARGETS,
     AttentionImpl,
-    CollectiveMatmul,
     Config,
     ConfigError,
     DataSource,
     DistConfig,
     DType,
-    MlpType,
-    MoeDispatch,
     OptimizerName,
     RopeScaling,
     Split,
     TokenizerKind,
     dataset_configs,
-    preference_data,
 )
 
 
@@ -120,6 +115,15 @@ the device count, sharding.*). A command asks for the sections it uses; checks a
 (`_across`) run when it asks for all of theirs."""
 
 
+def feature_errors(feature: str, *args) -> List[str]:
+    """A feature's own configuration checks: `config_errors(*args)` of its module
+    (spmdgpt.model.<feature>: moe, preference, lora, context, collective, pipeline), beside the
+    code it checks. Imported when a config is validated (those modules import this package)."""
+    import importlib
+
+    return importlib.import_module(f"spmdgpt.model.{feature}").config_errors(*args)
+
+
 def validate(cfg: Config, num_devices: int, training: bool = True, sections: Sequence[str] = SECTIONS) -> List[str]:
     """Every problem found in `cfg`'s `sections`, one line each (field, value, fix). Does no I/O
     on data. training=False (sampling a run) skips what only a training step needs."""
@@ -137,7 +141,7 @@ def validate(cfg: Config, num_devices: int, training: bool = True, sections: Seq
     return errs + _across(cfg, set(sections), sizes, training, clean=not errs)
 
 
-def _positive(errs: List[str], name: str, value: Any) -> None:
+def positive(errs: List[str], name: str, value: Any) -> None:
     if not value > 0:
         errs.append(f"{name}={value} must be > 0")
 
@@ -146,7 +150,7 @@ def _model(m, training: bool) -> List[str]:
     errs: List[str] = []
     for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len", "mlp_factor", "init_std",
                  "norm_eps", "rope_theta", "pipeline_repeats"):
-        _positive(errs, f"model.{name}", getattr(m, name))
+        positive(errs, f"model.{name}", getattr(m, name))
     if m.num_kv_heads is not None and m.num_heads > 0 and (
             not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
         errs.append(f"model.num_kv_heads={m.num_kv_heads} must divide model.num_heads={m.num_heads} (each key/value "
@@ -154,7 +158,7 @@ def _model(m, training: bool) -> List[str]:
     if m.rope_scaling != RopeScaling.none:
         for name in ("rope_factor", "rope_original_max_len", "rope_low_freq_factor", "rope_high_freq_factor",
                      "rope_beta_fast", "rope_beta_slow"):
-            _positive(errs, f"model.{name}", getattr(m, name))
+            positive(errs, f"model.{name}", getattr(m, name))
         if m.rope_scaling == RopeScaling.llama3 and not m.rope_high_freq_factor > m.rope_low_freq_factor:
             errs.append(f"model.rope_high_freq_factor={m.rope_high_freq_factor} must be > model.rope_low_freq_factor="
                         f"{m.rope_low_freq_factor} (Llama 3.1: 4 and 1)")
@@ -182,10 +186,10 @@ def _model(m, training: bool) -> List[str]:
                 f"model.d_model/model.num_heads={head_dim(m)} is odd, but RoPE rotates pairs of "
                 f"dimensions; choose num_heads so that the head dimension is even, or give model.head_dim"
             )
-    _whole_width(errs, "model.mlp_factor", m.mlp_factor, m.d_model, "MLP")
+    whole_width(errs, "model.mlp_factor", m.mlp_factor, m.d_model, "MLP")
     if m.loss_block < 0:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
-    errs += _moe(m)
+    errs += feature_errors("moe", m)
     for name in ("dropout", "attention_dropout"):
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:
@@ -205,52 +209,17 @@ def _model(m, training: bool) -> List[str]:
     return errs
 
 
-def _whole_width(errs: List[str], name: str, factor: float, d_model: int, what: str) -> None:
+def whole_width(errs: List[str], name: str, factor: float, d_model: int, what: str) -> None:
     """An MLP width factor x d_model must be a whole number (mlp_hidden / expert_hidden round it)."""
     if factor > 0 and d_model > 0 and abs(factor * d_model - round(factor * d_model)) > 1e-6:
         errs.append(f"{name}={factor} * model.d_model={d_model} is not a whole number; "
                     f"choose a factor that gives an integer {what} width")
 
 
-def _moe(m) -> List[str]:
-    """model.moe.*: checked only for an MoE model (num_experts > 0)."""
-    e = m.moe
-    if e.num_experts < 0:
-        return [f"model.moe.num_experts={e.num_experts} must be >= 0 (0 = the dense MLP)"]
-    if not e.num_experts:
-        return []
-    errs: List[str] = []
-    if not 1 <= e.top_k <= e.num_experts:
-        errs.append(f"model.moe.top_k={e.top_k} must be between 1 and model.moe.num_experts={e.num_experts} (each "
-                    "token goes to top_k different experts)")
-    if e.mlp_factor is not None:
-        _positive(errs, "model.moe.mlp_factor", e.mlp_factor)
-        _whole_width(errs, "model.moe.mlp_factor", e.mlp_factor, m.d_model, "expert")
-    if e.interleave_step < 1:
-        errs.append(f"model.moe.interleave_step={e.interleave_step} must be >= 1 (1 = every layer after "
-                    "model.moe.first_dense_layers is MoE)")
-    elif not 0 <= e.first_dense_layers < m.num_layers or (m.num_layers - e.first_dense_layers) % e.interleave_step:
-        errs.append(f"model.moe.first_dense_layers={e.first_dense_layers} and model.moe.interleave_step="
-                    f"{e.interleave_step} must leave model.num_layers={m.num_layers} minus the first a positive "
-                    "multiple of the step (the layers after the dense ones run as groups of step - 1 dense + 1 MoE)")
-    if e.shared_experts < 0:
-        errs.append(f"model.moe.shared_experts={e.shared_experts} must be >= 0 (0 = none)")
-    if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):
-        errs.append(f"model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got {e.capacity_factor}), "
-                    "e.g. 1.25: each expert then takes 1.25x its even share of the tokens")
-    for name in ("load_balance_loss", "router_z_loss", "bias_update_rate"):
-        if getattr(e, name) < 0:
-            errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
-    if m.bias:
-        errs.append("model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do Mixtral's "
-                    "or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)")
-    return errs
-
-
 def _batch(d) -> List[str]:
     errs: List[str] = []
-    _positive(errs, "data.seq_len", d.seq_len)
-    _positive(errs, "data.batch_size", d.batch_size)
+    positive(errs, "data.seq_len", d.seq_len)
+    positive(errs, "data.batch_size", d.batch_size)
     return errs
 
 
@@ -259,18 +228,18 @@ def _corpus(d) -> List[str]:
     if not 0.0 < d.val_fraction < 1.0:
         errs.append(f"data.val_fraction={d.val_fraction} must be in (0, 1), e.g. 0.1")
     if d.source == DataSource.staircase:
-        _positive(errs, "data.staircase_tokens", d.staircase_tokens)
+        positive(errs, "data.staircase_tokens", d.staircase_tokens)
     return errs + _data_sources(d)
 
 
 def _optimizer(o, training: bool) -> List[str]:
     errs: List[str] = []
-    _positive(errs, "optimizer.lr", o.lr)
+    positive(errs, "optimizer.lr", o.lr)
     if not 0.0 < o.cooldown_fraction <= 1.0:
         errs.append(f"optimizer.cooldown_fraction={o.cooldown_fraction} must be in (0, 1], e.g. 0.2")
     for name in ("embed_lr", "unembed_lr"):
         if getattr(o, name) is not None:
-            _positive(errs, f"optimizer.{name}", getattr(o, name))
+            positive(errs, f"optimizer.{name}", getattr(o, name))
     if o.warmup_steps < 0:
         errs.append(f"optimizer.warmup_steps={o.warmup_steps} must be >= 0")
     if not 0.0 <= o.min_lr_ratio <= 1.0:
@@ -286,7 +255,7 @@ def _optimizer(o, training: bool) -> List[str]:
     if o.grad_clip < 0:
         errs.append(f"optimizer.grad_clip={o.grad_clip} must be >= 0 (0 disables clipping)")
     if o.name in (OptimizerName.muon, OptimizerName.manifold_muon):
-        _positive(errs, "optimizer.muon_lr", o.muon_lr)
+        positive(errs, "optimizer.muon_lr", o.muon_lr)
         if not 0.0 <= o.muon_momentum < 1.0:
             errs.append(f"optimizer.muon_momentum={o.muon_momentum} must be in [0, 1), e.g. 0.95")
         for name in ("ns_steps", "msign_steps"):
@@ -294,8 +263,8 @@ def _optimizer(o, training: bool) -> List[str]:
                 errs.append(f"optimizer.{name}={getattr(o, name)} must be >= 1")
         if o.solver_steps < 0:
             errs.append(f"optimizer.solver_steps={o.solver_steps} must be >= 0 (0 = the solver's starting step only)")
-        _positive(errs, "optimizer.rho", o.rho)
-        _positive(errs, "optimizer.dual_lr", o.dual_lr)
+        positive(errs, "optimizer.rho", o.rho)
+        positive(errs, "optimizer.dual_lr", o.dual_lr)
     if training and o.state_dtype == DType.float16:
         errs.append("optimizer.state_dtype=float16 cannot hold Adam's second moments (they underflow); "
                     "use bfloat16 or float32")
@@ -305,10 +274,10 @@ def _optimizer(o, training: bool) -> List[str]:
 def _train(t) -> List[str]:
     errs: List[str] = []
     for name in ("steps", "microbatches", "eval_batches", "log_every", "cpu_peak_flops"):
-        _positive(errs, f"train.{name}", getattr(t, name))
+        positive(errs, f"train.{name}", getattr(t, name))
     for name in ("time_budget", "peak_flops"):
         if getattr(t, name) is not None:
-            _positive(errs, f"train.{name}", getattr(t, name))
+            positive(errs, f"train.{name}", getattr(t, name))
     if t.eval_every < 0:
         errs.append(f"train.eval_every={t.eval_every} must be >= 0 (0 = evaluate only at the end)")
     if t.skip_nonfinite < 0:
@@ -332,8 +301,8 @@ def _train(t) -> List[str]:
     if t.rollout_tokens < 0:
         errs.append(f"train.rollout_tokens={t.rollout_tokens} must be >= 0 (0 = no rollouts)")
     if t.rollout_tokens > 0:
-        _positive(errs, "train.rollout_prompts", t.rollout_prompts)
-        _positive(errs, "train.rollout_prompt_tokens", t.rollout_prompt_tokens)
+        positive(errs, "train.rollout_prompts", t.rollout_prompts)
+        positive(errs, "train.rollout_prompt_tokens", t.rollout_prompt_tokens)
         if t.rollout_temperature < 0:
             errs.append(f"train.rollout_temperature={t.rollout_temperature} must be >= 0 (0 = greedy)")
     return errs
@@ -343,9 +312,9 @@ def _checkpoint(c) -> List[str]:
     errs: List[str] = []
     if c.every < 0:
         errs.append(f"checkpoint.every={c.every} must be >= 0 (0 = only at the end and on signals)")
-    _positive(errs, "checkpoint.keep", c.keep)
+    positive(errs, "checkpoint.keep", c.keep)
     if c.keep_every is not None:
-        _positive(errs, "checkpoint.keep_every", c.keep_every)
+        positive(errs, "checkpoint.keep_every", c.keep_every)
     return errs
 
 
@@ -385,9 +354,9 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
         errs.append(f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
     if {"batch", "train"} <= sections and training and d.source == DataSource.text:
-        errs.extend(_preference(cfg))
+        errs.extend(feature_errors("preference", cfg))
     if {"model", "optimizer", "train", "checkpoint"} <= sections and training:
-        errs.extend(_lora(cfg))
+        errs.extend(feature_errors("lora", cfg))
     if sizes is None:
         return errs
     s = cfg.sharding
@@ -408,168 +377,12 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                     f"into parts the data-parallel size {dp} divides; make data.batch_size a multiple of "
                     f"{dp * t.microbatches} or choose another train.microbatches"
                 )
-    errs.extend(_context(cfg, sections, sizes))
-    errs.extend(_collective(cfg, sections, sizes, training))
-    errs.extend(_pipeline(cfg, sections, sizes))
+    errs.extend(feature_errors("context", cfg, sections, sizes))
+    errs.extend(feature_errors("collective", cfg, sections, sizes, training))
+    errs.extend(feature_errors("pipeline", cfg, sections, sizes))
     if "model" in sections and clean and not errs:
         errs.extend(_check_param_divisibility(cfg, sizes))
     return errs
-
-
-def _preference(cfg: Config) -> List[str]:
-    """What DPO (preference data) does not combine with yet, one line each."""
-    try:
-        if not preference_data(cfg.data):
-            return []
-    except ConfigError:  # (reported by the data checks)
-        return []
-    t, m, errs = cfg.train, cfg.model, []
-    if not t.dpo_beta > 0:
-        errs.append(f"train.dpo_beta={t.dpo_beta} must be > 0 (e.g. 0.1)")
-    if t.dpo_sft_weight < 0:
-        errs.append(f"train.dpo_sft_weight={t.dpo_sft_weight} must be >= 0 (0 = pure DPO; RPO uses 1)")
-    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
-                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their balancing "
-                                              "losses)"),
-                      (t.time_budget is not None, "train.time_budget (its calibration times the language-model step)"),
-                      (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)")):
-        if bad:
-            errs.append(f"preference data (DPO) does not work with {what} yet; leave it out")
-    return errs
-
-
-def _lora(cfg: Config) -> List[str]:
-    """lora.*: its own fields, and what LoRA does not combine with yet, one line each."""
-    lo, m, t, errs = cfg.lora, cfg.model, cfg.train, []
-    if lo.rank < 0:
-        errs.append(f"lora.rank={lo.rank} must be >= 0 (0 = off, e.g. 8 or 16)")
-    if lo.rank <= 0:
-        return errs
-    if not lo.alpha > 0:
-        errs.append(f"lora.alpha={lo.alpha} must be > 0 (the update is scaled by alpha / rank; e.g. 16)")
-    unknown = [x for x in lo.targets if x not in LORA_TARGETS + ("all",)]
-    if unknown or not lo.targets:
-        errs.append(f"lora.targets={list(lo.targets)}: choose among {', '.join(LORA_TARGETS)} or all")
-    if "gate" in lo.targets and m.mlp != MlpType.swiglu:
-        errs.append(f"lora.targets: gate needs a gated MLP (model.mlp={m.mlp.value} has none); leave gate out")
-    if not cfg.checkpoint.init_from:
-        errs.append(f"lora.rank={lo.rank} adapts a trained model, which stays frozen: set checkpoint.init_from=RUN "
-                    "or hf:DIR")
-    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
-                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers"),
-                      (t.time_budget is not None, "train.time_budget"),
-                      (t.stats_every > 0, "train.stats_every"),
-                      (cfg.optimizer.name == OptimizerName.manifold_muon,
-                       "optimizer.name=manifold_muon (its matrices start orthonormal; B starts at zero)")):
-        if bad:
-            errs.append(f"lora.rank={lo.rank} does not work with {what} yet; leave it out")
-    return errs
-
-
-def _seq_axes(s) -> List[str]:
-    """The mesh axes each sequence is split over (context parallelism) under rule table s."""
-    return [a for a in mesh_axes_of(s.compute.get("seq")) if a not in mesh_axes_of(s.compute.get("batch"))]
-
-
-def _context(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
-    """Context parallelism: the sequence splits into 2 chunks per device of the ring, under a
-    table that splits `seq` over the context axis, with an attention that runs on a ring."""
-    errs: List[str] = []
-    m, d = cfg.model, cfg.data
-    seq_axes = _seq_axes(cfg.sharding)
-    ring = math.prod(sizes.get(a, 1) for a in seq_axes)
-    if sizes.get("context", 1) > 1 and "context" not in seq_axes:
-        errs.append(
-            f"mesh.context={sizes['context']} but sharding.compute.seq={cfg.sharding.compute.get('seq')} does "
-            f"not split sequences over it (sharding={cfg.sharding.name}); add seq: context to the table's compute "
-            "rules or set mesh.context=1"
-        )
-    if ring == 1 or "model" not in sections:
-        return errs
-    if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
-        errs.append(f"model.attention={m.attention.value} does not run on a context ring (mesh.context={ring}): ring "
-                    "attention computes its blocks itself; use model.attention=auto or xla, or mesh.context=1")
-    if (m.dropout if m.attention_dropout is None else m.attention_dropout) > 0:
-        errs.append(f"attention dropout (model.attention_dropout, default model.dropout) has no context-parallel "
-                    f"version (mesh.context={ring}); set model.attention_dropout=0 or mesh.context=1")
-    if "batch" in sections and d.seq_len > 0:
-        if d.seq_len % (2 * ring):
-            errs.append(f"data.seq_len={d.seq_len} does not split into 2 x {ring} equal chunks (two per device of the "
-                        f"context ring, mesh.context={ring}); use a multiple of {2 * ring}")
-        elif m.loss_block > 0 and (d.seq_len // ring) % m.loss_block:
-            errs.append(
-                f"model.loss_block={m.loss_block} does not divide the {d.seq_len // ring} positions each device "
-                f"of the context ring holds (data.seq_len={d.seq_len} / mesh.context={ring}); choose a divisor"
-            )
-    return errs
-
-
-def _pipeline(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
-    """Pipeline stages: a table that splits the layer stack over the stage axis, layers that
-    split into equal stages, and what the pipeline does not run yet, one line each."""
-    m, s = cfg.model, cfg.sharding
-    axes = mesh_axes_of(s.params.get("layers"))
-    stages = math.prod(sizes.get(a, 1) for a in axes)
-    if sizes.get("stage", 1) > 1 and "stage" not in axes:
-        return [f"mesh.stage={sizes['stage']} but sharding.params.layers={s.params.get('layers')} does not split the "
-                f"layer stack over it (sharding={s.name}); add layers: stage to the table's params rules or set "
-                "mesh.stage=1"]
-    if stages == 1 or "model" not in sections:
-        return []
-    name = f"mesh.stage={stages}"
-    errs = []
-    r = m.pipeline_repeats
-    if r > 1 and m.num_layers % (stages * r):
-        errs.append(f"model.num_layers={m.num_layers} does not split into {name} x model.pipeline_repeats={r} equal "
-                    "chunks; choose stages and repeats whose product divides the layers")
-    elif m.num_layers % stages:
-        errs.append(f"model.num_layers={m.num_layers} does not split into {name} equal stages; use a number of stages "
-                    "that divides the layers")
-    if m.moe.num_experts:
-        errs.append(f"model.moe.num_experts={m.moe.num_experts}: a mixture of experts does not run in a pipeline yet "
-                    f"({name}); set mesh.stage=1")
-    if m.dropout > 0 or (m.attention_dropout or 0) > 0:
-        errs.append(f"dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet ({name}); "
-                    "set them to 0 or mesh.stage=1")
-    if sizes.get("context", 1) > 1:
-        errs.append(f"mesh.context={sizes['context']} and {name} do not combine yet; set one of them to 1")
-    if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
-        errs.append(f"model.attention={m.attention.value} does not run in a pipeline yet ({name}: its kernel does not "
-                    "nest in the stages' vmap); use model.attention=auto or xla, or mesh.stage=1")
-    if m.collective_matmul != CollectiveMatmul.none:
-        errs.append(f"model.collective_matmul={m.collective_matmul.value} does not run in a pipeline yet ({name}); "
-                    "set model.collective_matmul=none or mesh.stage=1")
-    return errs
-
-
-def _collective(cfg: Config, sections: set, sizes: Dict[str, int], training: bool) -> List[str]:
-    """Collective matmuls: a tensor axis (training: where they would do nothing, one line), the
-    heads and the MLP width split over the same axes, and each device's positions splitting into
-    a chunk per device of the tensor axis (the split residual stream)."""
-    m, s = cfg.model, cfg.sharding
-    if "model" not in sections or m.collective_matmul == CollectiveMatmul.none:
-        return []
-    name = f"model.collective_matmul={m.collective_matmul.value}"
-    outside = set(mesh_axes_of(s.compute.get("batch"))) | set(mesh_axes_of(s.compute.get("seq")))
-    axes = {u: [a for a in mesh_axes_of(s.compute.get(u)) if a not in outside] for u in ("heads", "mlp")}
-    size = math.prod(sizes.get(a, 1) for a in dict.fromkeys(axes["heads"] + axes["mlp"]))
-    if size == 1:
-        return [f"{name} needs tensor parallelism (sharding={s.name} with "
-                f"{' x '.join(f'mesh.{a}={v}' for a, v in sizes.items())} splits no attention heads or MLP width over "
-                "more than one device); use sharding=tp or fsdp_tp with mesh.model>1, or model.collective_matmul=none"
-                ] if training else []
-    if axes["heads"] != axes["mlp"]:
-        return [f"{name} needs the heads and the MLP width split over the same mesh axes (sharding.compute.heads="
-                f"{s.compute.get('heads')}, mlp={s.compute.get('mlp')}); make them equal or set "
-                "model.collective_matmul=none"]
-    ring = math.prod(sizes.get(a, 1) for a in _seq_axes(s))
-    if "batch" in sections and cfg.data.seq_len > 0 and (cfg.data.seq_len // ring) % size:
-        return [
-            f"{name} splits each device's {cfg.data.seq_len // ring} positions of a sequence (data.seq_len="
-            f"{cfg.data.seq_len}{f' / mesh.context={ring}' if ring > 1 else ''}) over the {size} devices of the tensor "
-            f"axis; use a data.seq_len they divide into equal chunks"
-        ]
-    return []
 
 
 def _mesh_errors(me, num_devices: int, errs: List[str]) -> Optional[Dict[str, int]]:

@@ -30,12 +30,13 @@ with the transposed matmuls between them, itself overlapped the same way.
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Dict, List, Sequence
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import mesh_axes_of
+from spmdgpt.config import CollectiveMatmul, Config, mesh_axes_of, seq_axes
 from spmdgpt.sharding import Rules
 
 
@@ -123,3 +124,36 @@ def matmul_out(rules: Rules, eq: str, h: jax.Array, w: jax.Array, h_logical: Seq
 
     f = jax.shard_map(body, in_specs=(h_spec, w_spec), out_specs=out)
     return f(jax.sharding.reshard(h, h_spec), jax.sharding.reshard(w, w_spec))
+
+
+# ----------------------------------------------------------------------------- configuration checks
+
+
+def config_errors(cfg: Config, sections: set, sizes: Dict[str, int], training: bool) -> List[str]:
+    """Collective matmuls: a tensor axis (training: where they would do nothing, one line), the
+    heads and the MLP width split over the same axes, and each device's positions splitting into
+    a chunk per device of the tensor axis (the split residual stream)."""
+    m, s = cfg.model, cfg.sharding
+    if "model" not in sections or m.collective_matmul == CollectiveMatmul.none:
+        return []
+    name = f"model.collective_matmul={m.collective_matmul.value}"
+    outside = set(mesh_axes_of(s.compute.get("batch"))) | set(mesh_axes_of(s.compute.get("seq")))
+    axes = {u: [a for a in mesh_axes_of(s.compute.get(u)) if a not in outside] for u in ("heads", "mlp")}
+    size = math.prod(sizes.get(a, 1) for a in dict.fromkeys(axes["heads"] + axes["mlp"]))
+    if size == 1:
+        return [f"{name} needs tensor parallelism (sharding={s.name} with "
+                f"{' x '.join(f'mesh.{a}={v}' for a, v in sizes.items())} splits no attention heads or MLP width over "
+                "more than one device); use sharding=tp or fsdp_tp with mesh.model>1, or model.collective_matmul=none"
+                ] if training else []
+    if axes["heads"] != axes["mlp"]:
+        return [f"{name} needs the heads and the MLP width split over the same mesh axes (sharding.compute.heads="
+                f"{s.compute.get('heads')}, mlp={s.compute.get('mlp')}); make them equal or set "
+                "model.collective_matmul=none"]
+    ring = math.prod(sizes.get(a, 1) for a in seq_axes(s))
+    if "batch" in sections and cfg.data.seq_len > 0 and (cfg.data.seq_len // ring) % size:
+        return [
+            f"{name} splits each device's {cfg.data.seq_len // ring} positions of a sequence (data.seq_len="
+            f"{cfg.data.seq_len}{f' / mesh.context={ring}' if ring > 1 else ''}) over the {size} devices of the tensor "
+            f"axis; use a data.seq_len they divide into equal chunks"
+        ]
+    return []

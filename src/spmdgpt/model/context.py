@@ -35,14 +35,15 @@ document mask by segment id, the sliding window by sequence index too (as in `at
 
 from __future__ import annotations
 
+import math
 from functools import partial
-from typing import Optional
+from typing import Dict, List, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from spmdgpt.config import ContextAttention, ModelConfig
+from spmdgpt.config import AttentionImpl, Config, ContextAttention, ModelConfig, seq_axes
 from spmdgpt.model.kernels import causal_mask, local_kv, window_mask
 from spmdgpt.sharding import Rules
 
@@ -357,3 +358,39 @@ def context_attention(cfg: ModelConfig, rules: Rules, q: jax.Array, k: jax.Array
         return local(q, k, v, idx, rest[0] if has_seg else None, rest[-1] if has_window else None)
 
     return jax.shard_map(body, in_specs=tuple(specs), out_specs=spec)(*args)
+
+
+# ----------------------------------------------------------------------------- configuration checks
+
+
+def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
+    """Context parallelism: the sequence splits into 2 chunks per device of the ring, under a
+    table that splits `seq` over the context axis, with an attention that runs on a ring."""
+    errs: List[str] = []
+    m, d = cfg.model, cfg.data
+    axes = seq_axes(cfg.sharding)
+    ring = math.prod(sizes.get(a, 1) for a in axes)
+    if sizes.get("context", 1) > 1 and "context" not in axes:
+        errs.append(
+            f"mesh.context={sizes['context']} but sharding.compute.seq={cfg.sharding.compute.get('seq')} does "
+            f"not split sequences over it (sharding={cfg.sharding.name}); add seq: context to the table's compute "
+            "rules or set mesh.context=1"
+        )
+    if ring == 1 or "model" not in sections:
+        return errs
+    if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
+        errs.append(f"model.attention={m.attention.value} does not run on a context ring (mesh.context={ring}): ring "
+                    "attention computes its blocks itself; use model.attention=auto or xla, or mesh.context=1")
+    if (m.dropout if m.attention_dropout is None else m.attention_dropout) > 0:
+        errs.append(f"attention dropout (model.attention_dropout, default model.dropout) has no context-parallel "
+                    f"version (mesh.context={ring}); set model.attention_dropout=0 or mesh.context=1")
+    if "batch" in sections and d.seq_len > 0:
+        if d.seq_len % (2 * ring):
+            errs.append(f"data.seq_len={d.seq_len} does not split into 2 x {ring} equal chunks (two per device of the "
+                        f"context ring, mesh.context={ring}); use a multiple of {2 * ring}")
+        elif m.loss_block > 0 and (d.seq_len // ring) % m.loss_block:
+            errs.append(
+                f"model.loss_block={m.loss_block} does not divide the {d.seq_len // ring} positions each device "
+                f"of the context ring holds (data.seq_len={d.seq_len} / mesh.context={ring}); choose a divisor"
+            )
+    return errs

@@ -26,12 +26,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import string
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import LORA_TARGETS, LoraConfig
+from spmdgpt.config import LORA_TARGETS, Config, LoraConfig, MlpType, OptimizerName
 from spmdgpt.model.info import ParamInfo, is_info
 
 Array = jax.Array
@@ -174,3 +174,34 @@ def merge(info, lora: LoraConfig, base, adapters):
 
 def num_adapter_params(info, lora: LoraConfig) -> int:
     return sum(math.prod(i.shape) for i in jax.tree.leaves(adapter_info(info, lora), is_leaf=is_info))
+
+
+# ----------------------------------------------------------------------------- configuration checks
+
+
+def config_errors(cfg: Config) -> List[str]:
+    """lora.*: its own fields, and what LoRA does not combine with yet, one line each."""
+    lo, m, t, errs = cfg.lora, cfg.model, cfg.train, []
+    if lo.rank < 0:
+        errs.append(f"lora.rank={lo.rank} must be >= 0 (0 = off, e.g. 8 or 16)")
+    if lo.rank <= 0:
+        return errs
+    if not lo.alpha > 0:
+        errs.append(f"lora.alpha={lo.alpha} must be > 0 (the update is scaled by alpha / rank; e.g. 16)")
+    unknown = [x for x in lo.targets if x not in LORA_TARGETS + ("all",)]
+    if unknown or not lo.targets:
+        errs.append(f"lora.targets={list(lo.targets)}: choose among {', '.join(LORA_TARGETS)} or all")
+    if "gate" in lo.targets and m.mlp != MlpType.swiglu:
+        errs.append(f"lora.targets: gate needs a gated MLP (model.mlp={m.mlp.value} has none); leave gate out")
+    if not cfg.checkpoint.init_from:
+        errs.append(f"lora.rank={lo.rank} adapts a trained model, which stays frozen: set checkpoint.init_from=RUN "
+                    "or hf:DIR")
+    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
+                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers"),
+                      (t.time_budget is not None, "train.time_budget"),
+                      (t.stats_every > 0, "train.stats_every"),
+                      (cfg.optimizer.name == OptimizerName.manifold_muon,
+                       "optimizer.name=manifold_muon (its matrices start orthonormal; B starts at zero)")):
+        if bad:
+            errs.append(f"lora.rank={lo.rank} does not work with {what} yet; leave it out")
+    return errs

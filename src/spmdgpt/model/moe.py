@@ -50,13 +50,14 @@ dropped; 0 dropless) are logged.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import GroupedMatmul, MlpType, ModelConfig, MoeDispatch, Router, expert_hidden, mesh_axes_of
+from spmdgpt.config.validate import positive, whole_width
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
 from spmdgpt.sharding import Rules, platform
@@ -348,3 +349,41 @@ def between_steps(cfg: ModelConfig, old: Moe, new: Moe, aux: dict) -> Moe:
 def moe_stats(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> dict:
     """Nothing beyond the routing's own outputs (`moe` reports them on every pass)."""
     return {}
+
+
+# ----------------------------------------------------------------------------- configuration checks
+
+
+def config_errors(m) -> List[str]:
+    """model.moe.*: checked only for an MoE model (num_experts > 0)."""
+    e = m.moe
+    if e.num_experts < 0:
+        return [f"model.moe.num_experts={e.num_experts} must be >= 0 (0 = the dense MLP)"]
+    if not e.num_experts:
+        return []
+    errs: List[str] = []
+    if not 1 <= e.top_k <= e.num_experts:
+        errs.append(f"model.moe.top_k={e.top_k} must be between 1 and model.moe.num_experts={e.num_experts} (each "
+                    "token goes to top_k different experts)")
+    if e.mlp_factor is not None:
+        positive(errs, "model.moe.mlp_factor", e.mlp_factor)
+        whole_width(errs, "model.moe.mlp_factor", e.mlp_factor, m.d_model, "expert")
+    if e.interleave_step < 1:
+        errs.append(f"model.moe.interleave_step={e.interleave_step} must be >= 1 (1 = every layer after "
+                    "model.moe.first_dense_layers is MoE)")
+    elif not 0 <= e.first_dense_layers < m.num_layers or (m.num_layers - e.first_dense_layers) % e.interleave_step:
+        errs.append(f"model.moe.first_dense_layers={e.first_dense_layers} and model.moe.interleave_step="
+                    f"{e.interleave_step} must leave model.num_layers={m.num_layers} minus the first a positive "
+                    "multiple of the step (the layers after the dense ones run as groups of step - 1 dense + 1 MoE)")
+    if e.shared_experts < 0:
+        errs.append(f"model.moe.shared_experts={e.shared_experts} must be >= 0 (0 = none)")
+    if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):
+        errs.append(f"model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got {e.capacity_factor}), "
+                    "e.g. 1.25: each expert then takes 1.25x its even share of the tokens")
+    for name in ("load_balance_loss", "router_z_loss", "bias_update_rate"):
+        if getattr(e, name) < 0:
+            errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
+    if m.bias:
+        errs.append("model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do Mixtral's "
+                    "or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)")
+    return errs

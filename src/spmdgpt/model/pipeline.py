@@ -43,13 +43,15 @@ Per-sequence inputs (positions, document ids) travel with their microbatch's act
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+import math
+from typing import Callable, Dict, List, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from spmdgpt.config import AttentionImpl, CollectiveMatmul, Config, mesh_axes_of
 from spmdgpt.sharding import Rules
 
 
@@ -189,3 +191,44 @@ def pipeline(rules: Rules, stage: Callable, stack, per_layer, x: jax.Array, per_
     (_, done), _ = jax.lax.scan(iteration, (state, done), jnp.arange(schedule_iterations(s, m, r)))
     out = _whole_batch(jnp.reshape(done, (m, batch // m, t) + d, out_sharding=P(None, *rows)), rows)
     return jax.sharding.reshard(jnp.reshape(out, x.shape, out_sharding=tok), outside)
+
+
+# ----------------------------------------------------------------------------- configuration checks
+
+
+def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str]:
+    """Pipeline stages: a table that splits the layer stack over the stage axis, layers that
+    split into equal stages, and what the pipeline does not run yet, one line each."""
+    m, s = cfg.model, cfg.sharding
+    axes = mesh_axes_of(s.params.get("layers"))
+    stages = math.prod(sizes.get(a, 1) for a in axes)
+    if sizes.get("stage", 1) > 1 and "stage" not in axes:
+        return [f"mesh.stage={sizes['stage']} but sharding.params.layers={s.params.get('layers')} does not split the "
+                f"layer stack over it (sharding={s.name}); add layers: stage to the table's params rules or set "
+                "mesh.stage=1"]
+    if stages == 1 or "model" not in sections:
+        return []
+    name = f"mesh.stage={stages}"
+    errs = []
+    r = m.pipeline_repeats
+    if r > 1 and m.num_layers % (stages * r):
+        errs.append(f"model.num_layers={m.num_layers} does not split into {name} x model.pipeline_repeats={r} equal "
+                    "chunks; choose stages and repeats whose product divides the layers")
+    elif m.num_layers % stages:
+        errs.append(f"model.num_layers={m.num_layers} does not split into {name} equal stages; use a number of stages "
+                    "that divides the layers")
+    if m.moe.num_experts:
+        errs.append(f"model.moe.num_experts={m.moe.num_experts}: a mixture of experts does not run in a pipeline yet "
+                    f"({name}); set mesh.stage=1")
+    if m.dropout > 0 or (m.attention_dropout or 0) > 0:
+        errs.append(f"dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet ({name}); "
+                    "set them to 0 or mesh.stage=1")
+    if sizes.get("context", 1) > 1:
+        errs.append(f"mesh.context={sizes['context']} and {name} do not combine yet; set one of them to 1")
+    if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
+        errs.append(f"model.attention={m.attention.value} does not run in a pipeline yet ({name}: its kernel does not "
+                    "nest in the stages' vmap); use model.attention=auto or xla, or mesh.stage=1")
+    if m.collective_matmul != CollectiveMatmul.none:
+        errs.append(f"model.collective_matmul={m.collective_matmul.value} does not run in a pipeline yet ({name}); "
+                    "set model.collective_matmul=none or mesh.stage=1")
+    return errs

@@ -21,12 +21,12 @@ is above 0 (accuracy), the mean rewards, the chosen replies' NLL per token, the 
 from __future__ import annotations
 
 from functools import partial
-from typing import Optional
+from typing import List, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import Config, ConfigError, ModelConfig, preference_data
 from spmdgpt.model.loss import token_losses
 from spmdgpt.model.params import Params
 from spmdgpt.sharding import Rules
@@ -92,3 +92,28 @@ def dpo_objective(cfg: ModelConfig, rules: Rules, beta: float, params: Params, r
     loss = mean(-jax.nn.log_sigmoid(margin)) + (sft_weight * nll if sft_weight else 0.0)
     return loss, {"loss": loss, "dpo/margin": mean(margin), "dpo/accuracy": mean((margin > 0).astype(jnp.float32)),
                   "dpo/chosen": mean(chosen), "dpo/rejected": mean(rejected), "dpo/chosen_nll": nll}
+
+
+# ----------------------------------------------------------------------------- configuration checks
+
+
+def config_errors(cfg: Config) -> List[str]:
+    """What DPO (preference data) does not combine with yet, one line each."""
+    try:
+        if not preference_data(cfg.data):
+            return []
+    except ConfigError:  # (reported by the data checks)
+        return []
+    t, m, errs = cfg.train, cfg.model, []
+    if not t.dpo_beta > 0:
+        errs.append(f"train.dpo_beta={t.dpo_beta} must be > 0 (e.g. 0.1)")
+    if t.dpo_sft_weight < 0:
+        errs.append(f"train.dpo_sft_weight={t.dpo_sft_weight} must be >= 0 (0 = pure DPO; RPO uses 1)")
+    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
+                      (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their balancing "
+                                              "losses)"),
+                      (t.time_budget is not None, "train.time_budget (its calibration times the language-model step)"),
+                      (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)")):
+        if bad:
+            errs.append(f"preference data (DPO) does not work with {what} yet; leave it out")
+    return errs
