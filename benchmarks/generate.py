@@ -61,8 +61,9 @@ def main() -> None:
             return jax.lax.dynamic_update_index_in_dim(buf, tok, i, axis=1)
 
         cache = jax.eval_shape(lambda: init_cache(cfg.model, rules, 1, total))
-        print(f"{args.heads} heads, {cache.k.shape[2]} key/value heads: KV cache "
-              f"{(cache.k.size + cache.v.size) * cache.k.dtype.itemsize // total:,} bytes per token")
+        k, v = cache.layers["k"], cache.layers["v"]
+        print(f"{args.heads} heads, {k.shape[2]} key/value heads: KV cache "
+              f"{(k.size + v.size) * k.dtype.itemsize // total:,} bytes per token")
         for batch in map(int, args.batches.split(",")):
             prompts = rng.integers(0, 65, (batch, args.prompt)).tolist()
             t0 = time.perf_counter()

@@ -266,8 +266,7 @@ def check_cache(results: list) -> bool:
     import jax
     import jax.numpy as jnp
 
-    from spmdgpt.model import forward, init_params
-    from spmdgpt.model.attention import init_cache
+    from spmdgpt.model import forward, init_cache, init_params
 
     cfg, mesh, rules = _setup(["model.compute_dtype=float32", "model.attention=xla"], 1024, 2)
     rng = np.random.default_rng(2)

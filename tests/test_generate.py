@@ -11,8 +11,7 @@ from spmdgpt import train
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.generate import Sampler, SamplingParams
-from spmdgpt.model import forward, init_params
-from spmdgpt.model.attention import init_cache
+from spmdgpt.model import forward, init_cache, init_params
 from spmdgpt.sharding import Rules, make_mesh
 
 
@@ -97,7 +96,8 @@ def test_prefill_through_the_backend_equals_the_cached_path(backend, kv, monkeyp
     real = np.asarray(pos) >= 0
     assert int(got.end) == t and (np.asarray(got.pos)[:, :t] == np.asarray(pos)).all()
     np.testing.assert_allclose(np.asarray(got_logits)[real], np.asarray(want_logits)[real], rtol=0, atol=2e-5)
-    for a, b in ((got.k, want.k), (got.v, want.v)):  # [layers, b, n, capacity, h]
+    for name in ("k", "v"):  # [layers, b, n, capacity, h]
+        a, b = got.layers[name], want.layers[name]
         a, b = (np.moveaxis(np.asarray(c), 3, 2)[:, :, :t] for c in (a, b))
         np.testing.assert_allclose(a[:, real], b[:, real], rtol=0, atol=2e-5)
         assert np.abs(a[:, real]).max() > 0.1

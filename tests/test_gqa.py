@@ -12,8 +12,7 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ConfigError, MlpType, NormType, load_config, validate
 from spmdgpt.flops import flops_per_token
-from spmdgpt.model import Attention, GroupedAttention, forward, init_params
-from spmdgpt.model.attention import init_cache
+from spmdgpt.model import Attention, GroupedAttention, forward, init_cache, init_params
 from spmdgpt.sharding import Rules, make_mesh
 
 BASE = ["+experiment=staircase", "model.num_heads=4", "model.num_kv_heads=2", "model.bias=true",
@@ -81,8 +80,8 @@ def test_grouped_attention_sharded_equals_one_device(data, model, kv_spec):
             if len(devices) == 8:
                 assert params.blocks.attn.w_kv.sharding.spec == P(None, ("data", "context"), None, kv_spec, None)
                 assert params.blocks.attn.w_q.sharding.spec == P(None, ("data", "context"), "model", None)
-                assert cache.k.shape == (2, 8, 2, 40, 16)
-                assert cache.k.sharding.spec == P(
+                assert cache.layers["k"].shape == (2, 8, 2, 40, 16)
+                assert cache.layers["k"].sharding.spec == P(
                     None, ("data", "expert"), kv_spec, None, None
                 )  # (the batch: data x expert)
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=0, atol=2e-5)
@@ -101,7 +100,7 @@ def test_grouped_attention_flops_cache_and_errors():
     cfg = load_config(["+experiment=staircase", "model.num_kv_heads=1", "mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
-        assert init_cache(cfg.model, Rules(mesh, cfg.sharding), 2, 8).k.shape == (2, 2, 1, 8, 16)
+        assert init_cache(cfg.model, Rules(mesh, cfg.sharding), 2, 8).layers["k"].shape == (2, 2, 1, 8, 16)
     for kv, heads in ((3, 4), (8, 4), (0, 4)):
         errs = validate(
             load_config(["+experiment=staircase", f"model.num_heads={heads}", f"model.num_kv_heads={kv}"]), 1
@@ -158,4 +157,5 @@ def test_published_shapes_count_their_published_parameters(experiment, params, k
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
         cache = jax.eval_shape(lambda: init_cache(cfg.model, Rules(mesh, cfg.sharding, cfg.model), 1, 16))
-    assert (cache.k.size + cache.v.size) * cache.k.dtype.itemsize // 16 == kv_bytes
+    k, v = cache.layers["k"], cache.layers["v"]
+    assert (k.size + v.size) * k.dtype.itemsize // 16 == kv_bytes

@@ -1,6 +1,6 @@
 """Decoder-only transformer: NamedTuple parameter pytrees and pure functions."""
 
-from spmdgpt.model.attention import Attention, GroupedAttention, KVCache, attention_backend, init_cache
+from spmdgpt.model.attention import Attention, GroupedAttention, KVCache, attention_backend
 from spmdgpt.model.info import ParamInfo, is_info
 from spmdgpt.model.layers import Norm
 from spmdgpt.model.loss import loss_fn, objective
@@ -19,7 +19,7 @@ from spmdgpt.model.params import (
     param_shapes,
 )
 from spmdgpt.model.stages import to_layer_order, to_stage_order
-from spmdgpt.model.transformer import activation_stats, forward
+from spmdgpt.model.transformer import activation_stats, forward, init_cache
 
 __all__ = [
     "abstract_params",

@@ -69,7 +69,7 @@ from spmdgpt.model.kernels import (
     splash_causal_attention,
     window_mask,
 )
-from spmdgpt.model.layers import dropout, dtype_of, rms_normalize, rope, rope_frequencies
+from spmdgpt.model.layers import dropout, rms_normalize, rope, rope_frequencies
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 
@@ -349,28 +349,26 @@ def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
 
 
 class KVCache(NamedTuple):
-    """Keys and values of every layer for cached decoding, at a static capacity."""
+    """What the attention unit caches, for every layer, for cached decoding at a static capacity."""
 
-    k: jax.Array  # [layers, batch, kv heads, capacity, head_dim]
-    v: jax.Array  # [layers, batch, kv heads, capacity, head_dim]
+    layers: dict  # {name: [layers, batch, ..., capacity, ...]}: the unit's `cache` arrays, stacked
     pos: jax.Array  # [batch, capacity] int32: the position of the token in each slot, -1 = empty
     end: jax.Array  # int32 scalar: the next free slot (tokens written so far)
 
 
-def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVCache:
+def kv_cache(cfg: ModelConfig, batch: int, capacity: int) -> dict:
+    """What multi-head and grouped-query attention cache per layer (their units' `cache`):
+    {"k", "v": ([batch, kv heads, capacity, head_dim], its logical axes)}."""
     grouped = kv_heads(cfg) != cfg.num_heads
-    shape = (cfg.num_layers, batch, kv_heads(cfg), capacity, head_dim(cfg))
-    spec = rules.spec("layers", "batch", "kv_heads" if grouped else "heads", None, "head_dim")
-    zeros = jnp.zeros(shape, dtype_of(cfg.compute_dtype), out_sharding=spec)
-    pos = jnp.full((batch, capacity), -1, jnp.int32, out_sharding=rules.spec("batch", None))
-    return KVCache(zeros, zeros, pos, jnp.zeros((), jnp.int32))
+    shape = (batch, kv_heads(cfg), capacity, head_dim(cfg))
+    logical = ("batch", "kv_heads" if grouped else "heads", None, "head_dim")
+    return {"k": (shape, logical), "v": (shape, logical)}
 
 
 class LayerCache(NamedTuple):
     """One layer's view of the KV cache during a cached forward pass."""
 
-    k: jax.Array  # [batch, kv heads, capacity, head_dim]
-    v: jax.Array  # [batch, kv heads, capacity, head_dim]
+    arrays: dict  # this layer's cached arrays ({"k", "v": [batch, kv heads, capacity, head_dim]})
     mask: Optional[jax.Array]  # [batch, queries, capacity]: causal_mask(query positions, slot
     #   positions); None in a prefill (the queries attend only to each other, by the backend)
     end: jax.Array  # int32 scalar: where this pass's keys and values go
@@ -378,7 +376,7 @@ class LayerCache(NamedTuple):
 
 def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: UnitInputs):
     """Causal self-attention with the unit's projection `project` (`fused_qkv`, `grouped_qkv`):
-    x [batch * seq, d] -> ([batch * seq, d], this layer's updated (k, v) cache or None, no
+    x [batch * seq, d] -> ([batch * seq, d], this layer's updated cache {"k", "v"} or None, no
     auxiliary outputs: {}). u.key (training): attention dropout (`model.attention_dropout`; the
     xla backend only, which `attention_backend` ensures). u.window: this layer's sliding window
     (`window_mask`; None or 0: global), for full sequences (a decode step's cache.mask has it).
@@ -393,10 +391,9 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     positions, batch, segment_ids, cache, key, window = u
     if cache is not None and cache.mask is not None:
         q, k, v = project(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
-        k_cache = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), (0, 0, cache.end, 0))
-        v_cache = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), (0, 0, cache.end, 0))
-        o = dot_product_attention(q, k_cache, v_cache, cache.mask, rules)
-        return output_projection(rules, p, o), (k_cache, v_cache), {}
+        kv = _written(cache, k, v)
+        o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules)
+        return output_projection(rules, p, o), kv, {}
     if rules.context_size() > 1:  # sequences split over a context ring (training, evaluation)
         q, k, v = project(cfg, rules, p, x, positions, batch)
         return output_projection(rules, p, context_attention(cfg, rules, q, k, v, segment_ids, window)), None, {}
@@ -416,9 +413,15 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
             k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))
-        kv = tuple(jax.lax.dynamic_update_slice(c, a.astype(c.dtype), (0, 0, cache.end, 0))
-                   for c, a in ((cache.k, k), (cache.v, v)))
+        kv = _written(cache, k, v)
     return output_projection(rules, p, o, head_major), kv, {}
+
+
+def _written(cache: LayerCache, k: jax.Array, v: jax.Array) -> dict:
+    """The layer's cache with keys and values [b, kv heads, t, h] written at cache.end."""
+    return {name: jax.lax.dynamic_update_slice(cache.arrays[name], a.astype(cache.arrays[name].dtype),
+                                               (0, 0, cache.end, 0))
+            for name, a in (("k", k), ("v", v))}
 
 
 def attention_stats(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: UnitInputs) -> dict:

@@ -31,7 +31,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None, window: Optional[Array] = None, dense: bool = False):
     """One pre-norm block on the residual stream x: [stream, embed] -> (x, this layer's
-    updated (k, v) cache or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
+    updated cache arrays or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
     collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
     key (training only): dropout on the attention probabilities and on both branch outputs.
@@ -68,8 +68,7 @@ class PerLayer(NamedTuple):
 
     window: Optional[Array] = None  # its sliding window, int32 (0: global; None: no layer has one)
     index: Optional[Array] = None  # its number (training's dropout keys)
-    k: Optional[Array] = None  # its KV cache's keys and values (cached passes)
-    v: Optional[Array] = None
+    cache: Optional[dict] = None  # its arrays of the cache (cached passes; the attention unit's `cache`)
 
 
 class Cached(NamedTuple):
@@ -85,7 +84,7 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
                key: Optional[Array] = None, collect: bool = False, cached: Optional[Cached] = None,
                dense: bool = False) -> Callable:
     """The `lax.scan` body of one layer, (x, (its Block parameters, PerLayer)) -> (x, outputs):
-    the units' aux dict, or on a cached pass the layer's updated cache {"k", "v"}. Every layer
+    the units' aux dict, or on a cached pass the layer's updated cache arrays. Every layer
     loop runs it (`hidden_states`' two, a pipeline stage's); model.remat applies here, to the
     passes that are differentiated (not cached ones). key: layer i's dropout key is
     fold_in(key, i). dense: an MoE model's dense layers (`block_units`)."""
@@ -96,10 +95,10 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
             mask = cached.mask
             if mask is not None and s.window is not None:
                 mask = mask & window_mask(positions, cached.k_pos, s.window)
-            cache = LayerCache(s.k, s.v, mask, cached.end)
+            cache = LayerCache(s.cache, mask, cached.end)
         k = None if key is None else jax.random.fold_in(key, s.index)
         x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, dense)
-        return x, (aux if cached is None else {"k": kv[0], "v": kv[1]})
+        return x, (aux if cached is None else kv)
 
     if cached is None and cfg.remat != Remat.none:
         return jax.checkpoint(step, policy=_REMAT_POLICIES[cfg.remat])

@@ -41,6 +41,7 @@ from spmdgpt.model.attention import (
     fused_qkv,
     grouped_attention_info,
     grouped_qkv,
+    kv_cache,
 )
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
 from spmdgpt.model.layers import Norm, dtype_of, norm_info
@@ -72,6 +73,9 @@ class Unit(NamedTuple):
     between_steps: (cfg, old, new, aux) -> the unit's stacked parameters after a step, from those
       before it (old), after the optimizer's update (new) and the step's aux outputs that are not
       scalars (each [layers, ...]): state that is set, not trained (MoE's balancing bias).
+    cache: (cfg, batch, capacity) -> {name: (one layer's shape, its logical axes)}: what an
+      attention unit caches for decoding (`transformer.init_cache` stacks it over the layers);
+      apply reads this layer's arrays from inputs.cache and returns them updated.
     """
 
     info: Callable[[ModelConfig], Any]
@@ -79,10 +83,11 @@ class Unit(NamedTuple):
     stats: Callable
     losses: Callable[[ModelConfig], dict] = no_losses
     between_steps: Callable = lambda cfg, old, new, aux: new
+    cache: Callable = lambda cfg, batch, capacity: {}  # attention: what it caches per layer for decoding
 
 
-ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv))  # multi-head, fused q/k/v
-GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv))  # K < N kv heads
+ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv), cache=kv_cache)  # multi-head
+GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv), cache=kv_cache)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 

@@ -24,8 +24,8 @@ from spmdgpt.model.attention import KVCache, causal_mask
 from spmdgpt.model.blocks import Cached, PerLayer, layer_step, pipelined_blocks, scan_layers, windows
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
 from spmdgpt.model.head import embed, unembed
-from spmdgpt.model.layers import dropout, norm
-from spmdgpt.model.params import Params
+from spmdgpt.model.layers import dropout, dtype_of, norm
+from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
 from spmdgpt.sharding import Rules
 
@@ -81,8 +81,20 @@ def hidden_states(
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).
-    x, kv = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), k=cache.k, v=cache.v))
-    return norm(cfg, rules, params.ln_f, x), KVCache(kv["k"], kv["v"], k_pos, cache.end + t), {}
+    x, arrays = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), cache=cache.layers))
+    return norm(cfg, rules, params.ln_f, x), KVCache(arrays, k_pos, cache.end + t), {}
+
+
+def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVCache:
+    """An empty cache for `batch` sequences of up to `capacity` tokens: what the attention unit
+    caches per layer (its `cache`: keys and values), stacked over the layers, in the compute
+    dtype, sharded by the rule table."""
+    attention, _ = block_units(cfg)
+    arrays = {name: jnp.zeros((cfg.num_layers,) + shape, dtype_of(cfg.compute_dtype),
+                              out_sharding=rules.spec("layers", *logical))
+              for name, (shape, logical) in attention.cache(cfg, batch, capacity).items()}
+    pos = jnp.full((batch, capacity), -1, jnp.int32, out_sharding=rules.spec("batch", None))
+    return KVCache(arrays, pos, jnp.zeros((), jnp.int32))
 
 
 def activation_stats(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array,
@@ -103,7 +115,7 @@ def forward(
 
     Training and evaluation: no cache; positions default to 0..t-1 (or [b, t], e.g. restarting
     at each document); segment_ids [b, t] (document numbers) keep attention inside documents.
-    Prefill and decode: a KVCache (`attention.init_cache`) and positions [b, t] (-1 marks
+    Prefill and decode: a KVCache (`init_cache`) and positions [b, t] (-1 marks
     padding, never attended); the tokens' keys and values are written at cache.end and the
     returned cache has end + t. prefill=True (a prompt's first pass, into an empty cache; left
     padding only) runs attention by the `model.attention` backend over the prompt itself, as
