@@ -425,7 +425,7 @@ def test_throughput_windows_with_a_step_call_that_waits_for_its_step(tmp_path, m
             return clock[0]
 
     monkeypatch.setattr(trainer, "time", Clock())
-    functions = trainer._Loop._step_functions
+    functions = trainer._Loop.step_functions
 
     def waiting(self, *args, **kw):
         functions(self, *args, **kw)
@@ -437,7 +437,7 @@ def test_throughput_windows_with_a_step_call_that_waits_for_its_step(tmp_path, m
             return out
         self.train_step = call
 
-    monkeypatch.setattr(trainer._Loop, "_step_functions", waiting)
+    monkeypatch.setattr(trainer._Loop, "step_functions", waiting)
     cfg = load_config(["+experiment=staircase", "train.steps=12", "train.log_every=2", "train.eval_every=5",
                        "train.eval_batches=1", "checkpoint.every=3", "train.progress=false", f"run.dir={tmp_path}"])
     train(cfg, argv=["pytest"])

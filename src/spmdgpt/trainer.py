@@ -5,16 +5,16 @@
       ─► optimizer ─► starting state (state.start: fresh | resumed from run.dir's newest good
          checkpoint, on any layout | parameters from checkpoint.init_from)
       ─► evaluators, checkpoint manager, run.dir files (config, metadata, tokenizer)
-      ─► loop: train_step (jit, donated state), metrics read one step late, fixed-batch
-         validation every train.eval_every steps, async checkpoints every checkpoint.every
-         steps, at the end, and on SIGTERM/SIGINT; with train.time_budget, the pace checked
-         and the steps left re-planned when the run falls behind (budget.Pacer)
+      ─► loop: train_step (jit, donated state), metrics read one step late, the divergence
+         guard; around the steps, the run's hooks (spmdgpt.hooks): fixed-batch validation every
+         train.eval_every steps, async checkpoints every checkpoint.every steps, at the end, and
+         on SIGTERM/SIGINT, statistics, profiling; with train.time_budget, the pace checked and
+         the steps left re-planned when the run falls behind (budget.Pacer)
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import signal
@@ -31,7 +31,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.budget import Pacer, Replan, fit_budget, from_process_0, recorded_steps
+from spmdgpt.budget import Pacer, fit_budget, recorded_steps
 from spmdgpt.config import (
     Config,
     ConfigError,
@@ -39,10 +39,8 @@ from spmdgpt.config import (
     freeze,
     preference_data,
     profile_range,
-    to_yaml,
     validate,
 )
-from spmdgpt.config.load import fixed_steps
 from spmdgpt.data import (
     Batcher,
     Corpus,
@@ -52,16 +50,17 @@ from spmdgpt.data import (
     save_tokenizer,
 )
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
-from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
+from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import hf_folder, with_hf_model
+from spmdgpt.hooks import Pacing, training_hooks
 from spmdgpt.loggers import Console, JsonlLogger
-from spmdgpt.model import attention_backend, num_params, param_info, to_layer_order
+from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, start, starting_params
-from spmdgpt.stats import make_stats_fn, stats_row
+from spmdgpt.stats import make_stats_fn
 from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 from spmdgpt.train_step import make_train_step, optimizer_of
 
@@ -252,12 +251,10 @@ class _Loop:
         self.reference = reference  # (DPO's reference parameters)
         self.base = base  # (LoRA: the frozen model; the state holds the adapters)
         self.calibration, self.started = calibration, started  # train.time_budget's choice, train's start
-        # train.time_budget: the pace is checked every pace_every steps (the same steps on every process)
+        # train.time_budget: the pace is checked every few steps (the same steps on every process)
         self.pacer = None if calibration is None else Pacer(calibration, started, cfg.train.eval_every)
-        self.pace_every = max(1, cfg.train.steps // 200)
-        self._step_functions(begin.step, programs)
-        self.batcher, self.evaluator, self.ckpt = batcher, evaluator, ckpt
-        self.rollouts = rollouts
+        self.step_functions(begin.step, programs)
+        self.batcher, self.ckpt = batcher, ckpt
         self.state, self.kind = begin.state, begin.kind
         self.reported = begin.step  # the last step whose metrics are on the host
         self.resumed_from = begin.step if begin.kind == StartKind.resumed else None
@@ -285,9 +282,9 @@ class _Loop:
             self.metrics_log = RunLog(JsonlLogger(run_dir / "metrics.jsonl"), trackers)
         self.console = Console(t.steps, begin.step, t.progress, t.log_every,
                                active=is_main and "console" in t.loggers)
-        self.profile = profile_range(t.profile, t.steps) if t.profile else None
-        self.profiling = False
         self.say = self.console.write
+        profile = profile_range(t.profile, t.steps) if t.profile else None
+        self.hooks = training_hooks(self, evaluator, rollouts, ckpt, profile, self.pacer, calibration)
 
     def _header(self) -> None:
         cfg, data = self.cfg, self.data
@@ -315,7 +312,6 @@ class _Loop:
         self.stop_signal = signum
 
     def run(self) -> TrainResult:
-        cfg, t = self.cfg, self.cfg.train
         self._header()
         # Signal handlers can only be installed from the main thread (train() may run elsewhere,
         # e.g. in a notebook worker; there the process's own handlers stay in charge).
@@ -328,65 +324,49 @@ class _Loop:
             while step < self.cfg.train.steps:  # (a time budget's re-plan may lower train.steps)
                 t, i = self.cfg.train, step
                 step = i + 1  # optimizer steps completed after this update
-                if self.profile and not self.profiling and self.profile[0] <= step <= self.profile[1]:
-                    self._trace(start=True)
                 batch = self.batcher.train_batch(i)
-                # model statistics of this step: from the state before it (which the step donates)
-                stats = (self.stats_fn(self.state, *batch)
-                         if self.stats_fn is not None and step % t.stats_every == 0 else None)
+                for hook in self.hooks:  # (statistics: from the state before the step, which it donates)
+                    hook.before_step(self, step, batch)
                 t0 = time.perf_counter()
                 self.state, metrics = self.train_step(self.state, *batch)
                 if self.pacer is not None and i == self.compiled_at:  # a new step function's first call
                     self.pacer.compiled(time.perf_counter() - t0)
-                if stats is not None and self.metrics_log:
-                    self.metrics_log.log(stats_row(step, jax.device_get(stats)))
-                if self.profiling and step >= self.profile[1]:
-                    self._trace(start=False)
                 if pending is not None:
                     self._report(*pending)
                 pending = (step, metrics)
-                if self.ckpt is not None and step % t.log_every == 0:
-                    self.ckpt.check()  # a background save that failed stops the run now (exit 4)
-                eval_now = step == t.steps or (t.eval_every and step % t.eval_every == 0)
-                save_now = self.ckpt is not None and (
-                    step == t.steps or (cfg.checkpoint.every and step % cfg.checkpoint.every == 0)
-                )
-                log_now = step % t.log_every == 0 or i == first  # (the first row starts the clock)
-                if eval_now or save_now or log_now or self.stop_signal is not None:
-                    # metrics rows reach the log before the checkpoint that covers them; a row's
-                    # throughput window ends with no step in flight, as it starts, whether the
-                    # step call returns at once or (GPUs, BENCHMARKS) only when its step is done
+                for hook in self.hooks:
+                    hook.after_step(self, step)
+                flush = [hook.flush(self, step) for hook in self.hooks]
+                if any(flush) or step % t.log_every == 0 or i == first or self.stop_signal is not None:
+                    # metrics rows reach the log before the evaluation and the checkpoint that follow;
+                    # a row's throughput window ends with no step in flight, as it starts (the first
+                    # row starts the clock), whether the step call returns at once or (GPUs,
+                    # BENCHMARKS) only when its step is done
                     self._report(*pending)
                     pending = None
-                if eval_now:
-                    self._paused(self._evaluate, step, evaluation=True)
-                if save_now or (self.stop_signal is not None and self.ckpt is not None):
-                    # (the layers in order, as every checkpoint holds them: `model.pipeline`)
-                    self._paused(self.ckpt.save, step, to_layer_order(self.rules, self.state), self._meta(step))
+                for hook in self.hooks:  # (each acts if it flushed; a checkpoint also on a signal that came meanwhile)
+                    hook.at_flush(self, step)
                 if self.stop_signal is not None:
                     break
-                # (the pace leaves out a new step function's first run, slower than the rest)
-                if self.pacer is not None and step % self.pace_every == 0 and self.reported > self.compiled_at + 1:
-                    self._pace(step)
+                for hook in self.hooks:
+                    hook.after(self, step)
             if pending is not None:
                 self._report(*pending)
             if self.calibration is not None and self.stop_signal is None:
-                self._budget_used()
+                next(h for h in self.hooks if isinstance(h, Pacing)).used(self)
         except (_Diverged, WriteFailed) as e:
             stopped = e
         finally:
-            if self.profiling:
-                self._trace(start=False)
             for s, h in previous.items():
                 signal.signal(s, h)
+            for hook in self.hooks:  # (the profiler's trace stopped; the last checkpoint waited for)
+                try:
+                    hook.close(self)
+                except WriteFailed as e:
+                    stopped = stopped or e
             self.console.close()
             if self.metrics_log:
                 self.metrics_log.close()
-            if self.ckpt is not None:
-                try:
-                    self.ckpt.close()  # waits for the last asynchronous save
-                except WriteFailed as e:
-                    stopped = stopped or e
         if isinstance(stopped, _Diverged):
             raise TrainingDiverged(self._diverged_message(*stopped.args)) from None
         if isinstance(stopped, WriteFailed):
@@ -407,7 +387,7 @@ class _Loop:
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)
 
-    def _step_functions(self, at: int, programs: Optional[dict] = None) -> None:
+    def step_functions(self, at: int, programs: Optional[dict] = None) -> None:
         """The step (and train.stats_every's statistics, spmdgpt.stats) for self.cfg's optimizer:
         the executables `preflight` compiled, or (a time budget's re-plan) jitted functions that
         their call after step `at` compiles."""
@@ -419,54 +399,19 @@ class _Loop:
         self.train_step = make_train_step(self.cfg, self.rules, optimizer, self.reference, self.base)
         self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
 
-    def _paused(self, fn, *args, evaluation: bool = False) -> None:
+    def paused(self, fn, *args, evaluation: bool = False) -> None:
         """fn(*args), its time left out of the time budget's pace (an evaluation's also its cost)."""
         t0 = time.perf_counter()
         fn(*args)
         if self.pacer is not None:
             self.pacer.pause(time.perf_counter() - t0, evaluation)
 
-    def _pace(self, step: int) -> None:
-        """train.time_budget: when the run has fallen behind (a busier machine), fewer steps for
-        what is left of the budget (budget.Pacer), the new train.steps and re-plan recorded in
-        config.yaml, and a new step function for the squeezed learning-rate schedule."""
-        t = self.cfg.train
-        plan = self.pacer.check(self.reported, step, t.steps, time.perf_counter())
-        if jax.process_count() > 1:  # every process follows process 0's plan
-            steps = from_process_0(plan.steps if plan is not None else 0)
-            plan = dataclasses.replace(plan or Replan(step, steps, t.steps, 0.0, 0.0), steps=steps) if steps else None
-        if plan is None:
-            return
-        self.cfg = freeze(fixed_steps(self.cfg, plan.steps, [*t.replans, f"{plan.at}:{plan.planned}"]))
-        self._step_functions(step)
-        self.console.set_total(plan.steps)
-        self.say(f"train.time_budget={self.calibration.budget_s:g} s: behind plan ({plan.step_s * 1e3:.1f} ms/step, "
-                 f"{plan.projected_s:.1f} s projected): train.steps {plan.planned} -> {plan.steps} from step "
-                 f"{plan.at} on, the learning-rate schedule's rest squeezed into them (recorded in config.yaml)")
-        if self.is_main:
-            self.metrics_log.log(plan.row(self.calibration.budget_s))
-            try:
-                write_text_atomic(self.run_dir / "config.yaml", to_yaml(self.cfg))
-            except OSError as e:
-                raise WriteFailed(f"writing {self.run_dir / 'config.yaml'} failed ({os_reason(e)})") from None
-
-    def _budget_used(self) -> None:
-        """train.time_budget: the wall time the run took to here (the final evaluation done) against
-        the calibration's prediction, printed and logged (event `time_budget_used`)."""
-        cal = self.calibration
-        # (printed and logged alike: rounded once, so that 29.9504 is not "30.0" printed and 29.95 logged)
-        used, predicted = round(time.perf_counter() - self.started, 3), round(cal.predicted_s(), 3)
-        self.say(f"train.time_budget={cal.budget_s:g} s: used {used:.1f} s (predicted {predicted:.1f} s)")
-        if self.metrics_log:
-            self.metrics_log.log({"step": self.cfg.train.steps, "event": "time_budget_used", "used_s": used,
-                                  "predicted_s": predicted, "budget_s": cal.budget_s})
-
     def _epochs(self, step: int) -> dict:
         """Epochs completed: `epoch` for one training dataset, `epoch/NAME` for a mixture."""
         ep = self.batcher.epochs(step)
         return {"epoch": next(iter(ep.values()))} if len(ep) == 1 else {f"epoch/{n}": v for n, v in ep.items()}
 
-    def _meta(self, step: int) -> dict:
+    def checkpoint_meta(self, step: int) -> dict:
         from spmdgpt.checkpoint import checkpoint_meta
 
         return checkpoint_meta(self.cfg, self.git_sha, step)
@@ -551,36 +496,12 @@ class _Loop:
             self.window_t0, self.window_steps = now, 0
         self.console.step(step, self.last_loss, tps, mfu_v)
 
-    def _trace(self, start: bool) -> None:
-        """train.profile: a jax.profiler trace (XPlane for TensorBoard's profile plugin / xprof,
-        and a Perfetto trace) of the steps START..STOP in run.dir/profile, on every process."""
-        folder = self.run_dir / "profile"
-        if start:
-            jax.profiler.start_trace(str(folder), create_perfetto_trace=True)
-            self.profiling = True
-            return
-        jax.block_until_ready(self.state)  # the traced steps have run on the devices
-        jax.profiler.stop_trace()
-        self.profiling = False
-        self.say(f"profile of steps {self.profile[0]}-{self.profile[1]} -> {folder}")
-
     def model_params(self):
         """The model's parameters now (LoRA: the base with the adapters attached)."""
         if self.base is None:
             return self.state.params
         return attach(param_info(self.cfg.model), self.cfg.lora, self.base, self.state.params)
 
-    def _evaluate(self, step: int) -> None:
-        losses = self.evaluator(self.model_params())
-        self.val_loss = sum(losses.values()) / len(losses)
-        row = {"step": step, "val/loss": self.val_loss}
-        if len(losses) > 1:  # val/loss is then the mean over the validation sets
-            row.update({f"val/{name}/loss": v for name, v in losses.items()})
-        if self.metrics_log:
-            self.metrics_log.log(row)
-        self.say(f"step {step}: " + " | ".join(f"{k} {v:.4f}" for k, v in row.items() if k.startswith("val/")))
-        if self.rollouts is not None:
-            prompt, completion = self.rollouts(self.model_params(), step)[0]
-            self.say(f"sample at step {step}:\n{prompt}\033[1m{completion}\033[0m\n" if sys.stderr.isatty()
-                     else f"sample at step {step}:\n{prompt}{completion}\n")
-        self.window_t0, self.window_steps = time.perf_counter(), 0  # evaluation is not training
+    def restart_window(self) -> None:
+        """The throughput window starts again now (after work that is not training)."""
+        self.window_t0, self.window_steps = time.perf_counter(), 0

@@ -1,0 +1,215 @@
+"""What the training loop does around its steps, as hooks (spmdgpt.trainer's `_Loop` runs a list of
+them): profiling, model statistics, evaluation with rollouts, checkpoints, the time budget's pace.
+
+A hook implements any of these (the loop calls them in list order; `loop` is the `_Loop`, whose
+state, config, logs and console the hooks read and write):
+
+    before_step(loop, step, batch)   before step `step` runs (the state it will donate still alive)
+    after_step(loop, step)           once the step is dispatched (the previous metrics reported)
+    flush(loop, step) -> bool        whether the step's metrics must be on the host before at_flush
+    at_flush(loop, step)             after that: evaluation, then checkpoints (list order)
+    after(loop, step)                last (the pace; not after a signal's checkpoint)
+    close(loop)                      at the end, also after an error (may raise WriteFailed)
+
+A feature that runs work during training (reinforcement learning's rollouts, next) is one more hook.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import jax
+
+from spmdgpt.budget import Replan, from_process_0
+from spmdgpt.config import freeze, to_yaml
+from spmdgpt.config.load import fixed_steps
+from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
+from spmdgpt.model import to_layer_order
+from spmdgpt.stats import stats_row
+
+
+class Hook:
+    """The no-op of every method (`spmdgpt.hooks`)."""
+
+    def before_step(self, loop, step: int, batch) -> None:
+        pass
+
+    def after_step(self, loop, step: int) -> None:
+        pass
+
+    def flush(self, loop, step: int) -> bool:
+        return False
+
+    def at_flush(self, loop, step: int) -> None:
+        pass
+
+    def after(self, loop, step: int) -> None:
+        pass
+
+    def close(self, loop) -> None:
+        pass
+
+
+class Profiler(Hook):
+    """train.profile=START:STOP: a jax.profiler trace (XPlane for TensorBoard's profile plugin /
+    xprof, and a Perfetto trace) of those steps in run.dir/profile, on every process."""
+
+    def __init__(self, steps: tuple):
+        self.first, self.last = steps
+        self.tracing = False
+
+    def before_step(self, loop, step, batch):
+        if not self.tracing and self.first <= step <= self.last:
+            jax.profiler.start_trace(str(loop.run_dir / "profile"), create_perfetto_trace=True)
+            self.tracing = True
+
+    def after_step(self, loop, step):
+        if self.tracing and step >= self.last:
+            self.close(loop)
+
+    def close(self, loop):
+        if self.tracing:
+            jax.block_until_ready(loop.state)  # the traced steps have run on the devices
+            jax.profiler.stop_trace()
+            self.tracing = False
+            loop.say(f"profile of steps {self.first}-{self.last} -> {loop.run_dir / 'profile'}")
+
+
+class Statistics(Hook):
+    """train.stats_every=K: the model statistics (spmdgpt.stats) of every K-th step, from the state
+    before it, logged as a metrics row."""
+
+    def __init__(self, every: int):
+        self.every, self.pending = every, None
+
+    def before_step(self, loop, step, batch):
+        if loop.stats_fn is not None and step % self.every == 0:
+            self.pending = loop.stats_fn(loop.state, *batch)
+
+    def after_step(self, loop, step):
+        if self.pending is not None and loop.metrics_log:
+            loop.metrics_log.log(stats_row(step, jax.device_get(self.pending)))
+        self.pending = None
+
+
+class Evaluation(Hook):
+    """The validation loss every train.eval_every steps and at the end (one row, `val/loss`; per
+    validation set with several), and a rollout printed after it (train.rollout_tokens)."""
+
+    def __init__(self, evaluator, rollouts=None):
+        self.evaluator, self.rollouts = evaluator, rollouts
+
+    def flush(self, loop, step):
+        t = loop.cfg.train
+        return step == t.steps or bool(t.eval_every and step % t.eval_every == 0)
+
+    def at_flush(self, loop, step):
+        if self.flush(loop, step):
+            loop.paused(self.evaluate, loop, step, evaluation=True)
+
+    def evaluate(self, loop, step: int) -> None:
+        losses = self.evaluator(loop.model_params())
+        loop.val_loss = sum(losses.values()) / len(losses)
+        row = {"step": step, "val/loss": loop.val_loss}
+        if len(losses) > 1:  # val/loss is then the mean over the validation sets
+            row.update({f"val/{name}/loss": v for name, v in losses.items()})
+        if loop.metrics_log:
+            loop.metrics_log.log(row)
+        loop.say(f"step {step}: " + " | ".join(f"{k} {v:.4f}" for k, v in row.items() if k.startswith("val/")))
+        if self.rollouts is not None:
+            prompt, completion = self.rollouts(loop.model_params(), step)[0]
+            loop.say(f"sample at step {step}:\n{prompt}\033[1m{completion}\033[0m\n" if sys.stderr.isatty()
+                     else f"sample at step {step}:\n{prompt}{completion}\n")
+        loop.restart_window()  # evaluation is not training
+
+
+class Checkpoints(Hook):
+    """Asynchronous checkpoints every checkpoint.every steps, at the end and on a signal (the
+    layers in order, as every checkpoint holds them: `model.pipeline`); a background save that
+    failed stops the run at the next logged step (exit 4)."""
+
+    def __init__(self, ckpt):
+        self.ckpt = ckpt
+
+    def after_step(self, loop, step):
+        if step % loop.cfg.train.log_every == 0:
+            self.ckpt.check()
+
+    def flush(self, loop, step):
+        every = loop.cfg.checkpoint.every
+        return step == loop.cfg.train.steps or bool(every and step % every == 0) or loop.stop_signal is not None
+
+    def at_flush(self, loop, step):
+        if self.flush(loop, step):
+            loop.paused(self.ckpt.save, step, to_layer_order(loop.rules, loop.state), loop.checkpoint_meta(step))
+
+    def close(self, loop):
+        self.ckpt.close()  # waits for the last asynchronous save
+
+
+class Pacing(Hook):
+    """train.time_budget: every pace_every steps, when the run has fallen behind (a busier
+    machine), fewer steps for what is left of the budget (budget.Pacer), the new train.steps and
+    re-plan recorded in config.yaml, and a new step function for the squeezed learning-rate
+    schedule; at the end, the wall time used against the calibration's prediction."""
+
+    def __init__(self, pacer, calibration, steps: int):
+        self.pacer, self.calibration = pacer, calibration
+        self.every = max(1, steps // 200)
+
+    def after(self, loop, step):
+        # (the pace leaves out a new step function's first run, slower than the rest)
+        if step % self.every == 0 and loop.reported > loop.compiled_at + 1:
+            self.pace(loop, step)
+
+    def pace(self, loop, step: int) -> None:
+        t = loop.cfg.train
+        plan = self.pacer.check(loop.reported, step, t.steps, time.perf_counter())
+        if jax.process_count() > 1:  # every process follows process 0's plan
+            steps = from_process_0(plan.steps if plan is not None else 0)
+            plan = dataclasses.replace(plan or Replan(step, steps, t.steps, 0.0, 0.0), steps=steps) if steps else None
+        if plan is None:
+            return
+        loop.cfg = freeze(fixed_steps(loop.cfg, plan.steps, [*t.replans, f"{plan.at}:{plan.planned}"]))
+        loop.step_functions(step)
+        loop.console.set_total(plan.steps)
+        loop.say(f"train.time_budget={self.calibration.budget_s:g} s: behind plan ({plan.step_s * 1e3:.1f} ms/step, "
+                 f"{plan.projected_s:.1f} s projected): train.steps {plan.planned} -> {plan.steps} from step "
+                 f"{plan.at} on, the learning-rate schedule's rest squeezed into them (recorded in config.yaml)")
+        if loop.is_main:
+            loop.metrics_log.log(plan.row(self.calibration.budget_s))
+            path: Path = loop.run_dir / "config.yaml"
+            try:
+                write_text_atomic(path, to_yaml(loop.cfg))
+            except OSError as e:
+                raise WriteFailed(f"writing {path} failed ({os_reason(e)})") from None
+
+    def used(self, loop) -> None:
+        """The wall time the run took to here (the final evaluation done) against the
+        calibration's prediction, printed and logged (event `time_budget_used`)."""
+        cal = self.calibration
+        # (printed and logged alike: rounded once, so that 29.9504 is not "30.0" printed and 29.95 logged)
+        used, predicted = round(time.perf_counter() - loop.started, 3), round(cal.predicted_s(), 3)
+        loop.say(f"train.time_budget={cal.budget_s:g} s: used {used:.1f} s (predicted {predicted:.1f} s)")
+        if loop.metrics_log:
+            loop.metrics_log.log({"step": loop.cfg.train.steps, "event": "time_budget_used", "used_s": used,
+                                  "predicted_s": predicted, "budget_s": cal.budget_s})
+
+
+def training_hooks(loop, evaluator, rollouts, ckpt, profile: Optional[tuple], pacer, calibration) -> list:
+    """The hooks of a run, in the order they act: profiling, statistics, evaluation (before the
+    checkpoint that covers it), checkpoints, the pace."""
+    t = loop.cfg.train
+    hooks: list = [Profiler(profile)] if profile else []
+    if t.stats_every:
+        hooks.append(Statistics(t.stats_every))
+    hooks.append(Evaluation(evaluator, rollouts))
+    if ckpt is not None:
+        hooks.append(Checkpoints(ckpt))
+    if pacer is not None:
+        hooks.append(Pacing(pacer, calibration, t.steps))
+    return hooks
