@@ -271,8 +271,9 @@ class _Loop:
         self.total_peak = None if any(p is None for p in peaks) else sum(peaks)
         self.git_sha = git_info()["sha"] if is_main else None
         self.stop_signal: Optional[int] = None
-        self.window_t0: Optional[float] = None  # throughput window (starts after the first step)
-        self.window_steps = 0
+        # the throughput window: its start (after the first step) and the steps done on the devices then
+        self.window_t0: Optional[float] = None
+        self.window_done = 0
         self.last_loss, self.val_loss = float("nan"), None
         self.recent_losses: deque = deque(maxlen=64)  # for the loss-spike test
         self.skipped_in_a_row = 0
@@ -332,16 +333,13 @@ class _Loop:
                 if self.pacer is not None and i == self.compiled_at:  # a new step function's first call
                     self.pacer.compiled(time.perf_counter() - t0)
                 if pending is not None:
-                    self._report(*pending)
+                    self._report(*pending, ahead=metrics)
                 pending = (step, metrics)
                 for hook in self.hooks:
                     hook.after_step(self, step)
                 flush = [hook.flush(self, step) for hook in self.hooks]
-                if any(flush) or step % t.log_every == 0 or i == first or self.stop_signal is not None:
-                    # metrics rows reach the log before the evaluation and the checkpoint that follow;
-                    # a row's throughput window ends with no step in flight, as it starts (the first
-                    # row starts the clock), whether the step call returns at once or (GPUs,
-                    # BENCHMARKS) only when its step is done
+                if any(flush) or self.stop_signal is not None:
+                    # metrics rows reach the log before the evaluation and the checkpoint that follow
                     self._report(*pending)
                     pending = None
                 for hook in self.hooks:  # (each acts if it flushed; a checkpoint also on a signal that came meanwhile)
@@ -463,19 +461,23 @@ class _Loop:
         self.say(f"step {step}: {event.replace('_', ' ')}" + "".join(f" | {k} {v:.4g}" if isinstance(v, float)
                                                                    else f" | {k} {v}" for k, v in fields.items()))
 
-    def _report(self, step: int, metrics) -> None:
-        """Fetch one step's metrics (blocks until it is done; the next step is already queued)."""
+    def _report(self, step: int, metrics, ahead=None) -> None:
+        """Fetch one step's metrics (blocks until it is done; `ahead`: the next step's, already
+        queued, when it is). A row's tokens/s counts the steps the devices finished in its window:
+        the reported step, and the one ahead of it when that is done too (a step call that returns
+        only when its step has run: GPUs with microbatches, BENCHMARKS), so that rows are right
+        whether the host runs a step ahead or not, also next to an evaluation."""
         t = self.cfg.train
         m = jax.device_get(metrics)
         now = time.perf_counter()
         self.reported = step  # (the steps up to here have run on the devices)
+        done = step + (ahead is not None and all(a.is_ready() for a in jax.tree.leaves(ahead)))
         self.last_loss = float(m["loss"])
         tps = mfu_v = None
         if self.window_t0 is None:  # the first step includes compilation: start the clock after it
-            self.window_t0, self.window_steps = now, 0
-        else:
-            self.window_steps += 1
-            tps = self.window_steps * self.tokens_per_step / (now - self.window_t0)
+            self.window_t0, self.window_done = now, done
+        elif done > self.window_done:
+            tps = (done - self.window_done) * self.tokens_per_step / (now - self.window_t0)
             mfu_v = mfu(tps, self.fpt, self.total_peak)
         row = {
             "step": step,
@@ -485,7 +487,7 @@ class _Loop:
             **({"loss_tokens": int(m["tokens"])} if self.masked and "tokens" in m else {}),  # the targets counted
             **({"pairs": int(m["pairs"])} if "pairs" in m else {}),  # (DPO: the complete pairs of the step)
             **{k: float(v) for k, v in m.items() if k.startswith(("aux/", "dpo/"))},  # auxiliary losses; DPO's
-            "tokens_per_sec": tps,  # mean over the steps since the last row
+            "tokens_per_sec": tps,  # over the steps the devices finished since the last row (None: none)
             "mfu": mfu_v,
             **self._epochs(step),
         }
@@ -493,7 +495,8 @@ class _Loop:
         if step % t.log_every == 0 or step == t.steps:
             if self.metrics_log:
                 self.metrics_log.log(row)
-            self.window_t0, self.window_steps = now, 0
+            if tps is not None:
+                self.window_t0, self.window_done = now, done
         self.console.step(step, self.last_loss, tps, mfu_v)
 
     def model_params(self):
@@ -504,4 +507,4 @@ class _Loop:
 
     def restart_window(self) -> None:
         """The throughput window starts again now (after work that is not training)."""
-        self.window_t0, self.window_steps = time.perf_counter(), 0
+        self.window_t0, self.window_done = time.perf_counter(), self.reported  # (nothing in flight)
