@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -44,6 +45,7 @@ from spmdgpt.config import (
     model_config_from_dict,
     to_dict,
 )
+from spmdgpt.data import Tokenizer
 from spmdgpt.hf import hf_folder
 from spmdgpt.model import (
     Params,
@@ -321,3 +323,37 @@ def shape_mismatches(saved: dict, model: ModelConfig) -> list:
 
     return [f"model.{f}={show(getattr(model, f))} (checkpoint: {show(getattr(saved_model, f))})"
             for f in named]
+
+
+def check_vocab(cfg: Config, tok: Tokenizer) -> None:
+    """The embedding has a row for every token id, and (padding allowed, e.g. GPT-2's 50257 to
+    50304) not more than twice as many rows as there are ids."""
+    v, n = cfg.model.vocab_size, tok.vocab_size
+    if v < n:
+        raise ConfigError([f"model.vocab_size={v} is smaller than the tokenizer's vocabulary "
+                           f"({n}, {tok.kind}); set model.vocab_size>={n}"])
+    if v > 2 * n and v - n > 128:
+        raise ConfigError([f"model.vocab_size={v} but the tokenizer ({tok.kind}) has {n} ids: {v - n:,} embedding "
+                           f"rows would never be used; set model.vocab_size={-(-n // 64) * 64} (its size rounded up "
+                           "to a multiple of 64)"])
+
+
+def check_tokenizer(cfg: Config, tok: Tokenizer) -> None:
+    """check_vocab, and with checkpoint.init_from=RUN, that RUN trained with this tokenizer (or,
+    for chat data, with the tokenizer under its chat template): other ids would mean other text."""
+    check_vocab(cfg, tok)
+    src = cfg.checkpoint.init_from
+    saved = Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
+    if saved is None or not saved.is_file():
+        return
+    try:
+        theirs = json.loads(saved.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # (an unreadable file is the checkpoint reader's to report)
+    plain = lambda d: {k: v for k, v in d.items() if k != "vocab_size"}  # noqa: E731
+    ours = [tok.to_json()] + ([tok.base.to_json()] if tok.kind == "chat" else [])
+    if plain(theirs) not in [plain(d) for d in ours]:
+        raise ConfigError([f"checkpoint.init_from={src} trained with another tokenizer ({theirs.get('kind')}, "
+                           f"{theirs.get('vocab_size', '?')} ids) than this run's ({tok.kind}, {tok.vocab_size} ids), "
+                           "so its token ids would stand for other text; use the same data.tokenizer (a char "
+                           "vocabulary is the corpus's characters: fine-tune a char run on gpt2 or hf instead)"])

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import math
 import signal
 import statistics
@@ -45,21 +44,21 @@ from spmdgpt.data import (
     Batcher,
     Corpus,
     EvalBatcher,
-    Tokenizer,
     load_dataset,
     save_tokenizer,
 )
 from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
-from spmdgpt.hf import hf_folder, with_hf_model
+from spmdgpt.hf import with_hf_model
 from spmdgpt.hooks import Pacing, training_hooks
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
+from spmdgpt.preflight import preflight
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
-from spmdgpt.state import Start, StartKind, TrainState, has_checkpoints, start, starting_params
+from spmdgpt.state import Start, StartKind, TrainState, check_tokenizer, has_checkpoints, start, starting_params
 from spmdgpt.stats import make_stats_fn
 from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 from spmdgpt.train_step import make_train_step, optimizer_of
@@ -78,40 +77,6 @@ class TrainResult:
     val_loss: Optional[float]
     preempted: bool = False  # stopped by SIGTERM/SIGINT (a checkpoint was written)
     resumed_from: Optional[int] = None
-
-
-def check_vocab(cfg: Config, tok: Tokenizer) -> None:
-    """The embedding has a row for every token id, and (padding allowed, e.g. GPT-2's 50257 to
-    50304) not more than twice as many rows as there are ids."""
-    v, n = cfg.model.vocab_size, tok.vocab_size
-    if v < n:
-        raise ConfigError([f"model.vocab_size={v} is smaller than the tokenizer's vocabulary "
-                           f"({n}, {tok.kind}); set model.vocab_size>={n}"])
-    if v > 2 * n and v - n > 128:
-        raise ConfigError([f"model.vocab_size={v} but the tokenizer ({tok.kind}) has {n} ids: {v - n:,} embedding "
-                           f"rows would never be used; set model.vocab_size={-(-n // 64) * 64} (its size rounded up "
-                           "to a multiple of 64)"])
-
-
-def check_tokenizer(cfg: Config, tok: Tokenizer) -> None:
-    """check_vocab, and with checkpoint.init_from=RUN, that RUN trained with this tokenizer (or,
-    for chat data, with the tokenizer under its chat template): other ids would mean other text."""
-    check_vocab(cfg, tok)
-    src = cfg.checkpoint.init_from
-    saved = Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
-    if saved is None or not saved.is_file():
-        return
-    try:
-        theirs = json.loads(saved.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # (an unreadable file is the checkpoint reader's to report)
-    plain = lambda d: {k: v for k, v in d.items() if k != "vocab_size"}  # noqa: E731
-    ours = [tok.to_json()] + ([tok.base.to_json()] if tok.kind == "chat" else [])
-    if plain(theirs) not in [plain(d) for d in ours]:
-        raise ConfigError([f"checkpoint.init_from={src} trained with another tokenizer ({theirs.get('kind')}, "
-                           f"{theirs.get('vocab_size', '?')} ids) than this run's ({tok.kind}, {tok.vocab_size} ids), "
-                           "so its token ids would stand for other text; use the same data.tokenizer (a char "
-                           "vocabulary is the corpus's characters: fine-tune a char run on gpt2 or hf instead)"])
 
 
 def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
@@ -203,34 +168,6 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             if loop.metrics_log:
                 loop.metrics_log.log(calibration.row())
         return loop.run()
-
-
-def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batcher, evaluator: LossEvaluator,
-              rollouts: Optional[RolloutEvaluator], base=None, reference=None) -> dict:
-    """{name: executable} of every program the run executes (`plan.run_programs`: the step, the
-    statistics, the evaluation, the rollouts), compiled ahead of time for the run's own state and
-    batches before step 1; the run then calls these executables (nothing compiles twice). A
-    program that does not fit a device's memory (on CPUs: this host's, shared by its devices)
-    stops the run here, before any step or write: ConfigError naming the program, its size, the
-    capacity and the settings that shrink it."""
-    from spmdgpt.plan import local_capacity, run_programs, size, too_large
-
-    programs = run_programs(cfg, rules, optimizer, begin.state, tuple(batcher.train_batch(begin.step)),
-                            evaluator.first_batch(), base=base, reference=reference, held_bytes=evaluator.held_bytes(),
-                            sampler=None if rollouts is None else rollouts.sampler,
-                            sampling=None if rollouts is None else rollouts.params)
-    capacity, device = local_capacity()
-    refusal = too_large(programs, capacity, device)
-    if refusal:
-        raise ConfigError([f"{refusal} (spmdgpt plan lists every program's memory)"])
-    if jax.process_index() == 0:
-        largest = max(programs, key=lambda p: p.total_bytes)
-        room = "" if capacity is None else f" of {size(capacity)}"
-        print(f"preflight: {', '.join(p.name for p in programs)} compiled in "
-              f"{sum(p.compile_s for p in programs):.1f} s; the largest, {largest.name}, needs "
-              f"{size(largest.total_bytes)}{room} per device", file=sys.stderr)
-    evaluator.sums = next(p.executable for p in programs if p.name == "evaluation")
-    return {p.name: p.executable for p in programs}
 
 
 class _Diverged(Exception):

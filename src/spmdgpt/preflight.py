@@ -1,0 +1,43 @@
+"""The preflight: every program of a run compiled for its real state and batches before step 1,
+and refused there, in one line, if one does not fit a device (spmdgpt.plan measures them)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import jax
+
+from spmdgpt.config import Config, ConfigError
+from spmdgpt.data import Batcher
+from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
+from spmdgpt.sharding import Rules
+from spmdgpt.state import Start
+
+
+def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batcher, evaluator: LossEvaluator,
+              rollouts: Optional[RolloutEvaluator], base=None, reference=None) -> dict:
+    """{name: executable} of every program the run executes (`plan.run_programs`: the step, the
+    statistics, the evaluation, the rollouts), compiled ahead of time for the run's own state and
+    batches before step 1; the run then calls these executables (nothing compiles twice). A
+    program that does not fit a device's memory (on CPUs: this host's, shared by its devices)
+    stops the run here, before any step or write: ConfigError naming the program, its size, the
+    capacity and the settings that shrink it."""
+    from spmdgpt.plan import local_capacity, run_programs, size, too_large
+
+    programs = run_programs(cfg, rules, optimizer, begin.state, tuple(batcher.train_batch(begin.step)),
+                            evaluator.first_batch(), base=base, reference=reference, held_bytes=evaluator.held_bytes(),
+                            sampler=None if rollouts is None else rollouts.sampler,
+                            sampling=None if rollouts is None else rollouts.params)
+    capacity, device = local_capacity()
+    refusal = too_large(programs, capacity, device)
+    if refusal:
+        raise ConfigError([f"{refusal} (spmdgpt plan lists every program's memory)"])
+    if jax.process_index() == 0:
+        largest = max(programs, key=lambda p: p.total_bytes)
+        room = "" if capacity is None else f" of {size(capacity)}"
+        print(f"preflight: {', '.join(p.name for p in programs)} compiled in "
+              f"{sum(p.compile_s for p in programs):.1f} s; the largest, {largest.name}, needs "
+              f"{size(largest.total_bytes)}{room} per device", file=sys.stderr)
+    evaluator.sums = next(p.executable for p in programs if p.name == "evaluation")
+    return {p.name: p.executable for p in programs}
