@@ -445,7 +445,6 @@ def attention_stats(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u:
     return {"max_attn_logit": jnp.max(jnp.stack(maxima))}
 
 
-# The attention units (`model.params.Unit`): one kind of attention each, its projection its own.
 def attention_unit_functions(project):
-    """(apply, stats) of the attention unit whose q/k/v projection is `project`."""
+    """(apply, stats) of the attention unit (`model.params.Unit`) whose q/k/v projection is `project`."""
     return partial(self_attention, project), partial(attention_stats, project)
