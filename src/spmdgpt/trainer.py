@@ -260,8 +260,7 @@ class _Loop:
         step = first = int(self.state.step)
         try:
             while step < self.cfg.train.steps:  # (a time budget's re-plan may lower train.steps)
-                t, i = self.cfg.train, step
-                step = i + 1  # optimizer steps completed after this update
+                i, step = step, step + 1  # (step: optimizer steps completed after this update)
                 batch = self.batcher.train_batch(i)
                 for hook in self.hooks:  # (statistics: from the state before the step, which it donates)
                     hook.before_step(self, step, batch)
@@ -274,8 +273,7 @@ class _Loop:
                 pending = (step, metrics)
                 for hook in self.hooks:
                     hook.after_step(self, step)
-                flush = [hook.flush(self, step) for hook in self.hooks]
-                if any(flush) or self.stop_signal is not None:
+                if any(hook.flush(self, step) for hook in self.hooks) or self.stop_signal is not None:
                     # metrics rows reach the log before the evaluation and the checkpoint that follow
                     self._report(*pending)
                     pending = None
