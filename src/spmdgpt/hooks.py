@@ -9,6 +9,7 @@ state, config, logs and console the hooks read and write):
     flush(loop, step) -> bool        whether the step's metrics must be on the host before at_flush
     at_flush(loop, step)             after that: evaluation, then checkpoints (list order)
     after(loop, step)                last (the pace; not after a signal's checkpoint)
+    finish(loop)                     once the steps are done (not after a signal or an error)
     close(loop)                      at the end, also after an error (may raise WriteFailed)
 
 A feature that runs work during training (reinforcement learning's rollouts, next) is one more hook.
@@ -48,6 +49,9 @@ class Hook:
         pass
 
     def after(self, loop, step: int) -> None:
+        pass
+
+    def finish(self, loop) -> None:
         pass
 
     def close(self, loop) -> None:
@@ -188,7 +192,7 @@ class Pacing(Hook):
             except OSError as e:
                 raise WriteFailed(f"writing {path} failed ({os_reason(e)})") from None
 
-    def used(self, loop) -> None:
+    def finish(self, loop) -> None:
         """The wall time the run took to here (the final evaluation done) against the
         calibration's prediction, printed and logged (event `time_budget_used`)."""
         cal = self.calibration

@@ -51,7 +51,7 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
-from spmdgpt.hooks import Pacing, training_hooks
+from spmdgpt.hooks import training_hooks
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
@@ -285,8 +285,9 @@ class _Loop:
                     hook.after(self, step)
             if pending is not None:
                 self._report(*pending)
-            if self.calibration is not None and self.stop_signal is None:
-                next(h for h in self.hooks if isinstance(h, Pacing)).used(self)
+            if self.stop_signal is None:
+                for hook in self.hooks:  # (the time budget's wall time against its prediction)
+                    hook.finish(self)
         except (_Diverged, WriteFailed) as e:
             stopped = e
         finally:
