@@ -77,7 +77,7 @@ class Instruction:
 
 def parse(hlo_text: str) -> Dict[str, List[Instruction]]:
     """A compiled HLO module's text as {computation name: its instructions} (ENTRY: "")."""
-    from spmdgpt.plan import computations
+    from spmdgpt.hlo import computations
 
     out = {}
     for comp, lines in computations(hlo_text).items():
@@ -165,7 +165,7 @@ def _attention_flops(inst: Instruction) -> float:
 
 def kernels(hlo_text: str) -> List[Kernel]:
     """Every kernel one step launches (see the module docstring), from a compiled module's text."""
-    from spmdgpt.plan import computations, runs_per_step
+    from spmdgpt.hlo import computations, runs_per_step
 
     comps = parse(hlo_text)
     counted = runs_per_step(computations(hlo_text))  # (from the loop conditions, where XLA gives no trip count)

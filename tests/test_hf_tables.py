@@ -186,7 +186,7 @@ def test_tensors_round_trip_exactly_through_the_table(arch, overrides):
 
 
 def test_a_parameter_without_a_row_cannot_export_silently():
-    from spmdgpt.hf.convert import to_tensors
+    from spmdgpt.hf.export import to_tensors
     from spmdgpt.hf.tables import LLAMA
     from spmdgpt.web import TABLE, web_tensors
 

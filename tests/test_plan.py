@@ -5,7 +5,8 @@ import pytest
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
-from spmdgpt.plan import collectives_of, group_size, overlapped_traffic, plan_step, traffic_of
+from spmdgpt.hlo import collectives_of, group_size, overlapped_traffic, traffic_of
+from spmdgpt.plan import plan_step
 from spmdgpt.sharding import Rules, make_mesh
 
 COMMON = ["+experiment=staircase", "model.num_layers=2", "model.scan_unroll=false"]

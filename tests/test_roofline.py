@@ -106,7 +106,7 @@ def test_the_h100_steps_gemm_flops_are_the_formulas(extra):
 def test_the_h100_logsumexp_takes_one_exponential_per_element():
     """model.loss's one-pass logsumexp (GPUs) as the H100 compiler builds it: the reduction's
     combiner (a variadic reduce of (max, sum) pairs) computes one exponential, not two."""
-    from spmdgpt.plan import computations
+    from spmdgpt.hlo import computations
 
     _compiler()
     _, text = roofline.compile_step(SMALL)

@@ -230,7 +230,7 @@ def text_windows(n_tokens: int, seq_len: int, batch_size: int):
 def text_batcher(tokens, seq_len: int, batch_size: int, sharding):
     """(EvalBatcher, starts, first counted target per row) over a text's tokens: the windows of
     `text_windows`, batched and sharded like validation batches."""
-    from spmdgpt.data.store import TokenStream
+    from spmdgpt.data.stream import TokenStream
 
     starts, first = text_windows(len(tokens), seq_len, batch_size)
     stream = TokenStream([np.asarray(tokens, np.int32)])

@@ -31,7 +31,8 @@ from typing import Dict, Iterator
 import numpy as np
 
 from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, ModelConfig, RopeScaling, head_dim, mlp_hidden
-from spmdgpt.hf.convert import refusals, to_tensors
+from spmdgpt.hf.convert import refusals
+from spmdgpt.hf.export import to_tensors
 from spmdgpt.hf.files import ordinary_permissions
 from spmdgpt.hf.tables import DENSE, Architecture, Tensor
 

@@ -1,8 +1,8 @@
-"""Typed configuration, in four rooms: `schema` (dataclasses, enums), `derived` (values computed
-from the fields: widths, windows, mesh shapes), `load` (Hydra compose of the packaged YAML +
-overrides, one-line errors, YAML/dict round trip) and `validate` (every error at once, one line
-each). A leaf package: it imports nothing else
-from spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
+"""Typed configuration, in five rooms: `schema` (the dataclasses), `choices` (their enums and
+ConfigError), `derived` (values computed from the fields: widths, windows, mesh shapes), `load`
+(Hydra compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip) and
+`validate` (every error at once, one line each). A leaf package: it imports nothing else from
+spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
 """
 
 from spmdgpt.config.derived import (

@@ -1,7 +1,7 @@
 """The configuration schema: every knob is a dataclass field with a default and a one-line
-comment; enums for choices; values derived from a config (head dim, MLP width, mesh shape,
-logical axis sizes). A leaf module: it imports nothing from spmdgpt. Loading lives in
-`config.load`, validation in `config.validate`.
+comment, one section per concern; the enums of its choices live in `config.choices`, values
+derived from a config (head dim, MLP width, mesh shape) in `config.derived`, loading in
+`config.load`, validation in `config.validate`. Imports nothing from spmdgpt outside config.
 """
 
 from __future__ import annotations
@@ -11,140 +11,28 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-
-class ConfigError(ValueError):
-    """A bad configuration value. `messages` holds one line per problem (field + fix)."""
-
-    def __init__(self, messages: List[str]):
-        self.messages = list(messages)
-        super().__init__("\n".join(self.messages))
-
-    def __reduce__(self):  # (raised in a worker process, re-raised in the main one)
-        return (type(self), (self.messages,))
-
-
-# ----------------------------------------------------------------------------- enums
-
-
-class NormType(enum.Enum):
-    layernorm = "layernorm"
-    rmsnorm = "rmsnorm"
-
-
-class RopeScaling(enum.Enum):
-    none = "none"  # theta^(-2i/h), as trained
-    llama3 = "llama3"  # Llama 3.1's: low frequencies / factor, high kept, a smooth ramp between
-    yarn = "yarn"  # YaRN (Peng et al. 2023): interpolation / extrapolation ramp by rotations, and a
-    # logit scale (attention factor; default 0.1 ln(factor) + 1 on q and k each)
-
-
-class MlpType(enum.Enum):
-    gelu = "gelu"  # up-projection, GELU (tanh approximation), down-projection (GPT-2)
-    swiglu = "swiglu"  # SiLU(x W_gate) * (x W_up), down-projection (LLaMA)
-    relu2 = "relu2"  # up-projection, ReLU(x)^2 (So et al. 2021, "Primer"), down-projection
-
-
-class Router(enum.Enum):
-    softmax = "softmax"  # softmax over the experts, then the top k (Mixtral, Qwen MoE)
-    sigmoid = "sigmoid"  # a sigmoid score per expert, the top k, normalised among themselves (DeepSeek-V3)
-
-
-class MoeDispatch(enum.Enum):
-    dropless = "dropless"  # every token reaches its k experts: tokens grouped by expert (ragged products)
-    capacity = "capacity"  # fixed [experts, capacity, d_model] buffers; tokens past an expert's capacity dropped
-
-
-class GroupedMatmul(enum.Enum):
-    auto = "auto"  # blocks on CPUs, ragged on GPUs and TPUs
-    ragged = "ragged"  # jax.lax.ragged_dot over the copies sorted by expert (grouped GEMM kernels)
-    blocks = "blocks"  # each expert's copies padded to whole row blocks, one batched matmul of blocks
-
-
-class DType(enum.Enum):
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
-
-
-class Remat(enum.Enum):
-    none = "none"  # keep all activations (fastest, most memory)
-    full = "full"  # recompute each block in the backward pass
-    dots = "dots"  # save matmul outputs without batch dims, recompute the rest
-
-
-class AttentionImpl(enum.Enum):
-    xla = "xla"  # einsum + masked softmax, compiled by XLA (runs everywhere)
-    cudnn = "cudnn"  # cuDNN fused attention (NVIDIA GPU, bfloat16/float16 compute)
-    splash = "splash"  # Pallas splash attention (TPU; sequence length a multiple of 128)
-    auto = "auto"  # cudnn on NVIDIA GPUs (16-bit compute), splash on TPUs, else xla
-
-
-class ContextAttention(enum.Enum):
-    ring = "ring"  # keys and values passed around the context ring, one block a step (ppermute)
-    allgather = "allgather"  # every device gathers all keys and values (short rings)
-
-
-class CollectiveMatmul(enum.Enum):
-    none = "none"  # tensor parallelism as XLA partitions it (the residual stream replicated over the tensor axis)
-    # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction
-    uni = "uni"
-    bi = "bi"  # the same with both ring directions: half the steps
-
-
-class DataSource(enum.Enum):
-    staircase = "staircase"  # synthetic 0123456789876543210... digits, vocabulary 10
-    text = "text"  # a text file under data.path, tokenized by data.tokenizer
-
-
-class TokenizerKind(enum.Enum):
-    char = "char"  # characters of the corpus + a reserved end-of-text id (saved with the run)
-    gpt2 = "gpt2"  # GPT-2 BPE through tiktoken, loaded offline from data.path/gpt2-tokenizer
-    hf = "hf"  # any Hugging Face tokenizer.json (data.tokenizer_file), via `tokenizers`
-
-
-class DataFormat(enum.Enum):
-    auto = "auto"  # from the file name: .txt, .jsonl/.json(.gz|.zst), .parquet
-    txt = "txt"  # one document per file
-    jsonl = "jsonl"  # one JSON object per line, text in `text_field` (also .gz / .zst)
-    parquet = "parquet"  # one document per row, text in column `text_field`
-    chat = "chat"  # one conversation per jsonl line: {"messages": [{"role", "content"}, ...]}
-    # (`text_field` names the list when it is not "text"); rendered by the chat template, loss on
-    # the assistant's tokens only, conversations packed whole into rows (data/chat.py)
-    preference = "preference"  # one pair per jsonl line: {"prompt", "chosen", "rejected"} (texts or
-    # lists of messages): preference tuning (DPO, train.dpo_beta), each pair packed into one row
-
-
-class Split(enum.Enum):
-    hash = "hash"  # a stable hash of each document puts val_fraction of them in validation
-    tail = "tail"  # the last val_fraction of each document's text validates (nanoGPT's split)
-    val = "val"  # the whole dataset is a validation set of its own (never trained on)
-    none = "none"  # everything trains
-
-
-class TokenDtype(enum.Enum):
-    auto = "auto"  # uint16 when the vocabulary fits, else uint32
-    uint16 = "uint16"
-    uint32 = "uint32"
-
-
-class OptimizerName(enum.Enum):
-    adamw = "adamw"
-    sgd = "sgd"
-    muon = "muon"  # hidden matrices: Muon; embeddings, norms, biases: AdamW
-    manifold_muon = "manifold_muon"  # hidden matrices on the Stiefel manifold; the rest: AdamW
-
-
-class ManifoldSolver(enum.Enum):
-    admm = "admm"
-    dual_ascent = "dual_ascent"
-
-
-class Schedule(enum.Enum):
-    cosine = "cosine"  # linear warmup, cosine decay to lr * min_lr_ratio
-    constant = "constant"  # linear warmup, then constant
-    wsd = "wsd"  # warmup-stable-decay: linear warmup, constant, then a linear decay to
-    # lr * min_lr_ratio over the last optimizer.cooldown_fraction of train.steps
-
+from spmdgpt.config.choices import (
+    AttentionImpl,
+    CollectiveMatmul,
+    ConfigError,
+    ContextAttention,
+    DataFormat,
+    DataSource,
+    DType,
+    GroupedMatmul,
+    ManifoldSolver,
+    MlpType,
+    MoeDispatch,
+    NormType,
+    OptimizerName,
+    Remat,
+    RopeScaling,
+    Router,
+    Schedule,
+    Split,
+    TokenDtype,
+    TokenizerKind,
+)
 
 # ----------------------------------------------------------------------------- sections
 

@@ -9,7 +9,7 @@ import importlib
 _EXPORTS = {
     "Corpus": "spmdgpt.data.corpus", "load_dataset": "spmdgpt.data.corpus",
     "Batch": "spmdgpt.data.loader", "Batcher": "spmdgpt.data.loader", "EvalBatcher": "spmdgpt.data.loader",
-    "TokenStream": "spmdgpt.data.store",
+    "TokenStream": "spmdgpt.data.stream",
     "CharTokenizer": "spmdgpt.data.tokenizers", "HFTokenizer": "spmdgpt.data.tokenizers",
     "Tokenizer": "spmdgpt.data.tokenizers", "load_tokenizer": "spmdgpt.data.tokenizers",
     "save_tokenizer": "spmdgpt.data.tokenizers", "tokenizer_from_json": "spmdgpt.data.tokenizers",

@@ -34,12 +34,11 @@ from spmdgpt.data.sources import (
 )
 from spmdgpt.data.store import (
     STORE_VERSION,
-    TokenStream,
     default_cache_dir,
-    open_store,
     prepare,
     read_ledger,
 )
+from spmdgpt.data.stream import TokenStream, open_store
 from spmdgpt.data.tokenizers import (
     CharTokenizer,
     DigitTokenizer,

@@ -23,7 +23,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 from spmdgpt.config import ConfigError
-from spmdgpt.data.store import TokenStream
+from spmdgpt.data.stream import TokenStream
 from spmdgpt.sharding import local_row_range
 
 

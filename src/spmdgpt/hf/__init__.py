@@ -34,11 +34,10 @@ from spmdgpt.hf.convert import (
                                 architecture,
                                 check_weights,
                                 expected_shapes,
-                                hf_config,
                                 layer_values,
                                 model_fields,
-                                to_hf,
 )
+from spmdgpt.hf.export import hf_config, to_hf
 from spmdgpt.hf.files import (
                                 DTYPES,
                                 HF_PREFIX,

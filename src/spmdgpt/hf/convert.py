@@ -1,7 +1,8 @@
-"""Export and import by the architecture tables (spmdgpt.hf.tables), the same code for every
-architecture: which table a model config is (`architecture`), config.json both ways
-(`hf_config`, `model_fields`), tensors both ways (`to_hf`, `layer_values`), and what an import
-must find (`expected_shapes`, `check_weights`)."""
+"""Import by the architecture tables (spmdgpt.hf.tables), the same code for every architecture,
+and what import and export (`export.py`) share: which table a model config is
+(`architecture`), each tensor's layout, leaf and layers; config.json to model fields
+(`model_fields`), tensors to parameters (`layer_values`), and what an import must find
+(`expected_shapes`, `check_weights`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from spmdgpt.config import (
     ConfigError,
     ModelConfig,
     MoeConfig,
-    RopeScaling,
     expert_hidden,
     head_dim,
     kv_heads,
@@ -29,7 +29,6 @@ from spmdgpt.config import (
 )
 from spmdgpt.hf.tables import (
     ARCHITECTURES,
-    LLAMA,
     MISTRAL,
     MIXTRAL,
     NEOX,
@@ -207,75 +206,10 @@ def _all_names(t: Tensor, cfg: ModelConfig) -> list:
     return [n for layer in _layers_of(t, cfg) for n in _names(t, cfg, layer)]
 
 
-def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
-    """config.json of the exported model."""
-    arch = architecture(cfg)
-    common = {
-        "architectures": [arch.name],
-        "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.d_model,
-        "num_hidden_layers": cfg.num_layers,
-        "num_attention_heads": cfg.num_heads,
-        "intermediate_size": mlp_hidden(cfg),
-        "max_position_embeddings": cfg.max_seq_len,
-        "tie_word_embeddings": cfg.tie_embeddings,
-        "rope_parameters": rope_parameters(cfg),
-        "rope_theta": cfg.rope_theta,
-        "attention_dropout": 0.0,
-        "initializer_range": cfg.init_std,
-        "bos_token_id": bos_id if bos_id is not None else eos_id,
-        "eos_token_id": eos_id,
-        "torch_dtype": "float32",
-        "use_cache": True,
-    }
-    if cfg.rope_scaling != RopeScaling.none:  # (what transformers 4.x reads; 5.x reads either)
-        common["rope_scaling"] = rope_parameters(cfg)
-    if arch is NEOX:
-        common["rope_parameters"]["partial_rotary_factor"] = 1.0
-        return {**common, "model_type": arch.model_type, "hidden_act": TANH_GELUS[0], "layer_norm_eps": cfg.norm_eps,
-                "attention_bias": cfg.bias, "use_parallel_residual": False, "rotary_pct": 1.0,
-                "rotary_emb_base": cfg.rope_theta, "hidden_dropout": 0.0, "classifier_dropout": 0.0}
-    llama = {**common, "model_type": arch.model_type, "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
-             "num_key_value_heads": kv_heads(cfg), "head_dim": head_dim(cfg)}
-    if arch is LLAMA:
-        return {**llama, "attention_bias": cfg.bias, "mlp_bias": cfg.bias, "pretraining_tp": 1}
-    windows = layer_windows(cfg)
-    moe = cfg.moe  # (Mixtral, Qwen3-MoE: the experts; the auxiliary loss weight recorded)
-    experts = {"num_experts_per_tok": moe.top_k, "router_aux_loss_coef": moe.load_balance_loss,
-               "output_router_logits": False}
-    if arch is MISTRAL:
-        return {**llama, "sliding_window": windows[0]}
-    if arch is MIXTRAL:
-        return {**llama, **experts, "sliding_window": windows[0] or None, "num_local_experts": moe.num_experts,
-                "intermediate_size": expert_hidden(cfg), "router_jitter_noise": 0.0}
-    # Qwen2 / Qwen3: which layers have the sliding window
-    qwen = {**llama, "use_sliding_window": any(windows), "sliding_window": max(windows) or None,
-            "max_window_layers": cfg.num_layers,
-            "layer_types": ["sliding_attention" if w else "full_attention" for w in windows]}
-    if arch is QWEN3_MOE:  # (layer i MoE: i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0)
-        n, k = moe.first_dense_layers, moe.interleave_step
-        dense = {"decoder_sparse_step": k, "mlp_only_layers": list(range(n))} if n % k == 0 else \
-            {"decoder_sparse_step": 1, "mlp_only_layers": [i for i, m in enumerate(moe_layers(cfg)) if not m]}
-        return {**qwen, **experts, **dense, "attention_bias": False, "num_experts": moe.num_experts,
-                "moe_intermediate_size": expert_hidden(cfg), "norm_topk_prob": moe.normalize_top_k}
-    return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
-
-
 # transformers' rope_parameters keys of the rope_* fields
 ROPE_KEYS = {"rope_factor": "factor", "rope_original_max_len": "original_max_position_embeddings",
              "rope_low_freq_factor": "low_freq_factor", "rope_high_freq_factor": "high_freq_factor",
              "rope_beta_fast": "beta_fast", "rope_beta_slow": "beta_slow", "rope_attention_factor": "attention_factor"}
-
-
-def rope_parameters(cfg: ModelConfig) -> dict:
-    """config.json's rope_parameters: the base, and the scaling with the parameters it reads."""
-    if cfg.rope_scaling == RopeScaling.none:
-        return {"rope_type": "default", "rope_theta": cfg.rope_theta}
-    out = {"rope_type": cfg.rope_scaling.value, "rope_theta": cfg.rope_theta}
-    for name in ROPE_SCALING_FIELDS[cfg.rope_scaling.value]:
-        if getattr(cfg, name) is not None:
-            out[ROPE_KEYS[name]] = getattr(cfg, name)
-    return out
 
 
 def _rope_fields(rope: dict, hf: dict, need) -> dict:
@@ -300,51 +234,6 @@ def _rope_fields(rope: dict, hf: dict, need) -> dict:
                    rope_original_max_len=original, rope_beta_fast=float(rope.get("beta_fast") or 32),
                    rope_beta_slow=float(rope.get("beta_slow") or 1), rope_attention_factor=rope.get("attention_factor"))
     return out
-
-
-def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
-    """spmdgpt parameters (a Params of host arrays) -> {transformers name: array}, by the
-    architecture's table."""
-    return to_tensors(cfg, params, architecture(cfg))
-
-
-def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.ndarray]:
-    """spmdgpt parameters (host arrays) -> {name: array} by any table (e.g. tables.TORCH_GPT, the
-    web page's); a ConfigError naming any parameter leaf that no row of the table names."""
-    import jax
-
-    from spmdgpt.model import param_info
-
-    dims, info = _dims(cfg), param_info(cfg)
-    leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
-    missing = sorted(leaves - {_leaf_at(t, cfg, i)[0] for t in arch.tensors for i in _layers_of(t, cfg)})
-    if missing:
-        raise ConfigError([f"parameter(s) {', '.join(missing)}: the {arch.name} table (spmdgpt/hf/tables.py) has no "
-                           "row for them; add one there, or refuse the field that creates them"])
-    dtype = np.asarray(params.embed).dtype
-    out: Dict[str, np.ndarray] = {}
-    rows = [(t, set(_layers_of(t, cfg))) for t in arch.tensors if t.per_layer]  # (each row's layers, once)
-    for i in range(cfg.num_layers):
-        out.update(_tensors(cfg, [t for t, layers in rows if i in layers], params, info, dims, i, dtype))
-    out.update(_tensors(cfg, [t for t in arch.tensors if not t.per_layer], params, info, dims, None, dtype))
-    return out
-
-
-def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.ndarray]:
-    out = {}
-    for t in tensors:
-        if not _present(t, cfg, info, layer):
-            continue
-        names = _names(t, cfg, layer)
-        path, index = _leaf_at(t, cfg, layer)
-        value = None if t.leaf is None else _leaf(params, path)
-        if value is None:
-            out.update({n: np.full(_hf_shape(t, dims), t.fill or 0.0, dtype) for n in names})
-            continue
-        value = np.asarray(value if index is None else value[index])  # (a leaf without a layer axis: whole)
-        a = _rearrange(value, t.layout, dims)
-        out.update(zip(names, a) if t.split else [(names[0], a)])
-    return {n: np.ascontiguousarray(a) for n, a in out.items()}
 
 
 def _rope(hf: dict) -> dict:
