@@ -66,7 +66,7 @@ def test_pytorch_reference_is_spmdgpt_model(torch_side):
     from safetensors.numpy import save_file
 
     from spmdgpt.config import load_config
-    from spmdgpt.hf.convert import to_tensors
+    from spmdgpt.hf.export import to_tensors
     from spmdgpt.hf.tables import TORCH_GPT
     from spmdgpt.model import init_params, loss_fn
     from spmdgpt.sharding import Rules, make_mesh

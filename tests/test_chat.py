@@ -373,7 +373,8 @@ def test_dpo_loss_equals_its_definition():
     from spmdgpt.model import forward, init_params
     from spmdgpt.model.preference import dpo_objective
 
-    cfg = load_config(["+experiment=staircase", "model.vocab_size=16", "model.num_layers=1", "mesh.data=2"])
+    cfg = load_config(["+experiment=staircase", "model.vocab_size=16", "model.num_layers=1", "mesh.data=2",
+                       "train.dpo_beta=0.3"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:2])
     rules = Rules(mesh, cfg.sharding)
     rng = np.random.default_rng(3)
@@ -416,7 +417,7 @@ def test_dpo_loss_equals_its_definition():
 
     with jax.set_mesh(mesh):
         for k in (1, 2):
-            total, count = jax.device_get(loss_sums(cfg.model, rules, k, beta=0.3)(
+            total, count = jax.device_get(loss_sums(cfg, rules, k)(
                 policy, put(inputs), put(targets), put(seg), None, reference=ref))
             assert float(count) == 2 * b - 1
             assert float(total) / float(count) == pytest.approx(np.mean(np.log1p(np.exp(-margins))), rel=1e-5)

@@ -65,6 +65,8 @@ CASES = [
     (STAIR + ["optimizer.name=manifold_muon", "optimizer.solver_steps=-1"], "optimizer.solver_steps=-1 must be >= 0"),
     (STAIR + ["model.attention=cudnn", "model.compute_dtype=bfloat16"], "model.attention=cudnn needs an NVIDIA GPU"),
     (STAIR + ["model.attention=flash"], "model.attention"),
+    (STAIR + ["model.attention=cudnn", "model.compute_dtype=bfloat16", "model.sliding_window=16"],
+     "model.sliding_window=16 needs model.attention=xla (the cudnn path has no sliding window yet)"),
     (STAIR + ["model.attention=splash"], "model.attention=splash needs data.seq_len a multiple of 128 (got 64)"),
     (STAIR + ["model.attention=splash", "data.seq_len=128", "model.max_seq_len=128"],
      "model.attention=splash needs a TPU (this run's devices are cpu); use model.attention=auto or xla"),

@@ -31,7 +31,7 @@ def _sums(overrides, devices, microbatches):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         params = T.init_params(cfg.model, jax.random.key(0), rules)
         batch = _batch(rules, cfg.model.vocab_size)
-        total, count = jax.device_get(loss_sums(cfg.model, rules, microbatches)(params, *batch))
+        total, count = jax.device_get(loss_sums(cfg, rules, microbatches)(params, *batch))
         whole = jax.device_get(token_losses(cfg.model, rules, params, *batch))  # (unsplit, whole logits)
     return float(total), float(count), np.asarray(whole, np.float64), np.asarray(jax.device_get(batch[1]))
 

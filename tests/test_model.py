@@ -267,6 +267,14 @@ def test_attention_backend_resolution_and_errors():
         attention_backend(model("model.attention=cudnn", "model.compute_dtype=bfloat16"), "cpu")
     with pytest.raises(ConfigError, match=r"model.attention=cudnn needs model.compute_dtype=bfloat16"):
         attention_backend(model("model.attention=cudnn"), "gpu")
+    # the platform-free rules are one list (validation collects it with data.seq_len, all at once)
+    from spmdgpt.model.kernels import config_errors
+
+    errs = config_errors(model("model.attention=splash", "model.dropout=0.1", "model.sliding_window=8"), 64)
+    assert [e.split(" needs ")[0] for e in errs] == ["model.sliding_window=8", "model.attention_dropout=0.1",
+                                                     "model.attention=splash"]
+    splash = model("model.attention=splash")
+    assert config_errors(splash, 128) == [] and config_errors(splash) == []
 
 
 def test_splash_attention_in_interpret_mode_equals_xla():

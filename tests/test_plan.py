@@ -408,14 +408,21 @@ def test_search_candidates_and_ranking(capsys):
     they divide the batch; a layout that fits beats a faster one that does not."""
     from spmdgpt.search import Layout, chain, meshes, own_layout, ranked
 
-    assert meshes("fsdp", 8) == [{"data": 8, "expert": 1, "model": 1}]
-    assert meshes("tp", 8) == [{"data": 4, "expert": 1, "model": 2}, {"data": 2, "expert": 1, "model": 4},
-                               {"data": 1, "expert": 1, "model": 8}]
-    assert meshes("fsdp_tp", 8, expert=2) == [
-        {"data": 2, "expert": 2, "model": 2},
-        {"data": 1, "expert": 2, "model": 4},
-    ]
-    steps = [(lay.remat, lay.microbatches) for lay in chain("dp", {"data": 4, "expert": 1, "model": 1}, 16)]
+    def mesh(data, model, **held):  # every MeshConfig axis, in mesh order
+        return {"data": data, "stage": held.get("stage", 1), "expert": held.get("expert", 1),
+                "context": held.get("context", 1), "model": model}
+
+    assert meshes("fsdp", 8) == [mesh(8, 1)]
+    assert meshes("tp", 8) == [mesh(4, 2), mesh(2, 4), mesh(1, 8)]
+    assert meshes("fsdp_tp", 8, {"expert": 2}) == [mesh(2, 2, expert=2), mesh(1, 4, expert=2)]
+    # the axes it does not choose come from the config's MeshConfig fields (-1 or 1: 1)
+    from spmdgpt.config import load_config
+    from spmdgpt.search import held_axes
+
+    held = held_axes(load_config(["mesh.stage=2", "mesh.context=2", "mesh.model=4"]).mesh)
+    assert held == {"stage": 2, "expert": 1, "context": 2}
+    assert meshes("fsdp_tp", 16, held) == [mesh(2, 2, stage=2, context=2), mesh(1, 4, stage=2, context=2)]
+    steps = [(lay.remat, lay.microbatches) for lay in chain("dp", mesh(4, 1), 16)]
     assert steps == [("none", 1), ("dots", 1), ("dots", 2), ("dots", 4), ("full", 1), ("full", 2),
                      ("full", 4)]  # (8 microbatches x 4 data-parallel devices do not divide 16)
     assert [own_layout(o) for o in ("sharding=tp", "mesh.data=2", "model.remat=full", "train.microbatches=2",
@@ -451,8 +458,9 @@ def test_search_compiles_the_layouts_and_names_the_best(capsys):
     plans = {lay["overrides"][0]: lay["plan"] for lay in got["layouts"]}
     assert sorted(plans) == ["sharding=dp", "sharding=fsdp"] and all(p["fits"] for p in plans.values())
     best = min(plans, key=lambda k: (plans[k]["step_seconds"], plans[k]["serial_step_seconds"]))
-    assert got["best"][0] == best and got["best"][1:] == ["mesh.data=4", "mesh.expert=1", "mesh.model=1",
-                                                         "model.remat=none", "train.microbatches=1"]
+    assert got["best"][0] == best and got["best"][1:] == ["mesh.data=4", "mesh.stage=1", "mesh.expert=1",
+                                                         "mesh.context=1", "mesh.model=1", "model.remat=none",
+                                                         "train.microbatches=1"]
     assert out[-2] == "best: spmdgpt train " + " ".join([*TPU, *got["best"]])  # (sharding=tp: replaced)
     assert "2 layouts compiled: 2 fit, 0 did not fit, 0 refused" in out
     assert plans["sharding=fsdp"]["param_bytes"] * 4 == pytest.approx(plans["sharding=dp"]["param_bytes"], rel=0.1)

@@ -9,19 +9,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import Config, ModelConfig
 from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import JsonlLogger
-from spmdgpt.model import objective
 from spmdgpt.model.loss import counted_first
 from spmdgpt.sharding import Rules, shard_bytes, to_host
 
 
-def loss_sums(cfg: ModelConfig, rules: Rules, microbatches: int = 1, beta: float = 0.0, sft_weight: float = 0.0):
-    """The evaluation's program, jitted: f(params, *batch, reference=None) -> (the summed
-    next-token loss over the batch's counted targets (>= 0), their count), float32 scalars; with
-    a `reference` (preference data), the summed DPO loss with that beta (and RPO's sft_weight)
-    over the complete pairs, and their count.
+def loss_sums(cfg: Config, rules: Rules, microbatches: int = 1):
+    """The evaluation's program, jitted: f(params, *batch, reference=None) -> (the summed loss
+    over the batch's counted items, their count), float32 scalars: the training objectives'
+    (`spmdgpt.objectives`) "loss" metric and count without dropout, the next token's over the
+    targets >= 0, or with a `reference` (preference data) DPO's (train.dpo_beta, RPO's
+    train.dpo_sft_weight) over the complete pairs.
 
     The batch runs in `microbatches` parts one after another inside the program, as the training
     step splits it (`train.microbatches`, `train_step.summed_over_microbatches`): only one part's
@@ -29,21 +29,17 @@ def loss_sums(cfg: ModelConfig, rules: Rules, microbatches: int = 1, beta: float
     would need 98 GiB of float32 logits). With pipeline stages the parts flow through the stages
     instead (`model.pipeline`), as in the step. model.loss_block and model.logits_dtype apply as
     in training (`model.loss.objective`)."""
-    from spmdgpt.model.preference import dpo_objective, pair_count
+    from spmdgpt.objectives import dpo, next_token
     from spmdgpt.train_step import summed_over_microbatches
 
     staged = rules.stage_size() > 1
+    objectives = {False: next_token(cfg, rules, microbatches if staged else 1), True: dpo(cfg, rules)}
 
     def sums(params, reference, *part):  # one part's (summed loss, counted targets or pairs)
-        one = jnp.ones((), jnp.float32)
-        if reference is None:
-            count, params, part = counted_first(jnp.sum(part[1] >= 0, dtype=jnp.float32), params, part)
-            metrics = objective(cfg, rules, params, *part, denominator=one,
-                                microbatches=microbatches if staged else 1)[1]
-            return metrics["loss"], count
-        count, params, reference, part = counted_first(pair_count(rules, part[1], part[2]), params, reference, part)
-        loss = dpo_objective(cfg, rules, beta, params, reference, *part, denominator=one, sft_weight=sft_weight)[0]
-        return loss, count
+        obj = objectives[reference is not None]
+        count, params, reference, part = counted_first(obj.count(*part[1:]), params, reference, part)
+        metrics = obj.score(params, *part, reference=reference, denominator=jnp.ones((), jnp.float32))[1]
+        return metrics["loss"], count
 
     def f(params, *batch, reference=None):
         return summed_over_microbatches(partial(sums, params, reference), 1 if staged else microbatches, *batch)
@@ -58,11 +54,11 @@ class LossEvaluator:
     are added over batches in float64 on the host, so the mean is one unsplit pass's to float32
     rounding."""
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, sets: Dict[str, EvalBatcher], num_batches: int,
-                 reference=None, beta: float = 0.0, sft_weight: float = 0.0, microbatches: int = 1):
-        self.batches = {name: [b.batch(i) for i in range(num_batches)] for name, b in sets.items()}
+    def __init__(self, cfg: Config, rules: Rules, sets: Dict[str, EvalBatcher], reference=None):
+        """cfg: the run's (train.eval_batches batches of each set, in train.microbatches parts)."""
+        self.batches = {name: [b.batch(i) for i in range(cfg.train.eval_batches)] for name, b in sets.items()}
         self.reference = reference
-        self.sums = loss_sums(cfg, rules, microbatches, beta, sft_weight)  # (or its executable: plan.run_programs)
+        self.sums = loss_sums(cfg, rules, cfg.train.microbatches)  # (or its executable: plan.run_programs)
 
     def first_batch(self) -> tuple:
         """The first validation batch (every set's batches have its shapes and shardings)."""

@@ -1,11 +1,14 @@
 """What the training loop does around its steps, as hooks (spmdgpt.trainer's `_Loop` runs a list of
-them): profiling, model statistics, evaluation with rollouts, checkpoints, the time budget's pace.
+them): the divergence guard, profiling, model statistics, evaluation with rollouts, checkpoints,
+the time budget's pace.
 
 A hook implements any of these (the loop calls them in list order; `loop` is the `_Loop`, whose
 state, config, logs and console the hooks read and write):
 
     before_step(loop, step, batch)   before step `step` runs (the state it will donate still alive)
     after_step(loop, step)           once the step is dispatched (the previous metrics reported)
+    reported(loop, step, m, row)     a step's metrics reached the host (m: its metrics; row: the
+                                     metrics.jsonl row, which a hook may add fields to)
     flush(loop, step) -> bool        whether the step's metrics must be on the host before at_flush
     at_flush(loop, step)             after that: evaluation, then checkpoints (list order)
     after(loop, step)                last (the pace; not after a signal's checkpoint)
@@ -18,8 +21,11 @@ A feature that runs work during training (reinforcement learning's rollouts, nex
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Optional
 
@@ -42,6 +48,9 @@ class Hook:
     def after_step(self, loop, step: int) -> None:
         pass
 
+    def reported(self, loop, step: int, m: dict, row: dict) -> None:
+        pass
+
     def flush(self, loop, step: int) -> bool:
         return False
 
@@ -56,6 +65,47 @@ class Hook:
 
     def close(self, loop) -> None:
         pass
+
+
+class Diverged(Exception):
+    """Raised by the guard inside the loop (args: step, why); the loop turns it into
+    trainer.TrainingDiverged once the checkpoint manager has finished, so that the message can
+    name the newest checkpoint."""
+
+
+class Guard(Hook):
+    """The divergence guard, on each step's metrics once they are on the host: a non-finite loss
+    or gradient norm stops the run (its row logged whatever train.log_every says); with
+    train.skip_nonfinite=N the step skipped such an update itself, and N skips in a row stop it;
+    a loss above train.loss_spike_factor x the median of the last 64 is logged (event
+    `loss_spike`)."""
+
+    def __init__(self, skip_nonfinite: int, spike_factor: float):
+        self.skip_nonfinite, self.spike_factor = skip_nonfinite, spike_factor
+        self.recent: deque = deque(maxlen=64)
+        self.skipped_in_a_row = 0
+
+    def reported(self, loop, step, m, row):
+        loss, grad_norm = float(m["loss"]), float(m["grad_norm"])
+        if "skipped" in m and bool(m["skipped"]):
+            self.skipped_in_a_row += 1
+            loop.event(step, "skipped_nonfinite", loss=loss, grad_norm=grad_norm, in_a_row=self.skipped_in_a_row)
+            if self.skipped_in_a_row >= self.skip_nonfinite:
+                loop.event(step, "diverged")
+                raise Diverged(step, f"{self.skipped_in_a_row} steps in a row had non-finite "
+                               f"gradients (train.skip_nonfinite={self.skip_nonfinite})")
+            return
+        self.skipped_in_a_row = 0
+        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            if loop.metrics_log:
+                loop.metrics_log.log(row)  # the diverged step's row, whatever train.log_every says
+            loop.event(step, "diverged")
+            raise Diverged(step, f"loss {loss}, grad_norm {grad_norm}")
+        if self.spike_factor and len(self.recent) >= 16:
+            median = statistics.median(self.recent)
+            if loss > self.spike_factor * median:
+                loop.event(step, "loss_spike", loss=loss, median=median)
+        self.recent.append(loss)
 
 
 class Profiler(Hook):
@@ -205,10 +255,12 @@ class Pacing(Hook):
 
 
 def training_hooks(loop, evaluator, rollouts, ckpt, profile: Optional[tuple], pacer, calibration) -> list:
-    """The hooks of a run, in the order they act: profiling, statistics, evaluation (before the
-    checkpoint that covers it), checkpoints, the pace."""
+    """The hooks of a run, in the order they act: the divergence guard, profiling, statistics,
+    evaluation (before the checkpoint that covers it), checkpoints, the pace."""
     t = loop.cfg.train
-    hooks: list = [Profiler(profile)] if profile else []
+    hooks: list = [Guard(t.skip_nonfinite, t.loss_spike_factor)]
+    if profile:
+        hooks.append(Profiler(profile))
     if t.stats_every:
         hooks.append(Statistics(t.stats_every))
     hooks.append(Evaluation(evaluator, rollouts))

@@ -171,7 +171,7 @@ def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval
         programs.append(_compiled("statistics", make_stats_fn(cfg, rules, optimizer).lower(state, *batch), resident,
                                   batch, device=kind))
     params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
-    sums = loss_sums(cfg.model, rules, t.microbatches, t.dpo_beta, t.dpo_sft_weight)
+    sums = loss_sums(cfg, rules, t.microbatches)
     programs.append(_compiled("evaluation", sums.lower(params, *eval_batch, reference=reference), resident, (),
                               device=kind))
     if t.rollout_tokens > 0:

@@ -1,8 +1,10 @@
 """`spmdgpt plan ... topology=NAME search=true`: let the compiler choose the layout.
 
 The candidates are the packaged rule tables (configs/sharding/), each with every mesh shape the
-slice's devices allow (tables that use the `model` axis: each divisor of the devices above 1
-as mesh.model, the rest as mesh.data), then the cheapest memory savers that make it fit:
+slice's devices allow: the mesh's axes are MeshConfig's fields; the search chooses mesh.data and
+mesh.model (tables that use the `model` axis: each divisor of the devices the other axes leave,
+above 1, as mesh.model, the rest as mesh.data) and holds every other axis at the command's
+size (stage, expert, context: 1 unless given); then the cheapest memory savers that make it fit:
 model.remat none, dots, dots with train.microbatches 2, 4, 8 (those that divide the batch over
 its data-parallel devices), full, full with those microbatches. Each is the real training step
 compiled by the target's compiler in a process of its own (`spmdgpt plan ... format=json`),
@@ -14,7 +16,9 @@ ties, and the winner's overrides end the report as a line to paste after `spmdgp
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -61,19 +65,32 @@ def uses_model_axis(table: str) -> bool:
     return any("model" in mesh_axes_of(v) for t in (sharding.params, sharding.compute) for v in t.values() if v)
 
 
-def meshes(table: str, devices: int, expert: int = 1) -> List[Dict[str, int]]:
-    """The mesh shapes `table` can take on `devices` devices (mesh.expert as configured)."""
-    rest = devices // expert
-    if not uses_model_axis(table):
-        return [{"data": rest, "expert": expert, "model": 1}]
-    return [{"data": rest // m, "expert": expert, "model": m} for m in range(2, rest + 1) if rest % m == 0]
+CHOSEN = ("data", "model")  # the mesh axes the search chooses; the others are held (`held_axes`)
+
+
+def held_axes(mesh) -> Dict[str, int]:
+    """The sizes of the mesh axes the search does not choose, from a MeshConfig (every field but
+    CHOSEN, in mesh order; -1 or unset: 1)."""
+    return {f.name: max(getattr(mesh, f.name), 1) for f in dataclasses.fields(mesh) if f.name not in CHOSEN}
+
+
+def meshes(table: str, devices: int, held: Optional[Dict[str, int]] = None) -> List[Dict[str, int]]:
+    """The mesh shapes `table` can take on `devices` devices, every MeshConfig axis in mesh order:
+    `held`'s sizes (default: 1 each), mesh.data and mesh.model chosen."""
+    from spmdgpt.config import MeshConfig
+
+    held = {**held_axes(MeshConfig(data=1)), **(held or {})}
+    rest = devices // math.prod(held.values())
+    models = [m for m in range(2, rest + 1) if rest % m == 0] if uses_model_axis(table) else [1]
+    order = [f.name for f in dataclasses.fields(MeshConfig)]
+    return [{a: {"data": rest // m, "model": m}.get(a, held.get(a)) for a in order} for m in models]
 
 
 def chain(table: str, mesh: Dict[str, int], batch_size: int) -> List[Layout]:
     """The candidates of one table and mesh, cheapest first: remat none and dots, then dots with
     more microbatches (those that divide the batch over the data-parallel devices), then full
     remat, alone and with them (full remat runs each block's forward twice)."""
-    parallel = mesh["data"] * mesh["expert"]
+    parallel = mesh["data"] * mesh.get("expert", 1)  # (the axes the batch splits over)
     ks = [k for k in MICROBATCHES if batch_size % (k * parallel) == 0]
     return ([Layout(table, mesh, "none"), Layout(table, mesh, "dots")] + [Layout(table, mesh, "dots", k) for k in ks]
             + [Layout(table, mesh, "full")] + [Layout(table, mesh, "full", k) for k in ks])
@@ -107,10 +124,11 @@ def run_chain(layouts: List[Layout], base: List[str], done) -> List[Layout]:
     return out
 
 
-def search(base: List[str], devices: int, batch_size: int, tables: List[str], jobs: int, expert: int = 1,
-           progress: bool = True) -> List[Layout]:
-    """Every candidate layout's plan, compiled `jobs` chains at a time."""
-    chains = [chain(t, m, batch_size) for t in tables for m in meshes(t, devices, expert)]
+def search(base: List[str], devices: int, batch_size: int, tables: List[str], jobs: int,
+           held: Optional[Dict[str, int]] = None, progress: bool = True) -> List[Layout]:
+    """Every candidate layout's plan, compiled `jobs` chains at a time (`held`: the sizes of the
+    mesh axes the search does not choose, `held_axes`)."""
+    chains = [chain(t, m, batch_size) for t in tables for m in meshes(t, devices, held)]
     from tqdm import tqdm
 
     bar = tqdm(total=sum(len(c) for c in chains), unit="plan", disable=not progress, file=sys.stderr,
@@ -149,11 +167,14 @@ def report(layouts: List[Layout], overrides: List[str]) -> str:
     from spmdgpt.plan import size
 
     best = ranked(layouts)
-    rows = [f"{'rank':>4}  {'sharding':<8} {'mesh (data x expert x model)':<28} {'remat':<5} {'micro':>5}  "
+    # the mesh column: the chosen axes, and any other that some layout sets above 1 (mesh order)
+    axes = [a for a in (layouts[0].mesh if layouts else CHOSEN)
+            if a in CHOSEN or any(lay.mesh.get(a, 1) > 1 for lay in layouts)]
+    rows = [f"{'rank':>4}  {'sharding':<8} {'mesh (' + ' x '.join(axes) + ')':<28} {'remat':<5} {'micro':>5}  "
             f"{'per chip':>10}  {'step (est.)':>11}  {'serial':>9}  {'MFU (est.)':>10}"]
     for i, lay in enumerate(best, 1):
         r = lay.result
-        mesh = " x ".join(str(lay.mesh[a]) for a in ("data", "expert", "model"))
+        mesh = " x ".join(str(lay.mesh[a]) for a in axes)
         rows.append(f"{i:>4}  {lay.table:<8} {mesh:<28} {lay.remat:<5} {lay.microbatches:>5}  "
                     f"{size(r['total_bytes']):>10}  {r['step_seconds'] * 1e3:>8.2f} ms  "
                     f"{r['serial_step_seconds'] * 1e3:>6.2f} ms  {r['mfu']:>10.0%}")

@@ -5,8 +5,8 @@
       ─► optimizer ─► starting state (state.start: fresh | resumed from run.dir's newest good
          checkpoint, on any layout | parameters from checkpoint.init_from)
       ─► evaluators, checkpoint manager, run.dir files (config, metadata, tokenizer)
-      ─► loop: train_step (jit, donated state), metrics read one step late, the divergence
-         guard; around the steps, the run's hooks (spmdgpt.hooks): fixed-batch validation every
+      ─► loop: train_step (jit, donated state), metrics read one step late; around the steps,
+         the run's hooks (spmdgpt.hooks): the divergence guard, fixed-batch validation every
          train.eval_every steps, async checkpoints every checkpoint.every steps, at the end, and
          on SIGTERM/SIGINT, statistics, profiling; with train.time_budget, the pace checked and
          the steps left re-planned when the run falls behind (budget.Pacer)
@@ -15,13 +15,10 @@
 from __future__ import annotations
 
 import copy
-import math
 import signal
-import statistics
 import sys
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -51,7 +48,7 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
-from spmdgpt.hooks import training_hooks
+from spmdgpt.hooks import Diverged, training_hooks
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
@@ -129,8 +126,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             reference = (base if base is not None else starting_params(cfg, rules) if begin.kind == StartKind.resumed
                          else jax.tree.map(jnp.copy, begin.state.params))
 
-        evaluator = LossEvaluator(cfg.model, rules, val_sets, cfg.train.eval_batches, reference, cfg.train.dpo_beta,
-                                  cfg.train.dpo_sft_weight, cfg.train.microbatches)
+        evaluator = LossEvaluator(cfg, rules, val_sets, reference)
         rollouts = None
         if cfg.train.rollout_tokens > 0:
             samples = run_dir / "samples.jsonl" if is_main else None
@@ -170,11 +166,6 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         return loop.run()
 
 
-class _Diverged(Exception):
-    """Raised inside the loop (args: step, why); run() turns it into TrainingDiverged once the
-    checkpoint manager has finished, so the message can name the newest checkpoint."""
-
-
 class _Loop:
     """The training loop proper: steps, one-step-late metrics, evaluation, checkpoints, signals.
 
@@ -212,8 +203,6 @@ class _Loop:
         self.window_t0: Optional[float] = None
         self.window_done = 0
         self.last_loss, self.val_loss = float("nan"), None
-        self.recent_losses: deque = deque(maxlen=64)  # for the loss-spike test
-        self.skipped_in_a_row = 0
         self.metrics_log = None
         if is_main:  # metrics.jsonl, then the trackers of train.loggers
             trackers = open_trackers(cfg, run_dir, self.resumed_from)
@@ -288,7 +277,7 @@ class _Loop:
             if self.stop_signal is None:
                 for hook in self.hooks:  # (the time budget's wall time against its prediction)
                     hook.finish(self)
-        except (_Diverged, WriteFailed) as e:
+        except (Diverged, WriteFailed) as e:
             stopped = e
         finally:
             for s, h in previous.items():
@@ -301,7 +290,7 @@ class _Loop:
             self.console.close()
             if self.metrics_log:
                 self.metrics_log.close()
-        if isinstance(stopped, _Diverged):
+        if isinstance(stopped, Diverged):
             raise TrainingDiverged(self._diverged_message(*stopped.args)) from None
         if isinstance(stopped, WriteFailed):
             newest = self._newest_step()
@@ -366,32 +355,8 @@ class _Loop:
             fix += ", or let train.skip_nonfinite=N skip such steps"
         return f"training diverged at step {step}: {why}; nothing was saved after it and {keep}; {fix}"
 
-    def _guard(self, step: int, m: dict, row: dict) -> None:
-        """The divergence guard and loss-spike events, on metrics already on the host."""
-        t = self.cfg.train
-        loss, grad_norm = float(m["loss"]), float(m["grad_norm"])
-        finite = math.isfinite(loss) and math.isfinite(grad_norm)
-        if "skipped" in m and bool(m["skipped"]):
-            self.skipped_in_a_row += 1
-            self._event(step, "skipped_nonfinite", loss=loss, grad_norm=grad_norm, in_a_row=self.skipped_in_a_row)
-            if self.skipped_in_a_row >= t.skip_nonfinite:
-                self._event(step, "diverged")
-                raise _Diverged(step, f"{self.skipped_in_a_row} steps in a row had non-finite "
-                                f"gradients (train.skip_nonfinite={t.skip_nonfinite})")
-            return
-        self.skipped_in_a_row = 0
-        if not finite:
-            if self.metrics_log:
-                self.metrics_log.log(row)  # the diverged step's row, whatever train.log_every says
-            self._event(step, "diverged")
-            raise _Diverged(step, f"loss {loss}, grad_norm {grad_norm}")
-        if t.loss_spike_factor and len(self.recent_losses) >= 16:
-            median = statistics.median(self.recent_losses)
-            if loss > t.loss_spike_factor * median:
-                self._event(step, "loss_spike", loss=loss, median=median)
-        self.recent_losses.append(loss)
-
-    def _event(self, step: int, event: str, **fields) -> None:
+    def event(self, step: int, event: str, **fields) -> None:
+        """A row {step, event, fields} in metrics.jsonl and a console line."""
         if self.metrics_log:
             self.metrics_log.log({"step": step, "event": event, **fields})
         self.say(f"step {step}: {event.replace('_', ' ')}" + "".join(f" | {k} {v:.4g}" if isinstance(v, float)
@@ -427,7 +392,8 @@ class _Loop:
             "mfu": mfu_v,
             **self._epochs(step),
         }
-        self._guard(step, m, row)
+        for hook in self.hooks:  # (the divergence guard first: it may stop the run here)
+            hook.reported(self, step, m, row)
         if step % t.log_every == 0 or step == t.steps:
             if self.metrics_log:
                 self.metrics_log.log(row)

@@ -56,7 +56,7 @@ def _simulate_devices(n: int) -> None:
 def _search(args: PlanArgs, overrides: List[str]) -> int:
     """search=true: every candidate layout compiled for the topology, ranked (spmdgpt.search)."""
     from spmdgpt.config import load_config, packaged_names
-    from spmdgpt.search import default_jobs, own_layout, ranked, report, search
+    from spmdgpt.search import default_jobs, held_axes, own_layout, ranked, report, search
     from spmdgpt.topology import parse_topology
 
     if not args.topology:
@@ -75,7 +75,7 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
     if args.memory_gb:
         base.append(f"memory_gb={args.memory_gb:g}")
     layouts = search(base, top.devices, cfg.data.batch_size, tables, args.jobs or default_jobs(),
-                     cfg.mesh.expert if cfg.mesh.expert > 1 else 1, progress=sys.stderr.isatty())
+                     held_axes(load_config(overrides).mesh), progress=sys.stderr.isatty())  # (mesh.stage=2: kept)
     print(f"search on {args.topology}{f' x {args.slices} slices' if args.slices > 1 else ''} ({top.devices} devices), "
           f"tables {', '.join(tables)}:")
     print(report(layouts, kept))

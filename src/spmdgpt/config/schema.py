@@ -356,8 +356,8 @@ class MeshConfig(Section):
     the devices: neighbours share the fastest links). A size, or -1 (one axis at most) for all
     the devices the others leave. A new axis is a field here (default 1) and a line in the rule
     tables (configs/sharding/_base.yaml for all of them, or one table's own) that maps logical
-    axes to it: nothing else names mesh axes (the layout search of `spmdgpt plan` varies data,
-    expert and model, search.meshes)."""
+    axes to it: nothing else names mesh axes (the layout search of `spmdgpt plan` reads these
+    fields: it chooses data and model and holds the others at the command's sizes)."""
 
     data: int = -1  # data-parallel (and FSDP) axis: batches, and parameters under FSDP tables
     stage: int = 1  # pipeline axis: the layer stack split into this many stages (the `layers` parameter

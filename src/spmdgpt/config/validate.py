@@ -9,7 +9,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spmdgpt.config.derived import head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes, resolve_mesh_shape
 from spmdgpt.config.schema import (
-    AttentionImpl,
     Config,
     ConfigError,
     DataSource,
@@ -117,7 +116,7 @@ the device count, sharding.*). A command asks for the sections it uses; checks a
 
 def feature_errors(feature: str, *args) -> List[str]:
     """A feature's own configuration checks: `config_errors(*args)` of its module
-    (spmdgpt.model.<feature>: moe, preference, lora, context, collective, pipeline), beside the
+    (spmdgpt.model.<feature>: moe, preference, lora, context, collective, pipeline, kernels), beside the
     code it checks. Imported when a config is validated (those modules import this package)."""
     import importlib
 
@@ -336,13 +335,12 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     The parameters' divisibility over the mesh only when nothing else is wrong (`clean`)."""
     errs: List[str] = []
     m, d, t = cfg.model, cfg.data, cfg.train
+    if "model" in sections:  # (the attention backend's own checks, data.seq_len's when asked for)
+        errs.extend(feature_errors("kernels", m, d.seq_len if "batch" in sections else None))
     if {"model", "batch"} <= sections and d.seq_len > 0:
         if m.loss_block > 0 and d.seq_len % m.loss_block:
             errs.append(f"model.loss_block={m.loss_block} does not divide data.seq_len={d.seq_len}; "
                         f"choose a divisor of the sequence length (or 0 = off)")
-        if m.attention == AttentionImpl.splash and d.seq_len % 128:
-            errs.append(f"model.attention=splash needs data.seq_len a multiple of 128 (got {d.seq_len}): "
-                        "its kernels work in tiles of 128 positions; change data.seq_len or use model.attention=xla")
         if m.max_seq_len > 0 and d.seq_len > m.max_seq_len:
             errs.append(f"data.seq_len={d.seq_len} exceeds model.max_seq_len={m.max_seq_len}; "
                         f"lower data.seq_len or raise model.max_seq_len")

@@ -55,12 +55,14 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads
+from spmdgpt.config import AttentionImpl, ModelConfig, head_dim, kv_heads
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import (
     SPLASH_BLOCKS,
+    attention_backend,
+    attention_dropout,
     causal_mask,
     document_mask,
     fused_causal_attention,
@@ -71,7 +73,6 @@ from spmdgpt.model.kernels import (
 )
 from spmdgpt.model.layers import dropout, rms_normalize, rope, rope_frequencies
 from spmdgpt.sharding import Rules
-from spmdgpt.sharding import platform as mesh_platform
 
 
 class UnitInputs(NamedTuple):
@@ -301,51 +302,6 @@ def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool
     if p.b_o is not None:
         out = out + rules.gather(p.b_o.astype(o.dtype), ("embed",))
     return out
-
-
-def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> AttentionImpl:
-    """The backend `model.attention` means on this platform ('cpu', 'gpu', 'tpu'; default: the
-    current mesh's, else the default device's): `auto` resolved, an impossible explicit choice a
-    ConfigError naming the field."""
-    platform = platform or mesh_platform()
-    backend = _backend(cfg, platform)
-    if backend != AttentionImpl.xla and cfg.sliding_window > 0:
-        raise ConfigError([f"model.sliding_window={cfg.sliding_window} needs model.attention=xla (the {backend.value} "
-                           "path has no sliding window yet); set model.attention=xla or auto"])
-    if backend != AttentionImpl.xla and attention_dropout(cfg) > 0:
-        raise ConfigError(
-            [
-                f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
-                f"{backend.value} kernel has no dropout); set model.attention=xla or model.attention_dropout=0"
-            ]
-        )
-    return backend
-
-
-def attention_dropout(cfg: ModelConfig) -> float:
-    """The attention-probability dropout rate: model.attention_dropout, default model.dropout."""
-    return cfg.dropout if cfg.attention_dropout is None else cfg.attention_dropout
-
-
-def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
-    half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
-    if cfg.attention == AttentionImpl.auto:
-        if attention_dropout(cfg) > 0 or cfg.sliding_window > 0:  # the one backend with these
-            return AttentionImpl.xla
-        if platform == "tpu":
-            return AttentionImpl.splash
-        return AttentionImpl.cudnn if platform == "gpu" and half else AttentionImpl.xla
-    if cfg.attention == AttentionImpl.splash and platform != "tpu":
-        raise ConfigError([f"model.attention=splash needs a TPU (this run's devices are {platform}); "
-                           "use model.attention=auto or xla"])
-    if cfg.attention == AttentionImpl.cudnn:
-        if platform != "gpu":
-            raise ConfigError([f"model.attention=cudnn needs an NVIDIA GPU (this run's devices are "
-                               f"{platform}); use model.attention=auto or xla"])
-        if not half:
-            raise ConfigError([f"model.attention=cudnn needs model.compute_dtype=bfloat16 or float16 "
-                               f"(got {cfg.compute_dtype.value}); change one of the two"])
-    return cfg.attention
 
 
 class KVCache(NamedTuple):

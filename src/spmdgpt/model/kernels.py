@@ -1,18 +1,20 @@
 """The fused attention kernels, run per device inside `shard_map` (cuDNN's through
 `jax.nn.dot_product_attention`, Pallas splash attention), and what they share with the xla path
 of `attention`: grouped-query heads as a layout can use them (`local_kv`, `repeat_kv`) and
-the masks (causal, sliding window, document; also the context ring's, `context`). Which backend
-runs is `attention.attention_backend`'s choice."""
+the masks (causal, sliding window, document; also the context ring's, `context`); and which
+backend runs (`attention_backend`: model.attention on this platform, with its checks,
+`config_errors`, which config validation collects)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ConfigError
+from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig
 from spmdgpt.sharding import Rules
+from spmdgpt.sharding import platform as mesh_platform
 
 
 def local_kv(k: jax.Array, v: jax.Array, n: int, rules: Rules, head_axis: int = 1):
@@ -124,3 +126,56 @@ def splash_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rul
     seg = jax.sharding.reshard(segment_ids, seg_spec)
     return jax.shard_map(local, in_specs=(spec, spec, spec, seg_spec), out_specs=spec,
                          check_vma=False)(q, k, v, seg)
+
+
+def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> AttentionImpl:
+    """The backend `model.attention` means on this platform ('cpu', 'gpu', 'tpu'; default: the
+    current mesh's, else the default device's): `auto` resolved, an impossible explicit choice a
+    ConfigError naming the field."""
+    errs = config_errors(cfg)
+    if errs:
+        raise ConfigError(errs)
+    return _backend(cfg, platform or mesh_platform())
+
+
+def attention_dropout(cfg: ModelConfig) -> float:
+    """The attention-probability dropout rate: model.attention_dropout, default model.dropout."""
+    return cfg.dropout if cfg.attention_dropout is None else cfg.attention_dropout
+
+
+def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
+    half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
+    if cfg.attention == AttentionImpl.auto:
+        if attention_dropout(cfg) > 0 or cfg.sliding_window > 0:  # the one backend with these
+            return AttentionImpl.xla
+        if platform == "tpu":
+            return AttentionImpl.splash
+        return AttentionImpl.cudnn if platform == "gpu" and half else AttentionImpl.xla
+    if cfg.attention == AttentionImpl.splash and platform != "tpu":
+        raise ConfigError([f"model.attention=splash needs a TPU (this run's devices are {platform}); "
+                           "use model.attention=auto or xla"])
+    if cfg.attention == AttentionImpl.cudnn and platform != "gpu":
+        raise ConfigError([f"model.attention=cudnn needs an NVIDIA GPU (this run's devices are "
+                           f"{platform}); use model.attention=auto or xla"])
+    return cfg.attention
+
+
+def config_errors(cfg: ModelConfig, seq_len: Optional[int] = None) -> List[str]:
+    """What an explicit model.attention cannot do on any platform (the platform's own rules:
+    `attention_backend`); with `seq_len` (data.seq_len), also the sequence length it needs."""
+    errs: List[str] = []
+    kernel = cfg.attention not in (AttentionImpl.auto, AttentionImpl.xla)
+    if kernel and cfg.sliding_window > 0:
+        errs.append(f"model.sliding_window={cfg.sliding_window} needs model.attention=xla (the "
+                    f"{cfg.attention.value} path has no sliding window yet); set model.attention=xla or auto")
+    if kernel and attention_dropout(cfg) > 0:
+        errs.append(f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
+                    f"{cfg.attention.value} kernel has no dropout); set model.attention=xla or "
+                    "model.attention_dropout=0")
+    if cfg.attention == AttentionImpl.cudnn and cfg.compute_dtype not in (DType.bfloat16, DType.float16):
+        errs.append(f"model.attention=cudnn needs model.compute_dtype=bfloat16 or float16 "
+                    f"(got {cfg.compute_dtype.value}); change one of the two")
+    if cfg.attention == AttentionImpl.splash and seq_len and seq_len % 128:
+        errs.append(f"model.attention=splash needs data.seq_len a multiple of 128 (got {seq_len}): "
+                    "its kernels work in tiles of 128 positions; change data.seq_len or use model.attention=xla")
+    return errs
