@@ -3,7 +3,7 @@
 An `Objective` says how to score one microbatch (its loss and metrics), what the step counts to
 average over (targets, or DPO's complete pairs), and whether it draws dropout or needs DPO's
 frozen reference model. `train_step.step_gradients` is built from one, with no branch on its
-kind; a new objective (reinforcement learning next) is one more function here returning one.
+kind; GRPO (reinforcement learning, `model.grpo`) is one more function here returning one.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Callable, NamedTuple
 
 import jax.numpy as jnp
 
-from spmdgpt.config import Config, preference_data
+from spmdgpt.config import Config, preference_data, prompts_data
 from spmdgpt.model.attention import attention_dropout
+from spmdgpt.model.grpo import grpo_objective
 from spmdgpt.model.loss import objective as next_token_objective
 from spmdgpt.model.preference import dpo_objective, pair_count
 from spmdgpt.sharding import Rules
@@ -60,10 +61,29 @@ def dpo(cfg: Config, rules: Rules) -> Objective:
     return Objective(score, count, "pairs", False, True)
 
 
+def grpo(cfg: Config, rules: Rules) -> Objective:
+    """GRPO (`model.grpo`) on a batch of sampled completions: (inputs, targets, advantages [b],
+    the sampling policy's and the reference's log-probabilities [b, t]), averaged over the
+    completions' tokens (targets >= 0); no dropout (the sampling policy's log-probabilities
+    were computed without it)."""
+    r = cfg.rl
+
+    def score(params, inputs, targets, advantages, old_logp, ref_logp, reference=None, key=None, denominator=None):
+        return grpo_objective(cfg.model, rules, r.clip, r.kl_beta, params, inputs, targets, advantages, old_logp,
+                              ref_logp, denominator=denominator)
+
+    def count(targets, *rest):
+        return jnp.sum(targets >= 0, dtype=jnp.float32)
+
+    return Objective(score, count, "tokens", False, False)
+
+
 def objective_of(cfg: Config, rules: Rules) -> Objective:
-    """The objective of cfg's run: DPO on preference data, else the next token's."""
+    """The objective of cfg's run: DPO on preference data, GRPO on prompts, else the next token's."""
     if preference_data(cfg.data):
         return dpo(cfg, rules)
+    if prompts_data(cfg.data):
+        return grpo(cfg, rules)
     staged = rules.stage_size() > 1  # (the microbatches then flow through the stages, `model.pipeline`)
     return next_token(cfg, rules, cfg.train.microbatches if staged else 1)
 

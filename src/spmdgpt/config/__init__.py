@@ -61,6 +61,7 @@ from spmdgpt.config.schema import (
     OptimizerConfig,
     OptimizerName,
     Remat,
+    RlConfig,
     RopeScaling,
     Router,
     RunConfig,
@@ -74,6 +75,7 @@ from spmdgpt.config.schema import (
     document_batches,
     freeze,
     preference_data,
+    prompts_data,
 )
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 
@@ -110,6 +112,7 @@ __all__ = [
     "RopeScaling",
     "OptimizerName",
     "Remat",
+    "RlConfig",
     "RunConfig",
     "Schedule",
     "ShardingConfig",
@@ -120,6 +123,7 @@ __all__ = [
     "dataset_configs",
     "document_batches",
     "preference_data",
+    "prompts_data",
     "expert_hidden",
     "freeze",
     "head_dim",

@@ -108,6 +108,8 @@ class DataFormat(enum.Enum):
     # the assistant's tokens only, conversations packed whole into rows (data/chat.py)
     preference = "preference"  # one pair per jsonl line: {"prompt", "chosen", "rejected"} (texts or
     # lists of messages): preference tuning (DPO, train.dpo_beta), each pair packed into one row
+    prompts = "prompts"  # one prompt per jsonl line: {"prompt": text or messages, "answer": any JSON}:
+    # reinforcement learning (GRPO, rl.*): completions sampled, scored by rl.reward, trained on
 
 
 class Split(enum.Enum):

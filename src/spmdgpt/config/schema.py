@@ -165,7 +165,7 @@ class DatasetConfig(Section):
 
     paths: List[str] = field(default_factory=list)  # files, folders, globs or URLs (fsspec);
     # relative paths are under data.path
-    format: DataFormat = DataFormat.auto  # auto | txt | jsonl | parquet | chat | preference
+    format: DataFormat = DataFormat.auto  # auto | txt | jsonl | parquet | chat | preference | prompts
     text_field: str = "text"  # the text's key (jsonl) or column (parquet)
     weight: float = 1.0  # mixture weight: this dataset's share of every training batch
     split: Split = Split.hash  # hash | tail | val | none: how validation text is chosen
@@ -216,6 +216,12 @@ def document_batches(data: "DataConfig") -> tuple:
     chat = data.source == DataSource.text and any(ds.format in (DataFormat.chat, DataFormat.preference)
                                                   for ds in dataset_configs(data).values())
     return data.document_mask or chat, data.reset_positions or chat
+
+
+def prompts_data(data: "DataConfig") -> bool:
+    """Whether the corpus is prompts with answers (the run then trains by GRPO, `rl.*`)."""
+    return data.source == DataSource.text and any(ds.format == DataFormat.prompts
+                                                  for ds in dataset_configs(data).values())
 
 
 def preference_data(data: "DataConfig") -> bool:
@@ -351,6 +357,23 @@ class LoraConfig(Section):
 
 
 @dataclass
+class RlConfig(Section):
+    """Reinforcement learning with verifiable rewards (data of `format: prompts`): GRPO
+    (model/grpo.py) on completions sampled by the KV-cache sampler (spmdgpt.rl)."""
+
+    group_size: int = 8  # completions sampled per prompt (data.batch_size / group_size prompts a step)
+    max_new_tokens: int = 32  # a completion's length at most (it stops at end-of-turn / end-of-text)
+    temperature: float = 1.0  # sampling temperature of the rollouts
+    top_p: float = 1.0  # nucleus sampling of the rollouts (1 = off)
+    reward: str = "exact"  # exact | numeric | regex | module:function (spmdgpt/rl/rewards.py)
+    clip: float = 0.2  # PPO's epsilon: the importance ratio's clip range [1 - clip, 1 + clip]
+    kl_beta: float = 0.0  # weight of the KL penalty to the reference (the parameters the run starts from)
+    updates_per_batch: int = 1  # optimizer steps on each sampled batch (ratio against the sampling policy)
+    val_prompts: int = 64  # held-out prompts answered greedily at each evaluation (val/reward)
+    samples: int = 4  # completions written to samples.jsonl at each evaluation (with their rewards)
+
+
+@dataclass
 class MeshConfig(Section):
     """The mesh's named axes, one field each, in mesh order (the last axis varies fastest over
     the devices: neighbours share the fastest links). A size, or -1 (one axis at most) for all
@@ -403,6 +426,7 @@ class Config(Section):
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
+    rl: RlConfig = field(default_factory=RlConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     run: RunConfig = field(default_factory=RunConfig)
 

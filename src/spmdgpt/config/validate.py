@@ -116,7 +116,7 @@ the device count, sharding.*). A command asks for the sections it uses; checks a
 
 def feature_errors(feature: str, *args) -> List[str]:
     """A feature's own configuration checks: `config_errors(*args)` of its module
-    (spmdgpt.model.<feature>: moe, preference, lora, context, collective, pipeline, kernels), beside the
+    (spmdgpt.model.<feature>: moe, preference, grpo, lora, context, collective, pipeline, kernels), beside the
     code it checks. Imported when a config is validated (those modules import this package)."""
     import importlib
 
@@ -353,6 +353,7 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
     if {"batch", "train"} <= sections and training and d.source == DataSource.text:
         errs.extend(feature_errors("preference", cfg))
+        errs.extend(feature_errors("grpo", cfg))
     if {"model", "optimizer", "train", "checkpoint"} <= sections and training:
         errs.extend(feature_errors("lora", cfg))
     if sizes is None:

@@ -237,7 +237,7 @@ class Record(NamedTuple):
     nbytes: int  # bytes read
 
 
-def _json_line(rec: Record, src: Source, bad: BadRecords):
+def json_line(rec: Record, src: Source, bad: BadRecords):
     """(the parsed object, the line's text) of a jsonl record; None for an empty line or a bad
     line skipped under data.skip_bad_records (ConfigError naming file:line otherwise)."""
     file, lineno = rec.where.rsplit(":", 1)
@@ -259,7 +259,7 @@ def parse_chat(rec: Record, src: Source, bad: BadRecords) -> Optional[Tuple[list
     file:line otherwise."""
     from spmdgpt.data.chat import ChatError, conversation, preference_pair
 
-    parsed = _json_line(rec, src, bad)
+    parsed = json_line(rec, src, bad)
     if parsed is None:
         return None
     try:
@@ -278,7 +278,7 @@ def parse(rec: Record, src: Source, bad: BadRecords) -> Optional[str]:
         return rec.raw
     if rec.kind == "txt":
         return _decode(rec.raw, src, rec.where).replace("\r\n", "\n")
-    parsed = _json_line(rec, src, bad)
+    parsed = json_line(rec, src, bad)
     if parsed is None:
         return None
     obj = parsed[0]
@@ -327,7 +327,8 @@ def records(src: Source, bad: BadRecords) -> Iterator[Record]:
                 if f.format == DataFormat.txt.value:
                     raw = fh.read()
                     yield Record(f.url, "txt", raw, 0, len(raw))
-                elif f.format in (DataFormat.jsonl.value, DataFormat.chat.value, DataFormat.preference.value):
+                elif f.format in (DataFormat.jsonl.value, DataFormat.chat.value, DataFormat.preference.value,
+                                  DataFormat.prompts.value):
                     # (zstandard's reader has no readline)
                     yield from _jsonl(f, io.BufferedReader(fh) if not hasattr(fh, "peek") else fh)
                 else:

@@ -1,0 +1,125 @@
+"""Group relative policy optimisation (GRPO; Shao et al. 2024, "DeepSeekMath"): the loss of a
+batch of sampled completions.
+
+For each prompt the sampler draws G completions (`rl.group_size`), each gets a reward r_i, and
+its advantage is the reward's standing in its group (`group_advantages`):
+
+    A_i = (r_i - mean(r_1..G)) / (std(r_1..G) + 1e-4)          (population std; equal rewards: 0)
+
+A batch row holds one prompt and one of its completions; only the completion's tokens are
+targets (the prompt's are < 0: no loss, as in supervised fine-tuning). Per completion token,
+with the policy's log-probability logp, the sampling policy's old_logp (the parameters that
+sampled the batch; the same as the policy on a batch's first update) and the frozen
+reference's ref_logp:
+
+    ratio   = exp(logp - old_logp)
+    clipped = min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)           (eps: rl.clip)
+    kl      = exp(ref_logp - logp) - (ref_logp - logp) - 1                 (the k3 estimator, >= 0)
+    loss    = -clipped + beta * kl                                          (beta: rl.kl_beta)
+
+summed over the step's completion tokens and divided by their count (every token of the step
+weighs the same, as DAPO and Dr. GRPO do; the paper's mean per completion first weighs short
+completions' tokens more). Metrics: the loss, the mean kl, the share of tokens the clip held
+(`rl/clip_fraction`: ratio past 1 + eps with A > 0, or past 1 - eps with A < 0).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from spmdgpt.config import Config, ConfigError, ModelConfig, dataset_configs, preference_data, prompts_data
+from spmdgpt.model.loss import token_losses
+from spmdgpt.model.params import Params
+from spmdgpt.sharding import Rules
+
+Array = jax.Array
+STD_EPS = 1e-4  # added to a group's reward std (an all-equal group: advantages 0, not 0/0)
+
+
+def group_advantages(rewards: np.ndarray, group_size: int) -> np.ndarray:
+    """Each reward's advantage in its group: rewards [n * G] in groups of G consecutive ones
+    (float64 in, float32 out)."""
+    r = np.asarray(rewards, np.float64).reshape(-1, group_size)
+    a = (r - r.mean(axis=1, keepdims=True)) / (r.std(axis=1, keepdims=True) + STD_EPS)
+    return a.reshape(-1).astype(np.float32)
+
+
+def token_logps(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array) -> Array:
+    """log p(target) of every counted target, float32 [b, t] (0 where targets < 0)."""
+    return -token_losses(cfg, rules, params, inputs, targets)
+
+
+def grpo_terms(logp: Array, old_logp: Array, ref_logp: Array, advantages: Array, eps: float, beta: float):
+    """Per token (loss, kl, clipped): the module docstring's terms, float32 [b, t]; advantages
+    [b] (one per completion) or [b, t]."""
+    a = advantages if advantages.ndim == logp.ndim else advantages[:, None]
+    ratio = jnp.exp(logp - old_logp)
+    surrogate = jnp.minimum(ratio * a, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * a)
+    d = ref_logp - logp
+    kl = jnp.exp(d) - d - 1.0
+    clipped = ((a > 0) & (ratio > 1.0 + eps)) | ((a < 0) & (ratio < 1.0 - eps))
+    return -surrogate + beta * kl, kl, clipped
+
+
+def grpo_objective(cfg: ModelConfig, rules: Rules, eps: float, beta: float, params: Params, inputs: Array,
+                   targets: Array, advantages: Array, old_logp: Array, ref_logp: Array,
+                   denominator: Optional[Array] = None) -> tuple[Array, dict]:
+    """(the GRPO loss: the sum over the counted targets / denominator (default: their count, at
+    least 1), its metrics {"loss", "rl/kl", "rl/clip_fraction"} on the same denominator)."""
+    counted = (targets >= 0).astype(jnp.float32)
+    if denominator is None:
+        denominator = jnp.maximum(jnp.sum(counted), 1.0)
+    logp = token_logps(cfg, rules, params, inputs, targets)
+    loss, kl, clipped = grpo_terms(logp, old_logp, ref_logp, advantages, eps, beta)
+    mean = lambda x: jnp.sum(x * counted) / denominator  # noqa: E731
+    total = mean(loss)
+    return total, {"loss": total, "rl/kl": mean(kl), "rl/clip_fraction": mean(clipped.astype(jnp.float32))}
+
+
+def config_errors(cfg: Config) -> List[str]:
+    """GRPO's settings (`rl.*`), checked when the run's data is prompts (`format: prompts`)."""
+    try:
+        if not prompts_data(cfg.data):
+            return []
+    except ConfigError:  # (reported by the data checks)
+        return []
+    r, d, t = cfg.rl, cfg.data, cfg.train
+    errs = []
+    if r.group_size < 2:
+        errs.append(f"rl.group_size={r.group_size} must be >= 2 (advantages compare a prompt's completions)")
+    elif d.batch_size % r.group_size:
+        errs.append(f"data.batch_size={d.batch_size} must be a multiple of rl.group_size={r.group_size} "
+                    "(a batch holds whole groups: batch_size / group_size prompts a step)")
+    if r.max_new_tokens < 1:
+        errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1")
+    if r.clip <= 0 or r.clip >= 1:
+        errs.append(f"rl.clip={r.clip} must be in (0, 1) (PPO's epsilon, e.g. 0.2)")
+    if r.kl_beta < 0:
+        errs.append(f"rl.kl_beta={r.kl_beta} must be >= 0 (0: no KL penalty)")
+    if r.updates_per_batch < 1:
+        errs.append(f"rl.updates_per_batch={r.updates_per_batch} must be >= 1")
+    if r.temperature < 0:
+        errs.append(f"rl.temperature={r.temperature} must be >= 0 (0: greedy, which gives a group no spread)")
+    if not 0 < r.top_p <= 1:
+        errs.append(f"rl.top_p={r.top_p} must be in (0, 1]")
+    if len(dataset_configs(d)) > 1:
+        errs.append("data.datasets: prompts (format prompts, trained by GRPO) are one dataset; leave the others out")
+    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages (the sampler has none)"),
+                      (cfg.mesh.context > 1, f"mesh.context={cfg.mesh.context}: context parallelism (the sampler "
+                                             "has none)"),
+                      (cfg.model.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their "
+                                                      "balancing losses)"),
+                      (t.time_budget is not None, "train.time_budget (its calibration times the language-model step)"),
+                      (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)"),
+                      (preference_data(d), "preference data")):
+        if bad:
+            errs.append(f"prompts data (GRPO) does not work with {what} yet; leave it out")
+    # (the loss, the rewards and the rollouts are built and tested: spmdgpt.rl; the training
+    # loop's rollout hook, evaluation by reward and the preflight of the sampler come next)
+    errs.append("data.datasets: format prompts (GRPO) is not run by `spmdgpt train` yet: the rollout loop "
+                "lands with the next step of reinforcement learning; train on chat or preference data meanwhile")
+    return errs

@@ -1,0 +1,80 @@
+"""Prompts with answers (`format: prompts`): one jsonl record a line,
+
+    {"prompt": "Q: 47+385= A:", "answer": "432"}
+    {"prompt": [{"role": "user", "content": "What is 47+385?"}], "answer": 432, "level": 2}
+
+`prompt` is a text (tokenized as it is) or a list of chat messages (rendered by the run's chat
+template, ending with the assistant's turn opened, as `spmdgpt chat` does); `answer` is any
+JSON the reward reads (`rl.reward`), and the record's other fields reach a reward of one's own
+as well. Records are split into training and validation prompts as other datasets' documents
+are (the dataset's `split`: hash by default, on the line's text; val; none).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, NamedTuple, Tuple
+
+from spmdgpt.config import ConfigError, DataConfig, dataset_configs
+from spmdgpt.data.sources import BadRecords, bad_record, json_line, records, resolve_source
+from spmdgpt.data.store import whole_split
+
+
+class Prompt(NamedTuple):
+    tokens: Tuple[int, ...]  # the prompt's token ids (a chat prompt: rendered, the assistant's turn opened)
+    prompt: Any  # the record's prompt as given (text or messages): what a reward sees
+    record: dict  # the whole record (its answer, and any other field)
+    where: str  # FILE:LINE
+
+
+def prompt_of(obj, tokenizer, where: str) -> Prompt:
+    """A Prompt from one parsed record; ValueError naming what is wrong with it."""
+    if not isinstance(obj, dict) or "prompt" not in obj or "answer" not in obj:
+        raise ValueError('a prompts record is {"prompt": text or messages, "answer": ...}; this one has '
+                         f"{sorted(obj) if isinstance(obj, dict) else type(obj).__name__}")
+    prompt = obj["prompt"]
+    if isinstance(prompt, str):
+        tokens = tokenizer.encode(prompt)
+    elif isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+        if not hasattr(tokenizer, "prompt"):
+            raise ValueError("a prompt of chat messages needs a chat template (data.chat_template, or the "
+                             "tokenizer's own)")
+        from spmdgpt.data.chat import ChatError, conversation
+
+        try:
+            tokens = tokenizer.prompt(conversation({"messages": prompt}))
+        except ChatError as e:
+            raise ValueError(str(e)) from None
+    else:
+        raise ValueError(f'"prompt" must be a text or a list of chat messages, not {type(prompt).__name__}')
+    if not tokens:
+        raise ValueError('"prompt" is empty')
+    return Prompt(tuple(int(t) for t in tokens), prompt, obj, where)
+
+
+def read_prompts(data: DataConfig, tokenizer, room: int) -> Tuple[List[Prompt], List[Prompt]]:
+    """(training prompts, validation prompts) of the run's one prompts dataset, in file order.
+    room: the most tokens a prompt may have (data.seq_len + 1 - rl.max_new_tokens). A bad
+    record is a ConfigError naming FILE:LINE (or skipped and counted under
+    data.skip_bad_records)."""
+    (name, ds), = dataset_configs(data).items()
+    src = resolve_source(name, ds, data)
+    bad = BadRecords()
+    train: List[Prompt] = []
+    val: List[Prompt] = []
+    for rec in records(src, bad):
+        parsed = json_line(rec, src, bad)
+        if parsed is None:
+            continue
+        try:
+            p = prompt_of(parsed[0], tokenizer, rec.where)
+            if len(p.tokens) > room:
+                raise ValueError(f"the prompt has {len(p.tokens)} tokens, more than the {room} that data.seq_len "
+                                 "leaves after rl.max_new_tokens; raise data.seq_len or shorten it")
+        except ValueError as e:
+            bad_record(src, bad, rec.where, str(e))
+            continue
+        (val if whole_split(parsed[1], src) == "val" else train).append(p)
+    if not train:
+        raise ConfigError([f"data.datasets.{name}: no training prompts (its files are empty, or all of them "
+                           "went to validation)"])
+    return train, val

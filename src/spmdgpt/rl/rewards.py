@@ -1,0 +1,118 @@
+"""Rewards for reinforcement learning with verifiable rewards (`rl.reward`): a function of
+(prompt, completion, record) -> float, where `record` is the prompt's whole jsonl record (its
+`answer` and anything else the reward reads).
+
+Built-ins, on the completion's text (cut at the end-of-turn / end-of-text token by the sampler):
+
+    exact     1.0 when the completion's final answer equals `answer` after normalisation, else 0.0:
+              the final answer is the text after the last "answer:" / "answer is" (any case) or
+              "####" (GSM8K's mark) or inside the last \\boxed{...}; else the whole completion.
+              Normalised: surrounding whitespace and a trailing period dropped, inner
+              whitespace runs as one space, case folded.
+    numeric   1.0 when the last number in the completion equals the number in `answer` (both
+              parsed as decimals, thousands separators dropped; equal within 1e-6 relative),
+              else 0.0; a completion without a number scores 0.0.
+    regex     1.0 when `answer`, a regular expression, matches the whole stripped completion
+              (re.fullmatch), else 0.0.
+
+`module:function` names one's own: imported once, called as f(prompt, completion, record) and
+returning a number. A reward that raises or returns something else stops the run with one line
+naming the record (`RewardError`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import numbers
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Callable
+
+from spmdgpt.config import ConfigError
+
+BUILTINS = ("exact", "numeric", "regex")
+
+_FINAL = re.compile(r"(?:answer\s*(?::|is)|####)\s*(.*)$", re.IGNORECASE | re.DOTALL)
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
+
+
+class RewardError(ValueError):
+    """A reward function raised or returned a non-number (the message names the record)."""
+
+
+def normalise(text: str) -> str:
+    return " ".join(str(text).split()).rstrip(".").strip().casefold()
+
+
+def final_answer(completion: str) -> str:
+    """The part of a completion that states its answer (see the module docstring)."""
+    boxed = _BOXED.findall(completion)
+    if boxed:
+        return boxed[-1]
+    m = _FINAL.search(completion)
+    if m is None:
+        return completion
+    tail = m.group(1)  # (after the first mark; then after each later one: "answer: 3. answer: 4" -> "4")
+    while (m := _FINAL.search(tail)) is not None:
+        tail = m.group(1)
+    return tail.strip().splitlines()[0] if tail.strip() else ""
+
+
+def exact(prompt: str, completion: str, record: dict) -> float:
+    return float(normalise(final_answer(completion)) == normalise(record["answer"]))
+
+
+def last_number(text: str):
+    """The last decimal number in text (a Decimal), or None."""
+    found = _NUMBER.findall(str(text))
+    if not found:
+        return None
+    try:
+        return Decimal(found[-1].replace(",", ""))
+    except InvalidOperation:
+        return None
+
+
+def numeric(prompt: str, completion: str, record: dict) -> float:
+    want, got = last_number(record["answer"]), last_number(completion)
+    if want is None or got is None:
+        return 0.0
+    return float(math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=0.0) or got == want)
+
+
+def regex(prompt: str, completion: str, record: dict) -> float:
+    return float(re.fullmatch(str(record["answer"]), completion.strip(), re.DOTALL) is not None)
+
+
+def reward_function(name: str) -> Callable:
+    """The reward `rl.reward` names: a built-in or `module:function` (imported now; a ConfigError
+    naming the field when it does not import or is not callable)."""
+    if name in BUILTINS:
+        return {"exact": exact, "numeric": numeric, "regex": regex}[name]
+    if ":" not in name:
+        raise ConfigError([f"rl.reward={name}: unknown reward; use one of {', '.join(BUILTINS)} or "
+                           "module:function (your own f(prompt, completion, record) -> float)"])
+    module, _, attr = name.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError([f"rl.reward={name}: cannot import it ({type(e).__name__}: {e}); the module must be "
+                           "importable (on PYTHONPATH) and define the function"]) from None
+    if not callable(fn):
+        raise ConfigError([f"rl.reward={name}: {attr} is not a function"])
+    return fn
+
+
+def score(fn: Callable, prompt: str, completion: str, record: dict, where: str) -> float:
+    """fn's reward as a float; RewardError naming `where` (the record) if it raises or returns
+    something other than a finite number."""
+    try:
+        value = fn(prompt, completion, record)
+    except Exception as e:  # (one's own reward: any exception is the record's problem)
+        raise RewardError(f"the reward raised {type(e).__name__}: {e} on {where}; fix the reward "
+                          "function or the record") from None
+    if not isinstance(value, numbers.Real) or not math.isfinite(value):  # (True / False: 1 / 0)
+        raise RewardError(f"the reward returned {value!r} on {where}; a reward must be a finite number")
+    return float(value)

@@ -1,0 +1,122 @@
+"""Rollouts: the batch GRPO trains on, sampled from the policy (spmdgpt.model.grpo).
+
+For optimizer step i the run draws data.batch_size / rl.group_size training prompts
+(`prompts_of_step`: an epoch-wise shuffle of the prompts, a function of (train.seed, i) alone),
+the KV-cache sampler draws rl.group_size completions of each on the run's mesh (temperature
+rl.temperature, top-p rl.top_p, at most rl.max_new_tokens tokens, stopping at the chat
+template's end-of-turn token or the tokenizer's end-of-text; its key a function of (seed, i)),
+the reward scores each completion's text, and the batch is laid out for the training step:
+
+    row      = prompt tokens + completion tokens (+ the stop token when it stopped), then padding
+    inputs   = row[:-1], targets = row[1:] where the target is a completion token, else -1
+    advantages [b]: the completion's standing in its group (`group_advantages`)
+    old_logp [b, t]: log-probabilities of the targets under the sampling parameters
+    ref_logp [b, t]: ... under the reference (the parameters the run started from)
+
+So a rerun of step i from the same state samples, scores and trains on the same batch (exact
+resume), and the prompt's tokens carry no loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, List, Sequence
+
+import jax
+import numpy as np
+
+from spmdgpt.config import Config
+from spmdgpt.generate import Sampler, SamplingParams
+from spmdgpt.model.grpo import group_advantages, token_logps
+from spmdgpt.rl.prompts import Prompt
+from spmdgpt.rl.rewards import score
+from spmdgpt.sharding import Rules
+
+ROLLOUT_SALT = 0x9A0  # separates the rollouts' streams from the data order and dropout
+
+
+def prompts_of_step(n: int, per_step: int, seed: int, step: int) -> List[int]:
+    """Indices of the prompts step `step` (0-based) trains on: prompt k of the run (k = step *
+    per_step + j) is the (k mod n)-th of epoch k // n's shuffle, a permutation drawn from
+    (seed, epoch)."""
+    out, perms = [], {}
+    for k in range(step * per_step, (step + 1) * per_step):
+        epoch = k // n
+        if epoch not in perms:
+            perms[epoch] = np.random.default_rng([seed, ROLLOUT_SALT, epoch]).permutation(n)
+        out.append(int(perms[epoch][k % n]))
+    return out
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The sampler's seed for step `step`'s rollouts (a uint32 drawn from (seed, step))."""
+    return int(np.random.SeedSequence([seed, ROLLOUT_SALT, step]).generate_state(1)[0])
+
+
+@dataclass
+class Rollout:
+    """One step's sampled batch and what it scored."""
+
+    batch: tuple  # (inputs, targets, advantages, old_logp, ref_logp), on the devices
+    rewards: np.ndarray  # [rows] float64
+    lengths: np.ndarray  # [rows] completion tokens (the stop token counted)
+    completions: List[str]  # decoded, without the stop token
+    prompts: List[Prompt]  # each row's prompt
+
+    def metrics(self, group_size: int) -> dict:
+        """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
+        rl/solved (share of prompts with a completion rewarded > 0)."""
+        groups = self.rewards.reshape(-1, group_size)
+        return {"rl/reward": float(self.rewards.mean()), "rl/reward_std": float(self.rewards.std()),
+                "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean())}
+
+
+class Rollouts:
+    """Samples, scores and lays out GRPO's batches (the module docstring) on the run's mesh."""
+
+    def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable):
+        self.cfg, self.rules, self.tokenizer, self.reward = cfg, rules, tokenizer, reward
+        self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
+        stop = getattr(tokenizer, "stop_id", None)
+        self.stop_id = stop if stop is not None else tokenizer.eos_id
+        self.logps = jax.jit(partial(token_logps, cfg.model, rules))
+
+    def sampling(self, step: int, greedy: bool = False) -> SamplingParams:
+        r = self.cfg.rl
+        return SamplingParams(max_new_tokens=r.max_new_tokens, temperature=0.0 if greedy else r.temperature,
+                              top_p=r.top_p, seed=step_seed(self.cfg.train.seed, step), eos_id=self.stop_id)
+
+    def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams) -> tuple:
+        """(completion token lists (the stop token kept), their texts (without it), rewards)."""
+        new = self.sampler.generate(params, [p.tokens for p in prompts], sp)
+        texts = [self.tokenizer.decode(t[:-1] if t and t[-1] == self.stop_id else t) for t in new]
+        rewards = np.array([score(self.reward, p.prompt, text, p.record, p.where)
+                            for p, text in zip(prompts, texts, strict=True)], np.float64)
+        return new, texts, rewards
+
+    def layout(self, prompts: Sequence[Prompt], completions: Sequence[Sequence[int]]) -> tuple:
+        """(inputs, targets) [rows, data.seq_len] int32 on the host (the module docstring)."""
+        t = self.cfg.data.seq_len
+        inputs = np.zeros((len(prompts), t), np.int32)
+        targets = np.full((len(prompts), t), -1, np.int32)
+        for r, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+            row = list(p.tokens) + list(c)
+            n = min(len(row) - 1, t)
+            inputs[r, :n] = row[:n]
+            first = len(p.tokens) - 1  # (the input position whose target is the completion's first token)
+            targets[r, first:n] = row[first + 1:n + 1]
+        return inputs, targets
+
+    def batch(self, params, reference, prompts: Sequence[Prompt], step: int) -> Rollout:
+        """Step `step`'s rollout of `prompts` (each sampled rl.group_size times), scored and laid
+        out; the log-probabilities under `params` (the sampling policy) and `reference`."""
+        g = self.cfg.rl.group_size
+        rows = [p for p in prompts for _ in range(g)]
+        new, texts, rewards = self.complete(params, rows, self.sampling(step))
+        inputs, targets = self.layout(rows, new)
+        sharding = self.rules.batch_sharding()
+        inputs, targets = (jax.device_put(a, sharding) for a in (inputs, targets))
+        advantages = jax.device_put(group_advantages(rewards, g), self.rules.sharding("batch"))
+        old, ref = self.logps(params, inputs, targets), self.logps(reference, inputs, targets)
+        return Rollout((inputs, targets, advantages, old, ref), rewards, np.array([len(c) for c in new]), texts, rows)

@@ -1,0 +1,172 @@
+"""Reinforcement learning's parts (spmdgpt.rl, spmdgpt.model.grpo): the rewards, GRPO's
+advantages and clipped loss against their definitions, prompts records, and the rollouts'
+batches (prompt tokens carry no loss; a step's rollout is a function of (seed, step))."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from spmdgpt.config import ConfigError, load_config, validate
+from spmdgpt.data import CharTokenizer
+from spmdgpt.model import init_params
+from spmdgpt.model.grpo import group_advantages, grpo_objective, grpo_terms, token_logps
+from spmdgpt.rl.rewards import RewardError, exact, final_answer, numeric, regex, reward_function, score
+from spmdgpt.sharding import Rules, make_mesh
+
+
+def test_builtin_rewards():
+    rec = {"answer": "432"}
+    assert final_answer("so 47+385 is... The answer is 432.") == "432."
+    assert final_answer("answer: 3. Answer: 4") == "4"
+    assert final_answer("#### 12\nmore") == "12" and final_answer(r"thus \boxed{7} and \boxed{8}") == "8"
+    assert [exact("", c, rec) for c in ("432", " 432. ", "Answer: 432", "The answer is 4321", "43 2")] == [
+        1.0, 1.0, 1.0, 0.0, 0.0]
+    assert exact("", "answer: Paris ", {"answer": "paris"}) == 1.0
+    assert [numeric("", c, {"answer": "1234"}) for c in ("it is 1,234", "1234.0 apples", "12 then 1234", "1233",
+                                                         "none", "-1234")] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert numeric("", "x = -0.5", {"answer": -0.5}) == 1.0 and numeric("", "7", {"answer": "no number"}) == 0.0
+    assert regex("", " 4[2] ", {"answer": r"4\[\d\]"}) == 1.0 and regex("", "42!", {"answer": r"\d+"}) == 0.0
+    assert reward_function("numeric") is numeric and reward_function("math:isfinite") is math.isfinite
+
+
+def test_reward_errors_name_the_field_or_the_record():
+    with pytest.raises(ConfigError, match=r"^rl.reward=close: unknown reward; use one of exact, numeric, regex"):
+        reward_function("close")
+    with pytest.raises(ConfigError, match=r"^rl.reward=no_such_module:f: cannot import it \(ModuleNotFoundError"):
+        reward_function("no_such_module:f")
+    with pytest.raises(ConfigError, match=r"^rl.reward=math:pi: pi is not a function"):
+        reward_function("math:pi")
+    assert score(lambda p, c, r: True, "p", "c", {}, "f:1") == 1.0 and score(numeric, "", "3", {"answer": 3}, "") == 1.0
+    with pytest.raises(RewardError, match=r"^the reward raised KeyError: 'answer' on prompts.jsonl:7; fix"):
+        score(lambda p, c, r: r["answer"], "p", "c", {}, "prompts.jsonl:7")
+    for bad in ("1", float("nan"), None):
+        with pytest.raises(RewardError, match=r"on f:2; a reward must be a finite number"):
+            score(lambda p, c, r, b=bad: b, "p", "c", {}, "f:2")
+
+
+def test_group_advantages_are_the_rewards_standing_in_their_group():
+    a = group_advantages(np.array([1.0, 0, 0, 1, 1, 1, 1, 1, 3, 0, 0, 0]), 4)
+    assert a.dtype == np.float32
+    np.testing.assert_allclose(a[:4], np.array([1, -1, -1, 1]) * 0.5 / (0.5 + 1e-4), rtol=1e-6)
+    assert (a[4:8] == 0).all()  # (all equal: no signal, not 0/0)
+    std = np.sqrt(np.mean((np.array([3, 0, 0, 0]) - 0.75) ** 2))
+    np.testing.assert_allclose(a[8:], (np.array([3, 0, 0, 0]) - 0.75) / (std + 1e-4), rtol=1e-6)
+
+
+def test_the_clipped_surrogate_and_kl_per_token():
+    logp = jnp.log(jnp.array([[0.5, 0.5, 0.2, 0.4]]))
+    old = jnp.log(jnp.array([[0.5, 0.25, 0.4, 0.5]]))  # ratios 1, 2, 0.5, 0.8
+    ref = jnp.log(jnp.array([[0.25, 0.5, 0.2, 0.8]]))
+    for adv, want_surrogate, want_clip in ((1.0, [1, 1.2, 0.5, 0.8], [0, 1, 0, 0]),
+                                           (-1.0, [-1, -2, -0.8, -0.8], [0, 0, 1, 0])):
+        loss, kl, clipped = grpo_terms(logp, old, ref, jnp.array([adv]), 0.2, 0.1)
+        d = np.log([0.25 / 0.5, 1.0, 1.0, 0.8 / 0.4])
+        np.testing.assert_allclose(kl[0], np.exp(d) - d - 1, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(loss[0], -np.array(want_surrogate) + 0.1 * (np.exp(d) - d - 1), rtol=1e-6)
+        assert clipped[0].astype(int).tolist() == want_clip
+
+
+def _tiny(devices=1, *over):
+    cfg = load_config(["+experiment=staircase", "model.num_layers=1", "model.d_model=32", "model.num_heads=2",
+                       "model.vocab_size=16", "data.seq_len=24", "model.max_seq_len=32", f"mesh.data={devices}", *over])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:devices])
+    return cfg, mesh, Rules(mesh, cfg.sharding, cfg.model)
+
+
+def test_at_the_sampling_policy_the_gradient_is_the_policy_gradient():
+    """With old_logp = logp (a batch's first update) and no KL, GRPO's gradient is the advantage-
+    weighted gradient of the completions' log-likelihood per counted token (the prompt's
+    targets, < 0, not counted)."""
+    cfg, mesh, rules = _tiny()
+    rng = np.random.default_rng(0)
+    inputs = jnp.asarray(rng.integers(0, 12, (4, 24)), jnp.int32)
+    targets = np.asarray(rng.integers(0, 12, (4, 24)), np.int32)
+    targets[:, :5] = -1  # the prompt
+    targets = jnp.asarray(targets)
+    adv = jnp.array([1.5, -0.5, 0.0, -1.0])
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        logp = token_logps(cfg.model, rules, params, inputs, targets)
+        loss, m = grpo_objective(cfg.model, rules, 0.2, 0.0, params, inputs, targets, adv, logp, logp)
+        g = jax.grad(lambda p: grpo_objective(cfg.model, rules, 0.2, 0.0, p, inputs, targets, adv, logp, logp)[0])(
+            params)
+        n = float(jnp.sum(targets >= 0))
+        want = jax.grad(lambda p: -jnp.sum(adv[:, None] * token_logps(cfg.model, rules, p, inputs, targets)) / n)(
+            params)
+        assert float(m["rl/kl"]) == 0.0 and float(m["rl/clip_fraction"]) == 0.0
+    assert float(loss) == pytest.approx(-float(jnp.sum(adv[:, None] * (targets >= 0))) / n, abs=1e-6)
+    for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-7)
+
+
+def test_prompts_records_and_their_errors(tmp_path):
+    from spmdgpt.rl.prompts import read_prompts
+
+    lines = [{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(40)]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    cfg = load_config([f"data.path={tmp_path}", "+data.datasets.add={paths:[p.jsonl],format:prompts}",
+                       "data.val_fraction=0.25", "data.seq_len=16", "data.tokenizer=char"])
+    tok = CharTokenizer("0123456789+=")
+    train, val = read_prompts(cfg.data, tok, room=5)
+    assert len(train) + len(val) == 40 and 3 < len(val) < 20  # (hash split: about a quarter)
+    assert train[0].tokens == tuple(tok.encode(train[0].prompt)) and train[0].record["answer"] == str(
+        int(train[0].prompt[:-3]) + 1)
+    assert train[0].where.endswith("p.jsonl:" + str(lines.index(train[0].record) + 1))
+    path.write_text(json.dumps(lines[0]) + "\n" + json.dumps({"prompt": "1+1="}) + "\n")
+    with pytest.raises(ConfigError, match=r'p.jsonl:2: a prompts record is \{"prompt": text or messages, "answer"'):
+        read_prompts(cfg.data, tok, room=5)
+    path.write_text(json.dumps({"prompt": "12+12=", "answer": 24}) + "\n")
+    with pytest.raises(ConfigError, match=r"p.jsonl:1: the prompt has 6 tokens, more than the 5 that data.seq_len"):
+        read_prompts(cfg.data, tok, room=5)
+    # the checks of rl.*, all at once
+    bad = load_config([f"data.path={tmp_path}", "+data.datasets.add={paths:[p.jsonl],format:prompts}",
+                       "rl.group_size=1", "rl.clip=1.5", "rl.kl_beta=-1", "data.batch_size=6", "mesh.data=1"])
+    errs = validate(bad, 8)
+    assert "rl.group_size=1 must be >= 2 (advantages compare a prompt's completions)" in errs
+    assert "rl.clip=1.5 must be in (0, 1) (PPO's epsilon, e.g. 0.2)" in errs
+    assert "rl.kl_beta=-1.0 must be >= 0 (0: no KL penalty)" in errs
+
+
+def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
+    """Each prompt sampled group_size times; inputs are prompt + completion, the targets are the
+    completion's tokens only (the stop token included), the sampling log-probabilities are the
+    policy's; the same step gives the same batch bitwise, another step other samples."""
+    from spmdgpt.rl.prompts import Prompt
+    from spmdgpt.rl.rollouts import Rollouts, prompts_of_step
+
+    cfg, mesh, rules = _tiny(2, "rl.group_size=4", "rl.max_new_tokens=6", "data.batch_size=8",
+                             "rl.temperature=1.0")
+    tok = CharTokenizer("0123456789", eos=True)  # (11 ids: eos = 10)
+    prompts = [Prompt(tuple(tok.encode(s)), s, {"answer": "5"}, f"f:{i}") for i, s in enumerate(["0123", "98765"])]
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(1), rules)
+        ref = init_params(cfg.model, jax.random.key(2), rules)
+        ro = Rollouts(cfg, rules, tok, numeric)
+        a, b, c = (ro.batch(params, ref, prompts, step) for step in (3, 3, 4))
+        logp = token_logps(cfg.model, rules, params, a.batch[0], a.batch[1])
+    inputs, targets, adv, old, refl = (np.asarray(x) for x in a.batch)
+    assert inputs.shape == targets.shape == old.shape == (8, 24) and adv.shape == (8,)
+    for r in range(8):
+        p, n = prompts[r // 4].tokens, int(a.lengths[r])
+        assert 1 <= n <= 6 and inputs[r, :len(p)].tolist() == list(p)
+        assert (targets[r, :len(p) - 1] == -1).all() and (targets[r, len(p) - 1 + n:] == -1).all()
+        completion = targets[r, len(p) - 1:len(p) - 1 + n].tolist()  # (each target: the next input)
+        assert inputs[r, len(p):len(p) + n - 1].tolist() == completion[:-1]
+        assert (completion[-1] == tok.eos_id) == (n < 6) and tok.eos_id not in completion[:-1]
+        assert a.rewards[r] == numeric("", a.completions[r], {"answer": "5"})
+    np.testing.assert_array_equal(old, np.asarray(logp))  # (the sampling policy's, as the step computes them)
+    assert (old[targets < 0] == 0).all() and (old[targets >= 0] < 0).all() and not np.array_equal(old, refl)
+    np.testing.assert_array_equal(adv, group_advantages(a.rewards, 4))
+    assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a.batch, b.batch, strict=True))
+    assert not np.array_equal(np.asarray(a.batch[0]), np.asarray(c.batch[0]))
+    m = a.metrics(4)
+    assert m["rl/reward"] == pytest.approx(a.rewards.mean()) and m["rl/length"] == pytest.approx(a.lengths.mean())
+    # the prompts of a step: epoch after epoch, each a shuffle of every prompt drawn from (seed, epoch)
+    first = prompts_of_step(5, 3, 0, 0) + prompts_of_step(5, 3, 0, 1)  # (5 prompts, 3 a step)
+    assert sorted(first[:5]) == [0, 1, 2, 3, 4] and first == prompts_of_step(5, 6, 0, 0)
+    assert prompts_of_step(5, 5, 0, 0) != prompts_of_step(5, 5, 1, 0)  # (another seed, another order)
