@@ -170,3 +170,97 @@ def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
     first = prompts_of_step(5, 3, 0, 0) + prompts_of_step(5, 3, 0, 1)  # (5 prompts, 3 a step)
     assert sorted(first[:5]) == [0, 1, 2, 3, 4] and first == prompts_of_step(5, 6, 0, 0)
     assert prompts_of_step(5, 5, 0, 0) != prompts_of_step(5, 5, 1, 0)  # (another seed, another order)
+
+
+def digits_like_the_answer(prompt, completion, record):
+    """A reward with spread for an untrained model: the share of the completion's characters that
+    are the answer's last digit (a `module:function` reward)."""
+    return sum(c == str(record["answer"])[-1] for c in completion) / 3
+
+
+def _sums_file(folder):
+    import random
+
+    r = random.Random(0)
+    lines = []
+    for _ in range(120):
+        a, b = r.randint(0, 9), r.randint(0, 9)
+        lines.append(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}))
+    (folder / "add.jsonl").write_text("\n".join(lines) + "\n")
+    return [f"data.path={folder}", "data.source=text", "+data.datasets.add={paths:[add.jsonl],format:prompts}",
+            "data.seq_len=12", "model.max_seq_len=12", "model.num_layers=1", "model.d_model=32", "model.num_heads=2",
+            "model.vocab_size=16", "data.batch_size=8", "rl.group_size=4", "rl.max_new_tokens=3",
+            "rl.reward=test_rl:digits_like_the_answer", "optimizer.schedule=constant",
+            "rl.temperature=1.5", "rl.kl_beta=0.05", "rl.val_prompts=4", "rl.samples=2", "train.eval_every=2",
+            "train.log_every=1", "train.progress=false", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
+            "checkpoint.every=2", "checkpoint.async_save=false"]
+
+
+def _rows(run_dir):
+    from conftest import read_jsonl
+
+    return [r for r in read_jsonl(run_dir / "metrics.jsonl") if "loss" in r or "val/reward" in r]
+
+
+def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
+    """`spmdgpt train` on prompts: each step's row holds the rollout's metrics beside the loss;
+    evaluations log val/reward and write samples with their rewards; 4 steps in one go equal 2
+    steps then a resumed 2 bitwise (the rollouts are a function of (seed, step) and the state);
+    8 data-parallel devices sample and score what one device does (rewards equal, losses to
+    float32 rounding)."""
+    import os
+    import subprocess
+    import sys
+
+    from spmdgpt.cli import main
+
+    base = _sums_file(tmp_path)
+    assert main(["train", *base, "train.steps=4", "mesh.data=8", f"run.dir={tmp_path / 'a'}"]) == 0
+    rows = _rows(tmp_path / "a")
+    steps = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3, 4]
+    for r in steps:
+        assert {"rl/reward", "rl/reward_std", "rl/length", "rl/solved", "rl/kl", "rl/clip_fraction"} <= set(r)
+        assert 0 <= r["rl/reward"] <= 1 and 1 <= r["rl/length"] <= 3 and r["rl/kl"] >= 0
+    assert steps[0]["rl/kl"] == 0.0 and steps[0]["rl/clip_fraction"] == 0.0  # (the policy is the reference)
+    assert [r["step"] for r in rows if "val/reward" in r] == [2, 4]
+    samples = [json.loads(x) for x in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in samples] == [2, 2, 4, 4]
+    assert all(s["reward"] == digits_like_the_answer("", s["completion"], {"answer": s["answer"]}) for s in samples)
+    assert any(r["rl/reward_std"] > 0 for r in steps) and steps[-1]["rl/kl"] > 0  # (it learns something)
+    assert "val/reward" in capsys.readouterr().err
+    # stopped after step 2 (its checkpoint), resumed: the same rows, bitwise
+    assert main(["train", *base, "train.steps=2", "mesh.data=8", f"run.dir={tmp_path / 'b'}"]) == 0
+    assert main(["train", *base, "train.steps=4", "mesh.data=8", f"run.dir={tmp_path / 'b'}"]) == 0
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("tokens_per_sec", "mfu")} for r in rs]  # noqa: E731
+    assert strip(_rows(tmp_path / "b")) == strip(rows)
+    # one device (a process of its own)
+    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0",
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *base, "train.steps=4", "mesh.data=1",
+                          f"run.dir={tmp_path / 'c'}"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    one = [r for r in _rows(tmp_path / "c") if "loss" in r]
+    assert [r["rl/reward"] for r in one] == [r["rl/reward"] for r in steps]
+    np.testing.assert_allclose([r["loss"] for r in one], [r["loss"] for r in steps], rtol=2e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["rl.reward=close"], "rl.reward=close: unknown reward; use one of exact, numeric, regex or module:function"),
+    (["rl.group_size=3"], "data.batch_size=8 must be a multiple of rl.group_size=3"),
+    (["mesh.stage=2", "mesh.data=1"], "prompts data (GRPO) does not work with mesh.stage=2: pipeline stages"),
+    (["rl.updates_per_batch=3"], "checkpoint.every=2 must be a multiple of rl.updates_per_batch=3"),
+    (["BAD_FILE"], 'add.jsonl:2: a prompts record is {"prompt": text or messages, "answer": ...}; this one has '
+                   "['prompt']; fix the file or set data.skip_bad_records=true"),
+])
+def test_bad_rl_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
+    from spmdgpt.cli import main
+
+    base = _sums_file(tmp_path)
+    if extra == ["BAD_FILE"]:
+        (tmp_path / "add.jsonl").write_text('{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2="}\n')
+        extra = []
+    assert main(["train", *base, *extra, "train.steps=2", f"run.dir={tmp_path / 'r'}"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and all(ln.startswith("spmdgpt: error: ") for ln in err.strip().splitlines()), err
+    assert not (tmp_path / "r").exists()

@@ -15,7 +15,8 @@ state, config, logs and console the hooks read and write):
     finish(loop)                     once the steps are done (not after a signal or an error)
     close(loop)                      at the end, also after an error (may raise WriteFailed)
 
-A feature that runs work during training (reinforcement learning's rollouts, next) is one more hook.
+A feature that runs work during training is one more hook (reinforcement learning's rollout
+metrics and evaluation by reward: spmdgpt.rl.loop).
 """
 
 from __future__ import annotations
@@ -254,16 +255,18 @@ class Pacing(Hook):
                                   "predicted_s": predicted, "budget_s": cal.budget_s})
 
 
-def training_hooks(loop, evaluator, rollouts, ckpt, profile: Optional[tuple], pacer, calibration) -> list:
+def training_hooks(loop, evaluation: list, ckpt, profile: Optional[tuple], pacer, calibration) -> list:
     """The hooks of a run, in the order they act: the divergence guard, profiling, statistics,
-    evaluation (before the checkpoint that covers it), checkpoints, the pace."""
+    the objective's `evaluation` hooks (the validation loss; reinforcement learning's rollout
+    metrics and rewards: spmdgpt.rl.loop) before the checkpoint that covers them, checkpoints,
+    the pace."""
     t = loop.cfg.train
     hooks: list = [Guard(t.skip_nonfinite, t.loss_spike_factor)]
     if profile:
         hooks.append(Profiler(profile))
     if t.stats_every:
         hooks.append(Statistics(t.stats_every))
-    hooks.append(Evaluation(evaluator, rollouts))
+    hooks.extend(evaluation)
     if ckpt is not None:
         hooks.append(Checkpoints(ckpt))
     if pacer is not None:

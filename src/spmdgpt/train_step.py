@@ -149,11 +149,10 @@ def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransfor
 
     skip_nonfinite = cfg.train.skip_nonfinite > 0
 
-    def train_step(state: TrainState, inputs: jax.Array, targets: jax.Array,
-                   segment_ids: Optional[jax.Array] = None, positions: Optional[jax.Array] = None, reference=None,
-                   base=None):
-        losses, grads = gradients(state.params, state.step, inputs, targets, segment_ids, positions,
-                                  reference=reference, base=base)
+    def train_step(state: TrainState, *batch: jax.Array, reference=None, base=None):
+        # (batch: inputs, targets, then what the objective reads: segment ids and positions;
+        # GRPO's advantages and log-probabilities)
+        losses, grads = gradients(state.params, state.step, *batch, reference=reference, base=base)
         loss = losses["loss"]
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)

@@ -35,6 +35,7 @@ from spmdgpt.config import (
     freeze,
     preference_data,
     profile_range,
+    prompts_data,
     validate,
 )
 from spmdgpt.data import (
@@ -48,7 +49,7 @@ from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
 from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
-from spmdgpt.hooks import Diverged, training_hooks
+from spmdgpt.hooks import Diverged, Evaluation, training_hooks
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
@@ -94,48 +95,53 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         raise ConfigError(errs)
     cfg = freeze(copy.deepcopy(cfg))  # the run's own config from here on (the caller's stays as it was)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
-    data = load_dataset(cfg.data, progress=cfg.train.progress and jax.process_index() == 0,
-                        check=partial(check_tokenizer, cfg))
-    if not data.val:
-        raise ConfigError(["data: the corpus has no validation text; set data.val_fraction > 0 "
-                           "(or a dataset's val_fraction), or add a dataset with split=val"])
+    rl = prompts_data(cfg.data)  # prompts with answers: reinforcement learning (GRPO, spmdgpt.rl)
+    if rl:
+        from spmdgpt.rl.loop import load_prompts
+
+        data = load_prompts(cfg, check=partial(check_tokenizer, cfg))
+    else:
+        data = load_dataset(cfg.data, progress=cfg.train.progress and jax.process_index() == 0,
+                            check=partial(check_tokenizer, cfg))
+        if not data.val:
+            raise ConfigError(["data: the corpus has no validation text; set data.val_fraction > 0 "
+                               "(or a dataset's val_fraction), or add a dataset with split=val"])
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding, cfg.model)
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
-        d, sharding = cfg.data, rules.batch_sharding()
-        docs, pad = document_batches(d), data.tokenizer.eos_id or 0
-        batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed, sharding, *docs,
-                          pad_id=pad)
-        val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, sharding, name, *docs,
-                                      pad_id=pad) for name, s in data.val.items()}
-        for name, packing in zip(batcher.names, batcher.packed, strict=True):
-            if packing is not None and is_main:
-                what = "pairs" if packing.stream.pairs else "conversations"
-                print(f"{name}: {packing.units:,} {what} packed into {packing.rows:,} rows of {d.seq_len + 1} tokens "
-                      f"({packing.fill:.1%} filled" + (f"; {packing.truncated:,} longer than a row, "
-                      + ("left out" if packing.stream.pairs else "cut") if packing.truncated else "") + ")",
-                      file=sys.stderr)
+        d = cfg.data
+        batcher = rollout_batcher(cfg, rules, data) if rl else text_batcher(cfg, rules, data, is_main)
         optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
         # LoRA: the frozen model under the adapters (checkpoint.init_from's parameters)
         base = starting_params(cfg, rules) if cfg.lora.rank else None
-        reference = None  # preference data: DPO's frozen reference, the parameters the run started from
-        if preference_data(d):
+        reference = None  # DPO's and GRPO's frozen reference: the parameters the run started from
+        if preference_data(d) or rl:
             reference = (base if base is not None else starting_params(cfg, rules) if begin.kind == StartKind.resumed
                          else jax.tree.map(jnp.copy, begin.state.params))
+        samples = run_dir / "samples.jsonl" if is_main else None
+        programs, calibration = None, None
+        if rl:
+            from spmdgpt.rl.loop import RewardEvaluation, RewardEvaluator, RolloutMetrics
 
-        evaluator = LossEvaluator(cfg, rules, val_sets, reference)
-        rollouts = None
-        if cfg.train.rollout_tokens > 0:
-            samples = run_dir / "samples.jsonl" if is_main else None
-            rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
-        # every program of the run compiled now, and refused here if one does not fit a device
-        # (a run that has already trained its steps runs none)
-        programs = (preflight(cfg, rules, optimizer, begin, batcher, evaluator, rollouts, base, reference)
-                    if begin.step < cfg.train.steps else None)
-        calibration = None
+            evaluation = [RolloutMetrics(batcher),
+                          RewardEvaluation(RewardEvaluator(cfg, batcher.rollouts, data.val, samples))]
+            # (no preflight yet: the sampler, the log-probabilities and the step compile at first use)
+        else:
+            val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, rules.batch_sharding(),
+                                          name, *document_batches(d), pad_id=data.tokenizer.eos_id or 0)
+                        for name, s in data.val.items()}
+            evaluator = LossEvaluator(cfg, rules, val_sets, reference)
+            rollouts = None
+            if cfg.train.rollout_tokens > 0:
+                rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
+            evaluation = [Evaluation(evaluator, rollouts)]
+            # every program of the run compiled now, and refused here if one does not fit a device
+            # (a run that has already trained its steps runs none)
+            programs = (preflight(cfg, rules, optimizer, begin, batcher, evaluator, rollouts, base, reference)
+                        if begin.step < cfg.train.steps else None)
         if cfg.train.time_budget is not None:  # a fresh run: time a few steps, then size the run
             cfg, calibration = fit_budget(cfg, programs["train_step"], begin.state, batcher, evaluator, rollouts,
                                           started)
@@ -154,8 +160,10 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
                 save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
             except OSError as e:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
-        loop = _Loop(cfg, run_dir, begin, rules, batcher, evaluator, rollouts, data, ckpt, is_main, calibration,
+        loop = _Loop(cfg, run_dir, begin, rules, batcher, evaluation, data, ckpt, is_main, calibration,
                      started, reference, base, programs)
+        if rl:  # (each step's batch is sampled from the parameters of the loop, as the step begins)
+            batcher.policy = lambda: (loop.model_params(), reference)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
                      f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
@@ -166,13 +174,37 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         return loop.run()
 
 
+def text_batcher(cfg: Config, rules: Rules, data: Corpus, is_main: bool) -> Batcher:
+    """The training batches of a text corpus (documents, conversations or preference pairs
+    packed into rows, `Batcher`); how the packed datasets filled their rows, printed."""
+    d = cfg.data
+    batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed, rules.batch_sharding(),
+                      *document_batches(d), pad_id=data.tokenizer.eos_id or 0)
+    for name, packing in zip(batcher.names, batcher.packed, strict=True):
+        if packing is not None and is_main:
+            what = "pairs" if packing.stream.pairs else "conversations"
+            print(f"{name}: {packing.units:,} {what} packed into {packing.rows:,} rows of {d.seq_len + 1} tokens "
+                  f"({packing.fill:.1%} filled" + (f"; {packing.truncated:,} longer than a row, "
+                  + ("left out" if packing.stream.pairs else "cut") if packing.truncated else "") + ")",
+                  file=sys.stderr)
+    return batcher
+
+
+def rollout_batcher(cfg: Config, rules: Rules, data):
+    """The training batches of prompts data: rollouts sampled from the policy (spmdgpt.rl)."""
+    from spmdgpt.rl.loop import RolloutBatcher
+    from spmdgpt.rl.rewards import reward_function
+
+    return RolloutBatcher(cfg, rules, data, reward_function(cfg.rl.reward))
+
+
 class _Loop:
     """The training loop proper: steps, one-step-late metrics, evaluation, checkpoints, signals.
 
     All of its state is set up here, in __init__; run() only steps."""
 
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, batcher: Batcher,
-                 evaluator: LossEvaluator, rollouts: Optional[RolloutEvaluator], data: Corpus,
+                 evaluation: list, data: Corpus,
                  ckpt, is_main: bool, calibration=None, started: float = 0.0, reference=None, base=None,
                  programs: Optional[dict] = None):
         self.cfg, self.run_dir, self.data, self.is_main, self.rules = cfg, run_dir, data, is_main, rules
@@ -202,7 +234,7 @@ class _Loop:
         # the throughput window: its start (after the first step) and the steps done on the devices then
         self.window_t0: Optional[float] = None
         self.window_done = 0
-        self.last_loss, self.val_loss = float("nan"), None
+        self.last_loss, self.val_loss, self.val_reward = float("nan"), None, None
         self.metrics_log = None
         if is_main:  # metrics.jsonl, then the trackers of train.loggers
             trackers = open_trackers(cfg, run_dir, self.resumed_from)
@@ -211,7 +243,7 @@ class _Loop:
                                active=is_main and "console" in t.loggers)
         self.say = self.console.write
         profile = profile_range(t.profile, t.steps) if t.profile else None
-        self.hooks = training_hooks(self, evaluator, rollouts, ckpt, profile, self.pacer, calibration)
+        self.hooks = training_hooks(self, evaluation, ckpt, profile, self.pacer, calibration)
 
     def _header(self) -> None:
         cfg, data = self.cfg, self.data
@@ -305,8 +337,9 @@ class _Loop:
             self.say(f"done: {self.run_dir} had already trained its {t.steps} steps; nothing to do (spmdgpt eval "
                      f"run.dir={self.run_dir} evaluates it)")
         else:
-            val = "-" if self.val_loss is None else f"{self.val_loss:.4f}"
-            self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, val/loss {val} -> {self.run_dir}")
+            val = ("-" if self.val_loss is None else f"{self.val_loss:.4f}") if self.val_reward is None else None
+            what = f"val/loss {val}" if val is not None else f"val/reward {self.val_reward:.4f}"
+            self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, {what} -> {self.run_dir}")
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)
 
@@ -319,7 +352,8 @@ class _Loop:
             self.train_step, self.stats_fn = programs["train_step"], programs.get("statistics")
             return
         optimizer = optimizer_of(self.cfg)
-        self.train_step = make_train_step(self.cfg, self.rules, optimizer, self.reference, self.base)
+        reference = self.reference if preference_data(self.cfg.data) else None  # (GRPO's: in its batches)
+        self.train_step = make_train_step(self.cfg, self.rules, optimizer, reference, self.base)
         self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
 
     def paused(self, fn, *args, evaluation: bool = False) -> None:
@@ -387,7 +421,8 @@ class _Loop:
             "grad_norm": float(m["grad_norm"]),
             **({"loss_tokens": int(m["tokens"])} if self.masked and "tokens" in m else {}),  # the targets counted
             **({"pairs": int(m["pairs"])} if "pairs" in m else {}),  # (DPO: the complete pairs of the step)
-            **{k: float(v) for k, v in m.items() if k.startswith(("aux/", "dpo/"))},  # auxiliary losses; DPO's
+            # auxiliary losses; DPO's and GRPO's metrics
+            **{k: float(v) for k, v in m.items() if k.startswith(("aux/", "dpo/", "rl/"))},
             "tokens_per_sec": tps,  # over the steps the devices finished since the last row (None: none)
             "mfu": mfu_v,
             **self._epochs(step),

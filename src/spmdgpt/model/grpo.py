@@ -118,8 +118,14 @@ def config_errors(cfg: Config) -> List[str]:
                       (preference_data(d), "preference data")):
         if bad:
             errs.append(f"prompts data (GRPO) does not work with {what} yet; leave it out")
-    # (the loss, the rewards and the rollouts are built and tested: spmdgpt.rl; the training
-    # loop's rollout hook, evaluation by reward and the preflight of the sampler come next)
-    errs.append("data.datasets: format prompts (GRPO) is not run by `spmdgpt train` yet: the rollout loop "
-                "lands with the next step of reinforcement learning; train on chat or preference data meanwhile")
+    u = r.updates_per_batch
+    if u > 1 and cfg.checkpoint.every % u:
+        errs.append(f"checkpoint.every={cfg.checkpoint.every} must be a multiple of rl.updates_per_batch={u} "
+                    "(a checkpoint between a batch's updates could not resume its sampled batch)")
+    from spmdgpt.rl.rewards import reward_function
+
+    try:
+        reward_function(r.reward)
+    except ConfigError as e:
+        errs.extend(e.messages)
     return errs

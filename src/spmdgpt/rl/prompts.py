@@ -51,30 +51,60 @@ def prompt_of(obj, tokenizer, where: str) -> Prompt:
     return Prompt(tuple(int(t) for t in tokens), prompt, obj, where)
 
 
-def read_prompts(data: DataConfig, tokenizer, room: int) -> Tuple[List[Prompt], List[Prompt]]:
-    """(training prompts, validation prompts) of the run's one prompts dataset, in file order.
-    room: the most tokens a prompt may have (data.seq_len + 1 - rl.max_new_tokens). A bad
-    record is a ConfigError naming FILE:LINE (or skipped and counted under
-    data.skip_bad_records)."""
+def read_records(data: DataConfig) -> Tuple[list, object]:
+    """([(parsed record, the line's text, FILE:LINE)] of the run's one prompts dataset in file
+    order, its resolved Source). A line that is not JSON is a ConfigError naming FILE:LINE (or
+    skipped and counted under data.skip_bad_records)."""
     (name, ds), = dataset_configs(data).items()
     src = resolve_source(name, ds, data)
     bad = BadRecords()
-    train: List[Prompt] = []
-    val: List[Prompt] = []
+    out = []
     for rec in records(src, bad):
         parsed = json_line(rec, src, bad)
-        if parsed is None:
-            continue
+        if parsed is not None:
+            out.append((parsed[0], parsed[1], rec.where))
+    return out, src
+
+
+def characters(recs: list) -> str:
+    """The sorted characters of the records' prompts (texts, or the messages' contents) and
+    answers: a char tokenizer's vocabulary for prompts data without a model to start from."""
+    chars: set = set()
+    for obj, _, _ in recs:
+        if isinstance(obj, dict):
+            for value in (obj.get("prompt"), obj.get("answer")):
+                if isinstance(value, list):
+                    chars.update(*(str(m.get("content", "")) for m in value if isinstance(m, dict)))
+                elif value is not None:
+                    chars.update(str(value))
+    return "".join(sorted(chars))
+
+
+def split_prompts(recs: list, src, tokenizer, room: int) -> Tuple[List[Prompt], List[Prompt]]:
+    """(training prompts, validation prompts) of `read_records`' records, in file order, split as
+    the dataset's `split` says. room: the most tokens a prompt may have (what the context leaves
+    after rl.max_new_tokens). A bad record is a ConfigError naming FILE:LINE (or skipped and
+    counted under data.skip_bad_records)."""
+    bad = BadRecords()
+    train: List[Prompt] = []
+    val: List[Prompt] = []
+    for obj, line, where in recs:
         try:
-            p = prompt_of(parsed[0], tokenizer, rec.where)
+            p = prompt_of(obj, tokenizer, where)
             if len(p.tokens) > room:
                 raise ValueError(f"the prompt has {len(p.tokens)} tokens, more than the {room} that data.seq_len "
                                  "leaves after rl.max_new_tokens; raise data.seq_len or shorten it")
         except ValueError as e:
-            bad_record(src, bad, rec.where, str(e))
+            bad_record(src, bad, where, str(e))
             continue
-        (val if whole_split(parsed[1], src) == "val" else train).append(p)
+        (val if whole_split(line, src) == "val" else train).append(p)
     if not train:
-        raise ConfigError([f"data.datasets.{name}: no training prompts (its files are empty, or all of them "
+        raise ConfigError([f"data.datasets.{src.name}: no training prompts (its files are empty, or all of them "
                            "went to validation)"])
     return train, val
+
+
+def read_prompts(data: DataConfig, tokenizer, room: int) -> Tuple[List[Prompt], List[Prompt]]:
+    """`split_prompts` of the run's one prompts dataset."""
+    recs, src = read_records(data)
+    return split_prompts(recs, src, tokenizer, room)

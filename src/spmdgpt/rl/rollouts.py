@@ -75,8 +75,10 @@ class Rollout:
 class Rollouts:
     """Samples, scores and lays out GRPO's batches (the module docstring) on the run's mesh."""
 
-    def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable):
-        self.cfg, self.rules, self.tokenizer, self.reward = cfg, rules, tokenizer, reward
+    def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable, pad_to: int = 1):
+        """pad_to: prompts are left-padded to a multiple of it (the longest prompt of the run:
+        one prompt length, one compiled sampler)."""
+        self.cfg, self.rules, self.tokenizer, self.reward, self.pad_to = cfg, rules, tokenizer, reward, pad_to
         self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
@@ -89,7 +91,7 @@ class Rollouts:
 
     def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams) -> tuple:
         """(completion token lists (the stop token kept), their texts (without it), rewards)."""
-        new = self.sampler.generate(params, [p.tokens for p in prompts], sp)
+        new = self.sampler.generate(params, [p.tokens for p in prompts], sp, pad_to=self.pad_to)
         texts = [self.tokenizer.decode(t[:-1] if t and t[-1] == self.stop_id else t) for t in new]
         rewards = np.array([score(self.reward, p.prompt, text, p.record, p.where)
                             for p, text in zip(prompts, texts, strict=True)], np.float64)

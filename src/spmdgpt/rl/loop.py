@@ -1,0 +1,170 @@
+"""GRPO in the training loop: the run's prompts and tokenizer (`load_prompts`), the batches
+(`RolloutBatcher`: each step's batch sampled from the policy as the step begins, `rollouts`),
+and two hooks (spmdgpt.hooks): the rollout's metrics in each step's row (`RolloutMetrics`:
+rl/reward, rl/reward_std, rl/length, rl/solved beside the step's own rl/kl and
+rl/clip_fraction) and the evaluation by reward (`RewardEvaluation`: val/reward, greedy
+completions of held-out prompts; rl.samples of them into samples.jsonl with their rewards).
+
+With rl.updates_per_batch = U > 1, steps kU .. kU + U - 1 train on the batch sampled at step kU
+(the importance ratio against its sampling parameters). Checkpoints then fall on multiples of U
+(checkpoint.every), so that a resumed run samples what the uninterrupted one did.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from spmdgpt.config import Config, ConfigError, TokenizerKind, dataset_configs
+from spmdgpt.hooks import Evaluation, Hook
+from spmdgpt.loggers import JsonlLogger
+from spmdgpt.rl.prompts import Prompt, characters, read_records, split_prompts
+from spmdgpt.rl.rollouts import Rollouts, prompts_of_step
+from spmdgpt.sharding import Rules
+
+
+@dataclass
+class PromptsCorpus:
+    """A run's prompts (what `load_dataset` is for text): the two splits and the tokenizer."""
+
+    train: List[Prompt]
+    val: List[Prompt]
+    tokenizer: object
+    source: str  # (for the run's header)
+
+    @property
+    def train_tokens(self) -> int:
+        return sum(len(p.tokens) for p in self.train)
+
+    @property
+    def val_tokens(self) -> int:
+        return sum(len(p.tokens) for p in self.val)
+
+
+def prompts_tokenizer(cfg: Config, recs: list):
+    """An RL run's tokenizer: checkpoint.init_from's (its run's tokenizer.json), the ids its
+    model was trained on; else data.tokenizer's (char: the characters of the prompts and
+    answers, with an end-of-text id); with a chat template when a prompt is chat messages."""
+    from spmdgpt.data.corpus import with_chat_template
+    from spmdgpt.data.tokenizers import CharTokenizer, load_tokenizer, tokenizer_from_json
+    from spmdgpt.hf import hf_folder
+
+    src = cfg.checkpoint.init_from
+    saved = Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
+    if saved is not None and saved.is_file():
+        try:
+            tok = tokenizer_from_json(json.loads(saved.read_text(encoding="utf-8")), cfg.data)
+        except (OSError, ValueError) as e:
+            raise ConfigError([f"{saved}: cannot read the run's tokenizer ({e}); restore the file"]) from None
+    elif cfg.data.tokenizer == TokenizerKind.char:
+        tok = CharTokenizer(characters(recs))
+    else:
+        tok = load_tokenizer(cfg.data)
+    chat = any(isinstance(obj, dict) and isinstance(obj.get("prompt"), list) for obj, _, _ in recs)
+    return with_chat_template(cfg.data, tok) if chat and tok.kind != "chat" else tok
+
+
+def load_prompts(cfg: Config, check: Optional[Callable] = None) -> PromptsCorpus:
+    """The prompts of an RL run (format prompts), tokenized and split; `check` sees the
+    tokenizer first (as load_dataset's)."""
+    recs, src = read_records(cfg.data)
+    tok = prompts_tokenizer(cfg, recs)
+    if check is not None:
+        check(tok)
+    room = min(cfg.data.seq_len + 1, cfg.model.max_seq_len) - cfg.rl.max_new_tokens
+    train, val = split_prompts(recs, src, tok, room)
+    if not val:
+        raise ConfigError([f"data.datasets.{src.name}: no validation prompts; set data.val_fraction > 0 (or the "
+                           "dataset's val_fraction), or add a dataset with split=val"])
+    files = src.files[0].url if len(src.files) == 1 else f"{src.name} ({len(src.files)} files)"
+    return PromptsCorpus(train, val, tok, f"{files}: {len(train):,} train / {len(val):,} val prompts")
+
+
+class RolloutBatcher:
+    """The batches of an RL run, as the loop asks a Batcher for them: step i's is sampled from
+    `policy()` (the loop's (parameters, reference) then) when i is a multiple of
+    rl.updates_per_batch, else the last one sampled."""
+
+    def __init__(self, cfg: Config, rules: Rules, corpus: PromptsCorpus, reward: Callable):
+        self.cfg, self.prompts = cfg, corpus.train
+        self.rollouts = Rollouts(cfg, rules, corpus.tokenizer, reward,
+                                 pad_to=max(len(p.tokens) for p in corpus.train + corpus.val))
+        self.names = list(dataset_configs(cfg.data))
+        self.packed = [None]
+        self.per_step = cfg.data.batch_size // cfg.rl.group_size
+        self.policy: Optional[Callable] = None  # () -> (params, reference), set by the loop's owner
+        self.current = None  # (rollout index, Rollout)
+        self.stats: dict = {}  # optimizer step (1-based) -> its rollout's metrics
+
+    def train_batch(self, i: int) -> tuple:
+        k = i // self.cfg.rl.updates_per_batch
+        if self.current is None or self.current[0] != k:
+            params, reference = self.policy()
+            which = prompts_of_step(len(self.prompts), self.per_step, self.cfg.train.seed, k)
+            chosen = [self.prompts[j] for j in which]
+            self.current = (k, self.rollouts.batch(params, reference, chosen, k))
+        self.stats[i + 1] = self.current[1].metrics(self.cfg.rl.group_size)
+        return self.current[1].batch
+
+    def epochs(self, step: int) -> dict:
+        """Passes over the training prompts after `step` optimizer steps."""
+        seen = -(-step // self.cfg.rl.updates_per_batch) * self.per_step
+        return {self.names[0]: seen / len(self.prompts)}
+
+
+class RolloutMetrics(Hook):
+    """The step's rollout metrics (rl/reward, rl/reward_std, rl/length, rl/solved) in its row."""
+
+    def __init__(self, batcher: RolloutBatcher):
+        self.batcher = batcher
+
+    def reported(self, loop, step, m, row):
+        row.update(self.batcher.stats.pop(step, {}))
+
+
+class RewardEvaluator:
+    """The mean reward of greedy completions of the first rl.val_prompts validation prompts (the
+    same ones at every evaluation); the first rl.samples of them into samples.jsonl."""
+
+    def __init__(self, cfg: Config, rollouts: Rollouts, val: List[Prompt], samples_path: Optional[Path]):
+        self.rollouts, self.samples = rollouts, cfg.rl.samples
+        self.prompts = val[: cfg.rl.val_prompts]
+        self.samples_path = samples_path
+
+    def __call__(self, params, step: int) -> tuple:
+        """(mean reward, [(prompt, completion, reward)] of the samples)."""
+        _, texts, rewards = self.rollouts.complete(params, self.prompts, self.rollouts.sampling(0, greedy=True))
+        shown = [(p, c, float(r)) for p, c, r in zip(self.prompts[: self.samples], texts, rewards, strict=False)]
+        if self.samples_path is not None and shown:
+            log = JsonlLogger(self.samples_path)  # (a failed write raises files.WriteFailed)
+            try:
+                for p, c, r in shown:
+                    log.log({"step": step, "prompt": p.prompt, "completion": c, "reward": r,
+                             "answer": p.record.get("answer")})
+            finally:
+                log.close()
+        return float(rewards.mean()), shown
+
+
+class RewardEvaluation(Evaluation):
+    """val/reward every train.eval_every steps and at the end (`RewardEvaluator`), and one
+    sample printed after it."""
+
+    def __init__(self, evaluator: RewardEvaluator):
+        super().__init__(evaluator)
+
+    def evaluate(self, loop, step: int) -> None:
+        reward, shown = self.evaluator(loop.model_params(), step)
+        loop.val_reward = reward
+        if loop.metrics_log:
+            loop.metrics_log.log({"step": step, "val/reward": reward})
+        loop.say(f"step {step}: val/reward {reward:.4f}")
+        if shown:
+            p, c, r = shown[0]
+            text = p.prompt if isinstance(p.prompt, str) else p.prompt[-1].get("content", "")
+            loop.say(f"sample at step {step} (reward {r:g}):\n{text}{c}\n" if not sys.stderr.isatty()
+                     else f"sample at step {step} (reward {r:g}):\n{text}\033[1m{c}\033[0m\n")
+        loop.restart_window()  # evaluation is not training
