@@ -71,3 +71,16 @@ def test_plot_refuses_bad_input(two_runs, tmp_path, capsys):
     (tmp_path / "binary" / "metrics.jsonl").write_bytes(bytes(range(256)) + b"\n[1, 2]\n")
     assert plot(str(tmp_path / "binary")) == (
         2, f"spmdgpt: error: {tmp_path / 'binary' / 'metrics.jsonl'}: no training or validation rows yet")
+
+
+def test_a_grpo_run_gets_its_reward_plot(tmp_path, capsys):
+    """A run with rl/reward rows and val/reward rows: reward.png beside the others, drawn."""
+    run = tmp_path / "rl"
+    run.mkdir()
+    rows = [{"step": s, "loss": 0.0, "lr": 1e-4, "grad_norm": 1.0, "rl/reward": 0.1 + 0.01 * s} for s in range(1, 41)]
+    rows += [{"step": s, "val/reward": 0.2 + 0.005 * s} for s in (20, 40)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["plot", str(run), f"out={tmp_path / 'p'}"]) == 0
+    assert capsys.readouterr().out.split()[-1] == str(tmp_path / "p" / "reward.png")
+    img = matplotlib.image.imread(tmp_path / "p" / "reward.png")
+    assert img.shape[:2] == (600, 1000) and has_colour(img, matplotlib.rcParams["axes.prop_cycle"].by_key()["color"][0])

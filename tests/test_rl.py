@@ -264,3 +264,52 @@ def test_bad_rl_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert message in err and all(ln.startswith("spmdgpt: error: ") for ln in err.strip().splitlines()), err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
+    """spmdgpt/datasets/arithmetic/ holds exactly what `python -m spmdgpt.rl.arithmetic` writes,
+    and the experiments read it through `spmdgpt:` paths."""
+    from importlib import resources
+
+    from spmdgpt.rl.arithmetic import files, main, problems
+
+    assert main([str(tmp_path)]) == 0
+    shipped = resources.files("spmdgpt") / "datasets" / "arithmetic"
+    for name, data in files().items():
+        assert (tmp_path / name).read_bytes() == data == (shipped / name).read_bytes()
+    q = problems(1000, 2)
+    assert all(int(a) == eval(s.removesuffix("=")) for s, a in q)  # noqa: S307
+    assert {len(s.replace("-", "+").split("+")[0]) for s, _ in q} == {2, 3}  # (first operands)
+    from spmdgpt.rl.loop import load_prompts
+
+    corpus = load_prompts(load_config(["+experiment=arithmetic_grpo"]))  # (chat prompts: the char tokenizer
+    assert len(corpus.train) + len(corpus.val) == 4000 and 150 < len(corpus.val) < 250  # with the template)
+    first = corpus.train[0]
+    assert first.prompt == [{"role": "user", "content": q[0][0]}] and first.record["answer"] == q[0][1]
+    assert corpus.tokenizer.decode(first.tokens) == f"<|user|>{q[0][0]}<|end|><|assistant|>"
+
+
+def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path):
+    """`+experiment=arithmetic_sft` then `+experiment=arithmetic_grpo checkpoint.init_from=` that
+    run (a few steps each): the GRPO run takes the SFT run's tokenizer and chat template, samples
+    answers ending at the end-of-turn token and logs rewards; so does a LoRA run on it. (The rise
+    itself, thousands of steps on the CPU: BENCHMARKS, "Reinforcement learning".)"""
+    from conftest import read_jsonl
+
+    from spmdgpt.cli import main
+
+    sft, rl = tmp_path / "sft", tmp_path / "rl"
+    assert main(["train", "+experiment=arithmetic_sft", "train.steps=4", "train.progress=false", f"run.dir={sft}"]) == 0
+    assert main(["train", "+experiment=arithmetic_grpo", f"checkpoint.init_from={sft}", "train.steps=2",
+                 "train.progress=false", "train.log_every=1", "rl.val_prompts=8", f"run.dir={rl}"]) == 0
+    assert (rl / "tokenizer.json").read_text() == (sft / "tokenizer.json").read_text()
+    rows = [r for r in read_jsonl(rl / "metrics.jsonl") if "rl/reward" in r]
+    assert [r["step"] for r in rows] == [1, 2] and all(1 <= r["rl/length"] <= 6 for r in rows)
+    samples = [json.loads(x) for x in (rl / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 4 and all(s["prompt"][0]["role"] == "user" for s in samples)
+    # with LoRA: adapters on the frozen SFT model, which is also the KL's reference
+    assert main(["train", "+experiment=arithmetic_grpo", f"checkpoint.init_from={sft}", "train.steps=2",
+                 "train.progress=false", "train.log_every=1", "rl.val_prompts=8", "lora.rank=4",
+                 f"run.dir={tmp_path / 'lora'}"]) == 0
+    lora = [r for r in read_jsonl(tmp_path / "lora" / "metrics.jsonl") if "rl/reward" in r]
+    assert lora[0]["rl/kl"] == 0.0 and lora[0]["rl/reward"] == rows[0]["rl/reward"]  # (B = 0: the same policy)

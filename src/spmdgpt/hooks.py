@@ -33,7 +33,7 @@ from typing import Optional
 import jax
 
 from spmdgpt.budget import Replan, from_process_0
-from spmdgpt.config import freeze, to_yaml
+from spmdgpt.config import freeze, prompts_data, to_yaml
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.model import to_layer_order
@@ -78,8 +78,8 @@ class Guard(Hook):
     """The divergence guard, on each step's metrics once they are on the host: a non-finite loss
     or gradient norm stops the run (its row logged whatever train.log_every says); with
     train.skip_nonfinite=N the step skipped such an update itself, and N skips in a row stop it;
-    a loss above train.loss_spike_factor x the median of the last 64 is logged (event
-    `loss_spike`)."""
+    a loss above train.loss_spike_factor x the median of the last 64 (when that median is
+    positive) is logged (event `loss_spike`)."""
 
     def __init__(self, skip_nonfinite: int, spike_factor: float):
         self.skip_nonfinite, self.spike_factor = skip_nonfinite, spike_factor
@@ -104,7 +104,7 @@ class Guard(Hook):
             raise Diverged(step, f"loss {loss}, grad_norm {grad_norm}")
         if self.spike_factor and len(self.recent) >= 16:
             median = statistics.median(self.recent)
-            if loss > self.spike_factor * median:
+            if median > 0 and loss > self.spike_factor * median:
                 loop.event(step, "loss_spike", loss=loss, median=median)
         self.recent.append(loss)
 
@@ -261,7 +261,8 @@ def training_hooks(loop, evaluation: list, ckpt, profile: Optional[tuple], pacer
     metrics and rewards: spmdgpt.rl.loop) before the checkpoint that covers them, checkpoints,
     the pace."""
     t = loop.cfg.train
-    hooks: list = [Guard(t.skip_nonfinite, t.loss_spike_factor)]
+    # (GRPO's loss is centred on 0, not a positive quantity a spike multiplies: no spike events)
+    hooks: list = [Guard(t.skip_nonfinite, 0.0 if prompts_data(loop.cfg.data) else t.loss_spike_factor)]
     if profile:
         hooks.append(Profiler(profile))
     if t.stats_every:

@@ -5,6 +5,8 @@ overlaid (one colour each, named in the legend):
     lr.png         learning rate against steps
     grad_norm.png  gradient norm against steps (log scale)
     mfu.png        model FLOPs utilisation against steps (when the runs logged it)
+    reward.png     reinforcement learning's reward: each step's rollouts (rl/reward, line) and the
+                   greedy validation reward (val/reward, dots) against steps (GRPO runs)
 
 Each figure is 1000 x 600 pixels (loss.png: 1400 x 600, two panels). Needs matplotlib (the
 `plot` extra)."""
@@ -20,7 +22,7 @@ from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
 from spmdgpt.config import ConfigError
 
 DPI = 100
-SIZES = {"loss": (14, 6), "lr": (10, 6), "grad_norm": (10, 6), "mfu": (10, 6)}  # inches at DPI
+SIZES = {"loss": (14, 6), "lr": (10, 6), "grad_norm": (10, 6), "mfu": (10, 6), "reward": (10, 6)}  # inches at DPI
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Run:
     rows: list  # metrics.jsonl rows with a loss (training rows)
     val: list  # rows with val/loss
     tokens_per_step: Optional[int]
+    rewards: list  # rows with val/reward (GRPO)
 
 
 def read_run(path: Path, name: str) -> Run:
@@ -60,9 +63,10 @@ def read_run(path: Path, name: str) -> Run:
         tokens = None
     train = [r for r in rows if r.get("loss") is not None and "event" not in r]
     val = [r for r in rows if r.get("val/loss") is not None]
-    if not train and not val:
+    rewards = [r for r in rows if r.get("val/reward") is not None]
+    if not train and not val and not rewards:
         raise ConfigError([f"{metrics}: no training or validation rows yet"])
-    return Run(name, train, val, tokens)
+    return Run(name, train, val, tokens, rewards)
 
 
 def series(rows: list, key: str):
@@ -123,6 +127,19 @@ def plot_runs(runs: List[Run], out: Path) -> List[Path]:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         save(fig, key)
+
+    if any(series(r.rows, "rl/reward")[0] or r.rewards for r in runs):
+        fig, ax = plt.subplots(figsize=SIZES["reward"])
+        for i, run in enumerate(runs):
+            c = colours[i % len(colours)]
+            x, y = series(run.rows, "rl/reward")
+            ax.plot(x, y, color=c, lw=0.8, alpha=0.6, label=f"{run.name} rollouts")
+            x, y = series(run.rewards, "val/reward")
+            ax.plot(x, y, "o--", color=c, ms=5, lw=1, label=f"{run.name} val (greedy)")
+        ax.set(xlabel="step", ylabel="reward", title="reward against steps")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "reward")
     return written
 
 

@@ -41,8 +41,10 @@ class ChatError(ValueError):
     """A conversation the template or the tokenizer cannot take (the caller names file:line)."""
 
 
-def conversation(obj, field: str = "messages") -> list:
-    """The messages of one parsed jsonl line, checked: ChatError saying what is wrong."""
+def conversation(obj, field: str = "messages", reply: bool = True) -> list:
+    """The messages of one parsed jsonl line, checked: ChatError saying what is wrong. reply:
+    it must hold an assistant message (what training learns); else (a prompt to sample a reply
+    to) it must not end with one."""
     messages = obj.get(field) if isinstance(obj, dict) else None
     if not isinstance(messages, list):
         raise ChatError(f'no {field!r} list (each line must be {{"{field}": [{{"role": ..., "content": ...}}, ...]}})')
@@ -55,8 +57,10 @@ def conversation(obj, field: str = "messages") -> list:
             raise ChatError(f"message {k} has role {m['role']!r}; the roles are {', '.join(ROLES)}")
         if not isinstance(m.get("content"), str):
             raise ChatError(f"message {k} ({m['role']}) has no text 'content'")
-    if not any(m["role"] == "assistant" for m in messages):
+    if reply and not any(m["role"] == "assistant" for m in messages):
         raise ChatError("no assistant message (nothing to train on)")
+    if not reply and messages[-1]["role"] == "assistant":
+        raise ChatError("the prompt ends with an assistant message (its reply is what is sampled)")
     return messages
 
 

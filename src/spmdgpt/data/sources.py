@@ -136,15 +136,23 @@ def _mtime(info: dict) -> str:
     return ""
 
 
+PACKAGED = "spmdgpt:"  # a path under the installed package (the arithmetic walk's data: spmdgpt:datasets/...)
+
+
 def list_files(ds: DatasetConfig, cfg: DataConfig, field: str, format_field: str) -> List[SourceFile]:
-    """Every file of one dataset's `paths` (folders recursively, globs expanded), sorted, with
-    size and modification time. ConfigError (naming `field`) for a path that matches nothing."""
+    """Every file of one dataset's `paths` (folders recursively, globs expanded; `spmdgpt:PATH`
+    under the installed package), sorted, with size and modification time. ConfigError (naming
+    `field`) for a path that matches nothing."""
     import fsspec
 
     out: List[SourceFile] = []
     for p in ds.paths:
         url = os.path.expanduser(p)
-        if "://" not in url and not os.path.isabs(url):
+        if url.startswith(PACKAGED):  # (data shipped with spmdgpt: spmdgpt/datasets/)
+            from importlib import resources
+
+            url = str(resources.files("spmdgpt").joinpath(*url.removeprefix(PACKAGED).split("/")))
+        elif "://" not in url and not os.path.isabs(url):
             url = str(_data_root(cfg, field) / url)
         try:
             fs, path = fsspec.core.url_to_fs(url)

@@ -41,7 +41,7 @@ def prompt_of(obj, tokenizer, where: str) -> Prompt:
         from spmdgpt.data.chat import ChatError, conversation
 
         try:
-            tokens = tokenizer.prompt(conversation({"messages": prompt}))
+            tokens = tokenizer.prompt(conversation({"messages": prompt}, reply=False))
         except ChatError as e:
             raise ValueError(str(e)) from None
     else:
