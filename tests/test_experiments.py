@@ -31,7 +31,8 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "llama3_8b": ["topology=h100-8"],
     "mixtral_8x7b": ["topology=v5p-64", "mesh.expert=8"],
 }
-ON_THIS_CPU = ["gutenberg_gpt2", "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe",
+ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "gutenberg_gpt2", "shakespeare_char", "shakespeare_gpt2",
+               "shakespeare_gpt2_gqa", "shakespeare_moe",
                "staircase"]
 
 

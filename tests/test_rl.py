@@ -228,7 +228,8 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     assert [s["step"] for s in samples] == [2, 2, 4, 4]
     assert all(s["reward"] == digits_like_the_answer("", s["completion"], {"answer": s["answer"]}) for s in samples)
     assert any(r["rl/reward_std"] > 0 for r in steps) and steps[-1]["rl/kl"] > 0  # (it learns something)
-    assert "val/reward" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "val/reward" in err and "preflight: train_step, rl_rollout, rl_logps compiled in" in err
     # stopped after step 2 (its checkpoint), resumed: the same rows, bitwise
     assert main(["train", *base, "train.steps=2", "mesh.data=8", f"run.dir={tmp_path / 'b'}"]) == 0
     assert main(["train", *base, "train.steps=4", "mesh.data=8", f"run.dir={tmp_path / 'b'}"]) == 0

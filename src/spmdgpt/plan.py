@@ -36,7 +36,7 @@ from typing import Dict, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import Config, ConfigError, document_batches, preference_data
+from spmdgpt.config import Config, ConfigError, document_batches, preference_data, prompts_data
 from spmdgpt.flops import flops_per_token
 from spmdgpt.hlo import collectives_of, overlapped_traffic, traffic_of
 from spmdgpt.model import abstract_params
@@ -76,8 +76,13 @@ class Plan:
 
 
 def batch_shapes(cfg: Config, rules: Rules) -> tuple:
+    """The shapes of one training batch (ShapeDtypeStructs with their shardings)."""
     d = cfg.data
     tokens = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.int32, sharding=rules.batch_sharding())
+    if prompts_data(d):  # GRPO's rollouts: inputs, targets, advantages, the sampling and reference log-probabilities
+        floats = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.float32, sharding=rules.batch_sharding())
+        advantages = jax.ShapeDtypeStruct((d.batch_size,), jnp.float32, sharding=rules.sharding("batch"))
+        return tokens, tokens, advantages, floats, floats
     segments, positions = document_batches(d)
     return (tokens,) * (2 + segments + positions)  # inputs, targets (+ segment ids, positions)
 
@@ -221,6 +226,8 @@ FIXES = {  # the settings that shrink each program, for its refusal
     "evaluation": f"{_SHARD}, lower data.batch_size, raise train.microbatches (the evaluation runs in the step's "
                   "parts) or set model.loss_block=c",
     "rollout": f"{_SHARD}, lower train.rollout_prompts or train.rollout_tokens, or set train.rollout_tokens=0",
+    "rl_rollout": f"{_SHARD}, lower data.batch_size or rl.max_new_tokens",
+    "rl_logps": f"{_SHARD}, lower data.batch_size or data.seq_len",
 }
 
 
@@ -236,8 +243,9 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
     base = abstract_params(cfg.model, rules) if cfg.lora.rank else None  # LoRA's frozen model, read by the step
     reference = abstract_params(cfg.model, rules) if preference_data(cfg.data) else None  # DPO's
     batch = batch_shapes(cfg, rules)
+    # (a GRPO run: its step; its sampler and log-probabilities are compiled by the run's preflight)
     programs = run_programs(cfg, rules, optimizer, state, batch, batch, base=base, reference=reference,
-                            step_only=not whole_run)
+                            step_only=not whole_run or prompts_data(cfg.data))
     step = programs[0]
     compiled, compile_s = step.compiled, step.compile_s
     text = compiled.as_text()

@@ -53,7 +53,7 @@ from spmdgpt.hooks import Diverged, Evaluation, training_hooks
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
-from spmdgpt.preflight import preflight
+from spmdgpt.preflight import preflight, rl_preflight
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, check_tokenizer, has_checkpoints, start, starting_params
@@ -128,7 +128,10 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
 
             evaluation = [RolloutMetrics(batcher),
                           RewardEvaluation(RewardEvaluator(cfg, batcher.rollouts, data.val, samples))]
-            # (no preflight yet: the sampler, the log-probabilities and the step compile at first use)
+            # the step, the rollouts' sampler and log-probabilities compiled now, refused here if one
+            # does not fit (the greedy evaluation's sampler, smaller, compiles at its first call)
+            programs = (rl_preflight(cfg, rules, optimizer, begin, batcher, base, reference)
+                        if begin.step < cfg.train.steps else None)
         else:
             val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, rules.batch_sharding(),
                                           name, *document_batches(d), pad_id=data.tokenizer.eos_id or 0)
