@@ -178,6 +178,14 @@ def digits_like_the_answer(prompt, completion, record):
     return sum(c == str(record["answer"])[-1] for c in completion) / 3
 
 
+def digits_like_the_answer_slowly(prompt, completion, record):
+    """The same reward, 20 ms a call (a step of 8 answers: 0.16 s, time to kill a run mid-way)."""
+    import time
+
+    time.sleep(0.02)
+    return digits_like_the_answer(prompt, completion, record)
+
+
 def _sums_file(folder):
     import random
 
@@ -205,12 +213,14 @@ def _rows(run_dir):
 def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     """`spmdgpt train` on prompts: each step's row holds the rollout's metrics beside the loss;
     evaluations log val/reward and write samples with their rewards; 4 steps in one go equal 2
-    steps then a resumed 2 bitwise (the rollouts are a function of (seed, step) and the state);
+    steps then a resumed 2 bitwise (the rollouts are a function of (seed, step) and the state), and
+    so does a run killed (-9) after step 3 and run again;
     8 data-parallel devices sample and score what one device does (rewards equal, losses to
     float32 rounding)."""
     import os
     import subprocess
     import sys
+    import time
 
     from spmdgpt.cli import main
 
@@ -235,6 +245,14 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     assert main(["train", *base, "train.steps=4", "mesh.data=8", f"run.dir={tmp_path / 'b'}"]) == 0
     strip = lambda rs: [{k: v for k, v in r.items() if k not in ("tokens_per_sec", "mfu")} for r in rs]  # noqa: E731
     assert strip(_rows(tmp_path / "b")) == strip(rows)
+    # rl.updates_per_batch=2: steps 1 and 2 train on one sampled batch (its rewards, its prompts)
+    assert main(["train", *base, "train.steps=4", "mesh.data=8", "rl.updates_per_batch=2",
+                 f"run.dir={tmp_path / 'u2'}"]) == 0
+    u2 = [r for r in _rows(tmp_path / "u2") if "loss" in r]
+    assert u2[0]["rl/reward"] == steps[0]["rl/reward"] and u2[0]["loss"] == steps[0]["loss"]
+    assert [(r["rl/reward"], r["rl/length"], r["epoch"]) for r in u2[:2]] == [(u2[0]["rl/reward"], u2[0]["rl/length"],
+                                                                               u2[0]["epoch"])] * 2
+    assert u2[2]["epoch"] == 2 * u2[0]["epoch"] and u2[1]["rl/kl"] > 0  # (step 2: the policy has moved)
     # one device (a process of its own)
     env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0",
            "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
@@ -244,6 +262,23 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     one = [r for r in _rows(tmp_path / "c") if "loss" in r]
     assert [r["rl/reward"] for r in one] == [r["rl/reward"] for r in steps]
     np.testing.assert_allclose([r["loss"] for r in one], [r["loss"] for r in steps], rtol=2e-4, atol=1e-6)
+    # killed (-9) after step 3, the same command again: it resumes at step 2's checkpoint and ends
+    # with the uninterrupted one-device run's rows, bitwise
+    cmd = [sys.executable, "-m", "spmdgpt", "train", *base, "train.steps=4", "mesh.data=1",
+           "rl.reward=test_rl:digits_like_the_answer_slowly", f"run.dir={tmp_path / 'k'}"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        metrics, deadline = tmp_path / "k" / "metrics.jsonl", time.monotonic() + 240
+        while not (metrics.is_file() and '"step": 3, "loss"' in metrics.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before step 3"
+            time.sleep(0.01)
+        proc.kill()
+    finally:
+        proc.kill()
+        proc.wait()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "resumed from the checkpoint at step 2" in out.stderr, out.stderr
+    assert strip(_rows(tmp_path / "k")) == strip(_rows(tmp_path / "c"))
 
 
 @pytest.mark.parametrize("extra,message", [
