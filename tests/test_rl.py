@@ -325,7 +325,7 @@ def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
     assert corpus.tokenizer.decode(first.tokens) == f"<|user|>{q[0][0]}<|end|><|assistant|>"
 
 
-def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path):
+def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path, capsys, monkeypatch):
     """`+experiment=arithmetic_sft` then `+experiment=arithmetic_grpo checkpoint.init_from=` that
     run (a few steps each): the GRPO run takes the SFT run's tokenizer and chat template, samples
     answers ending at the end-of-turn token and logs rewards; so does a LoRA run on it. (The rise
@@ -349,3 +349,18 @@ def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path):
                  f"run.dir={tmp_path / 'lora'}"]) == 0
     lora = [r for r in read_jsonl(tmp_path / "lora" / "metrics.jsonl") if "rl/reward" in r]
     assert lora[0]["rl/kl"] == 0.0 and lora[0]["rl/reward"] == rows[0]["rl/reward"]  # (B = 0: the same policy)
+    # lm-eval reads the RL run as any other; a task with characters its char vocabulary lacks is one line
+    import lm_eval.tasks
+
+    class WithoutRegistry(lm_eval.tasks.TaskManager):  # (indexing lm-eval's registry takes ~15 s)
+        def __init__(self, include_path=None, include_defaults=True, **kwargs):
+            super().__init__(include_path=include_path, include_defaults=False, **kwargs)
+
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", WithoutRegistry)
+    capsys.readouterr()
+    assert main(["lm-eval", f"run.dir={rl}", "tasks=shakespeare_ppl", "limit=2"]) == 2
+    import re
+
+    assert re.fullmatch(r"spmdgpt: error: the task's text cannot be tokenized by the run's chat tokenizer \(character "
+                        r"'[A-Za-z]' is not in the vocabulary\); evaluate a model whose tokenizer covers the task "
+                        r"\(gpt2 or hf\), or another task", capsys.readouterr().err.strip().splitlines()[-1])

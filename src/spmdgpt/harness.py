@@ -66,7 +66,12 @@ class SpmdgptLM(TemplateLM):
         base = self.tok.base if getattr(self.tok, "kind", None) == "chat" and not self.tok.specials else self.tok
         encode_special = getattr(base, "encode_with_specials", None)
         if encode_special is None:
-            return self.tok.encode(string)
+            try:
+                return self.tok.encode(string)
+            except ValueError as e:  # (a char vocabulary: the task's text has characters the model never saw)
+                why = f"the task's text cannot be tokenized by the run's {self.tok.kind} tokenizer ({e})"
+                raise ConfigError([f"{why}; evaluate a model whose tokenizer covers the task (gpt2 or hf), or "
+                                   "another task"]) from None
         if add_special_tokens is None and self.bos_id is not None and string.startswith(base.token_text(self.bos_id)):
             add_special_tokens = False  # (already BOS-prefixed: as HFLM)
         return encode_special(string, True if add_special_tokens is None else add_special_tokens)
