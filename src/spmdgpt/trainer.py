@@ -1,7 +1,7 @@
 """The training loop; `train(cfg)` runs one job, top to bottom (the step itself: train_step.py):
 
     validate config ─► data (token stores, prepared once) ─► mesh + rules ─► Batcher (train)
-      and EvalBatchers (one per validation set)
+      and EvalBatchers (one per validation set); prompts data: rollouts instead (spmdgpt.rl)
       ─► optimizer ─► starting state (state.start: fresh | resumed from run.dir's newest good
          checkpoint, on any layout | parameters from checkpoint.init_from)
       ─► evaluators, checkpoint manager, run.dir files (config, metadata, tokenizer)
