@@ -11,7 +11,7 @@ import numpy as np
 
 from spmdgpt.config import Config, ModelConfig
 from spmdgpt.data import EvalBatcher
-from spmdgpt.loggers import JsonlLogger
+from spmdgpt.loggers import append_rows
 from spmdgpt.model.loss import counted_first
 from spmdgpt.sharding import Rules, shard_bytes, to_host
 
@@ -121,13 +121,8 @@ class RolloutEvaluator:
         """[(prompt text, completion text)] for the fixed prompts; appended to samples.jsonl."""
         outs = self.sample(params)
         rows = [(self.tokenizer.decode(p), self.tokenizer.decode(o)) for p, o in zip(self.prompts, outs, strict=True)]
-        if self.samples_path is not None:
-            log = JsonlLogger(self.samples_path)  # a failed write raises files.WriteFailed
-            try:
-                for prompt, completion in rows:
-                    log.log({"step": step, "prompt": prompt, "completion": completion})
-            finally:
-                log.close()
+        if self.samples_path is not None:  # (a failed write raises files.WriteFailed)
+            append_rows(self.samples_path, ({"step": step, "prompt": p, "completion": c} for p, c in rows))
         return rows
 
 

@@ -46,6 +46,16 @@ class JsonlLogger:
             self._fd = None
 
 
+def append_rows(path: Path, rows) -> None:
+    """Append rows to a JSONL file (samples.jsonl), each one append; WriteFailed if one fails."""
+    log = JsonlLogger(path)
+    try:
+        for row in rows:
+            log.log(row)
+    finally:
+        log.close()
+
+
 def format_rate(x: Optional[float]) -> str:
     if x is None:
         return "-"

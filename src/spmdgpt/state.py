@@ -338,12 +338,18 @@ def check_vocab(cfg: Config, tok: Tokenizer) -> None:
                            "to a multiple of 64)"])
 
 
+def init_from_tokenizer(cfg: Config) -> Optional[Path]:
+    """checkpoint.init_from=RUN's tokenizer.json (a run directory's; None for hf:DIR or no
+    init_from), whether or not the file is there."""
+    src = cfg.checkpoint.init_from
+    return Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
+
+
 def check_tokenizer(cfg: Config, tok: Tokenizer) -> None:
     """check_vocab, and with checkpoint.init_from=RUN, that RUN trained with this tokenizer (or,
     for chat data, with the tokenizer under its chat template): other ids would mean other text."""
     check_vocab(cfg, tok)
-    src = cfg.checkpoint.init_from
-    saved = Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
+    src, saved = cfg.checkpoint.init_from, init_from_tokenizer(cfg)
     if saved is None or not saved.is_file():
         return
     try:

@@ -53,6 +53,7 @@ from spmdgpt.hooks import Diverged, Evaluation, training_hooks
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
+from spmdgpt.objectives import objective_of
 from spmdgpt.preflight import preflight, rl_preflight
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.sharding import Rules, make_mesh
@@ -97,7 +98,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     rl = prompts_data(cfg.data)  # prompts with answers: reinforcement learning (GRPO, spmdgpt.rl)
     if rl:
-        from spmdgpt.rl.loop import load_prompts
+        from spmdgpt.rl.loop import RolloutBatcher, load_prompts
 
         data = load_prompts(cfg, check=partial(check_tokenizer, cfg))
     else:
@@ -111,7 +112,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
         d = cfg.data
-        batcher = rollout_batcher(cfg, rules, data) if rl else text_batcher(cfg, rules, data, is_main)
+        batcher = RolloutBatcher(cfg, rules, data) if rl else text_batcher(cfg, rules, data, is_main)
         optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
@@ -191,14 +192,6 @@ def text_batcher(cfg: Config, rules: Rules, data: Corpus, is_main: bool) -> Batc
                   + ("left out" if packing.stream.pairs else "cut") if packing.truncated else "") + ")",
                   file=sys.stderr)
     return batcher
-
-
-def rollout_batcher(cfg: Config, rules: Rules, data):
-    """The training batches of prompts data: rollouts sampled from the policy (spmdgpt.rl)."""
-    from spmdgpt.rl.loop import RolloutBatcher
-    from spmdgpt.rl.rewards import reward_function
-
-    return RolloutBatcher(cfg, rules, data, reward_function(cfg.rl.reward))
 
 
 class _Loop:
@@ -355,7 +348,7 @@ class _Loop:
             self.train_step, self.stats_fn = programs["train_step"], programs.get("statistics")
             return
         optimizer = optimizer_of(self.cfg)
-        reference = self.reference if preference_data(self.cfg.data) else None  # (GRPO's: in its batches)
+        reference = self.reference if objective_of(self.cfg, self.rules).reference else None  # (DPO's; not GRPO's)
         self.train_step = make_train_step(self.cfg, self.rules, optimizer, reference, self.base)
         self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
 

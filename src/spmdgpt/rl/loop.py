@@ -20,7 +20,7 @@ from typing import Callable, List, Optional
 
 from spmdgpt.config import Config, ConfigError, TokenizerKind, dataset_configs
 from spmdgpt.hooks import Evaluation, Hook
-from spmdgpt.loggers import JsonlLogger
+from spmdgpt.loggers import append_rows
 from spmdgpt.rl.prompts import Prompt, characters, read_records, split_prompts
 from spmdgpt.rl.rollouts import Rollouts, prompts_of_step
 from spmdgpt.sharding import Rules
@@ -50,10 +50,9 @@ def prompts_tokenizer(cfg: Config, recs: list):
     answers, with an end-of-text id); with a chat template when a prompt is chat messages."""
     from spmdgpt.data.corpus import with_chat_template
     from spmdgpt.data.tokenizers import CharTokenizer, load_tokenizer, tokenizer_from_json
-    from spmdgpt.hf import hf_folder
+    from spmdgpt.state import init_from_tokenizer
 
-    src = cfg.checkpoint.init_from
-    saved = Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
+    saved = init_from_tokenizer(cfg)
     if saved is not None and saved.is_file():
         try:
             tok = tokenizer_from_json(json.loads(saved.read_text(encoding="utf-8")), cfg.data)
@@ -88,8 +87,12 @@ class RolloutBatcher:
     `policy()` (the loop's (parameters, reference) then) when i is a multiple of
     rl.updates_per_batch, else the last one sampled."""
 
-    def __init__(self, cfg: Config, rules: Rules, corpus: PromptsCorpus, reward: Callable):
+    def __init__(self, cfg: Config, rules: Rules, corpus: PromptsCorpus, reward: Optional[Callable] = None):
+        """reward: default rl.reward's (`rewards.reward_function`)."""
+        from spmdgpt.rl.rewards import reward_function
+
         self.cfg, self.prompts = cfg, corpus.train
+        reward = reward or reward_function(cfg.rl.reward)
         self.rollouts = Rollouts(cfg, rules, corpus.tokenizer, reward,
                                  pad_to=max(len(p.tokens) for p in corpus.train + corpus.val))
         self.names = list(dataset_configs(cfg.data))
@@ -138,14 +141,9 @@ class RewardEvaluator:
         """(mean reward, [(prompt, completion, reward)] of the samples)."""
         _, texts, rewards = self.rollouts.complete(params, self.prompts, self.rollouts.sampling(0, greedy=True))
         shown = [(p, c, float(r)) for p, c, r in zip(self.prompts[: self.samples], texts, rewards, strict=False)]
-        if self.samples_path is not None and shown:
-            log = JsonlLogger(self.samples_path)  # (a failed write raises files.WriteFailed)
-            try:
-                for p, c, r in shown:
-                    log.log({"step": step, "prompt": p.prompt, "completion": c, "reward": r,
-                             "answer": p.record.get("answer")})
-            finally:
-                log.close()
+        if self.samples_path is not None and shown:  # (a failed write raises files.WriteFailed)
+            append_rows(self.samples_path, ({"step": step, "prompt": p.prompt, "completion": c, "reward": r,
+                                             "answer": p.record.get("answer")} for p, c, r in shown))
         return float(rewards.mean()), shown
 
 
