@@ -1,11 +1,13 @@
 """Decode speed: the KV-cache sampler against re-running the full forward pass for each token.
 
     python benchmarks/generate.py [--new 256] [--prompt 64] [--batches 1,16] [--heads 4] [--kv-heads K] [--no-baseline]
+                                  [--set model.FIELD=VALUE ...]
 
 B1 model (vocab 65, 4 layers, 4 heads, d_model 256; random weights: speed does not depend on
 them), a 64-token prompt, 256 new tokens, batch 1 and 16, 1 CPU device. --heads / --kv-heads:
-that many query heads / key/value heads (grouped-query attention); the KV cache's bytes per
-token are printed first. The baseline keeps the
+that many query heads / key/value heads (grouped-query attention); --set: any model override
+(multi-head latent attention: --set model.mla.kv_rank=64 ...); the cache's bytes per token (all
+layers) and the parameter count are printed first. The baseline keeps the
 sequence in a fixed [batch, prompt + new] buffer and runs the whole forward pass over it for
 every new token (one compiled function, the fair no-cache baseline). Prints decode tokens/s of
 both, their ratio (target >= 10x at batch 1) and the sampler's first call with compilation
@@ -28,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.generate import Sampler, SamplingParams  # noqa: E402
-from spmdgpt.model import forward, init_cache, init_params  # noqa: E402
+from spmdgpt.model import forward, init_cache, init_params, num_params  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 
@@ -40,11 +42,12 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=None)
     ap.add_argument("--no-baseline", action="store_true", help="the KV-cache sampler only")
+    ap.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. model.mla.kv_rank=64")
     args = ap.parse_args()
     total = args.prompt + args.new
     cfg = load_config(["model.num_layers=4", f"model.num_heads={args.heads}", "model.d_model=256",
                        "model.vocab_size=65", f"model.max_seq_len={total}", "mesh.data=1",
-                       *([f"model.num_kv_heads={args.kv_heads}"] if args.kv_heads else [])])
+                       *([f"model.num_kv_heads={args.kv_heads}"] if args.kv_heads else []), *args.set])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
@@ -61,9 +64,9 @@ def main() -> None:
             return jax.lax.dynamic_update_index_in_dim(buf, tok, i, axis=1)
 
         cache = jax.eval_shape(lambda: init_cache(cfg.model, rules, 1, total))
-        k, v = cache.layers["k"], cache.layers["v"]
-        print(f"{args.heads} heads, {k.shape[2]} key/value heads: KV cache "
-              f"{(k.size + v.size) * k.dtype.itemsize // total:,} bytes per token")
+        size = sum(a.size * a.dtype.itemsize for a in cache.layers.values())
+        print(f"{args.heads} heads, cache {', '.join(f'{n} {list(a.shape)}' for n, a in cache.layers.items())}: "
+              f"{size // total:,} bytes per token; {num_params(cfg.model):,} parameters")
         for batch in map(int, args.batches.split(",")):
             prompts = rng.integers(0, 65, (batch, args.prompt)).tolist()
             t0 = time.perf_counter()

@@ -131,11 +131,13 @@ def test_no_command_prints_usage(capsys):
 
 
 def test_config_is_a_leaf_package():
-    """spmdgpt.config imports nothing from spmdgpt outside itself (choices, schema, derived, load, validate)."""
+    """spmdgpt.config imports nothing from spmdgpt outside itself (choices, section, units, schema, derived, load,
+    validate)."""
     code = "import sys, spmdgpt.config; print(sorted(m for m in sys.modules if m.startswith('spmdgpt')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == str(["spmdgpt", "spmdgpt.config", "spmdgpt.config.choices", "spmdgpt.config.derived",
-                                      "spmdgpt.config.load", "spmdgpt.config.schema", "spmdgpt.config.validate"])
+                                      "spmdgpt.config.load", "spmdgpt.config.schema", "spmdgpt.config.section",
+                                      "spmdgpt.config.units", "spmdgpt.config.validate"])
 
 
 def test_one_argument_parser_for_every_command(capsys):

@@ -131,6 +131,12 @@ def random_params(cfg, rules, seed=1):
     ("Qwen3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.qk_norm_scale=true",
                           "model.head_dim=32", "model.tie_embeddings=false", "model.rope_scaling=yarn",
                           "model.rope_factor=4", "model.rope_original_max_len=16", "model.rope_attention_factor=1.3"]),
+    # MLA without a query latent, a router bias that moves (exported as e_score_correction_bias), dense layers first
+    ("DeepseekV3ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_layers=3", "model.mla.kv_rank=24",
+                               "model.mla.rope_dim=8", "model.mla.v_dim=8", "model.moe.num_experts=4",
+                               "model.moe.router=sigmoid", "model.moe.first_dense_layers=1",
+                               "model.moe.bias_update_rate=0.001", "model.moe.shared_experts=2", "model.moe.groups=2",
+                               "model.moe.top_groups=1", "model.moe.route_scale=1.5", "model.moe.mlp_factor=0.5"]),
 ])
 def test_every_parameter_maps_onto_transformers(arch, overrides, torch_side, tmp_path):
     """Random values in every leaf (biases and norms included), tied and untied, written as
@@ -243,6 +249,13 @@ HF_CONFIGS = {
                 "num_experts_per_tok": 2},
     "qwen3_moe": {**LLAMA_SHAPE, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
                   "moe_intermediate_size": 32, "norm_topk_prob": True},
+    # MLA (a query latent, 16 + 8 query/key and 16 value dimensions per head), one dense layer then two MoE
+    # layers of 4 sigmoid-routed experts in 2 groups (1 chosen) beside a shared one, weights scaled by 2.5
+    "deepseek_v3": {**LLAMA_SHAPE, "num_hidden_layers": 3, "kv_lora_rank": 32, "q_lora_rank": 48,
+                    "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16, "n_routed_experts": 4,
+                    "n_shared_experts": 1, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                    "first_k_dense_replace": 1, "n_group": 2, "topk_group": 1, "routed_scaling_factor": 2.5,
+                    "norm_topk_prob": True},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -304,6 +317,21 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
         ],
         "Qwen3MoeForCausalLM",
     ),
+    "deepseek_v3": (
+        "deepseek_v3",
+        {},
+        ["model.num_layers=3", "model.mla={kv_rank: 32, q_rank: 48, rope_dim: 8, nope_dim: 16, v_dim: 16}",
+         "model.moe={num_experts: 4, first_dense_layers: 1, mlp_factor: 0.5, shared_experts: 1, router: sigmoid, "
+         "bias_update_rate: 0.001, groups: 2, route_scale: 2.5}"],
+        "DeepseekV3ForCausalLM",
+    ),
+    # a full query projection; DeepSeek's YaRN (mscale, mscale_all_dim: the softmax scale grows too)
+    "deepseek_v3-yarn": (
+        "deepseek_v3",
+        {"q_lora_rank": None, "rope_parameters": {**YARN_ROPE, "mscale": 0.8, "mscale_all_dim": 1.0}},
+        ["model.rope_scaling=yarn", "model.rope_mscale=0.8", "model.rope_mscale_all_dim=1.0"],
+        "DeepseekV3ForCausalLM",
+    ),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -327,7 +355,7 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     toks = np.random.default_rng(0).integers(0, 96, (8, 40)).astype(np.int32)
     theirs = make_hf_model(torch_side, kind, tmp_path, toks, **config)
     original = load_file(str(tmp_path / "model.safetensors"))
-    moe = "num_experts" in HF_CONFIGS[kind] or "num_local_experts" in HF_CONFIGS[kind]
+    moe = any(k in HF_CONFIGS[kind] for k in ("num_experts", "num_local_experts", "n_routed_experts"))
     layout = ["mesh.data=2", "mesh.expert=2", "mesh.model=2"] if moe else ["mesh.data=2", "mesh.model=4"]
     for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", *layout], 8)):
         cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
@@ -344,6 +372,9 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     w = params.blocks.mlp.w_up
                     assert w.sharding.spec == P(None, "expert", ("data", "context"), "model")
                     assert w.addressable_shards[0].data.shape == (2, 2, 32, w.shape[-1] // 2)
+                    if kind == "deepseek_v3":  # MLA: the latent's up-projection split by latent (FSDP) and head
+                        assert a.w_ukv.sharding.spec == P(None, ("data", "context"), "model", None)
+                        assert a.w_ukv.addressable_shards[0].data.shape == (2, 16, 2, 32)
                 elif kind in ("llama", "neox"):
                     assert a.w_qkv.sharding.spec == P(None, ("data", "context"), None, "model", None)
                     assert a.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
@@ -353,7 +384,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     assert a.w_kv.sharding.spec == P(None, ("data", "context"), None, None, None)
                     assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
-            if moe and n == 1:  # fine-tuning with the balancing bias: it starts at zeros, the rest as read
+            if moe and n == 1 and kind != "deepseek_v3":  # fine-tuning with the balancing bias: zeros at first
+                # (DeepSeek-V3's files hold theirs)
                 biased = dataclasses.replace(cfg.model, moe=dataclasses.replace(cfg.model.moe, bias_update_rate=1e-3))
                 again = load_params(biased, tmp_path, rules, "test")
                 assert again.blocks.mlp.router_bias.shape == params.blocks.mlp.router.shape[::2]  # [MoE layers, E]
@@ -427,8 +459,12 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, "
-                               "MistralForCausalLM, LlamaForCausalLM, GPTNeoXForCausalLM checkpoints"])
+                               "DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3ForCausalLM, "
+                               "Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, GPTNeoXForCausalLM "
+                               "checkpoints"])
+    make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
+    assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "
+                                          "(interleaved RoPE pairs, DeepSeek's checkpoints)"])
     # a config.json that does not match its weights
     make_hf_model(torch_side, "llama", tmp_path / "wrong")
     config = json.loads((tmp_path / "wrong" / "config.json").read_text())

@@ -21,7 +21,9 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                   "GPTNeoXForCausalLM": ["model.norm=layernorm", "model.mlp=gelu"],
                   "MixtralForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.moe.num_experts=4"],
                   "Qwen3MoeForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.moe.num_experts=4",
-                                          "model.qk_norm=true"]}
+                                          "model.qk_norm=true"],
+                  "DeepseekV3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.mla.kv_rank=32",
+                                            "model.moe.num_experts=4", "model.moe.router=sigmoid"]}
 
 
 def model_cfg(arch: str, *overrides) -> ModelConfig:
@@ -77,7 +79,10 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "rope_original_max_len": 64, "rope_low_freq_factor": 2.0, "rope_high_freq_factor": 8.0,
            "rope_beta_fast": 16.0, "rope_beta_slow": 2.0, "rope_attention_factor": 1.5, "sliding_window": 8,
            "window_pattern": "GL", "moe.num_experts": 8, "moe.top_k": 1, "moe.mlp_factor": 0.5,
-           "moe.normalize_top_k": False, "moe.first_dense_layers": 1, "moe.interleave_step": 2}
+           "moe.normalize_top_k": False, "moe.first_dense_layers": 1, "moe.interleave_step": 2,
+           "rope_mscale": 0.5, "rope_mscale_all_dim": 1.0, "mla.kv_rank": 16, "mla.q_rank": 24, "mla.rope_dim": 8,
+           "mla.nope_dim": 8, "mla.v_dim": 8, "moe.shared_experts": 2, "moe.groups": 2, "moe.top_groups": 2,
+           "moe.route_scale": 2.5}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)

@@ -81,11 +81,15 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
            "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
            "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
+           "deepseek_v3": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
+        for name, b in model.named_buffers():  # (DeepSeek's router bias: a buffer, zeros at init)
+            if name.endswith("e_score_correction_bias"):
+                b.add_(torch.randn_like(b) * 0.1)
         model.save_pretrained(folder)
         if tokens is not None:
             np.save(out, model.eval()(_tokens(tokens)).logits.numpy())

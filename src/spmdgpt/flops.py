@@ -1,6 +1,7 @@
 """FLOPs accounting and MFU.
 
-FLOPs per token = 6 * N_matmul + 12 * L * T * N * H (N heads of width H: D by default), the PaLM / nanoGPT convention:
+FLOPs per token = 6 * N_matmul + 6 * L * T * N * (H_qk + H_v) (N heads of query/key width H_qk and value
+width H_v: both head_dim, D / N by default; MLA's nope + rope and v_dim), the PaLM / nanoGPT convention:
 N_matmul counts
 every weight that takes part in a token's matmuls (all block matrices and the unembedding, tied or not;
 of a mixture of experts, the active ones; the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two
@@ -16,7 +17,7 @@ from typing import Optional
 
 import jax
 
-from spmdgpt.config import DType, ModelConfig, head_dim
+from spmdgpt.config import DType, ModelConfig, attention_widths
 from spmdgpt.model import is_info, param_info
 
 # Dense peak FLOP/s per device (vendor data sheets). float32 matmuls on GPUs run as TF32 under
@@ -53,7 +54,8 @@ def matmul_params(cfg: ModelConfig) -> float:
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs (forward + backward) per token."""
-    return 6.0 * matmul_params(cfg) + 12.0 * cfg.num_layers * seq_len * cfg.num_heads * head_dim(cfg)
+    qk, v = attention_widths(cfg)  # (QK^T over the query/key width, AV over the value width)
+    return 6.0 * matmul_params(cfg) + 6.0 * cfg.num_layers * seq_len * cfg.num_heads * (qk + v)
 
 
 def device_peak_flops(

@@ -1,14 +1,16 @@
-"""Typed configuration, in five rooms: `schema` (the dataclasses), `choices` (their enums and
-ConfigError), `derived` (values computed from the fields: widths, windows, mesh shapes), `load`
+"""Typed configuration: `schema` (the dataclasses; `units` the sections of the model's optional
+units, model.moe and model.mla; `section` their base), `choices` (their enums and ConfigError), `derived` (values computed from the fields: widths, windows, mesh shapes), `load`
 (Hydra compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip) and
 `validate` (every error at once, one line each). A leaf package: it imports nothing else from
 spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
 """
 
+from spmdgpt.config.choices import GroupedMatmul, MoeDispatch, Router
 from spmdgpt.config.derived import (
     ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_FIELDS,
     ROPE_SCALING_PARAMS,
+    attention_widths,
     expert_hidden,
     head_dim,
     kv_heads,
@@ -17,6 +19,7 @@ from spmdgpt.config.derived import (
     mesh_axes,
     mesh_axes_of,
     mesh_sizes,
+    mla_dims,
     mlp_hidden,
     moe_layer_pattern,
     moe_layers,
@@ -49,21 +52,17 @@ from spmdgpt.config.schema import (
     DataSource,
     DistConfig,
     DType,
-    GroupedMatmul,
     LoraConfig,
     ManifoldSolver,
     MeshConfig,
     MlpType,
     ModelConfig,
-    MoeConfig,
-    MoeDispatch,
     NormType,
     OptimizerConfig,
     OptimizerName,
     Remat,
     RlConfig,
     RopeScaling,
-    Router,
     RunConfig,
     Schedule,
     ShardingConfig,
@@ -77,6 +76,7 @@ from spmdgpt.config.schema import (
     preference_data,
     prompts_data,
 )
+from spmdgpt.config.units import MlaConfig, MoeConfig
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 
 __all__ = [
@@ -102,6 +102,7 @@ __all__ = [
     "MlpType",
     "ModelConfig",
     "MoeConfig",
+    "MlaConfig",
     "MoeDispatch",
     "Router",
     "NormType",
@@ -138,6 +139,8 @@ __all__ = [
     "mlp_hidden",
     "moe_layer_pattern",
     "moe_layers",
+    "mla_dims",
+    "attention_widths",
     "model_config_from_dict",
     "override_key",
     "override_value",

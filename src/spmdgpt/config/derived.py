@@ -20,7 +20,7 @@ def head_dim(m: ModelConfig) -> int:
 ROPE_SCALING_FIELDS = {"llama3": ("rope_factor", "rope_original_max_len", "rope_low_freq_factor",
                                   "rope_high_freq_factor"),
                        "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
-                                "rope_attention_factor")}
+                                "rope_attention_factor", "rope_mscale", "rope_mscale_all_dim")}
 ROPE_SCALING_PARAMS = tuple(dict.fromkeys(n for names in ROPE_SCALING_FIELDS.values() for n in names))  # (all of them)
 # their values when no scaling reads them (ModelConfig's defaults)
 ROPE_SCALING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ROPE_SCALING_PARAMS}
@@ -57,6 +57,21 @@ def moe_layer_pattern(layers: int, first_dense: int, step: int) -> tuple:
     of each group of `step`."""
     step = max(step, 1)
     return tuple(i >= first_dense and (i - first_dense + 1) % step == 0 for i in range(layers))
+
+
+def mla_dims(m: ModelConfig) -> tuple:
+    """Multi-head latent attention's widths (model.mla): (kv latent R, query latent (0: none),
+    unrotated q/k dimensions per head, RoPE dimensions, value dimensions per head)."""
+    a, h = m.mla, head_dim(m)
+    return (a.kv_rank, a.q_rank, h if a.nope_dim is None else a.nope_dim, a.rope_dim, h if a.v_dim is None else a.v_dim)
+
+
+def attention_widths(m: ModelConfig) -> tuple:
+    """(each head's query/key width, its value width): head_dim twice, or MLA's nope + rope and v."""
+    if m.mla.kv_rank:
+        _, _, nope, rope, v = mla_dims(m)
+        return nope + rope, v
+    return head_dim(m), head_dim(m)
 
 
 def kv_heads(m: ModelConfig) -> int:
@@ -96,13 +111,17 @@ def logical_dim_sizes(cfg: ModelConfig) -> dict:
     has two MLP widths): for divisibility checks."""
     kinds = moe_layers(cfg)
     mlp = [("model.moe.mlp_factor*model.d_model", expert_hidden(cfg))] if any(kinds) else []
+    qk, v = attention_widths(cfg)
+    mla_widths = [("model.mla.nope_dim+model.mla.rope_dim", qk), ("model.mla.v_dim", v)]
     if not all(kinds):
         mlp.append(("model.mlp_factor*model.d_model", mlp_hidden(cfg)))
     return {
         "embed": [("model.d_model", cfg.d_model)],
         "heads": [("model.num_heads", cfg.num_heads)],
         "kv_heads": [("model.num_kv_heads", kv_heads(cfg))],
-        "head_dim": [("model.head_dim", head_dim(cfg))],
+        "head_dim": mla_widths if cfg.mla.kv_rank else [("model.head_dim", head_dim(cfg))],
+        "latent": [(f"model.mla.{name}", getattr(cfg.mla, name)) for name in ("kv_rank", "q_rank")
+                   if cfg.mla.kv_rank and getattr(cfg.mla, name)],
         "mlp": mlp,
         "experts": [("model.moe.num_experts", cfg.moe.num_experts)],
         "vocab": [("model.vocab_size", cfg.vocab_size)],

@@ -1,5 +1,6 @@
 """The configuration schema: every knob is a dataclass field with a default and a one-line
-comment, one section per concern; the enums of its choices live in `config.choices`, values
+comment, one section per concern (the model's optional units' in `config.units`); the enums of
+its choices live in `config.choices`, values
 derived from a config (head dim, MLP width, mesh shape) in `config.derived`, loading in
 `config.load`, validation in `config.validate`. Imports nothing from spmdgpt outside config.
 """
@@ -19,77 +20,21 @@ from spmdgpt.config.choices import (
     DataFormat,
     DataSource,
     DType,
-    GroupedMatmul,
     ManifoldSolver,
     MlpType,
-    MoeDispatch,
     NormType,
     OptimizerName,
     Remat,
     RopeScaling,
-    Router,
     Schedule,
     Split,
     TokenDtype,
     TokenizerKind,
 )
+from spmdgpt.config.section import Section, freeze  # noqa: F401  (freeze: re-exported)
+from spmdgpt.config.units import MlaConfig, MoeConfig
 
 # ----------------------------------------------------------------------------- sections
-
-
-class Section:
-    """A config section: built and overridden freely while loading, frozen once validated
-    (`freeze`): assigning a field then raises, and a change is a new section
-    (`dataclasses.replace`), validated again."""
-
-    def __setattr__(self, name, value):
-        if self.__dict__.get("_frozen"):
-            raise dataclasses.FrozenInstanceError(
-                f"{type(self).__name__}.{name}: config sections are frozen after validation; "
-                "make a new one with dataclasses.replace and validate it")
-        object.__setattr__(self, name, value)
-
-
-def freeze(cfg):
-    """Freeze `cfg` and every section in it (a validated config; returns it)."""
-    if isinstance(cfg, Section) and dataclasses.is_dataclass(cfg):
-        for f in dataclasses.fields(cfg):
-            v = getattr(cfg, f.name)
-            for item in v.values() if isinstance(v, dict) else [v]:
-                freeze(item)
-        object.__setattr__(cfg, "_frozen", True)
-    return cfg
-
-
-@dataclass
-class MoeConfig(Section):
-    """A mixture-of-experts MLP (model.moe): each token goes through top_k of num_experts expert
-    MLPs (of model.mlp's kind), weighted by the router; num_experts = 0: the dense MLP."""
-
-    num_experts: int = 0  # routed experts in each MoE layer's MLP (Mixtral: 8; Qwen3-30B-A3B: 128); 0 = dense
-    first_dense_layers: int = 0  # layers with the dense MLP (model.mlp_factor) before the first MoE layer
-    # (DeepSeek-V3: 3, its first_k_dense_replace; MaxText: first_num_dense_layers)
-    interleave_step: int = 1  # after those, every this-many-th layer is MoE, the others dense (Qwen3-MoE's
-    # decoder_sparse_step, Llama 4's interleave_moe_layer_step); 1 = every layer
-    top_k: int = 2  # experts each token is routed to (Mixtral: 2; Qwen3 MoE: 8)
-    mlp_factor: Optional[float] = None  # each expert's hidden width = this * d_model; default model.mlp_factor
-    shared_experts: int = 0  # experts' widths of a dense MLP every token also goes through (DeepSeek's shared experts)
-    router: Router = Router.softmax  # softmax | sigmoid
-    normalize_top_k: bool = True  # softmax: the k weights rescaled to sum to 1 (Mixtral: yes; sigmoid: always)
-    dispatch: MoeDispatch = MoeDispatch.dropless  # dropless | capacity
-    grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks
-    capacity_factor: Optional[float] = None  # capacity mode: each expert takes ceil(factor * tokens * top_k /
-    # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone
-    load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off
-    router_z_loss: float = 0.0  # weight of the router z-loss mean(logsumexp(router logits)^2) (ST-MoE: 0.001)
-    bias_update_rate: float = 0.0  # auxiliary-loss-free balancing (DeepSeek-V3): a per-expert bias on the router's
-    # scores for the top-k choice only, moved by this much after every step toward even loads; 0 = off (DeepSeek-V3:
-    # 0.001)
-
-    def __str__(self) -> str:  # (in messages: the fields that differ from the defaults)
-        changed = [f"{f.name}: {getattr(self, f.name)}" for f in dataclasses.fields(self)
-                   if getattr(self, f.name) != f.default]
-        return "{" + ", ".join(changed) + "}"
 
 
 @dataclass
@@ -119,7 +64,10 @@ class ModelConfig(Section):
     rope_high_freq_factor: float = 4.0  # llama3: wavelengths below original / this are kept
     rope_beta_fast: float = 32.0  # yarn: rotations above which a frequency is kept
     rope_beta_slow: float = 1.0  # yarn: rotations below which it is interpolated (divided by factor)
-    rope_attention_factor: Optional[float] = None  # yarn: q and k scale; default 0.1 ln(factor) + 1
+    rope_attention_factor: Optional[float] = None  # yarn: q and k scale; default 0.1 ln(factor) + 1, or with the
+    # two below mscale(rope_mscale) / mscale(rope_mscale_all_dim), mscale(m) = 0.1 m ln(factor) + 1
+    rope_mscale: float = 0.0  # yarn, DeepSeek's variant (transformers' mscale); 0 = unset
+    rope_mscale_all_dim: float = 0.0  # yarn, DeepSeek's variant: MLA's softmax scale times mscale(this)^2; 0 = unset
     init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
     context_attention: ContextAttention = ContextAttention.ring  # attention under mesh.context > 1:
@@ -155,6 +103,7 @@ class ModelConfig(Section):
     dropout: float = 0.0  # training only: dropout on the embedding and on each residual branch's output
     attention_dropout: Optional[float] = None  # on the attention probabilities (xla backend); default: dropout
     moe: MoeConfig = field(default_factory=MoeConfig)  # mixture-of-experts MLPs (moe.num_experts > 0)
+    mla: MlaConfig = field(default_factory=MlaConfig)  # multi-head latent attention (mla.kv_rank > 0)
     loss_block: int = 0  # blocked cross-entropy: the loss and its gradients in chunks of this many
     # positions of every sequence (a divisor of data.seq_len), never all [tokens, vocab] logits at once; 0 = off
 

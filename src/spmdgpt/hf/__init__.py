@@ -29,15 +29,9 @@ Tensors are numpy arrays keyed by their `transformers` names; `to_hf` and `from_
 inverses (an import exported again gives byte-identical tensors).
 """
 
-from spmdgpt.hf.convert import (
-                                TANH_GELUS,
-                                architecture,
-                                check_weights,
-                                expected_shapes,
-                                layer_values,
-                                model_fields,
-)
+from spmdgpt.hf.convert import architecture, check_weights, expected_shapes, layer_values
 from spmdgpt.hf.export import hf_config, to_hf
+from spmdgpt.hf.fields import TANH_GELUS, model_fields
 from spmdgpt.hf.files import (
                                 DTYPES,
                                 HF_PREFIX,

@@ -1,8 +1,8 @@
 """Import by the architecture tables (spmdgpt.hf.tables), the same code for every architecture,
 and what import and export (`export.py`) share: which table a model config is
-(`architecture`), each tensor's layout, leaf and layers; config.json to model fields
-(`model_fields`), tensors to parameters (`layer_values`), and what an import must find
-(`expected_shapes`, `check_weights`)."""
+(`architecture`), each tensor's layout, leaf and layers; tensors to parameters
+(`layer_values`), and what an import must find (`expected_shapes`, `check_weights`).
+config.json to model fields is `fields.py`."""
 
 from __future__ import annotations
 
@@ -17,29 +17,23 @@ from spmdgpt.config import (
     ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_FIELDS,
     ConfigError,
+    MlaConfig,
     ModelConfig,
     MoeConfig,
     expert_hidden,
     head_dim,
     kv_heads,
     layer_windows,
+    mla_dims,
     mlp_hidden,
-    moe_layer_pattern,
     moe_layers,
 )
 from spmdgpt.hf.tables import (
     ARCHITECTURES,
-    MISTRAL,
-    MIXTRAL,
-    NEOX,
-    QWEN3,
-    QWEN3_MOE,
     TRAINING_ONLY,
     Architecture,
     Tensor,
 )
-
-TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
 
 
 def canonical(cfg: ModelConfig) -> ModelConfig:
@@ -57,8 +51,12 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     # else the pattern spelt out over the layers)
     pattern = "L" if all(windows) or not any(windows) else "".join("L" if w else "G" for w in windows)
     moe = cfg.moe if cfg.moe.num_experts else MoeConfig()
+    mla = MlaConfig()
+    if cfg.mla.kv_rank:  # (MLA's widths spelt out; head_dim then only their default)
+        kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
+        mla, kv, hd = MlaConfig(kv_rank, q_rank, rope, nope, v), None, None
     return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
-                               sliding_window=max(windows), window_pattern=pattern, moe=moe)
+                               sliding_window=max(windows), window_pattern=pattern, moe=moe, mla=mla)
 
 
 def field_names(cfg) -> list:
@@ -123,9 +121,13 @@ def refusals(arch: Architecture, cfg: ModelConfig) -> tuple[list, list]:
 
 
 def _dims(cfg: ModelConfig) -> dict:
-    """The layout axes' sizes (see tables.py)."""
+    """The layout axes' sizes (see tables.py; MLA's: l = kv_rank, s = q_rank, p = kv_rank + rope_dim,
+    q = nope_dim + rope_dim, u = nope_dim + v_dim, o = v_dim; g = the shared experts' width)."""
+    kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
     return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "k": kv_heads(cfg), "kv": 2, "h": head_dim(cfg),
-            "f": mlp_hidden(cfg), "v": cfg.vocab_size, "e": cfg.moe.num_experts, "m": expert_hidden(cfg)}
+            "f": mlp_hidden(cfg), "v": cfg.vocab_size, "e": cfg.moe.num_experts, "m": expert_hidden(cfg),
+            "g": cfg.moe.shared_experts * expert_hidden(cfg), "l": kv_rank, "s": q_rank, "p": kv_rank + rope,
+            "q": nope + rope, "u": nope + v, "o": v}
 
 
 def _side(layout: str, theirs: bool = True) -> str:
@@ -188,10 +190,10 @@ def _leaf_at(t: Tensor, cfg: ModelConfig, layer: Optional[int]) -> tuple:
 def _present(t: Tensor, cfg: ModelConfig, info, layer: Optional[int] = None) -> bool:
     """Whether the model has row t (in `layer`; None: in its first layer that can have it)."""
     layers = _layers_of(t, cfg) if layer is None else [layer]
-    if not layers:
+    if not layers or (t.when is not None and not t.when(cfg)):
         return False
     if t.leaf is None:
-        return t.when(cfg)
+        return True
     return t.fill is not None or _leaf(info, _leaf_at(t, cfg, layers[0])[0]) is not None
 
 
@@ -206,145 +208,6 @@ def _all_names(t: Tensor, cfg: ModelConfig) -> list:
     return [n for layer in _layers_of(t, cfg) for n in _names(t, cfg, layer)]
 
 
-# transformers' rope_parameters keys of the rope_* fields
-ROPE_KEYS = {"rope_factor": "factor", "rope_original_max_len": "original_max_position_embeddings",
-             "rope_low_freq_factor": "low_freq_factor", "rope_high_freq_factor": "high_freq_factor",
-             "rope_beta_fast": "beta_fast", "rope_beta_slow": "beta_slow", "rope_attention_factor": "attention_factor"}
-
-
-def _rope_fields(rope: dict, hf: dict, need) -> dict:
-    """The rope_* model fields of a config.json's RoPE parameters (`need` records what is refused)."""
-    kind = rope.get("rope_type", rope.get("type", "default"))
-    need(
-        "rope_type",
-        kind in ("default", "llama3", "yarn"),
-        "default, llama3 or yarn (the RoPE scalings spmdgpt computes)",
-    )
-    out = {"rope_scaling": kind if kind in ("llama3", "yarn") else "none", "rope_theta": float(rope["rope_theta"])}
-    if kind == "llama3":
-        out.update({name: type(default)(rope.get(ROPE_KEYS[name], default)) for name, default in  # (Llama 3.1's)
-                    (("rope_factor", 8.0), ("rope_original_max_len", 8192), ("rope_low_freq_factor", 1.0),
-                     ("rope_high_freq_factor", 4.0))})
-    elif kind == "yarn":
-        need("mscale", not rope.get("mscale") and not rope.get("mscale_all_dim"),
-             "no mscale / mscale_all_dim (DeepSeek's YaRN variant is not supported)")
-        need("truncate", rope.get("truncate", True), "true (integer correction bounds)")
-        original = int(rope.get("original_max_position_embeddings") or hf["max_position_embeddings"])
-        out.update(rope_factor=float(rope.get("factor") or hf["max_position_embeddings"] / original),
-                   rope_original_max_len=original, rope_beta_fast=float(rope.get("beta_fast") or 32),
-                   rope_beta_slow=float(rope.get("beta_slow") or 1), rope_attention_factor=rope.get("attention_factor"))
-    return out
-
-
-def _rope(hf: dict) -> dict:
-    rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
-    rope.setdefault("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
-    if "rotary_pct" in hf:
-        rope.setdefault("partial_rotary_factor", hf["rotary_pct"])
-    return rope
-
-
-# config.json's architectures -> the model_type import reads
-IMPORTS = {a.name: a.model_type for a in ARCHITECTURES}
-
-
-def model_fields(hf: dict, where: str) -> dict:
-    """The spmdgpt model fields a Hugging Face config determines (the parameters' shapes and the
-    computation), or a ConfigError naming every HF field that no spmdgpt model represents."""
-    arch = (hf.get("architectures") or [None])[0]
-    kind = hf.get("model_type") if hf.get("model_type") in IMPORTS.values() else IMPORTS.get(arch)
-    errs = []
-
-    def need(key, ok, want):
-        if not ok:
-            errs.append(f"{where}: config.json has {key}={hf.get(key, _rope(hf).get(key))!r}; spmdgpt needs {want}")
-
-    d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
-    rope = _rope(hf)
-    rope_fields = _rope_fields(rope, hf, need)
-    if kind == NEOX.model_type:
-        need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
-        need("use_parallel_residual", hf.get("use_parallel_residual", True) is False, "false (a sequential residual)")
-        need("partial_rotary_factor", float(rope.get("partial_rotary_factor", 0.25)) == 1.0, "1.0 (full rotary)")
-        fields = {"norm": "layernorm", "mlp": "gelu", "norm_eps": hf.get("layer_norm_eps", 1e-5),
-                  "bias": bool(hf.get("attention_bias", True))}
-    elif kind is not None:  # the Llama family
-        need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
-        kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
-        fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
-                  "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd}
-        if kind == "llama":
-            need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
-                 "mlp_bias == attention_bias (model.bias sets both)")
-            fields["bias"] = bool(hf.get("attention_bias", False))
-        elif kind in (MISTRAL.model_type, MIXTRAL.model_type):  # (transformers' default window: Mistral's 4096)
-            window = hf.get("sliding_window", 4096 if kind == MISTRAL.model_type else None)
-            fields.update(sliding_window=window or 0, window_pattern="L")
-        elif kind == QWEN3_MOE.model_type:  # (no windows)
-            fields["moe"] = _qwen3_moe_layers(hf, need)
-            need("use_sliding_window", not hf.get("use_sliding_window"), "false (no sliding windows with experts)")
-            need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
-            fields.update(qk_norm=True, qk_norm_scale=True)
-        else:  # Qwen2: q/k/v biases; Qwen3: QK-norm with its scales, no biases; both: windows per layer
-            layers, window = hf["num_hidden_layers"], hf.get("sliding_window") if hf.get("use_sliding_window") else None
-            types = hf.get("layer_types") or ["sliding_attention" if window and i >= hf.get("max_window_layers", layers)
-                                              else "full_attention" for i in range(layers)]
-            need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
-                 f"{layers} of sliding_attention / full_attention")
-            if window and "sliding_attention" in types:
-                fields.update(sliding_window=window, window_pattern="".join(
-                    "L" if t == "sliding_attention" else "G" for t in types))
-            if kind == QWEN3.model_type:
-                need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
-                fields.update(qk_norm=True, qk_norm_scale=True)
-            else:
-                fields["qkv_bias"] = True
-    else:
-        raise ConfigError([f"{where}: architecture {arch or hf.get('model_type')!r} is not supported; spmdgpt imports "
-                           f"{', '.join(IMPORTS)} checkpoints"])
-    if errs:
-        raise ConfigError(errs)
-    if kind in (MIXTRAL.model_type, QWEN3_MOE.model_type):  # (softmax routing, no shared experts)
-        experts = hf.get("num_experts", hf.get("num_local_experts"))
-        fields["moe"] = {
-            "first_dense_layers": 0,
-            "interleave_step": 1,
-            **fields.get("moe", {}),
-            "num_experts": experts,
-            "top_k": hf.get("num_experts_per_tok", 2),
-            "shared_experts": 0,
-            "router": "softmax",
-            "normalize_top_k": kind == MIXTRAL.model_type or bool(hf.get("norm_topk_prob", False)),
-            "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None,
-        }
-    out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
-               vocab_size=hf["vocab_size"], bias=False, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-               **rope_fields)
-    # every other field that changes the computation: what this checkpoint has, else off (never the
-    # run's own value: a QK-norm in the run's experiment would change what the checkpoint computes)
-    return {**out, **NOT_IN_CHECKPOINT, **fields}
-
-
-def _qwen3_moe_layers(hf: dict, need) -> dict:
-    """model.moe.first_dense_layers and interleave_step of a Qwen3-MoE config.json: its MoE layers
-    (i not in mlp_only_layers, (i + 1) % decoder_sparse_step == 0) as the first N dense layers,
-    then every k-th layer (`need` records a pattern that is not of that form)."""
-    layers, step = hf["num_hidden_layers"], hf.get("decoder_sparse_step", 1)
-    kinds = tuple(i not in (hf.get("mlp_only_layers") or []) and (i + 1) % step == 0 for i in range(layers))
-    moe = [i for i, m in enumerate(kinds) if m]
-    k = moe[1] - moe[0] if len(moe) > 1 else 1
-    n = moe[0] - (k - 1) if moe else -1
-    need("mlp_only_layers" if hf.get("mlp_only_layers") else "decoder_sparse_step",
-         n >= 0 and kinds == moe_layer_pattern(layers, n, k),
-         "MoE layers laid out as the first N layers dense, then every k-th layer MoE, the last layer MoE "
-         "(model.moe.first_dense_layers, interleave_step)")
-    return {"first_dense_layers": max(n, 0), "interleave_step": k}
-
-
-# model fields no imported architecture turns on unless its config.json says so
-NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
-                     "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L",
-                     "moe": {"num_experts": 0}}
 
 
 def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
@@ -403,7 +266,8 @@ def layer_values(cfg: ModelConfig, files):
     from spmdgpt.model import is_info, param_info
 
     arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
-    by_leaf = {_leaf_at(t, cfg, i)[0]: t for t in arch.tensors if t.leaf is not None for i in _layers_of(t, cfg)}
+    by_leaf = {_leaf_at(t, cfg, i)[0]: t for t in arch.tensors if t.leaf is not None and _present(t, cfg, info)
+               for i in _layers_of(t, cfg)}
 
     def get(name):
         return files.get(name if name in files.weight_map else arch.aliases.get(name, name))
@@ -415,7 +279,8 @@ def layer_values(cfg: ModelConfig, files):
 
         def read(index=None):  # (index: the layer's in its stack)
             names = _names(t, cfg, None if index is None else layers[index])
-            return _rearrange([get(n) for n in names] if t.split else get(names[0]), back, dims)
+            a = [get(n) for n in names] if t.split else get(names[0])
+            return _rearrange(a if t.order is None else np.asarray(a)[np.argsort(t.order(cfg))], back, dims)
 
         return read
 

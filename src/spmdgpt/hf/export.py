@@ -18,12 +18,11 @@ from spmdgpt.config import (
     head_dim,
     kv_heads,
     layer_windows,
+    mla_dims,
     mlp_hidden,
     moe_layers,
 )
 from spmdgpt.hf.convert import (
-    ROPE_KEYS,
-    TANH_GELUS,
     _dims,
     _hf_shape,
     _layers_of,
@@ -34,7 +33,8 @@ from spmdgpt.hf.convert import (
     _rearrange,
     architecture,
 )
-from spmdgpt.hf.tables import LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, Architecture
+from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
+from spmdgpt.hf.tables import DEEPSEEK_V3, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, Architecture
 
 
 def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
@@ -73,6 +73,15 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     moe = cfg.moe  # (Mixtral, Qwen3-MoE: the experts; the auxiliary loss weight recorded)
     experts = {"num_experts_per_tok": moe.top_k, "router_aux_loss_coef": moe.load_balance_loss,
                "output_router_logits": False}
+    if arch is DEEPSEEK_V3:
+        kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
+        return {**llama, "num_experts_per_tok": moe.top_k, "num_key_value_heads": cfg.num_heads, "head_dim": rope,
+                "kv_lora_rank": kv_rank, "q_lora_rank": q_rank or None, "qk_rope_head_dim": rope,
+                "qk_nope_head_dim": nope, "v_head_dim": v, "qk_head_dim": nope + rope, "rope_interleave": True,
+                "n_routed_experts": moe.num_experts, "n_shared_experts": moe.shared_experts,
+                "moe_intermediate_size": expert_hidden(cfg), "first_k_dense_replace": moe.first_dense_layers,
+                "n_group": moe.groups, "topk_group": moe.top_groups, "routed_scaling_factor": moe.route_scale,
+                "norm_topk_prob": moe.normalize_top_k, "attention_bias": False, "num_nextn_predict_layers": 0}
     if arch is MISTRAL:
         return {**llama, "sliding_window": windows[0]}
     if arch is MIXTRAL:
@@ -97,7 +106,7 @@ def rope_parameters(cfg: ModelConfig) -> dict:
         return {"rope_type": "default", "rope_theta": cfg.rope_theta}
     out = {"rope_type": cfg.rope_scaling.value, "rope_theta": cfg.rope_theta}
     for name in ROPE_SCALING_FIELDS[cfg.rope_scaling.value]:
-        if getattr(cfg, name) is not None:
+        if getattr(cfg, name) is not None and not (name.startswith("rope_mscale") and not getattr(cfg, name)):
             out[ROPE_KEYS[name]] = getattr(cfg, name)
     return out
 
@@ -143,5 +152,7 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
             continue
         value = np.asarray(value if index is None else value[index])  # (a leaf without a layer axis: whole)
         a = _rearrange(value, t.layout, dims)
+        if t.order is not None:
+            a = a[t.order(cfg)]
         out.update(zip(names, a) if t.split else [(names[0], a)])
     return {n: np.ascontiguousarray(a) for n, a in out.items()}

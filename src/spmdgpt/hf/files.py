@@ -11,7 +11,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from spmdgpt.config import ConfigError, ModelConfig
-from spmdgpt.hf.convert import check_weights, layer_values, model_fields
+from spmdgpt.hf.convert import check_weights, layer_values
+from spmdgpt.hf.fields import model_fields
 
 # ----------------------------------------------------------------------------- tokenizer
 
@@ -199,10 +200,15 @@ class WeightFiles:
 
 def stored(cfg: ModelConfig) -> ModelConfig:
     """The model as Hugging Face files hold it: without state that training sets between steps
-    (model.moe.bias_update_rate's router bias). A run that fine-tunes an imported model with it
-    starts that state where a new model does (zeros: `read_params`)."""
+    (model.moe.bias_update_rate's router bias), but for a sigmoid router's, which DeepSeek-V3's
+    files hold (e_score_correction_bias). A run that fine-tunes an imported softmax-routed model
+    with the bias starts it where a new model does (zeros: `read_params`)."""
     import dataclasses
 
+    from spmdgpt.config import Router
+
+    if cfg.moe.router == Router.sigmoid:
+        return cfg
     return dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, bias_update_rate=0.0))
 
 

@@ -55,7 +55,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from spmdgpt.config import ROPE_SCALING_PARAMS, MlpType, ModelConfig, MoeConfig, NormType, Router
+import numpy as np
+
+from spmdgpt.config import ROPE_SCALING_PARAMS, MlaConfig, MlpType, ModelConfig, MoeConfig, NormType, Router, mla_dims
 
 # model fields that change how a model is trained or run, never the function it computes
 # (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not).
@@ -68,6 +70,8 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
                  "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss")
 # a dense model's moe.* fields (what a table without experts refuses: the defaults)
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
+# a model without multi-head latent attention: the mla.* defaults
+NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +82,11 @@ class Tensor:
     layout: str  # einops, one layer: "spmdgpt axes -> Hugging Face axes" (leaf None: the HF axes)
     fill: Optional[float] = None  # stored as this constant when the model has no such leaf (else left
     # out), and required to be it on import: GPT-NeoX's LayerNorm biases (0), Qwen3's QK-norm scales (1)
-    when: Optional[Callable[[ModelConfig], bool]] = None  # (leaf None) present only for these configs
+    when: Optional[Callable[[ModelConfig], bool]] = None  # present only for these configs (a leaf that two rows
+    # lay out differently: DeepSeek's q_proj or q_b_proj)
     layers: str = "every"  # "dense" | "moe": a row of those layers only (a dense model's layers are all dense)
+    order: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # the Hugging Face tensor's first axis holds
+    # the rows of spmdgpt's layout in this order (DeepSeek's interleaved RoPE pairs, `rope_rows`)
 
     @property
     def stacked(self) -> bool:
@@ -130,7 +137,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
-           "sliding_window": 0, "window_pattern": "L", **DENSE}
+           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -201,7 +208,7 @@ QWEN3 = Architecture(
     name="Qwen3ForCausalLM", model_type="qwen3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
-    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA},
     picks={"qk_norm": True},
 )
 
@@ -216,8 +223,9 @@ def _experts(prefix: str, gate: str, up: str, down: str) -> list:
     ]
 
 
-# what both MoE classes compute: softmax routing, no shared experts, no balancing bias
-MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax, "moe.bias_update_rate": 0.0}
+# what both MoE classes compute: softmax routing, no shared experts, no balancing bias, no groups
+MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax, "moe.bias_update_rate": 0.0, "moe.groups": 1,
+               "moe.top_groups": 1, "moe.route_scale": 1.0}
 MOE_PICK = {"moe.num_experts": lambda e: e > 0}
 
 # Mixtral: Mistral's attention (a window in every layer, or none), an MoE in every layer whose
@@ -247,8 +255,72 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED},
+             **MOE_REFUSED, **NO_MLA},
     picks={**MOE_PICK, "qk_norm": True},
+)
+
+def rope_rows(cfg: ModelConfig, heads: int, width: int, start: int) -> np.ndarray:
+    """DeepSeek's RoPE rows in the order its checkpoints hold them (rope_interleave): in each of
+    `heads` blocks of `width` rows, the rope_dim rotated dimensions from `start` come as interleaved
+    pairs (x0, x1), (x2, x3), ... where spmdgpt's `layers.rope` pairs (x_i, x_{i + r/2}): Hugging
+    Face's row 2i holds spmdgpt's rotated row i, its row 2i + 1 spmdgpt's row r/2 + i."""
+    r = mla_dims(cfg)[3]
+    block = np.arange(width)
+    block[start:start + r] = start + np.stack([np.arange(r // 2), r // 2 + np.arange(r // 2)], axis=1).reshape(-1)
+    return (np.arange(heads)[:, None] * width + block[None]).reshape(-1)
+
+
+def _query_rows(cfg: ModelConfig) -> np.ndarray:
+    _, _, n, r, _ = mla_dims(cfg)
+    return rope_rows(cfg, cfg.num_heads, n + r, n)
+
+
+def _latent_rows(cfg: ModelConfig) -> np.ndarray:
+    R, _, _, r, _ = mla_dims(cfg)
+    return rope_rows(cfg, 1, R + r, R)
+
+
+# DeepSeek-V3 (and the models on its architecture): multi-head latent attention (q_a/q_b or a full
+# q_proj; kv_a_proj_with_mqa = the latent and the shared RoPE key; kv_b_proj = each head's unrotated
+# key and value), the first first_k_dense_replace layers with a dense SwiGLU MLP, the others an MoE
+# of sigmoid-routed experts (grouped, bias-corrected choice, routed_scaling_factor) beside shared ones
+MLA_ATTENTION = [
+    _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
+    _t("post_attention_layernorm.weight", "blocks.ln2.scale", "d -> d"),
+    _t("self_attn.q_a_proj.weight", "blocks.attn.w_dq", "d s -> s d"),
+    _t("self_attn.q_a_layernorm.weight", "blocks.attn.q_latent_norm", "s -> s"),
+    _t("self_attn.q_b_proj.weight", "blocks.attn.w_q", "s n q -> (n q) s", when=lambda cfg: cfg.mla.q_rank > 0,
+       order=_query_rows),
+    _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n q -> (n q) d", when=lambda cfg: not cfg.mla.q_rank,
+       order=_query_rows),
+    _t("self_attn.kv_a_proj_with_mqa.weight", "blocks.attn.w_dkv", "d p -> p d", order=_latent_rows),
+    _t("self_attn.kv_a_layernorm.weight", "blocks.attn.kv_latent_norm", "l -> l"),
+    _t("self_attn.kv_b_proj.weight", "blocks.attn.w_ukv", "l n u -> (n u) l"),
+    _t("self_attn.o_proj.weight", "blocks.attn.w_o", "n o d -> d (n o)"),
+]
+DEEPSEEK_V3 = Architecture(
+    name="DeepseekV3ForCausalLM", model_type="deepseek_v3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", MLA_ATTENTION
+                         + [dataclasses.replace(t, layers="dense") for t in LLAMA_LAYER[len(LLAMA_ATTENTION):]
+                            if t.leaf in ("blocks.mlp.w_gate", "blocks.mlp.w_up", "blocks.mlp.w_down")]
+                         + [dataclasses.replace(t, layers="moe")
+                            for t in _experts("mlp.", "gate_proj", "up_proj", "down_proj") + [
+                                _t("mlp.gate.e_score_correction_bias", "blocks.mlp.router_bias", "e -> e", fill=0.0),
+                                _t("mlp.shared_experts.gate_proj.weight", "blocks.mlp.shared.w_gate", "d g -> g d"),
+                                _t("mlp.shared_experts.up_proj.weight", "blocks.mlp.shared.w_up", "d g -> g d"),
+                                _t("mlp.shared_experts.down_proj.weight", "blocks.mlp.shared.w_down", "g d -> d g")]])
+                  + LLAMA_OUTER),
+    fields={**{k: v for k, v in COMMON_FIELDS.items() if k != "bias"}, "norm_eps": "rms_norm_eps",
+            "mla.kv_rank": "kv_lora_rank", "mla.q_rank": "q_lora_rank", "mla.rope_dim": "qk_rope_head_dim",
+            "mla.nope_dim": "qk_nope_head_dim", "mla.v_dim": "v_head_dim", "moe.num_experts": "n_routed_experts",
+            "moe.top_k": "num_experts_per_tok", "moe.mlp_factor": "moe_intermediate_size",
+            "moe.shared_experts": "n_shared_experts", "moe.normalize_top_k": "norm_topk_prob",
+            "moe.first_dense_layers": "first_k_dense_replace", "moe.groups": "n_group", "moe.top_groups": "topk_group",
+            "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None},
+    refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
+             "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
+             "moe.router": Router.sigmoid, "moe.interleave_step": 1},
+    picks={"mla.kv_rank": lambda r: r > 0},
 )
 
 NEOX = Architecture(
@@ -278,7 +350,7 @@ NEOX = Architecture(
 )
 
 # in the order export tries them: a table with `picks` before the plain one of its kinds
-ARCHITECTURES = (QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, NEOX)
+ARCHITECTURES = (DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

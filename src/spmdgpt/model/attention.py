@@ -299,7 +299,7 @@ def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool
     o = flatten(rules, o, "heads", "head_dim")
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
     out = matmul_out(rules, "tnh,nhd->td", o, w, ("heads", "head_dim"), ("heads", "head_dim", "embed"))
-    if p.b_o is not None:
+    if getattr(p, "b_o", None) is not None:
         out = out + rules.gather(p.b_o.astype(o.dtype), ("embed",))
     return out
 
@@ -344,33 +344,54 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     written at cache.end. Decode (a cache with a mask): x's keys and values are written at
     cache.end and x's queries attend over the whole cache under cache.mask. The one branch
     point for backends: a new backend is a new case here."""
-    positions, batch, segment_ids, cache, key, window = u
+    positions, batch, cache = u.positions, u.batch, u.cache
     if cache is not None and cache.mask is not None:
         q, k, v = project(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
         kv = _written(cache, k, v)
         o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules)
         return output_projection(rules, p, o), kv, {}
-    if rules.context_size() > 1:  # sequences split over a context ring (training, evaluation)
-        q, k, v = project(cfg, rules, p, x, positions, batch)
-        return output_projection(rules, p, context_attention(cfg, rules, q, k, v, segment_ids, window)), None, {}
-    # (inside a pipeline's vmap over stages the fused kernels' shard_map does not nest yet: xla)
-    backend = attention_backend(cfg) if rules.stage_size() == 1 else AttentionImpl.xla
+    backend = sequence_backend(cfg, rules)
     head_major = backend != AttentionImpl.cudnn
     q, k, v = project(cfg, rules, p, x, positions, batch, head_major)
-    if backend == AttentionImpl.cudnn:
-        o = fused_causal_attention(q, k, v, rules, "cudnn", segment_ids)
-    elif backend == AttentionImpl.splash and q.shape[2] % SPLASH_BLOCKS[-1] == 0:
-        # (other lengths, which validation refuses for training, e.g. a prompt: the xla path)
-        o = splash_causal_attention(q, k, v, rules, segment_ids)
-    else:
-        o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, segment_ids,
-                                     attention_dropout(cfg), key, window)
+    o = sequence_attention(cfg, rules, backend, q, k, v, u)
     kv = None
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
             k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))
         kv = _written(cache, k, v)
     return output_projection(rules, p, o, head_major), kv, {}
+
+
+def sequence_backend(cfg: ModelConfig, rules: Rules) -> Optional[AttentionImpl]:
+    """The backend of a pass over full sequences: None when they are split over a context ring
+    (`context_attention`, head-major), else `model.attention` resolved on the default device's
+    platform (xla inside a pipeline's vmap over stages, where the fused kernels' shard_map does not
+    nest yet). q, k and v are head-major for every backend but cudnn."""
+    if rules.context_size() > 1:
+        return None
+    return attention_backend(cfg) if rules.stage_size() == 1 else AttentionImpl.xla
+
+
+def sequence_attention(cfg: ModelConfig, rules: Rules, backend: Optional[AttentionImpl], q: jax.Array, k: jax.Array,
+                       v: jax.Array, u: UnitInputs) -> jax.Array:
+    """Causal attention over full sequences by `backend` (`sequence_backend`): q, k, v in its
+    layout -> o in the same layout, scores scaled by 1 / sqrt(q's head width) (a unit with another
+    scale scales q). Values narrower than the queries and keys (MLA's) are zero-padded to their
+    width for the fused kernels, which take one head width, and the output cut back."""
+    if backend is None:  # sequences split over a context ring (training, evaluation)
+        return context_attention(cfg, rules, q, k, v, u.segment_ids, u.window)
+    width = v.shape[-1]
+    if backend != AttentionImpl.xla and width < q.shape[-1]:
+        v = jnp.pad(v, ((0, 0),) * 3 + ((0, q.shape[-1] - width),))
+    if backend == AttentionImpl.cudnn:
+        o = fused_causal_attention(q, k, v, rules, "cudnn", u.segment_ids)
+    elif backend == AttentionImpl.splash and q.shape[2] % SPLASH_BLOCKS[-1] == 0:
+        # (other lengths, which validation refuses for training, e.g. a prompt: the xla path)
+        o = splash_causal_attention(q, k, v, rules, u.segment_ids)
+    else:
+        o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, u.segment_ids,
+                                     attention_dropout(cfg), u.key, u.window)
+    return o[..., :width]
 
 
 def _written(cache: LayerCache, k: jax.Array, v: jax.Array) -> dict:

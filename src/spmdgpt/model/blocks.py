@@ -137,7 +137,9 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
         x, ys_moe = moe_step(x, (p_moe, jax.tree.map(lambda a: a[k - 1], xs_group)))
         return x, (ys_dense, ys_moe)
 
-    x, (ys_dense, ys_moe) = scan(group, x, (groups(params.dense_blocks, k - 1), params.blocks, groups(xs, k)))
+    dense_groups = groups(params.dense_blocks, k - 1) if k > 1 else None  # (k = 1: none; an empty reshape of a
+    # sharded stack is refused)
+    x, (ys_dense, ys_moe) = scan(group, x, (dense_groups, params.blocks, groups(xs, k)))
 
     def ordered(name):  # first [N] + dense [G, k - 1] + MoE [G] -> [L]
         f, d, m = first.get(name), ys_dense.get(name), ys_moe.get(name)

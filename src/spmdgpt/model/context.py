@@ -251,7 +251,9 @@ class _Ring:
                     _put(acc, -2, rows, _join(acc_r, -2))), extra
 
         # (varying over the mesh axes like q: they become scan carries)
-        carry = (jnp.full_like(q[..., 0], -jnp.inf, F32), jnp.zeros_like(q[..., 0], F32), jnp.zeros_like(q, F32))
+        # (the output's accumulator as wide as the values: MLA's are narrower than the queries)
+        acc = jnp.zeros_like(q[..., :1], F32) + jnp.zeros((v.shape[-1],), F32)
+        carry = (jnp.full_like(q[..., 0], -jnp.inf, F32), jnp.zeros_like(q[..., 0], F32), acc)
         (m, l, acc), _ = self.steps(visit, carry, k, v, idx, seg)
         return (acc / l[..., None]).astype(q.dtype), m + jnp.log(l)
 
@@ -279,13 +281,13 @@ class _Ring:
                 dq_b, (dk_bs, dv_bs) = jax.lax.scan(key_block, jnp.zeros_like(qb, F32), keys)
                 return (grads[0] + _join(dk_bs, 2), grads[1] + _join(dv_bs, 2)), dq_b
 
-            zeros = jnp.zeros_like(k[:, :, cols], F32)
-            (dkc, dvc), dq_r = jax.lax.scan(block, (zeros, zeros), self.queries(rows, q, idx, seg, lse, delta, do))
+            zeros = (jnp.zeros_like(k[:, :, cols], F32), jnp.zeros_like(v[:, :, cols], F32))
+            (dkc, dvc), dq_r = jax.lax.scan(block, zeros, self.queries(rows, q, idx, seg, lse, delta, do))
             return (_put(dq, -2, rows, dq[..., rows, :] + _join(dq_r, -2)),
                     (_put(dk, 2, cols, dk[:, :, cols] + dkc), _put(dv, 2, cols, dv[:, :, cols] + dvc)))
 
-        zeros = jnp.zeros(k.shape, F32)
-        dq, (dk, dv) = self.steps(visit, jnp.zeros(q.shape, F32), k, v, idx, seg, (zeros, zeros))
+        zeros = (jnp.zeros(k.shape, F32), jnp.zeros(v.shape, F32))
+        dq, (dk, dv) = self.steps(visit, jnp.zeros(q.shape, F32), k, v, idx, seg, zeros)
         return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
 
 
@@ -323,7 +325,7 @@ def context_attention(cfg: ModelConfig, rules: Rules, q: jax.Array, k: jax.Array
     """Causal attention over sequences split over the context ring: q [b, n, t, h], k/v
     [b, K, t, h] (head-major, t in the context order and split over the `seq` axes; K key/value
     heads dividing n), segment_ids [b, t] (the same order) or None, window a layer's sliding
-    window or None -> [b, n, t, h], by model.context_attention."""
+    window or None -> [b, n, t, v's h], by model.context_attention."""
     n = q.shape[1]
     k, v = local_kv(k, v, n, rules)
     grouped = k.shape[1] != n
@@ -338,7 +340,7 @@ def context_attention(cfg: ModelConfig, rules: Rules, q: jax.Array, k: jax.Array
     def local(q, k, v, idx, seg, window):
         b, nl, t, h = q.shape
         out = attend(jnp.reshape(q, (b, k.shape[1], nl // k.shape[1], t, h)), k, v, idx, seg, window)
-        return jnp.reshape(out, q.shape)
+        return jnp.reshape(out, q.shape[:-1] + v.shape[-1:])  # (as wide as the values)
 
     # the sequence index of every place (the causal mask's and the sliding window's), an input so
     # that the masks are computed from data: masks of constants alone hoist out of shard_map badly

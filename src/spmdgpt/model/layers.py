@@ -86,9 +86,16 @@ def rope_frequencies(cfg: ModelConfig, h: int) -> tuple:
         keep = 1 - ramp  # 1: extrapolate (the frequency as trained), 0: interpolate (divided by factor)
         scale = cfg.rope_attention_factor
         if scale is None:
-            scale = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+            scale = yarn_mscale(factor)
+            if cfg.rope_mscale and cfg.rope_mscale_all_dim:  # (DeepSeek's variant)
+                scale = yarn_mscale(factor, cfg.rope_mscale) / yarn_mscale(factor, cfg.rope_mscale_all_dim)
         return inv_freq / factor * (1 - keep) + inv_freq * keep, scale
     return inv_freq, 1.0
+
+
+def yarn_mscale(factor: float, m: float = 1.0) -> float:
+    """YaRN's attention scale for a context `factor` times longer: 0.1 m ln(factor) + 1 (1 unstretched)."""
+    return 0.1 * m * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
 def rope(x: jax.Array, positions: jax.Array, theta, scale: float = 1.0) -> jax.Array:

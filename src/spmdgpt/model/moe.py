@@ -11,9 +11,12 @@ layer axis in front):
     router_bias  [E] (moe.bias_update_rate > 0) the auxiliary-loss-free balancing's per-expert
             bias, set between steps (`between_steps`), never by the optimizer
 
-Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen; the
-k weights renormalised with moe.normalize_top_k), or sigmoid scores, top-k, normalised among
-the k (DeepSeek-V3). With moe.bias_update_rate > 0 (DeepSeek-V3's auxiliary-loss-free
+Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen), or
+sigmoid scores then top-k (DeepSeek-V3); the k weights renormalised to sum to 1 with
+moe.normalize_top_k, then times moe.route_scale (DeepSeek-V3's routed_scaling_factor). With
+moe.groups = G > 1 (DeepSeek-V3's node-limited routing: n_group, topk_group) the experts form G
+equal groups, each scored by the sum of its two best choice scores, and a token's k experts
+come only from its moe.top_groups best groups. With moe.bias_update_rate > 0 (DeepSeek-V3's auxiliary-loss-free
 balancing, Wang et al. 2024) the top k are chosen by score + router_bias and weighted by the
 scores alone, and after every step each layer's bias moves by rate x sign(1/E - the expert's
 share of the step's copies): up for the experts below an even share, down for those above.
@@ -97,10 +100,17 @@ def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias:
     logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("tokens", None))
     scores = jax.nn.softmax(logits, axis=-1) if moe.router == Router.softmax else jax.nn.sigmoid(logits)
     choice = scores if bias is None else scores + jax.lax.stop_gradient(bias.astype(F32))
+    if moe.groups > 1:  # grouped routing: only the experts of each token's top_groups best groups may be chosen
+        grouped = jnp.reshape(choice, choice.shape[:-1] + (moe.groups, E // moe.groups))
+        best = jnp.sum(jax.lax.top_k(grouped, min(2, E // moe.groups))[0], axis=-1)  # [tokens, groups]
+        allowed = jnp.sum(jax.nn.one_hot(jax.lax.top_k(best, moe.top_groups)[1], moe.groups, dtype=F32), axis=-2)
+        choice = jnp.where(jnp.repeat(allowed, E // moe.groups, axis=-1) > 0, choice, -jnp.inf)
     _, ids = jax.lax.top_k(choice, moe.top_k)
     weights = jnp.take_along_axis(scores, ids, axis=-1)
-    if moe.normalize_top_k or moe.router == Router.sigmoid:
-        weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
+    if moe.normalize_top_k:
+        weights = weights / (jnp.sum(weights, axis=-1, keepdims=True) + 1e-20)
+    if moe.route_scale != 1.0:
+        weights = weights * moe.route_scale
     probs = scores / jnp.sum(scores, axis=-1, keepdims=True)  # (softmax: the scores themselves)
     share = jnp.mean(jnp.sum(jax.nn.one_hot(ids, E, dtype=F32), axis=1), axis=0) / moe.top_k  # f_e [E]
     aux = {"load_balance": E * jnp.sum(share * jnp.mean(probs, axis=0)),
@@ -383,6 +393,16 @@ def config_errors(m) -> List[str]:
     for name in ("load_balance_loss", "router_z_loss", "bias_update_rate"):
         if getattr(e, name) < 0:
             errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
+    if not 1 <= e.top_k <= e.num_experts:
+        pass  # (said above)
+    elif e.groups < 1 or e.num_experts % e.groups or not 1 <= e.top_groups <= e.groups:
+        errs.append(f"model.moe.groups={e.groups} must divide model.moe.num_experts={e.num_experts}, and "
+                    f"model.moe.top_groups={e.top_groups} be between 1 and groups (DeepSeek-V3: 8 groups, 4 chosen)")
+    elif e.top_groups * (e.num_experts // e.groups) < e.top_k:
+        errs.append(f"model.moe.top_groups={e.top_groups} groups of {e.num_experts // e.groups} experts cannot hold "
+                    f"model.moe.top_k={e.top_k} experts; choose more top_groups or fewer groups")
+    if not e.route_scale > 0:
+        errs.append(f"model.moe.route_scale={e.route_scale} must be > 0 (1 = the router's weights as they are)")
     if m.bias:
         errs.append("model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do Mixtral's "
                     "or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)")

@@ -6,7 +6,8 @@ Shapes (L layers, D = d_model, V vocabulary):
     blocks   Block, every leaf stacked [L, ...], run by lax.scan (an MoE model: its MoE layers):
       ln1    Norm                   before attention
       attn   the attention unit's parameters (attention.Attention: w_qkv [L, D, 3, N, H], w_o;
-             attention.GroupedAttention with model.num_kv_heads < N: w_q, w_kv [L, D, 2, K, H], w_o)
+             attention.GroupedAttention with model.num_kv_heads < N: w_q, w_kv [L, D, 2, K, H], w_o;
+             mla.Mla with model.mla.kv_rank > 0: the latent projections, w_o)
       ln2    Norm                   before the MLP
       mlp    the MLP unit's parameters (mlp.Mlp: w_up [L, D, F], w_gate, w_down)
     ln_f     final norm
@@ -45,6 +46,7 @@ from spmdgpt.model.attention import (
 )
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
 from spmdgpt.model.layers import Norm, dtype_of, norm_info
+from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_stats
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
@@ -88,6 +90,7 @@ class Unit(NamedTuple):
 
 ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv), cache=kv_cache)  # multi-head
 GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv), cache=kv_cache)
+LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, cache=mla_cache)  # multi-head latent attention (MLA)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
@@ -95,13 +98,16 @@ MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 def block_units(cfg: ModelConfig, dense: bool = False) -> tuple[Unit, Unit]:
     """(the attention unit, the MLP unit) of this model's blocks (dense: of an MoE model's dense
     layers): a new kind is a case here."""
-    attention = GROUPED_ATTENTION if kv_heads(cfg) != cfg.num_heads else ATTENTION
+    if cfg.mla.kv_rank:
+        attention = LATENT_ATTENTION
+    else:
+        attention = GROUPED_ATTENTION if kv_heads(cfg) != cfg.num_heads else ATTENTION
     return attention, MOE if cfg.moe.num_experts and not dense else DENSE_MLP
 
 
 class Block(NamedTuple):
     ln1: Norm
-    attn: Any  # the attention unit's parameters (attention.Attention, GroupedAttention)
+    attn: Any  # the attention unit's parameters (attention.Attention, GroupedAttention, mla.Mla)
     ln2: Norm
     mlp: Any  # the MLP unit's parameters (mlp.Mlp or moe.Moe)
 

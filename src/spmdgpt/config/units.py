@@ -1,0 +1,60 @@
+"""The sections of the model's optional units: a mixture of experts for the MLP (model.moe)
+and multi-head latent attention (model.mla)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from spmdgpt.config.choices import GroupedMatmul, MoeDispatch, Router
+from spmdgpt.config.section import Section, changed_fields
+
+
+@dataclass
+class MoeConfig(Section):
+    """A mixture-of-experts MLP (model.moe): each token goes through top_k of num_experts expert
+    MLPs (of model.mlp's kind), weighted by the router; num_experts = 0: the dense MLP."""
+
+    num_experts: int = 0  # routed experts in each MoE layer's MLP (Mixtral: 8; Qwen3-30B-A3B: 128); 0 = dense
+    first_dense_layers: int = 0  # layers with the dense MLP (model.mlp_factor) before the first MoE layer
+    # (DeepSeek-V3: 3, its first_k_dense_replace; MaxText: first_num_dense_layers)
+    interleave_step: int = 1  # after those, every this-many-th layer is MoE, the others dense (Qwen3-MoE's
+    # decoder_sparse_step, Llama 4's interleave_moe_layer_step); 1 = every layer
+    top_k: int = 2  # experts each token is routed to (Mixtral: 2; Qwen3 MoE: 8)
+    mlp_factor: Optional[float] = None  # each expert's hidden width = this * d_model; default model.mlp_factor
+    shared_experts: int = 0  # experts' widths of a dense MLP every token also goes through (DeepSeek's shared experts)
+    router: Router = Router.softmax  # softmax | sigmoid
+    normalize_top_k: bool = True  # the k weights rescaled to sum to 1 (Mixtral, DeepSeek-V3's norm_topk_prob: yes)
+    dispatch: MoeDispatch = MoeDispatch.dropless  # dropless | capacity
+    grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks
+    capacity_factor: Optional[float] = None  # capacity mode: each expert takes ceil(factor * tokens * top_k /
+    # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone
+    load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off
+    router_z_loss: float = 0.0  # weight of the router z-loss mean(logsumexp(router logits)^2) (ST-MoE: 0.001)
+    bias_update_rate: float = 0.0  # auxiliary-loss-free balancing (DeepSeek-V3): a per-expert bias on the router's
+    # scores for the top-k choice only, moved by this much after every step toward even loads; 0 = off (DeepSeek-V3:
+    # 0.001)
+    groups: int = 1  # grouped routing (DeepSeek-V3's n_group): the experts in this many equal groups, each scored by
+    # the sum of its two best (biased) scores; a token's top_k come from its top_groups best groups; 1 = off
+    top_groups: int = 1  # groups a token's experts may come from (DeepSeek-V3's topk_group; with groups > 1)
+    route_scale: float = 1.0  # the routed experts' weights times this (DeepSeek-V3's routed_scaling_factor: 2.5)
+
+    def __str__(self) -> str:  # (in messages: the fields that differ from the defaults)
+        return changed_fields(self)
+
+
+@dataclass
+class MlaConfig(Section):
+    """Multi-head latent attention (model.mla, DeepSeek-V2/V3): keys and values from one shared
+    low-rank latent per token (what the KV cache holds), queries through their own low-rank
+    latent, and a few RoPE dimensions per head beside the unrotated ones, their key shared by
+    every head. kv_rank = 0: off (the attention of model.num_kv_heads)."""
+
+    kv_rank: int = 0  # the key/value latent's width (kv_lora_rank; DeepSeek-V3: 512); > 0 turns MLA on
+    q_rank: int = 0  # the query latent's width (q_lora_rank; DeepSeek-V3: 1536); 0 = a full query projection
+    rope_dim: int = 64  # RoPE dimensions of each query head and of the shared RoPE key (qk_rope_head_dim)
+    nope_dim: Optional[int] = None  # unrotated query/key dimensions per head (qk_nope_head_dim); default model.head_dim
+    v_dim: Optional[int] = None  # value (and output) dimensions per head (v_head_dim); default model.head_dim
+
+    def __str__(self) -> str:
+        return changed_fields(self)

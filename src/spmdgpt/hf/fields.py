@@ -1,0 +1,179 @@
+"""config.json -> model fields, for import: what a Hugging Face config determines of a spmdgpt
+model (`model_fields`), per family, with every config.json field that no spmdgpt model
+represents refused by name; and the RoPE parameters' keys, which export writes back."""
+
+from __future__ import annotations
+
+from spmdgpt.config import ConfigError, moe_layer_pattern
+from spmdgpt.hf.tables import ARCHITECTURES, DEEPSEEK_V3, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE
+
+TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+
+
+# transformers' rope_parameters keys of the rope_* fields
+ROPE_KEYS = {"rope_factor": "factor", "rope_original_max_len": "original_max_position_embeddings",
+             "rope_low_freq_factor": "low_freq_factor", "rope_high_freq_factor": "high_freq_factor",
+             "rope_beta_fast": "beta_fast", "rope_beta_slow": "beta_slow", "rope_attention_factor": "attention_factor",
+             "rope_mscale": "mscale", "rope_mscale_all_dim": "mscale_all_dim"}
+
+
+def _rope_fields(rope: dict, hf: dict, need) -> dict:
+    """The rope_* model fields of a config.json's RoPE parameters (`need` records what is refused)."""
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    need(
+        "rope_type",
+        kind in ("default", "llama3", "yarn"),
+        "default, llama3 or yarn (the RoPE scalings spmdgpt computes)",
+    )
+    out = {"rope_scaling": kind if kind in ("llama3", "yarn") else "none", "rope_theta": float(rope["rope_theta"])}
+    if kind == "llama3":
+        out.update({name: type(default)(rope.get(ROPE_KEYS[name], default)) for name, default in  # (Llama 3.1's)
+                    (("rope_factor", 8.0), ("rope_original_max_len", 8192), ("rope_low_freq_factor", 1.0),
+                     ("rope_high_freq_factor", 4.0))})
+    elif kind == "yarn":
+        need("truncate", rope.get("truncate", True), "true (integer correction bounds)")
+        out.update(rope_mscale=float(rope.get("mscale") or 0.0),
+                   rope_mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0))
+        original = int(rope.get("original_max_position_embeddings") or hf["max_position_embeddings"])
+        out.update(rope_factor=float(rope.get("factor") or hf["max_position_embeddings"] / original),
+                   rope_original_max_len=original, rope_beta_fast=float(rope.get("beta_fast") or 32),
+                   rope_beta_slow=float(rope.get("beta_slow") or 1), rope_attention_factor=rope.get("attention_factor"))
+    return out
+
+
+def _rope(hf: dict) -> dict:
+    rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    rope.setdefault("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
+    if "rotary_pct" in hf:
+        rope.setdefault("partial_rotary_factor", hf["rotary_pct"])
+    return rope
+
+
+# config.json's architectures -> the model_type import reads
+IMPORTS = {a.name: a.model_type for a in ARCHITECTURES}
+
+
+def model_fields(hf: dict, where: str) -> dict:
+    """The spmdgpt model fields a Hugging Face config determines (the parameters' shapes and the
+    computation), or a ConfigError naming every HF field that no spmdgpt model represents."""
+    arch = (hf.get("architectures") or [None])[0]
+    kind = hf.get("model_type") if hf.get("model_type") in IMPORTS.values() else IMPORTS.get(arch)
+    errs = []
+
+    def need(key, ok, want):
+        if not ok:
+            errs.append(f"{where}: config.json has {key}={hf.get(key, _rope(hf).get(key))!r}; spmdgpt needs {want}")
+
+    d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
+    rope = _rope(hf)
+    rope_fields = _rope_fields(rope, hf, need)
+    if kind == NEOX.model_type:
+        need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
+        need("use_parallel_residual", hf.get("use_parallel_residual", True) is False, "false (a sequential residual)")
+        need("partial_rotary_factor", float(rope.get("partial_rotary_factor", 0.25)) == 1.0, "1.0 (full rotary)")
+        fields = {"norm": "layernorm", "mlp": "gelu", "norm_eps": hf.get("layer_norm_eps", 1e-5),
+                  "bias": bool(hf.get("attention_bias", True))}
+    elif kind == DEEPSEEK_V3.model_type:
+        fields = _deepseek_v3(hf, need)
+    elif kind is not None:  # the Llama family
+        need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+        kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+        fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
+                  "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd}
+        if kind == "llama":
+            need("mlp_bias", bool(hf.get("mlp_bias", False)) == bool(hf.get("attention_bias", False)),
+                 "mlp_bias == attention_bias (model.bias sets both)")
+            fields["bias"] = bool(hf.get("attention_bias", False))
+        elif kind in (MISTRAL.model_type, MIXTRAL.model_type):  # (transformers' default window: Mistral's 4096)
+            window = hf.get("sliding_window", 4096 if kind == MISTRAL.model_type else None)
+            fields.update(sliding_window=window or 0, window_pattern="L")
+        elif kind == QWEN3_MOE.model_type:  # (no windows)
+            fields["moe"] = _qwen3_moe_layers(hf, need)
+            need("use_sliding_window", not hf.get("use_sliding_window"), "false (no sliding windows with experts)")
+            need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+            fields.update(qk_norm=True, qk_norm_scale=True)
+        else:  # Qwen2: q/k/v biases; Qwen3: QK-norm with its scales, no biases; both: windows per layer
+            layers, window = hf["num_hidden_layers"], hf.get("sliding_window") if hf.get("use_sliding_window") else None
+            types = hf.get("layer_types") or ["sliding_attention" if window and i >= hf.get("max_window_layers", layers)
+                                              else "full_attention" for i in range(layers)]
+            need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
+                 f"{layers} of sliding_attention / full_attention")
+            if window and "sliding_attention" in types:
+                fields.update(sliding_window=window, window_pattern="".join(
+                    "L" if t == "sliding_attention" else "G" for t in types))
+            if kind == QWEN3.model_type:
+                need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+                fields.update(qk_norm=True, qk_norm_scale=True)
+            else:
+                fields["qkv_bias"] = True
+    else:
+        raise ConfigError([f"{where}: architecture {arch or hf.get('model_type')!r} is not supported; spmdgpt imports "
+                           f"{', '.join(IMPORTS)} checkpoints"])
+    if errs:
+        raise ConfigError(errs)
+    if kind in (MIXTRAL.model_type, QWEN3_MOE.model_type):  # (softmax routing, no shared experts)
+        experts = hf.get("num_experts", hf.get("num_local_experts"))
+        fields["moe"] = {
+            "first_dense_layers": 0,
+            "interleave_step": 1,
+            **fields.get("moe", {}),
+            "num_experts": experts,
+            "top_k": hf.get("num_experts_per_tok", 2),
+            "shared_experts": 0,
+            "router": "softmax",
+            "normalize_top_k": kind == MIXTRAL.model_type or bool(hf.get("norm_topk_prob", False)),
+            "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None,
+        }
+    out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
+               vocab_size=hf["vocab_size"], bias=False, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+               **rope_fields)
+    # every other field that changes the computation: what this checkpoint has, else off (never the
+    # run's own value: a QK-norm in the run's experiment would change what the checkpoint computes)
+    return {**out, **NOT_IN_CHECKPOINT, **fields}
+
+
+def _deepseek_v3(hf: dict, need) -> dict:
+    """The model fields of a DeepseekV3ForCausalLM config.json: MLA, and its MoE (the router's
+    bias then moves as DeepSeek-V3 trained it, moe.bias_update_rate = 0.001, when a run trains on)."""
+    heads, layers = hf["num_attention_heads"], hf["num_hidden_layers"]
+    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    need("rope_interleave", hf.get("rope_interleave", True), "true (interleaved RoPE pairs, DeepSeek's checkpoints)")
+    need("num_key_value_heads", (hf.get("num_key_value_heads") or heads) == heads,
+         f"{heads} (one key and value per head, from the shared latent)")
+    first_dense = hf.get("first_k_dense_replace", 0)
+    need("first_k_dense_replace", 0 <= first_dense < layers, f"fewer than num_hidden_layers={layers} (an MoE layer)")
+    need("topk_method", hf.get("topk_method", "noaux_tc") == "noaux_tc", "noaux_tc (DeepSeek-V3's routing)")
+    need("moe_layer_freq", hf.get("moe_layer_freq", 1) == 1, "1 (every layer after the dense ones MoE)")
+    d = hf["hidden_size"]
+    return {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
+            "mla": {"kv_rank": hf["kv_lora_rank"], "q_rank": hf.get("q_lora_rank") or 0,
+                    "rope_dim": hf["qk_rope_head_dim"], "nope_dim": hf["qk_nope_head_dim"], "v_dim": hf["v_head_dim"]},
+            "moe": {"num_experts": hf["n_routed_experts"], "top_k": hf["num_experts_per_tok"],
+                    "mlp_factor": hf["moe_intermediate_size"] / d, "shared_experts": hf.get("n_shared_experts") or 0,
+                    "router": "sigmoid", "normalize_top_k": bool(hf.get("norm_topk_prob", True)),
+                    "first_dense_layers": first_dense, "interleave_step": 1, "groups": hf.get("n_group") or 1,
+                    "top_groups": hf.get("topk_group") or 1, "route_scale": float(hf.get("routed_scaling_factor", 1.0)),
+                    "bias_update_rate": 0.001}}
+
+
+def _qwen3_moe_layers(hf: dict, need) -> dict:
+    """model.moe.first_dense_layers and interleave_step of a Qwen3-MoE config.json: its MoE layers
+    (i not in mlp_only_layers, (i + 1) % decoder_sparse_step == 0) as the first N dense layers,
+    then every k-th layer (`need` records a pattern that is not of that form)."""
+    layers, step = hf["num_hidden_layers"], hf.get("decoder_sparse_step", 1)
+    kinds = tuple(i not in (hf.get("mlp_only_layers") or []) and (i + 1) % step == 0 for i in range(layers))
+    moe = [i for i, m in enumerate(kinds) if m]
+    k = moe[1] - moe[0] if len(moe) > 1 else 1
+    n = moe[0] - (k - 1) if moe else -1
+    need("mlp_only_layers" if hf.get("mlp_only_layers") else "decoder_sparse_step",
+         n >= 0 and kinds == moe_layer_pattern(layers, n, k),
+         "MoE layers laid out as the first N layers dense, then every k-th layer MoE, the last layer MoE "
+         "(model.moe.first_dense_layers, interleave_step)")
+    return {"first_dense_layers": max(n, 0), "interleave_step": k}
+
+
+# model fields no imported architecture turns on unless its config.json says so
+NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
+                     "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L",
+                     "moe": {"num_experts": 0}, "mla": {"kv_rank": 0}}

@@ -1,0 +1,234 @@
+"""Multi-head latent attention (MLA; DeepSeek-V2, arXiv:2405.04434, and DeepSeek-V3,
+arXiv:2412.19437): an attention unit whose keys and values come from one low-rank latent per
+token, so that the KV cache holds R + r numbers a token per layer instead of 2 N H.
+
+Shapes (D = d_model, N heads; `model.mla`: R = kv_rank, Q = q_rank, n = nope_dim, r = rope_dim,
+v = v_dim; the block stacks a layer axis in front):
+
+    w_dq            [D, Q]          the query's down-projection (q_rank > 0; else None)
+    q_latent_norm   [Q]             RMSNorm scale of the query latent (q_rank > 0)
+    w_q             [Q or D, N, n + r]  the query's up-projection (or the whole query projection)
+    w_dkv           [D, R + r]      the key/value latent and the one RoPE key all heads share
+    kv_latent_norm  [R]             RMSNorm scale of the key/value latent
+    w_ukv           [R, N, n + v]   the latent's up-projection to each head's unrotated key and value
+    w_o             [N, v, D]       output projection (residual)
+
+Per token: c = norm(x w_dkv[:R]) (the latent), k_rope = rope(x w_dkv[R:]); each head's key is
+[c w_ukv[.., :n], k_rope] and its value c w_ukv[.., n:]; its query [q_nope, rope(q_rope)] from
+norm(x w_dq) w_q. Scores are scaled by 1 / sqrt(n + r), times mscale(rope_mscale_all_dim)^2
+under DeepSeek's YaRN (`softmax_scale`); the unit scales q by the ratio, so every backend's
+own 1 / sqrt(width) gives the scale. The latent norms' epsilon is 1e-6 (transformers'
+DeepseekV3RMSNorm default, whatever rms_norm_eps says).
+
+Full sequences (training, evaluation, a prefill) expand the keys and values and run the
+backend of `model.attention` (`attention.sequence_attention`: xla, cudnn and splash, the last two
+with the values zero-padded to the query width; context parallelism's ring and all-gather).
+The KV cache (`mla_cache`) holds the normalised latent and the rotated RoPE key; a decode step
+absorbs the up-projections (the paper's section 2.1.2): each head's query is taken into the
+latent space (q_nope w_uk^T), scored against the cached latents directly, and the attention's
+latent output is taken up by w_uv, so no expanded key or value is ever built for the cache.
+Under tensor parallelism the heads are split (w_q, w_ukv, w_o) and the latent is computed whole
+on every device of the tensor axis; FSDP splits the latent axes (`latent`) like `embed`.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import AttentionImpl, ModelConfig, RopeScaling, mla_dims
+from spmdgpt.model.attention import (
+    UnitInputs,
+    attention_stats,
+    output_projection,
+    sequence_attention,
+    sequence_backend,
+)
+from spmdgpt.model.collective import matmuls_in
+from spmdgpt.model.context import unflatten
+from spmdgpt.model.info import matrix, out_init, residual_std, vector
+from spmdgpt.model.layers import rms_normalize, rope, rope_frequencies, yarn_mscale
+from spmdgpt.sharding import Rules
+
+LATENT_EPS = 1e-6
+
+
+class Mla(NamedTuple):
+    """Multi-head latent attention's parameters (one layer)."""
+
+    # LoRA's targets: the query's (up-)projection, the latent's up-projection (keys and values), the output
+    LORA = {"q": ("w_q", None), "k": ("w_ukv", None), "v": ("w_ukv", None), "o": ("w_o", None)}
+
+    w_dq: Optional[jax.Array]
+    q_latent_norm: Optional[jax.Array]
+    w_q: jax.Array
+    w_dkv: jax.Array
+    kv_latent_norm: jax.Array
+    w_ukv: jax.Array
+    w_o: jax.Array
+
+
+def mla_info(cfg: ModelConfig) -> Mla:
+    D, N, std = cfg.d_model, cfg.num_heads, cfg.init_std
+    R, Q, n, r, v = mla_dims(cfg)
+    q_in = ("latent",) if Q else ("embed",)
+    return Mla(
+        w_dq=matrix((D, Q), ("embed", "latent"), ("embed",), ("latent",), std) if Q else None,
+        q_latent_norm=vector((Q,), ("latent",), "ones") if Q else None,
+        w_q=matrix((Q or D, N, n + r), q_in + ("heads", "head_dim"), q_in, ("heads", "head_dim"), std),
+        w_dkv=matrix((D, R + r), ("embed", "latent"), ("embed",), ("latent",), std),
+        kv_latent_norm=vector((R,), ("latent",), "ones"),
+        w_ukv=matrix((R, N, n + v), ("latent", "heads", "head_dim"), ("latent",), ("heads", "head_dim"), std),
+        w_o=matrix((N, v, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
+                   out_init(cfg)),
+    )
+
+
+def softmax_scale(cfg: ModelConfig) -> float:
+    """The scores' scale: 1 / sqrt(nope_dim + rope_dim), times mscale(factor, rope_mscale_all_dim)^2
+    under YaRN when rope_mscale_all_dim is set (DeepSeek-V3's long-context checkpoints)."""
+    _, _, n, r, _ = mla_dims(cfg)
+    scale = (n + r) ** -0.5
+    if cfg.rope_scaling == RopeScaling.yarn and cfg.rope_mscale_all_dim:
+        scale *= yarn_mscale(cfg.rope_factor, cfg.rope_mscale_all_dim) ** 2
+    return scale
+
+
+def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax.Array, batch: int):
+    """x [stream, D] -> (q [b, t, N, n + r], rotated and scaled by softmax_scale x sqrt(n + r);
+    the normalised latent [b, t, R]; the rotated RoPE key [b, t, r]), one gather of x for both
+    down-projections."""
+    dt = x.dtype
+    R, Q, n, r, _ = mla_dims(cfg)
+    w = lambda a, *logical: rules.gather(a.astype(dt), logical)  # noqa: E731
+    kv_term = ("td,dr->tr", w(p.w_dkv, "embed", "latent"), ("embed", "latent"), ("latent",))
+    if Q:
+        q_term = ("td,dr->tr", w(p.w_dq, "embed", "latent"), ("embed", "latent"), ("latent",))
+    else:
+        q_term = ("td,dnh->tnh", w(p.w_q, "embed", "heads", "head_dim"), ("embed", "heads", "head_dim"),
+                  ("heads", "head_dim"))
+    ckv, q = matmuls_in(rules, x, kv_term, q_term)
+    if Q:
+        cq = rms_normalize(q, LATENT_EPS, w(p.q_latent_norm, "latent"))
+        q = jnp.einsum("tr,rnh->tnh", cq, w(p.w_q, "latent", "heads", "head_dim"),
+                       out_sharding=rules.spec("tokens", "heads", "head_dim"))
+    q = unflatten(rules, q, batch, "heads", "head_dim")
+    ckv = unflatten(rules, ckv, batch, None)
+    latent = rms_normalize(ckv[..., :R], LATENT_EPS, w(p.kv_latent_norm, "latent"))
+    freq = rope_frequencies(cfg, r)
+    k_rope = rope(ckv[..., R:], positions, *freq)
+    q = jnp.concatenate([q[..., :n], rope(q[..., n:], positions, *freq)], axis=-1)
+    boost = softmax_scale(cfg) * (n + r) ** 0.5
+    if boost != 1.0:
+        q = q * jnp.asarray(boost, dt)
+    return q, latent, k_rope
+
+
+def _keys_values(cfg: ModelConfig, rules: Rules, p: Mla, latent: jax.Array, k_rope: jax.Array):
+    """The latent [b, t, R] and RoPE key [b, t, r] -> each head's keys [b, t, N, n + r] and values
+    [b, t, N, v]."""
+    _, _, n, r, _ = mla_dims(cfg)
+    w = rules.gather(p.w_ukv.astype(latent.dtype), ("latent", "heads", "head_dim"))
+    kv = jnp.einsum("btr,rnh->btnh", latent, w, out_sharding=rules.spec("batch", "seq", "heads", "head_dim"))
+    shared = jnp.broadcast_to(k_rope[:, :, None], kv.shape[:3] + (r,),
+                              out_sharding=rules.spec("batch", "seq", "heads", None))
+    return jnp.concatenate([kv[..., :n], shared], axis=-1), kv[..., n:]
+
+
+def mla_qkv(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax.Array, batch: int,
+            head_major: bool = True):
+    """The expanded q, k, v ([b, N, t, h] head-major, else [b, t, N, h]; q pre-scaled): the
+    projection of `attention_stats` and of full-sequence passes."""
+    q, latent, k_rope = _project(cfg, rules, p, x, positions, batch)
+    k, v = _keys_values(cfg, rules, p, latent, k_rope)
+    if not head_major:
+        return q, k, v
+    return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
+
+
+def mla_cache(cfg: ModelConfig, batch: int, capacity: int) -> dict:
+    """What MLA caches per layer: the normalised latent and the rotated RoPE key of each token."""
+    R, _, _, r, _ = mla_dims(cfg)
+    return {"latent": ((batch, capacity, R), ("batch", None, None)),
+            "k_rope": ((batch, capacity, r), ("batch", None, None))}
+
+
+def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitInputs):
+    """The unit's apply: x [batch * seq, D] -> ([batch * seq, D], this layer's updated cache
+    {"latent", "k_rope"} or None, {}). Full sequences (no cache, or a prefill) expand keys and
+    values and run the backend; a decode step attends in the latent space over the cache."""
+    cache = u.cache
+    if cache is not None and cache.mask is not None:
+        q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch)
+        arrays = _written(cache, latent, k_rope)
+        return output_projection(rules, p, _absorbed(cfg, rules, p, q, arrays, cache.mask), head_major=False), \
+            arrays, {}
+    backend = sequence_backend(cfg, rules)
+    head_major = backend != AttentionImpl.cudnn
+    q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch)
+    k, v = _keys_values(cfg, rules, p, latent, k_rope)
+    if head_major:
+        q, k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
+    o = sequence_attention(cfg, rules, backend, q, k, v, u)
+    arrays = None if cache is None else _written(cache, latent, k_rope)  # (a prefill starts the cache)
+    return output_projection(rules, p, o, head_major), arrays, {}
+
+
+def _written(cache, latent: jax.Array, k_rope: jax.Array) -> dict:
+    """The layer's cache with the latents [b, t, R] and RoPE keys [b, t, r] written at cache.end."""
+    return {name: jax.lax.dynamic_update_slice(cache.arrays[name], a.astype(cache.arrays[name].dtype),
+                                               (0, cache.end, 0))
+            for name, a in (("latent", latent), ("k_rope", k_rope))}
+
+
+def _absorbed(cfg: ModelConfig, rules: Rules, p: Mla, q: jax.Array, arrays: dict, mask: jax.Array) -> jax.Array:
+    """Attention over the cache in the latent space: q [b, t, N, n + r] (pre-scaled) against
+    the cached latents [b, S, R] and RoPE keys [b, S, r] under mask [b, t, S] -> [b, t, N, v]."""
+    _, _, n, r, _ = mla_dims(cfg)
+    dt = q.dtype
+    w = rules.gather(p.w_ukv.astype(dt), ("latent", "heads", "head_dim"))
+    latents, keys = arrays["latent"].astype(dt), arrays["k_rope"].astype(dt)
+    heads = rules.spec("batch", None, "heads", None)
+    q_latent = jnp.einsum("btnh,rnh->btnr", q[..., :n], w[..., :n], out_sharding=heads)
+    scores = (jnp.einsum("btnr,bsr->bnts", q_latent, latents, preferred_element_type=jnp.float32,
+                         out_sharding=rules.spec("batch", "heads", None, None))
+              + jnp.einsum("btnh,bsh->bnts", q[..., n:], keys, preferred_element_type=jnp.float32,
+                           out_sharding=rules.spec("batch", "heads", None, None)))
+    scores = jnp.where(mask[:, None], scores * (n + r) ** -0.5, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+    o_latent = jnp.einsum("bnts,bsr->btnr", probs, latents, out_sharding=heads)
+    return jnp.einsum("btnr,rnh->btnh", o_latent, w[..., n:], out_sharding=heads)
+
+
+def mla_stats(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitInputs) -> dict:
+    return attention_stats(mla_qkv, cfg, rules, p, x, u)
+
+
+def config_errors(m: ModelConfig) -> List[str]:
+    """model.mla.*: checked only with MLA on (kv_rank > 0)."""
+    a = m.mla
+    if a.kv_rank < 0 or a.q_rank < 0:
+        return [f"model.mla.kv_rank={a.kv_rank} and q_rank={a.q_rank} must be >= 0 (kv_rank 0: MLA off; q_rank 0: "
+                "a full query projection)"]
+    if not a.kv_rank:
+        return []
+    errs = []
+    if a.rope_dim <= 0 or a.rope_dim % 2:
+        errs.append(f"model.mla.rope_dim={a.rope_dim} must be even and > 0 (RoPE rotates pairs; DeepSeek-V3: 64)")
+    for name in ("nope_dim", "v_dim"):
+        if getattr(a, name) is not None and getattr(a, name) <= 0:
+            errs.append(f"model.mla.{name}={getattr(a, name)} must be > 0 (default model.head_dim)")
+    if m.num_kv_heads is not None and m.num_kv_heads != m.num_heads:
+        errs.append(f"model.num_kv_heads={m.num_kv_heads} with model.mla.kv_rank={a.kv_rank}: MLA shares one latent "
+                    "among all heads instead; unset model.num_kv_heads")
+    for name in ("qk_norm", "bias", "qkv_bias"):
+        if getattr(m, name):
+            errs.append(f"model.{name}=true with model.mla.kv_rank > 0: multi-head latent attention has none (its "
+                        f"latents are RMS-normalised); set model.{name}=false")
+    _, _, n, r, v = mla_dims(m)
+    if v > n + r:
+        errs.append(f"model.mla.v_dim={v} is wider than the query/key heads (nope_dim + rope_dim = {n + r}): the fused "
+                    "attention kernels take the values padded to the query width; choose v_dim <= nope_dim + rope_dim")
+    return errs
