@@ -88,6 +88,11 @@ VARIANTS = {
     "moe8_top2": ["model.moe.num_experts=8", "model.moe.top_k=2", "model.moe.mlp_factor=2.0"],
     "moe8_top2_char": ["model.moe.num_experts=8", "model.moe.top_k=2", "model.moe.mlp_factor=1.34375",
                        "model.moe.router_z_loss=0.001"],
+    # the models issue: DeepSeek-V3's multi-token prediction (one module, weight 0.3), and its
+    # multi-head latent attention (the query/key/value projections through latents of 64)
+    "mtp1": ["model.mtp_depth=1"],
+    "mla64": ["model.mla.kv_rank=64", "model.mla.q_rank=64", "model.mla.rope_dim=16", "model.qk_norm=false",
+              "model.qk_norm_scale=false"],
 }
 
 

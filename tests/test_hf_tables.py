@@ -23,7 +23,9 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                   "Qwen3MoeForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.moe.num_experts=4",
                                           "model.qk_norm=true"],
                   "DeepseekV3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.mla.kv_rank=32",
-                                            "model.moe.num_experts=4", "model.moe.router=sigmoid"]}
+                                            "model.moe.num_experts=4", "model.moe.router=sigmoid"],
+                  "Gemma3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=geglu", "model.norm_plus_one=true",
+                                        "model.post_norms=true", "model.embed_scale=true", "model.qk_norm=true"]}
 
 
 def model_cfg(arch: str, *overrides) -> ModelConfig:
@@ -82,7 +84,7 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "moe.normalize_top_k": False, "moe.first_dense_layers": 1, "moe.interleave_step": 2,
            "rope_mscale": 0.5, "rope_mscale_all_dim": 1.0, "mla.kv_rank": 16, "mla.q_rank": 24, "mla.rope_dim": 8,
            "mla.nope_dim": 8, "mla.v_dim": 8, "moe.shared_experts": 2, "moe.groups": 2, "moe.top_groups": 2,
-           "moe.route_scale": 2.5}
+           "moe.route_scale": 2.5, "query_pre_attn_scalar": 64, "rope_local_theta": 500.0}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)

@@ -418,7 +418,7 @@ class _Loop:
             **({"loss_tokens": int(m["tokens"])} if self.masked and "tokens" in m else {}),  # the targets counted
             **({"pairs": int(m["pairs"])} if "pairs" in m else {}),  # (DPO: the complete pairs of the step)
             # auxiliary losses; DPO's and GRPO's metrics
-            **{k: float(v) for k, v in m.items() if k.startswith(("aux/", "dpo/", "rl/"))},
+            **{k: float(v) for k, v in m.items() if k.startswith(("aux/", "dpo/", "rl/", "mtp/"))},
             "tokens_per_sec": tps,  # over the steps the devices finished since the last row (None: none)
             "mfu": mfu_v,
             **self._epochs(step),

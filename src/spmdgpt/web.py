@@ -30,11 +30,11 @@ from typing import Dict, Iterator
 
 import numpy as np
 
-from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, ModelConfig, RopeScaling, head_dim, mlp_hidden
+from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, MlpType, ModelConfig, RopeScaling, head_dim, mlp_hidden
 from spmdgpt.hf.convert import refusals
 from spmdgpt.hf.export import to_tensors
 from spmdgpt.hf.files import ordinary_permissions
-from spmdgpt.hf.tables import DENSE, NO_MLA, Architecture, Tensor
+from spmdgpt.hf.tables import DENSE, NO_GEMMA, NO_MLA, Architecture, Tensor
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
 BUNDLE = "spmdgpt-web.js"
@@ -60,7 +60,7 @@ TABLE = Architecture(
                                        "norm", "norm_eps", "mlp", "rope_theta", "qk_norm", "logit_softcap",
                                        "tie_embeddings", "bias")}, "mlp_factor": "mlp_hidden"},
     refused={"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
-             "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA,
+             "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA,
              **ROPE_SCALING_DEFAULTS},
 )
 
@@ -68,6 +68,7 @@ TABLE = Architecture(
 def check_supported(cfg: ModelConfig) -> None:
     """ConfigError naming any model field the page's model does not compute (at this value)."""
     refused, unknown = refusals(TABLE, cfg)
+    refused += ["mlp=geglu"] if cfg.mlp == MlpType.geglu else []  # (the page computes gelu, swiglu and relu2)
     if refused or unknown:
         raise ConfigError([f"format=web: the page's model (web/src/model.js) does not implement "
                            f"{', '.join('model.' + n for n in refused + unknown)}; export format=hf instead"])

@@ -1,6 +1,7 @@
 """Typed configuration: `schema` (the dataclasses; `units` the sections of the model's optional
-units, model.moe and model.mla; `section` their base), `choices` (their enums and ConfigError), `derived` (values computed from the fields: widths, windows, mesh shapes), `load`
-(Hydra compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip) and
+units, model.moe and model.mla; `section` their base), `choices` (their enums and ConfigError),
+`derived` (values computed from the fields: widths, windows, mesh shapes), `load` (Hydra
+compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip) and
 `validate` (every error at once, one line each). A leaf package: it imports nothing else from
 spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
 """
@@ -12,6 +13,7 @@ from spmdgpt.config.derived import (
     ROPE_SCALING_PARAMS,
     attention_widths,
     expert_hidden,
+    gated,
     head_dim,
     kv_heads,
     layer_windows,
@@ -140,6 +142,7 @@ __all__ = [
     "moe_layer_pattern",
     "moe_layers",
     "mla_dims",
+    "gated",
     "attention_widths",
     "model_config_from_dict",
     "override_key",

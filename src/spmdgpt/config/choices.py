@@ -32,12 +32,14 @@ class RopeScaling(enum.Enum):
     llama3 = "llama3"  # Llama 3.1's: low frequencies / factor, high kept, a smooth ramp between
     yarn = "yarn"  # YaRN (Peng et al. 2023): interpolation / extrapolation ramp by rotations, and a
     # logit scale (attention factor; default 0.1 ln(factor) + 1 on q and k each)
+    linear = "linear"  # every frequency / factor (position interpolation; Gemma 3's global layers: 8)
 
 
 class MlpType(enum.Enum):
     gelu = "gelu"  # up-projection, GELU (tanh approximation), down-projection (GPT-2)
     swiglu = "swiglu"  # SiLU(x W_gate) * (x W_up), down-projection (LLaMA)
     relu2 = "relu2"  # up-projection, ReLU(x)^2 (So et al. 2021, "Primer"), down-projection
+    geglu = "geglu"  # GELU(x W_gate) (tanh approximation) * (x W_up), down-projection (Gemma)
 
 
 class Router(enum.Enum):

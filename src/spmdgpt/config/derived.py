@@ -1,6 +1,6 @@
 """Values computed from a config's fields (widths, windows, the RoPE scalings' parameters, mesh
 shapes, the logical axes' sizes). A leaf module beside the schema: it imports nothing from
-spmdgpt but the schema."""
+spmdgpt but the schema and its choices."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import math
 from typing import Dict
 
+from spmdgpt.config.choices import MlpType
 from spmdgpt.config.schema import ModelConfig
 
 
@@ -17,7 +18,8 @@ def head_dim(m: ModelConfig) -> int:
 
 
 # the parameters of model.rope_scaling, by the scalings that read them
-ROPE_SCALING_FIELDS = {"llama3": ("rope_factor", "rope_original_max_len", "rope_low_freq_factor",
+ROPE_SCALING_FIELDS = {"linear": ("rope_factor",),
+                       "llama3": ("rope_factor", "rope_original_max_len", "rope_low_freq_factor",
                                   "rope_high_freq_factor"),
                        "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
                                 "rope_attention_factor", "rope_mscale", "rope_mscale_all_dim")}
@@ -57,6 +59,11 @@ def moe_layer_pattern(layers: int, first_dense: int, step: int) -> tuple:
     of each group of `step`."""
     step = max(step, 1)
     return tuple(i >= first_dense and (i - first_dense + 1) % step == 0 for i in range(layers))
+
+
+def gated(m: ModelConfig) -> bool:
+    """Whether model.mlp has a gate projection (SwiGLU, GeGLU)."""
+    return m.mlp in (MlpType.swiglu, MlpType.geglu)
 
 
 def mla_dims(m: ModelConfig) -> tuple:

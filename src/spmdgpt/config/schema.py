@@ -53,10 +53,10 @@ class ModelConfig(Section):
     norm_eps: float = 1e-5  # epsilon inside the norms
     bias: bool = False  # biases in the QKV, output and MLP projections and in LayerNorm
     qkv_bias: bool = False  # biases in the query/key/value projections only (Qwen2; implied by bias)
-    mlp: MlpType = MlpType.gelu  # gelu | swiglu
+    mlp: MlpType = MlpType.gelu  # gelu | swiglu | relu2 | geglu
     tie_embeddings: bool = True  # unembedding = embedding transposed
     rope_theta: float = 10000.0  # RoPE base frequency
-    rope_scaling: RopeScaling = RopeScaling.none  # none | llama3 | yarn: RoPE frequencies stretched for a
+    rope_scaling: RopeScaling = RopeScaling.none  # none | linear | llama3 | yarn: RoPE frequencies stretched for a
     # longer context than pretraining's, by the rope_* fields below (those of transformers' rope_parameters)
     rope_factor: float = 1.0  # how many times longer (Llama 3.1: 8; Llama 3.2: 32; Qwen2.5 YaRN: 4)
     rope_original_max_len: int = 8192  # pretraining's context (original_max_position_embeddings)
@@ -104,6 +104,17 @@ class ModelConfig(Section):
     attention_dropout: Optional[float] = None  # on the attention probabilities (xla backend); default: dropout
     moe: MoeConfig = field(default_factory=MoeConfig)  # mixture-of-experts MLPs (moe.num_experts > 0)
     mla: MlaConfig = field(default_factory=MlaConfig)  # multi-head latent attention (mla.kv_rank > 0)
+    norm_plus_one: bool = False  # every norm's scale (and the QK-norm's) is stored as w and multiplies by 1 + w,
+    # starting at w = 0 (Gemma: weight decay then pulls toward the identity scale)
+    post_norms: bool = False  # a norm on each branch's output too, before the residual add (Gemma 2/3's sandwich)
+    embed_scale: bool = False  # the embedding's output times sqrt(d_model) (Gemma; the tied unembedding is not)
+    query_pre_attn_scalar: Optional[int] = None  # attention scores scaled by this^-0.5 instead of head_dim^-0.5
+    # (Gemma 3: 256, or d_model / num_heads for 27B)
+    rope_local_theta: Optional[float] = None  # the sliding-window (L) layers' RoPE base, unscaled (Gemma 3: 10,000;
+    # the global ones: rope_theta 1,000,000 with rope_scaling); None: every layer rope_theta and the scaling
+    mtp_depth: int = 0  # multi-token prediction (DeepSeek-V3): this many sequential modules after the model, module k
+    # predicting the token k + 1 places past the next one (training only; `model.mtp`); 0 = off
+    mtp_weight: float = 0.3  # the objective adds this x the modules' mean loss (logged as mtp/loss; DeepSeek-V3: 0.3)
     loss_block: int = 0  # blocked cross-entropy: the loss and its gradients in chunks of this many
     # positions of every sequence (a divisor of data.seq_len), never all [tokens, vocab] logits at once; 0 = off
 

@@ -166,6 +166,9 @@ def _model(m, training: bool) -> List[str]:
     if not m.window_pattern or set(m.window_pattern) - {"L", "G"}:
         errs.append(f"model.window_pattern={m.window_pattern!r} must be letters L (local: sliding window) and G "
                     "(global), e.g. L or LLLLLG")
+    for name in ("query_pre_attn_scalar", "rope_local_theta"):
+        if getattr(m, name) is not None and not getattr(m, name) > 0:
+            errs.append(f"model.{name}={getattr(m, name)} must be > 0 (Gemma 3: 256 and 10000), or null for off")
     if m.qk_norm_scale and not m.qk_norm:
         errs.append("model.qk_norm_scale=true scales the QK-norm, which is off; set model.qk_norm=true too")
     if m.attention_block < 0:
@@ -356,6 +359,8 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
         errs.extend(feature_errors("grpo", cfg))
     if {"model", "optimizer", "train", "checkpoint"} <= sections and training:
         errs.extend(feature_errors("lora", cfg))
+    if "model" in sections and "layout" in sections and training:
+        errs.extend(feature_errors("mtp", cfg))
     if sizes is None:
         return errs
     s = cfg.sharding

@@ -51,12 +51,18 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     # else the pattern spelt out over the layers)
     pattern = "L" if all(windows) or not any(windows) else "".join("L" if w else "G" for w in windows)
     moe = cfg.moe if cfg.moe.num_experts else MoeConfig()
+    qpas = cfg.query_pre_attn_scalar
+    qpas = None if qpas is not None and qpas == head_dim(cfg) else qpas
+    local = cfg.rope_local_theta  # (no local layers, or their RoPE the global one's: None)
+    if not any(windows) or (local == cfg.rope_theta and cfg.rope_scaling.value == "none"):
+        local = None
     mla = MlaConfig()
     if cfg.mla.kv_rank:  # (MLA's widths spelt out; head_dim then only their default)
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
         mla, kv, hd = MlaConfig(kv_rank, q_rank, rope, nope, v), None, None
     return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
-                               sliding_window=max(windows), window_pattern=pattern, moe=moe, mla=mla)
+                               sliding_window=max(windows), window_pattern=pattern, moe=moe, mla=mla,
+                               query_pre_attn_scalar=qpas, rope_local_theta=local)
 
 
 def field_names(cfg) -> list:
@@ -94,8 +100,8 @@ def architecture(cfg: ModelConfig) -> Architecture:
     if not kinds:
         raise ConfigError([
             f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
-            "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Mistral, Qwen2, Qwen3) or "
-            "norm=layernorm + mlp=gelu (GPT-NeoX)"])
+            "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Mistral, Qwen2, Qwen3, Mixtral, "
+            "Qwen3-MoE, DeepSeek-V3), norm=rmsnorm + mlp=geglu (Gemma 3) or norm=layernorm + mlp=gelu (GPT-NeoX)"])
     arch = next((a for a in kinds if all(v(field_value(same, k)) if callable(v) else field_value(same, k) == v
                                          for k, v in a.picks.items())), kinds[-1])
     refused, unknown = refusals(arch, cfg)

@@ -34,7 +34,7 @@ from spmdgpt.hf.convert import (
     architecture,
 )
 from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
-from spmdgpt.hf.tables import DEEPSEEK_V3, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, Architecture
+from spmdgpt.hf.tables import DEEPSEEK_V3, GEMMA3, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, Architecture
 
 
 def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
@@ -82,6 +82,17 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "moe_intermediate_size": expert_hidden(cfg), "first_k_dense_replace": moe.first_dense_layers,
                 "n_group": moe.groups, "topk_group": moe.top_groups, "routed_scaling_factor": moe.route_scale,
                 "norm_topk_prob": moe.normalize_top_k, "attention_bias": False, "num_nextn_predict_layers": 0}
+    if arch is GEMMA3:  # (rope_parameters per layer type; rope_theta, rope_local_base_freq, rope_scaling: 4.x's)
+        glob = rope_parameters(cfg)
+        local = glob if cfg.rope_local_theta is None else {"rope_type": "default", "rope_theta": cfg.rope_local_theta}
+        gemma = {k: v for k, v in llama.items() if k != "hidden_act"}
+        return {**gemma, "hidden_activation": TANH_GELUS[0], "attention_bias": False,
+                "query_pre_attn_scalar": cfg.query_pre_attn_scalar or head_dim(cfg),
+                "sliding_window": max(windows) or cfg.max_seq_len,
+                "layer_types": ["sliding_attention" if w else "full_attention" for w in windows],
+                "rope_parameters": {"full_attention": glob, "sliding_attention": local},
+                "rope_local_base_freq": local["rope_theta"], "final_logit_softcapping": None,
+                "attn_logit_softcapping": None, "use_bidirectional_attention": False}
     if arch is MISTRAL:
         return {**llama, "sliding_window": windows[0]}
     if arch is MIXTRAL:
@@ -126,6 +137,8 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
 
     dims, info = _dims(cfg), param_info(cfg)
     leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
+    leaves = {n for n in leaves if not n.startswith("mtp.")}  # (multi-token prediction's modules: training only,
+    # which transformers' classes do not run; left out)
     missing = sorted(leaves - {_leaf_at(t, cfg, i)[0] for t in arch.tensors for i in _layers_of(t, cfg)})
     if missing:
         raise ConfigError([f"parameter(s) {', '.join(missing)}: the {arch.name} table (spmdgpt/hf/tables.py) has no "

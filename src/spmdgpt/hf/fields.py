@@ -5,7 +5,7 @@ represents refused by name; and the RoPE parameters' keys, which export writes b
 from __future__ import annotations
 
 from spmdgpt.config import ConfigError, moe_layer_pattern
-from spmdgpt.hf.tables import ARCHITECTURES, DEEPSEEK_V3, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE
+from spmdgpt.hf.tables import ARCHITECTURES, DEEPSEEK_V3, GEMMA3, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
 
@@ -22,11 +22,14 @@ def _rope_fields(rope: dict, hf: dict, need) -> dict:
     kind = rope.get("rope_type", rope.get("type", "default"))
     need(
         "rope_type",
-        kind in ("default", "llama3", "yarn"),
-        "default, llama3 or yarn (the RoPE scalings spmdgpt computes)",
+        kind in ("default", "linear", "llama3", "yarn"),
+        "default, linear, llama3 or yarn (the RoPE scalings spmdgpt computes)",
     )
-    out = {"rope_scaling": kind if kind in ("llama3", "yarn") else "none", "rope_theta": float(rope["rope_theta"])}
-    if kind == "llama3":
+    out = {"rope_scaling": kind if kind in ("linear", "llama3", "yarn") else "none",
+           "rope_theta": float(rope["rope_theta"])}
+    if kind == "linear":
+        out["rope_factor"] = float(rope.get("factor", 1.0))
+    elif kind == "llama3":
         out.update({name: type(default)(rope.get(ROPE_KEYS[name], default)) for name, default in  # (Llama 3.1's)
                     (("rope_factor", 8.0), ("rope_original_max_len", 8192), ("rope_low_freq_factor", 1.0),
                      ("rope_high_freq_factor", 4.0))})
@@ -42,7 +45,10 @@ def _rope_fields(rope: dict, hf: dict, need) -> dict:
 
 
 def _rope(hf: dict) -> dict:
+    """The RoPE parameters of config.json (of its global layers, where each layer type has its own)."""
     rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    if isinstance(rope.get("full_attention"), dict):  # (Gemma 3: per layer type)
+        rope = dict(rope["full_attention"])
     rope.setdefault("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
     if "rotary_pct" in hf:
         rope.setdefault("partial_rotary_factor", hf["rotary_pct"])
@@ -75,6 +81,8 @@ def model_fields(hf: dict, where: str) -> dict:
                   "bias": bool(hf.get("attention_bias", True))}
     elif kind == DEEPSEEK_V3.model_type:
         fields = _deepseek_v3(hf, need)
+    elif kind == GEMMA3.model_type:
+        fields = _gemma3(hf, need)
     elif kind is not None:  # the Llama family
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
         kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
@@ -124,12 +132,43 @@ def model_fields(hf: dict, where: str) -> dict:
             "normalize_top_k": kind == MIXTRAL.model_type or bool(hf.get("norm_topk_prob", False)),
             "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None,
         }
+    tied = bool(hf.get("tie_word_embeddings", kind == GEMMA3.model_type))  # (Gemma's default: tied)
     out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
-               vocab_size=hf["vocab_size"], bias=False, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-               **rope_fields)
+               vocab_size=hf["vocab_size"], bias=False, tie_embeddings=tied, **rope_fields)
     # every other field that changes the computation: what this checkpoint has, else off (never the
     # run's own value: a QK-norm in the run's experiment would change what the checkpoint computes)
     return {**out, **NOT_IN_CHECKPOINT, **fields}
+
+
+def _gemma3(hf: dict, need) -> dict:
+    """The model fields of a Gemma3ForCausalLM (text) config.json."""
+    heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
+    act = hf.get("hidden_activation", hf.get("hidden_act", "gelu_pytorch_tanh"))
+    need("hidden_activation", act in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
+    for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+        need(key, hf.get(key) is None, "null (Gemma 2's soft-capping is not in Gemma 3)")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    need("use_bidirectional_attention", not hf.get("use_bidirectional_attention"), "false (causal attention)")
+    every = hf.get("sliding_window_pattern", 6)
+    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % every else "full_attention"
+                                      for i in range(layers)]
+    need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
+         f"{layers} of sliding_attention / full_attention")
+    rope = hf.get("rope_parameters") or {}
+    local = rope.get("sliding_attention") if isinstance(rope.get("sliding_attention"), dict) else {
+        "rope_type": "default", "rope_theta": hf.get("rope_local_base_freq", 10000.0)}
+    need("rope_parameters", local.get("rope_type", "default") == "default",
+         "the sliding layers' RoPE unscaled (rope_type default)")
+    kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+    fields = {"norm": "rmsnorm", "mlp": "geglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
+              "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
+              "qk_norm": True, "qk_norm_scale": True, "norm_plus_one": True, "post_norms": True, "embed_scale": True,
+              "query_pre_attn_scalar": int(hf.get("query_pre_attn_scalar", 256)),
+              "rope_local_theta": float(local.get("rope_theta", 10000.0))}
+    if "sliding_attention" in types:
+        fields.update(sliding_window=hf.get("sliding_window") or 4096,
+                      window_pattern="".join("L" if t == "sliding_attention" else "G" for t in types))
+    return fields
 
 
 def _deepseek_v3(hf: dict, need) -> dict:
@@ -176,4 +215,5 @@ def _qwen3_moe_layers(hf: dict, need) -> dict:
 # model fields no imported architecture turns on unless its config.json says so
 NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
                      "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L",
-                     "moe": {"num_experts": 0}, "mla": {"kv_rank": 0}}
+                     "moe": {"num_experts": 0}, "mla": {"kv_rank": 0}, "norm_plus_one": False, "post_norms": False,
+                     "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None}

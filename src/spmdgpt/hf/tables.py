@@ -60,18 +60,22 @@ import numpy as np
 from spmdgpt.config import ROPE_SCALING_PARAMS, MlaConfig, MlpType, ModelConfig, MoeConfig, NormType, Router, mla_dims
 
 # model fields that change how a model is trained or run, never the function it computes
-# (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not).
+# (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not; the
+# multi-token prediction modules: trained beside the model, never run by inference, left out of exports).
 # A nested section's fields are named "moe.top_k". moe.dispatch: capacity mode drops token copies
 # only past an expert's capacity in a batch; an export computes dropless, as every Hugging Face
 # MoE class does (and the auxiliary losses' weights are recorded, as router_aux_loss_coef).
 TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipeline_repeats", "pipeline_remat", "remat",
                  "scan_unroll", "attention_block", "param_dtype", "compute_dtype", "logits_dtype", "z_loss",
-                 "zero_init_out", "dropout", "attention_dropout", "loss_block", "init_std",
+                 "zero_init_out", "dropout", "attention_dropout", "loss_block", "init_std", "mtp_depth", "mtp_weight",
                  "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss")
 # a dense model's moe.* fields (what a table without experts refuses: the defaults)
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
 # a model without multi-head latent attention: the mla.* defaults
 NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig)}
+# a model without Gemma's layer options: their defaults
+NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
+            "rope_local_theta": None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +141,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
-           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA}
+           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -208,7 +212,7 @@ QWEN3 = Architecture(
     name="Qwen3ForCausalLM", model_type="qwen3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
-    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA},
     picks={"qk_norm": True},
 )
 
@@ -255,7 +259,7 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED, **NO_MLA},
+             **MOE_REFUSED, **NO_MLA, **NO_GEMMA},
     picks={**MOE_PICK, "qk_norm": True},
 )
 
@@ -319,8 +323,27 @@ DEEPSEEK_V3 = Architecture(
             "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
-             "moe.router": Router.sigmoid, "moe.interleave_step": 1},
+             "moe.router": Router.sigmoid, "moe.interleave_step": 1, **NO_GEMMA},
     picks={"mla.kv_rank": lambda r: r > 0},
+)
+
+# Gemma 3 (text): the Llama family's projections with QK-norm, sandwich norms (post_attention_layernorm
+# is the attention output's norm here; pre/post_feedforward_layernorm the MLP's), every norm (1 + w),
+# GeGLU with the tanh GELU, the embedding x sqrt(d), scores x query_pre_attn_scalar^-0.5, sliding
+# and full layers (layer_types) with their own RoPE (rope_parameters per layer type)
+GEMMA3 = Architecture(
+    name="Gemma3ForCausalLM", model_type="gemma3_text", norm=NormType.rmsnorm, mlp=MlpType.geglu,
+    tensors=tuple(_layer("model.layers.{i}.", [
+        _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
+        _t("post_attention_layernorm.weight", "blocks.ln_post_attn.scale", "d -> d"),
+        _t("pre_feedforward_layernorm.weight", "blocks.ln2.scale", "d -> d"),
+        _t("post_feedforward_layernorm.weight", "blocks.ln_post_mlp.scale", "d -> d"),
+        *LLAMA_ATTENTION[2:], *[dataclasses.replace(t, fill=0.0) for t in QK_NORM],  # (1 + 0: no learned scale)
+        *LLAMA_LAYER[len(LLAMA_ATTENTION):]]) + LLAMA_OUTER),
+    fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm_scale": None,
+            "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
+             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA},
 )
 
 NEOX = Architecture(
@@ -350,7 +373,7 @@ NEOX = Architecture(
 )
 
 # in the order export tries them: a table with `picks` before the plain one of its kinds
-ARCHITECTURES = (DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, NEOX)
+ARCHITECTURES = (DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

@@ -20,7 +20,8 @@ holds K heads. Under tensor parallelism K heads that the `model` axis does not d
 replicated on it and repeated for the local query heads (`local_kv`).
 
 Options of the same unit: Q/K/V-only biases (`model.qkv_bias`, Qwen2), learned QK-norm scales
-q_norm / k_norm [H] (`model.qk_norm_scale`, Qwen3), RoPE scalings (`layers.rope_frequencies`),
+q_norm / k_norm [H] (`model.qk_norm_scale`, Qwen3), RoPE scalings (`layers.rope_frequencies`;
+local layers' own base, `layers.layer_rope`), the scores' scale (`model.query_pre_attn_scalar`),
 and per-layer sliding windows (`model.sliding_window`: `window_mask`, xla backend only).
 
 The residual stream arrives as [stream, embed] (batch x seq flattened, sharded like the batch,
@@ -71,7 +72,7 @@ from spmdgpt.model.kernels import (
     splash_causal_attention,
     window_mask,
 )
-from spmdgpt.model.layers import dropout, rms_normalize, rope, rope_frequencies
+from spmdgpt.model.layers import dropout, layer_rope, norm_scale, rms_normalize, rope, scale_init
 from spmdgpt.sharding import Rules
 
 
@@ -121,8 +122,8 @@ def _shared_info(cfg: ModelConfig) -> dict:
         w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
                    out_init(cfg)),
         b_o=vector((D,), ("embed",)) if cfg.bias else None,
-        q_norm=vector((H,), ("head_dim",), "ones") if cfg.qk_norm_scale else None,
-        k_norm=vector((H,), ("head_dim",), "ones") if cfg.qk_norm_scale else None,
+        q_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
+        k_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
     )
 
 
@@ -238,11 +239,12 @@ def blocked_causal_attention(
 
 def fused_qkv(
     cfg: ModelConfig, rules: Rules, p: Attention, x: jax.Array, positions: jax.Array, batch: int,
-    head_major: bool = True
+    head_major: bool = True, window=None,
 ):
     """Multi-head attention's projection (`Attention`): x [stream, d] -> q, k, v with RoPE applied
     to q and k: [batch, n, seq, h] (head_major, the xla backend's layout) or [batch, seq, n, h]
-    (the fused kernels' layout)."""
+    (the fused kernels' layout). window: the layer's sliding window (its RoPE, `layers.layer_rope`);
+    q scaled for model.query_pre_attn_scalar (`query_scale`)."""
     dt = x.dtype
     logical = ("qkv", "heads", "head_dim")
     w = rules.gather(p.w_qkv.astype(dt), ("embed", *logical))
@@ -255,18 +257,26 @@ def fused_qkv(
         scale = (
             None
             if p.q_norm is None
-            else rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim"))
+            else norm_scale(cfg, rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim")))
         )
         qk = rms_normalize(qk, cfg.norm_eps, scale)
-    qk = rope(qk, positions, *rope_frequencies(cfg, qk.shape[-1]))  # q and k rotated in one op
+    qk = rope(qk, positions, *layer_rope(cfg, qk.shape[-1], window))  # q and k rotated in one op
+    q, k = query_scale(cfg, qk[:, :, 0]), qk[:, :, 1]
     if not head_major:
-        return qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]
-    qk = jnp.transpose(qk, (2, 0, 3, 1, 4))  # [2, b, n, t, h]
-    return qk[0], qk[1], jnp.transpose(qkv[:, :, 2], (0, 2, 1, 3))
+        return q, k, qkv[:, :, 2]
+    return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, qkv[:, :, 2]))
+
+
+def query_scale(cfg: ModelConfig, q: jax.Array) -> jax.Array:
+    """q scaled so that the backends' 1 / sqrt(head_dim) gives scores scaled by
+    model.query_pre_attn_scalar^-0.5 (Gemma 3); q itself without it."""
+    if cfg.query_pre_attn_scalar is None:
+        return q
+    return q * jnp.asarray((q.shape[-1] / cfg.query_pre_attn_scalar) ** 0.5, q.dtype)
 
 
 def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Array, positions: jax.Array,
-                batch: int, head_major: bool = True):
+                batch: int, head_major: bool = True, window=None):
     """Grouped-query attention's projection (`GroupedAttention`): `fused_qkv`'s, q from w_q, k
     and v (K heads) from w_kv."""
     dt = x.dtype
@@ -282,10 +292,10 @@ def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arra
     q, kv = parts  # [b, t, N, h], [b, t, 2, K, h]
     k, v = kv[:, :, 0], kv[:, :, 1]
     if cfg.qk_norm:
-        q, k = (rms_normalize(a, cfg.norm_eps, None if s is None else rules.gather(s, ("head_dim",)))
+        q, k = (rms_normalize(a, cfg.norm_eps, None if s is None else norm_scale(cfg, rules.gather(s, ("head_dim",))))
                 for a, s in ((q, p.q_norm), (k, p.k_norm)))
-    freq = rope_frequencies(cfg, q.shape[-1])
-    q, k = rope(q, positions, *freq), rope(k, positions, *freq)
+    freq = layer_rope(cfg, q.shape[-1], window)
+    q, k = query_scale(cfg, rope(q, positions, *freq)), rope(k, positions, *freq)
     if not head_major:
         return q, k, v
     return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
@@ -346,13 +356,13 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     point for backends: a new backend is a new case here."""
     positions, batch, cache = u.positions, u.batch, u.cache
     if cache is not None and cache.mask is not None:
-        q, k, v = project(cfg, rules, p, x, positions, batch)  # [b, n, t, h]
+        q, k, v = project(cfg, rules, p, x, positions, batch, window=u.window)  # [b, n, t, h]
         kv = _written(cache, k, v)
         o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules)
         return output_projection(rules, p, o), kv, {}
     backend = sequence_backend(cfg, rules)
     head_major = backend != AttentionImpl.cudnn
-    q, k, v = project(cfg, rules, p, x, positions, batch, head_major)
+    q, k, v = project(cfg, rules, p, x, positions, batch, head_major, window=u.window)
     o = sequence_attention(cfg, rules, backend, q, k, v, u)
     kv = None
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
@@ -407,7 +417,7 @@ def attention_stats(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u:
     projection, the logits one block of model.attention_block queries at a time (never all
     [b, n, t, t] at once)."""
     positions, batch, segment_ids, window = u.positions, u.batch, u.segment_ids, u.window
-    q, k, _ = project(cfg, rules, p, x, positions, batch)  # [b, n, t, hd]
+    q, k, _ = project(cfg, rules, p, x, positions, batch, window=window)  # [b, n, t, hd]
     if rules.context_size() > 1:  # (whole sequences in their order on every device of the ring)
         q, k = (jnp.swapaxes(from_context_order(rules, jnp.swapaxes(a, 1, 2), None, None), 1, 2) for a in (q, k))
         segment_ids = None if segment_ids is None else from_context_order(rules, segment_ids)

@@ -30,7 +30,8 @@ Array = jax.Array
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None, window: Optional[Array] = None, dense: bool = False):
-    """One pre-norm block on the residual stream x: [stream, embed] -> (x, this layer's
+    """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
+    sandwich) on the residual stream x: [stream, embed] -> (x, this layer's
     updated cache arrays or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
     collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
@@ -43,10 +44,14 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     h = norm(cfg, rules, p.ln1, x)
     inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window)
     a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, inputs)
+    if p.ln_post_attn is not None:  # (model.post_norms: each branch's output normed before the add)
+        a = norm(cfg, rules, p.ln_post_attn, a)
     a = dropout(a, cfg.dropout, k_a)
     x = x + a
     h2 = norm(cfg, rules, p.ln2, x)
     m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
+    if p.ln_post_mlp is not None:
+        m = norm(cfg, rules, p.ln_post_mlp, m)
     m = dropout(m, cfg.dropout, k_m)
     x = x + m
     aux = {**aux_a, **aux_m}

@@ -24,7 +24,8 @@ def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Arra
     sum of 2L branch outputs keeps 8 significant bits). A no-op for float32 compute."""
     table = rules.gather(params.embed.astype(jnp.float32), (None, "embed"))
     flat = flatten(rules, jax.sharding.reshard(tokens, rules.spec("batch", "seq")))
-    return table.at[flat].get(out_sharding=rules.spec("stream", "embed"))
+    x = table.at[flat].get(out_sharding=rules.spec("stream", "embed"))
+    return x * jnp.float32(cfg.d_model ** 0.5) if cfg.embed_scale else x  # (Gemma: the embedding x sqrt(d))
 
 
 def float32_matmul(eq: str, spec, x: Array, w: Array) -> Array:

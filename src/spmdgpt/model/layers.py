@@ -24,9 +24,21 @@ class Norm(NamedTuple):
 
 
 def norm_info(cfg: ModelConfig) -> Norm:
-    """A norm's parameters: a scale (ones), and a bias (zeros) for LayerNorm with model.bias."""
+    """A norm's parameters: a scale (ones; zeros with model.norm_plus_one, which multiplies by
+    1 + scale), and a bias (zeros) for LayerNorm with model.bias."""
     bias = cfg.bias and cfg.norm == NormType.layernorm
-    return Norm(vector((cfg.d_model,), ("embed",), "ones"), vector((cfg.d_model,), ("embed",)) if bias else None)
+    D = cfg.d_model
+    return Norm(vector((D,), ("embed",), scale_init(cfg)), vector((D,), ("embed",)) if bias else None)
+
+
+def scale_init(cfg: ModelConfig) -> str:
+    """A norm scale's init: ones, or zeros with model.norm_plus_one (the identity either way)."""
+    return "zeros" if cfg.norm_plus_one else "ones"
+
+
+def norm_scale(cfg: ModelConfig, w: jax.Array) -> jax.Array:
+    """The factor a stored norm scale w multiplies by: w, or 1 + w (model.norm_plus_one; float32)."""
+    return 1.0 + w.astype(jnp.float32) if cfg.norm_plus_one else w
 
 
 def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
@@ -36,7 +48,7 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
     if cfg.norm == NormType.layernorm:
         x32 = x32 - jnp.mean(x32, axis=-1, keepdims=True)
     y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + cfg.norm_eps)
-    y = y * rules.gather(p.scale.astype(jnp.float32), ("embed",))
+    y = y * norm_scale(cfg, rules.gather(p.scale.astype(jnp.float32), ("embed",)))
     if p.bias is not None:
         y = y + rules.gather(p.bias.astype(jnp.float32), ("embed",))
     return y.astype(dtype_of(cfg.compute_dtype))
@@ -62,6 +74,18 @@ def dropout(x: jax.Array, rate: float, key: Optional[jax.Array]) -> jax.Array:
     return jnp.where(keep, x * (1.0 / (1.0 - rate)), 0).astype(x.dtype)
 
 
+def layer_rope(cfg: ModelConfig, h: int, window=None) -> tuple:
+    """(inverse frequencies [h / 2], scale) of a layer whose sliding window is `window` (traced
+    int32 or None): `rope_frequencies`, or for a local layer (window > 0) with model.rope_local_theta
+    set, that base unscaled (Gemma 3's local layers)."""
+    freq, scale = rope_frequencies(cfg, h)
+    if cfg.rope_local_theta is None or window is None:
+        return freq, scale
+    half = h // 2
+    local = cfg.rope_local_theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    return jnp.where(window > 0, local, freq), jnp.where(window > 0, 1.0, scale)
+
+
 def rope_frequencies(cfg: ModelConfig, h: int) -> tuple:
     """(inverse frequencies [h / 2] float32, scale of q and k) of `model.rope_scaling` for heads of
     width h: theta^(-2i/h) as trained (none), or stretched for a longer context as transformers'
@@ -70,6 +94,8 @@ def rope_frequencies(cfg: ModelConfig, h: int) -> tuple:
     half = h // 2
     inv_freq = cfg.rope_theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
     factor, original = cfg.rope_factor, cfg.rope_original_max_len
+    if cfg.rope_scaling == RopeScaling.linear:
+        return inv_freq / factor, 1.0
     if cfg.rope_scaling == RopeScaling.llama3:
         low, high = cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
         wavelen = 2 * math.pi / inv_freq
@@ -112,7 +138,7 @@ def rope(x: jax.Array, positions: jax.Array, theta, scale: float = 1.0) -> jax.A
     angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [..., seq, half]
     cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)
     sin = jnp.concatenate([-jnp.sin(angles), jnp.sin(angles)], axis=-1)  # sign of the rotation
-    if scale != 1.0:
+    if not isinstance(scale, float) or scale != 1.0:  # (a traced scale: `layer_rope`)
         cos, sin = cos * scale, sin * scale
     other = (1,) * (x.ndim - 3)  # the axes between seq and head_dim (e.g. q/k and heads)
     cos = cos.reshape(cos.shape[:-1] + other + (h,))

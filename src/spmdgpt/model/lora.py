@@ -31,7 +31,7 @@ from typing import List, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import LORA_TARGETS, Config, LoraConfig, MlpType, OptimizerName
+from spmdgpt.config import LORA_TARGETS, Config, LoraConfig, OptimizerName, gated
 from spmdgpt.model.info import ParamInfo, is_info
 
 Array = jax.Array
@@ -191,7 +191,7 @@ def config_errors(cfg: Config) -> List[str]:
     unknown = [x for x in lo.targets if x not in LORA_TARGETS + ("all",)]
     if unknown or not lo.targets:
         errs.append(f"lora.targets={list(lo.targets)}: choose among {', '.join(LORA_TARGETS)} or all")
-    if "gate" in lo.targets and m.mlp != MlpType.swiglu:
+    if "gate" in lo.targets and not gated(m):
         errs.append(f"lora.targets: gate needs a gated MLP (model.mlp={m.mlp.value} has none); leave gate out")
     if not cfg.checkpoint.init_from:
         errs.append(f"lora.rank={lo.rank} adapts a trained model, which stays frozen: set checkpoint.init_from=RUN "

@@ -29,11 +29,12 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
-from spmdgpt.model.context import flatten, from_context_order, to_context_order, unflatten
+from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
 from spmdgpt.model.head import softcap, unembed, unembedding_rows
 from spmdgpt.model.layers import dtype_of
+from spmdgpt.model.mtp import mtp_loss
 from spmdgpt.model.params import Params, aux_loss_weights
-from spmdgpt.model.transformer import hidden_states
+from spmdgpt.model.transformer import final_norm, hidden_states
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 
@@ -104,7 +105,8 @@ def loss_fn(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targe
     differentiate `objective` instead (the blocked loss gives its cross-entropy no gradient of
     its own)."""
     obj, metrics = objective(cfg, rules, params, inputs, targets, segment_ids, positions)
-    return metrics["loss"] if cfg.z_loss or aux_loss_weights(cfg) else obj  # (equal, bitwise, otherwise)
+    plain = not (cfg.z_loss or aux_loss_weights(cfg) or cfg.mtp_depth)
+    return obj if plain else metrics["loss"]  # (equal, bitwise, when plain)
 
 
 def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
@@ -116,8 +118,9 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     auxiliary output's mean over layers, losses and statistics alike}, float32 scalars, and
     "between_steps": the non-scalar aux outputs per layer, for `between_steps`, when any). The
     objective is the cross-entropy plus model.z_loss * mean(logsumexp(logits)^2) (PaLM's z-loss)
-    plus weight x each auxiliary loss the block's units report (`aux_loss_weights`); without
-    either it is the cross-entropy.
+    plus weight x each auxiliary loss the block's units report (`aux_loss_weights`), plus
+    model.mtp_weight x multi-token prediction's loss ("mtp/loss", `model.mtp`); without any of
+    them it is the cross-entropy.
     key: dropout (model.dropout); None: none. microbatches: the pipeline's (mesh.stage > 1).
     denominator: what the sums over the counted targets are divided by (see the module
     docstring); None: their count in this batch (at least 1), counted first (`counted_first`).
@@ -127,10 +130,15 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
         count, params, inputs = counted_first(jnp.sum(targets >= 0, dtype=jnp.float32), params, inputs)
         denominator = jnp.maximum(count, 1.0)
     x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key,
-                              microbatches=microbatches)
+                              microbatches=microbatches, residual=bool(cfg.mtp_depth))
     targets = to_context_order(rules, targets)  # (the order of x's tokens)
     counted = targets >= 0
     safe = jnp.where(counted, targets, 0)  # (an id to gather for the targets not counted)
+    extra = {}
+    if cfg.mtp_depth:  # (x: the residual stream; the modules read it before the final norm)
+        pos, seg = sequence_inputs(rules, inputs.shape[1], positions, segment_ids)
+        extra["mtp/loss"] = mtp_loss(cfg, rules, params, x, safe, counted, pos, seg, inputs.shape[0])
+        x = final_norm(cfg, rules, params, x)
     if cfg.loss_block and targets.shape[1] % (cfg.loss_block * rules.context_size()) == 0:
         total, ce = blocked_cross_entropy(cfg, rules, params, x, safe, counted)
         obj, ce = total / denominator, ce / denominator
@@ -146,6 +154,9 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
         metrics["between_steps"] = vectors
     for name, weight in aux_loss_weights(cfg).items():
         obj = obj + weight * metrics[f"aux/{name}"]
+    if extra:
+        metrics.update(extra)
+        obj = obj + cfg.mtp_weight * extra["mtp/loss"]
     return obj, metrics
 
 

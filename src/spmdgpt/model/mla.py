@@ -49,7 +49,7 @@ from spmdgpt.model.attention import (
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
-from spmdgpt.model.layers import rms_normalize, rope, rope_frequencies, yarn_mscale
+from spmdgpt.model.layers import layer_rope, rms_normalize, rope, yarn_mscale
 from spmdgpt.sharding import Rules
 
 LATENT_EPS = 1e-6
@@ -96,7 +96,7 @@ def softmax_scale(cfg: ModelConfig) -> float:
     return scale
 
 
-def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax.Array, batch: int):
+def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax.Array, batch: int, window=None):
     """x [stream, D] -> (q [b, t, N, n + r], rotated and scaled by softmax_scale x sqrt(n + r);
     the normalised latent [b, t, R]; the rotated RoPE key [b, t, r]), one gather of x for both
     down-projections."""
@@ -117,7 +117,7 @@ def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: ja
     q = unflatten(rules, q, batch, "heads", "head_dim")
     ckv = unflatten(rules, ckv, batch, None)
     latent = rms_normalize(ckv[..., :R], LATENT_EPS, w(p.kv_latent_norm, "latent"))
-    freq = rope_frequencies(cfg, r)
+    freq = layer_rope(cfg, r, window)
     k_rope = rope(ckv[..., R:], positions, *freq)
     q = jnp.concatenate([q[..., :n], rope(q[..., n:], positions, *freq)], axis=-1)
     boost = softmax_scale(cfg) * (n + r) ** 0.5
@@ -138,10 +138,10 @@ def _keys_values(cfg: ModelConfig, rules: Rules, p: Mla, latent: jax.Array, k_ro
 
 
 def mla_qkv(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax.Array, batch: int,
-            head_major: bool = True):
+            head_major: bool = True, window=None):
     """The expanded q, k, v ([b, N, t, h] head-major, else [b, t, N, h]; q pre-scaled): the
     projection of `attention_stats` and of full-sequence passes."""
-    q, latent, k_rope = _project(cfg, rules, p, x, positions, batch)
+    q, latent, k_rope = _project(cfg, rules, p, x, positions, batch, window)
     k, v = _keys_values(cfg, rules, p, latent, k_rope)
     if not head_major:
         return q, k, v
@@ -161,13 +161,13 @@ def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitI
     values and run the backend; a decode step attends in the latent space over the cache."""
     cache = u.cache
     if cache is not None and cache.mask is not None:
-        q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch)
+        q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch, u.window)
         arrays = _written(cache, latent, k_rope)
         return output_projection(rules, p, _absorbed(cfg, rules, p, q, arrays, cache.mask), head_major=False), \
             arrays, {}
     backend = sequence_backend(cfg, rules)
     head_major = backend != AttentionImpl.cudnn
-    q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch)
+    q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch, u.window)
     k, v = _keys_values(cfg, rules, p, latent, k_rope)
     if head_major:
         q, k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
@@ -223,10 +223,10 @@ def config_errors(m: ModelConfig) -> List[str]:
     if m.num_kv_heads is not None and m.num_kv_heads != m.num_heads:
         errs.append(f"model.num_kv_heads={m.num_kv_heads} with model.mla.kv_rank={a.kv_rank}: MLA shares one latent "
                     "among all heads instead; unset model.num_kv_heads")
-    for name in ("qk_norm", "bias", "qkv_bias"):
+    for name in ("qk_norm", "bias", "qkv_bias", "norm_plus_one"):
         if getattr(m, name):
             errs.append(f"model.{name}=true with model.mla.kv_rank > 0: multi-head latent attention has none (its "
-                        f"latents are RMS-normalised); set model.{name}=false")
+                        f"latents are RMS-normalised with plain scales); set model.{name}=false")
     _, _, n, r, v = mla_dims(m)
     if v > n + r:
         errs.append(f"model.mla.v_dim={v} is wider than the query/key heads (nope_dim + rope_dim = {n + r}): the fused "

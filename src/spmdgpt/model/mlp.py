@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import MlpType, ModelConfig, mlp_hidden
+from spmdgpt.config import MlpType, ModelConfig, gated, mlp_hidden
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.layers import rms
@@ -41,7 +41,7 @@ def mlp_info(cfg: ModelConfig, hidden: Optional[int] = None) -> Mlp:
     return Mlp(
         w_up=up,
         b_up=vector((F,), ("mlp",)) if cfg.bias else None,
-        w_gate=up if cfg.mlp == MlpType.swiglu else None,
+        w_gate=up if gated(cfg) else None,
         w_down=matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
         b_down=vector((D,), ("embed",)) if cfg.bias else None,
     )
@@ -52,7 +52,7 @@ def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
     [tokens, mlp] with hidden units sharded by the `mlp` rule (one gather of a split stream for
     both, `collective.matmuls_in`)."""
     dt = x.dtype
-    weights = [p.w_up] if cfg.mlp != MlpType.swiglu else [p.w_up, p.w_gate]
+    weights = [p.w_up, p.w_gate] if gated(cfg) else [p.w_up]
     terms = [("td,df->tf", rules.gather(w.astype(dt), ("embed", "mlp")), ("embed", "mlp"), ("mlp",)) for w in weights]
     h, *gate = matmuls_in(rules, x, *terms)
     if p.b_up is not None:
@@ -95,6 +95,8 @@ def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Ar
     nothing: XLA fuses autodiff's into one pass over the same bytes, benchmarks/roofline.py.)"""
     if cfg.mlp == MlpType.swiglu:
         return jax.nn.silu(g) * h
+    if cfg.mlp == MlpType.geglu:
+        return gelu_tanh(g) * h
     if cfg.mlp == MlpType.relu2:
         return jnp.square(jax.nn.relu(h))
     return gelu_tanh(h)

@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import GroupedMatmul, MlpType, ModelConfig, MoeDispatch, Router, expert_hidden, mesh_axes_of
+from spmdgpt.config import GroupedMatmul, ModelConfig, MoeDispatch, Router, expert_hidden, gated, mesh_axes_of
 from spmdgpt.config.validate import positive, whole_width
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
@@ -85,7 +85,7 @@ def moe_info(cfg: ModelConfig) -> Moe:
     return Moe(
         router=matrix((D, E), ("embed", "router"), ("embed",), ("router",), cfg.init_std),
         w_up=up,
-        w_gate=up if cfg.mlp == MlpType.swiglu else None,
+        w_gate=up if gated(cfg) else None,
         w_down=matrix((E, F, D), ("experts", "mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
         shared=mlp_info(cfg, cfg.moe.shared_experts * F) if cfg.moe.shared_experts else None,
         router_bias=vector((E,), ("router",)) if cfg.moe.bias_update_rate else None,

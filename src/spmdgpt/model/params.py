@@ -9,11 +9,14 @@ Shapes (L layers, D = d_model, V vocabulary):
              attention.GroupedAttention with model.num_kv_heads < N: w_q, w_kv [L, D, 2, K, H], w_o;
              mla.Mla with model.mla.kv_rank > 0: the latent projections, w_o)
       ln2    Norm                   before the MLP
+      ln_post_attn, ln_post_mlp  Norm  after the attention / the MLP, before the residual add
+             (model.post_norms, Gemma's sandwich), else None
       mlp    the MLP unit's parameters (mlp.Mlp: w_up [L, D, F], w_gate, w_down)
     ln_f     final norm
     unembed  [D, V]                 only when model.tie_embeddings=false
     dense_blocks  Block with the dense MLP, stacked: an MoE model's dense layers (model.moe.
              first_dense_layers, interleave_step), else None
+    mtp      multi-token prediction's modules (model.mtp_depth > 0, `mtp.Mtp`), else None
 
 A block is made of units. A unit (`Unit`) is one kind of attention or MLP: its parameters (a
 NamedTuple of one layer, described by `info` as a tree of `ParamInfo`), the function that
@@ -50,6 +53,7 @@ from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_stats
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
+from spmdgpt.model.mtp import Mtp, mtp_info
 from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
@@ -110,6 +114,8 @@ class Block(NamedTuple):
     attn: Any  # the attention unit's parameters (attention.Attention, GroupedAttention, mla.Mla)
     ln2: Norm
     mlp: Any  # the MLP unit's parameters (mlp.Mlp or moe.Moe)
+    ln_post_attn: Optional[Norm] = None  # model.post_norms: the attention output's norm (Gemma 2/3)
+    ln_post_mlp: Optional[Norm] = None  # model.post_norms: the MLP output's norm
 
 
 UNIT_FIELDS = ("attn", "mlp")  # the Block fields that hold a unit's parameters
@@ -121,13 +127,18 @@ class Params(NamedTuple):
     ln_f: Norm
     unembed: Optional[Array]
     dense_blocks: Optional[Block] = None
+    mtp: Optional[Mtp] = None  # model.mtp_depth > 0: the multi-token prediction modules (`model.mtp`)
 
 
 def param_info(cfg: ModelConfig) -> Params:
-    def layers(dense: bool, n: int) -> Block:
+    def layer(dense: bool) -> Block:
         attention, mlp_unit = block_units(cfg, dense)
-        return stacked(Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg),
-                             mlp=mlp_unit.info(cfg)), n)
+        post = norm_info(cfg) if cfg.post_norms else None
+        return Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg), mlp=mlp_unit.info(cfg),
+                     ln_post_attn=post, ln_post_mlp=post)
+
+    def layers(dense: bool, n: int) -> Block:
+        return stacked(layer(dense), n)
 
     kinds = moe_layers(cfg)
     D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
@@ -139,6 +150,7 @@ def param_info(cfg: ModelConfig) -> Params:
         if cfg.tie_embeddings
         else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, ("embed",), ("vocab",)),
         dense_blocks=layers(True, kinds.count(False)) if any(kinds) and not all(kinds) else None,
+        mtp=mtp_info(cfg, layer(True)) if cfg.mtp_depth else None,
     )
 
 

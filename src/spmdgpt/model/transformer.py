@@ -35,7 +35,7 @@ Array = jax.Array
 def hidden_states(
     cfg: ModelConfig, rules: Rules, params: Params, tokens: Array, positions: Optional[Array] = None,
     cache: Optional[KVCache] = None, segment_ids: Optional[Array] = None, prefill: bool = False,
-    key: Optional[Array] = None, collect: bool = False, microbatches: int = 1,
+    key: Optional[Array] = None, collect: bool = False, microbatches: int = 1, residual: bool = False,
 ) -> tuple[Array, Optional[KVCache], dict]:
     """Embedding + all blocks + final norm: tokens [b, t] -> ([b * t, d] in the compute dtype
     (under context parallelism each sequence's tokens in the context order, `model.context`),
@@ -45,7 +45,9 @@ def hidden_states(
     (embedding: fold_in(key, L); layer i: fold_in(key, i)). collect (full sequences): the
     model statistics too (`blocks.block`); the same layer scan as training. With pipeline stages
     (mesh.stage > 1) full sequences go through the pipeline in `microbatches` microbatches
-    (`pipelined_blocks`); statistics and cached passes gather the whole stack instead."""
+    (`pipelined_blocks`); statistics and cached passes gather the whole stack instead. residual
+    (full sequences, no stages): the residual stream before the final norm instead (float32;
+    multi-token prediction's input, `model.mtp`)."""
     batch, t = tokens.shape
     if cache is None:
         positions, segment_ids = sequence_inputs(rules, t, positions, segment_ids)
@@ -62,7 +64,9 @@ def hidden_states(
 
         per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32))
         x, aux = scan_layers(cfg, params, make_step, x, per_layer, unroll=cfg.scan_unroll, fill=collect)
-        return jax.sharding.reshard(norm(cfg, rules, params.ln_f, x), rules.spec("tokens", "embed")), None, aux
+        if residual:
+            return x, None, aux
+        return final_norm(cfg, rules, params, x), None, aux
 
     rules = rules.whole_sequences()  # (a cached pass: one copy of each sequence on every device of a context ring)
     params = whole_stack(rules, params)
@@ -83,6 +87,11 @@ def hidden_states(
     # one that training prefers (benchmarks/BENCHMARKS.md).
     x, arrays = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), cache=cache.layers))
     return norm(cfg, rules, params.ln_f, x), KVCache(arrays, k_pos, cache.end + t), {}
+
+
+def final_norm(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
+    """The final norm of the residual stream x [b * t, d] -> the output head's input."""
+    return jax.sharding.reshard(norm(cfg, rules, params.ln_f, x), rules.spec("tokens", "embed"))
 
 
 def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVCache:
