@@ -1,9 +1,10 @@
 """Every packaged experiment fits the hardware it is sized for: each one's programs (the step, the
 evaluation, and the statistics and rollouts where it asks for them) compiled for that hardware
 from abstract shapes, compile-only, and each within a device's memory. The hardware is the one
-its YAML header and the README name: one H100 (gpt2_124m), one host of 8 H100s (the Llama
-configs), a v5p-64 slice with 8-way expert parallelism (mixtral_8x7b), and for the small ones a
-CPU device of this machine holding the whole run.
+its YAML header and the README name: one H100 (gpt2_124m, gemma3_1b), one host of 8 H100s (the
+Llama configs), a v5p-64 slice with 8-way expert parallelism (mixtral_8x7b), a v5p-1024 slice with
+8-way expert parallelism (deepseek_v3: only with SPMDGPT_BIG_PLANS=1), and for the small ones a CPU
+device of this machine holding the whole run.
 
 The GPU plans use XLA's attention where cuDNN's library is not installed (CI installs the
 gpu-plan extra, not gpu-plan-cudnn): it keeps each layer's attention probabilities where cuDNN's
@@ -11,6 +12,7 @@ fused kernel keeps one row statistic, so it needs more memory, and its plan fitt
 stronger claim."""
 
 import json
+import os
 from importlib import resources
 
 import jax
@@ -30,10 +32,14 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "llama2_7b": ["topology=h100-8"],
     "llama3_8b": ["topology=h100-8"],
     "mixtral_8x7b": ["topology=v5p-64", "mesh.expert=8"],
+    "gemma3_1b": ["topology=h100"],
+    "deepseek_v3": ["topology=v5p-1024", "mesh.expert=8"],
 }
-ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "gutenberg_gpt2", "shakespeare_char", "shakespeare_gpt2",
-               "shakespeare_gpt2_gqa", "shakespeare_moe",
-               "staircase"]
+# planned only with SPMDGPT_BIG_PLANS=1: 512 devices, 3 minutes of compilation on a 2-core box (its plan is in
+# benchmarks/BENCHMARKS.md)
+BIG = {"deepseek_v3"}
+ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "deepseek_v3_small", "gutenberg_gpt2", "shakespeare_char",
+               "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe", "staircase"]
 
 
 def test_every_packaged_experiment_has_its_hardware():
@@ -59,6 +65,8 @@ def _cudnn() -> bool:
 
 @pytest.mark.parametrize("name", list(HARDWARE))
 def test_experiment_fits_its_hardware(name, capsys):
+    if name in BIG and not os.environ.get("SPMDGPT_BIG_PLANS"):
+        pytest.skip(f"{name}: set SPMDGPT_BIG_PLANS=1 to plan it (minutes of compilation)")
     overrides = HARDWARE[name]
     topology = overrides[0].split("=")[1]
     _compiler(topology)

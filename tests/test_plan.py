@@ -326,11 +326,15 @@ def test_plan_topology_errors_are_one_line(capsys):
 @pytest.mark.skipif(not _can_compile_for("h100"), reason="needs JAX's CUDA plugin (the gpu-plan extra)")
 def test_plan_compiles_for_h100s_without_a_gpu(capsys):
     """With the gpu-plan extra: the staircase model's step compiled for 2 H100s by XLA's GPU
-    compiler on this CPU: FSDP's reduce-scatters (which XLA:CPU does not emit) are there."""
-    assert main(["plan", *COMMON, "sharding=fsdp", "model.attention=xla", "topology=h100-2"]) == 0
+    compiler on this CPU: FSDP's reduce-scatters (which XLA:CPU does not emit) are there; the
+    rollouts' sampler compiles for them too (its key and scalars as shapes: no array exists on a
+    compile-only target)."""
+    assert main(["plan", *COMMON, "sharding=fsdp", "model.attention=xla", "topology=h100-2",
+                 "train.rollout_tokens=8"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("compiled for h100-2 (1x1x2): 2 x NVIDIA H100 80GB HBM3")
     assert "reduce-scatter x" in out and "of 59.38 GiB" in out and "-bound: at most" in out
+    assert "\n  rollout " in out
 
 
 TPU = [*COMMON, "data.seq_len=128", "model.max_seq_len=128", "data.batch_size=16"]

@@ -118,7 +118,10 @@ class Sampler:
         with `sp`, lowered for `params` (arrays or ShapeDtypeStructs): one program, the KV cache,
         the prefill and the decode loop. Compile it and give it to `use`."""
         tokens = jax.ShapeDtypeStruct((rows, prompt_len), jnp.int32, sharding=self.rules.batch_sharding())
-        return self._generate.lower(params, tokens, tokens, *self._args(sp), **self._static(sp))
+        # (the key and scalars as shapes: on a compile-only target, such as `plan topology=h100`, no
+        # array can be made)
+        return self._generate.lower(params, tokens, tokens, *jax.eval_shape(lambda: self._args(sp)),
+                                    **self._static(sp))
 
     def use(self, compiled, rows: int, prompt_len: int, sp: SamplingParams) -> None:
         """`generate` runs `compiled` (`lower`'s program, compiled ahead of time) for those shapes."""
