@@ -437,7 +437,7 @@ def test_imported_deepseek_v3_trains_alike_on_one_device_and_sharded(torch_side,
     """A random DeepseekV3ForCausalLM imported: loss and gradients (MLA, the sigmoid-routed MoE with
     its grouped choice, the router bias, shared experts, a dense first layer) on one device equal
     those under FSDP over 2 x expert parallelism over 2 x tensor parallelism over 2 within 1e-5;
-    `spmdgpt train` from it (FSDP 4 x expert 2) for 20 steps lowers the loss by 30%."""
+    `spmdgpt train` from it (FSDP 4 x expert 2) for 12 steps lowers the loss by 20%."""
     from layouts import assert_close
 
     from spmdgpt.hf import load_params, with_hf_model
@@ -460,11 +460,11 @@ def test_imported_deepseek_v3_trains_alike_on_one_device_and_sharded(torch_side,
     assert abs(loss8 - loss1) <= 1e-5 * abs(loss1) and loss1 > 1.0
     assert_close(grads8, grads1)
     run = tmp_path / "run"
-    assert main(["train", "+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path / 'hf'}", "train.steps=20",
-                 "train.log_every=10", "train.eval_every=20", "train.progress=false", "sharding=fsdp", "mesh.data=4",
+    assert main(["train", "+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path / 'hf'}", "train.steps=12",
+                 "train.log_every=6", "train.eval_every=12", "train.progress=false", "sharding=fsdp", "mesh.data=4",
                  "mesh.expert=2", f"run.dir={run}"]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
-    assert rows[-1]["loss"] < 0.7 * rows[0]["loss"]
+    assert rows[-1]["loss"] < 0.8 * rows[0]["loss"]
     assert "model.mla={kv_rank: 32, q_rank: 48, rope_dim: 8, nope_dim: 16, v_dim: 16}" in capsys.readouterr().err
 
 
@@ -504,8 +504,8 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     make_hf_model(torch_side, "llama", tmp_path / "dynamic",
                   rope_parameters={"rope_type": "dynamic", "rope_theta": 5000.0, "factor": 2.0})
     assert start(tmp_path / "dynamic") == (2, [
-        f"{where}/dynamic: config.json has rope_type='dynamic'; spmdgpt needs default, llama3 or yarn (the RoPE "
-        "scalings spmdgpt computes)"])
+        f"{where}/dynamic: config.json has rope_type='dynamic'; spmdgpt needs default, linear, llama3 or yarn "
+        "(the RoPE scalings spmdgpt computes)"])
     make_hf_model(torch_side, "qwen3", tmp_path / "biased", attention_bias=True)
     assert start(tmp_path / "biased") == (2, [
         f"{where}/biased: config.json has attention_bias=True; spmdgpt needs false (no attention biases)"])
@@ -521,8 +521,8 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
                                "DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3ForCausalLM, "
-                               "Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, GPTNeoXForCausalLM "
-                               "checkpoints"])
+                               "Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, Gemma3ForCausalLM, "
+                               "GPTNeoXForCausalLM checkpoints"])
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
     assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "
                                           "(interleaved RoPE pairs, DeepSeek's checkpoints)"])

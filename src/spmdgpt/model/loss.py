@@ -29,10 +29,10 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.model.blocks import block
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
-from spmdgpt.model.head import softcap, unembed, unembedding_rows
-from spmdgpt.model.layers import dtype_of
-from spmdgpt.model.mtp import mtp_loss
+from spmdgpt.model.head import embed, softcap, unembed, unembedding_rows
+from spmdgpt.model.layers import dtype_of, norm
 from spmdgpt.model.params import Params, aux_loss_weights
 from spmdgpt.model.transformer import final_norm, hidden_states
 from spmdgpt.sharding import Rules
@@ -182,6 +182,38 @@ def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targ
         "td,td->t", x, rows, out_sharding=rules.spec("tokens"), preferred_element_type=jnp.float32
     )
     return lse - softcap(cfg, target_logit), lse
+
+
+def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, targets: Array, counted: Array,
+             positions: Array, segment_ids: Optional[Array], batch: int) -> Array:
+    """Multi-token prediction's loss (`model.mtp`): the mean over the D modules of their mean
+    cross-entropy. h [b * t, d]: the main model's residual stream (float32, before its final
+    norm); targets [b, t] (ids >= 0) and counted [b, t]: the main loss's; positions and
+    segment_ids as the model's layers got them. Module k reads the previous depth's hidden state
+    and the embedding of targets[i + k], and predicts targets[i + k + 1] where that exists, is
+    counted and lies in position i's document."""
+    b, t = targets.shape
+    same = jnp.ones((b, t), bool) if segment_ids is None else None
+    place = jnp.arange(t)[None]
+    losses = []
+    for k in range(cfg.mtp_depth):
+        p = jax.tree.map(lambda a: a[k], params.mtp)
+        shifted = lambda a, s: jnp.roll(a, -s, axis=1)  # noqa: E731  (position i: a[i + s])
+        e = embed(cfg, rules, params, shifted(targets, k))  # t_{i+k+1} is targets[i + k]
+        x = jnp.concatenate([norm(cfg, rules, p.norm_e, e), norm(cfg, rules, p.norm_h, h)], axis=-1)
+        w = rules.gather(p.w_in.astype(x.dtype), ("mtp_in", "embed", "mtp_out"))
+        h = jnp.einsum("tcd,cde->te", jnp.reshape(x, (x.shape[0], 2, -1)), w, out_sharding=rules.spec("stream", None),
+                       preferred_element_type=jnp.float32)
+        h = jax.sharding.reshard(h, rules.spec("stream", "embed"))
+        h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, dense=True)[0]
+        out = norm(cfg, rules, p.ln_f, h)
+        ok = (place < t - k - 1) & shifted(counted, k + 1)  # the target t_{i+k+2} = targets[i + k + 1] exists
+        if segment_ids is not None:
+            same = segment_ids == shifted(segment_ids, k + 1)
+        ok = flatten(rules, jax.sharding.reshard(ok & same, rules.spec("batch", "seq"))).astype(jnp.float32)
+        ce = _token_losses(cfg, rules, params, out, shifted(targets, k + 1))[0]
+        losses.append(jnp.sum(ce * ok) / jnp.maximum(jnp.sum(ok), 1.0))
+    return jnp.mean(jnp.stack(losses))
 
 
 def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array,

@@ -14,7 +14,7 @@ use the main model alone (transformers ignores MTP modules; export leaves them o
 Shapes (D modules; d = d_model): norm_h, norm_e, ln_f: Norm [D, d]; w_in [D, 2, d, d] (the
 embedding's rows, then the hidden state's); block: a Block of the model's units stacked [D, ...]
 (its MLP dense: DeepSeek-V3's modules hold an MoE layer; here the MoE balancing is the main
-stack's alone).
+stack's alone). The modules' forward and loss: `model.loss.mtp_loss` (beside the loss it adds to).
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ from __future__ import annotations
 from typing import Any, List, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
 from spmdgpt.config import Config, ModelConfig
 from spmdgpt.model.info import matrix, stacked
-from spmdgpt.model.layers import Norm, norm, norm_info
+from spmdgpt.model.layers import Norm, norm_info
 
 Array = jax.Array
 
@@ -46,40 +45,6 @@ def mtp_info(cfg: ModelConfig, block_info) -> Mtp:
               w_in=matrix((2, d, d), ("mtp_in", "embed", "mtp_out"), ("mtp_in", "embed"), ("mtp_out",), cfg.init_std),
               block=block_info, ln_f=norm_info(cfg))
     return stacked(one, cfg.mtp_depth)
-
-
-def mtp_loss(cfg: ModelConfig, rules, params, h: Array, targets: Array, counted: Array, positions: Array,
-             segment_ids, batch: int) -> Array:
-    """The mean over the D modules of their mean cross-entropy: h [b * t, d] the main model's
-    residual stream (float32, before its final norm), targets [b, t] (ids >= 0) and counted
-    [b, t] the main loss's, positions and segment_ids as the model's layers got them."""
-    from spmdgpt.model.blocks import block
-    from spmdgpt.model.context import flatten
-    from spmdgpt.model.head import embed
-    from spmdgpt.model.loss import _token_losses
-
-    b, t = targets.shape
-    same = jnp.ones((b, t), bool) if segment_ids is None else None
-    place = jnp.arange(t)[None]
-    losses = []
-    for k in range(cfg.mtp_depth):
-        p = jax.tree.map(lambda a: a[k], params.mtp)
-        shifted = lambda a, s: jnp.roll(a, -s, axis=1)  # noqa: E731  (position i: a[i + s])
-        e = embed(cfg, rules, params, shifted(targets, k))  # t_{i+k+1} is targets[i + k]
-        x = jnp.concatenate([norm(cfg, rules, p.norm_e, e), norm(cfg, rules, p.norm_h, h)], axis=-1)
-        w = rules.gather(p.w_in.astype(x.dtype), ("mtp_in", "embed", "mtp_out"))
-        h = jnp.einsum("tcd,cde->te", jnp.reshape(x, (x.shape[0], 2, -1)), w, out_sharding=rules.spec("stream", None),
-                       preferred_element_type=jnp.float32)
-        h = jax.sharding.reshard(h, rules.spec("stream", "embed"))
-        h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, dense=True)[0]
-        out = norm(cfg, rules, p.ln_f, h)
-        ok = (place < t - k - 1) & shifted(counted, k + 1)  # the target t_{i+k+2} = targets[i + k + 1] exists
-        if segment_ids is not None:
-            same = segment_ids == shifted(segment_ids, k + 1)
-        ok = flatten(rules, jax.sharding.reshard(ok & same, rules.spec("batch", "seq"))).astype(jnp.float32)
-        ce = _token_losses(cfg, rules, params, out, shifted(targets, k + 1))[0]
-        losses.append(jnp.sum(ce * ok) / jnp.maximum(jnp.sum(ok), 1.0))
-    return jnp.mean(jnp.stack(losses))
 
 
 def config_errors(cfg: Config) -> List[str]:

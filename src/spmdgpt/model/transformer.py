@@ -56,7 +56,7 @@ def hidden_states(
             x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
         if rules.stage_size() > 1 and not collect:
             x = pipelined_blocks(cfg, rules, params, x, positions, segment_ids, batch, microbatches)
-            return jax.sharding.reshard(norm(cfg, rules, params.ln_f, x), rules.spec("tokens", "embed")), None, {}
+            return final_norm(cfg, rules, params, x), None, {}
         params = whole_stack(rules, params)
 
         def make_step(dense: bool):
