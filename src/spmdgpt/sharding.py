@@ -107,6 +107,7 @@ class Rules:
         self.params_table = dict(cfg.params)
         self.compute_table = dict(cfg.compute)
         self.collective = "none"  # model.collective_matmul where it applies (a tensor axis), else none
+        self.fp8 = model is not None and model.matmul_dtype.value == "fp8"  # (the projections' matmuls: model.fp8)
         self.repeats = 1  # model.pipeline_repeats where it applies (pipeline stages), else 1
         if self.stage_size() == 1:  # (no pipeline: the layer stack whole, as scans over it need, and the
             # stage axes out of every rule)

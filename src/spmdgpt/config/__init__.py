@@ -6,7 +6,7 @@ compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip)
 spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
 """
 
-from spmdgpt.config.choices import GroupedMatmul, MoeDispatch, Router
+from spmdgpt.config.choices import GroupedMatmul, MatmulDtype, MoeDispatch, Router
 from spmdgpt.config.derived import (
     ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_FIELDS,
@@ -103,6 +103,7 @@ __all__ = [
     "MeshConfig",
     "MlpType",
     "ModelConfig",
+    "MatmulDtype",
     "MoeConfig",
     "MlaConfig",
     "MoeDispatch",

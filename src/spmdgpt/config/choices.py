@@ -82,6 +82,11 @@ class ContextAttention(enum.Enum):
     allgather = "allgather"  # every device gathers all keys and values (short rings)
 
 
+class MatmulDtype(enum.Enum):
+    compute = "compute"  # the hidden matmuls in model.compute_dtype
+    fp8 = "fp8"  # in FP8 with per-tensor scales: e4m3 activations and weights, e5m2 gradients (`model.fp8`)
+
+
 class CollectiveMatmul(enum.Enum):
     none = "none"  # tensor parallelism as XLA partitions it (the residual stream replicated over the tensor axis)
     # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction

@@ -21,6 +21,7 @@ from spmdgpt.config.choices import (
     DataSource,
     DType,
     ManifoldSolver,
+    MatmulDtype,
     MlpType,
     NormType,
     OptimizerName,
@@ -87,6 +88,8 @@ class ModelConfig(Section):
     # blocks above the diagonal (0 = one block); used when it divides the sequence length
     param_dtype: DType = DType.float32  # dtype parameters are stored in (the master copy)
     compute_dtype: DType = DType.float32  # dtype of matmuls; norms, softmax and loss stay float32
+    matmul_dtype: MatmulDtype = MatmulDtype.compute  # compute | fp8: the attention projections and the dense MLPs'
+    # matmuls in FP8 (per-tensor current scaling; the output head, the experts and attention itself stay as they are)
     logits_dtype: DType = DType.float32  # dtype the unembedding matmul writes the logits in: float32,
     # or the compute dtype (as PyTorch's autocast and MaxText do: half the logits' bytes; the loss's
     # reductions are float32 either way)

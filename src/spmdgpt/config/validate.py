@@ -116,8 +116,9 @@ the device count, sharding.*). A command asks for the sections it uses; checks a
 
 def feature_errors(feature: str, *args) -> List[str]:
     """A feature's own configuration checks: `config_errors(*args)` of its module
-    (spmdgpt.model.<feature>: moe, preference, grpo, lora, context, collective, pipeline, kernels), beside the
-    code it checks. Imported when a config is validated (those modules import this package)."""
+    (spmdgpt.model.<feature>: moe, mla, mtp, fp8, preference, grpo, lora, context, collective, pipeline,
+    kernels), beside the code it checks. Imported when a config is validated (those modules import
+    this package)."""
     import importlib
 
     return importlib.import_module(f"spmdgpt.model.{feature}").config_errors(*args)
@@ -360,7 +361,7 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     if {"model", "optimizer", "train", "checkpoint"} <= sections and training:
         errs.extend(feature_errors("lora", cfg))
     if "model" in sections and "layout" in sections and training:
-        errs.extend(feature_errors("mtp", cfg))
+        errs.extend(feature_errors("mtp", cfg) + feature_errors("fp8", cfg))
     if sizes is None:
         return errs
     s = cfg.sharding

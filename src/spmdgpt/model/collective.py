@@ -25,7 +25,8 @@ link busy in both directions. The backward is JAX's transpose of the loop: rever
 with the transposed matmuls between them, itself overlapped the same way.
 
 `matmuls_in` and `matmul_out` are the plain einsums when the rules have no split stream
-(`Rules.collective == "none"`), so model code calls them unconditionally.
+(`Rules.collective == "none"`; FP8 ones under model.matmul_dtype=fp8, `model.fp8`), so model code
+calls them unconditionally.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import CollectiveMatmul, Config, mesh_axes_of, seq_axes
+from spmdgpt.model import fp8
 from spmdgpt.sharding import Rules
 
 
@@ -64,7 +66,7 @@ def matmuls_in(rules: Rules, x: jax.Array, *terms: tuple) -> list[jax.Array]:
     `jnp.einsum(eq, x, w)` would (each device its tokens and its output columns)."""
     outs = [rules.spec("tokens", *out) for _, _, _, out in terms]
     if rules.collective == "none":
-        return [jnp.einsum(eq, x, w, out_sharding=o) for (eq, w, _, _), o in zip(terms, outs)]
+        return [fp8.einsum(rules, eq, x, w, o) for (eq, w, _, _), o in zip(terms, outs)]
     left, right, axes, m = _hops(rules)
     eqs = [eq for eq, *_ in terms]
 
@@ -105,7 +107,7 @@ def matmul_out(rules: Rules, eq: str, h: jax.Array, w: jax.Array, h_logical: Seq
     partial products, accumulators passed round the ring while the next chunk is multiplied."""
     out = rules.spec("stream", "embed")
     if rules.collective == "none":
-        return jnp.einsum(eq, h, w, out_sharding=out)
+        return fp8.einsum(rules, eq, h, w, out)
     left, right, axes, m = _hops(rules)
     h_spec, w_spec = rules.spec("tokens", *h_logical), rules.spec(*w_logical)
 
