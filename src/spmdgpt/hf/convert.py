@@ -41,8 +41,10 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     num_kv_heads None; a head width of d_model / num_heads: head_dim None; Q/K/V biases under
     model.bias: qkv_bias False; the rope_* parameters a scaling does not read: their defaults; the
     windows: sliding_window their largest, window_pattern "L" unless local and global layers mix,
-    then spelt out per layer; a dense model's moe section: the defaults), so the tables compare one
-    spelling of each model."""
+    then spelt out per layer; a dense model's moe section: the defaults; MLA's widths spelt out,
+    head_dim then None; query_pre_attn_scalar equal to head_dim: None; rope_local_theta without
+    local layers, or equal to the global RoPE: None), so the tables compare one spelling of each
+    model."""
     kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
