@@ -89,6 +89,21 @@ def test_a_run_trains_logs_exports_and_samples(tmp_path, capsys):
     assert main(["sample", f"run.dir={run}", "prompt=0123", "max_new_tokens=8", "temperature=0"]) == 0
 
 
+def test_flops_count_the_modules():
+    """A module adds 6 x (its block's matrices + its 2D x D projection + the output head's V x D) and
+    one more block's attention (6 T N (H + H)) per token: MFU counts what the step computes."""
+    from spmdgpt.flops import flops_per_token
+    from spmdgpt.model import is_info, param_info
+
+    cfg = load_config(["+experiment=staircase", "model.mtp_depth=1"]).model
+    plain = load_config(["+experiment=staircase"]).model
+    info = param_info(cfg)
+    d, v, layers = cfg.d_model, cfg.vocab_size, cfg.num_layers
+    block = sum(int(np.prod(i.shape)) for i in jax.tree.leaves(info.blocks, is_leaf=is_info) if i.fan_in) // layers
+    want = 6 * (block + 2 * d * d + v * d) + 6 * 64 * cfg.num_heads * 2 * (d // cfg.num_heads)
+    assert flops_per_token(cfg, 64) - flops_per_token(plain, 64) == pytest.approx(want)
+
+
 @pytest.mark.parametrize("overrides,expected", [
     (["mesh.stage=2", "mesh.data=1"], "model.mtp_depth=1 with mesh.stage=2: multi-token prediction does not run "
                                       "under pipeline stages yet"),

@@ -1,7 +1,8 @@
 """FLOPs accounting and MFU.
 
 FLOPs per token = 6 * N_matmul + 6 * L * T * N * (H_qk + H_v) (N heads of query/key width H_qk and value
-width H_v: both head_dim, D / N by default; MLA's nope + rope and v_dim), the PaLM / nanoGPT convention:
+width H_v: both head_dim, D / N by default; MLA's nope + rope and v_dim; L counts multi-token
+prediction's modules too), the PaLM / nanoGPT convention:
 N_matmul counts
 every weight that takes part in a token's matmuls (all block matrices and the unembedding, tied or not;
 of a mixture of experts, the active ones; the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two
@@ -42,20 +43,22 @@ def matmul_params(cfg: ModelConfig) -> float:
     (the leaves with a fan-in; norms and biases have none) and the V x D unembedding, tied or
     not. A mixture of experts counts its active parameters: top_k / num_experts of the
     experts' matrices (the leaves with an `experts` axis), the router, shared experts and dense
-    layers whole."""
+    layers whole. Multi-token prediction's modules (model.mtp_depth) are block leaves too, and
+    each runs the output head once more."""
     info, moe = param_info(cfg), cfg.moe
     active = (
         (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
     )
     blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves(info, is_leaf=is_info)
                  if i.fan_in and "layers" in i.logical)
-    return blocks + math.prod(info.embed.shape)
+    return blocks + math.prod(info.embed.shape) * (1 + cfg.mtp_depth)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs (forward + backward) per token."""
     qk, v = attention_widths(cfg)  # (QK^T over the query/key width, AV over the value width)
-    return 6.0 * matmul_params(cfg) + 6.0 * cfg.num_layers * seq_len * cfg.num_heads * (qk + v)
+    layers = cfg.num_layers + cfg.mtp_depth  # (each MTP module: one more block's attention)
+    return 6.0 * matmul_params(cfg) + 6.0 * layers * seq_len * cfg.num_heads * (qk + v)
 
 
 def device_peak_flops(
