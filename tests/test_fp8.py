@@ -2,9 +2,7 @@
 gradients against float32's, outliers, the model's loss and gradients on one device and sharded,
 the H100 step's dots (compile-only), and the refusals."""
 
-import re
-import sys
-from pathlib import Path
+import json
 
 import jax
 import jax.numpy as jnp
@@ -96,36 +94,28 @@ def test_model_loss_and_gradients_close_to_bfloat16_and_equal_sharded():
         assert np.max(np.abs(a - b)) <= 1e-2 * np.max(np.abs(b))
 
 
-def test_h100_step_runs_every_projection_as_an_fp8_gemm():
-    """The staircase step (bfloat16, one scanned layer body) compiled for an H100 by XLA's GPU
-    compiler, compile-only: each layer's four projections (q/k/v, output, MLP up and down) are
-    dots of two float8_e4m3fn operands, their eight backward products dots of an e5m2 cotangent and
-    an e4m3 operand; the other dots (attention's six, the output head's three) keep bfloat16 or
-    float32 operands: nothing meant for FP8 fell back."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import roofline
-
+def test_h100_step_runs_every_projection_as_an_fp8_gemm(capsys):
+    """`spmdgpt plan topology=h100` of the staircase step (bfloat16, one scanned layer body),
+    compile-only by XLA's GPU compiler: each layer's four projections (q/k/v, output, MLP up and
+    down) are dots of two float8_e4m3fn operands, their eight backward products dots of an e5m2
+    cotangent and an e4m3 operand; the other dots (attention's six, the output head's three) keep
+    bfloat16 or float32 operands: nothing meant for FP8 fell back. The plan lists them."""
     from spmdgpt.topology import compile_only_devices
 
     try:
         compile_only_devices("h100")
     except ConfigError as e:
         pytest.skip(str(e))
-    _, text = roofline.compile_step(["+experiment=staircase", "mesh.data=1", "model.attention=xla",
-                                     "model.attention_block=0", "model.vocab_size=128", "model.d_model=128",
-                                     "model.num_heads=2", "data.seq_len=128", "model.max_seq_len=128",
-                                     "data.batch_size=8", "model.compute_dtype=bfloat16", "model.scan_unroll=false",
-                                     "model.matmul_dtype=fp8"])
-    comps = roofline.parse(text)
-    types = {i.name: i.type for c in comps.values() for i in c}
-    kinds = []
-    for d in (i for c in comps.values() for i in c if i.opcode == "dot"):
-        operands = re.search(r"dot\(([^)]*)\)", d.line).group(1).split(", ")
-        kinds.append(tuple(sorted(types[o.strip().lstrip("%")].split("[")[0] for o in operands)))
-    assert kinds.count(("f8e4m3fn", "f8e4m3fn")) == 4
-    assert kinds.count(("f8e4m3fn", "f8e5m2")) == 8
-    rest = [k for k in kinds if not any(t.startswith("f8") for t in k)]
-    assert len(rest) == 9 and all(set(k) <= {"bf16", "f32"} for k in rest)
+    args = ["plan", "+experiment=staircase", "model.attention=xla", "model.attention_block=0", "model.vocab_size=128",
+            "model.d_model=128", "model.num_heads=2", "data.seq_len=128", "model.max_seq_len=128", "data.batch_size=8",
+            "model.compute_dtype=bfloat16", "model.scan_unroll=false", "model.matmul_dtype=fp8", "topology=h100"]
+    assert main(args + ["format=json"]) == 0
+    out = capsys.readouterr().out
+    dots = json.loads(out.strip().splitlines()[-1])["dots"]
+    assert dots["f8e4m3fn x f8e4m3fn"] == 4 and dots["f8e4m3fn x f8e5m2"] == 8
+    rest = {k: n for k, n in dots.items() if "f8" not in k}
+    assert sum(rest.values()) == 9 and set(rest) <= {"bf16 x bf16", "f32 x f32", "bf16 x f32"}
+    assert "FP8 GEMMs        12 of 21 dots (4 f8e4m3fn x f8e4m3fn, 8 f8e4m3fn x f8e5m2)" in out
 
 
 @pytest.mark.parametrize("overrides,expected", [

@@ -158,3 +158,20 @@ def collectives_of(hlo_text: str) -> Dict[str, tuple]:
         out[kind][0] += 1
         out[kind][1] += _result_bytes(line, result, kind)
     return {k: tuple(v) for k, v in out.items()}
+
+
+_DOT = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\S+) dot\(([^)]*)\)")
+_DEF = re.compile(r"^\s*(?:ROOT )?%(\S+) = ([a-z0-9]+)\[")
+
+
+def dot_kinds(hlo_text: str) -> Dict[str, int]:
+    """How many dots a compiled module has by their operands' element types: {"f8e4m3fn x f8e4m3fn":
+    n, "bf16 x bf16": m, ...} (instruction names are unique in a module; a loop body's dots once)."""
+    types = {m.group(1): m.group(2) for line in hlo_text.splitlines() if (m := _DEF.match(line))}
+    out: Dict[str, int] = {}
+    for line in hlo_text.splitlines():
+        if m := _DOT.match(line):
+            kinds = sorted(types.get(o.strip().lstrip("%"), "?") for o in m.group(3).split(","))
+            key = " x ".join(kinds)
+            out[key] = out.get(key, 0) + 1
+    return out

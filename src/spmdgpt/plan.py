@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config, ConfigError, document_batches, preference_data, prompts_data
 from spmdgpt.flops import flops_per_token
-from spmdgpt.hlo import collectives_of, overlapped_traffic, traffic_of
+from spmdgpt.hlo import collectives_of, dot_kinds, overlapped_traffic, traffic_of
 from spmdgpt.model import abstract_params
 from spmdgpt.model.pipeline import schedule_iterations
 from spmdgpt.sharding import Rules, shard_bytes
@@ -65,6 +65,7 @@ class Plan:
     recompute: float = 1.0  # the FLOPs the step runs over the formula's: 4/3 with model.remat=full
     stretch: float = 1.0  # a pipeline's iterations over its stages' busy ones (1 / (1 - bubble); 1: none)
     programs: list = field(default_factory=list)  # every program of the run (`run_programs`), when planned
+    dots: Dict[str, int] = field(default_factory=dict)  # the step's dots by operand types (`hlo.dot_kinds`)
 
     @property
     def total_bytes(self) -> int:
@@ -273,6 +274,7 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
         stretch=schedule_iterations(rules.stage_size(), cfg.train.microbatches, rules.repeats)
         / (cfg.train.microbatches * rules.repeats),
         programs=programs if whole_run else [],
+        dots=dot_kinds(text),
     )
 
 
@@ -364,6 +366,7 @@ def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, to
         "bytes_accessed": plan.bytes_accessed,
         "loops": plan.loops,
         "collectives": {k: list(v) for k, v in plan.collectives.items()},
+        "dots": plan.dots,
         "step_seconds": None if est is None else est.step_s,
         "mfu": None if est is None else est.mfu,
         "traffic_bytes": plan.traffic,
@@ -407,6 +410,10 @@ def report(cfg: Config, plan: Plan, capacity: Optional[int]) -> str:
                      f"{1 - 1 / plan.stretch:.1%}, charged to the estimate's compute time)")
     used = [f"{k} x{c} ({size(b)})" for k, (c, b) in plan.collectives.items() if c]
     lines.append("  collectives      " + ("; ".join(used) if used else "none"))
+    if m.matmul_dtype.value == "fp8":  # (which matmuls the compiler kept in FP8)
+        fp8 = {k: n for k, n in plan.dots.items() if "f8" in k}
+        lines.append(f"  FP8 GEMMs        {sum(fp8.values())} of {sum(plan.dots.values())} dots ("
+                     + ", ".join(f"{n} {k}" for k, n in sorted(fp8.items())) + f"){note}")
     if plan.programs:
         lines.append("programs of the run (per device: what the run keeps resident + the program's inputs, outputs "
                      "and temporaries):")
