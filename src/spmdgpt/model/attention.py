@@ -170,13 +170,13 @@ def dot_product_attention(
         out_sharding=rules.spec("batch", "heads", None, None),
         preferred_element_type=jnp.float32,
     )
-    probs = _probs(scores, mask[:, None] if mask.ndim == 3 else mask, scale, drop, key, v.dtype)
+    probs = probabilities(scores, mask[:, None] if mask.ndim == 3 else mask, scale, drop, key, v.dtype)
     return jnp.einsum(
         "bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", "seq", "head_dim")
     )
 
 
-def _probs(scores: jax.Array, mask: jax.Array, scale: float, drop: float, key: Optional[jax.Array], dtype):
+def probabilities(scores: jax.Array, mask: jax.Array, scale: float, drop: float, key: Optional[jax.Array], dtype):
     """Attention probabilities from float32 scores: scaled, masked (mask broadcast to the scores),
     softmax over keys, dropout of rate `drop` with a key, cast to `dtype`."""
     scores = jnp.where(mask, scores * scale, jnp.finfo(jnp.float32).min)
@@ -195,7 +195,7 @@ def grouped_attention(
     q = jnp.reshape(q, (b, nk, n // nk, tq, h), out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     scores = jnp.einsum("bkgqh,bkth->bkgqt", q, k, out_sharding=rules.spec("batch", "kv_heads", None, None, None),
                         preferred_element_type=jnp.float32)
-    probs = _probs(scores, mask[:, None, None] if mask.ndim == 3 else mask, h ** -0.5, drop, key, v.dtype)
+    probs = probabilities(scores, mask[:, None, None] if mask.ndim == 3 else mask, h ** -0.5, drop, key, v.dtype)
     o = jnp.einsum("bkgqt,bkth->bkgqh", probs, v, out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     return jnp.reshape(o, (b, n, tq, h), out_sharding=rules.spec("batch", "heads", "seq", "head_dim"))
 
@@ -357,7 +357,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     positions, batch, cache = u.positions, u.batch, u.cache
     if cache is not None and cache.mask is not None:
         q, k, v = project(cfg, rules, p, x, positions, batch, window=u.window)  # [b, n, t, h]
-        kv = _written(cache, k, v)
+        kv = written(cache, 2, k=k, v=v)
         o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules)
         return output_projection(rules, p, o), kv, {}
     backend = sequence_backend(cfg, rules)
@@ -368,7 +368,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
             k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))
-        kv = _written(cache, k, v)
+        kv = written(cache, 2, k=k, v=v)
     return output_projection(rules, p, o, head_major), kv, {}
 
 
@@ -404,11 +404,12 @@ def sequence_attention(cfg: ModelConfig, rules: Rules, backend: Optional[Attenti
     return o[..., :width]
 
 
-def _written(cache: LayerCache, k: jax.Array, v: jax.Array) -> dict:
-    """The layer's cache with keys and values [b, kv heads, t, h] written at cache.end."""
-    return {name: jax.lax.dynamic_update_slice(cache.arrays[name], a.astype(cache.arrays[name].dtype),
-                                               (0, 0, cache.end, 0))
-            for name, a in (("k", k), ("v", v))}
+def written(cache: LayerCache, axis: int, **arrays: jax.Array) -> dict:
+    """The layer's cache with `arrays` (by the cache's names) written at cache.end along their
+    positions' `axis` (keys and values [b, kv heads, t, h]: 2; MLA's latents [b, t, R]: 1)."""
+    return {name: jax.lax.dynamic_update_slice_in_dim(cache.arrays[name], a.astype(cache.arrays[name].dtype),
+                                                      cache.end, axis)
+            for name, a in arrays.items()}
 
 
 def attention_stats(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: UnitInputs) -> dict:

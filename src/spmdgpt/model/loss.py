@@ -192,13 +192,12 @@ def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, targets: 
     segment_ids as the model's layers got them. Module k reads the previous depth's hidden state
     and the embedding of targets[i + k], and predicts targets[i + k + 1] where that exists, is
     counted and lies in position i's document."""
-    b, t = targets.shape
-    same = jnp.ones((b, t), bool) if segment_ids is None else None
+    t = targets.shape[1]
     place = jnp.arange(t)[None]
+    shifted = lambda a, s: jnp.roll(a, -s, axis=1)  # noqa: E731  (position i: a[i + s])
     losses = []
     for k in range(cfg.mtp_depth):
         p = jax.tree.map(lambda a: a[k], params.mtp)
-        shifted = lambda a, s: jnp.roll(a, -s, axis=1)  # noqa: E731  (position i: a[i + s])
         e = embed(cfg, rules, params, shifted(targets, k))  # t_{i+k+1} is targets[i + k]
         x = jnp.concatenate([norm(cfg, rules, p.norm_e, e), norm(cfg, rules, p.norm_h, h)], axis=-1)
         w = rules.gather(p.w_in.astype(x.dtype), ("mtp_in", "embed", "mtp_out"))
@@ -208,9 +207,9 @@ def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, targets: 
         h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, dense=True)[0]
         out = norm(cfg, rules, p.ln_f, h)
         ok = (place < t - k - 1) & shifted(counted, k + 1)  # the target t_{i+k+2} = targets[i + k + 1] exists
-        if segment_ids is not None:
-            same = segment_ids == shifted(segment_ids, k + 1)
-        ok = flatten(rules, jax.sharding.reshard(ok & same, rules.spec("batch", "seq"))).astype(jnp.float32)
+        if segment_ids is not None:  # (and in position i's document)
+            ok = ok & (segment_ids == shifted(segment_ids, k + 1))
+        ok = flatten(rules, jax.sharding.reshard(ok, rules.spec("batch", "seq"))).astype(jnp.float32)
         ce = _token_losses(cfg, rules, params, out, shifted(targets, k + 1))[0]
         losses.append(jnp.sum(ce * ok) / jnp.maximum(jnp.sum(ok), 1.0))
     return jnp.mean(jnp.stack(losses))

@@ -43,8 +43,10 @@ from spmdgpt.model.attention import (
     UnitInputs,
     attention_stats,
     output_projection,
+    probabilities,
     sequence_attention,
     sequence_backend,
+    written,
 )
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
@@ -162,7 +164,7 @@ def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitI
     cache = u.cache
     if cache is not None and cache.mask is not None:
         q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch, u.window)
-        arrays = _written(cache, latent, k_rope)
+        arrays = written(cache, 1, latent=latent, k_rope=k_rope)
         return output_projection(rules, p, _absorbed(cfg, rules, p, q, arrays, cache.mask), head_major=False), \
             arrays, {}
     backend = sequence_backend(cfg, rules)
@@ -172,15 +174,8 @@ def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitI
     if head_major:
         q, k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
     o = sequence_attention(cfg, rules, backend, q, k, v, u)
-    arrays = None if cache is None else _written(cache, latent, k_rope)  # (a prefill starts the cache)
+    arrays = None if cache is None else written(cache, 1, latent=latent, k_rope=k_rope)  # (a prefill starts the cache)
     return output_projection(rules, p, o, head_major), arrays, {}
-
-
-def _written(cache, latent: jax.Array, k_rope: jax.Array) -> dict:
-    """The layer's cache with the latents [b, t, R] and RoPE keys [b, t, r] written at cache.end."""
-    return {name: jax.lax.dynamic_update_slice(cache.arrays[name], a.astype(cache.arrays[name].dtype),
-                                               (0, cache.end, 0))
-            for name, a in (("latent", latent), ("k_rope", k_rope))}
 
 
 def _absorbed(cfg: ModelConfig, rules: Rules, p: Mla, q: jax.Array, arrays: dict, mask: jax.Array) -> jax.Array:
@@ -196,8 +191,7 @@ def _absorbed(cfg: ModelConfig, rules: Rules, p: Mla, q: jax.Array, arrays: dict
                          out_sharding=rules.spec("batch", "heads", None, None))
               + jnp.einsum("btnh,bsh->bnts", q[..., n:], keys, preferred_element_type=jnp.float32,
                            out_sharding=rules.spec("batch", "heads", None, None)))
-    scores = jnp.where(mask[:, None], scores * (n + r) ** -0.5, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+    probs = probabilities(scores, mask[:, None], (n + r) ** -0.5, 0.0, None, dt)
     o_latent = jnp.einsum("bnts,bsr->btnr", probs, latents, out_sharding=heads)
     return jnp.einsum("btnr,rnh->btnh", o_latent, w[..., n:], out_sharding=heads)
 

@@ -375,6 +375,12 @@ def config_errors(m) -> List[str]:
     if not 1 <= e.top_k <= e.num_experts:
         errs.append(f"model.moe.top_k={e.top_k} must be between 1 and model.moe.num_experts={e.num_experts} (each "
                     "token goes to top_k different experts)")
+    elif e.groups < 1 or e.num_experts % e.groups or not 1 <= e.top_groups <= e.groups:
+        errs.append(f"model.moe.groups={e.groups} must divide model.moe.num_experts={e.num_experts}, and "
+                    f"model.moe.top_groups={e.top_groups} be between 1 and groups (DeepSeek-V3: 8 groups, 4 chosen)")
+    elif e.top_groups * (e.num_experts // e.groups) < e.top_k:
+        errs.append(f"model.moe.top_groups={e.top_groups} groups of {e.num_experts // e.groups} experts cannot hold "
+                    f"model.moe.top_k={e.top_k} experts; choose more top_groups or fewer groups")
     if e.mlp_factor is not None:
         positive(errs, "model.moe.mlp_factor", e.mlp_factor)
         whole_width(errs, "model.moe.mlp_factor", e.mlp_factor, m.d_model, "expert")
@@ -393,14 +399,6 @@ def config_errors(m) -> List[str]:
     for name in ("load_balance_loss", "router_z_loss", "bias_update_rate"):
         if getattr(e, name) < 0:
             errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
-    if not 1 <= e.top_k <= e.num_experts:
-        pass  # (said above)
-    elif e.groups < 1 or e.num_experts % e.groups or not 1 <= e.top_groups <= e.groups:
-        errs.append(f"model.moe.groups={e.groups} must divide model.moe.num_experts={e.num_experts}, and "
-                    f"model.moe.top_groups={e.top_groups} be between 1 and groups (DeepSeek-V3: 8 groups, 4 chosen)")
-    elif e.top_groups * (e.num_experts // e.groups) < e.top_k:
-        errs.append(f"model.moe.top_groups={e.top_groups} groups of {e.num_experts // e.groups} experts cannot hold "
-                    f"model.moe.top_k={e.top_k} experts; choose more top_groups or fewer groups")
     if not e.route_scale > 0:
         errs.append(f"model.moe.route_scale={e.route_scale} must be > 0 (1 = the router's weights as they are)")
     if m.bias:
