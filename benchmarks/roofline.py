@@ -3,6 +3,7 @@
     python benchmarks/roofline.py                          # GPT-2 124M, bf16 logits, batch 16 x 1024
     python benchmarks/roofline.py --seq 4096 --batch 4     # the 4k shape of benchmarks/gpu.py speed
     python benchmarks/roofline.py --set model.loss_block=256 --top 25 --json out.json
+    python benchmarks/roofline.py --experiment llama_1b --seq 2048 --batch 4 --set model.matmul_dtype=fp8
 
 The step is spmdgpt's own (`plan.run_programs`), compiled by XLA's GPU compiler for the stored H100
 description (`spmdgpt plan topology=h100`'s path: JAX's CUDA plugin, no GPU). Every kernel the step
@@ -14,9 +15,11 @@ and of the loops' bodies (a body's kernels once per trip), each with
 - FLOPs: a GEMM fusion's dots (2 x the output's elements x the contracted size); cuDNN's fused
   attention from its score shape ([b, h, q, k] x head size: 4 per element forward, 10 backward,
   half of it under a causal mask);
-- a time: a GEMM or attention kernel at the larger of its FLOPs at `--tflops` and its bytes at
-  `--bandwidth`; every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes at
-  `--bandwidth`: the memory-bound tail.
+- a time: a GEMM or attention kernel at the larger of its FLOPs at `--tflops` (a GEMM of FP8
+  operands, kind `gemm-fp8`: at `--fp8-tflops`, by default twice that, Hopper's ratio of dense FP8 to
+  bf16 peaks: 1,979 to 989 TFLOP/s on the H100 SXM's data sheet) and its bytes at `--bandwidth`;
+  every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes at `--bandwidth`:
+  the memory-bound tail.
 
 The defaults are the H100 80GB rates measured on the lent machines (BENCHMARKS.md, GPU): cuBLAS's
 bf16 GEMMs at ~800 TFLOP/s and ~3.0 TB/s device-to-device copies. It is a lower bound per kernel
@@ -150,6 +153,18 @@ def _gemm_flops(comp: str, comps: Dict[str, List[Instruction]], seen=None) -> fl
     return flops
 
 
+def _fp8_dot(comp: str, comps: Dict[str, List[Instruction]], seen=None) -> bool:
+    """Whether a computation (or one it calls) holds a dot of FP8 operands."""
+    seen = seen if seen is not None else set()
+    if comp in seen:
+        return False
+    seen.add(comp)
+    insts = comps.get(comp, [])
+    symbols = {i.name: i.type for i in insts}
+    return any((i.opcode == "dot" and any("f8e" in symbols.get(o, "") for o in i.operands))
+               or any(_fp8_dot(c, comps, seen) for c in _CALLS.findall(i.line)) for i in insts)
+
+
 def _attention_flops(inst: Instruction) -> float:
     """cuDNN's fused attention: the score matrix [b, h, q, k] (its backend config) x the head size
     x 4 forward (QK^T and PV) or 10 backward (five such products), halved under a causal mask."""
@@ -187,8 +202,9 @@ def kernels(hlo_text: str) -> List[Kernel]:
             op = m.group(1) if (m := _OP_NAME.search(i.line)) else ""
             flops, kind = 0.0, "other"
             if i.opcode == "fusion":  # a GEMM when its computation holds a dot (Triton's GEMM fusions, ...)
-                flops = _gemm_flops(_CALLS.search(i.line).group(1), comps)
-                kind = "gemm" if flops else "fusion"
+                called = _CALLS.search(i.line).group(1)
+                flops = _gemm_flops(called, comps)
+                kind = ("gemm-fp8" if _fp8_dot(called, comps) else "gemm") if flops else "fusion"
             elif i.opcode == "dot":  # (a dot left unfused)
                 kind, flops = "gemm", _dot_flops(i, symbols)
             elif i.opcode == "custom-call":
@@ -201,12 +217,14 @@ def kernels(hlo_text: str) -> List[Kernel]:
     return out
 
 
-def roofline(ks: List[Kernel], tflops: float, bandwidth: float) -> Dict[str, dict]:
-    """Each kernel's time (its FLOPs at `tflops` x 1e12 FLOP/s or its bytes at `bandwidth` bytes/s,
-    the larger; the FLOPs of a memory-bound kind are not counted) and the totals by kind."""
+def roofline(ks: List[Kernel], tflops: float, bandwidth: float, fp8_tflops: Optional[float] = None) -> Dict[str, dict]:
+    """Each kernel's time (its FLOPs at `tflops` x 1e12 FLOP/s, an FP8 GEMM's at `fp8_tflops`
+    (default 2 x tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a
+    memory-bound kind are not counted) and the totals by kind."""
     totals: Dict[str, dict] = defaultdict(lambda: {"kernels": 0, "launches": 0, "bytes": 0, "flops": 0.0, "ms": 0.0})
+    rates = {"gemm": tflops, "attention": tflops, "gemm-fp8": fp8_tflops or 2 * tflops}
     for k in ks:
-        compute = k.flops / (tflops * 1e12) if k.kind in ("gemm", "attention") else 0.0
+        compute = k.flops / (rates[k.kind] * 1e12) if k.kind in rates else 0.0
         k.seconds = k.runs * max(compute, (k.read + k.written) / bandwidth)
         t = totals[k.kind]
         t["kernels"] += 1
@@ -249,7 +267,7 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
 
 def report(ks: List[Kernel], totals: Dict[str, dict], top: int) -> str:
     lines = [f"{'kind':<10} {'kernels':>8} {'launches':>9} {'GB moved':>9} {'TFLOP':>8} {'ms':>8}"]
-    for kind in ("gemm", "attention", "fusion", "other", "step"):
+    for kind in ("gemm", "gemm-fp8", "attention", "fusion", "other", "step"):
         if kind in totals:
             t = totals[kind]
             lines.append(f"{kind:<10} {t['kernels']:>8} {t['launches']:>9} {t['bytes'] / 1e9:>9.2f} "
@@ -264,21 +282,24 @@ def report(ks: List[Kernel], totals: Dict[str, dict], top: int) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--experiment", default="gpt2_124m", help="the experiment whose step (on one device)")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="a config override (repeatable)")
     ap.add_argument("--topology", default="h100")
     ap.add_argument("--tflops", type=float, default=800.0, help="GEMM and attention rate, TFLOP/s")
+    ap.add_argument("--fp8-tflops", type=float, default=None,
+                    help="FP8 GEMMs' rate, TFLOP/s (default 2 x --tflops: Hopper's FP8 to bf16 peak ratio)")
     ap.add_argument("--bandwidth", type=float, default=3.0e12, help="memory bandwidth, bytes/s")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--json", default=None, help="write the totals and every kernel here")
     args = ap.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    overrides = [*GPT2, f"data.seq_len={args.seq}", f"model.max_seq_len={args.seq}", f"data.batch_size={args.batch}",
+    overrides = [f"+experiment={args.experiment}", *GPT2[1:], f"data.seq_len={args.seq}", f"model.max_seq_len={args.seq}", f"data.batch_size={args.batch}",
                  *args.set]
     cfg, text = compile_step(overrides, args.topology)
     ks = kernels(text)
-    totals = roofline(ks, args.tflops, args.bandwidth)
+    totals = roofline(ks, args.tflops, args.bandwidth, args.fp8_tflops)
     tokens = cfg.data.batch_size * cfg.data.seq_len
     step_ms = totals["step"]["ms"]
     print(f"roofline of the step on {args.topology}: {' '.join(overrides[1:])}")

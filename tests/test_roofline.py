@@ -61,6 +61,31 @@ def test_kernels_are_read_from_hlo_text():
     assert roofline.type_bytes("(bf16[2,3]{1,0}, f32[4]{0}, u8[0]{0})") == 12 + 16
 
 
+FP8_HLO = """HloModule m
+
+%gemm8 (p0: f8e4m3fn[64,32], p1: f8e5m2[32,16]) -> bf16[64,16] {
+  %p0 = f8e4m3fn[64,32]{1,0} parameter(0)
+  %p1 = f8e5m2[32,16]{1,0} parameter(1)
+  ROOT %d = bf16[64,16]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main (a: f8e4m3fn[64,32], b: f8e5m2[32,16]) -> bf16[64,16] {
+  %a = f8e4m3fn[64,32]{1,0} parameter(0)
+  %b = f8e5m2[32,16]{1,0} parameter(1)
+  ROOT %g = bf16[64,16]{1,0} fusion(%a, %b), kind=kCustom, calls=%gemm8
+}
+"""
+
+
+def test_an_fp8_gemm_runs_at_the_fp8_rate():
+    """A GEMM fusion of FP8 operands is kind gemm-fp8: 1-byte operands, its FLOPs at twice the
+    bf16 rate by default (Hopper's ratio), or at --fp8-tflops."""
+    (k,) = roofline.kernels(FP8_HLO)
+    assert (k.kind, k.flops, k.read, k.written) == ("gemm-fp8", 2 * 64 * 16 * 32, 64 * 32 + 32 * 16, 64 * 16 * 2)
+    assert roofline.roofline([k], tflops=1e-6, bandwidth=1e9)["gemm-fp8"]["ms"] == pytest.approx(65.536 / 2)
+    assert roofline.roofline([k], tflops=1e-6, bandwidth=1e9, fp8_tflops=4e-6)["step"]["ms"] == pytest.approx(65.536 / 4)
+
+
 def _compiler():
     from spmdgpt.config import ConfigError
     from spmdgpt.topology import compile_only_devices

@@ -57,6 +57,7 @@ from spmdgpt.model import (
     to_layer_order,
     to_stage_order,
 )
+from spmdgpt.model.info import by_name, path_name
 from spmdgpt.model.layers import dtype_of
 from spmdgpt.model.params import abstract_tree, init_tree
 from spmdgpt.optim import initial_params
@@ -161,8 +162,8 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
         reader = CheckpointManager.reader(src)
         if not reader.steps():
             raise ConfigError([f"checkpoint.init_from={src}: the run has no complete checkpoint"])
-        check_checkpoint_fits(reader, cfg.model, f"checkpoint.init_from={src}: parameter shapes do not "
-                              "match the config", "use that run's model config")
+        check_checkpoint_fits(reader, _fp8_as_in(reader, cfg.model), f"checkpoint.init_from={src}: parameter "
+                              "shapes do not match the config", "use that run's model config")
 
     if restart and jax.process_index() == 0:  # every check passed: cut the logs back to step 0
         for log in LOGS:
@@ -201,8 +202,34 @@ def _init_from_params(cfg: Config, rules: Rules, target: Params, source) -> Para
         params = read_params(cfg.model, source, rules)
     else:
         step = source.steps()[-1]
-        params = to_stage_order(rules, restore_params(source, step, cfg.model, rules, target))
+        model = _fp8_as_in(source, cfg.model)
+        params = restore_params(source, step, model, rules, None if model != cfg.model else target)
+        params = _refit(to_stage_order(rules, params), target)
     return params if cfg.lora.rank else initial_params(cfg.optimizer, param_info(cfg.model), params)
+
+
+def _fp8_as_in(reader: CheckpointManager, model: ModelConfig) -> ModelConfig:
+    """model with the FP8 fields of the run whose newest checkpoint `reader` holds: its amax
+    histories (delayed scaling's state, not weights) are then dropped, or started at zero, by
+    `_refit`, whatever FP8 scaling either run uses (checkpoint.init_from)."""
+    try:
+        saved = reader.read_meta(reader.steps()[-1]).get("config", {}).get("model", {})
+    except Exception:  # (an unreadable checkpoint: the restore reports it)
+        return model
+    theirs = model_config_from_dict(saved, base=model)
+    return dataclasses.replace(model, matmul_dtype=theirs.matmul_dtype, fp8_scaling=theirs.fp8_scaling,
+                               fp8_history=theirs.fp8_history)
+
+
+def _refit(params: Params, target: Params) -> Params:
+    """params in target's tree (abstract arrays): each leaf by name, zeros where params has none."""
+    got = by_name(params)
+
+    def leaf(path, t):
+        name = path_name(path)
+        return got[name] if name in got else jnp.zeros(t.shape, t.dtype, device=t.sharding)
+
+    return jax.tree_util.tree_map_with_path(leaf, target)
 
 
 def restore_params(reader: CheckpointManager, step: int, model: ModelConfig, rules: Rules,

@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import Config, document_batches, replan_points
 from spmdgpt.data import Batcher, load_dataset
-from spmdgpt.model import between_steps, param_info
+from spmdgpt.model import between_steps, fp8, param_info
 from spmdgpt.model.lora import attach
 from spmdgpt.model.loss import counted_first
 from spmdgpt.objectives import objective_of
@@ -64,8 +64,8 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
     """(mean metrics, mean gradients) of a batch [B, ...] split into `microbatches` equal parts
     (`microbatch_parts`) run one after another by `lax.scan` inside the step (gradient
     accumulation): only one part's activations are alive at a time. Gradients are summed in
-    float32. With a key (dropout), grad_fn is called with key=fold_in(key, j) for part j (key
-    itself when k=1)."""
+    float32 (FP8's amax histories: the largest, `fp8.combined`). With a key (dropout), grad_fn is
+    called with key=fold_in(key, j) for part j (key itself when k=1)."""
     if microbatches == 1:
         return grad_fn(params, *batch) if key is None else grad_fn(params, *batch, key=key)
     k = microbatches
@@ -75,8 +75,7 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
         kw = {} if key is None else {"key": jax.random.fold_in(key, j)}
         metrics, grads = grad_fn(params, *part, **kw)
         total, acc = carry
-        return (jax.tree.map(jnp.add, total, metrics),
-                jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)), None
+        return (jax.tree.map(jnp.add, total, metrics), jax.tree_util.tree_map_with_path(fp8.combined, acc, grads)), None
 
     zeros = jax.tree.map(lambda p: jnp.zeros_like(p, dtype=jnp.float32), params)
     parts = (jnp.arange(k, dtype=jnp.uint32), microbatch_parts(batch, k))
@@ -84,7 +83,8 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
     shapes = jax.eval_shape(lambda: grad_fn(params, *jax.tree.map(lambda a: a[0], parts[1]), **kw)[0])
     total0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     (metrics, grads), _ = jax.lax.scan(body, (total0, zeros), parts)
-    return jax.tree.map(lambda m: m / k, metrics), jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
+    return jax.tree.map(lambda m: m / k, metrics), jax.tree_util.tree_map_with_path(
+        lambda path, g, p: fp8.averaged(path, g, k).astype(p.dtype), grads, params)
 
 
 DROPOUT_SALT = 0x5D0  # separates the dropout keys from the parameter init's key (train.seed)
@@ -124,6 +124,9 @@ def step_gradients(cfg: Config, rules: Rules):
             return metrics, grads
 
         metrics, grads = accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
+        grads, histories = fp8.taken(grads)  # (FP8's delayed scaling: set between steps, not trained)
+        if histories:
+            metrics["between_steps"] = {**metrics.get("between_steps", {}), fp8.HISTORY: histories}
         return {**metrics, goal.counted: count}, grads
 
     return f

@@ -6,7 +6,7 @@ compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip)
 spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
 """
 
-from spmdgpt.config.choices import GroupedMatmul, MatmulDtype, MoeDispatch, Router
+from spmdgpt.config.choices import Fp8Scaling, GroupedMatmul, MatmulDtype, MoeDispatch, Router
 from spmdgpt.config.derived import (
     ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_FIELDS,
@@ -104,6 +104,7 @@ __all__ = [
     "MlpType",
     "ModelConfig",
     "MatmulDtype",
+    "Fp8Scaling",
     "MoeConfig",
     "MlaConfig",
     "MoeDispatch",

@@ -87,6 +87,11 @@ class MatmulDtype(enum.Enum):
     fp8 = "fp8"  # in FP8 with per-tensor scales: e4m3 activations and weights, e5m2 gradients (`model.fp8`)
 
 
+class Fp8Scaling(enum.Enum):
+    current = "current"  # each tensor's scale from its own largest |value| this step (a reduction before the cast)
+    delayed = "delayed"  # from the largest of its last model.fp8_history steps' (an amax history in the parameters)
+
+
 class CollectiveMatmul(enum.Enum):
     none = "none"  # tensor parallelism as XLA partitions it (the residual stream replicated over the tensor axis)
     # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction

@@ -20,6 +20,7 @@ from spmdgpt.config.choices import (
     DataFormat,
     DataSource,
     DType,
+    Fp8Scaling,
     ManifoldSolver,
     MatmulDtype,
     MlpType,
@@ -89,7 +90,10 @@ class ModelConfig(Section):
     param_dtype: DType = DType.float32  # dtype parameters are stored in (the master copy)
     compute_dtype: DType = DType.float32  # dtype of matmuls; norms, softmax and loss stay float32
     matmul_dtype: MatmulDtype = MatmulDtype.compute  # compute | fp8: the attention projections and the dense MLPs'
-    # matmuls in FP8 (per-tensor current scaling; the output head, the experts and attention itself stay as they are)
+    # matmuls in FP8 (per-tensor scales; the output head, the experts and attention itself stay as they are)
+    fp8_scaling: Fp8Scaling = Fp8Scaling.current  # current | delayed: where the FP8 scales come from (`model.fp8`)
+    fp8_history: int = 16  # delayed scaling: the steps of amax history a scale is the largest of (Transformer
+    # Engine's quick start: 16)
     logits_dtype: DType = DType.float32  # dtype the unembedding matmul writes the logits in: float32,
     # or the compute dtype (as PyTorch's autocast and MaxText do: half the logits' bytes; the loss's
     # reductions are float32 either way)

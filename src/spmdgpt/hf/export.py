@@ -137,8 +137,9 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
 
     dims, info = _dims(cfg), param_info(cfg)
     leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
-    leaves = {n for n in leaves if not n.startswith("mtp.")}  # (multi-token prediction's modules: training only,
-    # which transformers' classes do not run; left out)
+    # (multi-token prediction's modules, which transformers' classes do not run, and FP8's amax histories:
+    # training only, left out)
+    leaves = {n for n in leaves if not n.startswith("mtp.") and not n.endswith(".fp8_amax")}
     missing = sorted(leaves - {_leaf_at(t, cfg, i)[0] for t in arch.tensors for i in _layers_of(t, cfg)})
     if missing:
         raise ConfigError([f"parameter(s) {', '.join(missing)}: the {arch.name} table (spmdgpt/hf/tables.py) has no "

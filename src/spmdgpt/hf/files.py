@@ -202,11 +202,13 @@ def stored(cfg: ModelConfig) -> ModelConfig:
     """The model as Hugging Face files hold it: without state that training sets between steps
     (model.moe.bias_update_rate's router bias), but for a sigmoid router's, which DeepSeek-V3's
     files hold (e_score_correction_bias). A run that fine-tunes an imported softmax-routed model
-    with the bias starts it where a new model does (zeros: `read_params`)."""
+    with the bias starts it where a new model does (zeros: `read_params`); so do FP8's amax
+    histories (model.fp8_scaling=delayed)."""
     import dataclasses
 
-    from spmdgpt.config import Router
+    from spmdgpt.config import Fp8Scaling, Router
 
+    cfg = dataclasses.replace(cfg, fp8_scaling=Fp8Scaling.current)
     if cfg.moe.router == Router.sigmoid:
         return cfg
     return dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, bias_update_rate=0.0))

@@ -59,6 +59,7 @@ import jax.numpy as jnp
 from spmdgpt.config import AttentionImpl, ModelConfig, head_dim, kv_heads
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
+from spmdgpt.model.fp8 import INPUTS, history_info, sites
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import (
     SPLASH_BLOCKS,
@@ -99,6 +100,7 @@ class Attention(NamedTuple):
     b_o: Optional[jax.Array]  # (model.bias)
     q_norm: Optional[jax.Array] = None  # [H] the QK-norm's learned scales (model.qk_norm_scale)
     k_norm: Optional[jax.Array] = None
+    fp8_amax: Optional[jax.Array] = None  # [2 (qkv, o), 3, history]: FP8's delayed scaling (`model.fp8`)
 
 
 class GroupedAttention(NamedTuple):
@@ -114,9 +116,10 @@ class GroupedAttention(NamedTuple):
     b_o: Optional[jax.Array]
     q_norm: Optional[jax.Array] = None
     k_norm: Optional[jax.Array] = None
+    fp8_amax: Optional[jax.Array] = None  # [3 (q, kv, o), 3, history]
 
 
-def _shared_info(cfg: ModelConfig) -> dict:
+def _shared_info(cfg: ModelConfig, fp8_sites: int) -> dict:
     D, N, H = cfg.d_model, cfg.num_heads, head_dim(cfg)
     return dict(
         w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
@@ -124,6 +127,7 @@ def _shared_info(cfg: ModelConfig) -> dict:
         b_o=vector((D,), ("embed",)) if cfg.bias else None,
         q_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
         k_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
+        fp8_amax=history_info(cfg, fp8_sites),
     )
 
 
@@ -134,7 +138,7 @@ def attention_info(cfg: ModelConfig) -> Attention:
         w_qkv=matrix((D, 3, N, H), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim"),
                      cfg.init_std),
         b_qkv=vector((3, N, H), ("qkv", "heads", "head_dim")) if cfg.bias or cfg.qkv_bias else None,
-        **_shared_info(cfg),
+        **_shared_info(cfg, 2),
     )
 
 
@@ -148,7 +152,7 @@ def grouped_attention_info(cfg: ModelConfig) -> GroupedAttention:
         w_kv=matrix((D, 2, K, H), ("embed", "qkv", "kv_heads", "head_dim"), ("embed",), ("kv_heads", "head_dim"),
                     cfg.init_std),
         b_kv=vector((2, K, H), ("qkv", "kv_heads", "head_dim")) if qkv_bias else None,
-        **_shared_info(cfg),
+        **_shared_info(cfg, 3),
     )
 
 
@@ -248,7 +252,7 @@ def fused_qkv(
     dt = x.dtype
     logical = ("qkv", "heads", "head_dim")
     w = rules.gather(p.w_qkv.astype(dt), ("embed", *logical))
-    qkv, = matmuls_in(rules, x, ("td,dcnh->tcnh", w, ("embed", *logical), logical))
+    qkv, = matmuls_in(rules, x, ("td,dcnh->tcnh", w, ("embed", *logical), logical), history=sites(p.fp8_amax, INPUTS))
     if p.b_qkv is not None:
         qkv = qkv + rules.gather(p.b_qkv.astype(dt), ("qkv", "heads", "head_dim"))
     qkv = unflatten(rules, qkv, batch, "qkv", "heads", "head_dim")  # [b, t, 3, n, h]
@@ -283,7 +287,7 @@ def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arra
     terms = (("td,dnh->tnh", p.w_q, p.b_q, ("heads", "head_dim")),
              ("td,dckh->tckh", p.w_kv, p.b_kv, ("qkv", "kv_heads", "head_dim")))
     ys = matmuls_in(rules, x, *((eq, rules.gather(w.astype(dt), ("embed", *logical)), ("embed", *logical), logical)
-                                for eq, w, _, logical in terms))
+                                for eq, w, _, logical in terms), history=sites(p.fp8_amax, INPUTS))
     parts = []
     for y, (_, _, b, logical) in zip(ys, terms):
         if b is not None:
@@ -308,7 +312,8 @@ def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool
         o = jnp.transpose(o, (0, 2, 1, 3))
     o = flatten(rules, o, "heads", "head_dim")
     w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
-    out = matmul_out(rules, "tnh,nhd->td", o, w, ("heads", "head_dim"), ("heads", "head_dim", "embed"))
+    out = matmul_out(rules, "tnh,nhd->td", o, w, ("heads", "head_dim"), ("heads", "head_dim", "embed"),
+                     history=sites(getattr(p, "fp8_amax", None), -1))
     if getattr(p, "b_o", None) is not None:
         out = out + rules.gather(p.b_o.astype(o.dtype), ("embed",))
     return out

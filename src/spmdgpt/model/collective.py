@@ -59,14 +59,16 @@ def _roll(x: jax.Array, shift: jax.Array, m: int) -> jax.Array:
     return jnp.reshape(jnp.roll(jnp.reshape(x, (m, x.shape[0] // m) + x.shape[1:]), shift, axis=0), x.shape)
 
 
-def matmuls_in(rules: Rules, x: jax.Array, *terms: tuple) -> list[jax.Array]:
+def matmuls_in(rules: Rules, x: jax.Array, *terms: tuple, history=None) -> list[jax.Array]:
     """x [stream, embed] (the compute dtype) times each term's weight, one gather of x for all:
     term = (einsum equation "td,d...->t...", weight w [embed, ...] in its compute layout, w's
     logical axes, the output's logical axes after `tokens`). Returns [tokens, ...] each, as
-    `jnp.einsum(eq, x, w)` would (each device its tokens and its output columns)."""
+    `jnp.einsum(eq, x, w)` would (each device its tokens and its output columns). history: FP8's
+    delayed scaling, the terms' amax histories [terms, 3, H] (`fp8.einsum`)."""
     outs = [rules.spec("tokens", *out) for _, _, _, out in terms]
     if rules.collective == "none":
-        return [fp8.einsum(rules, eq, x, w, o) for (eq, w, _, _), o in zip(terms, outs)]
+        return [fp8.einsum(rules, eq, x, w, o, fp8.sites(history, j)) for j, ((eq, w, _, _), o) in
+                enumerate(zip(terms, outs))]
     left, right, axes, m = _hops(rules)
     eqs = [eq for eq, *_ in terms]
 
@@ -100,14 +102,15 @@ def matmuls_in(rules: Rules, x: jax.Array, *terms: tuple) -> list[jax.Array]:
 
 
 def matmul_out(rules: Rules, eq: str, h: jax.Array, w: jax.Array, h_logical: Sequence[str],
-               w_logical: Sequence[str]) -> jax.Array:
+               w_logical: Sequence[str], history=None) -> jax.Array:
     """h [tokens, *h_logical] times w (its compute layout; logical axes w_logical, the last
     `embed`), summed over the contracted (tensor-split) axes -> [stream, embed]: the plain einsum
     (an all-reduce under tensor parallelism), or with a split stream the reduce-scatter of the
-    partial products, accumulators passed round the ring while the next chunk is multiplied."""
+    partial products, accumulators passed round the ring while the next chunk is multiplied.
+    history: FP8's delayed scaling, the amax history [3, H] (`fp8.einsum`)."""
     out = rules.spec("stream", "embed")
     if rules.collective == "none":
-        return fp8.einsum(rules, eq, h, w, out)
+        return fp8.einsum(rules, eq, h, w, out, history)
     left, right, axes, m = _hops(rules)
     h_spec, w_spec = rules.spec("tokens", *h_logical), rules.spec(*w_logical)
 

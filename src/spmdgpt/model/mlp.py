@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import MlpType, ModelConfig, gated, mlp_hidden
 from spmdgpt.model.collective import matmul_out, matmuls_in
+from spmdgpt.model.fp8 import INPUTS, history_info, sites
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.layers import rms
 from spmdgpt.sharding import Rules
@@ -32,6 +33,7 @@ class Mlp(NamedTuple):
     w_gate: Optional[jax.Array]
     w_down: jax.Array
     b_down: Optional[jax.Array]
+    fp8_amax: Optional[jax.Array] = None  # [2 or 3 (up, gate, down), 3, history]: FP8's delayed scaling (`model.fp8`)
 
 
 def mlp_info(cfg: ModelConfig, hidden: Optional[int] = None) -> Mlp:
@@ -44,6 +46,7 @@ def mlp_info(cfg: ModelConfig, hidden: Optional[int] = None) -> Mlp:
         w_gate=up if gated(cfg) else None,
         w_down=matrix((F, D), ("mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
         b_down=vector((D,), ("embed",)) if cfg.bias else None,
+        fp8_amax=history_info(cfg, 3 if gated(cfg) else 2),
     )
 
 
@@ -54,7 +57,7 @@ def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
     dt = x.dtype
     weights = [p.w_up, p.w_gate] if gated(cfg) else [p.w_up]
     terms = [("td,df->tf", rules.gather(w.astype(dt), ("embed", "mlp")), ("embed", "mlp"), ("mlp",)) for w in weights]
-    h, *gate = matmuls_in(rules, x, *terms)
+    h, *gate = matmuls_in(rules, x, *terms, history=sites(p.fp8_amax, INPUTS))
     if p.b_up is not None:
         h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
     return h, gate[0] if gate else None
@@ -108,7 +111,7 @@ def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array
     dt = x.dtype
     h = activation(cfg, *mlp_inputs(cfg, rules, p, x))
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
-    out = matmul_out(rules, "tf,fd->td", h, w_down, ("mlp",), ("mlp", "embed"))
+    out = matmul_out(rules, "tf,fd->td", h, w_down, ("mlp",), ("mlp", "embed"), history=sites(p.fp8_amax, -1))
     if p.b_down is not None:
         out = out + rules.gather(p.b_down.astype(dt), ("embed",))
     return out, {}
