@@ -12,7 +12,8 @@ and of the loops' bodies (a body's kernels once per trip), each with
 
 - bytes read (its operands; a fused parameter that the fusion only slices counts the slices) and
   written (its results);
-- FLOPs: a GEMM fusion's dots (2 x the output's elements x the contracted size); cuDNN's fused
+- FLOPs: a GEMM fusion's dots (2 x the output's elements x the contracted size), the MoE's
+  grouped-matmul kernels (Pallas, `model.moe.grouped=pallas`) by their rows and columns; cuDNN's fused
   attention from its score shape ([b, h, q, k] x head size: 4 per element forward, 10 backward,
   half of it under a causal mask);
 - a time: a GEMM or attention kernel at the larger of its FLOPs at `--tflops` (a GEMM of FP8
@@ -165,6 +166,18 @@ def _fp8_dot(comp: str, comps: Dict[str, List[Instruction]], seen=None) -> bool:
                or any(_fp8_dot(c, comps, seen) for c in _CALLS.findall(i.line)) for i in insts)
 
 
+_KERNEL_NAME = re.compile(r'\bname = "([^"]+)"')
+GROUPED_KERNELS = ("grouped_rows", "grouped_weights")  # (spmdgpt.model.grouped's Pallas kernels)
+
+
+def _grouped_flops(inst: Instruction, symbols: Dict[str, str]) -> float:
+    """The MoE's grouped-matmul kernels (`spmdgpt.model.grouped`): 2 x R x K x N, the rows x
+    [R, K] (operand 1 of grouped_rows, 2 of grouped_weights) times N columns (the output's last)."""
+    m = _KERNEL_NAME.search(inst.line)
+    x = dims_of(symbols.get(inst.operands[1 if m.group(1) == "grouped_rows" else 2], ""))
+    return 2.0 * x[0] * x[1] * dims_of(inst.type)[-1] if len(x) == 2 else 0.0
+
+
 def _attention_flops(inst: Instruction) -> float:
     """cuDNN's fused attention: the score matrix [b, h, q, k] (its backend config) x the head size
     x 4 forward (QK^T and PV) or 10 backward (five such products), halved under a causal mask."""
@@ -212,6 +225,8 @@ def kernels(hlo_text: str) -> List[Kernel]:
                     kind, flops = "attention", _attention_flops(i)
                 elif "__cublas" in i.line:
                     kind = "gemm"
+                elif "xla.gpu.triton" in i.line and (n := _KERNEL_NAME.search(i.line)) and n[1] in GROUPED_KERNELS:
+                    kind, flops = "gemm", _grouped_flops(i, symbols)
             out.append(Kernel(i.name, kind, _read_bytes(i, symbols, comps), type_bytes(i.type), flops,
                               runs.get(comp, 1), op))
     return out
@@ -295,8 +310,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--json", default=None, help="write the totals and every kernel here")
     args = ap.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    overrides = [f"+experiment={args.experiment}", *GPT2[1:], f"data.seq_len={args.seq}", f"model.max_seq_len={args.seq}", f"data.batch_size={args.batch}",
-                 *args.set]
+    overrides = [f"+experiment={args.experiment}", *GPT2[1:], f"data.seq_len={args.seq}",
+                 f"model.max_seq_len={args.seq}", f"data.batch_size={args.batch}", *args.set]
     cfg, text = compile_step(overrides, args.topology)
     ks = kernels(text)
     totals = roofline(ks, args.tflops, args.bandwidth, args.fp8_tflops)
