@@ -11,13 +11,25 @@ what a dropless layer costs without grouping, E / k times the active FLOPs). The
 baseline is the dense SwiGLU MLP of width k x F (the same active parameters per token). Prints
 each one's time per call (median of --rounds), its ratio to the baseline and the temporaries
 XLA's memory analysis gives for the compiled function.
+
+    python benchmarks/moe.py --target h100 --tokens 16384 --d 1024 [--dtype bfloat16]
+
+compiles the same rows for an H100 without one (`spmdgpt plan topology=h100`'s compile-only
+device; `grouped=pallas`, the Pallas kernels, joins them) and reads each compiled function
+instead of timing it: its GEMM FLOPs (benchmarks/roofline.py's kernels: dots, and the grouped
+kernels by their rows and columns) against the dense MLP's (the active FLOPs), its temporaries,
+and the roofline's time at 800 TFLOP/s and 3.0 TB/s. On a GPU the timed rows include
+`grouped=pallas`; `--check` compares each dropless row's output and gradients with the masked
+reference on the device at hand instead of timing.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
+import sys
 import time
 
 from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
@@ -29,7 +41,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from spmdgpt.config import GroupedMatmul, MoeDispatch, load_config  # noqa: E402
-from spmdgpt.model import init_params  # noqa: E402
+from spmdgpt.model import init_params, is_info, param_info  # noqa: E402
 from spmdgpt.model.mlp import mlp  # noqa: E402
 from spmdgpt.model.moe import every_expert, moe  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
@@ -47,6 +59,34 @@ def timed(fn, args, rounds):
     return statistics.median(times), temp
 
 
+def compiled_on(target: str, fn, args):
+    """(GEMM FLOPs, temporaries, the roofline's ms) of fn's step compiled for `target`'s devices."""
+    import roofline
+
+    compiled = jax.jit(fn).lower(*args).compile()
+    totals = roofline.roofline(roofline.kernels(compiled.as_text()), 800.0, 3.0e12)
+    return totals["gemm"]["flops"], compiled.memory_analysis().temp_size_in_bytes, totals["step"]["ms"]
+
+
+def check(reference, rows, p, x) -> int:
+    """Each dropless row's output and gradients against the masked reference's on this device
+    (relative to the largest value); 0 when all are within 1e-4 (float32) or 2e-2 (bfloat16)."""
+    def readout(f):
+        return lambda p, x: jnp.sum(jnp.sin(f(p, x).astype(jnp.float32)))
+
+    want = jax.jit(jax.value_and_grad(readout(reference), argnums=(0, 1)))(p, x)
+    bad = 0
+    for name, f, _ in rows:
+        got = jax.jit(jax.value_and_grad(readout(f), argnums=(0, 1)))(p, x)
+        err = max(float(jnp.max(jnp.abs(a.astype(jnp.float32) - b.astype(jnp.float32)))
+                        / max(float(jnp.max(jnp.abs(b.astype(jnp.float32)))), 1e-30))
+                  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True))
+        ok = err <= (1e-4 if x.dtype == jnp.float32 else 2e-2)
+        bad += not ok
+        print(f"  {name:36s} worst relative error of the output and gradients {err:.2e} {'PASS' if ok else 'FAIL'}")
+    return int(bad > 0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=4096)
@@ -54,20 +94,37 @@ def main() -> None:
     ap.add_argument("--experts", type=int, default=8)
     ap.add_argument("--top-k", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--dtype", default="float32", help="the compute dtype (float32 or bfloat16)")
+    ap.add_argument("--check", action="store_true", help="the dropless rows against the masked reference, then exit")
+    ap.add_argument("--target", default=None, help="compile for these compile-only devices (h100) instead of timing")
     args = ap.parse_args()
     E, k, d = args.experts, args.top_k, args.d
-    base = ["model.num_layers=1", f"model.d_model={d}", "model.num_heads=4", "model.mlp=swiglu", "mesh.data=1"]
+    base = ["model.num_layers=1", f"model.d_model={d}", "model.num_heads=4", "model.mlp=swiglu", "mesh.data=1",
+            f"model.compute_dtype={args.dtype}"]
     moe_cfg = load_config([*base, f"model.moe.num_experts={E}", f"model.moe.top_k={k}", "model.mlp_factor=2"]).model
     dense_cfg = load_config([*base, f"model.mlp_factor={2 * k}"]).model
-    mesh = make_mesh(load_config(base).mesh, jax.devices()[:1])
+    devices = jax.devices()[:1]
+    if args.target:
+        from spmdgpt.topology import compile_only_devices
+
+        devices = compile_only_devices(args.target)[:1]
+    mesh = make_mesh(load_config(base).mesh, devices)
+    dtype = jnp.dtype(args.dtype)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, load_config(base).sharding, moe_cfg)
-        p_moe = jax.tree.map(lambda a: a[0], init_params(moe_cfg, jax.random.key(0), rules).blocks.mlp)
-        p_dense = jax.tree.map(lambda a: a[0], init_params(dense_cfg, jax.random.key(0), rules).blocks.mlp)
-        x = jax.random.normal(jax.random.key(1), (args.tokens, d), jnp.float32)
+
+        def one_layer(cfg):  # (the first layer's MLP: arrays, or on a target their shapes)
+            if not args.target:
+                return jax.tree.map(lambda a: a[0].astype(dtype), init_params(cfg, jax.random.key(0), rules).blocks.mlp)
+            return jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape[1:], dtype, sharding=rules.param_sharding(
+                (None,) * (len(i.shape) - 1))), param_info(cfg).blocks.mlp, is_leaf=is_info)
+
+        p_moe, p_dense = one_layer(moe_cfg), one_layer(dense_cfg)
+        x = (jax.ShapeDtypeStruct((args.tokens, d), dtype, sharding=rules.param_sharding((None, None)))
+             if args.target else jax.random.normal(jax.random.key(1), (args.tokens, d), dtype))
 
         def grad_of(f):
-            return jax.grad(lambda p, x: jnp.sum(jnp.sin(f(p, x))), argnums=(0, 1))
+            return jax.grad(lambda p, x: jnp.sum(jnp.sin(f(p, x).astype(jnp.float32))), argnums=(0, 1))
 
         def moe_with(**kw):
             c = dataclasses.replace(moe_cfg, moe=dataclasses.replace(moe_cfg.moe, **kw))
@@ -77,17 +134,34 @@ def main() -> None:
         rows = [("dense MLP, width k x F (baseline)", lambda p, x: mlp(dense_cfg, rules, p, x)[0], p_dense),
                 ("MoE dropless, blocks", moe_with(grouped=GroupedMatmul.blocks), p_moe),
                 ("MoE dropless, ragged_dot", moe_with(grouped=GroupedMatmul.ragged), p_moe),
+                *([("MoE dropless, pallas kernels", moe_with(grouped=GroupedMatmul.pallas), p_moe)]
+                  if args.target or args.check or devices[0].platform == "gpu" else []),  # (CPUs interpret it: slow)
                 ("MoE capacity 1.0", moe_with(dispatch=capacity, capacity_factor=1.0), p_moe),
                 ("MoE capacity 1.25", moe_with(dispatch=capacity, capacity_factor=1.25), p_moe),
                 ("masked reference (every expert)", lambda p, x: every_expert(moe_cfg, rules, p, x), p_moe)]
+        if args.check:
+            sys.exit(check(rows[-1][1], rows[1:-3], p_moe, x))
         print(f"{args.tokens} tokens x d {d}, {E} SwiGLU experts of {2 * d}, top-{k}; forward + backward; "
-              f"{jax.devices()[0].device_kind}")
-        base_t = None
+              f"{args.dtype}; {devices[0].device_kind}{' (compiled, not run)' if args.target else ''}")
+        first = None
         for name, f, p in rows:
-            t, temp = timed(grad_of(f), (p, x), args.rounds)
-            base_t = base_t or t
-            print(f"  {name:36s} {t * 1e3:8.1f} ms  {t / base_t:5.2f}x  temporaries {temp / 2**20:7.1f} MiB")
+            if args.target:
+                flops, temp, ms = compiled_on(args.target, grad_of(f), (p, x))
+                first = first or flops
+                print(f"  {name:36s} GEMMs {flops / 1e9:8.1f} GFLOP {flops / first:5.2f}x  temporaries "
+                      f"{temp / 2**20:7.1f} MiB  roofline {ms:7.2f} ms")
+                continue
+            try:
+                t, temp = timed(grad_of(f), (p, x), args.rounds)
+            except Exception as e:  # (a row that does not fit the device: said, and the others still run)
+                if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
+                    raise
+                print(f"  {name:36s} does not fit: {str(e).splitlines()[0][:100]}")
+                continue
+            first = first or t
+            print(f"  {name:36s} {t * 1e3:8.1f} ms  {t / first:5.2f}x  temporaries {temp / 2**20:7.1f} MiB")
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (roofline.py, beside this file)
     main()

@@ -24,9 +24,11 @@ The experts run per device inside `shard_map` on the device's own tokens:
 
 - dropless (default): the device's token copies (k per token) sorted by expert, so that every
   token reaches its k experts, and multiplied group by group (moe.grouped): `ragged` by
-  `jax.lax.ragged_dot` (GPUs' and TPUs' grouped GEMMs), `blocks` by padding each group to whole
-  blocks of rows (`block_rows`) and one batched matmul over the blocks, each with its group's
-  weights (on CPUs ragged_dot runs every group over every row: 4.8x slower, BENCHMARKS).
+  `jax.lax.ragged_dot` (TPUs' grouped GEMMs), `blocks` by padding each group to whole blocks of
+  rows (`block_rows`) and one batched matmul over the blocks, each with its group's weights (on
+  CPUs ragged_dot runs every group over every row: 4.8x slower, BENCHMARKS), `pallas` the same
+  blocks by Pallas kernels that read each block's weights in place (`model.grouped`: GPUs, where
+  XLA's ragged_dot is a masked product with all E experts).
 - capacity: each expert takes C = ceil(capacity_factor x tokens x k / E) of the device's copies
   into a fixed [E, C, D] buffer (first choices before second ones, GShard's priority), one
   batched matmul per projection; copies past C are dropped (the token keeps the residual and
@@ -61,6 +63,8 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import GroupedMatmul, ModelConfig, MoeDispatch, Router, expert_hidden, gated, mesh_axes_of
 from spmdgpt.config.validate import positive, whole_width
+from spmdgpt.model.grouped import LEAST, grouped_matmul
+from spmdgpt.model.grouped import config_errors as grouped_errors
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
 from spmdgpt.sharding import Rules, platform
@@ -143,11 +147,12 @@ def _expert_mlp(cfg: ModelConfig, x, w_up, w_gate, w_down, matmul):
 
 def grouped_kind(cfg: ModelConfig, platform: str) -> GroupedMatmul:
     """moe.grouped resolved: `auto` is blocks on CPUs (where ragged_dot runs every group over
-    every row: 12x a dense MLP of the same active width, benchmarks/BENCHMARKS.md), ragged_dot
-    on GPUs and TPUs (grouped GEMM kernels)."""
+    every row: 12x a dense MLP of the same active width, benchmarks/BENCHMARKS.md), the Pallas
+    kernels on GPUs (XLA's GPU ragged_dot is a masked product with all E experts: E x the
+    FLOPs), ragged_dot on TPUs (a grouped GEMM there)."""
     if cfg.moe.grouped != GroupedMatmul.auto:
         return cfg.moe.grouped
-    return GroupedMatmul.blocks if platform == "cpu" else GroupedMatmul.ragged
+    return {"cpu": GroupedMatmul.blocks, "gpu": GroupedMatmul.pallas}.get(platform, GroupedMatmul.ragged)
 
 
 def block_rows(copies: int, experts: int) -> int:
@@ -157,11 +162,12 @@ def block_rows(copies: int, experts: int) -> int:
     return int(min(128, max(8, 2 ** math.floor(math.log2(max(even // 4, 1))))))
 
 
-def _blocks(x, sizes, B: int):
+def _blocks(x, sizes, B: int, kernel: bool = False):
     """Rows x [n, D] sorted by group (sizes [E]) -> (the row blocks, one group's rows each, and a
     product (rows, w [E, in, out]) over them, and the padded rows' way back). Each group is
-    padded to a multiple of B rows, so every block of B rows belongs to one group, whose weights
-    it multiplies: a batched matmul of blocks."""
+    padded to a multiple of B rows (zeros), so every block of B rows belongs to one group, whose
+    weights it multiplies: a batched matmul of blocks, or with kernel=True the Pallas kernels
+    (`grouped.grouped_matmul`, which read each block's weights in place)."""
     n, E = x.shape[0], sizes.shape[0]
     padded = (sizes + B - 1) // B * B
     ends = jnp.cumsum(padded)
@@ -176,6 +182,12 @@ def _blocks(x, sizes, B: int):
         blocks = jnp.reshape(a, (R // B, B, a.shape[-1]))
         return jnp.reshape(jnp.einsum("bnd,bdf->bnf", blocks, w[owner]), (R, w.shape[-1]))
 
+    if kernel:  # (each group's first block and its count: the weight gradient's loop)
+        count = (padded // B).astype(jnp.int32)
+        used = jnp.arange(R // B) < ends[-1] // B  # (the blocks past the last group's: -1, skipped)
+        args = (jnp.where(used, owner, -1).astype(jnp.int32), (starts // B).astype(jnp.int32), count, B,
+                platform() == "cpu")
+        return rows, lambda a, w: grouped_matmul(a, w, *args), dest
     return rows, matmul, dest
 
 
@@ -184,7 +196,9 @@ def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: Grou
     are padding, whose outputs are garbage for the caller to drop) -> [n, D]."""
     if kind == GroupedMatmul.ragged:
         return _expert_mlp(cfg, rows, w_up, w_gate, w_down, lambda a, w: jax.lax.ragged_dot(a, w, sizes))
-    blocks, matmul, dest = _blocks(rows, sizes, block_rows(rows.shape[0], sizes.shape[0]))
+    kernel = kind == GroupedMatmul.pallas
+    B = block_rows(rows.shape[0], sizes.shape[0])
+    blocks, matmul, dest = _blocks(rows, sizes, max(B, LEAST) if kernel else B, kernel)
     return _expert_mlp(cfg, blocks, w_up, w_gate, w_down, matmul)[dest]
 
 
@@ -307,9 +321,10 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
         return out.astype(dt), dropped[None]
 
     x, ids, weights = (jax.sharding.reshard(a, rows) for a in (x, ids, weights))
-    out, dropped = jax.shard_map(
+    out, dropped = jax.shard_map(  # (Pallas's kernels do not type their varying mesh axes, `model.grouped`)
         local, in_specs=(rows, rows, rows, specs["up"], None if w_gate is None else specs["up"], specs["down"]),
-        out_specs=(rows, P(token_axes or None)))(x, ids, weights, w_up, w_gate, w_down)
+        out_specs=(rows, P(token_axes or None)), check_vma=kind != GroupedMatmul.pallas)(x, ids, weights, w_up,
+                                                                                        w_gate, w_down)
     return out, jnp.sum(dropped)
 
 
@@ -401,6 +416,7 @@ def config_errors(m) -> List[str]:
             errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
     if not e.route_scale > 0:
         errs.append(f"model.moe.route_scale={e.route_scale} must be > 0 (1 = the router's weights as they are)")
+    errs += grouped_errors(m)
     if m.bias:
         errs.append("model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do Mixtral's "
                     "or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)")

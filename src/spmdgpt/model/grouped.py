@@ -1,0 +1,148 @@
+"""A grouped matmul for the dropless MoE (`model.moe.grouped=pallas`): each block of B rows times
+its own expert's weights, as Pallas kernels (Triton on GPUs; interpreted on CPUs, for the tests),
+forward and both backward products, with no buffer larger than the rows themselves.
+
+The rows arrive grouped by expert and padded so that every block of B rows belongs to one expert
+(`moe._blocks`: each group padded to a multiple of B); `owner[i]` is block i's expert (-1 for the
+blocks past the last group, up to the static bound on the padded rows: written as zeros, no
+product), and expert e's blocks are the `count[e]` consecutive ones from `first[e]`. Then
+
+    forward   y[block i]  = x[block i] @ w[owner[i]]          grid (blocks, N / bn), a K loop
+    dx        dx[block i] = dy[block i] @ w[owner[i]]^T       the same kernel, w read transposed
+    dw        dw[e]       = sum over e's blocks of x^T dy     grid (E, K / bk, N / bn), a loop
+                                                              over the expert's blocks
+
+each tile accumulated in float32 and written in the rows' dtype. Each program loads its expert's
+weight tiles straight from the [E, K, N] array: nothing is gathered per block (the `blocks`
+product's w[owner] is blocks x K x N), and nothing runs every expert over every row (XLA's GPU
+lowering of `jax.lax.ragged_dot`, which multiplies the rows by all E experts' weights under a
+mask: E times the FLOPs, benchmarks/BENCHMARKS.md). Padding rows are zeros: they add nothing
+to dw, and their outputs are dropped by the caller.
+
+Inside `shard_map` (the MoE's experts run there) the kernels need check_vma=False: Pallas
+types neither their outputs' nor, interpreted, their refs' varying mesh axes.
+
+Tiles are powers of two (Triton's): bk, bn the largest dividing K and N up to 64 / 128, at least
+16 (`config_errors` refuses widths that have none). JAX 0.12 marks Pallas's Triton backend
+deprecated in favour of Mosaic GPU; its kernels run on JAX 0.11 and 0.12 alike.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import List
+
+import jax
+import jax.numpy as jnp
+
+F32 = jnp.float32
+LEAST = 16  # Triton's smallest dot tile
+
+
+def tile(n: int, most: int) -> int:
+    """The largest power of two <= most that divides n (1 when n is odd)."""
+    t = 1
+    while t * 2 <= most and n % (t * 2) == 0:
+        t *= 2
+    return t
+
+
+def _pallas():
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
+    return pl, plgpu
+
+
+def _rows_kernel(owner_ref, x_ref, w_ref, o_ref, *, B: int, bk: int, bn: int, K: int, transposed: bool):
+    pl, _ = _pallas()
+    i, j = pl.program_id(0), pl.program_id(1)
+    e = owner_ref[i]
+    out = (pl.ds(i * B, B), pl.ds(j * bn, bn))
+
+    def step(k, acc):
+        a = x_ref[pl.ds(i * B, B), pl.ds(k * bk, bk)]
+        if transposed:  # (w [E, N, K] read as [K, N])
+            b = w_ref[e, pl.ds(j * bn, bn), pl.ds(k * bk, bk)].T
+        else:
+            b = w_ref[e, pl.ds(k * bk, bk), pl.ds(j * bn, bn)]
+        return acc + jnp.dot(a, b, preferred_element_type=F32)
+
+    @pl.when(e >= 0)
+    def _():
+        o_ref[out] = jax.lax.fori_loop(0, K // bk, step, jnp.zeros((B, bn), F32)).astype(o_ref.dtype)
+
+    @pl.when(e < 0)  # (a block past the last group's: zeros, no product)
+    def _():
+        o_ref[out] = jnp.zeros((B, bn), o_ref.dtype)
+
+
+def _rows(x, w, owner, B: int, transposed: bool, interpret: bool):
+    """Block i of x [R, K] times w[owner[i]] ([E, K, N]; transposed: w [E, N, K] read as its
+    transpose) -> [R, N]."""
+    pl, plgpu = _pallas()
+    R, K = x.shape
+    N = w.shape[1] if transposed else w.shape[2]
+    bk, bn = tile(K, 64), tile(N, 128)
+    kernel = partial(_rows_kernel, B=B, bk=bk, bn=bn, K=K, transposed=transposed)
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((R, N), x.dtype), grid=(R // B, N // bn),
+                          interpret=interpret, compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=3),
+                          name="grouped_rows")(owner, x, w)
+
+
+def _weights_kernel(first_ref, count_ref, x_ref, g_ref, o_ref, *, B: int, bk: int, bn: int):
+    pl, _ = _pallas()
+    e, a, c = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    start = first_ref[e]
+
+    def step(t, acc):
+        rows = pl.ds((start + t) * B, B)
+        return acc + jnp.dot(x_ref[rows, pl.ds(a * bk, bk)].T, g_ref[rows, pl.ds(c * bn, bn)],
+                             preferred_element_type=F32)
+
+    acc = jax.lax.fori_loop(0, count_ref[e], step, jnp.zeros((bk, bn), F32))
+    o_ref[e, pl.ds(a * bk, bk), pl.ds(c * bn, bn)] = acc.astype(o_ref.dtype)
+
+
+def _weights(x, g, first, count, B: int, dtype, interpret: bool):
+    """dw [E, K, N]: for each expert, x^T g over its blocks (x [R, K], g [R, N])."""
+    pl, plgpu = _pallas()
+    E, K, N = first.shape[0], x.shape[1], g.shape[1]
+    bk, bn = tile(K, 64), tile(N, 64)
+    kernel = partial(_weights_kernel, B=B, bk=bk, bn=bn)
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((E, K, N), dtype), grid=(E, K // bk, N // bn),
+                          interpret=interpret, compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=3),
+                          name="grouped_weights")(first, count, x, g)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(5, 6))
+def grouped_matmul(x, w, owner, first, count, B: int, interpret: bool):
+    """x [R, K] (blocks of B rows, block i of expert owner[i]; expert e's blocks count[e] from
+    first[e]) times w [E, K, N] block by block -> [R, N] in x's dtype."""
+    return _rows(x, w, owner, B, False, interpret)
+
+
+def _forward(x, w, owner, first, count, B, interpret):
+    return _rows(x, w, owner, B, False, interpret), (x, w, owner, first, count)
+
+
+def _backward(B, interpret, res, g):
+    x, w, owner, first, count = res
+    dx = _rows(g.astype(x.dtype), w, owner, B, True, interpret)
+    dw = _weights(x, g.astype(x.dtype), first, count, B, w.dtype, interpret)
+    return dx, dw, None, None, None
+
+
+grouped_matmul.defvjp(_forward, _backward)
+
+
+def config_errors(m) -> List[str]:
+    """model.moe.grouped=pallas (m: the model config): the widths its tiles must divide."""
+    from spmdgpt.config import expert_hidden
+
+    if m.moe.grouped.value != "pallas":
+        return []
+    bad = [f"{name}={n}" for name, n in (("model.d_model", m.d_model), ("the expert width", expert_hidden(m)))
+           if tile(n, LEAST) < LEAST]
+    return [f"model.moe.grouped=pallas needs widths that are multiples of {LEAST} (its kernel's tiles); "
+            f"{', '.join(bad)} is not; use model.moe.grouped=blocks"] if bad else []
