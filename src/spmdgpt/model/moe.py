@@ -162,20 +162,20 @@ def block_rows(copies: int, experts: int) -> int:
     return int(min(128, max(8, 2 ** math.floor(math.log2(max(even // 4, 1))))))
 
 
-def _blocks(x, sizes, B: int, kernel: bool = False):
-    """Rows x [n, D] sorted by group (sizes [E]) -> (the row blocks, one group's rows each, and a
-    product (rows, w [E, in, out]) over them, and the padded rows' way back). Each group is
-    padded to a multiple of B rows (zeros), so every block of B rows belongs to one group, whose
-    weights it multiplies: a batched matmul of blocks, or with kernel=True the Pallas kernels
-    (`grouped.grouped_matmul`, which read each block's weights in place)."""
-    n, E = x.shape[0], sizes.shape[0]
+def _blocks(sizes, n: int, B: int, kernel: bool = False):
+    """n rows grouped by expert (sizes [E]) laid out as blocks of B rows, one group's rows each:
+    (R, the padded rows' count (a static bound), each sorted row's place among them [n], and the
+    product (padded rows [R, in], w [E, in, out]) -> [R, out]). Each group is padded to a multiple
+    of B rows, so every block belongs to one group, whose weights it multiplies: a batched matmul
+    of blocks, or with kernel=True the Pallas kernels (`grouped.grouped_matmul`, which read each
+    block's weights in place)."""
+    E = sizes.shape[0]
     padded = (sizes + B - 1) // B * B
     ends = jnp.cumsum(padded)
     starts, first = ends - padded, jnp.cumsum(sizes) - sizes
     group = jnp.repeat(jnp.arange(E), sizes, total_repeat_length=n)
     dest = starts[group] + jnp.arange(n) - first[group]  # each row's place among the padded rows
-    R = (n + E * (B - 1) + B - 1) // B * B  # (a static bound on the padded rows)
-    rows = jnp.zeros((R, x.shape[1]), x.dtype).at[dest].set(x)
+    R = (n + E * (B - 1) + B - 1) // B * B
     owner = jnp.minimum(jnp.searchsorted(ends, jnp.arange(R // B) * B, side="right"), E - 1)  # each block's group
 
     def matmul(a, w):
@@ -187,19 +187,26 @@ def _blocks(x, sizes, B: int, kernel: bool = False):
         used = jnp.arange(R // B) < ends[-1] // B  # (the blocks past the last group's: -1, skipped)
         args = (jnp.where(used, owner, -1).astype(jnp.int32), (starts // B).astype(jnp.int32), count, B,
                 platform() == "cpu")
-        return rows, lambda a, w: grouped_matmul(a, w, *args), dest
-    return rows, matmul, dest
+        return R, dest, lambda a, w: grouped_matmul(a, w, *args)
+    return R, dest, matmul
 
 
-def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: GroupedMatmul):
-    """The experts' MLP on rows [n, D] sorted by expert (sizes [E] of them; rows past their sum
-    are padding, whose outputs are garbage for the caller to drop) -> [n, D]."""
-    if kind == GroupedMatmul.ragged:
+def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: GroupedMatmul, order=None):
+    """The experts' MLP on rows [n, D] -> [n, D]: rows sorted by expert (sizes [E] of them; rows
+    past their sum are padding, whose outputs are garbage for the caller to drop), or (blocks and
+    pallas) in any order with `order`, the permutation that sorts them, the outputs then in the
+    rows' own order (each row scattered straight to its padded place and gathered back from it:
+    no sorted copy)."""
+    if kind == GroupedMatmul.ragged:  # (sorted rows only)
         return _expert_mlp(cfg, rows, w_up, w_gate, w_down, lambda a, w: jax.lax.ragged_dot(a, w, sizes))
     kernel = kind == GroupedMatmul.pallas
     B = block_rows(rows.shape[0], sizes.shape[0])
-    blocks, matmul, dest = _blocks(rows, sizes, max(B, LEAST) if kernel else B, kernel)
-    return _expert_mlp(cfg, blocks, w_up, w_gate, w_down, matmul)[dest]
+    R, dest, matmul = _blocks(sizes, rows.shape[0], max(B, LEAST) if kernel else B, kernel)
+    if order is not None:
+        dest = jnp.zeros_like(dest).at[order].set(dest, unique_indices=True)
+    padded = jnp.zeros((R, rows.shape[1]), rows.dtype).at[dest].set(rows, unique_indices=True)  # (unique: a plain
+    # scatter for the derivative too, not the one that finds which of equal indices won)
+    return _expert_mlp(cfg, padded, w_up, w_gate, w_down, matmul)[dest]
 
 
 def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep):
@@ -208,12 +215,14 @@ def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmu
     flat = jnp.reshape(ids, (-1,))
     order = jnp.argsort(flat, stable=True)  # the copies grouped by expert
     sizes = jnp.bincount(flat, length=cfg.moe.num_experts).astype(jnp.int32)
-    xs = x[order // k]
+    if ep.size == 1 and kind != GroupedMatmul.ragged:  # (copy c is token c // k's)
+        ys = _grouped_mlp(cfg, jnp.repeat(x, k, axis=0), sizes, w_up, w_gate, w_down, kind, order)
+        return jnp.reshape(ys, (t, k, -1)), jnp.zeros((), jnp.int32)
     if ep.size == 1:
-        ys = _grouped_mlp(cfg, xs, sizes, w_up, w_gate, w_down, kind)
+        ys = _grouped_mlp(cfg, x[order // k], sizes, w_up, w_gate, w_down, kind)
     else:
-        ys = _exchanged(cfg, xs, flat[order], sizes, w_up, w_gate, w_down, kind, ep)
-    return jnp.zeros_like(ys).at[order].set(ys).reshape(t, k, -1), jnp.zeros((), jnp.int32)
+        ys = _exchanged(cfg, x[order // k], flat[order], sizes, w_up, w_gate, w_down, kind, ep)
+    return jnp.zeros_like(ys).at[order].set(ys, unique_indices=True).reshape(t, k, -1), jnp.zeros((), jnp.int32)
 
 
 def ragged_exchange():
@@ -243,14 +252,14 @@ def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, ki
     else:  # each copy's device and its row in the fixed buffer for that device
         device = sorted_ids // local
         slot = jnp.arange(n) - starts[device]
-        send = jnp.zeros((ep.size, n, xs.shape[1]), xs.dtype).at[device, slot].set(xs)
+        send = jnp.zeros((ep.size, n, xs.shape[1]), xs.dtype).at[device, slot].set(xs, unique_indices=True)
         got = jax.lax.all_to_all(send, ep.axes, 0, 0)  # got[s]: what device s sent here, by local expert
     ends = jnp.cumsum(got_sizes, axis=1)
     expert = jax.vmap(lambda e: jnp.searchsorted(e, jnp.arange(n), side="right"))(ends)  # local: padding
     order = jnp.argsort(jnp.reshape(expert, (-1,)), stable=True)
     rows = jnp.reshape(got, (ep.size * n, -1))[order]
     ys = _grouped_mlp(cfg, rows, jnp.sum(got_sizes, axis=0), w_up, w_gate, w_down, kind)
-    back = jnp.reshape(jnp.zeros_like(ys).at[order].set(ys), (ep.size, n, -1))
+    back = jnp.reshape(jnp.zeros_like(ys).at[order].set(ys, unique_indices=True), (ep.size, n, -1))
     if ragged is not None:  # block s back to device s, where its rows started
         their_starts = jax.lax.all_to_all(starts, ep.axes, 0, 0)
         return ragged(jnp.reshape(back, (ep.size * n, -1)), jnp.zeros_like(xs), jnp.arange(ep.size) * n, received,
