@@ -94,6 +94,8 @@ class ModelConfig(Section):
     fp8_scaling: Fp8Scaling = Fp8Scaling.current  # current | delayed: where the FP8 scales come from (`model.fp8`)
     fp8_history: int = 16  # delayed scaling: the steps of amax history a scale is the largest of (Transformer
     # Engine's quick start: 16)
+    fp8_head: bool = False  # with matmul_dtype=fp8: the output head's matmul in FP8 too (current scaling; the
+    # logits written in the compute dtype)
     logits_dtype: DType = DType.float32  # dtype the unembedding matmul writes the logits in: float32,
     # or the compute dtype (as PyTorch's autocast and MaxText do: half the logits' bytes; the loss's
     # reductions are float32 either way)

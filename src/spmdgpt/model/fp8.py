@@ -7,7 +7,8 @@ float8_e4m3fn; the einsum of the two FP8 operands accumulates in float32 and is 
 s_x s_w. Backward (`jax.custom_vjp`): the output's cotangent g is scaled the same way into
 float8_e5m2 (+-57344: the gradients' wider range), and both backward products are FP8 einsums too,
 dx = g w^T (e5m2 x e4m3) and dw = x^T g (e4m3 x e5m2), reusing the forward's quantized x and w.
-Master weights, optimizer state, norms, softmax, the output head and the loss stay as they are.
+Master weights, optimizer state, norms, softmax and the loss stay as they are; the output head
+too, unless model.fp8_head (`head.logits_matmul`: current scaling, the logits in the compute dtype).
 
 Where amax comes from (`model.fp8_scaling`):
 
@@ -208,8 +209,10 @@ def config_errors(cfg: Config) -> List[str]:
     m = cfg.model
     delayed = m.fp8_scaling.value == "delayed"
     if m.matmul_dtype.value != "fp8":
-        return ([f"model.fp8_scaling=delayed scales FP8 matmuls, and model.matmul_dtype={m.matmul_dtype.value} has "
-                 "none; set model.matmul_dtype=fp8 or model.fp8_scaling=current"] if delayed else [])
+        return [f"model.{name} is for FP8 matmuls, and model.matmul_dtype={m.matmul_dtype.value} has none; set "
+                f"model.matmul_dtype=fp8 or {fix}" for name, bad, fix in
+                (("fp8_scaling=delayed", delayed, "model.fp8_scaling=current"),
+                 ("fp8_head=true", m.fp8_head, "model.fp8_head=false")) if bad]
     errs = []
     if delayed and m.fp8_history < 1:
         errs.append(f"model.fp8_history={m.fp8_history} must be >= 1 (the steps of amax history; e.g. 16)")

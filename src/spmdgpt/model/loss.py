@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import MatmulDtype, ModelConfig
+from spmdgpt.model import fp8
 from spmdgpt.model.blocks import block
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
 from spmdgpt.model.head import embed, softcap, unembed, unembedding_rows
@@ -251,13 +252,20 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
     weights = (jnp.ones(targets.shape, jnp.float32, out_sharding=rules.spec("batch", "seq")) if counted is None
                else jax.sharding.reshard(counted.astype(jnp.float32), rules.spec("batch", "seq")))
 
-    def chunk_terms(wg, x_c, t_c, m_c):
+    fp8_head = cfg.fp8_head and cfg.matmul_dtype == MatmulDtype.fp8  # (the head's three products in FP8: see
+    # g_scale below)
+
+    def chunk_terms(wg, x_c, t_c, m_c, q=None):
         """One chunk's rows: (their objective sum, their cross-entropy sum, d objective / d raw
         logits) with logits [rows, vocab] in float32. The target logit is the hidden state's dot
         product with the target's unembedding vector (nothing of [rows, vocab] is materialised
-        for it)."""
-        raw = jnp.einsum(into, x_c, wg, out_sharding=logit_spec,
-                         preferred_element_type=dtype_of(cfg.logits_dtype)).astype(jnp.float32)
+        for it). q: model.fp8_head's (x_c in FP8, its scale, the weight in FP8, its scale)."""
+        if q is not None:
+            qx, sx, qw, sw = q
+            raw = jnp.einsum(into, qx, qw, out_sharding=logit_spec, preferred_element_type=jnp.float32) * (sx * sw)
+        else:
+            raw = jnp.einsum(into, x_c, wg, out_sharding=logit_spec,
+                             preferred_element_type=dtype_of(cfg.logits_dtype)).astype(jnp.float32)
         logits = softcap(cfg, raw)
         lse = logsumexp(logits)
         rows = (wg if tied else wg.T).at[t_c].get(out_sharding=rows_spec)
@@ -271,37 +279,62 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
             dlogits = dlogits * (1 - jnp.square(logits / cap))
         return ce + z * jnp.sum(jnp.square(lse) * m_c), ce, dlogits * m_c[:, None]
 
+    # model.fp8_head: x and the weight quantized once for all chunks (current scaling over each whole
+    # tensor); the logits' cotangent, probs - onehot (times 1 + 2 z lse with a z-loss, which stays
+    # below 2 while z lse < 0.5), by a fixed scale that maps 1 (or 2) to e5m2's largest value: one
+    # scale for every chunk, so that the weight gradient's partial sums (left unreduced over the
+    # batch's devices until the end) are scaled once, after their reduction. e5m2's 32 binades
+    # still hold probabilities down to ~1e-10 of the bound.
+    g_scale = (2.0 if z else 1.0) / fp8.E5M2_MAX
+
     def inputs(w, x):
+        """(the gathered weight, what the scan runs over: the chunks of x, targets and weights, and
+        with model.fp8_head x's chunks in FP8; with model.fp8_head (x's scale, the weight in FP8,
+        its scale), else None)."""
         wg = rules.gather(w.astype(dt), logical)  # once, outside the scan (the FSDP all-gather)
-        x3 = unflatten(rules, x, b, "embed")
-        return wg, chunks(x3), chunks(targets), chunks(weights)
+        scanned = [chunks(unflatten(rules, x, b, "embed")), chunks(targets), chunks(weights)]
+        if not fp8_head:
+            return wg, scanned, None
+        (qx, sx), (qw, sw) = (fp8.quantize(a, fp8.E4M3, fp8.E4M3_MAX) for a in (x, wg))
+        return wg, scanned + [chunks(unflatten(rules, qx, b, "embed"))], (sx, qw, sw)
+
+    def chunk(xtm, q8):  # a chunk's rows, targets, weights, and its FP8 operands (or None)
+        return (*flat(*xtm[:3]), None if q8 is None else (flatten(rules, xtm[3], "embed"), *q8))
 
     def loss_only(w, x):
-        wg, xs, ts, ms = inputs(w, x)
+        wg, scanned, q8 = inputs(w, x)
 
         def body(totals, xtm):
-            obj, ce, _ = chunk_terms(wg, *flat(*xtm))
+            obj, ce, _ = chunk_terms(wg, *chunk(xtm, q8))
             return (totals[0] + obj, totals[1] + ce), None
 
         zero = jnp.zeros((), jnp.float32)
-        return jax.lax.scan(body, (zero, zero), (xs, ts, ms))[0]
+        return jax.lax.scan(body, (zero, zero), tuple(scanned))[0]
 
     def loss_and_grads(w, x):
-        wg, xs, ts, ms = inputs(w, x)
+        wg, scanned, q8 = inputs(w, x)
 
         def body(carry, xtm):
             total, total_ce, dw = carry
-            x_c, t_c, m_c = flat(*xtm)
-            loss, ce, dlogits = chunk_terms(wg, x_c, t_c, m_c)
-            dlogits = dlogits.astype(dt)
-            dx_c = jnp.einsum(back, dlogits, wg, out_sharding=rows_spec)
-            dw = dw + jnp.einsum("td,tv->dv", x_c, dlogits, out_sharding=partial_spec,
-                                 preferred_element_type=jnp.float32)
+            x_c, t_c, m_c, q = chunk(xtm, q8)
+            loss, ce, dlogits = chunk_terms(wg, x_c, t_c, m_c, q)
+            if q is not None:  # (both backward products of FP8 operands: the cotangent in e5m2)
+                qx_c, _, qw, sw = q
+                qg = fp8.cast(dlogits, g_scale, fp8.E5M2, fp8.E5M2_MAX)
+                dx_c = (jnp.einsum(back, qg, qw, out_sharding=rows_spec, preferred_element_type=jnp.float32)
+                        * (g_scale * sw)).astype(dt)
+                dw = dw + jnp.einsum("td,tv->dv", qx_c, qg, out_sharding=partial_spec,
+                                     preferred_element_type=jnp.float32)  # (scaled once, after the reduction)
+            else:
+                dlogits = dlogits.astype(dt)
+                dx_c = jnp.einsum(back, dlogits, wg, out_sharding=rows_spec)
+                dw = dw + jnp.einsum("td,tv->dv", x_c, dlogits, out_sharding=partial_spec,
+                                     preferred_element_type=jnp.float32)
             return (total + loss, total_ce + ce, dw), unflatten(rules, dx_c, b, "embed")
 
         dw0 = jnp.zeros((wg.shape[1], wg.shape[0]) if tied else wg.shape, jnp.float32, out_sharding=partial_spec)
         zero = jnp.zeros((), jnp.float32)
-        (total, total_ce, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), (xs, ts, ms))
+        (total, total_ce, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), tuple(scanned))
         dxs = jnp.reshape(dxs, (n, b, ring, c, x.shape[-1]), out_sharding=P(None, *rules.spec("batch", "seq")))
         dx = flatten(
             rules,
@@ -310,8 +343,10 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
         )
         if tied:
             dw = dw.T
-        dw = jax.sharding.reshard(dw, rules.param_spec(logical)).astype(w.dtype)  # the one reduction
-        return (total, total_ce), (dw, dx)
+        dw = jax.sharding.reshard(dw, rules.param_spec(logical))  # the one reduction
+        if q8 is not None:  # (x's scale and the cotangent's fixed one)
+            dw = dw * (q8[0] * g_scale)
+        return (total, total_ce), (dw.astype(w.dtype), dx)
 
     loss = jax.custom_vjp(loss_only)  # (the cross-entropy output's cotangent is ignored: see above)
     loss.defvjp(loss_and_grads, lambda grads, g: tuple((g[0] * d).astype(d.dtype) for d in grads))
