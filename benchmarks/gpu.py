@@ -69,6 +69,7 @@ GPT2 = [
 ]
 
 # name -> (spmdgpt overrides | "torch", seq, batch)
+WIDE_1B = ["model.d_model=2048", "model.num_layers=16", "model.num_heads=16"]  # (1.1B parameters)
 SPEED = {
     "jax-cudnn-1k": (["model.attention=cudnn"], 1024, 16),
     "jax-xla-1k": (["model.attention=xla", "model.attention_block=0"], 1024, 16),
@@ -92,6 +93,17 @@ SPEED = {
     "jax-cudnn-bf16logits-4k": (["model.attention=cudnn", "model.logits_dtype=bfloat16"], 4096, 4),
     "jax-cudnn-bf16logits-lb256-1k": (["model.attention=cudnn", "model.logits_dtype=bfloat16",
                                        "model.loss_block=256"], 1024, 16),
+    # the FP8 issue: the projections in FP8 (current, delayed scaling), the head too; and a 1.1B of
+    # GPT-2's kind (d 2048, 16 layers, 16 heads of 128) in bf16 and in FP8, 8 x 1024 tokens a step
+    "jax-cudnn-bf16logits-fp8-1k": (["model.attention=cudnn", "model.logits_dtype=bfloat16",
+                                     "model.matmul_dtype=fp8"], 1024, 16),
+    "jax-cudnn-bf16logits-fp8delayed-1k": (["model.attention=cudnn", "model.logits_dtype=bfloat16",
+                                            "model.matmul_dtype=fp8", "model.fp8_scaling=delayed"], 1024, 16),
+    "jax-cudnn-fp8delayedhead-1k": (["model.attention=cudnn", "model.matmul_dtype=fp8", "model.fp8_scaling=delayed",
+                                     "model.fp8_head=true"], 1024, 16),
+    "jax-1b-bf16logits-1k": (["model.attention=cudnn", "model.logits_dtype=bfloat16", *WIDE_1B], 1024, 8),
+    "jax-1b-fp8delayedhead-1k": (["model.attention=cudnn", "model.matmul_dtype=fp8", "model.fp8_scaling=delayed",
+                                  "model.fp8_head=true", *WIDE_1B], 1024, 8),
 }
 # the GPU issue's changes, each undone alone (cmd_one patches by suffix): the GELU by autodiff
 # (before model/mlp.py's gelu_tanh), the logsumexp's combiner with two exponentials per element
@@ -326,6 +338,8 @@ def _val_key(rows: list) -> str:
 
 CURVES = {  # run name -> overrides over the corpus's bfloat16 config
     "bf16": [],
+    "fp8": ["model.matmul_dtype=fp8"],  # (the FP8 issue: within 0.02 of bf16's validation loss)
+    "fp8-delayed-head": ["model.matmul_dtype=fp8", "model.fp8_scaling=delayed", "model.fp8_head=true"],
     "bf16-logits": ["model.logits_dtype=bfloat16"],  # bfloat16 logits (autocast's)
     "f32": ["model.compute_dtype=float32", "model.attention=xla"],
 }
