@@ -48,10 +48,11 @@ def tile(n: int, most: int) -> int:
 
 
 def _pallas():
+    """(pallas, the Triton backend's compiler parameters: their name before JAX 0.7 and after)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
-    return pl, plgpu
+    return pl, getattr(plgpu, "CompilerParams", None) or getattr(plgpu, "TritonCompilerParams")
 
 
 def _rows_kernel(owner_ref, x_ref, w_ref, o_ref, *, B: int, bk: int, bn: int, K: int, transposed: bool):
@@ -80,13 +81,13 @@ def _rows_kernel(owner_ref, x_ref, w_ref, o_ref, *, B: int, bk: int, bn: int, K:
 def _rows(x, w, owner, B: int, transposed: bool, interpret: bool):
     """Block i of x [R, K] times w[owner[i]] ([E, K, N]; transposed: w [E, N, K] read as its
     transpose) -> [R, N]."""
-    pl, plgpu = _pallas()
+    pl, params = _pallas()
     R, K = x.shape
     N = w.shape[1] if transposed else w.shape[2]
     bk, bn = tile(K, 64), tile(N, 128)
     kernel = partial(_rows_kernel, B=B, bk=bk, bn=bn, K=K, transposed=transposed)
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((R, N), x.dtype), grid=(R // B, N // bn),
-                          interpret=interpret, compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=3),
+                          interpret=interpret, compiler_params=params(num_warps=4, num_stages=3),
                           name="grouped_rows")(owner, x, w)
 
 
@@ -106,12 +107,12 @@ def _weights_kernel(first_ref, count_ref, x_ref, g_ref, o_ref, *, B: int, bk: in
 
 def _weights(x, g, first, count, B: int, dtype, interpret: bool):
     """dw [E, K, N]: for each expert, x^T g over its blocks (x [R, K], g [R, N])."""
-    pl, plgpu = _pallas()
+    pl, params = _pallas()
     E, K, N = first.shape[0], x.shape[1], g.shape[1]
     bk, bn = tile(K, 64), tile(N, 64)
     kernel = partial(_weights_kernel, B=B, bk=bk, bn=bn)
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((E, K, N), dtype), grid=(E, K // bk, N // bn),
-                          interpret=interpret, compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=3),
+                          interpret=interpret, compiler_params=params(num_warps=4, num_stages=3),
                           name="grouped_weights")(first, count, x, g)
 
 
