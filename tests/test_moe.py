@@ -321,12 +321,12 @@ def test_a_bad_moe_config_is_one_line_exit_2(tmp_path, capsys):
 def test_h100_dropless_layer_is_grouped_kernels_not_e_times_the_flops():
     """The dropless layer (forward + backward) compiled for an H100 without one (JAX's CUDA plugin,
     `topology=h100`'s device), read by benchmarks/roofline.py: with grouped=pallas (what auto picks
-    on GPUs) its GEMM FLOPs are the dense MLP's of equal active width times the padded rows' bound
-    (each expert's rows padded to whole blocks of 128: (n + E x 127) / n = 1.06 for n = 16,384
-    copies; blocks past the last group's are skipped at run time) and its temporaries within 2x
-    the dense MLP's; with grouped=ragged they are 8x (E = 8: XLA's GPU ragged_dot multiplies the
-    rows by every expert under a mask) and the temporaries 8x: if a JAX upgrade changes that
-    lowering, this says so."""
+    on GPUs, unless a width is no multiple of 16: then blocks) its GEMM FLOPs are the dense MLP's
+    of equal active width times the padded rows' bound (each expert's rows padded to whole blocks
+    of 128: (n + E x 127) / n = 1.06 for n = 16,384 copies; blocks past the last group's are
+    skipped at run time) and its temporaries within 2x the dense MLP's; with grouped=ragged they
+    are 8x (E = 8: XLA's GPU ragged_dot multiplies the rows by every expert under a mask) and the
+    temporaries more than 6x: if a JAX upgrade changes that lowering, this says so."""
     import sys
     from pathlib import Path
 
@@ -352,6 +352,10 @@ def test_h100_dropless_layer_is_grouped_kernels_not_e_times_the_flops():
     with jax.set_mesh(mesh):
         rules = Rules(mesh, load_config(common).sharding, moe_cfg)
         assert grouped_kind(moe_cfg, "gpu") == GroupedMatmul.pallas and block_rows(2 * T, 8) == 128
+        odd = dataclasses.replace(moe_cfg, moe=dataclasses.replace(moe_cfg.moe, mlp_factor=0.75))  # (192 = 3 x 64)
+        assert grouped_kind(dataclasses.replace(odd, d_model=200), "gpu") == GroupedMatmul.blocks  # (200 = 8 x 25:
+        # no tile of 16; auto keeps blocks)
+        assert grouped_kind(odd, "gpu") == GroupedMatmul.pallas
 
         def shapes(cfg):
             return jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape[1:], jnp.bfloat16, sharding=rules.param_sharding(

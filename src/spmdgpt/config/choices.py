@@ -53,7 +53,7 @@ class MoeDispatch(enum.Enum):
 
 
 class GroupedMatmul(enum.Enum):
-    auto = "auto"  # blocks on CPUs, pallas on GPUs, ragged on TPUs
+    auto = "auto"  # blocks on CPUs, pallas on GPUs (blocks where its tiles do not divide the widths), ragged on TPUs
     ragged = "ragged"  # jax.lax.ragged_dot over the copies sorted by expert (grouped GEMM kernels)
     blocks = "blocks"  # each expert's copies padded to whole row blocks, one batched matmul of blocks
     pallas = "pallas"  # the same row blocks by Pallas grouped-matmul kernels (Triton on GPUs; CPUs interpret them)

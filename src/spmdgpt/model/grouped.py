@@ -137,13 +137,19 @@ def _backward(B, interpret, res, g):
 grouped_matmul.defvjp(_forward, _backward)
 
 
-def config_errors(m) -> List[str]:
-    """model.moe.grouped=pallas (m: the model config): the widths its tiles must divide."""
+def unfit_widths(m) -> List[str]:
+    """The model's widths (m: the model config) that the kernels' tiles do not divide: d_model and
+    the experts' width must be multiples of 16."""
     from spmdgpt.config import expert_hidden
 
+    return [f"{name}={n}" for name, n in (("model.d_model", m.d_model), ("the expert width", expert_hidden(m)))
+            if tile(n, LEAST) < LEAST]
+
+
+def config_errors(m) -> List[str]:
+    """model.moe.grouped=pallas (m: the model config): the widths its tiles must divide."""
     if m.moe.grouped.value != "pallas":
         return []
-    bad = [f"{name}={n}" for name, n in (("model.d_model", m.d_model), ("the expert width", expert_hidden(m)))
-           if tile(n, LEAST) < LEAST]
+    bad = unfit_widths(m)
     return [f"model.moe.grouped=pallas needs widths that are multiples of {LEAST} (its kernel's tiles); "
             f"{', '.join(bad)} is not; use model.moe.grouped=blocks"] if bad else []

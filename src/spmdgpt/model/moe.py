@@ -63,7 +63,7 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import GroupedMatmul, ModelConfig, MoeDispatch, Router, expert_hidden, gated, mesh_axes_of
 from spmdgpt.config.validate import positive, whole_width
-from spmdgpt.model.grouped import LEAST, grouped_matmul
+from spmdgpt.model.grouped import LEAST, grouped_matmul, unfit_widths
 from spmdgpt.model.grouped import config_errors as grouped_errors
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
@@ -149,10 +149,13 @@ def grouped_kind(cfg: ModelConfig, platform: str) -> GroupedMatmul:
     """moe.grouped resolved: `auto` is blocks on CPUs (where ragged_dot runs every group over
     every row: 12x a dense MLP of the same active width, benchmarks/BENCHMARKS.md), the Pallas
     kernels on GPUs (XLA's GPU ragged_dot is a masked product with all E experts: E x the
-    FLOPs), ragged_dot on TPUs (a grouped GEMM there)."""
+    FLOPs; blocks where the kernels' tiles do not divide the widths), ragged_dot on TPUs (a
+    grouped GEMM there)."""
     if cfg.moe.grouped != GroupedMatmul.auto:
         return cfg.moe.grouped
-    return {"cpu": GroupedMatmul.blocks, "gpu": GroupedMatmul.pallas}.get(platform, GroupedMatmul.ragged)
+    if platform == "gpu":
+        return GroupedMatmul.blocks if unfit_widths(cfg) else GroupedMatmul.pallas
+    return GroupedMatmul.blocks if platform == "cpu" else GroupedMatmul.ragged
 
 
 def block_rows(copies: int, experts: int) -> int:
