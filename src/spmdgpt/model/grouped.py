@@ -23,8 +23,10 @@ Inside `shard_map` (the MoE's experts run there) the kernels need check_vma=Fals
 types neither their outputs' nor, interpreted, their refs' varying mesh axes.
 
 Tiles are powers of two (Triton's): bk, bn the largest dividing K and N up to 64 / 128, at least
-16 (`config_errors` refuses widths that have none). JAX 0.12 marks Pallas's Triton backend
-deprecated in favour of Mosaic GPU; its kernels run on JAX 0.11 and 0.12 alike.
+16 (`config_errors` refuses widths that have none; `moe.grouped_kind`'s auto then keeps blocks).
+JAX 0.12 marks Pallas's Triton backend deprecated in favour of Mosaic GPU. Written for the lent
+GPUs' JAX 0.11 and for 0.12; so far run only by 0.12's interpreter on CPUs and compiled by 0.12 for
+an H100 (`tests/test_moe.py`), never on a GPU.
 """
 
 from __future__ import annotations
