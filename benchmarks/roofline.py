@@ -137,33 +137,22 @@ def _dot_flops(inst: Instruction, symbols: Dict[str, str]) -> float:
     return 2.0 * math.prod(dims_of(inst.type)) * contracted
 
 
-def _gemm_flops(comp: str, comps: Dict[str, List[Instruction]], seen=None) -> float:
-    """2 x output elements x contracted size of every dot in a computation and those it calls."""
+def _dots(comp: str, comps: Dict[str, List[Instruction]], seen=None) -> List[tuple]:
+    """(FLOPs: 2 x output elements x contracted size, whether its operands are FP8) of every dot
+    in a computation and those it calls."""
     seen = seen if seen is not None else set()
     if comp in seen:
-        return 0.0
+        return []
     seen.add(comp)
     insts = comps.get(comp, [])
     symbols = {i.name: i.type for i in insts}
-    flops = 0.0
+    out = []
     for i in insts:
         if i.opcode == "dot":
-            flops += _dot_flops(i, symbols)
+            out.append((_dot_flops(i, symbols), any("f8e" in symbols.get(o, "") for o in i.operands)))
         for called in _CALLS.findall(i.line):
-            flops += _gemm_flops(called, comps, seen)
-    return flops
-
-
-def _fp8_dot(comp: str, comps: Dict[str, List[Instruction]], seen=None) -> bool:
-    """Whether a computation (or one it calls) holds a dot of FP8 operands."""
-    seen = seen if seen is not None else set()
-    if comp in seen:
-        return False
-    seen.add(comp)
-    insts = comps.get(comp, [])
-    symbols = {i.name: i.type for i in insts}
-    return any((i.opcode == "dot" and any("f8e" in symbols.get(o, "") for o in i.operands))
-               or any(_fp8_dot(c, comps, seen) for c in _CALLS.findall(i.line)) for i in insts)
+            out += _dots(called, comps, seen)
+    return out
 
 
 _KERNEL_NAME = re.compile(r'\bname = "([^"]+)"')
@@ -215,9 +204,9 @@ def kernels(hlo_text: str) -> List[Kernel]:
             op = m.group(1) if (m := _OP_NAME.search(i.line)) else ""
             flops, kind = 0.0, "other"
             if i.opcode == "fusion":  # a GEMM when its computation holds a dot (Triton's GEMM fusions, ...)
-                called = _CALLS.search(i.line).group(1)
-                flops = _gemm_flops(called, comps)
-                kind = ("gemm-fp8" if _fp8_dot(called, comps) else "gemm") if flops else "fusion"
+                dots = _dots(_CALLS.search(i.line).group(1), comps)
+                flops = sum(f for f, _ in dots)
+                kind = ("gemm-fp8" if any(fp8 for _, fp8 in dots) else "gemm") if flops else "fusion"
             elif i.opcode == "dot":  # (a dot left unfused)
                 kind, flops = "gemm", _dot_flops(i, symbols)
             elif i.opcode == "custom-call":

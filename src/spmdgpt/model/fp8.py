@@ -151,6 +151,11 @@ def einsum(rules, eq: str, x: jax.Array, w: jax.Array, out, history: Optional[ja
     return jnp.einsum(eq, x, w, out_sharding=out)
 
 
+def in_head(cfg: ModelConfig) -> bool:
+    """model.fp8_head with model.matmul_dtype=fp8: the output head's products in FP8 too."""
+    return cfg.fp8_head and cfg.matmul_dtype.value == "fp8"
+
+
 # ----------------------------------------------------------------------------- the amax histories
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import DType, MatmulDtype, ModelConfig
+from spmdgpt.config import DType, ModelConfig
+from spmdgpt.model import fp8
 from spmdgpt.model.context import flatten
-from spmdgpt.model.fp8 import fp8_einsum
 from spmdgpt.model.params import Params
 from spmdgpt.sharding import Rules
 
@@ -68,8 +68,8 @@ def logits_matmul(cfg: ModelConfig, eq: str, spec, x: Array, w: Array) -> Array:
     the loss's reductions), so the [tokens, vocab] array in memory has half the bytes.
     model.fp8_head: an FP8 product (`fp8.fp8_einsum`, current scaling: each block of logits its
     own scales) that writes the logits in the compute dtype."""
-    if cfg.fp8_head and cfg.matmul_dtype == MatmulDtype.fp8:
-        return fp8_einsum(eq, spec, x.dtype, x, w).astype(jnp.float32)
+    if fp8.in_head(cfg):
+        return fp8.fp8_einsum(eq, spec, x.dtype, x, w).astype(jnp.float32)
     if cfg.logits_dtype == DType.float32:
         return float32_matmul(eq, spec, x, w)
     return jnp.einsum(eq, x, w, out_sharding=spec).astype(jnp.float32)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import MatmulDtype, ModelConfig
+from spmdgpt.config import ModelConfig
 from spmdgpt.model import fp8
 from spmdgpt.model.blocks import block
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
@@ -252,7 +252,7 @@ def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Arr
     weights = (jnp.ones(targets.shape, jnp.float32, out_sharding=rules.spec("batch", "seq")) if counted is None
                else jax.sharding.reshard(counted.astype(jnp.float32), rules.spec("batch", "seq")))
 
-    fp8_head = cfg.fp8_head and cfg.matmul_dtype == MatmulDtype.fp8  # (the head's three products in FP8: see
+    fp8_head = fp8.in_head(cfg)  # (the head's three products in FP8: see
     # g_scale below)
 
     def chunk_terms(wg, x_c, t_c, m_c, q=None):
