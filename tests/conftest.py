@@ -26,6 +26,7 @@ import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
@@ -73,6 +74,22 @@ def read_jsonl(path):
         raise ValueError(f"{path}: non-standard JSON token {token}")
 
     return [json.loads(line, parse_constant=reject) for line in open(path)]
+
+
+# How long a test waits for a subprocess's progress (a checkpoint, a metrics row): a guard against
+# a hang, never a bound a slow but healthy run can hit (a loaded 2-core AVX2-only box took over
+# 120 s to compile and run five steps). The wait ends at once when the process exits.
+PATIENCE_S = 900
+
+
+def wait_until(done, proc, what: str, limit: float = PATIENCE_S, poll: float = 0.05) -> None:
+    """Poll `done()` until it holds; fail with `what` if `proc` (a Popen) exits first or after `limit`
+    seconds."""
+    deadline = time.monotonic() + limit
+    while not done():
+        assert proc.poll() is None, f"the process ended (exit {proc.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"no {what} after {limit} s"
+        time.sleep(poll)
 
 
 @pytest.fixture

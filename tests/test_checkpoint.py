@@ -13,7 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import read_jsonl
+from conftest import PATIENCE_S, read_jsonl, wait_until
 
 from spmdgpt import train
 from spmdgpt.checkpoint import CheckpointManager
@@ -59,7 +59,7 @@ def uninterrupted(tmp_path_factory):
     return run_dir
 
 
-def run_until_step(run_dir, step, timeout=240):
+def run_until_step(run_dir, step, timeout=PATIENCE_S):
     """Start the 40-step run and return the process once metrics.jsonl has reached `step`."""
     proc = subprocess.Popen(spmdgpt([*RUN40, f"run.dir={run_dir}"]), env=ENV1,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -120,7 +120,7 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted):
     run_dir = tmp_path / "term"
     proc = run_until_step(run_dir, 18)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=PATIENCE_S)
     assert proc.returncode == 0, err
     assert "stopped by signal after step" in err
     stopped = int(err.split("stopped by signal after step ")[1].split(";")[0])
@@ -145,18 +145,15 @@ def test_second_run_on_a_locked_run_dir_is_refused(tmp_path):
             "checkpoint.every=5", "train.progress=false", "mesh.data=1", f"run.dir={run_dir}"]
     first = subprocess.Popen(spmdgpt(args), env=ENV1, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 120
-        while not (run_dir / "checkpoints" / "5").is_dir():
-            assert first.poll() is None and time.time() < deadline
-            time.sleep(0.05)
-        second = subprocess.run(spmdgpt(args), env=ENV1, capture_output=True, text=True, timeout=120)
+        wait_until((run_dir / "checkpoints" / "5").is_dir, first, "checkpoint 5")
+        second = subprocess.run(spmdgpt(args), env=ENV1, capture_output=True, text=True, timeout=PATIENCE_S)
         assert second.returncode == 2
         err = second.stderr.strip()
         assert err.startswith(f"spmdgpt: error: run.dir={run_dir} is in use by a running training job "
                               f"(host {socket.gethostname()}, PID {first.pid}, started 20") and "\n" not in err
         assert first.poll() is None
         first.send_signal(signal.SIGTERM)
-        _, first_err = first.communicate(timeout=120)
+        _, first_err = first.communicate(timeout=PATIENCE_S)
     finally:
         if first.poll() is None:
             first.kill()
@@ -441,10 +438,8 @@ def test_kill_before_the_first_checkpoint_restarts_from_step_0(tmp_path, uninter
                                                                          f"run.dir={run_dir}"]
     proc = subprocess.Popen(spmdgpt(args), env=ENV1, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 240
-        while not (run_dir / "metrics.jsonl").exists() or not _rows(run_dir / "metrics.jsonl"):
-            assert proc.poll() is None and time.time() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: (run_dir / "metrics.jsonl").exists() and _rows(run_dir / "metrics.jsonl"), proc,
+                   "the first metrics row", poll=0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import read_jsonl
+from conftest import read_jsonl, wait_until
 
 from spmdgpt.cli import main
 
@@ -110,10 +110,8 @@ def test_killing_one_process_stops_the_launcher(tmp_path):
     launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=env_with_devices(1))
     try:
-        deadline = time.time() + 180
-        while not (run_dir / "metrics.jsonl").exists() or not losses(run_dir):
-            assert launcher.poll() is None and time.time() < deadline
-            time.sleep(0.1)
+        wait_until(lambda: (run_dir / "metrics.jsonl").exists() and losses(run_dir), launcher, "the first loss",
+                   poll=0.1)
         rank1 = [pid for pid, c in _procs_with(str(run_dir)) if "dist.process_id=1" in c]
         assert len(rank1) == 1
         os.kill(rank1[0], signal.SIGKILL)

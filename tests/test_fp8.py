@@ -180,7 +180,9 @@ def test_delayed_scaling_records_each_steps_amaxes_and_equals_across_layouts():
                                       "model.compute_dtype=float32"], 4, steps=1)
     (ref32,), _ = _histories_after(["mesh.data=1", "model.compute_dtype=float32"], 1, steps=1)
     for name, h in one[1].items():
-        np.testing.assert_array_equal(micro[1][name][..., :2, 0], h[..., :2, 0])
+        np.testing.assert_array_equal(micro[1][name][..., 1, 0], h[..., 1, 0])  # (w: the same weights' max)
+        # (x: the activations' max, from two programs compiled apart: equal to bfloat16 rounding)
+        np.testing.assert_allclose(micro[1][name][..., 0, 0], h[..., 0, 0], rtol=1e-2)
         np.testing.assert_allclose(micro[1][name][..., 2, 0], 2 * h[..., 2, 0], rtol=0.1)  # (not 4x: a sum's)
         np.testing.assert_allclose(shard[1][name], ref32[1][name], rtol=1e-5)
 

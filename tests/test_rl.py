@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import wait_until
 
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.data import CharTokenizer
@@ -159,7 +160,9 @@ def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
         assert inputs[r, len(p):len(p) + n - 1].tolist() == completion[:-1]
         assert (completion[-1] == tok.eos_id) == (n < 6) and tok.eos_id not in completion[:-1]
         assert a.rewards[r] == numeric("", a.completions[r], {"answer": "5"})
-    np.testing.assert_array_equal(old, np.asarray(logp))  # (the sampling policy's, as the step computes them)
+    # (the sampling policy's, as the step computes them: two programs compiled apart, equal to float32
+    # rounding; bitwise on AVX-512 boxes, 2.4e-7 apart in one element on an AVX2-only one)
+    np.testing.assert_allclose(old, np.asarray(logp), rtol=1e-6, atol=1e-6)
     assert (old[targets < 0] == 0).all() and (old[targets >= 0] < 0).all() and not np.array_equal(old, refl)
     np.testing.assert_array_equal(adv, group_advantages(a.rewards, 4))
     assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a.batch, b.batch, strict=True))
@@ -220,7 +223,6 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     import os
     import subprocess
     import sys
-    import time
 
     from spmdgpt.cli import main
 
@@ -268,10 +270,9 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
            "rl.reward=test_rl:digits_like_the_answer_slowly", f"run.dir={tmp_path / 'k'}"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        metrics, deadline = tmp_path / "k" / "metrics.jsonl", time.monotonic() + 240
-        while not (metrics.is_file() and '"step": 3, "loss"' in metrics.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before step 3"
-            time.sleep(0.01)
+        metrics = tmp_path / "k" / "metrics.jsonl"
+        wait_until(lambda: metrics.is_file() and '"step": 3, "loss"' in metrics.read_text(), proc, "step 3",
+                   poll=0.01)
         proc.kill()
     finally:
         proc.kill()
