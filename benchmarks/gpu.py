@@ -865,6 +865,10 @@ def main() -> int:
     ap.add_argument("--set", nargs="*", default=[], help="extra overrides for every run (smoke tests)")
     ap.add_argument("--tiny", action="store_true", help="a tiny model and shapes: runs on a CPU in seconds")
     args = ap.parse_args()
+    if args.cmd != "one" and os.environ.get("SPMDGPT_GPU_SET"):  # (it would be overwritten below)
+        print("gpu.py: error: SPMDGPT_GPU_SET is how gpu.py hands --set to its own subprocesses; pass the "
+              "overrides as --set instead", file=sys.stderr)
+        return 2
     if args.tiny:
         os.environ["SPMDGPT_GPU_TINY"] = "1"  # (read by the `one` subprocesses too)
         args.set = TINY_MODEL + args.set

@@ -25,8 +25,9 @@ types neither their outputs' nor, interpreted, their refs' varying mesh axes.
 Tiles are powers of two (Triton's): bk, bn the largest dividing K and N up to 64 / 128, at least
 16 (`config_errors` refuses widths that have none; `moe.grouped_kind`'s auto then keeps blocks).
 JAX 0.12 marks Pallas's Triton backend deprecated in favour of Mosaic GPU. Written for the lent
-GPUs' JAX 0.11 and for 0.12; so far run only by 0.12's interpreter on CPUs and compiled by 0.12 for
-an H100 (`tests/test_moe.py`), never on a GPU.
+GPUs' JAX 0.11 and for 0.12: run by 0.12's interpreter on CPUs, compiled by 0.12 for an H100
+(`tests/test_moe.py`), and run by 0.11.2 on an H200 (2026-11-27, benchmarks/BENCHMARKS.md: equal to
+the masked reference in bfloat16 as ragged_dot is; in float32 at TF32's precision, see `precision`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,18 @@ import jax.numpy as jnp
 
 F32 = jnp.float32
 LEAST = 16  # Triton's smallest dot tile
+
+
+def precision(dtype):
+    """The kernels' dot precision for rows of `dtype`: float32 rows at full float32 precision where
+    JAX's default matmul precision asks for it (`jax.default_matmul_precision("highest")` or
+    "float32"), else TF32, which is also what XLA's own float32 GEMMs use on GPUs by default
+    (Pallas's Triton dots take TF32 for float32 unless told otherwise; an H200 measured the kernels
+    4.25e-4 from the masked reference in float32 under the default, 7e-3 in bfloat16 like ragged_dot).
+    bfloat16 rows are unaffected."""
+    if jnp.dtype(dtype) == F32 and jax.config.jax_default_matmul_precision in ("highest", "float32"):
+        return jax.lax.Precision.HIGHEST
+    return None
 
 
 def tile(n: int, most: int) -> int:
@@ -57,7 +70,7 @@ def _pallas():
     return pl, getattr(plgpu, "CompilerParams", None) or getattr(plgpu, "TritonCompilerParams")
 
 
-def _rows_kernel(owner_ref, x_ref, w_ref, o_ref, *, B: int, bk: int, bn: int, K: int, transposed: bool):
+def _rows_kernel(owner_ref, x_ref, w_ref, o_ref, *, B: int, bk: int, bn: int, K: int, transposed: bool, prec):
     pl, _ = _pallas()
     i, j = pl.program_id(0), pl.program_id(1)
     e = owner_ref[i]
@@ -69,7 +82,7 @@ def _rows_kernel(owner_ref, x_ref, w_ref, o_ref, *, B: int, bk: int, bn: int, K:
             b = w_ref[e, pl.ds(j * bn, bn), pl.ds(k * bk, bk)].T
         else:
             b = w_ref[e, pl.ds(k * bk, bk), pl.ds(j * bn, bn)]
-        return acc + jnp.dot(a, b, preferred_element_type=F32)
+        return acc + jnp.dot(a, b, precision=prec, preferred_element_type=F32)
 
     @pl.when(e >= 0)
     def _():
@@ -87,13 +100,13 @@ def _rows(x, w, owner, B: int, transposed: bool, interpret: bool):
     R, K = x.shape
     N = w.shape[1] if transposed else w.shape[2]
     bk, bn = tile(K, 64), tile(N, 128)
-    kernel = partial(_rows_kernel, B=B, bk=bk, bn=bn, K=K, transposed=transposed)
+    kernel = partial(_rows_kernel, B=B, bk=bk, bn=bn, K=K, transposed=transposed, prec=precision(x.dtype))
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((R, N), x.dtype), grid=(R // B, N // bn),
                           interpret=interpret, compiler_params=params(num_warps=4, num_stages=3),
                           name="grouped_rows")(owner, x, w)
 
 
-def _weights_kernel(first_ref, count_ref, x_ref, g_ref, o_ref, *, B: int, bk: int, bn: int):
+def _weights_kernel(first_ref, count_ref, x_ref, g_ref, o_ref, *, B: int, bk: int, bn: int, prec):
     pl, _ = _pallas()
     e, a, c = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     start = first_ref[e]
@@ -101,7 +114,7 @@ def _weights_kernel(first_ref, count_ref, x_ref, g_ref, o_ref, *, B: int, bk: in
     def step(t, acc):
         rows = pl.ds((start + t) * B, B)
         return acc + jnp.dot(x_ref[rows, pl.ds(a * bk, bk)].T, g_ref[rows, pl.ds(c * bn, bn)],
-                             preferred_element_type=F32)
+                             precision=prec, preferred_element_type=F32)
 
     acc = jax.lax.fori_loop(0, count_ref[e], step, jnp.zeros((bk, bn), F32))
     o_ref[e, pl.ds(a * bk, bk), pl.ds(c * bn, bn)] = acc.astype(o_ref.dtype)
@@ -112,7 +125,7 @@ def _weights(x, g, first, count, B: int, dtype, interpret: bool):
     pl, params = _pallas()
     E, K, N = first.shape[0], x.shape[1], g.shape[1]
     bk, bn = tile(K, 64), tile(N, 64)
-    kernel = partial(_weights_kernel, B=B, bk=bk, bn=bn)
+    kernel = partial(_weights_kernel, B=B, bk=bk, bn=bn, prec=precision(x.dtype))
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((E, K, N), dtype), grid=(E, K // bk, N // bn),
                           interpret=interpret, compiler_params=params(num_warps=4, num_stages=3),
                           name="grouped_weights")(first, count, x, g)
