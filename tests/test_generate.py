@@ -225,6 +225,54 @@ def test_sharded_sampling_equals_single_device(table, mesh_args):
     assert results[0] == results[1]
 
 
+class DigitChat:
+    """The least a Conversation needs of a tokenizer: digits, a user mark 'u', an assistant mark
+    'a' and the end of a turn '|' (ids 0-12)."""
+    chars, vocab_size, stop_id, stop_text = "0123456789ua|", 13, 12, "|"
+
+    class template:  # noqa: N801 (the tokenizer's `template` attribute)
+        @staticmethod
+        def render(messages, add_generation_prompt):
+            return "".join(m["role"][0] + m["content"] + "|" for m in messages) + ("a" if add_generation_prompt else "")
+
+    def encode(self, text):
+        return [self.chars.index(c) for c in text]
+
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+
+
+MLA_MOE = ["model.mla.kv_rank=16", "model.mla.q_rank=12", "model.mla.rope_dim=4", "model.mla.v_dim=6",
+           "model.moe.num_experts=4", "model.num_layers=3", "model.moe.first_dense_layers=1"]
+ATTENTION_UNITS = {"mha": [], "gqa": ["model.num_kv_heads=2"], "mla-moe": MLA_MOE,
+                   "windows": ["model.num_layers=2", "model.sliding_window=6", "model.window_pattern=LG"]}
+
+
+@pytest.mark.parametrize("unit", list(ATTENTION_UNITS))
+def test_every_attention_unit_samples_one_row_and_odd_batches(unit):
+    """Every attention unit samples a batch of 1 and of 3 (the `sample` and evaluator path) and
+    holds a two-turn chat (`chat`'s Conversation), on one device and on data 2 x model 2: a row sampled
+    alone equals the same row in the batch, and the mesh gives one device's tokens. (MLA behind
+    dense-then-MoE layers crashed at one row: the layer groups' reshape dropped the cache's batch
+    spec over axes of size 1.)"""
+    from spmdgpt.generate import Conversation
+
+    prompts, results = [[1, 2, 3], [5], [9, 8, 7, 6]], []
+    for devices, extra in ((jax.devices()[:1], []),
+                           (jax.devices()[:4], ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
+        cfg, mesh, rules, params = setup(*ATTENTION_UNITS[unit], "model.max_seq_len=192", *extra, devices=devices)
+        sampler = Sampler(cfg.model, rules, vocab_limit=10)
+        with jax.set_mesh(mesh):
+            one = sampler.generate(params, prompts[:1], SamplingParams(8, temperature=0.0))
+            odd = sampler.generate(params, prompts, SamplingParams(8, temperature=0.0))
+            chat = Conversation(cfg.model, rules, params, DigitChat(), SamplingParams(6, temperature=0.0))
+            replies = [chat.say("12"), chat.say("3")]
+        assert len(one) == 1 and len(odd) == 3 and len(one[0]) == 8 and one[0] == odd[0]
+        assert chat.turns == 2 and chat.refills == 0 and all(set(r) <= set("0123456789ua") for r in replies)
+        results.append((one, odd, replies))
+    assert results[0] == results[1]
+
+
 @pytest.mark.parametrize("args,expected", [
     (["prompt="], "an empty prompt"),
     (["prompt=" + "0" * 70], "exceeds the model's context of 64 tokens"),

@@ -15,6 +15,7 @@ from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
@@ -110,6 +111,24 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
     return step
 
 
+def _spec_of(a: Array) -> tuple:
+    return tuple(jax.typeof(a).sharding.spec) + (None,) * (a.ndim - len(jax.typeof(a).sharding.spec))
+
+
+# The layer stacks' reshapes keep each array's layout explicitly: a plain reshape may drop a spec
+# over mesh axes of size 1 (a batch of one row's over (data, expert) in a KV cache), and the layer
+# scans' caches must come back in one layout to be concatenated or written.
+def split_layers(a: Array, g: int, m: int) -> Array:
+    """[g m, ...] -> [g, m, ...] (the first axis's spec goes to g)."""
+    spec = _spec_of(a)
+    return jnp.reshape(a, (g, m) + a.shape[1:], out_sharding=P(spec[0], None, *spec[1:]))
+
+
+def merge_layers(a: Array) -> Array:
+    """[g, m, ...] -> [g m, ...] (the layer axes unsharded)."""
+    return jnp.reshape(a, (-1,) + a.shape[2:], out_sharding=P(None, *_spec_of(a)[2:]))
+
+
 def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):
     """Runs the layers in order: make_step(dense) is a `lax.scan` body (x, (a layer's block
     parameters, its slice of xs)) -> (x, a dict of outputs) for the MoE model's dense layers
@@ -128,7 +147,7 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
     n, k = cfg.moe.first_dense_layers, cfg.moe.interleave_step
     g = sum(moe_layers(cfg))
     head = lambda t: jax.tree.map(lambda a: a[:n], t)
-    groups = lambda t, m: jax.tree.map(lambda a: jnp.reshape(a[n:], (g, m) + a.shape[1:]), t)
+    groups = lambda t, m: jax.tree.map(lambda a: split_layers(a[n:], g, m), t)
     dense_step, moe_step = make_step(True), make_step(False)
     first = {}
     if n:
@@ -154,10 +173,10 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
         if not fill and not (dense_gives and m is not None):  # one kind's output: its layers only
             if m is not None:
                 return m
-            return jnp.concatenate(([f] if n else []) + ([jnp.reshape(d, (-1,) + like.shape)] if k > 1 else []))
+            return jnp.concatenate(([f] if n else []) + ([merge_layers(d)] if k > 1 else []))
         m = blank(g) if m is None else m
         rest = jnp.concatenate([blank(g, k - 1) if d is None else d, m[:, None]], axis=1) if k > 1 else m[:, None]
-        rest = jnp.reshape(rest, (g * k,) + like.shape)
+        rest = merge_layers(rest)
         return jnp.concatenate([blank(n) if f is None else f, rest]) if n else rest
 
     return x, {name: ordered(name) for name in {**first, **ys_dense, **ys_moe}}
