@@ -295,6 +295,19 @@ def test_init_from_loads_parameters_only(tmp_path, capsys):
     assert code == 2
     assert "parameter shapes do not match the config: model.d_model=32 (checkpoint: 64)" in err
     assert not (tmp_path / "bad").exists()
+    # a damaged newest checkpoint, or a folder of junk: one line naming the step, nothing written
+    shutil.copytree(src, tmp_path / "damaged")
+    _damage(tmp_path / "damaged" / "checkpoints" / "30")
+    (tmp_path / "junk" / "checkpoints" / "100").mkdir(parents=True)
+    (tmp_path / "junk" / "checkpoints" / "100" / "x").write_bytes(bytes(range(100)))
+    (tmp_path / "junk" / "config.yaml").write_text("a: [\n")
+    for name, step in (("damaged", 30), ("junk", 100)):
+        code = main(["train", *_inproc(tmp_path / f"ft-{name}", f"checkpoint.init_from={tmp_path / name}")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith(
+            f"spmdgpt: error: checkpoint.init_from={tmp_path / name}: its newest checkpoint cannot be loaded, "
+            f"step: {step} ("), err
+        assert not (tmp_path / f"ft-{name}").exists()
 
 
 def test_incomplete_checkpoint_folder_is_an_error(tmp_path, capsys):

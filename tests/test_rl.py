@@ -133,6 +133,52 @@ def test_prompts_records_and_their_errors(tmp_path):
     assert "rl.kl_beta=-1.0 must be >= 0 (0: no KL penalty)" in errs
 
 
+def test_a_text_prompt_is_one_user_turn_under_a_chat_template_and_quiet_runs_are_said(tmp_path):
+    """With a chat template a text prompt is rendered as one user message (as DPO reads it), the
+    same ids as the message list; without one it is a continuation. Rollouts count their empty
+    completions and flat groups, and five quiet steps in a row are an event row and a console
+    line, once a streak."""
+    from spmdgpt.data.chat import chat_tokenizer
+    from spmdgpt.rl.loop import RolloutMetrics
+    from spmdgpt.rl.prompts import prompt_of
+    from spmdgpt.rl.rollouts import Rollout
+
+    base = CharTokenizer("abcdefghijklmnopqrstuvwxyz ")
+    chat = chat_tokenizer(base)
+    text = prompt_of({"prompt": "reverse gmm", "answer": "mmg"}, chat, "p:1")
+    listed = prompt_of({"prompt": [{"role": "user", "content": "reverse gmm"}], "answer": "mmg"}, chat, "p:2")
+    assert text.tokens == listed.tokens == tuple(chat.prompt([{"role": "user", "content": "reverse gmm"}]))
+    assert len(text.tokens) > len("reverse gmm") and text.prompt == "reverse gmm"
+    plain = prompt_of({"prompt": "reverse gmm", "answer": "mmg"}, base, "p:3")
+    assert plain.tokens == tuple(base.encode("reverse gmm"))
+
+    def rollout(completions, rewards):
+        return Rollout((), np.asarray(rewards, float), np.asarray([max(len(c), 1) for c in completions]),
+                       completions, [])
+
+    m = rollout(["", " ", "ab", ""], [0, 0, 1, 0]).metrics(2)
+    assert m["rl/empty_fraction"] == 0.75 and m["rl/flat_groups"] == 0.5 and m["rl/solved"] == 0.5
+
+    class Loop:
+        events = []
+
+        def event(self, step, name, **fields):
+            self.events.append((step, name, fields))
+
+    class Batcher:
+        stats = {}
+
+    hook, loop = RolloutMetrics(Batcher), Loop()
+    for step in range(1, 13):  # empty completions at steps 1-11, scoring 0.5 alike from step 3 on
+        Batcher.stats[step] = rollout(["", ""] if step < 12 else ["a", ""], [0.5, 0.5] if step > 2 else [1, 0]
+                                      ).metrics(2)
+        row = {}
+        hook.reported(loop, step, {}, row)
+        assert row["rl/empty_fraction"] == (1.0 if step < 12 else 0.5)
+    assert [(s, n) for s, n, _ in loop.events] == [(5, "rl_empty_completions"), (7, "rl_equal_rewards")]
+    assert loop.events[0][2]["steps"] == 5 and "chat template" in loop.events[0][2]["advice"]
+
+
 def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
     """Each prompt sampled group_size times; inputs are prompt + completion, the targets are the
     completion's tokens only (the stop token included), the sampling log-probabilities are the
@@ -289,6 +335,8 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     (["rl.updates_per_batch=3"], "checkpoint.every=2 must be a multiple of rl.updates_per_batch=3"),
     (["BAD_FILE"], 'add.jsonl:2: a prompts record is {"prompt": text or messages, "answer": ...}; this one has '
                    "['prompt']; fix the file or set data.skip_bad_records=true"),
+    (["rl.max_new_tokens=200"], "rl.max_new_tokens=200 leaves no room for a prompt in a context of 12 tokens "
+                                "(data.seq_len=12 + 1, model.max_seq_len=12); lower rl.max_new_tokens or raise"),
 ])
 def test_bad_rl_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
     from spmdgpt.cli import main
@@ -301,6 +349,32 @@ def test_bad_rl_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert message in err and all(ln.startswith("spmdgpt: error: ") for ln in err.strip().splitlines()), err
     assert not (tmp_path / "r").exists()
+
+
+def reward_that_raises(prompt, completion, record):
+    return record["missing"]
+
+
+def reward_that_says_yes(prompt, completion, record):
+    return "yes"
+
+
+def test_a_bad_reward_is_one_line_and_the_fixed_rerun_starts_over(tmp_path, capsys):
+    """A reward of one's own that raises, or returns a non-number, stops the run in one line
+    naming the record (exit 2); the run.dir it leaves (no checkpoint, no training step) does not
+    block the same command with the reward fixed."""
+    from spmdgpt.cli.train import run
+
+    base = [*_sums_file(tmp_path), "train.steps=2", f"run.dir={tmp_path / 'r'}"]
+    for reward, said in (("reward_that_raises", "the reward raised KeyError: 'missing' on "),
+                         ("reward_that_says_yes", "the reward returned 'yes' on ")):
+        assert run([*base, f"rl.reward=test_rl:{reward}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith(f"spmdgpt: error: {said}") and "add.jsonl:" in err[-1], err
+        assert not any(ln.startswith("Traceback") for ln in err)
+    assert run(base) == 0
+    assert "restarted from step 0: the run stopped before its first checkpoint" in capsys.readouterr().err
+    assert [r["step"] for r in _rows(tmp_path / "r") if "loss" in r] == [1, 2]
 
 
 def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):

@@ -10,8 +10,9 @@
                    optimizer state, step 0; or hf:DIR, a Hugging Face model folder (Llama or
                    GPT-NeoX safetensors, spmdgpt.hf): its weights, each leaf read straight
                    into its sharded layout
-        restarted  run.dir holds this very run (same config.yaml) stopped before its first
-                   checkpoint: fresh, with the logs cut back to step 0
+        restarted  run.dir holds a run stopped before its first checkpoint, this very run (same
+                   config.yaml) or one that logged no training step (it died setting up or in
+                   step 1: a rerun with a fixed config): fresh, with the logs cut back to step 0
 
 Every refusal (a run.dir that holds a run but nothing to resume, checkpoints of another model,
 no loadable checkpoint) is a ConfigError raised before this run writes anything.
@@ -137,11 +138,13 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
     resume = has_checkpoints(run_dir)
     restart = False
     if (run_dir / "metrics.jsonl").exists() and not (resume and cfg.checkpoint.enabled):
-        # Stopped before its first checkpoint: the same run (same config) starts again from 0.
-        restart = not resume and _same_config(run_dir, cfg)
+        # Stopped before its first checkpoint: the same run (same config), or any run that trained
+        # no step (nothing to lose), starts again from 0.
+        restart = not resume and (_same_config(run_dir, cfg) or not _trained_steps(run_dir))
         if not restart:
             why = ("resuming it needs checkpoint.enabled=true" if resume
-                   else "it has no checkpoint to resume from and was started with another config")
+                   else f"it has no checkpoint to resume from, logged {_trained_steps(run_dir)} training steps and "
+                        "was started with another config")
             raise ConfigError([f"run.dir={run_dir} already holds a run (metrics.jsonl); {why}; choose a new run.dir"])
     resume = resume and cfg.checkpoint.enabled
     if resume:
@@ -163,7 +166,8 @@ def start(cfg: Config, run_dir: Path, rules: Rules, optimizer: optax.GradientTra
         if not reader.steps():
             raise ConfigError([f"checkpoint.init_from={src}: the run has no complete checkpoint"])
         check_checkpoint_fits(reader, _fp8_as_in(reader, cfg.model), f"checkpoint.init_from={src}: parameter "
-                              "shapes do not match the config", "use that run's model config")
+                              "shapes do not match the config", "use that run's model config",
+                              damaged_ok=True)  # (an unreadable checkpoint: _init_from_params says so)
 
     if restart and jax.process_index() == 0:  # every check passed: cut the logs back to step 0
         for log in LOGS:
@@ -201,9 +205,13 @@ def _init_from_params(cfg: Config, rules: Rules, target: Params, source) -> Para
 
         params = read_params(cfg.model, source, rules)
     else:
-        step = source.steps()[-1]
         model = _fp8_as_in(source, cfg.model)
-        params = restore_params(source, step, model, rules, None if model != cfg.model else target)
+        # (only the newest: a fine-tune never silently starts from an older checkpoint than asked)
+        _, params, _ = first_loadable(
+            source, source.steps()[-1:], lambda step: restore_params(source, step, model, rules,
+                                                                     None if model != cfg.model else target),
+            f"checkpoint.init_from={cfg.checkpoint.init_from}: its newest checkpoint cannot be loaded, step",
+            "restore it, or point checkpoint.init_from at a run with a complete checkpoint")
         params = _refit(to_stage_order(rules, params), target)
     return params if cfg.lora.rank else initial_params(cfg.optimizer, param_info(cfg.model), params)
 
@@ -269,6 +277,18 @@ def starting_params(cfg: Config, rules: Rules) -> Params:
     else:
         source = CheckpointManager.reader(Path(src).expanduser())
     return _init_from_params(cfg, rules, abstract_params(cfg.model, rules), source)
+
+
+def _trained_steps(run_dir: Path) -> int:
+    """Training steps logged in run_dir/metrics.jsonl (rows with a loss; an unreadable line is
+    counted as one)."""
+    n = 0
+    for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            n += "loss" in json.loads(line)
+        except (ValueError, TypeError):
+            n += bool(line.strip())
+    return n
 
 
 def _same_config(run_dir: Path, cfg: Config) -> bool:

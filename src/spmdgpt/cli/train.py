@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import List
 
-from spmdgpt.cli.args import EXIT_DIVERGED, EXIT_OK, EXIT_WRITE_FAILED, parse
+from spmdgpt.cli.args import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED, parse
 
 
 def run(items: List[str]) -> int:
@@ -23,6 +23,7 @@ def run(items: List[str]) -> int:
     set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
     initialize(cfg.dist)  # jax.distributed, when the run is multi-process
     from spmdgpt.files import WriteFailed
+    from spmdgpt.rl.rewards import RewardError
     from spmdgpt.trainer import TrainingDiverged, train
 
     try:
@@ -30,6 +31,9 @@ def run(items: List[str]) -> int:
     except TrainingDiverged as e:
         print(f"spmdgpt: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
+    except RewardError as e:  # (one's own rl.reward raised or returned a non-number: the record is named)
+        print(f"spmdgpt: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except WriteFailed as e:
         print(f"spmdgpt: error: {e}", file=sys.stderr, flush=True)
         return EXIT_WRITE_FAILED  # (the console entry point then ends the process at once)

@@ -73,7 +73,12 @@ def load_prompts(cfg: Config, check: Optional[Callable] = None) -> PromptsCorpus
     tok = prompts_tokenizer(cfg, recs)
     if check is not None:
         check(tok)
-    room = min(cfg.data.seq_len + 1, cfg.model.max_seq_len) - cfg.rl.max_new_tokens
+    context = min(cfg.data.seq_len + 1, cfg.model.max_seq_len)
+    room = context - cfg.rl.max_new_tokens
+    if room < 1:
+        raise ConfigError([f"rl.max_new_tokens={cfg.rl.max_new_tokens} leaves no room for a prompt in a context of "
+                           f"{context} tokens (data.seq_len={cfg.data.seq_len} + 1, model.max_seq_len="
+                           f"{cfg.model.max_seq_len}); lower rl.max_new_tokens or raise data.seq_len"])
     train, val = split_prompts(recs, src, tok, room)
     if not val:
         raise ConfigError([f"data.datasets.{src.name}: no validation prompts; set data.val_fraction > 0 (or the "
@@ -119,13 +124,37 @@ class RolloutBatcher:
 
 
 class RolloutMetrics(Hook):
-    """The step's rollout metrics (rl/reward, rl/reward_std, rl/length, rl/solved) in its row."""
+    """The step's rollout metrics (rl/reward, rl/reward_std, rl/length, rl/solved,
+    rl/empty_fraction, rl/flat_groups) in its row, and a warning (an event row and a console
+    line) when QUIET steps in a row trained on nothing: every completion empty, or every group's
+    rewards equal (all advantages 0: no gradient but the KL's)."""
+
+    QUIET = 5
 
     def __init__(self, batcher: RolloutBatcher):
         self.batcher = batcher
+        self.streaks = {"rl_empty_completions": 0, "rl_equal_rewards": 0}
 
     def reported(self, loop, step, m, row):
-        row.update(self.batcher.stats.pop(step, {}))
+        stats = self.batcher.stats.pop(step, {})
+        row.update(stats)
+        if not stats:
+            return
+        for name, quiet in (("rl_empty_completions", stats["rl/empty_fraction"] == 1.0),
+                            ("rl_equal_rewards", stats["rl/flat_groups"] == 1.0)):
+            self.streaks[name] = self.streaks[name] + 1 if quiet else 0
+            if self.streaks[name] == self.QUIET:
+                loop.event(step, name, steps=self.QUIET, reward=stats["rl/reward"], advice=ADVICE[name])
+
+
+ADVICE = {
+    "rl_empty_completions": "every completion was empty: the policy ends its turn at once; check that the prompts "
+                            "look like its training data (a chat model's prompts as chat messages or texts under its "
+                            "chat template), and samples.jsonl",
+    "rl_equal_rewards": "every prompt's completions scored alike, so GRPO's advantages are 0 and nothing trains; "
+                        "check rl.reward against samples.jsonl, raise rl.temperature or rl.group_size, or use "
+                        "easier prompts",
+}
 
 
 class RewardEvaluator:
@@ -162,7 +191,11 @@ class RewardEvaluation(Evaluation):
         loop.say(f"step {step}: val/reward {reward:.4f}")
         if shown:
             p, c, r = shown[0]
-            text = p.prompt if isinstance(p.prompt, str) else p.prompt[-1].get("content", "")
+            if hasattr(self.evaluator.rollouts.tokenizer, "prompt"):  # (a chat turn: the user's, then the reply)
+                text = p.prompt if isinstance(p.prompt, str) else p.prompt[-1].get("content", "")
+                text, c = f"user: {text}\nassistant: ", c
+            else:  # (a continuation of the prompt's text)
+                text = p.prompt
             loop.say(f"sample at step {step} (reward {r:g}):\n{text}{c}\n" if not sys.stderr.isatty()
                      else f"sample at step {step} (reward {r:g}):\n{text}\033[1m{c}\033[0m\n")
         loop.restart_window()  # evaluation is not training

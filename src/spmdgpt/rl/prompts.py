@@ -3,8 +3,10 @@
     {"prompt": "Q: 47+385= A:", "answer": "432"}
     {"prompt": [{"role": "user", "content": "What is 47+385?"}], "answer": 432, "level": 2}
 
-`prompt` is a text (tokenized as it is) or a list of chat messages (rendered by the run's chat
-template, ending with the assistant's turn opened, as `spmdgpt chat` does); `answer` is any
+`prompt` is a list of chat messages or a text, rendered by the run's chat template when it has
+one (a text as one user message, as DPO reads it), ending with the assistant's turn opened as
+`spmdgpt chat` does; without a chat template a text is tokenized as it is (a base model's
+continuation); `answer` is any
 JSON the reward reads (`rl.reward`), and the record's other fields reach a reward of one's own
 as well. Records are split into training and validation prompts as other datasets' documents
 are (the dataset's `split`: hash by default, on the line's text; val; none).
@@ -32,16 +34,17 @@ def prompt_of(obj, tokenizer, where: str) -> Prompt:
         raise ValueError('a prompts record is {"prompt": text or messages, "answer": ...}; this one has '
                          f"{sorted(obj) if isinstance(obj, dict) else type(obj).__name__}")
     prompt = obj["prompt"]
-    if isinstance(prompt, str):
+    if isinstance(prompt, str) and not hasattr(tokenizer, "prompt"):  # (no chat template: a continuation)
         tokens = tokenizer.encode(prompt)
-    elif isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+    elif isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt)):
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         if not hasattr(tokenizer, "prompt"):
             raise ValueError("a prompt of chat messages needs a chat template (data.chat_template, or the "
                              "tokenizer's own)")
         from spmdgpt.data.chat import ChatError, conversation
 
         try:
-            tokens = tokenizer.prompt(conversation({"messages": prompt}, reply=False))
+            tokens = tokenizer.prompt(conversation({"messages": messages}, reply=False))
         except ChatError as e:
             raise ValueError(str(e)) from None
     else:

@@ -66,10 +66,14 @@ class Rollout:
 
     def metrics(self, group_size: int) -> dict:
         """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
-        rl/solved (share of prompts with a completion rewarded > 0)."""
+        rl/solved (share of prompts with a completion rewarded > 0), rl/empty_fraction (share of
+        completions with no text), rl/flat_groups (share of prompts whose completions all scored
+        the same: their advantages are 0, they teach nothing)."""
         groups = self.rewards.reshape(-1, group_size)
         return {"rl/reward": float(self.rewards.mean()), "rl/reward_std": float(self.rewards.std()),
-                "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean())}
+                "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean()),
+                "rl/empty_fraction": float(np.mean([not c.strip() for c in self.completions])),
+                "rl/flat_groups": float((groups.max(axis=1) == groups.min(axis=1)).mean())}
 
 
 class Rollouts:
