@@ -166,6 +166,12 @@ def test_estimate_takes_the_slowest_of_compute_memory_and_collectives():
     # a pipeline's bubble: GPipe's 4 stages busy in 4 of 7 iterations stretch the compute by 7/4
     plan.stretch = 7 / 4
     assert estimate(plan, 1e14, 1e12).compute_s == pytest.approx(1e12 * 4 / 3 * 7 / 4 / 1e14)
+    # FP8 GEMMs at twice the rate: 0.5e12 of the FLOPs in half the time
+    plan.recompute, plan.stretch, plan.flops, plan.fp8_flops = 1.0, 1.0, 2e12, 0.5e12
+    assert estimate(plan, 1e14, 1e12, fp8_speedup=2.0).compute_s == pytest.approx((2e12 - 0.25e12) / 1e14)
+    assert estimate(plan, 1e14, 1e12).compute_s == pytest.approx(2e12 / 1e14)  # (no FP8 rate given: bf16's)
+    plan.bytes_accessed = None  # no count of the bytes: no estimate (never a FLOPs-only 100% MFU)
+    assert estimate(plan, 1e14, 1e12) is None
 
 
 def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monkeypatch):
@@ -192,13 +198,14 @@ def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monk
     assert "devices=3: JAX already started with 8 cpu device(s)" in capsys.readouterr().err
 
 
-def test_plan_format_json_is_the_last_line(capsys):
-    """format=json: the report, then the same plan as one JSON object on the last line of stdout."""
+def test_plan_format_json_is_json_alone_on_stdout(capsys):
+    """format=json: the plan as one JSON object, alone on stdout (`| jq` reads it); the report on
+    stderr."""
     import json
 
     assert main(["plan", *COMMON, "sharding=fsdp", "devices=8", "memory_gb=0.001", "format=json"]) == 2
-    out = capsys.readouterr().out.strip().splitlines()
-    got = json.loads(out[-1])
+    out, err = capsys.readouterr()
+    got = json.loads(out)
     fsdp = _plan("sharding=fsdp")
     assert (got["devices"], got["mesh"], got["sharding"], got["attention"]) == (
         8, {"data": 8, "stage": 1, "expert": 1, "context": 1, "model": 1}, "fsdp", "xla")
@@ -208,7 +215,7 @@ def test_plan_format_json_is_the_last_line(capsys):
     assert got["capacity_bytes"] == int(0.001 * 2**30)
     assert got["collectives"]["all-gather"] == list(fsdp.collectives["all-gather"])
     assert got["step_seconds"] is None and got["mfu"] is None and got["topology"] is None
-    assert any(line.startswith("  total ") for line in out[:-1])
+    assert any(line.startswith("  total ") for line in err.splitlines()) and got["counted_by"] == "XLA"
     assert main(["plan", *COMMON, "format=yaml"]) == 2
     assert capsys.readouterr().err == "spmdgpt: error: format=yaml: expected text or json\n"
 
@@ -351,8 +358,9 @@ def test_plan_compiles_for_tpu_slices(capsys):
     for table, topology in (("dp", "v5e-4"), ("fsdp", "v5e-4"), ("fsdp_tp", "v5p-16")):
         assert main(["plan", *TPU, f"sharding={table}", f"topology={topology}", "format=json"]
                     + (["mesh.data=4", "mesh.model=2"] if table == "fsdp_tp" else [])) == 0
-        plans[table] = capsys.readouterr().out
-    got = json.loads(plans["fsdp"].strip().splitlines()[-1])
+        out, plans[table] = capsys.readouterr()  # (the JSON on stdout, the report on stderr)
+        if table == "fsdp":
+            got = json.loads(out)
     assert (got["topology"], got["devices"], got["attention"], got["fits"]) == ("v5e-4", 4, "splash", True)
     assert got["capacity_bytes"] == 16 * 2**30 and 0 < got["mfu"] <= 1 and got["step_seconds"] > 0
     # FSDP's collectives at a v5e link's 100 GB/s (400 GB/s per chip over 4 ports)
@@ -392,9 +400,9 @@ def test_plan_compiles_for_several_tpu_slices(capsys):
     assert [[d.slice_index for d in row] for row in mesh.devices.reshape(4, 2)] == [[0, 0], [0, 0], [1, 1], [1, 1]]
     assert main(["plan", *TPU, "sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "topology=v5e-4", "slices=2",
                  "format=json"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("compiled for v5e-4 x 2 slices (v5e:2x2 x 2 slices): 8 x TPU v5 lite")
-    got = json.loads(out.strip().splitlines()[-1])
+    out, err = capsys.readouterr()
+    assert err.startswith("compiled for v5e-4 x 2 slices (v5e:2x2 x 2 slices): 8 x TPU v5 lite")
+    got = json.loads(out)
     assert (got["devices"], got["mesh"], got["slices"]) == (
         8,
         {"data": 4, "stage": 1, "expert": 1, "context": 1, "model": 2},
@@ -452,19 +460,19 @@ def test_search_candidates_and_ranking(capsys):
 @pytest.mark.skipif(not _can_compile_for("v5e-4"), reason="needs libtpu (the tpu-plan extra)")
 def test_search_compiles_the_layouts_and_names_the_best(capsys):
     """search=true on a v5e-4 slice over dp and fsdp: both compiled by libtpu (each fits with
-    remat none), ranked by the estimated step time, the winner's overrides on the last line."""
+    remat none), ranked by the estimated step time, the winner's overrides on the report's last line."""
     import json
 
     assert main(["plan", *TPU, "sharding=tp", "topology=v5e-4", "search=true", "tables=dp,fsdp", "jobs=2",
                  "format=json"]) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    got = json.loads(out[-1])
+    out, err = capsys.readouterr()  # (the JSON alone on stdout, the report on stderr)
+    got, out = json.loads(out), err.strip().splitlines()
     plans = {lay["overrides"][0]: lay["plan"] for lay in got["layouts"]}
     assert sorted(plans) == ["sharding=dp", "sharding=fsdp"] and all(p["fits"] for p in plans.values())
     best = min(plans, key=lambda k: (plans[k]["step_seconds"], plans[k]["serial_step_seconds"]))
     assert got["best"][0] == best and got["best"][1:] == ["mesh.data=4", "mesh.stage=1", "mesh.expert=1",
                                                          "mesh.context=1", "mesh.model=1", "model.remat=none",
                                                          "train.microbatches=1"]
-    assert out[-2] == "best: spmdgpt train " + " ".join([*TPU, *got["best"]])  # (sharding=tp: replaced)
+    assert out[-1] == "best: spmdgpt train " + " ".join([*TPU, *got["best"]])  # (sharding=tp: replaced)
     assert "2 layouts compiled: 2 fit, 0 did not fit, 0 refused" in out
     assert plans["sharding=fsdp"]["param_bytes"] * 4 == pytest.approx(plans["sharding=dp"]["param_bytes"], rel=0.1)

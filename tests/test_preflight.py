@@ -58,9 +58,11 @@ def test_plan_json_lists_the_programs_and_fits_only_when_all_fit(capsys):
         assert [p["total_bytes"] for p in got["programs"]] == [programs[n].total_bytes for n in names]
         assert [p["fits"] for p in got["programs"]] == [code == 0 or n != largest for n in names]
         assert got["fits"] == (code == 0)
-        assert "  evaluation       " in out
+        assert "  evaluation       " in err  # (the report on stderr, the JSON alone on stdout)
         if code:
-            assert err.startswith(f"spmdgpt: error: the {largest.replace('_', ' ')} needs ") and err.count("\n") == 1
+            refusal = err.strip().splitlines()[-1]
+            assert refusal.startswith(f"spmdgpt: error: the {largest.replace('_', ' ')} needs ")
+            assert [ln for ln in err.splitlines() if ln.startswith("spmdgpt: error: ")] == [refusal]
 
 
 def _limited(gib: int, *command) -> list:

@@ -1,4 +1,4 @@
-"""benchmarks/roofline.py: the kernels of a compiled step read from its HLO text (bytes, FLOPs, a
+"""spmdgpt/roofline.py (and benchmarks/roofline.py's table of it): the kernels of a compiled step read from its HLO text (bytes, FLOPs, a
 loop body's kernels once per trip), and on the H100 target (JAX's CUDA plugin, no GPU) the step's
 GEMM FLOPs equal the 6N + attention formula exactly, unrolled, scanned and in microbatches."""
 
@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from spmdgpt.roofline import type_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import roofline  # noqa: E402
@@ -58,7 +60,7 @@ def test_kernels_are_read_from_hlo_text():
     assert totals["gemm"]["ms"] == pytest.approx(3 * 65.536)
     assert totals["fusion"]["ms"] == pytest.approx((4608 + 4096) / 1e9 * 1e3)
     assert totals["step"]["launches"] == 1 + 3 + 1 and totals["step"]["flops"] == 3 * 65536
-    assert roofline.type_bytes("(bf16[2,3]{1,0}, f32[4]{0}, u8[0]{0})") == 12 + 16
+    assert type_bytes("(bf16[2,3]{1,0}, f32[4]{0}, u8[0]{0})") == 12 + 16
 
 
 FP8_HLO = """HloModule m

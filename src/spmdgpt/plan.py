@@ -10,7 +10,11 @@ per device, read from what XLA compiled:
 
 - parameter / optimizer-state / batch bytes: each array's shard shape under its sharding;
 - temporary bytes: `compiled.memory_analysis()` (activations, gradients, workspace);
-- FLOPs: `compiled.cost_analysis()` beside the 6N + attention formula of `flops.py`;
+- FLOPs and bytes accessed: `compiled.cost_analysis()`, or where XLA's compiler gives none (its
+  GPU compiler) the kernels read from the HLO (`spmdgpt.roofline`: GEMMs, cuDNN attention, the
+  grouped MoE kernels, a loop body's once per trip), beside the 6N + attention formula of
+  `flops.py`; the FLOPs of FP8 GEMMs apart (`fp8_flops`), which the estimate runs at twice the
+  bf16 rate on GPUs (Hopper's data-sheet ratio);
 - collectives: the all-gather / reduce-scatter / all-reduce / all-to-all / ragged-all-to-all /
   collective-permute instructions of the compiled program with their result bytes (a ragged
   all-to-all's result is its whole receive buffer: an upper bound of the rows it moves), and
@@ -54,8 +58,8 @@ class Plan:
     opt_bytes: int  # ... of the optimizer state
     batch_bytes: int  # ... of one batch (tokens, targets, segment ids, positions)
     temp_bytes: int  # XLA's temporaries during the step (memory_analysis)
-    flops: Optional[float]  # XLA's count for this device's program (cost_analysis)
-    bytes_accessed: Optional[float]  # XLA's count of the bytes its operations read and write
+    flops: Optional[float]  # this device's program's FLOPs (XLA's cost_analysis, or the HLO's kernels)
+    bytes_accessed: Optional[float]  # ... the bytes its operations read and write
     formula_flops: float  # (6 N + attention) x tokens of the step / devices
     loops: bool  # the program has loops (XLA counts a loop body's FLOPs once)
     collectives: Dict[str, tuple] = field(default_factory=dict)  # kind -> (instructions, bytes)
@@ -66,6 +70,8 @@ class Plan:
     stretch: float = 1.0  # a pipeline's iterations over its stages' busy ones (1 / (1 - bubble); 1: none)
     programs: list = field(default_factory=list)  # every program of the run (`run_programs`), when planned
     dots: Dict[str, int] = field(default_factory=dict)  # the step's dots by operand types (`hlo.dot_kinds`)
+    counted_by: str = "XLA"  # who counted flops and bytes_accessed: XLA, or "the HLO's kernels"
+    fp8_flops: float = 0.0  # the FLOPs of GEMMs with FP8 operands (the HLO's kernels)
 
     @property
     def total_bytes(self) -> int:
@@ -254,6 +260,16 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     n = rules.mesh.size
     tokens = cfg.data.batch_size * cfg.data.seq_len
+    flops, accessed, counted_by, fp8_flops = (cost or {}).get("flops"), (cost or {}).get("bytes accessed"), "XLA", 0.0
+    if not flops or not accessed or cfg.model.matmul_dtype.value == "fp8":
+        from spmdgpt.roofline import kernels
+
+        ks = kernels(text)
+        fp8_flops = sum(k.runs * k.flops for k in ks if k.kind == "gemm-fp8")
+        if not flops or not accessed:  # (XLA's GPU compiler counts nothing)
+            flops = sum(k.runs * k.flops for k in ks) or None
+            accessed = sum(k.runs * (k.read + k.written) for k in ks) or None
+            counted_by = "the HLO's kernels"
     return Plan(
         devices=n,
         mesh=dict(rules.mesh.shape),
@@ -261,8 +277,10 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
         opt_bytes=shard_bytes(state.opt_state),
         batch_bytes=shard_bytes(batch),
         temp_bytes=compiled.memory_analysis().temp_size_in_bytes,
-        flops=(cost or {}).get("flops"),
-        bytes_accessed=(cost or {}).get("bytes accessed"),
+        flops=flops,
+        bytes_accessed=accessed,
+        counted_by=counted_by,
+        fp8_flops=fp8_flops,
         formula_flops=flops_per_token(cfg.model, cfg.data.seq_len) * tokens / n,
         loops=" while(" in text,
         collectives=collectives_of(text),
@@ -310,10 +328,16 @@ class Estimate:
     scheduled_s: float = 0.0
 
 
-def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> Estimate:
+def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[float] = None,
+             fp8_speedup: float = 1.0) -> Optional[Estimate]:
+    """None when the plan has no count of the bytes accessed (an estimate from the FLOPs alone
+    would read as 100% MFU). fp8_speedup: the FP8 GEMMs' rate over the bf16 peak (2 on Hopper)."""
+    if not plan.bytes_accessed:
+        return None
     # (a pipeline's stages idle through its bubble: the formula's FLOPs over the busy iterations)
     compute = max(plan.flops or 0.0, plan.formula_flops * plan.recompute * plan.stretch) / peak_flops
-    memory = (plan.bytes_accessed or 0.0) / bandwidth
+    compute -= plan.fp8_flops * (1 - 1 / fp8_speedup) / peak_flops  # (FP8 GEMMs at their own rate)
+    memory = plan.bytes_accessed / bandwidth
     collective = plan.traffic / ici if ici else 0.0
     step = max(compute, memory, collective)
     waiting = (plan.traffic - plan.overlapped) / ici if ici else 0.0
@@ -321,14 +345,18 @@ def estimate(plan: Plan, peak_flops: float, bandwidth: float, ici: Optional[floa
                     max(compute, memory) + collective, max(max(compute, memory) + waiting, collective))
 
 
-def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: float, ici: Optional[float] = None) -> str:
+def estimate_lines(plan: Plan, est: Estimate, peak_flops: float, bandwidth: float, ici: Optional[float] = None,
+                   fp8_speedup: float = 1.0) -> str:
     """The estimate as the plan report's lines, labelled as an estimate."""
     bound = max((est.compute_s, "compute"), (est.memory_s, "memory"), (est.collective_s, "collective"))[1]
     lines = (f"  estimate         {est.step_s * 1e3:.1f} ms per step, {bound}-bound: at most {est.mfu:.0%} MFU "
              "(a roofline estimate, not a measurement)\n"
-             f"                   FLOPs at {peak_flops / 1e12:.0f} TFLOP/s {est.compute_s * 1e3:.1f} ms; XLA's bytes "
-             f"accessed ({size(plan.bytes_accessed or 0)}) at {bandwidth / 1e12:.2f} TB/s {est.memory_s * 1e3:.1f} ms"
-             + (", a lower bound (XLA counts a loop body's bytes once)" if plan.loops else ""))
+             f"                   FLOPs at {peak_flops / 1e12:.0f} TFLOP/s"
+             + (f" (FP8 GEMMs' {flop(plan.fp8_flops)} at twice it)" if plan.fp8_flops and fp8_speedup > 1 else "")
+             + f" {est.compute_s * 1e3:.1f} ms; bytes accessed ({size(plan.bytes_accessed or 0)}, counted by "
+             f"{plan.counted_by}) at {bandwidth / 1e12:.2f} TB/s {est.memory_s * 1e3:.1f} ms"
+             + (", a lower bound (XLA counts a loop body's bytes once)" if plan.loops and plan.counted_by == "XLA"
+                else ""))
     if not ici:
         return lines + "; collectives not counted"
     return lines + (
@@ -364,6 +392,8 @@ def as_json(cfg: Config, plan: Plan, capacity: Optional[int], attention: str, to
         "flops": plan.flops,
         "formula_flops": plan.formula_flops,
         "bytes_accessed": plan.bytes_accessed,
+        "counted_by": plan.counted_by,
+        "fp8_flops": plan.fp8_flops,
         "loops": plan.loops,
         "collectives": {k: list(v) for k, v in plan.collectives.items()},
         "dots": plan.dots,
@@ -402,9 +432,10 @@ def report(cfg: Config, plan: Plan, capacity: Optional[int]) -> str:
         f"  total            {size(plan.total_bytes)}"
         + ("" if capacity is None else f" of {size(capacity)} ({plan.total_bytes / capacity:.0%})"),
     ]
-    xla = "-" if plan.flops is None else flop(plan.flops)
-    note = " (loop bodies counted once)" if plan.loops else ""
-    lines.append(f"  FLOPs per step   {xla} by XLA{note}; {flop(plan.formula_flops)} by 6N + attention")
+    counted = "-" if plan.flops is None else flop(plan.flops)
+    note = " (loop bodies counted once)" if plan.loops and plan.counted_by == "XLA" else ""
+    lines.append(f"  FLOPs per step   {counted} by {plan.counted_by}{note}; {flop(plan.formula_flops)} by 6N + "
+                 "attention")
     if plan.stretch > 1:
         lines.append(f"  pipeline         the stages busy {1 / plan.stretch:.0%} of its iterations (a bubble of "
                      f"{1 - 1 / plan.stretch:.1%}, charged to the estimate's compute time)")

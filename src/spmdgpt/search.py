@@ -113,6 +113,11 @@ def compile_layout(layout: Layout, base: List[str]) -> Layout:
     return layout
 
 
+def _ms(seconds, width: int) -> str:
+    """An estimate's seconds as milliseconds in a column, '-' where the plan had none."""
+    return f"{'-':>{width + 3}}" if seconds is None else f"{seconds * 1e3:>{width}.2f} ms"
+
+
 def run_chain(layouts: List[Layout], base: List[str], done) -> List[Layout]:
     """Compile a chain's layouts in order up to the first that fits (or is refused as invalid)."""
     out = []
@@ -176,8 +181,8 @@ def report(layouts: List[Layout], overrides: List[str]) -> str:
         r = lay.result
         mesh = " x ".join(str(lay.mesh[a]) for a in axes)
         rows.append(f"{i:>4}  {lay.table:<8} {mesh:<28} {lay.remat:<5} {lay.microbatches:>5}  "
-                    f"{size(r['total_bytes']):>10}  {r['step_seconds'] * 1e3:>8.2f} ms  "
-                    f"{r['serial_step_seconds'] * 1e3:>6.2f} ms  {r['mfu']:>10.0%}")
+                    f"{size(r['total_bytes']):>10}  {_ms(r['step_seconds'], 8)}  "
+                    f"{_ms(r['serial_step_seconds'], 6)}  {'-' if r['mfu'] is None else format(r['mfu'], '.0%'):>10}")
     too_big = [lay for lay in layouts if lay.too_big]
     refused = [lay for lay in layouts if not lay.fits and not lay.too_big]
     rows.append(f"{len(layouts)} layouts compiled: {len(best)} fit, {len(too_big)} did not fit, {len(refused)} "

@@ -33,7 +33,7 @@ class PlanArgs:
     memory_gb: float = 0.0  # per-device memory the plan must fit (0 = the device's own, if known)
     topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.topology)
     slices: int = 1  # with a TPU topology: this many pod slices of it (multislice)
-    format: str = "text"  # text | json (the report, then the plan as one JSON object on the last line)
+    format: str = "text"  # text | json (the plan as one JSON object on stdout; the report on stderr)
     search: bool = False  # with topology=: compile the candidate layouts and rank them (spmdgpt.search)
     tables: str = ""  # search: the rule tables to try, comma-separated (default: every packaged one)
     jobs: int = 0  # search: compiles at a time (0: one per core, within this host's memory)
@@ -76,9 +76,10 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
         base.append(f"memory_gb={args.memory_gb:g}")
     layouts = search(base, top.devices, cfg.data.batch_size, tables, args.jobs or default_jobs(),
                      held_axes(load_config(overrides).mesh), progress=sys.stderr.isatty())  # (mesh.stage=2: kept)
+    text = sys.stderr if args.format == "json" else sys.stdout  # (format=json: the JSON alone on stdout)
     print(f"search on {args.topology}{f' x {args.slices} slices' if args.slices > 1 else ''} ({top.devices} devices), "
-          f"tables {', '.join(tables)}:")
-    print(report(layouts, kept))
+          f"tables {', '.join(tables)}:", file=text)
+    print(report(layouts, kept), file=text)
     best = ranked(layouts)
     if args.format == "json":
         print(json.dumps({"layouts": [{"overrides": lay.overrides(), "plan": lay.result, "error": lay.error or None}
@@ -169,18 +170,21 @@ def run(items: List[str]) -> int:
         note += (f"\n  (the {size(capacity)} above: this host's {size(host)} of memory shared by {len(devices)} CPU "
                  "device(s); memory_gb=G or topology=NAME plans for other devices)")
     est = None
+    text = sys.stderr if args.format == "json" else sys.stdout  # (format=json: the JSON alone on stdout)
     if top is not None:
         compiler = "XLA's GPU compiler" if top.chip.platform == "gpu" else "libtpu's compiler"
         slices = f" x {top.slices} slices" if top.slices > 1 else ""
         print(
             f"compiled for {args.topology}{slices} ({top.xla_name}{slices}): {len(devices)} x {devices[0].device_kind} "
-            f"({compiler}; no {top.chip.platform.upper()} used)"
+            f"({compiler}; no {top.chip.platform.upper()} used)", file=text
         )
         t = cfg.train  # (the peak MFU is reported against in training, as the trainer takes it)
         peak = t.peak_flops or device_peak_flops(devices[0], cfg.model.compute_dtype, t.cpu_peak_flops, 1)
-        est = estimate(plan, peak, top.chip.bandwidth, top.chip.ici)
-        note = "\n" + estimate_lines(plan, est, peak, top.chip.bandwidth, top.chip.ici) + note
-    print(report(cfg, plan, capacity) + note)
+        fp8_speedup = 2.0 if top.chip.platform == "gpu" else 1.0  # (Hopper: dense FP8 at twice bf16's rate)
+        est = estimate(plan, peak, top.chip.bandwidth, top.chip.ici, fp8_speedup)
+        note = "\n" + (estimate_lines(plan, est, peak, top.chip.bandwidth, top.chip.ici, fp8_speedup) if est else
+                       "  estimate         none: the compiler counted no bytes accessed") + note
+    print(report(cfg, plan, capacity) + note, file=text)
     if args.format == "json":
         print(json.dumps(as_json(cfg, plan, capacity, attention, args.topology or None, est, args.slices)))
     refusal = too_large(plan.programs, capacity, "device")

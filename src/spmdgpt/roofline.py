@@ -1,0 +1,228 @@
+"""The kernels of a compiled step read from its optimized HLO, and their roofline time.
+
+    kernels(compiled.as_text()) -> [Kernel]     every fusion and custom call one step launches
+    roofline(kernels, tflops, bandwidth)        each kernel's time and the totals by kind
+
+Every kernel is read from the compiled module: the fusions and custom calls of the entry
+computation and of the loops' bodies (a body's kernels once per trip), each with
+
+- bytes read (its operands; a fused parameter that the fusion only slices counts the slices) and
+  written (its results);
+- FLOPs: a GEMM fusion's dots (2 x the output's elements x the contracted size), the MoE's
+  grouped-matmul kernels (Pallas, `model.moe.grouped=pallas`) by their rows and columns; cuDNN's
+  fused attention from its score shape ([b, h, q, k] x head size: 4 per element forward, 10
+  backward, half of it under a causal mask);
+- a time: a GEMM or attention kernel at the larger of its FLOPs at `tflops` (a GEMM of FP8
+  operands, kind `gemm-fp8`: at `fp8_tflops`, by default twice that, Hopper's ratio of dense FP8 to
+  bf16 peaks: 1,979 to 989 TFLOP/s on the H100 SXM's data sheet) and its bytes at `bandwidth`;
+  every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes: the
+  memory-bound tail.
+
+A lower bound per kernel (no launch gaps, no partial waves, a kernel that reads its inputs more
+than once counted once). `spmdgpt plan` takes its FLOPs and bytes from here where XLA's cost
+analysis gives none (XLA's GPU compiler); benchmarks/roofline.py prints the table. Measured
+against on GPUs in benchmarks/BENCHMARKS.md (the MoE's grouped kernels ran at about 40% of the
+rate this assumes on an H200).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from spmdgpt.hlo import computations, runs_per_step
+
+_ARRAY = re.compile(r"\b(pred|s4|u4|s8|u8|f8e4m3fn|f8e5m2|s16|u16|f16|bf16|s32|u32|f32|s64|u64|f64)\[([0-9,]*)\]")
+_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "f8e4m3fn": 8, "f8e5m2": 8, "s16": 16, "u16": 16, "f16": 16,
+         "bf16": 16, "s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64}
+# "%name = TYPE opcode(operands), attributes" (TYPE: an array or a tuple of arrays)
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (.*?) ([a-z][a-z0-9-]*)\((.*?)\)(?:, |$)")
+_CALLS = re.compile(r"calls=%([^,\s}]+)")
+_WHILE_BODY = re.compile(r"body=%([^,\s]+)")
+_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+_CONTRACTING = re.compile(r"lhs_contracting_dims=\{([0-9,]*)\}")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_SCORES = re.compile(r'"intermediate_tensor_shape":\s*\{"element_type":\s*"\w+",\s*"dimensions":\s*\[([^\]]*)\]')
+_LAYOUTS = re.compile(r"\{[0-9,]*\}")  # (layouts, e.g. {1,0}, say nothing about size)
+SLICING = ("slice", "dynamic-slice")
+
+
+def type_bytes(text: str) -> int:
+    """Bytes of the arrays a type string names (an array, or every element of a tuple)."""
+    return sum(_BITS[t] * math.prod(int(d) for d in dims.split(",") if d) // 8 for t, dims in _ARRAY.findall(text))
+
+
+def dims_of(text: str) -> List[int]:
+    """The dimensions of the first array a type string names."""
+    m = _ARRAY.search(text)
+    return [int(d) for d in m.group(2).split(",") if d] if m else []
+
+
+@dataclass
+class Instruction:
+    name: str
+    type: str  # its result type
+    opcode: str
+    operands: List[str]
+    line: str
+
+
+def parse(hlo_text: str) -> Dict[str, List[Instruction]]:
+    """A compiled HLO module's text as {computation name: its instructions} (ENTRY: "")."""
+    out = {}
+    for comp, lines in computations(hlo_text).items():
+        rows = []
+        for line in lines:
+            m = _INSTRUCTION.match(_LAYOUTS.sub("", line))
+            if m:
+                name, typ, opcode, operands = m.groups()
+                names = [o.strip().split(" ")[-1].lstrip("%") for o in operands.split(",") if o.strip()]
+                rows.append(Instruction(name, typ, opcode, names, line))
+        out[comp] = rows
+    return out
+
+
+@dataclass
+class Kernel:
+    name: str
+    kind: str  # gemm | attention | fusion (memory-bound) | other
+    read: int  # bytes, per run
+    written: int
+    flops: float
+    runs: int  # times one step launches it (a loop body's: once per trip)
+    op: str  # its op_name metadata (the jaxpr path that made it)
+    seconds: float = 0.0  # the roofline's time for all its runs
+
+
+def _read_bytes(inst: Instruction, symbols: Dict[str, str], comps: Dict[str, List[Instruction]]) -> int:
+    """Bytes a fusion or custom call reads: each operand whole, except a fusion's parameter that
+    its computation only slices (the slices' bytes)."""
+    called = _CALLS.search(inst.line)
+    body = comps.get(called.group(1), []) if called and inst.opcode == "fusion" else []
+    params = {}
+    for i in body:
+        if i.opcode == "parameter":
+            index = re.search(r"parameter\((\d+)\)", i.line)
+            params[int(index.group(1))] = i.name
+    total = 0
+    for k, operand in enumerate(inst.operands):
+        whole = type_bytes(symbols.get(operand, ""))
+        p = params.get(k)
+        users = [i for i in body if p is not None and p in i.operands]
+        if users and all(u.opcode in SLICING for u in users):
+            whole = min(whole, sum(type_bytes(u.type) for u in users))
+        total += whole
+    return total
+
+
+def _dot_flops(inst: Instruction, symbols: Dict[str, str]) -> float:
+    """2 x the dot's output elements x its contracted size."""
+    lhs = dims_of(symbols.get(inst.operands[0], ""))
+    m = _CONTRACTING.search(inst.line)
+    contracted = math.prod(lhs[int(d)] for d in m.group(1).split(",") if d) if m and lhs else 1
+    return 2.0 * math.prod(dims_of(inst.type)) * contracted
+
+
+def _dots(comp: str, comps: Dict[str, List[Instruction]], seen=None) -> List[tuple]:
+    """(FLOPs: 2 x output elements x contracted size, whether its operands are FP8) of every dot
+    in a computation and those it calls."""
+    seen = seen if seen is not None else set()
+    if comp in seen:
+        return []
+    seen.add(comp)
+    insts = comps.get(comp, [])
+    symbols = {i.name: i.type for i in insts}
+    out = []
+    for i in insts:
+        if i.opcode == "dot":
+            out.append((_dot_flops(i, symbols), any("f8e" in symbols.get(o, "") for o in i.operands)))
+        for called in _CALLS.findall(i.line):
+            out += _dots(called, comps, seen)
+    return out
+
+
+_KERNEL_NAME = re.compile(r'\bname = "([^"]+)"')
+GROUPED_KERNELS = ("grouped_rows", "grouped_weights")  # (spmdgpt.model.grouped's Pallas kernels)
+
+
+def _grouped_flops(inst: Instruction, symbols: Dict[str, str]) -> float:
+    """The MoE's grouped-matmul kernels (`spmdgpt.model.grouped`): 2 x R x K x N, the rows x
+    [R, K] (operand 1 of grouped_rows, 2 of grouped_weights) times N columns (the output's last)."""
+    m = _KERNEL_NAME.search(inst.line)
+    x = dims_of(symbols.get(inst.operands[1 if m.group(1) == "grouped_rows" else 2], ""))
+    return 2.0 * x[0] * x[1] * dims_of(inst.type)[-1] if len(x) == 2 else 0.0
+
+
+def _attention_flops(inst: Instruction) -> float:
+    """cuDNN's fused attention: the score matrix [b, h, q, k] (its backend config) x the head size
+    x 4 forward (QK^T and PV) or 10 backward (five such products), halved under a causal mask."""
+    m = _SCORES.search(inst.line)
+    if not m:
+        return 0.0
+    scores = math.prod(int(d.strip().strip('"')) for d in m.group(1).split(",") if d.strip())
+    head = dims_of(inst.type)[-1]
+    per = 10 if "Backward" in inst.line.split("custom_call_target=")[1][:60] else 4
+    causal = 0.5 if '"mask_type": "CAUSAL"' in inst.line or '"mask_type":"CAUSAL"' in inst.line else 1.0
+    return per * scores * head * causal
+
+
+def kernels(hlo_text: str) -> List[Kernel]:
+    """Every kernel one step launches (see the module docstring), from a compiled module's text."""
+    comps = parse(hlo_text)
+    counted = runs_per_step(computations(hlo_text))  # (from the loop conditions, where XLA gives no trip count)
+    runs = {"": 1}
+    top = [""]  # the computations that launch kernels: the entry and the loops' bodies
+    for comp in top:
+        for i in comps.get(comp, []):
+            if i.opcode == "while" and (m := _WHILE_BODY.search(i.line)):
+                known = _TRIPS.search(i.line)
+                runs[m.group(1)] = runs[comp] * (int(known.group(1)) if known else counted.get(m.group(1), 1))
+                top.append(m.group(1))
+    out = []
+    for comp in top:
+        symbols = {i.name: i.type for i in comps[comp]}
+        for i in comps[comp]:
+            if i.opcode in ("parameter", "get-tuple-element", "bitcast", "tuple", "constant", "while", "after-all",
+                            "partition-id", "replica-id"):
+                continue
+            op = m.group(1) if (m := _OP_NAME.search(i.line)) else ""
+            flops, kind = 0.0, "other"
+            if i.opcode == "fusion":  # a GEMM when its computation holds a dot (Triton's GEMM fusions, ...)
+                dots = _dots(_CALLS.search(i.line).group(1), comps)
+                flops = sum(f for f, _ in dots)
+                kind = ("gemm-fp8" if any(fp8 for _, fp8 in dots) else "gemm") if flops else "fusion"
+            elif i.opcode == "dot":  # (a dot left unfused)
+                kind, flops = "gemm", _dot_flops(i, symbols)
+            elif i.opcode == "custom-call":
+                if "__cudnn$fmha" in i.line:
+                    kind, flops = "attention", _attention_flops(i)
+                elif "__cublas" in i.line:
+                    kind = "gemm"
+                elif "xla.gpu.triton" in i.line and (n := _KERNEL_NAME.search(i.line)) and n[1] in GROUPED_KERNELS:
+                    kind, flops = "gemm", _grouped_flops(i, symbols)
+            out.append(Kernel(i.name, kind, _read_bytes(i, symbols, comps), type_bytes(i.type), flops,
+                              runs.get(comp, 1), op))
+    return out
+
+
+def roofline(ks: List[Kernel], tflops: float, bandwidth: float, fp8_tflops: Optional[float] = None) -> Dict[str, dict]:
+    """Each kernel's time (its FLOPs at `tflops` x 1e12 FLOP/s, an FP8 GEMM's at `fp8_tflops`
+    (default 2 x tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a
+    memory-bound kind are not counted) and the totals by kind."""
+    totals: Dict[str, dict] = defaultdict(lambda: {"kernels": 0, "launches": 0, "bytes": 0, "flops": 0.0, "ms": 0.0})
+    rates = {"gemm": tflops, "attention": tflops, "gemm-fp8": fp8_tflops or 2 * tflops}
+    for k in ks:
+        compute = k.flops / (rates[k.kind] * 1e12) if k.kind in rates else 0.0
+        k.seconds = k.runs * max(compute, (k.read + k.written) / bandwidth)
+        t = totals[k.kind]
+        t["kernels"] += 1
+        t["launches"] += k.runs
+        t["bytes"] += k.runs * (k.read + k.written)
+        t["flops"] += k.runs * k.flops
+        t["ms"] += k.seconds * 1e3
+    totals["step"] = {key: sum(t[key] for t in list(totals.values())) for key in ("kernels", "launches", "bytes",
+                                                                                  "flops", "ms")}
+    return dict(totals)
