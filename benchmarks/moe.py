@@ -36,6 +36,8 @@ import time
 
 from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
 
+if "--target" in sys.argv:  # (compile-only devices: JAX runs on the CPU; the CUDA plugin's library checks
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # for a GPU driver are skipped)
 use_retaining_malloc()
 set_default_xla_flags()
 

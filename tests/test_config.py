@@ -241,3 +241,28 @@ def test_config_sections_are_frozen_after_validation():
     longer = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=9))  # a change: a new config
     assert longer.train.steps == 9 and cfg.train.steps == 5 and longer.model is cfg.model
     longer.train.steps = 10  # not validated yet, so not frozen
+
+
+def test_config_command_prints_the_config_or_a_sections_fields(capsys):
+    """`spmdgpt config`: the resolved config as YAML; with a section, one line a field (its value
+    under the overrides, the schema's comment); a bad section and Hydra's --cfg are one line, exit 2."""
+    import yaml
+
+    assert main(["config", "+experiment=staircase", "model.d_model=96"]) == 0
+    got = yaml.safe_load(capsys.readouterr().out)
+    assert got["model"]["d_model"] == 96 and got["rl"]["group_size"] == 8
+    assert main(["config", "rl", "rl.group_size=4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# Reinforcement learning with verifiable rewards")
+    assert any(ln.startswith("rl.group_size = 4 ") and ln.endswith("# completions sampled per prompt (data.batch_size "
+                                                                   "/ group_size prompts a step)") for ln in lines)
+    assert sum(ln.startswith("rl.") for ln in lines) == len(__import__("dataclasses").fields(load_config([]).rl))
+    assert main(["config", "model.moe", "+experiment=deepseek_v3_small"]) == 0
+    moe = capsys.readouterr().out  # (a comment that goes on over lines, joined)
+    assert "model.moe.num_experts = 8 " in moe and "its first_k_dense_replace; MaxText: first_num_dense_layers)" in moe
+    assert main(["config", "modle"]) == 2
+    assert capsys.readouterr().err.startswith("spmdgpt: error: 'modle' is not a config section; sections: model, data")
+    assert main(["train", "--cfg", "job"]) == 2
+    assert capsys.readouterr().err == ("spmdgpt: error: --cfg is Hydra's flag, which spmdgpt's commands do not take; "
+                                       "spmdgpt config [SECTION] [overrides] prints the resolved config or a section's "
+                                       "fields\n")

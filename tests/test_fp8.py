@@ -187,7 +187,7 @@ def test_delayed_scaling_records_each_steps_amaxes_and_equals_across_layouts():
         np.testing.assert_allclose(shard[1][name], ref32[1][name], rtol=1e-5)
 
 
-def test_delayed_scaling_resumes_bitwise_exports_and_inits_from_a_plain_run(tmp_path):
+def test_delayed_scaling_resumes_bitwise_exports_and_inits_from_a_plain_run(tmp_path, capsys):
     """Delayed scaling's histories are checkpointed with the parameters: 4 steps, then a resumed
     run to 8, give the 8-step run's losses and histories bitwise. The export leaves them out (the
     same tensors as a plain run's); a delayed run started from a plain run's checkpoint
@@ -197,6 +197,8 @@ def test_delayed_scaling_resumes_bitwise_exports_and_inits_from_a_plain_run(tmp_
     common = ["+experiment=staircase", *DELAYED, "train.log_every=1", "train.progress=false", "train.eval_every=0",
               "checkpoint.every=4", "optimizer.schedule=constant", "optimizer.warmup_steps=2"]
     straight = train(load_config([*common, f"run.dir={tmp_path / 'a'}", "train.steps=8"]), argv=["pytest"])
+    header = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("run "))  # (the CPU emulates FP8)
+    assert header.endswith("MFLOP/token | FP8 matmuls (emulated on the CPU: slower than bf16, for checking numerics)")
     train(load_config([*common, f"run.dir={tmp_path / 'b'}", "train.steps=4"]), argv=["pytest"])
     resumed = train(load_config([*common, f"run.dir={tmp_path / 'b'}", "train.steps=8"]), argv=["pytest"])
     assert resumed.resumed_from == 4

@@ -62,7 +62,7 @@ def test_plot_refuses_bad_input(two_runs, tmp_path, capsys):
         code = main(["plot", *items])
         return code, capsys.readouterr().err.strip()
 
-    assert plot() == (2, "spmdgpt: error: give one or more run directories: spmdgpt plot runs/a runs/b [out=plots]")
+    assert plot() == (2, "spmdgpt: error: give one or more run directories: spmdgpt plot runs/a runs/b [out=DIR]")
     (tmp_path / "empty").mkdir()
     assert plot(str(tmp_path / "empty")) == (
         2, f"spmdgpt: error: {tmp_path / 'empty'}: no metrics.jsonl there; give training run directories")
@@ -82,5 +82,8 @@ def test_a_grpo_run_gets_its_reward_plot(tmp_path, capsys):
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["plot", str(run), f"out={tmp_path / 'p'}"]) == 0
     assert capsys.readouterr().out.split()[-1] == str(tmp_path / "p" / "reward.png")
+    # without out=: into the run's own folder (never the current directory)
+    assert main(["plot", str(run)]) == 0
+    assert capsys.readouterr().out.split()[-1] == str(run / "plots" / "reward.png")
     img = matplotlib.image.imread(tmp_path / "p" / "reward.png")
     assert img.shape[:2] == (600, 1000) and has_colour(img, matplotlib.rcParams["axes.prop_cycle"].by_key()["color"][0])

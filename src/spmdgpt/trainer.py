@@ -251,6 +251,9 @@ class _Loop:
             f"vocab {data.tokenizer.vocab_size}) | mesh {dict(jax.sharding.get_abstract_mesh().shape)} "
             f"sharding {cfg.sharding.name} | attention "
             f"{attention_backend(cfg.model).value} | {self.fpt / 1e6:.1f} MFLOP/token"
+            + ("" if cfg.model.matmul_dtype.value != "fp8" else " | FP8 matmuls" + (
+                " (emulated on the CPU: slower than bf16, for checking numerics)"
+                if jax.devices()[0].platform == "cpu" else ""))
         )
         if self.resumed_from is not None:
             self.say(f"resumed from the checkpoint at step {self.resumed_from}")

@@ -45,11 +45,13 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "viz": "a text coloured by the model's log-probabilities, alternatives on hover (HTML):\n"
     "          spmdgpt viz run.dir=runs/r1 text_file=held_out.txt [out=page.html top_k=5]",
     "plot": "PNGs of runs' losses, learning rate, gradient norm and MFU, overlaid:\n"
-    "          spmdgpt plot runs/a runs/b [out=plots names=adamw,muon]",
+    "          spmdgpt plot runs/a runs/b [out=DIR names=adamw,muon] (default: RUN/plots, or runs/plots)",
     "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer), or\n"
     "          as a static web page that runs it in the browser (format=web):\n"
     "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
+    "config": "the resolved config, or a section's fields with their values and meanings:\n"
+    "          spmdgpt config [SECTION, e.g. rl or model.moe] [+experiment=NAME and other overrides]",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"
     "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]\n"
     "          for a TPU slice or GPUs, and the best layout: ... topology=v5p-64 [search=true]",
@@ -113,6 +115,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"spmdgpt {command}: {COMMANDS[command]}\n\nConfig overrides use Hydra syntax: model.d_model=384, "
               "sharding=fsdp, +experiment=staircase (spmdgpt --help lists the experiments and tables).")
         return EXIT_OK
+    if any(item == "-c" or item.startswith("--cfg") for item in own):  # (Hydra's flag: its lexer's error otherwise)
+        return error(["--cfg is Hydra's flag, which spmdgpt's commands do not take; spmdgpt config [SECTION] "
+                      "[overrides] prints the resolved config or a section's fields"])
     from spmdgpt.config import ConfigError
     from spmdgpt.runtime import choose_platforms, use_compilation_cache
 

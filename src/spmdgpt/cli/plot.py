@@ -1,5 +1,6 @@
-"""`spmdgpt plot RUN [RUN ...] [out=plots] [names=a,b]`: PNGs of runs' metrics.jsonl, the runs
-overlaid (one colour each, named in the legend):
+"""`spmdgpt plot RUN [RUN ...] [out=DIR] [names=a,b]`: PNGs of runs' metrics.jsonl, the runs
+overlaid (one colour each, named in the legend), written into out= (default: RUN/plots for one
+run, the runs' common folder's plots/ for several):
 
     loss.png       train loss (line) and validation loss (dots) against steps and against tokens
     lr.png         learning rate against steps
@@ -27,7 +28,7 @@ SIZES = {"loss": (14, 6), "lr": (10, 6), "grad_norm": (10, 6), "mfu": (10, 6), "
 
 @dataclass
 class PlotArgs:
-    out: str = "plots"  # folder for the PNGs
+    out: Optional[str] = None  # folder for the PNGs (default: RUN/plots; several runs: their common folder's plots/)
     names: Optional[str] = None  # comma-separated legend names (default: the run folders' names)
 
 
@@ -150,7 +151,7 @@ def run(items: List[str]) -> int:
     if overrides:
         errs.append(f"plot takes run directories and out=, names=; not {' '.join(overrides)}")
     if not paths:
-        errs.append("give one or more run directories: spmdgpt plot runs/a runs/b [out=plots]")
+        errs.append("give one or more run directories: spmdgpt plot runs/a runs/b [out=DIR]")
     names = args.names.split(",") if args.names else [p.name for p in paths]
     if len(names) != len(paths):
         errs.append(f"names= gives {len(names)} names for {len(paths)} runs")
@@ -162,7 +163,14 @@ def run(items: List[str]) -> int:
     if errs:
         raise ConfigError(errs)
     runs = [read_run(p, n) for p, n in zip(paths, names, strict=True)]
-    out = Path(args.out)
+    if args.out:
+        out = Path(args.out)
+    elif len(paths) == 1:
+        out = paths[0] / "plots"
+    else:  # (the deepest folder holding every run)
+        import os
+
+        out = Path(os.path.commonpath([p.resolve() for p in paths])) / "plots"
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = plot_runs(runs, out)
