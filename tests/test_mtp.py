@@ -20,11 +20,13 @@ from spmdgpt.model.transformer import hidden_states
 from spmdgpt.sharding import Rules, make_mesh
 
 
-def _reference(cfg, rules, params, doc):
+def _reference(cfg, rules, params, doc, counted=None):
     """Per module k: (the summed cross-entropy of predicting doc[i + k + 2] at each position i
-    that has one, their count), one document [n + 1] alone, its modules run on slices."""
+    that has one, and whose target is counted (counted [n]: over the targets doc[1:]), their
+    count), one document [n + 1] alone, its modules run on slices of its real tokens."""
     m = cfg.model
     n = len(doc) - 1
+    counted = np.ones(n, bool) if counted is None else np.asarray(counted)
     h = hidden_states(m, rules, params, jnp.asarray(doc[None, :n]), residual=True)[0]
     out = []
     for k in range(m.mtp_depth):
@@ -38,9 +40,9 @@ def _reference(cfg, rules, params, doc):
         h = jnp.einsum("td,de->te", x, jnp.reshape(p.w_in, (2 * m.d_model, m.d_model)))
         h = block(m, rules, p.block, h, jnp.arange(steps), 1, dense=True)[0]
         logits = np.asarray(unembed(m, rules, params, norm(m, rules, p.ln_f, h)), np.float64)
-        target = doc[k + 2:k + 2 + steps]
+        target, use = doc[k + 2:k + 2 + steps], counted[k + 1:k + 1 + steps]
         lse = np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1)) + logits.max(-1)
-        out.append((float(np.sum(lse - logits[np.arange(steps), target])), steps))
+        out.append((float(np.sum((lse - logits[np.arange(steps), target])[use])), int(use.sum())))
     return out
 
 
@@ -70,6 +72,32 @@ def test_loss_equals_each_module_run_on_each_document_alone():
     assert float(metrics["loss"]) == pytest.approx(float(base), rel=1e-6)
     assert float(obj) == pytest.approx(float(base) + 0.3 * want, rel=1e-5)
     assert [sum(p[k][1] for p in parts) for k in range(2)] == [23 + 11 + 11, 22 + 10 + 10]
+
+
+def test_masked_prompts_embed_the_real_tokens():
+    """An SFT batch: each document's prompt targets masked (-1) inside the row. The modules still
+    embed the real next tokens (a prompt's last position embeds the answer's first token, not a
+    stand-in for the masked target) and predict only the counted targets, as the reference run on
+    the true token sequence gives."""
+    cfg = load_config(["+experiment=staircase", "model.mtp_depth=2", "model.init_std=0.2", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    seqs = np.random.default_rng(1).integers(1, 10, (2, 25)).astype(np.int32)  # (no token is 0: the stand-in)
+    seg = np.array([[0] * 24, [0] * 12 + [1] * 12], np.int32)
+    pos = np.array([list(range(24)), list(range(12)) * 2], np.int32)
+    targets = seqs[:, 1:].copy()
+    targets[0, :8] = -1  # row 0: a prompt of 9 tokens, then the answer
+    targets[1, :4] = targets[1, 12:17] = -1  # row 1: two conversations, each a prompt then an answer
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        _, metrics = jax.jit(lambda p: objective(cfg.model, rules, p, seqs[:, :-1], targets, seg, pos))(params)
+        counted = targets >= 0
+        parts = [_reference(cfg, rules, params, seqs[0], counted[0]),
+                 _reference(cfg, rules, params, seqs[1, :13], counted[1, :12]),
+                 _reference(cfg, rules, params, seqs[1, 12:], counted[1, 12:])]
+    want = np.mean([sum(p[k][0] for p in parts) / sum(p[k][1] for p in parts) for k in range(2)])
+    assert [sum(p[k][1] for p in parts) for k in range(2)] == [16 + 8 + 7] * 2  # (the counted targets past 1)
+    assert float(metrics["mtp/loss"]) == pytest.approx(want, rel=1e-5)
 
 
 def test_a_run_trains_logs_exports_and_samples(tmp_path, capsys):

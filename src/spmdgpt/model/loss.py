@@ -138,7 +138,8 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     extra = {}
     if cfg.mtp_depth:  # (x: the residual stream; the modules read it before the final norm)
         pos, seg = sequence_inputs(rules, inputs.shape[1], positions, segment_ids)
-        extra["mtp/loss"] = mtp_loss(cfg, rules, params, x, safe, counted, pos, seg, inputs.shape[0])
+        extra["mtp/loss"] = mtp_loss(cfg, rules, params, x, to_context_order(rules, inputs), safe, counted, pos, seg,
+                                     inputs.shape[0])
         x = final_norm(cfg, rules, params, x)
     if cfg.loss_block and targets.shape[1] % (cfg.loss_block * rules.context_size()) == 0:
         total, ce = blocked_cross_entropy(cfg, rules, params, x, safe, counted)
@@ -185,21 +186,23 @@ def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targ
     return lse - softcap(cfg, target_logit), lse
 
 
-def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, targets: Array, counted: Array,
-             positions: Array, segment_ids: Optional[Array], batch: int) -> Array:
+def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: Array, targets: Array,
+             counted: Array, positions: Array, segment_ids: Optional[Array], batch: int) -> Array:
     """Multi-token prediction's loss (`model.mtp`): the mean over the D modules of their mean
     cross-entropy. h [b * t, d]: the main model's residual stream (float32, before its final
-    norm); targets [b, t] (ids >= 0) and counted [b, t]: the main loss's; positions and
-    segment_ids as the model's layers got them. Module k reads the previous depth's hidden state
-    and the embedding of targets[i + k], and predicts targets[i + k + 1] where that exists, is
-    counted and lies in position i's document."""
+    norm); inputs [b, t]: the model's input tokens; targets [b, t] (ids >= 0) and counted [b, t]:
+    the main loss's; positions and segment_ids as the model's layers got them. Module k (from 0)
+    reads the previous depth's hidden state and the embedding of the real token k + 1 places on,
+    inputs[i + k + 1] (never a masked target's stand-in: a prompt's last position embeds the
+    answer's first token), and predicts targets[i + k + 1] where that exists, is counted and lies
+    in position i's document."""
     t = targets.shape[1]
     place = jnp.arange(t)[None]
     shifted = lambda a, s: jnp.roll(a, -s, axis=1)  # noqa: E731  (position i: a[i + s])
     losses = []
     for k in range(cfg.mtp_depth):
         p = jax.tree.map(lambda a: a[k], params.mtp)
-        e = embed(cfg, rules, params, shifted(targets, k))  # t_{i+k+1} is targets[i + k]
+        e = embed(cfg, rules, params, shifted(inputs, k + 1))  # t_{i+k+1} is inputs[i + k + 1]
         x = jnp.concatenate([norm(cfg, rules, p.norm_e, e), norm(cfg, rules, p.norm_h, h)], axis=-1)
         w = rules.gather(p.w_in.astype(x.dtype), ("mtp_in", "embed", "mtp_out"))
         h = jnp.einsum("tcd,cde->te", jnp.reshape(x, (x.shape[0], 2, -1)), w, out_sharding=rules.spec("stream", None),
