@@ -13,7 +13,7 @@ from conftest import wait_until
 
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.data import CharTokenizer
-from spmdgpt.model import init_params
+from spmdgpt.model import forward, init_params
 from spmdgpt.model.grpo import group_advantages, grpo_objective, grpo_terms, token_logps
 from spmdgpt.rl.rewards import RewardError, exact, final_answer, numeric, regex, reward_function, score
 from spmdgpt.sharding import Rules, make_mesh
@@ -78,10 +78,12 @@ def _tiny(devices=1, *over):
     return cfg, mesh, Rules(mesh, cfg.sharding, cfg.model)
 
 
-def test_at_the_sampling_policy_the_gradient_is_the_policy_gradient():
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_at_the_sampling_policy_the_gradient_is_the_policy_gradient(temperature):
     """With old_logp = logp (a batch's first update) and no KL, GRPO's gradient is the advantage-
     weighted gradient of the completions' log-likelihood per counted token (the prompt's
-    targets, < 0, not counted)."""
+    targets, < 0, not counted), the log-likelihood of the tempered distribution the rollouts
+    sample from (at 0.7: not the untempered one's gradient)."""
     cfg, mesh, rules = _tiny()
     rng = np.random.default_rng(0)
     inputs = jnp.asarray(rng.integers(0, 12, (4, 24)), jnp.int32)
@@ -91,17 +93,29 @@ def test_at_the_sampling_policy_the_gradient_is_the_policy_gradient():
     adv = jnp.array([1.5, -0.5, 0.0, -1.0])
     with jax.set_mesh(mesh):
         params = init_params(cfg.model, jax.random.key(0), rules)
-        logp = token_logps(cfg.model, rules, params, inputs, targets)
-        loss, m = grpo_objective(cfg.model, rules, 0.2, 0.0, params, inputs, targets, adv, logp, logp)
-        g = jax.grad(lambda p: grpo_objective(cfg.model, rules, 0.2, 0.0, p, inputs, targets, adv, logp, logp)[0])(
-            params)
+        logp = token_logps(cfg.model, rules, params, inputs, targets, temperature)
+        loss, m = grpo_objective(cfg.model, rules, 0.2, 0.0, params, inputs, targets, adv, logp, logp,
+                                 temperature=temperature)
+        g = jax.grad(lambda p: grpo_objective(cfg.model, rules, 0.2, 0.0, p, inputs, targets, adv, logp, logp,
+                                              temperature=temperature)[0])(params)
         n = float(jnp.sum(targets >= 0))
-        want = jax.grad(lambda p: -jnp.sum(adv[:, None] * token_logps(cfg.model, rules, p, inputs, targets)) / n)(
-            params)
+
+        def weighted(t):  # the advantage-weighted log-likelihood of the distribution at temperature t
+            return jax.grad(lambda p: -jnp.sum(adv[:, None] * token_logps(cfg.model, rules, p, inputs, targets, t))
+                            / n)(params)
+
+        want, untempered = weighted(temperature), weighted(1.0)
         assert float(m["rl/kl"]) == 0.0 and float(m["rl/clip_fraction"]) == 0.0
+        # the tempered log-probabilities are log_softmax(logits / t) of the targets, by hand
+        logits = forward(cfg.model, rules, params, inputs)[0] / temperature
+        by_hand = jnp.take_along_axis(jax.nn.log_softmax(logits, -1), jnp.maximum(targets, 0)[..., None], -1)[..., 0]
+        np.testing.assert_allclose(np.asarray(logp), np.where(targets >= 0, np.asarray(by_hand), 0.0), atol=2e-5)
     assert float(loss) == pytest.approx(-float(jnp.sum(adv[:, None] * (targets >= 0))) / n, abs=1e-6)
     for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-7)
+    apart = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(untempered),
+                                                               strict=True))
+    assert (apart > 1e-3) == (temperature != 1.0)
 
 
 def test_prompts_records_and_their_errors(tmp_path):
@@ -349,6 +363,34 @@ def test_bad_rl_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert message in err and all(ln.startswith("spmdgpt: error: ") for ln in err.strip().splitlines()), err
     assert not (tmp_path / "r").exists()
+
+
+def test_without_the_kl_term_no_reference_is_kept_or_run(tmp_path, capsys):
+    """rl.kl_beta = 0: the plan holds one parameter copy fewer (GRPO's reference, counted with
+    kl_beta > 0), and a rollout without a reference takes the sampling policy's log-probabilities
+    as ref_logp (no second forward pass)."""
+    from spmdgpt.cli import main
+    from spmdgpt.model import abstract_params
+    from spmdgpt.rl.prompts import Prompt
+    from spmdgpt.rl.rollouts import Rollouts
+    from spmdgpt.sharding import shard_bytes
+
+    base = [*_sums_file(tmp_path), "format=json"]  # (on the 8 test devices)
+    plans = {}
+    for beta in ("0.0", "0.05"):
+        assert main(["plan", *base, f"rl.kl_beta={beta}"]) == 0
+        plans[beta] = json.loads(capsys.readouterr().out)
+    cfg, mesh, rules = _tiny(1, "rl.group_size=2", "rl.max_new_tokens=6", "data.batch_size=2")
+    with jax.set_mesh(mesh):  # (the plan's model: one float32 copy of its parameters)
+        one_copy = shard_bytes(abstract_params(load_config(_sums_file(tmp_path)).model, rules))
+    assert one_copy > 0 and plans["0.05"]["param_bytes"] - plans["0.0"]["param_bytes"] == one_copy
+    assert plans["0.05"]["total_bytes"] - plans["0.0"]["total_bytes"] == one_copy
+    tok = CharTokenizer("0123456789", eos=True)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(1), rules)
+        ro = Rollouts(cfg, rules, tok, numeric)
+        a = ro.batch(params, None, [Prompt((1, 2, 3), "123", {"answer": "5"}, "f:1")], 0)
+    np.testing.assert_array_equal(np.asarray(a.batch[3]), np.asarray(a.batch[4]))
 
 
 def reward_that_raises(prompt, completion, record):

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config, preference_data, prompts_data
 from spmdgpt.model.attention import attention_dropout
-from spmdgpt.model.grpo import grpo_objective
+from spmdgpt.model.grpo import grpo_objective, logp_temperature
 from spmdgpt.model.loss import objective as next_token_objective
 from spmdgpt.model.preference import dpo_objective, pair_count
 from spmdgpt.sharding import Rules
@@ -70,7 +70,7 @@ def grpo(cfg: Config, rules: Rules) -> Objective:
 
     def score(params, inputs, targets, advantages, old_logp, ref_logp, reference=None, key=None, denominator=None):
         return grpo_objective(cfg.model, rules, r.clip, r.kl_beta, params, inputs, targets, advantages, old_logp,
-                              ref_logp, denominator=denominator)
+                              ref_logp, denominator=denominator, temperature=logp_temperature(r.temperature))
 
     def count(targets, *rest):
         return jnp.sum(targets >= 0, dtype=jnp.float32)

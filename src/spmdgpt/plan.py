@@ -249,9 +249,13 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
     state = abstract_state(cfg, rules, optimizer)  # LoRA (lora.rank > 0): the adapters and their optimizer state
     base = abstract_params(cfg.model, rules) if cfg.lora.rank else None  # LoRA's frozen model, read by the step
     reference = abstract_params(cfg.model, rules) if preference_data(cfg.data) else None  # DPO's
+    # GRPO's reference for its KL term (none with rl.kl_beta = 0; LoRA's frozen base serves as it)
+    kl_reference = (abstract_params(cfg.model, rules) if prompts_data(cfg.data) and cfg.rl.kl_beta > 0
+                    and not cfg.lora.rank else None)
     batch = batch_shapes(cfg, rules)
     # (a GRPO run: its step; its sampler and log-probabilities are compiled by the run's preflight)
     programs = run_programs(cfg, rules, optimizer, state, batch, batch, base=base, reference=reference,
+                            held_bytes=cfg.train.eval_batches * shard_bytes(batch) + shard_bytes(kl_reference),
                             step_only=not whole_run or prompts_data(cfg.data))
     step = programs[0]
     compiled, compile_s = step.compiled, step.compile_s
@@ -273,7 +277,7 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
     return Plan(
         devices=n,
         mesh=dict(rules.mesh.shape),
-        param_bytes=shard_bytes((state.params, base, reference)),
+        param_bytes=shard_bytes((state.params, base, reference, kl_reference)),
         opt_bytes=shard_bytes(state.opt_state),
         batch_bytes=shard_bytes(batch),
         temp_bytes=compiled.memory_analysis().temp_size_in_bytes,

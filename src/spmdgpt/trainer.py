@@ -119,7 +119,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         # LoRA: the frozen model under the adapters (checkpoint.init_from's parameters)
         base = starting_params(cfg, rules) if cfg.lora.rank else None
         reference = None  # DPO's and GRPO's frozen reference: the parameters the run started from
-        if preference_data(d) or rl:
+        if preference_data(d) or (rl and cfg.rl.kl_beta > 0):  # (GRPO without its KL term reads none)
             reference = (base if base is not None else starting_params(cfg, rules) if begin.kind == StartKind.resumed
                          else jax.tree.map(jnp.copy, begin.state.params))
         samples = run_dir / "samples.jsonl" if is_main else None

@@ -10,7 +10,9 @@ A batch row holds one prompt and one of its completions; only the completion's t
 targets (the prompt's are < 0: no loss, as in supervised fine-tuning). Per completion token,
 with the policy's log-probability logp, the sampling policy's old_logp (the parameters that
 sampled the batch; the same as the policy on a batch's first update) and the frozen
-reference's ref_logp:
+reference's ref_logp, all three of the tempered distribution softmax(logits / rl.temperature)
+the rollouts sample from (as TRL and verl take them; with rl.top_p < 1 the ratio is still of
+the tempered, untruncated distributions, as there):
 
     ratio   = exp(logp - old_logp)
     clipped = min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)           (eps: rl.clip)
@@ -48,9 +50,17 @@ def group_advantages(rewards: np.ndarray, group_size: int) -> np.ndarray:
     return a.reshape(-1).astype(np.float32)
 
 
-def token_logps(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array) -> Array:
-    """log p(target) of every counted target, float32 [b, t] (0 where targets < 0)."""
-    return -token_losses(cfg, rules, params, inputs, targets)
+def token_logps(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
+                temperature: float = 1.0) -> Array:
+    """log p(target) of every counted target under softmax(logits / temperature), float32 [b, t]
+    (0 where targets < 0)."""
+    return -token_losses(cfg, rules, params, inputs, targets, temperature=temperature)
+
+
+def logp_temperature(temperature: float) -> float:
+    """The temperature GRPO's log-probabilities are taken at: the rollouts' sampling temperature
+    (rl.temperature; 0, greedy, has no distribution of its own: 1)."""
+    return temperature if temperature > 0 else 1.0
 
 
 def grpo_terms(logp: Array, old_logp: Array, ref_logp: Array, advantages: Array, eps: float, beta: float):
@@ -67,13 +77,14 @@ def grpo_terms(logp: Array, old_logp: Array, ref_logp: Array, advantages: Array,
 
 def grpo_objective(cfg: ModelConfig, rules: Rules, eps: float, beta: float, params: Params, inputs: Array,
                    targets: Array, advantages: Array, old_logp: Array, ref_logp: Array,
-                   denominator: Optional[Array] = None) -> tuple[Array, dict]:
+                   denominator: Optional[Array] = None, temperature: float = 1.0) -> tuple[Array, dict]:
     """(the GRPO loss: the sum over the counted targets / denominator (default: their count, at
-    least 1), its metrics {"loss", "rl/kl", "rl/clip_fraction"} on the same denominator)."""
+    least 1), its metrics {"loss", "rl/kl", "rl/clip_fraction"} on the same denominator);
+    the policy's log-probabilities at `temperature` (old_logp and ref_logp taken at the same)."""
     counted = (targets >= 0).astype(jnp.float32)
     if denominator is None:
         denominator = jnp.maximum(jnp.sum(counted), 1.0)
-    logp = token_logps(cfg, rules, params, inputs, targets)
+    logp = token_logps(cfg, rules, params, inputs, targets, temperature)
     loss, kl, clipped = grpo_terms(logp, old_logp, ref_logp, advantages, eps, beta)
     mean = lambda x: jnp.sum(x * counted) / denominator  # noqa: E731
     total = mean(loss)

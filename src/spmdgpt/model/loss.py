@@ -163,27 +163,31 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
 
 
 def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
-                 segment_ids: Optional[Array] = None, positions: Optional[Array] = None) -> Array:
+                 segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
+                 temperature: float = 1.0) -> Array:
     """The cross-entropy of every next-token prediction, float32 [b, t] (what `loss_fn`
     averages; for evaluation: sums, masks, bits per byte; 0 where a target is < 0). Whole
-    logits, whatever loss_block."""
+    logits, whatever loss_block. temperature: of the distribution softmax(logits / temperature)
+    the sampler draws from at that temperature (the logits soft-capped first, as it has them)."""
     x, _, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
-    losses = _token_losses(cfg, rules, params, x, to_context_order(rules, jnp.maximum(targets, 0)))[0]
+    losses = _token_losses(cfg, rules, params, x, to_context_order(rules, jnp.maximum(targets, 0)), temperature)[0]
     losses = from_context_order(rules, unflatten(rules, losses, targets.shape[0]))
     return jnp.where(targets >= 0, losses, 0.0)
 
 
-def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array):
+def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array,
+                  temperature: float = 1.0):
     """Hidden states x [b * t, d] against targets [b, t] -> (losses, logsumexp of the logits),
-    float32 [b * t] each."""
+    float32 [b * t] each; the (soft-capped) logits divided by `temperature` (a Python float)."""
     logits = unembed(cfg, rules, params, x)  # (soft-capped)
-    lse = logsumexp(logits.astype(jnp.float32))
+    lse = logsumexp(logits.astype(jnp.float32) / temperature if temperature != 1.0 else logits.astype(jnp.float32))
     flat_targets = flatten(rules, jax.sharding.reshard(targets, rules.spec("batch", "seq")))
     rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)
     target_logit = jnp.einsum(
         "td,td->t", x, rows, out_sharding=rules.spec("tokens"), preferred_element_type=jnp.float32
     )
-    return lse - softcap(cfg, target_logit), lse
+    target_logit = softcap(cfg, target_logit)
+    return lse - (target_logit / temperature if temperature != 1.0 else target_logit), lse
 
 
 def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: Array, targets: Array,

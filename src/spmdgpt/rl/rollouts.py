@@ -11,7 +11,8 @@ the reward scores each completion's text, and the batch is laid out for the trai
     inputs   = row[:-1], targets = row[1:] where the target is a completion token, else -1
     advantages [b]: the completion's standing in its group (`group_advantages`)
     old_logp [b, t]: log-probabilities of the targets under the sampling parameters
-    ref_logp [b, t]: ... under the reference (the parameters the run started from)
+    ref_logp [b, t]: ... under the reference (the parameters the run started from; with
+                     rl.kl_beta = 0 none is kept or run, and these are old_logp)
 
 So a rerun of step i from the same state samples, scores and trains on the same batch (exact
 resume), and the prompt's tokens carry no loss.
@@ -28,7 +29,7 @@ import numpy as np
 
 from spmdgpt.config import Config
 from spmdgpt.generate import Sampler, SamplingParams
-from spmdgpt.model.grpo import group_advantages, token_logps
+from spmdgpt.model.grpo import group_advantages, logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import score
 from spmdgpt.sharding import Rules
@@ -86,7 +87,8 @@ class Rollouts:
         self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
-        self.logps = jax.jit(partial(token_logps, cfg.model, rules))
+        # (the sampling distribution's log-probabilities: at the rollouts' temperature)
+        self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature)))
 
     def sampling(self, step: int, greedy: bool = False) -> SamplingParams:
         r = self.cfg.rl
@@ -116,7 +118,8 @@ class Rollouts:
 
     def batch(self, params, reference, prompts: Sequence[Prompt], step: int) -> Rollout:
         """Step `step`'s rollout of `prompts` (each sampled rl.group_size times), scored and laid
-        out; the log-probabilities under `params` (the sampling policy) and `reference`."""
+        out; the log-probabilities under `params` (the sampling policy) and `reference` (None:
+        no KL term, the sampling policy's again)."""
         g = self.cfg.rl.group_size
         rows = [p for p in prompts for _ in range(g)]
         new, texts, rewards = self.complete(params, rows, self.sampling(step))
@@ -124,5 +127,7 @@ class Rollouts:
         sharding = self.rules.batch_sharding()
         inputs, targets = (jax.device_put(a, sharding) for a in (inputs, targets))
         advantages = jax.device_put(group_advantages(rewards, g), self.rules.sharding("batch"))
-        old, ref = self.logps(params, inputs, targets), self.logps(reference, inputs, targets)
+        old = self.logps(params, inputs, targets)
+        # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
+        ref = old if reference is None else self.logps(reference, inputs, targets)
         return Rollout((inputs, targets, advantages, old, ref), rewards, np.array([len(c) for c in new]), texts, rows)
