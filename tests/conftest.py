@@ -100,8 +100,36 @@ def staircase_cfg():
     return make
 
 
+# What CI provides, required there: .ci/run sets SPMDGPT_REQUIRE_PLANS=1 (it installs the plan
+# compilers), SPMDGPT_REQUIRE_BROWSER=1 where chromium is installed and SPMDGPT_REQUIRE_NPM=1
+# where web/'s npm packages are; under one, a test whose prerequisite is missing fails instead of
+# skipping (a broken install must not turn the FP8, MoE, plan or browser checks into quiet skips).
+def required(flag: str) -> bool:
+    return os.environ.get(flag) == "1"
+
+
+def missing(flag: str, why: str):
+    """Skip the test, saying `why`; fail it instead when the environment sets `flag`=1."""
+    if required(flag):
+        pytest.fail(f"{flag}=1 but {why}")
+    pytest.skip(why)
+
+
+def compile_only_or_skip(topology: str) -> list:
+    """The compile-only devices of `topology` (spmdgpt.topology), or `missing` naming the absent
+    compiler (SPMDGPT_REQUIRE_PLANS)."""
+    from spmdgpt.config import ConfigError
+    from spmdgpt.topology import compile_only_devices
+
+    try:
+        return compile_only_devices(topology)
+    except ConfigError as e:
+        missing("SPMDGPT_REQUIRE_PLANS", str(e))
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not required("SPMDGPT_REQUIRE_BROWSER"),
+                                    reason="needs Debian's chromium (apt-get install chromium)")
 
 
 # WebGPU in headless Chromium without a GPU: SwiftShader's CPU Vulkan as the adapter

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import read_jsonl
+from conftest import compile_only_or_skip, read_jsonl
 
 from spmdgpt.cli import main
-from spmdgpt.config import ConfigError, load_config
+from spmdgpt.config import load_config
 from spmdgpt.model import init_params
 from spmdgpt.model.fp8 import E4M3, E5M2, delayed_einsum, fp8_einsum, quantize
 from spmdgpt.model.loss import loss_fn
@@ -236,12 +236,7 @@ def test_h100_step_runs_every_projection_as_an_fp8_gemm(scaling, head, capsys):
     cotangent and an e4m3 operand; the other dots (attention's six, the output head's three) keep
     bfloat16 or float32 operands: nothing meant for FP8 fell back; with either scaling; with
     model.fp8_head the output head's three as well. The plan lists them."""
-    from spmdgpt.topology import compile_only_devices
-
-    try:
-        compile_only_devices("h100")
-    except ConfigError as e:
-        pytest.skip(str(e))
+    compile_only_or_skip("h100")
     args = ["plan", "+experiment=staircase", "model.attention=xla", "model.attention_block=0", "model.vocab_size=128",
             "model.d_model=128", "model.num_heads=2", "data.seq_len=128", "model.max_seq_len=128", "data.batch_size=8",
             "model.compute_dtype=bfloat16", "model.scan_unroll=false", "model.matmul_dtype=fp8", "topology=h100",

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import compile_only_or_skip
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ConfigError, MoeDispatch, load_config, validate
@@ -348,15 +349,11 @@ def test_h100_dropless_layer_is_grouped_kernels_not_e_times_the_flops():
     from spmdgpt.model import is_info, param_info
     from spmdgpt.model.mlp import mlp
     from spmdgpt.model.moe import grouped_kind
-    from spmdgpt.topology import compile_only_devices
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import roofline
 
-    try:
-        devices = compile_only_devices("h100")[:1]
-    except ConfigError as e:
-        pytest.skip(str(e))
+    devices = compile_only_or_skip("h100")[:1]
     common = ["model.num_layers=1", "model.d_model=256", "model.num_heads=4", "model.mlp=swiglu", "mesh.data=1",
               "model.compute_dtype=bfloat16"]
     moe_cfg = load_config([*common, "model.moe.num_experts=8", "model.moe.top_k=2", "model.mlp_factor=2"]).model

@@ -2,6 +2,7 @@
 
 import jax
 import pytest
+from conftest import compile_only_or_skip, required
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
@@ -313,6 +314,23 @@ def _can_compile_for(name: str) -> bool:
     return True
 
 
+def test_a_missing_plan_compiler_skips_or_fails_where_ci_requires_it(monkeypatch):
+    """Without a plan compiler the compile-only tests skip, saying which extra to install; under
+    SPMDGPT_REQUIRE_PLANS=1 (.ci/run) they fail instead."""
+    from spmdgpt.config import ConfigError
+
+    def absent(name):
+        raise ConfigError([f"topology={name} compiles with the GPU compiler, which is not installed"])
+
+    monkeypatch.setattr("spmdgpt.topology.compile_only_devices", absent)
+    monkeypatch.delenv("SPMDGPT_REQUIRE_PLANS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="which is not installed"):
+        compile_only_or_skip("h100")
+    monkeypatch.setenv("SPMDGPT_REQUIRE_PLANS", "1")
+    with pytest.raises(pytest.fail.Exception, match="^SPMDGPT_REQUIRE_PLANS=1 but topology=h100 compiles"):
+        compile_only_or_skip("h100")
+
+
 def test_plan_topology_errors_are_one_line(capsys):
     assert main(["plan", *COMMON, "topology=a100-8"]) == 2
     err = capsys.readouterr().err
@@ -330,7 +348,8 @@ def test_plan_topology_errors_are_one_line(capsys):
             assert err.count("\n") == 1
 
 
-@pytest.mark.skipif(not _can_compile_for("h100"), reason="needs JAX's CUDA plugin (the gpu-plan extra)")
+@pytest.mark.skipif(not _can_compile_for("h100") and not required("SPMDGPT_REQUIRE_PLANS"),
+                    reason="needs JAX's CUDA plugin (the gpu-plan extra)")
 def test_plan_compiles_for_h100s_without_a_gpu(capsys):
     """With the gpu-plan extra: the staircase model's step compiled for 2 H100s by XLA's GPU
     compiler on this CPU: FSDP's reduce-scatters (which XLA:CPU does not emit) are there; the
@@ -347,7 +366,8 @@ def test_plan_compiles_for_h100s_without_a_gpu(capsys):
 TPU = [*COMMON, "data.seq_len=128", "model.max_seq_len=128", "data.batch_size=16"]
 
 
-@pytest.mark.skipif(not _can_compile_for("v5e-4"), reason="needs libtpu (the tpu-plan extra)")
+@pytest.mark.skipif(not _can_compile_for("v5e-4") and not required("SPMDGPT_REQUIRE_PLANS"),
+                    reason="needs libtpu (the tpu-plan extra)")
 def test_plan_compiles_for_tpu_slices(capsys):
     """With the tpu-plan extra: the staircase model's step (splash attention, the TPU's own) for
     a v5e-4 slice under dp and fsdp and a v5p-16 one under fsdp_tp: per-chip parameter bytes
@@ -384,7 +404,8 @@ def test_plan_compiles_for_tpu_slices(capsys):
     assert err.count("\n") == 1 and "shard more (sharding=fsdp" in err
 
 
-@pytest.mark.skipif(not _can_compile_for("v5e-4"), reason="needs libtpu (the tpu-plan extra)")
+@pytest.mark.skipif(not _can_compile_for("v5e-4") and not required("SPMDGPT_REQUIRE_PLANS"),
+                    reason="needs libtpu (the tpu-plan extra)")
 def test_plan_compiles_for_several_tpu_slices(capsys):
     """slices=2: two v5e-4 slices (8 chips) in one plan; the data axis spans the slices (its
     first half of rows in slice 0), the model axis stays inside one; a data axis the slices do
@@ -457,7 +478,8 @@ def test_search_candidates_and_ranking(capsys):
         assert capsys.readouterr().err == f"spmdgpt: error: {message}\n"
 
 
-@pytest.mark.skipif(not _can_compile_for("v5e-4"), reason="needs libtpu (the tpu-plan extra)")
+@pytest.mark.skipif(not _can_compile_for("v5e-4") and not required("SPMDGPT_REQUIRE_PLANS"),
+                    reason="needs libtpu (the tpu-plan extra)")
 def test_search_compiles_the_layouts_and_names_the_best(capsys):
     """search=true on a v5e-4 slice over dp and fsdp: both compiled by libtpu (each fits with
     remat none), ranked by the estimated step time, the winner's overrides on the report's last line."""

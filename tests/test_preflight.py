@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import jax
-import pytest
+from conftest import compile_only_or_skip
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
@@ -181,13 +181,8 @@ def test_plans_for_compile_only_devices_leave_the_compilation_cache_alone(capsys
     persistent compilation cache off (the suite's is on), so planning twice warns of nothing."""
     import warnings
 
-    from spmdgpt.config import ConfigError
-    from spmdgpt.topology import compile_only_devices
 
-    try:
-        compile_only_devices("h100")
-    except ConfigError as e:
-        pytest.skip(str(e))
+    compile_only_or_skip("h100")
     assert jax.config.jax_enable_compilation_cache
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import compile_only_or_skip
 
 from spmdgpt.roofline import type_bytes
 
@@ -89,13 +90,8 @@ def test_an_fp8_gemm_runs_at_the_fp8_rate():
 
 
 def _compiler():
-    from spmdgpt.config import ConfigError
-    from spmdgpt.topology import compile_only_devices
 
-    try:
-        compile_only_devices("h100")
-    except ConfigError as e:
-        pytest.skip(str(e))
+    compile_only_or_skip("h100")
 
 
 SMALL = ["+experiment=staircase", "mesh.data=1", "model.attention=xla", "model.attention_block=0",
