@@ -92,7 +92,7 @@ def rollout_sampling(cfg, eos_id=None):
     return SamplingParams(t.rollout_tokens, t.rollout_temperature, 0, 1.0, t.seed, eos_id)
 
 
-class RolloutEvaluator:
+class TextSampler:
     """Continues fixed validation prompts with the current parameters at each evaluation.
 
     The prompts (train.rollout_prompts windows of train.rollout_prompt_tokens tokens, evenly

@@ -10,13 +10,13 @@ import jax
 
 from spmdgpt.config import Config, ConfigError
 from spmdgpt.data import Batcher
-from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
+from spmdgpt.evaluate import LossEvaluator, TextSampler
 from spmdgpt.sharding import Rules
 from spmdgpt.state import Start
 
 
 def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batcher, evaluator: LossEvaluator,
-              rollouts: Optional[RolloutEvaluator], base=None, reference=None) -> dict:
+              rollouts: Optional[TextSampler], base=None, reference=None) -> dict:
     """{name: executable} of every program the run executes (`plan.run_programs`: the step, the
     statistics, the evaluation, the rollouts), compiled ahead of time for the run's own state and
     batches before step 1; the run then calls these executables (nothing compiles twice). A

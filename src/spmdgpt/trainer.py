@@ -45,7 +45,7 @@ from spmdgpt.data import (
     load_dataset,
     save_tokenizer,
 )
-from spmdgpt.evaluate import LossEvaluator, RolloutEvaluator
+from spmdgpt.evaluate import LossEvaluator, TextSampler
 from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
@@ -140,7 +140,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             evaluator = LossEvaluator(cfg, rules, val_sets, reference)
             rollouts = None
             if cfg.train.rollout_tokens > 0:
-                rollouts = RolloutEvaluator(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
+                rollouts = TextSampler(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
             evaluation = [Evaluation(evaluator, rollouts)]
             # every program of the run compiled now, and refused here if one does not fit a device
             # (a run that has already trained its steps runs none)

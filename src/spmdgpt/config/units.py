@@ -26,7 +26,8 @@ class MoeConfig(Section):
     router: Router = Router.softmax  # softmax | sigmoid
     normalize_top_k: bool = True  # the k weights rescaled to sum to 1 (Mixtral, DeepSeek-V3's norm_topk_prob: yes)
     dispatch: MoeDispatch = MoeDispatch.dropless  # dropless | capacity
-    grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks
+    grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks | pallas
+    # (auto: pallas on GPUs where the widths are multiples of 16, else blocks; model/grouped.py)
     capacity_factor: Optional[float] = None  # capacity mode: each expert takes ceil(factor * tokens * top_k /
     # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone
     load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off

@@ -20,9 +20,10 @@ the tempered, untruncated distributions, as there):
     loss    = -clipped + beta * kl                                          (beta: rl.kl_beta)
 
 summed over the step's completion tokens and divided by their count (every token of the step
-weighs the same, as DAPO and Dr. GRPO do; the paper's mean per completion first weighs short
-completions' tokens more). Metrics: the loss, the mean kl, the share of tokens the clip held
-(`rl/clip_fraction`: ratio past 1 + eps with A > 0, or past 1 - eps with A < 0).
+weighs the same, DAPO's token-level mean; Dr. GRPO divides by a constant instead, and the
+paper's mean per completion first weighs short completions' tokens more). Metrics: the loss,
+the mean kl, the share of tokens the clip held (`rl/clip_fraction`: ratio past 1 + eps with
+A > 0, or past 1 - eps with A < 0).
 """
 
 from __future__ import annotations
