@@ -1,6 +1,7 @@
-"""The source layout's rules: no import cycles between spmdgpt's modules, counting the imports
-inside functions too (a cycle hidden in a function is still a cycle: the two modules cannot be
-read, tested or moved apart)."""
+"""The source layout's rules: no import cycles between spmdgpt's modules, and no import from a
+lower floor to a higher one (`FLOORS`), counting the imports inside functions too (a cycle or
+an upward arrow hidden in a function is still one: the modules cannot be read, tested or moved
+apart)."""
 
 import ast
 from pathlib import Path
@@ -57,3 +58,40 @@ def test_no_import_cycles_also_inside_functions():
     # the check finds one when there is one
     assert cycles({**graph, "spmdgpt.train_step": graph["spmdgpt.train_step"] | {"spmdgpt.stats"}}) == [
         ["spmdgpt.stats", "spmdgpt.train_step"]]
+
+
+# The house's floors, low to high: a module imports only from its own floor or below (the model
+# never reaches up into a kind of run, a kind of run never into the trainer or the CLI). A module
+# is on the floor of the longest prefix listed; the rest (the step, the optimizer, evaluation,
+# plans, hooks, ...) on the middle floor, 2.
+FLOORS = {
+    0: ("spmdgpt.config", "spmdgpt.files", "spmdgpt.runtime", "spmdgpt.hlo", "spmdgpt.roofline", "spmdgpt.sharding",
+        "spmdgpt.loggers", "spmdgpt.topology", "spmdgpt.distributed", "spmdgpt.trackers", "spmdgpt.rundir"),
+    1: ("spmdgpt.model", "spmdgpt.data"),
+    3: ("spmdgpt.rl",),
+    4: ("spmdgpt.trainer",),
+    5: ("spmdgpt.cli", "spmdgpt.__main__"),
+}
+
+
+def floor(module: str) -> int:
+    best, level = "", 2
+    for n, prefixes in FLOORS.items():
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > len(best):
+                best, level = p, n
+    return level
+
+
+def upward(graph: dict) -> list:
+    """(importer, imported) pairs where the imported module sits on a higher floor."""
+    return sorted((m, d) for m, deps in graph.items() for d in deps if floor(d) > floor(m))
+
+
+def test_no_import_reaches_up_a_floor_also_inside_functions():
+    graph = import_graph()
+    assert upward(graph) == []
+    assert floor("spmdgpt.model.grpo") == 1 and floor("spmdgpt.rl.checks") == 3 and floor("spmdgpt.plan") == 2
+    # the check finds one when there is one (the model's GRPO loss importing the rewards, as it did)
+    assert upward({**graph, "spmdgpt.model.grpo": graph["spmdgpt.model.grpo"] | {"spmdgpt.rl.rewards"}}) == [
+        ("spmdgpt.model.grpo", "spmdgpt.rl.rewards")]

@@ -14,8 +14,9 @@ from conftest import wait_until
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.data import CharTokenizer
 from spmdgpt.model import forward, init_params
-from spmdgpt.model.grpo import group_advantages, grpo_objective, grpo_terms, token_logps
+from spmdgpt.model.grpo import grpo_objective, grpo_terms, token_logps
 from spmdgpt.rl.rewards import RewardError, exact, final_answer, numeric, regex, reward_function, score
+from spmdgpt.rl.rollouts import group_advantages
 from spmdgpt.sharding import Rules, make_mesh
 
 

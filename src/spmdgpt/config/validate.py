@@ -116,12 +116,13 @@ the device count, sharding.*). A command asks for the sections it uses; checks a
 
 def feature_errors(feature: str, *args) -> List[str]:
     """A feature's own configuration checks: `config_errors(*args)` of its module
-    (spmdgpt.model.<feature>: moe, mla, mtp, fp8, preference, grpo, lora, context, collective, pipeline,
-    kernels), beside the code it checks. Imported when a config is validated (those modules import
-    this package)."""
+    (spmdgpt.model.<feature>: moe, mla, mtp, fp8, preference, lora, context, collective, pipeline,
+    kernels; or a dotted name under spmdgpt, as rl.checks, GRPO's run policy), beside the code it
+    checks. Imported when a config is validated (those modules import this package)."""
     import importlib
 
-    return importlib.import_module(f"spmdgpt.model.{feature}").config_errors(*args)
+    return importlib.import_module(f"spmdgpt.{feature}" if "." in feature else f"spmdgpt.model.{feature}"
+                                   ).config_errors(*args)
 
 
 def validate(cfg: Config, num_devices: int, training: bool = True, sections: Sequence[str] = SECTIONS) -> List[str]:
@@ -357,7 +358,7 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
     if {"batch", "train"} <= sections and training and d.source == DataSource.text:
         errs.extend(feature_errors("preference", cfg))
-        errs.extend(feature_errors("grpo", cfg))
+        errs.extend(feature_errors("rl.checks", cfg))
     if {"model", "optimizer", "train", "checkpoint"} <= sections and training:
         errs.extend(feature_errors("lora", cfg))
     if "model" in sections and "layout" in sections and training:

@@ -2,7 +2,7 @@
 batch of sampled completions.
 
 For each prompt the sampler draws G completions (`rl.group_size`), each gets a reward r_i, and
-its advantage is the reward's standing in its group (`group_advantages`):
+its advantage is the reward's standing in its group (`spmdgpt.rl.rollouts.group_advantages`):
 
     A_i = (r_i - mean(r_1..G)) / (std(r_1..G) + 1e-4)          (population std; equal rewards: 0)
 
@@ -28,27 +28,17 @@ A > 0, or past 1 - eps with A < 0).
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from spmdgpt.config import Config, ConfigError, ModelConfig, dataset_configs, preference_data, prompts_data
+from spmdgpt.config import ModelConfig
 from spmdgpt.model.loss import token_losses
 from spmdgpt.model.params import Params
 from spmdgpt.sharding import Rules
 
 Array = jax.Array
-STD_EPS = 1e-4  # added to a group's reward std (an all-equal group: advantages 0, not 0/0)
-
-
-def group_advantages(rewards: np.ndarray, group_size: int) -> np.ndarray:
-    """Each reward's advantage in its group: rewards [n * G] in groups of G consecutive ones
-    (float64 in, float32 out)."""
-    r = np.asarray(rewards, np.float64).reshape(-1, group_size)
-    a = (r - r.mean(axis=1, keepdims=True)) / (r.std(axis=1, keepdims=True) + STD_EPS)
-    return a.reshape(-1).astype(np.float32)
 
 
 def token_logps(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
@@ -90,54 +80,3 @@ def grpo_objective(cfg: ModelConfig, rules: Rules, eps: float, beta: float, para
     mean = lambda x: jnp.sum(x * counted) / denominator  # noqa: E731
     total = mean(loss)
     return total, {"loss": total, "rl/kl": mean(kl), "rl/clip_fraction": mean(clipped.astype(jnp.float32))}
-
-
-def config_errors(cfg: Config) -> List[str]:
-    """GRPO's settings (`rl.*`), checked when the run's data is prompts (`format: prompts`)."""
-    try:
-        if not prompts_data(cfg.data):
-            return []
-    except ConfigError:  # (reported by the data checks)
-        return []
-    r, d, t = cfg.rl, cfg.data, cfg.train
-    errs = []
-    if r.group_size < 2:
-        errs.append(f"rl.group_size={r.group_size} must be >= 2 (advantages compare a prompt's completions)")
-    elif d.batch_size % r.group_size:
-        errs.append(f"data.batch_size={d.batch_size} must be a multiple of rl.group_size={r.group_size} "
-                    "(a batch holds whole groups: batch_size / group_size prompts a step)")
-    if r.max_new_tokens < 1:
-        errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1")
-    if r.clip <= 0 or r.clip >= 1:
-        errs.append(f"rl.clip={r.clip} must be in (0, 1) (PPO's epsilon, e.g. 0.2)")
-    if r.kl_beta < 0:
-        errs.append(f"rl.kl_beta={r.kl_beta} must be >= 0 (0: no KL penalty)")
-    if r.updates_per_batch < 1:
-        errs.append(f"rl.updates_per_batch={r.updates_per_batch} must be >= 1")
-    if r.temperature < 0:
-        errs.append(f"rl.temperature={r.temperature} must be >= 0 (0: greedy, which gives a group no spread)")
-    if not 0 < r.top_p <= 1:
-        errs.append(f"rl.top_p={r.top_p} must be in (0, 1]")
-    if len(dataset_configs(d)) > 1:
-        errs.append("data.datasets: prompts (format prompts, trained by GRPO) are one dataset; leave the others out")
-    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages (the sampler has none)"),
-                      (cfg.mesh.context > 1, f"mesh.context={cfg.mesh.context}: context parallelism (the sampler "
-                                             "has none)"),
-                      (cfg.model.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their "
-                                                      "balancing losses)"),
-                      (t.time_budget is not None, "train.time_budget (its calibration times the language-model step)"),
-                      (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)"),
-                      (preference_data(d), "preference data")):
-        if bad:
-            errs.append(f"prompts data (GRPO) does not work with {what} yet; leave it out")
-    u = r.updates_per_batch
-    if u > 1 and cfg.checkpoint.every % u:
-        errs.append(f"checkpoint.every={cfg.checkpoint.every} must be a multiple of rl.updates_per_batch={u} "
-                    "(a checkpoint between a batch's updates could not resume its sampled batch)")
-    from spmdgpt.rl.rewards import reward_function
-
-    try:
-        reward_function(r.reward)
-    except ConfigError as e:
-        errs.extend(e.messages)
-    return errs

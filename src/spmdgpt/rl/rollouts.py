@@ -29,12 +29,21 @@ import numpy as np
 
 from spmdgpt.config import Config
 from spmdgpt.generate import Sampler, SamplingParams
-from spmdgpt.model.grpo import group_advantages, logp_temperature, token_logps
+from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import score
 from spmdgpt.sharding import Rules
 
 ROLLOUT_SALT = 0x9A0  # separates the rollouts' streams from the data order and dropout
+STD_EPS = 1e-4  # added to a group's reward std (an all-equal group: advantages 0, not 0/0)
+
+
+def group_advantages(rewards: np.ndarray, group_size: int) -> np.ndarray:
+    """Each reward's advantage in its group: rewards [n * G] in groups of G consecutive ones
+    (float64 in, float32 out)."""
+    r = np.asarray(rewards, np.float64).reshape(-1, group_size)
+    a = (r - r.mean(axis=1, keepdims=True)) / (r.std(axis=1, keepdims=True) + STD_EPS)
+    return a.reshape(-1).astype(np.float32)
 
 
 def prompts_of_step(n: int, per_step: int, seed: int, step: int) -> List[int]:

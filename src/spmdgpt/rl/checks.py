@@ -1,0 +1,59 @@
+"""GRPO's run policy: the checks of a run on prompts data (`rl.*`, and what GRPO does not run
+with yet), collected by `config.validate` beside the other features' (the loss itself is
+`spmdgpt.model.grpo`, beside DPO's)."""
+
+from __future__ import annotations
+
+from typing import List
+
+from spmdgpt.config import Config, ConfigError, dataset_configs, preference_data, prompts_data
+from spmdgpt.rl.rewards import reward_function
+
+
+def config_errors(cfg: Config) -> List[str]:
+    """GRPO's settings (`rl.*`), checked when the run's data is prompts (`format: prompts`)."""
+    try:
+        if not prompts_data(cfg.data):
+            return []
+    except ConfigError:  # (reported by the data checks)
+        return []
+    r, d, t = cfg.rl, cfg.data, cfg.train
+    errs = []
+    if r.group_size < 2:
+        errs.append(f"rl.group_size={r.group_size} must be >= 2 (advantages compare a prompt's completions)")
+    elif d.batch_size % r.group_size:
+        errs.append(f"data.batch_size={d.batch_size} must be a multiple of rl.group_size={r.group_size} "
+                    "(a batch holds whole groups: batch_size / group_size prompts a step)")
+    if r.max_new_tokens < 1:
+        errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1")
+    if r.clip <= 0 or r.clip >= 1:
+        errs.append(f"rl.clip={r.clip} must be in (0, 1) (PPO's epsilon, e.g. 0.2)")
+    if r.kl_beta < 0:
+        errs.append(f"rl.kl_beta={r.kl_beta} must be >= 0 (0: no KL penalty)")
+    if r.updates_per_batch < 1:
+        errs.append(f"rl.updates_per_batch={r.updates_per_batch} must be >= 1")
+    if r.temperature < 0:
+        errs.append(f"rl.temperature={r.temperature} must be >= 0 (0: greedy, which gives a group no spread)")
+    if not 0 < r.top_p <= 1:
+        errs.append(f"rl.top_p={r.top_p} must be in (0, 1]")
+    if len(dataset_configs(d)) > 1:
+        errs.append("data.datasets: prompts (format prompts, trained by GRPO) are one dataset; leave the others out")
+    for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages (the sampler has none)"),
+                      (cfg.mesh.context > 1, f"mesh.context={cfg.mesh.context}: context parallelism (the sampler "
+                                             "has none)"),
+                      (cfg.model.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers (their "
+                                                      "balancing losses)"),
+                      (t.time_budget is not None, "train.time_budget (its calibration times the language-model step)"),
+                      (t.stats_every > 0, "train.stats_every (the statistics differentiate the language-model loss)"),
+                      (preference_data(d), "preference data")):
+        if bad:
+            errs.append(f"prompts data (GRPO) does not work with {what} yet; leave it out")
+    u = r.updates_per_batch
+    if u > 1 and cfg.checkpoint.every % u:
+        errs.append(f"checkpoint.every={cfg.checkpoint.every} must be a multiple of rl.updates_per_batch={u} "
+                    "(a checkpoint between a batch's updates could not resume its sampled batch)")
+    try:
+        reward_function(r.reward)
+    except ConfigError as e:
+        errs.extend(e.messages)
+    return errs
