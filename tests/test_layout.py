@@ -68,7 +68,7 @@ FLOORS = {
     0: ("spmdgpt.config", "spmdgpt.files", "spmdgpt.runtime", "spmdgpt.hlo", "spmdgpt.roofline", "spmdgpt.sharding",
         "spmdgpt.loggers", "spmdgpt.topology", "spmdgpt.distributed", "spmdgpt.trackers", "spmdgpt.rundir"),
     1: ("spmdgpt.model", "spmdgpt.data"),
-    3: ("spmdgpt.rl",),
+    3: ("spmdgpt.rl", "spmdgpt.kinds"),
     4: ("spmdgpt.trainer",),
     5: ("spmdgpt.cli", "spmdgpt.__main__"),
 }
@@ -92,6 +92,8 @@ def test_no_import_reaches_up_a_floor_also_inside_functions():
     graph = import_graph()
     assert upward(graph) == []
     assert floor("spmdgpt.model.grpo") == 1 and floor("spmdgpt.rl.checks") == 3 and floor("spmdgpt.plan") == 2
+    # the trainer names no kind of run: it asks spmdgpt.kinds for the run's
+    assert not {d for d in graph["spmdgpt.trainer"] if d.startswith("spmdgpt.rl")}
     # the check finds one when there is one (the model's GRPO loss importing the rewards, as it did)
     assert upward({**graph, "spmdgpt.model.grpo": graph["spmdgpt.model.grpo"] | {"spmdgpt.rl.rewards"}}) == [
         ("spmdgpt.model.grpo", "spmdgpt.rl.rewards")]

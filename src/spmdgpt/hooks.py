@@ -33,7 +33,7 @@ from typing import Optional
 import jax
 
 from spmdgpt.budget import Replan, from_process_0
-from spmdgpt.config import freeze, prompts_data, to_yaml
+from spmdgpt.config import freeze, to_yaml
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.model import to_layer_order
@@ -261,8 +261,8 @@ def training_hooks(loop, evaluation: list, ckpt, profile: Optional[tuple], pacer
     metrics and rewards: spmdgpt.rl.loop) before the checkpoint that covers them, checkpoints,
     the pace."""
     t = loop.cfg.train
-    # (GRPO's loss is centred on 0, not a positive quantity a spike multiplies: no spike events)
-    hooks: list = [Guard(t.skip_nonfinite, 0.0 if prompts_data(loop.cfg.data) else t.loss_spike_factor)]
+    # (a kind whose loss is no positive quantity a spike multiplies, as GRPO's: no spike events)
+    hooks: list = [Guard(t.skip_nonfinite, t.loss_spike_factor if loop.run_kind.loss_spike_guard else 0.0)]
     if profile:
         hooks.append(Profiler(profile))
     if t.stats_every:

@@ -40,7 +40,7 @@ from typing import Dict, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import Config, ConfigError, document_batches, preference_data, prompts_data
+from spmdgpt.config import Config, ConfigError, document_batches, preference_data
 from spmdgpt.flops import flops_per_token
 from spmdgpt.hlo import collectives_of, dot_kinds, overlapped_traffic, traffic_of
 from spmdgpt.model import abstract_params
@@ -83,13 +83,10 @@ class Plan:
 
 
 def batch_shapes(cfg: Config, rules: Rules) -> tuple:
-    """The shapes of one training batch (ShapeDtypeStructs with their shardings)."""
+    """The shapes of one training batch of token rows (ShapeDtypeStructs with their shardings):
+    inputs, targets (+ segment ids, positions); another kind of run's: its `RunKind.batch_shapes`."""
     d = cfg.data
     tokens = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.int32, sharding=rules.batch_sharding())
-    if prompts_data(d):  # GRPO's rollouts: inputs, targets, advantages, the sampling and reference log-probabilities
-        floats = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.float32, sharding=rules.batch_sharding())
-        advantages = jax.ShapeDtypeStruct((d.batch_size,), jnp.float32, sharding=rules.sharding("batch"))
-        return tokens, tokens, advantages, floats, floats
     segments, positions = document_batches(d)
     return (tokens,) * (2 + segments + positions)  # inputs, targets (+ segment ids, positions)
 
@@ -238,25 +235,29 @@ FIXES = {  # the settings that shrink each program, for its refusal
 }
 
 
-def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
+def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> Plan:
     """Compile `cfg`'s training step on `rules`' mesh from abstract shapes (call inside
     jax.set_mesh) and read its per-device plan; whole_run: every program of the run
-    (`run_programs`) too, in Plan.programs."""
+    (`run_programs`) too, in Plan.programs. kind: the run's `kinds.RunKind` (its batch, its
+    reference, which of its programs the plan compiles); None: a run on token rows."""
+    from spmdgpt.objectives import objective_of
     from spmdgpt.state import abstract_state
     from spmdgpt.train_step import optimizer_of
 
     optimizer = optimizer_of(cfg)
     state = abstract_state(cfg, rules, optimizer)  # LoRA (lora.rank > 0): the adapters and their optimizer state
     base = abstract_params(cfg.model, rules) if cfg.lora.rank else None  # LoRA's frozen model, read by the step
-    reference = abstract_params(cfg.model, rules) if preference_data(cfg.data) else None  # DPO's
-    # GRPO's reference for its KL term (none with rl.kl_beta = 0; LoRA's frozen base serves as it)
-    kl_reference = (abstract_params(cfg.model, rules) if prompts_data(cfg.data) and cfg.rl.kl_beta > 0
-                    and not cfg.lora.rank else None)
-    batch = batch_shapes(cfg, rules)
-    # (a GRPO run: its step; its sampler and log-probabilities are compiled by the run's preflight)
+    # the run's frozen reference: DPO's, which the step reads; GRPO's, which its rollouts read
+    # (none with rl.kl_beta = 0; LoRA's frozen base serves as it)
+    keeps = kind.keeps_reference(cfg) if kind is not None else preference_data(cfg.data)
+    read = objective_of(cfg, rules).reference
+    reference = abstract_params(cfg.model, rules) if keeps and read else None
+    held_reference = abstract_params(cfg.model, rules) if keeps and not read and not cfg.lora.rank else None
+    batch = kind.batch_shapes(cfg, rules) if kind is not None else batch_shapes(cfg, rules)
+    # (a kind whose other programs its own preflight compiles, as GRPO's sampler: the step alone)
     programs = run_programs(cfg, rules, optimizer, state, batch, batch, base=base, reference=reference,
-                            held_bytes=cfg.train.eval_batches * shard_bytes(batch) + shard_bytes(kl_reference),
-                            step_only=not whole_run or prompts_data(cfg.data))
+                            held_bytes=cfg.train.eval_batches * shard_bytes(batch) + shard_bytes(held_reference),
+                            step_only=not whole_run or (kind is not None and kind.step_only))
     step = programs[0]
     compiled, compile_s = step.compiled, step.compile_s
     text = compiled.as_text()
@@ -277,7 +278,7 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False) -> Plan:
     return Plan(
         devices=n,
         mesh=dict(rules.mesh.shape),
-        param_bytes=shard_bytes((state.params, base, reference, kl_reference)),
+        param_bytes=shard_bytes((state.params, base, reference, held_reference)),
         opt_bytes=shard_bytes(state.opt_state),
         batch_bytes=shard_bytes(batch),
         temp_bytes=compiled.memory_analysis().temp_size_in_bytes,

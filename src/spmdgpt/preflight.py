@@ -50,35 +50,3 @@ def checked(programs: list) -> list:
               f"{sum(p.compile_s for p in programs):.1f} s; the largest, {largest.name}, needs "
               f"{size(largest.total_bytes)}{room} per device", file=sys.stderr)
     return programs
-
-
-def rl_preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher, base=None, reference=None) -> dict:
-    """The preflight of a GRPO run (spmdgpt.rl): its step on a rollout batch's shapes, the
-    sampler of its rollouts (prefill and decode loop, one program) and the log-probabilities of
-    a batch, compiled before step 1 for the run's state and checked against a device's memory
-    (`checked`); the run then calls these executables."""
-    import jax.numpy as jnp
-
-    from spmdgpt.model import param_info
-    from spmdgpt.model.lora import attach
-    from spmdgpt.plan import _compiled, batch_shapes, run_programs
-    from spmdgpt.sharding import shard_bytes
-
-    d, ro = cfg.data, batcher.rollouts
-    batch = batch_shapes(cfg, rules)  # (inputs, targets, advantages, log-probabilities x 2)
-    tokens = batch[0]
-    programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=0, step_only=True)
-    state = begin.state
-    params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
-    resident = shard_bytes((state, base, reference))
-    shape, sampling = (d.batch_size, ro.pad_to), ro.sampling(begin.step)
-    prompts = jax.ShapeDtypeStruct(shape, jnp.int32, sharding=rules.batch_sharding())
-    kind = rules.mesh.devices.flat[0].device_kind
-    programs.append(_compiled("rl_rollout", ro.sampler.lower(params, *shape, sampling), resident, (prompts, prompts),
-                              device=kind))
-    ro.sampler.use(programs[-1].compiled, *shape, sampling)
-    programs.append(_compiled("rl_logps", ro.logps.lower(params, tokens, tokens), resident, (tokens, tokens),
-                              device=kind))
-    if base is None:  # (with LoRA the policy's parameters hold adapters and the reference's do not: two
-        ro.logps = programs[-1].compiled  # structures, each compiled at its first call)
-    return {p.name: p.executable for p in checked(programs)}

@@ -1,10 +1,10 @@
 """The training loop; `train(cfg)` runs one job, top to bottom (the step itself: train_step.py):
 
-    validate config ─► data (token stores, prepared once) ─► mesh + rules ─► Batcher (train)
-      and EvalBatchers (one per validation set); prompts data: rollouts instead (spmdgpt.rl)
-      ─► optimizer ─► starting state (state.start: fresh | resumed from run.dir's newest good
-         checkpoint, on any layout | parameters from checkpoint.init_from)
-      ─► evaluators, checkpoint manager, run.dir files (config, metadata, tokenizer)
+    validate config ─► the kind of run (spmdgpt.kinds: text, or GRPO's prompts) ─► its data
+      (token stores, prepared once; prompts) ─► mesh + rules ─► optimizer ─► starting state
+      (state.start: fresh | resumed from run.dir's newest good checkpoint, on any layout |
+      parameters from checkpoint.init_from) ─► the kind's parts (its batcher, evaluation hooks)
+      ─► its preflight ─► checkpoint manager, run.dir files (config, metadata, tokenizer)
       ─► loop: train_step (jit, donated state), metrics read one step late; around the steps,
          the run's hooks (spmdgpt.hooks): the divergence guard, fixed-batch validation every
          train.eval_every steps, async checkpoints every checkpoint.every steps, at the end, and
@@ -31,31 +31,26 @@ from spmdgpt.budget import Pacer, fit_budget, recorded_steps
 from spmdgpt.config import (
     Config,
     ConfigError,
-    document_batches,
     freeze,
-    preference_data,
     profile_range,
-    prompts_data,
     validate,
 )
 from spmdgpt.data import (
     Batcher,
     Corpus,
-    EvalBatcher,
-    load_dataset,
     save_tokenizer,
 )
-from spmdgpt.evaluate import LossEvaluator, TextSampler
 from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
-from spmdgpt.hooks import Diverged, Evaluation, training_hooks
+from spmdgpt.hooks import Diverged, training_hooks
+from spmdgpt.kinds import TEXT, run_kind
 from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
 from spmdgpt.objectives import objective_of
-from spmdgpt.preflight import preflight, rl_preflight
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
+from spmdgpt.runkind import RunKind
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, check_tokenizer, has_checkpoints, start, starting_params
 from spmdgpt.stats import make_stats_fn
@@ -96,56 +91,29 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         raise ConfigError(errs)
     cfg = freeze(copy.deepcopy(cfg))  # the run's own config from here on (the caller's stays as it was)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
-    rl = prompts_data(cfg.data)  # prompts with answers: reinforcement learning (GRPO, spmdgpt.rl)
-    if rl:
-        from spmdgpt.rl.loop import RolloutBatcher, load_prompts
-
-        data = load_prompts(cfg, check=partial(check_tokenizer, cfg))
-    else:
-        data = load_dataset(cfg.data, progress=cfg.train.progress and jax.process_index() == 0,
-                            check=partial(check_tokenizer, cfg))
-        if not data.val:
-            raise ConfigError(["data: the corpus has no validation text; set data.val_fraction > 0 "
-                               "(or a dataset's val_fraction), or add a dataset with split=val"])
+    kind = run_kind(cfg)  # what the run loads, how its batches are made, what it evaluates (spmdgpt.kinds)
+    data = kind.load(cfg, partial(check_tokenizer, cfg))
     mesh = make_mesh(cfg.mesh)
     rules = Rules(mesh, cfg.sharding, cfg.model)
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
-        d = cfg.data
-        batcher = RolloutBatcher(cfg, rules, data) if rl else text_batcher(cfg, rules, data, is_main)
         optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
         # LoRA: the frozen model under the adapters (checkpoint.init_from's parameters)
         base = starting_params(cfg, rules) if cfg.lora.rank else None
-        reference = None  # DPO's and GRPO's frozen reference: the parameters the run started from
-        if preference_data(d) or (rl and cfg.rl.kl_beta > 0):  # (GRPO without its KL term reads none)
+        reference = None  # a frozen reference (DPO's; GRPO's KL term's): the parameters the run started from
+        if kind.keeps_reference(cfg):
             reference = (base if base is not None else starting_params(cfg, rules) if begin.kind == StartKind.resumed
                          else jax.tree.map(jnp.copy, begin.state.params))
         samples = run_dir / "samples.jsonl" if is_main else None
-        programs, calibration = None, None
-        if rl:
-            from spmdgpt.rl.loop import RewardEvaluation, RewardEvaluator, RolloutMetrics
-
-            evaluation = [RolloutMetrics(batcher),
-                          RewardEvaluation(RewardEvaluator(cfg, batcher.rollouts, data.val, samples))]
-            # the step, the rollouts' sampler and log-probabilities compiled now, refused here if one
-            # does not fit (the greedy evaluation's sampler, smaller, compiles at its first call)
-            programs = (rl_preflight(cfg, rules, optimizer, begin, batcher, base, reference)
-                        if begin.step < cfg.train.steps else None)
-        else:
-            val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, rules.batch_sharding(),
-                                          name, *document_batches(d), pad_id=data.tokenizer.eos_id or 0)
-                        for name, s in data.val.items()}
-            evaluator = LossEvaluator(cfg, rules, val_sets, reference)
-            rollouts = None
-            if cfg.train.rollout_tokens > 0:
-                rollouts = TextSampler(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
-            evaluation = [Evaluation(evaluator, rollouts)]
-            # every program of the run compiled now, and refused here if one does not fit a device
-            # (a run that has already trained its steps runs none)
-            programs = (preflight(cfg, rules, optimizer, begin, batcher, evaluator, rollouts, base, reference)
-                        if begin.step < cfg.train.steps else None)
+        parts = kind.parts(cfg, rules, data, is_main, samples, reference)
+        batcher, evaluator, rollouts = parts.batcher, parts.evaluator, parts.sampler
+        # every program of the run compiled now, and refused here if one does not fit a device
+        # (a run that has already trained its steps runs none)
+        programs = (kind.preflight(cfg, rules, optimizer, begin, parts, base, reference)
+                    if begin.step < cfg.train.steps else None)
+        calibration = None
         if cfg.train.time_budget is not None:  # a fresh run: time a few steps, then size the run
             cfg, calibration = fit_budget(cfg, programs["train_step"], begin.state, batcher, evaluator, rollouts,
                                           started)
@@ -164,10 +132,9 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
                 save_tokenizer(data.tokenizer, run_dir / "tokenizer.json")
             except OSError as e:
                 raise WriteFailed(f"writing into {run_dir} failed ({os_reason(e)})") from None
-        loop = _Loop(cfg, run_dir, begin, rules, batcher, evaluation, data, ckpt, is_main, calibration,
-                     started, reference, base, programs)
-        if rl:  # (each step's batch is sampled from the parameters of the loop, as the step begins)
-            batcher.policy = lambda: (loop.model_params(), reference)
+        loop = _Loop(cfg, run_dir, begin, rules, batcher, parts.evaluation, data, ckpt, is_main, calibration,
+                     started, reference, base, programs, kind)
+        kind.bind(loop, parts, reference)  # (GRPO: each step's batch sampled from the loop's parameters)
         if calibration is not None:
             loop.say(f"train.time_budget={calibration.budget_s:g} s: {calibration.elapsed_s:.1f} s used so far, "
                      f"{calibration.step_s * 1e3:.1f} ms/step (median of {calibration.timed_steps}), "
@@ -178,22 +145,6 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
         return loop.run()
 
 
-def text_batcher(cfg: Config, rules: Rules, data: Corpus, is_main: bool) -> Batcher:
-    """The training batches of a text corpus (documents, conversations or preference pairs
-    packed into rows, `Batcher`); how the packed datasets filled their rows, printed."""
-    d = cfg.data
-    batcher = Batcher(data.train, data.weights, d.seq_len, d.batch_size, cfg.train.seed, rules.batch_sharding(),
-                      *document_batches(d), pad_id=data.tokenizer.eos_id or 0)
-    for name, packing in zip(batcher.names, batcher.packed, strict=True):
-        if packing is not None and is_main:
-            what = "pairs" if packing.stream.pairs else "conversations"
-            print(f"{name}: {packing.units:,} {what} packed into {packing.rows:,} rows of {d.seq_len + 1} tokens "
-                  f"({packing.fill:.1%} filled" + (f"; {packing.truncated:,} longer than a row, "
-                  + ("left out" if packing.stream.pairs else "cut") if packing.truncated else "") + ")",
-                  file=sys.stderr)
-    return batcher
-
-
 class _Loop:
     """The training loop proper: steps, one-step-late metrics, evaluation, checkpoints, signals.
 
@@ -202,9 +153,10 @@ class _Loop:
     def __init__(self, cfg: Config, run_dir: Path, begin: Start, rules: Rules, batcher: Batcher,
                  evaluation: list, data: Corpus,
                  ckpt, is_main: bool, calibration=None, started: float = 0.0, reference=None, base=None,
-                 programs: Optional[dict] = None):
+                 programs: Optional[dict] = None, run_kind: RunKind = TEXT):
         self.cfg, self.run_dir, self.data, self.is_main, self.rules = cfg, run_dir, data, is_main, rules
-        self.reference = reference  # (DPO's reference parameters)
+        self.run_kind = run_kind  # (spmdgpt.kinds: what the hooks ask of the kind of run)
+        self.reference = reference  # (the frozen reference: DPO's step reads it)
         self.base = base  # (LoRA: the frozen model; the state holds the adapters)
         self.calibration, self.started = calibration, started  # train.time_budget's choice, train's start
         # train.time_budget: the pace is checked every few steps (the same steps on every process)

@@ -124,6 +124,7 @@ def run(items: List[str]) -> int:
     import jax
 
     from spmdgpt.flops import device_peak_flops
+    from spmdgpt.kinds import run_kind
     from spmdgpt.model import attention_backend
     from spmdgpt.plan import as_json, estimate, estimate_lines, plan_step, report, size, too_large
     from spmdgpt.sharding import Rules, make_mesh
@@ -152,7 +153,7 @@ def run(items: List[str]) -> int:
         jax.config.update("jax_enable_compilation_cache", cached and top is None)
         with jax.set_mesh(mesh), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
-            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True)
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=run_kind(cfg))
     except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
         if "cuDNN not found" not in str(e):
             raise

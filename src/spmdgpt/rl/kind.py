@@ -1,0 +1,86 @@
+"""GRPO as a kind of run (`spmdgpt.runkind.RunKind`): prompts with answers loaded with their
+tokenizer, each step's batch sampled from the policy as the step begins (`loop.RolloutBatcher`),
+the rollouts' metrics and the reward evaluation as hooks, a preflight that compiles the step, the
+rollouts' sampler and their log-probabilities, and the rollout batch's shapes for the plan."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import Config
+from spmdgpt.runkind import RunKind, RunParts
+from spmdgpt.sharding import Rules
+
+
+def _parts(cfg: Config, rules: Rules, data, is_main: bool, samples, reference) -> RunParts:
+    from spmdgpt.rl.loop import RewardEvaluation, RewardEvaluator, RolloutBatcher, RolloutMetrics
+
+    batcher = RolloutBatcher(cfg, rules, data)
+    return RunParts(batcher, [RolloutMetrics(batcher),
+                              RewardEvaluation(RewardEvaluator(cfg, batcher.rollouts, data.val, samples))])
+
+
+def _bind(loop, parts: RunParts, reference) -> None:
+    """Each step's batch is sampled from the loop's parameters as the step begins."""
+    parts.batcher.policy = lambda: (loop.model_params(), reference)
+
+
+def batch_shapes(cfg: Config, rules: Rules) -> tuple:
+    """A rollout batch: inputs, targets (int32 [batch, seq]), advantages (float32 [batch]), the
+    sampling policy's and the reference's log-probabilities (float32 [batch, seq])."""
+    d = cfg.data
+    tokens = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.int32, sharding=rules.batch_sharding())
+    floats = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.float32, sharding=rules.batch_sharding())
+    advantages = jax.ShapeDtypeStruct((d.batch_size,), jnp.float32, sharding=rules.sharding("batch"))
+    return tokens, tokens, advantages, floats, floats
+
+
+def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base=None, reference=None) -> dict:
+    """The preflight of a GRPO run: its step on a rollout batch's shapes, the sampler of its
+    rollouts (prefill and decode loop, one program) and the log-probabilities of a batch,
+    compiled before step 1 for the run's state and checked against a device's memory
+    (`preflight.checked`); the run then calls these executables."""
+    from spmdgpt.model import param_info
+    from spmdgpt.model.lora import attach
+    from spmdgpt.plan import _compiled, run_programs
+    from spmdgpt.preflight import checked
+    from spmdgpt.sharding import shard_bytes
+
+    d, ro = cfg.data, parts.batcher.rollouts
+    batch = batch_shapes(cfg, rules)
+    tokens = batch[0]
+    programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=0, step_only=True)
+    state = begin.state
+    params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
+    resident = shard_bytes((state, base, reference))
+    shape, sampling = (d.batch_size, ro.pad_to), ro.sampling(begin.step)
+    prompts = jax.ShapeDtypeStruct(shape, jnp.int32, sharding=rules.batch_sharding())
+    kind = rules.mesh.devices.flat[0].device_kind
+    programs.append(_compiled("rl_rollout", ro.sampler.lower(params, *shape, sampling), resident, (prompts, prompts),
+                              device=kind))
+    ro.sampler.use(programs[-1].compiled, *shape, sampling)
+    programs.append(_compiled("rl_logps", ro.logps.lower(params, tokens, tokens), resident, (tokens, tokens),
+                              device=kind))
+    if base is None:  # (with LoRA the policy's parameters hold adapters and the reference's do not: two
+        ro.logps = programs[-1].compiled  # structures, each compiled at its first call)
+    return {p.name: p.executable for p in checked(programs)}
+
+
+def _load(cfg: Config, check):
+    from spmdgpt.rl.loop import load_prompts
+
+    return load_prompts(cfg, check=check)
+
+
+GRPO = RunKind(
+    name="grpo",
+    load=_load,
+    parts=_parts,
+    keeps_reference=lambda cfg: cfg.rl.kl_beta > 0,  # (without the KL term no reference is read)
+    preflight=preflight,
+    batch_shapes=batch_shapes,
+    step_only=True,  # (its sampler and log-probabilities compile in the run's preflight)
+    loss_spike_guard=False,  # (GRPO's loss is centred on 0, not a positive quantity a spike multiplies)
+    bind=_bind,
+)
