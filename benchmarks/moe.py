@@ -18,7 +18,8 @@ compiles the same rows for an H100 without one (`spmdgpt plan topology=h100`'s c
 device; `grouped=pallas`, the Pallas kernels, joins them) and reads each compiled function
 instead of timing it: its GEMM FLOPs (benchmarks/roofline.py's kernels: dots, and the grouped
 kernels by their rows and columns) against the dense MLP's (the active FLOPs), its temporaries,
-and the roofline's time at 800 TFLOP/s and 3.0 TB/s. On a GPU the timed rows include
+and the roofline's time at 800 TFLOP/s (the grouped kernels at spmdgpt.roofline.GROUPED_RATE of
+it, as an H200 measured them) and 3.0 TB/s. On a GPU the timed rows include
 `grouped=pallas`; `--only dense,pallas` keeps the rows whose names hold one of the words,
 `--profile DIR` prints each timed row's device time by kernel (a trace of 3 more calls);
 `--check` compares each dropless row's output and gradients with the masked reference on the
@@ -84,7 +85,8 @@ def compiled_on(target: str, fn, args):
 
     compiled = jax.jit(fn).lower(*args).compile()
     totals = roofline.roofline(roofline.kernels(compiled.as_text()), 800.0, 3.0e12)
-    return totals["gemm"]["flops"], compiled.memory_analysis().temp_size_in_bytes, totals["step"]["ms"]
+    flops = sum(totals[k]["flops"] for k in ("gemm", "gemm-grouped") if k in totals)
+    return flops, compiled.memory_analysis().temp_size_in_bytes, totals["step"]["ms"]
 
 
 def check(reference, rows, p, x) -> int:

@@ -72,11 +72,11 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
 
 
 def report(ks: List[Kernel], totals: Dict[str, dict], top: int) -> str:
-    lines = [f"{'kind':<10} {'kernels':>8} {'launches':>9} {'GB moved':>9} {'TFLOP':>8} {'ms':>8}"]
-    for kind in ("gemm", "gemm-fp8", "attention", "fusion", "other", "step"):
+    lines = [f"{'kind':<12} {'kernels':>8} {'launches':>9} {'GB moved':>9} {'TFLOP':>8} {'ms':>8}"]
+    for kind in ("gemm", "gemm-fp8", "gemm-grouped", "attention", "fusion", "other", "step"):
         if kind in totals:
             t = totals[kind]
-            lines.append(f"{kind:<10} {t['kernels']:>8} {t['launches']:>9} {t['bytes'] / 1e9:>9.2f} "
+            lines.append(f"{kind:<12} {t['kernels']:>8} {t['launches']:>9} {t['bytes'] / 1e9:>9.2f} "
                          f"{t['flops'] / 1e12:>8.3f} {t['ms']:>8.3f}")
     lines.append(f"\nthe {top} costliest memory-bound kernels (fusion and other kinds):")
     tail = sorted((k for k in ks if k.kind in ("fusion", "other")), key=lambda k: -k.seconds)[:top]
@@ -96,6 +96,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--tflops", type=float, default=800.0, help="GEMM and attention rate, TFLOP/s")
     ap.add_argument("--fp8-tflops", type=float, default=None,
                     help="FP8 GEMMs' rate, TFLOP/s (default 2 x --tflops: Hopper's FP8 to bf16 peak ratio)")
+    ap.add_argument("--grouped-tflops", type=float, default=None,
+                    help="the MoE's grouped Pallas kernels' rate, TFLOP/s (default: GROUPED_RATE x --tflops, measured)")
     ap.add_argument("--bandwidth", type=float, default=3.0e12, help="memory bandwidth, bytes/s")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--json", default=None, help="write the totals and every kernel here")
@@ -105,7 +107,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                  f"model.max_seq_len={args.seq}", f"data.batch_size={args.batch}", *args.set]
     cfg, text = compile_step(overrides, args.topology)
     ks = kernels(text)
-    totals = roofline(ks, args.tflops, args.bandwidth, args.fp8_tflops)
+    totals = roofline(ks, args.tflops, args.bandwidth, args.fp8_tflops, args.grouped_tflops)
     tokens = cfg.data.batch_size * cfg.data.seq_len
     step_ms = totals["step"]["ms"]
     print(f"roofline of the step on {args.topology}: {' '.join(overrides[1:])}")

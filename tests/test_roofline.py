@@ -89,6 +89,19 @@ def test_an_fp8_gemm_runs_at_the_fp8_rate():
     assert roofline.roofline([k], tflops=1e-6, bandwidth=1e9, fp8_tflops=4e-6)["step"]["ms"] == pytest.approx(65.536 / 4)
 
 
+def test_grouped_kernels_run_at_their_measured_rate():
+    """The MoE's grouped Pallas kernels (kind gemm-grouped) at GROUPED_RATE (0.57) of the GEMM
+    rate by default, what an H200 measured (BENCHMARKS, the GPU section's fifth visit: the layer
+    1.81x the dense MLP where the GEMM rate predicted 1.18x), or at grouped_tflops."""
+    from spmdgpt.roofline import GROUPED_RATE, Kernel
+
+    k = Kernel("pallas_call", "gemm-grouped", read=1000, written=1000, flops=1e9, runs=2, op="grouped_rows")
+    assert GROUPED_RATE == 0.57
+    got = roofline.roofline([k], tflops=1.0, bandwidth=1e12)["gemm-grouped"]
+    assert got["ms"] == pytest.approx(2 * 1e9 / (0.57 * 1e12) * 1e3) and got["flops"] == 2e9
+    assert roofline.roofline([k], 1.0, 1e12, grouped_tflops=2.0)["step"]["ms"] == pytest.approx(2 * 1e9 / 2e12 * 1e3)
+
+
 def _compiler():
 
     compile_only_or_skip("h100")

@@ -14,7 +14,8 @@ computation and of the loops' bodies (a body's kernels once per trip), each with
   backward, half of it under a causal mask);
 - a time: a GEMM or attention kernel at the larger of its FLOPs at `tflops` (a GEMM of FP8
   operands, kind `gemm-fp8`: at `fp8_tflops`, by default twice that, Hopper's ratio of dense FP8 to
-  bf16 peaks: 1,979 to 989 TFLOP/s on the H100 SXM's data sheet) and its bytes at `bandwidth`;
+  bf16 peaks: 1,979 to 989 TFLOP/s on the H100 SXM's data sheet; the grouped MoE kernels, kind
+  `gemm-grouped`: at GROUPED_RATE of it, as an H200 measured them) and its bytes at `bandwidth`;
   every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes: the
   memory-bound tail.
 
@@ -202,18 +203,30 @@ def kernels(hlo_text: str) -> List[Kernel]:
                 elif "__cublas" in i.line:
                     kind = "gemm"
                 elif "xla.gpu.triton" in i.line and (n := _KERNEL_NAME.search(i.line)) and n[1] in GROUPED_KERNELS:
-                    kind, flops = "gemm", _grouped_flops(i, symbols)
+                    kind, flops = "gemm-grouped", _grouped_flops(i, symbols)
             out.append(Kernel(i.name, kind, _read_bytes(i, symbols, comps), type_bytes(i.type), flops,
                               runs.get(comp, 1), op))
     return out
 
 
-def roofline(ks: List[Kernel], tflops: float, bandwidth: float, fp8_tflops: Optional[float] = None) -> Dict[str, dict]:
+# The MoE's grouped-matmul Pallas kernels (`model/grouped.py`, Triton) against cuBLAS's GEMMs:
+# measured on an H200 (2026-11-27, benchmarks/BENCHMARKS.md, the GPU section's fifth visit) at
+# 16,384 x 1,024 in bf16, the layer's nine kernels ran near 304 TFLOP/s where the dense MLP's
+# cuBLAS GEMMs of the same FLOPs ran near 537: 0.57 of the GEMM rate (the layer 1.81x the dense
+# MLP's time; at the GEMM rate this tool had predicted 1.18x). A property of today's kernels'
+# tiles, to be measured again when they change.
+GROUPED_RATE = 0.57
+
+
+def roofline(ks: List[Kernel], tflops: float, bandwidth: float, fp8_tflops: Optional[float] = None,
+             grouped_tflops: Optional[float] = None) -> Dict[str, dict]:
     """Each kernel's time (its FLOPs at `tflops` x 1e12 FLOP/s, an FP8 GEMM's at `fp8_tflops`
-    (default 2 x tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a
-    memory-bound kind are not counted) and the totals by kind."""
+    (default 2 x tflops), a grouped MoE kernel's at `grouped_tflops` (default GROUPED_RATE x
+    tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a memory-bound kind
+    are not counted) and the totals by kind."""
     totals: Dict[str, dict] = defaultdict(lambda: {"kernels": 0, "launches": 0, "bytes": 0, "flops": 0.0, "ms": 0.0})
-    rates = {"gemm": tflops, "attention": tflops, "gemm-fp8": fp8_tflops or 2 * tflops}
+    rates = {"gemm": tflops, "attention": tflops, "gemm-fp8": fp8_tflops or 2 * tflops,
+             "gemm-grouped": grouped_tflops or GROUPED_RATE * tflops}
     for k in ks:
         compute = k.flops / (rates[k.kind] * 1e12) if k.kind in rates else 0.0
         k.seconds = k.runs * max(compute, (k.read + k.written) / bandwidth)
