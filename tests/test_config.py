@@ -261,6 +261,8 @@ def test_config_command_prints_the_config_or_a_sections_fields(capsys):
     assert main(["config", "model.moe", "+experiment=deepseek_v3_small"]) == 0
     moe = capsys.readouterr().out  # (a comment that goes on over lines, joined)
     assert "model.moe.num_experts = 8 " in moe and "its first_k_dense_replace; MaxText: first_num_dense_layers)" in moe
+    assert main(["config", "model"]) == 0  # (a section without a docstring of its own: no header line)
+    assert capsys.readouterr().out.startswith("model.num_layers = ")
     assert main(["config", "modle"]) == 2
     assert capsys.readouterr().err.startswith("spmdgpt: error: 'modle' is not a config section; sections: model, data")
     assert main(["train", "--cfg", "job"]) == 2

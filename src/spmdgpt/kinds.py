@@ -52,7 +52,7 @@ def corpus_batcher(cfg: Config, rules: Rules, data, is_main: bool):
     return batcher
 
 
-def _text_parts(cfg: Config, rules: Rules, data, is_main: bool, samples, reference) -> RunParts:
+def _text_parts(cfg: Config, rules: Rules, data, batcher, samples, reference) -> RunParts:
     from spmdgpt.data import EvalBatcher
     from spmdgpt.evaluate import LossEvaluator, TextSampler
     from spmdgpt.hooks import Evaluation
@@ -65,7 +65,7 @@ def _text_parts(cfg: Config, rules: Rules, data, is_main: bool, samples, referen
     sampler = None
     if cfg.train.rollout_tokens > 0:
         sampler = TextSampler(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
-    return RunParts(corpus_batcher(cfg, rules, data, is_main), [Evaluation(evaluator, sampler)], evaluator, sampler)
+    return RunParts(batcher, [Evaluation(evaluator, sampler)], evaluator, sampler)
 
 
 def _text_preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base, reference) -> dict:
@@ -83,6 +83,7 @@ def _text_batch_shapes(cfg: Config, rules: Rules) -> tuple:
 TEXT = RunKind(
     name="text",
     load=_load_text,
+    batcher=corpus_batcher,
     parts=_text_parts,
     keeps_reference=lambda cfg: preference_data(cfg.data),  # (DPO's reference)
     preflight=_text_preflight,

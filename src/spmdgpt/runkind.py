@@ -26,7 +26,9 @@ class RunKind:
 
     name: str
     load: Callable  # (cfg, check) -> the run's data (check: sees the tokenizer first)
-    parts: Callable  # (cfg, rules, data, is_main, samples: Optional[Path], reference) -> RunParts
+    batcher: Callable  # (cfg, rules, data, is_main) -> the training batches (made before the run starts:
+    # their refusals come before anything is written)
+    parts: Callable  # (cfg, rules, data, batcher, samples: Optional[Path], reference) -> RunParts
     keeps_reference: Callable  # (cfg) -> whether the run holds a frozen copy of its starting parameters
     preflight: Callable  # (cfg, rules, optimizer, begin, parts, base, reference) -> {name: executable}
     batch_shapes: Callable  # (cfg, rules) -> one training batch's ShapeDtypeStructs (the plan's)

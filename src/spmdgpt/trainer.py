@@ -97,6 +97,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     rules = Rules(mesh, cfg.sharding, cfg.model)
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
+        batcher = kind.batcher(cfg, rules, data, is_main)  # (its refusals come before the start touches run.dir)
         optimizer = optimizer_of(cfg)
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
@@ -107,8 +108,8 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             reference = (base if base is not None else starting_params(cfg, rules) if begin.kind == StartKind.resumed
                          else jax.tree.map(jnp.copy, begin.state.params))
         samples = run_dir / "samples.jsonl" if is_main else None
-        parts = kind.parts(cfg, rules, data, is_main, samples, reference)
-        batcher, evaluator, rollouts = parts.batcher, parts.evaluator, parts.sampler
+        parts = kind.parts(cfg, rules, data, batcher, samples, reference)
+        evaluator, rollouts = parts.evaluator, parts.sampler
         # every program of the run compiled now, and refused here if one does not fit a device
         # (a run that has already trained its steps runs none)
         programs = (kind.preflight(cfg, rules, optimizer, begin, parts, base, reference)

@@ -85,7 +85,11 @@ def entry() -> None:
     from spmdgpt.runtime import use_retaining_malloc
 
     use_retaining_malloc()
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:  # (`spmdgpt config model | head`: the reader had enough; no traceback)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
     if code == EXIT_WRITE_FAILED:
         # orbax's writer threads may still be failing (and printing) in the background: end the
         # process now, so that the error line is the last one (files are closed, the lock is

@@ -72,8 +72,9 @@ def run(items: List[str]) -> int:
             raise ConfigError([f"{section!r} is not a config section; sections: {', '.join(names)} (and nested "
                                "ones such as model.moe), or no section for the whole config"])
         node = getattr(node, part)
-    doc = inspect.getdoc(type(node))
-    if doc:
+    doc = type(node).__doc__  # (a dataclass without one of its own gets its signature: no header then)
+    if doc and not doc.startswith(f"{type(node).__name__}("):
+        doc = inspect.cleandoc(doc)
         print("# " + doc.split("\n\n")[0].replace("\n", "\n# "))
     print("\n".join(section_lines(section, node)))
     return EXIT_OK

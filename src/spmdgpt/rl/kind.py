@@ -13,10 +13,15 @@ from spmdgpt.runkind import RunKind, RunParts
 from spmdgpt.sharding import Rules
 
 
-def _parts(cfg: Config, rules: Rules, data, is_main: bool, samples, reference) -> RunParts:
-    from spmdgpt.rl.loop import RewardEvaluation, RewardEvaluator, RolloutBatcher, RolloutMetrics
+def _batcher(cfg: Config, rules: Rules, data, is_main: bool):
+    from spmdgpt.rl.loop import RolloutBatcher
 
-    batcher = RolloutBatcher(cfg, rules, data)
+    return RolloutBatcher(cfg, rules, data)
+
+
+def _parts(cfg: Config, rules: Rules, data, batcher, samples, reference) -> RunParts:
+    from spmdgpt.rl.loop import RewardEvaluation, RewardEvaluator, RolloutMetrics
+
     return RunParts(batcher, [RolloutMetrics(batcher),
                               RewardEvaluation(RewardEvaluator(cfg, batcher.rollouts, data.val, samples))])
 
@@ -76,6 +81,7 @@ def _load(cfg: Config, check):
 GRPO = RunKind(
     name="grpo",
     load=_load,
+    batcher=_batcher,
     parts=_parts,
     keeps_reference=lambda cfg: cfg.rl.kl_beta > 0,  # (without the KL term no reference is read)
     preflight=preflight,

@@ -102,8 +102,9 @@ def split_prompts(recs: list, src, tokenizer, room: int) -> Tuple[List[Prompt], 
             continue
         (val if whole_split(line, src) == "val" else train).append(p)
     if not train:
-        raise ConfigError([f"data.datasets.{src.name}: no training prompts (its files are empty, or all of them "
-                           "went to validation)"])
+        why = (f"all {bad.count} records were bad and skipped (data.skip_bad_records=true; the first at {bad.first}: "
+               "run without it to see why)" if bad.count else "its files are empty, or all of them went to validation")
+        raise ConfigError([f"data.datasets.{src.name}: no training prompts ({why})"])
     return train, val
 
 
