@@ -163,7 +163,7 @@ def test_one_argument_parser_for_every_command(capsys):
     assert parse(["nproc=3"], LaunchArgs)[0] == LaunchArgs(nproc=3, devices_per_proc=1)
     assert main(["fly"]) == 2
     assert capsys.readouterr().err == ("spmdgpt: error: unknown command 'fly'; commands: train, sample, chat, lm-eval, "
-                                       "prepare, tokenizer, eval, viz, plot, export, launch, config, plan "
+                                       "prepare, tokenizer, eval, viz, plot, export, launch, serve, config, plan "
                                        "(spmdgpt --help)\n")
     assert main(["launch", "nproc=0", "--", "train"]) == 2
     assert capsys.readouterr().err.startswith("spmdgpt: error: launch: nproc=0 must be >= 1")

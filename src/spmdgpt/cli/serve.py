@@ -1,0 +1,91 @@
+"""`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=16] [step=N]
+[max_tokens=16] [config overrides]`: the model behind an OpenAI-compatible HTTP API
+(spmdgpt.serve: /v1/completions, /v1/chat/completions, /v1/models, /health), on the run's own
+mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run directory,
+writes nothing."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from spmdgpt.cli.args import EXIT_OK, parse
+from spmdgpt.config import ConfigError
+
+
+@dataclass
+class ServeArgs:
+    run_dir: Optional[str] = None  # run.dir=...: the training run (or hf:DIR) to serve (required)
+    host: str = "127.0.0.1"  # the address to listen on (0.0.0.0: every interface)
+    port: int = 8000  # the TCP port
+    max_queue: int = 16  # requests that may wait for the model; one more is answered 429
+    max_tokens: int = 16  # a request's max_tokens when it gives none (OpenAI's default)
+    step: Optional[int] = None  # the checkpoint's step (default: the newest that loads)
+
+
+def check_args(args: ServeArgs) -> ServeArgs:
+    errs = []
+    if not args.run_dir:
+        errs.append("run.dir is required: spmdgpt serve run.dir=<training run directory or hf:DIR>")
+    if not 0 < args.port < 65536:
+        errs.append(f"port={args.port} must be in [1, 65535]")
+    if args.max_queue < 1:
+        errs.append(f"max_queue={args.max_queue} must be >= 1")
+    if args.max_tokens < 1:
+        errs.append(f"max_tokens={args.max_tokens} must be >= 1")
+    if not errs:  # (the address checked before the model loads: a port in use is one line, not a traceback)
+        import socket
+
+        try:
+            with socket.create_server((args.host, args.port)):
+                pass
+        except OSError as e:
+            errs.append(f"host={args.host} port={args.port}: cannot listen there ({e.strerror or e}); choose another "
+                        "port= (or host=)")
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        errs.append("spmdgpt serve needs starlette and uvicorn: pip install 'spmdgpt[serve]'")
+    if errs:
+        raise ConfigError(errs)
+    return args
+
+
+def run(items: List[str]) -> int:
+    args, overrides = parse(items, ServeArgs)
+    args = check_args(args)
+    from spmdgpt.cli.runs import model_source, one_process_mesh, source_params
+    from spmdgpt.hf import hf_folder
+
+    cfg, tokenizer = model_source(args.run_dir, overrides)
+    mesh = one_process_mesh(cfg, "spmdgpt serve runs in one process")
+    import jax
+    import uvicorn
+
+    from spmdgpt.serve import Backend, Server, routes_of
+    from spmdgpt.sharding import Rules
+
+    folder = hf_folder(args.run_dir)
+    name = folder.name if folder is not None else Path(args.run_dir).resolve().name
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        step, params = source_params(args.run_dir, cfg, rules, args.step, fix="serve with the run's model config")
+    backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue)
+    server = Server(backend, args.max_tokens)
+    chat = "with its chat template" if hasattr(tokenizer, "prompt") else "no chat template"
+    print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "
+          f"mesh {dict(mesh.shape)} | " + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
+          file=sys.stderr, flush=True)
+    class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn
+        # would raise the signal again once shut down, ending the process by it)
+        def handle_exit(self, sig, frame):
+            super().handle_exit(sig, frame)
+            getattr(self, "_captured_signals", []).clear()
+
+    config = uvicorn.Config(server.app, host=args.host, port=args.port, log_level="warning",
+                            timeout_graceful_shutdown=30)
+    Uvicorn(config).run()
+    return EXIT_OK

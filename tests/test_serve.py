@@ -1,0 +1,200 @@
+"""`spmdgpt serve`: a real server process on a free local port, driven by the official `openai`
+client and by plain HTTP: completions equal `spmdgpt sample`'s (greedy), streaming equals the
+whole answer, echoed log-probabilities equal the model's own, chat through the run's template,
+the errors the OpenAI API gives, and SIGTERM ends it with exit 0."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import jax
+import numpy as np
+import pytest
+from conftest import wait_until
+
+from spmdgpt.cli import main
+from spmdgpt.cli.launch import free_port
+
+openai = pytest.importorskip("openai")
+
+ENV1 = {**os.environ, "XLA_FLAGS": "", "PYTHONUNBUFFERED": "1"}  # one CPU device
+STAIR = ["+experiment=staircase", "train.steps=20", "train.progress=false", "train.eval_every=0"]  # (8 devices)
+
+
+def _get(url: str):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None, None
+
+
+def _post(url: str, body: dict):
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return r.status, dict(r.headers), json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), json.loads(e.read())
+
+
+class Served:
+    """`spmdgpt serve run.dir=... port=<free>` in its own process, ended by PID."""
+
+    def __init__(self, run_dir, *extra):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "spmdgpt", "serve", f"run.dir={run_dir}",
+                                      f"port={self.port}", "mesh.data=1", *extra], env=ENV1,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: _get(self.url + "/health")[0] == 200, self.proc, "the server's /health", poll=0.2)
+        except BaseException:
+            self.close()
+            raise
+        self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="none")
+
+    def close(self) -> tuple:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                out, err = self.proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, err = self.proc.communicate()
+            return self.proc.returncode, err
+        return self.proc.returncode, self.proc.stderr.read()
+
+
+@pytest.fixture(scope="module")
+def stair_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("serve") / "stair"
+    assert main(["train", *STAIR, f"run.dir={run}"]) == 0
+    return run
+
+
+def test_completions_through_the_openai_client(stair_run, capsys):
+    """Greedy completions equal `spmdgpt sample temperature=0`'s; n seeded samples repeat with
+    their seed; stop strings cut; streaming gives the same text; echo + logprobs are the model's
+    log-probabilities of the prompt (lm-eval's local-completions asks for these); bad requests get
+    the OpenAI API's status and body; SIGTERM ends the server with exit 0 and nothing written."""
+    from spmdgpt.cli.runs import model_source, source_params
+    from spmdgpt.model.loss import token_losses
+
+    before = sorted(p.name for p in stair_run.iterdir())
+    assert main(["sample", f"run.dir={stair_run}", "prompt=0123", "max_new_tokens=8", "temperature=0",
+                 "mesh.data=1"]) == 0
+    sampled = capsys.readouterr().out.strip()
+    server = Served(stair_run)
+    try:
+        c = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0)
+        assert c.object == "text_completion" and c.model == "stair"
+        assert "0123" + c.choices[0].text == sampled and c.choices[0].finish_reason == "length"
+        assert (c.usage.prompt_tokens, c.usage.completion_tokens) == (4, 8)
+        assert [m.id for m in server.client.models.list().data] == ["stair"]
+        seeded = [server.client.completions.create(model="stair", prompt=[0, 1, 2], max_tokens=6, n=3, seed=5,
+                                                   temperature=1.0) for _ in range(2)]
+        texts = [[ch.text for ch in s.choices] for s in seeded]
+        assert texts[0] == texts[1] and len(texts[0]) == 3 and len(set(texts[0])) > 1  # (each its own stream)
+        stopped = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0,
+                                                   stop=[c.choices[0].text[3]])
+        assert stopped.choices[0].text == c.choices[0].text[:3] and stopped.choices[0].finish_reason == "stop"
+        stream = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0,
+                                                  stream=True)
+        assert "".join(chunk.choices[0].text for chunk in stream) == c.choices[0].text
+        # echo + logprobs: each prompt token's log-probability given the ones before
+        status, _, body = _post(server.url + "/v1/completions", {"prompt": "03579", "max_tokens": 0, "echo": True,
+                                                                  "logprobs": 1})
+        assert status == 200
+        lp = body["choices"][0]["logprobs"]
+        assert body["choices"][0]["text"] == "03579" and lp["tokens"] == list("03579")
+        assert lp["token_logprobs"][0] is None
+
+        cfg, tok = model_source(str(stair_run), ["mesh.data=1"])
+        from spmdgpt.sharding import Rules, make_mesh
+
+        mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+        with jax.set_mesh(mesh):
+            rules = Rules(mesh, cfg.sharding, cfg.model)
+            _, params = source_params(str(stair_run), cfg, rules)
+            ids = np.asarray([tok.encode("03579")], np.int32)
+            want = -np.asarray(token_losses(cfg.model, rules, params, ids[:, :-1], ids[:, 1:]))[0]
+        np.testing.assert_allclose(lp["token_logprobs"][1:], want, atol=2e-5)
+        assert all(max(top.values()) >= got for top, got in zip(lp["top_logprobs"][1:], lp["token_logprobs"][1:],
+                                                                 strict=True))
+        # the OpenAI API's errors: the status, the field named
+        for request, status, param in (({"prompt": "0123", "max_tokens": 100}, 400, "max_tokens"),
+                                       ({"prompt": "0" * 70, "max_tokens": 1}, 400, "prompt"),
+                                       ({"prompt": "0a"}, 400, "prompt"),
+                                       ({"prompt": "01", "temperature": -1}, 400, "temperature"),
+                                       ({"prompt": "01", "n": 0}, 400, "n"),
+                                       ({"prompt": "01", "model": "gpt-4"}, 404, "model")):
+            got, _, body = _post(server.url + "/v1/completions", request)
+            assert (got, body["error"]["param"]) == (status, param), (request, body)
+            assert body["error"]["message"] and body["error"]["type"].endswith("_error")
+        with pytest.raises(openai.BadRequestError, match="has no chat template"):
+            server.client.chat.completions.create(model="stair", messages=[{"role": "user", "content": "1"}])
+    finally:
+        code, err = server.close()
+    assert code == 0, err
+    assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err
+    assert "POST /v1/completions 200 " in err and "POST /v1/completions 404 " in err
+    assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
+
+
+def test_bad_serve_arguments_are_one_line(tmp_path, capsys):
+    import socket
+
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    for args, message in ((["port=70000", f"run.dir={tmp_path}"], "port=70000 must be in [1, 65535]"),
+                          ([f"port={port}", f"run.dir={tmp_path}"], f"host=127.0.0.1 port={port}: cannot listen there"),
+                          (["max_queue=0", f"run.dir={tmp_path}"], "max_queue=0 must be >= 1"),
+                          ([], "run.dir is required: spmdgpt serve run.dir=")):
+        assert main(["serve", *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and all(ln.startswith("spmdgpt: error: ") for ln in err.strip().splitlines()), err
+    taken.close()
+
+
+def test_chat_completions_through_the_runs_template(tmp_path):
+    """A run fine-tuned on conversations: /v1/chat/completions renders the messages with its chat
+    template and answers as the assistant, its greedy reply the sampler's continuation of the
+    rendered prompt (cut at the end of the turn); streamed, the same reply."""
+    rows = [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
+            for i in range(30)]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in rows))
+    run = tmp_path / "chat"
+    assert main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
+                 "data.batch_size=8", "train.steps=2", "model.max_seq_len=160", "train.rollout_tokens=0",
+                 f"+data.datasets.c={{paths:[{tmp_path / 'c.jsonl'}],format:chat}}", f"run.dir={run}",
+                 f"data.cache_dir={tmp_path / 'cache'}"]) == 0
+    from spmdgpt.cli.chat import chat_model
+    from spmdgpt.cli.runs import source_params
+    from spmdgpt.generate import Sampler, SamplingParams
+    from spmdgpt.sharding import Rules, make_mesh
+
+    cfg, tok = chat_model(str(run), ["mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    messages = [{"role": "user", "content": "3 and 3?"}]
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        _, params = source_params(str(run), cfg, rules)
+        new = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(
+            params, [tok.prompt(messages)], SamplingParams(12, 0.0, 0, 1.0, 0, tok.stop_id))[0]
+    want = tok.decode(new[:new.index(tok.stop_id)] if tok.stop_id in new else new)
+    server = Served(run)
+    try:
+        reply = server.client.chat.completions.create(model="chat", messages=messages, max_tokens=12, temperature=0)
+        assert reply.object == "chat.completion" and reply.choices[0].message.role == "assistant"
+        assert reply.choices[0].message.content == want
+        stream = server.client.chat.completions.create(model="chat", messages=messages, max_tokens=12, temperature=0,
+                                                       stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in stream) == want
+    finally:
+        code, err = server.close()
+    assert code == 0 and "serving chat step 2 (with its chat template)" in err, err
