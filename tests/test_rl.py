@@ -148,6 +148,73 @@ def test_prompts_records_and_their_errors(tmp_path):
     assert "rl.kl_beta=-1.0 must be >= 0 (0: no KL penalty)" in errs
 
 
+def test_loss_variants_against_hand_numbers():
+    """DAPO's clip-higher, Dr. GRPO's advantages without the std and its constant normaliser,
+    the GRPO paper's per-completion mean, GSPO's sequence-level ratio: each against numbers
+    worked by hand."""
+    from spmdgpt.model.grpo import Clip, grpo_count, token_weights
+
+    # advantages: the group's mean taken off, over the std (+1e-4) or not
+    np.testing.assert_allclose(group_advantages(np.array([1.0, 0, 0, 1]), 4, std=False), [0.5, -0.5, -0.5, 0.5])
+    np.testing.assert_allclose(group_advantages(np.array([1.0, 0, 0, 1]), 4), np.array([1, -1, -1, 1]) * 0.5 / 0.5001,
+                               rtol=1e-6)
+    one = jnp.zeros((1, 1))
+
+    def term(log_ratio, a, clip):
+        loss, _, clipped = grpo_terms(one + log_ratio, one, one, jnp.array([a]), clip, 0.0, jnp.ones((1, 1)))
+        return float(loss[0, 0]), bool(clipped[0, 0])
+
+    assert term(np.log(1.25), 1.0, Clip(0.2, 0.2))[0] == pytest.approx(-1.2)  # clipped at 1 + 0.2
+    assert term(np.log(1.25), 1.0, Clip(0.2, 0.28)) == (pytest.approx(-1.25), False)  # clip-higher lets it through
+    assert term(np.log(0.75), -1.0, Clip(0.2, 0.28)) == (pytest.approx(0.8), True)  # the floor 1 - 0.2 still holds
+    # GSPO: one ratio per completion, exp of the mean log ratio over its tokens, clipped once
+    counted = jnp.array([[1.0, 1.0, 0.0]])
+    for r1, r2, want, was_clipped in ((1.1, 1.3, np.sqrt(1.1 * 1.3), False), (1.3, 1.5, 1.2, True)):
+        logr = jnp.log(jnp.array([[r1, r2, 7.0]]))  # (the third position is no completion token)
+        loss, _, clipped = grpo_terms(logr, jnp.zeros((1, 3)), jnp.zeros((1, 3)), jnp.array([1.0]),
+                                      Clip(0.2, 0.2, "sequence"), 0.0, counted)
+        np.testing.assert_allclose(np.asarray(loss)[0, :2], [-want, -want], rtol=1e-6)
+        assert bool(clipped[0, 0]) == was_clipped
+    # the normalisers: completions of 1 and 3 tokens with terms 2 | 1, 1, 7
+    targets = jnp.array([[5, -1, -1], [5, 5, 5]])
+    terms = jnp.array([[2.0, 0.0, 0.0], [1.0, 1.0, 7.0]])
+    c = (targets >= 0).astype(jnp.float32)
+    for norm, want in (("token", 11 / 4), ("sequence", (2 / 1 + 9 / 3) / 2), ("constant", 11 / (2 * 5))):
+        clip = Clip(0.2, 0.2, "token", norm, max_tokens=5)
+        assert float(jnp.sum(terms * token_weights(c, clip)) / grpo_count(targets, clip)) == pytest.approx(want)
+
+
+def test_the_sequence_ratio_at_the_sampling_policy_is_the_per_completion_policy_gradient():
+    """GSPO (rl.ratio=sequence, rl.loss_norm=sequence) at old_logp = logp: the gradient is the
+    advantage-weighted mean over completions of each completion's mean token log-likelihood
+    gradient (the sequence ratio's derivative at 1)."""
+    from spmdgpt.model.grpo import Clip
+
+    cfg, mesh, rules = _tiny()
+    rng = np.random.default_rng(1)
+    inputs = jnp.asarray(rng.integers(0, 12, (4, 24)), jnp.int32)
+    targets = np.asarray(rng.integers(0, 12, (4, 24)), np.int32)
+    targets[:, :5] = -1
+    targets[1, 15:] = -1  # (completions of different lengths)
+    targets = jnp.asarray(targets)
+    adv = jnp.array([1.5, -0.5, 0.0, -1.0])
+    clip = Clip(0.2, 0.2, "sequence", "sequence")
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        logp = token_logps(cfg.model, rules, params, inputs, targets)
+        g = jax.grad(lambda p: grpo_objective(cfg.model, rules, clip, 0.0, p, inputs, targets, adv, logp, logp)[0])(
+            params)
+        n = jnp.sum(targets >= 0, axis=1)
+
+        def per_completion(p):
+            mean_logp = jnp.sum(token_logps(cfg.model, rules, p, inputs, targets), axis=1) / n
+            return -jnp.sum(adv * mean_logp) / 4
+
+        want = jax.grad(per_completion)(params)
+    for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-7)
+
+
 def test_a_text_prompt_is_one_user_turn_under_a_chat_template_and_quiet_runs_are_said(tmp_path):
     """With a chat template a text prompt is rendered as one user message (as DPO reads it), the
     same ids as the message list; without one it is a continuation. Rollouts count their empty
@@ -350,6 +417,8 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     (["rl.updates_per_batch=3"], "checkpoint.every=2 must be a multiple of rl.updates_per_batch=3"),
     (["BAD_FILE"], 'add.jsonl:2: a prompts record is {"prompt": text or messages, "answer": ...}; this one has '
                    "['prompt']; fix the file or set data.skip_bad_records=true"),
+    (["rl.clip_high=-0.1"], "rl.clip_high=-0.1 must be > 0 (the ratio's ceiling is 1 + clip_high; DAPO: 0.28)"),
+    (["rl.loss_norm=mean"], "rl.loss_norm"),
     (["rl.max_new_tokens=200"], "rl.max_new_tokens=200 leaves no room for a prompt in a context of 12 tokens "
                                 "(data.seq_len=12 + 1, model.max_seq_len=12); lower rl.max_new_tokens or raise"),
 ])
@@ -392,6 +461,17 @@ def test_without_the_kl_term_no_reference_is_kept_or_run(tmp_path, capsys):
         ro = Rollouts(cfg, rules, tok, numeric)
         a = ro.batch(params, None, [Prompt((1, 2, 3), "123", {"answer": "5"}, "f:1")], 0)
     np.testing.assert_array_equal(np.asarray(a.batch[3]), np.asarray(a.batch[4]))
+
+
+def test_a_run_with_the_variants_trains(tmp_path, capsys):
+    """DAPO's clip-higher, Dr. GRPO's advantages and constant normaliser, GSPO's sequence ratio
+    together: a run trains, logs its loss and rollout metrics."""
+    from spmdgpt.cli.train import run
+
+    assert run([*_sums_file(tmp_path), "train.steps=2", "rl.clip_high=0.28", "rl.advantage=group_mean",
+                "rl.loss_norm=constant", "rl.ratio=sequence", f"run.dir={tmp_path / 'v'}"]) == 0
+    rows = [r for r in _rows(tmp_path / "v") if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2] and all(np.isfinite(r["loss"]) and "rl/reward" in r for r in rows)
 
 
 def reward_that_raises(prompt, completion, record):

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config, preference_data, prompts_data
 from spmdgpt.model.attention import attention_dropout
-from spmdgpt.model.grpo import grpo_objective, logp_temperature
+from spmdgpt.model.grpo import Clip, grpo_count, grpo_objective, logp_temperature
 from spmdgpt.model.loss import objective as next_token_objective
 from spmdgpt.model.preference import dpo_objective, pair_count
 from spmdgpt.sharding import Rules
@@ -67,15 +67,18 @@ def grpo(cfg: Config, rules: Rules) -> Objective:
     completions' tokens (targets >= 0); no dropout (the sampling policy's log-probabilities
     were computed without it)."""
     r = cfg.rl
+    clip = Clip(r.clip if r.clip_low is None else r.clip_low, r.clip if r.clip_high is None else r.clip_high,
+                r.ratio.value, r.loss_norm.value, r.max_new_tokens)
 
     def score(params, inputs, targets, advantages, old_logp, ref_logp, reference=None, key=None, denominator=None):
-        return grpo_objective(cfg.model, rules, r.clip, r.kl_beta, params, inputs, targets, advantages, old_logp,
+        return grpo_objective(cfg.model, rules, clip, r.kl_beta, params, inputs, targets, advantages, old_logp,
                               ref_logp, denominator=denominator, temperature=logp_temperature(r.temperature))
 
     def count(targets, *rest):
-        return jnp.sum(targets >= 0, dtype=jnp.float32)
+        return grpo_count(targets, clip)
 
-    return Objective(score, count, "tokens", False, False)
+    return Objective(score, count, {"token": "tokens", "sequence": "completions", "constant": "token_budget"}[
+        r.loss_norm.value], False, False)
 
 
 def objective_of(cfg: Config, rules: Rules) -> Objective:

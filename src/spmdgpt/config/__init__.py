@@ -6,7 +6,16 @@ compose of the packaged YAML + overrides, one-line errors, YAML/dict round trip)
 spmdgpt. Everything public is re-exported here; import from `spmdgpt.config`.
 """
 
-from spmdgpt.config.choices import Fp8Scaling, GroupedMatmul, MatmulDtype, MoeDispatch, Router
+from spmdgpt.config.choices import (
+    Fp8Scaling,
+    GroupedMatmul,
+    MatmulDtype,
+    MoeDispatch,
+    RlAdvantage,
+    RlLossNorm,
+    RlRatio,
+    Router,
+)
 from spmdgpt.config.derived import (
     ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_FIELDS,
@@ -105,6 +114,9 @@ __all__ = [
     "ModelConfig",
     "MatmulDtype",
     "Fp8Scaling",
+    "RlAdvantage",
+    "RlLossNorm",
+    "RlRatio",
     "MoeConfig",
     "MlaConfig",
     "MoeDispatch",

@@ -93,6 +93,22 @@ class Fp8Scaling(enum.Enum):
     delayed = "delayed"  # from the largest of its last model.fp8_history steps' (an amax history in the parameters)
 
 
+class RlAdvantage(enum.Enum):
+    group_std = "group_std"  # (r - the group's mean) / (its std + 1e-4): GRPO's
+    group_mean = "group_mean"  # r - the group's mean, no std (Dr. GRPO: no bias toward easy or hard prompts)
+
+
+class RlLossNorm(enum.Enum):
+    token = "token"  # the step's token terms summed over its completion tokens' count (DAPO's token-level mean)
+    sequence = "sequence"  # each completion's tokens averaged, then the completions (the GRPO paper's; GSPO's)
+    constant = "constant"  # summed over completions x rl.max_new_tokens, a constant (Dr. GRPO: no length bias)
+
+
+class RlRatio(enum.Enum):
+    token = "token"  # each token's importance ratio, clipped per token (PPO, GRPO)
+    sequence = "sequence"  # the completion's length-normalised ratio exp(mean log ratio), clipped per completion (GSPO)
+
+
 class CollectiveMatmul(enum.Enum):
     none = "none"  # tensor parallelism as XLA partitions it (the residual stream replicated over the tensor axis)
     # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction

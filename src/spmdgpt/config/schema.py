@@ -27,6 +27,9 @@ from spmdgpt.config.choices import (
     NormType,
     OptimizerName,
     Remat,
+    RlAdvantage,
+    RlLossNorm,
+    RlRatio,
     RopeScaling,
     Schedule,
     Split,
@@ -336,6 +339,11 @@ class RlConfig(Section):
     top_p: float = 1.0  # nucleus sampling of the rollouts (1 = off)
     reward: str = "exact"  # exact | numeric | regex | module:function (spmdgpt/rl/rewards.py)
     clip: float = 0.2  # PPO's epsilon: the importance ratio's clip range [1 - clip, 1 + clip]
+    clip_low: Optional[float] = None  # the range's lower side, 1 - clip_low (default: clip)
+    clip_high: Optional[float] = None  # its upper side, 1 + clip_high (default: clip; DAPO's clip-higher: 0.28)
+    advantage: RlAdvantage = RlAdvantage.group_std  # group_std | group_mean (Dr. GRPO: no division by the std)
+    loss_norm: RlLossNorm = RlLossNorm.token  # token | sequence | constant: what the step's terms are averaged over
+    ratio: RlRatio = RlRatio.token  # token | sequence (GSPO: one length-normalised ratio per completion)
     kl_beta: float = 0.0  # weight of the KL penalty to the reference (the parameters the run starts from)
     updates_per_batch: int = 1  # optimizer steps on each sampled batch (ratio against the sampling policy)
     val_prompts: int = 64  # held-out prompts answered greedily at each evaluation (val/reward)

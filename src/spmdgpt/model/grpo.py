@@ -28,7 +28,7 @@ A > 0, or past 1 - eps with A < 0).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -54,29 +54,72 @@ def logp_temperature(temperature: float) -> float:
     return temperature if temperature > 0 else 1.0
 
 
-def grpo_terms(logp: Array, old_logp: Array, ref_logp: Array, advantages: Array, eps: float, beta: float):
+class Clip(NamedTuple):
+    """The surrogate's settings (rl.*): the clip range [1 - low, 1 + high], the ratio's level
+    ("token" or "sequence", GSPO's), the normaliser ("token", "sequence", "constant") and, for
+    "constant", the tokens a completion may have (rl.max_new_tokens)."""
+
+    low: float = 0.2
+    high: float = 0.2
+    ratio: str = "token"
+    norm: str = "token"
+    max_tokens: int = 1
+
+
+def grpo_terms(logp: Array, old_logp: Array, ref_logp: Array, advantages: Array, eps, beta: float,
+               counted: Optional[Array] = None):
     """Per token (loss, kl, clipped): the module docstring's terms, float32 [b, t]; advantages
-    [b] (one per completion) or [b, t]."""
+    [b] (one per completion) or [b, t]; eps: the clip's half-width, or a `Clip`. With
+    Clip.ratio="sequence" (GSPO) every token of a completion carries its completion's term: the
+    ratio exp(mean over its counted tokens of logp - old_logp), clipped once (counted [b, t]:
+    the completion tokens, needed then)."""
+    clip = eps if isinstance(eps, Clip) else Clip(eps, eps)
     a = advantages if advantages.ndim == logp.ndim else advantages[:, None]
-    ratio = jnp.exp(logp - old_logp)
-    surrogate = jnp.minimum(ratio * a, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * a)
+    log_ratio = logp - old_logp
+    if clip.ratio == "sequence":
+        n = jnp.maximum(jnp.sum(counted, axis=-1, keepdims=True), 1.0)
+        log_ratio = jnp.broadcast_to(jnp.sum(log_ratio * counted, axis=-1, keepdims=True) / n, logp.shape)
+    ratio = jnp.exp(log_ratio)
+    surrogate = jnp.minimum(ratio * a, jnp.clip(ratio, 1.0 - clip.low, 1.0 + clip.high) * a)
     d = ref_logp - logp
     kl = jnp.exp(d) - d - 1.0
-    clipped = ((a > 0) & (ratio > 1.0 + eps)) | ((a < 0) & (ratio < 1.0 - eps))
+    clipped = ((a > 0) & (ratio > 1.0 + clip.high)) | ((a < 0) & (ratio < 1.0 - clip.low))
     return -surrogate + beta * kl, kl, clipped
 
 
-def grpo_objective(cfg: ModelConfig, rules: Rules, eps: float, beta: float, params: Params, inputs: Array,
+def token_weights(counted: Array, clip: Clip) -> Array:
+    """Each completion token's weight in the step's sum (its denominator apart, `grpo_count`): 1
+    (token, constant), or 1 / its completion's tokens (sequence: each completion weighs one)."""
+    if clip.norm == "sequence":
+        return counted / jnp.maximum(jnp.sum(counted, axis=-1, keepdims=True), 1.0)
+    return counted
+
+
+def grpo_count(targets: Array, clip: Clip) -> Array:
+    """What the step's sum is divided by: its completion tokens (token), its completions
+    (sequence), or its completions x rl.max_new_tokens (constant)."""
+    counted = targets >= 0
+    if clip.norm == "sequence":
+        return jnp.sum(jnp.any(counted, axis=-1), dtype=jnp.float32)
+    if clip.norm == "constant":
+        return jnp.asarray(targets.shape[0] * clip.max_tokens, jnp.float32)
+    return jnp.sum(counted, dtype=jnp.float32)
+
+
+def grpo_objective(cfg: ModelConfig, rules: Rules, eps, beta: float, params: Params, inputs: Array,
                    targets: Array, advantages: Array, old_logp: Array, ref_logp: Array,
                    denominator: Optional[Array] = None, temperature: float = 1.0) -> tuple[Array, dict]:
-    """(the GRPO loss: the sum over the counted targets / denominator (default: their count, at
-    least 1), its metrics {"loss", "rl/kl", "rl/clip_fraction"} on the same denominator);
-    the policy's log-probabilities at `temperature` (old_logp and ref_logp taken at the same)."""
+    """(the GRPO loss: the weighted sum over the completion tokens (`token_weights`) /
+    denominator (default: `grpo_count`, at least 1), its metrics {"loss", "rl/kl",
+    "rl/clip_fraction"} on the same weights); eps: the clip's half-width or a `Clip`; the
+    policy's log-probabilities at `temperature` (old_logp and ref_logp taken at the same)."""
+    clip = eps if isinstance(eps, Clip) else Clip(eps, eps)
     counted = (targets >= 0).astype(jnp.float32)
     if denominator is None:
-        denominator = jnp.maximum(jnp.sum(counted), 1.0)
+        denominator = jnp.maximum(grpo_count(targets, clip), 1.0)
     logp = token_logps(cfg, rules, params, inputs, targets, temperature)
-    loss, kl, clipped = grpo_terms(logp, old_logp, ref_logp, advantages, eps, beta)
-    mean = lambda x: jnp.sum(x * counted) / denominator  # noqa: E731
+    loss, kl, clipped = grpo_terms(logp, old_logp, ref_logp, advantages, clip, beta, counted)
+    weights = token_weights(counted, clip)
+    mean = lambda x: jnp.sum(x * weights) / denominator  # noqa: E731
     total = mean(loss)
     return total, {"loss": total, "rl/kl": mean(kl), "rl/clip_fraction": mean(clipped.astype(jnp.float32))}

@@ -28,6 +28,10 @@ def config_errors(cfg: Config) -> List[str]:
         errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1")
     if r.clip <= 0 or r.clip >= 1:
         errs.append(f"rl.clip={r.clip} must be in (0, 1) (PPO's epsilon, e.g. 0.2)")
+    if r.clip_low is not None and not 0 < r.clip_low < 1:
+        errs.append(f"rl.clip_low={r.clip_low} must be in (0, 1) (the ratio's floor is 1 - clip_low)")
+    if r.clip_high is not None and r.clip_high <= 0:
+        errs.append(f"rl.clip_high={r.clip_high} must be > 0 (the ratio's ceiling is 1 + clip_high; DAPO: 0.28)")
     if r.kl_beta < 0:
         errs.append(f"rl.kl_beta={r.kl_beta} must be >= 0 (0: no KL penalty)")
     if r.updates_per_batch < 1:

@@ -38,11 +38,14 @@ ROLLOUT_SALT = 0x9A0  # separates the rollouts' streams from the data order and 
 STD_EPS = 1e-4  # added to a group's reward std (an all-equal group: advantages 0, not 0/0)
 
 
-def group_advantages(rewards: np.ndarray, group_size: int) -> np.ndarray:
+def group_advantages(rewards: np.ndarray, group_size: int, std: bool = True) -> np.ndarray:
     """Each reward's advantage in its group: rewards [n * G] in groups of G consecutive ones
-    (float64 in, float32 out)."""
+    (float64 in, float32 out), less the group's mean, over the group's std (+ 1e-4) unless
+    `std` is False (rl.advantage=group_mean, Dr. GRPO)."""
     r = np.asarray(rewards, np.float64).reshape(-1, group_size)
-    a = (r - r.mean(axis=1, keepdims=True)) / (r.std(axis=1, keepdims=True) + STD_EPS)
+    a = r - r.mean(axis=1, keepdims=True)
+    if std:
+        a = a / (r.std(axis=1, keepdims=True) + STD_EPS)
     return a.reshape(-1).astype(np.float32)
 
 
@@ -135,7 +138,8 @@ class Rollouts:
         inputs, targets = self.layout(rows, new)
         sharding = self.rules.batch_sharding()
         inputs, targets = (jax.device_put(a, sharding) for a in (inputs, targets))
-        advantages = jax.device_put(group_advantages(rewards, g), self.rules.sharding("batch"))
+        advantages = jax.device_put(group_advantages(rewards, g, self.cfg.rl.advantage.value == "group_std"),
+                                    self.rules.sharding("batch"))
         old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
