@@ -184,6 +184,41 @@ def test_loss_variants_against_hand_numbers():
         assert float(jnp.sum(terms * token_weights(c, clip)) / grpo_count(targets, clip)) == pytest.approx(want)
 
 
+def test_dynamic_sampling_fills_the_batch_with_informative_groups_and_overlong_shaping():
+    """rl.dynamic_sampling: groups whose rewards are all equal are dropped and further rounds'
+    prompts sampled until the batch is full (rl/draws, rl/informative); at the cap, the batch is
+    filled with dropped groups. DAPO's overlong penalty: 0, then linear to -penalty over the
+    last rl.overlong_buffer tokens, added to the rewards the advantages see (not to rl/reward)."""
+    from spmdgpt.rl.prompts import Prompt
+    from spmdgpt.rl.rollouts import Rollouts, overlong_penalty
+
+    np.testing.assert_allclose(overlong_penalty(np.array([3, 5, 6, 8]), 8, 4, 1.0), [0, -0.25, -0.5, -1.0])
+    np.testing.assert_allclose(overlong_penalty(np.array([3, 8]), 8, 0, 1.0), [0, 0])
+    cfg, mesh, rules = _tiny(1, "rl.group_size=2", "rl.max_new_tokens=4", "data.batch_size=4",
+                             "rl.dynamic_sampling=true", "rl.overlong_buffer=2", "rl.overlong_penalty=0.5")
+    tok = CharTokenizer("0123456789", eos=True)
+    p = {name: Prompt((1, 2), name, {}, f"f:{i}") for i, name in enumerate(["flat", "spread", "flat2", "spread2"])}
+    def complete(params, rows, sp):  # (fixed completions: each group's first of 1 token, its second of 4, the most)
+        new = [[3, 4, 5, 6] if i % 2 else [1] for i in range(len(rows))]
+        rewards = np.array([float(i % 2) if r.prompt.startswith("spread") else 0.0 for i, r in enumerate(rows)])
+        return new, ["x"] * len(rows), rewards
+
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(1), rules)
+        ro = Rollouts(cfg, rules, tok, numeric)
+        ro.complete = complete
+        a = ro.batch(params, None, [p["flat"], p["spread"]], 0, more=lambda draw: [p["spread2"], p["flat2"]])
+        assert [r.prompt for r in a.prompts] == ["spread", "spread", "spread2", "spread2"]
+        assert (a.draws, a.informative) == (2, 1.0) and a.metrics(2)["rl/draws"] == 2
+        b = ro.batch(params, None, [p["flat"], p["spread"]], 0, more=lambda draw: [p["flat2"], p["flat"]])
+        assert [r.prompt for r in b.prompts] == ["spread", "spread", "flat", "flat"]  # (3 rounds, then filled)
+        assert (b.draws, b.informative) == (3, 0.5)
+    # the overlong penalty (4 tokens of 4, buffer 2: -0.5; 1 token: 0) in the advantages only
+    np.testing.assert_allclose(a.rewards, [0, 1, 0, 1])
+    assert a.shaping == pytest.approx(-0.25) and a.metrics(2)["rl/reward"] == 0.5
+    np.testing.assert_allclose(np.asarray(a.batch[2]), group_advantages(np.array([0, 0.5, 0, 0.5]), 2), rtol=1e-6)
+
+
 def test_the_sequence_ratio_at_the_sampling_policy_is_the_per_completion_policy_gradient():
     """GSPO (rl.ratio=sequence, rl.loss_norm=sequence) at old_logp = logp: the gradient is the
     advantage-weighted mean over completions of each completion's mean token log-likelihood
@@ -464,14 +499,17 @@ def test_without_the_kl_term_no_reference_is_kept_or_run(tmp_path, capsys):
 
 
 def test_a_run_with_the_variants_trains(tmp_path, capsys):
-    """DAPO's clip-higher, Dr. GRPO's advantages and constant normaliser, GSPO's sequence ratio
-    together: a run trains, logs its loss and rollout metrics."""
+    """DAPO's clip-higher, dynamic sampling and overlong penalty, Dr. GRPO's advantages and
+    constant normaliser, GSPO's sequence ratio together: a run trains, logs its loss and rollout
+    metrics (the sampling rounds each step took)."""
     from spmdgpt.cli.train import run
 
     assert run([*_sums_file(tmp_path), "train.steps=2", "rl.clip_high=0.28", "rl.advantage=group_mean",
-                "rl.loss_norm=constant", "rl.ratio=sequence", f"run.dir={tmp_path / 'v'}"]) == 0
+                "rl.loss_norm=constant", "rl.ratio=sequence", "rl.dynamic_sampling=true", "rl.overlong_buffer=1",
+                f"run.dir={tmp_path / 'v'}"]) == 0
     rows = [r for r in _rows(tmp_path / "v") if "loss" in r]
     assert [r["step"] for r in rows] == [1, 2] and all(np.isfinite(r["loss"]) and "rl/reward" in r for r in rows)
+    assert all(1 <= r["rl/draws"] <= 3 and 0 <= r["rl/informative"] <= 1 for r in rows)
 
 
 def reward_that_raises(prompt, completion, record):

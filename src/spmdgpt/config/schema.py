@@ -344,6 +344,10 @@ class RlConfig(Section):
     advantage: RlAdvantage = RlAdvantage.group_std  # group_std | group_mean (Dr. GRPO: no division by the std)
     loss_norm: RlLossNorm = RlLossNorm.token  # token | sequence | constant: what the step's terms are averaged over
     ratio: RlRatio = RlRatio.token  # token | sequence (GSPO: one length-normalised ratio per completion)
+    dynamic_sampling: bool = False  # DAPO: drop the groups whose rewards are all equal, sample more prompts
+    dynamic_sampling_draws: int = 3  # sampling rounds a step may take to fill its batch (then: dropped groups)
+    overlong_buffer: int = 0  # DAPO's soft overlong penalty over the last this-many of max_new_tokens (0: off)
+    overlong_penalty: float = 1.0  # the penalty at max_new_tokens tokens, added to the reward
     kl_beta: float = 0.0  # weight of the KL penalty to the reference (the parameters the run starts from)
     updates_per_batch: int = 1  # optimizer steps on each sampled batch (ratio against the sampling policy)
     val_prompts: int = 64  # held-out prompts answered greedily at each evaluation (val/reward)

@@ -26,6 +26,13 @@ def config_errors(cfg: Config) -> List[str]:
                     "(a batch holds whole groups: batch_size / group_size prompts a step)")
     if r.max_new_tokens < 1:
         errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1")
+    if r.dynamic_sampling_draws < 1:
+        errs.append(f"rl.dynamic_sampling_draws={r.dynamic_sampling_draws} must be >= 1")
+    if not 0 <= r.overlong_buffer <= r.max_new_tokens:
+        errs.append(f"rl.overlong_buffer={r.overlong_buffer} must be in [0, rl.max_new_tokens={r.max_new_tokens}] "
+                    "(the last tokens of the budget over which the penalty grows)")
+    if r.overlong_penalty < 0:
+        errs.append(f"rl.overlong_penalty={r.overlong_penalty} must be >= 0")
     if r.clip <= 0 or r.clip >= 1:
         errs.append(f"rl.clip={r.clip} must be in (0, 1) (PPO's epsilon, e.g. 0.2)")
     if r.clip_low is not None and not 0 < r.clip_low < 1:

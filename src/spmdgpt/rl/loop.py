@@ -22,7 +22,7 @@ from spmdgpt.config import Config, ConfigError, TokenizerKind, dataset_configs
 from spmdgpt.hooks import Evaluation, Hook
 from spmdgpt.loggers import append_rows
 from spmdgpt.rl.prompts import Prompt, characters, read_records, split_prompts
-from spmdgpt.rl.rollouts import Rollouts, prompts_of_step
+from spmdgpt.rl.rollouts import Rollouts, extra_prompts, prompts_of_step
 from spmdgpt.sharding import Rules
 
 
@@ -111,9 +111,10 @@ class RolloutBatcher:
         k = i // self.cfg.rl.updates_per_batch
         if self.current is None or self.current[0] != k:
             params, reference = self.policy()
-            which = prompts_of_step(len(self.prompts), self.per_step, self.cfg.train.seed, k)
-            chosen = [self.prompts[j] for j in which]
-            self.current = (k, self.rollouts.batch(params, reference, chosen, k))
+            n, seed = len(self.prompts), self.cfg.train.seed
+            chosen = [self.prompts[j] for j in prompts_of_step(n, self.per_step, seed, k)]
+            more = lambda draw: [self.prompts[j] for j in extra_prompts(n, self.per_step, seed, k, draw)]  # noqa: E731
+            self.current = (k, self.rollouts.batch(params, reference, chosen, k, more))
         self.stats[i + 1] = self.current[1].metrics(self.cfg.rl.group_size)
         return self.current[1].batch
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import jax
 import numpy as np
@@ -62,9 +62,26 @@ def prompts_of_step(n: int, per_step: int, seed: int, step: int) -> List[int]:
     return out
 
 
-def step_seed(seed: int, step: int) -> int:
-    """The sampler's seed for step `step`'s rollouts (a uint32 drawn from (seed, step))."""
-    return int(np.random.SeedSequence([seed, ROLLOUT_SALT, step]).generate_state(1)[0])
+def step_seed(seed: int, step: int, draw: int = 0) -> int:
+    """The sampler's seed for step `step`'s rollouts (a uint32 drawn from (seed, step)); draw > 0:
+    dynamic sampling's further rounds of the step."""
+    return int(np.random.SeedSequence([seed, ROLLOUT_SALT, step] + ([draw] if draw else [])).generate_state(1)[0])
+
+
+def extra_prompts(n: int, per_step: int, seed: int, step: int, draw: int) -> List[int]:
+    """Indices of the prompts of dynamic sampling's round `draw` (>= 1) of step `step`: per_step
+    prompts drawn without replacement (with, from fewer) from (seed, step, draw)."""
+    rng = np.random.default_rng([seed, ROLLOUT_SALT, step, draw])
+    return [int(i) for i in rng.choice(n, per_step, replace=per_step > n)]
+
+
+def overlong_penalty(lengths: np.ndarray, max_tokens: int, buffer: int, penalty: float) -> np.ndarray:
+    """DAPO's soft overlong punishment: 0 up to max_tokens - buffer tokens, then falling linearly
+    to -penalty at max_tokens (lengths: completion tokens, the stop token counted)."""
+    if buffer <= 0:
+        return np.zeros(len(lengths))
+    start = max_tokens - buffer
+    return -penalty * np.clip((np.asarray(lengths, np.float64) - start) / buffer, 0.0, 1.0)
 
 
 @dataclass
@@ -76,6 +93,10 @@ class Rollout:
     lengths: np.ndarray  # [rows] completion tokens (the stop token counted)
     completions: List[str]  # decoded, without the stop token
     prompts: List[Prompt]  # each row's prompt
+    draws: int = 1  # sampling rounds the step took (rl.dynamic_sampling: more than one)
+    informative: float = 1.0  # share of its groups whose rewards differ (dynamic sampling's aim: 1)
+    shaping: float = 0.0  # mean overlong penalty added to the rewards for the advantages
+    dynamic: bool = False  # (rl.dynamic_sampling: its metrics are logged)
 
     def metrics(self, group_size: int) -> dict:
         """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
@@ -86,7 +107,9 @@ class Rollout:
         return {"rl/reward": float(self.rewards.mean()), "rl/reward_std": float(self.rewards.std()),
                 "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean()),
                 "rl/empty_fraction": float(np.mean([not c.strip() for c in self.completions])),
-                "rl/flat_groups": float((groups.max(axis=1) == groups.min(axis=1)).mean())}
+                "rl/flat_groups": float((groups.max(axis=1) == groups.min(axis=1)).mean()),
+                **({"rl/draws": self.draws, "rl/informative": self.informative} if self.dynamic else {}),
+                **({"rl/overlong_penalty": self.shaping} if self.shaping else {})}
 
 
 class Rollouts:
@@ -102,10 +125,10 @@ class Rollouts:
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
         self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature)))
 
-    def sampling(self, step: int, greedy: bool = False) -> SamplingParams:
+    def sampling(self, step: int, greedy: bool = False, draw: int = 0) -> SamplingParams:
         r = self.cfg.rl
         return SamplingParams(max_new_tokens=r.max_new_tokens, temperature=0.0 if greedy else r.temperature,
-                              top_p=r.top_p, seed=step_seed(self.cfg.train.seed, step), eos_id=self.stop_id)
+                              top_p=r.top_p, seed=step_seed(self.cfg.train.seed, step, draw), eos_id=self.stop_id)
 
     def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams) -> tuple:
         """(completion token lists (the stop token kept), their texts (without it), rewards)."""
@@ -128,19 +151,43 @@ class Rollouts:
             targets[r, first:n] = row[first + 1:n + 1]
         return inputs, targets
 
-    def batch(self, params, reference, prompts: Sequence[Prompt], step: int) -> Rollout:
+    def batch(self, params, reference, prompts: Sequence[Prompt], step: int,
+              more: Optional[Callable[[int], List[Prompt]]] = None) -> Rollout:
         """Step `step`'s rollout of `prompts` (each sampled rl.group_size times), scored and laid
         out; the log-probabilities under `params` (the sampling policy) and `reference` (None:
-        no KL term, the sampling policy's again)."""
-        g = self.cfg.rl.group_size
-        rows = [p for p in prompts for _ in range(g)]
-        new, texts, rewards = self.complete(params, rows, self.sampling(step))
+        no KL term, the sampling policy's again). With rl.dynamic_sampling, groups whose rewards
+        are all equal are dropped and `more(draw)` gives the prompts of another round, up to
+        rl.dynamic_sampling_draws rounds; a batch still short is filled with dropped groups
+        (advantage 0), and `informative` says how much of it is not. rl.overlong_buffer: the
+        rewards the advantages see carry DAPO's overlong penalty."""
+        r = self.cfg.rl
+        g, per = r.group_size, len(prompts)
+        kept, flat, draw = [], [], 0
+        while True:
+            rows = [p for p in prompts for _ in range(g)]
+            new, texts, rewards = self.complete(params, rows, self.sampling(step, draw=draw))
+            for q in range(per):
+                group = [(rows[i], new[i], texts[i], rewards[i]) for i in range(q * g, (q + 1) * g)]
+                spread = len({x[3] for x in group}) > 1
+                (kept if spread or not r.dynamic_sampling else flat).append(group)
+            if not r.dynamic_sampling or len(kept) >= per or draw + 1 >= r.dynamic_sampling_draws or more is None:
+                break
+            draw += 1
+            prompts = more(draw)
+        informative = min(len(kept), per) / per if r.dynamic_sampling else 1.0
+        groups = (kept + flat)[:per]
+        rows, new, texts = [x[0] for q in groups for x in q], [x[1] for q in groups for x in q], \
+            [x[2] for q in groups for x in q]
+        rewards = np.array([x[3] for q in groups for x in q], np.float64)
+        lengths = np.array([len(c) for c in new])
+        shaping = overlong_penalty(lengths, r.max_new_tokens, r.overlong_buffer, r.overlong_penalty)
         inputs, targets = self.layout(rows, new)
         sharding = self.rules.batch_sharding()
         inputs, targets = (jax.device_put(a, sharding) for a in (inputs, targets))
-        advantages = jax.device_put(group_advantages(rewards, g, self.cfg.rl.advantage.value == "group_std"),
+        advantages = jax.device_put(group_advantages(rewards + shaping, g, r.advantage.value == "group_std"),
                                     self.rules.sharding("batch"))
         old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
-        return Rollout((inputs, targets, advantages, old, ref), rewards, np.array([len(c) for c in new]), texts, rows)
+        return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
+                       float(shaping.mean()), r.dynamic_sampling)
