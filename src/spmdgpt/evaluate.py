@@ -12,7 +12,7 @@ import numpy as np
 from spmdgpt.config import Config, ModelConfig
 from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import append_rows
-from spmdgpt.model.loss import counted_first
+from spmdgpt.model.loss import count_first
 from spmdgpt.sharding import Rules, shard_bytes, to_host
 
 
@@ -37,7 +37,7 @@ def loss_sums(cfg: Config, rules: Rules, microbatches: int = 1):
 
     def sums(params, reference, *part):  # one part's (summed loss, counted targets or pairs)
         obj = objectives[reference is not None]
-        count, params, reference, part = counted_first(obj.count(*part[1:]), params, reference, part)
+        count, params, reference, part = count_first(obj.count(*part[1:]), params, reference, part)
         metrics = obj.score(params, *part, reference=reference, denominator=jnp.ones((), jnp.float32))[1]
         return metrics["loss"], count
 

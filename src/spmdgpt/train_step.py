@@ -18,7 +18,7 @@ from spmdgpt.config import Config, document_batches, replan_points
 from spmdgpt.data import Batcher, load_dataset
 from spmdgpt.model import between_steps, fp8, param_info
 from spmdgpt.model.lora import attach
-from spmdgpt.model.loss import counted_first
+from spmdgpt.model.loss import count_first
 from spmdgpt.objectives import objective_of
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
 from spmdgpt.sharding import Rules
@@ -64,7 +64,7 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
     """(mean metrics, mean gradients) of a batch [B, ...] split into `microbatches` equal parts
     (`microbatch_parts`) run one after another by `lax.scan` inside the step (gradient
     accumulation): only one part's activations are alive at a time. Gradients are summed in
-    float32 (FP8's amax histories: the largest, `fp8.combined`). With a key (dropout), grad_fn is
+    float32 (FP8's amax histories: the largest, `fp8.accumulate`). With a key (dropout), grad_fn is
     called with key=fold_in(key, j) for part j (key itself when k=1)."""
     if microbatches == 1:
         return grad_fn(params, *batch) if key is None else grad_fn(params, *batch, key=key)
@@ -75,7 +75,8 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
         kw = {} if key is None else {"key": jax.random.fold_in(key, j)}
         metrics, grads = grad_fn(params, *part, **kw)
         total, acc = carry
-        return (jax.tree.map(jnp.add, total, metrics), jax.tree_util.tree_map_with_path(fp8.combined, acc, grads)), None
+        acc = jax.tree_util.tree_map_with_path(fp8.accumulate, acc, grads)
+        return (jax.tree.map(jnp.add, total, metrics), acc), None
 
     zeros = jax.tree.map(lambda p: jnp.zeros_like(p, dtype=jnp.float32), params)
     parts = (jnp.arange(k, dtype=jnp.uint32), microbatch_parts(batch, k))
@@ -115,7 +116,7 @@ def step_gradients(cfg: Config, rules: Rules):
         # the step's counted units (targets >= 0; DPO: complete pairs) over its microbatches: each
         # part's sums divided by it give, averaged over the parts, the step's mean (model/loss.py)
         count = goal.count(*batch[1:])
-        count, params, batch, reference, base = counted_first(count, params, batch, reference, base)
+        count, params, batch, reference, base = count_first(count, params, batch, reference, base)
         denominator = jnp.maximum(count, 1.0) / microbatches
 
         def grad_fn(params, *part, key=None):
@@ -124,7 +125,7 @@ def step_gradients(cfg: Config, rules: Rules):
             return metrics, grads
 
         metrics, grads = accumulated_grads(grad_fn, microbatches, params, *batch, key=key)
-        grads, histories = fp8.taken(grads)  # (FP8's delayed scaling: set between steps, not trained)
+        grads, histories = fp8.split_histories(grads)  # (FP8's delayed scaling: set between steps, not trained)
         if histories:
             metrics["between_steps"] = {**metrics.get("between_steps", {}), fp8.HISTORY: histories}
         return {**metrics, goal.counted: count}, grads

@@ -362,7 +362,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     positions, batch, cache = u.positions, u.batch, u.cache
     if cache is not None and cache.mask is not None:
         q, k, v = project(cfg, rules, p, x, positions, batch, window=u.window)  # [b, n, t, h]
-        kv = written(cache, 2, k=k, v=v)
+        kv = write_cache(cache, 2, k=k, v=v)
         o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules)
         return output_projection(rules, p, o), kv, {}
     backend = sequence_backend(cfg, rules)
@@ -373,7 +373,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
             k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))
-        kv = written(cache, 2, k=k, v=v)
+        kv = write_cache(cache, 2, k=k, v=v)
     return output_projection(rules, p, o, head_major), kv, {}
 
 
@@ -409,7 +409,7 @@ def sequence_attention(cfg: ModelConfig, rules: Rules, backend: Optional[Attenti
     return o[..., :width]
 
 
-def written(cache: LayerCache, axis: int, **arrays: jax.Array) -> dict:
+def write_cache(cache: LayerCache, axis: int, **arrays: jax.Array) -> dict:
     """The layer's cache with `arrays` (by the cache's names) written at cache.end along their
     positions' `axis` (keys and values [b, kv heads, t, h]: 2; MLA's latents [b, t, R]: 1)."""
     return {name: jax.lax.dynamic_update_slice_in_dim(cache.arrays[name], a.astype(cache.arrays[name].dtype),

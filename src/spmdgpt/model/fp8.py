@@ -24,7 +24,7 @@ Where amax comes from (`model.fp8_scaling`):
              product's custom derivative returns the updated history as the history's "gradient"
              (the gradient's amax is only seen in the backward), gradient accumulation keeps the
              largest over its microbatches (`combined`), and `train_step` moves it from the
-             gradients into the parameters (`recorded`). A fresh history scales by 1 (both
+             gradients into the parameters (`record_histories`). A fresh history scales by 1 (both
              Transformer Engine and Flax start so) until its first step is recorded; a non-finite
              amax is recorded as 0 (left out of the max). Checkpoints hold the histories with the
              parameters, so a resumed run scales exactly as the uninterrupted one.
@@ -172,7 +172,7 @@ def is_history(path) -> bool:
     return getattr(path[-1], "name", None) == HISTORY
 
 
-def combined(path, total: jax.Array, g: jax.Array) -> jax.Array:
+def accumulate(path, total: jax.Array, g: jax.Array) -> jax.Array:
     """Gradient accumulation's sum of a leaf's gradients over the microbatches: a history's
     "gradient" (the updated history) the largest of them, elementwise."""
     return jnp.maximum(total, g.astype(total.dtype)) if is_history(path) else total + g.astype(total.dtype)
@@ -182,9 +182,9 @@ def averaged(path, total: jax.Array, k: int) -> jax.Array:
     return total if is_history(path) else total / k
 
 
-def taken(grads) -> tuple:
+def split_histories(grads) -> tuple:
     """(grads with zeros at the amax histories, {name: updated history}: empty without delayed
-    scaling): what the optimizer sees, and what `recorded` writes into the parameters."""
+    scaling): what the optimizer sees, and what `record_histories` writes into the parameters."""
     histories = {path_name(p): g for p, g in jax.tree_util.tree_flatten_with_path(grads)[0] if is_history(p)}
     if not histories:
         return grads, {}
@@ -192,8 +192,8 @@ def taken(grads) -> tuple:
     return zeroed, histories
 
 
-def recorded(params, histories: dict):
-    """params with each amax history replaced by its updated one (`taken`)."""
+def record_histories(params, histories: dict):
+    """params with each amax history replaced by its updated one (`split_histories`)."""
     if not histories:
         return params
     return jax.tree_util.tree_map_with_path(

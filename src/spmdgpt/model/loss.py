@@ -88,7 +88,7 @@ def logsumexp(x: Array) -> Array:
     return jax.nn.logsumexp(x, axis=-1)
 
 
-def counted_first(count: jax.Array, *rest):
+def count_first(count: jax.Array, *rest):
     """(count, *rest), the count's reduction over the devices (e.g. of the targets >= 0) done
     before anything of `rest` is used (an optimization barrier): left free, it is a collective
     that XLA:CPU may run on some devices before and on others after the step's other
@@ -124,11 +124,11 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     them it is the cross-entropy.
     key: dropout (model.dropout); None: none. microbatches: the pipeline's (mesh.stage > 1).
     denominator: what the sums over the counted targets are divided by (see the module
-    docstring); None: their count in this batch (at least 1), counted first (`counted_first`).
+    docstring); None: their count in this batch (at least 1), counted first (`count_first`).
     For `jax.value_and_grad(..., has_aux=True)`."""
     count = None
     if denominator is None:
-        count, params, inputs = counted_first(jnp.sum(targets >= 0, dtype=jnp.float32), params, inputs)
+        count, params, inputs = count_first(jnp.sum(targets >= 0, dtype=jnp.float32), params, inputs)
         denominator = jnp.maximum(count, 1.0)
     x, _, aux = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids, key=key,
                               microbatches=microbatches, residual=bool(cfg.mtp_depth))

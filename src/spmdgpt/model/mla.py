@@ -46,7 +46,7 @@ from spmdgpt.model.attention import (
     probabilities,
     sequence_attention,
     sequence_backend,
-    written,
+    write_cache,
 )
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
@@ -164,7 +164,7 @@ def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitI
     cache = u.cache
     if cache is not None and cache.mask is not None:
         q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch, u.window)
-        arrays = written(cache, 1, latent=latent, k_rope=k_rope)
+        arrays = write_cache(cache, 1, latent=latent, k_rope=k_rope)
         return output_projection(rules, p, _absorbed(cfg, rules, p, q, arrays, cache.mask), head_major=False), \
             arrays, {}
     backend = sequence_backend(cfg, rules)
@@ -174,7 +174,8 @@ def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitI
     if head_major:
         q, k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
     o = sequence_attention(cfg, rules, backend, q, k, v, u)
-    arrays = None if cache is None else written(cache, 1, latent=latent, k_rope=k_rope)  # (a prefill starts the cache)
+    # (a prefill starts the cache)
+    arrays = None if cache is None else write_cache(cache, 1, latent=latent, k_rope=k_rope)
     return output_projection(rules, p, o, head_major), arrays, {}
 
 

@@ -48,7 +48,7 @@ from spmdgpt.model.attention import (
     kv_cache,
 )
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
-from spmdgpt.model.fp8 import recorded as fp8_recorded
+from spmdgpt.model.fp8 import record_histories
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
 from spmdgpt.model.layers import Norm, dtype_of, norm_info
 from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_stats
@@ -165,11 +165,11 @@ def aux_loss_weights(cfg: ModelConfig) -> dict:
 def between_steps(cfg: ModelConfig, old: Params, new: Params, aux: dict) -> Params:
     """The parameters after a training step: `new` (the optimizer's) with each unit's state that
     is set between steps (`Unit.between_steps`) from `old` and the step's non-scalar aux outputs
-    (the objective's metrics["between_steps"]), and FP8's amax histories (`fp8.recorded`)."""
+    (the objective's metrics["between_steps"]), and FP8's amax histories (`fp8.record_histories`)."""
     units = dict(zip(UNIT_FIELDS, block_units(cfg)))
     blocks = new.blocks._replace(**{f: u.between_steps(cfg, getattr(old.blocks, f), getattr(new.blocks, f), aux)
                                     for f, u in units.items()})
-    return fp8_recorded(new._replace(blocks=blocks), aux.get(FP8_HISTORY, {}))
+    return record_histories(new._replace(blocks=blocks), aux.get(FP8_HISTORY, {}))
 
 
 def leaf_name(path) -> str:
