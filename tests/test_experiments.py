@@ -21,6 +21,7 @@ from conftest import compile_only_or_skip
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
+from spmdgpt.kinds import run_kind
 from spmdgpt.plan import plan_step
 from spmdgpt.runtime import host_memory
 from spmdgpt.sharding import Rules, make_mesh
@@ -86,7 +87,7 @@ def test_small_experiment_fits_one_cpu_device_of_this_machine(name):
     cfg = load_config([f"+experiment={name}", "mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
-        plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True)
+        plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=run_kind(cfg))
     assert [p.name for p in plan.programs][0] == "train_step"
     for p in plan.programs:
         assert 0 < p.total_bytes <= host_memory() / 4, p.name  # (a quarter of this box: room to spare)

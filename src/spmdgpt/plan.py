@@ -239,11 +239,15 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> 
     """Compile `cfg`'s training step on `rules`' mesh from abstract shapes (call inside
     jax.set_mesh) and read its per-device plan; whole_run: every program of the run
     (`run_programs`) too, in Plan.programs. kind: the run's `kinds.RunKind` (its batch, its
-    reference, which of its programs the plan compiles); None: a run on token rows."""
+    reference, which of its programs the plan compiles: `kinds.run_kind(cfg)`); None: a run on
+    token rows (a run of another kind's data is refused: its batch is not token rows)."""
+    from spmdgpt.config import prompts_data
     from spmdgpt.objectives import objective_of
     from spmdgpt.state import abstract_state
     from spmdgpt.train_step import optimizer_of
 
+    if kind is None and prompts_data(cfg.data):
+        raise ValueError("plan_step of a run on prompts data needs its kind: kind=spmdgpt.kinds.run_kind(cfg)")
     optimizer = optimizer_of(cfg)
     state = abstract_state(cfg, rules, optimizer)  # LoRA (lora.rank > 0): the adapters and their optimizer state
     base = abstract_params(cfg.model, rules) if cfg.lora.rank else None  # LoRA's frozen model, read by the step
