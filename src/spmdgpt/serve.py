@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import json
 import queue
 import sys
@@ -234,12 +235,10 @@ class Backend:
         token_logprobs: List[Any] = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, n)]
         top_logprobs: List[Any] = [None] + [{self.tok.decode([int(t)]): float(v) for t, v in
                                              zip(which[i - 1, :k], top[i - 1, :k], strict=True)} for i in range(1, n)]
-        text, offsets = "", []
-        for t in ids:
-            offsets.append(len(text))
-            text += self.tok.decode([t])
-        return {"tokens": [self.tok.decode([t]) for t in ids], "token_logprobs": token_logprobs,
-                "top_logprobs": top_logprobs, "text_offset": offsets}
+        pieces = [self.tok.decode([t]) for t in ids]
+        offsets = [0, *itertools.accumulate(len(p) for p in pieces)][:n]
+        return {"tokens": pieces, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
+                "text_offset": offsets}
 
     def completion_job(self, prompts: List[List[int]], sp: Sampling) -> tuple:
         choices, used = [], 0

@@ -175,10 +175,9 @@ class Rollouts:
             draw += 1
             prompts = more(draw)
         informative = min(len(kept), per) / per if r.dynamic_sampling else 1.0
-        groups = (kept + flat)[:per]
-        rows, new, texts = [x[0] for q in groups for x in q], [x[1] for q in groups for x in q], \
-            [x[2] for q in groups for x in q]
-        rewards = np.array([x[3] for q in groups for x in q], np.float64)
+        rows, new, texts, rewards = (list(column) for column in zip(*(x for q in (kept + flat)[:per] for x in q),
+                                                                      strict=True))
+        rewards = np.array(rewards, np.float64)
         lengths = np.array([len(c) for c in new])
         shaping = overlong_penalty(lengths, r.max_new_tokens, r.overlong_buffer, r.overlong_penalty)
         inputs, targets = self.layout(rows, new)
