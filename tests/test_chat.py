@@ -6,7 +6,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from conftest import read_jsonl  # noqa: E402
+from conftest import read_jsonl, train_chat_run  # noqa: E402
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
@@ -434,18 +434,7 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
     from spmdgpt.cli.runs import source_params
     from spmdgpt.generate import Conversation, Sampler, SamplingParams
 
-    write_chat(
-        tmp_path / "c.jsonl",
-        [
-            [{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
-            for i in range(30)
-        ],
-    )
-    run = tmp_path / "run"
-    assert main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
-                 "data.batch_size=8", "train.steps=2", "model.max_seq_len=160", "train.rollout_tokens=0",
-                 f"+data.datasets.c={{paths:[{tmp_path / 'c.jsonl'}],format:chat}}", f"run.dir={run}",
-                 f"data.cache_dir={tmp_path / 'cache'}"]) == 0
+    run = train_chat_run(tmp_path)
     cfg, tok = chat_model(str(run), ["mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     rules = Rules(mesh, cfg.sharding, cfg.model)

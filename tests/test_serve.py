@@ -14,7 +14,7 @@ import urllib.request
 import jax
 import numpy as np
 import pytest
-from conftest import wait_until
+from conftest import train_chat_run, wait_until
 
 from spmdgpt.cli import main
 from spmdgpt.cli.launch import free_port
@@ -165,14 +165,7 @@ def test_chat_completions_through_the_runs_template(tmp_path):
     """A run fine-tuned on conversations: /v1/chat/completions renders the messages with its chat
     template and answers as the assistant, its greedy reply the sampler's continuation of the
     rendered prompt (cut at the end of the turn); streamed, the same reply."""
-    rows = [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
-            for i in range(30)]
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in rows))
-    run = tmp_path / "chat"
-    assert main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
-                 "data.batch_size=8", "train.steps=2", "model.max_seq_len=160", "train.rollout_tokens=0",
-                 f"+data.datasets.c={{paths:[{tmp_path / 'c.jsonl'}],format:chat}}", f"run.dir={run}",
-                 f"data.cache_dir={tmp_path / 'cache'}"]) == 0
+    run = train_chat_run(tmp_path)
     from spmdgpt.cli.chat import chat_model
     from spmdgpt.cli.runs import source_params
     from spmdgpt.generate import Sampler, SamplingParams
@@ -189,12 +182,12 @@ def test_chat_completions_through_the_runs_template(tmp_path):
     want = tok.decode(new[:new.index(tok.stop_id)] if tok.stop_id in new else new)
     server = Served(run)
     try:
-        reply = server.client.chat.completions.create(model="chat", messages=messages, max_tokens=12, temperature=0)
+        reply = server.client.chat.completions.create(model="run", messages=messages, max_tokens=12, temperature=0)
         assert reply.object == "chat.completion" and reply.choices[0].message.role == "assistant"
         assert reply.choices[0].message.content == want
-        stream = server.client.chat.completions.create(model="chat", messages=messages, max_tokens=12, temperature=0,
+        stream = server.client.chat.completions.create(model="run", messages=messages, max_tokens=12, temperature=0,
                                                        stream=True)
         assert "".join(c.choices[0].delta.content or "" for c in stream) == want
     finally:
         code, err = server.close()
-    assert code == 0 and "serving chat step 2 (with its chat template)" in err, err
+    assert code == 0 and "serving run step 2 (with its chat template)" in err, err
