@@ -180,14 +180,13 @@ def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targ
     """Hidden states x [b * t, d] against targets [b, t] -> (losses, logsumexp of the logits),
     float32 [b * t] each; the (soft-capped) logits divided by `temperature` (a Python float)."""
     logits = unembed(cfg, rules, params, x)  # (soft-capped)
-    lse = logsumexp(logits.astype(jnp.float32) / temperature if temperature != 1.0 else logits.astype(jnp.float32))
+    lse = logsumexp(logits.astype(jnp.float32) / temperature)  # (/ 1.0 is exact: the same numbers at temperature 1)
     flat_targets = flatten(rules, jax.sharding.reshard(targets, rules.spec("batch", "seq")))
     rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)
     target_logit = jnp.einsum(
         "td,td->t", x, rows, out_sharding=rules.spec("tokens"), preferred_element_type=jnp.float32
     )
-    target_logit = softcap(cfg, target_logit)
-    return lse - (target_logit / temperature if temperature != 1.0 else target_logit), lse
+    return lse - softcap(cfg, target_logit) / temperature, lse
 
 
 def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: Array, targets: Array,
