@@ -191,3 +191,38 @@ def test_chat_completions_through_the_runs_template(tmp_path):
     finally:
         code, err = server.close()
     assert code == 0 and "serving run step 2 (with its chat template)" in err, err
+
+
+@pytest.mark.parametrize("unit", ["mha", "gqa", "mla-moe", "windows"])
+def test_the_backend_on_a_mesh_equals_one_device(unit):
+    """The server's model side (serve.Backend, no HTTP) for every attention unit: one prompt
+    sampled once and three times (an odd batch), greedy, with echoed log-probabilities, on one
+    device and on data 2 x model 2: the same texts, the log-probabilities to float32 rounding."""
+    from test_generate import ATTENTION_UNITS
+
+    from spmdgpt.config import load_config
+    from spmdgpt.data import CharTokenizer
+    from spmdgpt.model import init_params
+    from spmdgpt.serve import Backend, Sampling
+    from spmdgpt.sharding import Rules, make_mesh
+
+    tok, got = CharTokenizer("0123456789"), []
+    for devices, layout in ((1, ["mesh.data=1"]), (4, ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
+        cfg = load_config(["+experiment=staircase", "model.init_std=0.2", *ATTENTION_UNITS[unit], *layout])
+        mesh = make_mesh(cfg.mesh, jax.devices()[:devices])
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        with jax.set_mesh(mesh):
+            params = init_params(cfg.model, jax.random.key(0), rules)
+        backend = Backend(cfg, rules, mesh, params, tok, "x")
+        answers = []
+        for n in (1, 3):
+            sp = Sampling(max_tokens=5, temperature=0.0, top_p=1.0, n=n, stop=[], seed=0, stream=False, echo=True,
+                          logprobs=2)
+            answers.append(backend.submit(backend.completion_job, [tok.encode("0123")], sp).result(timeout=600))
+        (one, used1), (three, used3) = answers
+        assert len(one) == 1 and len(three) == 3 and used1 == 5 and used3 == 15
+        assert all(c["text"] == one[0]["text"] for c in three) and one[0]["text"].startswith("0123")
+        got.append(one[0])
+    assert got[0]["text"] == got[1]["text"]
+    np.testing.assert_allclose(got[0]["logprobs"]["token_logprobs"][1:], got[1]["logprobs"]["token_logprobs"][1:],
+                               atol=1e-5)

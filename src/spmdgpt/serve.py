@@ -118,7 +118,9 @@ class Backend:
         vocab = tokenizer.vocab_size
 
         def scores(params, tokens, k):  # (over the whole output: the model's own loss; the top k of real ids)
-            logp = jax.nn.log_softmax(forward(cfg.model, rules, params, tokens)[0][0].astype(np.float32), axis=-1)
+            logits = forward(cfg.model, rules, params, tokens)[0]  # (its rows repeat one: the first, gathered)
+            row = jax.sharding.reshard(logits, rules.spec(None, None, None))[0]
+            logp = jax.nn.log_softmax(row.astype(np.float32), axis=-1)
             return logp, jax.lax.top_k(logp[:, :vocab], k)
 
         self._scores = jax.jit(scores, static_argnums=2)
@@ -222,15 +224,16 @@ class Backend:
     def logprobs(self, ids: List[int], k: int) -> dict:
         """OpenAI's logprobs object for the tokens `ids` (echoed prompt and completion): each
         token's log-probability given the ones before (the first: None) and the k most likely."""
-        import jax.numpy as jnp
+        import jax
 
         n = len(ids)
         padded = -(-n // PROMPT_BUCKET) * PROMPT_BUCKET
         if padded > self.cfg.model.max_seq_len:
             padded = n
-        tokens = np.zeros((1, padded), np.int32)
-        tokens[0, :n] = ids
-        logp, (top, which) = self._scores(self.params, jnp.asarray(tokens), max(k, 1))
+        # (one row, repeated over the ways the mesh splits a batch, as the sampler pads its rows)
+        tokens = np.zeros((self.rules.batch_divisor(), padded), np.int32)
+        tokens[:, :n] = ids
+        logp, (top, which) = self._scores(self.params, jax.device_put(tokens, self.rules.batch_sharding()), max(k, 1))
         logp, top, which = np.asarray(logp), np.asarray(top), np.asarray(which)
         token_logprobs: List[Any] = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, n)]
         top_logprobs: List[Any] = [None] + [{self.tok.decode([int(t)]): float(v) for t, v in
