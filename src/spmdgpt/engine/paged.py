@@ -1,0 +1,223 @@
+"""The engine's device side: a pool of KV pages and the one compiled step over it.
+
+The pool holds, for every layer, what the attention unit caches (`Unit.cache`: k and v for
+multi-head and grouped-query attention, the latent and RoPE key for MLA) cut into pages of
+`page_size` tokens, in one canonical layout per array: [layers, pages, page_size, ...the rest of
+the unit's per-token shape] (the unit's batch axis becomes the page axis, its sequence axis the
+offset in the page). Page 0 is the null page: page tables are padded with it, padding tokens
+write there, and nothing reads it unmasked.
+
+One step (`Step`) takes a fixed token budget in two groups of rows, so that no prompt length or
+arrival pattern changes a shape:
+
+- decode: one token for each of `slots` rows (a running sequence's last sampled token, or
+  position -1 for an idle slot);
+- prefill: `prefills` rows of `chunk` tokens each (a chunk of a prompt, padded with position -1).
+
+For each layer, each group gathers its rows' pages into the unit's own cache layout (a view of
+capacity pages_per_seq x page_size, then `chunk` or 1 empty places where the unit writes the new
+keys and values), runs the model's one `block` on it (its cached path: the queries attend over
+the view under the mask of the query and key positions, causal inside a chunk), and scatters the
+new entries back into the pool at their pages and offsets. The gather is the path that runs on
+every backend; its cost is a copy of each row's whole page list per layer and step. Then the
+last token of each row is sampled with the row's own parameters and PRNG stream: row r's key for
+its i-th new token is fold_in(fold_in(key(seed), stream), i), the streams of `generate.Sampler`,
+so a seeded request samples the same tokens whatever else runs beside it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from spmdgpt.config import ModelConfig
+from spmdgpt.model.attention import LayerCache
+from spmdgpt.model.context import unflatten
+from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
+from spmdgpt.model.head import embed, unembed
+from spmdgpt.model.kernels import causal_mask, window_mask
+from spmdgpt.model.layers import dtype_of, norm
+from spmdgpt.model.params import Params, block_units
+from spmdgpt.model.stages import whole_stack
+from spmdgpt.sharding import Rules
+
+Array = jax.Array
+
+
+class Layout(NamedTuple):
+    """How one cached array of the unit maps onto pages."""
+
+    seq_axis: int  # the sequence axis in the unit's per-layer shape [batch, ...]
+    rest: tuple  # the per-token shape (the unit's shape without batch and sequence)
+    logical: tuple  # the per-token logical axes
+
+
+def layouts(cfg: ModelConfig) -> dict:
+    """{name: Layout} of what the model's attention unit caches (`Unit.cache`); the sequence axis is
+    the one whose length follows the capacity."""
+    attention, _ = block_units(cfg)
+    one, two = attention.cache(cfg, 1, 1), attention.cache(cfg, 1, 2)
+    out = {}
+    for name, (shape, logical) in one.items():
+        axis = next(i for i, (a, b) in enumerate(zip(shape, two[name][0], strict=True)) if a != b)
+        keep = [i for i in range(1, len(shape)) if i != axis]
+        out[name] = Layout(axis, tuple(shape[i] for i in keep), tuple(logical[i] for i in keep))
+    return out
+
+
+def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int) -> dict:
+    """An empty pool: {name: [layers, pages, page_size, ...rest]} in the compute dtype, the heads
+    split as the rule table splits them, the pages whole on every device."""
+    return {name: jnp.zeros((cfg.num_layers, pages, page_size) + lay.rest, dtype_of(cfg.compute_dtype),
+                            out_sharding=rules.spec("layers", None, None, *lay.logical))
+            for name, lay in layouts(cfg).items()}
+
+
+def pool_bytes(cfg: ModelConfig, pages: int, page_size: int) -> int:
+    """Bytes of a pool of `pages` pages (all layers, all cached arrays)."""
+    per_token = sum(int(np.prod(lay.rest)) for lay in layouts(cfg).values())
+    return cfg.num_layers * pages * page_size * per_token * jnp.dtype(dtype_of(cfg.compute_dtype)).itemsize
+
+
+class Rows(NamedTuple):
+    """One group of a step's rows (decode: t = 1; prefill: t = chunk). Host arrays, int32."""
+
+    tokens: Array  # [b, t]
+    positions: Array  # [b, t]: each token's position, -1 for padding (never attended, written to page 0)
+    table: Array  # [b, pages_per_seq]: the row's pages in order (0: none)
+    cached: Array  # [b]: tokens of the row already in the pool (its keys at positions 0..cached-1)
+    last: Array  # [b]: the index in t of the token whose next token is sampled
+
+
+class Draw(NamedTuple):
+    """Each row's sampling parameters (float32 / int32 / uint32 [b])."""
+
+    temperature: Array  # <= 0: greedy
+    top_k: Array  # 0: no filter
+    top_p: Array  # 1: no filter
+    seed: Array
+    stream: Array  # the request's stream (its choice index)
+    index: Array  # which new token of the stream this is
+
+
+def row_keys(seed: Array, stream: Array, index: Array) -> Array:
+    """fold_in(fold_in(key(seed), stream), index) for each row."""
+    return jax.vmap(lambda s, r, i: jax.random.fold_in(jax.random.fold_in(jax.random.key(s), r), i))(
+        seed, stream, index)
+
+
+def _pick(a: Array, index: Array) -> Array:
+    """a[r, index[r]] for each row r (a: [b, n, ...]; a select and a sum, which keeps the rows'
+    sharding where a gather would not)."""
+    hit = jnp.arange(a.shape[1])[None] == index[:, None]
+    return jnp.sum(jnp.where(hit.reshape(hit.shape + (1,) * (a.ndim - 2)), a, 0), axis=1)
+
+
+def sample_rows(logits: Array, keys: Array, temperature: Array, top_k: Array, top_p: Array,
+                vocab_limit: int) -> Array:
+    """One token per row of float32 logits [b, vocab], each row with its own temperature (<= 0:
+    the argmax), top-k (0: none) and top-p (1: none), by Gumbel-max on its own key."""
+    vocab = logits.shape[-1]
+    logits = jnp.where(jnp.arange(vocab) < vocab_limit, logits, -jnp.inf)  # never a padding id
+    greedy = jnp.argmax(logits, axis=-1)
+    ranked = jnp.sort(logits, axis=-1)[:, ::-1]
+    kth = _pick(ranked, top_k - 1)[:, None]
+    logits = jnp.where((top_k[:, None] > 0) & (logits < kth), -jnp.inf, logits)
+    scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
+    # top-p: keep the smallest set of most likely tokens whose probability reaches top_p
+    probs = jax.nn.softmax(scaled, axis=-1)
+    sorted_probs = jnp.sort(probs, axis=-1)[:, ::-1]
+    before = jnp.cumsum(sorted_probs, axis=-1) - sorted_probs  # mass of the tokens ranked above
+    threshold = jnp.min(jnp.where(before < top_p[:, None], sorted_probs, jnp.inf), axis=-1, keepdims=True)
+    scaled = jnp.where(probs >= threshold, scaled, -jnp.inf)
+    noise = jax.vmap(lambda k: jax.random.gumbel(k, (vocab,), jnp.float32))(keys)
+    noise = jax.sharding.reshard(noise, jax.typeof(scaled).sharding.spec)
+    sampled = jnp.argmax(scaled + noise, axis=-1)
+    return jnp.where(temperature <= 0, greedy, sampled).astype(jnp.int32)
+
+
+def _view(pool: Array, table: Array, lay: Layout, new: int, rules: Rules) -> Array:
+    """One layer's pages of each row in the unit's cache layout: [b, ..., capacity + new, ...]
+    (the last `new` places empty, where the unit writes the step's keys and values)."""
+    b, m = table.shape
+    rows = pool.at[table].get(out_sharding=rules.spec("batch", None, None, *lay.logical))  # [b, m, page_size, ...]
+    rows = jnp.reshape(rows, (b, m * pool.shape[1]) + lay.rest, out_sharding=rules.spec("batch", None, *lay.logical))
+    rows = jnp.pad(rows, ((0, 0), (0, new)) + ((0, 0),) * len(lay.rest))
+    rows = jnp.moveaxis(rows, 1, lay.seq_axis)
+    logical = list(lay.logical)
+    logical.insert(lay.seq_axis - 1, None)
+    return jax.sharding.reshard(rows, rules.spec("batch", *logical))
+
+
+def _written(pool: Array, arrays: Array, lay: Layout, capacity: int, pages: Array, offsets: Array,
+             rules: Rules) -> Array:
+    """The pool with the view's new entries (places capacity.. of `arrays`, the unit's layout)
+    written at their pages and offsets ([b t] each)."""
+    new = jnp.moveaxis(arrays, lay.seq_axis, 1)[:, capacity:]  # [b, t, ...rest]
+    new = jnp.reshape(new, (-1,) + lay.rest, out_sharding=rules.spec("batch", *lay.logical)).astype(pool.dtype)
+    new = jax.sharding.reshard(new, rules.spec(None, *lay.logical))
+    return pool.at[pages, offsets].set(new, out_sharding=jax.typeof(pool).sharding.spec)
+
+
+class Step:
+    """The compiled step: (params, pool, decode Rows, prefill Rows, decode Draw, prefill Draw) ->
+    (the pool updated, each row's sampled token [b], its log-probability [b]); the pool donated."""
+
+    def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int):
+        self.cfg, self.rules, self.page_size, self.vocab_limit = cfg, rules, page_size, vocab_limit
+        self.layouts = layouts(cfg)
+        self.run = jax.jit(self._step, donate_argnums=1)
+
+    def _step(self, params: Params, pool: dict, decode: Rows, prefill: Rows, draw_d: Draw, draw_p: Draw):
+        cfg, rules = self.cfg, self.rules.whole_sequences()
+        params = whole_stack(rules, params)
+        ps = self.page_size
+        groups = []
+        for rows in (decode, prefill):
+            rows = Rows(*(jax.sharding.reshard(a, rules.spec("batch", *([None] * (a.ndim - 1)))) for a in rows))
+            b, t = rows.tokens.shape
+            capacity = rows.table.shape[1] * ps
+            slots = jnp.arange(capacity, dtype=jnp.int32)
+            k_pos = jnp.where(slots[None] < rows.cached[:, None], slots[None], -1)
+            k_pos = jnp.concatenate([k_pos, rows.positions], axis=1)  # [b, capacity + t]
+            valid = rows.positions >= 0
+            page = jnp.take_along_axis(rows.table, jnp.maximum(rows.positions, 0) // ps, axis=1)
+            where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
+            groups.append((rows, b, capacity, k_pos, causal_mask(rows.positions, k_pos), where))
+        xs = tuple(embed(cfg, rules, params, g[0].tokens) for g in groups)
+
+        def make_step(dense: bool):
+            def step(xs, layer):
+                p, s = layer
+                pool = s.cache
+                out = []
+                for x, (rows, b, capacity, k_pos, mask, where) in zip(xs, groups, strict=True):
+                    if s.window is not None:
+                        mask = mask & window_mask(rows.positions, k_pos, s.window)
+                    t = rows.tokens.shape[1]
+                    view = {n: _view(pool[n], rows.table, lay, t, rules) for n, lay in self.layouts.items()}
+                    cache = LayerCache(view, mask, jnp.int32(capacity))
+                    x, kv, _ = block(cfg, rules, p, x, rows.positions, b, cache, window=s.window, dense=dense)
+                    pool = {n: _written(pool[n], kv[n], lay, capacity, *where, rules) for n, lay in self.layouts.items()}
+                    out.append(x)
+                return tuple(out), pool
+
+            return step
+
+        xs, pool = scan_layers(cfg, params, make_step, xs, PerLayer(window=windows(cfg), cache=pool))
+        tokens, logps = [], []
+        for x, (rows, b, *_), draw in zip(xs, groups, (draw_d, draw_p), strict=True):
+            x = unflatten(rules, norm(cfg, rules, params.ln_f, x), b, "embed")  # [b, t, d]
+            x = _pick(x, rows.last)
+            logits = unembed(cfg, rules, params, jax.sharding.reshard(x, rules.spec("batch", "embed")))
+            logits = jax.sharding.reshard(logits.astype(jnp.float32), rules.spec("batch", None))
+            draw = Draw(*(jax.sharding.reshard(a, rules.spec("batch")) for a in draw))
+            keys = row_keys(draw.seed, draw.stream, draw.index)
+            tok = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit)
+            logp = jax.nn.log_softmax(jnp.where(jnp.arange(logits.shape[-1]) < self.vocab_limit, logits, -jnp.inf))
+            tokens.append(tok)
+            logps.append(_pick(logp, tok))
+        return pool, tokens[0], logps[0], tokens[1], logps[1]

@@ -1,0 +1,285 @@
+"""The engine's host side: requests, slots, the page allocator and the scheduler (`Engine`).
+
+Each call of `Engine.step` makes one step of the compiled program (`paged.Step`):
+
+1. admit waiting requests, first come first served, while a slot is free and the free pages
+   hold the request's prompt (all of it, so that an admitted prompt is never stopped for pages);
+2. fill the prefill rows with the next chunk of the prompts being read, oldest first;
+3. give each sequence that is decoding one decode row, with a new page when its last one is
+   full; when no page is free, the youngest running sequence is preempted: its pages are freed
+   and it goes back to the front of the queue, to be read again later as prompt + what it had
+   sampled (its PRNG stream goes on where it stopped, so a seeded request's tokens do not
+   depend on preemption);
+4. run the step, and hand each row's sampled token to its request: a row whose chunk ends its
+   prompt samples the first new token, a decode row the next one. A sequence ends at one of its
+   stop tokens, at max_new_tokens, at the model's context, when its `stop` callable says so (stop
+   strings), or when it is cancelled; its pages go back to the pool.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, List, Optional, Sequence
+
+import jax
+import numpy as np
+
+from spmdgpt.config import ModelConfig
+from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
+from spmdgpt.sharding import Rules
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    slots: int = 8  # sequences decoding at once (a multiple of the mesh's batch ways)
+    page_size: int = 16  # tokens a page holds
+    pages: int = 0  # pages in the pool (0: enough for every slot at the model's full context)
+    chunk: int = 64  # prompt tokens a prefill row reads in one step
+    prefills: int = 0  # prefill rows a step (0: the mesh's batch ways)
+
+
+@dataclass
+class Request:
+    """One sequence to continue. `tokens` collects what it samples; `logprobs` their log-probabilities."""
+
+    prompt: List[int]
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    stream: int = 0  # the request's stream of seed (n samples of one prompt: 0..n-1)
+    stop_ids: Sequence[int] = ()
+    stop: Optional[Callable[["Request"], bool]] = None  # True: stop now (e.g. a stop string was sampled)
+    on_token: Optional[Callable[["Request", int], None]] = None
+    ident: int = field(default_factory=itertools.count().__next__)
+    tokens: List[int] = field(default_factory=list)
+    logprobs: List[float] = field(default_factory=list)
+    finish: Optional[str] = None  # "stop" | "length" | "cancelled" once it ended
+    preemptions: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.finish is not None
+
+
+@dataclass
+class _Slot:
+    request: Request
+    feed: List[int]  # the tokens to read into the pool: the prompt (+ what was sampled before a preemption)
+    admitted: int  # admission order (the youngest is preempted first)
+    read: int = 0  # tokens of `feed` read into the pool
+    length: int = 0  # tokens in the pool (read, then one more a decode step)
+    pages: List[int] = field(default_factory=list)
+
+
+class Engine:
+    """Continuous batching over a paged KV cache for one model (see the module docstring)."""
+
+    def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
+                 config: EngineConfig = EngineConfig()):
+        d = rules.batch_divisor()
+        if config.slots % d:
+            raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
+        self.cfg, self.rules, self.params = cfg, rules, params
+        self.page_size = config.page_size
+        self.pages_per_seq = -(-cfg.max_seq_len // self.page_size)
+        self.slots_n, self.chunk = config.slots, config.chunk
+        self.prefills = config.prefills or d
+        if self.prefills % d:
+            raise ValueError(f"engine prefills={self.prefills} must be a multiple of the mesh's batch ways ({d})")
+        self.num_pages = config.pages or config.slots * self.pages_per_seq + 1
+        if self.num_pages < 2:
+            raise ValueError(f"engine pages={self.num_pages}: the pool needs page 0 (the null page) and at least one more")
+        self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size)
+        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size)
+        self.pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size))()
+        self.free: List[int] = list(range(self.num_pages - 1, 0, -1))  # (page 0 is never handed out)
+        self.slots: List[Optional[_Slot]] = [None] * self.slots_n
+        self.waiting: deque = deque()
+        self._admitted = itertools.count()
+        self.steps = 0
+        self.preemptions = 0
+
+    # ----------------------------------------------------------------------------- requests
+
+    def pages_for(self, tokens: int) -> int:
+        return -(-tokens // self.page_size)
+
+    def check(self, request: Request) -> Optional[str]:
+        """Why the engine cannot take `request`, or None."""
+        if not request.prompt:
+            return "the prompt is empty: give at least one token"
+        if request.max_new_tokens < 1:
+            return f"max_new_tokens={request.max_new_tokens} must be >= 1"
+        total = len(request.prompt) + request.max_new_tokens
+        if total > self.cfg.max_seq_len:
+            return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} exceeds the "
+                    f"model's context of {self.cfg.max_seq_len} tokens; shorten the prompt or lower max_new_tokens")
+        if self.pages_for(total) > self.num_pages - 1:
+            return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} needs "
+                    f"{self.pages_for(total)} pages of {self.page_size} tokens; the pool has {self.num_pages - 1}")
+        return None
+
+    def add(self, request: Request) -> Request:
+        """Queue `request` (ValueError when it cannot fit: `check`)."""
+        err = self.check(request)
+        if err:
+            raise ValueError(err)
+        self.waiting.append(request)
+        return request
+
+    def cancel(self, request: Request) -> None:
+        """End `request` now (finish "cancelled"); its pages go back to the pool."""
+        if request.done:
+            return
+        if request in self.waiting:
+            self.waiting.remove(request)
+        for i, s in enumerate(self.slots):
+            if s is not None and s.request is request:
+                self._release(i)
+        request.finish = "cancelled"
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting) or any(s is not None for s in self.slots)
+
+    def running(self) -> int:
+        return sum(s is not None for s in self.slots)
+
+    def pages_used(self) -> int:
+        return self.num_pages - 1 - len(self.free)
+
+    # ----------------------------------------------------------------------------- scheduling
+
+    def _release(self, i: int) -> None:
+        slot = self.slots[i]
+        self.free.extend(reversed(slot.pages))
+        self.slots[i] = None
+
+    def _admit(self) -> None:
+        while self.waiting and None in self.slots:
+            r = self.waiting[0]
+            feed = list(r.prompt) + r.tokens  # (after a preemption: read again what it had sampled)
+            if self.pages_for(len(feed) + 1) > len(self.free):
+                return
+            self.waiting.popleft()
+            slot = _Slot(r, feed, next(self._admitted))
+            slot.pages = [self.free.pop() for _ in range(self.pages_for(len(feed)))]
+            self.slots[self.slots.index(None)] = slot
+
+    def _preempt(self) -> None:
+        i = max((i for i, s in enumerate(self.slots) if s is not None), key=lambda i: self.slots[i].admitted)
+        r = self.slots[i].request
+        self._release(i)
+        r.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(r)
+
+    def _decoding(self) -> List[int]:
+        """The slots that decode this step, each with a page for its next token (preempting the
+        youngest sequences while pages run out)."""
+        while True:
+            ready = [i for i, s in enumerate(self.slots) if s is not None and s.read == len(s.feed)]
+            short = [i for i in ready if self.pages_for(self.slots[i].length + 1) > len(self.slots[i].pages)]
+            if len(short) <= len(self.free):
+                for i in short:
+                    self.slots[i].pages.append(self.free.pop())
+                return ready
+            self._preempt()
+
+    def step(self) -> List[Request]:
+        """One step of the engine; returns the requests that received a token."""
+        self._admit()
+        decoding = self._decoding()
+        reading = sorted((i for i, s in enumerate(self.slots) if s is not None and s.read < len(s.feed)),
+                         key=lambda i: self.slots[i].admitted)[: self.prefills]
+        if not decoding and not reading:
+            return []
+        m, S, F, Q = self.pages_per_seq, self.slots_n, self.prefills, self.chunk
+        dec = _rows(S, 1, m)
+        dec.positions[:] = -1
+        pre = _rows(F, Q, m)
+        pre.positions[:] = -1
+        draws = [_draws(S), _draws(F)]
+        for i in decoding:
+            s = self.slots[i]
+            dec.tokens[i, 0] = s.request.tokens[-1]
+            dec.positions[i, 0] = s.length
+            dec.cached[i] = s.length
+            dec.table[i, :len(s.pages)] = s.pages
+            _fill(draws[0], i, s.request)
+        chunks = []
+        for j, i in enumerate(reading):
+            s = self.slots[i]
+            part = s.feed[s.read: s.read + Q]
+            pre.tokens[j, :len(part)] = part
+            pre.positions[j, :len(part)] = np.arange(s.read, s.read + len(part))
+            pre.cached[j] = s.read
+            pre.last[j] = len(part) - 1
+            pre.table[j, :len(s.pages)] = s.pages
+            _fill(draws[1], j, s.request)
+            chunks.append((i, len(part)))
+        out = self.step_fn.run(self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]), Draw(*draws[1]))
+        self.pool = out[0]
+        tok_d, lp_d, tok_p, lp_p = (np.asarray(a) for a in out[1:])
+        self.steps += 1
+        got = []
+        for i in decoding:
+            self.slots[i].length += 1
+            got.append(self._take(i, int(tok_d[i]), float(lp_d[i])))
+        for j, (i, n) in enumerate(chunks):
+            s = self.slots[i]
+            s.read += n
+            s.length += n
+            if s.read == len(s.feed):
+                got.append(self._take(i, int(tok_p[j]), float(lp_p[j])))
+        return got
+
+    def _take(self, i: int, token: int, logprob: float) -> Request:
+        s = self.slots[i]
+        r = s.request
+        r.tokens.append(token)
+        r.logprobs.append(logprob)
+        if r.on_token is not None:
+            r.on_token(r, token)
+        if token in r.stop_ids or (r.stop is not None and r.stop(r)):
+            r.finish = "stop"
+        elif len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len:
+            r.finish = "length"
+        if r.done:
+            self._release(i)
+        return r
+
+    def run(self, requests: Iterable[Request]) -> List[Request]:
+        """Add `requests` and step until every request the engine holds has ended."""
+        requests = [self.add(r) for r in requests]
+        while self.busy:
+            self.step()
+        return requests
+
+
+class _Arrays:
+    def __init__(self, **arrays):
+        self.__dict__.update(arrays)
+        self._names = list(arrays)
+
+    def __iter__(self):
+        return iter(self.__dict__[n] for n in self._names)
+
+
+def _rows(b: int, t: int, m: int) -> _Arrays:
+    z = lambda *shape: np.zeros(shape, np.int32)
+    return _Arrays(tokens=z(b, t), positions=z(b, t), table=z(b, m), cached=z(b), last=z(b))
+
+
+def _draws(b: int) -> _Arrays:
+    return _Arrays(temperature=np.zeros(b, np.float32), top_k=np.zeros(b, np.int32), top_p=np.ones(b, np.float32),
+                   seed=np.zeros(b, np.uint32), stream=np.zeros(b, np.uint32), index=np.zeros(b, np.uint32))
+
+
+def _fill(d: _Arrays, row: int, r: Request) -> None:
+    d.temperature[row], d.top_k[row], d.top_p[row] = r.temperature, r.top_k, r.top_p
+    d.seed[row], d.stream[row], d.index[row] = r.seed, r.stream, len(r.tokens)

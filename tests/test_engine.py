@@ -1,0 +1,114 @@
+"""The inference engine: continuous batching over a paged KV cache equals the padded sampler, token
+for token, for every attention unit and on a data x model mesh; preemption and cancellation leak no
+page; a seeded request samples the same tokens alone and among others; stops and refusals."""
+
+import random
+
+import jax
+import numpy as np
+import pytest
+from test_generate import ATTENTION_UNITS, setup
+
+from spmdgpt.engine import Engine, EngineConfig, Request, layouts, pool_bytes
+from spmdgpt.generate import Sampler, SamplingParams
+
+PROMPTS = [[1, 2, 3], [5], [9, 8, 7, 6], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1]]
+SMALL = EngineConfig(slots=2, page_size=4, chunk=8)  # fewer slots than prompts: admissions as slots free up
+
+
+@pytest.mark.parametrize("unit", list(ATTENTION_UNITS))
+def test_engine_equals_the_padded_sampler_on_one_device_and_a_mesh(unit):
+    """Greedy and seeded sampled tokens equal `generate.Sampler`'s (the same streams), with two
+    slots for four prompts, a 20-token prompt read in three chunks, pages of 4 tokens; on data 2 x
+    model 2 the same tokens as on one device."""
+    results = []
+    for devices, extra in ((jax.devices()[:1], []),
+                           (jax.devices()[:4], ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
+        cfg, mesh, rules, params = setup(*ATTENTION_UNITS[unit], *extra, devices=devices)
+        with jax.set_mesh(mesh):
+            sampler = Sampler(cfg.model, rules, vocab_limit=10)
+            old = sampler.generate(params, PROMPTS, SamplingParams(12, temperature=0.0))
+            old_sampled = sampler.generate(params, PROMPTS, SamplingParams(12, temperature=1.0, top_k=5, seed=3))
+            if extra:
+                with pytest.raises(ValueError, match=r"slots=3 must be a multiple of the mesh's batch ways \(2\)"):
+                    Engine(cfg.model, rules, params, 10, EngineConfig(slots=3))
+            engine = Engine(cfg.model, rules, params, 10, SMALL)
+            greedy = engine.run([Request(p, 12, temperature=0.0) for p in PROMPTS])
+            sampled = engine.run([Request(p, 12, temperature=1.0, top_k=5, seed=3, stream=r)
+                                  for r, p in enumerate(PROMPTS)])
+        assert [r.tokens for r in greedy] == old and [r.tokens for r in sampled] == old_sampled
+        assert all(r.finish == "length" for r in greedy + sampled) and engine.pages_used() == 0
+        assert all(lp <= 0 for r in sampled for lp in r.logprobs) and len(sampled[0].logprobs) == 12
+        results.append(old + old_sampled)
+    assert results[0] == results[1]
+
+
+@pytest.fixture(scope="module")
+def model():
+    cfg, mesh, rules, params = setup("model.max_seq_len=48")
+    with jax.set_mesh(mesh):
+        yield cfg, rules, params
+
+
+def test_random_arrivals_cancels_and_preemption_leak_no_page_and_keep_seeded_tokens(model):
+    """Requests arrive at random steps, some are cancelled mid-way, and a pool of 11 pages for 4
+    slots forces preemptions: at the end every page is free, and each finished request's tokens
+    equal the same request run alone (greedy and seeded ones: its stream goes on after a
+    preemption where it stopped)."""
+    cfg, rules, params = model
+    rng = random.Random(0)
+    specs = [(rng.choices(range(10), k=rng.randint(1, 14)), rng.randint(4, 24), rng.choice([0.0, 1.0]), s)
+             for s in range(14)]
+    alone = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, chunk=8))
+    expected = [alone.run([Request(p, n, temperature=t, seed=s)])[0].tokens for p, n, t, s in specs]
+
+    engine = Engine(cfg.model, rules, params, 10, EngineConfig(slots=4, page_size=4, chunk=8, pages=12))
+    pending, live, cancelled = list(enumerate(specs)), [], set()
+    while pending or engine.busy:
+        if pending and rng.random() < 0.5:
+            i, (p, n, t, s) = pending.pop(0)
+            live.append((i, engine.add(Request(p, n, temperature=t, seed=s))))
+        if live and rng.random() < 0.06:
+            i, r = live[rng.randrange(len(live))]
+            if not r.done:
+                engine.cancel(r)
+                cancelled.add(i)
+        engine.step()
+    assert engine.preemptions > 0 and 0 < len(cancelled) < len(specs)
+    assert engine.pages_used() == 0 and sorted(engine.free) == list(range(1, 12))  # every page back, once
+    for i, r in live:
+        assert r.finish == ("cancelled" if i in cancelled else "length")
+        if i not in cancelled:
+            assert r.tokens == expected[i], i
+
+
+def test_stops_and_refusals(model):
+    cfg, rules, params = model
+    engine = Engine(cfg.model, rules, params, 10, SMALL)
+    full = engine.run([Request([1, 2, 3], 20, temperature=0.0)])[0].tokens
+    stop = full[5]
+    at_id, by_fn = engine.run([Request([1, 2, 3], 20, temperature=0.0, stop_ids=[stop]),
+                               Request([1, 2, 3], 20, temperature=0.0, stop=lambda r: len(r.tokens) == 3)])
+    assert at_id.tokens == full[: full.index(stop) + 1] and at_id.finish == "stop"
+    assert by_fn.tokens == full[:3] and by_fn.finish == "stop"
+    seen = []
+    engine.run([Request([1, 2, 3], 4, temperature=0.0, on_token=lambda r, t: seen.append(t))])
+    assert seen == full[:4]
+    with pytest.raises(ValueError, match="exceeds the model's context of 48 tokens"):
+        engine.add(Request([1] * 40, 9))
+    tiny = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, pages=5))
+    with pytest.raises(ValueError, match="needs 5 pages of 4 tokens; the pool has 4"):
+        tiny.add(Request([1] * 10, 9))
+
+
+def test_pool_layout_per_unit():
+    """The pool stores what each unit caches: k and v (kv heads x head_dim) a token, or MLA's latent
+    and RoPE key; its bytes follow."""
+    cfg = setup()[0]
+    assert {n: (lay.seq_axis, lay.rest) for n, lay in layouts(cfg.model).items()} == {
+        "k": (2, (4, 16)), "v": (2, (4, 16))}
+    assert pool_bytes(cfg.model, 10, 4) == 2 * 10 * 4 * 2 * 64 * 4  # layers x pages x tokens x (k, v) x 64 x f32
+    mla = setup(*ATTENTION_UNITS["mla-moe"])[0]
+    assert {n: (lay.seq_axis, lay.rest) for n, lay in layouts(mla.model).items()} == {
+        "latent": (1, (16,)), "k_rope": (1, (4,))}
+    assert np.isclose(pool_bytes(mla.model, 10, 4), 3 * 10 * 4 * 20 * 4)
