@@ -146,6 +146,45 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
 
 
+def test_concurrent_requests_stream_token_by_token_and_a_client_that_leaves_frees_its_pages(stair_run):
+    """Two slots, five seeded requests at once from threads: each answer equals the same request
+    sent alone (continuous batching changes no token); a stream arrives a token a chunk; a client
+    that closes its stream after the first chunk ends its sequence (console 499) and /health
+    shows every page back."""
+    import socket
+    import threading
+
+    server = Served(stair_run, "slots=2", "page_size=4")
+    try:
+        ask = lambda seed: server.client.completions.create(model="stair", prompt="0123", max_tokens=24, seed=seed,
+                                                            temperature=1.0).choices[0].text
+        together = [None] * 5
+        threads = [threading.Thread(target=lambda i=i: together.__setitem__(i, ask(i))) for i in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert together == [ask(i) for i in range(5)] and len(set(together)) > 1
+        chunks = [c.choices[0].text for c in server.client.completions.create(
+            model="stair", prompt="0123", max_tokens=8, temperature=0, stream=True)]
+        assert sum(bool(c) for c in chunks) == 8  # (one character a token, each in its own chunk)
+
+        body = json.dumps({"prompt": "0", "max_tokens": 63, "stream": True, "temperature": 1.0}).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            got = b""
+            while b"data: " not in got:  # (the headers, then the first chunk: the sequence runs)
+                got += sock.recv(4096)
+        wait_until(lambda: _get(server.url + "/health")[1]["running"] == 0, server.proc, "the engine to drain")
+        health = _get(server.url + "/health")[1]
+        assert (health["pages_used"], health["waiting"], health["pages"]) == (0, 0, 32)
+    finally:
+        code, err = server.close()
+    assert code == 0, err
+    assert "engine 2 slots, 32 pages of 4 tokens" in err and "POST /v1/completions 499 " in err
+
+
 def test_bad_serve_arguments_are_one_line(tmp_path, capsys):
     import socket
 
@@ -218,7 +257,7 @@ def test_the_backend_on_a_mesh_equals_one_device(unit):
         for n in (1, 3):
             sp = Sampling(max_tokens=5, temperature=0.0, top_p=1.0, n=n, stop=[], seed=0, stream=False, echo=True,
                           logprobs=2)
-            answers.append(backend.submit(backend.completion_job, [tok.encode("0123")], sp).result(timeout=600))
+            answers.append(backend.complete([tok.encode("0123")], sp))
         (one, used1), (three, used3) = answers
         assert len(one) == 1 and len(three) == 3 and used1 == 5 and used3 == 15
         assert all(c["text"] == one[0]["text"] for c in three) and one[0]["text"].startswith("0123")

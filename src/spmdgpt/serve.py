@@ -1,20 +1,23 @@
 """An OpenAI-compatible HTTP server for a trained run or a Hugging Face folder (`spmdgpt serve`).
 
-    GET  /health                 {"status": "ok"}
+    GET  /health                 {"status": "ok"} and the engine's state (waiting, running, pages_used, pages)
     GET  /v1/models              the one model served (its name: the run directory's)
     POST /v1/completions         prompt: text, token ids, or a list of either; max_tokens, temperature,
                                  top_p, n, stop, seed, stream, echo, logprobs
     POST /v1/chat/completions    messages through the run's chat template; the same sampling fields
 
-Requests run one at a time on a worker thread, in arrival order, through the KV-cache sampler
-(`generate.Sampler`: a request's n samples are one batch, each with its own stream from `seed`);
-prompt lengths are padded to multiples of 64 and max_tokens rounded up to a power of two, so that
-few programs are compiled. At most `max_queue` requests wait: one more is answered 429 with
-Retry-After. Errors are the OpenAI API's JSON (`{"error": {"message", "type", "param", "code"}}`):
-400 naming the field (a prompt longer than the context, a value out of range), 404 for another
-model's name. `stream=true` answers with server-sent events (chunks, then `data: [DONE]`); with
-this sampler a completion is sent whole once it is sampled (token-by-token streaming and
-continuous batching come with the inference engine). The server only reads the run directory.
+Every sequence runs in the inference engine (`spmdgpt.engine`: continuous batching over a paged
+KV cache), owned by one worker thread: a request's n choices are n sequences (choice c samples
+stream c of `seed`, so a seeded answer does not depend on what else runs), admitted as slots and
+pages free up, each ending at the end-of-text token, a stop string, max_tokens or the context.
+At most `max_queue` sequences wait for a slot: more are answered 429 with Retry-After. Errors are
+the OpenAI API's JSON (`{"error": {"message", "type", "param", "code"}}`): 400 naming the field (a
+prompt longer than the context or the page pool, a value out of range), 404 for another model's
+name. `stream=true` answers with server-sent events, a chunk as each token is sampled (text that
+may begin a stop string held back), then `data: [DONE]`; a client that goes away mid-answer ends
+its sequences and frees their pages. A console line per request, and every 10 s while busy one
+with the queue, running sequences, pages in use and tokens/s. The server only reads the run
+directory.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 PROMPT_BUCKET = 64  # prompt lengths padded to a multiple of this (fewer compiled programs)
-LEAST_NEW = 16  # max_tokens rounded up to a power of two, at least this
 
 
 class RequestError(Exception):
@@ -102,17 +104,22 @@ def sampling_of(body: dict, default_max: int) -> Sampling:
 
 
 class Backend:
-    """The model behind the server: parameters on the run's mesh, the sampler, the tokenizer (and
-    its chat template, if any), and one worker thread that runs the requests in turn."""
+    """The model behind the server: parameters on the run's mesh, the engine (`spmdgpt.engine`),
+    the tokenizer (and its chat template, if any), and one worker thread that owns the engine: it
+    takes new sequences, cancellations and other jobs (scoring for logprobs) from a queue between
+    the engine's steps, and steps while any sequence runs."""
 
-    def __init__(self, cfg, rules, mesh, params, tokenizer, name: str, max_queue: int = 16):
+    def __init__(self, cfg, rules, mesh, params, tokenizer, name: str, max_queue: int = 16,
+                 engine: Optional[Any] = None, log=None):
         import jax
 
-        from spmdgpt.generate import Sampler
+        from spmdgpt.engine import Engine, EngineConfig
         from spmdgpt.model import forward
 
         self.cfg, self.rules, self.mesh, self.params, self.tok, self.name = cfg, rules, mesh, params, tokenizer, name
-        self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
+        self.max_queue, self.log = max_queue, log
+        with jax.set_mesh(mesh):
+            self.engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, engine or EngineConfig())
         self.stop_id = getattr(tokenizer, "stop_id", None)
         self.stop_id = tokenizer.eos_id if self.stop_id is None else self.stop_id
         vocab = tokenizer.vocab_size
@@ -124,34 +131,79 @@ class Backend:
             return logp, jax.lax.top_k(logp[:, :vocab], k)
 
         self._scores = jax.jit(scores, static_argnums=2)
-        self.jobs: queue.Queue = queue.Queue(maxsize=max_queue)
+        self.commands: queue.Queue = queue.Queue()
         self.served = 0
+        self.waiting = 0  # sequences waiting for a slot (the engine's queue and the commands not yet taken)
+        self._tokens, self._since = 0, time.perf_counter()
         threading.Thread(target=self._work, daemon=True, name="spmdgpt-serve").start()
 
     # ----------------------------------------------------------------------------- the worker
 
     def submit(self, fn, *args) -> concurrent.futures.Future:
-        """fn(*args) on the worker thread; RequestError 429 when the queue is full."""
+        """fn(*args) on the worker thread, between two steps of the engine."""
         future: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            self.jobs.put_nowait((fn, args, future))
-        except queue.Full:
-            raise RequestError(429, f"{self.jobs.maxsize} requests are waiting; retry later", None,
-                               "rate_limit_error") from None
+        self.commands.put(("call", (fn, args, future)))
         return future
+
+    def start(self, requests: list) -> None:
+        """Queue engine Requests (RequestError 429 when more than max_queue sequences would wait)."""
+        if self.waiting + len(requests) > self.max_queue:
+            raise RequestError(429, f"{self.waiting} sequences are waiting (max_queue={self.max_queue}); retry "
+                               "later", None, "rate_limit_error")
+        self.waiting += len(requests)
+        self.commands.put(("add", requests))
+
+    def cancel(self, requests: list) -> None:
+        """End these requests (a client that went away); their pages go back to the pool."""
+        self.commands.put(("cancel", requests))
 
     def _work(self) -> None:
         import jax
 
+        engine, last_line = self.engine, time.perf_counter()
         while True:
-            fn, args, future = self.jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
+                kind, what = self.commands.get(block=not engine.busy)
+            except queue.Empty:
+                kind = None
+            while kind is not None:
                 with jax.set_mesh(self.mesh):
-                    future.set_result(fn(*args))
+                    self._command(kind, what)
+                try:
+                    kind, what = self.commands.get_nowait()
+                except queue.Empty:
+                    kind = None
+            if engine.busy:
+                with jax.set_mesh(self.mesh):
+                    self._tokens += len(engine.step())
+                self.waiting = len(engine.waiting) + sum(len(w) for k, w in list(self.commands.queue) if k == "add")
+            if self.log is not None and time.perf_counter() - last_line >= 10 and (engine.busy or self._tokens):
+                last_line = time.perf_counter()
+                print(self.status(), file=self.log, flush=True)
+
+    def _command(self, kind: str, what) -> None:
+        if kind == "add":
+            for r in what:
+                self.engine.add(r)
+        elif kind == "cancel":
+            for r in what:
+                self.engine.cancel(r)
+        else:
+            fn, args, future = what
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args))
             except BaseException as e:  # (handed to the request, which answers for it)
                 future.set_exception(e)
+
+    def status(self) -> str:
+        """The periodic console line: queue, running sequences, pages in use, tokens/s since the last."""
+        e, now = self.engine, time.perf_counter()
+        rate = self._tokens / max(now - self._since, 1e-9)
+        self._tokens, self._since = 0, now
+        return (f"engine | queue {self.waiting} | running {e.running()} | pages {e.pages_used()}/{e.num_pages - 1} | "
+                f"{rate:.1f} tokens/s | preemptions {e.preemptions}")
 
     # ----------------------------------------------------------------------------- requests
 
@@ -190,36 +242,49 @@ class Backend:
         except (ChatError, ValueError, TypeError, KeyError) as e:
             raise RequestError(400, f"messages: {e}", "messages") from None
 
-    def check_fits(self, ids: List[int], sp: Sampling) -> None:
+    def requests(self, ids: List[int], sp: Sampling, on_token=None) -> list:
+        """The engine Requests of one prompt's n choices (choice c: stream c of sp.seed), checked
+        against the context and the page pool (RequestError 400 naming the field)."""
+        from spmdgpt.engine import Request
         from spmdgpt.generate import context_error
 
-        err = context_error(len(ids), sp.max_tokens, self.cfg.model.max_seq_len)
-        if err:
-            raise RequestError(400, err.replace("max_new_tokens", "max_tokens"), "prompt" if len(ids) >= sp.max_tokens
-                               else "max_tokens")
-
-    def complete(self, ids: List[int], sp: Sampling) -> List[dict]:
-        """The n choices for one prompt: text, finish_reason, the new token ids (worker thread)."""
-        from spmdgpt.generate import SamplingParams
-
-        if sp.max_tokens == 0:
-            return [{"text": "", "finish_reason": "length", "tokens": []} for _ in range(sp.n)]
-        room = self.cfg.model.max_seq_len - len(ids)
-        budget = min(max(LEAST_NEW, 1 << (sp.max_tokens - 1).bit_length()), room)  # (a power of two: few programs)
-        params = SamplingParams(budget, sp.temperature, 0, sp.top_p, sp.seed, self.stop_id)
-        rows = self.sampler.generate(self.params, [ids] * sp.n, params, pad_to=PROMPT_BUCKET)
+        stops = sp.stop
+        stop = (lambda r: any(s in self.tok.decode(r.tokens) for s in stops)) if stops else None
         out = []
-        for row in rows:
-            row = row[:sp.max_tokens]
-            stopped = self.stop_id is not None and self.stop_id in row
-            if stopped:
-                row = row[:row.index(self.stop_id)]
-            text = self.tok.decode(row)
-            cut = min((text.index(s) for s in sp.stop if s in text), default=None)
-            if cut is not None:
-                text, stopped = text[:cut], True
-            out.append({"text": text, "finish_reason": "stop" if stopped else "length", "tokens": row})
+        for c in range(sp.n):
+            r = Request(list(ids), max(sp.max_tokens, 1), sp.temperature, 0, sp.top_p, sp.seed, c,
+                        stop_ids=() if self.stop_id is None else (self.stop_id,), stop=stop, on_token=on_token)
+            err = self.engine.check(r) if sp.max_tokens else context_error(len(ids), 0, self.cfg.model.max_seq_len)
+            if err:
+                raise RequestError(400, err.replace("max_new_tokens", "max_tokens"),
+                                   "prompt" if len(ids) >= sp.max_tokens else "max_tokens")
+            out.append(r)
         return out
+
+    def text(self, tokens: List[int], stops: List[str], final: bool) -> tuple:
+        """(the text of a choice's tokens, cut at its first stop string; whether one was found). Not
+        final (streaming): what may be sent so far, holding back a possible stop string's start and
+        an unfinished character."""
+        if tokens and tokens[-1] == self.stop_id:
+            tokens = tokens[:-1]
+        text = self.tok.decode(tokens)
+        cut = min((text.index(s) for s in stops if s in text), default=None)
+        if cut is not None:
+            return text[:cut], True
+        if not final:
+            hold = max((len(s) - 1 for s in stops), default=0)
+            text = text[:len(text) - hold] if hold else text
+            text = text.rstrip("\ufffd")
+        return text, False
+
+    def choice(self, r, sp: Sampling) -> dict:
+        """A finished request's choice: text, finish_reason, its new tokens (without the stop token)."""
+        text, cut = self.text(r.tokens, sp.stop, final=True)
+        tokens = r.tokens[:-1] if r.tokens and r.tokens[-1] == self.stop_id and r.finish == "stop" else r.tokens
+        if sp.max_tokens == 0:
+            text, tokens = "", []
+        return {"text": text, "finish_reason": "stop" if (cut or r.finish == "stop") and sp.max_tokens else "length",
+                "tokens": tokens}
 
     def logprobs(self, ids: List[int], k: int) -> dict:
         """OpenAI's logprobs object for the tokens `ids` (echoed prompt and completion): each
@@ -230,7 +295,7 @@ class Backend:
         padded = -(-n // PROMPT_BUCKET) * PROMPT_BUCKET
         if padded > self.cfg.model.max_seq_len:
             padded = n
-        # (one row, repeated over the ways the mesh splits a batch, as the sampler pads its rows)
+        # (one row, repeated over the ways the mesh splits a batch)
         tokens = np.zeros((self.rules.batch_divisor(), padded), np.int32)
         tokens[:, :n] = ids
         logp, (top, which) = self._scores(self.params, jax.device_put(tokens, self.rules.batch_sharding()), max(k, 1))
@@ -243,21 +308,36 @@ class Backend:
         return {"tokens": pieces, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
                 "text_offset": offsets}
 
-    def completion_job(self, prompts: List[List[int]], sp: Sampling) -> tuple:
+    def finish_choices(self, prompts: List[List[int]], requests: list, sp: Sampling) -> tuple:
+        """(the choices of finished requests, n per prompt in order, with text, finish_reason and
+        logprobs as asked; the new tokens used). Scoring runs on the worker thread (`logprobs`)."""
         choices, used = [], 0
-        for p, ids in enumerate(prompts):
-            for c in self.complete(ids, sp):
-                text = (self.tok.decode(ids) if sp.echo else "") + c["text"]
-                choice = {"index": len(choices), "text": text, "finish_reason": c["finish_reason"], "logprobs": None}
-                if sp.logprobs is not None:
-                    scored = (ids if sp.echo else []) + c["tokens"]
-                    lp = self.logprobs(ids + c["tokens"], sp.logprobs)
-                    if not sp.echo:  # (the completion's tokens only)
-                        lp = {key: v[len(ids):] for key, v in lp.items()}
-                    choice["logprobs"] = lp if scored else None
-                choices.append(choice)
-                used += len(c["tokens"])
+        for i, r in enumerate(requests):
+            ids = prompts[i // sp.n]
+            c = self.choice(r, sp)
+            choice = {"index": i, "text": (self.tok.decode(ids) if sp.echo else "") + c["text"],
+                      "finish_reason": c["finish_reason"], "logprobs": None}
+            if sp.logprobs is not None:
+                scored = (ids if sp.echo else []) + c["tokens"]
+                lp = self.logprobs(ids + c["tokens"], sp.logprobs)
+                if not sp.echo:  # (the completion's tokens only)
+                    lp = {key: v[len(ids):] for key, v in lp.items()}
+                choice["logprobs"] = lp if scored else None
+            choices.append(choice)
+            used += len(c["tokens"])
         return choices, used
+
+    def complete(self, prompts: List[List[int]], sp: Sampling, timeout: float = 600) -> tuple:
+        """The whole answer, from a thread other than the worker's (tests, scripts): (choices, new
+        tokens used), as `finish_choices` gives them."""
+        done = threading.Semaphore(0)
+        requests = [r for ids in prompts
+                    for r in self.requests(ids, sp, lambda r, t: r.done and done.release())]
+        self.start(requests)
+        for _ in requests:
+            if not done.acquire(timeout=timeout):
+                raise TimeoutError(f"no answer in {timeout} s")
+        return self.submit(self.finish_choices, prompts, requests, sp).result(timeout)
 
 
 class Server:
@@ -278,7 +358,9 @@ class Server:
     async def health(self, request):
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"status": "ok"})
+        e = self.backend.engine
+        return JSONResponse({"status": "ok", "waiting": self.backend.waiting, "running": e.running(),
+                             "pages_used": e.pages_used(), "pages": e.num_pages - 1})
 
     async def models(self, request):
         from starlette.responses import JSONResponse
@@ -302,63 +384,102 @@ class Server:
     async def _answer(self, request, chat: bool):
         from starlette.responses import JSONResponse
 
-        started = time.perf_counter()
+        started, loop, backend = time.perf_counter(), asyncio.get_running_loop(), self.backend
+        events: asyncio.Queue = asyncio.Queue()  # (request, its tokens so far, whether it ended), a token each
         try:
             body = await self._body(request)
             sp = sampling_of(body, self.default_max)
             if chat:
                 if sp.echo:
                     raise RequestError(400, "echo is for /v1/completions", "echo")
-                prompts = [self.backend.chat_prompt(body)]
+                prompts = [backend.chat_prompt(body)]
             else:
-                prompts = self.backend.prompts(body)
+                prompts = backend.prompts(body)
             if sp.echo and sp.stream:
                 raise RequestError(400, "echo with stream is not supported", "echo")
-            for ids in prompts:
-                self.backend.check_fits(ids, sp)
-            future = self.backend.submit(self.backend.completion_job, prompts, sp)
-            choices, used = await asyncio.wrap_future(future)
+            requests = [r for ids in prompts
+                        for r in backend.requests(ids, sp, lambda r, t: loop.call_soon_threadsafe(
+                            events.put_nowait, (r, len(r.tokens), r.done)))]
+            if sp.max_tokens == 0:  # (nothing to sample: the prompt's log-probabilities at most)
+                for r in requests:
+                    r.finish = "length"
+            else:
+                backend.start(requests)
         except RequestError as e:
             self._say(request, e.status, started)
             headers = {"Retry-After": "1"} if e.status == 429 else None
             return JSONResponse(e.body(), status_code=e.status, headers=headers)
         ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
-        usage = {"prompt_tokens": sum(len(p) for p in prompts) * sp.n, "completion_tokens": used,
-                 "total_tokens": sum(len(p) for p in prompts) * sp.n + used}
-        self._say(request, 200, started, f"{len(choices)} choice(s), {used} new tokens")
         created = int(time.time())
+        if sp.stream:
+            return self._stream(request, started, ident, created, requests, events, sp, chat)
+        try:
+            while not all(r.done for r in requests):
+                await events.get()
+        finally:  # (a client that went away: its sequences end, their pages go back)
+            if not all(r.done for r in requests):
+                backend.cancel(requests)
+        choices, used = await asyncio.wrap_future(backend.submit(backend.finish_choices, prompts, requests, sp))
+        prompt_tokens = sum(len(p) for p in prompts) * sp.n
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used, "total_tokens": prompt_tokens + used}
+        self._say(request, 200, started, f"{len(choices)} choice(s), {used} new tokens")
         if chat:
             choices = [{"index": c["index"], "message": {"role": "assistant", "content": c["text"]},
                         "finish_reason": c["finish_reason"], "logprobs": None} for c in choices]
-        if sp.stream:
-            return self._stream(ident, created, choices, chat)
         return JSONResponse({"id": ident, "object": "chat.completion" if chat else "text_completion",
-                             "created": created, "model": self.backend.name, "choices": choices, "usage": usage})
+                             "created": created, "model": backend.name, "choices": choices, "usage": usage})
 
-    def _stream(self, ident: str, created: int, choices: list, chat: bool):
+    def _stream(self, request, started: float, ident: str, created: int, requests: list, events: asyncio.Queue,
+                sp: Sampling, chat: bool):
+        """Server-sent events: each choice's new text as its tokens are sampled (held back where a
+        stop string may begin), then its finish_reason, then `data: [DONE]`."""
         from starlette.responses import StreamingResponse
 
+        backend = self.backend
         kind = "chat.completion.chunk" if chat else "text_completion"
+        index = {r.ident: i for i, r in enumerate(requests)}
 
-        def chunk(choice: dict) -> str:
-            return "data: " + json.dumps({"id": ident, "object": kind, "created": created, "model": self.backend.name,
+        def chunk(i: int, text: Optional[str], finish: Optional[str] = None, role: bool = False) -> str:
+            if chat:
+                delta = {} if text is None else {"content": text}
+                choice = {"index": i, "delta": {"role": "assistant", **delta} if role else delta,
+                          "finish_reason": finish, "logprobs": None}
+            else:
+                choice = {"index": i, "text": text or "", "finish_reason": finish, "logprobs": None}
+            return "data: " + json.dumps({"id": ident, "object": kind, "created": created, "model": backend.name,
                                           "choices": [choice]}) + "\n\n"
 
-        def events():
-            for c in choices:
+        async def stream():
+            sent, ended, used = [""] * len(requests), [False] * len(requests), 0
+            try:
                 if chat:
-                    yield chunk({"index": c["index"], "delta": {"role": "assistant", "content": ""},
-                                 "finish_reason": None})
-                    yield chunk({"index": c["index"], "delta": {"content": c["message"]["content"]},
-                                 "finish_reason": None})
-                    yield chunk({"index": c["index"], "delta": {}, "finish_reason": c["finish_reason"]})
-                else:
-                    yield chunk({"index": c["index"], "text": c["text"], "finish_reason": None, "logprobs": None})
-                    yield chunk({"index": c["index"], "text": "", "finish_reason": c["finish_reason"],
-                                 "logprobs": None})
-            yield "data: [DONE]\n\n"
+                    for i in range(len(requests)):
+                        yield chunk(i, "", role=True)
+                if sp.max_tokens == 0:  # (nothing sampled)
+                    ended = [True] * len(requests)
+                    for i in range(len(requests)):
+                        yield chunk(i, None if chat else "", "length")
+                while not all(ended):
+                    r, n, done = await events.get()  # (the request after its n-th token)
+                    i = index[r.ident]
+                    if ended[i]:
+                        continue
+                    text, _ = backend.text(r.tokens[:n], sp.stop, final=done)
+                    if len(text) > len(sent[i]) and text.startswith(sent[i]):
+                        yield chunk(i, text[len(sent[i]):])
+                        sent[i] = text
+                    if done:
+                        ended[i] = True
+                        used += len(backend.choice(r, sp)["tokens"])
+                        yield chunk(i, None if chat else "", backend.choice(r, sp)["finish_reason"])
+                yield "data: [DONE]\n\n"
+                self._say(request, 200, started, f"{len(requests)} choice(s) streamed, {used} new tokens")
+            finally:  # (the client went away mid-stream: its sequences end, their pages go back)
+                if not all(r.done for r in requests):
+                    backend.cancel(requests)
+                    self._say(request, 499, started, "the client went away: its sequences cancelled")
 
-        return StreamingResponse(events(), media_type="text/event-stream")
+        return StreamingResponse(stream(), media_type="text/event-stream")
 
     async def completions(self, request):
         return await self._answer(request, chat=False)
@@ -368,7 +489,7 @@ class Server:
 
     def _say(self, request, status: int, started: float, what: str = "") -> None:
         print(f"{request.method} {request.url.path} {status} {time.perf_counter() - started:.2f} s"
-              + (f" | {what}" if what else "") + f" | queue {self.backend.jobs.qsize()}", file=self.log, flush=True)
+              + (f" | {what}" if what else "") + f" | queue {self.backend.waiting}", file=self.log, flush=True)
 
 
 def routes_of(server: Server) -> Dict[str, str]:

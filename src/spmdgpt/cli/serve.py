@@ -1,5 +1,5 @@
-"""`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=16] [step=N]
-[max_tokens=16] [config overrides]`: the model behind an OpenAI-compatible HTTP API
+"""`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=64] [step=N]
+[max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [config overrides]`: the model behind an OpenAI-compatible HTTP API
 (spmdgpt.serve: /v1/completions, /v1/chat/completions, /v1/models, /health), on the run's own
 mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run directory,
 writes nothing."""
@@ -20,9 +20,13 @@ class ServeArgs:
     run_dir: Optional[str] = None  # run.dir=...: the training run (or hf:DIR) to serve (required)
     host: str = "127.0.0.1"  # the address to listen on (0.0.0.0: every interface)
     port: int = 8000  # the TCP port
-    max_queue: int = 16  # requests that may wait for the model; one more is answered 429
+    max_queue: int = 64  # sequences that may wait for a slot of the engine; more are answered 429
     max_tokens: int = 16  # a request's max_tokens when it gives none (OpenAI's default)
     step: Optional[int] = None  # the checkpoint's step (default: the newest that loads)
+    slots: int = 8  # the engine's sequences at once (a multiple of the mesh's batch ways)
+    page_size: int = 16  # tokens a KV page holds
+    pages: int = 0  # pages in the pool (0: every slot at the model's full context)
+    chunk: int = 64  # prompt tokens a prefill row reads a step
 
 
 def check_args(args: ServeArgs) -> ServeArgs:
@@ -35,6 +39,11 @@ def check_args(args: ServeArgs) -> ServeArgs:
         errs.append(f"max_queue={args.max_queue} must be >= 1")
     if args.max_tokens < 1:
         errs.append(f"max_tokens={args.max_tokens} must be >= 1")
+    for name in ("slots", "page_size", "chunk"):
+        if getattr(args, name) < 1:
+            errs.append(f"{name}={getattr(args, name)} must be >= 1")
+    if args.pages < 0 or args.pages == 1:
+        errs.append(f"pages={args.pages} must be 0 (enough for every slot) or >= 2 (page 0 is the null page)")
     if not errs:  # (the address checked before the model loads: a port in use is one line, not a traceback)
         import socket
 
@@ -73,11 +82,18 @@ def run(items: List[str]) -> int:
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="serve with the run's model config")
-    backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue)
+    from spmdgpt.engine import EngineConfig
+
+    engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk)
+    try:
+        backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr)
+    except ValueError as e:  # (slots the mesh's batch ways do not divide)
+        raise ConfigError([str(e)]) from None
     server = Server(backend, args.max_tokens)
     chat = "with its chat template" if hasattr(tokenizer, "prompt") else "no chat template"
     print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "
-          f"mesh {dict(mesh.shape)} | " + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
+          f"mesh {dict(mesh.shape)} | engine {args.slots} slots, {backend.engine.num_pages - 1} pages of "
+          f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB) | " + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
           file=sys.stderr, flush=True)
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn
         # would raise the signal again once shut down, ending the process by it)

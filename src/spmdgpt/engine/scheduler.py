@@ -53,7 +53,7 @@ class Request:
     stream: int = 0  # the request's stream of seed (n samples of one prompt: 0..n-1)
     stop_ids: Sequence[int] = ()
     stop: Optional[Callable[["Request"], bool]] = None  # True: stop now (e.g. a stop string was sampled)
-    on_token: Optional[Callable[["Request", int], None]] = None
+    on_token: Optional[Callable[["Request", int], None]] = None  # called with each new token, `finish` set on the last
     ident: int = field(default_factory=itertools.count().__next__)
     tokens: List[int] = field(default_factory=list)
     logprobs: List[float] = field(default_factory=list)
@@ -222,9 +222,12 @@ class Engine:
             pre.table[j, :len(s.pages)] = s.pages
             _fill(draws[1], j, s.request)
             chunks.append((i, len(part)))
-        out = self.step_fn.run(self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]), Draw(*draws[1]))
-        self.pool = out[0]
-        tok_d, lp_d, tok_p, lp_p = (np.asarray(a) for a in out[1:])
+        groups = (bool(decoding), bool(reading))
+        self.pool, out = self.step_fn.run(self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]),
+                                          Draw(*draws[1]), groups=groups)
+        out = [tuple(np.asarray(a) for a in o) for o in out]
+        tok_d, lp_d = out.pop(0) if groups[0] else (None, None)
+        tok_p, lp_p = out.pop(0) if groups[1] else (None, None)
         self.steps += 1
         got = []
         for i in decoding:
@@ -243,14 +246,14 @@ class Engine:
         r = s.request
         r.tokens.append(token)
         r.logprobs.append(logprob)
-        if r.on_token is not None:
-            r.on_token(r, token)
         if token in r.stop_ids or (r.stop is not None and r.stop(r)):
             r.finish = "stop"
         elif len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len:
             r.finish = "length"
         if r.done:
             self._release(i)
+        if r.on_token is not None:  # (after the finish is known: a caller can see that this token was the last)
+            r.on_token(r, token)
         return r
 
     def run(self, requests: Iterable[Request]) -> List[Request]:
