@@ -75,11 +75,34 @@ def test_random_arrivals_cancels_and_preemption_leak_no_page_and_keep_seeded_tok
                 cancelled.add(i)
         engine.step()
     assert engine.preemptions > 0 and 0 < len(cancelled) < len(specs)
-    assert engine.pages_used() == 0 and sorted(engine.free) == list(range(1, 12))  # every page back, once
+    assert engine.pages_used() == 0 and sorted(engine.pages.free + list(engine.pages.cached)) == list(range(1, 12))
     for i, r in live:
         assert r.finish == ("cancelled" if i in cancelled else "length")
         if i not in cancelled:
             assert r.tokens == expected[i], i
+
+
+def test_shared_prefixes_read_a_group_once_and_change_no_token(model):
+    """Four answers to one 13-token prompt (GRPO's group) and a conversation's second turn (its
+    first turn's prompt and reply, then more): with prefix sharing the followers take the prompt's
+    3 full pages instead of reading them, the second turn its first turn's pages, and every
+    token equals the run without sharing (greedy and seeded)."""
+    cfg, rules, params = model
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3]
+    runs = []
+    for sharing in (True, False):
+        engine = Engine(cfg.model, rules, params, 10, EngineConfig(slots=4, page_size=4, chunk=8,
+                                                                   prefix_sharing=sharing))
+        group = engine.run([Request(prompt, 10, temperature=1.0, seed=2, stream=c) for c in range(4)])
+        first = engine.run([Request(prompt, 6, temperature=0.0)])[0]
+        second = engine.run([Request(prompt + first.tokens + [5, 5, 5], 6, temperature=0.0)])[0]
+        runs.append(([r.tokens for r in group], first.tokens, second.tokens, engine.shared_tokens))
+        assert engine.pages_used() == 0
+    (group, first, second, shared), (group_off, first_off, second_off, shared_off) = runs
+    assert (group, first, second) == (group_off, first_off, second_off) and len(set(map(tuple, group))) > 1
+    # the group: 3 followers x 3 pages; the first turn: 3 (cached); the second turn: the 4 full pages the first
+    # turn wrote (13 prompt tokens and 5 of its 6 sampled ones: the last is never read in)
+    assert (shared, shared_off) == ((9 + 3 + 4) * 4, 0)
 
 
 def test_stops_and_refusals(model):

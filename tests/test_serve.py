@@ -232,9 +232,10 @@ def test_chat_completions_through_the_runs_template(tmp_path):
     assert code == 0 and "serving run step 2 (with its chat template)" in err, err
 
 
-@pytest.mark.parametrize("unit", ["mha", "gqa", "mla-moe", "windows"])
+@pytest.mark.parametrize("unit", ["mha", "mla-moe"])
 def test_the_backend_on_a_mesh_equals_one_device(unit):
-    """The server's model side (serve.Backend, no HTTP) for every attention unit: one prompt
+    """The server's model side (serve.Backend, no HTTP; the engine under it is tested for every
+    attention unit on a mesh in test_engine) for two attention units: one prompt
     sampled once and three times (an odd batch), greedy, with echoed log-probabilities, on one
     device and on data 2 x model 2: the same texts, the log-probabilities to float32 rounding."""
     from test_generate import ATTENTION_UNITS

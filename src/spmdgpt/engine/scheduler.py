@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.engine.pages import Pages, chain
 from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
 from spmdgpt.sharding import Rules
 
@@ -38,6 +39,7 @@ class EngineConfig:
     pages: int = 0  # pages in the pool (0: enough for every slot at the model's full context)
     chunk: int = 64  # prompt tokens a prefill row reads in one step
     prefills: int = 0  # prefill rows a step (0: the mesh's batch ways)
+    prefix_sharing: bool = True  # full pages shared between sequences that begin with the same tokens
 
 
 @dataclass
@@ -73,6 +75,8 @@ class _Slot:
     read: int = 0  # tokens of `feed` read into the pool
     length: int = 0  # tokens in the pool (read, then one more a decode step)
     pages: List[int] = field(default_factory=list)
+    keys: List[bytes] = field(default_factory=list)  # the prefix keys of its first full pages (`pages.chain`)
+    marked: int = 0  # its first pages known to be written
 
 
 class Engine:
@@ -96,7 +100,7 @@ class Engine:
         self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size)
         self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size)
         self.pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size))()
-        self.free: List[int] = list(range(self.num_pages - 1, 0, -1))  # (page 0 is never handed out)
+        self.pages = Pages(self.num_pages, self.page_size, config.prefix_sharing)
         self.slots: List[Optional[_Slot]] = [None] * self.slots_n
         self.waiting: deque = deque()
         self._admitted = itertools.count()
@@ -150,25 +154,57 @@ class Engine:
         return sum(s is not None for s in self.slots)
 
     def pages_used(self) -> int:
-        return self.num_pages - 1 - len(self.free)
+        """Pages held by sequences."""
+        return self.pages.held()
+
+    def pages_cached(self) -> int:
+        """Pages no sequence holds whose tokens are kept for a later sequence that begins with them."""
+        return len(self.pages.cached)
+
+    @property
+    def shared_tokens(self) -> int:
+        """Prompt tokens taken from shared pages instead of read again, so far."""
+        return self.pages.hits * self.page_size
 
     # ----------------------------------------------------------------------------- scheduling
 
     def _release(self, i: int) -> None:
-        slot = self.slots[i]
-        self.free.extend(reversed(slot.pages))
+        self.pages.drop(self.slots[i].pages)
         self.slots[i] = None
 
     def _admit(self) -> None:
         while self.waiting and None in self.slots:
             r = self.waiting[0]
             feed = list(r.prompt) + r.tokens  # (after a preemption: read again what it had sampled)
-            if self.pages_for(len(feed) + 1) > len(self.free):
+            found = self.pages.prefix(feed)
+            if found is None:  # (a page it would share is being written: it waits a step)
+                return
+            shared, keys = found
+            if self.pages_for(len(feed) + 1) - len(shared) > self.pages.spare(shared):
                 return
             self.waiting.popleft()
-            slot = _Slot(r, feed, next(self._admitted))
-            slot.pages = [self.free.pop() for _ in range(self.pages_for(len(feed)))]
+            self.pages.share(shared)
+            done = len(shared) * self.page_size
+            slot = _Slot(r, feed, next(self._admitted), read=done, length=done, keys=keys, marked=len(shared))
+            slot.pages = shared + [self.pages.take() for _ in range(self.pages_for(len(feed)) - len(shared))]
+            self._key(slot, feed)  # (the prompt's other full pages, pending until written)
             self.slots[self.slots.index(None)] = slot
+
+    def _key(self, slot: _Slot, tokens: Sequence[int]) -> None:
+        """Key the slot's full pages of `tokens` not keyed yet."""
+        ps = self.page_size
+        for j in range(len(slot.keys), min(len(tokens) // ps, len(slot.pages))):
+            slot.keys.append(chain(slot.keys[-1] if slot.keys else b"", tokens[j * ps:(j + 1) * ps]))
+            self.pages.key(slot.pages[j], slot.keys[-1])
+
+    def _mark(self, slot: _Slot) -> None:
+        """After a step: the slot's pages filled so far are written (and keyed, for decoded ones)."""
+        full = slot.length // self.page_size
+        if full > slot.marked:
+            self._key(slot, (list(slot.request.prompt) + slot.request.tokens)[:slot.length])
+            for j in range(slot.marked, full):
+                self.pages.written(slot.pages[j])
+            slot.marked = full
 
     def _preempt(self) -> None:
         i = max((i for i, s in enumerate(self.slots) if s is not None), key=lambda i: self.slots[i].admitted)
@@ -184,9 +220,9 @@ class Engine:
         while True:
             ready = [i for i, s in enumerate(self.slots) if s is not None and s.read == len(s.feed)]
             short = [i for i in ready if self.pages_for(self.slots[i].length + 1) > len(self.slots[i].pages)]
-            if len(short) <= len(self.free):
+            if len(short) <= self.pages.available():
                 for i in short:
-                    self.slots[i].pages.append(self.free.pop())
+                    self.slots[i].pages.append(self.pages.take())
                 return ready
             self._preempt()
 
@@ -232,12 +268,15 @@ class Engine:
         got = []
         for i in decoding:
             self.slots[i].length += 1
+            self._mark(self.slots[i])
+        for i, n in chunks:
+            self.slots[i].read += n
+            self.slots[i].length += n
+            self._mark(self.slots[i])
+        for i in decoding:
             got.append(self._take(i, int(tok_d[i]), float(lp_d[i])))
         for j, (i, n) in enumerate(chunks):
-            s = self.slots[i]
-            s.read += n
-            s.length += n
-            if s.read == len(s.feed):
+            if self.slots[i].read == len(self.slots[i].feed):
                 got.append(self._take(i, int(tok_p[j]), float(lp_p[j])))
         return got
 
