@@ -4,6 +4,8 @@ Each call of `Engine.step` makes one step of the compiled program (`paged.Step`)
 
 1. admit waiting requests, first come first served, while a slot is free and the free pages
    hold the request's prompt (all of it, so that an admitted prompt is never stopped for pages);
+   one whose prompt begins with a shared page still being written (`pages`) waits a step while
+   the others go ahead;
 2. fill the prefill rows with the next chunk of the prompts being read, oldest first;
 3. give each sequence that is decoding one decode row, with a new page when its last one is
    full; when no page is free, the youngest running sequence is preempted: its pages are freed
@@ -99,7 +101,8 @@ class Engine:
             raise ValueError(f"engine pages={self.num_pages}: the pool needs page 0 (the null page) and at least one more")
         self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size)
         self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size)
-        self.pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size))()
+        self._pool = None  # (made at the first step: `lower` needs none)
+        self.compiled: dict = {}  # {groups: an executable of the step compiled ahead of time (`use`)}
         self.pages = Pages(self.num_pages, self.page_size, config.prefix_sharing)
         self.slots: List[Optional[_Slot]] = [None] * self.slots_n
         self.waiting: deque = deque()
@@ -173,15 +176,19 @@ class Engine:
         self.slots[i] = None
 
     def _admit(self) -> None:
+        """Admit waiting requests in order while slots and pages last; one whose prompt begins with
+        a page still being written waits for the next step, and those after it go on."""
+        later = []
         while self.waiting and None in self.slots:
             r = self.waiting[0]
             feed = list(r.prompt) + r.tokens  # (after a preemption: read again what it had sampled)
             found = self.pages.prefix(feed)
             if found is None:  # (a page it would share is being written: it waits a step)
-                return
+                later.append(self.waiting.popleft())
+                continue
             shared, keys = found
             if self.pages_for(len(feed) + 1) - len(shared) > self.pages.spare(shared):
-                return
+                break
             self.waiting.popleft()
             self.pages.share(shared)
             done = len(shared) * self.page_size
@@ -189,6 +196,7 @@ class Engine:
             slot.pages = shared + [self.pages.take() for _ in range(self.pages_for(len(feed)) - len(shared))]
             self._key(slot, feed)  # (the prompt's other full pages, pending until written)
             self.slots[self.slots.index(None)] = slot
+        self.waiting.extendleft(reversed(later))
 
     def _key(self, slot: _Slot, tokens: Sequence[int]) -> None:
         """Key the slot's full pages of `tokens` not keyed yet."""
@@ -259,8 +267,11 @@ class Engine:
             _fill(draws[1], j, s.request)
             chunks.append((i, len(part)))
         groups = (bool(decoding), bool(reading))
-        self.pool, out = self.step_fn.run(self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]),
-                                          Draw(*draws[1]), groups=groups)
+        args = (self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]), Draw(*draws[1]))
+        if groups in self.compiled:
+            self._pool, out = self.compiled[groups](*args)
+        else:
+            self._pool, out = self.step_fn.run(*args, groups=groups)
         out = [tuple(np.asarray(a) for a in o) for o in out]
         tok_d, lp_d = out.pop(0) if groups[0] else (None, None)
         tok_p, lp_p = out.pop(0) if groups[1] else (None, None)
@@ -295,8 +306,39 @@ class Engine:
             r.on_token(r, token)
         return r
 
-    def run(self, requests: Iterable[Request]) -> List[Request]:
-        """Add `requests` and step until every request the engine holds has ended."""
+    @property
+    def pool(self) -> dict:
+        """The pages' contents on the devices ({name: [layers, pages, page_size, ...]})."""
+        if self._pool is None:
+            cfg, rules = self.cfg, self.rules
+            self._pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size))()
+        return self._pool
+
+    def shapes(self) -> tuple:
+        """The step's inputs but the parameters, as ShapeDtypeStructs: (pool, decode Rows, prefill
+        Rows, decode Draw, prefill Draw)."""
+        cfg, rules, m = self.cfg, self.rules, self.pages_per_seq
+        pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size))
+        spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=rules.sharding(*([None] * a.ndim)))
+        host = lambda arrays: tuple(spec(a) for a in arrays)
+        return (pool, Rows(*host(_rows(self.slots_n, 1, m))), Rows(*host(_rows(self.prefills, self.chunk, m))),
+                Draw(*host(_draws(self.slots_n))), Draw(*host(_draws(self.prefills))))
+
+    def lower(self, params, groups: tuple = (True, True)):
+        """The step for `params` (arrays or ShapeDtypeStructs) with these row groups (decode,
+        prefill), lowered: compile it and give it to `use` (three groups: three programs; the
+        largest is both)."""
+        return self.step_fn.run.lower(params, *self.shapes(), groups=groups)
+
+    def use(self, compiled, groups: tuple = (True, True)) -> None:
+        """Steps with these row groups run `compiled` (`lower`'s program compiled ahead of time)."""
+        self.compiled[groups] = compiled
+
+    def run(self, requests: Iterable[Request], params=None) -> List[Request]:
+        """Add `requests` and step until every request the engine holds has ended (with `params`
+        from now on, when given: a policy that trains between calls)."""
+        if params is not None:
+            self.params = params
         requests = [self.add(r) for r in requests]
         while self.busy:
             self.step()

@@ -1,7 +1,7 @@
 """GRPO as a kind of run (`spmdgpt.runkind.RunKind`): prompts with answers loaded with their
 tokenizer, each step's batch sampled from the policy as the step begins (`loop.RolloutBatcher`),
 the rollouts' metrics and the reward evaluation as hooks, a preflight that compiles the step, the
-rollouts' sampler and their log-probabilities, and the rollout batch's shapes for the plan."""
+rollouts' engine step and their log-probabilities, and the rollout batch's shapes for the plan."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def batch_shapes(cfg: Config, rules: Rules) -> tuple:
 
 
 def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base=None, reference=None) -> dict:
-    """The preflight of a GRPO run: its step on a rollout batch's shapes, the sampler of its
-    rollouts (prefill and decode loop, one program) and the log-probabilities of a batch,
+    """The preflight of a GRPO run: its step on a rollout batch's shapes, the engine's step of its
+    rollouts (with decode and prefill rows: its largest program) and the log-probabilities of a batch,
     compiled before step 1 for the run's state and checked against a device's memory
     (`preflight.checked`); the run then calls these executables."""
     from spmdgpt.model import param_info
@@ -52,19 +52,17 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     from spmdgpt.preflight import checked
     from spmdgpt.sharding import shard_bytes
 
-    d, ro = cfg.data, parts.batcher.rollouts
+    ro = parts.batcher.rollouts
     batch = batch_shapes(cfg, rules)
     tokens = batch[0]
     programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=0, step_only=True)
     state = begin.state
     params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
     resident = shard_bytes((state, base, reference))
-    shape, sampling = (d.batch_size, ro.pad_to), ro.sampling(begin.step)
-    prompts = jax.ShapeDtypeStruct(shape, jnp.int32, sharding=rules.batch_sharding())
     kind = rules.mesh.devices.flat[0].device_kind
-    programs.append(_compiled("rl_rollout", ro.sampler.lower(params, *shape, sampling), resident, (prompts, prompts),
-                              device=kind))
-    ro.sampler.use(programs[-1].compiled, *shape, sampling)
+    # (the engine's step with both row groups, its largest program: the pool is its input and output)
+    programs.append(_compiled("rl_rollout", ro.engine.lower(params), resident, ro.engine.shapes(), device=kind))
+    ro.engine.use(programs[-1].compiled)
     programs.append(_compiled("rl_logps", ro.logps.lower(params, tokens, tokens), resident, (tokens, tokens),
                               device=kind))
     if base is None:  # (with LoRA the policy's parameters hold adapters and the reference's do not: two
@@ -86,7 +84,7 @@ GRPO = RunKind(
     keeps_reference=lambda cfg: cfg.rl.kl_beta > 0,  # (without the KL term no reference is read)
     preflight=preflight,
     batch_shapes=batch_shapes,
-    step_only=True,  # (its sampler and log-probabilities compile in the run's preflight)
+    step_only=True,  # (its engine step and log-probabilities compile in the run's preflight)
     loss_spike_guard=False,  # (GRPO's loss is centred on 0, not a positive quantity a spike multiplies)
     bind=_bind,
 )

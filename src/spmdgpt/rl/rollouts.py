@@ -2,7 +2,8 @@
 
 For optimizer step i the run draws data.batch_size / rl.group_size training prompts
 (`prompts_of_step`: an epoch-wise shuffle of the prompts, a function of (train.seed, i) alone),
-the KV-cache sampler draws rl.group_size completions of each on the run's mesh (temperature
+the inference engine (spmdgpt.engine: the group's prompt read once, its pages shared) draws
+rl.group_size completions of each on the run's mesh (temperature
 rl.temperature, top-p rl.top_p, at most rl.max_new_tokens tokens, stopping at the chat
 template's end-of-turn token or the tokenizer's end-of-text; its key a function of (seed, i)),
 the reward scores each completion's text, and the batch is laid out for the training step:
@@ -28,7 +29,8 @@ import jax
 import numpy as np
 
 from spmdgpt.config import Config
-from spmdgpt.generate import Sampler, SamplingParams
+from spmdgpt.engine import Engine, EngineConfig, Request
+from spmdgpt.generate import SamplingParams
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import score
@@ -84,6 +86,20 @@ def overlong_penalty(lengths: np.ndarray, max_tokens: int, buffer: int, penalty:
     return -penalty * np.clip((np.asarray(lengths, np.float64) - start) / buffer, 0.0, 1.0)
 
 
+ROLLOUT_PAGE = 16  # tokens a KV page of the rollouts' engine holds
+
+
+def rollout_engine(cfg: Config, rules: Rules, prompt_tokens: int) -> EngineConfig:
+    """The rollouts' engine: a slot for each row of a batch, every prompt read in one step (the
+    group's followers a step later, from the leader's pages), pages for every row's prompt and
+    answer (no preemption)."""
+    d = rules.batch_divisor()
+    slots = -(-cfg.data.batch_size // d) * d
+    per_row = -(-(prompt_tokens + cfg.rl.max_new_tokens) // ROLLOUT_PAGE)
+    return EngineConfig(slots=slots, page_size=ROLLOUT_PAGE, pages=slots * per_row + 1,
+                        chunk=-(-prompt_tokens // ROLLOUT_PAGE) * ROLLOUT_PAGE, prefills=slots)
+
+
 @dataclass
 class Rollout:
     """One step's sampled batch and what it scored."""
@@ -119,7 +135,7 @@ class Rollouts:
         """pad_to: prompts are left-padded to a multiple of it (the longest prompt of the run:
         one prompt length, one compiled sampler)."""
         self.cfg, self.rules, self.tokenizer, self.reward, self.pad_to = cfg, rules, tokenizer, reward, pad_to
-        self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
+        self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, rollout_engine(cfg, rules, pad_to))
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
@@ -132,7 +148,10 @@ class Rollouts:
 
     def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams) -> tuple:
         """(completion token lists (the stop token kept), their texts (without it), rewards)."""
-        new = self.sampler.generate(params, [p.tokens for p in prompts], sp, pad_to=self.pad_to)
+        stops = () if self.stop_id is None else (self.stop_id,)
+        requests = [Request(list(p.tokens), sp.max_new_tokens, sp.temperature, sp.top_k, sp.top_p, sp.seed, r,
+                            stop_ids=stops) for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed)
+        new = [r.tokens for r in self.engine.run(requests, params)]
         texts = [self.tokenizer.decode(t[:-1] if t and t[-1] == self.stop_id else t) for t in new]
         rewards = np.array([score(self.reward, p.prompt, text, p.record, p.where)
                             for p, text in zip(prompts, texts, strict=True)], np.float64)
