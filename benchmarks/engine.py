@@ -7,7 +7,7 @@ A fixed, seeded workload (`workload`): `--requests` requests with prompts of 16-
 outputs of 8-256 tokens (uniform; each runs to its length, no stop token), all at once
 (--rate 0) or arriving as a Poisson process of `--rate` requests/s. The model: GPT-2's
 vocabulary (50,257 padded to 50,304), 8 layers, d_model 512, 8 heads, context 1,024, float32,
-random weights (speed does not depend on them): 51M parameters, 25M outside the embedding.
+random weights (speed does not depend on them): 50.9M parameters.
 1 CPU device.
 
 - engine: `spmdgpt.engine.Engine` (`--slots` sequences, pages of `--page` tokens, prefill

@@ -92,6 +92,17 @@ def rollout_sampling(cfg, eos_id=None):
     return SamplingParams(t.rollout_tokens, t.rollout_temperature, 0, 1.0, t.seed, eos_id)
 
 
+def text_engine(cfg, rules: Rules):
+    """The rollouts' engine (`spmdgpt.engine`): a slot for each row, every prompt read in one step,
+    pages for every row's prompt and continuation."""
+    from spmdgpt.engine import EngineConfig
+
+    t, page = cfg.train, 16
+    slots = rollout_rows(cfg, rules)
+    return EngineConfig(slots=slots, page_size=page, pages=slots * -(-(t.rollout_prompt_tokens + t.rollout_tokens) // page)
+                        + 1, chunk=-(-t.rollout_prompt_tokens // page) * page, prefills=slots)
+
+
 class TextSampler:
     """Continues fixed validation prompts with the current parameters at each evaluation.
 
@@ -101,21 +112,26 @@ class TextSampler:
     """
 
     def __init__(self, cfg, rules: Rules, tokenizer, val_tokens, samples_path=None):
-        from spmdgpt.generate import Sampler
+        from spmdgpt.engine import Engine
 
         t = cfg.train
         n, plen = t.rollout_prompts, t.rollout_prompt_tokens
         offsets = np.linspace(0, len(val_tokens) - plen - 1, n).astype(int)
         self.prompts = [[int(x) for x in val_tokens[o : o + plen]] for o in offsets]
-        self.batch = [self.prompts[i % n] for i in range(rollout_rows(cfg, rules))]
         self.tokenizer = tokenizer
-        self.sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
+        self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, text_engine(cfg, rules))
         self.params = rollout_sampling(cfg, tokenizer.eos_id)
         self.samples_path = samples_path
 
     def sample(self, params) -> list:
-        """The completions' token ids (nothing logged)."""
-        return self.sampler.generate(params, self.batch, self.params)[: len(self.prompts)]
+        """The completions' token ids (nothing logged); prompt i samples stream i of the seed."""
+        from spmdgpt.engine import Request
+
+        sp = self.params
+        stops = () if sp.eos_id is None else (sp.eos_id,)
+        requests = [Request(list(p), sp.max_new_tokens, sp.temperature, sp.top_k, sp.top_p, sp.seed, i,
+                            stop_ids=stops) for i, p in enumerate(self.prompts)]
+        return [r.tokens for r in self.engine.run(requests, params)]
 
     def __call__(self, params, step: int) -> list:
         """[(prompt text, completion text)] for the fixed prompts; appended to samples.jsonl."""

@@ -1,4 +1,4 @@
-"""lm-evaluation-harness on spmdgpt's own forward pass and sampler (`spmdgpt lm-eval`).
+"""lm-evaluation-harness on spmdgpt's own forward pass and inference engine (`spmdgpt lm-eval`).
 
 `SpmdgptLM` is an `lm_eval` model (a `TemplateLM`): lm-eval renders the tasks' requests and
 scores the answers; this class answers them with the model in `rules`' layout (any mesh of this
@@ -6,7 +6,7 @@ process's devices):
 
     loglikelihood          (context, continuation) -> (sum of log p(continuation tokens), all greedy)
     loglikelihood_rolling  a whole text, in windows of the model's context, as lm-eval cuts them
-    generate_until         greedy continuations (the KV-cache sampler), cut at the task's stop strings
+    generate_until         greedy continuations (the inference engine, spmdgpt.engine), cut at the task's stop strings
 
 It follows lm-eval's Hugging Face backend (`HFLM`) token for token, so that the exported model
 scores the same there: the same tokenization (the tokenizer's own special tokens, a BOS-prefixed
@@ -29,7 +29,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
 from spmdgpt.config import ConfigError, ModelConfig
-from spmdgpt.generate import Sampler, SamplingParams
+from spmdgpt.engine import Engine, EngineConfig, Request
 from spmdgpt.model import forward
 from spmdgpt.sharding import Rules, to_host
 
@@ -48,7 +48,7 @@ class SpmdgptLM(TemplateLM):
         self.cfg, self.rules, self.params, self.tok = cfg, rules, params, tokenizer
         self.batch = max(batch_size, 1) + (-max(batch_size, 1) % rules.batch_divisor())  # (rows split evenly)
         self.bos_id, self.max_length, self.max_gen_toks = bos_id, cfg.max_seq_len, max_gen_toks
-        self.sampler = Sampler(cfg, rules, vocab_limit=None)
+        self.engine = Engine(cfg, rules, params, None, EngineConfig(slots=self.batch))
         self._scores = jax.jit(self._scores_impl)
 
     # -- tokens
@@ -171,18 +171,21 @@ class SpmdgptLM(TemplateLM):
                 )
             groups.setdefault((new, tuple(until)), []).append((i, context))
         bar = tqdm(total=len(requests), disable=disable_tqdm, desc="generate_until")
-        for (new, until), items in groups.items():
+        def finished(r) -> str:
+            text = self.tok.decode([t for t in r.tokens if t != self.eot_token_id])
+            for stop in until:
+                text = text.split(stop)[0] if stop else text
+            return text
+
+        for (new, until), items in groups.items():  # (greedy, through the engine: rows run as slots free up)
             room = self.max_length - new
-            items.sort(key=lambda item: -len(self.tok_encode(item[1])))
-            for start in range(0, len(items), self.batch):
-                chunk = items[start:start + self.batch]
-                prompts = [self.tok_encode(context)[-room:] or [self.prefix_token_id] for _, context in chunk]
-                sp = SamplingParams(max_new_tokens=new, temperature=0.0, eos_id=self.eot_token_id)
-                for (i, _), ids in zip(chunk, self.sampler.generate(self.params, prompts, sp, pad_to=64)):
-                    text = self.tok.decode([t for t in ids if t != self.eot_token_id])
-                    for stop in until:
-                        text = text.split(stop)[0] if stop else text
-                    out[i] = text
-                bar.update(len(chunk))
+            stops = () if self.eot_token_id is None else (self.eot_token_id,)
+            # (a stop string ends its row early: the text is cut at it anyway)
+            ended = (lambda r: any(u in self.tok.decode(r.tokens) for u in until if u)) if until else None
+            requests = [Request(self.tok_encode(context)[-room:] or [self.prefix_token_id], new, 0.0,
+                                stop_ids=stops, stop=ended, on_token=lambda r, t: r.done and bar.update(1))
+                        for _, context in items]
+            for (i, _), r in zip(items, self.engine.run(requests), strict=True):
+                out[i] = finished(r)
         bar.close()
         return out

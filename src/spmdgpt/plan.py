@@ -148,20 +148,20 @@ def _unbound(fn):
 
 
 def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval_batch: tuple, *, base=None,
-                 reference=None, held_bytes: Optional[int] = None, sampler=None, sampling=None,
-                 step_only: bool = False) -> list:
+                 reference=None, held_bytes: Optional[int] = None, engine=None, step_only: bool = False) -> list:
     """[Program]: every program a run of `cfg` executes, lowered for these inputs (arrays, or
     ShapeDtypeStructs carrying their shardings) and compiled on `rules`' mesh (call inside
     jax.set_mesh): `train_step`; `statistics` (train.stats_every); `evaluation` (the validation
     loss, `evaluate.loss_sums`, in the step's microbatches); `rollout` (train.rollout_tokens: the
-    KV-cache sampler's prefill and decode loop, one program). What `spmdgpt plan` reports and what
+    inference engine's step with decode and prefill rows, its largest program; the pool is its
+    input and output). What `spmdgpt plan` reports and what
     `spmdgpt train` checks against the device's memory before step 1 (then runs).
 
     held_bytes: the validation batches the run keeps on the device (default: train.eval_batches
     of eval_batch's shape, one validation set); base: LoRA's frozen model; reference: DPO's;
-    sampler / sampling: the rollouts' Sampler and SamplingParams (default: new ones); step_only:
-    the step alone."""
-    from spmdgpt.evaluate import loss_sums, rollout_rows, rollout_sampling
+    engine: the rollouts' Engine (default: a new one, `evaluate.text_engine`); step_only: the step
+    alone."""
+    from spmdgpt.evaluate import loss_sums, text_engine
     from spmdgpt.model import param_info
     from spmdgpt.model.lora import attach
     from spmdgpt.stats import make_stats_fn
@@ -184,14 +184,11 @@ def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval
     programs.append(_compiled("evaluation", sums.lower(params, *eval_batch, reference=reference), resident, (),
                               device=kind))
     if t.rollout_tokens > 0:
-        from spmdgpt.generate import Sampler
+        from spmdgpt.engine import Engine
 
-        sampler, sampling = sampler or Sampler(cfg.model, rules), sampling or rollout_sampling(cfg)
-        shape = (rollout_rows(cfg, rules), t.rollout_prompt_tokens)
-        prompts = jax.ShapeDtypeStruct(shape, jnp.int32, sharding=rules.batch_sharding())
-        programs.append(_compiled("rollout", sampler.lower(params, *shape, sampling), resident, (prompts, prompts),
-                                  device=kind))
-        sampler.use(programs[-1].compiled, *shape, sampling)
+        engine = engine or Engine(cfg.model, rules, None, None, text_engine(cfg, rules))
+        programs.append(_compiled("rollout", engine.lower(params), resident, engine.shapes(), device=kind))
+        engine.use(programs[-1].compiled)
     return programs
 
 

@@ -27,8 +27,7 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batch
 
     programs = run_programs(cfg, rules, optimizer, begin.state, tuple(batcher.train_batch(begin.step)),
                             evaluator.first_batch(), base=base, reference=reference, held_bytes=evaluator.held_bytes(),
-                            sampler=None if rollouts is None else rollouts.sampler,
-                            sampling=None if rollouts is None else rollouts.params)
+                            engine=None if rollouts is None else rollouts.engine)
     checked(programs)
     evaluator.sums = next(p.executable for p in programs if p.name == "evaluation")
     return {p.name: p.executable for p in programs}

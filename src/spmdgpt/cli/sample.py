@@ -100,17 +100,21 @@ def run(items: List[str]) -> int:
     mesh = start_mesh(cfg, data_errors=False)
     import jax
 
-    from spmdgpt.generate import Sampler, SamplingParams
+    from spmdgpt.engine import Engine, EngineConfig, Request
     from spmdgpt.sharding import Rules
 
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="sample with the run's model config")
-        sampler = Sampler(cfg.model, rules, vocab_limit=tokenizer.vocab_size)
         batch = [ids for ids in encoded for _ in range(args.num_samples)]
         stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn)
-        sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, stop)
-        outs = sampler.generate(params, batch, sp)
+        d = rules.batch_divisor()
+        slots = min(-(-len(batch) // d) * d, max(64, d))
+        engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, EngineConfig(slots=slots))
+        # (sample i: stream i of the seed)
+        requests = [Request(list(ids), args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, i,
+                            stop_ids=() if stop is None else (stop,)) for i, ids in enumerate(batch)]
+        outs = [r.tokens for r in engine.run(requests)]
     if jax.process_index() != 0:
         return EXIT_OK
     print(f"# {args.run_dir}{'' if step is None else f' step {step}'} | mesh {dict(mesh.shape)} "

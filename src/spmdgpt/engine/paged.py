@@ -206,9 +206,7 @@ class Step:
         params = whole_stack(rules, params)
         ps = self.page_size
         live = []
-        for rows, draw, on in ((decode, draw_d, groups[0]), (prefill, draw_p, groups[1])):
-            if not on:
-                continue
+        for rows, draw in [(r, d) for r, d, on in ((decode, draw_d, groups[0]), (prefill, draw_p, groups[1])) if on]:
             rows = Rows(*(jax.sharding.reshard(a, rules.spec("batch", *([None] * (a.ndim - 1)))) for a in rows))
             b, t = rows.tokens.shape
             capacity = rows.table.shape[1] * ps
@@ -218,7 +216,8 @@ class Step:
             k_pos = jnp.where(slots[None] < rows.cached[:, None], slots[None], -1)
             k_pos = jax.lax.dynamic_update_slice_in_dim(k_pos, rows.positions, capacity, axis=1)
             valid = rows.positions >= 0
-            page = jnp.take_along_axis(rows.table, jnp.maximum(rows.positions, 0) // ps, axis=1)
+            index = jnp.maximum(rows.positions, 0) // ps  # [b, t]: each token's page, by a select (keeps the rows' sharding)
+            page = jnp.sum(jnp.where(jnp.arange(rows.table.shape[1]) == index[..., None], rows.table[:, None], 0), axis=-1)
             where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
             live.append((rows, draw, b, t, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where))
         xs = tuple(embed(cfg, rules, params, g[0].tokens) for g in live)
@@ -252,5 +251,6 @@ class Step:
             keys = row_keys(draw.seed, draw.stream, draw.index)
             tok = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit)
             logp = jax.nn.log_softmax(jnp.where(jnp.arange(logits.shape[-1]) < self.vocab_limit, logits, -jnp.inf))
-            results.append((tok, _pick(logp, tok)))
+            # (replicated: every process of a multi-host mesh reads every row's token)
+            results.append(tuple(jax.sharding.reshard(a, rules.spec(None)) for a in (tok, _pick(logp, tok))))
         return pool, tuple(results)
