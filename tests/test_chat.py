@@ -424,8 +424,8 @@ def test_dpo_loss_equals_its_definition():
 
 
 def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
-    """`spmdgpt chat`: a second turn feeds the cache only what the template adds (the reply's
-    end, the new user message, the assistant's start), and its greedy reply equals the greedy
+    """`spmdgpt chat`: a second turn takes the full KV pages the first one wrote (the engine's
+    shared prefixes) and reads only the rest, and its greedy reply equals the greedy
     continuation of the whole conversation prefilled from scratch; prompt_file= answers each line
     as `sample` continues the rendered prompt; a run without a chat template is one line, exit 2.
     Exported, the run's tokenizer and template give transformers' apply_chat_template the run's
@@ -443,17 +443,18 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
         _, params = source_params(str(run), cfg, rules)
         talk = Conversation(cfg.model, rules, params, tok, sp)
         first = talk.say("3 and 3?")
-        fed_first = talk.fed
+        fed_first, shared_first = talk.fed, talk.engine.shared_tokens
+        written = len(tok.prompt(talk.messages[:1])) + len(talk.last.tokens) - 1  # (the last token is never read in)
         second = talk.say("4 and 4?")
+        shared = talk.engine.shared_tokens - shared_first
         whole = tok.prompt(talk.messages[:-1])  # the conversation before the second reply, from scratch
         again = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(params, [whole], sp)[0]
         one = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(
             params, [tok.prompt(talk.messages[:1])], sp
         )[0]
-    assert talk.refills == 0 and talk.turns == 2
-    assert talk.fed - fed_first == len(tok.encode("<|user|>4 and 4?<|end|><|assistant|>")) + (
-        0 if len(first) < 12 else 1
-    )
+    # the second turn takes the full pages the first one wrote instead of reading them again
+    assert talk.turns == 2 and shared == 16 * (written // 16) > 0
+    assert talk.fed - fed_first == len(tok.prompt(talk.messages[:3])) - shared
     assert tok.encode(second) == [t for t in again if t != tok.stop_id]
     assert tok.encode(first) == [t for t in one if t != tok.stop_id]
     (tmp_path / "p.txt").write_text("3 and 3?\n")

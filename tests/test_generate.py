@@ -268,7 +268,7 @@ def test_every_attention_unit_samples_one_row_and_odd_batches(unit):
             chat = Conversation(cfg.model, rules, params, DigitChat(), SamplingParams(6, temperature=0.0))
             replies = [chat.say("12"), chat.say("3")]
         assert len(one) == 1 and len(odd) == 3 and len(one[0]) == 8 and one[0] == odd[0]
-        assert chat.turns == 2 and chat.refills == 0 and all(set(r) <= set("0123456789ua") for r in replies)
+        assert chat.turns == 2 and all(set(r) <= set("0123456789ua") for r in replies)
         results.append((one, odd, replies))
     assert results[0] == results[1]
 

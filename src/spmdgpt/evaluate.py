@@ -99,8 +99,9 @@ def text_engine(cfg, rules: Rules):
 
     t, page = cfg.train, 16
     slots = rollout_rows(cfg, rules)
-    return EngineConfig(slots=slots, page_size=page, pages=slots * -(-(t.rollout_prompt_tokens + t.rollout_tokens) // page)
-                        + 1, chunk=-(-t.rollout_prompt_tokens // page) * page, prefills=slots)
+    per_row = -(-(t.rollout_prompt_tokens + t.rollout_tokens) // page)
+    return EngineConfig(slots=slots, page_size=page, pages=slots * per_row + 1,
+                        chunk=-(-t.rollout_prompt_tokens // page) * page, prefills=slots)
 
 
 class TextSampler:

@@ -166,104 +166,48 @@ class Sampler:
 
 
 class Conversation:
-    """A multi-turn conversation with a chat model (`spmdgpt chat`): its KV cache is kept across
-    turns, so each turn feeds only the text the chat template adds after what the cache already
-    holds (the user's message and the start of the reply), then samples the reply one token at
-    a time (each passed to `on_token` as it is decoded) up to the tokenizer's end-of-turn token.
-
-    New tokens are fed in one call, left-padded to a multiple of FEED_BUCKET tokens (padding
-    slots get position -1 and are never attended to), so a turn compiles once per bucket. When
-    the template renders the conversation so far differently from what the cache holds (the
-    decoded reply does not round-trip to its text), the cache is refilled from the whole
-    conversation (`refills` counts these). The conversation runs in row 0 of a batch of
-    rules.batch_divisor() rows (the other rows repeat it)."""
-
-    FEED_BUCKET = 64
+    """A multi-turn conversation with a chat model (`spmdgpt chat`) through the inference engine
+    (`spmdgpt.engine`): each turn renders the whole conversation with the chat template and asks
+    for its continuation; the engine's shared prefixes take the pages the conversation so far
+    already wrote (full pages of the same tokens), so a turn reads only the template's new text
+    and the partly filled last page. The reply is sampled one token at a time (each passed to
+    `on_token` with the reply's text so far) up to the tokenizer's end-of-turn token. Turn t
+    samples stream t of the seed. `fed` counts the prompt tokens the engine read (not taken from
+    shared pages), over the conversation."""
 
     def __init__(self, cfg: ModelConfig, rules: Rules, params: Params, tokenizer, sp: SamplingParams):
+        from spmdgpt.engine import Engine, EngineConfig
+
         self.cfg, self.rules, self.params, self.tok, self.sp = cfg, rules, params, tokenizer, sp
-        self.rows = rules.batch_divisor()
-        self.capacity = cfg.max_seq_len + self.FEED_BUCKET  # (room for one turn's padding slots)
-        self.vocab_limit = tokenizer.vocab_size
-        self._feed = jax.jit(self._feed_impl)
-        self._next = jax.jit(self._next_impl, static_argnames=("top_k",))
-        self._empty = jax.jit(lambda: init_cache(cfg, rules, self.rows, self.capacity))
-        self.refills = 0
-        self.fed = 0  # tokens fed to the cache (prompt tokens, not sampled ones), over the conversation
+        self.engine = Engine(cfg, rules, params, tokenizer.vocab_size, EngineConfig(slots=rules.batch_divisor()))
+        self.fed = 0
         self.reset()
 
     def reset(self) -> None:
-        """Forget the conversation (`/reset`): an empty cache."""
+        """Forget the conversation (`/reset`)."""
         self.messages: list = []
-        self.text = ""  # the template text the cache holds
-        self.position = 0  # the next token's position
-        self.cache = self._empty()
-        self.key = jax.random.key(self.sp.seed)
         self.turns = 0
-
-    def _feed_impl(self, params, cache, tokens, positions):
-        logits, cache = forward(self.cfg, self.rules, params, tokens, positions, cache)
-        return logits[:, -1], cache
-
-    def _next_impl(self, params, cache, logits, position, key, temperature, top_p, *, top_k):
-        keys = jax.random.split(key, self.rows)
-        last = jax.sharding.reshard(logits, self.rules.spec("batch", None))
-        tok = sample_tokens(last, keys, temperature, top_k, top_p, self.vocab_limit)
-        tok = jnp.broadcast_to(tok[:1], tok.shape)  # (every row follows row 0)
-        pos = jnp.full((self.rows, 1), position, jnp.int32)
-        new_logits, cache = forward(self.cfg, self.rules, params, tok[:, None], pos, cache)
-        return tok[0], new_logits[:, 0], cache
-
-    def _feed_tokens(self, ids):
-        n = -(-len(ids) // self.FEED_BUCKET) * self.FEED_BUCKET
-        tokens = np.zeros((self.rows, n), np.int32)
-        positions = np.full((self.rows, n), -1, np.int32)
-        tokens[:, n - len(ids):] = ids
-        positions[:, n - len(ids):] = np.arange(self.position, self.position + len(ids))
-        sharding = self.rules.batch_sharding()
-        logits, self.cache = self._feed(self.params, self.cache, jax.device_put(tokens, sharding),
-                                        jax.device_put(positions, sharding))
-        self.position += len(ids)
-        self.fed += len(ids)
-        return logits
-
-    def room(self) -> int:
-        """Cache slots left (a turn needs its new tokens, padding and max_new_tokens)."""
-        return self.capacity - int(self.cache.end)
 
     def say(self, content: str, on_token=None) -> str:
         """The model's reply to the user's `content`, at most max_new_tokens and what the model's
         context has left (ValueError when it has none)."""
+        from spmdgpt.engine import Request
+
         messages = self.messages + [{"role": "user", "content": content}]
-        prompt = self.tok.template.render(messages, add_generation_prompt=True)
-        if not prompt.startswith(self.text):  # (the cache holds other text than the template renders)
-            self.refills += 1
-            history = self.messages
-            self.reset()
-            self.messages, self.turns = history, len(history) // 2
-        ids = self.tok.encode(prompt[len(self.text):])
-        padded = -(-len(ids) // self.FEED_BUCKET) * self.FEED_BUCKET
-        # the reply stops at max_new_tokens or at the end of the model's context
-        budget = min(self.sp.max_new_tokens, self.cfg.max_seq_len - self.position - len(ids), self.room() - padded)
+        ids = self.tok.encode(self.tok.template.render(messages, add_generation_prompt=True))
+        budget = min(self.sp.max_new_tokens, self.cfg.max_seq_len - len(ids))
         if budget < 1:
             raise ValueError(f"the conversation has reached the model's context of {self.cfg.max_seq_len} tokens; "
                              "/reset to start a new one")
-        logits = self._feed_tokens(ids)
-        stop, reply = self.tok.stop_id, []
-        for _ in range(budget):
-            self.key, key = jax.random.split(self.key)
-            tok, logits, self.cache = self._next(self.params, self.cache, logits, jnp.int32(self.position), key,
-                                                 jnp.float32(self.sp.temperature), jnp.float32(self.sp.top_p),
-                                                 top_k=self.sp.top_k)
-            self.position += 1
-            tok = int(tok)
-            if tok == stop:
-                break
-            reply.append(tok)
-            if on_token is not None:
-                on_token(self.tok.decode(reply), tok)
-        text = self.tok.decode(reply)
-        self.text = prompt + text + (self.tok.stop_text if tok == stop else "")  # (what the cache now holds)
+        stop = self.tok.stop_id
+        shown = (lambda r, t: t != stop and on_token(self.tok.decode([x for x in r.tokens if x != stop]), t)) \
+            if on_token is not None else None
+        sp, before = self.sp, self.engine.shared_tokens
+        r = self.engine.run([Request(ids, budget, sp.temperature, sp.top_k, sp.top_p, sp.seed, self.turns,
+                                     stop_ids=(stop,), on_token=shown)])[0]
+        self.fed += len(ids) - (self.engine.shared_tokens - before)
+        self.last = r  # (the turn's engine request: its tokens, stop token included)
+        text = self.tok.decode([t for t in r.tokens if t != stop])
         self.messages = messages + [{"role": "assistant", "content": text}]
         self.turns += 1
         return text

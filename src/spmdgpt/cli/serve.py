@@ -1,8 +1,9 @@
 """`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=64] [step=N]
-[max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [config overrides]`: the model behind an OpenAI-compatible HTTP API
-(spmdgpt.serve: /v1/completions, /v1/chat/completions, /v1/models, /health), on the run's own
-mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run directory,
-writes nothing."""
+[max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [config overrides]`: the model
+behind an OpenAI-compatible HTTP API (spmdgpt.serve: /v1/completions, /v1/chat/completions,
+/v1/models, /health) on the inference engine (slots, pages and chunk size its arguments), on the
+run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run
+directory, writes nothing."""
 
 from __future__ import annotations
 
@@ -93,7 +94,8 @@ def run(items: List[str]) -> int:
     chat = "with its chat template" if hasattr(tokenizer, "prompt") else "no chat template"
     print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "
           f"mesh {dict(mesh.shape)} | engine {args.slots} slots, {backend.engine.num_pages - 1} pages of "
-          f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB) | " + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
+          f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB) | "
+          + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
           file=sys.stderr, flush=True)
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn
         # would raise the signal again once shut down, ending the process by it)

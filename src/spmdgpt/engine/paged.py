@@ -35,8 +35,8 @@ import numpy as np
 
 from spmdgpt.config import ModelConfig
 from spmdgpt.model.attention import LayerCache
-from spmdgpt.model.context import unflatten
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
+from spmdgpt.model.context import unflatten
 from spmdgpt.model.head import embed, unembed
 from spmdgpt.model.kernels import causal_mask, window_mask
 from spmdgpt.model.layers import dtype_of, norm
@@ -216,8 +216,10 @@ class Step:
             k_pos = jnp.where(slots[None] < rows.cached[:, None], slots[None], -1)
             k_pos = jax.lax.dynamic_update_slice_in_dim(k_pos, rows.positions, capacity, axis=1)
             valid = rows.positions >= 0
-            index = jnp.maximum(rows.positions, 0) // ps  # [b, t]: each token's page, by a select (keeps the rows' sharding)
-            page = jnp.sum(jnp.where(jnp.arange(rows.table.shape[1]) == index[..., None], rows.table[:, None], 0), axis=-1)
+            # [b, t]: each token's page, by a select (a gather would lose the rows' sharding)
+            index = jnp.maximum(rows.positions, 0) // ps
+            hit = jnp.arange(rows.table.shape[1]) == index[..., None]
+            page = jnp.sum(jnp.where(hit, rows.table[:, None], 0), axis=-1)
             where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
             live.append((rows, draw, b, t, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where))
         xs = tuple(embed(cfg, rules, params, g[0].tokens) for g in live)

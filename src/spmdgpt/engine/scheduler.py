@@ -29,8 +29,8 @@ import jax
 import numpy as np
 
 from spmdgpt.config import ModelConfig
-from spmdgpt.engine.pages import Pages, chain
 from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
+from spmdgpt.engine.pages import Pages, chain
 from spmdgpt.sharding import Rules
 
 
@@ -98,7 +98,8 @@ class Engine:
             raise ValueError(f"engine prefills={self.prefills} must be a multiple of the mesh's batch ways ({d})")
         self.num_pages = config.pages or config.slots * self.pages_per_seq + 1
         if self.num_pages < 2:
-            raise ValueError(f"engine pages={self.num_pages}: the pool needs page 0 (the null page) and at least one more")
+            raise ValueError(f"engine pages={self.num_pages}: the pool needs page 0 (the null page) and at least one "
+                             "more")
         self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size)
         self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size)
         self._pool = None  # (made at the first step: `lower` needs none)
