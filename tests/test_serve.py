@@ -148,7 +148,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
 
 def test_concurrent_requests_stream_token_by_token_and_a_client_that_leaves_frees_its_pages(stair_run):
     """Two slots, five seeded requests at once from threads: each answer equals the same request
-    sent alone (continuous batching changes no token); a stream arrives a token a chunk; a client
+    sent alone (continuous batching changes no token); unseeded ones differ; a stream arrives a token a chunk; a client
     that closes its stream after the first chunk ends its sequence (console 499) and /health
     shows every page back."""
     import socket
@@ -165,6 +165,9 @@ def test_concurrent_requests_stream_token_by_token_and_a_client_that_leaves_free
         for t in threads:
             t.join(timeout=300)
         assert together == [ask(i) for i in range(5)] and len(set(together)) > 1
+        unseeded = {server.client.completions.create(model="stair", prompt="0123", max_tokens=24,
+                                                      temperature=1.0).choices[0].text for _ in range(3)}
+        assert len(unseeded) > 1  # (no seed: each request draws its own, as the OpenAI API's)
         chunks = [c.choices[0].text for c in server.client.completions.create(
             model="stair", prompt="0123", max_tokens=8, temperature=0, stream=True)]
         assert sum(bool(c) for c in chunks) == 8  # (one character a token, each in its own chunk)

@@ -27,6 +27,7 @@ import concurrent.futures
 import itertools
 import json
 import queue
+import secrets
 import sys
 import threading
 import time
@@ -59,7 +60,7 @@ class Sampling:
     top_p: float
     n: int
     stop: List[str]
-    seed: int
+    seed: int  # (a request without one draws its own: unseeded answers differ, as the OpenAI API's do)
     stream: bool
     echo: bool = False
     logprobs: Optional[int] = None
@@ -96,7 +97,7 @@ def sampling_of(body: dict, default_max: int) -> Sampling:
         top_p=_number(body, "top_p", 1.0, float, 0.0, 1.0, low_open=True),
         n=_number(body, "n", 1, int, 1, 16),
         stop=stop,
-        seed=_number(body, "seed", 0, int, 0),
+        seed=_number(body, "seed", None, int, 0) if body.get("seed") is not None else secrets.randbits(31),
         stream=bool(body.get("stream", False)),
         echo=bool(body.get("echo", False)),
         logprobs=logprobs,

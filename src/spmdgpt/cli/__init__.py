@@ -51,7 +51,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "serve": "an OpenAI-compatible HTTP server for a run (or hf:DIR): /v1/completions, /v1/chat/completions:\n"
-    "          spmdgpt serve run.dir=runs/r1 [host=127.0.0.1 port=8000 max_queue=16 step=N]",
+    "          spmdgpt serve run.dir=runs/r1 [host=127.0.0.1 port=8000 max_queue=64 step=N max_tokens=16\n"
+    "          slots=8 page_size=16 pages=0 chunk=64]",
     "config": "the resolved config, or a section's fields with their values and meanings:\n"
     "          spmdgpt config [SECTION, e.g. rl or model.moe] [+experiment=NAME and other overrides]",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"

@@ -367,4 +367,4 @@ def _draws(b: int) -> _Arrays:
 
 def _fill(d: _Arrays, row: int, r: Request) -> None:
     d.temperature[row], d.top_k[row], d.top_p[row] = r.temperature, r.top_k, r.top_p
-    d.seed[row], d.stream[row], d.index[row] = r.seed, r.stream, len(r.tokens)
+    d.seed[row], d.stream[row], d.index[row] = r.seed % 2**32, r.stream, len(r.tokens)  # (key(seed) takes 32 bits)
