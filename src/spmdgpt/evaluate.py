@@ -93,15 +93,10 @@ def rollout_sampling(cfg, eos_id=None):
 
 
 def text_engine(cfg, rules: Rules):
-    """The rollouts' engine (`spmdgpt.engine`): a slot for each row, every prompt read in one step,
-    pages for every row's prompt and continuation."""
-    from spmdgpt.engine import EngineConfig
+    """The text samples' engine (`spmdgpt.engine.batch_engine`: a slot for each row)."""
+    from spmdgpt.engine import batch_engine
 
-    t, page = cfg.train, 16
-    slots = rollout_rows(cfg, rules)
-    per_row = -(-(t.rollout_prompt_tokens + t.rollout_tokens) // page)
-    return EngineConfig(slots=slots, page_size=page, pages=slots * per_row + 1,
-                        chunk=-(-t.rollout_prompt_tokens // page) * page, prefills=slots)
+    return batch_engine(rollout_rows(cfg, rules), cfg.train.rollout_prompt_tokens, cfg.train.rollout_tokens)
 
 
 class TextSampler:

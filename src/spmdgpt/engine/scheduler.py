@@ -44,6 +44,15 @@ class EngineConfig:
     prefix_sharing: bool = True  # full pages shared between sequences that begin with the same tokens
 
 
+def batch_engine(rows: int, prompt_tokens: int, new_tokens: int, page_size: int = 16) -> EngineConfig:
+    """An engine for batches of `rows` sequences (a multiple of the mesh's batch ways) of prompts up
+    to `prompt_tokens` and `new_tokens` more: a slot for each row, every prompt read in one step,
+    pages for every row's prompt and continuation (nothing is ever preempted)."""
+    per_row = -(-(prompt_tokens + new_tokens) // page_size)
+    return EngineConfig(slots=rows, page_size=page_size, pages=rows * per_row + 1,
+                        chunk=-(-prompt_tokens // page_size) * page_size, prefills=rows)
+
+
 @dataclass
 class Request:
     """One sequence to continue. `tokens` collects what it samples; `logprobs` their log-probabilities."""

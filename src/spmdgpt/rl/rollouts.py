@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import Config
-from spmdgpt.engine import Engine, EngineConfig, Request
+from spmdgpt.engine import Engine, EngineConfig, Request, batch_engine
 from spmdgpt.generate import SamplingParams
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt
@@ -86,18 +86,11 @@ def overlong_penalty(lengths: np.ndarray, max_tokens: int, buffer: int, penalty:
     return -penalty * np.clip((np.asarray(lengths, np.float64) - start) / buffer, 0.0, 1.0)
 
 
-ROLLOUT_PAGE = 16  # tokens a KV page of the rollouts' engine holds
-
-
 def rollout_engine(cfg: Config, rules: Rules, prompt_tokens: int) -> EngineConfig:
-    """The rollouts' engine: a slot for each row of a batch, every prompt read in one step (the
-    group's followers a step later, from the leader's pages), pages for every row's prompt and
-    answer (no preemption)."""
+    """The rollouts' engine (`batch_engine`: a slot for each row of a batch; the group's followers
+    read their prompt a step after its leader, from the leader's pages)."""
     d = rules.batch_divisor()
-    slots = -(-cfg.data.batch_size // d) * d
-    per_row = -(-(prompt_tokens + cfg.rl.max_new_tokens) // ROLLOUT_PAGE)
-    return EngineConfig(slots=slots, page_size=ROLLOUT_PAGE, pages=slots * per_row + 1,
-                        chunk=-(-prompt_tokens // ROLLOUT_PAGE) * ROLLOUT_PAGE, prefills=slots)
+    return batch_engine(-(-cfg.data.batch_size // d) * d, prompt_tokens, cfg.rl.max_new_tokens)
 
 
 @dataclass
