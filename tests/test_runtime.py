@@ -108,4 +108,7 @@ def test_os_reason_keeps_the_reason_of_every_tensorstore_form():
     assert os_reason(RuntimeError('Failed to write "a/b": File too large [os_error_code=27]')) == "File too large"
     assert os_reason(ValueError("File too large [tensorstore_spec='{\"driver\":\"zarr\"}'] "
                                 "[source locations='x.cc:1']")) == "File too large"
+    # the third form (a later clean-clone CI run): the "Failed to write" prefix and the spec both
+    assert os_reason(RuntimeError("Failed to write \"a/b\": File too large [tensorstore_spec='{\"create\":true}'] "
+                                  "[os_error_code=27]")) == "File too large"
     assert os_reason(RuntimeError("something else\nmore")) == "something else"

@@ -45,9 +45,7 @@ def os_reason(e: BaseException) -> str:
         return e.strerror
     text = str(e)
     m = re.search(r"Failed to write [^:]*: (.+?) \[os_error_code", text)  # TensorStore (orbax)
-    if m:
-        return m.group(1)
-    first = (text.strip().splitlines() or [type(e).__name__])[0]
-    # TensorStore also reports the bare reason followed by its own payloads, e.g.
+    first = m.group(1) if m else (text.strip().splitlines() or [type(e).__name__])[0]
+    # TensorStore follows the bare reason with its own payloads, in either form, e.g.
     # "File too large [tensorstore_spec='{...}'] [source locations='...']": keep the reason
     return re.split(r" \[(?:tensorstore_spec|source locations|os_error_code)", first)[0][:200]
