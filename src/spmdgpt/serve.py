@@ -204,7 +204,8 @@ class Backend:
         rate = self._tokens / max(now - self._since, 1e-9)
         self._tokens, self._since = 0, now
         return (f"engine | queue {self.waiting} | running {e.running()} | pages {e.pages_used()}/{e.num_pages - 1} | "
-                f"{rate:.1f} tokens/s | preemptions {e.preemptions}")
+                f"{rate:.1f} tokens/s | preemptions {e.preemptions}"
+                + (f" | drafts accepted {e.acceptance:.0%}" if e.drafts else ""))
 
     # ----------------------------------------------------------------------------- requests
 

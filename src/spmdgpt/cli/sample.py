@@ -29,6 +29,7 @@ class SampleArgs:
     top_p: float = 1.0  # keep the most likely tokens up to this probability mass (1 = all)
     seed: int = 0  # sampling seed (each sample has its own stream)
     step: Optional[int] = None  # the checkpoint's step (default: the newest that loads)
+    speculate: int = 0  # tokens drafted a step by the model's multi-token-prediction modules (<= model.mtp_depth)
 
 
 def sampling_errors(args) -> List[str]:
@@ -85,7 +86,11 @@ def run(items: List[str]) -> int:
     from spmdgpt.generate import context_error
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
+    from spmdgpt.engine.scheduler import speculate_error
+
     encoded = []
+    if speculate_error(cfg.model, args.speculate):
+        raise ConfigError([speculate_error(cfg.model, args.speculate)])
     for p in prompts:
         try:
             ids = tokenizer.encode(p)
@@ -110,7 +115,8 @@ def run(items: List[str]) -> int:
         stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn)
         d = rules.batch_divisor()
         slots = min(-(-len(batch) // d) * d, max(64, d))
-        engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, EngineConfig(slots=slots))
+        config = EngineConfig(slots=slots, speculate=args.speculate)
+        engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, config)
         # (sample i: stream i of the seed)
         requests = [Request(list(ids), args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, i,
                             stop_ids=() if stop is None else (stop,)) for i, ids in enumerate(batch)]

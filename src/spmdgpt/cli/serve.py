@@ -1,7 +1,7 @@
 """`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=64] [step=N]
-[max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [config overrides]`: the model
+[max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [speculate=0] [config overrides]`: the model
 behind an OpenAI-compatible HTTP API (spmdgpt.serve: /v1/completions, /v1/chat/completions,
-/v1/models, /health) on the inference engine (slots, pages and chunk size its arguments), on the
+/v1/models, /health) on the inference engine (slots, pages, chunk size and drafts its arguments), on the
 run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run
 directory, writes nothing."""
 
@@ -28,6 +28,7 @@ class ServeArgs:
     page_size: int = 16  # tokens a KV page holds
     pages: int = 0  # pages in the pool (0: every slot at the model's full context)
     chunk: int = 64  # prompt tokens a prefill row reads a step
+    speculate: int = 0  # tokens drafted a step by the model's multi-token-prediction modules (<= model.mtp_depth)
 
 
 def check_args(args: ServeArgs) -> ServeArgs:
@@ -71,6 +72,10 @@ def run(items: List[str]) -> int:
     from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
+    from spmdgpt.engine.scheduler import speculate_error
+
+    if speculate_error(cfg.model, args.speculate):  # (before the checkpoint loads)
+        raise ConfigError([speculate_error(cfg.model, args.speculate)])
     mesh = one_process_mesh(cfg, "spmdgpt serve runs in one process")
     import jax
     import uvicorn
@@ -85,7 +90,8 @@ def run(items: List[str]) -> int:
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="serve with the run's model config")
     from spmdgpt.engine import EngineConfig
 
-    engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk)
+    engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
+                          speculate=args.speculate)
     try:
         backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
@@ -94,7 +100,8 @@ def run(items: List[str]) -> int:
     chat = "with its chat template" if hasattr(tokenizer, "prompt") else "no chat template"
     print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "
           f"mesh {dict(mesh.shape)} | engine {args.slots} slots, {backend.engine.num_pages - 1} pages of "
-          f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB) | "
+          f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB)"
+          f"{f', {args.speculate} drafts a step' if args.speculate else ''} | "
           + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
           file=sys.stderr, flush=True)
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn

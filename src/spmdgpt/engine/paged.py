@@ -32,6 +32,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
 from spmdgpt.model.attention import LayerCache
@@ -40,6 +41,7 @@ from spmdgpt.model.context import unflatten
 from spmdgpt.model.head import embed, unembed
 from spmdgpt.model.kernels import causal_mask, window_mask
 from spmdgpt.model.layers import dtype_of, norm
+from spmdgpt.model.mtp import module_input
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
 from spmdgpt.sharding import Rules
@@ -68,18 +70,19 @@ def layouts(cfg: ModelConfig) -> dict:
     return out
 
 
-def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int) -> dict:
+def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts: int = 0) -> dict:
     """An empty pool: {name: [layers, pages, page_size, ...rest]} in the compute dtype, the heads
-    split as the rule table splits them, the pages whole on every device."""
-    return {name: jnp.zeros((cfg.num_layers, pages, page_size) + lay.rest, dtype_of(cfg.compute_dtype),
+    split as the rule table splits them, the pages whole on every device. The layers: the model's,
+    then the first `drafts` multi-token-prediction modules' (speculative decoding's drafter)."""
+    return {name: jnp.zeros((cfg.num_layers + drafts, pages, page_size) + lay.rest, dtype_of(cfg.compute_dtype),
                             out_sharding=rules.spec("layers", None, None, *lay.logical))
             for name, lay in layouts(cfg).items()}
 
 
-def pool_bytes(cfg: ModelConfig, pages: int, page_size: int) -> int:
+def pool_bytes(cfg: ModelConfig, pages: int, page_size: int, drafts: int = 0) -> int:
     """Bytes of a pool of `pages` pages (all layers, all cached arrays)."""
     per_token = sum(int(np.prod(lay.rest)) for lay in layouts(cfg).values())
-    return cfg.num_layers * pages * page_size * per_token * jnp.dtype(dtype_of(cfg.compute_dtype)).itemsize
+    return (cfg.num_layers + drafts) * pages * page_size * per_token * jnp.dtype(dtype_of(cfg.compute_dtype)).itemsize
 
 
 class Rows(NamedTuple):
@@ -90,6 +93,8 @@ class Rows(NamedTuple):
     table: Array  # [b, pages_per_seq]: the row's pages in order (0: none)
     cached: Array  # [b]: tokens of the row already in the pool (its keys at positions 0..cached-1)
     last: Array  # [b]: the index in t of the token whose next token is sampled
+    ahead: Array  # [b]: the token after the row's last one where known (a prompt's next chunk), else -1 (the
+    #   token sampled now): what the drafter reads at the last place (speculative decoding only)
 
 
 class Draw(NamedTuple):
@@ -136,15 +141,15 @@ def _threshold(keys: Array, enough) -> Array:
     return jax.lax.fori_loop(0, 32, body, (jnp.zeros_like(hi), hi))[0]
 
 
-def sample_rows(logits: Array, keys: Array, temperature: Array, top_k: Array, top_p: Array,
-                vocab_limit: int) -> Array:
-    """One token per row of float32 logits [b, vocab], each row with its own temperature (<= 0:
-    the argmax), top-k (0: none; ties with the k-th kept) and top-p (1: none; the smallest set of
-    most likely tokens whose probability reaches top_p), by Gumbel-max on its own key. The filters'
-    thresholds are found by bisection on the values' bits (a sort of the vocabulary costs ~75 ms a
-    step for 16 rows of 50k on a CPU) and skipped when no row asks for them."""
-    vocab = logits.shape[-1]
-    logits = jnp.where(jnp.arange(vocab) < vocab_limit, logits, -jnp.inf)  # never a padding id
+def limited(logits: Array, vocab_limit: int) -> Array:
+    """Logits [..., vocab] with the ids past vocab_limit (the table's padding) at -inf."""
+    return jnp.where(jnp.arange(logits.shape[-1]) < vocab_limit, logits, -jnp.inf)
+
+
+def filtered(logits: Array, temperature: Array, top_k: Array, top_p: Array, vocab_limit: int):
+    """(the argmax [b], the logits over the temperature [b, vocab] with what top-k and top-p filter
+    out at -inf): the distribution `sample_rows` draws from (see there)."""
+    logits = limited(logits, vocab_limit)  # never a padding id
     greedy = jnp.argmax(logits, axis=-1)
 
     def top_k_filter(logits):
@@ -161,11 +166,56 @@ def sample_rows(logits: Array, keys: Array, temperature: Array, top_k: Array, to
         cut = _threshold(ranks, lambda kept: jnp.sum(jnp.where(kept, probs, 0), axis=-1) >= top_p)
         return jnp.where(ranks >= cut[:, None], scaled, -jnp.inf)
 
-    scaled = jax.lax.cond(jnp.any(top_p < 1), top_p_filter, lambda x: x, scaled)
-    noise = jax.vmap(lambda k: jax.random.gumbel(k, (vocab,), jnp.float32))(keys)
-    noise = jax.sharding.reshard(noise, jax.typeof(scaled).sharding.spec)
-    sampled = jnp.argmax(scaled + noise, axis=-1)
-    return jnp.where(temperature <= 0, greedy, sampled).astype(jnp.int32)
+    return greedy, jax.lax.cond(jnp.any(top_p < 1), top_p_filter, lambda x: x, scaled)
+
+
+def _gumbel_max(scaled: Array, keys: Array) -> Array:
+    noise = jax.vmap(lambda k: jax.random.gumbel(k, (scaled.shape[-1],), jnp.float32))(keys)
+    return jnp.argmax(scaled + jax.sharding.reshard(noise, jax.typeof(scaled).sharding.spec), axis=-1)
+
+
+def sample_rows(logits: Array, keys: Array, temperature: Array, top_k: Array, top_p: Array,
+                vocab_limit: int) -> Array:
+    """One token per row of float32 logits [b, vocab], each row with its own temperature (<= 0:
+    the argmax), top-k (0: none; ties with the k-th kept) and top-p (1: none; the smallest set of
+    most likely tokens whose probability reaches top_p), by Gumbel-max on its own key. The filters'
+    thresholds are found by bisection on the values' bits (a sort of the vocabulary costs ~75 ms a
+    step for 16 rows of 50k on a CPU) and skipped when no row asks for them."""
+    greedy, scaled = filtered(logits, temperature, top_k, top_p, vocab_limit)
+    return jnp.where(temperature <= 0, greedy, _gumbel_max(scaled, keys)).astype(jnp.int32)
+
+
+def verify(logits: Array, drafts: Array, keys: Array, temperature: Array, top_k: Array, top_p: Array,
+           vocab_limit: int):
+    """Speculative decoding's check of a row's drafts: logits [b, n, vocab] (float32) at the n
+    places of a row that read [its last token, drafts [b, n - 1]], keys [b, n] (place j's: the
+    row's key of its (index + j)-th token) -> (tokens [b, n], count [b]): each row's first
+    count - 1 tokens are the drafts it accepted, the next one the token sampled where the first
+    draft was refused (or after the last one); the places after are undefined.
+
+    The drafts are a deterministic drafter's (the multi-token-prediction modules' argmax), so the
+    standard rule (Leviathan et al. 2023; Chen et al. 2023) with a point-mass draft distribution
+    reads: draft d at place j is accepted with probability p_j(d), p_j the row's distribution there
+    (`filtered`: temperature, top-k, top-p); where it is refused, the token is drawn from p_j
+    without d, renormalised; each output token is then distributed exactly as p_j. Greedy rows
+    (temperature <= 0) accept a draft equal to the argmax, so their tokens are plain decoding's."""
+    b, n, vocab = logits.shape
+    flat = jnp.reshape(logits, (b * n, vocab))
+    by_row = lambda a: jax.sharding.reshard(jnp.reshape(a, (-1,)), P(jax.typeof(flat).sharding.spec[0]))  # noqa: E731
+    each = lambda a: by_row(jnp.broadcast_to(a[:, None], (b, n)))  # noqa: E731  (a row's value at each place)
+    greedy, scaled = filtered(flat, each(temperature), each(top_k), each(top_p), vocab_limit)
+    d = by_row(jnp.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))  # (no draft after the last place)
+    is_d = jnp.arange(vocab)[None] == d[:, None]
+    p_d = jnp.sum(jnp.where(is_d, jax.nn.softmax(scaled, axis=-1), 0), axis=-1)
+    keys = by_row(keys)
+    u = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (), jnp.float32))(keys)
+    argmax_rows = each(temperature) <= 0
+    accept = (d >= 0) & jnp.where(argmax_rows, d == greedy, u < p_d)
+    other = jnp.where(argmax_rows, greedy, _gumbel_max(jnp.where(is_d, -jnp.inf, scaled), keys))
+    by_place = lambda a: jax.sharding.reshard(jnp.reshape(a, (b, n)), P(jax.typeof(flat).sharding.spec[0], None))  # noqa: E731
+    count = jnp.sum(jnp.cumprod(by_place(accept).astype(jnp.int32), axis=1), axis=1) + 1
+    tokens = jnp.where(jnp.arange(n)[None] < count[:, None] - 1, by_place(d), by_place(other))
+    return tokens.astype(jnp.int32), count.astype(jnp.int32)
 
 
 def _view(pool: Array, layer: Array, table: Array, lay: Layout, rules: Rules) -> Array:
@@ -189,53 +239,88 @@ def _written(pool: Array, layer: Array, arrays: Array, lay: Layout, capacity: in
     return pool.at[layer, pages, offsets].set(new, out_sharding=jax.typeof(pool).sharding.spec)
 
 
+class Group(NamedTuple):
+    """One group of a step's rows on the devices, with what every layer of it needs."""
+
+    rows: Rows
+    draw: Draw
+    capacity: int  # the view's places before the row's new tokens (pages_per_seq x page_size)
+    table: Array  # [b, pages_per_seq + room]: the rows' pages, then null pages where the new entries go
+    mask: Array  # [b, t, capacity + room x page_size]: which places each token attends to
+    where: tuple  # ([b * t] pages, [b * t] offsets): where the rows' new entries go in the pool
+
+
 class Step:
     """The compiled step: (params, pool, decode Rows, prefill Rows, decode Draw, prefill Draw) ->
-    (the pool updated, each row's sampled token [b] and its log-probability [b], per group); the
-    pool donated and updated in place in the layer loop's carry. A group that has no row this
-    step is left out of the program (`run`'s static `groups`: three programs at most)."""
+    (the pool updated, per group (tokens [b, n], count [b], log-probabilities [b, n], drafts [b, D]):
+    a row's first `count` tokens are new; the pool donated and updated in place in the layer
+    loop's carry. A group that has no row this step is left out of the program (`run`'s static
+    `groups`: three programs at most).
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int):
+    With `drafts` = D > 0 (speculative decoding from the model's multi-token-prediction modules,
+    `model.mtp`), a decode row reads its last token and its D drafts, `verify` keeps the drafts
+    the model agrees with and samples one token more (n = D + 1 places, count 1..D + 1), and after
+    every group the first D modules run over its rows (their own pages in the pool, layers
+    num_layers..num_layers + D - 1) and draft the row's next D tokens by their argmax; a prefill
+    row samples one token (n = 1) and drafts after it."""
+
+    def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0):
         self.cfg, self.rules, self.page_size, self.vocab_limit = cfg, rules, page_size, vocab_limit
+        self.drafts = drafts
         self.layouts = layouts(cfg)
         self.run = jax.jit(self._step, donate_argnums=1, static_argnames="groups")
+
+    def _group(self, rules: Rules, rows: Rows, draw: Draw) -> tuple:
+        """(the group, its keys' positions [b, places])."""
+        ps = self.page_size
+        rows = Rows(*(jax.sharding.reshard(a, rules.spec("batch", *([None] * (a.ndim - 1)))) for a in rows))
+        t = rows.tokens.shape[1]
+        capacity = rows.table.shape[1] * ps
+        room = -(-t // ps)  # null pages after the row's own: where the unit writes the new entries
+        table = jnp.pad(rows.table, ((0, 0), (0, room)))
+        slots = jnp.arange(capacity + room * ps, dtype=jnp.int32)
+        k_pos = jnp.where(slots[None] < rows.cached[:, None], slots[None], -1)
+        k_pos = jax.lax.dynamic_update_slice_in_dim(k_pos, rows.positions, capacity, axis=1)
+        valid = rows.positions >= 0
+        # [b, t]: each token's page, by a select (a gather would lose the rows' sharding)
+        index = jnp.maximum(rows.positions, 0) // ps
+        hit = jnp.arange(rows.table.shape[1]) == index[..., None]
+        page = jnp.sum(jnp.where(hit, rows.table[:, None], 0), axis=-1)
+        where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
+        draw = Draw(*(jax.sharding.reshard(a, rules.spec("batch")) for a in draw))
+        return Group(rows, draw, capacity, table, causal_mask(rows.positions, k_pos), where), k_pos
+
+    def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, dense: bool, window=None):
+        """One block over a group's rows, reading layer `layer` of the pool and writing its new entries."""
+        b, t = g.rows.tokens.shape
+        view = {n: _view(pool[n], layer, g.table, lay, rules) for n, lay in self.layouts.items()}
+        x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, LayerCache(view, mask, jnp.int32(g.capacity)),
+                         window=window, dense=dense)
+        pool = {n: _written(pool[n], layer, kv[n], lay, g.capacity, t, *g.where, rules)
+                for n, lay in self.layouts.items()}
+        return x, pool
+
+    def _logits(self, rules, params, x: Array) -> Array:
+        """Float32 logits [n, vocab] (replicated over the vocabulary) of final-normed states x [n, d]."""
+        logits = unembed(self.cfg, rules, params, jax.sharding.reshard(x, rules.spec("batch", "embed")))
+        return jax.sharding.reshard(logits.astype(jnp.float32), rules.spec("batch", None))
 
     def _step(self, params: Params, pool: dict, decode: Rows, prefill: Rows, draw_d: Draw, draw_p: Draw, *,
               groups: tuple = (True, True)):
         cfg, rules = self.cfg, self.rules.whole_sequences()
         params = whole_stack(rules, params)
-        ps = self.page_size
-        live = []
-        for rows, draw in [(r, d) for r, d, on in ((decode, draw_d, groups[0]), (prefill, draw_p, groups[1])) if on]:
-            rows = Rows(*(jax.sharding.reshard(a, rules.spec("batch", *([None] * (a.ndim - 1)))) for a in rows))
-            b, t = rows.tokens.shape
-            capacity = rows.table.shape[1] * ps
-            room = -(-t // ps)  # null pages after the row's own: where the unit writes the new entries
-            table = jnp.pad(rows.table, ((0, 0), (0, room)))
-            slots = jnp.arange(capacity + room * ps, dtype=jnp.int32)
-            k_pos = jnp.where(slots[None] < rows.cached[:, None], slots[None], -1)
-            k_pos = jax.lax.dynamic_update_slice_in_dim(k_pos, rows.positions, capacity, axis=1)
-            valid = rows.positions >= 0
-            # [b, t]: each token's page, by a select (a gather would lose the rows' sharding)
-            index = jnp.maximum(rows.positions, 0) // ps
-            hit = jnp.arange(rows.table.shape[1]) == index[..., None]
-            page = jnp.sum(jnp.where(hit, rows.table[:, None], 0), axis=-1)
-            where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
-            live.append((rows, draw, b, t, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where))
-        xs = tuple(embed(cfg, rules, params, g[0].tokens) for g in live)
+        live = [self._group(rules, r, d) for r, d, on in ((decode, draw_d, groups[0]), (prefill, draw_p, groups[1]))
+                if on]
+        verifying = [i == 0 and self.drafts > 0 for i, on in enumerate(groups) if on]  # (decode rows with drafts)
+        xs = tuple(embed(cfg, rules, params, g.rows.tokens) for g, _ in live)
 
         def make_step(dense: bool):
             def step(carry, layer):
                 (xs, pool), (p, s) = carry, layer
                 out = []
-                for x, (rows, _, b, t, capacity, table, k_pos, mask, where) in zip(xs, live, strict=True):
-                    if s.window is not None:
-                        mask = mask & window_mask(rows.positions, k_pos, s.window)
-                    view = {n: _view(pool[n], s.index, table, lay, rules) for n, lay in self.layouts.items()}
-                    cache = LayerCache(view, mask, jnp.int32(capacity))
-                    x, kv, _ = block(cfg, rules, p, x, rows.positions, b, cache, window=s.window, dense=dense)
-                    pool = {n: _written(pool[n], s.index, kv[n], lay, capacity, t, *where, rules)
-                            for n, lay in self.layouts.items()}
+                for x, (g, k_pos) in zip(xs, live, strict=True):
+                    mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, k_pos, s.window)
+                    x, pool = self._layer(rules, p, x, pool, s.index, g, mask, dense, s.window)
                     out.append(x)
                 return (tuple(out), pool), {}
 
@@ -244,15 +329,56 @@ class Step:
         per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.int32))
         (xs, pool), _ = scan_layers(cfg, params, make_step, (xs, pool), per_layer)
         results = []
-        for x, (rows, draw, b, *_) in zip(xs, live, strict=True):
-            x = unflatten(rules, norm(cfg, rules, params.ln_f, x), b, "embed")  # [b, t, d]
-            x = _pick(x, rows.last)
-            logits = unembed(cfg, rules, params, jax.sharding.reshard(x, rules.spec("batch", "embed")))
-            logits = jax.sharding.reshard(logits.astype(jnp.float32), rules.spec("batch", None))
-            draw = Draw(*(jax.sharding.reshard(a, rules.spec("batch")) for a in draw))
-            keys = row_keys(draw.seed, draw.stream, draw.index)
-            tok = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit)
-            logp = jax.nn.log_softmax(jnp.where(jnp.arange(logits.shape[-1]) < self.vocab_limit, logits, -jnp.inf))
+        for h, (g, _), checks in zip(xs, live, verifying, strict=True):
+            rows, draw = g.rows, g.draw
+            b, t = rows.tokens.shape
+            x = unflatten(rules, norm(cfg, rules, params.ln_f, h), b, "embed")  # [b, t, d]
+            if checks:  # [last token, drafts]: the logits at every place
+                flat = jnp.reshape(x, (b * t, -1), out_sharding=rules.spec("batch", None))
+                logits = self._logits(rules, params, flat)
+                logits = jnp.reshape(logits, (b, t, -1), out_sharding=rules.spec("batch", None, None))
+                keys = jnp.stack([row_keys(draw.seed, draw.stream, draw.index + j) for j in range(t)], axis=1)
+                tok, count = verify(logits, rows.tokens[:, 1:], keys, draw.temperature, draw.top_k, draw.top_p,
+                                    self.vocab_limit)
+                logp = jax.nn.log_softmax(limited(logits, self.vocab_limit))
+                logp = jnp.sum(jnp.where(jnp.arange(logp.shape[-1]) == tok[..., None], logp, 0), axis=-1)
+                anchor = count - 1  # the place whose next token was sampled
+                new = _pick(tok, anchor)
+            else:
+                logits = self._logits(rules, params, _pick(x, rows.last))
+                keys = row_keys(draw.seed, draw.stream, draw.index)
+                new = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit)
+                tok, count, anchor = new[:, None], jnp.ones_like(new), rows.last
+                logp = _pick(jax.nn.log_softmax(limited(logits, self.vocab_limit)), new)[:, None]
+            if self.drafts:
+                pool, drafts = self._draft(rules, params, pool, h, g, anchor, new)
+            else:
+                drafts = jnp.zeros((b, 0), jnp.int32)
             # (replicated: every process of a multi-host mesh reads every row's token)
-            results.append(tuple(jax.sharding.reshard(a, rules.spec(None)) for a in (tok, _pick(logp, tok))))
+            results.append(tuple(jax.sharding.reshard(a, rules.spec(*([None] * a.ndim)))
+                                 for a in (tok, count, logp, drafts)))
         return pool, tuple(results)
+
+    def _draft(self, rules, params, pool: dict, h: Array, g: Group, anchor: Array, new: Array):
+        """The next `drafts` tokens of each row after its token `new` (sampled at place `anchor`):
+        module k (from 0) reads, at each place i, module k - 1's hidden state (k = 0: the model's
+        residual stream h [b * t, d]) and the token k + 1 places on, writes its entries into its
+        own pages, and drafts the token after the previous draft by its argmax at the anchor.
+        (Its entries at the last k places before the next step's tokens read drafts not yet
+        checked: they only make the next drafts worse, never an output token wrong.)"""
+        cfg, rows = self.cfg, g.rows
+        b, t = rows.tokens.shape
+        anchor, new = (jax.sharding.reshard(a, rules.spec("batch")) for a in (anchor, new))
+        at_anchor = jnp.arange(t)[None] == anchor[:, None]
+        shift = lambda a: jnp.pad(a[:, 1:], ((0, 0), (0, 1)))  # noqa: E731
+        following = jnp.where(at_anchor, jnp.where(rows.ahead >= 0, rows.ahead, new)[:, None], shift(rows.tokens))
+        drafts = []
+        for k in range(self.drafts):
+            p = jax.tree.map(lambda a, k=k: a[k], params.mtp)
+            x = module_input(cfg, rules, params, p, h, following)
+            h, pool = self._layer(rules, p.block, x, pool, cfg.num_layers + k, g, g.mask, dense=True)
+            out = unflatten(rules, norm(cfg, rules, p.ln_f, h), b, "embed")
+            d = jnp.argmax(limited(self._logits(rules, params, _pick(out, anchor)), self.vocab_limit), axis=-1)
+            drafts.append(d.astype(jnp.int32))
+            following = jnp.where(at_anchor, drafts[-1][:, None], shift(following))
+        return pool, jnp.stack(drafts, axis=1)

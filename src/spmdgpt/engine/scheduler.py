@@ -42,6 +42,15 @@ class EngineConfig:
     chunk: int = 64  # prompt tokens a prefill row reads in one step
     prefills: int = 0  # prefill rows a step (0: the mesh's batch ways)
     prefix_sharing: bool = True  # full pages shared between sequences that begin with the same tokens
+    speculate: int = 0  # tokens drafted a step by the model's multi-token-prediction modules (<= model.mtp_depth)
+
+
+def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
+    """Why the model cannot draft `speculate` tokens a step, or None."""
+    if 0 <= speculate <= cfg.mtp_depth:
+        return None
+    return (f"speculate={speculate}: the drafts come from the model's multi-token-prediction modules and it has "
+            f"model.mtp_depth={cfg.mtp_depth}; set speculate between 0 and {cfg.mtp_depth}")
 
 
 def batch_engine(rows: int, prompt_tokens: int, new_tokens: int, page_size: int = 16) -> EngineConfig:
@@ -88,6 +97,7 @@ class _Slot:
     pages: List[int] = field(default_factory=list)
     keys: List[bytes] = field(default_factory=list)  # the prefix keys of its first full pages (`pages.chain`)
     marked: int = 0  # its first pages known to be written
+    drafts: List[int] = field(default_factory=list)  # the drafter's next tokens (speculative decoding)
 
 
 class Engine:
@@ -106,11 +116,15 @@ class Engine:
         if self.prefills % d:
             raise ValueError(f"engine prefills={self.prefills} must be a multiple of the mesh's batch ways ({d})")
         self.num_pages = config.pages or config.slots * self.pages_per_seq + 1
+        self.drafts = config.speculate
+        err = speculate_error(cfg, self.drafts)
+        if err:
+            raise ValueError(f"engine {err}")
         if self.num_pages < 2:
             raise ValueError(f"engine pages={self.num_pages}: the pool needs page 0 (the null page) and at least one "
                              "more")
-        self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size)
-        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size)
+        self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size, self.drafts)
+        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts)
         self._pool = None  # (made at the first step: `lower` needs none)
         self.compiled: dict = {}  # {groups: an executable of the step compiled ahead of time (`use`)}
         self.pages = Pages(self.num_pages, self.page_size, config.prefix_sharing)
@@ -119,6 +133,7 @@ class Engine:
         self._admitted = itertools.count()
         self.steps = 0
         self.preemptions = 0
+        self.drafted = self.accepted = 0  # speculative decoding: drafts checked and accepted, so far
 
     # ----------------------------------------------------------------------------- requests
 
@@ -175,6 +190,11 @@ class Engine:
         return len(self.pages.cached)
 
     @property
+    def acceptance(self) -> float:
+        """The fraction of the drafts checked so far that the model accepted (speculative decoding)."""
+        return self.accepted / max(self.drafted, 1)
+
+    @property
     def shared_tokens(self) -> int:
         """Prompt tokens taken from shared pages instead of read again, so far."""
         return self.pages.hits * self.page_size
@@ -215,11 +235,12 @@ class Engine:
             slot.keys.append(chain(slot.keys[-1] if slot.keys else b"", tokens[j * ps:(j + 1) * ps]))
             self.pages.key(slot.pages[j], slot.keys[-1])
 
-    def _mark(self, slot: _Slot) -> None:
-        """After a step: the slot's pages filled so far are written (and keyed, for decoded ones)."""
+    def _mark(self, slot: _Slot, accepted: Sequence[int] = ()) -> None:
+        """After a step: the slot's pages filled so far are written (and keyed, for decoded ones;
+        `accepted`: drafts read into the pool this step, not yet the request's tokens)."""
         full = slot.length // self.page_size
         if full > slot.marked:
-            self._key(slot, (list(slot.request.prompt) + slot.request.tokens)[:slot.length])
+            self._key(slot, (list(slot.request.prompt) + slot.request.tokens + list(accepted))[:slot.length])
             for j in range(slot.marked, full):
                 self.pages.written(slot.pages[j])
             slot.marked = full
@@ -232,15 +253,22 @@ class Engine:
         self.preemptions += 1
         self.waiting.appendleft(r)
 
+    def _wanted(self, s: _Slot) -> int:
+        """The pages a decoding slot needs this step: for its token and its drafts, up to what its
+        request can keep (a draft past it is written to the null page and never kept)."""
+        r = s.request
+        return min(self.pages_for(s.length + 1 + self.drafts), self.pages_for(len(r.prompt) + r.max_new_tokens),
+                   self.pages_per_seq)
+
     def _decoding(self) -> List[int]:
-        """The slots that decode this step, each with a page for its next token (preempting the
-        youngest sequences while pages run out)."""
+        """The slots that decode this step, each with pages for its next token (and drafts),
+        preempting the youngest sequences while pages run out."""
         while True:
             ready = [i for i, s in enumerate(self.slots) if s is not None and s.read == len(s.feed)]
-            short = [i for i in ready if self.pages_for(self.slots[i].length + 1) > len(self.slots[i].pages)]
-            if len(short) <= self.pages.available():
-                for i in short:
-                    self.slots[i].pages.append(self.pages.take())
+            short = {i: self._wanted(self.slots[i]) - len(self.slots[i].pages) for i in ready}
+            if sum(max(n, 0) for n in short.values()) <= self.pages.available():
+                for i, n in short.items():
+                    self.slots[i].pages.extend(self.pages.take() for _ in range(n))
                 return ready
             self._preempt()
 
@@ -252,16 +280,15 @@ class Engine:
                          key=lambda i: self.slots[i].admitted)[: self.prefills]
         if not decoding and not reading:
             return []
-        m, S, F, Q = self.pages_per_seq, self.slots_n, self.prefills, self.chunk
-        dec = _rows(S, 1, m)
-        dec.positions[:] = -1
+        m, S, F, Q, D = self.pages_per_seq, self.slots_n, self.prefills, self.chunk, self.drafts
+        dec = _rows(S, 1 + D, m)
         pre = _rows(F, Q, m)
-        pre.positions[:] = -1
         draws = [_draws(S), _draws(F)]
         for i in decoding:
             s = self.slots[i]
-            dec.tokens[i, 0] = s.request.tokens[-1]
-            dec.positions[i, 0] = s.length
+            dec.tokens[i] = [s.request.tokens[-1]] + s.drafts
+            place = np.arange(s.length, s.length + 1 + D)
+            dec.positions[i] = np.where(place < self.cfg.max_seq_len, place, -1)  # (drafts past the context: none)
             dec.cached[i] = s.length
             dec.table[i, :len(s.pages)] = s.pages
             _fill(draws[0], i, s.request)
@@ -273,6 +300,7 @@ class Engine:
             pre.positions[j, :len(part)] = np.arange(s.read, s.read + len(part))
             pre.cached[j] = s.read
             pre.last[j] = len(part) - 1
+            pre.ahead[j] = s.feed[s.read + len(part)] if s.read + len(part) < len(s.feed) else -1
             pre.table[j, :len(s.pages)] = s.pages
             _fill(draws[1], j, s.request)
             chunks.append((i, len(part)))
@@ -283,22 +311,34 @@ class Engine:
         else:
             self._pool, out = self.step_fn.run(*args, groups=groups)
         out = [tuple(np.asarray(a) for a in o) for o in out]
-        tok_d, lp_d = out.pop(0) if groups[0] else (None, None)
-        tok_p, lp_p = out.pop(0) if groups[1] else (None, None)
+        tok_d, n_d, lp_d, drafts_d = out.pop(0) if groups[0] else (None,) * 4
+        tok_p, _, lp_p, drafts_p = out.pop(0) if groups[1] else (None,) * 4
         self.steps += 1
         got = []
-        for i in decoding:
-            self.slots[i].length += 1
-            self._mark(self.slots[i])
+        for i in decoding:  # its last token and the drafts accepted are in the pool now
+            s = self.slots[i]
+            n = int(n_d[i])
+            s.length += n
+            self._mark(s, tok_d[i, :n - 1])
+            s.drafts = [int(d) for d in drafts_d[i]]
+            self.drafted += D
+            self.accepted += n - 1
         for i, n in chunks:
-            self.slots[i].read += n
-            self.slots[i].length += n
-            self._mark(self.slots[i])
+            s = self.slots[i]
+            s.read += n
+            s.length += n
+            self._mark(s)
         for i in decoding:
-            got.append(self._take(i, int(tok_d[i]), float(lp_d[i])))
+            for j in range(int(n_d[i])):
+                r = self._take(i, int(tok_d[i, j]), float(lp_d[i, j]))
+                if r.done:
+                    break
+            got.append(r)
         for j, (i, n) in enumerate(chunks):
-            if self.slots[i].read == len(self.slots[i].feed):
-                got.append(self._take(i, int(tok_p[j]), float(lp_p[j])))
+            s = self.slots[i]
+            if s.read == len(s.feed):
+                s.drafts = [int(d) for d in drafts_p[j]]
+                got.append(self._take(i, int(tok_p[j, 0]), float(lp_p[j, 0])))
         return got
 
     def _take(self, i: int, token: int, logprob: float) -> Request:
@@ -321,18 +361,19 @@ class Engine:
         """The pages' contents on the devices ({name: [layers, pages, page_size, ...]})."""
         if self._pool is None:
             cfg, rules = self.cfg, self.rules
-            self._pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size))()
+            self._pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts))()
         return self._pool
 
     def shapes(self) -> tuple:
         """The step's inputs but the parameters, as ShapeDtypeStructs: (pool, decode Rows, prefill
         Rows, decode Draw, prefill Draw)."""
         cfg, rules, m = self.cfg, self.rules, self.pages_per_seq
-        pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size))
+        pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts))
         spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=rules.sharding(*([None] * a.ndim)))
         host = lambda arrays: tuple(spec(a) for a in arrays)
-        return (pool, Rows(*host(_rows(self.slots_n, 1, m))), Rows(*host(_rows(self.prefills, self.chunk, m))),
-                Draw(*host(_draws(self.slots_n))), Draw(*host(_draws(self.prefills))))
+        return (pool, Rows(*host(_rows(self.slots_n, 1 + self.drafts, m))),
+                Rows(*host(_rows(self.prefills, self.chunk, m))), Draw(*host(_draws(self.slots_n))),
+                Draw(*host(_draws(self.prefills))))
 
     def lower(self, params, groups: tuple = (True, True)):
         """The step for `params` (arrays or ShapeDtypeStructs) with these row groups (decode,
@@ -365,8 +406,9 @@ class _Arrays:
 
 
 def _rows(b: int, t: int, m: int) -> _Arrays:
+    """Rows of padding (positions -1; no token ahead)."""
     z = lambda *shape: np.zeros(shape, np.int32)
-    return _Arrays(tokens=z(b, t), positions=z(b, t), table=z(b, m), cached=z(b), last=z(b))
+    return _Arrays(tokens=z(b, t), positions=z(b, t) - 1, table=z(b, m), cached=z(b), last=z(b), ahead=z(b) - 1)
 
 
 def _draws(b: int) -> _Arrays:

@@ -32,8 +32,9 @@ from spmdgpt.config import ModelConfig
 from spmdgpt.model import fp8
 from spmdgpt.model.blocks import block
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
-from spmdgpt.model.head import embed, softcap, unembed, unembedding_rows
+from spmdgpt.model.head import softcap, unembed, unembedding_rows
 from spmdgpt.model.layers import dtype_of, norm
+from spmdgpt.model.mtp import module_input
 from spmdgpt.model.params import Params, aux_loss_weights
 from spmdgpt.model.transformer import final_norm, hidden_states
 from spmdgpt.sharding import Rules
@@ -205,12 +206,7 @@ def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: A
     losses = []
     for k in range(cfg.mtp_depth):
         p = jax.tree.map(lambda a: a[k], params.mtp)
-        e = embed(cfg, rules, params, shifted(inputs, k + 1))  # t_{i+k+1} is inputs[i + k + 1]
-        x = jnp.concatenate([norm(cfg, rules, p.norm_e, e), norm(cfg, rules, p.norm_h, h)], axis=-1)
-        w = rules.gather(p.w_in.astype(x.dtype), ("mtp_in", "embed", "mtp_out"))
-        h = jnp.einsum("tcd,cde->te", jnp.reshape(x, (x.shape[0], 2, -1)), w, out_sharding=rules.spec("stream", None),
-                       preferred_element_type=jnp.float32)
-        h = jax.sharding.reshard(h, rules.spec("stream", "embed"))
+        h = module_input(cfg, rules, params, p, h, shifted(inputs, k + 1))  # t_{i+k+1} is inputs[i + k + 1]
         h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, dense=True)[0]
         out = norm(cfg, rules, p.ln_f, h)
         ok = (place < t - k - 1) & shifted(counted, k + 1)  # the target t_{i+k+2} = targets[i + k + 1] exists
