@@ -12,8 +12,8 @@ random weights (speed does not depend on them): 50.9M parameters.
 
 - engine: `spmdgpt.engine.Engine` (`--slots` sequences, pages of `--page` tokens, prefill
   chunks of `--chunk` tokens); requests enter as they arrive.
-- sampler: `generate.Sampler` as every path used it before the engine: batches of `--batch`
-  requests in arrival order, each padded to its longest prompt and run for its longest output
+- sampler: the padded sampler (`padded_sampler.Sampler`, once `generate.Sampler`) as every path
+  used it before the engine: batches of `--batch` requests in arrival order, each padded to its longest prompt and run for its longest output
   (both rounded up to a multiple of 64); a batch starts when its last request has arrived and the
   previous batch ended (`run_sampler`: the timeline from measured durations, compiles left out).
 
@@ -36,10 +36,10 @@ set_default_xla_flags()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from padded_sampler import Sampler, SamplingParams  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.engine import Engine, EngineConfig, Request  # noqa: E402
-from spmdgpt.generate import Sampler, SamplingParams  # noqa: E402
 from spmdgpt.model import init_params, num_params  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 

@@ -27,9 +27,9 @@ set_default_xla_flags()
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from padded_sampler import Sampler, SamplingParams  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
-from spmdgpt.generate import Sampler, SamplingParams  # noqa: E402
 from spmdgpt.model import forward, init_cache, init_params, num_params  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 

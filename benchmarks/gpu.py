@@ -821,8 +821,8 @@ def cmd_target_plan(out: Path) -> int:
 
 def cmd_decode(out: Path) -> int:
     import jax
+    from padded_sampler import Sampler, SamplingParams
 
-    from spmdgpt.generate import Sampler, SamplingParams
     from spmdgpt.model import init_params
 
     cfg, mesh, rules = _setup([])

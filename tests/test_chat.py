@@ -6,7 +6,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from conftest import read_jsonl, train_chat_run  # noqa: E402
+from conftest import full_forward_samples, read_jsonl, train_chat_run  # noqa: E402
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
@@ -432,7 +432,7 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
     ids, and generate stops at the end of the turn."""
     from spmdgpt.cli.chat import chat_model
     from spmdgpt.cli.runs import source_params
-    from spmdgpt.generate import Conversation, Sampler, SamplingParams
+    from spmdgpt.generate import Conversation, SamplingParams
 
     run = train_chat_run(tmp_path)
     cfg, tok = chat_model(str(run), ["mesh.data=1"])
@@ -448,10 +448,8 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
         second = talk.say("4 and 4?")
         shared = talk.engine.shared_tokens - shared_first
         whole = tok.prompt(talk.messages[:-1])  # the conversation before the second reply, from scratch
-        again = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(params, [whole], sp)[0]
-        one = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(
-            params, [tok.prompt(talk.messages[:1])], sp
-        )[0]
+        again, one = (full_forward_samples(cfg.model, rules, params, [p], 12, vocab_limit=tok.vocab_size,
+                                           stop=tok.stop_id)[0] for p in (whole, tok.prompt(talk.messages[:1])))
     # the second turn takes the full pages the first one wrote instead of reading them again
     assert talk.turns == 2 and shared == 16 * (written // 16) > 0
     assert talk.fed - fed_first == len(tok.prompt(talk.messages[:3])) - shared

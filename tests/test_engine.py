@@ -1,5 +1,5 @@
-"""The inference engine: continuous batching over a paged KV cache equals the padded sampler, token
-for token, for every attention unit and on a data x model mesh; preemption and cancellation leak no
+"""The inference engine: continuous batching over a paged KV cache equals the model's full forward
+pass, token for token, for every attention unit and on a data x model mesh; preemption and cancellation leak no
 page; a seeded request samples the same tokens alone and among others; stops and refusals."""
 
 import random
@@ -7,28 +7,29 @@ import random
 import jax
 import numpy as np
 import pytest
+from conftest import full_forward_samples
 from test_generate import ATTENTION_UNITS, setup
 
 from spmdgpt.engine import Engine, EngineConfig, Request, layouts, pool_bytes
-from spmdgpt.generate import Sampler, SamplingParams
 
 PROMPTS = [[1, 2, 3], [5], [9, 8, 7, 6], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1]]
 SMALL = EngineConfig(slots=2, page_size=4, chunk=8)  # fewer slots than prompts: admissions as slots free up
 
 
 @pytest.mark.parametrize("unit", list(ATTENTION_UNITS))
-def test_engine_equals_the_padded_sampler_on_one_device_and_a_mesh(unit):
-    """Greedy and seeded sampled tokens equal `generate.Sampler`'s on one device (the same
-    streams), with two slots for four prompts, a 20-token prompt read in three chunks, pages of 4
-    tokens; on data 2 x model 2 the engine gives the same tokens."""
+def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
+    """Greedy and seeded sampled tokens equal the model's full forward pass at every token (no
+    cache; the same streams, `full_forward_samples`) on one device, with two slots for four
+    prompts, a 20-token prompt read in three chunks, pages of 4 tokens; on data 2 x model 2 the
+    engine gives the same tokens."""
     for devices, extra in ((jax.devices()[:1], []),
                            (jax.devices()[:4], ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
         cfg, mesh, rules, params = setup(*ATTENTION_UNITS[unit], *extra, devices=devices)
         with jax.set_mesh(mesh):
-            if not extra:  # (the sampler on one device; the mesh's engine must give the same tokens)
-                sampler = Sampler(cfg.model, rules, vocab_limit=10)
-                old = sampler.generate(params, PROMPTS, SamplingParams(12, temperature=0.0))
-                old_sampled = sampler.generate(params, PROMPTS, SamplingParams(12, temperature=1.0, top_k=5, seed=3))
+            if not extra:  # (the reference on one device; the mesh's engine must give the same tokens)
+                old = full_forward_samples(cfg.model, rules, params, PROMPTS, 12, vocab_limit=10)
+                old_sampled = full_forward_samples(cfg.model, rules, params, PROMPTS, 12, temperature=1.0, top_k=5,
+                                                   seed=3, vocab_limit=10)
             if extra:
                 with pytest.raises(ValueError, match=r"slots=3 must be a multiple of the mesh's batch ways \(2\)"):
                     Engine(cfg.model, rules, params, 10, EngineConfig(slots=3))

@@ -1,4 +1,5 @@
-"""KV-cache sampling: cached logits = full forward, sampling controls, sharded = single device, CLI."""
+"""Sampling: the cached forward pass equals the full one, the engine's sampling controls, sharded = single
+device, `spmdgpt sample`, chat conversations."""
 
 
 import jax
@@ -10,7 +11,8 @@ from conftest import read_jsonl
 from spmdgpt import train
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
-from spmdgpt.generate import Sampler, SamplingParams
+from spmdgpt.engine import Engine, EngineConfig, Request
+from spmdgpt.generate import SamplingParams
 from spmdgpt.model import forward, init_cache, init_params
 from spmdgpt.sharding import Rules, make_mesh
 
@@ -103,16 +105,6 @@ def test_prefill_through_the_backend_equals_the_cached_path(backend, kv, monkeyp
         assert np.abs(a[:, real]).max() > 0.1
 
 
-def test_left_padding_does_not_change_a_row():
-    cfg, mesh, rules, params = setup()
-    sampler = Sampler(cfg.model, rules, vocab_limit=10)
-    sp = SamplingParams(max_new_tokens=12, temperature=0.0)
-    with jax.set_mesh(mesh):
-        alone = sampler.generate(params, [[3, 4]], sp)
-        batched = sampler.generate(params, [[1, 2, 3, 4, 5, 6, 7], [3, 4]], sp)
-    assert batched[1] == alone[0]
-
-
 @pytest.fixture(scope="module")
 def staircase_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("gen") / "stair"
@@ -173,12 +165,17 @@ def test_rollouts_during_training(staircase_run):
     assert last["completion"] == staircase_continuation(last["prompt"], 20)  # temperature 0.8, trained
 
 
+def run_engine(cfg, rules, params, requests, slots=2, vocab_limit=10):
+    return [r.tokens for r in Engine(cfg.model, rules, params, vocab_limit, EngineConfig(slots=slots, page_size=8))
+            .run(requests)]
+
+
 def test_top_k_never_leaves_the_top_k():
     cfg, mesh, rules, params = setup("model.init_std=0.5", "model.vocab_size=16")
-    sampler = Sampler(cfg.model, rules)  # all 16 ids allowed
     prompts = [[1, 2, 3], [7, 7]]
-    with jax.set_mesh(mesh):
-        outs = sampler.generate(params, prompts, SamplingParams(30, temperature=2.0, top_k=3, seed=3))
+    with jax.set_mesh(mesh):  # (all 16 ids allowed)
+        outs = run_engine(cfg, rules, params, [Request(p, 30, temperature=2.0, top_k=3, seed=3, stream=r)
+                                               for r, p in enumerate(prompts)], vocab_limit=16)
         for p, o in zip(prompts, outs, strict=True):
             seq = jnp.asarray([p + o])
             logits = np.asarray(forward(cfg.model, rules, params, seq)[0])[0]
@@ -189,17 +186,16 @@ def test_top_k_never_leaves_the_top_k():
     assert len({t for o in outs for t in o}) > 3
 
 
-def test_streams_seeds_top_p_and_eos():
+def test_streams_seeds_top_p_and_stop_tokens():
     cfg, mesh, rules, params = setup()
-    sampler = Sampler(cfg.model, rules, vocab_limit=10)
     with jax.set_mesh(mesh):
-        a = sampler.generate(params, [[1, 2]] * 4, SamplingParams(30, temperature=1.0, seed=1))
-        b = sampler.generate(params, [[1, 2]] * 4, SamplingParams(30, temperature=1.0, seed=1))
-        c = sampler.generate(params, [[1, 2]] * 4, SamplingParams(30, temperature=1.0, seed=2))
-        greedy = sampler.generate(params, [[1, 2]], SamplingParams(30, temperature=0.0))
-        nucleus = sampler.generate(params, [[1, 2]], SamplingParams(30, temperature=1.0, top_p=1e-6))
+        draw = lambda seed, **kw: run_engine(cfg, rules, params, [Request([1, 2], 30, seed=seed, stream=r, **kw)  # noqa: E731
+                                                                  for r in range(4)], slots=4)
+        a, b, c = draw(1), draw(1), draw(2)
+        greedy = run_engine(cfg, rules, params, [Request([1, 2], 30, temperature=0.0)])
+        nucleus = run_engine(cfg, rules, params, [Request([1, 2], 30, top_p=1e-6)])
         eos = greedy[0][3]
-        stopped = sampler.generate(params, [[1, 2]], SamplingParams(30, temperature=0.0, eos_id=eos))
+        stopped = run_engine(cfg, rules, params, [Request([1, 2], 30, temperature=0.0, stop_ids=(eos,))])
     assert len({tuple(r) for r in a}) == 4  # same prompt, independent streams
     assert a == b and a != c  # a seed fixes the samples
     assert nucleus == greedy  # top_p -> 0 keeps only the most likely token
@@ -217,10 +213,10 @@ def test_sharded_sampling_equals_single_device(table, mesh_args):
     results = []
     for devices, extra in ((jax.devices()[:1], []), (jax.devices(), [f"sharding={table}", *mesh_args])):
         cfg, mesh, rules, params = setup(*extra, devices=devices)
-        sampler = Sampler(cfg.model, rules, vocab_limit=10)
         with jax.set_mesh(mesh):
-            greedy = sampler.generate(params, prompts, SamplingParams(20, temperature=0.0))
-            sampled = sampler.generate(params, prompts, SamplingParams(20, temperature=1.0, top_k=5, seed=7))
+            greedy = run_engine(cfg, rules, params, [Request(p, 20, temperature=0.0) for p in prompts], slots=8)
+            sampled = run_engine(cfg, rules, params, [Request(p, 20, top_k=5, seed=7, stream=r)
+                                                      for r, p in enumerate(prompts)], slots=8)
         results.append((greedy, sampled))
     assert results[0] == results[1]
 
@@ -250,7 +246,7 @@ ATTENTION_UNITS = {"mha": [], "gqa": ["model.num_kv_heads=2"], "mla-moe": MLA_MO
 
 @pytest.mark.parametrize("unit", list(ATTENTION_UNITS))
 def test_every_attention_unit_samples_one_row_and_odd_batches(unit):
-    """Every attention unit samples a batch of 1 and of 3 (the `sample` and evaluator path) and
+    """Every attention unit samples one request and three on the engine (the `sample` and evaluator path) and
     holds a two-turn chat (`chat`'s Conversation), on one device and on data 2 x model 2: a row sampled
     alone equals the same row in the batch, and the mesh gives one device's tokens. (MLA behind
     dense-then-MoE layers crashed at one row: the layer groups' reshape dropped the cache's batch
@@ -261,10 +257,10 @@ def test_every_attention_unit_samples_one_row_and_odd_batches(unit):
     for devices, extra in ((jax.devices()[:1], []),
                            (jax.devices()[:4], ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
         cfg, mesh, rules, params = setup(*ATTENTION_UNITS[unit], "model.max_seq_len=192", *extra, devices=devices)
-        sampler = Sampler(cfg.model, rules, vocab_limit=10)
         with jax.set_mesh(mesh):
-            one = sampler.generate(params, prompts[:1], SamplingParams(8, temperature=0.0))
-            odd = sampler.generate(params, prompts, SamplingParams(8, temperature=0.0))
+            d = rules.batch_divisor()
+            one = run_engine(cfg, rules, params, [Request(prompts[0], 8, temperature=0.0)], slots=d)
+            odd = run_engine(cfg, rules, params, [Request(p, 8, temperature=0.0) for p in prompts], slots=d)
             chat = Conversation(cfg.model, rules, params, DigitChat(), SamplingParams(6, temperature=0.0))
             replies = [chat.say("12"), chat.say("3")]
         assert len(one) == 1 and len(odd) == 3 and len(one[0]) == 8 and one[0] == odd[0]

@@ -370,11 +370,11 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     expert axis too), the logits equal transformers' (every weight
     random: norm scales, QK-norm scales, biases; RoPE scaled as Llama 3.1 and YaRN do; sliding
     windows of 8 in every layer or in one of two, over 40 tokens: each changes the logits), greedy
-    generation (spmdgpt's KV-cache sampler) gives transformers' ids, and an export of the imported
+    generation (spmdgpt's inference engine) gives transformers' ids, and an export of the imported
     parameters gives byte-identical tensors."""
     from safetensors.numpy import load_file
 
-    from spmdgpt.generate import Sampler, SamplingParams
+    from spmdgpt.engine import Engine, EngineConfig, Request
     from spmdgpt.hf import hf_config, load_params, to_hf, with_hf_model
 
     kind, config, fields, arch = IMPORTED[name]
@@ -419,7 +419,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                 np.testing.assert_array_equal(again.blocks.mlp.w_up, params.blocks.mlp.w_up)
             if n == 1:  # greedy generation of 24 tokens (past the windows of 8): transformers' ids
                 prompts = toks[:2, :12].tolist()
-                ours_ids = Sampler(cfg.model, rules).generate(params, prompts, SamplingParams(24, temperature=0.0))
+                engine = Engine(cfg.model, rules, params, config=EngineConfig(slots=2, page_size=8))
+                ours_ids = [r.tokens for r in engine.run([Request(p, 24, temperature=0.0) for p in prompts])]
                 theirs_ids = torch_side.ask("generate_ids", folder=str(tmp_path), prompts=prompts,
                                             max_new_tokens=24)["ids"]
                 assert ours_ids == theirs_ids

@@ -101,29 +101,30 @@ def test_no_plugin_tracebacks_without_jax_platforms(tmp_path):
     assert "programs of the run" in proc.stdout
 
 
-def test_a_sampler_runs_the_program_compiled_ahead_of_time():
-    """Sampler.lower + use: generate runs that executable for its shapes (the jitted function is
-    not called) and samples what the jitted path samples; other shapes still compile on demand."""
-    from spmdgpt.generate import Sampler, SamplingParams
+def test_the_engine_runs_its_step_compiled_ahead_of_time():
+    """Engine.lower + use (the preflight's and the plan's rollout program): steps with both row
+    groups run that executable (the jitted step is not called for them) and sample what the
+    jitted path samples; the other groups still compile on demand."""
+    from spmdgpt.engine import Engine, EngineConfig, Request
     from spmdgpt.model import params as T
 
     cfg = load_config(["+experiment=staircase", "mesh.data=2"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:2])
+    # (a third request is read while the second still decodes: steps of both groups)
+    requests = lambda: [Request([1, 2, 3, 4], 3, temperature=0.8, seed=3), Request([5, 6, 7, 8], 6, seed=3, stream=1),  # noqa: E731
+                        Request([2, 4], 6, seed=3, stream=2)]
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         params = T.init_params(cfg.model, jax.random.key(0), rules)
-        sp = SamplingParams(6, temperature=0.8, seed=3)
-        prompts = [[1, 2, 3, 4], [5, 6, 7, 8]]
-        expected = Sampler(cfg.model, rules).generate(params, prompts, sp)
-        ahead = Sampler(cfg.model, rules)
-        ahead.use(ahead.lower(params, 2, 4, sp).compile(), 2, 4, sp)
-        jitted, calls = ahead._generate, []
-        ahead._generate = lambda *a, **k: calls.append(1) or jitted(*a, **k)
-        assert ahead.generate(params, prompts, sp) == expected and calls == []
-        assert len(expected[0]) == 6
-        ahead.generate(params, [[1, 2, 3]] * 2, sp)  # (another prompt length: the jitted function)
-        assert calls == [1]
-
+        config = EngineConfig(slots=2, page_size=8, chunk=8)
+        expected = [r.tokens for r in Engine(cfg.model, rules, params, config=config).run(requests())]
+        ahead = Engine(cfg.model, rules, params, config=config)
+        compiled, ran = ahead.lower(params).compile(), []
+        ahead.use(lambda *a: ran.append(1) or compiled(*a))
+        jitted, calls = ahead.step_fn.run, []
+        ahead.step_fn.run = lambda *a, **k: calls.append(k["groups"]) or jitted(*a, **k)
+        assert [r.tokens for r in ahead.run(requests())] == expected and [len(t) for t in expected] == [3, 6, 6]
+        assert len(ran) >= 1 and (True, True) not in calls and set(calls) == {(False, True), (True, False)}
 
 def test_platforms_follow_the_machines_devices(monkeypatch):
     """JAX_PLATFORMS: the accelerator this machine has when its JAX plugin is installed (a

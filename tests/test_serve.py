@@ -14,7 +14,7 @@ import urllib.request
 import jax
 import numpy as np
 import pytest
-from conftest import train_chat_run, wait_until
+from conftest import full_forward_samples, train_chat_run, wait_until
 
 from spmdgpt.cli import main
 from spmdgpt.cli.launch import free_port
@@ -205,12 +205,11 @@ def test_bad_serve_arguments_are_one_line(tmp_path, capsys):
 
 def test_chat_completions_through_the_runs_template(tmp_path):
     """A run fine-tuned on conversations: /v1/chat/completions renders the messages with its chat
-    template and answers as the assistant, its greedy reply the sampler's continuation of the
+    template and answers as the assistant, its greedy reply the model's continuation of the
     rendered prompt (cut at the end of the turn); streamed, the same reply."""
     run = train_chat_run(tmp_path)
     from spmdgpt.cli.chat import chat_model
     from spmdgpt.cli.runs import source_params
-    from spmdgpt.generate import Sampler, SamplingParams
     from spmdgpt.sharding import Rules, make_mesh
 
     cfg, tok = chat_model(str(run), ["mesh.data=1"])
@@ -219,8 +218,8 @@ def test_chat_completions_through_the_runs_template(tmp_path):
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         _, params = source_params(str(run), cfg, rules)
-        new = Sampler(cfg.model, rules, vocab_limit=tok.vocab_size).generate(
-            params, [tok.prompt(messages)], SamplingParams(12, 0.0, 0, 1.0, 0, tok.stop_id))[0]
+        new = full_forward_samples(cfg.model, rules, params, [tok.prompt(messages)], 12, vocab_limit=tok.vocab_size,
+                                   stop=tok.stop_id)[0]
     want = tok.decode(new[:new.index(tok.stop_id)] if tok.stop_id in new else new)
     server = Served(run)
     try:

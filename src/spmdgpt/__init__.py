@@ -7,8 +7,8 @@ spmdgpt.data, spmdgpt.optim):
     cfg = load_config(["+experiment=staircase", "train.steps=100"])
     result = train(cfg)     # -> TrainResult(run_dir, state, step, final_loss, val_loss, ...)
 
-    from spmdgpt import Rules, Sampler, SamplingParams, make_mesh, forward, init_params
-    # the model and the sampler under any mesh and rule table (see docs/sampling-and-evaluation.md)
+    from spmdgpt import Engine, EngineConfig, Request, Rules, make_mesh, forward, init_params
+    # the model and the inference engine under any mesh and rule table (see docs/serving.md)
 
 `import spmdgpt` loads only the config package; everything else is imported on first use.
 (The loop lives in `spmdgpt.trainer`, not `spmdgpt.train`: a submodule of that name would
@@ -32,7 +32,9 @@ _LAZY = {  # name -> the module that defines it
     "init_params": "spmdgpt.model",
     "loss_fn": "spmdgpt.model",
     "param_info": "spmdgpt.model",
-    "Sampler": "spmdgpt.generate",
+    "Engine": "spmdgpt.engine",
+    "EngineConfig": "spmdgpt.engine",
+    "Request": "spmdgpt.engine",
     "SamplingParams": "spmdgpt.generate",
     "build_optimizer": "spmdgpt.optim",
     "load_dataset": "spmdgpt.data",

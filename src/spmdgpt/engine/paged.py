@@ -21,8 +21,8 @@ the view under the mask of the query and key positions, causal inside a chunk), 
 new entries back into the pool at their pages and offsets. The gather is the path that runs on
 every backend; its cost is a copy of each row's whole page list per layer and step. Then the
 last token of each row is sampled with the row's own parameters and PRNG stream: row r's key for
-its i-th new token is fold_in(fold_in(key(seed), stream), i), the streams of `generate.Sampler`,
-so a seeded request samples the same tokens whatever else runs beside it.
+its i-th new token is fold_in(fold_in(key(seed), stream), i), so a seeded request samples the
+same tokens whatever else runs beside it.
 """
 
 from __future__ import annotations
@@ -157,7 +157,11 @@ def filtered(logits: Array, temperature: Array, top_k: Array, top_p: Array, voca
         kth = _threshold(ranks, lambda kept: jnp.sum(kept, axis=-1) >= top_k)
         return jnp.where((top_k[:, None] > 0) & (ranks < kth[:, None]), -jnp.inf, logits)
 
-    logits = jax.lax.cond(jnp.any(top_k > 0), top_k_filter, lambda x: x, logits)
+    # (each cond's predicate from a replicated copy, so that every device takes the same branch:
+    # reduced from the rows' shards, devices of a data 2 x model 4 mesh diverged into different
+    # collectives and hung, on 8 CPU devices)
+    everywhere = lambda a: jax.sharding.reshard(a, P(None))  # noqa: E731
+    logits = jax.lax.cond(jnp.any(everywhere(top_k) > 0), top_k_filter, lambda x: x, logits)
     scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
 
     def top_p_filter(scaled):
@@ -166,7 +170,7 @@ def filtered(logits: Array, temperature: Array, top_k: Array, top_p: Array, voca
         cut = _threshold(ranks, lambda kept: jnp.sum(jnp.where(kept, probs, 0), axis=-1) >= top_p)
         return jnp.where(ranks >= cut[:, None], scaled, -jnp.inf)
 
-    return greedy, jax.lax.cond(jnp.any(top_p < 1), top_p_filter, lambda x: x, scaled)
+    return greedy, jax.lax.cond(jnp.any(everywhere(top_p) < 1), top_p_filter, lambda x: x, scaled)
 
 
 def _gumbel_max(scaled: Array, keys: Array) -> Array:
