@@ -105,3 +105,41 @@ def test_a_bos_adding_tokenizer_encodes_as_hflm_does():
     assert lm.tok_encode("a b") == [3, 0, 1] and lm.tok_encode("<s> a b") == [3, 0, 1]
     assert lm.tok_encode("a b", add_special_tokens=False) == [0, 1]
     assert lm.prefix_token_id == 3 and lm.eot_token_id == 4
+
+
+def test_lm_evals_local_completions_against_the_server_scores_as_in_process(char_run, tmp_path, capsys):
+    """lm-eval's own `local-completions` model (tokenizing through the server's /tokenize and
+    /tokenizer_info) against a live `spmdgpt serve` gives the scores `spmdgpt lm-eval` gives in
+    process: the shipped tasks (multiple choice and rolling log-likelihoods by echo + logprobs;
+    greedy generation). lm-eval keeps max_length - 1 tokens for a prompt and asks for one token
+    more, and its rolling windows are one token shorter than in process: so the run's RoPE model
+    is read with a context of 256 in process, served with 258 (max_length=258), and both score
+    the same windows."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    from test_serve import Served
+
+    out = tmp_path / "ours.json"
+    wider = ["model.max_seq_len=256", "mesh.data=1"]
+    assert main(["lm-eval", f"run.dir={char_run}", "tasks=shakespeare", "limit=4", "bootstrap_iters=0",
+                 "batch_size=4", f"out={out}", *wider]) == 0
+    capsys.readouterr()
+    ours = json.loads(out.read_text())["results"]
+    server = Served(char_run, "slots=4", "model.max_seq_len=258")
+    try:
+        model_args = {"base_url": f"{server.url}/v1/completions", "model": char_run.name, "max_length": 258,
+                      "tokenizer_backend": "remote", "tokenized_requests": True, "num_concurrent": 1,
+                      "max_retries": 1}
+        theirs = lm_eval.simple_evaluate(model="local-completions", model_args=model_args, tasks=["shakespeare"],
+                                         limit=4, bootstrap_iters=0,
+                                         task_manager=TaskManager(include_path=str(TASKS_DIR)))["results"]
+    finally:
+        code, err = server.close()
+    assert code == 0, err[-2000:]
+    compared = 0
+    for task in ("shakespeare_next_line", "shakespeare_ppl", "shakespeare_speaker"):
+        for metric, value in ours[task].items():
+            if metric.endswith(",none") and "stderr" not in metric:
+                assert theirs[task][metric] == pytest.approx(value, rel=1e-5), (task, metric)
+                compared += 1
+    assert compared >= 6 and ours["shakespeare_ppl"]["word_perplexity,none"] > 1

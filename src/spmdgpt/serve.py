@@ -5,6 +5,10 @@
     POST /v1/completions         prompt: text, token ids, or a list of either; max_tokens, temperature,
                                  top_p, n, stop, seed, stream, echo, logprobs
     POST /v1/chat/completions    messages through the run's chat template; the same sampling fields
+    POST /tokenize, /detokenize  text <-> token ids ({"prompt"} -> {"tokens", "count", "max_model_len"};
+    GET  /tokenizer_info         {"tokens"} -> {"prompt"}) and the end-of-text token's name: vLLM's
+                                 endpoints, which lm-eval's `local-completions` tokenizes with
+                                 (tokenizer_backend=remote)
 
 Every sequence runs in the inference engine (`spmdgpt.engine`: continuous batching over a paged
 KV cache), owned by one worker thread: a request's n choices are n sequences (choice c samples
@@ -263,6 +267,29 @@ class Backend:
             out.append(r)
         return out
 
+    EOS_NAME = "<|endoftext|>"  # the end-of-text token's text where the tokenizer names none
+
+    def eos_name(self) -> Optional[str]:
+        """The text /tokenize reads as the end-of-text token (the tokenizer's own name for it)."""
+        if self.tok.eos_id is None:
+            return None
+        name = getattr(self.tok, "token_text", lambda i: None)(self.tok.eos_id)
+        return name or self.EOS_NAME
+
+    def tokenize(self, text: str) -> List[int]:
+        """Token ids of `text`, the end-of-text token's name read as that token (as a Hugging Face
+        tokenizer reads its special tokens)."""
+        name, ids = self.eos_name(), []
+        for i, part in enumerate(text.split(name) if name else [text]):
+            if i:
+                ids.append(self.tok.eos_id)
+            if part:
+                try:
+                    ids += self.tok.encode(part)
+                except ValueError as e:
+                    raise RequestError(400, f"prompt: {e}", "prompt") from None
+        return ids
+
     def text(self, tokens: List[int], stops: List[str], final: bool) -> tuple:
         """(the text of a choice's tokens, cut at its first stop string; whether one was found). Not
         final (streaming): what may be sent so far, holding back a possible stop string's start and
@@ -355,6 +382,9 @@ class Server:
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/tokenize", self.tokenize, methods=["POST"]),
+            Route("/detokenize", self.detokenize, methods=["POST"]),
+            Route("/tokenizer_info", self.tokenizer_info, methods=["GET"]),
         ])
 
     async def health(self, request):
@@ -369,6 +399,36 @@ class Server:
 
         return JSONResponse({"object": "list", "data": [{"id": self.backend.name, "object": "model", "created": 0,
                                                          "owned_by": "spmdgpt"}]})
+
+    async def tokenize(self, request):
+        from starlette.responses import JSONResponse
+
+        try:
+            body = await self._body(request)
+            text = body.get("prompt")
+            if not isinstance(text, str):
+                raise RequestError(400, "prompt must be a text", "prompt")
+            ids = self.backend.tokenize(text)
+        except RequestError as e:
+            return JSONResponse(e.body(), status_code=e.status)
+        return JSONResponse({"tokens": ids, "count": len(ids), "max_model_len": self.backend.cfg.model.max_seq_len})
+
+    async def detokenize(self, request):
+        from starlette.responses import JSONResponse
+
+        try:
+            body = await self._body(request)
+            ids = self.backend.encode(body.get("tokens"), "tokens") if body.get("tokens") != [] else []
+        except RequestError as e:
+            return JSONResponse(e.body(), status_code=e.status)
+        return JSONResponse({"prompt": self.backend.tok.decode(ids)})
+
+    async def tokenizer_info(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"eos_token": self.backend.eos_name(), "bos_token": None, "pad_token": None,
+                             "model_max_length": self.backend.cfg.model.max_seq_len,
+                             "tokenizer_class": type(self.backend.tok).__name__})
 
     async def _body(self, request) -> dict:
         try:
