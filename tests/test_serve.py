@@ -268,3 +268,40 @@ def test_the_backend_on_a_mesh_equals_one_device(unit):
     assert got[0]["text"] == got[1]["text"]
     np.testing.assert_allclose(got[0]["logprobs"]["token_logprobs"][1:], got[1]["logprobs"]["token_logprobs"][1:],
                                atol=1e-5)
+
+
+def test_a_failed_engine_step_answers_500_and_never_hangs():
+    """A step that raises (here: made to, as a device error would): the sequences waiting for it
+    end with the error (an in-process caller gets it, an HTTP client a 500 in the API's JSON),
+    /health says 503 with the reason, and every later request is 500 at once."""
+    from starlette.testclient import TestClient
+
+    from spmdgpt.config import load_config
+    from spmdgpt.data import CharTokenizer
+    from spmdgpt.model import init_params
+    from spmdgpt.serve import Backend, Sampling, Server
+    from spmdgpt.sharding import Rules, make_mesh
+
+    tok = CharTokenizer("0123456789")
+    cfg = load_config(["+experiment=staircase", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+    backend = Backend(cfg, rules, mesh, params, tok, "x")
+
+    def broken():
+        raise RuntimeError("RESOURCE_EXHAUSTED: out of memory while trying to allocate 1.2GiB\nmore detail")
+
+    backend.engine.step = broken
+    sp = Sampling(max_tokens=5, temperature=0.0, top_p=1.0, n=2, stop=[], seed=0, stream=False, echo=False,
+                  logprobs=None)
+    with pytest.raises(RuntimeError, match=r"^the engine failed: RuntimeError: RESOURCE_EXHAUSTED: out of memory "
+                                           r"while trying to allocate 1.2GiB; restart the server$"):
+        backend.complete([tok.encode("0123")], sp, timeout=60)
+    client = TestClient(Server(backend, log=None).app)
+    health = client.get("/health")
+    assert health.status_code == 503 and health.json()["status"] == "error"
+    answer = client.post("/v1/completions", json={"prompt": "12", "max_tokens": 3})
+    assert answer.status_code == 500 and answer.json()["error"]["type"] == "server_error"
+    assert answer.json()["error"]["message"].startswith("the engine failed: RuntimeError: RESOURCE_EXHAUSTED")

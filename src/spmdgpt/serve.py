@@ -17,7 +17,9 @@ pages free up, each ending at the end-of-text token, a stop string, max_tokens o
 At most `max_queue` sequences wait for a slot: more are answered 429 with Retry-After. Errors are
 the OpenAI API's JSON (`{"error": {"message", "type", "param", "code"}}`): 400 naming the field (a
 prompt longer than the context or the page pool, a value out of range), 404 for another model's
-name. `stream=true` answers with server-sent events, a chunk as each token is sampled (text that
+name; 500 when the engine failed (an error in its step: every sequence it held ends with that
+error, and the server answers 500 from then on, /health 503, until it is restarted).
+`stream=true` answers with server-sent events, a chunk as each token is sampled (text that
 may begin a stop string held back), then `data: [DONE]`; a client that goes away mid-answer ends
 its sequences and frees their pages. A console line per request, and every 10 s while busy one
 with the queue, running sequences, pages in use and tokens/s. The server only reads the run
@@ -137,6 +139,7 @@ class Backend:
 
         self._scores = jax.jit(scores, static_argnums=2)
         self.commands: queue.Queue = queue.Queue()
+        self.failed: Optional[str] = None  # the engine's error, once a step failed
         self.served = 0
         self.waiting = 0  # sequences waiting for a slot (the engine's queue and the commands not yet taken)
         self._tokens, self._since = 0, time.perf_counter()
@@ -152,6 +155,8 @@ class Backend:
 
     def start(self, requests: list) -> None:
         """Queue engine Requests (RequestError 429 when more than max_queue sequences would wait)."""
+        if self.failed:
+            raise self.failure()
         if self.waiting + len(requests) > self.max_queue:
             raise RequestError(429, f"{self.waiting} sequences are waiting (max_queue={self.max_queue}); retry "
                                "later", None, "rate_limit_error")
@@ -178,18 +183,44 @@ class Backend:
                     kind, what = self.commands.get_nowait()
                 except queue.Empty:
                     kind = None
-            if engine.busy:
-                with jax.set_mesh(self.mesh):
-                    self._tokens += len(engine.step())
+            if engine.busy and not self.failed:
+                try:
+                    with jax.set_mesh(self.mesh):
+                        self._tokens += len(engine.step())
+                except Exception as e:  # (every sequence held ends with the error, none waits forever)
+                    self._fail(e)
                 self.waiting = len(engine.waiting) + sum(len(w) for k, w in list(self.commands.queue) if k == "add")
             if self.log is not None and time.perf_counter() - last_line >= 10 and (engine.busy or self._tokens):
                 last_line = time.perf_counter()
                 print(self.status(), file=self.log, flush=True)
 
+    def failure(self) -> "RequestError":
+        return RequestError(500, f"the engine failed: {self.failed}; restart the server", None, "server_error")
+
+    def _fail(self, e: Exception) -> None:
+        """A step raised: end every sequence the engine holds (finish "error", its client woken),
+        and refuse new ones from now on."""
+        self.failed = (f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0])[:300]
+        if self.log is not None:
+            print(f"engine | failed: {self.failed}", file=self.log, flush=True)
+        engine = self.engine
+        held = list(engine.waiting) + [s.request for s in engine.slots if s is not None]
+        engine.waiting.clear()
+        engine.slots = [None] * len(engine.slots)
+        for r in held:
+            r.finish = "error"
+            if r.on_token is not None:
+                r.on_token(r, None)
+
     def _command(self, kind: str, what) -> None:
         if kind == "add":
             for r in what:
-                self.engine.add(r)
+                if self.failed:
+                    r.finish = "error"
+                    if r.on_token is not None:
+                        r.on_token(r, None)
+                else:
+                    self.engine.add(r)
         elif kind == "cancel":
             for r in what:
                 self.engine.cancel(r)
@@ -366,6 +397,8 @@ class Backend:
         for _ in requests:
             if not done.acquire(timeout=timeout):
                 raise TimeoutError(f"no answer in {timeout} s")
+        if any(r.finish == "error" for r in requests):
+            raise RuntimeError(self.failure().message)
         return self.submit(self.finish_choices, prompts, requests, sp).result(timeout)
 
 
@@ -391,6 +424,8 @@ class Server:
         from starlette.responses import JSONResponse
 
         e = self.backend.engine
+        if self.backend.failed:
+            return JSONResponse({"status": "error", "error": self.backend.failure().message}, status_code=503)
         return JSONResponse({"status": "ok", "waiting": self.backend.waiting, "running": e.running(),
                              "pages_used": e.pages_used(), "pages": e.num_pages - 1})
 
@@ -481,6 +516,10 @@ class Server:
         finally:  # (a client that went away: its sequences end, their pages go back)
             if not all(r.done for r in requests):
                 backend.cancel(requests)
+        if any(r.finish == "error" for r in requests):
+            e = backend.failure()
+            self._say(request, e.status, started, backend.failed)
+            return JSONResponse(e.body(), status_code=e.status)
         choices, used = await asyncio.wrap_future(backend.submit(backend.finish_choices, prompts, requests, sp))
         prompt_tokens = sum(len(p) for p in prompts) * sp.n
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used, "total_tokens": prompt_tokens + used}
@@ -530,6 +569,9 @@ class Server:
                     if len(text) > len(sent[i]) and text.startswith(sent[i]):
                         yield chunk(i, text[len(sent[i]):])
                         sent[i] = text
+                    if done and r.finish == "error":  # (the engine failed: the API's error object, then the end)
+                        yield "data: " + json.dumps(backend.failure().body()) + "\n\n"
+                        break
                     if done:
                         ended[i] = True
                         used += len(backend.choice(r, sp)["tokens"])
