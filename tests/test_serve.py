@@ -305,3 +305,26 @@ def test_a_failed_engine_step_answers_500_and_never_hangs():
     answer = client.post("/v1/completions", json={"prompt": "12", "max_tokens": 3})
     assert answer.status_code == 500 and answer.json()["error"]["type"] == "server_error"
     assert answer.json()["error"]["message"].startswith("the engine failed: RuntimeError: RESOURCE_EXHAUSTED")
+
+
+def test_kill_9_mid_answer_leaves_the_run_directory_unchanged(stair_run):
+    """The server only reads the run: killed with SIGKILL while it streams an answer, every file of
+    the run directory has its bytes and modification time of before."""
+    import hashlib
+
+    def tree():
+        return {str(p.relative_to(stair_run)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+                for p in sorted(stair_run.rglob("*")) if p.is_file()}
+
+    before = tree()
+    server = Served(stair_run)
+    try:
+        stream = server.client.completions.create(model="stair", prompt="0123", max_tokens=40, temperature=0,
+                                                  stream=True)
+        first = next(iter(stream))
+        assert first.choices[0].text is not None
+        server.proc.send_signal(signal.SIGKILL)
+        assert server.proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        server.close()
+    assert len(before) > 5 and tree() == before
