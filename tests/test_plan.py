@@ -498,3 +498,33 @@ def test_search_compiles_the_layouts_and_names_the_best(capsys):
     assert out[-1] == "best: spmdgpt train " + " ".join([*TPU, *got["best"]])  # (sharding=tp: replaced)
     assert "2 layouts compiled: 2 fit, 0 did not fit, 0 refused" in out
     assert plans["sharding=fsdp"]["param_bytes"] * 4 == pytest.approx(plans["sharding=dp"]["param_bytes"], rel=0.1)
+
+
+def test_plan_serve_counts_the_pages_that_fit(capsys):
+    """`spmdgpt plan serve=true`: the engine's step compiled for the model, a page's bytes (2
+    layers x 16 tokens x k and v of 4 heads x 16, float32: 16 KiB), and the pages that fit: a pool
+    of that many fits the device beside the rest, one more does not; a pool that does not fit is
+    exit 2 in one line; engine arguments without serve=true are refused."""
+    from spmdgpt.engine import EngineConfig
+    from spmdgpt.plan import plan_serving
+
+    cfg = load_config(["+experiment=staircase", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    capacity = 2**21
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        plan = plan_serving(cfg, rules, EngineConfig(), capacity)
+        assert plan.page_bytes == 2 * 16 * 2 * 4 * 16 * 4 and plan.pages == 8 * 4 + 1
+        assert plan.fit == (capacity - (plan.program.total_bytes - plan.pages * plan.page_bytes)) // plan.page_bytes
+        at = [plan_serving(cfg, rules, EngineConfig(pages=n), capacity).program.total_bytes for n in (plan.fit,
+                                                                                                    plan.fit + 1)]
+    assert plan.fit > plan.pages and at[0] <= capacity < at[1]
+    assert main(["plan", "+experiment=staircase", "serve=true", "memory_gb=1"]) == 0
+    out = capsys.readouterr().out
+    assert "32 pages of 16 tokens (+ the null page), 16.0 KiB a page" in out and "pages that fit" in out
+    assert main(["plan", "+experiment=staircase", "serve=true", "memory_gb=0.0005"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["spmdgpt: error: the page pool of 32 pages does not fit a cpu beside the model: a device with "
+                   "more memory, or lower slots="]
+    assert main(["plan", "+experiment=staircase", "slots=4"]) == 2
+    assert capsys.readouterr().err == "spmdgpt: error: slots: the engine's arguments plan serving; add serve=true\n"

@@ -229,7 +229,56 @@ FIXES = {  # the settings that shrink each program, for its refusal
     "rollout": f"{_SHARD}, lower train.rollout_prompts or train.rollout_tokens, or set train.rollout_tokens=0",
     "rl_rollout": f"{_SHARD}, lower data.batch_size or rl.max_new_tokens",
     "rl_logps": f"{_SHARD}, lower data.batch_size or data.seq_len",
+    "serving_step": f"{_SHARD}, lower slots= or chunk=, or give pages= fewer pages",
 }
+
+
+@dataclass
+class ServePlan:
+    """`spmdgpt plan serve=true`: the inference engine's step for a model on a mesh, per device."""
+
+    program: Program  # the step with decode and prefill rows (the largest of its three programs)
+    pages: int  # pages in the pool (page 0, the null page, included)
+    page_size: int
+    page_bytes: int  # one page of every layer's cache, per device
+    param_bytes: int
+    fit: Optional[int]  # the most pages the device holds beside the rest (None: capacity unknown)
+
+    def lines(self, cfg: Config, capacity: Optional[int]) -> str:
+        p, ps = self.program, self.page_size
+        pool = self.pages * self.page_bytes
+        out = [f"  parameters       {size(self.param_bytes)}",
+               f"  page pool        {size(pool)}: {self.pages - 1} pages of {ps} tokens (+ the null page), "
+               f"{self.page_bytes / 2**10:,.1f} KiB a page",
+               f"  step             {size(p.temp_bytes)} of temporaries, {size(p.own_bytes - pool)} of rows and "
+               "outputs",
+               f"  total            {size(p.total_bytes)}" + (f" of {size(capacity)}" if capacity else "")]
+        if self.fit is not None and self.fit < 2:
+            out.append(f"  pages that fit   none: the parameters and the step alone need {size(p.total_bytes - pool)}")
+        elif self.fit is not None:
+            tokens = (self.fit - 1) * ps
+            out.append(f"  pages that fit   {self.fit - 1:,} ({tokens:,} tokens: {tokens // cfg.model.max_seq_len:,} "
+                       f"sequences at the full context of {cfg.model.max_seq_len}; serve pages={self.fit})")
+        return "\n".join(out)
+
+
+def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int]) -> ServePlan:
+    """Compile the inference engine's step (`engine.EngineConfig` `config`: slots, pages, chunk,
+    drafts) for `cfg`'s model on `rules`' mesh from abstract parameters (call inside
+    jax.set_mesh), and how many pages of KV cache the device holds beside the parameters and the
+    step's other bytes (`capacity` per device; None: unknown)."""
+    from spmdgpt.engine import Engine
+
+    params = abstract_params(cfg.model, rules)
+    engine = Engine(cfg.model, rules, None, None, config)
+    shapes = engine.shapes()
+    resident = shard_bytes(params)
+    program = _compiled("serving_step", engine.lower(params), resident, shapes,
+                        device=rules.mesh.devices.flat[0].device_kind)
+    page_bytes = shard_bytes(shapes[0]) // engine.num_pages
+    rest = program.total_bytes - engine.num_pages * page_bytes
+    fit = None if capacity is None else (capacity - rest) // page_bytes
+    return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit)
 
 
 def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> Plan:

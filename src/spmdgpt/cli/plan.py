@@ -11,7 +11,10 @@ and the last ones stay inside a slice); memory_gb=G (default: what the device re
 does; for a topology, a GPU's share that JAX's allocator takes or a TPU chip's HBM; for this
 host's CPU devices, its memory (or its cgroup's limit) over their number) turns a plan any of
 whose programs does not fit into exit code 2. search=true (with a topology): compile the
-candidate layouts and rank them (spmdgpt.search)."""
+candidate layouts and rank them (spmdgpt.search). serve=true [slots= page_size= pages= chunk=
+speculate=]: plan `spmdgpt serve` of the model instead: the inference engine's step with those
+arguments (serve's defaults), its memory per device, and how many pages of KV cache fit
+(`plan.plan_serving`); exit 2 when the pool asked for does not."""
 
 from __future__ import annotations
 
@@ -37,6 +40,12 @@ class PlanArgs:
     search: bool = False  # with topology=: compile the candidate layouts and rank them (spmdgpt.search)
     tables: str = ""  # search: the rule tables to try, comma-separated (default: every packaged one)
     jobs: int = 0  # search: compiles at a time (0: one per core, within this host's memory)
+    serve: bool = False  # plan `spmdgpt serve` of the model (the engine's step) instead of training
+    slots: int = 8  # serve=true: serve's engine arguments
+    page_size: int = 16
+    pages: int = 0  # serve=true: pages in the pool (0: every slot at the model's full context)
+    chunk: int = 64
+    speculate: int = 0
 
 
 def _simulate_devices(n: int) -> None:
@@ -93,6 +102,63 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
     return EXIT_OK
 
 
+SERVE_ARGS = ("slots", "page_size", "pages", "chunk", "speculate")
+
+
+def _capacity(devices, capacity, note: str) -> tuple:
+    """(bytes a device holds, the note saying where that figure comes from)."""
+    from spmdgpt.plan import size
+
+    if capacity is None:
+        capacity = (devices[0].memory_stats() or {}).get("bytes_limit")
+    if capacity is None and devices[0].platform == "cpu":  # this host's CPU devices share its memory
+        host = host_memory()
+        capacity = host // len(devices)
+        note += (f"\n  (the {size(capacity)} above: this host's {size(host)} of memory shared by {len(devices)} CPU "
+                 "device(s); memory_gb=G or topology=NAME plans for other devices)")
+    return capacity, note
+
+
+def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
+    """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
+    import jax
+
+    from spmdgpt.engine import EngineConfig
+    from spmdgpt.engine.scheduler import speculate_error
+    from spmdgpt.plan import plan_serving
+    from spmdgpt.sharding import Rules
+
+    errs = [f"{f}={getattr(args, f)} must be >= 1" for f in ("slots", "page_size", "chunk") if getattr(args, f) < 1]
+    if args.pages < 0 or args.pages == 1:
+        errs.append(f"pages={args.pages} must be 0 (enough for every slot) or >= 2 (page 0 is the null page)")
+    errs += [e for e in [speculate_error(cfg.model, args.speculate)] if e]
+    if errs:
+        raise ConfigError(errs)
+    capacity, note = _capacity(devices, capacity, note)
+    config = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
+                          speculate=args.speculate)
+    cached = jax.config.jax_enable_compilation_cache
+    try:
+        jax.config.update("jax_enable_compilation_cache", cached and not compile_only)
+        with jax.set_mesh(mesh), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
+            plan = plan_serving(cfg, Rules(mesh, cfg.sharding, cfg.model), config, capacity)
+    except ValueError as e:  # (slots the mesh's batch ways do not divide)
+        raise ConfigError([str(e)]) from None
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cached)
+    drafts = f", {args.speculate} drafts" if args.speculate else ""
+    print(f"serving {cfg.run.name}: the engine's step ({args.slots} slots, prefill chunks of {args.chunk}{drafts}) "
+          f"on mesh {dict(mesh.shape)}, {len(devices)} x {devices[0].device_kind}, compiled in "
+          f"{plan.program.compile_s:.1f} s\n" + plan.lines(cfg, capacity) + note)
+    if capacity is not None and plan.program.total_bytes > capacity:
+        fix = (f"serve pages={plan.fit}" if plan.fit and plan.fit >= 2 else "a device with more memory")
+        print(f"spmdgpt: error: the page pool of {plan.pages - 1} pages does not fit a {devices[0].device_kind} "
+              f"beside the model: {fix}, or lower slots=", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
 def run(items: List[str]) -> int:
     args, overrides = parse(items, PlanArgs)
     if args.devices < 0:
@@ -111,6 +177,9 @@ def run(items: List[str]) -> int:
                            "CPU devices, topology= compiles for the devices it names)"])
     if args.search:
         return _search(args, overrides)
+    if not args.serve and any(getattr(args, f) != getattr(PlanArgs, f) for f in SERVE_ARGS):
+        raise ConfigError([f"{', '.join(f for f in SERVE_ARGS if getattr(args, f) != getattr(PlanArgs, f))}: the "
+                           "engine's arguments plan serving; add serve=true"])
     cfg = load_config(overrides)
     note, top = "", None
     if args.topology:
@@ -149,6 +218,8 @@ def run(items: List[str]) -> int:
     # (compile-only devices cannot load executables: the persistent compilation cache is off for
     # them; in a process whose cache is already running, JAX still looks: that warning is dropped)
     cached = jax.config.jax_enable_compilation_cache
+    if args.serve:
+        return _serve(args, cfg, mesh, devices, capacity, note, top is not None)
     try:
         jax.config.update("jax_enable_compilation_cache", cached and top is None)
         with jax.set_mesh(mesh), warnings.catch_warnings():
@@ -162,14 +233,7 @@ def run(items: List[str]) -> int:
                            "model.attention=xla"]) from None
     finally:
         jax.config.update("jax_enable_compilation_cache", cached)
-    if capacity is None:
-        stats = devices[0].memory_stats() or {}
-        capacity = stats.get("bytes_limit")
-    if capacity is None and devices[0].platform == "cpu":  # this host's CPU devices share its memory
-        host = host_memory()
-        capacity = host // len(devices)
-        note += (f"\n  (the {size(capacity)} above: this host's {size(host)} of memory shared by {len(devices)} CPU "
-                 "device(s); memory_gb=G or topology=NAME plans for other devices)")
+    capacity, note = _capacity(devices, capacity, note)
     est = None
     text = sys.stderr if args.format == "json" else sys.stdout  # (format=json: the JSON alone on stdout)
     if top is not None:
