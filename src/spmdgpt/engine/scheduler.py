@@ -43,6 +43,8 @@ class EngineConfig:
     prefills: int = 0  # prefill rows a step (0: the mesh's batch ways)
     prefix_sharing: bool = True  # full pages shared between sequences that begin with the same tokens
     speculate: int = 0  # tokens drafted a step by the model's multi-token-prediction modules (<= model.mtp_depth)
+    context: int = 0  # the longest prompt + new tokens a sequence may hold (0: the model's context): the page
+    #   tables' width, so what each step gathers and attends over
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
@@ -56,10 +58,12 @@ def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
 def batch_engine(rows: int, prompt_tokens: int, new_tokens: int, page_size: int = 16) -> EngineConfig:
     """An engine for batches of `rows` sequences (a multiple of the mesh's batch ways) of prompts up
     to `prompt_tokens` and `new_tokens` more: a slot for each row, every prompt read in one step,
-    pages for every row's prompt and continuation (nothing is ever preempted)."""
+    pages for every row's prompt and continuation (nothing is ever preempted), page tables only as
+    wide as such a sequence needs."""
     per_row = -(-(prompt_tokens + new_tokens) // page_size)
     return EngineConfig(slots=rows, page_size=page_size, pages=rows * per_row + 1,
-                        chunk=-(-prompt_tokens // page_size) * page_size, prefills=rows)
+                        chunk=-(-prompt_tokens // page_size) * page_size, prefills=rows,
+                        context=prompt_tokens + new_tokens)
 
 
 @dataclass
@@ -110,7 +114,11 @@ class Engine:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
         self.cfg, self.rules, self.params = cfg, rules, params
         self.page_size = config.page_size
-        self.pages_per_seq = -(-cfg.max_seq_len // self.page_size)
+        self.context = config.context or cfg.max_seq_len
+        if not 0 < self.context <= cfg.max_seq_len:
+            raise ValueError(f"engine context={config.context} must be in [1, model.max_seq_len={cfg.max_seq_len}] "
+                             "(0: the model's context)")
+        self.pages_per_seq = -(-self.context // self.page_size)
         self.slots_n, self.chunk = config.slots, config.chunk
         self.prefills = config.prefills or d
         if self.prefills % d:
@@ -147,9 +155,10 @@ class Engine:
         if request.max_new_tokens < 1:
             return f"max_new_tokens={request.max_new_tokens} must be >= 1"
         total = len(request.prompt) + request.max_new_tokens
-        if total > self.cfg.max_seq_len:
+        if total > self.context:
+            whose = "model's" if self.context == self.cfg.max_seq_len else "engine's"
             return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} exceeds the "
-                    f"model's context of {self.cfg.max_seq_len} tokens; shorten the prompt or lower max_new_tokens")
+                    f"{whose} context of {self.context} tokens; shorten the prompt or lower max_new_tokens")
         if self.pages_for(total) > self.num_pages - 1:
             return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} needs "
                     f"{self.pages_for(total)} pages of {self.page_size} tokens; the pool has {self.num_pages - 1}")

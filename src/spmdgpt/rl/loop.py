@@ -99,7 +99,7 @@ class RolloutBatcher:
         self.cfg, self.prompts = cfg, corpus.train
         reward = reward or reward_function(cfg.rl.reward)
         self.rollouts = Rollouts(cfg, rules, corpus.tokenizer, reward,
-                                 pad_to=max(len(p.tokens) for p in corpus.train + corpus.val))
+                                 longest=max(len(p.tokens) for p in corpus.train + corpus.val))
         self.names = list(dataset_configs(cfg.data))
         self.packed = [None]
         self.per_step = cfg.data.batch_size // cfg.rl.group_size

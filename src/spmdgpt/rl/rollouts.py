@@ -86,11 +86,14 @@ def overlong_penalty(lengths: np.ndarray, max_tokens: int, buffer: int, penalty:
     return -penalty * np.clip((np.asarray(lengths, np.float64) - start) / buffer, 0.0, 1.0)
 
 
-def rollout_engine(cfg: Config, rules: Rules, prompt_tokens: int) -> EngineConfig:
-    """The rollouts' engine (`batch_engine`: a slot for each row of a batch; the group's followers
-    read their prompt a step after its leader, from the leader's pages)."""
+def rollout_engine(cfg: Config, rules: Rules, prompt_tokens: Optional[int] = None) -> EngineConfig:
+    """The rollouts' engine (`batch_engine`: a slot for each row of a batch, page tables as wide as
+    the longest prompt (`prompt_tokens`; None: what the context leaves) and its answer need; the
+    group's followers read their prompt a step after its leader, from the leader's pages)."""
     d = rules.batch_divisor()
-    return batch_engine(-(-cfg.data.batch_size // d) * d, prompt_tokens, cfg.rl.max_new_tokens)
+    new = cfg.rl.max_new_tokens
+    room = cfg.model.max_seq_len - new
+    return batch_engine(-(-cfg.data.batch_size // d) * d, min(prompt_tokens or room, room), new)
 
 
 @dataclass
@@ -124,11 +127,11 @@ class Rollout:
 class Rollouts:
     """Samples, scores and lays out GRPO's batches (the module docstring) on the run's mesh."""
 
-    def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable, pad_to: int = 1):
-        """pad_to: prompts are left-padded to a multiple of it (the longest prompt of the run:
-        one prompt length, one compiled sampler)."""
-        self.cfg, self.rules, self.tokenizer, self.reward, self.pad_to = cfg, rules, tokenizer, reward, pad_to
-        self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, rollout_engine(cfg, rules, pad_to))
+    def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable, longest: Optional[int] = None):
+        """longest: the run's longest prompt in tokens (the engine's page tables are as wide as it
+        and an answer need; None: any prompt the context leaves room for)."""
+        self.cfg, self.rules, self.tokenizer, self.reward = cfg, rules, tokenizer, reward
+        self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, rollout_engine(cfg, rules, longest))
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
