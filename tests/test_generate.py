@@ -276,8 +276,8 @@ def test_every_attention_unit_samples_one_row_and_odd_batches(unit):
     (["top_p=0"], "top_p=0.0 must be in (0, 1]"),
     (["prompt=x"], "character 'x' is not in the vocabulary"),
     (["colour=red"], "expected key=value with a key among run.dir, prompt"),
-    (["speculate=1"], "speculate=1: the drafts come from the model's multi-token-prediction modules and it has "
-                      "model.mtp_depth=0; set speculate between 0 and 0"),
+    (["speculate=1"], "speculate=1: the model has no multi-token-prediction modules to draft with "
+                      "(model.mtp_depth=0); train one with model.mtp_depth=1 or more, or leave speculate=0"),
 ])
 def test_sample_cli_errors(staircase_run, capsys, args, expected):
     run_dir, _ = staircase_run

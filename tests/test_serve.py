@@ -100,6 +100,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                                    temperature=1.0) for _ in range(2)]
         texts = [[ch.text for ch in s.choices] for s in seeded]
         assert texts[0] == texts[1] and len(texts[0]) == 3 and len(set(texts[0])) > 1  # (each its own stream)
+        assert (seeded[0].usage.prompt_tokens, seeded[0].usage.completion_tokens) == (3, 18)  # (the prompt once)
         stopped = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0,
                                                    stop=[c.choices[0].text[3]])
         assert stopped.choices[0].text == c.choices[0].text[:3] and stopped.choices[0].finish_reason == "stop"
@@ -132,6 +133,11 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "0a"}, 400, "prompt"),
                                        ({"prompt": "01", "temperature": -1}, 400, "temperature"),
                                        ({"prompt": "01", "n": 0}, 400, "n"),
+                                       # (more sequences than max_queue=64 at once: 400, retrying never helps)
+                                       ({"prompt": ["01"] * 5, "n": 16}, 400, "n"),
+                                       ({"prompt": "01", "stream": True, "logprobs": 1}, 400, "logprobs"),
+                                       ({"prompt": "01", "best_of": 2}, 400, "best_of"),
+                                       ({"prompt": "01", "frequency_penalty": 0.5}, 400, "frequency_penalty"),
                                        ({"prompt": "01", "model": "gpt-4"}, 404, "model")):
             got, _, body = _post(server.url + "/v1/completions", request)
             assert (got, body["error"]["param"]) == (status, param), (request, body)

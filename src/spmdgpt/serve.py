@@ -85,8 +85,17 @@ def _number(body: dict, name: str, default, kind=float, low=None, high=None, low
     return value
 
 
+UNSUPPORTED = {  # OpenAI fields that change the answer, refused unless at their no-op value
+    "best_of": (None, 1), "frequency_penalty": (None, 0, 0.0), "presence_penalty": (None, 0, 0.0),
+    "logit_bias": (None, {}), "suffix": (None, ""), "tools": (None, []), "response_format": (None, {"type": "text"}),
+}
+
+
 def sampling_of(body: dict, default_max: int) -> Sampling:
     """The sampling fields of a request body, or RequestError naming the first bad one."""
+    for name, noop in UNSUPPORTED.items():
+        if body.get(name) not in noop:
+            raise RequestError(400, f"{name} is not supported by this server; leave it out", name)
     stop = body.get("stop") or []
     if isinstance(stop, str):
         stop = [stop]
@@ -154,9 +163,13 @@ class Backend:
         return future
 
     def start(self, requests: list) -> None:
-        """Queue engine Requests (RequestError 429 when more than max_queue sequences would wait)."""
+        """Queue engine Requests (RequestError 429 when more than max_queue sequences would wait; 400
+        when the request alone is more than max_queue sequences: waiting would never help)."""
         if self.failed:
             raise self.failure()
+        if len(requests) > self.max_queue:
+            raise RequestError(400, f"the request is {len(requests)} sequences (prompts x n) and the server queues at "
+                               f"most max_queue={self.max_queue}; lower n or send fewer prompts at once", "n")
         if self.waiting + len(requests) > self.max_queue:
             raise RequestError(429, f"{self.waiting} sequences are waiting (max_queue={self.max_queue}); retry "
                                "later", None, "rate_limit_error")
@@ -494,6 +507,8 @@ class Server:
                 prompts = backend.prompts(body)
             if sp.echo and sp.stream:
                 raise RequestError(400, "echo with stream is not supported", "echo")
+            if sp.logprobs is not None and sp.stream:
+                raise RequestError(400, "logprobs with stream is not supported: ask without stream", "logprobs")
             requests = [r for ids in prompts
                         for r in backend.requests(ids, sp, lambda r, t: loop.call_soon_threadsafe(
                             events.put_nowait, (r, len(r.tokens), r.done)))]
@@ -521,7 +536,7 @@ class Server:
             self._say(request, e.status, started, backend.failed)
             return JSONResponse(e.body(), status_code=e.status)
         choices, used = await asyncio.wrap_future(backend.submit(backend.finish_choices, prompts, requests, sp))
-        prompt_tokens = sum(len(p) for p in prompts) * sp.n
+        prompt_tokens = sum(len(p) for p in prompts)  # (each prompt once, as the OpenAI API counts: n shares it)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used, "total_tokens": prompt_tokens + used}
         self._say(request, 200, started, f"{len(choices)} choice(s), {used} new tokens")
         if chat:

@@ -26,10 +26,10 @@ from spmdgpt.cli.args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_F
 COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "train": "train a model: spmdgpt train +experiment=shakespeare_char train.steps=200 run.dir=runs/r1\n"
     "          a grid: spmdgpt train -m [--parallel 2] optimizer.lr=1e-3,3e-3 optimizer.name=adamw,muon",
-    "sample": "text from a run (or run.dir=hf:DIR, a Hugging Face Llama / GPT-NeoX folder):\n"
+    "sample": "text from a run (or run.dir=hf:DIR, a Hugging Face folder spmdgpt imports), on the engine:\n"
     '          spmdgpt sample run.dir=runs/r1 prompt="ROMEO:" max_new_tokens=200\n'
     "          temperature=0.8 top_k=50 top_p=1.0 seed=1 num_samples=2 [step=N] (or prompt_file=prompts.txt)\n"
-    "          [config overrides, e.g. mesh.data=2 sharding=tp]",
+    "          [speculate=1: drafts from the model's MTP modules] [config overrides, e.g. mesh.data=2 sharding=tp]",
     "chat": "talk with a chat model (a run fine-tuned on chat data, or run.dir=hf:DIR with a chat template):\n"
     '          spmdgpt chat run.dir=runs/sft [temperature=0.7 max_new_tokens=256 system="..."]\n'
     "          (/reset, Ctrl-D to quit; prompt_file=F answers each line as a one-turn conversation)",
@@ -52,12 +52,13 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "serve": "an OpenAI-compatible HTTP server for a run (or hf:DIR): /v1/completions, /v1/chat/completions:\n"
     "          spmdgpt serve run.dir=runs/r1 [host=127.0.0.1 port=8000 max_queue=64 step=N max_tokens=16\n"
-    "          slots=8 page_size=16 pages=0 chunk=64]",
+    "          slots=8 page_size=16 pages=0 chunk=64 speculate=0]",
     "config": "the resolved config, or a section's fields with their values and meanings:\n"
     "          spmdgpt config [SECTION, e.g. rl or model.moe] [+experiment=NAME and other overrides]",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"
     "          weights): spmdgpt plan +experiment=llama2_7b devices=8 [memory_gb=80]\n"
-    "          for a TPU slice or GPUs, and the best layout: ... topology=v5p-64 [search=true]",
+    "          for a TPU slice or GPUs, and the best layout: ... topology=v5p-64 [search=true]\n"
+    "          serving: ... serve=true [slots=8 pages=0 speculate=0]: the engine's step, the pages that fit",
 }
 
 MODULES = {"lm-eval": "harness"}  # commands whose module under spmdgpt.cli has another name

@@ -1,6 +1,7 @@
 """`spmdgpt sample run.dir=<run> prompt="ROMEO:" ... [step=N] [config overrides]`: text from a
-trained run's newest checkpoint that loads, or step N's (or, with run.dir=hf:DIR, from a Hugging Face Llama / GPT-NeoX
-folder),
+trained run's newest checkpoint that loads, or step N's (or, with run.dir=hf:DIR, from a Hugging Face
+folder spmdgpt imports), on the inference engine (speculate=K: K tokens drafted a step by the
+model's multi-token-prediction modules),
 on the run's own mesh and sharding rules (as recorded in its config.yaml) or on the ones the
 overrides give (`mesh.data=1` samples on one device,
 `sharding=tp mesh.data=1 mesh.model=2` on two, ...).

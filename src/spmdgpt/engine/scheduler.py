@@ -51,6 +51,9 @@ def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
     """Why the model cannot draft `speculate` tokens a step, or None."""
     if 0 <= speculate <= cfg.mtp_depth:
         return None
+    if not cfg.mtp_depth:
+        return (f"speculate={speculate}: the model has no multi-token-prediction modules to draft with "
+                "(model.mtp_depth=0); train one with model.mtp_depth=1 or more, or leave speculate=0")
     return (f"speculate={speculate}: the drafts come from the model's multi-token-prediction modules and it has "
             f"model.mtp_depth={cfg.mtp_depth}; set speculate between 0 and {cfg.mtp_depth}")
 
