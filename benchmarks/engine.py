@@ -13,9 +13,10 @@ random weights (speed does not depend on them): 50.9M parameters.
 - engine: `spmdgpt.engine.Engine` (`--slots` sequences, pages of `--page` tokens, prefill
   chunks of `--chunk` tokens); requests enter as they arrive.
 - sampler: the padded sampler (`padded_sampler.Sampler`, once `generate.Sampler`) as every path
-  used it before the engine: batches of `--batch` requests in arrival order, each padded to its longest prompt and run for its longest output
-  (both rounded up to a multiple of 64); a batch starts when its last request has arrived and the
-  previous batch ended (`run_sampler`: the timeline from measured durations, compiles left out).
+  used it before the engine: batches of `--batch` requests in arrival order, each padded to its
+  longest prompt and run for its longest output (both rounded up to a multiple of 64); a batch
+  starts when its last request has arrived and the previous batch ended (`run_sampler`: the
+  timeline from measured durations, compiles left out).
 
 Printed per system: output tokens/s (all output tokens over the wall time from the first arrival to
 the last token), time to first token and time per output token after it (p50, p99; the sampler
