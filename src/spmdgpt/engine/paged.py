@@ -41,7 +41,7 @@ from spmdgpt.model.context import unflatten
 from spmdgpt.model.head import embed, unembed
 from spmdgpt.model.kernels import causal_mask, window_mask
 from spmdgpt.model.layers import dtype_of, norm
-from spmdgpt.model.mtp import module_input
+from spmdgpt.model.loss import mtp_input
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
 from spmdgpt.sharding import Rules
@@ -379,7 +379,7 @@ class Step:
         drafts = []
         for k in range(self.drafts):
             p = jax.tree.map(lambda a, k=k: a[k], params.mtp)
-            x = module_input(cfg, rules, params, p, h, following)
+            x = mtp_input(cfg, rules, params, p, h, following)
             h, pool = self._layer(rules, p.block, x, pool, cfg.num_layers + k, g, g.mask, dense=True)
             out = unflatten(rules, norm(cfg, rules, p.ln_f, h), b, "embed")
             d = jnp.argmax(limited(self._logits(rules, params, _pick(out, anchor)), self.vocab_limit), axis=-1)

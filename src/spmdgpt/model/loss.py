@@ -32,9 +32,8 @@ from spmdgpt.config import ModelConfig
 from spmdgpt.model import fp8
 from spmdgpt.model.blocks import block
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
-from spmdgpt.model.head import softcap, unembed, unembedding_rows
+from spmdgpt.model.head import embed, softcap, unembed, unembedding_rows
 from spmdgpt.model.layers import dtype_of, norm
-from spmdgpt.model.mtp import module_input
 from spmdgpt.model.params import Params, aux_loss_weights
 from spmdgpt.model.transformer import final_norm, hidden_states
 from spmdgpt.sharding import Rules
@@ -190,6 +189,19 @@ def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targ
     return lse - softcap(cfg, target_logit) / temperature, lse
 
 
+def mtp_input(cfg: ModelConfig, rules: Rules, params: Params, p, h: Array, following: Array) -> Array:
+    """A multi-token-prediction module's input [tokens, d] (`model.mtp`; p: one module's Mtp): its
+    projection of [the embedding of `following` (the token each position's module reads, [b, t]);
+    the previous depth's hidden state h [b * t, d]], each normed (`mtp_loss` in training, the
+    engine's drafts in inference)."""
+    e = embed(cfg, rules, params, following)
+    x = jnp.concatenate([norm(cfg, rules, p.norm_e, e), norm(cfg, rules, p.norm_h, h)], axis=-1)
+    w = rules.gather(p.w_in.astype(x.dtype), ("mtp_in", "embed", "mtp_out"))
+    x = jnp.einsum("tcd,cde->te", jnp.reshape(x, (x.shape[0], 2, -1)), w, out_sharding=rules.spec("stream", None),
+                   preferred_element_type=jnp.float32)
+    return jax.sharding.reshard(x, rules.spec("stream", "embed"))
+
+
 def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: Array, targets: Array,
              counted: Array, positions: Array, segment_ids: Optional[Array], batch: int) -> Array:
     """Multi-token prediction's loss (`model.mtp`): the mean over the D modules of their mean
@@ -206,7 +218,7 @@ def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: A
     losses = []
     for k in range(cfg.mtp_depth):
         p = jax.tree.map(lambda a: a[k], params.mtp)
-        h = module_input(cfg, rules, params, p, h, shifted(inputs, k + 1))  # t_{i+k+1} is inputs[i + k + 1]
+        h = mtp_input(cfg, rules, params, p, h, shifted(inputs, k + 1))  # t_{i+k+1} is inputs[i + k + 1]
         h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, dense=True)[0]
         out = norm(cfg, rules, p.ln_f, h)
         ok = (place < t - k - 1) & shifted(counted, k + 1)  # the target t_{i+k+2} = targets[i + k + 1] exists

@@ -25,7 +25,7 @@ import jax
 
 from spmdgpt.config import Config, ModelConfig
 from spmdgpt.model.info import matrix, stacked
-from spmdgpt.model.layers import Norm, norm, norm_info
+from spmdgpt.model.layers import Norm, norm_info
 
 Array = jax.Array
 
@@ -45,22 +45,6 @@ def mtp_info(cfg: ModelConfig, block_info) -> Mtp:
               w_in=matrix((2, d, d), ("mtp_in", "embed", "mtp_out"), ("mtp_in", "embed"), ("mtp_out",), cfg.init_std),
               block=block_info, ln_f=norm_info(cfg))
     return stacked(one, cfg.mtp_depth)
-
-
-def module_input(cfg: ModelConfig, rules, params, p: Mtp, h: Array, following: Array) -> Array:
-    """A module's input [tokens, d]: its projection of [the embedding of `following` (the token
-    each position's module reads, [b, t]); the previous depth's hidden state h [b * t, d]], each
-    normed (`model.loss.mtp_loss` in training, the engine's drafts in inference)."""
-    import jax.numpy as jnp
-
-    from spmdgpt.model.head import embed  # (head imports params, which imports this module)
-
-    e = embed(cfg, rules, params, following)
-    x = jnp.concatenate([norm(cfg, rules, p.norm_e, e), norm(cfg, rules, p.norm_h, h)], axis=-1)
-    w = rules.gather(p.w_in.astype(x.dtype), ("mtp_in", "embed", "mtp_out"))
-    x = jnp.einsum("tcd,cde->te", jnp.reshape(x, (x.shape[0], 2, -1)), w, out_sharding=rules.spec("stream", None),
-                   preferred_element_type=jnp.float32)
-    return jax.sharding.reshard(x, rules.spec("stream", "embed"))
 
 
 def config_errors(cfg: Config) -> List[str]:
