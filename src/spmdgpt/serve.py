@@ -221,17 +221,20 @@ class Backend:
         engine.waiting.clear()
         engine.slots = [None] * len(engine.slots)
         for r in held:
-            r.finish = "error"
-            if r.on_token is not None:
-                r.on_token(r, None)
+            self._ended_by_failure(r)
+
+    @staticmethod
+    def _ended_by_failure(r) -> None:
+        """`r` ends with the engine's error (finish "error"); its client is woken."""
+        r.finish = "error"
+        if r.on_token is not None:
+            r.on_token(r, None)
 
     def _command(self, kind: str, what) -> None:
         if kind == "add":
             for r in what:
                 if self.failed:
-                    r.finish = "error"
-                    if r.on_token is not None:
-                        r.on_token(r, None)
+                    self._ended_by_failure(r)
                 else:
                     self.engine.add(r)
         elif kind == "cancel":

@@ -18,6 +18,7 @@ arguments (serve's defaults), its memory per device, and how many pages of KV ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -119,10 +120,25 @@ def _capacity(devices, capacity, note: str) -> tuple:
     return capacity, note
 
 
-def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
-    """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
+@contextlib.contextmanager
+def _compiling(mesh, compile_only: bool):
+    """Under `mesh`, for compiling ahead of time: compile-only devices cannot load executables, so
+    the persistent compilation cache is off for them (in a process whose cache is already running,
+    JAX still looks: that warning is dropped); the cache's setting comes back after."""
     import jax
 
+    cached = jax.config.jax_enable_compilation_cache
+    try:
+        jax.config.update("jax_enable_compilation_cache", cached and not compile_only)
+        with jax.set_mesh(mesh), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
+            yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cached)
+
+
+def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
+    """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
     from spmdgpt.engine import EngineConfig
     from spmdgpt.engine.scheduler import speculate_error
     from spmdgpt.plan import plan_serving
@@ -137,16 +153,11 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
     capacity, note = _capacity(devices, capacity, note)
     config = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
                           speculate=args.speculate)
-    cached = jax.config.jax_enable_compilation_cache
     try:
-        jax.config.update("jax_enable_compilation_cache", cached and not compile_only)
-        with jax.set_mesh(mesh), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
+        with _compiling(mesh, compile_only):
             plan = plan_serving(cfg, Rules(mesh, cfg.sharding, cfg.model), config, capacity)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
-    finally:
-        jax.config.update("jax_enable_compilation_cache", cached)
     drafts = f", {args.speculate} drafts" if args.speculate else ""
     print(f"serving {cfg.run.name}: the engine's step ({args.slots} slots, prefill chunks of {args.chunk}{drafts}) "
           f"on mesh {dict(mesh.shape)}, {len(devices)} x {devices[0].device_kind}, compiled in "
@@ -215,15 +226,10 @@ def run(items: List[str]) -> int:
     freeze(cfg)
     attention = attention_backend(cfg.model, devices[0].platform).value  # a backend those devices can run
     mesh = make_mesh(cfg.mesh, devices)
-    # (compile-only devices cannot load executables: the persistent compilation cache is off for
-    # them; in a process whose cache is already running, JAX still looks: that warning is dropped)
-    cached = jax.config.jax_enable_compilation_cache
     if args.serve:
         return _serve(args, cfg, mesh, devices, capacity, note, top is not None)
     try:
-        jax.config.update("jax_enable_compilation_cache", cached and top is None)
-        with jax.set_mesh(mesh), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
+        with _compiling(mesh, top is not None):
             plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=run_kind(cfg))
     except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
         if "cuDNN not found" not in str(e):
@@ -231,8 +237,6 @@ def run(items: List[str]) -> int:
         raise ConfigError([f"topology={args.topology}: cuDNN attention (model.attention={cfg.model.attention.value}) "
                            "needs cuDNN's library to compile: pip install 'spmdgpt[gpu-plan-cudnn]', or plan with "
                            "model.attention=xla"]) from None
-    finally:
-        jax.config.update("jax_enable_compilation_cache", cached)
     capacity, note = _capacity(devices, capacity, note)
     est = None
     text = sys.stderr if args.format == "json" else sys.stdout  # (format=json: the JSON alone on stdout)

@@ -250,6 +250,7 @@ class Group(NamedTuple):
     draw: Draw
     capacity: int  # the view's places before the row's new tokens (pages_per_seq x page_size)
     table: Array  # [b, pages_per_seq + room]: the rows' pages, then null pages where the new entries go
+    k_pos: Array  # [b, capacity + room x page_size]: each place's key position (-1: none)
     mask: Array  # [b, t, capacity + room x page_size]: which places each token attends to
     where: tuple  # ([b * t] pages, [b * t] offsets): where the rows' new entries go in the pool
 
@@ -274,8 +275,7 @@ class Step:
         self.layouts = layouts(cfg)
         self.run = jax.jit(self._step, donate_argnums=1, static_argnames="groups")
 
-    def _group(self, rules: Rules, rows: Rows, draw: Draw) -> tuple:
-        """(the group, its keys' positions [b, places])."""
+    def _group(self, rules: Rules, rows: Rows, draw: Draw) -> Group:
         ps = self.page_size
         rows = Rows(*(jax.sharding.reshard(a, rules.spec("batch", *([None] * (a.ndim - 1)))) for a in rows))
         t = rows.tokens.shape[1]
@@ -292,7 +292,7 @@ class Step:
         page = jnp.sum(jnp.where(hit, rows.table[:, None], 0), axis=-1)
         where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
         draw = Draw(*(jax.sharding.reshard(a, rules.spec("batch")) for a in draw))
-        return Group(rows, draw, capacity, table, causal_mask(rows.positions, k_pos), where), k_pos
+        return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where)
 
     def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, dense: bool, window=None):
         """One block over a group's rows, reading layer `layer` of the pool and writing its new entries."""
@@ -316,14 +316,14 @@ class Step:
         live = [self._group(rules, r, d) for r, d, on in ((decode, draw_d, groups[0]), (prefill, draw_p, groups[1]))
                 if on]
         verifying = [i == 0 and self.drafts > 0 for i, on in enumerate(groups) if on]  # (decode rows with drafts)
-        xs = tuple(embed(cfg, rules, params, g.rows.tokens) for g, _ in live)
+        xs = tuple(embed(cfg, rules, params, g.rows.tokens) for g in live)
 
         def make_step(dense: bool):
             def step(carry, layer):
                 (xs, pool), (p, s) = carry, layer
                 out = []
-                for x, (g, k_pos) in zip(xs, live, strict=True):
-                    mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, k_pos, s.window)
+                for x, g in zip(xs, live, strict=True):
+                    mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, g.k_pos, s.window)
                     x, pool = self._layer(rules, p, x, pool, s.index, g, mask, dense, s.window)
                     out.append(x)
                 return (tuple(out), pool), {}
@@ -333,7 +333,7 @@ class Step:
         per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.int32))
         (xs, pool), _ = scan_layers(cfg, params, make_step, (xs, pool), per_layer)
         results = []
-        for h, (g, _), checks in zip(xs, live, verifying, strict=True):
+        for h, g, checks in zip(xs, live, verifying, strict=True):
             rows, draw = g.rows, g.draw
             b, t = rows.tokens.shape
             x = unflatten(rules, norm(cfg, rules, params.ln_f, h), b, "embed")  # [b, t, d]
