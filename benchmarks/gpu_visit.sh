@@ -10,12 +10,15 @@
 #   bash benchmarks/gpu_visit.sh two   # FP8 on the 1.1B of GPT-2's kind (bf16, FP8 delayed + head),
 #       the MoE layer at 65,536 x 2,048 (bf16), FP8 delayed without the head on the 124M
 #
-# The fifth visit ran `one` (cut by its limit in the MoE GPT's preflight: BENCHMARKS.md). What it
-# left, for the next visit's first call (about 8 minutes):
+# The fifth visit ran `one` (cut by its limit in the MoE GPT's preflight), the sixth `next` as it
+# was then (its float32 check stalled compiling the reference at highest precision on the GPU) and
+# FP8 on the 1.1B (BENCHMARKS.md). What is left, for the seventh visit's two calls:
 #
-#   bash benchmarks/gpu_visit.sh next  # the kernels' float32 check at highest precision (1e-5),
-#       the bf16 layer's dense and pallas rows with each one's device time by kernel, and the MoE
-#       GPT-2 124M's bare step against the dense one (gpu.py speed: no trainer preflight)
+#   bash benchmarks/gpu_visit.sh next  # (about 6 minutes) the kernels' float32 check at highest
+#       precision (the reference on the host's CPU, autotuning off), default tiles and the sweep's
+#       choices; the bf16 layer at 16,384 x 1,024 with each choice of the kernels' tiles
+#   bash benchmarks/gpu_visit.sh two   # (about 7 minutes) FP8 on GPT-2 124M (bf16, FP8 delayed +
+#       head) against PyTorch, the MoE layer at 65,536 x 2,048 (bf16)
 #
 # Everything printed goes to $OUT/log-<part>.txt as well (a stage killed by its timeout says so).
 set -u
@@ -38,6 +41,10 @@ train() {  # name, overrides...: the trainer's tokens/s, 20 steps of 16 x 1024
         train.log_every=5 run.dir="/tmp/r-$name" | tail -8
     cp "/tmp/r-$name/metrics.jsonl" "$out/$name-metrics.jsonl"
 }
+# the pallas kernels' tiles to time (rows_k,rows_n,weights_k,weights_n,warps,stages; each compiles
+# for an H100 on the CPU: python benchmarks/moe.py --target h100 --tokens 16384 --d 1024 --dtype
+# bfloat16 --only pallas --tiles "$SWEEP")
+SWEEP="64,256,128,128,8,3;64,128,128,128,8,3;128,128,128,128,8,3;64,256,64,128,8,4;32,256,128,64,8,4"
 export out
 export -f train
 {
@@ -54,21 +61,14 @@ if [ "$part" = one ]; then
     stage 240 "FP8 speed, GPT-2 124M" python3 benchmarks/gpu.py speed --out "$out" --only \
         jax-cudnn-bf16logits-1k,jax-cudnn-bf16logits-fp8-1k,jax-cudnn-fp8delayedhead-1k,torch-1k
 elif [ "$part" = next ]; then
-    stage 120 "MoE check, float32 at highest precision" python3 benchmarks/moe.py --check --tokens 4096 --d 512
-    stage 120 "MoE layer 16384 x 1024, bfloat16, profiled" python3 benchmarks/moe.py --tokens 16384 --d 1024 \
-        --rounds 5 --dtype bfloat16 --only dense,pallas --profile /tmp/moe-profile
-    stage 130 "GPT-2 124M dense, bare step" python3 benchmarks/gpu.py speed --out /tmp/dense --only \
-        jax-cudnn-bf16logits-1k
-    stage 150 "GPT-2 124M MoE (8 experts of half width, top-2), bare step" python3 benchmarks/gpu.py speed \
-        --out /tmp/moe --only jax-cudnn-bf16logits-1k --set model.moe.num_experts=8 model.moe.top_k=2 \
-        model.moe.mlp_factor=2
+    stage 150 "MoE check, float32 at highest precision, autotuning off" env XLA_FLAGS=--xla_gpu_autotune_level=0 \
+        python3 benchmarks/moe.py --check --tokens 2048 --d 256 --tiles "$SWEEP"
+    stage 180 "MoE layer 16384 x 1024, bfloat16, the kernels' tiles" python3 benchmarks/moe.py --tokens 16384 \
+        --d 1024 --rounds 5 --dtype bfloat16 --only dense,pallas --tiles "$SWEEP"
 else
-    stage 240 "FP8 speed, 1.1B" python3 benchmarks/gpu.py speed --out "$out" --only \
-        jax-1b-bf16logits-1k,jax-1b-fp8delayedhead-1k
+    stage 300 "FP8 on GPT-2 124M against bf16 and PyTorch" python3 benchmarks/gpu.py speed --out "$out" --only \
+        jax-cudnn-bf16logits-1k,jax-cudnn-fp8delayedhead-1k,torch-1k
     stage 100 "MoE layer 65536 x 2048, bfloat16" python3 benchmarks/moe.py --tokens 65536 --d 2048 --rounds 3 \
-        --dtype bfloat16
-    cp "$out/speed.json" "$out/speed-1b.json"
-    stage 100 "FP8 delayed, GPT-2 124M" python3 benchmarks/gpu.py speed --out "$out" --only \
-        jax-cudnn-bf16logits-fp8delayed-1k
+        --dtype bfloat16 --only dense,pallas
 fi
 } 2>&1 | tee "$out/log-$part.txt"

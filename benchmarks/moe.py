@@ -22,8 +22,12 @@ and the roofline's time at 800 TFLOP/s (the grouped kernels at spmdgpt.roofline.
 it, as an H200 measured them) and 3.0 TB/s. On a GPU the timed rows include
 `grouped=pallas`; `--only dense,pallas` keeps the rows whose names hold one of the words,
 `--profile DIR` prints each timed row's device time by kernel (a trace of 3 more calls);
-`--check` compares each dropless row's output and gradients with the masked reference on the
-device at hand instead of timing (float32 at highest matmul precision).
+`--check` compares each dropless row's output and gradients with the masked reference instead of
+timing: the rows on the device at hand, the reference on the host's CPU (float32 at highest matmul
+precision: an H200's compiler had not compiled the reference at highest precision after 95 s).
+`--tiles "64,128,64,64,4,3;128,256,128,128,8,3"` adds a pallas row for each choice of the kernels'
+tiles (spmdgpt.model.grouped.Tiles: the rows kernel's K step and columns, the weight gradient's
+K x N tile, warps, stages), to time or to check.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from spmdgpt.config import GroupedMatmul, MoeDispatch, load_config  # noqa: E402
 from spmdgpt.model import init_params, is_info, param_info  # noqa: E402
+from spmdgpt.model.grouped import Tiles, using_tiles  # noqa: E402
 from spmdgpt.model.mlp import mlp  # noqa: E402
 from spmdgpt.model.moe import every_expert, moe  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
@@ -89,28 +94,32 @@ def compiled_on(target: str, fn, args):
     return flops, compiled.memory_analysis().temp_size_in_bytes, totals["step"]["ms"]
 
 
-def check(reference, rows, p, x) -> int:
-    """Each dropless row's output and gradients against the masked reference's on this device
-    (relative to the largest value); 0 when all are within 1e-5 (float32) or 2e-2 (bfloat16).
-    float32 runs every matmul at full float32 precision (`jax.default_matmul_precision("highest")`,
-    which the Pallas kernels follow too): under GPUs' default TF32 each GEMM library rounds its
-    inputs its own way, and an H200 measured the kernels 4.25e-4 from the reference (cuBLAS's
-    own rows 3.8e-5)."""
+def check(reference, rows, p, x, tiles) -> int:
+    """Each dropless row's output and gradients against the masked reference's (relative to the
+    largest value; the rows on this device, the reference on the host's CPU); 0 when all are
+    within 1e-5 (float32) or 2e-2 (bfloat16). float32 runs every matmul at full float32 precision
+    (`jax.default_matmul_precision("highest")`, which the Pallas kernels follow too): under GPUs'
+    default TF32 each GEMM library rounds its inputs its own way, and an H200 measured the kernels
+    4.25e-4 from the reference (cuBLAS's own rows 3.8e-5). Each row prints as it finishes."""
     def readout(f):
         return lambda p, x: jnp.sum(jnp.sin(f(p, x).astype(jnp.float32)))
 
     full = x.dtype == jnp.float32
-    with jax.default_matmul_precision("highest" if full else None):
-        want = jax.jit(jax.value_and_grad(readout(reference), argnums=(0, 1)))(p, x)
-        gots = [(name, jax.jit(jax.value_and_grad(readout(f), argnums=(0, 1)))(p, x)) for name, f, _ in rows]
     bad = 0
-    for name, got in gots:
-        err = max(float(jnp.max(jnp.abs(a.astype(jnp.float32) - b.astype(jnp.float32)))
-                        / max(float(jnp.max(jnp.abs(b.astype(jnp.float32)))), 1e-30))
-                  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True))
-        ok = err <= (1e-5 if full else 2e-2)
-        bad += not ok
-        print(f"  {name:36s} worst relative error of the output and gradients {err:.2e} {'PASS' if ok else 'FAIL'}")
+    with jax.default_matmul_precision("highest" if full else None):
+        cpu = jax.devices("cpu")[0]
+        want = jax.jit(jax.value_and_grad(readout(reference), argnums=(0, 1)))(*jax.device_put((p, x), cpu))
+        for name, f, _ in rows:
+            t0 = time.perf_counter()
+            with using_tiles(tiles.get(name, Tiles())):
+                got = jax.jit(jax.value_and_grad(readout(f), argnums=(0, 1)))(p, x)
+            err = max(float(jnp.max(jnp.abs(jax.device_get(a).astype(jnp.float32) - b.astype(jnp.float32)))
+                            / max(float(jnp.max(jnp.abs(b.astype(jnp.float32)))), 1e-30))
+                      for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True))
+            ok = err <= (1e-5 if full else 2e-2)
+            bad += not ok
+            print(f"  {name:36s} worst relative error of the output and gradients {err:.2e} "
+                  f"{'PASS' if ok else 'FAIL'} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return int(bad > 0)
 
 
@@ -126,7 +135,11 @@ def main() -> None:
     ap.add_argument("--target", default=None, help="compile for these compile-only devices (h100) instead of timing")
     ap.add_argument("--only", default=None, help="comma-separated words: the rows whose names hold one (dense,pallas)")
     ap.add_argument("--profile", default=None, help="a folder: trace each timed row, print its device time by kernel")
+    ap.add_argument("--tiles", default="", help="';'-separated choices of the pallas kernels' tiles, each "
+                    "rows_k,rows_n,weights_k,weights_n,warps,stages (spmdgpt.model.grouped.Tiles): a row each")
     args = ap.parse_args()
+    if args.check and args.target:
+        ap.error("--check runs on this machine's devices: drop --target")
     E, k, d = args.experts, args.top_k, args.d
     base = ["model.num_layers=1", f"model.d_model={d}", "model.num_heads=4", "model.mlp=swiglu", "mesh.data=1",
             f"model.compute_dtype={args.dtype}"]
@@ -168,8 +181,11 @@ def main() -> None:
                 ("MoE capacity 1.0", moe_with(dispatch=capacity, capacity_factor=1.0), p_moe),
                 ("MoE capacity 1.25", moe_with(dispatch=capacity, capacity_factor=1.25), p_moe),
                 ("masked reference (every expert)", lambda p, x: every_expert(moe_cfg, rules, p, x), p_moe)]
+        tiles = {f"pallas, {t.name()}": t for t in (Tiles(*map(int, c.split(","))) for c in args.tiles.split(";") if c)}
+        at = next(i for i, r in enumerate(rows) if "capacity" in r[0])  # (after the dropless rows)
+        rows[at:at] = [(name, moe_with(grouped=GroupedMatmul.pallas), p_moe) for name in tiles]
         if args.check:
-            sys.exit(check(rows[-1][1], rows[1:-3], p_moe, x))
+            sys.exit(check(rows[-1][1], rows[1:-3], p_moe, x, tiles))
         if args.only:
             rows = [r for r in rows if any(w in r[0] for w in args.only.split(","))]
         print(f"{args.tokens} tokens x d {d}, {E} SwiGLU experts of {2 * d}, top-{k}; forward + backward; "
@@ -177,13 +193,19 @@ def main() -> None:
         first = None
         for name, f, p in rows:
             if args.target:
-                flops, temp, ms = compiled_on(args.target, grad_of(f), (p, x))
+                try:
+                    with using_tiles(tiles.get(name, Tiles())):
+                        flops, temp, ms = compiled_on(args.target, grad_of(f), (p, x))
+                except jax.errors.JaxRuntimeError as e:  # (tiles past the shared memory: said, the rest go on)
+                    print(f"  {name:36s} does not compile: {str(e).splitlines()[0][:100]}")
+                    continue
                 first = first or flops
                 print(f"  {name:36s} GEMMs {flops / 1e9:8.1f} GFLOP {flops / first:5.2f}x  temporaries "
                       f"{temp / 2**20:7.1f} MiB  roofline {ms:7.2f} ms")
                 continue
             try:
-                t, temp = timed(grad_of(f), (p, x), args.rounds, args.profile)
+                with using_tiles(tiles.get(name, Tiles())):
+                    t, temp = timed(grad_of(f), (p, x), args.rounds, args.profile)
             except Exception as e:  # (a row that does not fit the device: said, and the others still run)
                 if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
                     raise

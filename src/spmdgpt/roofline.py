@@ -13,9 +13,9 @@ computation and of the loops' bodies (a body's kernels once per trip), each with
   fused attention from its score shape ([b, h, q, k] x head size: 4 per element forward, 10
   backward, half of it under a causal mask);
 - a time: a GEMM or attention kernel at the larger of its FLOPs at `tflops` (a GEMM of FP8
-  operands, kind `gemm-fp8`: at `fp8_tflops`, by default twice that, Hopper's ratio of dense FP8 to
-  bf16 peaks: 1,979 to 989 TFLOP/s on the H100 SXM's data sheet; the grouped MoE kernels, kind
-  `gemm-grouped`: at GROUPED_RATE of it, as an H200 measured them) and its bytes at `bandwidth`;
+  operands, kind `gemm-fp8`: at `fp8_tflops`, by default FP8_RATE x `tflops`, what an H200's step
+  gave, not the data sheet's 2x; the grouped MoE kernels, kind `gemm-grouped`: each at its
+  GROUPED_RATE of it, as an H200's profile measured them) and its bytes at `bandwidth`;
   every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes: the
   memory-bound tail.
 
@@ -94,7 +94,7 @@ class Kernel:
     written: int
     flops: float
     runs: int  # times one step launches it (a loop body's: once per trip)
-    op: str  # its op_name metadata (the jaxpr path that made it)
+    op: str  # its op_name metadata (the jaxpr path that made it); a grouped MoE kernel's own name
     seconds: float = 0.0  # the roofline's time for all its runs
 
 
@@ -203,32 +203,41 @@ def kernels(hlo_text: str) -> List[Kernel]:
                 elif "__cublas" in i.line:
                     kind = "gemm"
                 elif "xla.gpu.triton" in i.line and (n := _KERNEL_NAME.search(i.line)) and n[1] in GROUPED_KERNELS:
-                    kind, flops = "gemm-grouped", _grouped_flops(i, symbols)
+                    kind, flops, op = "gemm-grouped", _grouped_flops(i, symbols), n[1]  # (its rate's name)
             out.append(Kernel(i.name, kind, _read_bytes(i, symbols, comps), type_bytes(i.type), flops,
                               runs.get(comp, 1), op))
     return out
 
 
-# The MoE's grouped-matmul Pallas kernels (`model/grouped.py`, Triton) against cuBLAS's GEMMs:
-# measured on an H200 (2026-11-27, benchmarks/BENCHMARKS.md, the GPU section's fifth visit) at
-# 16,384 x 1,024 in bf16, the layer's nine kernels ran near 304 TFLOP/s where the dense MLP's
-# cuBLAS GEMMs of the same FLOPs ran near 537: 0.57 of the GEMM rate (the layer 1.81x the dense
-# MLP's time; at the GEMM rate this tool had predicted 1.18x). A property of today's kernels'
-# tiles, to be measured again when they change.
-GROUPED_RATE = 0.57
+# The MoE's grouped-matmul Pallas kernels (`model/grouped.py`, Triton) by kernel, against the GEMM
+# rate: profiled on an H200 (2026-11-27, benchmarks/BENCHMARKS.md, the GPU section's sixth visit) at
+# 16,384 x 1,024 in bf16 with their default tiles, the six row products (forward and dx) ran near
+# 453 TFLOP/s and the three weight gradients near 286, where the dense MLP's cuBLAS GEMMs of the
+# same FLOPs ran at 814; against this tool's 800, 0.57 and 0.36 (the layer 2.17x the dense MLP's
+# time; the fifth visit, without a profile, had read one rate of 0.57 for all nine). A property of
+# today's tiles (`grouped.TILES`), to be measured again when they change.
+GROUPED_RATE = {"grouped_rows": 0.57, "grouped_weights": 0.36}
+
+# FP8 GEMMs (kind gemm-fp8) against the bf16 rate: Hopper's data sheet says 2x (1,979 to 989 dense
+# TFLOP/s on the H100 SXM), but an H200 (2026-11-27, the sixth visit) ran a 1.1B of GPT-2's kind
+# (d_model 2048, 16 layers, 8 x 1024) at 92,891 tokens/s in FP8 (delayed scaling, the head too)
+# against 85,311 in bf16: 1.09x, where 2x predicted 1.44x. With the step's other kernels as this
+# tool reads them, its FP8 GEMMs ran at about 1.2x the bf16 ones' rate (inferred from the two
+# steps' totals, not yet from a profile), and 1.2 predicts 1.06x.
+FP8_RATE = 1.2
 
 
 def roofline(ks: List[Kernel], tflops: float, bandwidth: float, fp8_tflops: Optional[float] = None,
              grouped_tflops: Optional[float] = None) -> Dict[str, dict]:
     """Each kernel's time (its FLOPs at `tflops` x 1e12 FLOP/s, an FP8 GEMM's at `fp8_tflops`
-    (default 2 x tflops), a grouped MoE kernel's at `grouped_tflops` (default GROUPED_RATE x
-    tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a memory-bound kind
+    (default FP8_RATE x tflops), a grouped MoE kernel's at `grouped_tflops` (default its
+    GROUPED_RATE x tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a memory-bound kind
     are not counted) and the totals by kind."""
     totals: Dict[str, dict] = defaultdict(lambda: {"kernels": 0, "launches": 0, "bytes": 0, "flops": 0.0, "ms": 0.0})
-    rates = {"gemm": tflops, "attention": tflops, "gemm-fp8": fp8_tflops or 2 * tflops,
-             "gemm-grouped": grouped_tflops or GROUPED_RATE * tflops}
+    rates = {"gemm": tflops, "attention": tflops, "gemm-fp8": fp8_tflops or FP8_RATE * tflops}
     for k in ks:
-        compute = k.flops / (rates[k.kind] * 1e12) if k.kind in rates else 0.0
+        rate = rates.get(k.kind) if k.kind != "gemm-grouped" else grouped_tflops or GROUPED_RATE[k.op] * tflops
+        compute = k.flops / (rate * 1e12) if rate else 0.0
         k.seconds = k.runs * max(compute, (k.read + k.written) / bandwidth)
         t = totals[k.kind]
         t["kernels"] += 1

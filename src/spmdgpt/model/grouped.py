@@ -22,8 +22,9 @@ to dw, and their outputs are dropped by the caller.
 Inside `shard_map` (the MoE's experts run there) the kernels need check_vma=False: Pallas
 types neither their outputs' nor, interpreted, their refs' varying mesh axes.
 
-Tiles are powers of two (Triton's): bk, bn the largest dividing K and N up to 64 / 128, at least
-16 (`config_errors` refuses widths that have none; `moe.grouped_kind`'s auto then keeps blocks).
+Tiles are powers of two (Triton's): bk, bn the largest dividing K and N up to `TILES`' bounds, at
+least 16 (`config_errors` refuses widths that have none; `moe.grouped_kind`'s auto then keeps
+blocks). `TILES` is read when a step is traced; `benchmarks/moe.py --tiles` times other choices.
 JAX 0.12 marks Pallas's Triton backend deprecated in favour of Mosaic GPU. Written for the lent
 GPUs' JAX 0.11 and for 0.12: run by 0.12's interpreter on CPUs, compiled by 0.12 for an H100
 (`tests/test_moe.py`), and run by 0.11.2 on an H200 (2026-11-27, benchmarks/BENCHMARKS.md: equal to
@@ -32,14 +33,45 @@ the masked reference in bfloat16 as ragged_dot is; in float32 at TF32's precisio
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import partial
-from typing import List
+from typing import Iterator, List, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 F32 = jnp.float32
 LEAST = 16  # Triton's smallest dot tile
+
+
+class Tiles(NamedTuple):
+    """The kernels' largest tiles and Triton's launch settings. An H200 profiled these defaults at
+    16,384 x 1,024 (8 experts of 2,048, bf16; BENCHMARKS.md): the rows kernel near 440 TFLOP/s, the
+    weight gradient's near 290, against cuBLAS's 814 for the dense MLP's GEMMs."""
+    rows_k: int = 64  # the rows kernel's K step (forward and dx); its rows are the block's B
+    rows_n: int = 128  # its output columns
+    weights_k: int = 64  # the weight gradient's output tile, K x N; its loop runs over B-row blocks
+    weights_n: int = 64
+    warps: int = 4
+    stages: int = 3
+
+    def name(self) -> str:
+        return (f"rows {self.rows_k}x{self.rows_n}, dw {self.weights_k}x{self.weights_n}, "
+                f"{self.warps} warps, {self.stages} stages")
+
+
+TILES = Tiles()
+
+
+@contextmanager
+def using_tiles(tiles: Tiles) -> Iterator[None]:
+    """`TILES` set to `tiles` while steps are traced inside (a benchmark's sweep)."""
+    global TILES
+    old, TILES = TILES, tiles
+    try:
+        yield
+    finally:
+        TILES = old
 
 
 def precision(dtype):
@@ -99,10 +131,10 @@ def _rows(x, w, owner, B: int, transposed: bool, interpret: bool):
     pl, params = _pallas()
     R, K = x.shape
     N = w.shape[1] if transposed else w.shape[2]
-    bk, bn = tile(K, 64), tile(N, 128)
+    bk, bn = tile(K, TILES.rows_k), tile(N, TILES.rows_n)
     kernel = partial(_rows_kernel, B=B, bk=bk, bn=bn, K=K, transposed=transposed, prec=precision(x.dtype))
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((R, N), x.dtype), grid=(R // B, N // bn),
-                          interpret=interpret, compiler_params=params(num_warps=4, num_stages=3),
+                          interpret=interpret, compiler_params=params(num_warps=TILES.warps, num_stages=TILES.stages),
                           name="grouped_rows")(owner, x, w)
 
 
@@ -124,10 +156,10 @@ def _weights(x, g, first, count, B: int, dtype, interpret: bool):
     """dw [E, K, N]: for each expert, x^T g over its blocks (x [R, K], g [R, N])."""
     pl, params = _pallas()
     E, K, N = first.shape[0], x.shape[1], g.shape[1]
-    bk, bn = tile(K, 64), tile(N, 64)
+    bk, bn = tile(K, TILES.weights_k), tile(N, TILES.weights_n)
     kernel = partial(_weights_kernel, B=B, bk=bk, bn=bn, prec=precision(x.dtype))
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((E, K, N), dtype), grid=(E, K // bk, N // bn),
-                          interpret=interpret, compiler_params=params(num_warps=4, num_stages=3),
+                          interpret=interpret, compiler_params=params(num_warps=TILES.warps, num_stages=TILES.stages),
                           name="grouped_weights")(first, count, x, g)
 
 
