@@ -27,6 +27,13 @@ class NormType(enum.Enum):
     rmsnorm = "rmsnorm"
 
 
+class Parametrization(enum.Enum):
+    standard = "standard"  # init and learning rates as configured, whatever the width and depth
+    mup = "mup"  # μP against model.base_width: hidden matrices' init and AdamW rates by fan-in, the readout's by width
+    completep = "completep"  # μP and CompleteP's depth rule against model.base_depth: residual branches x
+    # (base_depth / num_layers)^depth_alpha
+
+
 class RopeScaling(enum.Enum):
     none = "none"  # theta^(-2i/h), as trained
     llama3 = "llama3"  # Llama 3.1's: low frequencies / factor, high kept, a smooth ramp between

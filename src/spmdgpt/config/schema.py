@@ -26,6 +26,7 @@ from spmdgpt.config.choices import (
     MlpType,
     NormType,
     OptimizerName,
+    Parametrization,
     Remat,
     RlAdvantage,
     RlLossNorm,
@@ -74,6 +75,12 @@ class ModelConfig(Section):
     rope_mscale: float = 0.0  # yarn, DeepSeek's variant (transformers' mscale); 0 = unset
     rope_mscale_all_dim: float = 0.0  # yarn, DeepSeek's variant: MLA's softmax scale times mscale(this)^2; 0 = unset
     init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))
+    parametrization: Parametrization = Parametrization.standard  # standard | mup | completep: how init, AdamW's
+    # learning rates, the attention scale and the residual branches scale from the base shape (`model.parametrization`)
+    base_width: Optional[int] = None  # mup / completep: the d_model the hyperparameters were tuned at; default d_model
+    base_depth: Optional[int] = None  # completep: the num_layers they were tuned at; default num_layers
+    depth_alpha: float = 1.0  # completep: residual branches x (base_depth / num_layers)^alpha (CompleteP: 1;
+    # depth-μP: 0.5), hidden matrices' AdamW rate x (num_layers / base_depth)^(alpha - 1)
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
     context_attention: ContextAttention = ContextAttention.ring  # attention under mesh.context > 1:
     # ring (K/V blocks passed device to device, overlapped with the blocks' attention) | allgather

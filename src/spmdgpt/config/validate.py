@@ -193,7 +193,7 @@ def _model(m, training: bool) -> List[str]:
     whole_width(errs, "model.mlp_factor", m.mlp_factor, m.d_model, "MLP")
     if m.loss_block < 0:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
-    errs += feature_errors("moe", m) + feature_errors("mla", m)
+    errs += feature_errors("moe", m) + feature_errors("mla", m) + feature_errors("parametrization", m)
     for name in ("dropout", "attention_dropout"):
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:
@@ -349,6 +349,10 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
         if m.max_seq_len > 0 and d.seq_len > m.max_seq_len:
             errs.append(f"data.seq_len={d.seq_len} exceeds model.max_seq_len={m.max_seq_len}; "
                         f"lower data.seq_len or raise model.max_seq_len")
+    if {"model", "optimizer"} <= sections and m.parametrization.value != "standard" \
+            and cfg.optimizer.name.value == "sgd":
+        errs.append(f"model.parametrization={m.parametrization.value} scales AdamW's learning rates (μP's Adam "
+                    "rules); optimizer.name=sgd would need SGD's: use adamw, muon or manifold_muon")
     if {"model", "optimizer"} <= sections and cfg.optimizer.unembed_lr is not None and m.tie_embeddings:
         errs.append("optimizer.unembed_lr needs model.tie_embeddings=false (a tied model's unembedding "
                     "is its embedding: use optimizer.embed_lr)")

@@ -130,11 +130,15 @@ def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
 
 def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.ndarray]:
     """spmdgpt parameters (host arrays) -> {name: array} by any table (e.g. tables.TORCH_GPT, the
-    web page's); a ConfigError naming any parameter leaf that no row of the table names."""
+    web page's); a ConfigError naming any parameter leaf that no row of the table names. Under
+    model.parametrization=mup / completep the forward's multipliers are folded into the weights
+    first (`parametrization.folded`): the tensors compute what the run computed."""
     import jax
 
     from spmdgpt.model import param_info
+    from spmdgpt.model.parametrization import folded
 
+    params = folded(cfg, params)  # (μP / CompleteP's forward multipliers into the weights: what the table reads)
     dims, info = _dims(cfg), param_info(cfg)
     leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
     # (multi-token prediction's modules, which transformers' classes do not run, and FP8's amax histories:

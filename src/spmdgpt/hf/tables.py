@@ -69,6 +69,8 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
                  "scan_unroll", "attention_block", "param_dtype", "compute_dtype", "matmul_dtype", "fp8_scaling",
                  "fp8_history", "fp8_head", "logits_dtype", "z_loss", "zero_init_out", "dropout", "attention_dropout",
                  "loss_block", "init_std", "mtp_depth", "mtp_weight",
+                 # (μP / CompleteP: their forward multipliers are folded into the exported weights)
+                 "parametrization", "base_width", "base_depth", "depth_alpha",
                  "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss")
 # a dense model's moe.* fields (what a table without experts refuses: the defaults)
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}

@@ -74,6 +74,7 @@ from spmdgpt.model.kernels import (
     window_mask,
 )
 from spmdgpt.model.layers import dropout, layer_rope, norm_scale, rms_normalize, rope, scale_init
+from spmdgpt.model.parametrization import attention_factor
 from spmdgpt.sharding import Rules
 
 
@@ -273,10 +274,12 @@ def fused_qkv(
 
 def query_scale(cfg: ModelConfig, q: jax.Array) -> jax.Array:
     """q scaled so that the backends' 1 / sqrt(head_dim) gives scores scaled by
-    model.query_pre_attn_scalar^-0.5 (Gemma 3); q itself without it."""
-    if cfg.query_pre_attn_scalar is None:
-        return q
-    return q * jnp.asarray((q.shape[-1] / cfg.query_pre_attn_scalar) ** 0.5, q.dtype)
+    model.query_pre_attn_scalar^-0.5 (Gemma 3), times μP's sqrt(base head_dim / head_dim)
+    (`parametrization.attention_factor`); q itself without either."""
+    factor = attention_factor(cfg)
+    if cfg.query_pre_attn_scalar is not None:
+        factor *= (q.shape[-1] / cfg.query_pre_attn_scalar) ** 0.5
+    return q if factor == 1.0 else q * jnp.asarray(factor, q.dtype)
 
 
 def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Array, positions: jax.Array,

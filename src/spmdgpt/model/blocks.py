@@ -21,6 +21,7 @@ from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
 from spmdgpt.model.layers import dropout, norm, rms
 from spmdgpt.model.lora import merged as lora_merged
+from spmdgpt.model.parametrization import branch_multiplier
 from spmdgpt.model.params import Block, Params, block_units
 from spmdgpt.model.pipeline import pipeline
 from spmdgpt.sharding import Rules
@@ -48,12 +49,17 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     if p.ln_post_attn is not None:  # (model.post_norms: each branch's output normed before the add)
         a = norm(cfg, rules, p.ln_post_attn, a)
     a = dropout(a, cfg.dropout, k_a)
+    branch = branch_multiplier(cfg)  # (model.parametrization=completep: (base_depth / num_layers)^alpha, else 1)
+    if branch != 1.0:
+        a = a * jnp.asarray(branch, a.dtype)
     x = x + a
     h2 = norm(cfg, rules, p.ln2, x)
     m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
     if p.ln_post_mlp is not None:
         m = norm(cfg, rules, p.ln_post_mlp, m)
     m = dropout(m, cfg.dropout, k_m)
+    if branch != 1.0:
+        m = m * jnp.asarray(branch, m.dtype)
     x = x + m
     aux = {**aux_a, **aux_m}
     if collect:

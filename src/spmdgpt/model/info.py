@@ -12,7 +12,7 @@ import math
 
 import jax
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import ModelConfig, Parametrization
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +26,7 @@ class ParamInfo:
     decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
     fan_in: tuple = ()  # logical names of the matrix's input axes, e.g. ("embed",)
     fan_out: tuple = ()  # logical names of its output axes, e.g. ("heads", "head_dim")
+    lr_scale: float = 1.0  # its AdamW learning rate's multiplier (μP: `model.parametrization`)
 
     def __post_init__(self):
         missing = [a for a in self.fan_in + self.fan_out if a not in self.logical]
@@ -73,8 +74,10 @@ def stacked(tree, layers: int):
 
 def residual_std(cfg: ModelConfig) -> float:
     """The init std of a residual projection (attention's and the MLP's output): GPT-2's
-    init_std / sqrt(2 L), so that the residual stream's variance does not grow with depth."""
-    return cfg.init_std / math.sqrt(2 * cfg.num_layers)
+    init_std / sqrt(2 L), so that the residual stream's variance does not grow with depth
+    (model.parametrization=completep: L the base depth; its branch multiplier carries the depth)."""
+    completep = cfg.parametrization == Parametrization.completep and cfg.base_depth
+    return cfg.init_std / math.sqrt(2 * (cfg.base_depth if completep else cfg.num_layers))
 
 
 def out_init(cfg: ModelConfig) -> str:

@@ -56,6 +56,7 @@ from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
 from spmdgpt.model.mtp import Mtp, mtp_info
+from spmdgpt.model.parametrization import STANDARD, parametrized
 from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
@@ -133,6 +134,15 @@ class Params(NamedTuple):
 
 
 def param_info(cfg: ModelConfig) -> Params:
+    """Every parameter's metadata (`ParamInfo`): shapes, logical axes, init, and under
+    model.parametrization=mup / completep μP's init stds and learning-rate multipliers, read
+    against the base shape's own tree and a wider one's (`parametrization.parametrized`)."""
+    if cfg.parametrization != STANDARD:
+        return parametrized(cfg, _param_info(cfg), _param_info)
+    return _param_info(cfg)
+
+
+def _param_info(cfg: ModelConfig) -> Params:
     def layer(dense: bool) -> Block:
         attention, mlp_unit = block_units(cfg, dense)
         post = norm_info(cfg) if cfg.post_norms else None

@@ -143,11 +143,25 @@ def build_optimizer(cfg: OptimizerConfig, info: Params, total_steps: int,
             rules[name] = adamw_with(lr)
             labels = labels._replace(**{name: name})
     opt = rest if len(rules) == 1 else optax.partition(rules, labels)
+    # μP (model.parametrization): each AdamW-governed parameter's update times its lr_scale (Muon's
+    # matrices keep Muon's own rate)
+    scales = jax.tree.map(lambda i, label: i.lr_scale if label != "matrix" else 1.0, info, labels, is_leaf=is_info)
+    if any(s != 1.0 for s in jax.tree.leaves(scales)):
+        opt = optax.chain(opt, scaled_per_parameter(scales))
     if cfg.grad_clip > 0:
         opt = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), opt)
     if cfg.state_dtype is not None:
         opt = stored_as(opt, jnp.dtype(cfg.state_dtype.value))
     return opt
+
+
+def scaled_per_parameter(scales: Params) -> optax.GradientTransformation:
+    """Each parameter's update times its constant in `scales` (a tree of floats like the
+    parameters'): μP's learning-rate multipliers on top of one optimizer's rule. Stateless."""
+    def update(updates, state, params=None):
+        return jax.tree.map(lambda u, c: u if c == 1.0 else u * jnp.asarray(c, u.dtype), updates, scales), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
 def stored_as(inner: optax.GradientTransformation, dtype) -> optax.GradientTransformation:

@@ -1,0 +1,80 @@
+"""Scaling a model: μP's coordinate check (`model.parametrization`), the test that a
+parametrization keeps every layer's activations the same size as the model widens.
+
+    coordinate_check(["+experiment=staircase", "model.parametrization=mup", ...],
+                     sizes=(64, 128, 256, 512, 1024), steps=4)
+
+trains the same model at each width (d_model = width, everything else as configured; under μP the
+base width is the configured model.base_width, default the first width) for `steps` AdamW steps
+on the same batches, and after each step reads, on a fixed batch, the RMS of each layer's
+attention and MLP outputs (the branches `blocks.block` adds to the residual stream), of the
+residual stream, and of the logits. Under standard parametrization with Adam, a step moves each
+weight by about the learning rate per entry whatever the width, so the branches' outputs change by
+~width x lr and grow with width; under μP they stay the same size (Yang et al. 2022, "Tensor
+Programs V", the coordinate check of their figure 5). With axis="depth" the sizes are depths: under
+standard parametrization the residual stream, a sum of L branches, grows with L; under CompleteP
+(branches x base_depth / L) it does not. `benchmarks/coord_check.py` plots both.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from spmdgpt.config import load_config
+from spmdgpt.model import forward
+from spmdgpt.model.transformer import activation_stats
+from spmdgpt.sharding import Rules, make_mesh
+
+QUANTITIES = ("attn", "mlp", "resid", "logits")  # what a coordinate check reads (RMS), in plot order
+
+
+def coordinate_check(overrides: Sequence[str], sizes: Sequence[int], steps: int = 4, axis: str = "width",
+                     devices=None) -> Dict[int, Dict[str, List[List[float]]]]:
+    """{size: {quantity: [after 0, 1, ..., steps steps: [one RMS per layer]]}} (logits: one value)
+    for the model at each width (axis="width": d_model = size; the base width the configured
+    model.base_width, default the first size) or depth (axis="depth": num_layers = size; the base
+    depth likewise), trained on the same batches and read on one batch no step trains on."""
+    from spmdgpt.train_step import training_parts
+
+    field, base_field = {"width": ("d_model", "base_width"), "depth": ("num_layers", "base_depth")}[axis]
+    overrides = list(overrides)
+    given = any(o.startswith(f"model.{base_field}=") for o in overrides)
+    out = {}
+    for size in sizes:
+        extra = [f"model.{field}={size}"] + ([] if given else [f"model.{base_field}={sizes[0]}"])
+        cfg = load_config([*overrides, *extra, "train.eval_every=0", "checkpoint.enabled=false"])
+        mesh = make_mesh(cfg.mesh, devices or jax.devices()[:1])
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        with jax.set_mesh(mesh):
+            state, step_fn, batcher, _ = training_parts(cfg, rules, schedule_steps=max(steps, 1))
+            probe = batcher.train_batch(10**6)[0]  # (a batch no step trains on)
+
+            @jax.jit
+            def read(params, tokens):
+                stats = activation_stats(cfg.model, rules, params, tokens)
+                logits = forward(cfg.model, rules, params, tokens)[0]
+                return {"attn": stats["attn_rms"], "mlp": stats["mlp_rms"], "resid": stats["resid_rms"],
+                        "logits": jnp.sqrt(jnp.mean(jnp.square(logits)))[None]}
+
+            rows = [read(state.params, probe)]
+            for i in range(steps):
+                state, _ = step_fn(state, *batcher.train_batch(i))
+                rows.append(read(state.params, probe))
+        out[size] = {q: [np.asarray(r[q], np.float64).tolist() for r in rows] for q in QUANTITIES}
+    return out
+
+
+def growth(check: Dict[int, Dict[str, List[List[float]]]], quantity: str, step: int = -1) -> float:
+    """How many times larger (or smaller) `quantity` is at the largest size than at the smallest
+    after `step` steps (default the last): the worst layer's by layer when the sizes are widths,
+    the last layer's (the stream the head reads) when they are depths. ~1 under μP (widths) and
+    CompleteP (depths: the residual stream and the logits; each branch is 1/L of it by design),
+    growing with the size under standard parametrization."""
+    sizes = sorted(check)
+    small, large = check[sizes[0]][quantity][step], check[sizes[-1]][quantity][step]
+    pairs = list(zip(small, large)) if len(small) == len(large) else [(small[-1], large[-1])]
+    return max(max(b / a, a / b) for a, b in pairs)
