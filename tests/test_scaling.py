@@ -156,3 +156,35 @@ def test_folded_weights_compute_the_run_without_multipliers(extra):
         unfolded = forward(plain, rules, params, tokens)[0]
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
     assert float(jnp.max(jnp.abs(unfolded - want))) > 1e-2  # (the multipliers matter)
+
+
+def test_size_knob_and_tokens_per_param(tmp_path, capsys):
+    """model.size=N: N layers of 64 N, heads of 64, a field given on the command line kept;
+    train.tokens_per_param: the steps from the matmul parameters (rounded up), the experiment's
+    time budget off; both printed before training; bad values one line, exit 2."""
+    from spmdgpt.cli import main
+    from spmdgpt.flops import matmul_params
+    from spmdgpt.scaling import with_token_budget
+
+    cfg = with_token_budget(load_config(["+experiment=shakespeare_char", "model.size=3", "train.tokens_per_param=20"]))
+    m = cfg.model
+    assert (m.num_layers, m.d_model, m.num_heads, m.head_dim) == (3, 192, 3, None)
+    per_step = cfg.data.batch_size * cfg.data.seq_len
+    assert cfg.train.steps == -(-20 * matmul_params(m) // per_step) and cfg.train.time_budget is None
+    assert (cfg.train.steps - 1) * per_step < 20 * matmul_params(m) <= cfg.train.steps * per_step
+    kept = load_config(["+experiment=shakespeare_char", "model.size=3", "model.num_heads=2",
+                        "model.num_layers=5"]).model
+    assert (kept.num_layers, kept.d_model, kept.num_heads) == (5, 192, 2)
+    run = tmp_path / "run"
+    code = main(["train", "+experiment=shakespeare_char", "model.size=1", "train.tokens_per_param=0.1",
+                 "train.eval_every=0", "train.rollout_tokens=0", "checkpoint.enabled=false", f"run.dir={run}"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.splitlines()[0].startswith(
+        "model.size=1: num_layers 1, d_model 64, num_heads 1; train.tokens_per_param=0.1: 2 steps of 4096 tokens")
+    for args, line in {("model.size=0",): "model.size=0 must be a depth > 0 (num_layers = size, d_model = 64 x size), "
+                       "or null for the fields as they are",
+                       ("train.tokens_per_param=20", "train.steps=5"): "train.tokens_per_param=20 sets the steps, "
+                       "and train.steps was given too: choose one"}.items():
+        assert main(["train", "+experiment=shakespeare_char", f"run.dir={tmp_path / 'bad'}", *args]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == f"spmdgpt: error: {line}"
+        assert not (tmp_path / "bad").exists()

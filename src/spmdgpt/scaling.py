@@ -1,5 +1,6 @@
-"""Scaling a model: μP's coordinate check (`model.parametrization`), the test that a
-parametrization keeps every layer's activations the same size as the model widens.
+"""Scaling a model: one size knob (`model.size`, `sized`), a run's length in tokens per
+parameter (`train.tokens_per_param`), and μP's coordinate check (`model.parametrization`), the
+test that a parametrization keeps every layer's activations the same size as the model widens.
 
     coordinate_check(["+experiment=staircase", "model.parametrization=mup", ...],
                      sizes=(64, 128, 256, 512, 1024), steps=4)
@@ -18,6 +19,8 @@ standard parametrization the residual stream, a sum of L branches, grows with L;
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Dict, List, Sequence
 
 import jax
@@ -30,6 +33,36 @@ from spmdgpt.model.transformer import activation_stats
 from spmdgpt.sharding import Rules, make_mesh
 
 QUANTITIES = ("attn", "mlp", "resid", "logits")  # what a coordinate check reads (RMS), in plot order
+
+def with_token_budget(cfg):
+    """cfg with train.steps from train.tokens_per_param (unset: cfg itself): T x the model's matmul
+    parameters (`flops.matmul_params`: the blocks' matrices and the unembedding) / tokens per
+    step, rounded up. The config's load has already refused it beside train.steps or
+    train.time_budget and turned an experiment's budget off (`config.load.sized`)."""
+    from spmdgpt.flops import matmul_params
+
+    t = cfg.train
+    per_step = cfg.data.batch_size * cfg.data.seq_len
+    if t.tokens_per_param is None or not per_step > 0:
+        return cfg
+    steps = max(1, math.ceil(t.tokens_per_param * matmul_params(cfg.model) / per_step))
+    return dataclasses.replace(cfg, train=dataclasses.replace(t, steps=steps, time_budget=None))
+
+
+def size_line(cfg) -> str:
+    """One line naming what model.size and train.tokens_per_param set ('' when neither is on)."""
+    from spmdgpt.flops import matmul_params
+
+    m, t = cfg.model, cfg.train
+    parts = []
+    if m.size is not None:
+        parts.append(f"model.size={m.size}: num_layers {m.num_layers}, d_model {m.d_model}, num_heads {m.num_heads}")
+    if t.tokens_per_param is not None:
+        n = matmul_params(m)
+        parts.append(f"train.tokens_per_param={t.tokens_per_param:g}: {t.steps} step{'s' * (t.steps != 1)} of "
+                     f"{cfg.data.batch_size * cfg.data.seq_len} tokens for {n / 1e6:.2f}M matmul parameters "
+                     f"({t.steps * cfg.data.batch_size * cfg.data.seq_len / n:.1f} tokens each)")
+    return "; ".join(parts)
 
 
 def coordinate_check(overrides: Sequence[str], sizes: Sequence[int], steps: int = 4, axis: str = "width",

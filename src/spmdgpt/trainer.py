@@ -51,6 +51,7 @@ from spmdgpt.model.lora import attach, num_adapter_params
 from spmdgpt.objectives import objective_of
 from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.runkind import RunKind
+from spmdgpt.scaling import size_line, with_token_budget
 from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import Start, StartKind, TrainState, check_tokenizer, has_checkpoints, start, starting_params
 from spmdgpt.stats import make_stats_fn
@@ -89,6 +90,9 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     errs = validate(cfg, jax.device_count()) + check_loggers(cfg.train.loggers)
     if errs:
         raise ConfigError(errs)
+    cfg = with_token_budget(cfg)  # train.tokens_per_param: the steps, from the model's parameters
+    if size_line(cfg) and jax.process_index() == 0:  # (model.size / tokens_per_param: what they set)
+        print(size_line(cfg), flush=True)
     cfg = freeze(copy.deepcopy(cfg))  # the run's own config from here on (the caller's stays as it was)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     kind = run_kind(cfg)  # what the run loads, how its batches are made, what it evaluates (spmdgpt.kinds)

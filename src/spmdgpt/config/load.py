@@ -45,7 +45,7 @@ def load_config(overrides: List[str]) -> Config:
         GlobalHydra.instance().clear()
     assert isinstance(cfg, Config)
     refuse_unread(cfg, overrides)
-    return steps_over_budget(cfg, overrides)
+    return sized(steps_over_budget(cfg, overrides), overrides)
 
 
 def override_key(item: str) -> str:
@@ -79,6 +79,48 @@ def refuse_unread(cfg: Config, overrides: Sequence[str]) -> None:
                 "or start from an experiment without data.datasets"
             ]
         )
+
+
+SIZE_HEAD = 64  # model.size's head width (model.head_dim, when given, instead)
+SIZE_ASPECT = 64  # model.size's d_model per layer (nanochat's choice: depth 20 -> 1,280)
+# model.size = N: each derived field and its rule (a field given on the command line keeps its value)
+SIZE_RULES = {
+    "model.num_layers": "N",
+    "model.d_model": f"{SIZE_ASPECT} x N",
+    "model.num_heads": f"d_model / head_dim (model.head_dim, default {SIZE_HEAD}): N heads of {SIZE_HEAD}",
+}
+
+
+def sized(cfg: Config, overrides: Sequence[str]) -> Config:
+    """The composed Config with model.size's shape applied (`SIZE_RULES`; a field given among
+    `overrides` keeps its value), and train.tokens_per_param checked (refused beside an explicit
+    train.steps or train.time_budget; an experiment's time budget turned off). The steps it sets
+    need the model's parameter count: `scaling.with_token_budget`, where a run starts. Nothing here
+    moves the learning rate or the batch."""
+    def given(key: str) -> bool:
+        return override_value(overrides, key) is not None
+
+    m, t = cfg.model, cfg.train
+    if m.size is not None:
+        if not m.size > 0:
+            raise ConfigError([f"model.size={m.size} must be a depth > 0 (num_layers = size, d_model = "
+                               f"{SIZE_ASPECT} x size), or null for the fields as they are"])
+        width = m.d_model if given("model.d_model") else SIZE_ASPECT * m.size
+        fields = {"num_layers": m.num_layers if given("model.num_layers") else m.size, "d_model": width,
+                  "num_heads": m.num_heads if given("model.num_heads") else max(1, width // (m.head_dim or SIZE_HEAD))}
+        if not given("model.num_kv_heads"):
+            fields["num_kv_heads"] = None
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(m, **fields))
+    if t.tokens_per_param is not None:
+        if not t.tokens_per_param > 0:
+            raise ConfigError([f"train.tokens_per_param={t.tokens_per_param} must be > 0 (Chinchilla's "
+                               "compute-optimal: about 20), or null for train.steps as given"])
+        clash = [k for k in ("train.steps", "train.time_budget") if given(k)]
+        if clash:
+            raise ConfigError([f"train.tokens_per_param={t.tokens_per_param:g} sets the steps, and {clash[0]} was "
+                               "given too: choose one"])
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(t, time_budget=None))
+    return cfg
 
 
 def steps_over_budget(cfg: Config, overrides: List[str]) -> Config:

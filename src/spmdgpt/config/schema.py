@@ -79,6 +79,8 @@ class ModelConfig(Section):
     # learning rates, the attention scale and the residual branches scale from the base shape (`model.parametrization`)
     base_width: Optional[int] = None  # mup / completep: the d_model the hyperparameters were tuned at; default d_model
     base_depth: Optional[int] = None  # completep: the num_layers they were tuned at; default num_layers
+    size: Optional[int] = None  # one size knob, the depth: num_layers = size, d_model = 64 x size, heads of 64
+    # (`scaling.SIZE_RULES`; a field given on the command line wins); None: the fields as they are
     depth_alpha: float = 1.0  # completep: residual branches x (base_depth / num_layers)^alpha (CompleteP: 1;
     # depth-μP: 0.5), hidden matrices' AdamW rate x (num_layers / base_depth)^(alpha - 1)
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
@@ -272,6 +274,8 @@ class OptimizerConfig(Section):
 @dataclass
 class TrainConfig(Section):
     steps: int = 1000  # optimizer steps
+    tokens_per_param: Optional[float] = None  # the run's length as tokens per parameter: train.steps = this x the
+    # model's matmul parameters / tokens per step, rounded up (Chinchilla's compute-optimal: about 20)
     time_budget: Optional[float] = None  # seconds for the whole job from set-up to the final
     # evaluation: a calibration (a few timed steps and one evaluation) sets train.steps to fit;
     # config.yaml records the steps it chose (and time_budget null), so a rerun repeats them;
