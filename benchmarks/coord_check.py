@@ -8,9 +8,9 @@ The model is the staircase experiment's (2 layers, 4 heads, untied embeddings, A
 without warmup, 8 x 32 tokens; width 64 for the depth rows), `--set` adds overrides. One
 figure: a row per check, a column per quantity (attention output, MLP output, residual stream:
 means over the layers, the depth rows' residual the last layer's; logits), the RMS after each
-step against the size on log-log axes, one line per step. Prints each quantity's growth from the
-smallest size to the largest (`scaling.growth`: the worst layer's) after the last step, and
-writes the numbers beside the figure (.json).
+step against the size on log-log axes, one line per step. Prints how many times each quantity
+grows from the smallest size to the largest (`scaling.growth`: the layer furthest from 1; below
+1 it shrinks) after the last step, and writes the numbers beside the figure (.json).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ BASE = ["+experiment=staircase", "model.tie_embeddings=false", "optimizer.warmup
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="coord_check.png")
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--widths", default="64,128,256,512,1024")
-    ap.add_argument("--depths", default="2,4,8,16")
+    ap.add_argument("--out", default="coord_check.png", help="the figure (PNG); its numbers go beside it (.json)")
+    ap.add_argument("--steps", type=int, default=4, help="AdamW steps before the last reading")
+    ap.add_argument("--widths", default="64,128,256,512,1024", help="d_model of the width rows (the first: base)")
+    ap.add_argument("--depths", default="2,4,8,16", help="num_layers of the depth rows (the first: base)")
     ap.add_argument("--set", nargs="*", default=[], help="more config overrides for every model")
     args = ap.parse_args()
     widths = [int(w) for w in args.widths.split(",")]
@@ -49,8 +49,8 @@ def main() -> None:
     for axis, p, sizes, overrides in rows:
         check = coordinate_check(overrides, sizes, steps=args.steps, axis=axis)
         results[f"{axis}/{p}"] = check
-        print(f"{axis:5s} {p:9s} growth {sizes[0]} -> {sizes[-1]} after {args.steps} steps: "
-              + "  ".join(f"{q} {growth(check, q):7.2f}x" for q in QUANTITIES), flush=True)
+        print(f"{axis:5s} {p:9s} {sizes[0]} -> {sizes[-1]} after {args.steps} steps, times: "
+              + "  ".join(f"{q} {growth(check, q):7.3g}" for q in QUANTITIES), flush=True)
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump({k: {str(s): v for s, v in c.items()} for k, c in results.items()}, f)
     plot(results, args.steps, args.out)

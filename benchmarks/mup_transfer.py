@@ -2,7 +2,8 @@
 picture that shows whether the best learning rate moves as the model widens.
 
     python benchmarks/mup_transfer.py [--widths 64,128,256,512] [--lrs 4.9e-4,...] [--steps 200]
-        [--modes standard,mup,muon] [--jobs 2] [--out benchmarks/out/mup_transfer.png]
+        [--modes standard,mup,muon] [--jobs 2] [--out benchmarks/out/mup_transfer.png] [--set overrides]
+        [--collect DIR]
 
 Each point is one `spmdgpt train +experiment=shakespeare_char` run (character-level Tiny
 Shakespeare, 2 layers of 4 heads, untied embeddings, 16 x 64 tokens a step, `--steps` steps of a
@@ -41,14 +42,21 @@ MODES = {
 }
 
 
-def run(mode: str, width: int, lr: float, steps: int, base: int, root: Path) -> float:
+def run(mode: str, width: int, lr: float, steps: int, base: int, root: Path, extra=()) -> float:
     rd = root / f"{mode}-{width}-{lr:.3g}"
     lr_field = "optimizer.muon_lr" if mode == "muon" else "optimizer.lr"
     args = [*COMMON, *MODES[mode], f"model.d_model={width}", f"model.base_width={base}", f"{lr_field}={lr}",
-            f"train.steps={steps}", f"train.eval_every={steps}", f"run.dir={rd}"]
+            f"train.steps={steps}", f"train.eval_every={steps}", *extra, f"run.dir={rd}"]
     done = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *args], capture_output=True, text=True)
     if done.returncode:
         print(done.stderr[-2000:], file=sys.stderr)
+        return math.nan
+    return final_loss(rd)
+
+
+def final_loss(rd: Path) -> float:
+    """A run's last val/loss (NaN when it has none, or it is not finite)."""
+    if not (rd / "metrics.jsonl").exists():
         return math.nan
     rows = [json.loads(line) for line in (rd / "metrics.jsonl").read_text().splitlines()]
     losses = [r["val/loss"] for r in rows if "val/loss" in r]
@@ -63,13 +71,20 @@ def main() -> None:
     ap.add_argument("--modes", default="standard,mup,muon")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="benchmarks/out/mup_transfer.png")
+    ap.add_argument("--set", nargs="*", default=[], help="more overrides for every run (e.g. model.qk_norm=false)")
+    ap.add_argument("--collect", default=None, help="a folder of an earlier sweep's runs (MODE-WIDTH-LR): report "
+                    "them instead of training")
     args = ap.parse_args()
     widths = [int(w) for w in args.widths.split(",")]
     lrs = [float(v) for v in args.lrs.split(",")]
     modes = args.modes.split(",")
     points = [(m, w, lr) for m in modes for w in reversed(widths) for lr in lrs]  # (the slow widths first)
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
-        losses = dict(zip(points, pool.map(lambda p: run(*p, args.steps, widths[0], Path(tmp)), points)))
+    if args.collect:  # (the runs of an earlier sweep, kept in a folder: MODE-WIDTH-LR each)
+        losses = {p: final_loss(Path(args.collect) / f"{p[0]}-{p[1]}-{p[2]:.3g}") for p in points}
+    else:
+        with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
+            losses = dict(zip(points, pool.map(lambda p: run(*p, args.steps, widths[0], Path(tmp), args.set),
+                                               points)))
     for m in modes:
         print(f"\n{m}: val/loss after {args.steps} steps (rows: width; columns: learning rate)\n")
         print("| width | " + " | ".join(f"{lr:.3g}" for lr in lrs) + " | best lr |")
@@ -78,7 +93,8 @@ def main() -> None:
         for w in widths:
             row = [losses[m, w, lr] for lr in lrs]
             best[w] = lrs[min(range(len(lrs)), key=lambda i: row[i] if math.isfinite(row[i]) else math.inf)]
-            print(f"| {w} | " + " | ".join(f"{v:.4f}" for v in row) + f" | {best[w]:.3g} |")
+            edge = " (the grid's edge)" if best[w] in (lrs[0], lrs[-1]) else ""
+            print(f"| {w} | " + " | ".join(f"{v:.4f}" for v in row) + f" | {best[w]:.3g}{edge} |")
         print(f"\n{m}: the best learning rate moves {best[widths[-1]] / best[widths[0]]:.3g}x from width "
               f"{widths[0]} to {widths[-1]}; best loss by width: "
               + ", ".join(f"{w}: {min(v for v in (losses[m, w, lr] for lr in lrs) if math.isfinite(v)):.4f}"

@@ -48,7 +48,7 @@ def test_approach_2_isoflop_vertices_follow_the_law():
 def test_bootstrap_interval_holds_the_truth_under_noise():
     n, d = grid_runs()
     noisy = CHINCHILLA.loss(n, d) * np.exp(np.random.default_rng(0).normal(0, 0.01, n.shape))
-    out = bootstrap(n, d, noisy, samples=10, forecast=(1e9, 2e10), refine=4)
+    out = bootstrap(n, d, noisy, samples=20, forecast=(1e9, 2e10))
     assert out["alpha"][0] < 0.34 < out["alpha"][1] and out["beta"][0] < 0.28 < out["beta"][1]
     assert out["forecast"][0] < CHINCHILLA.loss(1e9, 2e10) < out["forecast"][1]
     assert out["forecast"][1] - out["forecast"][0] < 1.0

@@ -87,7 +87,7 @@ def test_coordinate_check_widths():
     assert mup[64] == std[64]
     for q in ("attn", "mlp", "resid", "logits"):
         for step in (1, 2, 3):
-            assert growth(mup, q, step) < 2.0, (q, step, growth(mup, q, step))
+            assert 0.5 < growth(mup, q, step) < 2.0, (q, step, growth(mup, q, step))
     assert growth(std, "attn") > 100 and growth(std, "mlp") > 50 and growth(std, "resid") > 50
     assert growth(std, "logits") > 5
 
@@ -100,8 +100,9 @@ def test_coordinate_check_depths():
     completep = coordinate_check([*deep, "model.parametrization=completep"], (2, 16), steps=3, axis="depth")
     std = coordinate_check([*deep, "model.parametrization=standard"], (2, 16), steps=3, axis="depth")
     assert completep[2] == std[2]
-    assert growth(completep, "resid") < 2.0 and growth(completep, "logits") < 2.0
+    assert 0.5 < growth(completep, "resid") < 2.0 and 0.5 < growth(completep, "logits") < 2.0
     assert growth(std, "resid") > 4.0
+    assert growth(completep, "mlp") < 0.25  # (each branch x 2 / 16)
 
 
 def test_bad_parametrizations_are_one_line_exit_2(tmp_path, capsys):
@@ -188,3 +189,28 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
         assert main(["train", "+experiment=shakespeare_char", f"run.dir={tmp_path / 'bad'}", *args]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == f"spmdgpt: error: {line}"
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_completep_run_exports_to_what_it_computes(tmp_path, capsys):
+    """`spmdgpt export` of a completep model (4x its base width and depth: queries x 0.5,
+    branches x 1/4, folded into the weights) and of a model.size one: `spmdgpt eval` of the
+    Hugging Face folder gives the run's own loss on the same text."""
+    from spmdgpt.cli import main
+
+    text = tmp_path / "held.txt"
+    text.write_text("0123456789876543210" * 40)
+    losses = {}
+    for name, extra in {"completep": ["model.parametrization=completep", "model.d_model=128", "model.base_width=32",
+                                      "model.num_layers=4", "model.base_depth=1"],
+                        "size": ["model.size=2"]}.items():
+        run, out = tmp_path / name, tmp_path / f"{name}-hf"
+        assert main(["train", "+experiment=staircase", "model.tie_embeddings=false", "train.steps=3",
+                     "train.eval_every=0", "checkpoint.every=3", f"run.dir={run}", *extra]) == 0
+        assert main(["export", f"run.dir={run}", f"out={out}"]) == 0
+        for where in (run, f"hf:{out}"):
+            capsys.readouterr()
+            assert main(["eval", f"run.dir={where}", f"text_file={text}"]) == 0
+            losses[name, str(where).startswith("hf:")] = capsys.readouterr().out
+    for name in ("completep", "size"):
+        own, hf = (float(losses[name, h].strip().splitlines()[-1].split()[2]) for h in (False, True))  # (loss)
+        assert hf == pytest.approx(own, rel=1e-5) and own > 0

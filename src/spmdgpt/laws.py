@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -112,19 +112,23 @@ def _grid_values(starts: np.ndarray, log_n, log_d, log_l, delta) -> np.ndarray:
 
 
 def fit_law(n: Sequence[float], d: Sequence[float], loss: Sequence[float], delta: float = HUBER_DELTA,
-            grid: Optional[Dict[str, Sequence[float]]] = None, refine: int = 8) -> Law:
+            grid: Optional[Dict[str, Sequence[float]]] = None, refine: int = 8, start: Optional[Law] = None) -> Law:
     """Approach 3: the law through the runs (N parameters, D tokens, final loss L each). The
     objective is evaluated at every point of the initialisations' grid at once and L-BFGS refines
-    the `refine` best of them; the lowest result is kept."""
+    the `refine` best of them (and `start`, a law to begin from, when given); the lowest result
+    is kept."""
     from scipy.optimize import minimize
 
     n, d, loss = _check(n, d, loss)
     log_n, log_d, log_l = np.log(n), np.log(d), np.log(loss)
     g = grid or GRID
     starts = np.array(list(itertools.product(g["a"], g["b"], g["e"], g["alpha"], g["beta"])))
-    order = np.argsort(_grid_values(starts, log_n, log_d, log_l, delta), kind="stable")[:refine]
+    starts = starts[np.argsort(_grid_values(starts, log_n, log_d, log_l, delta), kind="stable")[:refine]]
+    if start is not None:
+        starts = np.concatenate([[[math.log(start.A), math.log(start.B), math.log(start.E), start.alpha,
+                                   start.beta]], starts])
     best = None
-    for start in starts[order]:
+    for start in starts:
         res = minimize(_scaled, start, args=(log_n, log_d, log_l, delta), jac=True, method="L-BFGS-B",
                        options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000})
         if best is None or res.fun < best.fun:
@@ -160,20 +164,22 @@ def isoflop_minima(n: Sequence[float], d: Sequence[float], loss: Sequence[float]
     return {"minima": minima, "exponent": float(slope), "coefficient": float(math.exp(intercept))}
 
 
-def bootstrap(n: Sequence[float], d: Sequence[float], loss: Sequence[float], fit: Callable = fit_law,
-              samples: int = 100, seed: int = 0, quantiles: Tuple[float, float] = (0.05, 0.95),
-              forecast: Optional[Tuple[float, float]] = None, **kw) -> Dict[str, Tuple[float, float]]:
+def bootstrap(n: Sequence[float], d: Sequence[float], loss: Sequence[float], samples: int = 100, seed: int = 0,
+              quantiles: Tuple[float, float] = (0.05, 0.95), forecast: Optional[Tuple[float, float]] = None,
+              refine: int = 2) -> Dict[str, Tuple[float, float]]:
     """{field: (low, high)} of each fitted value over `samples` refits on the runs resampled with
     replacement (quantiles of them; default a 90% interval), and "forecast": the interval of
-    L(N, D) at `forecast` = (N, D) when given. Resamples that cannot be fitted (too few distinct
-    runs) are drawn again."""
+    L(N, D) at `forecast` = (N, D) when given. Each refit starts from the law fitted to all the
+    runs and the `refine` best points of the grid (about 0.1 s each). Resamples that cannot be
+    fitted (too few distinct runs) are drawn again."""
     n, d, loss = _check(n, d, loss)
+    whole = fit_law(n, d, loss)
     rng = np.random.default_rng(seed)
     laws: List[Law] = []
     while len(laws) < samples:
         idx = rng.integers(0, len(n), len(n))
         try:
-            laws.append(fit(n[idx], d[idx], loss[idx], **kw))
+            laws.append(fit_law(n[idx], d[idx], loss[idx], refine=refine, start=whole))
         except LawError:
             continue
     out = {f: tuple(float(q) for q in np.quantile([getattr(law, f) for law in laws], quantiles))

@@ -62,6 +62,9 @@ def size_line(cfg) -> str:
         parts.append(f"train.tokens_per_param={t.tokens_per_param:g}: {t.steps} step{'s' * (t.steps != 1)} of "
                      f"{cfg.data.batch_size * cfg.data.seq_len} tokens for {n / 1e6:.2f}M matmul parameters "
                      f"({t.steps * cfg.data.batch_size * cfg.data.seq_len / n:.1f} tokens each)")
+        if cfg.optimizer.warmup_steps >= t.steps:
+            parts.append(f"note: optimizer.warmup_steps={cfg.optimizer.warmup_steps} is the whole run (not scaled "
+                         "with it): set a smaller one")
     return "; ".join(parts)
 
 
@@ -102,12 +105,13 @@ def coordinate_check(overrides: Sequence[str], sizes: Sequence[int], steps: int 
 
 
 def growth(check: Dict[int, Dict[str, List[List[float]]]], quantity: str, step: int = -1) -> float:
-    """How many times larger (or smaller) `quantity` is at the largest size than at the smallest
-    after `step` steps (default the last): the worst layer's by layer when the sizes are widths,
-    the last layer's (the stream the head reads) when they are depths. ~1 under μP (widths) and
-    CompleteP (depths: the residual stream and the logits; each branch is 1/L of it by design),
-    growing with the size under standard parametrization."""
+    """How many times larger `quantity` is at the largest size than at the smallest after `step`
+    steps (default the last; below 1: smaller), the layer furthest from 1 when the sizes are
+    widths (layers matched by number), the last layer's (the stream the head reads) when they
+    are depths. Near 1 under μP (widths) and CompleteP (depths: the residual stream and the
+    logits; each branch is multiplied by base_depth / L, so it shrinks by design), growing with
+    the size under standard parametrization."""
     sizes = sorted(check)
     small, large = check[sizes[0]][quantity][step], check[sizes[-1]][quantity][step]
     pairs = list(zip(small, large)) if len(small) == len(large) else [(small[-1], large[-1])]
-    return max(max(b / a, a / b) for a, b in pairs)
+    return max((b / a for a, b in pairs), key=lambda g: max(g, 1 / g))

@@ -208,6 +208,10 @@ class _Loop:
             f"vocab {data.tokenizer.vocab_size}) | mesh {dict(jax.sharding.get_abstract_mesh().shape)} "
             f"sharding {cfg.sharding.name} | attention "
             f"{attention_backend(cfg.model).value} | {self.fpt / 1e6:.1f} MFLOP/token"
+            + ("" if cfg.model.parametrization.value == "standard" else
+               f" | {cfg.model.parametrization.value} against base width {cfg.model.base_width or cfg.model.d_model}"
+               + (f", depth {cfg.model.base_depth or cfg.model.num_layers}"
+                  if cfg.model.parametrization.value == "completep" else ""))
             + ("" if cfg.model.matmul_dtype.value != "fp8" else " | FP8 matmuls" + (
                 " (emulated on the CPU: slower than bf16, for checking numerics)"
                 if jax.devices()[0].platform == "cpu" else ""))

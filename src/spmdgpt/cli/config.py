@@ -57,10 +57,14 @@ def section_lines(prefix: str, node) -> List[str]:
 
 
 def run(items: List[str]) -> int:
-    from spmdgpt.config import Config, load_config, to_yaml
+    from spmdgpt.config import Config, load_config, to_yaml, validate
 
     section = items[0] if items and "=" not in items[0] and not items[0].startswith(("+", "~")) else None
     cfg = load_config(items[1:] if section else items)
+    if cfg.train.tokens_per_param is not None and not validate(cfg, 1, sections=("model", "batch")):
+        from spmdgpt.scaling import with_token_budget
+
+        cfg = with_token_budget(cfg)  # (the steps a run would take, as it starts)
     if section is None:
         print(to_yaml(cfg), end="")
         return EXIT_OK

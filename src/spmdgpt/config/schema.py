@@ -302,10 +302,9 @@ class TrainConfig(Section):
     rollout_prompts: int = 2  # how many fixed validation prompts to continue
     rollout_prompt_tokens: int = 16  # prompt length, taken from the validation split
     rollout_temperature: float = 0.8  # sampling temperature of the rollouts (0 = greedy)
-    # Divergence guard: a non-finite loss or gradient norm stops the run (exit 3, nothing saved
-    # after it). With N > 0, a step with non-finite gradients is skipped instead (parameters and
-    # optimizer state kept), and the run stops after N skipped steps in a row.
-    skip_nonfinite: int = 0
+    skip_nonfinite: int = 0  # the divergence guard: a non-finite loss or gradient norm stops the run (exit 3,
+    # nothing saved after it); with N > 0 a step with non-finite gradients is skipped instead (parameters and
+    # optimizer state kept), and the run stops after N skipped steps in a row
     loss_spike_factor: float = 3.0  # log a loss_spike event when loss > k x the recent median (0 = off)
     # where rows go: console, jsonl (always), tensorboard (run.dir/tb), wandb (optional package)
     loggers: List[str] = field(default_factory=lambda: ["console", "jsonl"])

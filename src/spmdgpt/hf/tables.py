@@ -71,6 +71,7 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
                  "loss_block", "init_std", "mtp_depth", "mtp_weight",
                  # (μP / CompleteP: their forward multipliers are folded into the exported weights)
                  "parametrization", "base_width", "base_depth", "depth_alpha",
+                 "size",  # (model.size: the fields it sets are spelt out in the config)
                  "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss")
 # a dense model's moe.* fields (what a table without experts refuses: the defaults)
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
