@@ -53,11 +53,6 @@ def base_config(m: ModelConfig) -> ModelConfig:
                                base_width=None, base_depth=None)
 
 
-def width_of(m: ModelConfig) -> float:
-    """d_model over the base width (1 under standard)."""
-    return 1.0 if m.parametrization == STANDARD else m.d_model / (m.base_width or m.d_model)
-
-
 def depth_of(m: ModelConfig) -> float:
     """num_layers over the base depth (1 unless completep)."""
     if m.parametrization != Parametrization.completep:
