@@ -1,6 +1,7 @@
-"""Scaling a model: one size knob (`model.size`, `sized`), a run's length in tokens per
-parameter (`train.tokens_per_param`), and μP's coordinate check (`model.parametrization`), the
-test that a parametrization keeps every layer's activations the same size as the model widens.
+"""Scaling a model: a run's length in tokens per parameter (`train.tokens_per_param`: the steps
+it sets, `with_token_budget`; `model.size`'s shape is the config load's, `config.load.sized`),
+and μP's coordinate check (`model.parametrization`), the test that a parametrization keeps
+every layer's activations the same size as the model widens.
 
     coordinate_check(["+experiment=staircase", "model.parametrization=mup", ...],
                      sizes=(64, 128, 256, 512, 1024), steps=4)
@@ -33,6 +34,7 @@ from spmdgpt.model.transformer import activation_stats
 from spmdgpt.sharding import Rules, make_mesh
 
 QUANTITIES = ("attn", "mlp", "resid", "logits")  # what a coordinate check reads (RMS), in plot order
+
 
 def with_token_budget(cfg):
     """cfg with train.steps from train.tokens_per_param (unset: cfg itself): T x the model's matmul

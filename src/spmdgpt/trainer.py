@@ -31,6 +31,7 @@ from spmdgpt.budget import Pacer, fit_budget, recorded_steps
 from spmdgpt.config import (
     Config,
     ConfigError,
+    Parametrization,
     freeze,
     profile_range,
     validate,
@@ -91,8 +92,9 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     if errs:
         raise ConfigError(errs)
     cfg = with_token_budget(cfg)  # train.tokens_per_param: the steps, from the model's parameters
-    if size_line(cfg) and jax.process_index() == 0:  # (model.size / tokens_per_param: what they set)
-        print(size_line(cfg), flush=True)
+    line = size_line(cfg)  # (model.size / tokens_per_param: what they set)
+    if line and jax.process_index() == 0:
+        print(line, flush=True)
     cfg = freeze(copy.deepcopy(cfg))  # the run's own config from here on (the caller's stays as it was)
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     kind = run_kind(cfg)  # what the run loads, how its batches are made, what it evaluates (spmdgpt.kinds)
@@ -208,10 +210,10 @@ class _Loop:
             f"vocab {data.tokenizer.vocab_size}) | mesh {dict(jax.sharding.get_abstract_mesh().shape)} "
             f"sharding {cfg.sharding.name} | attention "
             f"{attention_backend(cfg.model).value} | {self.fpt / 1e6:.1f} MFLOP/token"
-            + ("" if cfg.model.parametrization.value == "standard" else
+            + ("" if cfg.model.parametrization == Parametrization.standard else
                f" | {cfg.model.parametrization.value} against base width {cfg.model.base_width or cfg.model.d_model}"
                + (f", depth {cfg.model.base_depth or cfg.model.num_layers}"
-                  if cfg.model.parametrization.value == "completep" else ""))
+                  if cfg.model.parametrization == Parametrization.completep else ""))
             + ("" if cfg.model.matmul_dtype.value != "fp8" else " | FP8 matmuls" + (
                 " (emulated on the CPU: slower than bf16, for checking numerics)"
                 if jax.devices()[0].platform == "cpu" else ""))

@@ -80,7 +80,7 @@ class ModelConfig(Section):
     base_width: Optional[int] = None  # mup / completep: the d_model the hyperparameters were tuned at; default d_model
     base_depth: Optional[int] = None  # completep: the num_layers they were tuned at; default num_layers
     size: Optional[int] = None  # one size knob, the depth: num_layers = size, d_model = 64 x size, heads of 64
-    # (`scaling.SIZE_RULES`; a field given on the command line wins); None: the fields as they are
+    # (`config.load.SIZE_RULES`; a field given on the command line wins); None: the fields as they are
     depth_alpha: float = 1.0  # completep: residual branches x (base_depth / num_layers)^alpha (CompleteP: 1;
     # depth-μP: 0.5), hidden matrices' AdamW rate x (num_layers / base_depth)^(alpha - 1)
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash

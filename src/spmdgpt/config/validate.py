@@ -15,6 +15,7 @@ from spmdgpt.config.schema import (
     DistConfig,
     DType,
     OptimizerName,
+    Parametrization,
     RopeScaling,
     Split,
     TokenizerKind,
@@ -213,10 +214,12 @@ def _model(m, training: bool) -> List[str]:
     return errs
 
 
-def whole_width(errs: List[str], name: str, factor: float, d_model: int, what: str) -> None:
-    """An MLP width factor x d_model must be a whole number (mlp_hidden / expert_hidden round it)."""
+def whole_width(errs: List[str], name: str, factor: float, d_model: int, what: str,
+                width: str = "model.d_model") -> None:
+    """An MLP width factor x d_model must be a whole number (mlp_hidden / expert_hidden round it);
+    `width` names the d_model in the message (model.base_width: μP's base shape)."""
     if factor > 0 and d_model > 0 and abs(factor * d_model - round(factor * d_model)) > 1e-6:
-        errs.append(f"{name}={factor} * model.d_model={d_model} is not a whole number; "
+        errs.append(f"{name}={factor} * {width}={d_model} is not a whole number; "
                     f"choose a factor that gives an integer {what} width")
 
 
@@ -349,8 +352,8 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
         if m.max_seq_len > 0 and d.seq_len > m.max_seq_len:
             errs.append(f"data.seq_len={d.seq_len} exceeds model.max_seq_len={m.max_seq_len}; "
                         f"lower data.seq_len or raise model.max_seq_len")
-    if {"model", "optimizer"} <= sections and m.parametrization.value != "standard" \
-            and cfg.optimizer.name.value == "sgd":
+    if {"model", "optimizer"} <= sections and m.parametrization != Parametrization.standard \
+            and cfg.optimizer.name == OptimizerName.sgd:
         errs.append(f"model.parametrization={m.parametrization.value} scales AdamW's learning rates (μP's Adam "
                     "rules); optimizer.name=sgd would need SGD's: use adamw, muon or manifold_muon")
     if {"model", "optimizer"} <= sections and cfg.optimizer.unembed_lr is not None and m.tie_embeddings:

@@ -40,6 +40,7 @@ from typing import List
 import jax
 
 from spmdgpt.config import ModelConfig, Parametrization, head_dim
+from spmdgpt.config.validate import whole_width
 from spmdgpt.model.info import by_name, is_info
 
 STANDARD = Parametrization.standard
@@ -128,9 +129,7 @@ def config_errors(m: ModelConfig) -> List[str]:
     elif m.head_dim is None and m.num_heads > 0 and (base.d_model // m.num_heads) % 2:
         errs.append(f"model.base_width={base.d_model} / model.num_heads={m.num_heads} is odd (RoPE rotates pairs); "
                     "choose a base width whose head dimension is even")
-    if m.mlp_factor * base.d_model != int(m.mlp_factor * base.d_model):
-        errs.append(f"model.base_width={base.d_model} x model.mlp_factor={m.mlp_factor} is not whole; choose "
-                    "another base width")
+    whole_width(errs, "model.mlp_factor", m.mlp_factor, base.d_model, "MLP", width="model.base_width")
     return errs
 
 
