@@ -214,10 +214,10 @@ def test_dense_layers_run_in_their_places():
         x, _, aux = jax.jit(lambda p, t: hidden_states(cfg, rules, p, t))(p, toks)
         stats = jax.jit(lambda p, t: activation_stats(cfg, rules, p, t))(p, toks)
         h, want_resid, want_balance = embed(cfg, rules, p, toks), [], []
-        one = jax.jit(lambda lp, h, dense: block(cfg, rules, lp, h, jnp.arange(16), 2, dense=dense), static_argnums=2)
+        one = jax.jit(lambda lp, h, stack: block(cfg, rules, lp, h, jnp.arange(16), 2, stack=stack), static_argnums=2)
         for i, kind in enumerate(moe_layers(cfg)):  # the reference: one layer after another
             stack, j = (p.blocks, sum(moe_layers(cfg)[:i])) if kind else (p.dense_blocks, i - sum(moe_layers(cfg)[:i]))
-            h, _, a = one(jax.tree.map(lambda a: a[j], stack), h, not kind)
+            h, _, a = one(jax.tree.map(lambda a: a[j], stack), h, "blocks" if kind else "dense_blocks")
             want_resid.append(float(jnp.sqrt(jnp.mean(h * h))))
             want_balance += [float(a["load_balance"])] if kind else []
         want = norm(cfg, rules, p.ln_f, h)

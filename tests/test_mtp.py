@@ -38,7 +38,7 @@ def _reference(cfg, rules, params, doc, counted=None):
         e = embed(m, rules, params, jnp.asarray(doc[None, k + 1:k + 1 + steps]))
         x = jnp.concatenate([norm(m, rules, p.norm_e, e), norm(m, rules, p.norm_h, h[:steps])], axis=-1)
         h = jnp.einsum("td,de->te", x, jnp.reshape(p.w_in, (2 * m.d_model, m.d_model)))
-        h = block(m, rules, p.block, h, jnp.arange(steps), 1, dense=True)[0]
+        h = block(m, rules, p.block, h, jnp.arange(steps), 1, stack="dense_blocks")[0]
         logits = np.asarray(unembed(m, rules, params, norm(m, rules, p.ln_f, h)), np.float64)
         target, use = doc[k + 2:k + 2 + steps], counted[k + 1:k + 1 + steps]
         lse = np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1)) + logits.max(-1)

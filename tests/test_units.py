@@ -77,7 +77,7 @@ TOY = Unit(toy_info, toy_apply, toy_stats, lambda cfg: {"toy_square": WEIGHT})
 
 @pytest.fixture
 def toy_mlp(monkeypatch):
-    units = lambda cfg, dense=False: (model_params.ATTENTION, TOY)
+    units = lambda cfg, stack="blocks": (model_params.ATTENTION, TOY)
     monkeypatch.setattr(model_params, "block_units", units)  # (the parameters' and the layers' lookups)
     monkeypatch.setattr(blocks, "block_units", units)
 

@@ -22,11 +22,13 @@ from spmdgpt.config.derived import (
     ROPE_SCALING_FIELDS,
     ROPE_SCALING_PARAMS,
     attention_widths,
+    deltanet_dims,
     expert_hidden,
     gated,
     head_dim,
     kv_heads,
     layer_windows,
+    linear_layers,
     logical_dim_sizes,
     mesh_axes,
     mesh_axes_of,
@@ -88,7 +90,7 @@ from spmdgpt.config.schema import (
     preference_data,
     prompts_data,
 )
-from spmdgpt.config.units import MlaConfig, MoeConfig
+from spmdgpt.config.units import DeltaNetConfig, MlaConfig, MoeConfig
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 
 __all__ = [
@@ -120,6 +122,7 @@ __all__ = [
     "RlRatio",
     "MoeConfig",
     "MlaConfig",
+    "DeltaNetConfig",
     "MoeDispatch",
     "Parametrization",
     "Router",
@@ -158,6 +161,8 @@ __all__ = [
     "moe_layer_pattern",
     "moe_layers",
     "mla_dims",
+    "deltanet_dims",
+    "linear_layers",
     "gated",
     "attention_widths",
     "model_config_from_dict",

@@ -61,6 +61,19 @@ def moe_layer_pattern(layers: int, first_dense: int, step: int) -> tuple:
     return tuple(i >= first_dense and (i - first_dense + 1) % step == 0 for i in range(layers))
 
 
+def linear_layers(m: ModelConfig) -> tuple:
+    """Which layers are Gated DeltaNet layers (True) and which softmax attention: in every group of
+    model.deltanet.full_attention_interval layers all but the last; none when it is 0."""
+    k = m.deltanet.full_attention_interval
+    return tuple(bool(k) and (i + 1) % k != 0 for i in range(m.num_layers))
+
+
+def deltanet_dims(m: ModelConfig) -> tuple:
+    """Gated DeltaNet's widths (model.deltanet): (key heads, value heads, key width, value width)."""
+    d = m.deltanet
+    return (d.key_heads, d.value_heads or d.key_heads, d.key_dim, d.value_dim or d.key_dim)
+
+
 def gated(m: ModelConfig) -> bool:
     """Whether model.mlp has a gate projection (SwiGLU, GeGLU)."""
     return m.mlp in (MlpType.swiglu, MlpType.geglu)
@@ -124,7 +137,9 @@ def logical_dim_sizes(cfg: ModelConfig) -> dict:
         mlp.append(("model.mlp_factor*model.d_model", mlp_hidden(cfg)))
     return {
         "embed": [("model.d_model", cfg.d_model)],
-        "heads": [("model.num_heads", cfg.num_heads)],
+        "heads": [("model.num_heads", cfg.num_heads)] + ([
+            ("model.deltanet.key_heads", deltanet_dims(cfg)[0]), ("model.deltanet.value_heads", deltanet_dims(cfg)[1])]
+            if any(linear_layers(cfg)) else []),
         "kv_heads": [("model.num_kv_heads", kv_heads(cfg))],
         "head_dim": mla_widths if cfg.mla.kv_rank else [("model.head_dim", head_dim(cfg))],
         "latent": [(f"model.mla.{name}", getattr(cfg.mla, name)) for name in ("kv_rank", "q_rank")

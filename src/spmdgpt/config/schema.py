@@ -38,7 +38,7 @@ from spmdgpt.config.choices import (
     TokenizerKind,
 )
 from spmdgpt.config.section import Section, freeze  # noqa: F401  (freeze: re-exported)
-from spmdgpt.config.units import MlaConfig, MoeConfig
+from spmdgpt.config.units import DeltaNetConfig, MlaConfig, MoeConfig
 
 # ----------------------------------------------------------------------------- sections
 
@@ -125,6 +125,8 @@ class ModelConfig(Section):
     attention_dropout: Optional[float] = None  # on the attention probabilities (xla backend); default: dropout
     moe: MoeConfig = field(default_factory=MoeConfig)  # mixture-of-experts MLPs (moe.num_experts > 0)
     mla: MlaConfig = field(default_factory=MlaConfig)  # multi-head latent attention (mla.kv_rank > 0)
+    deltanet: DeltaNetConfig = field(default_factory=DeltaNetConfig)  # Gated DeltaNet layers, a hybrid with softmax
+    # attention (deltanet.full_attention_interval > 0)
     norm_plus_one: bool = False  # every norm's scale (and the QK-norm's) is stored as w and multiplies by 1 + w,
     # starting at w = 0 (Gemma: weight decay then pulls toward the identity scale)
     post_norms: bool = False  # a norm on each branch's output too, before the residual add (Gemma 2/3's sandwich)

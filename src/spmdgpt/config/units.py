@@ -1,5 +1,5 @@
-"""The sections of the model's optional units: a mixture of experts for the MLP (model.moe)
-and multi-head latent attention (model.mla)."""
+"""The sections of the model's optional units: a mixture of experts for the MLP (model.moe),
+multi-head latent attention (model.mla) and Gated DeltaNet layers (model.deltanet)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,27 @@ class MlaConfig(Section):
     rope_dim: int = 64  # RoPE dimensions of each query head and of the shared RoPE key (qk_rope_head_dim)
     nope_dim: Optional[int] = None  # unrotated query/key dimensions per head (qk_nope_head_dim); default model.head_dim
     v_dim: Optional[int] = None  # value (and output) dimensions per head (v_head_dim); default model.head_dim
+
+    def __str__(self) -> str:
+        return changed_fields(self)
+
+
+@dataclass
+class DeltaNetConfig(Section):
+    """Gated DeltaNet layers (model.deltanet; Qwen3-Next, Qwen3.5): linear attention whose state is
+    a [key_dim, value_dim] matrix per value head, decayed by a gate and written by the delta rule,
+    after a short causal convolution (`spmdgpt.model.deltanet`). full_attention_interval = k > 0
+    makes a hybrid: in every group of k layers the first k - 1 are Gated DeltaNet layers and the
+    last one softmax attention (model.num_heads, num_kv_heads, ...); 0: off."""
+
+    full_attention_interval: int = 0  # k: one softmax-attention layer in every k (Qwen3-Next / 3.5: 4); 0 = off
+    key_heads: int = 4  # query/key heads (linear_num_key_heads; Qwen3.5-2B: 16)
+    value_heads: Optional[int] = None  # value heads, a multiple of key_heads, each group of value_heads / key_heads
+    # consecutive ones sharing a key head (linear_num_value_heads); default key_heads
+    key_dim: int = 64  # query/key width per head (linear_key_head_dim; Qwen3.5: 128)
+    value_dim: Optional[int] = None  # value width per head (linear_value_head_dim); default key_dim
+    conv: int = 4  # the causal depthwise convolution's width over q, k and v (linear_conv_kernel_dim)
+    chunk: int = 64  # training's chunkwise parallel form: tokens per chunk (a matmul-sized [chunk, chunk] system)
 
     def __str__(self) -> str:
         return changed_fields(self)

@@ -194,7 +194,8 @@ def _model(m, training: bool) -> List[str]:
     whole_width(errs, "model.mlp_factor", m.mlp_factor, m.d_model, "MLP")
     if m.loss_block < 0:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
-    errs += feature_errors("moe", m) + feature_errors("mla", m) + feature_errors("parametrization", m)
+    errs += feature_errors("moe", m) + feature_errors("mla", m) + feature_errors("deltanet", m)
+    errs += feature_errors("parametrization", m)
     for name in ("dropout", "attention_dropout"):
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:

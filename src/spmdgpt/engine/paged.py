@@ -294,12 +294,12 @@ class Step:
         draw = Draw(*(jax.sharding.reshard(a, rules.spec("batch")) for a in draw))
         return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where)
 
-    def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, dense: bool, window=None):
+    def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None):
         """One block over a group's rows, reading layer `layer` of the pool and writing its new entries."""
         b, t = g.rows.tokens.shape
         view = {n: _view(pool[n], layer, g.table, lay, rules) for n, lay in self.layouts.items()}
         x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, LayerCache(view, mask, jnp.int32(g.capacity)),
-                         window=window, dense=dense)
+                         window=window, stack=stack)
         pool = {n: _written(pool[n], layer, kv[n], lay, g.capacity, t, *g.where, rules)
                 for n, lay in self.layouts.items()}
         return x, pool
@@ -318,13 +318,13 @@ class Step:
         verifying = [i == 0 and self.drafts > 0 for i, on in enumerate(groups) if on]  # (decode rows with drafts)
         xs = tuple(embed(cfg, rules, params, g.rows.tokens) for g in live)
 
-        def make_step(dense: bool):
+        def make_step(stack: str):
             def step(carry, layer):
                 (xs, pool), (p, s) = carry, layer
                 out = []
                 for x, g in zip(xs, live, strict=True):
                     mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, g.k_pos, s.window)
-                    x, pool = self._layer(rules, p, x, pool, s.index, g, mask, dense, s.window)
+                    x, pool = self._layer(rules, p, x, pool, s.index, g, mask, stack, s.window)
                     out.append(x)
                 return (tuple(out), pool), {}
 
@@ -380,7 +380,7 @@ class Step:
         for k in range(self.drafts):
             p = jax.tree.map(lambda a, k=k: a[k], params.mtp)
             x = mtp_input(cfg, rules, params, p, h, following)
-            h, pool = self._layer(rules, p.block, x, pool, cfg.num_layers + k, g, g.mask, dense=True)
+            h, pool = self._layer(rules, p.block, x, pool, cfg.num_layers + k, g, g.mask, stack="dense_blocks")
             out = unflatten(rules, norm(cfg, rules, p.ln_f, h), b, "embed")
             d = jnp.argmax(limited(self._logits(rules, params, _pick(out, anchor)), self.vocab_limit), axis=-1)
             drafts.append(d.astype(jnp.int32))

@@ -112,6 +112,9 @@ class Engine:
 
     def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
                  config: EngineConfig = EngineConfig()):
+        if cfg.deltanet.full_attention_interval:
+            raise ValueError("the inference engine does not hold Gated DeltaNet states yet (model.deltanet): a hybrid "
+                             "model trains and evaluates, but cannot sample or serve until it does")
         d = rules.batch_divisor()
         if config.slots % d:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")

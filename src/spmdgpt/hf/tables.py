@@ -57,7 +57,17 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from spmdgpt.config import ROPE_SCALING_PARAMS, MlaConfig, MlpType, ModelConfig, MoeConfig, NormType, Router, mla_dims
+from spmdgpt.config import (
+    ROPE_SCALING_PARAMS,
+    DeltaNetConfig,
+    MlaConfig,
+    MlpType,
+    ModelConfig,
+    MoeConfig,
+    NormType,
+    Router,
+    mla_dims,
+)
 
 # model fields that change how a model is trained or run, never the function it computes
 # (init_std too: Hugging Face's config.json records it as initializer_range, the page's does not; the
@@ -72,11 +82,15 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
                  # (μP / CompleteP: their forward multipliers are folded into the exported weights)
                  "parametrization", "base_width", "base_depth", "depth_alpha",
                  "size",  # (model.size: the fields it sets are spelt out in the config)
-                 "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss")
+                 "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss",
+                 "deltanet.chunk")
 # a dense model's moe.* fields (what a table without experts refuses: the defaults)
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
 # a model without multi-head latent attention: the mla.* defaults
 NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig)}
+# a model without Gated DeltaNet layers: the deltanet.* defaults
+NO_DELTANET = {f"deltanet.{f.name}": f.default for f in dataclasses.fields(DeltaNetConfig)
+               if f"deltanet.{f.name}" not in TRAINING_ONLY}
 # a model without Gemma's layer options: their defaults
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None}
@@ -145,7 +159,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
-           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA}
+           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -216,7 +230,7 @@ QWEN3 = Architecture(
     name="Qwen3ForCausalLM", model_type="qwen3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
-    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET},
     picks={"qk_norm": True},
 )
 
@@ -263,7 +277,7 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED, **NO_MLA, **NO_GEMMA},
+             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET},
     picks={**MOE_PICK, "qk_norm": True},
 )
 
@@ -327,7 +341,7 @@ DEEPSEEK_V3 = Architecture(
             "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
-             "moe.router": Router.sigmoid, "moe.interleave_step": 1, **NO_GEMMA},
+             "moe.router": Router.sigmoid, "moe.interleave_step": 1, **NO_GEMMA, **NO_DELTANET},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
@@ -347,7 +361,7 @@ GEMMA3 = Architecture(
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm_scale": None,
             "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
-             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA},
+             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET},
 )
 
 NEOX = Architecture(

@@ -31,16 +31,16 @@ Array = jax.Array
 
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
-          key: Optional[Array] = None, window: Optional[Array] = None, dense: bool = False):
+          key: Optional[Array] = None, window: Optional[Array] = None, stack: str = "blocks"):
     """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
     sandwich) on the residual stream x: [stream, embed] -> (x, this layer's
     updated cache arrays or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
     collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
     key (training only): dropout on the attention probabilities and on both branch outputs.
-    window: this layer's sliding window (`attention.window_mask`; None: global). dense: an MoE
-    model's dense layer (`block_units`)."""
-    attention, mlp_unit = block_units(cfg, dense)
+    window: this layer's sliding window (`attention.window_mask`; None: global). stack: the
+    parameter stack the layer belongs to, which picks its units (`block_units`)."""
+    attention, mlp_unit = block_units(cfg, stack)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     h = norm(cfg, rules, p.ln1, x)
@@ -94,12 +94,12 @@ class Cached(NamedTuple):
 
 def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, segment_ids: Optional[Array] = None,
                key: Optional[Array] = None, collect: bool = False, cached: Optional[Cached] = None,
-               dense: bool = False) -> Callable:
+               stack: str = "blocks") -> Callable:
     """The `lax.scan` body of one layer, (x, (its Block parameters, PerLayer)) -> (x, outputs):
     the units' aux dict, or on a cached pass the layer's updated cache arrays. Every layer
     loop runs it (`hidden_states`' two, a pipeline stage's); model.remat applies here, to the
     passes that are differentiated (not cached ones). key: layer i's dropout key is
-    fold_in(key, i). dense: an MoE model's dense layers (`block_units`)."""
+    fold_in(key, i). stack: the parameter stack of the layers it runs (`block_units`)."""
     def step(x, layer):
         p, s = layer
         cache = None
@@ -109,7 +109,7 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
                 mask = mask & window_mask(positions, cached.k_pos, s.window)
             cache = LayerCache(s.cache, mask, cached.end)
         k = None if key is None else jax.random.fold_in(key, s.index)
-        x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, dense)
+        x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, stack)
         return x, (aux if cached is None else kv)
 
     if cached is None and cfg.remat != Remat.none:
@@ -136,28 +136,35 @@ def merge_layers(a: Array) -> Array:
 
 
 def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):
-    """Runs the layers in order: make_step(dense) is a `lax.scan` body (x, (a layer's block
-    parameters, its slice of xs)) -> (x, a dict of outputs) for the MoE model's dense layers
-    (dense=True) or the `blocks` layers; xs: a tree of per-layer inputs [layers, ...] in layer
-    order. Returns (x, {name: [layers, ...]}) in layer order; an output that only one kind of
-    layer gives is NaN at the other kind's layers (fill=True, statistics) or only that kind's,
-    in order ([MoE layers, ...]: the auxiliary losses and the balancing's expert shares).
+    """Runs the layers in order: make_step(stack) is a `lax.scan` body (x, (a layer's block
+    parameters, its slice of xs)) -> (x, a dict of outputs) for the layers of parameter stack
+    `stack` ("blocks"; an MoE model's dense layers "dense_blocks"; a hybrid's Gated DeltaNet layers
+    "linear_blocks"); xs: a tree of per-layer inputs [layers, ...] in layer order. Returns
+    (x, {name: [layers, ...]}) in layer order; an output that only one kind of layer gives is NaN
+    at the other kind's layers (fill=True, statistics) or only that kind's, in order ([MoE
+    layers, ...]: the auxiliary losses and the balancing's expert shares).
 
-    Without dense_blocks, one scan over `blocks`. With them: a scan over the first N dense
-    layers, then a scan over G groups, each an inner scan over its k - 1 dense layers and then
-    its MoE layer (N = model.moe.first_dense_layers, k = interleave_step); the dense stack's
-    layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one."""
+    With one stack, one scan over `blocks`. With two: a scan over the first N layers of the
+    other stack, then a scan over G groups, each an inner scan over its k - 1 layers of the other
+    stack and then its `blocks` layer (an MoE model: N = model.moe.first_dense_layers, k =
+    interleave_step; a hybrid: N = 0, k = model.deltanet.full_attention_interval); the other
+    stack's layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one."""
     scan = partial(jax.lax.scan, unroll=unroll)
-    if params.dense_blocks is None:
-        return scan(make_step(False), x, (params.blocks, xs))
-    n, k = cfg.moe.first_dense_layers, cfg.moe.interleave_step
-    g = sum(moe_layers(cfg))
+    if params.linear_blocks is not None:
+        other, n, k = "linear_blocks", 0, cfg.deltanet.full_attention_interval
+        g = cfg.num_layers // k
+    elif params.dense_blocks is not None:
+        other, n, k = "dense_blocks", cfg.moe.first_dense_layers, cfg.moe.interleave_step
+        g = sum(moe_layers(cfg))
+    else:
+        return scan(make_step("blocks"), x, (params.blocks, xs))
+    others = getattr(params, other)
     head = lambda t: jax.tree.map(lambda a: a[:n], t)
     groups = lambda t, m: jax.tree.map(lambda a: split_layers(a[n:], g, m), t)
-    dense_step, moe_step = make_step(True), make_step(False)
+    dense_step, moe_step = make_step(other), make_step("blocks")
     first = {}
     if n:
-        x, first = scan(dense_step, x, (head(params.dense_blocks), head(xs)))
+        x, first = scan(dense_step, x, (head(others), head(xs)))
 
     def group(x, layers):
         p_dense, p_moe, xs_group = layers
@@ -167,7 +174,7 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
         x, ys_moe = moe_step(x, (p_moe, jax.tree.map(lambda a: a[k - 1], xs_group)))
         return x, (ys_dense, ys_moe)
 
-    dense_groups = groups(params.dense_blocks, k - 1) if k > 1 else None  # (k = 1: none; an empty reshape of a
+    dense_groups = groups(others, k - 1) if k > 1 else None  # (k = 1: none; an empty reshape of a
     # sharded stack is refused)
     x, (ys_dense, ys_moe) = scan(group, x, (dense_groups, params.blocks, groups(xs, k)))
 

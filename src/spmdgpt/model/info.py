@@ -21,7 +21,7 @@ class ParamInfo:
 
     shape: tuple
     logical: tuple  # logical axis name per dimension
-    init: str  # "normal" | "zeros" | "ones"
+    init: str  # "normal" | "zeros" | "ones" | "a_log" | "dt_bias" (Gated DeltaNet's decay, `params.DECAY_INITS`)
     std: float = 0.0  # for init == "normal"
     decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
     fan_in: tuple = ()  # logical names of the matrix's input axes, e.g. ("embed",)

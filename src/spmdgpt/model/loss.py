@@ -219,7 +219,7 @@ def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: A
     for k in range(cfg.mtp_depth):
         p = jax.tree.map(lambda a: a[k], params.mtp)
         h = mtp_input(cfg, rules, params, p, h, shifted(inputs, k + 1))  # t_{i+k+1} is inputs[i + k + 1]
-        h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, dense=True)[0]
+        h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, stack="dense_blocks")[0]
         out = norm(cfg, rules, p.ln_f, h)
         ok = (place < t - k - 1) & shifted(counted, k + 1)  # the target t_{i+k+2} = targets[i + k + 1] exists
         if segment_ids is not None:  # (and in position i's document)

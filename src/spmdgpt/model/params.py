@@ -16,6 +16,9 @@ Shapes (L layers, D = d_model, V vocabulary):
     unembed  [D, V]                 only when model.tie_embeddings=false
     dense_blocks  Block with the dense MLP, stacked: an MoE model's dense layers (model.moe.
              first_dense_layers, interleave_step), else None
+    linear_blocks  Block with Gated DeltaNet (deltanet.DeltaNet) for attention, stacked: a hybrid's
+             linear-attention layers (model.deltanet.full_attention_interval), else None; `blocks`
+             then holds its softmax-attention layers
     mtp      multi-token prediction's modules (model.mtp_depth > 0, `mtp.Mtp`), else None
 
 A block is made of units. A unit (`Unit`) is one kind of attention or MLP: its parameters (a
@@ -38,7 +41,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig, kv_heads, moe_layers
+from spmdgpt.config import ModelConfig, kv_heads, linear_layers, moe_layers
 from spmdgpt.model.attention import (
     attention_info,
     attention_unit_functions,
@@ -47,6 +50,7 @@ from spmdgpt.model.attention import (
     grouped_qkv,
     kv_cache,
 )
+from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_stats
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
@@ -98,14 +102,22 @@ class Unit(NamedTuple):
 ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv), cache=kv_cache)  # multi-head
 GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv), cache=kv_cache)
 LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, cache=mla_cache)  # multi-head latent attention (MLA)
+DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats)  # Gated DeltaNet (a hybrid's linear attention)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
 
-def block_units(cfg: ModelConfig, dense: bool = False) -> tuple[Unit, Unit]:
-    """(the attention unit, the MLP unit) of this model's blocks (dense: of an MoE model's dense
-    layers): a new kind is a case here."""
-    if cfg.mla.kv_rank:
+STACKS = ("blocks", "dense_blocks", "linear_blocks")  # the Params fields that hold stacked layers
+
+
+def block_units(cfg: ModelConfig, stack: str = "blocks") -> tuple[Unit, Unit]:
+    """(the attention unit, the MLP unit) of the layers in parameter stack `stack` (`STACKS`:
+    "blocks"; an MoE model's dense layers "dense_blocks"; a hybrid's Gated DeltaNet layers
+    "linear_blocks"): a new kind is a case here."""
+    dense = stack == "dense_blocks"
+    if stack == "linear_blocks":
+        attention = DELTANET
+    elif cfg.mla.kv_rank:
         attention = LATENT_ATTENTION
     else:
         attention = GROUPED_ATTENTION if kv_heads(cfg) != cfg.num_heads else ATTENTION
@@ -131,6 +143,7 @@ class Params(NamedTuple):
     unembed: Optional[Array]
     dense_blocks: Optional[Block] = None
     mtp: Optional[Mtp] = None  # model.mtp_depth > 0: the multi-token prediction modules (`model.mtp`)
+    linear_blocks: Optional[Block] = None  # a hybrid's Gated DeltaNet layers (model.deltanet)
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -143,26 +156,27 @@ def param_info(cfg: ModelConfig) -> Params:
 
 
 def _param_info(cfg: ModelConfig) -> Params:
-    def layer(dense: bool) -> Block:
-        attention, mlp_unit = block_units(cfg, dense)
+    def layer(stack: str) -> Block:
+        attention, mlp_unit = block_units(cfg, stack)
         post = norm_info(cfg) if cfg.post_norms else None
         return Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg), mlp=mlp_unit.info(cfg),
                      ln_post_attn=post, ln_post_mlp=post)
 
-    def layers(dense: bool, n: int) -> Block:
-        return stacked(layer(dense), n)
+    def layers(stack: str, n: int) -> Block:
+        return stacked(layer(stack), n)
 
-    kinds = moe_layers(cfg)
+    kinds, linear = moe_layers(cfg), linear_layers(cfg)
     D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
     return Params(
         embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
-        blocks=layers(False, sum(kinds) or cfg.num_layers),
+        blocks=layers("blocks", sum(kinds) or linear.count(False)),
         ln_f=norm_info(cfg),
         unembed=None
         if cfg.tie_embeddings
         else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, ("embed",), ("vocab",)),
-        dense_blocks=layers(True, kinds.count(False)) if any(kinds) and not all(kinds) else None,
-        mtp=mtp_info(cfg, layer(True)) if cfg.mtp_depth else None,
+        dense_blocks=layers("dense_blocks", kinds.count(False)) if any(kinds) and not all(kinds) else None,
+        mtp=mtp_info(cfg, layer("dense_blocks")) if cfg.mtp_depth else None,
+        linear_blocks=layers("linear_blocks", sum(linear)) if any(linear) else None,
     )
 
 
@@ -242,6 +256,15 @@ def init_tree(info, dtype, key: Array, rules: Rules):
 
 INIT_UNOPTIMISED = 8_000_000
 
+# Gated DeltaNet's decay (deltanet.DeltaNet: g = -exp(a_log) softplus(a + dt_bias)), initialised as
+# flash-linear-attention and Mamba 2 do: A ~ U(1, 16), and softplus(dt_bias) = dt log-uniform in
+# [0.001, 0.1], so that a fresh layer's state keeps most of itself from token to token.
+DECAY_INITS = {
+    "a_log": lambda k, shape: jnp.log(jax.random.uniform(k, shape, jnp.float32, 1.0, 16.0)),
+    "dt_bias": lambda k, shape: (lambda dt: dt + jnp.log(-jnp.expm1(-dt)))(  # softplus^-1(dt)
+        jnp.exp(jax.random.uniform(k, shape, jnp.float32, jnp.log(1e-3), jnp.log(0.1)))),
+}
+
 
 def _init_leaves(info: Params, dtype, key: Array) -> Params:
     """(A module-level function of hashable metadata, so that its compilation is cached across
@@ -250,6 +273,8 @@ def _init_leaves(info: Params, dtype, key: Array) -> Params:
         k = jax.random.fold_in(key, zlib.crc32(leaf_name(path).encode()))
         if i.init == "normal":
             return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
+        if i.init in DECAY_INITS:
+            return DECAY_INITS[i.init](k, i.shape).astype(dtype)
         return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
 
     return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=is_info)

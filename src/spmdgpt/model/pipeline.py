@@ -220,6 +220,9 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
     if m.moe.num_experts:
         errs.append(f"model.moe.num_experts={m.moe.num_experts}: a mixture of experts does not run in a pipeline yet "
                     f"({name}); set mesh.stage=1")
+    if m.deltanet.full_attention_interval:
+        errs.append(f"model.deltanet.full_attention_interval={m.deltanet.full_attention_interval}: a hybrid's two "
+                    f"layer stacks do not run in a pipeline yet ({name}); set mesh.stage=1")
     if m.dropout > 0 or (m.attention_dropout or 0) > 0:
         errs.append(f"dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet ({name}); "
                     "set them to 0 or mesh.stage=1")

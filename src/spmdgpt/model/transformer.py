@@ -59,8 +59,8 @@ def hidden_states(
             return final_norm(cfg, rules, params, x), None, {}
         params = whole_stack(rules, params)
 
-        def make_step(dense: bool):
-            return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, dense=dense)
+        def make_step(stack: str):
+            return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, stack=stack)
 
         per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32))
         x, aux = scan_layers(cfg, params, make_step, x, per_layer, unroll=cfg.scan_unroll, fill=collect)
@@ -80,8 +80,8 @@ def hidden_states(
     x = embed(cfg, rules, params, tokens)
     cached = Cached(mask, k_pos, cache.end)
 
-    def make_cached_step(dense: bool):
-        return layer_step(cfg, rules, batch, positions, segment_ids, cached=cached, dense=dense)
+    def make_cached_step(stack: str):
+        return layer_step(cfg, rules, batch, positions, segment_ids, cached=cached, stack=stack)
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).

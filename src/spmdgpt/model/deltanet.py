@@ -1,0 +1,192 @@
+"""Gated DeltaNet (Yang, Kautz and Hatamizadeh 2024, arXiv:2412.06464; the linear-attention layers
+of Qwen3-Next and Qwen3.5): an attention unit whose memory is a fixed-size state per head, not a
+growing list of keys and values.
+
+Shapes (D = d_model; `model.deltanet`: Hk key heads of width dk, Hv value heads of width dv, each
+group of Hv / Hk consecutive value heads sharing one key head; K = conv; the block stacks a
+layer axis in front):
+
+    w_qk      [D, 2, Hk, dk]   query and key projections
+    w_v       [D, Hv, dv]      value projection
+    w_z       [D, Hv, dv]      the output gate's projection (the gated norm's z)
+    w_ab      [D, 2, Hv]       the decay's input a and the write strength's input b, one per value head
+    conv_qk   [K, 2, Hk, dk]   the causal depthwise convolution over q and k (tap K - 1: this token)
+    conv_v    [K, Hv, dv]      ... and over v
+    a_log     [Hv]             the decay rate's log A (g = -A softplus(a + dt_bias) <= 0)
+    dt_bias   [Hv]
+    norm      [dv]             the gated RMSNorm's scale (a plain scale, whatever model.norm_plus_one)
+    w_o       [Hv, dv, D]      output projection (residual)
+
+Per token: q, k, v = SiLU(causal_conv(x w_qk, x w_v)); q and k L2-normalised (q also by
+dk^-1/2); beta = sigmoid(b), g = -exp(a_log) softplus(a + dt_bias); the gated delta rule
+(`delta_rule`) gives o per value head; out = (RMSNorm(o) * norm * SiLU(x w_z)) w_o. The
+convolution, like the state, never reaches across a document boundary (segment ids).
+
+Full sequences (training, evaluation) run the chunkwise parallel form (`delta_rule.chunked`,
+chunks of model.deltanet.chunk). Heads split over the tensor axis like attention heads (the key
+heads and the value heads both under the `heads` rule). Decoding with a state cache (the state
+[Hv, dk, dv] and the convolution's last K - 1 inputs per sequence) is the inference engine's
+next step; today a hybrid model trains and evaluates, and sampling refuses it in one line.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from spmdgpt.config import ModelConfig, deltanet_dims
+from spmdgpt.model import delta_rule
+from spmdgpt.model.attention import UnitInputs, output_projection
+from spmdgpt.model.collective import matmuls_in
+from spmdgpt.model.context import unflatten
+from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
+from spmdgpt.sharding import Rules
+
+L2_EPS = 1e-6  # q and k: x / sqrt(sum x^2 + eps) (flash-linear-attention's and transformers' l2norm)
+
+
+class DeltaNet(NamedTuple):
+    """Gated DeltaNet's parameters (one layer)."""
+
+    LORA = {"q": ("w_qk", 0), "k": ("w_qk", 1), "v": ("w_v", None), "o": ("w_o", None)}
+
+    w_qk: jax.Array
+    w_v: jax.Array
+    w_z: jax.Array
+    w_ab: jax.Array
+    conv_qk: jax.Array
+    conv_v: jax.Array
+    a_log: jax.Array
+    dt_bias: jax.Array
+    norm: jax.Array
+    w_o: jax.Array
+
+
+def deltanet_info(cfg: ModelConfig) -> DeltaNet:
+    D, std = cfg.d_model, cfg.init_std
+    Hk, Hv, dk, dv = deltanet_dims(cfg)
+    K = cfg.deltanet.conv
+    conv_std = (3 * K) ** -0.5  # (a depthwise Conv1d's default: uniform over +-1/sqrt(K), this std)
+    return DeltaNet(
+        w_qk=matrix((D, 2, Hk, dk), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), std),
+        w_v=matrix((D, Hv, dv), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), std),
+        w_z=matrix((D, Hv, dv), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), std),
+        w_ab=matrix((D, 2, Hv), ("embed", "qkv", "heads"), ("embed",), ("heads",), std),
+        conv_qk=ParamInfo((K, 2, Hk, dk), (None, "qkv", "heads", "head_dim"), "normal", conv_std),
+        conv_v=ParamInfo((K, Hv, dv), (None, "heads", "head_dim"), "normal", conv_std),
+        a_log=vector((Hv,), ("heads",), "a_log"),
+        dt_bias=vector((Hv,), ("heads",), "dt_bias"),
+        norm=vector((dv,), ("head_dim",), "ones"),
+        w_o=matrix((Hv, dv, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
+                   out_init(cfg)),
+    )
+
+
+def causal_conv(x: jax.Array, w: jax.Array, segments: Optional[jax.Array]) -> jax.Array:
+    """The causal depthwise convolution: x [b, t, ...channels], w [K, ...channels] -> [b, t, ...]
+    with out_t = sum_j w[j] x[t - (K - 1) + j], inputs before t = 0 or in another document (segments
+    [b, t]) read as zero. Computed in float32 (float64 for float64 x)."""
+    K, t = w.shape[0], x.shape[1]
+    f = jnp.promote_types(x.dtype, jnp.float32)
+    x32, w32 = x.astype(f), w.astype(f)
+    out = x32 * w32[K - 1]
+    for lag in range(1, min(K, t)):
+        shifted = jnp.pad(x32, ((0, 0), (lag, 0)) + ((0, 0),) * (x.ndim - 2))[:, :t]
+        if segments is not None:
+            same = jnp.pad(segments, ((0, 0), (lag, 0)), constant_values=-1)[:, :t] == segments
+            shifted = shifted * same.reshape(same.shape + (1,) * (x.ndim - 2))
+        out = out + shifted * w32[K - 1 - lag]
+    return out
+
+
+def _l2(x: jax.Array) -> jax.Array:
+    return x * jax.lax.rsqrt(jnp.sum(jnp.square(x), axis=-1, keepdims=True) + L2_EPS)
+
+
+def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array, u: UnitInputs):
+    """The unit's apply over full sequences: x [batch * seq, D] -> ([batch * seq, D], None, {})."""
+    if u.cache is not None:
+        raise NotImplementedError("Gated DeltaNet layers have no cached pass yet (decoding with a state cache)")
+    dt = x.dtype
+    Hk, Hv, dk, dv = deltanet_dims(cfg)
+    w = lambda a, *logical: rules.gather(a.astype(dt), logical)  # noqa: E731
+    terms = [("td,dcnh->tcnh", w(p.w_qk, "embed", "qkv", "heads", "head_dim"), ("qkv", "heads", "head_dim")),
+             ("td,dnh->tnh", w(p.w_v, "embed", "heads", "head_dim"), ("heads", "head_dim")),
+             ("td,dnh->tnh", w(p.w_z, "embed", "heads", "head_dim"), ("heads", "head_dim")),
+             ("td,dcn->tcn", w(p.w_ab, "embed", "qkv", "heads"), ("qkv", "heads"))]
+    ys = matmuls_in(rules, x, *((eq, a, ("embed", *logical), logical) for eq, a, logical in terms))
+    qk, v, z, ab = (unflatten(rules, y, u.batch, *logical) for y, (_, _, logical) in zip(ys, terms))
+    seg = u.segment_ids
+    qk = jax.nn.silu(causal_conv(qk, w(p.conv_qk, None, "qkv", "heads", "head_dim"), seg))
+    v = jax.nn.silu(causal_conv(v, w(p.conv_v, None, "heads", "head_dim"), seg))
+    q, k = _l2(qk[:, :, 0]) * dk ** -0.5, _l2(qk[:, :, 1])  # [b, t, Hk, dk], float32
+    if Hv != Hk:  # each key head serves Hv / Hk consecutive value heads
+        q, k = (jnp.repeat(a, Hv // Hk, axis=2, out_sharding=rules.spec("batch", "seq", "heads", None)) for a in (q, k))
+    f = jnp.promote_types(dt, jnp.float32)  # (the gates, the rule and the norm: float32, or float64 for float64 x)
+    a32 = ab.astype(f)
+    beta = jax.nn.sigmoid(a32[:, :, 1])
+    g = -jnp.exp(p.a_log.astype(f)) * jax.nn.softplus(a32[:, :, 0] + p.dt_bias.astype(f))
+    def heads_first(a):  # [b, t, h, ...] -> [b, h, t, ...], whole sequences (the chunks are scanned)
+        return jax.sharding.reshard(jnp.swapaxes(a, 1, 2), rules.spec("batch", "heads", *(None,) * (a.ndim - 2)))
+
+    if seg is not None:
+        seg = jax.sharding.reshard(seg, rules.spec("batch", None))
+    o, _ = delta_rule.chunked(heads_first(q), heads_first(k), heads_first(v), heads_first(g), heads_first(beta),
+                              seg, chunk=cfg.deltanet.chunk)
+    o = jax.sharding.reshard(jnp.swapaxes(o, 1, 2), rules.spec("batch", "seq", "heads", None))  # [b, t, Hv, dv]
+    o = o.astype(f) * jax.lax.rsqrt(jnp.mean(jnp.square(o.astype(f)), axis=-1, keepdims=True) + cfg.norm_eps)
+    o = o * w(p.norm, "head_dim").astype(f) * jax.nn.silu(z.astype(f))  # the gated RMSNorm
+    return output_projection(rules, p, o.astype(dt), head_major=False), None, {}
+
+
+def deltanet_stats(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array, u: UnitInputs) -> dict:
+    """None of its own yet (the block's RMS statistics cover the layer; softmax attention's largest
+    logit has no counterpart here)."""
+    return {}
+
+
+def config_errors(m: ModelConfig) -> List[str]:
+    """model.deltanet.*: checked only with Gated DeltaNet layers on (full_attention_interval > 0)."""
+    d = m.deltanet
+    if d.full_attention_interval < 0:
+        return [f"model.deltanet.full_attention_interval={d.full_attention_interval} must be >= 0 (0: no Gated "
+                "DeltaNet layers; 4: three of them, then one softmax-attention layer, as Qwen3-Next and Qwen3.5)"]
+    if not d.full_attention_interval:
+        return []
+    errs = []
+    if d.full_attention_interval < 2:
+        errs.append(f"model.deltanet.full_attention_interval={d.full_attention_interval}: every layer would be "
+                    "softmax attention; choose k >= 2 (k - 1 Gated DeltaNet layers, then one softmax-attention layer)")
+    elif m.num_layers % d.full_attention_interval:
+        errs.append(f"model.num_layers={m.num_layers} is not a multiple of model.deltanet.full_attention_interval="
+                    f"{d.full_attention_interval}: the layers run as groups of (interval - 1) Gated DeltaNet layers "
+                    "and one softmax-attention layer; choose num_layers as a multiple")
+    for name in ("key_heads", "key_dim", "conv", "chunk"):
+        if not getattr(d, name) > 0:
+            errs.append(f"model.deltanet.{name}={getattr(d, name)} must be > 0")
+    for name in ("value_heads", "value_dim"):
+        if getattr(d, name) is not None and not getattr(d, name) > 0:
+            errs.append(f"model.deltanet.{name}={getattr(d, name)} must be > 0, or null (the key's)")
+    Hk, Hv, _, _ = deltanet_dims(m)
+    if Hk > 0 and Hv > 0 and Hv % Hk:
+        errs.append(f"model.deltanet.value_heads={Hv} must be a multiple of model.deltanet.key_heads={Hk} (each key "
+                    "head serves value_heads / key_heads value heads)")
+    if m.moe.num_experts and (m.moe.first_dense_layers or m.moe.interleave_step != 1):
+        errs.append("model.deltanet with model.moe.first_dense_layers / interleave_step: a hybrid's MLPs are all "
+                    "dense or all MoE (Qwen3-Next: every layer MoE); set first_dense_layers=0 and interleave_step=1")
+    if m.mla.kv_rank:
+        errs.append("model.deltanet with model.mla.kv_rank > 0: a hybrid's softmax layers are multi-head or "
+                    "grouped-query attention; set model.mla.kv_rank=0")
+    if m.moe.num_experts and m.moe.bias_update_rate:
+        errs.append("model.deltanet with model.moe.bias_update_rate > 0: the balancing bias is set between steps in "
+                    "the softmax layers' stack only; set model.moe.bias_update_rate=0")
+    if m.parametrization.value != "standard":
+        errs.append(f"model.deltanet with model.parametrization={m.parametrization.value}: μP's rules are not worked "
+                    "out for Gated DeltaNet's parameters yet; use model.parametrization=standard")
+    if m.mtp_depth:
+        errs.append("model.deltanet with model.mtp_depth > 0: the multi-token prediction modules are not built for "
+                    "hybrids yet; set model.mtp_depth=0")
+    return errs
+

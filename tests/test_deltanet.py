@@ -1,0 +1,219 @@
+"""Gated DeltaNet (spmdgpt.model.delta_rule, spmdgpt.model.deltanet, model.deltanet): the chunkwise
+parallel form against the token-by-token recurrence in float64 (with documents and a carried
+state), packed documents against each document alone, bfloat16 inputs, gradients; the unit
+against a float64 reference of its equations; a hybrid's layer order; a data x model mesh against
+one device; the configuration's refusals. Parity with transformers' Qwen3.5 is in tests/test_hf.py."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from layouts import assert_close, cfg_for, reference, run
+
+from spmdgpt.config import ConfigError, deltanet_dims, linear_layers, load_config, validate
+from spmdgpt.model import delta_rule, forward, init_params
+from spmdgpt.model.attention import UnitInputs
+from spmdgpt.model.blocks import block
+from spmdgpt.model.deltanet import deltanet_attention
+from spmdgpt.model.head import embed, unembed
+from spmdgpt.model.layers import norm
+from spmdgpt.sharding import Rules, make_mesh
+
+HYBRID = ("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2", "model.deltanet.value_heads=4",
+          "model.deltanet.key_dim=8", "model.deltanet.value_dim=6", "model.deltanet.chunk=16")
+
+
+def _inputs(b=2, h=3, t=150, dk=8, dv=5, seed=0):
+    """Random q, k (unit length), v, log decays g in (-1, 0), write strengths, 5 documents a row, a state."""
+    r = np.random.default_rng(seed)
+    unit = lambda a: a / np.linalg.norm(a, axis=-1, keepdims=True)  # noqa: E731
+    q, k = unit(r.normal(size=(b, h, t, dk))), unit(r.normal(size=(b, h, t, dk)))
+    v, g, beta = r.normal(size=(b, h, t, dv)), -r.uniform(0, 1, size=(b, h, t)), r.uniform(size=(b, h, t))
+    seg = np.sort(r.integers(0, 5, size=(b, t)), axis=1).astype(np.int32)
+    return (q, k, v, g, beta), seg, r.normal(size=(b, h, dk, dv))
+
+
+@pytest.mark.parametrize("chunk", [16, 64, 7])
+def test_chunked_equals_the_recurrence_in_float64(chunk):
+    """Chunks that divide the sequence and that do not (padded), with and without documents and a
+    carried state: outputs and final states to 1e-10."""
+    arrays, seg, state = _inputs()
+    with jax.enable_x64(True):
+        a = [jnp.asarray(x) for x in arrays]
+        for segments in (None, jnp.asarray(seg)):
+            for s0 in (None, jnp.asarray(state)):
+                want, want_s = delta_rule.recurrent(*a, segments, s0)
+                got, got_s = delta_rule.chunked(*a, segments, s0, chunk=chunk)
+                assert got.dtype == jnp.float64
+                assert float(jnp.max(jnp.abs(got - want))) < 1e-10
+                assert float(jnp.max(jnp.abs(got_s - want_s))) < 1e-10
+        # (the documents and the state change the answer: the comparison above is not vacuous)
+        plain = delta_rule.chunked(*a, chunk=chunk)[0]
+        assert float(jnp.max(jnp.abs(plain - delta_rule.chunked(*a, jnp.asarray(seg), chunk=chunk)[0]))) > 0.1
+        assert float(jnp.max(jnp.abs(plain - delta_rule.chunked(*a, state=jnp.asarray(state), chunk=chunk)[0]))) > 0.1
+
+
+def test_packed_documents_equal_each_document_alone():
+    """A packed row's documents each start from a zero state: the chunked form over the packed
+    row equals the recurrence over each document by itself (float64)."""
+    arrays, seg, _ = _inputs(b=1, t=100)
+    with jax.enable_x64(True):
+        got = np.asarray(delta_rule.chunked(*map(jnp.asarray, arrays), jnp.asarray(seg), chunk=16)[0])
+        for d in np.unique(seg[0]):
+            cols = np.flatnonzero(seg[0] == d)
+            alone = [jnp.asarray(x[:, :, cols]) for x in arrays]
+            want = np.asarray(delta_rule.recurrent(*alone)[0])
+            np.testing.assert_allclose(got[:, :, cols], want, atol=1e-10)
+
+
+def test_bfloat16_inputs_and_the_gradients():
+    """bfloat16 q, k, v (float32 inside) within 1e-2 of the float64 recurrence; the chunked form's
+    gradients equal the recurrence's (float64, 1e-9), finite with documents."""
+    arrays, seg, _ = _inputs(t=96)
+    with jax.enable_x64(True):
+        want = delta_rule.recurrent(*map(jnp.asarray, arrays), jnp.asarray(seg))[0]
+        half = [jnp.asarray(x, jnp.bfloat16) if i < 3 else jnp.asarray(x, jnp.float32) for i, x in enumerate(arrays)]
+        got = delta_rule.chunked(*half, jnp.asarray(seg), chunk=32)[0]
+        assert got.dtype == jnp.bfloat16
+        assert float(jnp.max(jnp.abs(got.astype(jnp.float64) - want))) < 1e-2
+
+        def loss(fn, *a):
+            o, s = fn(*a, jnp.asarray(seg))
+            return jnp.sum(o * jnp.cos(o)) + jnp.sum(s ** 2)
+
+        a = [jnp.asarray(x) for x in arrays]
+        every = (0, 1, 2, 3, 4)
+        g_chunk = jax.grad(lambda *a: loss(lambda *x: delta_rule.chunked(*x, chunk=32), *a), argnums=every)(*a)
+        g_rec = jax.grad(lambda *a: loss(delta_rule.recurrent, *a), argnums=every)(*a)
+        for x, y in zip(g_chunk, g_rec, strict=True):
+            assert bool(jnp.all(jnp.isfinite(x)))
+            assert float(jnp.max(jnp.abs(x - y))) < 1e-9 * max(1.0, float(jnp.max(jnp.abs(y))))
+
+
+def _one_device(*overrides):
+    cfg = load_config(["+experiment=staircase", "mesh.data=1", "model.init_std=0.2", *HYBRID, *overrides])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+    return cfg, mesh, rules, params
+
+
+def _silu(x):
+    return x / (1 + np.exp(-x))
+
+
+def reference_unit(cfg, p, x, seg):
+    """The unit as the paper and Qwen3.5 write it, one sequence, float64, token by token: x [t, D]."""
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), p)
+    Hk, Hv, dk, dv = deltanet_dims(cfg)
+    K, t = cfg.deltanet.conv, len(x)
+    proj = np.concatenate([np.einsum("td,dcnh->tcnh", x, p.w_qk).reshape(t, -1),
+                           np.einsum("td,dnh->tnh", x, p.w_v).reshape(t, -1)], axis=1)  # [t, channels]
+    w = np.concatenate([p.conv_qk.reshape(K, -1), p.conv_v.reshape(K, -1)], axis=1)
+    conv = np.zeros_like(proj)
+    for i in range(t):
+        for j in range(K):  # tap j reads token i - (K - 1) + j, if in the same document
+            src = i - (K - 1) + j
+            if src >= 0 and seg[src] == seg[i]:
+                conv[i] += w[j] * proj[src]
+    conv = _silu(conv)
+    qk, v = conv[:, :2 * Hk * dk].reshape(t, 2, Hk, dk), conv[:, 2 * Hk * dk:].reshape(t, Hv, dv)
+    l2 = lambda a: a / np.sqrt(np.sum(a * a, axis=-1, keepdims=True) + 1e-6)  # noqa: E731
+    q, k = l2(qk[:, 0]) / np.sqrt(dk), l2(qk[:, 1])
+    ab = np.einsum("td,dcn->tcn", x, p.w_ab)
+    beta = 1 / (1 + np.exp(-ab[:, 1]))
+    g = -np.exp(p.a_log) * np.log1p(np.exp(ab[:, 0] + p.dt_bias))
+    z = np.einsum("td,dnh->tnh", x, p.w_z)
+    out = np.zeros((t, Hv, dv))
+    for h in range(Hv):
+        kh = h // (Hv // Hk)
+        S = np.zeros((dk, dv))
+        for i in range(t):
+            if i > 0 and seg[i] != seg[i - 1]:
+                S = np.zeros((dk, dv))
+            S = np.exp(g[i, h]) * S
+            S = S + np.outer(k[i, kh], beta[i, h] * (v[i, h] - S.T @ k[i, kh]))
+            out[i, h] = S.T @ q[i, kh]
+    o = out / np.sqrt(np.mean(out * out, axis=-1, keepdims=True) + cfg.norm_eps) * p.norm * _silu(z)
+    return np.einsum("tnh,nhd->td", o, p.w_o)
+
+
+def test_the_unit_equals_its_equations_in_float64():
+    """Grouped value heads (4 values on 2 keys), a convolution across a document boundary, chunks of
+    16 over 40 tokens: the unit in float64 equals the token-by-token reference to 1e-10."""
+    cfg, mesh, rules, params = _one_device()
+    t = 40
+    seg = np.repeat([0, 1, 2], [11, 17, 12]).astype(np.int32)
+    with jax.enable_x64(True), jax.set_mesh(mesh):
+        p = jax.tree.map(lambda a: jnp.asarray(a[0], jnp.float64), params.linear_blocks.attn)
+        x = jax.random.normal(jax.random.key(3), (t, cfg.model.d_model), jnp.float64)
+        inputs = UnitInputs(jnp.arange(t), 1, jnp.asarray(seg)[None])
+        got, cache, aux = deltanet_attention(cfg.model, rules, p, x, inputs)
+        assert cache is None and aux == {}
+        want = reference_unit(cfg.model, p, np.asarray(x), seg)
+        assert float(np.max(np.abs(np.asarray(got) - want))) < 1e-10 * max(1.0, float(np.max(np.abs(want))))
+
+
+def test_a_hybrid_runs_its_layers_in_order():
+    """model.deltanet.full_attention_interval=2 over 4 layers: layers 0 and 2 are Gated DeltaNet
+    (linear_blocks), 1 and 3 softmax attention (blocks); the model's scanned forward equals the
+    blocks applied one by one in that order."""
+    cfg, mesh, rules, params = _one_device("model.num_layers=4")
+    m = cfg.model
+    assert linear_layers(m) == (True, False, True, False)
+    assert jax.tree.leaves(params.linear_blocks)[0].shape[0] == 2 and jax.tree.leaves(params.blocks)[0].shape[0] == 2
+    tokens = jax.random.randint(jax.random.key(1), (2, 24), 0, m.vocab_size)
+    with jax.set_mesh(mesh):
+        got = forward(m, rules, params, tokens)[0]
+        x = embed(m, rules, params, tokens)
+        pos = jnp.arange(24)
+        for i, linear in enumerate(linear_layers(m)):
+            stack = "linear_blocks" if linear else "blocks"
+            p = jax.tree.map(lambda a, i=i: a[i // 2], getattr(params, stack))
+            x = block(m, rules, p, x, pos, 2, stack=stack)[0]
+        want = unembed(m, rules, params, norm(m, rules, params.ln_f, x)).reshape(got.shape)
+        # causal: a later token changes nothing before it
+        later = forward(m, rules, params, tokens.at[:, 12].set((tokens[:, 12] + 1) % m.vocab_size))[0]
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+    assert float(jnp.max(jnp.abs(later - got)[:, :12])) == 0.0 and float(jnp.max(jnp.abs(later - got)[:, 12:])) > 1e-3
+
+
+def test_data_and_model_parallel_equal_one_device():
+    """A hybrid on data 2 x model 2 (the DeltaNet heads split like attention heads): the loss and
+    every gradient, with documents and restarted positions, equal one device's."""
+    model = ("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2", "model.deltanet.value_heads=4",
+             "model.deltanet.key_dim=8", "model.deltanet.chunk=16")
+    want = reference(model)
+    got = run(cfg_for("mesh.data=2", "mesh.model=2", *model))
+    assert abs(got[0] - want[0]) <= 1e-5 * abs(want[0])
+    assert_close(got[1], want[1])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("model.deltanet.full_attention_interval=3",), "model.num_layers=4 is not a multiple"),
+    (("model.deltanet.full_attention_interval=1",), "every layer would be softmax attention"),
+    (("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=3", "model.deltanet.value_heads=4"),
+     "must be a multiple of model.deltanet.key_heads=3"),
+    (("model.deltanet.full_attention_interval=2", "model.mla.kv_rank=16"), "set model.mla.kv_rank=0"),
+])
+def test_refusals_name_the_field(overrides, message):
+    cfg = load_config(["+experiment=staircase", "model.num_layers=4", *overrides])
+    errors = validate(cfg, 2)
+    assert any(message in e for e in errors), errors
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("mesh.stage=2",), "model.deltanet.full_attention_interval=2: a hybrid's two layer stacks do not run in a "
+                        "pipeline yet (mesh.stage=2); set mesh.stage=1"),
+    (("mesh.context=2",),
+     "model.deltanet.full_attention_interval=2: Gated DeltaNet's state does not pass between context shards yet "
+     "(mesh.context=2); set mesh.context=1"),
+])
+def test_pipeline_and_context_parallelism_are_refused(overrides, message):
+    assert validate(cfg_for("mesh.data=-1", "model.deltanet.full_attention_interval=2", *overrides), 8) == [message]
+
+
+def test_an_unknown_field_is_refused():
+    with pytest.raises(ConfigError, match="model.deltanet.heads"):
+        load_config(["+experiment=staircase", "model.deltanet.heads=2"])
