@@ -39,8 +39,8 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
 # planned only with SPMDGPT_BIG_PLANS=1: 512 devices, 3 minutes of compilation on a 2-core box (its plan is in
 # benchmarks/BENCHMARKS.md)
 BIG = {"deepseek_v3"}
-ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "deepseek_v3_small", "gutenberg_gpt2", "shakespeare_char",
-               "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe", "staircase"]
+ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "deepseek_v3_small", "gutenberg_gpt2", "qwen3_5_small",
+               "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe", "staircase"]
 
 
 def test_every_packaged_experiment_has_its_hardware():

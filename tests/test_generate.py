@@ -241,10 +241,12 @@ class DigitChat:
 MLA_MOE = ["model.mla.kv_rank=16", "model.mla.q_rank=12", "model.mla.rope_dim=4", "model.mla.v_dim=6",
            "model.moe.num_experts=4", "model.num_layers=3", "model.moe.first_dense_layers=1"]
 ATTENTION_UNITS = {"mha": [], "gqa": ["model.num_kv_heads=2"], "mla-moe": MLA_MOE,
-                   "windows": ["model.num_layers=2", "model.sliding_window=6", "model.window_pattern=LG"]}
+                   "windows": ["model.num_layers=2", "model.sliding_window=6", "model.window_pattern=LG"],
+                   "hybrid": ["model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2",
+                              "model.deltanet.value_heads=4", "model.deltanet.key_dim=8", "model.deltanet.chunk=4"]}
 
 
-@pytest.mark.parametrize("unit", list(ATTENTION_UNITS))
+@pytest.mark.parametrize("unit", [u for u in ATTENTION_UNITS if u != "hybrid"])  # (the hybrid: test_engine's)
 def test_every_attention_unit_samples_one_row_and_odd_batches(unit):
     """Every attention unit samples one request and three on the engine (the `sample` and evaluator path) and
     holds a two-turn chat (`chat`'s Conversation), on one device and on data 2 x model 2: a row sampled

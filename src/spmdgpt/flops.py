@@ -8,7 +8,8 @@ every weight that takes part in a token's matmuls (all block matrices and the un
 of a mixture of experts, the active ones; the embedding lookup is free), 6 = 2 (multiply-add) x 3 (forward + two
 backward matmuls), and
 the attention term counts QK^T and AV over the full T x T score matrix (causal masking is not
-subtracted, as in PaLM's appendix B).
+subtracted, as in PaLM's appendix B). A hybrid's Gated DeltaNet layers count their chunkwise form
+instead (`deltanet_mixing`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Optional
 
 import jax
 
-from spmdgpt.config import DType, ModelConfig, attention_widths
+from spmdgpt.config import DType, ModelConfig, attention_widths, deltanet_dims, linear_layers
 from spmdgpt.model import is_info, param_info
 
 # Dense peak FLOP/s per device (vendor data sheets). float32 matmuls on GPUs run as TF32 under
@@ -57,8 +58,21 @@ def matmul_params(cfg: ModelConfig) -> float:
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs (forward + backward) per token."""
     qk, v = attention_widths(cfg)  # (QK^T over the query/key width, AV over the value width)
-    layers = cfg.num_layers + cfg.mtp_depth  # (each MTP module: one more block's attention)
-    return 6.0 * matmul_params(cfg) + 6.0 * layers * seq_len * cfg.num_heads * (qk + v)
+    linear = sum(linear_layers(cfg))
+    layers = cfg.num_layers - linear + cfg.mtp_depth  # (each MTP module: one more block's attention)
+    return 6.0 * matmul_params(cfg) + 6.0 * layers * seq_len * cfg.num_heads * (qk + v) + 6.0 * linear * \
+        deltanet_mixing(cfg, seq_len)
+
+
+def deltanet_mixing(cfg: ModelConfig, seq_len: int) -> float:
+    """Multiply-adds per token of one Gated DeltaNet layer's chunkwise form, over its Hv value heads
+    (each head's key width dk, value width dv, chunks of C = min(chunk, seq_len) tokens): Q K^T and
+    K K^T inside the chunk (2 C dk), the intra-chunk product with the corrected values (C dv), the UT
+    transform applied to the keys and the values (C (dk + dv)), and the state read twice and written
+    once (3 dk dv). Counted over whole C x C blocks, as the attention term counts T x T."""
+    _, Hv, dk, dv = deltanet_dims(cfg)
+    C = min(cfg.deltanet.chunk, seq_len)
+    return Hv * (2 * C * dk + C * dv + C * (dk + dv) + 3 * dk * dv)
 
 
 def device_peak_flops(

@@ -275,7 +275,7 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int]) -> 
     resident = shard_bytes(params)
     program = _compiled("serving_step", engine.lower(params), resident, shapes,
                         device=rules.mesh.devices.flat[0].device_kind)
-    page_bytes = shard_bytes(shapes[0]) // engine.num_pages
+    page_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n in engine.step_fn.layouts}) // engine.num_pages
     rest = program.total_bytes - engine.num_pages * page_bytes
     fit = None if capacity is None else (capacity - rest) // page_bytes
     return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit)

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import ModelConfig, linear_layers
 from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
@@ -57,6 +57,24 @@ class Layout(NamedTuple):
     logical: tuple  # the per-token logical axes
 
 
+def states(cfg: ModelConfig) -> dict:
+    """{name: (per-sequence shape, logical axes, dtype)} of what a hybrid's Gated DeltaNet layers
+    keep per sequence (`Unit.state`); {} for a model without them."""
+    if not any(linear_layers(cfg)):
+        return {}
+    attention, _ = block_units(cfg, "linear_blocks")
+    return {name: (shape[1:], logical[1:], jnp.dtype(dtype) if dtype else dtype_of(cfg.compute_dtype))
+            for name, (shape, logical, dtype) in attention.state(cfg, 1).items()}
+
+
+def pool_index(cfg: ModelConfig) -> np.ndarray:
+    """Each layer's index in the pool arrays of its kind: the layer itself, or in a hybrid its
+    place among the layers of its kind (the softmax layers' pages, the Gated DeltaNet layers'
+    states)."""
+    linear = linear_layers(cfg)
+    return np.asarray([linear[:i].count(kind) for i, kind in enumerate(linear)], np.int32)
+
+
 def layouts(cfg: ModelConfig) -> dict:
     """{name: Layout} of what the model's attention unit caches (`Unit.cache`); the sequence axis is
     the one whose length follows the capacity."""
@@ -70,19 +88,29 @@ def layouts(cfg: ModelConfig) -> dict:
     return out
 
 
-def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts: int = 0) -> dict:
+def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts: int = 0, slots: int = 0) -> dict:
     """An empty pool: {name: [layers, pages, page_size, ...rest]} in the compute dtype, the heads
-    split as the rule table splits them, the pages whole on every device. The layers: the model's,
-    then the first `drafts` multi-token-prediction modules' (speculative decoding's drafter)."""
-    return {name: jnp.zeros((cfg.num_layers + drafts, pages, page_size) + lay.rest, dtype_of(cfg.compute_dtype),
-                            out_sharding=rules.spec("layers", None, None, *lay.logical))
-            for name, lay in layouts(cfg).items()}
+    split as the rule table splits them, the pages whole on every device. The layers: the model's
+    (a hybrid's softmax-attention layers), then the first `drafts` multi-token-prediction modules'
+    (speculative decoding's drafter). A hybrid's Gated DeltaNet layers add {name: [their layers,
+    slots + 1, ...]}: each slot's state, and a null slot (`slots`) that idle rows write."""
+    linear = linear_layers(cfg)
+    paged = {name: jnp.zeros((linear.count(False) + drafts, pages, page_size) + lay.rest, dtype_of(cfg.compute_dtype),
+                             out_sharding=rules.spec("layers", None, None, *lay.logical))
+             for name, lay in layouts(cfg).items()}
+    return {**paged, **{name: jnp.zeros((sum(linear), slots + 1) + shape, dtype,
+                                        out_sharding=rules.spec("layers", None, *logical))
+                        for name, (shape, logical, dtype) in states(cfg).items()}}
 
 
-def pool_bytes(cfg: ModelConfig, pages: int, page_size: int, drafts: int = 0) -> int:
-    """Bytes of a pool of `pages` pages (all layers, all cached arrays)."""
+def pool_bytes(cfg: ModelConfig, pages: int, page_size: int, drafts: int = 0, slots: int = 0) -> int:
+    """Bytes of a pool of `pages` pages (all layers, all cached arrays), with a hybrid's states for
+    `slots` slots."""
     per_token = sum(int(np.prod(lay.rest)) for lay in layouts(cfg).values())
-    return (cfg.num_layers + drafts) * pages * page_size * per_token * jnp.dtype(dtype_of(cfg.compute_dtype)).itemsize
+    linear = linear_layers(cfg)
+    paged = (linear.count(False) + drafts) * pages * page_size * per_token * dtype_of(cfg.compute_dtype).itemsize
+    return paged + sum(linear) * (slots + 1) * sum(int(np.prod(shape)) * dtype.itemsize
+                                                   for shape, _, dtype in states(cfg).values())
 
 
 class Rows(NamedTuple):
@@ -95,6 +123,8 @@ class Rows(NamedTuple):
     last: Array  # [b]: the index in t of the token whose next token is sampled
     ahead: Array  # [b]: the token after the row's last one where known (a prompt's next chunk), else -1 (the
     #   token sampled now): what the drafter reads at the last place (speculative decoding only)
+    slot: Array  # [b]: the engine slot the row's sequence holds (a hybrid's Gated DeltaNet states), the null
+    #   slot for padding rows
 
 
 class Draw(NamedTuple):
@@ -272,7 +302,7 @@ class Step:
     def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0):
         self.cfg, self.rules, self.page_size, self.vocab_limit = cfg, rules, page_size, vocab_limit
         self.drafts = drafts
-        self.layouts = layouts(cfg)
+        self.layouts, self.states = layouts(cfg), states(cfg)
         self.run = jax.jit(self._step, donate_argnums=1, static_argnames="groups")
 
     def _group(self, rules: Rules, rows: Rows, draw: Draw) -> Group:
@@ -296,12 +326,35 @@ class Step:
 
     def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None):
         """One block over a group's rows, reading layer `layer` of the pool and writing its new entries."""
+        if stack == "linear_blocks":
+            return self._state_layer(rules, p, x, pool, layer, g, mask)
         b, t = g.rows.tokens.shape
         view = {n: _view(pool[n], layer, g.table, lay, rules) for n, lay in self.layouts.items()}
         x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, LayerCache(view, mask, jnp.int32(g.capacity)),
                          window=window, stack=stack)
-        pool = {n: _written(pool[n], layer, kv[n], lay, g.capacity, t, *g.where, rules)
-                for n, lay in self.layouts.items()}
+        pool = {**pool, **{n: _written(pool[n], layer, kv[n], lay, g.capacity, t, *g.where, rules)
+                           for n, lay in self.layouts.items()}}
+        return x, pool
+
+    def _state_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array):
+        """A Gated DeltaNet layer over a group's rows: each row's state read from its slot (a zero
+        state for a sequence's first tokens), run on, and written back (padding rows: to the null
+        slot)."""
+        rows = g.rows
+        b = rows.tokens.shape[0]
+        fresh = rows.cached == 0
+        view = {}
+        for n, (_, logical, _) in self.states.items():
+            a = pool[n].at[layer, rows.slot].get(out_sharding=rules.spec("batch", *logical))
+            view[n] = jnp.where(fresh.reshape((b,) + (1,) * (a.ndim - 1)), jnp.zeros_like(a), a)
+        x, new, _ = block(self.cfg, rules, p, x, rows.positions, b, LayerCache(view, mask, jnp.int32(g.capacity)),
+                          stack="linear_blocks")
+        null = pool[next(iter(self.states))].shape[1] - 1
+        target = jax.sharding.reshard(jnp.where(jnp.any(rows.positions >= 0, axis=1), rows.slot, null), P(None))
+        pool = dict(pool)
+        for n, (_, logical, _) in self.states.items():
+            value = jax.sharding.reshard(new[n].astype(pool[n].dtype), rules.spec(None, *logical))
+            pool[n] = pool[n].at[layer, target].set(value, out_sharding=jax.typeof(pool[n]).sharding.spec)
         return x, pool
 
     def _logits(self, rules, params, x: Array) -> Array:
@@ -330,7 +383,7 @@ class Step:
 
             return step
 
-        per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.int32))
+        per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)))
         (xs, pool), _ = scan_layers(cfg, params, make_step, (xs, pool), per_layer)
         results = []
         for h, g, checks in zip(xs, live, verifying, strict=True):

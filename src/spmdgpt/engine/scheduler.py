@@ -28,7 +28,7 @@ from typing import Callable, Iterable, List, Optional, Sequence
 import jax
 import numpy as np
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import ModelConfig, linear_layers
 from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
 from spmdgpt.engine.pages import Pages, chain
 from spmdgpt.sharding import Rules
@@ -112,9 +112,6 @@ class Engine:
 
     def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
                  config: EngineConfig = EngineConfig()):
-        if cfg.deltanet.full_attention_interval:
-            raise ValueError("the inference engine does not hold Gated DeltaNet states yet (model.deltanet): a hybrid "
-                             "model trains and evaluates, but cannot sample or serve until it does")
         d = rules.batch_divisor()
         if config.slots % d:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
@@ -137,11 +134,12 @@ class Engine:
         if self.num_pages < 2:
             raise ValueError(f"engine pages={self.num_pages}: the pool needs page 0 (the null page) and at least one "
                              "more")
-        self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size, self.drafts)
+        self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size, self.drafts, self.slots_n)
         self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts)
         self._pool = None  # (made at the first step: `lower` needs none)
         self.compiled: dict = {}  # {groups: an executable of the step compiled ahead of time (`use`)}
-        self.pages = Pages(self.num_pages, self.page_size, config.prefix_sharing)
+        # (a hybrid's Gated DeltaNet state is not in pages: a sequence cannot start after shared ones)
+        self.pages = Pages(self.num_pages, self.page_size, config.prefix_sharing and not any(linear_layers(cfg)))
         self.slots: List[Optional[_Slot]] = [None] * self.slots_n
         self.waiting: deque = deque()
         self._admitted = itertools.count()
@@ -296,8 +294,8 @@ class Engine:
         if not decoding and not reading:
             return []
         m, S, F, Q, D = self.pages_per_seq, self.slots_n, self.prefills, self.chunk, self.drafts
-        dec = _rows(S, 1 + D, m)
-        pre = _rows(F, Q, m)
+        dec = _rows(S, 1 + D, m, S)
+        pre = _rows(F, Q, m, S)
         draws = [_draws(S), _draws(F)]
         for i in decoding:
             s = self.slots[i]
@@ -305,6 +303,7 @@ class Engine:
             place = np.arange(s.length, s.length + 1 + D)
             dec.positions[i] = np.where(place < self.cfg.max_seq_len, place, -1)  # (drafts past the context: none)
             dec.cached[i] = s.length
+            dec.slot[i] = i
             dec.table[i, :len(s.pages)] = s.pages
             _fill(draws[0], i, s.request)
         chunks = []
@@ -314,6 +313,7 @@ class Engine:
             pre.tokens[j, :len(part)] = part
             pre.positions[j, :len(part)] = np.arange(s.read, s.read + len(part))
             pre.cached[j] = s.read
+            pre.slot[j] = i
             pre.last[j] = len(part) - 1
             pre.ahead[j] = s.feed[s.read + len(part)] if s.read + len(part) < len(s.feed) else -1
             pre.table[j, :len(s.pages)] = s.pages
@@ -376,18 +376,19 @@ class Engine:
         """The pages' contents on the devices ({name: [layers, pages, page_size, ...]})."""
         if self._pool is None:
             cfg, rules = self.cfg, self.rules
-            self._pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts))()
+            self._pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts,
+                                                   self.slots_n))()
         return self._pool
 
     def shapes(self) -> tuple:
         """The step's inputs but the parameters, as ShapeDtypeStructs: (pool, decode Rows, prefill
         Rows, decode Draw, prefill Draw)."""
         cfg, rules, m = self.cfg, self.rules, self.pages_per_seq
-        pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts))
+        pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts, self.slots_n))
         spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=rules.sharding(*([None] * a.ndim)))
         host = lambda arrays: tuple(spec(a) for a in arrays)
-        return (pool, Rows(*host(_rows(self.slots_n, 1 + self.drafts, m))),
-                Rows(*host(_rows(self.prefills, self.chunk, m))), Draw(*host(_draws(self.slots_n))),
+        return (pool, Rows(*host(_rows(self.slots_n, 1 + self.drafts, m, self.slots_n))),
+                Rows(*host(_rows(self.prefills, self.chunk, m, self.slots_n))), Draw(*host(_draws(self.slots_n))),
                 Draw(*host(_draws(self.prefills))))
 
     def lower(self, params, groups: tuple = (True, True)):
@@ -420,10 +421,11 @@ class _Arrays:
         return iter(self.__dict__[n] for n in self._names)
 
 
-def _rows(b: int, t: int, m: int) -> _Arrays:
-    """Rows of padding (positions -1; no token ahead)."""
+def _rows(b: int, t: int, m: int, null: int) -> _Arrays:
+    """Rows of padding (positions -1; no token ahead; the null slot)."""
     z = lambda *shape: np.zeros(shape, np.int32)
-    return _Arrays(tokens=z(b, t), positions=z(b, t) - 1, table=z(b, m), cached=z(b), last=z(b), ahead=z(b) - 1)
+    return _Arrays(tokens=z(b, t), positions=z(b, t) - 1, table=z(b, m), cached=z(b), last=z(b), ahead=z(b) - 1,
+                   slot=z(b) + null)
 
 
 def _draws(b: int) -> _Arrays:

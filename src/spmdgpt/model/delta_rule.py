@@ -78,12 +78,16 @@ def _local(fn, *arrays: Array) -> Array:
     return jax.shard_map(fn, in_specs=specs, out_specs=specs[-1])(*arrays)
 
 
-def _resets(segments: Optional[Array], like: Array, pad: int = 0) -> Array:
+def _resets(segments: Optional[Array], g: Array, pad: int = 0) -> Array:
     """[b, t + pad] bool: where a document starts (its first token: the state before it is dropped),
-    never at token 0 (which continues the given state) or in the padding; laid out as `like` [b, t]."""
-    if segments is None:
-        return jnp.pad(jnp.zeros_like(like, dtype=bool), ((0, 0), (0, pad)))
-    return jnp.pad(segments[:, 1:] != segments[:, :-1], ((0, 0), (1, pad)))
+    never at token 0 (which continues the given state) or in the padding; rows laid out as g's
+    [b, h, t]."""
+    if segments is not None:
+        return jnp.pad(segments[:, 1:] != segments[:, :-1], ((0, 0), (1, pad)))
+    shape = (g.shape[0], g.shape[2] + pad)
+    if jax.sharding.get_abstract_mesh().empty:
+        return jnp.zeros(shape, bool)
+    return jnp.zeros(shape, bool, out_sharding=P(jax.typeof(g).sharding.spec[0], None))
 
 
 def recurrent(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Optional[Array] = None,
@@ -94,7 +98,7 @@ def recurrent(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Opt
     b, h, t, dk = q.shape
     dv = v.shape[-1]
     f = _compute_dtype(q, k, v)
-    reset = _resets(segments, g[:, 0])
+    reset = _resets(segments, g)
     s0 = _state(q, dv, f, state)
 
     def one(s, xs):
@@ -129,7 +133,7 @@ def chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Optio
     C = min(chunk, t)
     pad = -t % C
     n = (t + pad) // C
-    reset = _resets(segments, g[:, 0], pad).reshape(b, 1, n, C)
+    reset = _resets(segments, g, pad).reshape(b, 1, n, C)
 
     def chunks(a, fill=0):  # [b, h, t, ...] -> [b, h, n, C, ...]
         a = a.astype(f) if jnp.issubdtype(a.dtype, jnp.floating) else a

@@ -24,13 +24,15 @@ convolution, like the state, never reaches across a document boundary (segment i
 
 Full sequences (training, evaluation) run the chunkwise parallel form (`delta_rule.chunked`,
 chunks of model.deltanet.chunk). Heads split over the tensor axis like attention heads (the key
-heads and the value heads both under the `heads` rule). Decoding with a state cache (the state
-[Hv, dk, dv] and the convolution's last K - 1 inputs per sequence) is the inference engine's
-next step; today a hybrid model trains and evaluates, and sampling refuses it in one line.
+heads and the value heads both under the `heads` rule). Decoding keeps a fixed-size cache per
+sequence (`deltanet_state`: the state [Hv, dk, dv] in float32 and the convolution's last K - 1
+inputs), which the inference engine holds per slot beside the softmax layers' pages: a prompt's
+chunks run the chunked form from the row's state, a decode step the recurrence.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import List, NamedTuple, Optional
 
 import jax
@@ -105,10 +107,41 @@ def _l2(x: jax.Array) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.sum(jnp.square(x), axis=-1, keepdims=True) + L2_EPS)
 
 
+def deltanet_state(cfg: ModelConfig, batch: int) -> dict:
+    """What the unit keeps per sequence for decoding, whatever its length (the inference engine's
+    slots): {name: (shape, logical axes, dtype or None for the compute dtype)}: the state, float32,
+    and the convolution's last K - 1 inputs (before it) of q and k and of v."""
+    Hk, Hv, dk, dv = deltanet_dims(cfg)
+    K = cfg.deltanet.conv
+    return {"state": ((batch, Hv, dk, dv), ("batch", "heads", None, None), "float32"),
+            "conv_qk": ((batch, K - 1, 2, Hk, dk), ("batch", None, "qkv", "heads", "head_dim"), None),
+            "conv_v": ((batch, K - 1, Hv, dv), ("batch", None, "heads", "head_dim"), None)}
+
+
+def _pick(a: jax.Array, index: jax.Array) -> jax.Array:
+    """a[r, index[r]] for each row r of a [b, n, ...] (a select and a sum: the rows keep their layout)."""
+    hit = jnp.arange(a.shape[1])[None] == index[:, None]
+    return jnp.sum(jnp.where(hit.reshape(hit.shape + (1,) * (a.ndim - 2)), a, 0), axis=1)
+
+
+def _conv_cached(x: jax.Array, w: jax.Array, tail: jax.Array, valid: jax.Array):
+    """The convolution of a cached pass: x [b, t, ...] after the row's earlier inputs `tail`
+    [b, K - 1, ...] -> (the output [b, t, ...], the new tail: the last K - 1 inputs up to the row's
+    last valid token; valid [b, t]: its tokens, then padding)."""
+    K = w.shape[0]
+    both = jnp.concatenate([tail.astype(x.dtype), x], axis=1)
+    out = causal_conv(both, w, None)[:, K - 1:]
+    n = jnp.sum(valid, axis=1)
+    return out, jnp.stack([_pick(both, n + j) for j in range(K - 1)], axis=1)
+
+
 def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array, u: UnitInputs):
-    """The unit's apply over full sequences: x [batch * seq, D] -> ([batch * seq, D], None, {})."""
-    if u.cache is not None:
-        raise NotImplementedError("Gated DeltaNet layers have no cached pass yet (decoding with a state cache)")
+    """The unit's apply: x [batch * seq, D] -> ([batch * seq, D], the updated state cache or None,
+    {}). Full sequences (no cache): from a zero state, documents apart. A cached pass (the
+    inference engine's; u.cache.arrays: `deltanet_state`'s arrays of each row, u.positions [b, t]
+    with -1 for padding after a row's tokens): from the row's state, the padding neither decaying
+    nor writing it, the convolution continuing from the row's last inputs."""
+    cache = u.cache
     dt = x.dtype
     Hk, Hv, dk, dv = deltanet_dims(cfg)
     w = lambda a, *logical: rules.gather(a.astype(dt), logical)  # noqa: E731
@@ -119,8 +152,14 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
     ys = matmuls_in(rules, x, *((eq, a, ("embed", *logical), logical) for eq, a, logical in terms))
     qk, v, z, ab = (unflatten(rules, y, u.batch, *logical) for y, (_, _, logical) in zip(ys, terms))
     seg = u.segment_ids
-    qk = jax.nn.silu(causal_conv(qk, w(p.conv_qk, None, "qkv", "heads", "head_dim"), seg))
-    v = jax.nn.silu(causal_conv(v, w(p.conv_v, None, "heads", "head_dim"), seg))
+    w_qk, w_v = w(p.conv_qk, None, "qkv", "heads", "head_dim"), w(p.conv_v, None, "heads", "head_dim")
+    if cache is None:
+        qk, v = causal_conv(qk, w_qk, seg), causal_conv(v, w_v, seg)
+    else:
+        valid = u.positions >= 0
+        qk, tail_qk = _conv_cached(qk, w_qk, cache.arrays["conv_qk"], valid)
+        v, tail_v = _conv_cached(v, w_v, cache.arrays["conv_v"], valid)
+    qk, v = jax.nn.silu(qk), jax.nn.silu(v)
     q, k = _l2(qk[:, :, 0]) * dk ** -0.5, _l2(qk[:, :, 1])  # [b, t, Hk, dk], float32
     if Hv != Hk:  # each key head serves Hv / Hk consecutive value heads
         q, k = (jnp.repeat(a, Hv // Hk, axis=2, out_sharding=rules.spec("batch", "seq", "heads", None)) for a in (q, k))
@@ -128,17 +167,27 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
     a32 = ab.astype(f)
     beta = jax.nn.sigmoid(a32[:, :, 1])
     g = -jnp.exp(p.a_log.astype(f)) * jax.nn.softplus(a32[:, :, 0] + p.dt_bias.astype(f))
+
     def heads_first(a):  # [b, t, h, ...] -> [b, h, t, ...], whole sequences (the chunks are scanned)
         return jax.sharding.reshard(jnp.swapaxes(a, 1, 2), rules.spec("batch", "heads", *(None,) * (a.ndim - 2)))
 
-    if seg is not None:
-        seg = jax.sharding.reshard(seg, rules.spec("batch", None))
-    o, _ = delta_rule.chunked(heads_first(q), heads_first(k), heads_first(v), heads_first(g), heads_first(beta),
-                              seg, chunk=cfg.deltanet.chunk)
+    arrays = None
+    if cache is None:
+        if seg is not None:
+            seg = jax.sharding.reshard(seg, rules.spec("batch", None))
+        o, _ = delta_rule.chunked(heads_first(q), heads_first(k), heads_first(v), heads_first(g), heads_first(beta),
+                                  seg, chunk=cfg.deltanet.chunk)
+    else:  # (padding: no decay, no write)
+        g, beta = (jnp.where(valid[..., None], a, 0) for a in (g, beta))
+        rule = delta_rule.recurrent if x.shape[0] == u.batch else partial(delta_rule.chunked, chunk=cfg.deltanet.chunk)
+        o, state = rule(heads_first(q), heads_first(k), heads_first(v), heads_first(g), heads_first(beta),
+                        state=cache.arrays["state"])
+        arrays = {"state": state.astype(cache.arrays["state"].dtype), "conv_qk": tail_qk.astype(cache.arrays[
+            "conv_qk"].dtype), "conv_v": tail_v.astype(cache.arrays["conv_v"].dtype)}
     o = jax.sharding.reshard(jnp.swapaxes(o, 1, 2), rules.spec("batch", "seq", "heads", None))  # [b, t, Hv, dv]
     o = o.astype(f) * jax.lax.rsqrt(jnp.mean(jnp.square(o.astype(f)), axis=-1, keepdims=True) + cfg.norm_eps)
     o = o * w(p.norm, "head_dim").astype(f) * jax.nn.silu(z.astype(f))  # the gated RMSNorm
-    return output_projection(rules, p, o.astype(dt), head_major=False), None, {}
+    return output_projection(rules, p, o.astype(dt), head_major=False), arrays, {}
 
 
 def deltanet_stats(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array, u: UnitInputs) -> dict:

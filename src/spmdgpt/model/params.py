@@ -50,7 +50,7 @@ from spmdgpt.model.attention import (
     grouped_qkv,
     kv_cache,
 )
-from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_stats
+from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_state, deltanet_stats
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
@@ -89,6 +89,9 @@ class Unit(NamedTuple):
     cache: (cfg, batch, capacity) -> {name: (one layer's shape, its logical axes)}: what an
       attention unit caches for decoding (`transformer.init_cache` stacks it over the layers);
       apply reads this layer's arrays from inputs.cache and returns them updated.
+    state: (cfg, batch) -> {name: (shape, logical axes, dtype or None)}: what an attention unit
+      whose memory does not grow keeps per sequence instead (Gated DeltaNet's state; the
+      inference engine holds it per slot); apply reads and returns it as it does a cache.
     """
 
     info: Callable[[ModelConfig], Any]
@@ -97,12 +100,14 @@ class Unit(NamedTuple):
     losses: Callable[[ModelConfig], dict] = no_losses
     between_steps: Callable = lambda cfg, old, new, aux: new
     cache: Callable = lambda cfg, batch, capacity: {}  # attention: what it caches per layer for decoding
+    state: Callable = lambda cfg, batch: {}  # attention: what it keeps per sequence instead, whatever its length
 
 
 ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv), cache=kv_cache)  # multi-head
 GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv), cache=kv_cache)
 LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, cache=mla_cache)  # multi-head latent attention (MLA)
-DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats)  # Gated DeltaNet (a hybrid's linear attention)
+# Gated DeltaNet: a hybrid's linear attention, a fixed-size state per sequence instead of a growing cache
+DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats, state=deltanet_state)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
