@@ -92,14 +92,17 @@ def causal_conv(x: jax.Array, w: jax.Array, segments: Optional[jax.Array]) -> ja
     [b, t]) read as zero. Computed in float32 (float64 for float64 x)."""
     K, t = w.shape[0], x.shape[1]
     f = jnp.promote_types(x.dtype, jnp.float32)
-    x32, w32 = x.astype(f), w.astype(f)
-    out = x32 * w32[K - 1]
-    for lag in range(1, min(K, t)):
-        shifted = jnp.pad(x32, ((0, 0), (lag, 0)) + ((0, 0),) * (x.ndim - 2))[:, :t]
-        if segments is not None:
-            same = jnp.pad(segments, ((0, 0), (lag, 0)), constant_values=-1)[:, :t] == segments
-            shifted = shifted * same.reshape(same.shape + (1,) * (x.ndim - 2))
-        out = out + shifted * w32[K - 1 - lag]
+    w32 = w.astype(f)
+    padded = jnp.pad(x.astype(f), ((0, 0), (K - 1, 0)) + ((0, 0),) * (x.ndim - 2))  # (one copy; each tap a slice)
+    if segments is not None:
+        seg = jnp.pad(segments, ((0, 0), (K - 1, 0)), constant_values=-1)
+    out = None
+    for j in range(K):  # tap j reads x[t - (K - 1) + j]
+        tap = padded[:, j:j + t] * w32[j]
+        if segments is not None and j < K - 1:
+            same = seg[:, j:j + t] == segments
+            tap = jnp.where(same.reshape(same.shape + (1,) * (x.ndim - 2)), tap, 0)
+        out = tap if out is None else out + tap
     return out
 
 
