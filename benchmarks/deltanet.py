@@ -8,7 +8,11 @@ softmax attention of the same width, and a hybrid's decoding at a long context a
    causal softmax attention by the xla path (`blocked_causal_attention`, query blocks of 64), with
    qwen3_5_small's widths (4 value heads of 32, keys of 32; the softmax: 4 heads of 32). Printed:
    the best of --repeats wall times and the compiled program's temporary bytes.
-2. Decoding at --decode-context cached tokens: qwen3_5_small (3 Gated DeltaNet layers, 1 softmax)
+2. One layer of qwen3_5_small at its training shape (32 x 128 tokens), forward + backward of the
+   unit's apply (`Unit.apply`, the gradient of the sum of squares of its output with respect to
+   its parameters and input): the Gated DeltaNet layer against the softmax one. Printed: the best
+   of 10 wall times.
+3. Decoding at --decode-context cached tokens: qwen3_5_small (3 Gated DeltaNet layers, 1 softmax)
    against shakespeare_char (4 softmax layers) of the same widths, random weights, one slot on the
    inference engine: a prompt of --decode-context tokens, then 64 new tokens (greedy). Printed: the
    decode tokens/s (after the first token) and the engine's pool bytes.
@@ -77,6 +81,31 @@ def _one_length(t: int, r, rules: Rules, repeats: int) -> None:
         print(f"{t:>7} {kind:>10} {best:>9.4f} {temp:>9.1f}", flush=True)
 
 
+def layers(batch: int = 32, t: int = 128) -> None:
+    from spmdgpt.model.attention import UnitInputs
+    from spmdgpt.model.params import block_units
+
+    cfg = load_config(["+experiment=qwen3_5_small", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    print(f"\none layer of qwen3_5_small, forward + backward at {batch} x {t} tokens")
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        x = jax.random.normal(jax.random.key(1), (batch * t, cfg.model.d_model))
+        for stack, name in (("linear_blocks", "Gated DeltaNet"), ("blocks", "softmax attention")):
+            unit = block_units(cfg.model, stack)[0]
+            p = jax.tree.map(lambda a: a[0], getattr(params, stack).attn)
+            out = lambda p, x, unit=unit: unit.apply(cfg.model, rules, p, x, UnitInputs(jnp.arange(t), batch))[0]  # noqa: E731
+            grad = jax.jit(jax.grad(lambda p, x, out=out: jnp.sum(out(p, x) ** 2), argnums=(0, 1)))
+            jax.block_until_ready(grad(p, x))
+            best = float("inf")
+            for _ in range(10):
+                start = time.perf_counter()
+                jax.block_until_ready(grad(p, x))
+                best = min(best, time.perf_counter() - start)
+            print(f"{name:>18}: {best * 1e3:7.2f} ms", flush=True)
+
+
 def decoding(context: int, new: int = 64) -> None:
     print(f"\ndecoding one sequence after {context} cached tokens, {new} new tokens (greedy, random weights)")
     for name in ("qwen3_5_small", "shakespeare_char"):
@@ -102,6 +131,7 @@ def main() -> None:
     ap.add_argument("--decode-context", type=int, default=4096)
     args = ap.parse_args()
     mixing(args.lengths, args.repeats)
+    layers()
     if args.decode_context:
         decoding(args.decode_context)
 
