@@ -2,7 +2,8 @@
 parallel form against the token-by-token recurrence in float64 (with documents and a carried
 state), packed documents against each document alone, bfloat16 inputs, gradients; the unit
 against a float64 reference of its equations; a hybrid's layer order; a data x model mesh against
-one device; the configuration's refusals. Parity with transformers' Qwen3.5 is in tests/test_hf.py."""
+one device; the configuration's refusals; Qwen3.5's softmax layers (the output gate, partial RoPE).
+The engine's decoding of a hybrid is checked against the full forward pass in tests/test_engine.py."""
 
 import jax
 import jax.numpy as jnp
@@ -217,3 +218,39 @@ def test_pipeline_and_context_parallelism_are_refused(overrides, message):
 def test_an_unknown_field_is_refused():
     with pytest.raises(ConfigError, match="model.deltanet.heads"):
         load_config(["+experiment=staircase", "model.deltanet.heads=2"])
+
+
+def test_the_output_gate_and_partial_rope():
+    """model.attention_gate: with its projection at zero every gate is sigmoid(0) = 1/2, so the unit's
+    output is half the ungated one's (the same other weights); model.rope_fraction=0.25 of a head of
+    16: the first 4 dimensions rotate with a 4-wide head's frequencies, the other 12 pass unchanged."""
+    from spmdgpt.model.attention import rotate
+    from spmdgpt.model.layers import rope
+
+    for extra in ([], ["model.num_kv_heads=2"]):
+        cfg, mesh, rules, params = _one_device("model.attention_gate=true", "model.rope_fraction=0.25",
+                                               "model.head_dim=16", "model.deltanet.full_attention_interval=0", *extra)
+        plain = load_config(["+experiment=staircase", "mesh.data=1", "model.head_dim=16", "model.rope_fraction=0.25",
+                             *extra]).model
+        from spmdgpt.model.params import block_units
+
+        with jax.set_mesh(mesh):
+            p = jax.tree.map(lambda a: a[0], params.blocks.attn)
+            assert p.w_gate.shape == (cfg.model.d_model, 4, 16)
+            x = jax.random.normal(jax.random.key(2), (2 * 12, cfg.model.d_model))
+            inputs = UnitInputs(jnp.arange(12), 2)
+            unit = block_units(cfg.model)[0]
+            closed = unit.apply(cfg.model, rules, p._replace(w_gate=jnp.zeros_like(p.w_gate)), x, inputs)[0]
+            ungated = block_units(plain)[0].apply(plain, rules, p._replace(w_gate=None), x, inputs)[0]
+            opened = unit.apply(cfg.model, rules, p, x, inputs)[0]
+        np.testing.assert_allclose(np.asarray(closed), 0.5 * np.asarray(ungated), atol=1e-6)
+        assert float(jnp.max(jnp.abs(opened - closed))) > 1e-3
+    q = jax.random.normal(jax.random.key(4), (1, 12, 2, 16))
+    pos = jnp.arange(12)
+    with jax.set_mesh(mesh):
+        got = rotate(cfg.model, q, pos)
+    np.testing.assert_array_equal(np.asarray(got[..., 4:]), np.asarray(q[..., 4:]))
+    want = rope(q[..., :4], pos, cfg.model.rope_theta)  # (a 4-wide head: theta^(-2i/4))
+    np.testing.assert_allclose(np.asarray(got[..., :4]), np.asarray(want), atol=1e-6)
+    assert any("model.rope_fraction=1.5 must be in (0, 1]" in e
+               for e in validate(load_config(["+experiment=staircase", "model.rope_fraction=1.5"]), 1))

@@ -38,6 +38,7 @@ from spmdgpt.config.derived import (
     moe_layer_pattern,
     moe_layers,
     resolve_mesh_shape,
+    rotary_dims,
     seq_axes,
 )
 from spmdgpt.config.load import (
@@ -163,6 +164,7 @@ __all__ = [
     "mla_dims",
     "deltanet_dims",
     "linear_layers",
+    "rotary_dims",
     "gated",
     "attention_widths",
     "model_config_from_dict",

@@ -61,6 +61,12 @@ def moe_layer_pattern(layers: int, first_dense: int, step: int) -> tuple:
     return tuple(i >= first_dense and (i - first_dense + 1) % step == 0 for i in range(layers))
 
 
+def rotary_dims(m: ModelConfig, h: int) -> int:
+    """The dimensions RoPE rotates in a head of width h: h x model.rope_fraction, rounded down to an
+    even number (transformers: int(head_dim x partial_rotary_factor))."""
+    return h if m.rope_fraction >= 1.0 else int(h * m.rope_fraction) // 2 * 2
+
+
 def linear_layers(m: ModelConfig) -> tuple:
     """Which layers are Gated DeltaNet layers (True) and which softmax attention: in every group of
     model.deltanet.full_attention_interval layers all but the last; none when it is 0."""

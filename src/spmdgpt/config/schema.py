@@ -133,6 +133,10 @@ class ModelConfig(Section):
     embed_scale: bool = False  # the embedding's output times sqrt(d_model) (Gemma; the tied unembedding is not)
     query_pre_attn_scalar: Optional[int] = None  # attention scores scaled by this^-0.5 instead of head_dim^-0.5
     # (Gemma 3: 256, or d_model / num_heads for 27B)
+    attention_gate: bool = False  # each head's output times sigmoid(x w_gate), a gate from its own projection
+    # (Qwen3-Next / Qwen3.5's gated attention, Qiu et al. 2025)
+    rope_fraction: float = 1.0  # the fraction of each head's dimensions RoPE rotates, the first ones (Qwen3.5 and
+    # Qwen3-Next: 0.25, transformers' partial_rotary_factor); the rest pass unrotated
     rope_local_theta: Optional[float] = None  # the sliding-window (L) layers' RoPE base, unscaled (Gemma 3: 10,000;
     # the global ones: rope_theta 1,000,000 with rope_scaling); None: every layer rope_theta and the scaling
     mtp_depth: int = 0  # multi-token prediction (DeepSeek-V3): this many sequential modules after the model, module k

@@ -7,7 +7,15 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from spmdgpt.config.derived import head_dim, logical_dim_sizes, mesh_axes, mesh_axes_of, mesh_sizes, resolve_mesh_shape
+from spmdgpt.config.derived import (
+    head_dim,
+    logical_dim_sizes,
+    mesh_axes,
+    mesh_axes_of,
+    mesh_sizes,
+    resolve_mesh_shape,
+    rotary_dims,
+)
 from spmdgpt.config.schema import (
     Config,
     ConfigError,
@@ -172,6 +180,12 @@ def _model(m, training: bool) -> List[str]:
     for name in ("query_pre_attn_scalar", "rope_local_theta"):
         if getattr(m, name) is not None and not getattr(m, name) > 0:
             errs.append(f"model.{name}={getattr(m, name)} must be > 0 (Gemma 3: 256 and 10000), or null for off")
+    if not 0.0 < m.rope_fraction <= 1.0:
+        errs.append(f"model.rope_fraction={m.rope_fraction} must be in (0, 1] (the share of each head RoPE rotates; "
+                    "Qwen3.5: 0.25; 1 = all of it)")
+    elif m.num_heads > 0 and m.d_model > 0 and head_dim(m) > 0 and rotary_dims(m, head_dim(m)) < 2:
+        errs.append(f"model.rope_fraction={m.rope_fraction} of a head of {head_dim(m)} rotates no pair of dimensions; "
+                    "raise it")
     if m.qk_norm_scale and not m.qk_norm:
         errs.append("model.qk_norm_scale=true scales the QK-norm, which is off; set model.qk_norm=true too")
     if m.attention_block < 0:

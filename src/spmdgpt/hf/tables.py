@@ -88,9 +88,10 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
 # a model without multi-head latent attention: the mla.* defaults
 NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig)}
-# a model without Gated DeltaNet layers: the deltanet.* defaults
-NO_DELTANET = {f"deltanet.{f.name}": f.default for f in dataclasses.fields(DeltaNetConfig)
-               if f"deltanet.{f.name}" not in TRAINING_ONLY}
+# a model without Gated DeltaNet layers: the deltanet.* defaults; nor Qwen3.5's gated softmax attention
+# and partial RoPE
+NO_DELTANET = {**{f"deltanet.{f.name}": f.default for f in dataclasses.fields(DeltaNetConfig)
+                  if f"deltanet.{f.name}" not in TRAINING_ONLY}, "attention_gate": False, "rope_fraction": 1.0}
 # a model without Gemma's layer options: their defaults
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None}

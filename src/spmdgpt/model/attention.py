@@ -56,7 +56,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import AttentionImpl, ModelConfig, head_dim, kv_heads
+from spmdgpt.config import AttentionImpl, ModelConfig, head_dim, kv_heads, rotary_dims
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.fp8 import INPUTS, history_info, sites
@@ -102,6 +102,8 @@ class Attention(NamedTuple):
     q_norm: Optional[jax.Array] = None  # [H] the QK-norm's learned scales (model.qk_norm_scale)
     k_norm: Optional[jax.Array] = None
     fp8_amax: Optional[jax.Array] = None  # [2 (qkv, o), 3, history]: FP8's delayed scaling (`model.fp8`)
+    w_gate: Optional[jax.Array] = None  # [D, N, H] the output gate's projection (model.attention_gate)
+    b_gate: Optional[jax.Array] = None  # [N, H] (with the query's bias)
 
 
 class GroupedAttention(NamedTuple):
@@ -118,6 +120,8 @@ class GroupedAttention(NamedTuple):
     q_norm: Optional[jax.Array] = None
     k_norm: Optional[jax.Array] = None
     fp8_amax: Optional[jax.Array] = None  # [3 (q, kv, o), 3, history]
+    w_gate: Optional[jax.Array] = None
+    b_gate: Optional[jax.Array] = None
 
 
 def _shared_info(cfg: ModelConfig, fp8_sites: int) -> dict:
@@ -129,6 +133,9 @@ def _shared_info(cfg: ModelConfig, fp8_sites: int) -> dict:
         q_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
         k_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
         fp8_amax=history_info(cfg, fp8_sites),
+        w_gate=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std)
+        if cfg.attention_gate else None,
+        b_gate=vector((N, H), ("heads", "head_dim")) if cfg.attention_gate and (cfg.bias or cfg.qkv_bias) else None,
     )
 
 
@@ -265,11 +272,40 @@ def fused_qkv(
             else norm_scale(cfg, rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim")))
         )
         qk = rms_normalize(qk, cfg.norm_eps, scale)
-    qk = rope(qk, positions, *layer_rope(cfg, qk.shape[-1], window))  # q and k rotated in one op
+    qk = rotate(cfg, qk, positions, window)  # q and k rotated in one op
     q, k = query_scale(cfg, qk[:, :, 0]), qk[:, :, 1]
     if not head_major:
         return q, k, qkv[:, :, 2]
     return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, qkv[:, :, 2]))
+
+
+def rotate(cfg: ModelConfig, x: jax.Array, positions: jax.Array, window=None) -> jax.Array:
+    """RoPE over the first `rotary_dims` of each head's last axis (all of it unless
+    model.rope_fraction < 1, Qwen3.5's partial rotation), the rest passed through."""
+    h = x.shape[-1]
+    r = rotary_dims(cfg, h)
+    if r == h:
+        return rope(x, positions, *layer_rope(cfg, h, window))
+    return jnp.concatenate([rope(x[..., :r], positions, *layer_rope(cfg, r, window)), x[..., r:]], axis=-1)
+
+
+def output_gate(cfg: ModelConfig, rules: Rules, p, x: jax.Array, batch: int, head_major: bool) -> Optional[jax.Array]:
+    """sigmoid(x w_gate (+ b_gate)) per head and dimension ([b, n, t, h] head-major, else [b, t, n, h]),
+    what the attention's output is multiplied by before the output projection (model.attention_gate);
+    None without it."""
+    if getattr(p, "w_gate", None) is None:
+        return None
+    logical = ("heads", "head_dim")
+    w = rules.gather(p.w_gate.astype(x.dtype), ("embed", *logical))
+    gate, = matmuls_in(rules, x, ("td,dnh->tnh", w, ("embed", *logical), logical))
+    if p.b_gate is not None:
+        gate = gate + rules.gather(p.b_gate.astype(x.dtype), logical)
+    gate = jax.nn.sigmoid(unflatten(rules, gate, batch, *logical).astype(jnp.float32)).astype(x.dtype)
+    return jnp.transpose(gate, (0, 2, 1, 3)) if head_major else gate
+
+
+def gated(o: jax.Array, gate: Optional[jax.Array]) -> jax.Array:
+    return o if gate is None else o * gate
 
 
 def query_scale(cfg: ModelConfig, q: jax.Array) -> jax.Array:
@@ -301,8 +337,7 @@ def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arra
     if cfg.qk_norm:
         q, k = (rms_normalize(a, cfg.norm_eps, None if s is None else norm_scale(cfg, rules.gather(s, ("head_dim",))))
                 for a, s in ((q, p.q_norm), (k, p.k_norm)))
-    freq = layer_rope(cfg, q.shape[-1], window)
-    q, k = query_scale(cfg, rope(q, positions, *freq)), rope(k, positions, *freq)
+    q, k = query_scale(cfg, rotate(cfg, q, positions, window)), rotate(cfg, k, positions, window)
     if not head_major:
         return q, k, v
     return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
@@ -367,7 +402,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
         q, k, v = project(cfg, rules, p, x, positions, batch, window=u.window)  # [b, n, t, h]
         kv = write_cache(cache, 2, k=k, v=v)
         o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules)
-        return output_projection(rules, p, o), kv, {}
+        return output_projection(rules, p, gated(o, output_gate(cfg, rules, p, x, batch, True))), kv, {}
     backend = sequence_backend(cfg, rules)
     head_major = backend != AttentionImpl.cudnn
     q, k, v = project(cfg, rules, p, x, positions, batch, head_major, window=u.window)
@@ -377,7 +412,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
         if not head_major:
             k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))
         kv = write_cache(cache, 2, k=k, v=v)
-    return output_projection(rules, p, o, head_major), kv, {}
+    return output_projection(rules, p, gated(o, output_gate(cfg, rules, p, x, batch, head_major)), head_major), kv, {}
 
 
 def sequence_backend(cfg: ModelConfig, rules: Rules) -> Optional[AttentionImpl]:

@@ -218,6 +218,9 @@ def config_errors(m: ModelConfig) -> List[str]:
     if m.num_kv_heads is not None and m.num_kv_heads != m.num_heads:
         errs.append(f"model.num_kv_heads={m.num_kv_heads} with model.mla.kv_rank={a.kv_rank}: MLA shares one latent "
                     "among all heads instead; unset model.num_kv_heads")
+    if m.attention_gate or m.rope_fraction != 1.0:
+        errs.append("model.attention_gate / model.rope_fraction with model.mla.kv_rank > 0: multi-head latent "
+                    "attention has its own RoPE dimensions (model.mla.rope_dim) and no output gate; unset them")
     for name in ("qk_norm", "bias", "qkv_bias", "norm_plus_one"):
         if getattr(m, name):
             errs.append(f"model.{name}=true with model.mla.kv_rank > 0: multi-head latent attention has none (its "
