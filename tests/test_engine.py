@@ -125,7 +125,7 @@ def test_stops_and_refusals(model):
 
 def test_pool_layout_per_unit():
     """The pool stores what each unit caches: k and v (kv heads x head_dim) a token, or MLA's latent
-    and RoPE key; its bytes follow."""
+    and RoPE key, and a hybrid's states per slot; its bytes follow."""
     cfg = setup()[0]
     assert {n: (lay.seq_axis, lay.rest) for n, lay in layouts(cfg.model).items()} == {
         "k": (2, (4, 16)), "v": (2, (4, 16))}
@@ -134,3 +134,7 @@ def test_pool_layout_per_unit():
     assert {n: (lay.seq_axis, lay.rest) for n, lay in layouts(mla.model).items()} == {
         "latent": (1, (16,)), "k_rope": (1, (4,))}
     assert np.isclose(pool_bytes(mla.model, 10, 4), 3 * 10 * 4 * 20 * 4)
+    # a hybrid (2 layers, the first Gated DeltaNet): pages for its softmax layer, and per slot (3 + the null one) a
+    # float32 state of 4 value heads x 8 x 8 and the convolution's last 3 inputs of q, k (2 x 2 heads x 8) and v (4 x 8)
+    hybrid = setup(*ATTENTION_UNITS["hybrid"])[0].model
+    assert pool_bytes(hybrid, 10, 4, slots=3) == 1 * 10 * 4 * 2 * 64 * 4 + 1 * 4 * (4 * 8 * 8 + 3 * (32 + 32)) * 4

@@ -243,15 +243,18 @@ class ServePlan:
     page_bytes: int  # one page of every layer's cache, per device
     param_bytes: int
     fit: Optional[int]  # the most pages the device holds beside the rest (None: capacity unknown)
+    state_bytes: int = 0  # a hybrid's Gated DeltaNet states, every slot's, per device
 
     def lines(self, cfg: Config, capacity: Optional[int]) -> str:
         p, ps = self.program, self.page_size
         pool = self.pages * self.page_bytes
         out = [f"  parameters       {size(self.param_bytes)}",
                f"  page pool        {size(pool)}: {self.pages - 1} pages of {ps} tokens (+ the null page), "
-               f"{self.page_bytes / 2**10:,.1f} KiB a page",
-               f"  step             {size(p.temp_bytes)} of temporaries, {size(p.own_bytes - pool)} of rows and "
-               "outputs",
+               f"{self.page_bytes / 2**10:,.1f} KiB a page"]
+        if self.state_bytes:
+            out.append(f"  slot states      {size(self.state_bytes)}: the Gated DeltaNet states of every slot")
+        out += [f"  step             {size(p.temp_bytes)} of temporaries, "
+                f"{size(p.own_bytes - pool - self.state_bytes)} of rows and outputs",
                f"  total            {size(p.total_bytes)}" + (f" of {size(capacity)}" if capacity else "")]
         if self.fit is not None and self.fit < 2:
             out.append(f"  pages that fit   none: the parameters and the step alone need {size(p.total_bytes - pool)}")
@@ -276,9 +279,10 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int]) -> 
     program = _compiled("serving_step", engine.lower(params), resident, shapes,
                         device=rules.mesh.devices.flat[0].device_kind)
     page_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n in engine.step_fn.layouts}) // engine.num_pages
+    state_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n in engine.step_fn.states})
     rest = program.total_bytes - engine.num_pages * page_bytes
     fit = None if capacity is None else (capacity - rest) // page_bytes
-    return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit)
+    return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit, state_bytes)
 
 
 def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> Plan:
