@@ -232,3 +232,17 @@ def test_qwen3_moe_dense_layers_survive_config_json(layers, first, step):
     assert tuple(kinds) == moe_layers(cfg)
     back = model_config_from_dict(model_fields(hf, "test"), base=cfg)
     assert moe_layers(back) == moe_layers(cfg) and param_info(back) == param_info(cfg)
+
+
+def test_an_import_turns_off_what_its_checkpoint_does_not_have():
+    """config.json -> model fields over a run's config that has Gated DeltaNet layers, the output gate
+    and partial RoPE (qwen3_5_small's and more): a Qwen3 checkpoint has none of them, so the imported
+    model has none (never the run's own values)."""
+    from spmdgpt.config import model_config_from_dict
+    from spmdgpt.hf.fields import model_fields
+
+    run = load_config(["+experiment=qwen3_5_small", "model.attention_gate=true", "model.rope_fraction=0.5"]).model
+    hf = hf_config(model_cfg("Qwen3ForCausalLM"), eos_id=0)
+    got = model_config_from_dict(model_fields(hf, "mem"), base=run)
+    assert got.deltanet.full_attention_interval == 0 and not got.attention_gate and got.rope_fraction == 1.0
+    assert got.qk_norm and got.num_layers == 2
