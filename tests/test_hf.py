@@ -147,6 +147,13 @@ def random_params(cfg, rules, seed=1):
                            "model.embed_scale=true", "model.qk_norm=true", "model.sliding_window=8",
                            "model.window_pattern=GL", "model.rope_scaling=yarn", "model.rope_factor=4",
                            "model.rope_original_max_len=16", "model.tie_embeddings=false"]),
+    # Qwen3.5's hybrid: Gated DeltaNet (grouped value heads, values narrower than keys) and gated, partially
+    # rotated softmax attention with QK-norm, every norm (1 + w)
+    ("Qwen3_5ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.norm_plus_one=true", "model.qk_norm=true",
+                            "model.qk_norm_scale=true", "model.num_kv_heads=2", "model.attention_gate=true",
+                            "model.rope_fraction=0.5", "model.num_layers=4", "model.deltanet.full_attention_interval=2",
+                            "model.deltanet.key_heads=2", "model.deltanet.value_heads=4", "model.deltanet.key_dim=8",
+                            "model.deltanet.value_dim=6", "model.deltanet.chunk=16"]),
 ])
 def test_every_parameter_maps_onto_transformers(arch, overrides, torch_side, tmp_path):
     """Random values in every leaf (biases and norms included), tied and untied, written as
@@ -273,6 +280,11 @@ HF_CONFIGS = {
                "layer_types": ["sliding_attention", "full_attention"], "tie_word_embeddings": True,
                "rope_parameters": {"full_attention": {"rope_type": "linear", "rope_theta": 5000.0, "factor": 4.0},
                                    "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}},
+    # Qwen3.5: Gated DeltaNet layers 0 and 2 (4 key heads of 8, 8 value heads of 8, grouped), gated softmax attention
+    # in layers 1 and 3 (2 key/value heads of 16, a quarter of each head rotated), every norm (1 + w)
+    "qwen3_5": {**LLAMA_SHAPE, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16,
+                "layer_types": ["linear_attention", "full_attention"] * 2, "linear_num_key_heads": 4,
+                "linear_num_value_heads": 8, "linear_key_head_dim": 8, "linear_value_head_dim": 8},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -358,6 +370,8 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
          "model.embed_scale=True", "model.qk_norm=True", "model.qk_norm_scale=True"],
         "Gemma3ForCausalLM",
     ),
+    "qwen3_5": ("qwen3_5", {}, ["model.attention_gate=True", "model.rope_fraction=0.25", "model.norm_plus_one=True"],
+                "Qwen3_5ForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -521,9 +535,9 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3ForCausalLM, "
-                               "Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, Gemma3ForCausalLM, "
-                               "GPTNeoXForCausalLM checkpoints"])
+                               "Qwen3_5ForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
+                               "Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, "
+                               "Gemma3ForCausalLM, GPTNeoXForCausalLM checkpoints"])
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
     assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "
                                           "(interleaved RoPE pairs, DeepSeek's checkpoints)"])

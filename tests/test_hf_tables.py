@@ -25,7 +25,11 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                   "DeepseekV3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.mla.kv_rank=32",
                                             "model.moe.num_experts=4", "model.moe.router=sigmoid"],
                   "Gemma3ForCausalLM": ["model.norm=rmsnorm", "model.mlp=geglu", "model.norm_plus_one=true",
-                                        "model.post_norms=true", "model.embed_scale=true", "model.qk_norm=true"]}
+                                        "model.post_norms=true", "model.embed_scale=true", "model.qk_norm=true"],
+                  "Qwen3_5ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.norm_plus_one=true",
+                                         "model.qk_norm=true", "model.attention_gate=true", "model.num_kv_heads=1",
+                                         "model.num_layers=4", "model.deltanet.full_attention_interval=2",
+                                         "model.deltanet.key_heads=2"]}
 
 
 def model_cfg(arch: str, *overrides) -> ModelConfig:
@@ -84,7 +88,9 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "moe.normalize_top_k": False, "moe.first_dense_layers": 1, "moe.interleave_step": 2,
            "rope_mscale": 0.5, "rope_mscale_all_dim": 1.0, "mla.kv_rank": 16, "mla.q_rank": 24, "mla.rope_dim": 8,
            "mla.nope_dim": 8, "mla.v_dim": 8, "moe.shared_experts": 2, "moe.groups": 2, "moe.top_groups": 2,
-           "moe.route_scale": 2.5, "query_pre_attn_scalar": 64, "rope_local_theta": 500.0}
+           "moe.route_scale": 2.5, "query_pre_attn_scalar": 64, "rope_local_theta": 500.0, "rope_fraction": 0.5,
+           "deltanet.full_attention_interval": 4, "deltanet.key_heads": 4, "deltanet.value_heads": 4,
+           "deltanet.key_dim": 32, "deltanet.value_dim": 32, "deltanet.conv": 3}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -246,3 +252,23 @@ def test_an_import_turns_off_what_its_checkpoint_does_not_have():
     got = model_config_from_dict(model_fields(hf, "mem"), base=run)
     assert got.deltanet.full_attention_interval == 0 and not got.attention_gate and got.rope_fraction == 1.0
     assert got.qk_norm and got.num_layers == 2
+
+
+def test_a_hybrid_exports_as_qwen3_5_only_with_its_softmax_layers():
+    """A Gated DeltaNet hybrid is Qwen3_5ForCausalLM's to export; without Qwen3.5's softmax layers the
+    refusal says which values it needs (not "train without it"), and multi-head attention is refused
+    by the table's `requires`."""
+    hybrid = ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=true", "model.num_layers=4",
+              "model.deltanet.full_attention_interval=2"]
+    with pytest.raises(ConfigError) as e:
+        architecture(load_config(["+experiment=staircase", *hybrid, "model.num_kv_heads=2"]).model)
+    assert e.value.messages == ["model.norm_plus_one=False, model.attention_gate=False: Qwen3_5ForCausalLM (the "
+                                "Hugging Face architecture of this model.norm and model.mlp) does not compute that, so "
+                                "the model cannot be exported (train with model.norm_plus_one=True, "
+                                "model.attention_gate=True to export)"]
+    with pytest.raises(ConfigError) as e:
+        architecture(load_config(["+experiment=staircase", *hybrid, "model.norm_plus_one=true",
+                                  "model.attention_gate=true"]).model)
+    assert e.value.messages == ["model.num_kv_heads=None: Qwen3_5ForCausalLM needs fewer key/value heads than heads "
+                                "(model.num_kv_heads: the table holds the gated queries beside grouped keys)"]
+    assert architecture(load_config(["+experiment=qwen3_5_small"]).model).name == "Qwen3_5ForCausalLM"

@@ -83,6 +83,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
            "deepseek_v3": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM),
            "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
+           "qwen3_5": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

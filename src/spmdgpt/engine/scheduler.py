@@ -51,6 +51,9 @@ def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
     """Why the model cannot draft `speculate` tokens a step, or None."""
     if 0 <= speculate <= cfg.mtp_depth:
         return None
+    if cfg.deltanet.full_attention_interval:
+        return (f"speculate={speculate}: the drafts come from multi-token-prediction modules, which hybrids with "
+                "Gated DeltaNet layers (model.deltanet) cannot have yet; leave speculate=0")
     if not cfg.mtp_depth:
         return (f"speculate={speculate}: the model has no multi-token-prediction modules to draft with "
                 "(model.mtp_depth=0); train one with model.mtp_depth=1 or more, or leave speculate=0")

@@ -12,6 +12,9 @@ that loads but computes something else):
       + model.sliding_window=W (every layer)      ->  MistralForCausalLM (Qwen2/3: any window_pattern)
       + model.moe.num_experts=E                   ->  MixtralForCausalLM (softmax routing, no shared
                                                       experts; with model.qk_norm: Qwen3MoeForCausalLM)
+      + model.deltanet.full_attention_interval=k  ->  Qwen3_5ForCausalLM (Gated DeltaNet hybrids: with
+                                                      model.attention_gate, qk_norm, norm_plus_one,
+                                                      grouped keys and values; rope_fraction)
     model.norm=layernorm, model.mlp=gelu          ->  GPTNeoXForCausalLM, sequential residual
                                                       (use_parallel_residual=false), full rotary
                                                       (partial_rotary_factor=1), tanh GELU

@@ -17,13 +17,16 @@ from spmdgpt.config import (
     ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_FIELDS,
     ConfigError,
+    DeltaNetConfig,
     MlaConfig,
     ModelConfig,
     MoeConfig,
+    deltanet_dims,
     expert_hidden,
     head_dim,
     kv_heads,
     layer_windows,
+    linear_layers,
     mla_dims,
     mlp_hidden,
     moe_layers,
@@ -58,13 +61,17 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     local = cfg.rope_local_theta  # (no local layers, or their RoPE the global one's: None)
     if not any(windows) or (local == cfg.rope_theta and cfg.rope_scaling.value == "none"):
         local = None
+    deltanet = DeltaNetConfig(chunk=cfg.deltanet.chunk)  # (no Gated DeltaNet layers: the section's defaults; else
+    if cfg.deltanet.full_attention_interval:  # the value heads and width spelt out)
+        hk, hv, dk, dv = deltanet_dims(cfg)
+        deltanet = dataclasses.replace(cfg.deltanet, value_heads=hv, value_dim=dv)
     mla = MlaConfig()
     if cfg.mla.kv_rank:  # (MLA's widths spelt out; head_dim then only their default)
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
         mla, kv, hd = MlaConfig(kv_rank, q_rank, rope, nope, v), None, None
     return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
                                sliding_window=max(windows), window_pattern=pattern, moe=moe, mla=mla,
-                               query_pre_attn_scalar=qpas, rope_local_theta=local)
+                               query_pre_attn_scalar=qpas, rope_local_theta=local, deltanet=deltanet)
 
 
 def field_names(cfg) -> list:
@@ -107,11 +114,19 @@ def architecture(cfg: ModelConfig) -> Architecture:
     arch = next((a for a in kinds if all(v(field_value(same, k)) if callable(v) else field_value(same, k) == v
                                          for k, v in a.picks.items())), kinds[-1])
     refused, unknown = refusals(arch, cfg)
+    text = lambda v: getattr(v, "value", v)  # noqa: E731
     if refused:
-        shown = [f"model.{n}={getattr(field_value(same, n), 'value', field_value(same, n))}" for n in refused]
+        shown = [f"model.{n}={text(field_value(same, n))}" for n in refused]
+        default = ModelConfig()  # (a refusal of an option the table needs on, not off, says which value it needs)
+        needed = [f"model.{n}={text(arch.refused[n])}" for n in refused if arch.refused[n] != field_value(default, n)]
+        fix = f"train with {', '.join(needed)} to export" if needed else "train without it to export"
         raise ConfigError([f"{', '.join(shown)}: {arch.name} (the Hugging "
                            f"Face architecture of this model.norm and model.mlp) does not compute that, so the model "
-                           "cannot be exported (train without it to export)"])
+                           f"cannot be exported ({fix})"])
+    unmet = [f"model.{n}={text(field_value(cfg, n))}: {arch.name} needs {what}" for n, (ok, what) in
+             arch.requires.items() if not ok(field_value(same, n))]
+    if unmet:
+        raise ConfigError(unmet)
     if unknown:
         raise ConfigError([f"model.{', model.'.join(unknown)}: the {arch.name} table (spmdgpt/hf/tables.py) does not "
                            "say how to represent it; map it to config.json there, or refuse it"])
@@ -130,23 +145,30 @@ def refusals(arch: Architecture, cfg: ModelConfig) -> tuple[list, list]:
 
 def _dims(cfg: ModelConfig) -> dict:
     """The layout axes' sizes (see tables.py; MLA's: l = kv_rank, s = q_rank, p = kv_rank + rope_dim,
-    q = nope_dim + rope_dim, u = nope_dim + v_dim, o = v_dim; g = the shared experts' width)."""
+    q = nope_dim + rope_dim, u = nope_dim + v_dim, o = v_dim; g = the shared experts' width; Gated
+    DeltaNet's: kh, kd = key heads and width, vh, vd = value heads and width, cw = the convolution's
+    width, two = 2)."""
     kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
+    kh, vh, kd, vd = deltanet_dims(cfg)
     return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "k": kv_heads(cfg), "kv": 2, "h": head_dim(cfg),
             "f": mlp_hidden(cfg), "v": cfg.vocab_size, "e": cfg.moe.num_experts, "m": expert_hidden(cfg),
             "g": cfg.moe.shared_experts * expert_hidden(cfg), "l": kv_rank, "s": q_rank, "p": kv_rank + rope,
-            "q": nope + rope, "u": nope + v, "o": v}
+            "q": nope + rope, "u": nope + v, "o": v, "kh": kh, "kd": kd, "vh": vh, "vd": vd, "cw": cfg.deltanet.conv,
+            "two": 2}
 
 
 def _side(layout: str, theirs: bool = True) -> str:
     return layout.split("->")[-1 if theirs else 0].strip()
 
 
-def _hf_shape(t: Tensor, dims: dict) -> tuple:
+def _hf_shape(t: Tensor, dims: dict, cfg: Optional[ModelConfig] = None) -> tuple:
     """The shape of one of t's Hugging Face tensors: its layout's right side, the first axis
-    left out when several names split it."""
+    left out when several names split it, or the whole tensor's first axis when several leaves
+    share it (`Tensor.within`, which needs cfg)."""
     groups = re.findall(r"\(([^)]*)\)|(\w+)", _side(t.layout))
     shape = tuple(math.prod(dims[a] for a in (g or s).split()) for g, s in groups)
+    if t.within is not None:
+        shape = (t.within(cfg)[1],) + shape[1:]
     return shape[1:] if t.split else shape
 
 
@@ -166,7 +188,10 @@ def _leaf(tree, path: str):
 
 def _stack_of(cfg: ModelConfig, layer: int) -> tuple:
     """(the stack that holds model layer `layer`: "blocks", or an MoE model's "dense_blocks" for a
-    dense layer; the layer's index in it)."""
+    dense layer, a hybrid's "linear_blocks" for a Gated DeltaNet layer; the layer's index in it)."""
+    linear = linear_layers(cfg)
+    if any(linear):
+        return "linear_blocks" if linear[layer] else "blocks", linear[:layer].count(linear[layer])
     kinds = moe_layers(cfg)
     if all(kinds) or not any(kinds):
         return "blocks", layer
@@ -182,6 +207,8 @@ def _layers_of(t: Tensor, cfg: ModelConfig) -> list:
     """The model layers that have row t (`Tensor.layers`; [None]: a row outside the blocks)."""
     if not t.per_layer:
         return [None]
+    if t.layers in ("linear", "full"):
+        return [i for i, linear in enumerate(linear_layers(cfg)) if linear == (t.layers == "linear")]
     kinds = moe_layers(cfg)
     return [i for i in range(cfg.num_layers) if t.layers == "every" or (t.layers == "moe") == kinds[i]]
 
@@ -227,7 +254,7 @@ def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
     out = {}
     for t in arch.tensors:
         if _present(t, cfg, info):
-            out.update({n: _hf_shape(t, dims) for n in _all_names(t, cfg)})
+            out.update({n: _hf_shape(t, dims, cfg) for n in _all_names(t, cfg)})
     return out
 
 
@@ -288,6 +315,8 @@ def layer_values(cfg: ModelConfig, files):
         def read(index=None):  # (index: the layer's in its stack)
             names = _names(t, cfg, None if index is None else layers[index])
             a = [get(n) for n in names] if t.split else get(names[0])
+            if t.within is not None:  # (this leaf's rows of a tensor several leaves share)
+                a = np.asarray(a)[t.within(cfg)[0]]
             return _rearrange(a if t.order is None else np.asarray(a)[np.argsort(t.order(cfg))], back, dims)
 
         return read

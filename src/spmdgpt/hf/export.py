@@ -14,10 +14,12 @@ from spmdgpt.config import (
     ConfigError,
     ModelConfig,
     RopeScaling,
+    deltanet_dims,
     expert_hidden,
     head_dim,
     kv_heads,
     layer_windows,
+    linear_layers,
     mla_dims,
     mlp_hidden,
     moe_layers,
@@ -34,7 +36,18 @@ from spmdgpt.hf.convert import (
     architecture,
 )
 from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
-from spmdgpt.hf.tables import DEEPSEEK_V3, GEMMA3, LLAMA, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE, Architecture
+from spmdgpt.hf.tables import (
+    DEEPSEEK_V3,
+    GEMMA3,
+    LLAMA,
+    MISTRAL,
+    MIXTRAL,
+    NEOX,
+    QWEN3,
+    QWEN3_5,
+    QWEN3_MOE,
+    Architecture,
+)
 
 
 def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
@@ -93,6 +106,14 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "rope_parameters": {"full_attention": glob, "sliding_attention": local},
                 "rope_local_base_freq": local["rope_theta"], "final_logit_softcapping": None,
                 "attn_logit_softcapping": None, "use_bidirectional_attention": False}
+    if arch is QWEN3_5:  # (the softmax layers' partial RoPE in rope_parameters; the Gated DeltaNet layers' widths)
+        kh, vh, kd, vd = deltanet_dims(cfg)
+        return {**llama, "attention_bias": False,
+                "rope_parameters": {**rope_parameters(cfg), "partial_rotary_factor": cfg.rope_fraction},
+                "layer_types": ["linear_attention" if lin else "full_attention" for lin in linear_layers(cfg)],
+                "full_attention_interval": cfg.deltanet.full_attention_interval, "linear_num_key_heads": kh,
+                "linear_num_value_heads": vh, "linear_key_head_dim": kd, "linear_value_head_dim": vd,
+                "linear_conv_kernel_dim": cfg.deltanet.conv}
     if arch is MISTRAL:
         return {**llama, "sliding_window": windows[0]}
     if arch is MIXTRAL:
@@ -172,5 +193,10 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
         a = _rearrange(value, t.layout, dims)
         if t.order is not None:
             a = a[t.order(cfg)]
+        if t.within is not None:  # (its rows of a tensor that several leaves share)
+            rows, length = t.within(cfg)
+            whole = out.setdefault(names[0], np.zeros((length,) + a.shape[1:], a.dtype))
+            whole[rows] = a
+            continue
         out.update(zip(names, a) if t.split else [(names[0], a)])
     return {n: np.ascontiguousarray(a) for n, a in out.items()}

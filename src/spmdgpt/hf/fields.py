@@ -5,7 +5,7 @@ represents refused by name; and the RoPE parameters' keys, which export writes b
 from __future__ import annotations
 
 from spmdgpt.config import ConfigError, moe_layer_pattern
-from spmdgpt.hf.tables import ARCHITECTURES, DEEPSEEK_V3, GEMMA3, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_MOE
+from spmdgpt.hf.tables import ARCHITECTURES, DEEPSEEK_V3, GEMMA3, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_5, QWEN3_MOE
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
 
@@ -83,6 +83,8 @@ def model_fields(hf: dict, where: str) -> dict:
         fields = _deepseek_v3(hf, need)
     elif kind == GEMMA3.model_type:
         fields = _gemma3(hf, need)
+    elif kind == QWEN3_5.model_type:
+        fields = _qwen3_5(hf, rope, need)
     elif kind is not None:  # the Llama family
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
         kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
@@ -169,6 +171,31 @@ def _gemma3(hf: dict, need) -> dict:
         fields.update(sliding_window=hf.get("sliding_window") or 4096,
                       window_pattern="".join("L" if t == "sliding_attention" else "G" for t in types))
     return fields
+
+
+def _qwen3_5(hf: dict, rope: dict, need) -> dict:
+    """The model fields of a Qwen3_5ForCausalLM (text) config.json: Gated DeltaNet layers with one
+    softmax-attention layer in every full_attention_interval (gated, QK-normed, partial RoPE,
+    grouped keys and values), every norm (1 + w)."""
+    heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
+    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+    need("num_key_value_heads", kv < heads, f"fewer than num_attention_heads={heads} (grouped keys and values: "
+         "spmdgpt's Qwen3.5 table holds the gated queries beside grouped ones)")
+    types = hf.get("layer_types") or []
+    k = types.index("full_attention") + 1 if "full_attention" in types else 0
+    need("layer_types", k >= 2 and len(types) == layers and layers % k == 0 and all(
+        t == ("full_attention" if (i + 1) % k == 0 else "linear_attention") for i, t in enumerate(types)),
+        f"{layers} layers in groups of k - 1 linear_attention and one full_attention (k >= 2; "
+        "model.deltanet.full_attention_interval)")
+    return {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6), "num_kv_heads": kv,
+            "head_dim": None if hd * heads == d else hd, "qk_norm": True, "qk_norm_scale": True,
+            "norm_plus_one": True, "attention_gate": True,
+            "rope_fraction": float(rope.get("partial_rotary_factor", 0.25)),
+            "deltanet": {"full_attention_interval": k, "key_heads": hf["linear_num_key_heads"],
+                         "value_heads": hf["linear_num_value_heads"], "key_dim": hf["linear_key_head_dim"],
+                         "value_dim": hf["linear_value_head_dim"], "conv": hf.get("linear_conv_kernel_dim", 4)}}
 
 
 def _deepseek_v3(hf: dict, need) -> dict:

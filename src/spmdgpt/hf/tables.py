@@ -13,8 +13,10 @@ A table says, for one `transformers` class, everything export and import need:
   GPT-NeoX always has LayerNorm and MLP biases, Qwen3 always has QK-norm scales. Rows of leaves
   that exclude each other (w_qkv, or w_q and w_kv under grouped-query attention) may share names.
   A stacked leaf ("blocks.mlp.w_up") is read in the stack that holds each layer: `blocks`, or an
-  MoE model's `dense_blocks` for its dense layers; `layers="dense"` / `"moe"` keeps a row to one
-  kind of layer (Qwen3-MoE's dense MLP and its experts both name the mlp leaves).
+  MoE model's `dense_blocks` for its dense layers, a hybrid's `linear_blocks` for its Gated DeltaNet
+  layers; `layers="dense"` / `"moe"` (`"linear"` / `"full"`) keeps a row to one kind of layer
+  (Qwen3-MoE's dense MLP and its experts both name the mlp leaves; Qwen3.5's two attentions).
+  Several leaves may share one tensor (`within`: the rows each fills).
 - `fields`: every `model.*` field that changes what the model computes, and the config.json key
   that carries it; `refused`: fields this architecture cannot represent, with the one value it
   can. A field that is in neither (nor in `TRAINING_ONLY`) is an error on export: a new model
@@ -107,9 +109,13 @@ class Tensor:
     # out), and required to be it on import: GPT-NeoX's LayerNorm biases (0), Qwen3's QK-norm scales (1)
     when: Optional[Callable[[ModelConfig], bool]] = None  # present only for these configs (a leaf that two rows
     # lay out differently: DeepSeek's q_proj or q_b_proj)
-    layers: str = "every"  # "dense" | "moe": a row of those layers only (a dense model's layers are all dense)
+    layers: str = "every"  # "dense" | "moe" | "linear" | "full": a row of those layers only (a dense model's
+    # layers are all dense; a hybrid's Gated DeltaNet layers are "linear", its softmax ones "full")
     order: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # the Hugging Face tensor's first axis holds
     # the rows of spmdgpt's layout in this order (DeepSeek's interleaved RoPE pairs, `rope_rows`)
+    within: Optional[Callable[[ModelConfig], tuple]] = None  # several leaves in one Hugging Face tensor: (the rows of
+    # its first axis this leaf's layout fills, in order; that axis's length), each leaf a row of the table under the
+    # same name (Qwen3.5's q_proj: each head's queries, then its output gate; in_proj_qkv: q and k, then v)
 
     @property
     def stacked(self) -> bool:
@@ -138,6 +144,8 @@ class Architecture:
     # (None: the tensors carry it)
     refused: dict  # model field -> the one value this architecture can represent
     aliases: dict = dataclasses.field(default_factory=dict)  # HF name -> another name import accepts
+    requires: dict = dataclasses.field(default_factory=dict)  # model field -> (a test of its canonical value, what
+    # it must be, in words): what the architecture needs beyond `refused`'s single values
     picks: dict = dataclasses.field(default_factory=dict)  # model field -> value (or a test of it):
     # export picks this table for a model with these values (and its norm and MLP kinds); the first
     # that fits wins
@@ -391,8 +399,79 @@ NEOX = Architecture(
     aliases={"embed_out.weight": "lm_head.weight"},
 )
 
+def _head_halves(cfg: ModelConfig, half: int) -> tuple:
+    """Qwen3.5's q_proj rows: per head its head_dim query rows, then head_dim output-gate rows; the
+    queries' rows (half 0) or the gate's (half 1), and the tensor's row count."""
+    from spmdgpt.config import head_dim
+
+    n, h = cfg.num_heads, head_dim(cfg)
+    return (np.arange(n)[:, None] * 2 * h + half * h + np.arange(h)[None]).reshape(-1), 2 * n * h
+
+
+def _qkv_rows(cfg: ModelConfig, part: int) -> tuple:
+    """Qwen3.5's in_proj_qkv (and conv1d) rows: q and k (2 x key heads x key width), then v (value
+    heads x value width); part 0 (q and k) or 1 (v), and the tensor's row count."""
+    from spmdgpt.config import deltanet_dims
+
+    hk, hv, dk, dv = deltanet_dims(cfg)
+    qk, v = 2 * hk * dk, hv * dv
+    return (np.arange(qk) if part == 0 else qk + np.arange(v)), qk + v
+
+
+def _linear(t: Tensor) -> Tensor:
+    return dataclasses.replace(t, layers="linear")
+
+
+def _full(t: Tensor) -> Tensor:
+    return dataclasses.replace(t, layers="full")
+
+
+# Qwen3.5 (text; Qwen3_5ForCausalLM, and Qwen3-Next's layer kinds): every layer_types' full_attention_interval-th
+# layer softmax attention with an output gate (q_proj holds each head's queries, then its gate), QK-norm, partial
+# RoPE, grouped keys and values; the others Gated DeltaNet (linear_attn: in_proj_qkv = q, k, v; z, b, a; a
+# depthwise conv1d over q, k, v; A_log, dt_bias; the gated RMSNorm's plain weight; out_proj); every other norm
+# (1 + w); SwiGLU MLPs
+QWEN3_5 = Architecture(
+    name="Qwen3_5ForCausalLM", model_type="qwen3_5_text", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", [
+        *LLAMA_ATTENTION[:2],
+        *map(_full, [
+            _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d", within=lambda c: _head_halves(c, 0)),
+            _t("self_attn.q_proj.weight", "blocks.attn.w_gate", "d n h -> (n h) d",
+               within=lambda c: _head_halves(c, 1)),
+            LLAMA_ATTENTION[6], LLAMA_ATTENTION[8],  # (k_proj, v_proj; o_proj)
+            *[dataclasses.replace(t, fill=0.0) for t in QK_NORM]]),  # (1 + 0: no learned scale)
+        *map(_linear, [
+            _t("linear_attn.in_proj_qkv.weight", "blocks.attn.w_qk", "d two kh kd -> (two kh kd) d",
+               within=lambda c: _qkv_rows(c, 0)),
+            _t("linear_attn.in_proj_qkv.weight", "blocks.attn.w_v", "d vh vd -> (vh vd) d",
+               within=lambda c: _qkv_rows(c, 1)),
+            _t("linear_attn.in_proj_z.weight", "blocks.attn.w_z", "d vh vd -> (vh vd) d"),
+            _t(["linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight"], "blocks.attn.w_ab",
+               "d two vh -> two vh d"),
+            _t("linear_attn.conv1d.weight", "blocks.attn.conv_qk", "cw two kh kd -> (two kh kd) () cw",
+               within=lambda c: _qkv_rows(c, 0)),
+            _t("linear_attn.conv1d.weight", "blocks.attn.conv_v", "cw vh vd -> (vh vd) () cw",
+               within=lambda c: _qkv_rows(c, 1)),
+            _t("linear_attn.A_log", "blocks.attn.a_log", "vh -> vh"),
+            _t("linear_attn.dt_bias", "blocks.attn.dt_bias", "vh -> vh"),
+            _t("linear_attn.norm.weight", "blocks.attn.norm", "vd -> vd"),
+            _t("linear_attn.out_proj.weight", "blocks.attn.w_o", "vh vd d -> d (vh vd)")]),
+        *LLAMA_LAYER[len(LLAMA_ATTENTION):][::2]]) + LLAMA_OUTER),  # (gate, up, down: their weights)
+    fields={**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "rope_parameters",
+            "deltanet.full_attention_interval": "layer_types", "deltanet.key_heads": "linear_num_key_heads",
+            "deltanet.value_heads": "linear_num_value_heads", "deltanet.key_dim": "linear_key_head_dim",
+            "deltanet.value_dim": "linear_value_head_dim", "deltanet.conv": "linear_conv_kernel_dim"},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
+             "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False, "embed_scale": False,
+             "query_pre_attn_scalar": None, "rope_local_theta": None, **DENSE, **NO_MLA},
+    requires={"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: the "
+                                                         "table holds the gated queries beside grouped keys)")},
+    picks={"deltanet.full_attention_interval": lambda k: k > 0},
+)
+
 # in the order export tries them: a table with `picks` before the plain one of its kinds
-ARCHITECTURES = (DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
+ARCHITECTURES = (QWEN3_5, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose
