@@ -5,7 +5,10 @@ multi-head and grouped-query attention, the latent and RoPE key for MLA) cut int
 `page_size` tokens, in one canonical layout per array: [layers, pages, page_size, ...the rest of
 the unit's per-token shape] (the unit's batch axis becomes the page axis, its sequence axis the
 offset in the page). Page 0 is the null page: page tables are padded with it, padding tokens
-write there, and nothing reads it unmasked.
+write there, and nothing reads it unmasked. A hybrid's Gated DeltaNet layers keep no pages: what
+they carry (`Unit.state`: the state and the convolution's last inputs) is per sequence whatever its
+length, so the pool holds it per slot ([their layers, slots + 1, ...]; `Rows.slot` says each row's,
+the last slot is the null one that padding rows write), zero for a sequence's first tokens.
 
 One step (`Step`) takes a fixed token budget in two groups of rows, so that no prompt length or
 arrival pattern changes a shape:

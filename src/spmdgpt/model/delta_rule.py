@@ -8,10 +8,11 @@ strength beta_t in (0, 1):
     S <- S + k_t (beta_t (v_t - S^T k_t))^T     (the delta rule: write the value's error)
     o_t = S^T q_t
 
-Three ways to run it, equal in exact arithmetic (tests/test_delta_rule.py checks them in
-float64 to 1e-10):
+Two ways to run it, equal in exact arithmetic (tests/test_deltanet.py checks them in float64 to
+1e-10, and their gradients):
 
-- `recurrent`: the rule token by token (a `lax.scan`): the reference, and a decode step.
+- `recurrent`: the rule token by token (a `lax.scan`): the reference, and the inference engine's
+  decode step (one token from a cached state).
 - `chunked`: the chunkwise parallel form used for training and prefill. The sequence is cut
   into chunks of C tokens; inside a chunk, with cumulative log decays c (c_i = g_1 + ... + g_i)
   and Gamma_ij = exp(c_i - c_j) (i >= j), the C delta-rule writes collapse into one triangular
@@ -21,8 +22,6 @@ float64 to 1e-10):
 
       V' = U - W S,   O = diag(exp(c)) Q S + tril(Q K^T * Gamma) V',
       S <- exp(c_C) S + (diag(exp(c_C - c)) K)^T V'.
-
-- `step`: one token per sequence against a cached state (decoding).
 
 Documents (segment ids, as attention's document masks): a token whose segment differs from the
 one before it starts from a zero state. Inside a chunk this masks Gamma to pairs in one segment
@@ -98,8 +97,8 @@ def _resets(segments: Optional[Array], g: Array, pad: int = 0) -> Array:
 def recurrent(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Optional[Array] = None,
               state: Optional[Array] = None) -> tuple[Array, Array]:
     """The rule token by token: (o [b, h, t, dv], the final state [b, h, dk, dv]). `state`: the
-    state before the first token (zero by default; a document start at token 0 drops it only
-    when segments say a new document starts there, i.e. never: token 0 continues `state`)."""
+    state before the first token (zero by default), which token 0 continues; segments [b, t]:
+    each later document start drops the state before it."""
     b, h, t, dk = q.shape
     dv = v.shape[-1]
     f = _compute_dtype(q, k, v)
@@ -119,13 +118,6 @@ def recurrent(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Opt
           jnp.broadcast_to(jnp.moveaxis(reset, 1, 0)[:, :, None], (t, b, h)))
     s, o = jax.lax.scan(one, s0, xs)
     return jnp.moveaxis(o, 0, 2).astype(v.dtype), s
-
-
-def step(q: Array, k: Array, v: Array, g: Array, beta: Array, state: Array) -> tuple[Array, Array]:
-    """One token per sequence (q, k [b, h, dk], v [b, h, dv], g, beta [b, h]) against its state
-    [b, h, dk, dv]: (o [b, h, dv], the new state, float32)."""
-    o, s = recurrent(q[:, :, None], k[:, :, None], v[:, :, None], g[:, :, None], beta[:, :, None], state=state)
-    return o[:, :, 0], s
 
 
 def chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Optional[Array] = None,
