@@ -34,10 +34,10 @@ def _inputs(b=2, h=3, t=150, dk=8, dv=5, seed=0):
     return (q, k, v, g, beta), seg, r.normal(size=(b, h, dk, dv))
 
 
-@pytest.mark.parametrize("chunk", [16, 64, 7])
+@pytest.mark.parametrize("chunk", [30, 64])
 def test_chunked_equals_the_recurrence_in_float64(chunk):
-    """Chunks that divide the sequence and that do not (padded), with and without documents and a
-    carried state: outputs and final states to 1e-10."""
+    """Chunks that divide the sequence (30 of 150 tokens) and that do not (64: padded), with and
+    without documents and a carried state: outputs and final states to 1e-10."""
     arrays, seg, state = _inputs()
     with jax.enable_x64(True):
         a = [jnp.asarray(x) for x in arrays]
