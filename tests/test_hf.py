@@ -448,6 +448,42 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
         assert all(again[k].tobytes() == original[k].tobytes() for k in original)
 
 
+MULTIMODAL = {  # a multimodal class -> (its kind in torch_side, its text model's, a small vision tower)
+    "Qwen3_5ForConditionalGeneration": ("qwen3_5_vl", "qwen3_5", {
+        "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64,
+        "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16}),
+    "Gemma3ForConditionalGeneration": ("gemma3_vl", "gemma3", {
+        "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "image_size": 16, "patch_size": 4}),
+}
+
+
+@pytest.mark.parametrize("arch", list(MULTIMODAL))
+def test_a_multimodal_checkpoints_language_model_imports(arch, torch_side, tmp_path):
+    """A multimodal folder (a vision tower beside the language model): its text_config and its
+    language model's weights (Qwen3.5: model.language_model.*; Gemma 3: language_model.model.*)
+    import as the text class, the vision tower is said to be left out, and the logits of text
+    equal the multimodal model's."""
+    from spmdgpt.hf import load_params, with_hf_model
+    from spmdgpt.hf.fields import LANGUAGE_MODELS
+
+    kind, text, vision = MULTIMODAL[arch]
+    toks = np.random.default_rng(0).integers(0, 96, (2, 24)).astype(np.int32)
+    request = {"kind": kind, "folder": str(tmp_path), "config": {"text_config": HF_CONFIGS[text],
+                                                                  "vision_config": vision}}
+    theirs = torch_side.ask_array("make_model", toks, **request)[1]
+    cfg, changes = with_hf_model(load_config(["+experiment=staircase", "mesh.data=1",
+                                              f"checkpoint.init_from=hf:{tmp_path}"]))
+    assert (f"{arch}: its language model only ({LANGUAGE_MODELS[arch]}'s weights); the vision tower is left "
+            "out") in changes
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        params = load_params(cfg.model, tmp_path, rules, "test")
+        ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
+    assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
+
+
 def test_imported_deepseek_v3_trains_alike_on_one_device_and_sharded(torch_side, tmp_path, capsys):
     """A random DeepseekV3ForCausalLM imported: loss and gradients (MLA, the sigmoid-routed MoE with
     its grouped choice, the router bias, shared experts, a dense first layer) on one device equal

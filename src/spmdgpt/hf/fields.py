@@ -57,11 +57,31 @@ def _rope(hf: dict) -> dict:
 
 # config.json's architectures -> the model_type import reads
 IMPORTS = {a.name: a.model_type for a in ARCHITECTURES}
+# multimodal classes whose language model is one of the tables': its config.json's text_config and
+# its model.language_model.* weights are read, the vision tower left out
+LANGUAGE_MODELS = {"Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
+                   "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
+
+
+def language_model(hf: dict) -> dict:
+    """config.json of a multimodal class in `LANGUAGE_MODELS` -> its language model's (text_config,
+    as that text class, with the outer tie_word_embeddings); any other config.json as it is."""
+    arch = (hf.get("architectures") or [None])[0]
+    if arch not in LANGUAGE_MODELS or not isinstance(hf.get("text_config"), dict):
+        return hf
+    text = dict(hf["text_config"])
+    text["architectures"] = [LANGUAGE_MODELS[arch]]
+    text.setdefault("tie_word_embeddings", hf.get("tie_word_embeddings", False))
+    if "tie_word_embeddings" in hf:
+        text["tie_word_embeddings"] = hf["tie_word_embeddings"]
+    return text
 
 
 def model_fields(hf: dict, where: str) -> dict:
     """The spmdgpt model fields a Hugging Face config determines (the parameters' shapes and the
-    computation), or a ConfigError naming every HF field that no spmdgpt model represents."""
+    computation), or a ConfigError naming every HF field that no spmdgpt model represents. A
+    multimodal class's config reads as its language model's (`language_model`)."""
+    hf = language_model(hf)
     arch = (hf.get("architectures") or [None])[0]
     kind = hf.get("model_type") if hf.get("model_type") in IMPORTS.values() else IMPORTS.get(arch)
     errs = []

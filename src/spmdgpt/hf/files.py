@@ -12,7 +12,7 @@ import numpy as np
 
 from spmdgpt.config import ConfigError, ModelConfig
 from spmdgpt.hf.convert import check_weights, layer_values
-from spmdgpt.hf.fields import model_fields
+from spmdgpt.hf.fields import LANGUAGE_MODELS, model_fields
 
 # ----------------------------------------------------------------------------- tokenizer
 
@@ -156,6 +156,12 @@ def read_hf_config(folder, where: str) -> dict:
         raise ConfigError([f"{where}: config.json cannot be read ({e})"]) from None
 
 
+# a multimodal checkpoint's language model (fields.LANGUAGE_MODELS): its tensors' prefixes -> the text class's
+# (Qwen3.5 saves model.language_model.*; Gemma 3 language_model.model.* and language_model.lm_head)
+LANGUAGE_PREFIXES = {"model.language_model.": "model.", "language_model.model.": "model.",
+                     "language_model.lm_head.": "lm_head."}
+
+
 class WeightFiles:
     """The safetensors files of a model folder, read lazily (memory-mapped, one tensor at a
     time). Pickled PyTorch weights are refused, never opened."""
@@ -188,13 +194,19 @@ class WeightFiles:
                 raise ConfigError([f"{where}/{f}: not a readable safetensors file ({e})"]) from None
         if weight_map is None:
             weight_map = {n: files[0] for n in self._files[files[0]].keys()}
-        self.weight_map = weight_map
+        # a multimodal checkpoint's language model: its tensors read under the text class's names; the
+        # vision tower's are never read
+        self._stored = {text + n[len(stored):]: n for n in weight_map for stored, text in LANGUAGE_PREFIXES.items()
+                        if n.startswith(stored)}
+        self.weight_map = {**weight_map, **{n: weight_map[s] for n, s in self._stored.items()}}
         self.where = where
 
     def shape(self, name: str) -> tuple:
+        name = self._stored.get(name, name)
         return tuple(self._files[self.weight_map[name]].get_slice(name).get_shape())
 
     def get(self, name: str) -> np.ndarray:
+        name = self._stored.get(name, name)
         return np.asarray(self._files[self.weight_map[name]].get_tensor(name), dtype=np.float32)
 
 
@@ -287,10 +299,15 @@ def with_hf_model(cfg):
     if folder is None:
         return cfg, []
     where = f"checkpoint.init_from={cfg.checkpoint.init_from}"
-    fields = model_fields(read_hf_config(folder, where), where)
+    hf = read_hf_config(folder, where)
+    fields = model_fields(hf, where)
     model = model_config_from_dict(fields, base=cfg.model)
     text = lambda v: v.value if isinstance(v, enum.Enum) else v  # noqa: E731
     changes = [f"model.{k}={text(getattr(model, k))}" for k in fields if getattr(model, k) != getattr(cfg.model, k)]
+    arch = (hf.get("architectures") or [None])[0]
+    if arch in LANGUAGE_MODELS:
+        changes.append(f"{arch}: its language model only ({LANGUAGE_MODELS[arch]}'s weights); the vision tower is "
+                       "left out")
     data = cfg.data
     if text(data.tokenizer) == "hf" and not data.tokenizer_file and (folder / "tokenizer.json").is_file():
         data = dataclasses.replace(data, tokenizer_file=str(folder / "tokenizer.json"))  # (and its chat template)
