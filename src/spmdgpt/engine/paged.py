@@ -44,6 +44,7 @@ from spmdgpt.model.context import unflatten
 from spmdgpt.model.head import embed, unembed
 from spmdgpt.model.kernels import causal_mask, window_mask
 from spmdgpt.model.layers import dtype_of, norm
+from spmdgpt.model.layers import pick_rows as _pick
 from spmdgpt.model.loss import mtp_input
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
@@ -145,13 +146,6 @@ def row_keys(seed: Array, stream: Array, index: Array) -> Array:
     """fold_in(fold_in(key(seed), stream), index) for each row."""
     return jax.vmap(lambda s, r, i: jax.random.fold_in(jax.random.fold_in(jax.random.key(s), r), i))(
         seed, stream, index)
-
-
-def _pick(a: Array, index: Array) -> Array:
-    """a[r, index[r]] for each row r (a: [b, n, ...]; a select and a sum, which keeps the rows'
-    sharding where a gather would not)."""
-    hit = jnp.arange(a.shape[1])[None] == index[:, None]
-    return jnp.sum(jnp.where(hit.reshape(hit.shape + (1,) * (a.ndim - 2)), a, 0), axis=1)
 
 
 def _ordered(x: Array) -> Array:

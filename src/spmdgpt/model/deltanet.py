@@ -44,6 +44,7 @@ from spmdgpt.model.attention import UnitInputs, output_projection
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
+from spmdgpt.model.layers import pick_rows
 from spmdgpt.sharding import Rules
 
 L2_EPS = 1e-6  # q and k: x / sqrt(sum x^2 + eps) (flash-linear-attention's and transformers' l2norm)
@@ -121,12 +122,6 @@ def deltanet_state(cfg: ModelConfig, batch: int) -> dict:
             "conv_v": ((batch, K - 1, Hv, dv), ("batch", None, "heads", "head_dim"), None)}
 
 
-def _pick(a: jax.Array, index: jax.Array) -> jax.Array:
-    """a[r, index[r]] for each row r of a [b, n, ...] (a select and a sum: the rows keep their layout)."""
-    hit = jnp.arange(a.shape[1])[None] == index[:, None]
-    return jnp.sum(jnp.where(hit.reshape(hit.shape + (1,) * (a.ndim - 2)), a, 0), axis=1)
-
-
 def _conv_cached(x: jax.Array, w: jax.Array, tail: jax.Array, valid: jax.Array):
     """The convolution of a cached pass: x [b, t, ...] after the row's earlier inputs `tail`
     [b, K - 1, ...] -> (the output [b, t, ...], the new tail: the last K - 1 inputs up to the row's
@@ -135,7 +130,7 @@ def _conv_cached(x: jax.Array, w: jax.Array, tail: jax.Array, valid: jax.Array):
     both = jnp.concatenate([tail.astype(x.dtype), x], axis=1)
     out = causal_conv(both, w, None)[:, K - 1:]
     n = jnp.sum(valid, axis=1)
-    return out, jnp.stack([_pick(both, n + j) for j in range(K - 1)], axis=1)
+    return out, jnp.stack([pick_rows(both, n + j) for j in range(K - 1)], axis=1)
 
 
 def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array, u: UnitInputs):

@@ -148,6 +148,13 @@ def rope(x: jax.Array, positions: jax.Array, theta, scale: float = 1.0) -> jax.A
     return (x32 * cos + swapped * sin).astype(x.dtype)
 
 
+def pick_rows(a: jax.Array, index: jax.Array) -> jax.Array:
+    """a[r, index[r]] for each row r (a: [b, n, ...]; a select and a sum, which keeps the rows'
+    sharding where a gather would not)."""
+    hit = jnp.arange(a.shape[1])[None] == index[:, None]
+    return jnp.sum(jnp.where(hit.reshape(hit.shape + (1,) * (a.ndim - 2)), a, 0), axis=1)
+
+
 def rms(a: jax.Array) -> jax.Array:
     """The root mean square of every element, a float32 scalar (for statistics)."""
     return jnp.sqrt(jnp.mean(jnp.square(a.astype(jnp.float32))))
