@@ -247,7 +247,7 @@ ATTENTION_UNITS = {"mha": [], "gqa": ["model.num_kv_heads=2"], "mla-moe": MLA_MO
                               "model.attention_gate=true", "model.rope_fraction=0.5"]}  # (Qwen3.5's softmax layers)
 
 
-@pytest.mark.parametrize("unit", [u for u in ATTENTION_UNITS if u != "hybrid"])  # (the hybrid: test_engine's)
+@pytest.mark.parametrize("unit", list(ATTENTION_UNITS))
 def test_every_attention_unit_samples_one_row_and_odd_batches(unit):
     """Every attention unit samples one request and three on the engine (the `sample` and evaluator path) and
     holds a two-turn chat (`chat`'s Conversation), on one device and on data 2 x model 2: a row sampled

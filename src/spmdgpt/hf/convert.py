@@ -63,7 +63,7 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
         local = None
     deltanet = DeltaNetConfig(chunk=cfg.deltanet.chunk)  # (no Gated DeltaNet layers: the section's defaults; else
     if cfg.deltanet.full_attention_interval:  # the value heads and width spelt out)
-        hk, hv, dk, dv = deltanet_dims(cfg)
+        _, hv, _, dv = deltanet_dims(cfg)
         deltanet = dataclasses.replace(cfg.deltanet, value_heads=hv, value_dim=dv)
     mla = MlaConfig()
     if cfg.mla.kv_rank:  # (MLA's widths spelt out; head_dim then only their default)

@@ -111,7 +111,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         return {**llama, "attention_bias": False,
                 "rope_parameters": {**rope_parameters(cfg), "partial_rotary_factor": cfg.rope_fraction},
                 "layer_types": ["linear_attention" if lin else "full_attention" for lin in linear_layers(cfg)],
-                "full_attention_interval": cfg.deltanet.full_attention_interval, "linear_num_key_heads": kh,
+                "linear_num_key_heads": kh,
                 "linear_num_value_heads": vh, "linear_key_head_dim": kd, "linear_value_head_dim": vd,
                 "linear_conv_kernel_dim": cfg.deltanet.conv}
     if arch is MISTRAL:

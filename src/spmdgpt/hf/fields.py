@@ -71,8 +71,7 @@ def language_model(hf: dict) -> dict:
         return hf
     text = dict(hf["text_config"])
     text["architectures"] = [LANGUAGE_MODELS[arch]]
-    text.setdefault("tie_word_embeddings", hf.get("tie_word_embeddings", False))
-    if "tie_word_embeddings" in hf:
+    if "tie_word_embeddings" in hf:  # (else the text config's own, or its class's default)
         text["tie_word_embeddings"] = hf["tie_word_embeddings"]
     return text
 

@@ -68,6 +68,8 @@ from spmdgpt.config import (
     MoeConfig,
     NormType,
     Router,
+    deltanet_dims,
+    head_dim,
     mla_dims,
 )
 
@@ -402,8 +404,6 @@ NEOX = Architecture(
 def _head_halves(cfg: ModelConfig, half: int) -> tuple:
     """Qwen3.5's q_proj rows: per head its head_dim query rows, then head_dim output-gate rows; the
     queries' rows (half 0) or the gate's (half 1), and the tensor's row count."""
-    from spmdgpt.config import head_dim
-
     n, h = cfg.num_heads, head_dim(cfg)
     return (np.arange(n)[:, None] * 2 * h + half * h + np.arange(h)[None]).reshape(-1), 2 * n * h
 
@@ -411,8 +411,6 @@ def _head_halves(cfg: ModelConfig, half: int) -> tuple:
 def _qkv_rows(cfg: ModelConfig, part: int) -> tuple:
     """Qwen3.5's in_proj_qkv (and conv1d) rows: q and k (2 x key heads x key width), then v (value
     heads x value width); part 0 (q and k) or 1 (v), and the tensor's row count."""
-    from spmdgpt.config import deltanet_dims
-
     hk, hv, dk, dv = deltanet_dims(cfg)
     qk, v = 2 * hk * dk, hv * dv
     return (np.arange(qk) if part == 0 else qk + np.arange(v)), qk + v

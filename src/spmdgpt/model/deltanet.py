@@ -44,7 +44,7 @@ from spmdgpt.model.attention import UnitInputs, output_projection
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
-from spmdgpt.model.layers import pick_rows
+from spmdgpt.model.layers import pick_rows, rms_normalize
 from spmdgpt.sharding import Rules
 
 L2_EPS = 1e-6  # q and k: x / sqrt(sum x^2 + eps) (flash-linear-attention's and transformers' l2norm)
@@ -173,18 +173,15 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
     if cache is None:
         if seg is not None:
             seg = jax.sharding.reshard(seg, rules.spec("batch", None))
-        o, _ = delta_rule.chunked(heads_first(q), heads_first(k), heads_first(v), heads_first(g), heads_first(beta),
-                                  seg, chunk=cfg.deltanet.chunk)
+        o, _ = delta_rule.chunked(*map(heads_first, (q, k, v, g, beta)), seg, chunk=cfg.deltanet.chunk)
     else:  # (padding: no decay, no write)
         g, beta = (jnp.where(valid[..., None], a, 0) for a in (g, beta))
         rule = delta_rule.recurrent if x.shape[0] == u.batch else partial(delta_rule.chunked, chunk=cfg.deltanet.chunk)
-        o, state = rule(heads_first(q), heads_first(k), heads_first(v), heads_first(g), heads_first(beta),
-                        state=cache.arrays["state"])
-        arrays = {"state": state.astype(cache.arrays["state"].dtype), "conv_qk": tail_qk.astype(cache.arrays[
-            "conv_qk"].dtype), "conv_v": tail_v.astype(cache.arrays["conv_v"].dtype)}
+        o, state = rule(*map(heads_first, (q, k, v, g, beta)), state=cache.arrays["state"])
+        new = {"state": state, "conv_qk": tail_qk, "conv_v": tail_v}
+        arrays = {n: a.astype(cache.arrays[n].dtype) for n, a in new.items()}
     o = jax.sharding.reshard(jnp.swapaxes(o, 1, 2), rules.spec("batch", "seq", "heads", None))  # [b, t, Hv, dv]
-    o = o.astype(f) * jax.lax.rsqrt(jnp.mean(jnp.square(o.astype(f)), axis=-1, keepdims=True) + cfg.norm_eps)
-    o = o * w(p.norm, "head_dim").astype(f) * jax.nn.silu(z.astype(f))  # the gated RMSNorm
+    o = rms_normalize(o.astype(f), cfg.norm_eps, w(p.norm, "head_dim")) * jax.nn.silu(z.astype(f))  # the gated norm
     return output_projection(rules, p, o.astype(dt), head_major=False), arrays, {}
 
 

@@ -55,10 +55,11 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
 
 
 def rms_normalize(x: jax.Array, eps: float, scale: Optional[jax.Array] = None) -> jax.Array:
-    """x / RMS(x) over the last axis, computed in float32, in x's dtype, times `scale` (broadcast
-    against x; none: no learned scale): the QK-norm of `model.qk_norm` (queries and keys of every
-    head get unit RMS) and its learned per-dimension scale (`model.qk_norm_scale`)."""
-    x32 = x.astype(jnp.float32)
+    """x / RMS(x) over the last axis, computed in float32 (float64 for float64 x), in x's dtype,
+    times `scale` (broadcast against x; none: no learned scale): the QK-norm of `model.qk_norm`
+    (queries and keys of every head get unit RMS) and its learned per-dimension scale
+    (`model.qk_norm_scale`), Gated DeltaNet's gated norm."""
+    x32 = x.astype(jnp.promote_types(x.dtype, jnp.float32))
     y = (x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)).astype(x.dtype)
     return y if scale is None else y * scale.astype(x.dtype)
 
