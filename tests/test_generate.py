@@ -241,7 +241,8 @@ class DigitChat:
 MLA_MOE = ["model.mla.kv_rank=16", "model.mla.q_rank=12", "model.mla.rope_dim=4", "model.mla.v_dim=6",
            "model.moe.num_experts=4", "model.num_layers=3", "model.moe.first_dense_layers=1"]
 ATTENTION_UNITS = {"mha": [], "gqa": ["model.num_kv_heads=2"], "mla-moe": MLA_MOE,
-                   "windows": ["model.num_layers=2", "model.sliding_window=6", "model.window_pattern=LG"],
+                   "windows-sinks": ["model.num_layers=2", "model.sliding_window=6", "model.window_pattern=LG",
+                                     "model.attention_sinks=true"],  # (gpt-oss's attention)
                    "hybrid": ["model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2",
                               "model.deltanet.value_heads=4", "model.deltanet.key_dim=8", "model.deltanet.chunk=4",
                               "model.attention_gate=true", "model.rope_fraction=0.5"]}  # (Qwen3.5's softmax layers)

@@ -74,3 +74,62 @@ def test_only_the_xla_backend_has_windows_and_bad_values_are_one_line():
     assert validate(load_config([*BASE, "model.sliding_window=-1", "model.window_pattern=LX"]), 1) == [
         "model.sliding_window=-1 must be >= 0 (0 = off)",
         "model.window_pattern='LX' must be letters L (local: sliding window) and G (global), e.g. L or LLLLLG"]
+
+
+def test_attention_sinks_take_weight_from_no_key():
+    """model.attention_sinks (gpt-oss): each head's sink logit joins its softmax's denominator and
+    reads no value. Hand numbers for one row; grouped heads read the same sinks as their repeated
+    twins; a sink far below every score is no sink (the model without them, to 1e-6, windows and
+    all); the sinks train (their gradient is a finite difference's)."""
+    from spmdgpt.model.attention import dot_product_attention, grouped_attention, probabilities
+
+    got = probabilities(jnp.array([[1.0, 2.0, 3.0]]), jnp.array([True, True, False]), 1.0, 0.0, None, jnp.float32,
+                        jnp.array(0.5))
+    e = np.exp([1.0, 2.0, 0.5])
+    np.testing.assert_allclose(np.asarray(got), [[e[0] / e.sum(), e[1] / e.sum(), 0.0]], rtol=1e-6)
+
+    cfg, mesh, rules, params = _model("model.attention_sinks=true", "model.window_pattern=LG")
+    r = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(r.normal(size=s), jnp.float32) for s in ((2, 4, 6, 8), (2, 2, 6, 8), (2, 2, 6, 8)))
+    sinks, mask = jnp.asarray(r.normal(size=4), jnp.float32), jnp.tril(jnp.ones((6, 6), bool))
+    with jax.set_mesh(mesh):
+        grouped = grouped_attention(q, k, v, mask, rules, sinks=sinks)
+        repeated = dot_product_attention(q, jnp.repeat(k, 2, axis=1), jnp.repeat(v, 2, axis=1), mask, rules,
+                                         sinks=sinks)
+    np.testing.assert_allclose(np.asarray(grouped), np.asarray(repeated), atol=1e-6)
+
+    assert params.blocks.attn.sinks.shape == (2, cfg.model.num_heads)
+    plain = load_config([*BASE, "model.window_pattern=LG"]).model
+    toks = jnp.asarray(r.integers(0, 10, (2, 16)))
+    with jax.set_mesh(mesh):
+        def logits(sinks, model=cfg.model):
+            attn = params.blocks.attn._replace(sinks=sinks)
+            return forward(model, rules, params._replace(blocks=params.blocks._replace(attn=attn)), toks)[0]
+
+        far = logits(jnp.full((2, 4), -1e4))
+        none = logits(None, plain)
+        zero = logits(jnp.zeros((2, 4)))
+        loss = lambda s: jnp.mean(jax.nn.log_softmax(logits(s))[..., 3])  # noqa: E731
+        s0 = jnp.asarray(r.normal(size=(2, 4)), jnp.float32)
+        grad = jax.grad(loss)(s0)
+        step = jnp.zeros((2, 4)).at[1, 2].set(1e-2)
+        fd = (loss(s0 + step) - loss(s0 - step)) / 2e-2
+    np.testing.assert_allclose(np.asarray(far), np.asarray(none), atol=1e-6)
+    assert float(jnp.max(jnp.abs(zero - none))) > 1e-2  # (a sink at 0 weighs as a key of score 0)
+    assert abs(float(grad[1, 2])) > 1e-5 and float(grad[1, 2]) == pytest.approx(float(fd), rel=2e-2)
+
+
+def test_attention_sinks_are_refused_where_they_cannot_run():
+    sinks = ["+experiment=staircase", "model.attention_sinks=true"]
+    errs = validate(load_config([*sinks, "model.attention=cudnn", "model.compute_dtype=bfloat16"]), 1)
+    assert ("model.attention_sinks=true needs model.attention=xla (the cudnn kernel has no sink logit); set "
+            "model.attention=xla or auto") in errs
+    assert attention_backend(load_config(sinks).model, "gpu") == attention_backend(load_config(sinks).model, "tpu")
+    errs = validate(load_config([*sinks, "mesh.context=2", "mesh.data=1", "sharding=fsdp"]), 2)
+    assert any("model.attention_sinks=true: ring attention has no sink logit yet (mesh.context=2)" in e for e in errs)
+    errs = validate(load_config([*sinks, "model.mla.kv_rank=16", "model.mla.rope_dim=8"]), 1)
+    assert any(e.startswith("model.attention_sinks=true with model.mla.kv_rank > 0") for e in errs)
+    from spmdgpt.hf.convert import architecture
+
+    with pytest.raises(ConfigError, match=r"model.attention_sinks=True: .* cannot be exported \(train without it"):
+        architecture(load_config([*sinks, "model.norm=rmsnorm", "model.mlp=swiglu"]).model)

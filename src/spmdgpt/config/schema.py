@@ -135,6 +135,8 @@ class ModelConfig(Section):
     # (Gemma 3: 256, or d_model / num_heads for 27B)
     attention_gate: bool = False  # each head's output times sigmoid(x w_gate), a gate from its own projection
     # (Qwen3-Next / Qwen3.5's gated attention, Qiu et al. 2025)
+    attention_sinks: bool = False  # a learned logit per head in each layer's softmax denominator, attended by no
+    # value (gpt-oss; Xiao et al. 2024's sink without its token): a head may put weight on nothing
     rope_fraction: float = 1.0  # the fraction of each head's dimensions RoPE rotates, the first ones (Qwen3.5 and
     # Qwen3-Next: 0.25, transformers' partial_rotary_factor); the rest pass unrotated
     rope_local_theta: Optional[float] = None  # the sliding-window (L) layers' RoPE base, unscaled (Gemma 3: 10,000;

@@ -263,4 +263,5 @@ NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, 
                      "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L",
                      "moe": {"num_experts": 0}, "mla": {"kv_rank": 0}, "norm_plus_one": False, "post_norms": False,
                      "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None,
-                     "deltanet": {"full_attention_interval": 0}, "attention_gate": False, "rope_fraction": 1.0}
+                     "deltanet": {"full_attention_interval": 0}, "attention_gate": False, "rope_fraction": 1.0,
+                     "attention_sinks": False}

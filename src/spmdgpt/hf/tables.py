@@ -96,6 +96,8 @@ NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig)}
 # and partial RoPE
 NO_DELTANET = {**{f"deltanet.{f.name}": f.default for f in dataclasses.fields(DeltaNetConfig)
                   if f"deltanet.{f.name}" not in TRAINING_ONLY}, "attention_gate": False, "rope_fraction": 1.0}
+# a model without gpt-oss's attention sinks
+NO_SINKS = {"attention_sinks": False}
 # a model without Gemma's layer options: their defaults
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None}
@@ -170,7 +172,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
-           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET}
+           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -241,7 +243,8 @@ QWEN3 = Architecture(
     name="Qwen3ForCausalLM", model_type="qwen3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
-    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET,
+             **NO_SINKS},
     picks={"qk_norm": True},
 )
 
@@ -288,7 +291,7 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET},
+             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS},
     picks={**MOE_PICK, "qk_norm": True},
 )
 
@@ -352,7 +355,7 @@ DEEPSEEK_V3 = Architecture(
             "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
-             "moe.router": Router.sigmoid, "moe.interleave_step": 1, **NO_GEMMA, **NO_DELTANET},
+             "moe.router": Router.sigmoid, "moe.interleave_step": 1, **NO_GEMMA, **NO_DELTANET, **NO_SINKS},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
@@ -372,7 +375,7 @@ GEMMA3 = Architecture(
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm_scale": None,
             "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
-             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET},
+             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS},
 )
 
 NEOX = Architecture(
@@ -462,7 +465,7 @@ QWEN3_5 = Architecture(
             "deltanet.value_dim": "linear_value_head_dim", "deltanet.conv": "linear_conv_kernel_dim"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
              "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False, "embed_scale": False,
-             "query_pre_attn_scalar": None, "rope_local_theta": None, **DENSE, **NO_MLA},
+             "query_pre_attn_scalar": None, "rope_local_theta": None, **DENSE, **NO_MLA, **NO_SINKS},
     requires={"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: the "
                                                          "table holds the gated queries beside grouped keys)")},
     picks={"deltanet.full_attention_interval": lambda k: k > 0},

@@ -104,6 +104,7 @@ class Attention(NamedTuple):
     fp8_amax: Optional[jax.Array] = None  # [2 (qkv, o), 3, history]: FP8's delayed scaling (`model.fp8`)
     w_gate: Optional[jax.Array] = None  # [D, N, H] the output gate's projection (model.attention_gate)
     b_gate: Optional[jax.Array] = None  # [N, H] (with the query's bias)
+    sinks: Optional[jax.Array] = None  # [N] each head's sink logit (model.attention_sinks)
 
 
 class GroupedAttention(NamedTuple):
@@ -122,6 +123,7 @@ class GroupedAttention(NamedTuple):
     fp8_amax: Optional[jax.Array] = None  # [3 (q, kv, o), 3, history]
     w_gate: Optional[jax.Array] = None
     b_gate: Optional[jax.Array] = None
+    sinks: Optional[jax.Array] = None
 
 
 def _shared_info(cfg: ModelConfig, fp8_sites: int) -> dict:
@@ -136,6 +138,7 @@ def _shared_info(cfg: ModelConfig, fp8_sites: int) -> dict:
         w_gate=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std)
         if cfg.attention_gate else None,
         b_gate=vector((N, H), ("heads", "head_dim")) if cfg.attention_gate and (cfg.bias or cfg.qkv_bias) else None,
+        sinks=vector((N,), ("heads",)) if cfg.attention_sinks else None,
     )
 
 
@@ -166,14 +169,15 @@ def grouped_attention_info(cfg: ModelConfig) -> GroupedAttention:
 
 def dot_product_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules,
-    drop: float = 0.0, key: Optional[jax.Array] = None,
+    drop: float = 0.0, key: Optional[jax.Array] = None, sinks: Optional[jax.Array] = None,
 ) -> jax.Array:
     """q: [b, n, q, h], k/v: [b, n, k, h], mask: [q, k] or [b, q, k] -> [b, n, q, h]. With a
     key, dropout of rate `drop` on the attention probabilities. k/v with fewer heads (K, a
-    divisor of n): grouped-query attention (`grouped_attention`, or repeated, `local_kv`)."""
+    divisor of n): grouped-query attention (`grouped_attention`, or repeated, `local_kv`).
+    sinks [n]: each head's sink logit in the softmax's denominator (`probabilities`)."""
     k, v = local_kv(k, v, q.shape[1], rules)
     if k.shape[1] != q.shape[1]:
-        return grouped_attention(q, k, v, mask, rules, drop, key)
+        return grouped_attention(q, k, v, mask, rules, drop, key, sinks)
     scale = q.shape[-1] ** -0.5
     scores = jnp.einsum(
         "bnqh,bnkh->bnqk",
@@ -182,22 +186,33 @@ def dot_product_attention(
         out_sharding=rules.spec("batch", "heads", None, None),
         preferred_element_type=jnp.float32,
     )
-    probs = probabilities(scores, mask[:, None] if mask.ndim == 3 else mask, scale, drop, key, v.dtype)
+    probs = probabilities(scores, mask[:, None] if mask.ndim == 3 else mask, scale, drop, key, v.dtype,
+                          None if sinks is None else sinks[None, :, None, None])
     return jnp.einsum(
         "bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", "seq", "head_dim")
     )
 
 
-def probabilities(scores: jax.Array, mask: jax.Array, scale: float, drop: float, key: Optional[jax.Array], dtype):
+def probabilities(scores: jax.Array, mask: jax.Array, scale: float, drop: float, key: Optional[jax.Array], dtype,
+                  sinks: Optional[jax.Array] = None):
     """Attention probabilities from float32 scores: scaled, masked (mask broadcast to the scores),
-    softmax over keys, dropout of rate `drop` with a key, cast to `dtype`."""
+    softmax over keys, dropout of rate `drop` with a key, cast to `dtype`. sinks (broadcast to the
+    scores' shape but the keys' axis): one more logit in each softmax, of no key, whose weight is
+    dropped: exp(s_j) / (exp(sink) + sum_i exp(s_i)), so a row's weights sum to less than 1
+    (gpt-oss's attention sinks)."""
     scores = jnp.where(mask, scores * scale, jnp.finfo(jnp.float32).min)
-    return dropout(jax.nn.softmax(scores, axis=-1), drop, key).astype(dtype)
+    if sinks is None:
+        return dropout(jax.nn.softmax(scores, axis=-1), drop, key).astype(dtype)
+    sinks = sinks.astype(jnp.float32)
+    top = jax.lax.stop_gradient(jnp.maximum(jnp.max(scores, axis=-1, keepdims=True), sinks))
+    e = jnp.exp(scores - top)
+    probs = e / (jnp.sum(e, axis=-1, keepdims=True) + jnp.exp(sinks - top))
+    return dropout(probs, drop, key).astype(dtype)
 
 
 def grouped_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, rules: Rules,
-    drop: float = 0.0, key: Optional[jax.Array] = None,
+    drop: float = 0.0, key: Optional[jax.Array] = None, sinks: Optional[jax.Array] = None,
 ) -> jax.Array:
     """`dot_product_attention` with K key/value heads for n query heads: q [b, n, q, h] is viewed
     as [b, K, n / K, q, h] (query head i reads key/value head i // (n / K)) and each group attends
@@ -207,7 +222,10 @@ def grouped_attention(
     q = jnp.reshape(q, (b, nk, n // nk, tq, h), out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     scores = jnp.einsum("bkgqh,bkth->bkgqt", q, k, out_sharding=rules.spec("batch", "kv_heads", None, None, None),
                         preferred_element_type=jnp.float32)
-    probs = probabilities(scores, mask[:, None, None] if mask.ndim == 3 else mask, h ** -0.5, drop, key, v.dtype)
+    if sinks is not None:  # [n] -> [1, K, n / K, 1, 1], as the queries' heads
+        sinks = jnp.reshape(sinks, (nk, n // nk), out_sharding=rules.spec("kv_heads", None))[None, :, :, None, None]
+    probs = probabilities(scores, mask[:, None, None] if mask.ndim == 3 else mask, h ** -0.5, drop, key, v.dtype,
+                          sinks)
     o = jnp.einsum("bkgqt,bkth->bkgqh", probs, v, out_sharding=rules.spec("batch", "kv_heads", None, "seq", "head_dim"))
     return jnp.reshape(o, (b, n, tq, h), out_sharding=rules.spec("batch", "heads", "seq", "head_dim"))
 
@@ -233,6 +251,7 @@ def causal_blocks(t: int, block: int, segment_ids: Optional[jax.Array] = None, w
 def blocked_causal_attention(
     q: jax.Array, k: jax.Array, v: jax.Array, block: int, rules: Rules,
     segment_ids: Optional[jax.Array] = None, drop: float = 0.0, key: Optional[jax.Array] = None, window=None,
+    sinks: Optional[jax.Array] = None,
 ) -> jax.Array:
     """Causal self-attention computed in query blocks; block i attends to keys [0, (i+1)*block).
 
@@ -240,12 +259,14 @@ def blocked_causal_attention(
     the result equals `dot_product_attention` with the full causal mask. With segment_ids
     [b, t] (document numbers), a query also attends only to keys of its own document. With a
     key, attention dropout of rate `drop` (block i's mask from fold_in(key, i)). window: a sliding
-    window (`window_mask`; its key blocks are computed and masked, not skipped).
+    window (`window_mask`; its key blocks are computed and masked, not skipped). sinks [n]: the
+    heads' sink logits (`probabilities`).
     """
     outs = []
     for i, (rows, end, mask) in enumerate(causal_blocks(q.shape[2], block, segment_ids, window)):
         block_key = None if key is None else jax.random.fold_in(key, i)
-        outs.append(dot_product_attention(q[:, :, rows], k[:, :, :end], v[:, :, :end], mask, rules, drop, block_key))
+        outs.append(dot_product_attention(q[:, :, rows], k[:, :, :end], v[:, :, :end], mask, rules, drop, block_key,
+                                          sinks))
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=2)
 
 
@@ -401,12 +422,12 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     if cache is not None and cache.mask is not None:
         q, k, v = project(cfg, rules, p, x, positions, batch, window=u.window)  # [b, n, t, h]
         kv = write_cache(cache, 2, k=k, v=v)
-        o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules)
+        o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules, sinks=getattr(p, "sinks", None))
         return output_projection(rules, p, gated(o, output_gate(cfg, rules, p, x, batch, True))), kv, {}
     backend = sequence_backend(cfg, rules)
     head_major = backend != AttentionImpl.cudnn
     q, k, v = project(cfg, rules, p, x, positions, batch, head_major, window=u.window)
-    o = sequence_attention(cfg, rules, backend, q, k, v, u)
+    o = sequence_attention(cfg, rules, backend, q, k, v, u, getattr(p, "sinks", None))
     kv = None
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
@@ -426,11 +447,12 @@ def sequence_backend(cfg: ModelConfig, rules: Rules) -> Optional[AttentionImpl]:
 
 
 def sequence_attention(cfg: ModelConfig, rules: Rules, backend: Optional[AttentionImpl], q: jax.Array, k: jax.Array,
-                       v: jax.Array, u: UnitInputs) -> jax.Array:
+                       v: jax.Array, u: UnitInputs, sinks: Optional[jax.Array] = None) -> jax.Array:
     """Causal attention over full sequences by `backend` (`sequence_backend`): q, k, v in its
     layout -> o in the same layout, scores scaled by 1 / sqrt(q's head width) (a unit with another
     scale scales q). Values narrower than the queries and keys (MLA's) are zero-padded to their
-    width for the fused kernels, which take one head width, and the output cut back."""
+    width for the fused kernels, which take one head width, and the output cut back. sinks [n]:
+    the heads' sink logits (the xla path's; validation keeps them off the others)."""
     if backend is None:  # sequences split over a context ring (training, evaluation)
         return context_attention(cfg, rules, q, k, v, u.segment_ids, u.window)
     width = v.shape[-1]
@@ -443,7 +465,7 @@ def sequence_attention(cfg: ModelConfig, rules: Rules, backend: Optional[Attenti
         o = splash_causal_attention(q, k, v, rules, u.segment_ids)
     else:
         o = blocked_causal_attention(q, k, v, cfg.attention_block, rules, u.segment_ids,
-                                     attention_dropout(cfg), u.key, u.window)
+                                     attention_dropout(cfg), u.key, u.window, sinks)
     return o[..., :width]
 
 

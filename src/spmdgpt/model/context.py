@@ -386,6 +386,9 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
     if m.deltanet.full_attention_interval:
         errs.append(f"model.deltanet.full_attention_interval={m.deltanet.full_attention_interval}: Gated DeltaNet's "
                     f"state does not pass between context shards yet (mesh.context={ring}); set mesh.context=1")
+    if m.attention_sinks:
+        errs.append(f"model.attention_sinks=true: ring attention has no sink logit yet (mesh.context={ring}); set "
+                    "mesh.context=1")
     if (m.dropout if m.attention_dropout is None else m.attention_dropout) > 0:
         errs.append(f"attention dropout (model.attention_dropout, default model.dropout) has no context-parallel "
                     f"version (mesh.context={ring}); set model.attention_dropout=0 or mesh.context=1")

@@ -146,7 +146,7 @@ def attention_dropout(cfg: ModelConfig) -> float:
 def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
     half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
     if cfg.attention == AttentionImpl.auto:
-        if attention_dropout(cfg) > 0 or cfg.sliding_window > 0:  # the one backend with these
+        if attention_dropout(cfg) > 0 or cfg.sliding_window > 0 or cfg.attention_sinks:  # the one backend with these
             return AttentionImpl.xla
         if platform == "tpu":
             return AttentionImpl.splash
@@ -168,6 +168,9 @@ def config_errors(cfg: ModelConfig, seq_len: Optional[int] = None) -> List[str]:
     if kernel and cfg.sliding_window > 0:
         errs.append(f"model.sliding_window={cfg.sliding_window} needs model.attention=xla (the "
                     f"{cfg.attention.value} path has no sliding window yet); set model.attention=xla or auto")
+    if kernel and cfg.attention_sinks:
+        errs.append(f"model.attention_sinks=true needs model.attention=xla (the {cfg.attention.value} kernel has no "
+                    "sink logit); set model.attention=xla or auto")
     if kernel and attention_dropout(cfg) > 0:
         errs.append(f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
                     f"{cfg.attention.value} kernel has no dropout); set model.attention=xla or "
