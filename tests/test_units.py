@@ -168,3 +168,33 @@ def test_gelu_with_its_own_derivative_equals_autodiff(dtype, auto_tol, exact_tol
     f = lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))  # noqa: E731
     numeric = (f(x64 + h) - f(x64 - h)) / (2 * h) * np.asarray(dy, np.float64)
     np.testing.assert_allclose(np.asarray(ours, np.float64), numeric, rtol=exact_tol, atol=4e-6)
+
+
+def test_gpt_oss_clamped_swiglu_in_the_dense_mlp_and_the_experts():
+    """mlp=swiglu_clamped (gpt-oss): g = min(gate, L), u = clip(up, -L, L), g sigmoid(alpha g) (u + 1),
+    against the formula in float64 with values past both clamps; the experts of an MoE layer use it
+    too (the dropless layer equals its masked every-expert reference), and a model with it trains."""
+    from spmdgpt.model.mlp import activation
+    from spmdgpt.model.moe import every_expert, moe
+
+    cfg = load_config([*OVERRIDES, "mesh.data=1", "model.mlp=swiglu_clamped", "model.glu_limit=3",
+                       "model.glu_alpha=1.5"]).model
+    g = np.array([-9.0, -1.0, 0.0, 0.5, 2.9, 3.1, 12.0])
+    h = np.array([-7.0, -3.5, 0.2, 2.0, 3.0, -0.4, 5.0])
+    gc, hc = np.minimum(g, 3.0), np.clip(h, -3.0, 3.0)
+    want = gc / (1 + np.exp(-1.5 * gc)) * (hc + 1)
+    np.testing.assert_allclose(np.asarray(activation(cfg, jnp.asarray(h, jnp.float32), jnp.asarray(g, jnp.float32))),
+                               want, rtol=1e-6)
+    moe_cfg = load_config([*OVERRIDES, "mesh.data=1", "model.mlp=swiglu_clamped", "model.glu_limit=0.5",
+                           "model.moe.num_experts=4", "model.init_std=0.5"])
+    mesh = make_mesh(moe_cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, moe_cfg.sharding, moe_cfg.model)
+    with jax.set_mesh(mesh):
+        params = init_params(moe_cfg.model, jax.random.key(0), rules)
+        p = jax.tree.map(lambda a: a[0], params.blocks.mlp)
+        x = jax.random.normal(jax.random.key(1), (32, moe_cfg.model.d_model))
+        got, want = moe(moe_cfg.model, rules, p, x)[0], every_expert(moe_cfg.model, rules, p, x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+    assert float(jnp.max(jnp.abs(got))) > 1e-2
+    losses = train_steps(load_config([*OVERRIDES, "mesh.data=1", "model.mlp=swiglu_clamped"]), jax.devices()[:1], 3)[0]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]

@@ -47,6 +47,8 @@ class MlpType(enum.Enum):
     swiglu = "swiglu"  # SiLU(x W_gate) * (x W_up), down-projection (LLaMA)
     relu2 = "relu2"  # up-projection, ReLU(x)^2 (So et al. 2021, "Primer"), down-projection
     geglu = "geglu"  # GELU(x W_gate) (tanh approximation) * (x W_up), down-projection (Gemma)
+    swiglu_clamped = "swiglu_clamped"  # gpt-oss: g = min(x W_gate, L), u = clip(x W_up, -L, L),
+    # g sigmoid(alpha g) (u + 1), down-projection (L = model.glu_limit, alpha = model.glu_alpha)
 
 
 class Router(enum.Enum):

@@ -22,6 +22,7 @@ from spmdgpt.config.schema import (
     DataSource,
     DistConfig,
     DType,
+    MlpType,
     OptimizerName,
     Parametrization,
     RopeScaling,
@@ -161,6 +162,9 @@ def _model(m, training: bool) -> List[str]:
     for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len", "mlp_factor", "init_std",
                  "norm_eps", "rope_theta", "pipeline_repeats"):
         positive(errs, f"model.{name}", getattr(m, name))
+    if m.mlp == MlpType.swiglu_clamped:
+        for name in ("glu_limit", "glu_alpha"):
+            positive(errs, f"model.{name}", getattr(m, name))
     if m.num_kv_heads is not None and m.num_heads > 0 and (
             not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
         errs.append(f"model.num_kv_heads={m.num_kv_heads} must divide model.num_heads={m.num_heads} (each key/value "

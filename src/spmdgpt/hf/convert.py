@@ -19,6 +19,7 @@ from spmdgpt.config import (
     ConfigError,
     DeltaNetConfig,
     MlaConfig,
+    MlpType,
     ModelConfig,
     MoeConfig,
     deltanet_dims,
@@ -46,8 +47,8 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     windows: sliding_window their largest, window_pattern "L" unless local and global layers mix,
     then spelt out per layer; a dense model's moe section: the defaults; MLA's widths spelt out,
     head_dim then None; query_pre_attn_scalar equal to head_dim: None; rope_local_theta without
-    local layers, or equal to the global RoPE: None), so the tables compare one spelling of each
-    model."""
+    local layers, or equal to the global RoPE: None; glu_limit and glu_alpha of an MLP other than
+    swiglu_clamped: their defaults), so the tables compare one spelling of each model."""
     kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
@@ -65,13 +66,14 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     if cfg.deltanet.full_attention_interval:  # the value heads and width spelt out)
         _, hv, _, dv = deltanet_dims(cfg)
         deltanet = dataclasses.replace(cfg.deltanet, value_heads=hv, value_dim=dv)
+    glu = {} if cfg.mlp == MlpType.swiglu_clamped else {f: getattr(ModelConfig, f) for f in ("glu_limit", "glu_alpha")}
     mla = MlaConfig()
     if cfg.mla.kv_rank:  # (MLA's widths spelt out; head_dim then only their default)
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
         mla, kv, hd = MlaConfig(kv_rank, q_rank, rope, nope, v), None, None
     return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
                                sliding_window=max(windows), window_pattern=pattern, moe=moe, mla=mla,
-                               query_pre_attn_scalar=qpas, rope_local_theta=local, deltanet=deltanet)
+                               query_pre_attn_scalar=qpas, rope_local_theta=local, deltanet=deltanet, **glu)
 
 
 def field_names(cfg) -> list:

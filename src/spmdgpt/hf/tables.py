@@ -96,8 +96,9 @@ NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig)}
 # and partial RoPE
 NO_DELTANET = {**{f"deltanet.{f.name}": f.default for f in dataclasses.fields(DeltaNetConfig)
                   if f"deltanet.{f.name}" not in TRAINING_ONLY}, "attention_gate": False, "rope_fraction": 1.0}
-# a model without gpt-oss's attention sinks
-NO_SINKS = {"attention_sinks": False}
+# a model without gpt-oss's attention sinks (and its clamped SwiGLU's constants at their defaults: what another
+# MLP kind reads, `convert.canonical`)
+NO_SINKS = {"attention_sinks": False, "glu_limit": 7.0, "glu_alpha": 1.702}
 # a model without Gemma's layer options: their defaults
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None}

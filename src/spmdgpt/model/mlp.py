@@ -93,13 +93,16 @@ gelu_tanh.defvjp(_gelu_fwd, _gelu_bwd)
 
 
 def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Array:
-    """The hidden units of model.mlp's kind from the up projection h (and SwiGLU's gate g); the
+    """The hidden units of model.mlp's kind from the up projection h (and a gated kind's gate g); the
     GELU with a derivative of its own (`gelu_tanh`). (SwiGLU's own derivative would change
     nothing: XLA fuses autodiff's into one pass over the same bytes, benchmarks/roofline.py.)"""
     if cfg.mlp == MlpType.swiglu:
         return jax.nn.silu(g) * h
     if cfg.mlp == MlpType.geglu:
         return gelu_tanh(g) * h
+    if cfg.mlp == MlpType.swiglu_clamped:  # gpt-oss's: clamped, a steeper sigmoid, and u + 1
+        g = jnp.minimum(g, cfg.glu_limit)
+        return g * jax.nn.sigmoid(cfg.glu_alpha * g) * (jnp.clip(h, -cfg.glu_limit, cfg.glu_limit) + 1)
     if cfg.mlp == MlpType.relu2:
         return jnp.square(jax.nn.relu(h))
     return gelu_tanh(h)
@@ -107,7 +110,7 @@ def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Ar
 
 def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array, dict]:
     """x: [stream, embed] -> ([stream, embed], no auxiliary outputs); hidden units sharded by
-    the `mlp` rule; activation by model.mlp (gelu, swiglu, relu2)."""
+    the `mlp` rule; activation by model.mlp (`activation`)."""
     dt = x.dtype
     h = activation(cfg, *mlp_inputs(cfg, rules, p, x))
     w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
