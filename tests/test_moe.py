@@ -30,24 +30,37 @@ def one_layer(params):
     return jax.tree.map(lambda a: a[0], params.blocks.mlp)
 
 
+def with_biases(p):
+    """MoE parameters with model.bias's router and expert biases away from their zero init (a
+    different value in every place)."""
+    def bias(b):  # (in the parameter's own layout)
+        if b is None:
+            return None
+        value = 0.3 * jnp.sin(1.0 + jnp.arange(b.size, dtype=b.dtype)).reshape(b.shape)
+        return jax.sharding.reshard(value, jax.typeof(b).sharding.spec)
+
+    return p._replace(b_router=bias(p.b_router), b_up=bias(p.b_up), b_gate=bias(p.b_gate), b_down=bias(p.b_down))
+
+
 def setup(*overrides, tokens=48):
     cfg = load_config([*BASE, "mesh.data=1", *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     rules = Rules(mesh, cfg.sharding, cfg.model)
     with jax.set_mesh(mesh):
-        p = one_layer(init_params(cfg.model, jax.random.key(0), rules))
+        p = with_biases(one_layer(init_params(cfg.model, jax.random.key(0), rules)))
     x = jax.random.normal(jax.random.key(1), (tokens, cfg.model.d_model), jnp.float32)
     return cfg.model, mesh, rules, p, x
 
 
 @pytest.mark.parametrize("overrides", [
     [],
-    ["model.mlp=swiglu", "model.moe.router=sigmoid", "model.moe.shared_experts=1", "model.moe.grouped=ragged"],
+    ["model.mlp=swiglu", "model.moe.router=sigmoid", "model.moe.shared_experts=1", "model.moe.grouped=ragged",
+     "model.bias=true"],
     ["model.moe.dispatch=capacity", "model.moe.capacity_factor=2.0", "model.moe.top_k=1",
-     "model.moe.normalize_top_k=false", "model.moe.mlp_factor=2.0"],
-    ["model.mlp=swiglu", "model.moe.grouped=pallas"],
-], ids=["dropless-blocks-gelu-softmax", "dropless-ragged-swiglu-sigmoid-shared", "capacity-top1",
-        "dropless-pallas-swiglu"])
+     "model.moe.normalize_top_k=false", "model.moe.mlp_factor=2.0", "model.bias=true"],
+    ["model.mlp=swiglu", "model.moe.grouped=pallas", "model.bias=true"],
+], ids=["dropless-blocks-gelu-softmax", "dropless-ragged-swiglu-sigmoid-shared-biased", "capacity-top1-biased",
+        "dropless-pallas-swiglu-biased"])
 def test_dispatch_equals_the_masked_reference(overrides):
     cfg, mesh, rules, p, x = setup(*overrides)
     if cfg.moe.dispatch.value == "capacity":  # enough slots for every copy: nothing dropped
@@ -234,12 +247,14 @@ def test_dense_layers_run_in_their_places():
 def _loss_and_grads(*overrides, devices):
     cfg = load_config([*BASE, "model.mlp=swiglu", "model.moe.router_z_loss=0.01", "model.moe.num_experts=8",
                        "model.scan_unroll=false", "model.num_layers=3", "model.moe.first_dense_layers=1",
-                       "model.moe.interleave_step=2", *overrides])  # (dense, dense, MoE)
+                       "model.moe.interleave_step=2", "model.bias=true", *overrides])  # (dense, dense, MoE; gpt-oss's
+    # biases: attention, router, experts)
     mesh = make_mesh(cfg.mesh, devices)
     rules = Rules(mesh, cfg.sharding, cfg.model)
     toks = jnp.asarray(np.random.default_rng(0).integers(0, 10, (8, 32)), jnp.int32)
     with jax.set_mesh(mesh):
         params = init_params(cfg.model, jax.random.key(0), rules)
+        params = params._replace(blocks=params.blocks._replace(mlp=with_biases(params.blocks.mlp)))
         toks = jax.sharding.reshard(toks, rules.spec("batch", None))
         (obj, metrics), grads = jax.jit(jax.value_and_grad(
             lambda p: objective(cfg.model, rules, p, toks[:, :-1], toks[:, 1:]), has_aux=True))(params)
@@ -340,8 +355,6 @@ def test_active_parameters_and_bad_configs():
                                           "e.g. 1.25: each expert then takes 1.25x its even share of the tokens"),
         (["model.moe.mlp_factor=1.01"], "model.moe.mlp_factor=1.01 * model.d_model=64 is not a whole number; choose "
                                          "a factor that gives an integer expert width"),
-        (["model.bias=true"], "model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do "
-                              "Mixtral's or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)"),
         (["sharding=fsdp_tp", "mesh.data=4", "mesh.model=2", "model.moe.mlp_factor=1.515625"],
          "model.moe.mlp_factor*model.d_model=97 is not divisible by 2, the size of mesh axis model that "
          "sharding.params.mlp shards it over; use a multiple of 2 or another sharding"),

@@ -10,6 +10,9 @@ layer axis in front):
     shared  a dense `Mlp` of width shared_experts x F that every token also goes through, or None
     router_bias  [E] (moe.bias_update_rate > 0) the auxiliary-loss-free balancing's per-expert
             bias, set between steps (`between_steps`), never by the optimizer
+    with model.bias (gpt-oss): b_router [E] added to the router's logits, b_up / b_gate [E, F] and
+            b_down [E, D] each expert's projections' biases (b_down applied outside the grouped
+            products: once per routed copy, however the experts' width is split)
 
 Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen), or
 sigmoid scores then top-k (DeepSeek-V3); the k weights renormalised to sum to 1 with
@@ -81,6 +84,10 @@ class Moe(NamedTuple):
     w_down: jax.Array
     shared: Optional[Mlp]
     router_bias: Optional[jax.Array] = None
+    b_router: Optional[jax.Array] = None  # (model.bias)
+    b_up: Optional[jax.Array] = None
+    b_gate: Optional[jax.Array] = None
+    b_down: Optional[jax.Array] = None
 
 
 def moe_info(cfg: ModelConfig) -> Moe:
@@ -93,15 +100,23 @@ def moe_info(cfg: ModelConfig) -> Moe:
         w_down=matrix((E, F, D), ("experts", "mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
         shared=mlp_info(cfg, cfg.moe.shared_experts * F) if cfg.moe.shared_experts else None,
         router_bias=vector((E,), ("router",)) if cfg.moe.bias_update_rate else None,
+        b_router=vector((E,), ("router",)) if cfg.bias else None,
+        b_up=vector((E, F), ("experts", "mlp")) if cfg.bias else None,
+        b_gate=vector((E, F), ("experts", "mlp")) if cfg.bias and gated(cfg) else None,
+        b_down=vector((E, D), ("experts", "embed")) if cfg.bias else None,
     )
 
 
-def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias: Optional[jax.Array] = None):
+def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias: Optional[jax.Array] = None,
+          logit_bias: Optional[jax.Array] = None):
     """x [tokens, D] -> (expert ids [tokens, k] int32, their weights [tokens, k] float32, the
-    routing's auxiliary outputs). bias [E]: added to the scores for the choice only."""
+    routing's auxiliary outputs). bias [E]: added to the scores for the choice only (the
+    balancing's); logit_bias [E]: the router's own, added to its logits (b_router)."""
     moe, E = cfg.moe, cfg.moe.num_experts
     w = rules.gather(router.astype(F32), ("embed", None))
     logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("tokens", None))
+    if logit_bias is not None:
+        logits = logits + logit_bias.astype(F32)
     scores = jax.nn.softmax(logits, axis=-1) if moe.router == Router.softmax else jax.nn.sigmoid(logits)
     choice = scores if bias is None else scores + jax.lax.stop_gradient(bias.astype(F32))
     if moe.groups > 1:  # grouped routing: only the experts of each token's top_groups best groups may be chosen
@@ -139,10 +154,11 @@ def capacity(cfg: ModelConfig, tokens: int) -> int:
     return min(tokens, math.ceil(moe.capacity_factor * tokens * moe.top_k / moe.num_experts))
 
 
-def _expert_mlp(cfg: ModelConfig, x, w_up, w_gate, w_down, matmul):
-    """The experts' MLP on rows x grouped by expert; matmul(rows, [E, in, out] weights)."""
-    h = activation(cfg, matmul(x, w_up), None if w_gate is None else matmul(x, w_gate))
-    return matmul(h, w_down)
+def _expert_mlp(cfg: ModelConfig, x, w_up, w_gate, w_down, matmul, b_up=None, b_gate=None):
+    """The experts' MLP on rows x grouped by expert; matmul(rows, [E, in, out] weights, [E, out]
+    biases or None). (b_down: `experts` adds it, once per copy.)"""
+    h = activation(cfg, matmul(x, w_up, b_up), None if w_gate is None else matmul(x, w_gate, b_gate))
+    return matmul(h, w_down, None)
 
 
 def grouped_kind(cfg: ModelConfig, platform: str) -> GroupedMatmul:
@@ -181,27 +197,39 @@ def _blocks(sizes, n: int, B: int, kernel: bool = False):
     R = (n + E * (B - 1) + B - 1) // B * B
     owner = jnp.minimum(jnp.searchsorted(ends, jnp.arange(R // B) * B, side="right"), E - 1)  # each block's group
 
-    def matmul(a, w):
+    def biased(y, b):  # each block's group's bias
+        if b is None:
+            return y
+        return jnp.reshape(jnp.reshape(y, (R // B, B, -1)) + b[owner][:, None].astype(y.dtype), (R, -1))
+
+    def matmul(a, w, b=None):
         blocks = jnp.reshape(a, (R // B, B, a.shape[-1]))
-        return jnp.reshape(jnp.einsum("bnd,bdf->bnf", blocks, w[owner]), (R, w.shape[-1]))
+        return biased(jnp.reshape(jnp.einsum("bnd,bdf->bnf", blocks, w[owner]), (R, w.shape[-1])), b)
 
     if kernel:  # (each group's first block and its count: the weight gradient's loop)
         count = (padded // B).astype(jnp.int32)
         used = jnp.arange(R // B) < ends[-1] // B  # (the blocks past the last group's: -1, skipped)
         args = (jnp.where(used, owner, -1).astype(jnp.int32), (starts // B).astype(jnp.int32), count, B,
                 platform() == "cpu")
-        return R, dest, lambda a, w: grouped_matmul(a, w, *args)
+        return R, dest, lambda a, w, b=None: biased(grouped_matmul(a, w, *args), b)
     return R, dest, matmul
 
 
-def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: GroupedMatmul, order=None):
+def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: GroupedMatmul, order=None, b_up=None,
+                 b_gate=None):
     """The experts' MLP on rows [n, D] -> [n, D]: rows sorted by expert (sizes [E] of them; rows
     past their sum are padding, whose outputs are garbage for the caller to drop), or (blocks and
     pallas) in any order with `order`, the permutation that sorts them, the outputs then in the
     rows' own order (each row scattered straight to its padded place and gathered back from it:
-    no sorted copy)."""
+    no sorted copy). b_up, b_gate [E, F]: the experts' biases."""
     if kind == GroupedMatmul.ragged:  # (sorted rows only)
-        return _expert_mlp(cfg, rows, w_up, w_gate, w_down, lambda a, w: jax.lax.ragged_dot(a, w, sizes))
+        group = jnp.repeat(jnp.arange(sizes.shape[0]), sizes, total_repeat_length=rows.shape[0])
+
+        def ragged(a, w, b=None):
+            y = jax.lax.ragged_dot(a, w, sizes)
+            return y if b is None else y + b[group].astype(y.dtype)
+
+        return _expert_mlp(cfg, rows, w_up, w_gate, w_down, ragged, b_up, b_gate)
     kernel = kind == GroupedMatmul.pallas
     B = block_rows(rows.shape[0], sizes.shape[0])
     R, dest, matmul = _blocks(sizes, rows.shape[0], max(B, LEAST) if kernel else B, kernel)
@@ -209,23 +237,25 @@ def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: Grou
         dest = jnp.zeros_like(dest).at[order].set(dest, unique_indices=True)
     padded = jnp.zeros((R, rows.shape[1]), rows.dtype).at[dest].set(rows, unique_indices=True)  # (unique: a plain
     # scatter for the derivative too, not the one that finds which of equal indices won)
-    return _expert_mlp(cfg, padded, w_up, w_gate, w_down, matmul)[dest]
+    return _expert_mlp(cfg, padded, w_up, w_gate, w_down, matmul, b_up, b_gate)[dest]
 
 
-def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep):
-    """[t, D] tokens, ids [t, k] -> each copy's expert output [t, k, D] (no copy dropped)."""
+def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep, b_up=None, b_gate=None):
+    """[t, D] tokens, ids [t, k] -> (each copy's expert output [t, k, D], which copies were kept:
+    all)."""
     t, k = ids.shape
     flat = jnp.reshape(ids, (-1,))
     order = jnp.argsort(flat, stable=True)  # the copies grouped by expert
     sizes = jnp.bincount(flat, length=cfg.moe.num_experts).astype(jnp.int32)
+    kept = jnp.ones((t, k), bool)
     if ep.size == 1 and kind != GroupedMatmul.ragged:  # (copy c is token c // k's)
-        ys = _grouped_mlp(cfg, jnp.repeat(x, k, axis=0), sizes, w_up, w_gate, w_down, kind, order)
-        return jnp.reshape(ys, (t, k, -1)), jnp.zeros((), jnp.int32)
+        ys = _grouped_mlp(cfg, jnp.repeat(x, k, axis=0), sizes, w_up, w_gate, w_down, kind, order, b_up, b_gate)
+        return jnp.reshape(ys, (t, k, -1)), kept
     if ep.size == 1:
-        ys = _grouped_mlp(cfg, x[order // k], sizes, w_up, w_gate, w_down, kind)
+        ys = _grouped_mlp(cfg, x[order // k], sizes, w_up, w_gate, w_down, kind, None, b_up, b_gate)
     else:
-        ys = _exchanged(cfg, x[order // k], flat[order], sizes, w_up, w_gate, w_down, kind, ep)
-    return jnp.zeros_like(ys).at[order].set(ys, unique_indices=True).reshape(t, k, -1), jnp.zeros((), jnp.int32)
+        ys = _exchanged(cfg, x[order // k], flat[order], sizes, w_up, w_gate, w_down, kind, ep, b_up, b_gate)
+    return jnp.zeros_like(ys).at[order].set(ys, unique_indices=True).reshape(t, k, -1), kept
 
 
 def ragged_exchange():
@@ -233,7 +263,8 @@ def ragged_exchange():
     return None if platform() == "cpu" else jax.lax.ragged_all_to_all
 
 
-def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep):
+def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep, b_up=None,
+               b_gate=None):
     """Expert parallelism, dropless: copies xs [n, D] sorted by expert go to the devices of the
     expert axis that hold their experts and their outputs come back. Each device receives into
     [ep, n, D] (the most any device can be sent), sender s's rows first in block s; by
@@ -261,7 +292,7 @@ def _exchanged(cfg: ModelConfig, xs, sorted_ids, sizes, w_up, w_gate, w_down, ki
     expert = jax.vmap(lambda e: jnp.searchsorted(e, jnp.arange(n), side="right"))(ends)  # local: padding
     order = jnp.argsort(jnp.reshape(expert, (-1,)), stable=True)
     rows = jnp.reshape(got, (ep.size * n, -1))[order]
-    ys = _grouped_mlp(cfg, rows, jnp.sum(got_sizes, axis=0), w_up, w_gate, w_down, kind)
+    ys = _grouped_mlp(cfg, rows, jnp.sum(got_sizes, axis=0), w_up, w_gate, w_down, kind, None, b_up, b_gate)
     back = jnp.reshape(jnp.zeros_like(ys).at[order].set(ys, unique_indices=True), (ep.size, n, -1))
     if ragged is not None:  # block s back to device s, where its rows started
         their_starts = jax.lax.all_to_all(starts, ep.axes, 0, 0)
@@ -285,9 +316,9 @@ def ragged_by_all_to_all(operand, output, input_offsets, send_sizes, output_offs
     return output.at[jnp.reshape(where, (-1,))].set(jnp.reshape(got, (devices * rows, -1)), mode="drop")
 
 
-def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep):
-    """As `_dropless` through [E, C, D] buffers: copies past an expert's C slots give zeros;
-    also their number. Expert parallelism: each device's buffer rows go to the devices of their
+def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep, b_up=None, b_gate=None):
+    """As `_dropless` through [E, C, D] buffers: copies past an expert's C slots give zeros, and
+    are not kept. Expert parallelism: each device's buffer rows go to the devices of their
     experts (all-to-all), which multiply [local experts, ep x C, D]."""
     t, k = ids.shape
     E, C, local = cfg.moe.num_experts, capacity(cfg, t), w_up.shape[0]
@@ -300,12 +331,16 @@ def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep):
     if ep.size > 1:  # [E, C, D] -> [local, ep x C, D]: every device's slots of this device's experts
         got = jax.lax.all_to_all(jnp.reshape(buf, (ep.size, local, C, -1)), ep.axes, 0, 0)
         buf = jnp.reshape(jnp.transpose(got, (1, 0, 2, 3)), (local, ep.size * C, -1))
-    ybuf = _expert_mlp(cfg, buf, w_up, w_gate, w_down, lambda a, w: jnp.einsum("ecd,edf->ecf", a, w))
+    def matmul(a, w, b=None):
+        y = jnp.einsum("ecd,edf->ecf", a, w)
+        return y if b is None else y + b[:, None].astype(y.dtype)
+
+    ybuf = _expert_mlp(cfg, buf, w_up, w_gate, w_down, matmul, b_up, b_gate)
     if ep.size > 1:
         back = jnp.transpose(jnp.reshape(ybuf, (local, ep.size, C, -1)), (1, 0, 2, 3))
         ybuf = jnp.reshape(jax.lax.all_to_all(back, ep.axes, 0, 0), (E, C, -1))
     y = ybuf[flat, jnp.minimum(slot, C - 1)] * kept[:, None].astype(ybuf.dtype)
-    return jnp.transpose(jnp.reshape(y, (k, t, -1)), (1, 0, 2)), jnp.sum(~kept).astype(jnp.int32)
+    return jnp.transpose(jnp.reshape(y, (k, t, -1)), (1, 0, 2)), jnp.reshape(kept, (k, t)).T
 
 
 def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array, weights: jax.Array):
@@ -313,30 +348,38 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
     dropped (capacity mode), run per device inside `shard_map` on its own tokens and experts."""
     dt = x.dtype
     rows = rules.spec("tokens", None)
-    specs = {"up": rules.spec("experts", None, "mlp"), "down": rules.spec("experts", "mlp", None)}
+    specs = {"up": rules.spec("experts", None, "mlp"), "down": rules.spec("experts", "mlp", None),
+             "bias": rules.spec("experts", "mlp"), "b_down": P()}
     w_up, w_down = (jax.sharding.reshard(w.astype(dt), specs[s]) for w, s in ((p.w_up, "up"), (p.w_down, "down")))
     w_gate = None if p.w_gate is None else jax.sharding.reshard(p.w_gate.astype(dt), specs["up"])
+    b_up, b_gate, b_down = (None if b is None else jax.sharding.reshard(b.astype(dt), specs[s])
+                            for b, s in ((p.b_up, "bias"), (p.b_gate, "bias"), (p.b_down, "b_down")))
     width_axes = mesh_axes_of(rules.spec("mlp")[0])  # (tensor parallelism: each device a slice of every expert)
     ep_axes = mesh_axes_of(specs["up"][0])  # (expert parallelism: each device some of the experts)
     ep = Ep(ep_axes, math.prod(rules.mesh.shape[a] for a in ep_axes))
     token_axes = rules.token_axes()
     kind = grouped_kind(cfg, platform())
 
-    def local(x, ids, weights, w_up, w_gate, w_down):
+    def local(x, ids, weights, w_up, w_gate, w_down, b_up, b_gate, b_down):
         if cfg.moe.dispatch == MoeDispatch.capacity:
-            y, dropped = _capacity(cfg, x, ids, w_up, w_gate, w_down, ep)
+            y, kept = _capacity(cfg, x, ids, w_up, w_gate, w_down, ep, b_up, b_gate)
         else:
-            y, dropped = _dropless(cfg, x, ids, w_up, w_gate, w_down, kind, ep)
+            y, kept = _dropless(cfg, x, ids, w_up, w_gate, w_down, kind, ep, b_up, b_gate)
         out = jnp.einsum("tkd,tk->td", y.astype(F32), weights)
         if width_axes:
             out = jax.lax.psum(out, width_axes)
-        return out.astype(dt), dropped[None]
+        if b_down is not None:  # (after the sum over the experts' width: once per kept copy)
+            out = out + jnp.einsum("tkd,tk->td", b_down[ids].astype(F32), jnp.where(kept, weights, 0))
+        return out.astype(dt), jnp.sum(~kept).astype(jnp.int32)[None]
 
     x, ids, weights = (jax.sharding.reshard(a, rows) for a in (x, ids, weights))
+    arrays = (x, ids, weights, w_up, w_gate, w_down, b_up, b_gate, b_down)
+    in_specs = tuple(None if a is None else s for a, s in zip(arrays, (
+        rows, rows, rows, specs["up"], specs["up"], specs["down"], specs["bias"], specs["bias"], specs["b_down"]),
+        strict=True))
     out, dropped = jax.shard_map(  # (Pallas's kernels do not type their varying mesh axes, `model.grouped`)
-        local, in_specs=(rows, rows, rows, specs["up"], None if w_gate is None else specs["up"], specs["down"]),
-        out_specs=(rows, P(token_axes or None)), check_vma=kind != GroupedMatmul.pallas)(x, ids, weights, w_up,
-                                                                                        w_gate, w_down)
+        local, in_specs=in_specs, out_specs=(rows, P(token_axes or None)),
+        check_vma=kind != GroupedMatmul.pallas)(*arrays)
     return out, jnp.sum(dropped)
 
 
@@ -345,7 +388,7 @@ def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array
     (A stream split over the tensor axis, model.collective_matmul, is gathered first: every
     device of the axis computes a slice of each expert for the same tokens.)"""
     x = jax.sharding.reshard(x, rules.spec("tokens", "embed"))
-    ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias)
+    ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias, p.b_router)
     out, dropped = experts(cfg, rules, p, x, ids, weights)
     out = jax.sharding.reshard(out, rules.spec("stream", "embed"))
     if p.shared is not None:
@@ -358,12 +401,15 @@ def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.Ar
     FLOPs), each output weighted by the token's routing weight for that expert (zero off its top
     k). The reference the dispatch modes are tested against (tests/test_moe.py) and timed
     against (benchmarks/moe.py); one device."""
-    ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias)
+    ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias, p.b_router)
     gate = jnp.sum(jax.nn.one_hot(ids, cfg.moe.num_experts) * weights[..., None], axis=1)  # [T, E]
     gate = jax.sharding.reshard(gate, P())
-    h = jnp.einsum("td,edf->etf", x, p.w_up)
-    g = None if p.w_gate is None else jnp.einsum("td,edf->etf", x, p.w_gate)
+    h = jnp.einsum("td,edf->etf", x, p.w_up) + (0 if p.b_up is None else p.b_up[:, None])
+    g = None if p.w_gate is None else jnp.einsum("td,edf->etf", x, p.w_gate) + (0 if p.b_gate is None
+                                                                                 else p.b_gate[:, None])
     out = jnp.einsum("etf,efd,te->td", activation(cfg, h, g), p.w_down, gate)
+    if p.b_down is not None:
+        out = out + gate @ p.b_down
     return out if p.shared is None else out + mlp(cfg, rules, p.shared, x)[0]
 
 
@@ -429,7 +475,4 @@ def config_errors(m) -> List[str]:
     if not e.route_scale > 0:
         errs.append(f"model.moe.route_scale={e.route_scale} must be > 0 (1 = the router's weights as they are)")
     errs += grouped_errors(m)
-    if m.bias:
-        errs.append("model.bias=true with model.moe.num_experts > 0: the expert MLPs have no biases (nor do Mixtral's "
-                    "or Qwen's); set model.bias=false (model.qkv_bias keeps the attention's)")
     return errs
