@@ -50,8 +50,8 @@ CASES = [
     (["experiment=staircase"], "experiment=staircase: an experiment is added to the defaults, with a leading +: "
                                "+experiment=staircase"),
     (["+experiment=no_such_experiment"], "packaged experiments: arithmetic_grpo, arithmetic_sft, deepseek_v3, "
-                                         "deepseek_v3_small, gemma3_1b, gpt2_124m, gutenberg_gpt2, llama2_7b, "
-                                         "llama3_2_1b, llama3_8b, llama_1b, mixtral_8x7b"),
+                                         "deepseek_v3_small, gemma3_1b, gpt2_124m, gutenberg_gpt2, ladder_gutenberg, "
+                                         "ladder_tiny, llama2_7b, llama3_2_1b, llama3_8b, llama_1b, mixtral_8x7b"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
     (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),
@@ -163,8 +163,8 @@ def test_one_argument_parser_for_every_command(capsys):
     assert parse(["nproc=3"], LaunchArgs)[0] == LaunchArgs(nproc=3, devices_per_proc=1)
     assert main(["fly"]) == 2
     assert capsys.readouterr().err == ("spmdgpt: error: unknown command 'fly'; commands: train, sample, chat, lm-eval, "
-                                       "prepare, tokenizer, eval, viz, plot, export, launch, serve, config, plan "
-                                       "(spmdgpt --help)\n")
+                                       "prepare, tokenizer, eval, viz, plot, export, launch, serve, ladder, config, "
+                                       "plan (spmdgpt --help)\n")
     assert main(["launch", "nproc=0", "--", "train"]) == 2
     assert capsys.readouterr().err.startswith("spmdgpt: error: launch: nproc=0 must be >= 1")
 

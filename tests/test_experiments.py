@@ -41,12 +41,13 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
 BIG = {"deepseek_v3"}
 ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "deepseek_v3_small", "gutenberg_gpt2", "qwen3_5_small",
                "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe", "staircase"]
+LADDERS = ["ladder_gutenberg", "ladder_tiny"]  # spmdgpt ladder's grids (of ON_THIS_CPU's models): tests/test_ladder.py
 
 
 def test_every_packaged_experiment_has_its_hardware():
     packaged = sorted(p.name.removesuffix(".yaml") for p in
                       (resources.files("spmdgpt") / "configs" / "experiment").iterdir() if p.name.endswith(".yaml"))
-    assert packaged == sorted([*HARDWARE, *ON_THIS_CPU])
+    assert packaged == sorted([*HARDWARE, *ON_THIS_CPU, *LADDERS])
 
 
 def _compiler(topology: str):

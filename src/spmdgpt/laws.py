@@ -51,10 +51,15 @@ class Law:
     def loss(self, n, d):
         return self.E + self.A / np.power(n, self.alpha) + self.B / np.power(d, self.beta)
 
+    def rule(self) -> Tuple[float, float]:
+        """(G, a) of the compute-optimal size N_opt = G (C / 6)^a."""
+        g = (self.alpha * self.A / (self.beta * self.B)) ** (1.0 / (self.alpha + self.beta))
+        return g, self.beta / (self.alpha + self.beta)
+
     def optimal(self, compute: float) -> Tuple[float, float]:
         """(N_opt, D_opt) for a budget of `compute` FLOPs (C = 6 N D)."""
-        g = (self.alpha * self.A / (self.beta * self.B)) ** (1.0 / (self.alpha + self.beta))
-        n = g * (compute / 6.0) ** (self.beta / (self.alpha + self.beta))
+        g, a = self.rule()
+        n = g * (compute / 6.0) ** a
         return n, compute / (6.0 * n)
 
     def as_dict(self) -> Dict[str, float]:
@@ -137,17 +142,19 @@ def fit_law(n: Sequence[float], d: Sequence[float], loss: Sequence[float], delta
     return Law(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=float(alpha), beta=float(beta))
 
 
-def isoflop_minima(n: Sequence[float], d: Sequence[float], loss: Sequence[float]) -> Dict[str, object]:
+def isoflop_minima(n: Sequence[float], d: Sequence[float], loss: Sequence[float],
+                   budgets: Optional[Sequence[float]] = None) -> Dict[str, object]:
     """Approach 2: {"minima": [(C, N at the vertex, L at the vertex)] by budget (C = 6 N D of the
-    runs, grouped to 1e-6 relative), "exponent": a and "coefficient": k of N_opt = k C^a}. Each
-    budget needs 3 runs of different sizes, and 2 budgets the line."""
+    runs, grouped to 1e-6 relative; or `budgets`, each run's nominal one, where the runs' steps were
+    rounded), "exponent": a and "coefficient": k of N_opt = k C^a}. Each budget needs 3 runs of
+    different sizes, and 2 budgets the line."""
     n, d, loss = (np.asarray(v, np.float64) for v in (n, d, loss))
-    budgets: Dict[float, List[int]] = {}
-    for i, c in enumerate(6.0 * n * d):
-        key = next((k for k in budgets if abs(k - c) <= 1e-6 * c), c)
-        budgets.setdefault(key, []).append(i)
+    by_budget: Dict[float, List[int]] = {}
+    for i, c in enumerate(6.0 * n * d if budgets is None else np.asarray(budgets, np.float64)):
+        key = next((k for k in by_budget if abs(k - c) <= 1e-6 * c), c)
+        by_budget.setdefault(key, []).append(i)
     minima = []
-    for c, rows in sorted(budgets.items()):
+    for c, rows in sorted(by_budget.items()):
         if len(np.unique(n[rows])) < 3:
             raise LawError(f"the budget C={c:.3g} has runs of {len(np.unique(n[rows]))} sizes: an isoFLOP parabola "
                            "needs 3 or more")

@@ -53,6 +53,10 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "serve": "an OpenAI-compatible HTTP server for a run (or hf:DIR): /v1/completions, /v1/chat/completions:\n"
     "          spmdgpt serve run.dir=runs/r1 [host=127.0.0.1 port=8000 max_queue=64 step=N max_tokens=16\n"
     "          slots=8 page_size=16 pages=0 chunk=64 speculate=0]",
+    "ladder": "a scaling ladder: every model.size at every compute budget, trained, then the scaling law,\n"
+    "          its compute-optimal rule and a forecast (ladder.json, PNGs); lr: the best learning rate by width:\n"
+    "          spmdgpt ladder +experiment=ladder_tiny out=runs/ladder [--parallel 2 ladder.check=true]\n"
+    "          spmdgpt ladder lr +experiment=... ladder.widths=[64,128,256] ladder.lrs=[1e-3,3e-3,1e-2] out=DIR",
     "config": "the resolved config, or a section's fields with their values and meanings:\n"
     "          spmdgpt config [SECTION, e.g. rl or model.moe] [+experiment=NAME and other overrides]",
     "plan": "memory, FLOPs and collectives of a training step, compiled ahead of time (no data, no\n"

@@ -148,8 +148,6 @@ def gpu_groups(parallel: int, gpus: List[str]) -> List[Optional[str]]:
 
 def run(items: List[str]) -> int:
     parallel, overrides = split_flags(items)
-    from spmdgpt.config import load_config
-
     groups = gpu_groups(parallel, visible_gpus(os.environ))
     fixed, points = grid(overrides)
     keys = [k for k, _ in points[0]]
@@ -163,19 +161,40 @@ def run(items: List[str]) -> int:
     if sweep_dir is None:
         digest = hashlib.sha256("\0".join(overrides).encode()).hexdigest()[:8]
         sweep_dir = Path("runs") / f"sweep-{digest}"
-    runs, device_free = [], tuple(s for s in SECTIONS if s != "layout")  # (the mesh: in each run)
+    runs = []
     for i, point in enumerate(points):
         point_overrides = [f"{k}={v}" for k, v in point]
-        cfg = load_config([*shared, *point_overrides])  # a bad point is refused before anything runs
-        errs = validate(cfg, 1, sections=device_free)
-        if errs:
-            raise ConfigError([f"sweep point {' '.join(point_overrides)}: {errs[0]}"])
+        cfg = checked_point(shared, point_overrides)  # a bad point is refused before anything runs
         runs.append((run_name(i, point), point_overrides, cfg.train.steps, dict(point)))
-    (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
     sizes = [len(dict.fromkeys(p[i][1] for p in points)) for i in range(len(keys))]
-    print(f"sweep {sweep_dir}: {len(runs)} runs ({' x '.join(map(str, sizes))} over {', '.join(keys)}), "
-          f"{parallel} at a time" + (f" (GPUs {' | '.join(groups)})" if groups[0] else ""), file=sys.stderr)
+    rows = execute(sweep_dir, shared, runs, groups, overrides,
+                   f"({' x '.join(map(str, sizes))} over {', '.join(keys)})")
+    print(table(keys, rows))
+    return next((r["code"] for r in rows if r["code"]), 0)
 
+
+def checked_point(shared: List[str], point_overrides: List[str]):
+    """The Config of one point of a grid (the shared overrides, then the point's), or a ConfigError
+    naming the point and its first problem (the mesh is left to each run: it needs the devices)."""
+    from spmdgpt.config import load_config
+
+    cfg = load_config([*shared, *point_overrides])
+    errs = validate(cfg, 1, sections=tuple(s for s in SECTIONS if s != "layout"))
+    if errs:
+        raise ConfigError([f"sweep point {' '.join(point_overrides)}: {errs[0]}"])
+    return cfg
+
+
+def execute(sweep_dir: Path, shared: List[str], runs: list, groups: List[Optional[str]], overrides: List[str],
+            what: str = "") -> List[dict]:
+    """Run `runs` ((name, the point's overrides, its train.steps, {key: value}) each, checked
+    already) as `spmdgpt train` processes under `sweep_dir`, len(groups) at a time (slot i with
+    CUDA_VISIBLE_DEVICES groups[i], `gpu_groups`), skipping the finished ones; then each run's row ({"run",
+    "values", "status", "code", "step", "train_loss", "val_loss", "tokens_per_sec"}), also written
+    as summary.json (with `overrides`) and summary.md. `spmdgpt ladder` runs its grid through it."""
+    (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
+    print(f"sweep {sweep_dir}: {len(runs)} runs{' ' * bool(what)}{what}, {len(groups)} at a time"
+          + (f" (GPUs {' | '.join(groups)})" if groups[0] else ""), file=sys.stderr)
     results: dict = {}
     pending = list(runs)
     active: list = []
@@ -192,10 +211,8 @@ def run(items: List[str]) -> int:
     rows = [{"run": name, "values": values, **results[name], **summarize(sweep_dir / name)}
             for name, _, _, values in runs]
     (sweep_dir / "summary.json").write_text(json.dumps({"overrides": overrides, "runs": rows}, indent=2) + "\n")
-    text = table(keys, rows)
-    (sweep_dir / "summary.md").write_text(text + "\n")
-    print(text)
-    return next((r["code"] for r in rows if r["code"]), 0)
+    (sweep_dir / "summary.md").write_text(table(list(runs[0][3]) if runs else [], rows) + "\n")
+    return rows
 
 
 def _run_all(sweep_dir: Path, shared: List[str], groups: List[Optional[str]], pending: list, active: list,

@@ -375,6 +375,27 @@ class RlConfig(Section):
 
 
 @dataclass
+class LadderConfig(Section):
+    """`spmdgpt ladder` (spmdgpt.ladder): an isoFLOP grid, every model.size at every compute budget
+    (C = 6 N D: N the model's matmul parameters, D its tokens), each point a training run; then
+    the scaling-law fits and a forecast. `spmdgpt ladder lr`: a learning-rate sweep at several
+    widths (does the best rate transfer?). Training runs do not read this section."""
+
+    budgets: List[float] = field(default_factory=list)  # compute budgets in FLOPs, e.g. [1e13, 3e13, 1e14]
+    sizes: List[int] = field(default_factory=list)  # model.size values (N layers of 64 N) run at every budget
+    epochs: float = 1.0  # the most epochs of any training dataset a point may take (a grid past it is refused)
+    warmup: float = 0.1  # each point's warmup as a share of its steps (sets optimizer.warmup_steps)
+    metric: str = "val/loss"  # the final metric the laws are fitted to (a key of metrics.jsonl)
+    forecast_budget: Optional[float] = None  # the budget forecast (default: 4 x the largest budget)
+    forecast_size: Optional[int] = None  # its model.size (default: the size nearest the compute-optimal N)
+    check: bool = False  # also train the forecast's point and compare its loss with the forecast
+    bootstrap: int = 100  # refits on resampled points for the intervals (0: none)
+    widths: List[int] = field(default_factory=list)  # ladder lr: the d_model values
+    lrs: List[float] = field(default_factory=list)  # ladder lr: the learning rates
+    lr_field: str = "optimizer.lr"  # ladder lr: the field swept (optimizer.muon_lr for Muon's matrices)
+
+
+@dataclass
 class MeshConfig(Section):
     """The mesh's named axes, one field each, in mesh order (the last axis varies fastest over
     the devices: neighbours share the fastest links). A size, or -1 (one axis at most) for all
@@ -428,6 +449,7 @@ class Config(Section):
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     rl: RlConfig = field(default_factory=RlConfig)
+    ladder: LadderConfig = field(default_factory=LadderConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
