@@ -315,10 +315,10 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
     "mistral": ("mistral", {}, ["model.num_kv_heads=2", "model.head_dim=32"], "LlamaForCausalLM"),  # (no window)
     "mistral-window": ("mistral", {"sliding_window": 8}, ["model.sliding_window=8"], "MistralForCausalLM"),
     "qwen2": ("qwen2", {}, ["model.num_kv_heads=2", "model.qkv_bias=True"], "Qwen2ForCausalLM"),  # (tied, as staircase)
-    "qwen2-yarn": (
+    "qwen2-yarn": (  # (gpt-oss's YaRN: the ramp's ends not rounded)
         "qwen2",
-        {"rope_parameters": YARN_ROPE},
-        ["model.rope_scaling=yarn", "model.rope_original_max_len=32"],
+        {"rope_parameters": {**YARN_ROPE, "truncate": False}},
+        ["model.rope_scaling=yarn", "model.rope_original_max_len=32", "model.rope_truncate=False"],
         "Qwen2ForCausalLM",
     ),
     "qwen3": (

@@ -22,7 +22,7 @@ ROPE_SCALING_FIELDS = {"linear": ("rope_factor",),
                        "llama3": ("rope_factor", "rope_original_max_len", "rope_low_freq_factor",
                                   "rope_high_freq_factor"),
                        "yarn": ("rope_factor", "rope_original_max_len", "rope_beta_fast", "rope_beta_slow",
-                                "rope_attention_factor", "rope_mscale", "rope_mscale_all_dim")}
+                                "rope_attention_factor", "rope_mscale", "rope_mscale_all_dim", "rope_truncate")}
 ROPE_SCALING_PARAMS = tuple(dict.fromkeys(n for names in ROPE_SCALING_FIELDS.values() for n in names))  # (all of them)
 # their values when no scaling reads them (ModelConfig's defaults)
 ROPE_SCALING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ROPE_SCALING_PARAMS}

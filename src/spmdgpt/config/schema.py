@@ -74,6 +74,8 @@ class ModelConfig(Section):
     rope_beta_slow: float = 1.0  # yarn: rotations below which it is interpolated (divided by factor)
     rope_attention_factor: Optional[float] = None  # yarn: q and k scale; default 0.1 ln(factor) + 1, or with the
     # two below mscale(rope_mscale) / mscale(rope_mscale_all_dim), mscale(m) = 0.1 m ln(factor) + 1
+    rope_truncate: bool = True  # yarn: the ramp's ends rounded out to whole dimensions (transformers' truncate;
+    # gpt-oss: false, the ends as computed)
     rope_mscale: float = 0.0  # yarn, DeepSeek's variant (transformers' mscale); 0 = unset
     rope_mscale_all_dim: float = 0.0  # yarn, DeepSeek's variant: MLA's softmax scale times mscale(this)^2; 0 = unset
     init_std: float = 0.02  # std of the normal init (residual projections: / sqrt(2 * num_layers))

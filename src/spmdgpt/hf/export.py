@@ -138,8 +138,10 @@ def rope_parameters(cfg: ModelConfig) -> dict:
         return {"rope_type": "default", "rope_theta": cfg.rope_theta}
     out = {"rope_type": cfg.rope_scaling.value, "rope_theta": cfg.rope_theta}
     for name in ROPE_SCALING_FIELDS[cfg.rope_scaling.value]:
-        if getattr(cfg, name) is not None and not (name.startswith("rope_mscale") and not getattr(cfg, name)):
-            out[ROPE_KEYS[name]] = getattr(cfg, name)
+        value = getattr(cfg, name)  # (unset mscales and the default truncate: not written)
+        if value is not None and not (name.startswith("rope_mscale") and not value) and not (
+                name == "rope_truncate" and value):
+            out[ROPE_KEYS[name]] = value
     return out
 
 

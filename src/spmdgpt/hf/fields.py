@@ -14,7 +14,7 @@ TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)
 ROPE_KEYS = {"rope_factor": "factor", "rope_original_max_len": "original_max_position_embeddings",
              "rope_low_freq_factor": "low_freq_factor", "rope_high_freq_factor": "high_freq_factor",
              "rope_beta_fast": "beta_fast", "rope_beta_slow": "beta_slow", "rope_attention_factor": "attention_factor",
-             "rope_mscale": "mscale", "rope_mscale_all_dim": "mscale_all_dim"}
+             "rope_mscale": "mscale", "rope_mscale_all_dim": "mscale_all_dim", "rope_truncate": "truncate"}
 
 
 def _rope_fields(rope: dict, hf: dict, need) -> dict:
@@ -34,9 +34,9 @@ def _rope_fields(rope: dict, hf: dict, need) -> dict:
                     (("rope_factor", 8.0), ("rope_original_max_len", 8192), ("rope_low_freq_factor", 1.0),
                      ("rope_high_freq_factor", 4.0))})
     elif kind == "yarn":
-        need("truncate", rope.get("truncate", True), "true (integer correction bounds)")
         out.update(rope_mscale=float(rope.get("mscale") or 0.0),
-                   rope_mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0))
+                   rope_mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0),
+                   rope_truncate=bool(rope.get("truncate", True)))
         original = int(rope.get("original_max_position_embeddings") or hf["max_position_embeddings"])
         out.update(rope_factor=float(rope.get("factor") or hf["max_position_embeddings"] / original),
                    rope_original_max_len=original, rope_beta_fast=float(rope.get("beta_fast") or 32),

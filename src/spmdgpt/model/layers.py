@@ -108,7 +108,10 @@ def rope_frequencies(cfg: ModelConfig, h: int) -> tuple:
         def dim(rotations):  # the dimension whose wavelength makes this many rotations over `original`
             return h * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(cfg.rope_theta))
 
-        lo, hi = max(math.floor(dim(cfg.rope_beta_fast)), 0), min(math.ceil(dim(cfg.rope_beta_slow)), h - 1)
+        lo, hi = dim(cfg.rope_beta_fast), dim(cfg.rope_beta_slow)
+        if cfg.rope_truncate:  # (whole dimensions; gpt-oss's YaRN keeps the fractions)
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, h - 1)
         ramp = jnp.clip((jnp.arange(half, dtype=jnp.float32) - lo) / (hi - lo if hi > lo else 0.001), 0, 1)
         keep = 1 - ramp  # 1: extrapolate (the frequency as trained), 0: interpolate (divided by factor)
         scale = cfg.rope_attention_factor
