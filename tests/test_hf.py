@@ -147,6 +147,12 @@ def random_params(cfg, rules, seed=1):
                            "model.embed_scale=true", "model.qk_norm=true", "model.sliding_window=8",
                            "model.window_pattern=GL", "model.rope_scaling=yarn", "model.rope_factor=4",
                            "model.rope_original_max_len=16", "model.tie_embeddings=false"]),
+    # gpt-oss: biased grouped attention with sinks, alternating windows, biased router and clamped-SwiGLU experts
+    ("GptOssForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.glu_limit=1.0", "model.bias=true",
+                           "model.attention_sinks=true", "model.num_kv_heads=2", "model.sliding_window=8",
+                           "model.window_pattern=LG", "model.moe.num_experts=4", "model.moe.mlp_factor=0.5",
+                           "model.tie_embeddings=false", "model.rope_scaling=yarn", "model.rope_factor=4",
+                           "model.rope_original_max_len=16", "model.rope_truncate=false"]),
     # Qwen3.5's hybrid: Gated DeltaNet (grouped value heads, values narrower than keys) and gated, partially
     # rotated softmax attention with QK-norm, every norm (1 + w)
     ("Qwen3_5ForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.norm_plus_one=true", "model.qk_norm=true",
@@ -285,6 +291,13 @@ HF_CONFIGS = {
     "qwen3_5": {**LLAMA_SHAPE, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16,
                 "layer_types": ["linear_attention", "full_attention"] * 2, "linear_num_key_heads": 4,
                 "linear_num_value_heads": 8, "linear_key_head_dim": 8, "linear_value_head_dim": 8},
+    # gpt-oss: 2 key/value heads of 16 with biases and sinks, a window of 8 then a full layer, 4 experts of 32 (top 2)
+    # with a small clamp (1.5, so that it acts on these random weights), YaRN untruncated
+    "gpt_oss": {**LLAMA_SHAPE, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 8, "swiglu_limit": 1.5,
+                "layer_types": ["sliding_attention", "full_attention"],
+                "rope_parameters": {"rope_type": "yarn", "rope_theta": 5000.0, "factor": 4.0, "beta_fast": 32.0,
+                                    "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 32}},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -372,6 +385,9 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
     ),
     "qwen3_5": ("qwen3_5", {}, ["model.attention_gate=True", "model.rope_fraction=0.25", "model.norm_plus_one=True"],
                 "Qwen3_5ForCausalLM"),
+    "gpt_oss": ("gpt_oss", {}, ["model.attention_sinks=True", "model.mlp=swiglu_clamped", "model.glu_limit=1.5",
+                                "model.bias=True", "model.rope_truncate=False", "model.window_pattern=LG"],
+                "GptOssForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -571,9 +587,9 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "Qwen3_5ForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
-                               "Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, LlamaForCausalLM, "
-                               "Gemma3ForCausalLM, GPTNeoXForCausalLM checkpoints"])
+                               "Qwen3_5ForCausalLM, GptOssForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
+                               "MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
+                               "LlamaForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM checkpoints"])
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
     assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "
                                           "(interleaved RoPE pairs, DeepSeek's checkpoints)"])

@@ -84,6 +84,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "deepseek_v3": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM),
            "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
            "qwen3_5": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM),
+           "gpt_oss": (transformers.GptOssConfig, transformers.GptOssForCausalLM),
            "qwen3_5_vl": (transformers.Qwen3_5Config, transformers.Qwen3_5ForConditionalGeneration),
            "gemma3_vl": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]

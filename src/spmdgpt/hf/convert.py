@@ -170,7 +170,7 @@ def _hf_shape(t: Tensor, dims: dict, cfg: Optional[ModelConfig] = None) -> tuple
     groups = re.findall(r"\(([^)]*)\)|(\w+)", _side(t.layout))
     shape = tuple(math.prod(dims[a] for a in (g or s).split()) for g, s in groups)
     if t.within is not None:
-        shape = (t.within(cfg)[1],) + shape[1:]
+        shape = shape[:t.within_axis] + (t.within(cfg)[1],) + shape[t.within_axis + 1:]
     return shape[1:] if t.split else shape
 
 
@@ -318,7 +318,7 @@ def layer_values(cfg: ModelConfig, files):
             names = _names(t, cfg, None if index is None else layers[index])
             a = [get(n) for n in names] if t.split else get(names[0])
             if t.within is not None:  # (this leaf's rows of a tensor several leaves share)
-                a = np.asarray(a)[t.within(cfg)[0]]
+                a = np.take(np.asarray(a), t.within(cfg)[0], axis=t.within_axis)
             return _rearrange(a if t.order is None else np.asarray(a)[np.argsort(t.order(cfg))], back, dims)
 
         return read

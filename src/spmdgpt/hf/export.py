@@ -39,6 +39,7 @@ from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
 from spmdgpt.hf.tables import (
     DEEPSEEK_V3,
     GEMMA3,
+    GPT_OSS,
     LLAMA,
     MISTRAL,
     MIXTRAL,
@@ -114,6 +115,11 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "linear_num_key_heads": kh,
                 "linear_num_value_heads": vh, "linear_key_head_dim": kd, "linear_value_head_dim": vd,
                 "linear_conv_kernel_dim": cfg.deltanet.conv}
+    if arch is GPT_OSS:  # (every layer MoE; intermediate_size each expert's width)
+        return {**llama, **experts, "num_local_experts": moe.num_experts, "intermediate_size": expert_hidden(cfg),
+                "attention_bias": True, "swiglu_limit": cfg.glu_limit, "swiglu_alpha": cfg.glu_alpha,
+                "sliding_window": max(windows) or cfg.max_seq_len,
+                "layer_types": ["sliding_attention" if w else "full_attention" for w in windows]}
     if arch is MISTRAL:
         return {**llama, "sliding_window": windows[0]}
     if arch is MIXTRAL:
@@ -195,10 +201,11 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
         a = _rearrange(value, t.layout, dims)
         if t.order is not None:
             a = a[t.order(cfg)]
-        if t.within is not None:  # (its rows of a tensor that several leaves share)
+        if t.within is not None:  # (its rows of a tensor that several leaves share, along t.within_axis)
             rows, length = t.within(cfg)
-            whole = out.setdefault(names[0], np.zeros((length,) + a.shape[1:], a.dtype))
-            whole[rows] = a
+            shape = a.shape[:t.within_axis] + (length,) + a.shape[t.within_axis + 1:]
+            whole = out.setdefault(names[0], np.zeros(shape, a.dtype))
+            whole[(slice(None),) * t.within_axis + (rows,)] = a
             continue
         out.update(zip(names, a) if t.split else [(names[0], a)])
     return {n: np.ascontiguousarray(a) for n, a in out.items()}

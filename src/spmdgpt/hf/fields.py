@@ -5,7 +5,18 @@ represents refused by name; and the RoPE parameters' keys, which export writes b
 from __future__ import annotations
 
 from spmdgpt.config import ConfigError, moe_layer_pattern
-from spmdgpt.hf.tables import ARCHITECTURES, DEEPSEEK_V3, GEMMA3, MISTRAL, MIXTRAL, NEOX, QWEN3, QWEN3_5, QWEN3_MOE
+from spmdgpt.hf.tables import (
+    ARCHITECTURES,
+    DEEPSEEK_V3,
+    GEMMA3,
+    GPT_OSS,
+    MISTRAL,
+    MIXTRAL,
+    NEOX,
+    QWEN3,
+    QWEN3_5,
+    QWEN3_MOE,
+)
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
 
@@ -104,6 +115,8 @@ def model_fields(hf: dict, where: str) -> dict:
         fields = _gemma3(hf, need)
     elif kind == QWEN3_5.model_type:
         fields = _qwen3_5(hf, rope, need)
+    elif kind == GPT_OSS.model_type:
+        fields = _gpt_oss(hf, need)
     elif kind is not None:  # the Llama family
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
         kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
@@ -215,6 +228,28 @@ def _qwen3_5(hf: dict, rope: dict, need) -> dict:
             "deltanet": {"full_attention_interval": k, "key_heads": hf["linear_num_key_heads"],
                          "value_heads": hf["linear_num_value_heads"], "key_dim": hf["linear_key_head_dim"],
                          "value_dim": hf["linear_value_head_dim"], "conv": hf.get("linear_conv_kernel_dim", 4)}}
+
+
+def _gpt_oss(hf: dict, need) -> dict:
+    """The model fields of a GptOssForCausalLM config.json: grouped attention with biases and
+    sinks, sliding windows by layer_types, an MoE of clamped-SwiGLU experts in every layer."""
+    heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
+    need("attention_bias", hf.get("attention_bias", True), "true (gpt-oss's biased projections)")
+    kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+    types = hf.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
+         f"{layers} of sliding_attention / full_attention")
+    fields = {"norm": "rmsnorm", "mlp": "swiglu_clamped", "norm_eps": hf.get("rms_norm_eps", 1e-5),
+              "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd, "bias": True,
+              "attention_sinks": True, "glu_limit": float(hf.get("swiglu_limit", 7.0)),
+              "glu_alpha": float(hf.get("swiglu_alpha", 1.702)),
+              "moe": {"num_experts": hf["num_local_experts"], "top_k": hf.get("num_experts_per_tok", 4),
+                      "shared_experts": 0, "router": "softmax", "normalize_top_k": True, "first_dense_layers": 0,
+                      "interleave_step": 1, "mlp_factor": None}}
+    if "sliding_attention" in types:
+        fields.update(sliding_window=hf.get("sliding_window") or 128,
+                      window_pattern="".join("L" if t == "sliding_attention" else "G" for t in types))
+    return fields
 
 
 def _deepseek_v3(hf: dict, need) -> dict:

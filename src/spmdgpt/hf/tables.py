@@ -16,7 +16,7 @@ A table says, for one `transformers` class, everything export and import need:
   MoE model's `dense_blocks` for its dense layers, a hybrid's `linear_blocks` for its Gated DeltaNet
   layers; `layers="dense"` / `"moe"` (`"linear"` / `"full"`) keeps a row to one kind of layer
   (Qwen3-MoE's dense MLP and its experts both name the mlp leaves; Qwen3.5's two attentions).
-  Several leaves may share one tensor (`within`: the rows each fills).
+  Several leaves may share one tensor (`within`: the rows each fills, on `within_axis`).
 - `fields`: every `model.*` field that changes what the model computes, and the config.json key
   that carries it; `refused`: fields this architecture cannot represent, with the one value it
   can. A field that is in neither (nor in `TRAINING_ONLY`) is an error on export: a new model
@@ -69,6 +69,7 @@ from spmdgpt.config import (
     NormType,
     Router,
     deltanet_dims,
+    expert_hidden,
     head_dim,
     mla_dims,
 )
@@ -121,6 +122,7 @@ class Tensor:
     within: Optional[Callable[[ModelConfig], tuple]] = None  # several leaves in one Hugging Face tensor: (the rows of
     # its first axis this leaf's layout fills, in order; that axis's length), each leaf a row of the table under the
     # same name (Qwen3.5's q_proj: each head's queries, then its output gate; in_proj_qkv: q and k, then v)
+    within_axis: int = 0  # the axis `within`'s rows are on (gpt-oss's gate_up_proj: its last, gate and up interleaved)
 
     @property
     def stacked(self) -> bool:
@@ -428,6 +430,37 @@ def _full(t: Tensor) -> Tensor:
     return dataclasses.replace(t, layers="full")
 
 
+def _interleaved(part: int):
+    """gpt-oss's gate_up_proj: the gate's columns (part 0) and the up projection's (1) alternate."""
+    return lambda cfg: (2 * np.arange(expert_hidden(cfg)) + part, 2 * expert_hidden(cfg))
+
+
+# gpt-oss (GptOssForCausalLM): grouped attention with biases and a sink logit per head, every other layer a
+# sliding window (layer_types), an MoE in every layer: a biased router, softmax over the top k, experts of
+# the clamped SwiGLU whose gate and up projections are one tensor, columns interleaved, with their biases
+GPT_OSS = Architecture(
+    name="GptOssForCausalLM", model_type="gpt_oss", norm=NormType.rmsnorm, mlp=MlpType.swiglu_clamped,
+    tensors=tuple(_layer("model.layers.{i}.", LLAMA_ATTENTION + [
+        _t("self_attn.sinks", "blocks.attn.sinks", "n -> n"),
+        _t("mlp.router.weight", "blocks.mlp.router", "d e -> e d"),
+        _t("mlp.router.bias", "blocks.mlp.b_router", "e -> e"),
+        _t("mlp.experts.gate_up_proj", "blocks.mlp.w_gate", "e d m -> e d m", within=_interleaved(0), within_axis=2),
+        _t("mlp.experts.gate_up_proj", "blocks.mlp.w_up", "e d m -> e d m", within=_interleaved(1), within_axis=2),
+        _t("mlp.experts.gate_up_proj_bias", "blocks.mlp.b_gate", "e m -> e m", within=_interleaved(0),
+           within_axis=1),
+        _t("mlp.experts.gate_up_proj_bias", "blocks.mlp.b_up", "e m -> e m", within=_interleaved(1), within_axis=1),
+        _t("mlp.experts.down_proj", "blocks.mlp.w_down", "e m d -> e m d"),
+        _t("mlp.experts.down_proj_bias", "blocks.mlp.b_down", "e d -> e d")]) + LLAMA_OUTER),
+    fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "moe.num_experts": "num_local_experts",
+            "moe.top_k": "num_experts_per_tok", "moe.mlp_factor": "intermediate_size", "glu_limit": "swiglu_limit",
+            "glu_alpha": "swiglu_alpha"},
+    refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": True,
+             "attention_sinks": True, **MOE_REFUSED, "moe.normalize_top_k": True, "moe.first_dense_layers": 0,
+             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET},
+    requires={"moe.num_experts": (lambda e: e > 0, "experts in every layer (model.moe.num_experts)")},
+)
+
+
 # Qwen3.5 (text; Qwen3_5ForCausalLM, and Qwen3-Next's layer kinds): every layer_types' full_attention_interval-th
 # layer softmax attention with an output gate (q_proj holds each head's queries, then its gate), QK-norm, partial
 # RoPE, grouped keys and values; the others Gated DeltaNet (linear_attn: in_proj_qkv = q, k, v; z, b, a; a
@@ -473,7 +506,7 @@ QWEN3_5 = Architecture(
 )
 
 # in the order export tries them: a table with `picks` before the plain one of its kinds
-ARCHITECTURES = (QWEN3_5, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
+ARCHITECTURES = (QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose
