@@ -464,6 +464,41 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
         assert all(again[k].tobytes() == original[k].tobytes() for k in original)
 
 
+def test_mxfp4_experts_read_as_transformers_dequantizes_them(torch_side, tmp_path):
+    """gpt-oss's published folders hold each layer's experts in MXFP4 (NAME_blocks: 4-bit values,
+    NAME_scales: a power of two per 32): such a folder imports with every expert weight equal to
+    transformers' own dequantization of the same bytes (the gate and up columns de-interleaved),
+    every other tensor as stored."""
+    from safetensors.numpy import load_file, save_file
+
+    from spmdgpt.hf import load_params, with_hf_model
+
+    make_hf_model(torch_side, "gpt_oss", tmp_path)
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    rng, want = np.random.default_rng(0), {}
+    for name in [n for n in tensors if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        experts, inputs, rows = tensors.pop(name).shape  # [E, in, out]
+        blocks = rng.integers(0, 256, (experts, rows, inputs // 32, 16), dtype=np.uint8)
+        scales = rng.integers(122, 130, (experts, rows, inputs // 32), dtype=np.uint8)
+        tensors[f"{name}_blocks"], tensors[f"{name}_scales"] = blocks, scales
+        out = torch_side._file()
+        torch_side.ask("mxfp4", blocks=torch_side._file(blocks), scales=torch_side._file(scales), out=out)
+        want[name] = np.load(out)
+    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    cfg, _ = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}", "mesh.data=1"]))
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        params = jax.device_get(load_params(cfg.model, tmp_path, Rules(mesh, cfg.sharding, cfg.model), "test"))
+    mlp = params.blocks.mlp
+    for i in range(2):
+        gate_up, down = (want[f"model.layers.{i}.mlp.experts.{p}"] for p in ("gate_up_proj", "down_proj"))
+        assert np.abs(gate_up).max() > 1.0 and len(np.unique(gate_up)) > 30  # (many codes, several scales)
+        np.testing.assert_array_equal(mlp.w_gate[i], gate_up[..., 0::2])
+        np.testing.assert_array_equal(mlp.w_up[i], gate_up[..., 1::2])
+        np.testing.assert_array_equal(mlp.w_down[i], down)
+    np.testing.assert_array_equal(params.embed, tensors["model.embed_tokens.weight"])
+
+
 MULTIMODAL = {  # a multimodal class -> (its kind in torch_side, its text model's, a small vision tower)
     "Qwen3_5ForConditionalGeneration": ("qwen3_5_vl", "qwen3_5", {
         "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64,

@@ -101,6 +101,16 @@ def make_model(kind, folder, config, tokens=None, out=None):
     return {}
 
 
+def mxfp4(blocks, scales, out):
+    """transformers' own dequantization of an MXFP4 tensor (gpt-oss's experts), in float32."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    w = convert_moe_packed_tensors(torch.from_numpy(np.load(blocks)), torch.from_numpy(np.load(scales)),
+                                   dtype=torch.float32)
+    np.save(out, w.numpy())
+    return {}
+
+
 def torch_gpt(dims, state, tokens, out):
     from safetensors.torch import load_file
 
@@ -143,7 +153,7 @@ def lm_eval(folder, tasks, include_path, limit):
 
 
 OPS = {f.__name__: f for f in (logits, generate, generate_ids, tokenize, chat_template, make_model, torch_gpt,
-                               lm_eval)}
+                               lm_eval, mxfp4)}
 
 
 def serve() -> None:

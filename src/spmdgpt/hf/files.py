@@ -162,9 +162,27 @@ LANGUAGE_PREFIXES = {"model.language_model.": "model.", "language_model.model.":
                      "language_model.lm_head.": "lm_head."}
 
 
+# MXFP4's 4-bit values (OCP Microscaling E2M1), by their code: a byte holds two, the low nibble first
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0],
+                      np.float32)
+
+
+def mxfp4(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """An MXFP4 tensor as gpt-oss's checkpoints store its experts (`NAME_blocks` [E, R, G, 16]
+    uint8: 32 values in each group of 16 bytes, low nibble first; `NAME_scales` [E, R, G] uint8: each
+    group's e8m0 exponent, 2^(s - 127)) -> the float32 parameter [E, G x 32, R] (the R rows
+    transposed to last, as transformers' dequantization lays them out). Exact: every value is a
+    4-bit float times a power of two."""
+    blocks = np.asarray(blocks, np.uint8)
+    values = np.stack([FP4_VALUES[blocks & 0x0F], FP4_VALUES[blocks >> 4]], axis=-1)  # [..., R, G, 16, 2]
+    values = np.ldexp(values.reshape(*blocks.shape[:-1], -1), np.asarray(scales, np.int32)[..., None] - 127)
+    return np.ascontiguousarray(np.swapaxes(values.reshape(*blocks.shape[:-2], -1), -1, -2))
+
+
 class WeightFiles:
     """The safetensors files of a model folder, read lazily (memory-mapped, one tensor at a
-    time). Pickled PyTorch weights are refused, never opened."""
+    time). Pickled PyTorch weights are refused, never opened. A tensor stored in MXFP4 (NAME_blocks
+    beside NAME_scales: gpt-oss's experts) reads as NAME, dequantized (`mxfp4`)."""
 
     def __init__(self, folder, where: str):
         from pathlib import Path
@@ -199,15 +217,26 @@ class WeightFiles:
         self._stored = {text + n[len(stored):]: n for n in weight_map for stored, text in LANGUAGE_PREFIXES.items()
                         if n.startswith(stored)}
         self.weight_map = {**weight_map, **{n: weight_map[s] for n, s in self._stored.items()}}
+        self._mxfp4 = {n.removesuffix("_blocks"): (n, n.removesuffix("_blocks") + "_scales") for n in self.weight_map
+                       if n.endswith("_blocks") and n.removesuffix("_blocks") + "_scales" in self.weight_map}
+        self.weight_map.update({n: self.weight_map[b] for n, (b, _) in self._mxfp4.items()})
         self.where = where
 
+    def _raw(self, name: str) -> np.ndarray:
+        name = self._stored.get(name, name)
+        return self._files[self.weight_map[name]].get_tensor(name)
+
     def shape(self, name: str) -> tuple:
+        if name in self._mxfp4:  # [E, R, G, 16] -> [E, G x 32, R]
+            *prefix, rows, groups, width = self.shape(self._mxfp4[name][0])
+            return (*prefix, groups * width * 2, rows)
         name = self._stored.get(name, name)
         return tuple(self._files[self.weight_map[name]].get_slice(name).get_shape())
 
     def get(self, name: str) -> np.ndarray:
-        name = self._stored.get(name, name)
-        return np.asarray(self._files[self.weight_map[name]].get_tensor(name), dtype=np.float32)
+        if name in self._mxfp4:
+            return mxfp4(*(self._raw(n) for n in self._mxfp4[name]))
+        return np.asarray(self._raw(name), dtype=np.float32)
 
 
 def stored(cfg: ModelConfig) -> ModelConfig:
