@@ -113,6 +113,7 @@ def test_ladder_lr_finds_the_best_rate_per_width(tmp_path, capsys):
     saved = json.loads((out / "ladder_lr.json").read_text())
     assert saved["best"] == {"64": {"lr": 3e-3, "loss": 2.1}, "128": {"lr": 1e-3, "loss": 2.0}}
     assert "the best learning rate moves 3x across the widths; the best loss improves with every wider model" in text
+    assert "note: at d_model 64, 128 the best rate is at the grid's edge" in text
     assert (out / "lr.png").read_bytes()[:4] == b"\x89PNG"
     # under μP the first width is the base: each point's config records it
     from spmdgpt.ladder import lr_grid
@@ -145,14 +146,18 @@ def test_ladder_refuses_bad_grids_in_one_line(tmp_path, capsys):
     assert (code, err) == (2, "spmdgpt: error: ladder: C1.5e12-size1 trains 4,661,248 tokens, 4.64 epochs of dataset "
                               "'main' (ladder.epochs=1): allow them with ladder.epochs=4.7, or lower the budgets")
     assert not (tmp_path / "l").exists()
-    # every point finished, none logged the metric the fit reads
+    # a metric no run logs: before anything runs
+    assert ladder(*STAIRCASE, "ladder.metric=val/los") == (2, "spmdgpt: error: ladder.metric=val/los is not a metric "
+                                                               "the runs log; choose val/loss, loss")
+    assert not (tmp_path / "l").exists()
+    # every point finished, none logged the (training) loss the fit reads
     from spmdgpt.ladder import plan_grid
 
     for p in plan_grid(load_config(STAIRCASE), STAIRCASE):
         fake_finished(tmp_path / "l" / p.name, p.steps, 2.0)
-    code, err = ladder(*STAIRCASE, "ladder.metric=val/nope")
+    code, err = ladder(*STAIRCASE, "ladder.metric=loss")
     assert code == 2 and err.startswith("spmdgpt: error: the ladder cannot be fitted (0 of 9 points have a final "
-                                        "val/nope, ladder.metric): 0 runs cannot fit")
+                                        "loss, ladder.metric): 0 runs cannot fit")
     with pytest.raises(ConfigError, match="two or more of each"):
         from spmdgpt.ladder import lr_grid
 

@@ -75,6 +75,15 @@ def refuse_per_point(overrides: Sequence[str], lr_mode: bool = False) -> None:
                                f"{item}: spmdgpt ladder sets {key} for each point; leave it out"])
 
 
+def check_metric(cfg: Config) -> None:
+    """ConfigError, before any run, for a ladder.metric no run logs: loss (the last training
+    loss), val/loss (the validation sets' mean) or val/NAME/loss for one of data.datasets."""
+    allowed = ["val/loss", "loss", *(f"val/{name}/loss" for name in cfg.data.datasets)]
+    if cfg.ladder.metric not in allowed:
+        raise ConfigError([f"ladder.metric={cfg.ladder.metric} is not a metric the runs log; choose "
+                           f"{', '.join(allowed)}"])
+
+
 def tokens_per_step(cfg: Config) -> int:
     return cfg.data.batch_size * cfg.data.seq_len
 
@@ -378,9 +387,11 @@ def analyse_lr(points: Sequence[dict], metric: str) -> dict:
             best[w] = {"lr": b["lr"], "loss": b["loss"]}
     rates = [b["lr"] for b in best.values()]
     losses = [b["loss"] for b in best.values()]
+    lrs = sorted({p["lr"] for p in points})
     return {"metric": metric, "points": [{k: v for k, v in p.items() if k != "overrides"} for p in points],
             "best": best, "shift": max(rates) / min(rates) if rates else None,
-            "monotone": all(b < a for a, b in zip(losses, losses[1:]))}
+            "monotone": all(b < a for a, b in zip(losses, losses[1:])),
+            "at_edge": sorted(w for w, b in best.items() if b["lr"] in (lrs[0], lrs[-1]))}
 
 
 def report_lr(result: dict) -> str:
@@ -394,9 +405,13 @@ def report_lr(result: dict) -> str:
     best = result["best"]
     lines.append("best: " + ", ".join(f"d_model {w}: lr {b['lr']:.3g} ({b['loss']:.4f})" for w, b in best.items()))
     if result["shift"] is not None:
-        lines.append(f"the best learning rate moves {result['shift']:.3g}x across the widths; the best loss "
+        moves = "does not move" if result["shift"] == 1 else f"moves {result['shift']:.3g}x"
+        lines.append(f"the best learning rate {moves} across the widths; the best loss "
                      + ("improves with every wider model" if result["monotone"] else "does not improve with every "
                         "wider model"))
+    if result["at_edge"]:
+        lines.append(f"note: at d_model {', '.join(map(str, result['at_edge']))} the best rate is at the grid's edge "
+                     "(the optimum may lie beyond it): widen ladder.lrs")
     return "\n".join(lines)
 
 

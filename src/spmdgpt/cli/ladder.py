@@ -59,6 +59,7 @@ def run(items: List[str]) -> int:
     ladder.refuse_per_point(overrides, lr_mode=mode == "lr")
     groups = gpu_groups(parallel, visible_gpus(os.environ))
     cfg = checked_point(overrides, [])
+    ladder.check_metric(cfg)
     out = _folder(args, overrides, mode)
     if mode == "lr":
         return _lr(cfg, overrides, out, groups)
@@ -74,6 +75,8 @@ def run(items: List[str]) -> int:
     code = next((r["code"] for r in rows if r["code"]), EXIT_OK)
     from spmdgpt.laws import LawError
 
+    print(f"fitting the law to {sum(p.loss is not None for p in points)} points, {cfg.ladder.bootstrap} bootstrap "
+          "refits (ladder.bootstrap) ...", file=sys.stderr)
     try:
         result = ladder.analyse(cfg, overrides, points)
     except LawError as e:
@@ -104,6 +107,9 @@ def _lr(cfg, overrides: List[str], out: Path, groups) -> int:
     from spmdgpt import ladder
 
     points = ladder.lr_grid(cfg, overrides)
+    if cfg.optimizer.warmup_steps >= cfg.train.steps:
+        print(f"note: optimizer.warmup_steps={cfg.optimizer.warmup_steps} is every point's whole run "
+              f"(train.steps={cfg.train.steps}): set a smaller one", file=sys.stderr)
     steps = []
     for p in points:
         steps.append(checked_point(overrides, p["overrides"]).train.steps)

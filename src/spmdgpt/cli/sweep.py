@@ -181,7 +181,7 @@ def checked_point(shared: List[str], point_overrides: List[str]):
     cfg = load_config([*shared, *point_overrides])
     errs = validate(cfg, 1, sections=tuple(s for s in SECTIONS if s != "layout"))
     if errs:
-        raise ConfigError([f"sweep point {' '.join(point_overrides)}: {errs[0]}"])
+        raise ConfigError([f"sweep point {' '.join(point_overrides)}: {errs[0]}" if point_overrides else errs[0]])
     return cfg
 
 

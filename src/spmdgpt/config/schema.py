@@ -57,7 +57,7 @@ class ModelConfig(Section):
     max_seq_len: int = 256  # longest sequence the model accepts (RoPE tables, KV cache)
     norm: NormType = NormType.layernorm  # layernorm | rmsnorm
     norm_eps: float = 1e-5  # epsilon inside the norms
-    bias: bool = False  # biases in the QKV, output and MLP projections and in LayerNorm
+    bias: bool = False  # biases in the QKV, output and MLP projections and in LayerNorm (an MoE's: router, experts)
     qkv_bias: bool = False  # biases in the query/key/value projections only (Qwen2; implied by bias)
     mlp: MlpType = MlpType.gelu  # gelu | swiglu | relu2 | geglu | swiglu_clamped
     glu_limit: float = 7.0  # mlp=swiglu_clamped: the gate's upper clamp and the up projection's +- clamp (gpt-oss: 7)

@@ -221,7 +221,10 @@ def config_errors(m: ModelConfig) -> List[str]:
     if m.attention_gate or m.rope_fraction != 1.0:
         errs.append("model.attention_gate / model.rope_fraction with model.mla.kv_rank > 0: multi-head latent "
                     "attention has its own RoPE dimensions (model.mla.rope_dim) and no output gate; unset them")
-    for name in ("qk_norm", "bias", "qkv_bias", "norm_plus_one", "attention_sinks"):
+    if m.attention_sinks:
+        errs.append("model.attention_sinks=true with model.mla.kv_rank > 0: multi-head latent attention has no sink "
+                    "logits yet; set model.attention_sinks=false")
+    for name in ("qk_norm", "bias", "qkv_bias", "norm_plus_one"):
         if getattr(m, name):
             errs.append(f"model.{name}=true with model.mla.kv_rank > 0: multi-head latent attention has none (its "
                         f"latents are RMS-normalised with plain scales); set model.{name}=false")
