@@ -36,6 +36,7 @@ from spmdgpt.config import Config, ConfigError, override_key
 from spmdgpt.config.schema import Parametrization
 
 MIN_STEPS = 10  # a point's fewest steps (below, warmup and the schedule are noise)
+SHORT_STEPS = 100  # fewer than this: reported as likely off the law (the Gutenberg ladder's shortest three were)
 FORECAST_FACTOR = 4  # the default forecast budget, x the largest of the grid's
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}  # Hoffmann et al. 2022, approach 3
 # fields the ladder sets for each point: given on the command line they would be overridden or
@@ -271,6 +272,11 @@ def report(result: dict) -> str:
     lines.append(f"forecast: model.size={f['size']} (N {f['params']:,.0f}) at {f['budget']:.3g} FLOPs, {f['steps']} "
                  f"steps ({f['tokens']:,.0f} tokens): {result['metric']} {f['loss']:.4f}{interval}; the law's "
                  f"optimum there: N {f['optimal_params']:,.0f}, D {f['optimal_tokens']:,.0f}, {f['optimal_loss']:.4f}")
+    short = [p["run"] for p in result["points"] if p["steps"] < SHORT_STEPS]
+    if short:
+        lines.append(f"note: {len(short)} point(s) train fewer than {SHORT_STEPS} steps ({', '.join(short)}): warmup "
+                     "and the schedule dominate such runs and they tend to lie off the law (BENCHMARKS.md, 'Scaling "
+                     "ladder'); raise their budgets or drop those sizes")
     if f.get("measured") is not None:
         lines.append(f"check: measured {f['measured']:.4f}, the forecast {f['loss']:.4f} ({f['error']:+.2%})"
                      + ("" if "within_interval" not in f else
