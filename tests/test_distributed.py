@@ -144,8 +144,7 @@ def test_launch_refuses_bad_input(capsys):
     assert err("nproc=2") == f"spmdgpt: error: launch: no command to run; {example}"
     assert err("nproc=2", "--", "trian") == (
         "spmdgpt: error: launch: trian is not a spmdgpt command (train, sample, chat, lm-eval, prepare, tokenizer, "
-        "eval, viz, "
-        f"plot, export, launch, serve, config, plan); {example}")
+        f"eval, viz, plot, export, launch, serve, ladder, config, plan); {example}")
     assert err("nproc=2", "+experiment=staircase", "train") == (
         "spmdgpt: error: launch: +experiment=staircase is not one of launch's own keys (nproc, devices_per_proc, "
         f"grace_s), and the command comes after them; {example}")
