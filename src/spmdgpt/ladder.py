@@ -71,9 +71,8 @@ def refuse_per_point(overrides: Sequence[str], lr_mode: bool = False) -> None:
     for item in overrides:
         key = override_key(item)
         if key in own:
-            raise ConfigError([f"{item}: spmdgpt ladder sets {key} for each point; leave it out (out=DIR names the "
-                               "ladder's folder)" if key == "run.dir" else
-                               f"{item}: spmdgpt ladder sets {key} for each point; leave it out"])
+            why = " (out=DIR names the ladder's folder)" if key == "run.dir" else ""
+            raise ConfigError([f"{item}: spmdgpt ladder sets {key} for each point; leave it out{why}"])
 
 
 def check_metric(cfg: Config) -> None:
@@ -117,8 +116,9 @@ def plan_grid(cfg: Config, overrides: Sequence[str]) -> List[Point]:
     bad = [c for c in lad.budgets if not c > 0] + [s for s in lad.sizes if not s > 0]
     if bad:
         raise ConfigError([f"ladder: {bad[0]} is not > 0 (budgets are FLOPs, sizes model.size depths)"])
-    if len(set(lad.budgets)) < 2 or len(set(lad.sizes)) < 2 or len(lad.budgets) * len(lad.sizes) < 5:
-        raise ConfigError([f"ladder: {len(lad.budgets)} budget(s) x {len(lad.sizes)} size(s) cannot fit L(N, D) = "
+    budgets, sizes = len(set(lad.budgets)), len(set(lad.sizes))
+    if budgets < 2 or sizes < 2 or budgets * sizes < 5:
+        raise ConfigError([f"ladder: {budgets} budget(s) x {sizes} size(s) cannot fit L(N, D) = "
                            "E + A/N^alpha + B/D^beta (5 parameters): give at least 2 budgets and 2 sizes, 5 runs "
                            "or more (3 sizes a budget for the isoFLOP minima)"])
     if not 0 <= lad.warmup < 1:
