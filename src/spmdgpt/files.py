@@ -1,6 +1,6 @@
 """Writing files safely, and saying why a write failed: atomic writes (a temporary file, fsync,
-rename) and WriteFailed with the operating system's reason. A leaf module, shared by the token
-store, the run directory, checkpoints and the commands."""
+rename) and WriteFailed with the operating system's reason; and reading a run's JSONL logs back.
+A leaf module, shared by the token store, the run directory, checkpoints and the commands."""
 
 from __future__ import annotations
 
@@ -8,6 +8,22 @@ import json
 import os
 import re
 from pathlib import Path
+
+
+def jsonl_rows(path: Path) -> list:
+    """The rows (JSON objects) of a JSONL log such as a run's metrics.jsonl, a line that does not
+    parse skipped (a killed run's torn last line); [] when the file is missing."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -25,7 +25,6 @@ what they measured, the fits and the plots.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -34,6 +33,7 @@ import numpy as np
 
 from spmdgpt.config import Config, ConfigError, override_key
 from spmdgpt.config.schema import Parametrization
+from spmdgpt.files import jsonl_rows
 
 MIN_STEPS = 10  # a point's fewest steps (below, warmup and the schedule are noise)
 SHORT_STEPS = 100  # fewer than this: reported as likely off the law (the Gutenberg ladder's shortest three were)
@@ -170,17 +170,9 @@ def check_epochs(cfg: Config, points: Sequence[Point]) -> None:
 
 def final_metric(run_dir: Path, metric: str) -> Optional[float]:
     """A run's last logged value of `metric` (None when it has none, or it is not finite)."""
-    path = run_dir / "metrics.jsonl"
-    value = None
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get(metric), (int, float)):
-                value = float(row[metric])
-    return value if value is not None and math.isfinite(value) else None
+    values = [float(r[metric]) for r in jsonl_rows(run_dir / "metrics.jsonl")
+              if isinstance(r.get(metric), (int, float))]
+    return values[-1] if values and math.isfinite(values[-1]) else None
 
 
 def forecast_point(cfg: Config, overrides: Sequence[str], law, budget: float, size: Optional[int]) -> Point:

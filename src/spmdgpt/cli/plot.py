@@ -42,21 +42,13 @@ class Run:
 
 
 def read_run(path: Path, name: str) -> Run:
-    import json
-
     from spmdgpt.config import load_run_config
+    from spmdgpt.files import jsonl_rows
 
     metrics = path / "metrics.jsonl"
     if not metrics.is_file():
         raise ConfigError([f"{path}: no metrics.jsonl there; give training run directories"])
-    rows = []
-    for line in metrics.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # a torn last line of a killed run
-        if isinstance(row, dict):
-            rows.append(row)
+    rows = jsonl_rows(metrics)  # (a killed run's torn last line skipped)
     try:
         cfg = load_run_config(path)
         tokens = cfg.data.batch_size * cfg.data.seq_len

@@ -96,14 +96,9 @@ def last_error(log: Path) -> str:
 
 
 def summarize(run_dir: Path) -> dict:
-    rows = []
-    metrics = run_dir / "metrics.jsonl"
-    if metrics.is_file():
-        for line in metrics.read_text(encoding="utf-8").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                pass
+    from spmdgpt.files import jsonl_rows
+
+    rows = jsonl_rows(run_dir / "metrics.jsonl")
     train = [r for r in rows if r.get("loss") is not None and "event" not in r]
     val = [r for r in rows if r.get("val/loss") is not None]
     rates = [r["tokens_per_sec"] for r in train if r.get("tokens_per_sec")]

@@ -103,7 +103,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         return {**gemma, "hidden_activation": TANH_GELUS[0], "attention_bias": False,
                 "query_pre_attn_scalar": cfg.query_pre_attn_scalar or head_dim(cfg),
                 "sliding_window": max(windows) or cfg.max_seq_len,
-                "layer_types": ["sliding_attention" if w else "full_attention" for w in windows],
+                "layer_types": layer_types(windows),
                 "rope_parameters": {"full_attention": glob, "sliding_attention": local},
                 "rope_local_base_freq": local["rope_theta"], "final_logit_softcapping": None,
                 "attn_logit_softcapping": None, "use_bidirectional_attention": False}
@@ -119,7 +119,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         return {**llama, **experts, "num_local_experts": moe.num_experts, "intermediate_size": expert_hidden(cfg),
                 "attention_bias": True, "swiglu_limit": cfg.glu_limit, "swiglu_alpha": cfg.glu_alpha,
                 "sliding_window": max(windows) or cfg.max_seq_len,
-                "layer_types": ["sliding_attention" if w else "full_attention" for w in windows]}
+                "layer_types": layer_types(windows)}
     if arch is MISTRAL:
         return {**llama, "sliding_window": windows[0]}
     if arch is MIXTRAL:
@@ -128,7 +128,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     # Qwen2 / Qwen3: which layers have the sliding window
     qwen = {**llama, "use_sliding_window": any(windows), "sliding_window": max(windows) or None,
             "max_window_layers": cfg.num_layers,
-            "layer_types": ["sliding_attention" if w else "full_attention" for w in windows]}
+            "layer_types": layer_types(windows)}
     if arch is QWEN3_MOE:  # (layer i MoE: i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0)
         n, k = moe.first_dense_layers, moe.interleave_step
         dense = {"decoder_sparse_step": k, "mlp_only_layers": list(range(n))} if n % k == 0 else \
@@ -136,6 +136,12 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         return {**qwen, **experts, **dense, "attention_bias": False, "num_experts": moe.num_experts,
                 "moe_intermediate_size": expert_hidden(cfg), "norm_topk_prob": moe.normalize_top_k}
     return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
+
+
+def layer_types(windows) -> list:
+    """config.json's layer_types of the layers' windows (`layer_windows`): sliding_attention where
+    a layer has one, full_attention where it has none."""
+    return ["sliding_attention" if w else "full_attention" for w in windows]
 
 
 def rope_parameters(cfg: ModelConfig) -> dict:

@@ -55,6 +55,18 @@ def _rope_fields(rope: dict, hf: dict, need) -> dict:
     return out
 
 
+def _windows(types: list, layers: int, window, need) -> dict:
+    """model.sliding_window and window_pattern of config.json's layer_types (each layer
+    sliding_attention or full_attention; `window` the sliding layers' width, none: no windows),
+    `need` recording a layer_types of other kinds or another length."""
+    need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
+         f"{layers} of sliding_attention / full_attention")
+    if not window or "sliding_attention" not in types:
+        return {}
+    return {"sliding_window": window,
+            "window_pattern": "".join("L" if t == "sliding_attention" else "G" for t in types)}
+
+
 def _rope(hf: dict) -> dict:
     """The RoPE parameters of config.json (of its global layers, where each layer type has its own)."""
     rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
@@ -138,11 +150,7 @@ def model_fields(hf: dict, where: str) -> dict:
             layers, window = hf["num_hidden_layers"], hf.get("sliding_window") if hf.get("use_sliding_window") else None
             types = hf.get("layer_types") or ["sliding_attention" if window and i >= hf.get("max_window_layers", layers)
                                               else "full_attention" for i in range(layers)]
-            need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
-                 f"{layers} of sliding_attention / full_attention")
-            if window and "sliding_attention" in types:
-                fields.update(sliding_window=window, window_pattern="".join(
-                    "L" if t == "sliding_attention" else "G" for t in types))
+            fields.update(_windows(types, layers, window, need))
             if kind == QWEN3.model_type:
                 need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
                 fields.update(qk_norm=True, qk_norm_scale=True)
@@ -186,8 +194,7 @@ def _gemma3(hf: dict, need) -> dict:
     every = hf.get("sliding_window_pattern", 6)
     types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % every else "full_attention"
                                       for i in range(layers)]
-    need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
-         f"{layers} of sliding_attention / full_attention")
+    windows = _windows(types, layers, hf.get("sliding_window") or 4096, need)
     rope = hf.get("rope_parameters") or {}
     local = rope.get("sliding_attention") if isinstance(rope.get("sliding_attention"), dict) else {
         "rope_type": "default", "rope_theta": hf.get("rope_local_base_freq", 10000.0)}
@@ -198,10 +205,7 @@ def _gemma3(hf: dict, need) -> dict:
               "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
               "qk_norm": True, "qk_norm_scale": True, "norm_plus_one": True, "post_norms": True, "embed_scale": True,
               "query_pre_attn_scalar": int(hf.get("query_pre_attn_scalar", 256)),
-              "rope_local_theta": float(local.get("rope_theta", 10000.0))}
-    if "sliding_attention" in types:
-        fields.update(sliding_window=hf.get("sliding_window") or 4096,
-                      window_pattern="".join("L" if t == "sliding_attention" else "G" for t in types))
+              "rope_local_theta": float(local.get("rope_theta", 10000.0)), **windows}
     return fields
 
 
@@ -237,19 +241,14 @@ def _gpt_oss(hf: dict, need) -> dict:
     need("attention_bias", hf.get("attention_bias", True), "true (gpt-oss's biased projections)")
     kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
     types = hf.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
-    need("layer_types", set(types) <= {"sliding_attention", "full_attention"} and len(types) == layers,
-         f"{layers} of sliding_attention / full_attention")
-    fields = {"norm": "rmsnorm", "mlp": "swiglu_clamped", "norm_eps": hf.get("rms_norm_eps", 1e-5),
-              "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd, "bias": True,
-              "attention_sinks": True, "glu_limit": float(hf.get("swiglu_limit", 7.0)),
-              "glu_alpha": float(hf.get("swiglu_alpha", 1.702)),
-              "moe": {"num_experts": hf["num_local_experts"], "top_k": hf.get("num_experts_per_tok", 4),
-                      "shared_experts": 0, "router": "softmax", "normalize_top_k": True, "first_dense_layers": 0,
-                      "interleave_step": 1, "mlp_factor": None}}
-    if "sliding_attention" in types:
-        fields.update(sliding_window=hf.get("sliding_window") or 128,
-                      window_pattern="".join("L" if t == "sliding_attention" else "G" for t in types))
-    return fields
+    windows = _windows(types, layers, hf.get("sliding_window") or 128, need)
+    return {"norm": "rmsnorm", "mlp": "swiglu_clamped", "norm_eps": hf.get("rms_norm_eps", 1e-5),
+            "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd, "bias": True,
+            "attention_sinks": True, "glu_limit": float(hf.get("swiglu_limit", 7.0)),
+            "glu_alpha": float(hf.get("swiglu_alpha", 1.702)),
+            "moe": {"num_experts": hf["num_local_experts"], "top_k": hf.get("num_experts_per_tok", 4),
+                    "shared_experts": 0, "router": "softmax", "normalize_top_k": True, "first_dense_layers": 0,
+                    "interleave_step": 1, "mlp_factor": None}, **windows}
 
 
 def _deepseek_v3(hf: dict, need) -> dict:

@@ -422,12 +422,12 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     if cache is not None and cache.mask is not None:
         q, k, v = project(cfg, rules, p, x, positions, batch, window=u.window)  # [b, n, t, h]
         kv = write_cache(cache, 2, k=k, v=v)
-        o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules, sinks=getattr(p, "sinks", None))
+        o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules, sinks=p.sinks)
         return output_projection(rules, p, gated(o, output_gate(cfg, rules, p, x, batch, True))), kv, {}
     backend = sequence_backend(cfg, rules)
     head_major = backend != AttentionImpl.cudnn
     q, k, v = project(cfg, rules, p, x, positions, batch, head_major, window=u.window)
-    o = sequence_attention(cfg, rules, backend, q, k, v, u, getattr(p, "sinks", None))
+    o = sequence_attention(cfg, rules, backend, q, k, v, u, p.sinks)
     kv = None
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
