@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU issue's fifth visit (device tool, carry [".gpu"]), the prepared scripts trimmed to a
+# The GPU issue's visits (device tool, carry [".gpu"]), the prepared scripts trimmed to a
 # 15-minute lease, in the issue's order of value, each stage under its own `timeout` so that a
 # slow one cannot take the next ones with it:
 #
@@ -11,14 +11,13 @@
 #       the MoE layer at 65,536 x 2,048 (bf16), FP8 delayed without the head on the 124M
 #
 # The fifth visit ran `one` (cut by its limit in the MoE GPT's preflight), the sixth `next` as it
-# was then (its float32 check stalled compiling the reference at highest precision on the GPU) and
-# FP8 on the 1.1B (BENCHMARKS.md). What is left, for the seventh visit's two calls:
+# was then and FP8 on the 1.1B, the seventh `next`, `check` and `two` (BENCHMARKS.md). What is left,
+# for the eighth visit, one call of about 8 minutes:
 #
-#   bash benchmarks/gpu_visit.sh next  # (about 6 minutes) the kernels' float32 check at highest
-#       precision (the reference on the host's CPU, autotuning off), default tiles and the sweep's
-#       choices; the bf16 layer at 16,384 x 1,024 with each choice of the kernels' tiles
-#   bash benchmarks/gpu_visit.sh two   # (about 7 minutes) FP8 on GPT-2 124M (bf16, FP8 delayed +
-#       head) against PyTorch, the MoE layer at 65,536 x 2,048 (bf16)
+#   bash benchmarks/gpu_visit.sh eighth  # the MoE layer's profile with bf16's tuned tiles
+#       (grouped.HALF_TILES: splits the roofline's two rates), the MoE GPT-2 124M against the dense
+#       one with them (the trainer), the profile of FP8's GPT-2 124M step (why 0.85x bf16)
+#   bash benchmarks/gpu_visit.sh check   # (2 minutes) the kernels against the masked reference, again
 #
 # Everything printed goes to $OUT/log-<part>.txt as well (a stage killed by its timeout says so).
 set -u
@@ -60,15 +59,25 @@ if [ "$part" = one ]; then
         model.moe.top_k=2 model.moe.mlp_factor=2
     stage 240 "FP8 speed, GPT-2 124M" python3 benchmarks/gpu.py speed --out "$out" --only \
         jax-cudnn-bf16logits-1k,jax-cudnn-bf16logits-fp8-1k,jax-cudnn-fp8delayedhead-1k,torch-1k
-elif [ "$part" = next ]; then
+elif [ "$part" = next ] || [ "$part" = check ]; then
     stage 150 "MoE check, float32 at highest precision, autotuning off" env XLA_FLAGS=--xla_gpu_autotune_level=0 \
         python3 benchmarks/moe.py --check --tokens 2048 --d 256 --tiles "$SWEEP"
-    stage 180 "MoE layer 16384 x 1024, bfloat16, the kernels' tiles" python3 benchmarks/moe.py --tokens 16384 \
+    [ "$part" = check ] && stage 120 "MoE check, bfloat16, the kernels' tiles" python3 benchmarks/moe.py --check \
+        --tokens 2048 --d 256 --dtype bfloat16 --tiles "$SWEEP"
+    [ "$part" = next ] && stage 180 "MoE layer 16384 x 1024, bfloat16, the kernels' tiles" python3 benchmarks/moe.py --tokens 16384 \
         --d 1024 --rounds 5 --dtype bfloat16 --only dense,pallas --tiles "$SWEEP"
-else
+elif [ "$part" = eighth ]; then
+    stage 120 "MoE layer 16384 x 1024, bfloat16, profiled" python3 benchmarks/moe.py --tokens 16384 --d 1024 \
+        --rounds 5 --dtype bfloat16 --only dense,pallas --profile /tmp/moe-trace
+    stage 150 "gpt2_124m dense, trainer" train dense
+    stage 150 "gpt2_124m MoE (8 experts of half width, top-2), trainer" train moe model.moe.num_experts=8 \
+        model.moe.top_k=2 model.moe.mlp_factor=2
+    stage 150 "FP8 GPT-2 124M, profiled" python3 benchmarks/gpu.py profile --out "$out" --only \
+        jax-cudnn-fp8delayedhead-1k
+else  # two
     stage 300 "FP8 on GPT-2 124M against bf16 and PyTorch" python3 benchmarks/gpu.py speed --out "$out" --only \
         jax-cudnn-bf16logits-1k,jax-cudnn-fp8delayedhead-1k,torch-1k
     stage 100 "MoE layer 65536 x 2048, bfloat16" python3 benchmarks/moe.py --tokens 65536 --d 2048 --rounds 3 \
-        --dtype bfloat16 --only dense,pallas
+        --dtype bfloat16 --only dense,pallas --tiles "64,256,64,128,8,4"
 fi
 } 2>&1 | tee "$out/log-$part.txt"

@@ -17,8 +17,8 @@ and of the loops' bodies (a body's kernels once per trip), each with
   attention from its score shape ([b, h, q, k] x head size: 4 per element forward, 10 backward,
   half of it under a causal mask);
 - a time: a GEMM or attention kernel at the larger of its FLOPs at `--tflops` (a GEMM of FP8
-  operands, kind `gemm-fp8`: at `--fp8-tflops`, by default twice that, Hopper's ratio of dense FP8 to
-  bf16 peaks: 1,979 to 989 TFLOP/s on the H100 SXM's data sheet) and its bytes at `--bandwidth`;
+  operands, kind `gemm-fp8`: at `--fp8-tflops`, by default FP8_RATE = 1.2x that, what an H200's
+  steps measured, not the data sheet's 2x) and its bytes at `--bandwidth`;
   every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes at `--bandwidth`:
   the memory-bound tail.
 
@@ -95,7 +95,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--topology", default="h100")
     ap.add_argument("--tflops", type=float, default=800.0, help="GEMM and attention rate, TFLOP/s")
     ap.add_argument("--fp8-tflops", type=float, default=None,
-                    help="FP8 GEMMs' rate, TFLOP/s (default 2 x --tflops: Hopper's FP8 to bf16 peak ratio)")
+                    help="FP8 GEMMs' rate, TFLOP/s (default FP8_RATE = 1.2 x --tflops, measured)")
     ap.add_argument("--grouped-tflops", type=float, default=None,
                     help="the MoE's grouped Pallas kernels' rate, TFLOP/s (default: GROUPED_RATE x --tflops, measured)")
     ap.add_argument("--bandwidth", type=float, default=3.0e12, help="memory bandwidth, bytes/s")

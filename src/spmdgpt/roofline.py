@@ -210,13 +210,14 @@ def kernels(hlo_text: str) -> List[Kernel]:
 
 
 # The MoE's grouped-matmul Pallas kernels (`model/grouped.py`, Triton) by kernel, against the GEMM
-# rate: profiled on an H200 (2026-11-27, benchmarks/BENCHMARKS.md, the GPU section's sixth visit) at
-# 16,384 x 1,024 in bf16 with their default tiles, the six row products (forward and dx) ran near
-# 453 TFLOP/s and the three weight gradients near 286, where the dense MLP's cuBLAS GEMMs of the
-# same FLOPs ran at 814; against this tool's 800, 0.57 and 0.36 (the layer 2.17x the dense MLP's
-# time; the fifth visit, without a profile, had read one rate of 0.57 for all nine). A property of
-# today's tiles (`grouped.TILES`), to be measured again when they change.
-GROUPED_RATE = {"grouped_rows": 0.57, "grouped_weights": 0.36}
+# rate, with bf16's default tiles (`grouped.HALF_TILES`). An H200's profile (2026-11-27, the GPU
+# section's sixth visit in benchmarks/BENCHMARKS.md) measured the previous tiles at 16,384 x 1,024:
+# the row products (forward and dx) near 453 TFLOP/s, the weight gradients near 286, cuBLAS's GEMMs
+# 814 (0.57 and 0.36 of this tool's 800). The seventh visit's sweep (no profile) took the layer from
+# 2.09x to 1.71x the dense MLP's time with HALF_TILES: 0.2 ms of the 0.9 ms saved came with the row
+# tiles' doubled width, the rest with the weight gradient's larger tile and 8 warps, which reads
+# 0.64 and 0.54 (the layer predicted at 1.71x). To profile again at the next visit.
+GROUPED_RATE = {"grouped_rows": 0.64, "grouped_weights": 0.54}
 
 # FP8 GEMMs (kind gemm-fp8) against the bf16 rate: Hopper's data sheet says 2x (1,979 to 989 dense
 # TFLOP/s on the H100 SXM), but an H200 (2026-11-27, the sixth visit) ran a 1.1B of GPT-2's kind

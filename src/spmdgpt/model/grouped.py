@@ -22,9 +22,10 @@ to dw, and their outputs are dropped by the caller.
 Inside `shard_map` (the MoE's experts run there) the kernels need check_vma=False: Pallas
 types neither their outputs' nor, interpreted, their refs' varying mesh axes.
 
-Tiles are powers of two (Triton's): bk, bn the largest dividing K and N up to `TILES`' bounds, at
-least 16 (`config_errors` refuses widths that have none; `moe.grouped_kind`'s auto then keeps
-blocks). `TILES` is read when a step is traced; `benchmarks/moe.py --tiles` times other choices.
+Tiles are powers of two (Triton's): bk, bn the largest dividing K and N up to the bounds of
+`tiles_for(dtype)`, at least 16 (`config_errors` refuses widths that have none; `moe.grouped_kind`'s
+auto then keeps blocks). They are read when a step is traced; `benchmarks/moe.py --tiles` times
+other choices.
 JAX 0.12 marks Pallas's Triton backend deprecated in favour of Mosaic GPU. Written for the lent
 GPUs' JAX 0.11 and for 0.12: run by 0.12's interpreter on CPUs, compiled by 0.12 for an H100
 (`tests/test_moe.py`), and run by 0.11.2 on an H200 (2026-11-27, benchmarks/BENCHMARKS.md: equal to
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import partial
-from typing import Iterator, List, NamedTuple
+from typing import Iterator, List, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -45,9 +46,7 @@ LEAST = 16  # Triton's smallest dot tile
 
 
 class Tiles(NamedTuple):
-    """The kernels' largest tiles and Triton's launch settings. An H200 profiled these defaults at
-    16,384 x 1,024 (8 experts of 2,048, bf16; BENCHMARKS.md): the rows kernel near 440 TFLOP/s, the
-    weight gradient's near 290, against cuBLAS's 814 for the dense MLP's GEMMs."""
+    """The kernels' largest tiles and Triton's launch settings (the defaults: `tiles_for`)."""
     rows_k: int = 64  # the rows kernel's K step (forward and dx); its rows are the block's B
     rows_n: int = 128  # its output columns
     weights_k: int = 64  # the weight gradient's output tile, K x N; its loop runs over B-row blocks
@@ -60,12 +59,27 @@ class Tiles(NamedTuple):
                 f"{self.warps} warps, {self.stages} stages")
 
 
-TILES = Tiles()
+# The default tiles by the rows' dtype. An H200 timed five choices at 16,384 x 1,024 (8 experts of
+# 2,048, top-2, bf16; BENCHMARKS.md, the GPU section's seventh visit): 64 x 256 row tiles with 64 x
+# 128 weight-gradient tiles, 8 warps and 4 stages took the layer from 4.9 to 4.0 ms (1.71x the dense
+# MLP's time, was 2.09x; at 65,536 x 2,048: 52.5 against 67.4 ms), each choice equal to the masked
+# reference. In float32 the same tiles ask for 288 KiB of shared memory (an H100's or H200's limit
+# is 227 KiB) and so do all four others: float32 keeps `Tiles()`, which fits (it ran there too).
+HALF_TILES = Tiles(rows_k=64, rows_n=256, weights_k=64, weights_n=128, warps=8, stages=4)
+TILES: Optional[Tiles] = None  # a benchmark's choice for every dtype (`using_tiles`), else `tiles_for`'s
+
+
+def tiles_for(dtype) -> Tiles:
+    """The tiles for rows of `dtype`: `TILES` where a sweep set it, else HALF_TILES for 2-byte
+    dtypes (bf16, fp16) and `Tiles()` for float32."""
+    if TILES is not None:
+        return TILES
+    return HALF_TILES if jnp.dtype(dtype).itemsize <= 2 else Tiles()
 
 
 @contextmanager
-def using_tiles(tiles: Tiles) -> Iterator[None]:
-    """`TILES` set to `tiles` while steps are traced inside (a benchmark's sweep)."""
+def using_tiles(tiles: Optional[Tiles]) -> Iterator[None]:
+    """`TILES` set to `tiles` while steps are traced inside (a benchmark's sweep; None: the defaults)."""
     global TILES
     old, TILES = TILES, tiles
     try:
@@ -131,10 +145,11 @@ def _rows(x, w, owner, B: int, transposed: bool, interpret: bool):
     pl, params = _pallas()
     R, K = x.shape
     N = w.shape[1] if transposed else w.shape[2]
-    bk, bn = tile(K, TILES.rows_k), tile(N, TILES.rows_n)
+    t = tiles_for(x.dtype)
+    bk, bn = tile(K, t.rows_k), tile(N, t.rows_n)
     kernel = partial(_rows_kernel, B=B, bk=bk, bn=bn, K=K, transposed=transposed, prec=precision(x.dtype))
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((R, N), x.dtype), grid=(R // B, N // bn),
-                          interpret=interpret, compiler_params=params(num_warps=TILES.warps, num_stages=TILES.stages),
+                          interpret=interpret, compiler_params=params(num_warps=t.warps, num_stages=t.stages),
                           name="grouped_rows")(owner, x, w)
 
 
@@ -156,10 +171,11 @@ def _weights(x, g, first, count, B: int, dtype, interpret: bool):
     """dw [E, K, N]: for each expert, x^T g over its blocks (x [R, K], g [R, N])."""
     pl, params = _pallas()
     E, K, N = first.shape[0], x.shape[1], g.shape[1]
-    bk, bn = tile(K, TILES.weights_k), tile(N, TILES.weights_n)
+    t = tiles_for(x.dtype)
+    bk, bn = tile(K, t.weights_k), tile(N, t.weights_n)
     kernel = partial(_weights_kernel, B=B, bk=bk, bn=bn, prec=precision(x.dtype))
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((E, K, N), dtype), grid=(E, K // bk, N // bn),
-                          interpret=interpret, compiler_params=params(num_warps=TILES.warps, num_stages=TILES.stages),
+                          interpret=interpret, compiler_params=params(num_warps=t.warps, num_stages=t.stages),
                           name="grouped_weights")(first, count, x, g)
 
 
