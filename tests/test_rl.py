@@ -579,6 +579,11 @@ def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path, capsys, monkey
     assert [r["step"] for r in rows] == [1, 2] and all(1 <= r["rl/length"] <= 6 for r in rows)
     samples = [json.loads(x) for x in (rl / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 4 and all(s["prompt"][0]["role"] == "user" for s in samples)
+    # the SFT run's val/reward (rl.eval_prompts): greedy answers to the GRPO run's own held-out prompts
+    sft_rewards = [r for r in read_jsonl(sft / "metrics.jsonl") if "val/reward" in r]
+    assert [r["step"] for r in sft_rewards] == [4] and (64 * sft_rewards[0]["val/reward"]) % 1 == 0
+    sft_samples = [json.loads(x) for x in (sft / "samples.jsonl").read_text().splitlines() if '"reward"' in x]
+    assert [s["prompt"] for s in sft_samples] == [s["prompt"] for s in samples]
     # with LoRA: adapters on the frozen SFT model, which is also the KL's reference
     assert main(["train", "+experiment=arithmetic_grpo", f"checkpoint.init_from={sft}", "train.steps=2",
                  "train.progress=false", "train.log_every=1", "rl.val_prompts=8", "lora.rank=4",

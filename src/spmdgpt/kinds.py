@@ -65,7 +65,12 @@ def _text_parts(cfg: Config, rules: Rules, data, batcher, samples, reference) ->
     sampler = None
     if cfg.train.rollout_tokens > 0:
         sampler = TextSampler(cfg, rules, data.tokenizer, next(iter(data.val.values())), samples)
-    return RunParts(batcher, [Evaluation(evaluator, sampler)], evaluator, sampler)
+    hooks = [Evaluation(evaluator, sampler)]
+    if cfg.rl.eval_prompts:  # (an SFT run's val/reward, as GRPO's: spmdgpt.rl.loop.reward_evaluation)
+        from spmdgpt.rl.loop import reward_evaluation
+
+        hooks.append(reward_evaluation(cfg, rules, data.tokenizer, samples))
+    return RunParts(batcher, hooks, evaluator, sampler)
 
 
 def _text_preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base, reference) -> dict:

@@ -299,8 +299,9 @@ class _Loop:
             self.say(f"done: {self.run_dir} had already trained its {t.steps} steps; nothing to do (spmdgpt eval "
                      f"run.dir={self.run_dir} evaluates it)")
         else:
-            val = ("-" if self.val_loss is None else f"{self.val_loss:.4f}") if self.val_reward is None else None
-            what = f"val/loss {val}" if val is not None else f"val/reward {self.val_reward:.4f}"
+            vals = ([] if self.val_loss is None else [f"val/loss {self.val_loss:.4f}"]) + (
+                [] if self.val_reward is None else [f"val/reward {self.val_reward:.4f}"])
+            what = ", ".join(vals) or "val/loss -"
             self.say(f"done: {t.steps} steps, final train loss {self.last_loss:.4f}, {what} -> {self.run_dir}")
         return TrainResult(self.run_dir, self.state, step, self.last_loss, self.val_loss, preempted,
                            self.resumed_from)

@@ -373,6 +373,8 @@ class RlConfig(Section):
     kl_beta: float = 0.0  # weight of the KL penalty to the reference (the parameters the run starts from)
     updates_per_batch: int = 1  # optimizer steps on each sampled batch (ratio against the sampling policy)
     val_prompts: int = 64  # held-out prompts answered greedily at each evaluation (val/reward)
+    eval_prompts: Optional[str] = None  # a text (SFT) run: a prompts file whose held-out prompts (split as a GRPO
+    # run on it splits them, data.val_fraction) it answers greedily at each evaluation, scored by rl.reward: val/reward
     samples: int = 4  # completions written to samples.jsonl at each evaluation (with their rewards)
 
 

@@ -14,10 +14,13 @@ def config_errors(cfg: Config) -> List[str]:
     """GRPO's settings (`rl.*`), checked when the run's data is prompts (`format: prompts`)."""
     try:
         if not prompts_data(cfg.data):
-            return []
+            return _eval_prompts_errors(cfg)
     except ConfigError:  # (reported by the data checks)
         return []
     r, d, t = cfg.rl, cfg.data, cfg.train
+    if r.eval_prompts:
+        return ["rl.eval_prompts is a text (SFT) run's reward evaluation; a GRPO run evaluates its own validation "
+                "prompts (val/reward): leave it out"]
     errs = []
     if r.group_size < 2:
         errs.append(f"rl.group_size={r.group_size} must be >= 2 (advantages compare a prompt's completions)")
@@ -67,4 +70,17 @@ def config_errors(cfg: Config) -> List[str]:
         reward_function(r.reward)
     except ConfigError as e:
         errs.extend(e.messages)
+    return errs
+
+
+def _eval_prompts_errors(cfg: Config) -> List[str]:
+    """rl.eval_prompts on a text run: what its greedy answers need."""
+    r = cfg.rl
+    if not r.eval_prompts:
+        return []
+    errs = []
+    if r.max_new_tokens < 1:
+        errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1 (rl.eval_prompts' answers)")
+    if r.val_prompts < 1:
+        errs.append(f"rl.val_prompts={r.val_prompts} must be >= 1 (the held-out prompts rl.eval_prompts answers)")
     return errs

@@ -177,6 +177,31 @@ class RewardEvaluator:
         return float(rewards.mean()), shown
 
 
+def reward_evaluation(cfg: Config, rules: Rules, tokenizer, samples_path: Optional[Path]) -> "RewardEvaluation":
+    """val/reward for a text run (SFT) with rl.eval_prompts: the file's validation prompts, split
+    as a GRPO run on it splits them (by each line's hash under data.val_fraction: the same
+    held-out prompts), tokenized by the run's tokenizer, answered greedily and scored by
+    rl.reward at each evaluation: an SFT run's curve beside a GRPO run's."""
+    import dataclasses
+
+    from spmdgpt.rl.rewards import reward_function
+
+    data = dataclasses.replace(cfg.data, datasets={"eval_prompts": {"paths": [cfg.rl.eval_prompts],
+                                                                    "format": "prompts"}})
+    recs, src = read_records(data)
+    room = min(cfg.data.seq_len + 1, cfg.model.max_seq_len) - cfg.rl.max_new_tokens
+    if room < 1:
+        raise ConfigError([f"rl.max_new_tokens={cfg.rl.max_new_tokens} leaves no room for rl.eval_prompts' prompts "
+                           f"in a context of {room + cfg.rl.max_new_tokens} tokens; lower rl.max_new_tokens"])
+    _, val = split_prompts(recs, src, tokenizer, room)
+    if not val:
+        raise ConfigError([f"rl.eval_prompts={cfg.rl.eval_prompts}: no validation prompts under data.val_fraction="
+                           f"{cfg.data.val_fraction}; raise it"])
+    rollouts = Rollouts(cfg, rules, tokenizer, reward_function(cfg.rl.reward),
+                        longest=max(len(p.tokens) for p in val[: cfg.rl.val_prompts]))
+    return RewardEvaluation(RewardEvaluator(cfg, rollouts, val, samples_path))
+
+
 class RewardEvaluation(Evaluation):
     """val/reward every train.eval_every steps and at the end (`RewardEvaluator`), and one
     sample printed after it."""
