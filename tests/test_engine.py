@@ -21,7 +21,15 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
     """Greedy and seeded sampled tokens equal the model's full forward pass at every token (no
     cache; the same streams, `full_forward_samples`) on one device, with two slots for four
     prompts, a 20-token prompt read in three chunks, pages of 4 tokens; on data 2 x model 2 the
-    engine gives the same tokens."""
+    engine gives the same tokens. One request alone in an engine of as few slots as the mesh
+    allows gives its row's tokens (MLA behind dense-then-MoE layers crashed at one row: the layer
+    groups' reshape dropped the cache's batch spec over axes of size 1), and a two-turn chat
+    (`chat`'s Conversation) answers the same on both."""
+    from test_generate import DigitChat
+
+    from spmdgpt.generate import Conversation, SamplingParams
+
+    replies = []
     for devices, extra in ((jax.devices()[:1], []),
                            (jax.devices()[:4], ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
         cfg, mesh, rules, params = setup(*ATTENTION_UNITS[unit], *extra, devices=devices)
@@ -37,9 +45,15 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
             greedy = engine.run([Request(p, 12, temperature=0.0) for p in PROMPTS])
             sampled = engine.run([Request(p, 12, temperature=1.0, top_k=5, seed=3, stream=r)
                                   for r, p in enumerate(PROMPTS)])
+            alone = Engine(cfg.model, rules, params, 10, EngineConfig(slots=rules.batch_divisor(), page_size=4))
+            assert alone.run([Request(PROMPTS[0], 12, temperature=0.0)])[0].tokens == old[0]
+            chat = Conversation(cfg.model, rules, params, DigitChat(), SamplingParams(6, temperature=0.0))
+            replies.append([chat.say("12"), chat.say("3")])
+            assert chat.turns == 2 and all(set(r) <= set("0123456789ua") for r in replies[-1])
         assert [r.tokens for r in greedy] == old and [r.tokens for r in sampled] == old_sampled
         assert all(r.finish == "length" for r in greedy + sampled) and engine.pages_used() == 0
         assert all(lp <= 0 for r in sampled for lp in r.logprobs) and len(sampled[0].logprobs) == 12
+    assert replies[0] == replies[1]
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +130,10 @@ def test_stops_and_refusals(model):
     seen = []
     engine.run([Request([1, 2, 3], 4, temperature=0.0, on_token=lambda r, t: seen.append(t))])
     assert seen == full[:4]
+    warm = Engine(cfg.model, rules, params, 10, SMALL)  # (serve's: the step's three programs compiled up front)
+    assert warm.warm() > 0 and sorted(warm.compiled) == [(False, True), (True, False), (True, True)]
+    warm.step_fn = None  # (so a step that compiled on its own would fail)
+    assert warm.run([Request([1, 2, 3], 20, temperature=0.0)])[0].tokens == full
     with pytest.raises(ValueError, match="exceeds the model's context of 48 tokens"):
         engine.add(Request([1] * 40, 9))
     tiny = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, pages=5))

@@ -147,7 +147,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     finally:
         code, err = server.close()
     assert code == 0, err
-    assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err
+    assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err and "its step compiled in" in err
     assert "POST /v1/completions 200 " in err and "POST /v1/completions 404 " in err
     assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
 

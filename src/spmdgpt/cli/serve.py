@@ -96,12 +96,14 @@ def run(items: List[str]) -> int:
         backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
+    with jax.set_mesh(mesh):  # (before the port opens: /health answers once the first request would not wait)
+        warm = backend.engine.warm()
     server = Server(backend, args.max_tokens)
     chat = "with its chat template" if hasattr(tokenizer, "prompt") else "no chat template"
     print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "
           f"mesh {dict(mesh.shape)} | engine {args.slots} slots, {backend.engine.num_pages - 1} pages of "
           f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB)"
-          f"{f', {args.speculate} drafts a step' if args.speculate else ''} | "
+          f"{f', {args.speculate} drafts a step' if args.speculate else ''}, its step compiled in {warm:.1f} s | "
           + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
           file=sys.stderr, flush=True)
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn
