@@ -1,7 +1,7 @@
 """Serving throughput: the engine (continuous batching over paged KV) against the padded sampler.
 
     python benchmarks/engine.py [--requests 128] [--rate 0] [--slots 16] [--page 16] [--chunk 128]
-                                [--batch 16] [--only engine,sampler] [--set model.FIELD=VALUE ...]
+                                [--batch 16] [--only engine,sampler,hf-cb,hf-padded] [--set model.FIELD=VALUE ...]
 
 A fixed, seeded workload (`workload`): `--requests` requests with prompts of 16-512 tokens and
 outputs of 8-256 tokens (uniform; each runs to its length, no stop token), all at once
@@ -17,6 +17,16 @@ random weights (speed does not depend on them): 50.9M parameters.
   longest prompt and run for its longest output (both rounded up to a multiple of 64); a batch
   starts when its last request has arrived and the previous batch ended (`run_sampler`: the
   timeline from measured durations, compiles left out).
+- hf-cb, hf-padded: transformers' generation on the same model exported (`spmdgpt.hf.export`:
+  GPTNeoXForCausalLM with these weights) in the PyTorch side environment (`benchmarks/engine_hf.py`,
+  a child process; `make torch-env`): its continuous batching with the engine's budget (slots,
+  pages, tokens a pass), and `model.generate` on padded batches as the sampler runs them.
+
+`--mbu`: decode at batch 1 instead (one request, a 16-token prompt, 256 new tokens, greedy), engine and
+sampler: the time per output token and the memory-bandwidth utilisation, the bytes a decode step
+must read (every parameter, and the keys and values of the tokens so far: at the mean context)
+per token time over this machine's copy bandwidth (numpy copying 512 MiB, read + write counted,
+the best of 5).
 
 Printed per system: output tokens/s (all output tokens over the wall time from the first arrival to
 the last token), time to first token and time per output token after it (p50, p99; the sampler
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 
 from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
@@ -39,7 +50,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from padded_sampler import Sampler, SamplingParams  # noqa: E402
 
-from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.config import head_dim, kv_heads, load_config  # noqa: E402
 from spmdgpt.engine import Engine, EngineConfig, Request  # noqa: E402
 from spmdgpt.model import init_params, num_params  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
@@ -117,6 +128,93 @@ def run_sampler(sampler: Sampler, params, work: list, batch: int) -> tuple:
     return clock, firsts, firsts, outs
 
 
+def run_transformers(cfg, params, work: list, systems: list, args) -> list:
+    """(wall, firsts, lasts, outs, compile s) per transformers system, from engine_hf.py's JSON lines."""
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from torch_env import require_torch_python
+
+    from spmdgpt.hf.export import hf_config, to_hf
+    from spmdgpt.hf.files import write_folder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = hf_config(cfg.model, VOCAB - 1)
+        write_folder(tmp, to_hf(cfg.model, jax.device_get(params)), {"config.json": json.dumps(config)}, 1 << 40)
+        Path(tmp, "work.json").write_text(json.dumps(work))
+        here = Path(__file__).parent
+        cmd = [require_torch_python("engine.py"), str(here / "engine_hf.py"), "--model", tmp, "--work",
+               f"{tmp}/work.json", "--only", ",".join(s.removeprefix("hf-") for s in systems), "--slots",
+               str(args.slots), "--page", str(args.page), "--chunk", str(args.chunk), "--batch", str(args.batch),
+               "--threads", str(os.cpu_count())]
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    print(out.splitlines()[0], flush=True)
+    return [(r["system"], r["wall"], r["firsts"], r["lasts"], r["outs"], r["compile_s"]) for r in rows]
+
+
+def copy_bandwidth(mib: int = 512) -> float:
+    """Bytes/s of a numpy copy of `mib` MiB (read + write), the best of 5."""
+    a = np.ones(mib << 18, np.float32)
+    b = np.empty_like(a)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.nbytes / best
+
+
+def decode_bytes(cfg, new: int, prompt: int) -> float:
+    """Bytes one decode step must read at the mean context: float32 parameters and the cached
+    keys and values (MHA/GQA: 2 x layers x kv heads x head dim per token)."""
+    m = cfg.model
+    kv = 2 * m.num_layers * kv_heads(m) * head_dim(m) * 4
+    return num_params(m) * 4 + kv * (prompt + new / 2)
+
+
+def run_mbu(cfg, rules, params, args) -> list:
+    prompt = workload(1, 0.0, seed=3)[0][1][:16]
+    new = 256
+    need, bandwidth = decode_bytes(cfg, new, len(prompt)), copy_bandwidth()
+    print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s; a decode step reads {need / 2**20:.1f} MiB", flush=True)
+    rows = []
+    for system in args.only.split(","):
+        if system == "engine":
+            engine = Engine(cfg.model, rules, params, VOCAB, EngineConfig(slots=1, page_size=args.page,
+                                                                          chunk=args.chunk))
+            run_engine(engine, [(0.0, prompt, 4)])  # (compiles)
+            times = []
+            for _ in range(3):
+                _, firsts, lasts, outs = run_engine(engine, [(0.0, prompt, new)])
+                times.append((lasts[0] - firsts[0]) / (outs[0] - 1))
+            per_token = statistics.median(times)
+        elif system == "sampler":
+            sampler = Sampler(cfg.model, rules, vocab_limit=VOCAB)
+            spans = {}
+            for n in (1, new):
+                sp = SamplingParams(n, temperature=0.0)
+                sampler.generate(params, [prompt], sp)
+                runs = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    sampler.generate(params, [prompt], sp)
+                    runs.append(time.perf_counter() - t)
+                spans[n] = statistics.median(runs)
+            per_token = (spans[new] - spans[1]) / (new - 1)
+        else:
+            continue
+        row = {"system": system, "tpot_ms": 1e3 * per_token, "bytes_per_token": need,
+               "gb_per_s": need / per_token / 1e9, "mbu": need / per_token / bandwidth,
+               "copy_gb_per_s": bandwidth / 1e9}
+        print(f"{system:8s} batch 1: {row['tpot_ms']:.2f} ms a token, {row['gb_per_s']:.2f} GB/s read = "
+              f"{100 * row['mbu']:.1f}% of the copy bandwidth", flush=True)
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=128)
@@ -128,6 +226,7 @@ def main() -> None:
     ap.add_argument("--only", default="engine,sampler")
     ap.add_argument("--set", nargs="*", default=[])
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--mbu", action="store_true", help="decode at batch 1: time per token, bandwidth use")
     args = ap.parse_args()
     cfg = load_config(MODEL + args.set)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
@@ -137,10 +236,14 @@ def main() -> None:
     rows = []
     with jax.set_mesh(mesh):
         params = init_params(cfg.model, jax.random.key(0), rules)
-        print(f"model: {num_params(cfg.model) / 1e6:.1f}M parameters; {len(work)} requests, "
-              f"{sum(len(p) for _, p, _ in work)} prompt and {sum(n for *_, n in work)} output tokens, "
-              f"rate {args.rate or 'all at once'}", flush=True)
-        for system in args.only.split(","):
+        print(f"model: {num_params(cfg.model) / 1e6:.1f}M parameters" + ("" if args.mbu else
+              f"; {len(work)} requests, {sum(len(p) for _, p, _ in work)} prompt and "
+              f"{sum(n for *_, n in work)} output tokens, rate {args.rate or 'all at once'}"), flush=True)
+        if args.mbu:
+            rows = run_mbu(cfg, rules, params, args)
+        systems = [] if args.mbu else args.only.split(",")
+        hf = [s for s in systems if s.startswith("hf-")]
+        for system in [s for s in systems if not s.startswith("hf-")]:
             t = time.perf_counter()
             if system == "engine":
                 engine = Engine(cfg.model, rules, params, VOCAB,
@@ -156,8 +259,14 @@ def main() -> None:
                 wall, *rest = run_sampler(sampler, params, work, args.batch)
                 row = summary("sampler", wall, *rest, [a for a, *_ in work])
             rows.append(row)
-    if len(rows) == 2:
-        print(f"engine / sampler: {rows[0]['tokens_per_s'] / rows[1]['tokens_per_s']:.2f}x output tokens/s")
+        if hf:
+            for name, wall, firsts, lasts, outs, compile_s in run_transformers(cfg, params, work, hf, args):
+                print(f"{name}: first calls {compile_s:.1f} s (untimed)", flush=True)
+                rows.append(summary(name, wall, firsts, lasts, outs, [a for a, *_ in work]))
+    base = next((r for r in rows if r["system"] == "engine" and not args.mbu), None)
+    for r in rows:
+        if base and r is not base:
+            print(f"engine / {r['system']}: {base['tokens_per_s'] / r['tokens_per_s']:.2f}x output tokens/s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
