@@ -50,8 +50,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from padded_sampler import Sampler, SamplingParams  # noqa: E402
 
-from spmdgpt.config import head_dim, kv_heads, load_config  # noqa: E402
-from spmdgpt.engine import Engine, EngineConfig, Request  # noqa: E402
+from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.engine import Engine, EngineConfig, Request, pool_bytes  # noqa: E402
 from spmdgpt.model import init_params, num_params  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
@@ -168,11 +168,9 @@ def copy_bandwidth(mib: int = 512) -> float:
 
 
 def decode_bytes(cfg, new: int, prompt: int) -> float:
-    """Bytes one decode step must read at the mean context: float32 parameters and the cached
-    keys and values (MHA/GQA: 2 x layers x kv heads x head dim per token)."""
-    m = cfg.model
-    kv = 2 * m.num_layers * kv_heads(m) * head_dim(m) * 4
-    return num_params(m) * 4 + kv * (prompt + new / 2)
+    """Bytes one decode step must read at the mean context: float32 parameters and what every
+    layer caches per token (the engine's pool of one page of one token)."""
+    return num_params(cfg.model) * 4 + pool_bytes(cfg.model, 1, 1) * (prompt + new / 2)
 
 
 def run_mbu(cfg, rules, params, args) -> list:

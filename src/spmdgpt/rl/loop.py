@@ -66,6 +66,18 @@ def prompts_tokenizer(cfg: Config, recs: list):
     return with_chat_template(cfg.data, tok) if chat and tok.kind != "chat" else tok
 
 
+def prompt_room(cfg: Config) -> int:
+    """The most tokens a prompt may have: what the context leaves after rl.max_new_tokens (a
+    ConfigError when nothing is left)."""
+    context = min(cfg.data.seq_len + 1, cfg.model.max_seq_len)
+    room = context - cfg.rl.max_new_tokens
+    if room < 1:
+        raise ConfigError([f"rl.max_new_tokens={cfg.rl.max_new_tokens} leaves no room for a prompt in a context of "
+                           f"{context} tokens (data.seq_len={cfg.data.seq_len} + 1, model.max_seq_len="
+                           f"{cfg.model.max_seq_len}); lower rl.max_new_tokens or raise data.seq_len"])
+    return room
+
+
 def load_prompts(cfg: Config, check: Optional[Callable] = None) -> PromptsCorpus:
     """The prompts of an RL run (format prompts), tokenized and split; `check` sees the
     tokenizer first (as load_dataset's)."""
@@ -73,13 +85,7 @@ def load_prompts(cfg: Config, check: Optional[Callable] = None) -> PromptsCorpus
     tok = prompts_tokenizer(cfg, recs)
     if check is not None:
         check(tok)
-    context = min(cfg.data.seq_len + 1, cfg.model.max_seq_len)
-    room = context - cfg.rl.max_new_tokens
-    if room < 1:
-        raise ConfigError([f"rl.max_new_tokens={cfg.rl.max_new_tokens} leaves no room for a prompt in a context of "
-                           f"{context} tokens (data.seq_len={cfg.data.seq_len} + 1, model.max_seq_len="
-                           f"{cfg.model.max_seq_len}); lower rl.max_new_tokens or raise data.seq_len"])
-    train, val = split_prompts(recs, src, tok, room)
+    train, val = split_prompts(recs, src, tok, prompt_room(cfg))
     if not val:
         raise ConfigError([f"data.datasets.{src.name}: no validation prompts; set data.val_fraction > 0 (or the "
                            "dataset's val_fraction), or add a dataset with split=val"])
@@ -189,11 +195,7 @@ def reward_evaluation(cfg: Config, rules: Rules, tokenizer, samples_path: Option
     data = dataclasses.replace(cfg.data, datasets={"eval_prompts": {"paths": [cfg.rl.eval_prompts],
                                                                     "format": "prompts"}})
     recs, src = read_records(data)
-    room = min(cfg.data.seq_len + 1, cfg.model.max_seq_len) - cfg.rl.max_new_tokens
-    if room < 1:
-        raise ConfigError([f"rl.max_new_tokens={cfg.rl.max_new_tokens} leaves no room for rl.eval_prompts' prompts "
-                           f"in a context of {room + cfg.rl.max_new_tokens} tokens; lower rl.max_new_tokens"])
-    _, val = split_prompts(recs, src, tokenizer, room)
+    _, val = split_prompts(recs, src, tokenizer, prompt_room(cfg))
     if not val:
         raise ConfigError([f"rl.eval_prompts={cfg.rl.eval_prompts}: no validation prompts under data.val_fraction="
                            f"{cfg.data.val_fraction}; raise it"])
