@@ -1,7 +1,8 @@
 """Serving throughput: the engine (continuous batching over paged KV) against the padded sampler.
 
     python benchmarks/engine.py [--requests 128] [--rate 0] [--slots 16] [--page 16] [--chunk 128]
-                                [--batch 16] [--only engine,sampler,hf-cb,hf-padded] [--set model.FIELD=VALUE ...]
+                                [--batch 16] [--only engine,engine-gather,sampler,hf-cb,hf-padded]
+                                [--set model.FIELD=VALUE ...]
 
 A fixed, seeded workload (`workload`): `--requests` requests with prompts of 16-512 tokens and
 outputs of 8-256 tokens (uniform; each runs to its length, no stop token), all at once
@@ -12,6 +13,8 @@ random weights (speed does not depend on them): 50.9M parameters.
 
 - engine: `spmdgpt.engine.Engine` (`--slots` sequences, pages of `--page` tokens, prefill
   chunks of `--chunk` tokens); requests enter as they arrive.
+- engine-gather: the same with decode_attention=gather (on a GPU or a TPU, `engine` decodes by the
+  platform's paged-attention kernel: this is the gather it replaces; on a CPU both gather).
 - sampler: the padded sampler (`padded_sampler.Sampler`, once `generate.Sampler`) as every path
   used it before the engine: batches of `--batch` requests in arrival order, each padded to its
   longest prompt and run for its longest output (both rounded up to a multiple of 64); a batch
@@ -243,14 +246,15 @@ def main() -> None:
         hf = [s for s in systems if s.startswith("hf-")]
         for system in [s for s in systems if not s.startswith("hf-")]:
             t = time.perf_counter()
-            if system == "engine":
+            if system in ("engine", "engine-gather"):  # (engine: the paged kernel where the platform has one)
                 engine = Engine(cfg.model, rules, params, VOCAB,
-                                EngineConfig(slots=args.slots, page_size=args.page, chunk=args.chunk))
+                                EngineConfig(slots=args.slots, page_size=args.page, chunk=args.chunk,
+                                             decode_attention="gather" if system == "engine-gather" else "auto"))
                 run_engine(engine, warm)  # (compiles its one step)
-                print(f"engine: compiled in {time.perf_counter() - t:.1f} s; pool {engine.num_pages} pages, "
-                      f"{engine.pool_bytes / 2**20:.0f} MiB", flush=True)
+                print(f"{system}: compiled in {time.perf_counter() - t:.1f} s; pool {engine.num_pages} pages, "
+                      f"{engine.pool_bytes / 2**20:.0f} MiB; decode rows by {engine.attention_name()}", flush=True)
                 wall, *rest = run_engine(engine, work)
-                row = summary("engine", wall, *rest, [a for a, *_ in work])
+                row = summary(system, wall, *rest, [a for a, *_ in work])
                 row.update(steps=engine.steps, preemptions=engine.preemptions)
             else:
                 sampler = Sampler(cfg.model, rules, vocab_limit=VOCAB)

@@ -16,7 +16,8 @@
 #
 #   bash benchmarks/gpu_visit.sh eighth  # the MoE layer's profile with bf16's tuned tiles
 #       (grouped.HALF_TILES: splits the roofline's two rates), the MoE GPT-2 124M against the dense
-#       one with them (the trainer), the profile of FP8's GPT-2 124M step (why 0.85x bf16)
+#       one with them (the trainer), the profile of FP8's GPT-2 124M step (why 0.85x bf16), the
+#       inference engine's decode rows by the Triton paged-attention kernel against the gather
 #   bash benchmarks/gpu_visit.sh check   # (2 minutes) the kernels against the masked reference, again
 #
 # Everything printed goes to $OUT/log-<part>.txt as well (a stage killed by its timeout says so).
@@ -74,6 +75,8 @@ elif [ "$part" = eighth ]; then
         model.moe.top_k=2 model.moe.mlp_factor=2
     stage 150 "FP8 GPT-2 124M, profiled" python3 benchmarks/gpu.py profile --out "$out" --only \
         jax-cudnn-fp8delayedhead-1k
+    stage 120 "engine: paged-attention kernel vs gather, 128 requests" python3 benchmarks/engine.py \
+        --only engine,engine-gather --slots 64 --json "$out/engine-kernel.json"
 else  # two
     stage 300 "FP8 on GPT-2 124M against bf16 and PyTorch" python3 benchmarks/gpu.py speed --out "$out" --only \
         jax-cudnn-bf16logits-1k,jax-cudnn-fp8delayedhead-1k,torch-1k

@@ -3,11 +3,12 @@ pass, token for token, for every attention unit and on a data x model mesh; pree
 page; a seeded request samples the same tokens alone and among others; stops and refusals."""
 
 import random
+from dataclasses import replace
 
 import jax
 import numpy as np
 import pytest
-from conftest import full_forward_samples
+from conftest import full_forward_samples, missing
 from test_generate import ATTENTION_UNITS, setup
 
 from spmdgpt.engine import Engine, EngineConfig, Request, layouts, pool_bytes
@@ -140,6 +141,89 @@ def test_stops_and_refusals(model):
     tiny = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, pages=5))
     with pytest.raises(ValueError, match="needs 5 pages of 4 tokens; the pool has 4"):
         tiny.add(Request([1] * 10, 9))
+
+
+WIDE_GQA = ["model.d_model=512", "model.num_heads=4", "model.num_kv_heads=2"]  # (heads of 128: the TPU kernel's lanes)
+
+
+def test_paged_kernels_give_the_gathers_tokens(monkeypatch):
+    """Decode rows attended by the platforms' paged-attention kernels (decode_attention=kernel) sample
+    the gather's tokens, greedy and seeded, on a data 2 x model 2 mesh of grouped-query attention
+    (a key/value head a device): the GPU's (Triton) in Pallas' interpreter over head-first pages,
+    and the TPU's pool of interleaved keys and values, read by its kernel's contract
+    (`interleaved_reference`); log-probabilities within 1e-5. `auto` keeps the gather on a CPU."""
+    import spmdgpt.engine.scheduler as scheduler
+
+    cfg, mesh, rules, params = setup(*WIDE_GQA, "sharding=fsdp_tp", "mesh.data=2", "mesh.model=2",
+                                     devices=jax.devices()[:4])
+    config = EngineConfig(slots=2, page_size=4, chunk=8, pages=40)
+    got = {}
+    with jax.set_mesh(mesh):
+        assert Engine(cfg.model, rules, params, 10, config).kernel is None  # (auto, on a CPU)
+        for kernel, target in ((None, "cpu"), ("gpu", "cpu"), ("tpu", "tpu")):
+            monkeypatch.setattr(scheduler, "platform", lambda t=target: t)
+            engine = Engine(cfg.model, rules, params, 10,
+                            replace(config, decode_attention="kernel" if kernel else "gather"))
+            assert engine.kernel == kernel and engine.step_fn.interpret == (kernel is not None)
+            assert {n: a.shape for n, a in engine.pool.items()} == {  # (layers, pages, page size, 2 heads of 128)
+                None: {"k": (2, 40, 4, 2, 128), "v": (2, 40, 4, 2, 128)},
+                "gpu": {"k": (2, 2, 40, 4, 128), "v": (2, 2, 40, 4, 128)},
+                "tpu": {"kv": (2, 40, 4, 4, 128)}}[kernel]
+            greedy = engine.run([Request(p, 8, temperature=0.0) for p in PROMPTS])
+            sampled = engine.run([Request(p, 8, temperature=1.0, top_k=5, seed=3, stream=r)
+                                  for r, p in enumerate(PROMPTS)])
+            got[kernel] = [r.tokens for r in greedy + sampled], np.concatenate([r.logprobs for r in sampled])
+            assert engine.pages_used() == 0
+    for kernel in ("gpu", "tpu"):
+        assert got[kernel][0] == got[None][0]
+        np.testing.assert_allclose(got[kernel][1], got[None][1], atol=1e-5)
+
+
+def test_paged_kernels_refusals():
+    """decode_attention=kernel where the kernels cannot attend is one line naming why; auto falls back."""
+    from spmdgpt.config import load_config
+    from spmdgpt.model.kernels import paged_kernel_error
+
+    cfg, mesh, rules, params = setup()
+    with jax.set_mesh(mesh):
+        with pytest.raises(ValueError, match="engine decode_attention='fast': one of auto, gather, kernel"):
+            Engine(cfg.model, rules, params, 10, EngineConfig(decode_attention="fast"))
+        with pytest.raises(ValueError, match=r"decode_attention=kernel: the GPU kernel reads 6 tokens a step "
+                                             r"\(page_size=3 x pages\), not a power of two"):
+            Engine(cfg.model, rules, params, 10, EngineConfig(page_size=3, decode_attention="kernel"))
+    why = {name: paged_kernel_error(load_config(["+experiment=staircase", *over]).model, rules, platform, 16, 4, 0)
+           for name, over, platform in (("mla", ATTENTION_UNITS["mla-moe"], "gpu"),
+                                        ("windows", ATTENTION_UNITS["windows-sinks"], "gpu"),
+                                        ("tpu lanes", [], "tpu"), ("wide", WIDE_GQA, "tpu"))}
+    assert why == {"mla": "MLA caches latents, and the kernels read key and value pages",
+                   "windows": "the kernels have no sliding window (model.sliding_window)",
+                   "tpu lanes": "the TPU kernel's head width must be a multiple of 128 (the model's: 16)",
+                   "wide": None}
+
+
+@pytest.mark.parametrize("topology,call", [("h100-1", "__gpu$xla.gpu.triton"), ("v5e-4", "tpu_custom_call")])
+def test_paged_kernels_compile_for_their_targets(topology, call):
+    """The engine's decode step with decode_attention=auto compiles, for an H100 and a TPU v5e,
+    to a program that calls the platform's kernel (JAX's Triton paged attention; Mosaic's
+    ragged paged attention)."""
+    from spmdgpt.cli.plan import _compiling
+    from spmdgpt.config import ConfigError, load_config
+    from spmdgpt.plan import abstract_params
+    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.topology import compile_only_devices
+
+    try:
+        devices = compile_only_devices(topology)[:1]
+    except ConfigError as e:
+        missing("SPMDGPT_REQUIRE_PLANS", str(e))
+    cfg = load_config(["+experiment=staircase", *WIDE_GQA, "mesh.data=1", "mesh.model=1"])
+    mesh = make_mesh(cfg.mesh, devices)
+    with _compiling(mesh, True):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        engine = Engine(cfg.model, rules, None, 10, EngineConfig(slots=8))
+        assert engine.kernel == topology[0:3].replace("h10", "gpu").replace("v5e", "tpu")
+        text = engine.lower(abstract_params(cfg.model, rules), (True, False)).compile().as_text()
+    assert f'custom_call_target="{call}"' in text
 
 
 def test_pool_layout_per_unit():

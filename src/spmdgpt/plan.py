@@ -244,6 +244,7 @@ class ServePlan:
     param_bytes: int
     fit: Optional[int]  # the most pages the device holds beside the rest (None: capacity unknown)
     state_bytes: int = 0  # a hybrid's Gated DeltaNet states, every slot's, per device
+    decode: str = "gather"  # how its decode rows attend (`Engine.attention_name`)
 
     def lines(self, cfg: Config, capacity: Optional[int]) -> str:
         p, ps = self.program, self.page_size
@@ -278,11 +279,12 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int]) -> 
     resident = shard_bytes(params)
     program = _compiled("serving_step", engine.lower(params), resident, shapes,
                         device=rules.mesh.devices.flat[0].device_kind)
-    page_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n in engine.step_fn.layouts}) // engine.num_pages
+    page_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n not in engine.step_fn.states}) // engine.num_pages
     state_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n in engine.step_fn.states})
     rest = program.total_bytes - engine.num_pages * page_bytes
     fit = None if capacity is None else (capacity - rest) // page_bytes
-    return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit, state_bytes)
+    return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit, state_bytes,
+                     engine.attention_name())
 
 
 def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> Plan:

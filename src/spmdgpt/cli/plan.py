@@ -12,7 +12,7 @@ does; for a topology, a GPU's share that JAX's allocator takes or a TPU chip's H
 host's CPU devices, its memory (or its cgroup's limit) over their number) turns a plan any of
 whose programs does not fit into exit code 2. search=true (with a topology): compile the
 candidate layouts and rank them (spmdgpt.search). serve=true [slots= page_size= pages= chunk=
-speculate=]: plan `spmdgpt serve` of the model instead: the inference engine's step with those
+speculate= decode_attention=]: plan `spmdgpt serve` of the model instead: the inference engine's step with those
 arguments (serve's defaults), its memory per device, and how many pages of KV cache fit
 (`plan.plan_serving`); exit 2 when the pool asked for does not."""
 
@@ -47,6 +47,7 @@ class PlanArgs:
     pages: int = 0  # serve=true: pages in the pool (0: every slot at the model's full context)
     chunk: int = 64
     speculate: int = 0
+    decode_attention: str = "auto"  # serve=true: auto | gather | kernel (the platform's paged-attention kernel)
 
 
 def _simulate_devices(n: int) -> None:
@@ -103,7 +104,7 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
     return EXIT_OK
 
 
-SERVE_ARGS = ("slots", "page_size", "pages", "chunk", "speculate")
+SERVE_ARGS = ("slots", "page_size", "pages", "chunk", "speculate", "decode_attention")
 
 
 def _capacity(devices, capacity, note: str) -> tuple:
@@ -139,6 +140,7 @@ def _compiling(mesh, compile_only: bool):
 
 def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
     """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
+    from spmdgpt.cli.serve import DECODE_ATTENTION
     from spmdgpt.engine import EngineConfig
     from spmdgpt.engine.scheduler import speculate_error
     from spmdgpt.plan import plan_serving
@@ -148,18 +150,21 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
     if args.pages < 0 or args.pages == 1:
         errs.append(f"pages={args.pages} must be 0 (enough for every slot) or >= 2 (page 0 is the null page)")
     errs += [e for e in [speculate_error(cfg.model, args.speculate)] if e]
+    if args.decode_attention not in DECODE_ATTENTION:
+        errs.append(f"decode_attention={args.decode_attention}: one of {', '.join(DECODE_ATTENTION)}")
     if errs:
         raise ConfigError(errs)
     capacity, note = _capacity(devices, capacity, note)
     config = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
-                          speculate=args.speculate)
+                          speculate=args.speculate, decode_attention=args.decode_attention)
     try:
         with _compiling(mesh, compile_only):
             plan = plan_serving(cfg, Rules(mesh, cfg.sharding, cfg.model), config, capacity)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
     drafts = f", {args.speculate} drafts" if args.speculate else ""
-    print(f"serving {cfg.run.name}: the engine's step ({args.slots} slots, prefill chunks of {args.chunk}{drafts}) "
+    print(f"serving {cfg.run.name}: the engine's step ({args.slots} slots, prefill chunks of {args.chunk}{drafts}, "
+          f"decode rows by {plan.decode}) "
           f"on mesh {dict(mesh.shape)}, {len(devices)} x {devices[0].device_kind}, compiled in "
           f"{plan.program.compile_s:.1f} s\n" + plan.lines(cfg, capacity) + note)
     if capacity is not None and plan.program.total_bytes > capacity:

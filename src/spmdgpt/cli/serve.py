@@ -1,5 +1,6 @@
 """`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=64] [step=N]
-[max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [speculate=0] [config overrides]`: the model
+[max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [speculate=0] [decode_attention=auto]
+[config overrides]`: the model
 behind an OpenAI-compatible HTTP API (spmdgpt.serve: /v1/completions, /v1/chat/completions,
 /v1/models, /health) on the inference engine (slots, pages, chunk size and drafts its arguments), on the
 run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run
@@ -15,6 +16,8 @@ from typing import List, Optional
 from spmdgpt.cli.args import EXIT_OK, parse
 from spmdgpt.config import ConfigError
 
+DECODE_ATTENTION = ("auto", "gather", "kernel")  # `engine.scheduler.decode_kernel`'s choices
+
 
 @dataclass
 class ServeArgs:
@@ -29,6 +32,7 @@ class ServeArgs:
     pages: int = 0  # pages in the pool (0: every slot at the model's full context)
     chunk: int = 64  # prompt tokens a prefill row reads a step
     speculate: int = 0  # tokens drafted a step by the model's multi-token-prediction modules (<= model.mtp_depth)
+    decode_attention: str = "auto"  # auto | gather | kernel: decode rows by the platform's paged-attention kernel
 
 
 def check_args(args: ServeArgs) -> ServeArgs:
@@ -46,6 +50,8 @@ def check_args(args: ServeArgs) -> ServeArgs:
             errs.append(f"{name}={getattr(args, name)} must be >= 1")
     if args.pages < 0 or args.pages == 1:
         errs.append(f"pages={args.pages} must be 0 (enough for every slot) or >= 2 (page 0 is the null page)")
+    if args.decode_attention not in DECODE_ATTENTION:
+        errs.append(f"decode_attention={args.decode_attention}: one of {', '.join(DECODE_ATTENTION)}")
     if not errs:  # (the address checked before the model loads: a port in use is one line, not a traceback)
         import socket
 
@@ -91,7 +97,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.engine import EngineConfig
 
     engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
-                          speculate=args.speculate)
+                          speculate=args.speculate, decode_attention=args.decode_attention)
     try:
         backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
@@ -103,7 +109,8 @@ def run(items: List[str]) -> int:
     print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "
           f"mesh {dict(mesh.shape)} | engine {args.slots} slots, {backend.engine.num_pages - 1} pages of "
           f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB)"
-          f"{f', {args.speculate} drafts a step' if args.speculate else ''}, its step compiled in {warm:.1f} s | "
+          f"{f', {args.speculate} drafts a step' if args.speculate else ''}, decode rows by "
+          f"{backend.engine.attention_name()}, its step compiled in {warm:.1f} s | "
           + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
           file=sys.stderr, flush=True)
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn

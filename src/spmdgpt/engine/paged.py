@@ -22,7 +22,9 @@ capacity pages_per_seq x page_size, then `chunk` or 1 empty places where the uni
 keys and values), runs the model's one `block` on it (its cached path: the queries attend over
 the view under the mask of the query and key positions, causal inside a chunk), and scatters the
 new entries back into the pool at their pages and offsets. The gather is the path that runs on
-every backend; its cost is a copy of each row's whole page list per layer and step. Then the
+every backend; its cost is a copy of each row's whole page list per layer and step. On a GPU or a
+TPU the decode rows instead write their keys and values and attend by the platform's
+paged-attention kernel, which reads the pages in place (`Step`'s kernel, `pool_layouts`). Then the
 last token of each row is sampled with the row's own parameters and PRNG stream: row r's key for
 its i-th new token is fold_in(fold_in(key(seed), stream), i), so a seeded request samples the
 same tokens whatever else runs beside it.
@@ -30,7 +32,7 @@ same tokens whatever else runs beside it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -42,13 +44,13 @@ from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.head import embed, unembed
-from spmdgpt.model.kernels import causal_mask, window_mask
+from spmdgpt.model.kernels import causal_mask, paged_decode_attention, window_mask
 from spmdgpt.model.layers import dtype_of, norm
 from spmdgpt.model.layers import pick_rows as _pick
 from spmdgpt.model.loss import mtp_input
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
-from spmdgpt.sharding import Rules
+from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
 
@@ -59,6 +61,8 @@ class Layout(NamedTuple):
     seq_axis: int  # the sequence axis in the unit's per-layer shape [batch, ...]
     rest: tuple  # the per-token shape (the unit's shape without batch and sequence)
     logical: tuple  # the per-token logical axes
+    lead: int = 0  # axes of `rest` the pool holds before its layer axis (the paged kernels' keys and values:
+    #   [heads, layers, pages, page_size, head_dim], so that [heads, layers x pages, ...] is a free reshape)
 
 
 def states(cfg: ModelConfig) -> dict:
@@ -92,16 +96,35 @@ def layouts(cfg: ModelConfig) -> dict:
     return out
 
 
-def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts: int = 0, slots: int = 0) -> dict:
-    """An empty pool: {name: [layers, pages, page_size, ...rest]} in the compute dtype, the heads
-    split as the rule table splits them, the pages whole on every device. The layers: the model's
-    (a hybrid's softmax-attention layers), then the first `drafts` multi-token-prediction modules'
+def pool_layouts(cfg: ModelConfig, kernel: Optional[str] = None) -> dict:
+    """{name: Layout} of the pool's arrays: the unit's (`layouts`), but as a paged-attention
+    kernel reads keys and values (`Step`'s kernel): the GPU's head-first ([heads, layers, pages,
+    page_size, head_dim]); the TPU's one array "kv" whose heads interleave keys and values (key
+    head i at 2i, its value at 2i + 1: `ragged_paged_attention`'s pages)."""
+    units = layouts(cfg)
+    if kernel == "gpu":
+        return {name: lay._replace(lead=1) for name, lay in units.items()}
+    if kernel == "tpu":
+        k = units["k"]
+        return {"kv": k._replace(rest=(2 * k.rest[0],) + k.rest[1:])}
+    return units
+
+
+def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts: int = 0, slots: int = 0,
+              kernel: Optional[str] = None) -> dict:
+    """An empty pool: {name: [layers, pages, page_size, ...rest]} in the compute dtype (a paged
+    kernel's keys and values as `pool_layouts` lays them out), the heads split as the rule table
+    splits them, the pages whole on every device. The layers: the model's (a
+    hybrid's softmax-attention layers), then the first `drafts` multi-token-prediction modules'
     (speculative decoding's drafter). A hybrid's Gated DeltaNet layers add {name: [their layers,
     slots + 1, ...]}: each slot's state, and a null slot (`slots`) that idle rows write."""
     linear = linear_layers(cfg)
-    paged = {name: jnp.zeros((linear.count(False) + drafts, pages, page_size) + lay.rest, dtype_of(cfg.compute_dtype),
-                             out_sharding=rules.spec("layers", None, None, *lay.logical))
-             for name, lay in layouts(cfg).items()}
+    layers = linear.count(False) + drafts
+    paged = {name: jnp.zeros(lay.rest[:lay.lead] + (layers, pages, page_size) + lay.rest[lay.lead:],
+                             dtype_of(cfg.compute_dtype),
+                             out_sharding=rules.spec(*lay.logical[:lay.lead], "layers", None, None,
+                                                     *lay.logical[lay.lead:]))
+             for name, lay in pool_layouts(cfg, kernel).items()}
     return {**paged, **{name: jnp.zeros((sum(linear), slots + 1) + shape, dtype,
                                         out_sharding=rules.spec("layers", None, *logical))
                         for name, (shape, logical, dtype) in states(cfg).items()}}
@@ -254,20 +277,28 @@ def _view(pool: Array, layer: Array, table: Array, lay: Layout, rules: Rules) ->
     page_size (the table's last pages are the null page: room where the unit writes the step's
     keys and values)."""
     b, m = table.shape
-    spec = rules.spec("batch", None, None, *lay.logical)
-    rows = pool.at[layer, table].get(out_sharding=spec)  # [b, m, page_size, ...rest]
-    rows = jnp.reshape(rows, (b, m * pool.shape[2]) + lay.rest, out_sharding=rules.spec("batch", None, *lay.logical))
+    lead = lay.lead
+    spec = rules.spec(*lay.logical[:lead], "batch", None, None, *lay.logical[lead:])
+    rows = pool.at[(slice(None),) * lead + (layer, table)].get(out_sharding=spec)  # [b, m, page_size, ...rest]
+    rows = jnp.moveaxis(rows, tuple(range(lead)), tuple(range(3, 3 + lead)))  # (a head-first pool's)
+    rows = jnp.reshape(rows, (b, m * pool.shape[lead + 2]) + lay.rest,
+                       out_sharding=rules.spec("batch", None, *lay.logical))
     return jnp.moveaxis(rows, 1, lay.seq_axis)
 
 
-def _written(pool: Array, layer: Array, arrays: Array, lay: Layout, capacity: int, t: int, pages: Array,
-             offsets: Array, rules: Rules) -> Array:
-    """The pool with the view's new entries (places capacity..capacity + t of `arrays`, the unit's
-    layout) written into layer `layer` at their pages and offsets ([b t] each)."""
+def _entries(arrays: Array, lay: Layout, capacity: int, t: int, rules: Rules) -> Array:
+    """The view's new entries (places capacity..capacity + t of `arrays`, the unit's layout) as
+    [b * t, ...rest]."""
     new = jnp.moveaxis(arrays, lay.seq_axis, 1)[:, capacity:capacity + t]  # [b, t, ...rest]
-    new = jnp.reshape(new, (-1,) + lay.rest, out_sharding=rules.spec("batch", *lay.logical)).astype(pool.dtype)
-    new = jax.sharding.reshard(new, rules.spec(None, *lay.logical))
-    return pool.at[layer, pages, offsets].set(new, out_sharding=jax.typeof(pool).sharding.spec)
+    return jnp.reshape(new, (-1,) + lay.rest, out_sharding=rules.spec("batch", *lay.logical))
+
+
+def _put(pool: Array, layer: Array, new: Array, lay: Layout, pages: Array, offsets: Array, rules: Rules) -> Array:
+    """The pool with entries new [n, ...rest] written into layer `layer` at pages and offsets [n]."""
+    new = jax.sharding.reshard(new.astype(pool.dtype), rules.spec(None, *lay.logical))
+    new = jnp.moveaxis(new, tuple(range(1, 1 + lay.lead)), tuple(range(lay.lead)))  # (a head-first pool's)
+    return pool.at[(slice(None),) * lay.lead + (layer, pages, offsets)].set(
+        new, out_sharding=jax.typeof(pool).sharding.spec)
 
 
 class Group(NamedTuple):
@@ -280,6 +311,7 @@ class Group(NamedTuple):
     k_pos: Array  # [b, capacity + room x page_size]: each place's key position (-1: none)
     mask: Array  # [b, t, capacity + room x page_size]: which places each token attends to
     where: tuple  # ([b * t] pages, [b * t] offsets): where the rows' new entries go in the pool
+    decode: bool  # the decode rows (one query each without drafts: what a paged kernel attends)
 
 
 class Step:
@@ -294,15 +326,26 @@ class Step:
     the model agrees with and samples one token more (n = D + 1 places, count 1..D + 1), and after
     every group the first D modules run over its rows (their own pages in the pool, layers
     num_layers..num_layers + D - 1) and draft the row's next D tokens by their argmax; a prefill
-    row samples one token (n = 1) and drafts after it."""
+    row samples one token (n = 1) and drafts after it.
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0):
+    With `kernel` ('gpu' or 'tpu', `kernels.paged_kernel_error` permitting), the decode rows'
+    attention layers write their keys and values into the pool and attend over their pages by
+    the platform's paged-attention kernel (`kernels.paged_decode_attention`), which reads each
+    page where it lies, with no gathered copy; the keys and values are then kept head-first
+    (`layouts`), all layers' pages one page range for the kernel (layer l's page i: l x pages +
+    i). Prefill rows gather as before. A kernel of another platform than the mesh's runs in
+    Pallas' interpreter (a CPU's tests)."""
+
+    def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0,
+                 kernel: Optional[str] = None):
         self.cfg, self.rules, self.page_size, self.vocab_limit = cfg, rules, page_size, vocab_limit
-        self.drafts = drafts
+        self.drafts, self.kernel = drafts, kernel
+        self.interpret = kernel is not None and kernel != platform()
         self.layouts, self.states = layouts(cfg), states(cfg)
+        self.pools = pool_layouts(cfg, kernel)  # (the unit's arrays, or as the kernel reads them)
         self.run = jax.jit(self._step, donate_argnums=1, static_argnames="groups")
 
-    def _group(self, rules: Rules, rows: Rows, draw: Draw) -> Group:
+    def _group(self, rules: Rules, rows: Rows, draw: Draw, decode: bool) -> Group:
         ps = self.page_size
         rows = Rows(*(jax.sharding.reshard(a, rules.spec("batch", *([None] * (a.ndim - 1)))) for a in rows))
         t = rows.tokens.shape[1]
@@ -319,19 +362,62 @@ class Step:
         page = jnp.sum(jnp.where(hit, rows.table[:, None], 0), axis=-1)
         where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
         draw = Draw(*(jax.sharding.reshard(a, rules.spec("batch")) for a in draw))
-        return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where)
+        return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where, decode)
 
     def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None):
         """One block over a group's rows, reading layer `layer` of the pool and writing its new entries."""
         if stack == "linear_blocks":
             return self._state_layer(rules, p, x, pool, layer, g, mask)
         b, t = g.rows.tokens.shape
-        view = {n: _view(pool[n], layer, g.table, lay, rules) for n, lay in self.layouts.items()}
-        x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, LayerCache(view, mask, jnp.int32(g.capacity)),
+        if self.kernel and g.decode:
+            paged = lambda q, k, v: self._paged(rules, pool, layer, g, q, k, v)  # noqa: E731
+            cache = LayerCache({}, mask, jnp.int32(0), paged=paged)
+            x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, cache, window=window, stack=stack)
+            return x, {**pool, **kv}
+        x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b,
+                         LayerCache(self._views(pool, layer, g.table, rules), mask, jnp.int32(g.capacity)),
                          window=window, stack=stack)
-        pool = {**pool, **{n: _written(pool[n], layer, kv[n], lay, g.capacity, t, *g.where, rules)
-                           for n, lay in self.layouts.items()}}
-        return x, pool
+        new = {n: _entries(kv[n], lay, g.capacity, t, rules) for n, lay in self.layouts.items()}
+        return x, self._store(pool, layer, new, g.where, rules)
+
+    def _views(self, pool: dict, layer, table: Array, rules) -> dict:
+        """{the unit's name: layer `layer`'s pages of each row in its cache layout} (`_view`)."""
+        if "kv" not in self.pools:
+            return {n: _view(pool[n], layer, table, lay, rules) for n, lay in self.pools.items()}
+        both = _view(pool["kv"], layer, table, self.pools["kv"], rules)  # [b, 2K, capacity, h]: k, v interleaved
+        heads = self.pools["kv"].logical[0]
+        pairs = jnp.reshape(both, (both.shape[0], both.shape[1] // 2, 2) + both.shape[2:],
+                            out_sharding=rules.spec("batch", heads, None, None, "head_dim"))
+        return {"k": pairs[:, :, 0], "v": pairs[:, :, 1]}
+
+    def _store(self, pool: dict, layer, new: dict, where: tuple, rules) -> dict:
+        """The pool with the unit's new entries ({name: [n, ...rest]}) written into layer `layer` at
+        `where`'s pages and offsets."""
+        if "kv" in self.pools:  # (keys and values interleaved: [n, K, 2, h] -> [n, 2K, h])
+            k, v = new["k"], new["v"]
+            both = jnp.stack([k, v], axis=2)
+            new = {"kv": jnp.reshape(both, (k.shape[0], 2 * k.shape[1]) + k.shape[2:],
+                                     out_sharding=rules.spec("batch", *self.pools["kv"].logical))}
+        return {**pool, **{n: _put(pool[n], layer, a, self.pools[n], *where, rules) for n, a in new.items()}}
+
+    def _paged(self, rules, pool: dict, layer, g: Group, q: Array, k: Array, v: Array):
+        """A decode group's attention by the paged kernel: q, k, v [b, heads, 1, h] (q scaled) ->
+        (o [b, heads, 1, h], the pool's keys and values with k and v written into layer `layer`).
+        The kernel reads every layer's pages as one range (a free reshape of the pool): layer l's
+        page i is l x pages + i."""
+        written = self._store(pool, layer, {"k": k[:, :, 0], "v": v[:, :, 0]}, g.where, rules)
+        if "kv" in self.pools:  # [layers, pages, page_size, 2K, h]
+            layers, pages = written["kv"].shape[:2]
+            arrays = (jnp.reshape(written["kv"], (layers * pages,) + written["kv"].shape[2:]),)
+        else:  # k, v [K, layers, pages, page_size, h]
+            heads, layers, pages = written["k"].shape[:3]
+            arrays = tuple(jnp.reshape(written[n], (heads, layers * pages) + written[n].shape[3:]) for n in ("k", "v"))
+        position = g.rows.positions[:, 0]
+        lengths = jnp.where(position >= 0, position + 1, 0).astype(jnp.int32)
+        o = paged_decode_attention(q[:, :, 0], arrays, g.rows.table + layer * pages, lengths, rules, self.kernel,
+                                   self.interpret)
+        return (jax.sharding.reshard(o[:, :, None], rules.spec("batch", "heads", "seq", "head_dim")),
+                {n: written[n] for n in self.pools})
 
     def _state_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array):
         """A Gated DeltaNet layer over a group's rows: each row's state read from its slot (a zero
@@ -363,8 +449,8 @@ class Step:
               groups: tuple = (True, True)):
         cfg, rules = self.cfg, self.rules.whole_sequences()
         params = whole_stack(rules, params)
-        live = [self._group(rules, r, d) for r, d, on in ((decode, draw_d, groups[0]), (prefill, draw_p, groups[1]))
-                if on]
+        live = [self._group(rules, r, d, i == 0) for i, (r, d, on) in
+                enumerate(((decode, draw_d, groups[0]), (prefill, draw_p, groups[1]))) if on]
         verifying = [i == 0 and self.drafts > 0 for i, on in enumerate(groups) if on]  # (decode rows with drafts)
         xs = tuple(embed(cfg, rules, params, g.rows.tokens) for g in live)
 

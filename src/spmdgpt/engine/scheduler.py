@@ -32,7 +32,8 @@ import numpy as np
 from spmdgpt.config import ModelConfig, linear_layers
 from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
 from spmdgpt.engine.pages import Pages, chain
-from spmdgpt.sharding import Rules
+from spmdgpt.model.kernels import PAGED_KERNEL_PLATFORMS, paged_kernel_error
+from spmdgpt.sharding import Rules, platform
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class EngineConfig:
     speculate: int = 0  # tokens drafted a step by the model's multi-token-prediction modules (<= model.mtp_depth)
     context: int = 0  # the longest prompt + new tokens a sequence may hold (0: the model's context): the page
     #   tables' width, so what each step gathers and attends over
+    decode_attention: str = "auto"  # auto | gather | kernel: how decode rows attend over their pages (`decode_kernel`)
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
@@ -60,6 +62,26 @@ def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
                 "(model.mtp_depth=0); train one with model.mtp_depth=1 or more, or leave speculate=0")
     return (f"speculate={speculate}: the drafts come from the model's multi-token-prediction modules and it has "
             f"model.mtp_depth={cfg.mtp_depth}; set speculate between 0 and {cfg.mtp_depth}")
+
+
+def decode_kernel(choice: str, cfg: ModelConfig, rules: Rules, page_size: int, pages_per_seq: int,
+                  drafts: int) -> Optional[str]:
+    """The platform whose paged-attention kernel the decode rows use ('gpu', 'tpu'), or None (the
+    gather): `decode_attention` auto takes the kernel of this mesh's platform where JAX ships one
+    and the model and mesh allow it (`kernels.paged_kernel_error`), gather never, kernel always
+    (an error where it cannot; on a CPU the GPU kernel in Pallas' interpreter: the tests')."""
+    if choice not in ("auto", "gather", "kernel"):
+        raise ValueError(f"engine decode_attention={choice!r}: one of auto, gather, kernel")
+    if choice == "gather":
+        return None
+    here = platform()
+    kernel = here if here in PAGED_KERNEL_PLATFORMS else "gpu"
+    why = paged_kernel_error(cfg, rules, kernel, page_size, pages_per_seq, drafts)
+    if choice == "auto":
+        return kernel if here == kernel and why is None else None
+    if why:
+        raise ValueError(f"engine decode_attention=kernel: {why}; use decode_attention=auto or gather")
+    return kernel
 
 
 def batch_engine(rows: int, prompt_tokens: int, new_tokens: int, page_size: int = 16) -> EngineConfig:
@@ -139,7 +161,9 @@ class Engine:
             raise ValueError(f"engine pages={self.num_pages}: the pool needs page 0 (the null page) and at least one "
                              "more")
         self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size, self.drafts, self.slots_n)
-        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts)
+        self.kernel = decode_kernel(config.decode_attention, cfg, rules, self.page_size, self.pages_per_seq,
+                                    self.drafts)
+        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts, self.kernel)
         self._pool = None  # (made at the first step: `lower` needs none)
         self.compiled: dict = {}  # {groups: an executable of the step compiled ahead of time (`use`)}
         # (a hybrid's Gated DeltaNet state is not in pages: a sequence cannot start after shared ones)
@@ -150,6 +174,13 @@ class Engine:
         self.steps = 0
         self.preemptions = 0
         self.drafted = self.accepted = 0  # speculative decoding: drafts checked and accepted, so far
+
+    def attention_name(self) -> str:
+        """How the decode rows attend, in words (the serve and plan lines)."""
+        if self.kernel is None:
+            return "the gather of their pages"
+        interpreted = " (interpreted)" if self.step_fn.interpret else ""
+        return f"the {self.kernel.upper()} paged-attention kernel{interpreted}"
 
     # ----------------------------------------------------------------------------- requests
 
@@ -377,18 +408,20 @@ class Engine:
 
     @property
     def pool(self) -> dict:
-        """The pages' contents on the devices ({name: [layers, pages, page_size, ...]})."""
+        """The pages' contents on the devices ({name: [layers, pages, page_size, ...]}; with a paged
+        kernel, keys and values [heads, layers, pages, page_size, head_dim])."""
         if self._pool is None:
             cfg, rules = self.cfg, self.rules
             self._pool = jax.jit(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts,
-                                                   self.slots_n))()
+                                                   self.slots_n, self.kernel))()
         return self._pool
 
     def shapes(self) -> tuple:
         """The step's inputs but the parameters, as ShapeDtypeStructs: (pool, decode Rows, prefill
         Rows, decode Draw, prefill Draw)."""
         cfg, rules, m = self.cfg, self.rules, self.pages_per_seq
-        pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts, self.slots_n))
+        pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts, self.slots_n,
+                                                self.kernel))
         spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=rules.sharding(*([None] * a.ndim)))
         host = lambda arrays: tuple(spec(a) for a in arrays)
         return (pool, Rows(*host(_rows(self.slots_n, 1 + self.drafts, m, self.slots_n))),

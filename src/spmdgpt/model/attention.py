@@ -51,7 +51,7 @@ positions: one query per row attends over the whole cache, where fused kernels g
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -402,6 +402,9 @@ class LayerCache(NamedTuple):
     mask: Optional[jax.Array]  # [batch, queries, capacity]: causal_mask(query positions, slot
     #   positions); None in a prefill (the queries attend only to each other, by the backend)
     end: jax.Array  # int32 scalar: where this pass's keys and values go
+    paged: Optional[Callable] = None  # the inference engine's paged-attention kernel for a decode step:
+    #   (q, k, v [b, heads, 1, h]; q scaled) -> (o [b, heads, 1, h], the pool with k and v written), in place
+    #   of `arrays` and `mask` (`engine.paged.Step`)
 
 
 def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: UnitInputs):
@@ -421,8 +424,11 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     positions, batch, cache = u.positions, u.batch, u.cache
     if cache is not None and cache.mask is not None:
         q, k, v = project(cfg, rules, p, x, positions, batch, window=u.window)  # [b, n, t, h]
-        kv = write_cache(cache, 2, k=k, v=v)
-        o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules, sinks=p.sinks)
+        if cache.paged is not None:  # the keys and values go into the engine's pages, a kernel attends
+            o, kv = cache.paged(q * jnp.asarray(q.shape[-1] ** -0.5, q.dtype), k, v)
+        else:
+            kv = write_cache(cache, 2, k=k, v=v)
+            o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules, sinks=p.sinks)
         return output_projection(rules, p, gated(o, output_gate(cfg, rules, p, x, batch, True))), kv, {}
     backend = sequence_backend(cfg, rules)
     head_major = backend != AttentionImpl.cudnn

@@ -7,12 +7,14 @@ backend runs (`attention_backend`: model.attention on this platform, with its ch
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import List, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig
+from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads, layer_windows
 from spmdgpt.sharding import Rules
 from spmdgpt.sharding import platform as mesh_platform
 
@@ -182,3 +184,118 @@ def config_errors(cfg: ModelConfig, seq_len: Optional[int] = None) -> List[str]:
         errs.append(f"model.attention=splash needs data.seq_len a multiple of 128 (got {seq_len}): "
                     "its kernels work in tiles of 128 positions; change data.seq_len or use model.attention=xla")
     return errs
+
+
+PAGED_KERNEL_PLATFORMS = ("gpu", "tpu")  # where JAX ships a paged-attention kernel (Pallas: Triton, Mosaic TPU)
+
+
+def paged_kernel_blocks(pages_per_seq: int, page_size: int) -> tuple:
+    """(pages a kernel step reads, key splits) for page tables `pages_per_seq` wide: the most
+    pages, up to 8 and a power of two, that divide the table, then the most splits of the table
+    (GPU: up to 16, each a multiple of the pages a step reads; the splits' partial softmaxes are
+    combined at the end) that divide what is left."""
+    block = next(p for p in (8, 4, 2, 1) if pages_per_seq % p == 0)
+    splits = next(s for s in (16, 8, 4, 2, 1) if (pages_per_seq // block) % s == 0)
+    return block, splits
+
+
+def paged_decode_attention(q: jax.Array, pages: tuple, table: jax.Array, lengths: jax.Array, rules: Rules,
+                           platform: str, interpret: bool = False) -> jax.Array:
+    """One query per row over its pages, by the paged-attention kernel JAX ships for `platform`:
+    q [b, n, h] (scaled: the kernels do not scale the scores), table [b, pages_per_seq] (rows'
+    pages, indices into `pages`), lengths [b] (a row attends to its first `length` keys: positions
+    0..length - 1 in table order; 0: an idle row, whose output is left undefined) -> [b, n, h].
+
+    - 'gpu': `pallas.ops.gpu.paged_attention` (Triton), pages = (k, v) [K, pages, page_size, h];
+    - 'tpu': `pallas.ops.tpu.ragged_paged_attention` (Mosaic; its queries ragged, here one per
+      row), pages = (kv,) [pages, page_size, 2K, h], key head i at 2i and its value at 2i + 1.
+      (The older `pallas.ops.tpu.paged_attention` does not lower with JAX 0.12's Mosaic checks.)
+
+    Per device inside `shard_map`, as the fused kernels: rows over the batch axes, heads over the
+    model axis (K heads split like the n query heads: `paged_kernel_error`). interpret (the tests'
+    CPUs): the GPU kernel in Pallas' interpreter; the TPU kernel's contract by
+    `interleaved_reference` (Pallas' TPU interpreter cannot run that kernel's ref reshapes, JAX
+    0.12.0.1), so the tests check the pool's layout and `spmdgpt plan topology=v5e-..` the kernel."""
+    heads = "heads" if q.shape[1] == (pages[0].shape[0] if platform == "gpu" else pages[0].shape[2] // 2) \
+        else "kv_heads"
+    q_spec, row_spec = rules.spec("batch", "heads", None), rules.spec("batch", None)
+    page_spec = (rules.spec(heads, None, None, None) if platform == "gpu" else rules.spec(None, None, heads, None))
+    block, splits = paged_kernel_blocks(table.shape[1], pages[0].shape[-2])
+
+    def local(q, table, lengths, *pages):
+        if platform == "tpu" and interpret:
+            return interleaved_reference(q, pages[0], table, lengths)
+        if platform == "tpu":
+            from jax.experimental.pallas.ops.tpu.ragged_paged_attention import ragged_paged_attention
+
+            b = q.shape[0]
+            # (block sizes given: its table of tuned ones looks at the host's device, not the target)
+            starts, seqs = jnp.arange(b + 1, dtype=jnp.int32), jnp.full((1,), b, jnp.int32)  # (a query a row)
+            return ragged_paged_attention(q, pages[0], jnp.maximum(lengths, 1), table, starts, seqs,
+                                          num_kv_pages_per_block=block, num_queries_per_block=min(b, 8))
+        with warnings.catch_warnings():  # (its module warns on import: Pallas' Triton ops are deprecated)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from jax.experimental.pallas.ops.gpu.paged_attention import paged_attention
+        return paged_attention(q, *pages, table, lengths, pages_per_compute_block=block, k_splits=splits,
+                               interpret=interpret)
+
+    specs = (q_spec, row_spec, rules.spec("batch")) + (page_spec,) * len(pages)
+    args = [jax.sharding.reshard(a, s) for a, s in zip((q, table, lengths) + tuple(pages), specs, strict=True)]
+    # (check_vma=False: the Pallas kernels' outputs carry no varying-axes annotation)
+    return jax.shard_map(local, in_specs=specs, out_specs=q_spec, check_vma=False)(*args)
+
+
+def interleaved_reference(q: jax.Array, kv: jax.Array, table: jax.Array, lengths: jax.Array) -> jax.Array:
+    """What `ragged_paged_attention` computes for one query per row, by a gather: q [b, n, h]
+    (scaled), kv [pages, page_size, 2K, h] (key head i at 2i, its value at 2i + 1), table [b, m],
+    lengths [b] -> [b, n, h]."""
+    b, n, h = q.shape
+    rows = kv[table]  # [b, m, page_size, 2K, h]
+    K = rows.shape[3] // 2
+    rows = jnp.reshape(rows, (b, -1, K, 2, h))
+    k, v = rows[..., 0, :], rows[..., 1, :]
+    scores = jnp.einsum("bkgh,btkh->bkgt", jnp.reshape(q, (b, K, n // K, h)), k, preferred_element_type=jnp.float32)
+    scores = jnp.where(jnp.arange(k.shape[1]) < lengths[:, None, None, None], scores, jnp.finfo(jnp.float32).min)
+    o = jnp.einsum("bkgt,btkh->bkgh", jax.nn.softmax(scores, axis=-1).astype(v.dtype), v)
+    return jnp.reshape(o, (b, n, h))
+
+
+def paged_kernel_error(cfg: ModelConfig, rules: Rules, platform: str, page_size: int, pages_per_seq: int,
+                       drafts: int) -> Optional[str]:
+    """Why the engine's decode rows cannot attend by `paged_decode_attention` on `platform` for
+    this model, mesh and pool, or None: the kernels take one query per row over key/value heads
+    (no MLA latents), a plain causal softmax (no sliding window, no sinks), key/value heads split
+    as the query heads are; the GPU's Triton blocks are powers of two of at least 16 (head width,
+    pages a step x page_size), the TPU's heads are lanes of 128 and its key/value heads per device
+    a whole number of tiles (`ragged_paged_attention`'s own check)."""
+    if cfg.mla.kv_rank:
+        return "MLA caches latents, and the kernels read key and value pages"
+    if any(layer_windows(cfg)):
+        return "the kernels have no sliding window (model.sliding_window)"
+    if cfg.attention_sinks:
+        return "the kernels have no attention sinks (model.attention_sinks)"
+    if drafts:
+        return "a decode row with drafts (speculate=) has more than the one query the kernels take"
+    K, h = kv_heads(cfg), head_dim(cfg)
+    if K != cfg.num_heads and rules.spec("kv_heads") != rules.spec("heads"):
+        return "the key/value heads are not split over the model axis as the query heads are"
+    two = lambda x: x >= 16 and x & (x - 1) == 0  # noqa: E731
+    if platform == "gpu":
+        block = paged_kernel_blocks(pages_per_seq, page_size)[0] * page_size
+        if not two(h):
+            return f"the GPU kernel's head width must be a power of two of at least 16 (the model's: {h})"
+        if not two(block):
+            return (f"the GPU kernel reads {block} tokens a step (page_size={page_size} x pages), not a power of "
+                    "two of at least 16 (a page_size of a power of two, such as 16, gives one)")
+    if platform == "tpu":
+        if h % 128:
+            return f"the TPU kernel's head width must be a multiple of 128 (the model's: {h})"
+        from spmdgpt.model.layers import dtype_of
+
+        packing = 4 // dtype_of(cfg.compute_dtype).itemsize
+        axes = rules.spec("kv_heads" if K != cfg.num_heads else "heads")[0] or ()
+        tiles = 2 * K // math.prod(rules.mesh.shape[a] for a in ((axes,) if isinstance(axes, str) else axes))
+        if tiles % packing or not (tiles // packing in (1, 2, 4, 8) or tiles // packing % 8 == 0):
+            return (f"the TPU kernel takes 2 x key/value heads a device in whole tiles ({tiles} in "
+                    f"{cfg.compute_dtype.value}: 2, 4, 8, 16 or a multiple of 16 in bfloat16)")
+    return None
