@@ -15,7 +15,7 @@ from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.data import CharTokenizer
 from spmdgpt.model import forward, init_params
 from spmdgpt.model.grpo import grpo_objective, grpo_terms, token_logps
-from spmdgpt.rl.rewards import RewardError, exact, final_answer, numeric, regex, reward_function, score
+from spmdgpt.rl.rewards import RewardError, digits, exact, final_answer, numeric, regex, reward_function, score
 from spmdgpt.rl.rollouts import group_advantages
 from spmdgpt.sharding import Rules, make_mesh
 
@@ -31,12 +31,17 @@ def test_builtin_rewards():
     assert [numeric("", c, {"answer": "1234"}) for c in ("it is 1,234", "1234.0 apples", "12 then 1234", "1233",
                                                          "none", "-1234")] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert numeric("", "x = -0.5", {"answer": -0.5}) == 1.0 and numeric("", "7", {"answer": "no number"}) == 0.0
+    assert [digits("", c, {"answer": "432"}) for c in ("432", "431", "32", "1432", "-432", "x", "it is 532")] == [
+        1.0, 2 / 3, 2 / 3, 3 / 4, 3 / 4, 0.0, 2 / 3]
+    assert digits("", "-7", {"answer": "-17"}) == 2 / 3 and digits("", "4.5", {"answer": "4.5"}) == 1.0
+    assert digits("", "-17", {"answer": "17"}) == 2 / 3
     assert regex("", " 4[2] ", {"answer": r"4\[\d\]"}) == 1.0 and regex("", "42!", {"answer": r"\d+"}) == 0.0
     assert reward_function("numeric") is numeric and reward_function("math:isfinite") is math.isfinite
 
 
 def test_reward_errors_name_the_field_or_the_record():
-    with pytest.raises(ConfigError, match=r"^rl.reward=close: unknown reward; use one of exact, numeric, regex"):
+    with pytest.raises(ConfigError, match=r"^rl.reward=close: unknown reward; use one of exact, numeric, digits, "
+                                          r"regex"):
         reward_function("close")
     with pytest.raises(ConfigError, match=r"^rl.reward=no_such_module:f: cannot import it \(ModuleNotFoundError"):
         reward_function("no_such_module:f")
@@ -446,8 +451,10 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["rl.reward=close"], "rl.reward=close: unknown reward; use one of exact, numeric, regex or module:function"),
+    (["rl.reward=close"], "rl.reward=close: unknown reward; use one of exact, numeric, digits, regex or "
+                          "module:function"),
     (["rl.group_size=3"], "data.batch_size=8 must be a multiple of rl.group_size=3"),
+    (["rl.val_reward=close"], "rl.val_reward=close: unknown reward; use one of exact, numeric, digits, regex"),
     (["mesh.stage=2", "mesh.data=1"], "prompts data (GRPO) does not work with mesh.stage=2: pipeline stages"),
     (["rl.updates_per_batch=3"], "checkpoint.every=2 must be a multiple of rl.updates_per_batch=3"),
     (["BAD_FILE"], 'add.jsonl:2: a prompts record is {"prompt": text or messages, "answer": ...}; this one has '
@@ -573,12 +580,14 @@ def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path, capsys, monkey
     sft, rl = tmp_path / "sft", tmp_path / "rl"
     assert main(["train", "+experiment=arithmetic_sft", "train.steps=4", "train.progress=false", f"run.dir={sft}"]) == 0
     assert main(["train", "+experiment=arithmetic_grpo", f"checkpoint.init_from={sft}", "train.steps=2",
-                 "train.progress=false", "train.log_every=1", "rl.val_prompts=8", f"run.dir={rl}"]) == 0
+                 "train.progress=false", "train.log_every=1", "rl.val_prompts=8", "rl.reward=digits",
+                 "rl.val_reward=numeric", f"run.dir={rl}"]) == 0  # (trained on partial credit, evaluated exactly)
     assert (rl / "tokenizer.json").read_text() == (sft / "tokenizer.json").read_text()
     rows = [r for r in read_jsonl(rl / "metrics.jsonl") if "rl/reward" in r]
     assert [r["step"] for r in rows] == [1, 2] and all(1 <= r["rl/length"] <= 6 for r in rows)
     samples = [json.loads(x) for x in (rl / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 4 and all(s["prompt"][0]["role"] == "user" for s in samples)
+    assert all(s["reward"] == numeric("", s["completion"], {"answer": s["answer"]}) for s in samples)
     # the SFT run's val/reward (rl.eval_prompts): greedy answers to the GRPO run's own held-out prompts
     sft_rewards = [r for r in read_jsonl(sft / "metrics.jsonl") if "val/reward" in r]
     assert [r["step"] for r in sft_rewards] == [4] and (64 * sft_rewards[0]["val/reward"]) % 1 == 0
@@ -586,7 +595,7 @@ def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path, capsys, monkey
     assert [s["prompt"] for s in sft_samples] == [s["prompt"] for s in samples]
     # with LoRA: adapters on the frozen SFT model, which is also the KL's reference
     assert main(["train", "+experiment=arithmetic_grpo", f"checkpoint.init_from={sft}", "train.steps=2",
-                 "train.progress=false", "train.log_every=1", "rl.val_prompts=8", "lora.rank=4",
+                 "train.progress=false", "train.log_every=1", "rl.val_prompts=8", "lora.rank=4", "rl.reward=digits",
                  f"run.dir={tmp_path / 'lora'}"]) == 0
     lora = [r for r in read_jsonl(tmp_path / "lora" / "metrics.jsonl") if "rl/reward" in r]
     assert lora[0]["rl/kl"] == 0.0 and lora[0]["rl/reward"] == rows[0]["rl/reward"]  # (B = 0: the same policy)

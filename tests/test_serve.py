@@ -142,6 +142,10 @@ def test_completions_through_the_openai_client(stair_run, capsys):
             got, _, body = _post(server.url + "/v1/completions", request)
             assert (got, body["error"]["param"]) == (status, param), (request, body)
             assert body["error"]["message"] and body["error"]["type"].endswith("_error")
+        for path, status, message in (("/v1/nothing", 404, "POST /v1/nothing: no such route"),
+                                      ("/health", 405, "POST /health: Method Not Allowed")):  # (JSON, as the API's)
+            got, _, body = _post(server.url + path, {})
+            assert (got, body["error"]["message"]) == (status, message)
         with pytest.raises(openai.BadRequestError, match="has no chat template"):
             server.client.chat.completions.create(model="stair", messages=[{"role": "user", "content": "1"}])
     finally:
@@ -149,6 +153,8 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     assert code == 0, err
     assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err and "its step compiled in" in err
     assert "POST /v1/completions 200 " in err and "POST /v1/completions 404 " in err
+    assert "| temperature=-1.0 must be in [0.0, 2.0]" in err  # (a refused request's line says why)
+    assert "stopping (SIGTERM): no new requests; finishing the 0 running" in err and err.rstrip().endswith("stopped")
     assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
 
 

@@ -423,10 +423,17 @@ class Server:
 
     def __init__(self, backend: Backend, default_max_tokens: int = 16, log=sys.stderr):
         from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.responses import JSONResponse
         from starlette.routing import Route
 
+        async def http_error(request, exc):  # (an unknown path or method: the API's JSON error, not plain text)
+            what = "no such route" if exc.status_code == 404 else exc.detail
+            return JSONResponse(RequestError(exc.status_code, f"{request.method} {request.url.path}: {what}").body(),
+                                status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
         self.backend, self.default_max, self.log = backend, default_max_tokens, log
-        self.app = Starlette(routes=[
+        self.app = Starlette(exception_handlers={HTTPException: http_error}, routes=[
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
@@ -521,7 +528,7 @@ class Server:
             else:
                 backend.start(requests)
         except RequestError as e:
-            self._say(request, e.status, started)
+            self._say(request, e.status, started, e.message)
             headers = {"Retry-After": "1"} if e.status == 429 else None
             return JSONResponse(e.body(), status_code=e.status, headers=headers)
         ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"

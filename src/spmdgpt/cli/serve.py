@@ -8,6 +8,7 @@ directory, writes nothing."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,10 +117,14 @@ def run(items: List[str]) -> int:
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn
         # would raise the signal again once shut down, ending the process by it)
         def handle_exit(self, sig, frame):
+            if not self.should_exit:
+                print(f"stopping ({signal.Signals(sig).name}): no new requests; finishing the "
+                      f"{backend.engine.running()} running", file=sys.stderr, flush=True)
             super().handle_exit(sig, frame)
             getattr(self, "_captured_signals", []).clear()
 
     config = uvicorn.Config(server.app, host=args.host, port=args.port, log_level="warning",
                             timeout_graceful_shutdown=30)
     Uvicorn(config).run()
+    print("stopped", file=sys.stderr, flush=True)
     return EXIT_OK

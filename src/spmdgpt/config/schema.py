@@ -359,7 +359,7 @@ class RlConfig(Section):
     max_new_tokens: int = 32  # a completion's length at most (it stops at end-of-turn / end-of-text)
     temperature: float = 1.0  # sampling temperature of the rollouts
     top_p: float = 1.0  # nucleus sampling of the rollouts (1 = off)
-    reward: str = "exact"  # exact | numeric | regex | module:function (spmdgpt/rl/rewards.py)
+    reward: str = "exact"  # exact | numeric | digits | regex | module:function (spmdgpt/rl/rewards.py)
     clip: float = 0.2  # PPO's epsilon: the importance ratio's clip range [1 - clip, 1 + clip]
     clip_low: Optional[float] = None  # the range's lower side, 1 - clip_low (default: clip)
     clip_high: Optional[float] = None  # its upper side, 1 + clip_high (default: clip; DAPO's clip-higher: 0.28)
@@ -373,8 +373,11 @@ class RlConfig(Section):
     kl_beta: float = 0.0  # weight of the KL penalty to the reference (the parameters the run starts from)
     updates_per_batch: int = 1  # optimizer steps on each sampled batch (ratio against the sampling policy)
     val_prompts: int = 64  # held-out prompts answered greedily at each evaluation (val/reward)
+    val_reward: Optional[str] = None  # the reward val/reward scores by (default: rl.reward): e.g. train on partial
+    # credit (digits) and evaluate the exact answer (numeric)
     eval_prompts: Optional[str] = None  # a text (SFT) run: a prompts file whose held-out prompts (split as a GRPO
-    # run on it splits them, data.val_fraction) it answers greedily at each evaluation, scored by rl.reward: val/reward
+    # run on it splits them, data.val_fraction) it answers greedily at each evaluation, scored by rl.val_reward (default
+    # rl.reward): val/reward
     samples: int = 4  # completions written to samples.jsonl at each evaluation (with their rewards)
 
 

@@ -66,11 +66,21 @@ def config_errors(cfg: Config) -> List[str]:
     if u > 1 and cfg.checkpoint.every % u:
         errs.append(f"checkpoint.every={cfg.checkpoint.every} must be a multiple of rl.updates_per_batch={u} "
                     "(a checkpoint between a batch's updates could not resume its sampled batch)")
+    errs += val_reward_errors(cfg)
     try:
         reward_function(r.reward)
     except ConfigError as e:
         errs.extend(e.messages)
     return errs
+
+
+def val_reward_errors(cfg: Config) -> List[str]:
+    """rl.val_reward, when set: a reward that imports."""
+    try:
+        cfg.rl.val_reward and reward_function(cfg.rl.val_reward, "rl.val_reward")
+    except ConfigError as e:
+        return list(e.messages)
+    return []
 
 
 def _eval_prompts_errors(cfg: Config) -> List[str]:
@@ -83,4 +93,4 @@ def _eval_prompts_errors(cfg: Config) -> List[str]:
         errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1 (rl.eval_prompts' answers)")
     if r.val_prompts < 1:
         errs.append(f"rl.val_prompts={r.val_prompts} must be >= 1 (the held-out prompts rl.eval_prompts answers)")
-    return errs
+    return errs + val_reward_errors(cfg)

@@ -165,17 +165,22 @@ ADVICE = {
 
 
 class RewardEvaluator:
-    """The mean reward of greedy completions of the first rl.val_prompts validation prompts (the
-    same ones at every evaluation); the first rl.samples of them into samples.jsonl."""
+    """The mean reward (rl.val_reward, default rl.reward) of greedy completions of the first
+    rl.val_prompts validation prompts (the same ones at every evaluation); the first rl.samples
+    of them into samples.jsonl."""
 
     def __init__(self, cfg: Config, rollouts: Rollouts, val: List[Prompt], samples_path: Optional[Path]):
+        from spmdgpt.rl.rewards import reward_function
+
         self.rollouts, self.samples = rollouts, cfg.rl.samples
+        self.reward = reward_function(cfg.rl.val_reward, "rl.val_reward") if cfg.rl.val_reward else None
         self.prompts = val[: cfg.rl.val_prompts]
         self.samples_path = samples_path
 
     def __call__(self, params, step: int) -> tuple:
         """(mean reward, [(prompt, completion, reward)] of the samples)."""
-        _, texts, rewards = self.rollouts.complete(params, self.prompts, self.rollouts.sampling(0, greedy=True))
+        _, texts, rewards = self.rollouts.complete(params, self.prompts, self.rollouts.sampling(0, greedy=True),
+                                                   self.reward)
         shown = [(p, c, float(r)) for p, c, r in zip(self.prompts[: self.samples], texts, rewards, strict=False)]
         if self.samples_path is not None and shown:  # (a failed write raises files.WriteFailed)
             append_rows(self.samples_path, ({"step": step, "prompt": p.prompt, "completion": c, "reward": r,
@@ -187,7 +192,7 @@ def reward_evaluation(cfg: Config, rules: Rules, tokenizer, samples_path: Option
     """val/reward for a text run (SFT) with rl.eval_prompts: the file's validation prompts, split
     as a GRPO run on it splits them (by each line's hash under data.val_fraction: the same
     held-out prompts), tokenized by the run's tokenizer, answered greedily and scored by
-    rl.reward at each evaluation: an SFT run's curve beside a GRPO run's."""
+    rl.val_reward (default rl.reward) at each evaluation: an SFT run's curve beside a GRPO run's."""
     import dataclasses
 
     from spmdgpt.rl.rewards import reward_function

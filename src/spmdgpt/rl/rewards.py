@@ -12,6 +12,11 @@ Built-ins, on the completion's text (cut at the end-of-turn / end-of-text token 
     numeric   1.0 when the last number in the completion equals the number in `answer` (both
               parsed as decimals, thousands separators dropped; equal within 1e-6 relative),
               else 0.0; a completion without a number scores 0.0.
+    digits    partial credit for whole numbers: the share of places, aligned from the right (units
+              under units), where the completion's last number has `answer`'s digit, the sign a
+              place of its own where there is one: "432" for 432 scores 1.0, "431" and "32" 2/3,
+              "1432" and "-432" 3/4; no number 0.0; numbers that are not whole score as numeric.
+              A dense signal where exact answers are rare (the arithmetic walk's).
     regex     1.0 when `answer`, a regular expression, matches the whole stripped completion
               (re.fullmatch), else 0.0.
 
@@ -31,7 +36,7 @@ from typing import Callable
 
 from spmdgpt.config import ConfigError
 
-BUILTINS = ("exact", "numeric", "regex")
+BUILTINS = ("exact", "numeric", "digits", "regex")
 
 _FINAL = re.compile(r"(?:answer\s*(?::|is)|####)\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -82,26 +87,39 @@ def numeric(prompt: str, completion: str, record: dict) -> float:
     return float(math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=0.0) or got == want)
 
 
+def digits(prompt: str, completion: str, record: dict) -> float:
+    want, got = last_number(record["answer"]), last_number(completion)
+    if want is None or got is None:
+        return 0.0
+    if want != want.to_integral_value() or got != got.to_integral_value():
+        return numeric(prompt, completion, record)
+    w, g = (str(abs(int(x))) for x in (want, got))
+    same = sum(a == b for a, b in zip(w[::-1], g[::-1]))  # (units under units)
+    if want < 0 or got < 0:  # (the sign: one place more)
+        return (same + ((want < 0) == (got < 0))) / (max(len(w), len(g)) + 1)
+    return same / max(len(w), len(g))
+
+
 def regex(prompt: str, completion: str, record: dict) -> float:
     return float(re.fullmatch(str(record["answer"]), completion.strip(), re.DOTALL) is not None)
 
 
-def reward_function(name: str) -> Callable:
-    """The reward `rl.reward` names: a built-in or `module:function` (imported now; a ConfigError
-    naming the field when it does not import or is not callable)."""
+def reward_function(name: str, field: str = "rl.reward") -> Callable:
+    """The reward `field` (rl.reward, rl.val_reward) names: a built-in or `module:function`
+    (imported now; a ConfigError naming the field when it does not import or is not callable)."""
     if name in BUILTINS:
-        return {"exact": exact, "numeric": numeric, "regex": regex}[name]
+        return {"exact": exact, "numeric": numeric, "digits": digits, "regex": regex}[name]
     if ":" not in name:
-        raise ConfigError([f"rl.reward={name}: unknown reward; use one of {', '.join(BUILTINS)} or "
+        raise ConfigError([f"{field}={name}: unknown reward; use one of {', '.join(BUILTINS)} or "
                            "module:function (your own f(prompt, completion, record) -> float)"])
     module, _, attr = name.partition(":")
     try:
         fn = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
-        raise ConfigError([f"rl.reward={name}: cannot import it ({type(e).__name__}: {e}); the module must be "
+        raise ConfigError([f"{field}={name}: cannot import it ({type(e).__name__}: {e}); the module must be "
                            "importable (on PYTHONPATH) and define the function"]) from None
     if not callable(fn):
-        raise ConfigError([f"rl.reward={name}: {attr} is not a function"])
+        raise ConfigError([f"{field}={name}: {attr} is not a function"])
     return fn
 
 

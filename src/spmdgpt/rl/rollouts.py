@@ -142,14 +142,16 @@ class Rollouts:
         return SamplingParams(max_new_tokens=r.max_new_tokens, temperature=0.0 if greedy else r.temperature,
                               top_p=r.top_p, seed=step_seed(self.cfg.train.seed, step, draw), eos_id=self.stop_id)
 
-    def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams) -> tuple:
-        """(completion token lists (the stop token kept), their texts (without it), rewards)."""
+    def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams, reward: Optional[Callable] = None
+                 ) -> tuple:
+        """(completion token lists (the stop token kept), their texts (without it), rewards: by
+        `reward`, default the run's)."""
         stops = () if self.stop_id is None else (self.stop_id,)
         requests = [Request(list(p.tokens), sp.max_new_tokens, sp.temperature, sp.top_k, sp.top_p, sp.seed, r,
                             stop_ids=stops) for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed)
         new = [r.tokens for r in self.engine.run(requests, params)]
         texts = [self.tokenizer.decode(t[:-1] if t and t[-1] == self.stop_id else t) for t in new]
-        rewards = np.array([score(self.reward, p.prompt, text, p.record, p.where)
+        rewards = np.array([score(reward or self.reward, p.prompt, text, p.record, p.where)
                             for p, text in zip(prompts, texts, strict=True)], np.float64)
         return new, texts, rewards
 
