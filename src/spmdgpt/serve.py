@@ -80,8 +80,9 @@ def _number(body: dict, name: str, default, kind=float, low=None, high=None, low
         raise RequestError(400, f"{name}={value!r} must be {'an integer' if kind is int else 'a number'}", name)
     value = kind(value)
     if (low is not None and (value <= low if low_open else value < low)) or (high is not None and value > high):
-        bounds = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}]"
-        raise RequestError(400, f"{name}={value} must be in {bounds}", name)
+        if high is None:
+            raise RequestError(400, f"{name}={value} must be {'>' if low_open else '>='} {low}", name)
+        raise RequestError(400, f"{name}={value} must be in {'(' if low_open else '['}{low}, {high}]", name)
     return value
 
 
