@@ -331,9 +331,9 @@ class Step:
     With `kernel` ('gpu' or 'tpu', `kernels.paged_kernel_error` permitting), the decode rows'
     attention layers write their keys and values into the pool and attend over their pages by
     the platform's paged-attention kernel (`kernels.paged_decode_attention`), which reads each
-    page where it lies, with no gathered copy; the keys and values are then kept head-first
-    (`layouts`), all layers' pages one page range for the kernel (layer l's page i: l x pages +
-    i). Prefill rows gather as before. A kernel of another platform than the mesh's runs in
+    page where it lies, with no gathered copy; the pool then keeps keys and values as that kernel
+    reads them (`pool_layouts`), all layers' pages one page range for it (layer l's page i: l x
+    pages + i). Prefill rows gather as before. A kernel of another platform than the mesh's runs in
     Pallas' interpreter (a CPU's tests)."""
 
     def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0,
