@@ -3,7 +3,9 @@
 of `attention`: grouped-query heads as a layout can use them (`local_kv`, `repeat_kv`) and
 the masks (causal, sliding window, document; also the context ring's, `context`); and which
 backend runs (`attention_backend`: model.attention on this platform, with its checks,
-`config_errors`, which config validation collects)."""
+`config_errors`, which config validation collects). Also the paged-attention kernels the
+inference engine's decode rows use on GPUs and TPUs (`paged_decode_attention`, with what they
+cannot take: `paged_kernel_error`)."""
 
 from __future__ import annotations
 
