@@ -160,6 +160,16 @@ def random_params(cfg, rules, seed=1):
                             "model.rope_fraction=0.5", "model.num_layers=4", "model.deltanet.full_attention_interval=2",
                             "model.deltanet.key_heads=2", "model.deltanet.value_heads=4", "model.deltanet.key_dim=8",
                             "model.deltanet.value_dim=6", "model.deltanet.chunk=16"]),
+    # the hybrid with experts in every layer beside a gated shared expert (two experts wide): Qwen3.5-MoE, or
+    # Qwen3-Next where the k weights are not renormalised (its grouped in_proj_qkvz / in_proj_ba)
+    *[(arch, ["model.norm=rmsnorm", "model.mlp=swiglu", "model.norm_plus_one=true", "model.qk_norm=true",
+              "model.qk_norm_scale=true", "model.num_kv_heads=2", "model.attention_gate=true", "model.num_layers=4",
+              "model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2", "model.deltanet.value_heads=4",
+              "model.deltanet.key_dim=8", "model.deltanet.value_dim=6", "model.deltanet.chunk=16",
+              "model.moe.num_experts=4", "model.moe.mlp_factor=0.5", "model.moe.shared_experts=2",
+              "model.moe.shared_gate=true", *more])
+      for arch, more in (("Qwen3_5MoeForCausalLM", []),
+                         ("Qwen3NextForCausalLM", ["model.moe.normalize_top_k=false", "model.moe.top_k=3"]))],
 ])
 def test_every_parameter_maps_onto_transformers(arch, overrides, torch_side, tmp_path):
     """Random values in every leaf (biases and norms included), tied and untied, written as
@@ -223,7 +233,15 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
     assert code == 2 and err == (
         "spmdgpt: error: model.norm=rmsnorm with model.mlp=gelu has no Hugging Face architecture that computes "
         "the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE, "
-        "DeepSeek-V3), norm=rmsnorm + mlp=geglu (Gemma 3) or norm=layernorm + mlp=gelu (GPT-NeoX)")
+        "DeepSeek-V3, Qwen3.5, Qwen3.5-MoE, Qwen3-Next), norm=rmsnorm + mlp=geglu (Gemma 3), norm=rmsnorm + "
+        "mlp=swiglu_clamped (gpt-oss) or norm=layernorm + mlp=gelu (GPT-NeoX)")
+    code, err = export(f"out={tmp_path / 'a'}", "hf_class=Qwen3NextForCausalLM")  # (a class that cannot hold it)
+    assert code == 2 and err == (
+        "spmdgpt: error: hf_class=Qwen3NextForCausalLM cannot hold this model (its norm and MLP are "
+        "model.norm=rmsnorm, model.mlp=swiglu); GPTNeoXForCausalLM can: leave hf_class unset")
+    code, err = export(f"out={tmp_path / 'a'}", "hf_class=Qwen4ForCausalLM")
+    assert code == 2 and err.startswith("spmdgpt: error: hf_class=Qwen4ForCausalLM: choose one of "
+                                        "Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, ")
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("mine")
@@ -291,6 +309,12 @@ HF_CONFIGS = {
     "qwen3_5": {**LLAMA_SHAPE, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16,
                 "layer_types": ["linear_attention", "full_attention"] * 2, "linear_num_key_heads": 4,
                 "linear_num_value_heads": 8, "linear_key_head_dim": 8, "linear_value_head_dim": 8},
+    # Qwen3-Next / Qwen3.5-MoE: Qwen3.5's layers (2 key heads of 8, 4 value heads of 8: two to a key head, so
+    # Qwen3-Next's grouped in_proj_qkvz rows interleave) with 4 experts of 32 (top 2) beside a gated shared one of 32
+    "qwen3_next": {**LLAMA_SHAPE, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16,
+                   "layer_types": ["linear_attention", "full_attention"] * 2, "linear_num_key_heads": 2,
+                   "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8, "num_experts": 4,
+                   "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32},
     # gpt-oss: 2 key/value heads of 16 with biases and sinks, a window of 8 then a full layer, 4 experts of 32 (top 2)
     # with a small clamp (1.5, so that it acts on these random weights), YaRN untruncated
     "gpt_oss": {**LLAMA_SHAPE, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32,
@@ -301,6 +325,9 @@ HF_CONFIGS = {
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
+
+
+HF_CONFIGS["qwen3_5_moe"] = HF_CONFIGS["qwen3_next"]
 
 
 def make_hf_model(torch_side, kind: str, folder: Path, tokens=None, **overrides):
@@ -385,6 +412,15 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
     ),
     "qwen3_5": ("qwen3_5", {}, ["model.attention_gate=True", "model.rope_fraction=0.25", "model.norm_plus_one=True"],
                 "Qwen3_5ForCausalLM"),
+    # the k weights not renormalised: exported as Qwen3-Next (Qwen3.5-MoE always renormalises them)
+    "qwen3_next": ("qwen3_next", {"norm_topk_prob": False}, [
+        "model.attention_gate=True",
+        "model.moe={num_experts: 4, mlp_factor: 0.5, shared_experts: 1, shared_gate: True, normalize_top_k: False}"],
+        "Qwen3NextForCausalLM"),
+    # a shared expert twice an expert's width, three experts a token
+    "qwen3_5_moe": ("qwen3_5_moe", {"shared_expert_intermediate_size": 64, "num_experts_per_tok": 3}, [
+        "model.attention_gate=True", "model.moe={num_experts: 4, top_k: 3, mlp_factor: 0.5, shared_experts: 2, "
+        "shared_gate: True}"], "Qwen3_5MoeForCausalLM"),
     "gpt_oss": ("gpt_oss", {}, ["model.attention_sinks=True", "model.mlp=swiglu_clamped", "model.glu_limit=1.5",
                                 "model.bias=True", "model.rope_truncate=False", "model.window_pattern=LG"],
                 "GptOssForCausalLM"),
@@ -459,7 +495,9 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                 plain = dataclasses.replace(cfg.model, rope_scaling=RopeScaling.none, sliding_window=0)
                 assert np.abs(np.asarray(forward(plain, rules, params, toks)[0]) - theirs).max() > 1e-2
         assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
-        again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)))
+        # (as the folder's class: Qwen3-Next and Qwen3.5-MoE compute the same models, their tensors named apart)
+        folder_class = json.loads((tmp_path / "config.json").read_text())["architectures"][0]
+        again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)), folder_class)
         assert sorted(again) == sorted(original)
         assert all(again[k].tobytes() == original[k].tobytes() for k in original)
 
@@ -501,6 +539,9 @@ def test_mxfp4_experts_read_as_transformers_dequantizes_them(torch_side, tmp_pat
 
 MULTIMODAL = {  # a multimodal class -> (its kind in torch_side, its text model's, a small vision tower)
     "Qwen3_5ForConditionalGeneration": ("qwen3_5_vl", "qwen3_5", {
+        "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64,
+        "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16}),
+    "Qwen3_5MoeForConditionalGeneration": ("qwen3_5_moe_vl", "qwen3_5_moe", {
         "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64,
         "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16}),
     "Gemma3ForConditionalGeneration": ("gemma3_vl", "gemma3", {
@@ -615,6 +656,11 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     assert start(tmp_path / "sparse") == (2, [
         f"{where}/sparse: config.json has mlp_only_layers=[1]; spmdgpt needs MoE layers laid out as the first N "
         "layers dense, then every k-th layer MoE, the last layer MoE (model.moe.first_dense_layers, interleave_step)"])
+    make_hf_model(torch_side, "qwen3_next", tmp_path / "next", mlp_only_layers=[1], shared_expert_intermediate_size=48)
+    assert start(tmp_path / "next") == (2, [
+        f"{where}/next: config.json has shared_expert_intermediate_size=48; spmdgpt needs a positive multiple of "
+        "moe_intermediate_size=32 (model.moe.shared_experts experts wide)",
+        f"{where}/next: config.json has mlp_only_layers=[1]; spmdgpt needs [] (an MoE in every layer of a hybrid)"])
     make_hf_model(torch_side, "neox", tmp_path / "parallel", use_parallel_residual=True)
     assert start(tmp_path / "parallel") == (2, [
         f"{where}/parallel: config.json has use_parallel_residual=True; spmdgpt needs false (a sequential residual)"])
@@ -622,7 +668,8 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "Qwen3_5ForCausalLM, GptOssForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
+                               "Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, GptOssForCausalLM, "
+                               "DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
                                "MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
                                "LlamaForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM checkpoints"])
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)

@@ -3,6 +3,7 @@ model field is mapped, refused or training-only for each architecture; a new fie
 silently; every mapped field reaches config.json; tensors round-trip exactly through the table."""
 
 import dataclasses
+from functools import partial
 
 import jax
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, load_config, moe_layers
 from spmdgpt.hf import ARCHITECTURES, architecture, check_weights, expected_shapes, hf_config, layer_values, to_hf
+from spmdgpt.hf import hf_config as export_config
 from spmdgpt.hf.convert import field_names, field_value, with_field
 from spmdgpt.hf.tables import TRAINING_ONLY
 from spmdgpt.model import is_info, param_info
@@ -30,6 +32,11 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                                          "model.qk_norm=true", "model.attention_gate=true", "model.num_kv_heads=1",
                                          "model.num_layers=4", "model.deltanet.full_attention_interval=2",
                                          "model.deltanet.key_heads=2"],
+                  **{name: ["model.norm=rmsnorm", "model.mlp=swiglu", "model.norm_plus_one=true", "model.qk_norm=true",
+                            "model.attention_gate=true", "model.num_kv_heads=1", "model.num_layers=4",
+                            "model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2",
+                            "model.moe.num_experts=4", "model.moe.shared_experts=1", "model.moe.shared_gate=true"]
+                     for name in ("Qwen3_5MoeForCausalLM", "Qwen3NextForCausalLM")},
                   "GptOssForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.bias=true",
                                         "model.attention_sinks=true", "model.moe.num_experts=4",
                                         "model.num_kv_heads=1"]}
@@ -55,7 +62,7 @@ def test_a_new_model_field_cannot_export_silently():
         base = model_cfg(arch.name)
         cfg = Grown(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)})
         with pytest.raises(ConfigError) as e:
-            architecture(cfg)
+            architecture(cfg, arch.name)
         assert e.value.messages == [f"model.num_experts: the {arch.name} table (spmdgpt/hf/tables.py) does not say "
                                   "how to represent it; map it to config.json there, or refuse it"]
     for overrides, refused in (
@@ -101,6 +108,7 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
 def test_every_mapped_field_reaches_its_config_json_key(arch):
     cfg = model_cfg(arch.name)
+    hf_config = partial(export_config, name=arch.name)  # (Qwen3-Next: when asked for; Qwen3.5-MoE computes the same)
     base = hf_config(cfg, eos_id=0)
     assert base["architectures"] == [arch.name] and base["model_type"] == arch.model_type
     for field, key in arch.fields.items():

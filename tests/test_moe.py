@@ -54,12 +54,12 @@ def setup(*overrides, tokens=48):
 
 @pytest.mark.parametrize("overrides", [
     [],
-    ["model.mlp=swiglu", "model.moe.router=sigmoid", "model.moe.shared_experts=1", "model.moe.grouped=ragged",
-     "model.bias=true"],
+    ["model.mlp=swiglu", "model.moe.router=sigmoid", "model.moe.shared_experts=1", "model.moe.shared_gate=true",
+     "model.moe.grouped=ragged", "model.bias=true"],
     ["model.moe.dispatch=capacity", "model.moe.capacity_factor=2.0", "model.moe.top_k=1",
      "model.moe.normalize_top_k=false", "model.moe.mlp_factor=2.0", "model.bias=true"],
     ["model.mlp=swiglu", "model.moe.grouped=pallas", "model.bias=true"],
-], ids=["dropless-blocks-gelu-softmax", "dropless-ragged-swiglu-sigmoid-shared-biased", "capacity-top1-biased",
+], ids=["dropless-blocks-gelu-softmax", "dropless-ragged-swiglu-sigmoid-gated-shared-biased", "capacity-top1-biased",
         "dropless-pallas-swiglu-biased"])
 def test_dispatch_equals_the_masked_reference(overrides):
     cfg, mesh, rules, p, x = setup(*overrides)
@@ -369,6 +369,8 @@ def test_active_parameters_and_bad_configs():
          "1 MoE)"),
         (["model.moe.interleave_step=0"], "model.moe.interleave_step=0 must be >= 1 (1 = every layer after "
                                           "model.moe.first_dense_layers is MoE)"),
+        (["model.moe.shared_gate=true"], "model.moe.shared_gate=true gates the shared experts' output: set "
+                                         "model.moe.shared_experts >= 1 (Qwen3-Next: 1), or shared_gate=false"),
         (["mesh.data=2", "mesh.expert=4", "model.moe.num_experts=6"],
          "model.moe.num_experts=6 is not divisible by 4, the size of mesh axis expert that sharding.params.experts "
          "shards it over; use a multiple of 4 or another sharding"),

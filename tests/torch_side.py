@@ -85,7 +85,10 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
            "qwen3_5": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM),
            "gpt_oss": (transformers.GptOssConfig, transformers.GptOssForCausalLM),
+           "qwen3_next": (transformers.Qwen3NextConfig, transformers.Qwen3NextForCausalLM),
+           "qwen3_5_moe": (transformers.Qwen3_5MoeTextConfig, transformers.Qwen3_5MoeForCausalLM),
            "qwen3_5_vl": (transformers.Qwen3_5Config, transformers.Qwen3_5ForConditionalGeneration),
+           "qwen3_5_moe_vl": (transformers.Qwen3_5MoeConfig, transformers.Qwen3_5MoeForConditionalGeneration),
            "gemma3_vl": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))

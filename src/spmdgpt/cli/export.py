@@ -1,11 +1,13 @@
-"""`spmdgpt export run.dir=<run> out=<folder> [format=hf|web] [step=N] [dtype=float32] [overwrite=true]`:
+"""`spmdgpt export run.dir=<run> out=<folder> [format=hf|web] [step=N] [dtype=float32] [overwrite=true]
+[hf_class=NAME]`:
 
 - format=hf (the default): a training run's checkpoint as a Hugging Face `transformers` model
   folder (config.json, generation_config.json, model.safetensors or shards with an index, the
   tokenizer; and spmdgpt.json: the run, step and training window it came from), which
   `AutoModelForCausalLM.from_pretrained(out)` and
   `AutoTokenizer.from_pretrained(out)` load with no custom code. The mapping and its facts:
-  `spmdgpt.hf`.
+  `spmdgpt.hf`. Where two classes compute the same model (a Gated DeltaNet hybrid with experts:
+  Qwen3.5-MoE, or Qwen3-Next), hf_class=NAME picks one.
 - format=web: a static web page that runs the model in the browser with jax-js
   (`spmdgpt.web`); serve the folder with any static file server.
 
@@ -39,6 +41,8 @@ class ExportArgs:
     dtype: str = "float32"  # float32 | bfloat16 | float16 (web: float32 | float16): the weights' dtype
     overwrite: bool = False  # replace a non-empty `out`
     shard_mb: float = 5000.0  # largest safetensors file; larger models get several and an index
+    hf_class: Optional[str] = None  # format=hf: the transformers class to write where several compute the model
+    # (a hybrid with experts: Qwen3_5MoeForCausalLM unless this says Qwen3NextForCausalLM); unset: the tables' choice
 
 
 def check_args(args: ExportArgs) -> ExportArgs:
@@ -59,6 +63,10 @@ def check_args(args: ExportArgs) -> ExportArgs:
                     + (" (jax-js has no bfloat16)" if args.format == "web" else ""))
     if args.shard_mb <= 0:
         errs.append(f"shard_mb={args.shard_mb} must be > 0")
+    names = [a.name for a in hf.ARCHITECTURES]
+    if args.hf_class is not None and (args.format != "hf" or args.hf_class not in names):
+        errs.append(f"hf_class={args.hf_class}: " + (f"choose one of {', '.join(names)}" if args.format == "hf" else
+                                                     "only with format=hf"))
     if args.out and not errs:
         out = Path(args.out)
         if out.exists() and not out.is_dir():
@@ -85,7 +93,16 @@ def run(items: List[str]) -> int:
     cfg = apply_overrides(cfg, overrides)
     cfg.mesh = type(cfg.mesh)(**{a: 1 for a in mesh_axes(cfg.mesh)})  # exported from one device, whatever the run used
     web = args.format == "web"
-    arch = "a web page (jax-js)" if web else architecture(cfg.model).name  # before anything is loaded
+    arch = "a web page (jax-js)" if web else architecture(cfg.model, args.hf_class).name  # before anything is loaded
+    if args.hf_class not in (None, arch):  # (a class asked for that cannot hold this model: why, in its words)
+        from spmdgpt.hf.convert import _unfit
+        from spmdgpt.hf.tables import ARCHITECTURES
+
+        table = next(a for a in ARCHITECTURES if a.name == args.hf_class)
+        why = _unfit(table, cfg.model) if (table.norm, table.mlp) == (cfg.model.norm, cfg.model.mlp) else [
+            f"its norm and MLP are model.norm={table.norm.value}, model.mlp={table.mlp.value}"]
+        raise ConfigError([f"hf_class={args.hf_class} cannot hold this model ({why[0]}); {arch} can: leave "
+                           "hf_class unset"])
     tokenizer = run_tokenizer(run_dir, cfg)
     if web:  # a model or tokenizer the page cannot run: refused before anything is loaded
         from spmdgpt.web import check_supported, tokenizer_spec
@@ -94,7 +111,7 @@ def run(items: List[str]) -> int:
         tokenizer_spec(tokenizer)
     else:
         files = tokenizer_files(tokenizer, cfg.model.max_seq_len)
-        config = hf_config(cfg.model, tokenizer.eos_id)
+        config = hf_config(cfg.model, tokenizer.eos_id, name=args.hf_class)
         config["torch_dtype"] = config["dtype"] = args.dtype
         generation = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}
         stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn there)
@@ -119,7 +136,7 @@ def run(items: List[str]) -> int:
 
         tensors = web_tensors(cfg.model, params, args.dtype)
     else:
-        tensors = cast(to_hf(cfg.model, params), args.dtype)
+        tensors = cast(to_hf(cfg.model, params, args.hf_class), args.dtype)
         # what the folder does not say otherwise: the run's window (eval run.dir=hf:DIR scores with it)
         files[PROVENANCE] = json.dumps({"run_dir": str(run_dir), "step": step, "seq_len": cfg.data.seq_len}, indent=2)
 

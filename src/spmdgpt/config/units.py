@@ -23,6 +23,8 @@ class MoeConfig(Section):
     top_k: int = 2  # experts each token is routed to (Mixtral: 2; Qwen3 MoE: 8)
     mlp_factor: Optional[float] = None  # each expert's hidden width = this * d_model; default model.mlp_factor
     shared_experts: int = 0  # experts' widths of a dense MLP every token also goes through (DeepSeek's shared experts)
+    shared_gate: bool = False  # the shared experts' output times sigmoid(x w), a learned [d_model] w: one scalar per
+    # token (Qwen2-MoE's, Qwen3-Next's and Qwen3.5-MoE's shared_expert_gate); needs shared_experts > 0
     router: Router = Router.softmax  # softmax | sigmoid
     normalize_top_k: bool = True  # the k weights rescaled to sum to 1 (Mixtral, DeepSeek-V3's norm_topk_prob: yes)
     dispatch: MoeDispatch = MoeDispatch.dropless  # dropless | capacity

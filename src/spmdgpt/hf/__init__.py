@@ -15,6 +15,11 @@ that loads but computes something else):
       + model.deltanet.full_attention_interval=k  ->  Qwen3_5ForCausalLM (Gated DeltaNet hybrids: with
                                                       model.attention_gate, qk_norm, norm_plus_one,
                                                       grouped keys and values; rope_fraction)
+        + model.moe.num_experts=E, shared_gate    ->  Qwen3_5MoeForCausalLM, or Qwen3NextForCausalLM
+                                                      (the same models; by name, `architecture`)
+      + model.mla.kv_rank=R, sigmoid experts      ->  DeepseekV3ForCausalLM
+    model.norm=rmsnorm, model.mlp=geglu           ->  Gemma3ForCausalLM (Gemma's layer options)
+    model.norm=rmsnorm, model.mlp=swiglu_clamped  ->  GptOssForCausalLM (biases, sinks, experts)
     model.norm=layernorm, model.mlp=gelu          ->  GPTNeoXForCausalLM, sequential residual
                                                       (use_parallel_residual=false), full rotary
                                                       (partial_rotary_factor=1), tanh GELU

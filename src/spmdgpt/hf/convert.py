@@ -103,18 +103,33 @@ def with_field(cfg: ModelConfig, name: str, value) -> ModelConfig:
     return dataclasses.replace(cfg, **{section: with_field(getattr(cfg, section), rest, value)})
 
 
-def architecture(cfg: ModelConfig) -> Architecture:
+def architecture(cfg: ModelConfig, name: Optional[str] = None) -> Architecture:
     """The table of the `transformers` class that computes what this model computes, or a
-    ConfigError naming the fields that it cannot represent."""
+    ConfigError naming the fields that it cannot represent. Among the tables of the model's norm
+    and MLP kinds: the first whose `picks` fit and that represents the model (else the plain one
+    of those kinds); `name` (a class, e.g. an imported folder's) first, where that table
+    represents the model too: Qwen3-Next and Qwen3.5-MoE compute the same models."""
     same = canonical(cfg)
     kinds = [a for a in ARCHITECTURES if (a.norm, a.mlp) == (cfg.norm, cfg.mlp)]
     if not kinds:
         raise ConfigError([
             f"model.norm={cfg.norm.value} with model.mlp={cfg.mlp.value} has no Hugging Face architecture that "
             "computes the same thing; exportable: norm=rmsnorm + mlp=swiglu (Llama, Mistral, Qwen2, Qwen3, Mixtral, "
-            "Qwen3-MoE, DeepSeek-V3), norm=rmsnorm + mlp=geglu (Gemma 3) or norm=layernorm + mlp=gelu (GPT-NeoX)"])
-    arch = next((a for a in kinds if all(v(field_value(same, k)) if callable(v) else field_value(same, k) == v
-                                         for k, v in a.picks.items())), kinds[-1])
+            "Qwen3-MoE, DeepSeek-V3, Qwen3.5, Qwen3.5-MoE, Qwen3-Next), norm=rmsnorm + mlp=geglu (Gemma 3), "
+            "norm=rmsnorm + mlp=swiglu_clamped (gpt-oss) or norm=layernorm + mlp=gelu (GPT-NeoX)"])
+    picked = [a for a in kinds if all(v(field_value(same, k)) if callable(v) else field_value(same, k) == v
+                                      for k, v in a.picks.items())] or [kinds[-1]]
+    named = [a for a in kinds if a.name == name]
+    arch = next((a for a in named + picked if not _unfit(a, cfg)), (named + picked)[0])
+    errs = _unfit(arch, cfg)
+    if errs:
+        raise ConfigError(errs)
+    return arch
+
+
+def _unfit(arch: Architecture, cfg: ModelConfig) -> list:
+    """The one-line errors of what `arch` cannot represent of cfg (none: [])."""
+    same = canonical(cfg)
     refused, unknown = refusals(arch, cfg)
     text = lambda v: getattr(v, "value", v)  # noqa: E731
     if refused:
@@ -122,17 +137,17 @@ def architecture(cfg: ModelConfig) -> Architecture:
         default = ModelConfig()  # (a refusal of an option the table needs on, not off, says which value it needs)
         needed = [f"model.{n}={text(arch.refused[n])}" for n in refused if arch.refused[n] != field_value(default, n)]
         fix = f"train with {', '.join(needed)} to export" if needed else "train without it to export"
-        raise ConfigError([f"{', '.join(shown)}: {arch.name} (the Hugging "
-                           f"Face architecture of this model.norm and model.mlp) does not compute that, so the model "
-                           f"cannot be exported ({fix})"])
+        return [f"{', '.join(shown)}: {arch.name} (the Hugging "
+                f"Face architecture of this model.norm and model.mlp) does not compute that, so the model "
+                f"cannot be exported ({fix})"]
     unmet = [f"model.{n}={text(field_value(cfg, n))}: {arch.name} needs {what}" for n, (ok, what) in
              arch.requires.items() if not ok(field_value(same, n))]
     if unmet:
-        raise ConfigError(unmet)
+        return unmet
     if unknown:
-        raise ConfigError([f"model.{', model.'.join(unknown)}: the {arch.name} table (spmdgpt/hf/tables.py) does not "
-                           "say how to represent it; map it to config.json there, or refuse it"])
-    return arch
+        return [f"model.{', model.'.join(unknown)}: the {arch.name} table (spmdgpt/hf/tables.py) does not "
+                "say how to represent it; map it to config.json there, or refuse it"]
+    return []
 
 
 def refusals(arch: Architecture, cfg: ModelConfig) -> tuple[list, list]:
@@ -247,12 +262,13 @@ def _all_names(t: Tensor, cfg: ModelConfig) -> list:
 
 
 
-def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
-    """{transformers name: shape} of a model exported from `cfg` (what an import must find),
-    from the architecture's table, without allocating anything."""
+def expected_shapes(cfg: ModelConfig, name: Optional[str] = None) -> Dict[str, tuple]:
+    """{transformers name: shape} of a model exported from `cfg` (as class `name`, where that
+    table represents it: `architecture`) (what an import must find), from the architecture's
+    table, without allocating anything."""
     from spmdgpt.model import param_info
 
-    arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
+    arch, dims, info = architecture(cfg, name), _dims(cfg), param_info(cfg)
     out = {}
     for t in arch.tensors:
         if _present(t, cfg, info):
@@ -260,11 +276,11 @@ def expected_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
     return out
 
 
-def _absent_leaves(cfg: ModelConfig) -> List[Tensor]:
+def _absent_leaves(cfg: ModelConfig, name: Optional[str]) -> List[Tensor]:
     """The table rows an export fills with a constant (no spmdgpt leaf behind them)."""
     from spmdgpt.model import param_info
 
-    arch, info = architecture(cfg), param_info(cfg)
+    arch, info = architecture(cfg, name), param_info(cfg)
     return [t for t in arch.tensors if _present(t, cfg, info)
             and (t.leaf is None or _leaf(info, _leaf_at(t, cfg, _layers_of(t, cfg)[0])[0]) is None)]
 
@@ -274,8 +290,8 @@ def check_weights(cfg: ModelConfig, files) -> None:
     every tensor that spmdgpt's model (which has no parameter there) would drop: a bias that is
     not zero, a scale that is not one."""
     errs = []
-    aliases = architecture(cfg).aliases
-    for name, shape in expected_shapes(cfg).items():
+    aliases = architecture(cfg, getattr(files, "architecture", None)).aliases
+    for name, shape in expected_shapes(cfg, getattr(files, "architecture", None)).items():
         name = name if name in files.weight_map else aliases.get(name, name)
         if name not in files.weight_map:
             errs.append(f"{files.where}: tensor {name} is missing")
@@ -284,7 +300,7 @@ def check_weights(cfg: ModelConfig, files) -> None:
                         f"gives {list(shape)}")
     if errs:
         raise ConfigError(errs[:5] + ([f"... and {len(errs) - 5} more"] if len(errs) > 5 else []))
-    for t in _absent_leaves(cfg):
+    for t in _absent_leaves(cfg, getattr(files, "architecture", None)):
         fill = t.fill or 0.0
         wrong = [n for n in _all_names(t, cfg) if np.any(files.get(n) != fill)]
         if wrong:
@@ -302,7 +318,7 @@ def layer_values(cfg: ModelConfig, files):
 
     from spmdgpt.model import is_info, param_info
 
-    arch, dims, info = architecture(cfg), _dims(cfg), param_info(cfg)
+    arch, dims, info = architecture(cfg, getattr(files, "architecture", None)), _dims(cfg), param_info(cfg)
     by_leaf = {_leaf_at(t, cfg, i)[0]: t for t in arch.tensors if t.leaf is not None and _present(t, cfg, info)
                for i in _layers_of(t, cfg)}
 

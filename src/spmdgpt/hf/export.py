@@ -46,14 +46,18 @@ from spmdgpt.hf.tables import (
     NEOX,
     QWEN3,
     QWEN3_5,
+    QWEN3_5_MOE,
     QWEN3_MOE,
+    QWEN3_NEXT,
     Architecture,
 )
 
 
-def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None) -> dict:
-    """config.json of the exported model."""
-    arch = architecture(cfg)
+def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = None,
+              name: Optional[str] = None) -> dict:
+    """config.json of the exported model (as class `name` where that table represents it,
+    `architecture`)."""
+    arch = architecture(cfg, name)
     common = {
         "architectures": [arch.name],
         "vocab_size": cfg.vocab_size,
@@ -107,9 +111,14 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "rope_parameters": {"full_attention": glob, "sliding_attention": local},
                 "rope_local_base_freq": local["rope_theta"], "final_logit_softcapping": None,
                 "attn_logit_softcapping": None, "use_bidirectional_attention": False}
-    if arch is QWEN3_5:  # (the softmax layers' partial RoPE in rope_parameters; the Gated DeltaNet layers' widths)
-        kh, vh, kd, vd = deltanet_dims(cfg)
-        return {**llama, "attention_bias": False,
+    if arch in (QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT):  # (the softmax layers' partial RoPE in rope_parameters; the
+        kh, vh, kd, vd = deltanet_dims(cfg)  # Gated DeltaNet layers' widths; the experts and the gated shared one)
+        hybrid = {} if arch is QWEN3_5 else {
+            **experts, "num_experts": moe.num_experts, "moe_intermediate_size": expert_hidden(cfg),
+            "shared_expert_intermediate_size": moe.shared_experts * expert_hidden(cfg),
+            **({"norm_topk_prob": moe.normalize_top_k, "decoder_sparse_step": 1, "mlp_only_layers": []}
+               if arch is QWEN3_NEXT else {})}
+        return {**llama, **hybrid, "attention_bias": False,
                 "rope_parameters": {**rope_parameters(cfg), "partial_rotary_factor": cfg.rope_fraction},
                 "layer_types": ["linear_attention" if lin else "full_attention" for lin in linear_layers(cfg)],
                 "linear_num_key_heads": kh,
@@ -157,10 +166,10 @@ def rope_parameters(cfg: ModelConfig) -> dict:
     return out
 
 
-def to_hf(cfg: ModelConfig, params) -> Dict[str, np.ndarray]:
+def to_hf(cfg: ModelConfig, params, name: Optional[str] = None) -> Dict[str, np.ndarray]:
     """spmdgpt parameters (a Params of host arrays) -> {transformers name: array}, by the
-    architecture's table."""
-    return to_tensors(cfg, params, architecture(cfg))
+    architecture's table (class `name`'s where it represents the model, `architecture`)."""
+    return to_tensors(cfg, params, architecture(cfg, name))
 
 
 def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.ndarray]:

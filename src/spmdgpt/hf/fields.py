@@ -15,7 +15,9 @@ from spmdgpt.hf.tables import (
     NEOX,
     QWEN3,
     QWEN3_5,
+    QWEN3_5_MOE,
     QWEN3_MOE,
+    QWEN3_NEXT,
 )
 
 TANH_GELUS = ("gelu_pytorch_tanh", "gelu_new")  # both: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
@@ -83,6 +85,7 @@ IMPORTS = {a.name: a.model_type for a in ARCHITECTURES}
 # multimodal classes whose language model is one of the tables': its config.json's text_config and
 # its model.language_model.* weights are read, the vision tower left out
 LANGUAGE_MODELS = {"Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
+                   "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM",
                    "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
 
 
@@ -127,6 +130,8 @@ def model_fields(hf: dict, where: str) -> dict:
         fields = _gemma3(hf, need)
     elif kind == QWEN3_5.model_type:
         fields = _qwen3_5(hf, rope, need)
+    elif kind in (QWEN3_NEXT.model_type, QWEN3_5_MOE.model_type):
+        fields = {**_qwen3_5(hf, rope, need), "moe": _hybrid_experts(hf, kind, need)}
     elif kind == GPT_OSS.model_type:
         fields = _gpt_oss(hf, need)
     elif kind is not None:  # the Llama family
@@ -175,7 +180,8 @@ def model_fields(hf: dict, where: str) -> dict:
             "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None,
         }
     tied = bool(hf.get("tie_word_embeddings", kind == GEMMA3.model_type))  # (Gemma's default: tied)
-    out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=hf["intermediate_size"] / d,
+    width = hf.get("intermediate_size") or hf.get("moe_intermediate_size")  # (Qwen3.5-MoE has no dense MLP)
+    out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=width / d,
                vocab_size=hf["vocab_size"], bias=False, tie_embeddings=tied, **rope_fields)
     # every other field that changes the computation: what this checkpoint has, else off (never the
     # run's own value: a QK-norm in the run's experiment would change what the checkpoint computes)
@@ -232,6 +238,23 @@ def _qwen3_5(hf: dict, rope: dict, need) -> dict:
             "deltanet": {"full_attention_interval": k, "key_heads": hf["linear_num_key_heads"],
                          "value_heads": hf["linear_num_value_heads"], "key_dim": hf["linear_key_head_dim"],
                          "value_dim": hf["linear_value_head_dim"], "conv": hf.get("linear_conv_kernel_dim", 4)}}
+
+
+def _hybrid_experts(hf: dict, kind: str, need) -> dict:
+    """model.moe of a Qwen3-Next or Qwen3.5-MoE config.json: softmax-routed experts in every
+    layer beside one shared expert (a whole number of experts wide) whose output a sigmoid gates."""
+    width, shared = hf["moe_intermediate_size"], hf.get("shared_expert_intermediate_size") or 0
+    need("shared_expert_intermediate_size", shared > 0 and shared % width == 0,
+         f"a positive multiple of moe_intermediate_size={width} (model.moe.shared_experts experts wide)")
+    need("num_experts", hf.get("num_experts", 0) > 0, "> 0 (experts in every layer)")
+    if kind == QWEN3_NEXT.model_type:  # (a hybrid's MLPs are all MoE or all dense)
+        need("mlp_only_layers", not hf.get("mlp_only_layers"), "[] (an MoE in every layer of a hybrid)")
+        need("decoder_sparse_step", hf.get("decoder_sparse_step", 1) == 1, "1 (an MoE in every layer of a hybrid)")
+    return {"num_experts": hf.get("num_experts", 0), "top_k": hf.get("num_experts_per_tok", 8),
+            "mlp_factor": width / hf["hidden_size"], "shared_experts": shared // width, "shared_gate": True,
+            "router": "softmax",
+            "normalize_top_k": kind == QWEN3_5_MOE.model_type or bool(hf.get("norm_topk_prob", True)),
+            "first_dense_layers": 0, "interleave_step": 1}
 
 
 def _gpt_oss(hf: dict, need) -> dict:

@@ -12,7 +12,7 @@ import numpy as np
 
 from spmdgpt.config import ConfigError, ModelConfig
 from spmdgpt.hf.convert import check_weights, layer_values
-from spmdgpt.hf.fields import LANGUAGE_MODELS, model_fields
+from spmdgpt.hf.fields import LANGUAGE_MODELS, language_model, model_fields
 
 # ----------------------------------------------------------------------------- tokenizer
 
@@ -221,6 +221,13 @@ class WeightFiles:
                        if n.endswith("_blocks") and n.removesuffix("_blocks") + "_scales" in self.weight_map}
         self.weight_map.update({n: self.weight_map[b] for n, (b, _) in self._mxfp4.items()})
         self.where = where
+        # the class config.json names (a multimodal one's language model's): the table its tensors are read by
+        # where several compute the same model (Qwen3-Next, Qwen3.5-MoE; `convert.architecture`)
+        try:
+            hf = language_model(json.loads((folder / "config.json").read_text()))
+        except (OSError, ValueError, AttributeError):  # (none, or not a config: the tables' own choice)
+            hf = {}
+        self.architecture = (hf.get("architectures") or [None])[0] if isinstance(hf, dict) else None
 
     def _raw(self, name: str) -> np.ndarray:
         name = self._stored.get(name, name)

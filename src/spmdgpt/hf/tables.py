@@ -262,8 +262,9 @@ def _experts(prefix: str, gate: str, up: str, down: str) -> list:
     ]
 
 
-# what both MoE classes compute: softmax routing, no shared experts, no balancing bias, no groups
-MOE_REFUSED = {"moe.shared_experts": 0, "moe.router": Router.softmax, "moe.bias_update_rate": 0.0, "moe.groups": 1,
+# what Mixtral and Qwen3-MoE compute: softmax routing, no shared experts, no balancing bias, no groups
+MOE_REFUSED = {"moe.shared_experts": 0, "moe.shared_gate": False, "moe.router": Router.softmax,
+               "moe.bias_update_rate": 0.0, "moe.groups": 1,
                "moe.top_groups": 1, "moe.route_scale": 1.0}
 MOE_PICK = {"moe.num_experts": lambda e: e > 0}
 
@@ -358,7 +359,8 @@ DEEPSEEK_V3 = Architecture(
             "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
-             "moe.router": Router.sigmoid, "moe.interleave_step": 1, **NO_GEMMA, **NO_DELTANET, **NO_SINKS},
+             "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False, **NO_GEMMA,
+             **NO_DELTANET, **NO_SINKS},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
@@ -461,52 +463,133 @@ GPT_OSS = Architecture(
 )
 
 
-# Qwen3.5 (text; Qwen3_5ForCausalLM, and Qwen3-Next's layer kinds): every layer_types' full_attention_interval-th
-# layer softmax attention with an output gate (q_proj holds each head's queries, then its gate), QK-norm, partial
-# RoPE, grouped keys and values; the others Gated DeltaNet (linear_attn: in_proj_qkv = q, k, v; z, b, a; a
-# depthwise conv1d over q, k, v; A_log, dt_bias; the gated RMSNorm's plain weight; out_proj); every other norm
-# (1 + w); SwiGLU MLPs
+QWEN3_5_ATTENTION = list(map(_full, [  # (q_proj: each head's queries, then its output gate)
+    _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d", within=lambda c: _head_halves(c, 0)),
+    _t("self_attn.q_proj.weight", "blocks.attn.w_gate", "d n h -> (n h) d", within=lambda c: _head_halves(c, 1)),
+    LLAMA_ATTENTION[6], LLAMA_ATTENTION[8],  # (k_proj, v_proj; o_proj)
+    *[dataclasses.replace(t, fill=0.0) for t in QK_NORM]]))  # (1 + 0: no learned scale)
+# the Gated DeltaNet rows past the input projections: the convolution over q, k, v, the decay, the norm, out_proj
+DELTANET_REST = list(map(_linear, [
+    _t("linear_attn.conv1d.weight", "blocks.attn.conv_qk", "cw two kh kd -> (two kh kd) () cw",
+       within=lambda c: _qkv_rows(c, 0)),
+    _t("linear_attn.conv1d.weight", "blocks.attn.conv_v", "cw vh vd -> (vh vd) () cw",
+       within=lambda c: _qkv_rows(c, 1)),
+    _t("linear_attn.A_log", "blocks.attn.a_log", "vh -> vh"),
+    _t("linear_attn.dt_bias", "blocks.attn.dt_bias", "vh -> vh"),
+    _t("linear_attn.norm.weight", "blocks.attn.norm", "vd -> vd"),
+    _t("linear_attn.out_proj.weight", "blocks.attn.w_o", "vh vd d -> d (vh vd)")]))
+# Qwen3.5's input projections: in_proj_qkv = q, k, v (each over all heads); z, b, a each a tensor of its own
+QWEN3_5_PROJECTIONS = list(map(_linear, [
+    _t("linear_attn.in_proj_qkv.weight", "blocks.attn.w_qk", "d two kh kd -> (two kh kd) d",
+       within=lambda c: _qkv_rows(c, 0)),
+    _t("linear_attn.in_proj_qkv.weight", "blocks.attn.w_v", "d vh vd -> (vh vd) d", within=lambda c: _qkv_rows(c, 1)),
+    _t("linear_attn.in_proj_z.weight", "blocks.attn.w_z", "d vh vd -> (vh vd) d"),
+    _t(["linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight"], "blocks.attn.w_ab", "d two vh -> two vh d")]))
+
+
+def _grouped_rows(cfg: ModelConfig, part: str) -> tuple:
+    """Qwen3-Next's in_proj_qkvz / in_proj_ba rows, grouped by key head: for each key head its
+    query, key, then its r = value heads / key heads value heads' values, then their z (qkvz); its
+    r heads' b, then their a (ba). The rows of spmdgpt's w_qk ("qk": q then k, each over all key
+    heads), w_v ("v"), w_z ("z") or w_ab ("ab": a then b, each over all value heads), and the
+    tensor's row count."""
+    hk, hv, dk, dv = deltanet_dims(cfg)
+    r = hv // hk
+    group = 2 * dk + 2 * r * dv  # (one key head's rows of in_proj_qkvz)
+    if part == "ab":  # (a: each group's second r rows; b: its first r)
+        head = np.arange(hv)
+        start = (head // r) * 2 * r + head % r
+        return np.concatenate([start + r, start]), 2 * hv
+    if part == "qk":
+        two, h, i = np.meshgrid(np.arange(2), np.arange(hk), np.arange(dk), indexing="ij")
+        return (h * group + two * dk + i).reshape(-1), hk * group
+    head, i = np.meshgrid(np.arange(hv), np.arange(dv), indexing="ij")
+    offset = 2 * dk + (0 if part == "v" else r * dv)
+    return ((head // r) * group + offset + (head % r) * dv + i).reshape(-1), hk * group
+
+
+# Qwen3-Next's input projections: in_proj_qkvz and in_proj_ba, their rows grouped by key head
+QWEN3_NEXT_PROJECTIONS = list(map(_linear, [
+    _t("linear_attn.in_proj_qkvz.weight", "blocks.attn.w_qk", "d two kh kd -> (two kh kd) d",
+       within=lambda c: _grouped_rows(c, "qk")),
+    _t("linear_attn.in_proj_qkvz.weight", "blocks.attn.w_v", "d vh vd -> (vh vd) d",
+       within=lambda c: _grouped_rows(c, "v")),
+    _t("linear_attn.in_proj_qkvz.weight", "blocks.attn.w_z", "d vh vd -> (vh vd) d",
+       within=lambda c: _grouped_rows(c, "z")),
+    _t("linear_attn.in_proj_ba.weight", "blocks.attn.w_ab", "d two vh -> (two vh) d",
+       within=lambda c: _grouped_rows(c, "ab"))]))
+# Qwen2-MoE's, Qwen3-Next's and Qwen3.5-MoE's MoE layer: the routed experts (as Qwen3-MoE's), and one shared
+# expert of shared_expert_intermediate_size whose output a sigmoid gate scales per token
+SHARED_GATED_EXPERTS = _experts("mlp.", "gate_proj", "up_proj", "down_proj") + [
+    _t("mlp.shared_expert.gate_proj.weight", "blocks.mlp.shared.w_gate", "d g -> g d"),
+    _t("mlp.shared_expert.up_proj.weight", "blocks.mlp.shared.w_up", "d g -> g d"),
+    _t("mlp.shared_expert.down_proj.weight", "blocks.mlp.shared.w_down", "g d -> d g"),
+    _t("mlp.shared_expert_gate.weight", "blocks.mlp.shared_gate", "d -> () d")]
+
+# Qwen3.5 (text; Qwen3_5ForCausalLM): every layer_types' full_attention_interval-th layer softmax attention with an
+# output gate (q_proj holds each head's queries, then its gate), QK-norm, partial RoPE, grouped keys and values;
+# the others Gated DeltaNet (linear_attn: in_proj_qkv = q, k, v; z, b, a; a depthwise conv1d over q, k, v; A_log,
+# dt_bias; the gated RMSNorm's plain weight; out_proj); every other norm (1 + w); SwiGLU MLPs
+QWEN3_5_FIELDS = {**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "rope_parameters",
+                  "deltanet.full_attention_interval": "layer_types", "deltanet.key_heads": "linear_num_key_heads",
+                  "deltanet.value_heads": "linear_num_value_heads", "deltanet.key_dim": "linear_key_head_dim",
+                  "deltanet.value_dim": "linear_value_head_dim", "deltanet.conv": "linear_conv_kernel_dim"}
+QWEN3_5_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
+                   "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False,
+                   "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None, **NO_MLA,
+                   **NO_SINKS}
+QWEN3_5_REQUIRES = {"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: "
+                                     "the table holds the gated queries beside grouped keys)")}
 QWEN3_5 = Architecture(
     name="Qwen3_5ForCausalLM", model_type="qwen3_5_text", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
-    tensors=tuple(_layer("model.layers.{i}.", [
-        *LLAMA_ATTENTION[:2],
-        *map(_full, [
-            _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d", within=lambda c: _head_halves(c, 0)),
-            _t("self_attn.q_proj.weight", "blocks.attn.w_gate", "d n h -> (n h) d",
-               within=lambda c: _head_halves(c, 1)),
-            LLAMA_ATTENTION[6], LLAMA_ATTENTION[8],  # (k_proj, v_proj; o_proj)
-            *[dataclasses.replace(t, fill=0.0) for t in QK_NORM]]),  # (1 + 0: no learned scale)
-        *map(_linear, [
-            _t("linear_attn.in_proj_qkv.weight", "blocks.attn.w_qk", "d two kh kd -> (two kh kd) d",
-               within=lambda c: _qkv_rows(c, 0)),
-            _t("linear_attn.in_proj_qkv.weight", "blocks.attn.w_v", "d vh vd -> (vh vd) d",
-               within=lambda c: _qkv_rows(c, 1)),
-            _t("linear_attn.in_proj_z.weight", "blocks.attn.w_z", "d vh vd -> (vh vd) d"),
-            _t(["linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight"], "blocks.attn.w_ab",
-               "d two vh -> two vh d"),
-            _t("linear_attn.conv1d.weight", "blocks.attn.conv_qk", "cw two kh kd -> (two kh kd) () cw",
-               within=lambda c: _qkv_rows(c, 0)),
-            _t("linear_attn.conv1d.weight", "blocks.attn.conv_v", "cw vh vd -> (vh vd) () cw",
-               within=lambda c: _qkv_rows(c, 1)),
-            _t("linear_attn.A_log", "blocks.attn.a_log", "vh -> vh"),
-            _t("linear_attn.dt_bias", "blocks.attn.dt_bias", "vh -> vh"),
-            _t("linear_attn.norm.weight", "blocks.attn.norm", "vd -> vd"),
-            _t("linear_attn.out_proj.weight", "blocks.attn.w_o", "vh vd d -> d (vh vd)")]),
-        *LLAMA_LAYER[len(LLAMA_ATTENTION):][::2]]) + LLAMA_OUTER),  # (gate, up, down: their weights)
-    fields={**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "rope_parameters",
-            "deltanet.full_attention_interval": "layer_types", "deltanet.key_heads": "linear_num_key_heads",
-            "deltanet.value_heads": "linear_num_value_heads", "deltanet.key_dim": "linear_key_head_dim",
-            "deltanet.value_dim": "linear_value_head_dim", "deltanet.conv": "linear_conv_kernel_dim"},
-    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False, "embed_scale": False,
-             "query_pre_attn_scalar": None, "rope_local_theta": None, **DENSE, **NO_MLA, **NO_SINKS},
-    requires={"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: the "
-                                                         "table holds the gated queries beside grouped keys)")},
+    tensors=tuple(_layer("model.layers.{i}.", [*LLAMA_ATTENTION[:2], *QWEN3_5_ATTENTION, *QWEN3_5_PROJECTIONS,
+                                               *DELTANET_REST, *LLAMA_LAYER[len(LLAMA_ATTENTION):][::2]])
+                  + LLAMA_OUTER),  # (the MLP's gate, up, down: their weights)
+    fields=QWEN3_5_FIELDS,
+    refused={**QWEN3_5_REFUSED, **DENSE},
+    requires=QWEN3_5_REQUIRES,
     picks={"deltanet.full_attention_interval": lambda k: k > 0},
 )
+# the hybrids with experts in every layer (Qwen3-Next's and Qwen3.5-MoE's): softmax routing, one gated shared expert
+HYBRID_MOE_FIELDS = {**QWEN3_5_FIELDS, "moe.num_experts": "num_experts", "moe.top_k": "num_experts_per_tok",
+                     "moe.mlp_factor": "moe_intermediate_size", "moe.shared_experts": "shared_expert_intermediate_size"}
+HYBRID_MOE_REFUSED = {**QWEN3_5_REFUSED, **{k: v for k, v in MOE_REFUSED.items() if k != "moe.shared_experts"},
+                      "moe.shared_gate": True, "moe.first_dense_layers": 0, "moe.interleave_step": 1}
+HYBRID_MOE_REQUIRES = {**QWEN3_5_REQUIRES,
+                       "moe.num_experts": (lambda e: e > 0, "experts in every layer (model.moe.num_experts)"),
+                       "moe.shared_experts": (lambda s: s > 0, "a shared expert (model.moe.shared_experts >= 1, "
+                                                               "with model.moe.shared_gate=true)")}
+HYBRID_MOE_PICKS = {"deltanet.full_attention_interval": lambda k: k > 0, "moe.num_experts": lambda e: e > 0}
 
-# in the order export tries them: a table with `picks` before the plain one of its kinds
-ARCHITECTURES = (QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
+# Qwen3.5-MoE (text; Qwen3_5MoeForCausalLM): Qwen3.5's layers with an MoE in every layer (the k weights always
+# renormalised) beside a gated shared expert
+QWEN3_5_MOE = Architecture(
+    name="Qwen3_5MoeForCausalLM", model_type="qwen3_5_moe_text", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", [*LLAMA_ATTENTION[:2], *QWEN3_5_ATTENTION, *QWEN3_5_PROJECTIONS,
+                                               *DELTANET_REST, *SHARED_GATED_EXPERTS]) + LLAMA_OUTER),
+    fields=HYBRID_MOE_FIELDS,
+    refused={**HYBRID_MOE_REFUSED, "moe.normalize_top_k": True},
+    requires=HYBRID_MOE_REQUIRES,
+    picks=HYBRID_MOE_PICKS,
+)
+
+# Qwen3-Next (Qwen3NextForCausalLM): Qwen3.5-MoE's computation (norm_topk_prob a choice) with the Gated DeltaNet's
+# input projections fused and grouped by key head (in_proj_qkvz, in_proj_ba). Export writes it for a model that
+# Qwen3.5-MoE cannot hold (the k weights not renormalised) or when asked by name (`spmdgpt export hf_class=`)
+QWEN3_NEXT = Architecture(
+    name="Qwen3NextForCausalLM", model_type="qwen3_next", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", [*LLAMA_ATTENTION[:2], *QWEN3_5_ATTENTION, *QWEN3_NEXT_PROJECTIONS,
+                                               *DELTANET_REST, *SHARED_GATED_EXPERTS]) + LLAMA_OUTER),
+    fields={**HYBRID_MOE_FIELDS, "moe.normalize_top_k": "norm_topk_prob"},
+    refused=HYBRID_MOE_REFUSED,
+    requires=HYBRID_MOE_REQUIRES,
+    picks=HYBRID_MOE_PICKS,
+)
+
+# in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
+# the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next)
+ARCHITECTURES = (QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL,
+                 LLAMA, GEMMA3, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

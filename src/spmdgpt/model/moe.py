@@ -8,6 +8,8 @@ layer axis in front):
     router  [D, E]        the router's logits (computed in float32)
     w_up    [E, D, F], w_gate [E, D, F] (SwiGLU only), w_down [E, F, D] (residual)
     shared  a dense `Mlp` of width shared_experts x F that every token also goes through, or None
+    shared_gate  [D] (moe.shared_gate: Qwen2-MoE's, Qwen3-Next's, Qwen3.5-MoE's) the shared expert's
+            output times sigmoid(x shared_gate), one scalar per token
     router_bias  [E] (moe.bias_update_rate > 0) the auxiliary-loss-free balancing's per-expert
             bias, set between steps (`between_steps`), never by the optimizer
     with model.bias (gpt-oss): b_router [E] added to the router's logits, b_up / b_gate [E, F] and
@@ -68,7 +70,7 @@ from spmdgpt.config import GroupedMatmul, ModelConfig, MoeDispatch, Router, expe
 from spmdgpt.config.validate import positive, whole_width
 from spmdgpt.model.grouped import LEAST, grouped_matmul, unfit_widths
 from spmdgpt.model.grouped import config_errors as grouped_errors
-from spmdgpt.model.info import matrix, out_init, residual_std, vector
+from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
 from spmdgpt.sharding import Rules, platform
 
@@ -83,6 +85,7 @@ class Moe(NamedTuple):
     w_gate: Optional[jax.Array]
     w_down: jax.Array
     shared: Optional[Mlp]
+    shared_gate: Optional[jax.Array] = None  # (moe.shared_gate)
     router_bias: Optional[jax.Array] = None
     b_router: Optional[jax.Array] = None  # (model.bias)
     b_up: Optional[jax.Array] = None
@@ -99,6 +102,9 @@ def moe_info(cfg: ModelConfig) -> Moe:
         w_gate=up if gated(cfg) else None,
         w_down=matrix((E, F, D), ("experts", "mlp", "embed"), ("mlp",), ("embed",), residual_std(cfg), out_init(cfg)),
         shared=mlp_info(cfg, cfg.moe.shared_experts * F) if cfg.moe.shared_experts else None,
+        # (a [D] -> 1 projection: AdamW's, as a vector's, with weight decay)
+        shared_gate=ParamInfo((D,), ("embed",), "normal", cfg.init_std, True, ("embed",), ()) if cfg.moe.shared_gate
+        else None,
         router_bias=vector((E,), ("router",)) if cfg.moe.bias_update_rate else None,
         b_router=vector((E,), ("router",)) if cfg.bias else None,
         b_up=vector((E, F), ("experts", "mlp")) if cfg.bias else None,
@@ -392,7 +398,7 @@ def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array
     out, dropped = experts(cfg, rules, p, x, ids, weights)
     out = jax.sharding.reshard(out, rules.spec("stream", "embed"))
     if p.shared is not None:
-        out = out + mlp(cfg, rules, p.shared, x)[0]
+        out = out + shared_expert(cfg, rules, p, x)
     return out, {**aux, "dropped": dropped.astype(F32) / ids.size}
 
 
@@ -410,7 +416,18 @@ def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.Ar
     out = jnp.einsum("etf,efd,te->td", activation(cfg, h, g), p.w_down, gate)
     if p.b_down is not None:
         out = out + gate @ p.b_down
-    return out if p.shared is None else out + mlp(cfg, rules, p.shared, x)[0]
+    return out if p.shared is None else out + shared_expert(cfg, rules, p, x)
+
+
+def shared_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.Array:
+    """The shared experts' output [stream, embed] of x [tokens, embed]: their MLP, times
+    sigmoid(x shared_gate) per token with moe.shared_gate."""
+    out = mlp(cfg, rules, p.shared, x)[0]
+    if p.shared_gate is None:
+        return out
+    w = rules.gather(p.shared_gate.astype(F32), ("embed",))
+    gate = jax.nn.sigmoid(jnp.einsum("td,d->t", x.astype(F32), w, out_sharding=rules.spec("stream")))
+    return (gate[:, None] * out.astype(F32)).astype(out.dtype)
 
 
 def moe_losses(cfg: ModelConfig) -> dict:
@@ -466,6 +483,9 @@ def config_errors(m) -> List[str]:
                     "multiple of the step (the layers after the dense ones run as groups of step - 1 dense + 1 MoE)")
     if e.shared_experts < 0:
         errs.append(f"model.moe.shared_experts={e.shared_experts} must be >= 0 (0 = none)")
+    elif e.shared_gate and not e.shared_experts:
+        errs.append("model.moe.shared_gate=true gates the shared experts' output: set model.moe.shared_experts >= 1 "
+                    "(Qwen3-Next: 1), or shared_gate=false")
     if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):
         errs.append(f"model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got {e.capacity_factor}), "
                     "e.g. 1.25: each expert then takes 1.25x its even share of the tokens")

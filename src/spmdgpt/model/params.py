@@ -174,7 +174,8 @@ def _param_info(cfg: ModelConfig) -> Params:
     D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
     return Params(
         embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
-        blocks=layers("blocks", sum(kinds) or linear.count(False)),
+        # (a hybrid's softmax layers, else an MoE model's MoE layers, else every layer)
+        blocks=layers("blocks", linear.count(False) if any(linear) else sum(kinds) or cfg.num_layers),
         ln_f=norm_info(cfg),
         unembed=None
         if cfg.tie_embeddings
