@@ -180,13 +180,20 @@ def test_a_hybrid_runs_its_layers_in_order():
     assert float(jnp.max(jnp.abs(later - got)[:, :12])) == 0.0 and float(jnp.max(jnp.abs(later - got)[:, 12:])) > 1e-3
 
 
-def test_data_and_model_parallel_equal_one_device():
-    """A hybrid on data 2 x model 2 (the DeltaNet heads split like attention heads): the loss and
-    every gradient, with documents and restarted positions, equal one device's."""
+@pytest.mark.parametrize("layout", [
+    # the context ring: 8 chunks of 8 tokens (the state passed through them in sequence order, documents starting
+    # inside chunks and at their first token), and the ring beside data and tensor parallelism
+    ("mesh.data=1", "mesh.context=4"),
+    ("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2", "mesh.model=2"),
+], ids=["c4", "d2c2m2"])
+def test_data_model_and_context_parallel_equal_one_device(layout):
+    """A hybrid on context rings (each device's two chunks run from the state the chunks before them
+    leave), alone and beside data 2 x model 2 (the DeltaNet heads split like attention heads): the
+    loss and every gradient, with documents and restarted positions, equal one device's."""
     model = ("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2", "model.deltanet.value_heads=4",
              "model.deltanet.key_dim=8", "model.deltanet.chunk=16")
     want = reference(model)
-    got = run(cfg_for("mesh.data=2", "mesh.model=2", *model))
+    got = run(cfg_for(*layout, *model))
     assert abs(got[0] - want[0]) <= 1e-5 * abs(want[0])
     assert_close(got[1], want[1])
 
@@ -207,11 +214,11 @@ def test_refusals_name_the_field(overrides, message):
 @pytest.mark.parametrize("overrides, message", [
     (("mesh.stage=2",), "model.deltanet.full_attention_interval=2: a hybrid's two layer stacks do not run in a "
                         "pipeline yet (mesh.stage=2); set mesh.stage=1"),
-    (("mesh.context=2",),
-     "model.deltanet.full_attention_interval=2: Gated DeltaNet's state does not pass between context shards yet "
-     "(mesh.context=2); set mesh.context=1"),
+    (("mesh.context=4", "data.seq_len=16", "model.max_seq_len=16"),
+     "data.seq_len=16 over 2 x 4 chunks (mesh.context=4) leaves chunks shorter than Gated DeltaNet's convolution "
+     "reaches back (model.deltanet.conv - 1 = 3 tokens); use a longer data.seq_len or a smaller mesh.context"),
 ])
-def test_pipeline_and_context_parallelism_are_refused(overrides, message):
+def test_pipelines_and_too_short_context_chunks_are_refused(overrides, message):
     assert validate(cfg_for("mesh.data=-1", "model.deltanet.full_attention_interval=2", *overrides), 8) == [message]
 
 

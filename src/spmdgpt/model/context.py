@@ -383,9 +383,10 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
     if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
         errs.append(f"model.attention={m.attention.value} does not run on a context ring (mesh.context={ring}): ring "
                     "attention computes its blocks itself; use model.attention=auto or xla, or mesh.context=1")
-    if m.deltanet.full_attention_interval:
-        errs.append(f"model.deltanet.full_attention_interval={m.deltanet.full_attention_interval}: Gated DeltaNet's "
-                    f"state does not pass between context shards yet (mesh.context={ring}); set mesh.context=1")
+    if m.deltanet.full_attention_interval and "batch" in sections and 0 < d.seq_len < 2 * ring * (m.deltanet.conv - 1):
+        errs.append(f"data.seq_len={d.seq_len} over 2 x {ring} chunks (mesh.context={ring}) leaves chunks shorter than "
+                    f"Gated DeltaNet's convolution reaches back (model.deltanet.conv - 1 = {m.deltanet.conv - 1} "
+                    "tokens); use a longer data.seq_len or a smaller mesh.context")
     if m.attention_sinks:
         errs.append(f"model.attention_sinks=true: ring attention has no sink logit yet (mesh.context={ring}); set "
                     "mesh.context=1")

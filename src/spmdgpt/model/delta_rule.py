@@ -52,6 +52,12 @@ CHUNK = 64  # Gated DeltaNet's chunk (the paper's and flash-linear-attention's)
 UNROLL = 16
 
 
+def _plain() -> bool:
+    """No mesh to lay arrays out on: none, or every axis manual (inside a `shard_map`'s body)."""
+    mesh = jax.sharding.get_abstract_mesh()
+    return mesh.empty or mesh.are_all_axes_manual
+
+
 def _compute_dtype(*arrays) -> jnp.dtype:
     return jnp.float64 if any(a.dtype == jnp.float64 for a in arrays) else jnp.float32
 
@@ -59,8 +65,10 @@ def _compute_dtype(*arrays) -> jnp.dtype:
 def _state(q: Array, dv: int, f, state: Optional[Array]) -> Array:
     """The state before the first token, [b, h, dk, dv] in dtype f, laid out as q's batch and heads."""
     shape = q.shape[:2] + (q.shape[-1], dv)
-    if jax.sharding.get_abstract_mesh().empty:  # (plain arrays, outside a mesh)
-        return jnp.zeros(shape, f) if state is None else state.astype(f)
+    if _plain():  # (plain arrays, outside a mesh or inside a shard_map, where it varies over q's devices as the
+        # scan's carry does: + 0 x q)
+        s = jnp.zeros(shape, f) if state is None else state.astype(f)
+        return s if jax.sharding.get_abstract_mesh().empty else s + 0 * q.reshape(q.shape[:2] + (-1, 1))[:, :, :1]
     spec = tuple(jax.typeof(q).sharding.spec) + (None,) * q.ndim
     layout = P(spec[0], spec[1], None, None)
     if state is None:
@@ -76,7 +84,7 @@ def _local(fn, *arrays: Array) -> Array:
     """fn(*arrays) on each device's own rows (a `shard_map` over the arrays' own layouts; their
     sharded axes are batch axes of fn): the triangular solve's derivative rules build masks that
     explicit sharding refuses to mix with sharded operands."""
-    if jax.sharding.get_abstract_mesh().empty:
+    if _plain():
         return fn(*arrays)
     specs = tuple(jax.typeof(a).sharding.spec for a in arrays)
     return jax.shard_map(fn, in_specs=specs, out_specs=specs[-1])(*arrays)
@@ -89,7 +97,7 @@ def _resets(segments: Optional[Array], g: Array, pad: int = 0) -> Array:
     if segments is not None:
         return jnp.pad(segments[:, 1:] != segments[:, :-1], ((0, 0), (1, pad)))
     shape = (g.shape[0], g.shape[2] + pad)
-    if jax.sharding.get_abstract_mesh().empty:
+    if _plain():
         return jnp.zeros(shape, bool)
     return jnp.zeros(shape, bool, out_sharding=P(jax.typeof(g).sharding.spec[0], None))
 
@@ -171,3 +179,21 @@ def chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Optio
     s, o = jax.lax.scan(one, s0, tuple(map(per_chunk, (u, w, qk, q_in, k_out, keep))), unroll=min(unroll, n))
     o = jnp.moveaxis(o, 0, 2).reshape(b, h, n * C, dv)[:, :, :t]
     return o.astype(out_dtype), s
+
+
+def transition(k: Array, v: Array, g: Array, beta: Array, segments: Optional[Array] = None,
+               chunk: int = CHUNK) -> tuple[Array, Array]:
+    """What a stretch of tokens does to the state before it: (M [b, h, dk, dk], B [b, h, dk, dv])
+    with final state = M S + B for any state S before the first token (the rule is affine in S:
+    each of S's columns evolves alone). One chunked pass over values [v | 0] from the state
+    [0 | I]: B's columns start at zero and take the writes, M's start at the identity and take
+    none (a document start inside the stretch zeroes M's part before it). Context parallelism
+    combines the shards' (M, B) in sequence order (`spmdgpt.model.deltanet`)."""
+    b, h, _, dk = k.shape
+    dv = v.shape[-1]
+    f = _compute_dtype(k, v)
+    values = jnp.concatenate([v.astype(f), jnp.zeros(v.shape[:-1] + (dk,), f)], axis=-1)
+    start = jnp.broadcast_to(jnp.concatenate([jnp.zeros((dk, dv), f), jnp.eye(dk, dtype=f)], axis=-1),
+                             (b, h, dk, dv + dk))
+    _, s = chunked(k, k, values, g, beta, segments, state=start, chunk=chunk)  # (the outputs: unused)
+    return s[..., dv:], s[..., :dv]

@@ -24,7 +24,10 @@ convolution, like the state, never reaches across a document boundary (segment i
 
 Full sequences (training, evaluation) run the chunkwise parallel form (`delta_rule.chunked`,
 chunks of model.deltanet.chunk). Heads split over the tensor axis like attention heads (the key
-heads and the value heads both under the `heads` rule). Decoding keeps a fixed-size cache per
+heads and the value heads both under the `heads` rule). On a context ring (mesh.context > 1,
+sequences split in the zigzag order of `spmdgpt.model.context`) the state passes between the
+chunks in sequence order (`_context_rule`) and the convolution reads the inputs before each chunk
+(`_context_conv`). Decoding keeps a fixed-size cache per
 sequence (`deltanet_state`: the state [Hv, dk, dv] in float32 and the convolution's last K - 1
 inputs), which the inference engine holds per slot beside the softmax layers' pages: a prompt's
 chunks run the chunked form from the row's state, a decode step the recurrence.
@@ -107,6 +110,95 @@ def causal_conv(x: jax.Array, w: jax.Array, segments: Optional[jax.Array]) -> ja
     return out
 
 
+def _context_local(rules: Rules, body, *arrays):
+    """body(device index on the context ring, *each device's blocks) in a `shard_map` over every
+    mesh axis (the arrays' own layouts in and, for the result, the first array's), the
+    sequences split over the context ring (`rules.seq_axes()`) in context order
+    (`spmdgpt.model.context`: device d holds sequence chunks d and 2C - 1 - d)."""
+    specs = tuple(None if a is None else jax.typeof(a).sharding.spec for a in arrays)
+    axes = rules.seq_axes()
+
+    def local(*blocks):
+        return body(jax.lax.axis_index(axes), *blocks)
+
+    return jax.shard_map(local, in_specs=specs, out_specs=specs[0])(*arrays)
+
+
+def _in_sequence_order(gathered: jax.Array, c: int) -> jax.Array:
+    """[C, 2, ...] (device, its early / late chunk) -> [2C, ...] the chunks in sequence order
+    (chunk j < C: device j's early one; j >= C: device 2C - 1 - j's late one)."""
+    return jnp.concatenate([gathered[:, 0], jnp.flip(gathered[:, 1], axis=0)])
+
+
+def _context_conv(rules: Rules, x: jax.Array, w: jax.Array, segments: Optional[jax.Array]) -> jax.Array:
+    """`causal_conv` of sequences split over the context ring: each chunk reads the last K - 1
+    inputs of the chunk before it in the sequence (and their document ids), all-gathered over the
+    ring (K - 1 tokens a chunk)."""
+    K, c = w.shape[0], rules.context_size()
+    axes = rules.seq_axes()
+
+    def body(d, x, w, segments):
+        b, t = x.shape[:2]
+        halves = x.reshape((b, 2, t // 2) + x.shape[2:])
+        ring = lambda a: _in_sequence_order(  # noqa: E731  ([b, 2, ...] -> [2C, b, ...])
+            jax.lax.all_gather(a, axes).swapaxes(1, 2), c)
+        tails = ring(halves[:, :, t // 2 - (K - 1):])  # [2C, b, K - 1, ...]
+        mine = (d, 2 * c - 1 - d)
+        before = [jnp.where(j > 0, tails[jnp.maximum(j - 1, 0)], 0) for j in mine]  # (none before the sequence)
+        if segments is not None:
+            seg = segments.reshape(b, 2, t // 2)
+            seg_tails = ring(seg[:, :, t // 2 - (K - 1):])
+            seg_before = [jnp.where(j > 0, seg_tails[jnp.maximum(j - 1, 0)], -1) for j in mine]
+        out = [causal_conv(jnp.concatenate([before[h], halves[:, h]], axis=1), w,
+                           None if segments is None else jnp.concatenate([seg_before[h], seg[:, h]], axis=1))[:, K - 1:]
+               for h in range(2)]
+        return jnp.concatenate(out, axis=1)
+
+    return _context_local(rules, body, x, w, segments)
+
+
+def _context_rule(rules: Rules, q, k, v, g, beta, segments: Optional[jax.Array], chunk: int) -> jax.Array:
+    """The chunked delta rule over sequences split over the context ring ([b, h, t, ...], t in
+    context order): each device's two chunks run the chunked form from a zero state to find what
+    they do to a state (`delta_rule.transition`: M, B); the ring all-gathers those, every device
+    carries the state through the 2C chunks in sequence order (S <- M S + B; zero where a document
+    starts at a chunk's first token), and its chunks run again from their own carried states. Two
+    passes of the chunked form (the first over dk more value columns); equal to one device's."""
+    c = rules.context_size()
+    axes = rules.seq_axes()
+
+    def body(d, q, k, v, g, beta, segments):
+        b, h, t = q.shape[:3]
+
+        def halves(a, heads=True):  # [b, (h,) 2 (t / 2), ...] -> [2b, (h,) t / 2, ...]: the two chunks as rows
+            a = a.reshape(a.shape[:1 + heads] + (2, t // 2) + a.shape[2 + heads:])
+            return jnp.concatenate([a[:, :, 0] if heads else a[:, 0], a[:, :, 1] if heads else a[:, 1]])
+
+        q2, k2, v2, g2, beta2 = map(halves, (q, k, v, g, beta))
+        seg2 = None if segments is None else halves(segments, heads=False)
+        m, add = delta_rule.transition(k2, v2, g2, beta2, seg2, chunk=chunk)  # [2b, h, dk, dk], [2b, h, dk, dv]
+        ring = lambda a: _in_sequence_order(  # noqa: E731  ([2b, ...] -> [2C, b, ...])
+            jax.lax.all_gather(a.reshape((2, b) + a.shape[1:]).swapaxes(0, 1), axes).swapaxes(1, 2), c)
+        ms, adds = ring(m), ring(add)
+        if seg2 is None:
+            starts = jnp.zeros((2 * c, b), bool)
+        else:  # (a chunk whose first token is not in the document of the chunk before's last token)
+            firsts, lasts = ring(seg2[:, 0]), ring(seg2[:, -1])
+            starts = jnp.concatenate([jnp.zeros((1, b), bool), firsts[1:] != lasts[:-1]])
+
+        def carry(s, xs):
+            m_j, add_j, start_j = xs
+            s = jnp.where(start_j[:, None, None, None], 0, s)
+            return jnp.einsum("bhkj,bhjv->bhkv", m_j, s) + add_j, s
+
+        _, before = jax.lax.scan(carry, 0 * adds[0], (ms, adds, starts))  # [2C, b, h, dk, dv]
+        state = jnp.concatenate([before[d], before[2 * c - 1 - d]])  # [2b, ...]: this device's chunks'
+        o, _ = delta_rule.chunked(q2, k2, v2, g2, beta2, seg2, state=state, chunk=chunk)  # [2b, h, t / 2, dv]
+        return jnp.concatenate([o[:b], o[b:]], axis=2)
+
+    return _context_local(rules, body, q, k, v, g, beta, segments)
+
+
 def _l2(x: jax.Array) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.sum(jnp.square(x), axis=-1, keepdims=True) + L2_EPS)
 
@@ -150,8 +242,13 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
     ys = matmuls_in(rules, x, *((eq, a, ("embed", *logical), logical) for eq, a, logical in terms))
     qk, v, z, ab = (unflatten(rules, y, u.batch, *logical) for y, (_, _, logical) in zip(ys, terms))
     seg = u.segment_ids
+    if seg is not None and rules.context_size() > 1 and cache is None:
+        seg = jax.sharding.reshard(seg, rules.spec("batch", "seq"))
     w_qk, w_v = w(p.conv_qk, None, "qkv", "heads", "head_dim"), w(p.conv_v, None, "heads", "head_dim")
-    if cache is None:
+    ring = cache is None and rules.context_size() > 1  # (sequences split over the context ring)
+    if ring:
+        qk, v = _context_conv(rules, qk, w_qk, seg), _context_conv(rules, v, w_v, seg)
+    elif cache is None:
         qk, v = causal_conv(qk, w_qk, seg), causal_conv(v, w_v, seg)
     else:
         valid = u.positions >= 0
@@ -166,11 +263,15 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
     beta = jax.nn.sigmoid(a32[:, :, 1])
     g = -jnp.exp(p.a_log.astype(f)) * jax.nn.softplus(a32[:, :, 0] + p.dt_bias.astype(f))
 
-    def heads_first(a):  # [b, t, h, ...] -> [b, h, t, ...], whole sequences (the chunks are scanned)
-        return jax.sharding.reshard(jnp.swapaxes(a, 1, 2), rules.spec("batch", "heads", *(None,) * (a.ndim - 2)))
+    def heads_first(a):  # [b, t, h, ...] -> [b, h, t, ...], whole sequences (the chunks are scanned), or a
+        # device's chunks of them on a context ring
+        return jax.sharding.reshard(jnp.swapaxes(a, 1, 2), rules.spec("batch", "heads", "seq" if ring else None,
+                                                                      *(None,) * (a.ndim - 3)))
 
     arrays = None
-    if cache is None:
+    if ring:
+        o = _context_rule(rules, *map(heads_first, (q, k, v, g, beta)), seg, cfg.deltanet.chunk)
+    elif cache is None:
         if seg is not None:
             seg = jax.sharding.reshard(seg, rules.spec("batch", None))
         o, _ = delta_rule.chunked(*map(heads_first, (q, k, v, g, beta)), seg, chunk=cfg.deltanet.chunk)
