@@ -3,9 +3,9 @@ evaluation, and the statistics and rollouts where it asks for them) compiled for
 from abstract shapes, compile-only, and each within a device's memory. The hardware is the one
 its YAML header and the README name: one H100 (gpt2_124m, gemma3_1b), one host of 8 H100s (the
 Llama configs; gpt_oss_20b), a v5p-64 slice with 8-way expert parallelism (mixtral_8x7b), a
-v5p-128 one (gpt_oss_120b), a v5p-1024 slice with 8-way expert parallelism (deepseek_v3; it, Mixtral,
-the Llamas but Llama 2 7B, Gemma 3 1B and the gpt-oss shapes only with SPMDGPT_BIG_PLANS=1, a minute or
-more of compilation each), and for the small ones a CPU device of this machine holding the whole run.
+v5p-128 one (gpt_oss_120b, qwen3_next_80b_a3b), a v5p-1024 slice with 8-way expert parallelism
+(deepseek_v3); all but Llama 2 7B's only with SPMDGPT_BIG_PLANS=1 (a minute or more of
+compilation each), and for the small ones a CPU device of this machine holding the whole run.
 
 The GPU plans use XLA's attention where cuDNN's library is not installed (CI installs the
 gpu-plan extra, not gpu-plan-cudnn): it keeps each layer's attention probabilities where cuDNN's
@@ -38,12 +38,15 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "deepseek_v3": ["topology=v5p-1024", "mesh.expert=8"],
     "gpt_oss_20b": ["topology=h100-8"],
     "gpt_oss_120b": ["topology=v5p-128", "mesh.expert=8"],
+    "qwen3_next_80b_a3b": ["topology=v5p-128", "mesh.expert=8"],
 }
 # planned only with SPMDGPT_BIG_PLANS=1: 512 devices, 3 minutes of compilation on a 2-core box (its plan is in
 # benchmarks/BENCHMARKS.md)
 BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1b", "llama_1b", "llama3_8b",
-       "gemma3_1b"}  # (gemma3_1b: 80-100 s for one H100, the suite's slowest test; its windows, post-norms
-# and GeGLU run on the CPU in test_hf (Gemma3ForCausalLM against transformers) and test_generate)
+       "gemma3_1b", "qwen3_next_80b_a3b", "gpt2_124m"}  # (gemma3_1b: 80-100 s for one H100, the suite's slowest test;
+# its windows, post-norms and GeGLU run on the CPU in test_hf (Gemma3ForCausalLM against transformers) and
+# test_generate; gpt2_124m: 55-70 s, the suite's slowest then; its plan is in BENCHMARKS and README, and the H100
+# compiler runs in test_plan, test_preflight and for llama2_7b here)
 # (gpt-oss: 2 and 4 minutes; Mixtral: 2, the suite's slowest test, its plan in BENCHMARKS.md, test_moe.py plans
 # expert parallelism on 8 devices; the Llamas on 8 H100s a minute or more each: llama2_7b, the cheapest of the
 # four at 30 s, runs for them all)

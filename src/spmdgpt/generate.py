@@ -61,20 +61,21 @@ class Conversation:
         from spmdgpt.engine import Request
 
         messages = self.messages + [{"role": "user", "content": content}]
-        ids = self.tok.encode(self.tok.template.render(messages, add_generation_prompt=True))
+        ids = self.tok.prompt(messages)
         budget = min(self.sp.max_new_tokens, self.cfg.max_seq_len - len(ids))
         if budget < 1:
             raise ValueError(f"the conversation has reached the model's context of {self.cfg.max_seq_len} tokens; "
                              "/reset to start a new one")
         stop = self.tok.stop_id
-        shown = (lambda r, t: t != stop and on_token(self.tok.decode([x for x in r.tokens if x != stop]), t)) \
+        reply = getattr(self.tok, "reply_text", None) or (lambda ids, final=True: self.tok.decode(ids))
+        shown = (lambda r, t: t != stop and on_token(reply([x for x in r.tokens if x != stop], False), t)) \
             if on_token is not None else None
         sp, before = self.sp, self.engine.shared_tokens
         r = self.engine.run([Request(ids, budget, sp.temperature, sp.top_k, sp.top_p, sp.seed, self.turns,
                                      stop_ids=(stop,), on_token=shown)])[0]
         self.fed += len(ids) - (self.engine.shared_tokens - before)
         self.last = r  # (the turn's engine request: its tokens, stop token included)
-        text = self.tok.decode([t for t in r.tokens if t != stop])
+        text = reply([t for t in r.tokens if t != stop])
         self.messages = messages + [{"role": "assistant", "content": text}]
         self.turns += 1
         return text

@@ -70,6 +70,7 @@ class Sampling:
     stream: bool
     echo: bool = False
     logprobs: Optional[int] = None
+    chat: bool = False  # a chat request: its text is the reply as the tokenizer reads it (harmony: the final channel)
 
 
 def _number(body: dict, name: str, default, kind=float, low=None, high=None, low_open=False):
@@ -92,7 +93,7 @@ UNSUPPORTED = {  # OpenAI fields that change the answer, refused unless at their
 }
 
 
-def sampling_of(body: dict, default_max: int) -> Sampling:
+def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
     """The sampling fields of a request body, or RequestError naming the first bad one."""
     for name, noop in UNSUPPORTED.items():
         if body.get(name) not in noop:
@@ -117,6 +118,7 @@ def sampling_of(body: dict, default_max: int) -> Sampling:
         stream=bool(body.get("stream", False)),
         echo=bool(body.get("echo", False)),
         logprobs=logprobs,
+        chat=chat,
     )
 
 
@@ -338,13 +340,15 @@ class Backend:
                     raise RequestError(400, f"prompt: {e}", "prompt") from None
         return ids
 
-    def text(self, tokens: List[int], stops: List[str], final: bool) -> tuple:
+    def text(self, tokens: List[int], stops: List[str], final: bool, chat: bool = False) -> tuple:
         """(the text of a choice's tokens, cut at its first stop string; whether one was found). Not
         final (streaming): what may be sent so far, holding back a possible stop string's start and
-        an unfinished character."""
+        an unfinished character. chat: the reply as the tokenizer reads it, where it has a reading of
+        its own (harmony's final channel, `reply_text`)."""
         if tokens and tokens[-1] == self.stop_id:
             tokens = tokens[:-1]
-        text = self.tok.decode(tokens)
+        reply = getattr(self.tok, "reply_text", None) if chat else None
+        text = self.tok.decode(tokens) if reply is None else reply(tokens, final)
         cut = min((text.index(s) for s in stops if s in text), default=None)
         if cut is not None:
             return text[:cut], True
@@ -356,7 +360,7 @@ class Backend:
 
     def choice(self, r, sp: Sampling) -> dict:
         """A finished request's choice: text, finish_reason, its new tokens (without the stop token)."""
-        text, cut = self.text(r.tokens, sp.stop, final=True)
+        text, cut = self.text(r.tokens, sp.stop, final=True, chat=sp.chat)
         tokens = r.tokens[:-1] if r.tokens and r.tokens[-1] == self.stop_id and r.finish == "stop" else r.tokens
         if sp.max_tokens == 0:
             text, tokens = "", []
@@ -509,7 +513,7 @@ class Server:
         events: asyncio.Queue = asyncio.Queue()  # (request, its tokens so far, whether it ended), a token each
         try:
             body = await self._body(request)
-            sp = sampling_of(body, self.default_max)
+            sp = sampling_of(body, self.default_max, chat)
             if chat:
                 if sp.echo:
                     raise RequestError(400, "echo is for /v1/completions", "echo")
@@ -591,7 +595,7 @@ class Server:
                     i = index[r.ident]
                     if ended[i]:
                         continue
-                    text, _ = backend.text(r.tokens[:n], sp.stop, final=done)
+                    text, _ = backend.text(r.tokens[:n], sp.stop, final=done, chat=chat)
                     if len(text) > len(sent[i]) and text.startswith(sent[i]):
                         yield chunk(i, text[len(sent[i]):])
                         sent[i] = text

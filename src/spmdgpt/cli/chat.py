@@ -60,7 +60,7 @@ def chat_model(spec: str, overrides: List[str]):
                 ]
             )
         tok = ChatTokenizer(tok, template)
-    elif tok.kind != "chat":
+    elif tok.kind not in ("chat", "harmony"):
         raise ConfigError([f"run.dir={spec} did not train on chat data (its tokenizer has no chat template); "
                            "fine-tune it on a format: chat dataset first (docs/post-training.md)"])
     return cfg, tok

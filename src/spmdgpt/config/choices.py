@@ -134,6 +134,7 @@ class TokenizerKind(enum.Enum):
     char = "char"  # characters of the corpus + a reserved end-of-text id (saved with the run)
     gpt2 = "gpt2"  # GPT-2 BPE through tiktoken, loaded offline from data.path/gpt2-tokenizer
     hf = "hf"  # any Hugging Face tokenizer.json (data.tokenizer_file), via `tokenizers`
+    harmony = "harmony"  # gpt-oss's o200k_harmony and its harmony chat format, via openai-harmony (the harmony extra)
 
 
 class DataFormat(enum.Enum):

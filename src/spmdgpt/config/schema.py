@@ -234,7 +234,7 @@ class DataConfig(Section):
     encoding: str = "utf-8"  # text encoding of the sources (latin-1 for the Gutenberg files)
     encoding_errors: str = "strict"  # strict (stop at invalid text) | replace (U+FFFD and go on)
     skip_bad_records: bool = False  # count and report bad jsonl lines instead of stopping
-    tokenizer: TokenizerKind = TokenizerKind.char  # char | gpt2 | hf (ignored by the staircase)
+    tokenizer: TokenizerKind = TokenizerKind.char  # char | gpt2 | hf | harmony (ignored by the staircase)
     tokenizer_file: Optional[str] = None  # tokenizer.json for data.tokenizer=hf (relative to data.path)
     chat_template: Optional[str] = None  # a jinja2 chat template file for chat datasets; default: the
     # tokenizer's own (tokenizer_config.json beside data.tokenizer_file), else <|role|>content<|end|>

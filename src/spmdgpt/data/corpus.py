@@ -86,6 +86,8 @@ def with_chat_template(cfg: DataConfig, tok: Tokenizer) -> Tokenizer:
     """The tokenizer of a corpus with chat datasets: `tok` with its chat template (data/chat.py)."""
     from spmdgpt.data.chat import chat_tokenizer
 
+    if tok.kind == "harmony":  # (its chat format is its own)
+        return tok
     hf = tokenizer_file(cfg) if cfg.tokenizer == TokenizerKind.hf else None
     return chat_tokenizer(tok, chat_template_file(cfg), hf)
 

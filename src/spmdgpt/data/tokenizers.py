@@ -204,6 +204,10 @@ def load_tokenizer(cfg: DataConfig, chars: str | None = None) -> Tokenizer:
         return GPT2Tokenizer(gpt2_cache_dir(cfg))
     if cfg.tokenizer == TokenizerKind.hf:
         return HFTokenizer.from_file(tokenizer_file(cfg))
+    if cfg.tokenizer == TokenizerKind.harmony:
+        from spmdgpt.data.harmony import HarmonyTokenizer
+
+        return HarmonyTokenizer()
     assert chars is not None, "the char tokenizer is built from the corpus's characters"
     return CharTokenizer(chars)
 
@@ -219,6 +223,10 @@ def tokenizer_from_json(d: dict, cfg: DataConfig | None = None) -> Tokenizer:
         tok = GPT2Tokenizer(gpt2_cache_dir(cfg or DataConfig()))
     elif d.get("kind") == "hf":
         tok = HFTokenizer(json.dumps(d["tokenizer"]), "tokenizer.json")
+    elif d.get("kind") == "harmony":
+        from spmdgpt.data.harmony import HarmonyTokenizer
+
+        tok = HarmonyTokenizer()
     elif d.get("kind") == "chat":
         from spmdgpt.data.chat import ChatTemplate, ChatTokenizer
 
