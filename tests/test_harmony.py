@@ -51,6 +51,7 @@ def test_conversations_render_as_openai_harmony_renders_them(harmony):
     assert harmony.decode(prompt).endswith("<|start|>user<|message|>2+2?<|end|><|start|>assistant")
     assert ids[:len(prompt)].tolist() == prompt  # (the reply continues the prompt, token for token)
     assert (harmony.vocab_size, harmony.eos_id, harmony.stop_id) == (201_088, 199_999, 200_002)
+    assert harmony.encode(harmony.decode(prompt)) == prompt  # (a hand-rendered prompt reads as its tokens)
 
 
 def test_a_reply_reads_as_its_final_channel(harmony):

@@ -48,7 +48,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "          spmdgpt plot runs/a runs/b [out=DIR names=adamw,muon] (default: RUN/plots, or runs/plots)",
     "export": "a run as a Hugging Face transformers model folder (safetensors, config, tokenizer), or\n"
     "          as a static web page that runs it in the browser (format=web):\n"
-    "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true]",
+    "          spmdgpt export run.dir=runs/r1 out=exported [format=web step=N dtype=bfloat16 overwrite=true\n"
+    "                                                       hf_class=Qwen3NextForCausalLM]",
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "serve": "an OpenAI-compatible HTTP server for a run (or hf:DIR): /v1/completions, /v1/chat/completions:\n"
     "          spmdgpt serve run.dir=runs/r1 [host=127.0.0.1 port=8000 max_queue=64 step=N max_tokens=16\n"

@@ -32,9 +32,8 @@ def tokenizer_files(tok, max_seq_len: int) -> Dict[str, str]:
     from spmdgpt.data.tokenizers import EOS_NAMES, CharTokenizer, GPT2Tokenizer, HFTokenizer
 
     if getattr(tok, "kind", None) == "harmony":
-        raise ConfigError(["data.tokenizer=harmony: export writes no tokenizer files for o200k_harmony yet; export "
-                           "from a run of another tokenizer, or copy tokenizer.json and chat_template.jinja from a "
-                           "published gpt-oss folder beside this export's weights by hand"])
+        raise ConfigError(["data.tokenizer=harmony: export writes no tokenizer files for o200k_harmony yet, so it "
+                           "refuses (nothing written); export a run of another tokenizer, or wait for that export"])
     chat = tok if getattr(tok, "kind", None) == "chat" else None
     if chat is not None:  # (a chat run: its base tokenizer, the added tokens, the template)
         tok = chat.base

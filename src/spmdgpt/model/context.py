@@ -383,7 +383,8 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
     if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
         errs.append(f"model.attention={m.attention.value} does not run on a context ring (mesh.context={ring}): ring "
                     "attention computes its blocks itself; use model.attention=auto or xla, or mesh.context=1")
-    if m.deltanet.full_attention_interval and "batch" in sections and 0 < d.seq_len < 2 * ring * (m.deltanet.conv - 1):
+    if (m.deltanet.full_attention_interval and "batch" in sections and 0 < d.seq_len < 2 * ring * (m.deltanet.conv - 1)
+            and d.seq_len % (2 * ring) == 0):  # (else the split itself is the one error)
         errs.append(f"data.seq_len={d.seq_len} over 2 x {ring} chunks (mesh.context={ring}) leaves chunks shorter than "
                     f"Gated DeltaNet's convolution reaches back (model.deltanet.conv - 1 = {m.deltanet.conv - 1} "
                     "tokens); use a longer data.seq_len or a smaller mesh.context")
