@@ -239,6 +239,9 @@ class DigitChat:
     def prompt(self, messages):
         return self.encode(self.template.render(messages, add_generation_prompt=True))
 
+    def reply_text(self, ids, final=True):
+        return self.decode(ids)
+
 
 MLA_MOE = ["model.mla.kv_rank=16", "model.mla.q_rank=12", "model.mla.rope_dim=4", "model.mla.v_dim=6",
            "model.moe.num_experts=4", "model.num_layers=3", "model.moe.first_dense_layers=1"]

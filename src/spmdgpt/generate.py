@@ -67,7 +67,7 @@ class Conversation:
             raise ValueError(f"the conversation has reached the model's context of {self.cfg.max_seq_len} tokens; "
                              "/reset to start a new one")
         stop = self.tok.stop_id
-        reply = getattr(self.tok, "reply_text", None) or (lambda ids, final=True: self.tok.decode(ids))
+        reply = self.tok.reply_text
         shown = (lambda r, t: t != stop and on_token(reply([x for x in r.tokens if x != stop], False), t)) \
             if on_token is not None else None
         sp, before = self.sp, self.engine.shared_tokens

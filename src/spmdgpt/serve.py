@@ -343,12 +343,11 @@ class Backend:
     def text(self, tokens: List[int], stops: List[str], final: bool, chat: bool = False) -> tuple:
         """(the text of a choice's tokens, cut at its first stop string; whether one was found). Not
         final (streaming): what may be sent so far, holding back a possible stop string's start and
-        an unfinished character. chat: the reply as the tokenizer reads it, where it has a reading of
-        its own (harmony's final channel, `reply_text`)."""
+        an unfinished character. chat: the reply as the chat tokenizer reads it (`reply_text`:
+        harmony's final channel)."""
         if tokens and tokens[-1] == self.stop_id:
             tokens = tokens[:-1]
-        reply = getattr(self.tok, "reply_text", None) if chat else None
-        text = self.tok.decode(tokens) if reply is None else reply(tokens, final)
+        text = self.tok.reply_text(tokens, final) if chat else self.tok.decode(tokens)
         cut = min((text.index(s) for s in stops if s in text), default=None)
         if cut is not None:
             return text[:cut], True
@@ -595,7 +594,7 @@ class Server:
                     i = index[r.ident]
                     if ended[i]:
                         continue
-                    text, _ = backend.text(r.tokens[:n], sp.stop, final=done, chat=chat)
+                    text, _ = backend.text(r.tokens[:n], sp.stop, final=done, chat=sp.chat)
                     if len(text) > len(sent[i]) and text.startswith(sent[i]):
                         yield chunk(i, text[len(sent[i]):])
                         sent[i] = text

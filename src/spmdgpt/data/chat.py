@@ -217,6 +217,11 @@ class ChatTokenizer:
         """The ids of a conversation followed by the start of the assistant's turn (to sample)."""
         return self.encode(self.template.render(messages, add_generation_prompt=True))
 
+    def reply_text(self, ids: Sequence[int], final: bool = True) -> str:
+        """A sampled reply's text (a template's reply is its tokens' text; harmony reads its final
+        channel, `data.harmony`)."""
+        return self.decode(ids)
+
     def to_json(self) -> dict:
         return {"kind": "chat", "base": {**self.base.to_json(), "vocab_size": self.base.vocab_size},
                 "specials": list(self.specials), **self.template.to_json()}

@@ -124,9 +124,11 @@ def _context_local(rules: Rules, body, *arrays):
     return jax.shard_map(local, in_specs=specs, out_specs=specs[0])(*arrays)
 
 
-def _in_sequence_order(gathered: jax.Array, c: int) -> jax.Array:
-    """[C, 2, ...] (device, its early / late chunk) -> [2C, ...] the chunks in sequence order
-    (chunk j < C: device j's early one; j >= C: device 2C - 1 - j's late one)."""
+def _ring_in_order(a: jax.Array, axes: tuple, c: int) -> jax.Array:
+    """Each device's [b, 2, ...] (its early and late chunk's values) all-gathered over the context
+    ring -> [2C, b, ...] every chunk's in sequence order (chunk j < C: device j's early one;
+    j >= C: device 2C - 1 - j's late one)."""
+    gathered = jax.lax.all_gather(a, axes).swapaxes(1, 2)  # [C, 2, b, ...]
     return jnp.concatenate([gathered[:, 0], jnp.flip(gathered[:, 1], axis=0)])
 
 
@@ -140,8 +142,7 @@ def _context_conv(rules: Rules, x: jax.Array, w: jax.Array, segments: Optional[j
     def body(d, x, w, segments):
         b, t = x.shape[:2]
         halves = x.reshape((b, 2, t // 2) + x.shape[2:])
-        ring = lambda a: _in_sequence_order(  # noqa: E731  ([b, 2, ...] -> [2C, b, ...])
-            jax.lax.all_gather(a, axes).swapaxes(1, 2), c)
+        ring = lambda a: _ring_in_order(a, axes, c)  # noqa: E731
         tails = ring(halves[:, :, t // 2 - (K - 1):])  # [2C, b, K - 1, ...]
         mine = (d, 2 * c - 1 - d)
         before = [jnp.where(j > 0, tails[jnp.maximum(j - 1, 0)], 0) for j in mine]  # (none before the sequence)
@@ -177,8 +178,8 @@ def _context_rule(rules: Rules, q, k, v, g, beta, segments: Optional[jax.Array],
         q2, k2, v2, g2, beta2 = map(halves, (q, k, v, g, beta))
         seg2 = None if segments is None else halves(segments, heads=False)
         m, add = delta_rule.transition(k2, v2, g2, beta2, seg2, chunk=chunk)  # [2b, h, dk, dk], [2b, h, dk, dv]
-        ring = lambda a: _in_sequence_order(  # noqa: E731  ([2b, ...] -> [2C, b, ...])
-            jax.lax.all_gather(a.reshape((2, b) + a.shape[1:]).swapaxes(0, 1), axes).swapaxes(1, 2), c)
+        ring = lambda a: _ring_in_order(a.reshape((2, b) + a.shape[1:]).swapaxes(0, 1), axes, c)  # noqa: E731
+        # ([2b, ...], the rows of this device's early chunk then its late one's -> [2C, b, ...])
         ms, adds = ring(m), ring(add)
         if seg2 is None:
             starts = jnp.zeros((2 * c, b), bool)
