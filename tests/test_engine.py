@@ -143,6 +143,42 @@ def test_stops_and_refusals(model):
         tiny.add(Request([1] * 10, 9))
 
 
+def test_injected_tokens_are_read_and_sampling_goes_on_after_them(model):
+    """A request whose `inject` appends tokens after its 3rd and 7th sampled tokens (a tool's
+    output in a rollout): each stretch sampled after an injection equals a fresh greedy request
+    whose prompt is everything before it, log-probabilities too; `injected` names the appended
+    tokens; the budget cuts an injection short; a pool too small for the appended tokens preempts the
+    sequence (read again later from its start), and the tokens stay."""
+    cfg, rules, params = model
+    prompt = [1, 2, 3, 4, 5]
+    extra = {3: [9, 8, 7, 6, 5, 4, 3, 2, 1], 7: [4, 4]}
+
+    def tool(r):
+        return extra.get(len(r.tokens) - len(r.injected))
+
+    def run(engine, n=20, k=2):
+        return engine.run([Request(prompt, n, temperature=0.0, inject=tool) for _ in range(k)])
+
+    engine = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, chunk=8))
+    r = run(engine)[0]
+    assert r.injected == [*range(3, 12), 16, 17]
+    assert [r.tokens[i] for i in r.injected] == [9, 8, 7, 6, 5, 4, 3, 2, 1, 4, 4]
+    assert len(r.tokens) == 20 and r.finish == "length" and engine.pages_used() == 0
+    for start, end in ((12, 16), (18, 20)):  # (the stretches sampled after each injection)
+        fresh = engine.run([Request(prompt + r.tokens[:start], end - start, temperature=0.0)])[0]
+        assert fresh.tokens == r.tokens[start:end]
+        np.testing.assert_allclose(fresh.logprobs, r.logprobs[start:end], rtol=1e-5, atol=1e-5)
+    assert r.tokens[:3] == engine.run([Request(prompt, 3, temperature=0.0)])[0].tokens
+    cut = engine.run([Request(prompt, 5, temperature=0.0, inject=tool)])[0]  # (room for 2 of the 5)
+    assert cut.tokens == r.tokens[:5] and cut.injected == [3, 4] and cut.finish == "length"
+    small = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, chunk=8, pages=10))
+    both = run(small)
+    assert small.preemptions > 0 and [b.tokens for b in both] == [r.tokens] * 2 and small.pages_used() == 0
+    small.drafts = 1  # (as an engine of a model with multi-token-prediction modules would be)
+    with pytest.raises(ValueError, match="cannot be decoded speculatively"):
+        small.add(Request(prompt, 4, inject=tool))
+
+
 WIDE_GQA = ["model.d_model=512", "model.num_heads=4", "model.num_kv_heads=2"]  # (heads of 128: the TPU kernel's lanes)
 
 

@@ -50,8 +50,9 @@ BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1
 # (gpt-oss: 2 and 4 minutes; Mixtral: 2, the suite's slowest test, its plan in BENCHMARKS.md, test_moe.py plans
 # expert parallelism on 8 devices; the Llamas on 8 H100s a minute or more each: llama2_7b, the cheapest of the
 # four at 30 s, runs for them all)
-ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "deepseek_v3_small", "gpt_oss_small", "gutenberg_gpt2",
-               "qwen3_5_small", "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe",
+ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "calculator_grpo", "calculator_sft", "deepseek_v3_small",
+               "gpt_oss_small", "gutenberg_gpt2", "qwen3_5_small", "shakespeare_char", "shakespeare_gpt2",
+               "shakespeare_gpt2_gqa", "shakespeare_moe",
                "staircase"]
 LADDERS = ["ladder_gutenberg", "ladder_tiny"]  # spmdgpt ladder's grids (of ON_THIS_CPU's models): tests/test_ladder.py
 

@@ -195,7 +195,7 @@ def test_dynamic_sampling_fills_the_batch_with_informative_groups_and_overlong_s
     filled with dropped groups. DAPO's overlong penalty: 0, then linear to -penalty over the
     last rl.overlong_buffer tokens, added to the rewards the advantages see (not to rl/reward)."""
     from spmdgpt.rl.prompts import Prompt
-    from spmdgpt.rl.rollouts import Rollouts, overlong_penalty
+    from spmdgpt.rl.rollouts import Rollouts, Sampled, overlong_penalty
 
     np.testing.assert_allclose(overlong_penalty(np.array([3, 5, 6, 8]), 8, 4, 1.0), [0, -0.25, -0.5, -1.0])
     np.testing.assert_allclose(overlong_penalty(np.array([3, 8]), 8, 0, 1.0), [0, 0])
@@ -206,7 +206,7 @@ def test_dynamic_sampling_fills_the_batch_with_informative_groups_and_overlong_s
     def complete(params, rows, sp):  # (fixed completions: each group's first of 1 token, its second of 4, the most)
         new = [[3, 4, 5, 6] if i % 2 else [1] for i in range(len(rows))]
         rewards = np.array([float(i % 2) if r.prompt.startswith("spread") else 0.0 for i, r in enumerate(rows)])
-        return new, ["x"] * len(rows), rewards
+        return Sampled(new, ["x"] * len(rows), rewards, [[] for _ in rows])
 
     with jax.set_mesh(mesh):
         params = init_params(cfg.model, jax.random.key(1), rules)
@@ -343,6 +343,77 @@ def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
     assert prompts_of_step(5, 5, 0, 0) != prompts_of_step(5, 5, 1, 0)  # (another seed, another order)
 
 
+def test_the_calculator_and_a_tools_errors():
+    """The calculator computes arithmetic exactly and nothing else (a parser, never eval); a tool
+    that raises, returns no text or runs past its timeout gives the model an error text, counted
+    and said on the console (the first few); the tool's output in a character vocabulary keeps
+    the characters it has."""
+    import time
+
+    from spmdgpt.rl.tools import CalculatorError, Toolbox, calculator, encodable
+
+    assert [calculator(x) for x in ["12*34", " 432 - 1000 =", "1/3", "-7/2", "(2+3)**3", "7//2", "7%3", "0.1+0.2",
+                                    "2**-2"]] == ["408", "-568", "0.333333", "-3.5", "125", "3", "1", "0.3", "0.25"]
+    for bad, why in [("__import__('os')", "not arithmetic"), ("1/0", "division by zero"), ("2**0.5", "whole exponents"),
+                     ("10**30*10", "too large"), ("", "empty"), ("True+1", "not arithmetic"), ("1+", "not arithmetic"),
+                     ("9" * 201, "too long")]:
+        with pytest.raises(CalculatorError, match=why):
+            calculator(bad)
+    tok = CharTokenizer("0123456789:aeimortu ", eos=True)
+    box = Toolbox(calculator, tok, timeout=0.2, name="calculator")
+    assert box.call("6*7") == "42" and box.call("1/0") == "error: division by zero" and box.errors == 1
+
+    def raising(text):
+        raise KeyError(text)
+
+    assert Toolbox(raising, tok).call("x") == "error: KeyError: 'x'"
+    assert Toolbox(lambda text: 7, tok).call("x") == "error: no text"
+    slow = Toolbox(lambda text: time.sleep(2) or "late", tok, timeout=0.05, name="slow")
+    t = time.perf_counter()
+    assert slow.call("x") == "error: timeout" and time.perf_counter() - t < 1.0 and slow.errors == 1
+    assert tok.decode(encodable(tok, "error: timeout!")) == "error: timeout"  # (no "!" in the vocabulary)
+
+
+def test_a_tools_output_is_read_never_trained_on(capsys):
+    """rl.tool in a rollout (the calculator, its calls between the digits "1" and "2" here, so that
+    an untrained model makes some): each call's output follows its close mark in the row, as the
+    calculator gives it for the text between the marks; its targets are -1 and its sampling
+    log-probabilities 0, while the tokens around it train; rl/tool_calls counts the calls."""
+    from spmdgpt.rl.prompts import Prompt
+    from spmdgpt.rl.rollouts import Rollouts
+    from spmdgpt.rl.tools import calculator
+
+    cfg, mesh, rules = _tiny(1, "rl.group_size=4", "rl.max_new_tokens=12", "data.batch_size=8", "rl.tool=calculator",
+                             "rl.tool_open=1", "rl.tool_close=2", "rl.temperature=1.0")
+    tok = CharTokenizer("0123456789", eos=True)
+    prompts = [Prompt(tuple(tok.encode(s)), s, {"answer": "5"}, f"f:{i}") for i, s in enumerate(["0123", "98765"])]
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(2), rules)
+        a = Rollouts(cfg, rules, tok, numeric).batch(params, None, prompts, 3)
+    inputs, targets, _, old, _ = (np.asarray(x) for x in a.batch)
+    outputs = 0
+    for r, injected in enumerate(a.injected):
+        p, row, start = len(prompts[r // 4].tokens), inputs[r], 0
+        spans = np.split(np.array(injected, int), np.flatnonzero(np.diff(injected) > 1) + 1) if injected else []
+        for span in spans:  # (each span: the output of the call that ends just before it)
+            before = tok.decode(row[p + start:p + span[0]])  # (the text sampled since the last output)
+            call = before[before.rindex("1", 0, len(before) - 1) + 1:-1]
+            assert tok.decode(row[p + span[0]:p + span[-1] + 1]) == calculator(call)
+            assert (targets[r, p - 1 + span] == -1).all() and (old[r, p - 1 + span] == 0).all()
+            assert targets[r, p - 1 + span[0] - 1] >= 0  # (the close mark itself was sampled: it trains)
+            outputs, start = outputs + 1, span[-1] + 1
+    m = a.metrics(4)  # (the calls that failed, "12" an empty one, gave "error: ...": no digits, nothing appended)
+    assert outputs >= 2 and m["rl/tool_errors"] > 0
+    assert m["rl/tool_calls"] * 8 == pytest.approx(outputs + m["rl/tool_errors"] * 8)
+    said = "rl.tool=calculator on '' raised CalculatorError: empty; the model reads \"error: empty\""
+    assert said in capsys.readouterr().err
+
+
+def length_of_the_call(text):
+    """A tool (`module:function`): the length of the text it was called with."""
+    return str(len(text))
+
+
 def digits_like_the_answer(prompt, completion, record):
     """A reward with spread for an untrained model: the share of the completion's characters that
     are the answer's last digit (a `module:function` reward)."""
@@ -387,21 +458,26 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     steps then a resumed 2 bitwise (the rollouts are a function of (seed, step) and the state), and
     so does a run killed (-9) after step 3 and run again;
     8 data-parallel devices sample and score what one device does (rewards equal, losses to
-    float32 rounding)."""
+    float32 rounding). All with a tool in the rollouts (one's own, its calls between the digits
+    1 and 5, so that this untrained model makes some)."""
     import os
     import subprocess
     import sys
 
     from spmdgpt.cli import main
 
-    base = _sums_file(tmp_path)
+    base = _sums_file(tmp_path) + ["rl.max_new_tokens=5", "rl.tool=test_rl:length_of_the_call", "rl.tool_open=1",
+                                   "rl.tool_close=5"]
     assert main(["train", *base, "train.steps=4", "mesh.data=8", f"run.dir={tmp_path / 'a'}"]) == 0
     rows = _rows(tmp_path / "a")
     steps = [r for r in rows if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2, 3, 4]
     for r in steps:
-        assert {"rl/reward", "rl/reward_std", "rl/length", "rl/solved", "rl/kl", "rl/clip_fraction"} <= set(r)
-        assert 0 <= r["rl/reward"] <= 1 and 1 <= r["rl/length"] <= 3 and r["rl/kl"] >= 0
+        assert {"rl/reward", "rl/reward_std", "rl/length", "rl/solved", "rl/kl", "rl/clip_fraction",
+                "rl/tool_calls", "rl/tool_errors"} <= set(r)
+        assert r["rl/sample_seconds"] > 0 and r["rl/score_seconds"] > 0 and r["rl/logp_seconds"] > 0
+        assert 0 <= r["rl/reward"] <= 1 and 1 <= r["rl/length"] <= 5 and r["rl/kl"] >= 0
+    assert sum(r["rl/tool_calls"] for r in steps) * 8 >= 2 and not any(r["rl/tool_errors"] for r in steps)
     assert steps[0]["rl/kl"] == 0.0 and steps[0]["rl/clip_fraction"] == 0.0  # (the policy is the reference)
     assert [r["step"] for r in rows if "val/reward" in r] == [2, 4]
     samples = [json.loads(x) for x in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
@@ -413,7 +489,8 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     # stopped after step 2 (its checkpoint), resumed: the same rows, bitwise
     assert main(["train", *base, "train.steps=2", "mesh.data=8", f"run.dir={tmp_path / 'b'}"]) == 0
     assert main(["train", *base, "train.steps=4", "mesh.data=8", f"run.dir={tmp_path / 'b'}"]) == 0
-    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("tokens_per_sec", "mfu")} for r in rs]  # noqa: E731
+    timing = lambda k: k in ("tokens_per_sec", "mfu") or k.endswith("_seconds")  # noqa: E731
+    strip = lambda rs: [{k: v for k, v in r.items() if not timing(k)} for r in rs]  # noqa: E731
     assert strip(_rows(tmp_path / "b")) == strip(rows)
     # rl.updates_per_batch=2: steps 1 and 2 train on one sampled batch (its rewards, its prompts)
     assert main(["train", *base, "train.steps=4", "mesh.data=8", "rl.updates_per_batch=2",
@@ -461,6 +538,8 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
                    "['prompt']; fix the file or set data.skip_bad_records=true"),
     (["rl.clip_high=-0.1"], "rl.clip_high=-0.1 must be > 0 (the ratio's ceiling is 1 + clip_high; DAPO: 0.28)"),
     (["rl.loss_norm=mean"], "rl.loss_norm"),
+    (["rl.tool=abacus"], "rl.tool=abacus: unknown tool; use calculator or module:function (your own f(text) -> text)"),
+    (["rl.tool=calculator", "rl.tool_output=x"], "rl.tool_output='x' must hold {} (where the tool's output goes)"),
     (["rl.max_new_tokens=200"], "rl.max_new_tokens=200 leaves no room for a prompt in a context of 12 tokens "
                                 "(data.seq_len=12 + 1, model.max_seq_len=12); lower rl.max_new_tokens or raise"),
 ])
@@ -548,9 +627,11 @@ def test_a_bad_reward_is_one_line_and_the_fixed_rerun_starts_over(tmp_path, caps
 def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
     """spmdgpt/datasets/arithmetic/ holds exactly what `python -m spmdgpt.rl.arithmetic` writes,
     and the experiments read it through `spmdgpt:` paths."""
+    import gzip
     from importlib import resources
 
     from spmdgpt.rl.arithmetic import files, main, problems
+    from spmdgpt.rl.tools import calculator
 
     assert main([str(tmp_path)]) == 0
     shipped = resources.files("spmdgpt") / "datasets" / "arithmetic"
@@ -558,6 +639,12 @@ def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
         assert (tmp_path / name).read_bytes() == data == (shipped / name).read_bytes()
     q = problems(1000, 2)
     assert all(int(a) == eval(s.removesuffix("=")) for s, a in q)  # noqa: S307
+    # the calculator walk's: products, a quarter of the worked ones through the calculator ("<<a*b>>" then its output)
+    calc = [json.loads(x)["messages"] for x in gzip.decompress(files()["calc_sft.jsonl.gz"]).decode().splitlines()]
+    tools = [m[1]["content"] for m in calc if m[1]["content"].startswith("<<")]
+    assert len(calc) == 2000 and 0.2 < len(tools) / len(calc) < 0.3
+    assert all(calculator(r[2:r.index(">>")]) == r[r.index(">>") + 2:] for r in tools)
+    assert all(int(m[1]["content"].split(">>")[-1]) == eval(m[0]["content"][:-1]) for m in calc)  # noqa: S307
     assert {len(s.replace("-", "+").split("+")[0]) for s, _ in q} == {2, 3}  # (first operands)
     from spmdgpt.rl.loop import load_prompts
 

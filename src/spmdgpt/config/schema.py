@@ -379,6 +379,13 @@ class RlConfig(Section):
     # run on it splits them, data.val_fraction) it answers greedily at each evaluation, scored by rl.val_reward (default
     # rl.reward): val/reward
     samples: int = 4  # completions written to samples.jsonl at each evaluation (with their rewards)
+    tool: Optional[str] = None  # a tool rollouts may call mid-answer: calculator | module:function (text -> text;
+    # spmdgpt/rl/tools.py); its output is read by the model, never trained on
+    tool_open: str = "<<"  # the text that opens a tool call in a completion
+    tool_close: str = ">>"  # the text that closes it: the sequence pauses and the tool gets the text between
+    tool_output: str = "{}"  # the text appended after the close mark, {} the tool's output
+    tool_calls: int = 4  # the most calls one completion may make
+    tool_timeout: float = 1.0  # seconds a call may take (then the model reads "error: timeout")
 
 
 @dataclass

@@ -15,7 +15,11 @@ Each call of `Engine.step` makes one step of the compiled program (`paged.Step`)
 4. run the step, and hand each row's sampled token to its request: a row whose chunk ends its
    prompt samples the first new token, a decode row the next one. A sequence ends at one of its
    stop tokens, at max_new_tokens, at the model's context, when its `stop` callable says so (stop
-   strings), or when it is cancelled; its pages go back to the pool.
+   strings), or when it is cancelled; its pages go back to the pool. A request with an `inject`
+   callable (a tool in an RL rollout: spmdgpt.rl.tools) may append tokens it did not sample
+   after any token: the sequence goes back to reading, from its last sampled token through the
+   appended ones (pages for them taken now; when none are free it is preempted, and read again
+   from the start later), then samples on after them, all within its max_new_tokens.
 """
 
 from __future__ import annotations
@@ -109,11 +113,14 @@ class Request:
     stop_ids: Sequence[int] = ()
     stop: Optional[Callable[["Request"], bool]] = None  # True: stop now (e.g. a stop string was sampled)
     on_token: Optional[Callable[["Request", int], None]] = None  # called with each new token, `finish` set on the last
+    inject: Optional[Callable[["Request"], Optional[List[int]]]] = None  # after each sampled token: tokens to append
+    #   that the model reads but did not sample (a tool's output), or None
     ident: int = field(default_factory=itertools.count().__next__)
     tokens: List[int] = field(default_factory=list)
     logprobs: List[float] = field(default_factory=list)
     finish: Optional[str] = None  # "stop" | "length" | "cancelled" once it ended
     preemptions: int = 0
+    injected: List[int] = field(default_factory=list)  # indices into `tokens` of the ones `inject` appended
 
     @property
     def done(self) -> bool:
@@ -198,6 +205,8 @@ class Engine:
             whose = "model's" if self.context == self.cfg.max_seq_len else "engine's"
             return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} exceeds the "
                     f"{whose} context of {self.context} tokens; shorten the prompt or lower max_new_tokens")
+        if request.inject is not None and self.drafts:
+            return "a request that takes injected tokens (a tool) cannot be decoded speculatively; use speculate=0"
         if self.pages_for(total) > self.num_pages - 1:
             return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} needs "
                     f"{self.pages_for(total)} pages of {self.page_size} tokens; the pool has {self.num_pages - 1}")
@@ -402,9 +411,37 @@ class Engine:
             r.finish = "length"
         if r.done:
             self._release(i)
+        elif r.inject is not None:
+            self._inject(i, r.inject(r) or [])
         if r.on_token is not None:  # (after the finish is known: a caller can see that this token was the last)
             r.on_token(r, token)
         return r
+
+    def _inject(self, i: int, extra: List[int]) -> None:
+        """Append `extra` (what the request's `inject` gave, cut to its budget) to slot i's request:
+        the slot reads again from its last sampled token (the pool holds everything before it),
+        through the appended tokens, and then samples on."""
+        s, r = self.slots[i], self.slots[i].request
+        extra = [int(t) for t in extra][: r.max_new_tokens - len(r.tokens)]
+        if not extra:
+            return
+        r.injected.extend(range(len(r.tokens), len(r.tokens) + len(extra)))
+        r.tokens.extend(extra)
+        r.logprobs.extend([0.0] * len(extra))
+        if len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len:
+            r.finish = "length"
+            self._release(i)
+            return
+        s.feed = list(r.prompt) + r.tokens
+        s.read = s.length
+        more = self.pages_for(len(s.feed)) - len(s.pages)
+        if more > self.pages.available():  # (read it all again later, when pages are free)
+            self._release(i)
+            r.preemptions += 1
+            self.preemptions += 1
+            self.waiting.appendleft(r)
+            return
+        s.pages.extend(self.pages.take() for _ in range(max(more, 0)))
 
     @property
     def pool(self) -> dict:

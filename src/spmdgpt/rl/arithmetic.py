@@ -8,7 +8,15 @@ and arithmetic_grpo experiments as `spmdgpt:datasets/arithmetic/...`):
     prompts.jsonl.gz  {"prompt": [{"role": "user", "content": "47+385="}], "answer": "432"} a
                       line: what GRPO samples answers to and scores (rl.reward=numeric)
 
-`python -m spmdgpt.rl.arithmetic DIR` writes both files into DIR, byte for byte the shipped ones
+and the calculator walk's (read by calculator_sft and calculator_grpo), products of two two-digit
+numbers, which a model of this size does not learn to compute from a few thousand examples:
+
+    calc_sft.jsonl.gz      2,000 worked products; a quarter of them use the calculator
+                           ("47*38=" -> "<<47*38>>1786": the call, then the tool's output, as
+                           rl.tool=calculator appends it in a rollout), the others state the product
+    calc_prompts.jsonl.gz  4,000 others, {"prompt": [...], "answer": "1786"}
+
+`python -m spmdgpt.rl.arithmetic DIR` writes the files into DIR, byte for byte the shipped ones
 (gzip without a timestamp); a test checks that they are.
 """
 
@@ -23,6 +31,8 @@ from typing import List, Tuple
 
 SFT_PROBLEMS = 20_000
 PROMPTS = 4_000
+CALC_SFT = 2_000
+CALC_TOOL_SHARE = 0.25  # the calculator walk's demonstrations that call the tool
 
 
 def problems(n: int, seed: int) -> List[Tuple[str, str]]:
@@ -33,6 +43,16 @@ def problems(n: int, seed: int) -> List[Tuple[str, str]]:
         a, b = (r.randint(10, 999) for _ in range(2))
         op = r.choice("+-")
         out.append((f"{a}{op}{b}=", str(a + b if op == "+" else a - b)))
+    return out
+
+
+def products(n: int, seed: int) -> List[Tuple[str, str]]:
+    """n (question, answer) pairs a*b, each factor of 2 digits (10..99)."""
+    r = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a, b = r.randint(10, 99), r.randint(10, 99)
+        out.append((f"{a}*{b}=", str(a * b)))
     return out
 
 
@@ -50,7 +70,12 @@ def files() -> dict:
 
     sft = [json.dumps({"messages": [user(q), reply(a)]}) for q, a in problems(SFT_PROBLEMS, 1)]
     prompts = [json.dumps({"prompt": [user(q)], "answer": a}) for q, a in problems(PROMPTS, 2)]
-    return {"sft.jsonl.gz": _gzip(sft), "prompts.jsonl.gz": _gzip(prompts)}
+    tool = random.Random(5)
+    calc_sft = [json.dumps({"messages": [user(q), reply(f"<<{q[:-1]}>>{a}" if tool.random() < CALC_TOOL_SHARE else a)]})
+                for q, a in products(CALC_SFT, 3)]
+    calc_prompts = [json.dumps({"prompt": [user(q)], "answer": a}) for q, a in products(PROMPTS, 4)]
+    return {"sft.jsonl.gz": _gzip(sft), "prompts.jsonl.gz": _gzip(prompts), "calc_sft.jsonl.gz": _gzip(calc_sft),
+            "calc_prompts.jsonl.gz": _gzip(calc_prompts)}
 
 
 def main(argv: List[str]) -> int:

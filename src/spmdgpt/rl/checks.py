@@ -8,6 +8,7 @@ from typing import List
 
 from spmdgpt.config import Config, ConfigError, dataset_configs, preference_data, prompts_data
 from spmdgpt.rl.rewards import reward_function
+from spmdgpt.rl.tools import tool_function
 
 
 def config_errors(cfg: Config) -> List[str]:
@@ -66,11 +67,33 @@ def config_errors(cfg: Config) -> List[str]:
     if u > 1 and cfg.checkpoint.every % u:
         errs.append(f"checkpoint.every={cfg.checkpoint.every} must be a multiple of rl.updates_per_batch={u} "
                     "(a checkpoint between a batch's updates could not resume its sampled batch)")
-    errs += val_reward_errors(cfg)
+    errs += val_reward_errors(cfg) + tool_errors(cfg)
     try:
         reward_function(r.reward)
     except ConfigError as e:
         errs.extend(e.messages)
+    return errs
+
+
+def tool_errors(cfg: Config) -> List[str]:
+    """rl.tool, when set: a tool that imports, marks that open and close a call, an output with its {}."""
+    r = cfg.rl
+    if not r.tool:
+        return []
+    errs = []
+    try:
+        tool_function(r.tool)
+    except ConfigError as e:
+        errs.extend(e.messages)
+    if not r.tool_open or not r.tool_close:
+        errs.append(f"rl.tool_open={r.tool_open!r}, rl.tool_close={r.tool_close!r}: a tool call needs both marks "
+                    "(e.g. << and >>)")
+    if "{}" not in r.tool_output:
+        errs.append(f"rl.tool_output={r.tool_output!r} must hold {{}} (where the tool's output goes)")
+    if r.tool_calls < 1:
+        errs.append(f"rl.tool_calls={r.tool_calls} must be >= 1 (leave rl.tool out for none)")
+    if not r.tool_timeout > 0:
+        errs.append(f"rl.tool_timeout={r.tool_timeout} must be > 0 seconds")
     return errs
 
 
@@ -93,4 +116,4 @@ def _eval_prompts_errors(cfg: Config) -> List[str]:
         errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1 (rl.eval_prompts' answers)")
     if r.val_prompts < 1:
         errs.append(f"rl.val_prompts={r.val_prompts} must be >= 1 (the held-out prompts rl.eval_prompts answers)")
-    return errs + val_reward_errors(cfg)
+    return errs + val_reward_errors(cfg) + tool_errors(cfg)

@@ -179,8 +179,8 @@ class RewardEvaluator:
 
     def __call__(self, params, step: int) -> tuple:
         """(mean reward, [(prompt, completion, reward)] of the samples)."""
-        _, texts, rewards = self.rollouts.complete(params, self.prompts, self.rollouts.sampling(0, greedy=True),
-                                                   self.reward)
+        out = self.rollouts.complete(params, self.prompts, self.rollouts.sampling(0, greedy=True), self.reward)
+        texts, rewards = out.texts, out.rewards
         shown = [(p, c, float(r)) for p, c, r in zip(self.prompts[: self.samples], texts, rewards, strict=False)]
         if self.samples_path is not None and shown:  # (a failed write raises files.WriteFailed)
             append_rows(self.samples_path, ({"step": step, "prompt": p.prompt, "completion": c, "reward": r,

@@ -112,6 +112,12 @@ def reward_function(name: str, field: str = "rl.reward") -> Callable:
     if ":" not in name:
         raise ConfigError([f"{field}={name}: unknown reward; use one of {', '.join(BUILTINS)} or "
                            "module:function (your own f(prompt, completion, record) -> float)"])
+    return imported(name, field)
+
+
+def imported(name: str, field: str) -> Callable:
+    """The function `module:function` names, imported now (a ConfigError naming the field when it
+    does not import or is not callable): one's own reward or tool."""
     module, _, attr = name.partition(":")
     try:
         fn = getattr(importlib.import_module(module), attr)

@@ -9,7 +9,9 @@ template's end-of-turn token or the tokenizer's end-of-text; its key a function 
 the reward scores each completion's text, and the batch is laid out for the training step:
 
     row      = prompt tokens + completion tokens (+ the stop token when it stopped), then padding
-    inputs   = row[:-1], targets = row[1:] where the target is a completion token, else -1
+    inputs   = row[:-1], targets = row[1:] where the target is a sampled completion token, else -1
+               (with rl.tool, the tool's outputs are completion tokens the policy did not sample:
+               read, never trained on; spmdgpt.rl.tools)
     advantages [b]: the completion's standing in its group (`group_advantages`)
     old_logp [b, t]: log-probabilities of the targets under the sampling parameters
     ref_logp [b, t]: ... under the reference (the parameters the run started from; with
@@ -21,9 +23,10 @@ resume), and the prompt's tokens carry no loss.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 import jax
 import numpy as np
@@ -34,6 +37,7 @@ from spmdgpt.generate import SamplingParams
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import score
+from spmdgpt.rl.tools import Toolbox
 from spmdgpt.sharding import Rules
 
 ROLLOUT_SALT = 0x9A0  # separates the rollouts' streams from the data order and dropout
@@ -96,6 +100,18 @@ def rollout_engine(cfg: Config, rules: Rules, prompt_tokens: Optional[int] = Non
     return batch_engine(-(-cfg.data.batch_size // d) * d, min(prompt_tokens or room, room), new)
 
 
+class Sampled(NamedTuple):
+    """Completions of a list of prompts (`Rollouts.complete`)."""
+
+    tokens: List[List[int]]  # each completion's tokens (the stop token kept; a tool's outputs in)
+    texts: List[str]  # their text, without the stop token
+    rewards: np.ndarray  # [rows] float64
+    injected: List[List[int]]  # indices into each one's tokens of those a tool appended (not sampled)
+    tool_calls: int = 0  # calls made (rl.tool)
+    tool_errors: int = 0  # ... that gave the model an error text
+    seconds: tuple = (0.0, 0.0)  # wall time of the sampling (the engine, the tool's calls in it) and of the scoring
+
+
 @dataclass
 class Rollout:
     """One step's sampled batch and what it scored."""
@@ -109,19 +125,30 @@ class Rollout:
     informative: float = 1.0  # share of its groups whose rewards differ (dynamic sampling's aim: 1)
     shaping: float = 0.0  # mean overlong penalty added to the rewards for the advantages
     dynamic: bool = False  # (rl.dynamic_sampling: its metrics are logged)
+    tools: Optional[tuple] = None  # (calls, errors) of rl.tool over the step's sampling rounds (None: no tool)
+    injected: Optional[List[List[int]]] = None  # each row's tool-output tokens (indices into its completion)
+    seconds: tuple = (0.0, 0.0, 0.0)  # wall time of the sampling, the scoring, the log-probabilities
 
     def metrics(self, group_size: int) -> dict:
         """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
         rl/solved (share of prompts with a completion rewarded > 0), rl/empty_fraction (share of
         completions with no text), rl/flat_groups (share of prompts whose completions all scored
-        the same: their advantages are 0, they teach nothing)."""
+        the same: their advantages are 0, they teach nothing); with rl.tool, rl/tool_calls and
+        rl/tool_errors (calls made, and calls that gave an error, per completion sampled); and where the
+        rollout's time went: rl/sample_seconds (the engine, tool calls included), rl/score_seconds
+        (the rewards), rl/logp_seconds (the sampling policy's and the reference's log-probabilities;
+        the update's time is the step's less these)."""
         groups = self.rewards.reshape(-1, group_size)
         return {"rl/reward": float(self.rewards.mean()), "rl/reward_std": float(self.rewards.std()),
                 "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean()),
                 "rl/empty_fraction": float(np.mean([not c.strip() for c in self.completions])),
                 "rl/flat_groups": float((groups.max(axis=1) == groups.min(axis=1)).mean()),
                 **({"rl/draws": self.draws, "rl/informative": self.informative} if self.dynamic else {}),
-                **({"rl/overlong_penalty": self.shaping} if self.shaping else {})}
+                **({"rl/overlong_penalty": self.shaping} if self.shaping else {}),
+                "rl/sample_seconds": self.seconds[0], "rl/score_seconds": self.seconds[1],
+                "rl/logp_seconds": self.seconds[2],
+                **({"rl/tool_calls": self.tools[0] / (len(self.rewards) * self.draws),
+                    "rl/tool_errors": self.tools[1] / (len(self.rewards) * self.draws)} if self.tools else {})}
 
 
 class Rollouts:
@@ -134,6 +161,7 @@ class Rollouts:
         self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, rollout_engine(cfg, rules, longest))
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
+        self.tools = Toolbox.of(cfg, tokenizer)
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
         self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature)))
 
@@ -143,20 +171,31 @@ class Rollouts:
                               top_p=r.top_p, seed=step_seed(self.cfg.train.seed, step, draw), eos_id=self.stop_id)
 
     def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams, reward: Optional[Callable] = None
-                 ) -> tuple:
-        """(completion token lists (the stop token kept), their texts (without it), rewards: by
-        `reward`, default the run's)."""
+                 ) -> Sampled:
+        """The prompts' completions, with rl.tool's calls in them, scored by `reward` (default the run's)."""
         stops = () if self.stop_id is None else (self.stop_id,)
+        inject = None if self.tools is None else self.tools.inject
+        if self.tools is not None:
+            self.tools.reset()
         requests = [Request(list(p.tokens), sp.max_new_tokens, sp.temperature, sp.top_k, sp.top_p, sp.seed, r,
-                            stop_ids=stops) for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed)
-        new = [r.tokens for r in self.engine.run(requests, params)]
-        texts = [self.tokenizer.decode(t[:-1] if t and t[-1] == self.stop_id else t) for t in new]
+                            stop_ids=stops, inject=inject)
+                    for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed)
+        t = time.perf_counter()
+        done = self.engine.run(requests, params)
+        sampled = time.perf_counter()
+        new = [r.tokens for r in done]
+        ended = [bool(t) and t[-1] == self.stop_id and len(t) - 1 not in r.injected for t, r in zip(new, done)]
+        texts = [self.tokenizer.decode(t[:-1] if e else t) for t, e in zip(new, ended, strict=True)]
         rewards = np.array([score(reward or self.reward, p.prompt, text, p.record, p.where)
                             for p, text in zip(prompts, texts, strict=True)], np.float64)
-        return new, texts, rewards
+        calls = (self.tools.calls, self.tools.errors) if self.tools is not None else (0, 0)
+        return Sampled(new, texts, rewards, [r.injected for r in done], *calls,
+                       seconds=(sampled - t, time.perf_counter() - sampled))
 
-    def layout(self, prompts: Sequence[Prompt], completions: Sequence[Sequence[int]]) -> tuple:
-        """(inputs, targets) [rows, data.seq_len] int32 on the host (the module docstring)."""
+    def layout(self, prompts: Sequence[Prompt], completions: Sequence[Sequence[int]],
+               injected: Optional[Sequence[Sequence[int]]] = None) -> tuple:
+        """(inputs, targets) [rows, data.seq_len] int32 on the host (the module docstring;
+        `injected`: each completion's tool-output tokens, whose targets are -1)."""
         t = self.cfg.data.seq_len
         inputs = np.zeros((len(prompts), t), np.int32)
         targets = np.full((len(prompts), t), -1, np.int32)
@@ -166,6 +205,9 @@ class Rollouts:
             inputs[r, :n] = row[:n]
             first = len(p.tokens) - 1  # (the input position whose target is the completion's first token)
             targets[r, first:n] = row[first + 1:n + 1]
+            for j in (injected[r] if injected else ()):
+                if first + j < t:
+                    targets[r, first + j] = -1
         return inputs, targets
 
     def batch(self, params, reference, prompts: Sequence[Prompt], step: int,
@@ -179,12 +221,15 @@ class Rollouts:
         rewards the advantages see carry DAPO's overlong penalty."""
         r = self.cfg.rl
         g, per = r.group_size, len(prompts)
-        kept, flat, draw = [], [], 0
+        kept, flat, draw, calls, seconds = [], [], 0, np.zeros(2, np.int64), np.zeros(2)
         while True:
             rows = [p for p in prompts for _ in range(g)]
-            new, texts, rewards = self.complete(params, rows, self.sampling(step, draw=draw))
+            out = self.complete(params, rows, self.sampling(step, draw=draw))
+            calls += (out.tool_calls, out.tool_errors)
+            seconds += out.seconds
             for q in range(per):
-                group = [(rows[i], new[i], texts[i], rewards[i]) for i in range(q * g, (q + 1) * g)]
+                group = [(rows[i], out.tokens[i], out.texts[i], out.rewards[i], out.injected[i])
+                         for i in range(q * g, (q + 1) * g)]
                 spread = len({x[3] for x in group}) > 1
                 (kept if spread or not r.dynamic_sampling else flat).append(group)
             if not r.dynamic_sampling or len(kept) >= per or draw + 1 >= r.dynamic_sampling_draws or more is None:
@@ -192,18 +237,22 @@ class Rollouts:
             draw += 1
             prompts = more(draw)
         informative = min(len(kept), per) / per if r.dynamic_sampling else 1.0
-        rows, new, texts, rewards = (list(column) for column in zip(*(x for q in (kept + flat)[:per] for x in q),
-                                                                      strict=True))
+        rows, new, texts, rewards, injected = (list(column) for column in zip(*(x for q in (kept + flat)[:per]
+                                                                                for x in q), strict=True))
         rewards = np.array(rewards, np.float64)
         lengths = np.array([len(c) for c in new])
         shaping = overlong_penalty(lengths, r.max_new_tokens, r.overlong_buffer, r.overlong_penalty)
-        inputs, targets = self.layout(rows, new)
+        inputs, targets = self.layout(rows, new, injected)
         sharding = self.rules.batch_sharding()
         inputs, targets = (jax.device_put(a, sharding) for a in (inputs, targets))
         advantages = jax.device_put(group_advantages(rewards + shaping, g, r.advantage.value == "group_std"),
                                     self.rules.sharding("batch"))
+        t = time.perf_counter()
         old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
+        jax.block_until_ready((old, ref))
+        logp_seconds = time.perf_counter() - t
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
-                       float(shaping.mean()), r.dynamic_sampling)
+                       float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
+                       injected, (*seconds.tolist(), logp_seconds))
