@@ -121,7 +121,7 @@ class Toolbox:
         self.output, self.max_calls, self.timeout, self.name = output, calls, timeout, name
         self.calls = self.errors = 0  # (counted since `reset`: one step's rollouts)
         self.said = 0
-        self._made: dict = {}  # request ident -> calls made
+        self._made: dict = {}  # request ident -> (calls made, where the text after its last call starts)
 
     @classmethod
     def of(cls, cfg, tokenizer) -> Optional["Toolbox"]:
@@ -169,19 +169,19 @@ class Toolbox:
         return f"error: {shown}"
 
     def inject(self, request) -> Optional[List[int]]:
-        """The engine's hook: when the request's sampled text since its last tool output ends with
-        the close mark after an open one, the tool's output as tokens; else None."""
-        made = self._made.get(request.ident, 0)
+        """The engine's hook: when the request's text since its last call ends with the close mark
+        after an open one, the tool's output as tokens; else None."""
+        made, start = self._made.get(request.ident, (0, 0))
         if made >= self.max_calls:
             return None
-        start = request.injected[-1] + 1 if request.injected else 0
         text = self.tokenizer.decode(request.tokens[start:])
         if not text.endswith(self.close):
             return None
         at = text.rfind(self.open, 0, len(text) - len(self.close))
         if at < 0:
             return None
-        self._made[request.ident] = made + 1
         self.calls += 1
         result = self.call(text[at + len(self.open): len(text) - len(self.close)])
-        return encodable(self.tokenizer, self.output.replace("{}", result))
+        out = encodable(self.tokenizer, self.output.replace("{}", result))
+        self._made[request.ident] = (made + 1, len(request.tokens) + len(out))  # (the next call's text starts after)
+        return out
