@@ -372,6 +372,10 @@ def test_the_calculator_and_a_tools_errors():
     t = time.perf_counter()
     assert slow.call("x") == "error: timeout" and time.perf_counter() - t < 1.0 and slow.errors == 1
     assert tok.decode(encodable(tok, "error: timeout!")) == "error: timeout"  # (no "!" in the vocabulary)
+    # a run that calls no tool (neither GRPO's prompts nor rl.eval_prompts) refuses one
+    assert validate(load_config(["+experiment=shakespeare_char", "rl.tool=calculator"]), 1) == [
+        "rl.tool=calculator: tools are called in GRPO's rollouts (prompts data) and in rl.eval_prompts' answers; this "
+        "run has neither: leave it out, or set rl.eval_prompts"]
 
 
 def test_a_tools_output_is_read_never_trained_on(capsys):
@@ -405,7 +409,7 @@ def test_a_tools_output_is_read_never_trained_on(capsys):
     m = a.metrics(4)  # (the calls that failed, "12" an empty one, gave "error: ...": no digits, nothing appended)
     assert outputs >= 2 and m["rl/tool_errors"] > 0
     assert m["rl/tool_calls"] * 8 == pytest.approx(outputs + m["rl/tool_errors"] * 8)
-    said = "rl.tool=calculator on '' raised CalculatorError: empty; the model reads \"error: empty\""
+    said = "rl.tool=calculator on '' raised CalculatorError: empty; the model reads ''"  # (a vocabulary of digits)
     assert said in capsys.readouterr().err
 
 

@@ -110,7 +110,8 @@ def _eval_prompts_errors(cfg: Config) -> List[str]:
     """rl.eval_prompts on a text run: what its greedy answers need."""
     r = cfg.rl
     if not r.eval_prompts:
-        return []
+        return [f"rl.tool={r.tool}: tools are called in GRPO's rollouts (prompts data) and in rl.eval_prompts' "
+                "answers; this run has neither: leave it out, or set rl.eval_prompts"] if r.tool else []
     errs = []
     if r.max_new_tokens < 1:
         errs.append(f"rl.max_new_tokens={r.max_new_tokens} must be >= 1 (rl.eval_prompts' answers)")

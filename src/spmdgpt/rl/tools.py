@@ -165,7 +165,8 @@ class Toolbox:
         if self.said < SAID:
             self.said += 1
             more = " (further ones are counted in rl/tool_errors)" if self.said == SAID else ""
-            print(f'rl.tool={self.name} on {text!r} {said}; the model reads "error: {shown}"{more}', file=sys.stderr)
+            reads = self.tokenizer.decode(encodable(self.tokenizer, self.output.replace("{}", f"error: {shown}")))
+            print(f"rl.tool={self.name} on {text!r} {said}; the model reads {reads!r}{more}", file=sys.stderr)
         return f"error: {shown}"
 
     def inject(self, request) -> Optional[List[int]]:
