@@ -52,20 +52,13 @@ def with_token_budget(cfg):
 
 
 def size_line(cfg) -> str:
-    """One line naming what model.size and train.tokens_per_param set ('' when neither is on):
-    the shape, the learning rate model.size scaled (`config.load.SIZE_RULES`), the steps."""
+    """One line naming what model.size and train.tokens_per_param set ('' when neither is on)."""
     from spmdgpt.flops import matmul_params
 
     m, t = cfg.model, cfg.train
     parts = []
     if m.size is not None:
-        line = f"model.size={m.size}: num_layers {m.num_layers}, d_model {m.d_model}, num_heads {m.num_heads}"
-        key = {"muon": "muon_lr", "adamw": "lr"}.get(cfg.optimizer.name.value)
-        if (key and m.parametrization.value == "standard" and m.base_width and m.base_width != m.d_model):
-            v, scale = getattr(cfg.optimizer, key), (m.base_width / m.d_model) ** (2 / 3)
-            line += f", optimizer.{key} {v:.3g} ({v / scale:.3g} set at d_model {m.base_width} x ({m.base_width} / " \
-                    f"{m.d_model})^(2/3))"
-        parts.append(line)
+        parts.append(f"model.size={m.size}: num_layers {m.num_layers}, d_model {m.d_model}, num_heads {m.num_heads}")
     if t.tokens_per_param is not None:
         n = matmul_params(m)
         parts.append(f"train.tokens_per_param={t.tokens_per_param:g}: {t.steps} step{'s' * (t.steps != 1)} of "

@@ -83,50 +83,26 @@ def refuse_unread(cfg: Config, overrides: Sequence[str]) -> None:
 
 SIZE_HEAD = 64  # model.size's head width (model.head_dim, when given, instead)
 SIZE_ASPECT = 64  # model.size's d_model per layer (nanochat's choice: depth 20 -> 1,280)
-# the hidden matrices' best learning rate falls as width^-SIZE_LR_EXPONENT under the standard parametrization:
-# measured (BENCHMARKS.md, "μP"), Muon's muon_lr 0.05, 0.025, 0.025, 0.0125 at widths 64, 128, 256, 512 and AdamW's
-# moving at least 4x over the same 8x (μP's theory for Adam's hidden matrices: width^-1)
-SIZE_LR_EXPONENT = 2 / 3
 # model.size = N: each derived field and its rule (a field given on the command line keeps its value)
 SIZE_RULES = {
     "model.num_layers": "N",
     "model.d_model": f"{SIZE_ASPECT} x N",
     "model.num_heads": f"d_model / head_dim (model.head_dim, default {SIZE_HEAD}): N heads of {SIZE_HEAD}",
-    "optimizer.muon_lr (muon), optimizer.lr (adamw)": "the hidden matrices' rate, x (base_width / d_model)^(2/3) "
-    "under the standard parametrization (model.base_width: the config's d_model before model.size, the width its "
-    "rates were set at); unchanged under mup / completep (their own rules, against a model.base_width you give) and "
-    "for sgd / manifold_muon; a rate given on the command line is kept",
+    "optimizer.lr, optimizer.muon_lr": "unchanged: scaling the config's rate by (its width / the new one)^(2/3), the "
+    "measured trend of Muon's best rate, made the ladder's smallest size worse (BENCHMARKS.md, \"A second ladder\"): "
+    "the config's rate is not the best at its own width; tune at a small size under mup, or sweep (spmdgpt ladder lr)",
     "data.batch_size, optimizer.warmup_steps": "unchanged (no rule measured yet; nanochat holds its batch at every "
     "depth)",
     "train.steps": "with train.tokens_per_param=T: T x the matmul parameters / tokens per step",
 }
 
 
-def size_learning_rate(cfg: Config, given) -> Config:
-    """model.size's learning-rate rule (`SIZE_RULES`) on the sized cfg, whose model.base_width
-    holds the width the rates were set at: the hidden matrices' rate scaled by (base_width /
-    d_model)^(2/3) under the standard parametrization, unless it was given (`given(key)`): then
-    base_width = d_model, nothing scaled. Other parametrizations and optimizers: cfg itself."""
-    from spmdgpt.config.choices import OptimizerName, Parametrization
-
-    m, opt = cfg.model, cfg.optimizer
-    key = {OptimizerName.muon: "muon_lr", OptimizerName.adamw: "lr"}.get(opt.name)
-    if m.parametrization != Parametrization.standard or key is None:
-        return cfg
-    if given(f"optimizer.{key}"):
-        return dataclasses.replace(cfg, model=dataclasses.replace(m, base_width=m.d_model))
-    scale = (m.base_width / m.d_model) ** SIZE_LR_EXPONENT
-    return dataclasses.replace(cfg, optimizer=dataclasses.replace(opt, **{key: getattr(opt, key) * scale}))
-
-
 def sized(cfg: Config, overrides: Sequence[str]) -> Config:
-    """The composed Config with model.size's shape and learning-rate rule applied (`SIZE_RULES`;
-    a field given among `overrides` keeps its value), and train.tokens_per_param checked (refused
-    beside an explicit train.steps or train.time_budget; an experiment's time budget turned off).
-    The steps it sets need the model's parameter count: `scaling.with_token_budget`, where a run
-    starts."""
-    from spmdgpt.config.choices import Parametrization
-
+    """The composed Config with model.size's shape applied (`SIZE_RULES`; a field given among
+    `overrides` keeps its value), and train.tokens_per_param checked (refused beside an explicit
+    train.steps or train.time_budget; an experiment's time budget turned off). The steps it sets
+    need the model's parameter count: `scaling.with_token_budget`, where a run starts. Nothing here
+    moves the learning rate or the batch."""
     def given(key: str) -> bool:
         return override_value(overrides, key) is not None
 
@@ -140,9 +116,7 @@ def sized(cfg: Config, overrides: Sequence[str]) -> Config:
                   "num_heads": m.num_heads if given("model.num_heads") else max(1, width // (m.head_dim or SIZE_HEAD))}
         if not given("model.num_kv_heads"):
             fields["num_kv_heads"] = None
-        if m.parametrization == Parametrization.standard:  # (the width the config's rates were set at)
-            fields["base_width"] = m.base_width or m.d_model
-        cfg = size_learning_rate(dataclasses.replace(cfg, model=dataclasses.replace(m, **fields)), given)
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(m, **fields))
     if t.tokens_per_param is not None:
         if not t.tokens_per_param > 0:
             raise ConfigError([f"train.tokens_per_param={t.tokens_per_param} must be > 0 (Chinchilla's "

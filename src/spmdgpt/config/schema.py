@@ -82,11 +82,9 @@ class ModelConfig(Section):
     parametrization: Parametrization = Parametrization.standard  # standard | mup | completep: how init, AdamW's
     # learning rates, the attention scale and the residual branches scale from the base shape (`model.parametrization`)
     base_width: Optional[int] = None  # mup / completep: the d_model the hyperparameters were tuned at; default d_model
-    # (standard with model.size: the width the learning rates were set at, from which the size scales them)
     base_depth: Optional[int] = None  # completep: the num_layers they were tuned at; default num_layers
-    size: Optional[int] = None  # one size knob, the depth: num_layers = size, d_model = 64 x size, heads of 64, the
-    # hidden matrices' rate x (base_width / d_model)^(2/3) under standard (`config.load.SIZE_RULES`; a field given on
-    # the command line wins); None: the fields as they are
+    size: Optional[int] = None  # one size knob, the depth: num_layers = size, d_model = 64 x size, heads of 64
+    # (`config.load.SIZE_RULES`; a field given on the command line wins); None: the fields as they are
     depth_alpha: float = 1.0  # completep: residual branches x (base_depth / num_layers)^alpha (CompleteP: 1;
     # depth-μP: 0.5), hidden matrices' AdamW rate x (num_layers / base_depth)^(alpha - 1)
     attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
