@@ -302,8 +302,11 @@ class Engine:
                 self.pages.written(slot.pages[j])
             slot.marked = full
 
-    def _preempt(self) -> None:
-        i = max((i for i, s in enumerate(self.slots) if s is not None), key=lambda i: self.slots[i].admitted)
+    def _preempt(self, i: Optional[int] = None) -> None:
+        """Send slot i's sequence (default: the youngest running one) back to the front of the queue,
+        its pages freed: it is read again, prompt and tokens, when it is admitted again."""
+        if i is None:
+            i = max((i for i, s in enumerate(self.slots) if s is not None), key=lambda i: self.slots[i].admitted)
         r = self.slots[i].request
         self._release(i)
         r.preemptions += 1
@@ -436,10 +439,7 @@ class Engine:
         s.read = s.length
         more = self.pages_for(len(s.feed)) - len(s.pages)
         if more > self.pages.available():  # (read it all again later, when pages are free)
-            self._release(i)
-            r.preemptions += 1
-            self.preemptions += 1
-            self.waiting.appendleft(r)
+            self._preempt(i)
             return
         s.pages.extend(self.pages.take() for _ in range(max(more, 0)))
 

@@ -180,7 +180,7 @@ class Rollouts:
         requests = [Request(list(p.tokens), sp.max_new_tokens, sp.temperature, sp.top_k, sp.top_p, sp.seed, r,
                             stop_ids=stops, inject=inject)
                     for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed)
-        t = time.perf_counter()
+        start = time.perf_counter()
         done = self.engine.run(requests, params)
         sampled = time.perf_counter()
         new = [r.tokens for r in done]
@@ -190,7 +190,7 @@ class Rollouts:
                             for p, text in zip(prompts, texts, strict=True)], np.float64)
         calls = (self.tools.calls, self.tools.errors) if self.tools is not None else (0, 0)
         return Sampled(new, texts, rewards, [r.injected for r in done], *calls,
-                       seconds=(sampled - t, time.perf_counter() - sampled))
+                       seconds=(sampled - start, time.perf_counter() - sampled))
 
     def layout(self, prompts: Sequence[Prompt], completions: Sequence[Sequence[int]],
                injected: Optional[Sequence[Sequence[int]]] = None) -> tuple:
@@ -247,12 +247,12 @@ class Rollouts:
         inputs, targets = (jax.device_put(a, sharding) for a in (inputs, targets))
         advantages = jax.device_put(group_advantages(rewards + shaping, g, r.advantage.value == "group_std"),
                                     self.rules.sharding("batch"))
-        t = time.perf_counter()
+        start = time.perf_counter()
         old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
         jax.block_until_ready((old, ref))
-        logp_seconds = time.perf_counter() - t
+        logp_seconds = time.perf_counter() - start
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
                        float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
                        injected, (*seconds.tolist(), logp_seconds))
