@@ -68,20 +68,33 @@ def train_steps(cfg, devices, steps):
 
 
 def full_forward_samples(cfg, rules, params, prompts, n, temperature=0.0, top_k=0, top_p=1.0, seed=0,
-                         vocab_limit=None, stop=None) -> list:
+                         vocab_limit=None, stop=None, also=None) -> list:
     """The reference the inference engine is checked against: each of `n` new tokens of each
     prompt from the model's full forward pass over the whole sequence so far (no cache, the
     training path), drawn by the engine's own `sample_rows` from prompt r's stream r of `seed`
     (token i: fold_in(fold_in(key(seed), r), i)); greedy at temperature 0. A row ends after
-    `stop` when given (the stop token kept). cfg: a ModelConfig; under the mesh of `rules`."""
+    `stop` when given (the stop token kept). cfg: a ModelConfig; under the mesh of `rules`.
+    `also`: a second setting's keywords (temperature, top_k, top_p, seed); then both settings'
+    tokens, the forward pass compiled once."""
+    from spmdgpt.model import forward
+
+    width = max(len(p) for p in prompts) + n
+    logits_of = jax.jit(lambda p, t: forward(cfg, rules, p, t)[0])
+    if also is not None:
+        first = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        return [_samples(logits_of, params, prompts, n, width, vocab_limit or cfg.vocab_size, stop,
+                         **{**first, **extra}) for extra in ({}, also)]
+    return _samples(logits_of, params, prompts, n, width, vocab_limit or cfg.vocab_size, stop, temperature, top_k,
+                    top_p, seed)
+
+
+def _samples(logits_of, params, prompts, n, width, vocab_limit, stop, temperature=0.0, top_k=0, top_p=1.0, seed=0):
     import jax.numpy as jnp
 
     from spmdgpt.engine.paged import row_keys, sample_rows
-    from spmdgpt.model import forward
 
     seqs, new = [list(p) for p in prompts], [[] for _ in prompts]
-    b, width = len(prompts), max(len(p) for p in prompts) + n
-    logits_of = jax.jit(lambda p, t: forward(cfg, rules, p, t)[0])
+    b = len(prompts)
     each = lambda value, dtype: jnp.full((b,), value, dtype)  # noqa: E731
     for i in range(n):
         tokens = np.zeros((b, width), np.int32)  # (padding on the right: causal attention never sees it)
@@ -90,7 +103,7 @@ def full_forward_samples(cfg, rules, params, prompts, n, temperature=0.0, top_k=
         logits = np.asarray(logits_of(params, tokens))[np.arange(b), [len(s) - 1 for s in seqs]]
         keys = row_keys(each(seed, jnp.uint32), jnp.arange(b, dtype=jnp.uint32), each(i, jnp.uint32))
         picked = sample_rows(jnp.asarray(logits, jnp.float32), keys, each(temperature, jnp.float32),
-                             each(top_k, jnp.int32), each(top_p, jnp.float32), vocab_limit or cfg.vocab_size)
+                             each(top_k, jnp.int32), each(top_p, jnp.float32), vocab_limit)
         for r, t in enumerate(np.asarray(picked).tolist()):
             if not (stop is not None and new[r] and new[r][-1] == stop):
                 seqs[r].append(t)

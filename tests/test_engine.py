@@ -26,35 +26,34 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
     engine gives the same tokens. One request alone in an engine of as few slots as the mesh
     allows gives its row's tokens (MLA behind dense-then-MoE layers crashed at one row: the layer
     groups' reshape dropped the cache's batch spec over axes of size 1), and a two-turn chat
-    (`chat`'s Conversation) answers the same on both."""
+    (`chat`'s Conversation, on that engine) answers the same on both."""
     from test_generate import DigitChat
 
     from spmdgpt.generate import Conversation, SamplingParams
 
-    replies = []
+    replies, vocab = [], DigitChat.vocab_size  # (the chat's vocabulary: 10 digits and 3 marks)
     for devices, extra in ((jax.devices()[:1], []),
                            (jax.devices()[:4], ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
         cfg, mesh, rules, params = setup(*ATTENTION_UNITS[unit], *extra, devices=devices)
         with jax.set_mesh(mesh):
             if not extra:  # (the reference on one device; the mesh's engine must give the same tokens)
-                old = full_forward_samples(cfg.model, rules, params, PROMPTS, 12, vocab_limit=10)
-                old_sampled = full_forward_samples(cfg.model, rules, params, PROMPTS, 12, temperature=1.0, top_k=5,
-                                                   seed=3, vocab_limit=10)
+                old, old_sampled = full_forward_samples(cfg.model, rules, params, PROMPTS, 12, vocab_limit=vocab,
+                                                        also=dict(temperature=1.0, top_k=5, seed=3))
             if extra:
                 with pytest.raises(ValueError, match=r"slots=3 must be a multiple of the mesh's batch ways \(2\)"):
-                    Engine(cfg.model, rules, params, 10, EngineConfig(slots=3))
-            engine = Engine(cfg.model, rules, params, 10, SMALL)
+                    Engine(cfg.model, rules, params, vocab, EngineConfig(slots=3))
+            engine = Engine(cfg.model, rules, params, vocab, SMALL)
             greedy = engine.run([Request(p, 12, temperature=0.0) for p in PROMPTS])
             sampled = engine.run([Request(p, 12, temperature=1.0, top_k=5, seed=3, stream=r)
                                   for r, p in enumerate(PROMPTS)])
             # (on the mesh SMALL's 2 slots are its fewest; on one device 1 slot, the case that crashed)
-            alone = engine if extra else Engine(cfg.model, rules, params, 10, EngineConfig(slots=1, page_size=4))
+            alone = engine if extra else Engine(cfg.model, rules, params, vocab, EngineConfig(slots=1, page_size=4))
             assert alone.run([Request(PROMPTS[0], 12, temperature=0.0)])[0].tokens == old[0]
-            chat = Conversation(cfg.model, rules, params, DigitChat(), SamplingParams(6, temperature=0.0))
+            chat = Conversation(cfg.model, rules, params, DigitChat(), SamplingParams(6, temperature=0.0), alone)
             replies.append([chat.say("12"), chat.say("3")])
             assert chat.turns == 2 and all(set(r) <= set("0123456789ua") for r in replies[-1])
         assert [r.tokens for r in greedy] == old and [r.tokens for r in sampled] == old_sampled
-        assert all(r.finish == "length" for r in greedy + sampled) and engine.pages_used() == 0
+        assert all(r.finish == "length" for r in greedy + sampled) and alone.pages_used() == 0
         assert all(lp <= 0 for r in sampled for lp in r.logprobs) and len(sampled[0].logprobs) == 12
     assert replies[0] == replies[1]
 

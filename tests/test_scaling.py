@@ -166,7 +166,7 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
     time budget off; both printed before training; bad values one line, exit 2."""
     from spmdgpt.cli import main
     from spmdgpt.flops import matmul_params
-    from spmdgpt.scaling import with_token_budget
+    from spmdgpt.scaling import size_line, with_token_budget
 
     cfg = with_token_budget(load_config(["+experiment=shakespeare_char", "model.size=3", "train.tokens_per_param=20"]))
     m = cfg.model
@@ -178,6 +178,40 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
                         "model.num_layers=5"]).model
     assert (kept.num_layers, kept.d_model, kept.num_heads) == (5, 192, 2)
     assert (m.base_width, cfg.optimizer.muon_lr, cfg.optimizer.lr) == (None, 0.05, 2e-3)  # (no rule: see SIZE_RULES)
+    own = load_config(["+experiment=shakespeare_char"]).model
+    for par, base in {"mup": (own.d_model, None), "completep": (own.d_model, own.num_layers)}.items():
+        mup = load_config(["+experiment=shakespeare_char", "model.size=4", f"model.parametrization={par}"])
+        assert (mup.model.d_model, mup.model.base_width, mup.model.base_depth) == (256, *base)  # (the rates' shape)
+        assert size_line(mup).endswith(f"{par} against base width {own.d_model}"
+                                       + (f" and depth {own.num_layers}" if base[1] else ""))
+    given = load_config(["+experiment=shakespeare_char", "model.size=3", "model.parametrization=mup",
+                         "model.base_width=64"]).model
+    assert (given.d_model, given.base_width) == (192, 64)
+    # the warmup: a share of the steps with tokens_per_param (SIZE_WARMUP_SHARE unless given); steps given beat
+    # a share the config sets; the share's steps rounded, at most the run
+    from spmdgpt.config.load import SIZE_WARMUP_SHARE
+    from spmdgpt.optim import learning_rate_schedule, warmup_steps
+
+    assert (cfg.optimizer.warmup_share, warmup_steps(cfg.optimizer, 1000)) == (SIZE_WARMUP_SHARE,
+                                                                               round(1000 * SIZE_WARMUP_SHARE))
+    assert size_line(cfg).endswith(f"warmup {round(SIZE_WARMUP_SHARE * cfg.train.steps)} steps "
+                                   f"(optimizer.warmup_share={SIZE_WARMUP_SHARE:g})")
+    for extra, share, steps in ((["optimizer.warmup_share=0.25"], 0.25, (250, 1)),
+                                (["optimizer.warmup_steps=7"], None, (7, 5))):
+        o = load_config(["+experiment=shakespeare_char", "train.tokens_per_param=20", *extra]).optimizer
+        assert (o.warmup_share, warmup_steps(o, 1000), warmup_steps(o, 5)) == (share, *steps)
+        schedule = learning_rate_schedule(o, 1000)  # (the schedule's own warmup: linear up to the peak at its end)
+        assert float(schedule(steps[0] // 2)) == pytest.approx(o.lr * (steps[0] // 2) / steps[0], rel=1e-6)
+        assert float(schedule(steps[0])) == pytest.approx(o.lr, rel=1e-6)
+    assert load_config(["+experiment=shakespeare_char"]).optimizer.warmup_share is None  # (no token budget)
+    import dataclasses
+
+    from spmdgpt.config.load import sized
+
+    filed = load_config(["+experiment=shakespeare_char", "optimizer.warmup_share=0.1"])  # (as a config file's)
+    o = sized(dataclasses.replace(filed, optimizer=dataclasses.replace(filed.optimizer, warmup_steps=7)),
+              ["optimizer.warmup_steps=7"]).optimizer
+    assert (o.warmup_share, warmup_steps(o, 1000)) == (None, 7)
     run = tmp_path / "run"
     code = main(["train", "+experiment=shakespeare_char", "model.size=1", "train.tokens_per_param=0.1",
                  "train.eval_every=0", "train.rollout_tokens=0", "checkpoint.enabled=false", f"run.dir={run}"])
@@ -187,7 +221,15 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
     for args, line in {("model.size=0",): "model.size=0 must be a depth > 0 (num_layers = size, d_model = 64 x size), "
                        "or null for the fields as they are",
                        ("train.tokens_per_param=20", "train.steps=5"): "train.tokens_per_param=20 sets the steps, "
-                       "and train.steps was given too: choose one"}.items():
+                       "and train.steps was given too: choose one",
+                       ("optimizer.warmup_share=0.1", "optimizer.warmup_steps=5"): "optimizer.warmup_steps and "
+                       "optimizer.warmup_share were both given: choose one (the share of the run's steps, when set, is "
+                       "the warmup)",
+                       ("model.size=3", "model.parametrization=mup"): "model.size=3 under mup: μP's base shape keeps "
+                       "the model's 3 heads, and the config's d_model 128 (the base the knob keeps) is not a multiple "
+                       "of 6: give model.base_width (e.g. 126), or a size whose heads fit 128",
+                       ("optimizer.warmup_share=1",): "optimizer.warmup_share=1.0 must be a share of the run's steps "
+                       "in [0, 1), or null for optimizer.warmup_steps"}.items():
         assert main(["train", "+experiment=shakespeare_char", f"run.dir={tmp_path / 'bad'}", *args]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == f"spmdgpt: error: {line}"
         assert not (tmp_path / "bad").exists()

@@ -40,13 +40,15 @@ class Conversation:
     and the partly filled last page. The reply is sampled one token at a time (each passed to
     `on_token` with the reply's text so far) up to the tokenizer's end-of-turn token. Turn t
     samples stream t of the seed. `fed` counts the prompt tokens the engine read (not taken from
-    shared pages), over the conversation."""
+    shared pages), over the conversation. `engine`: one to share (its programs compiled already,
+    its vocabulary limit the tokenizer's); default a new one of as few slots as the mesh allows."""
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, params: Params, tokenizer, sp: SamplingParams):
+    def __init__(self, cfg: ModelConfig, rules: Rules, params: Params, tokenizer, sp: SamplingParams, engine=None):
         from spmdgpt.engine import Engine, EngineConfig
 
         self.cfg, self.rules, self.params, self.tok, self.sp = cfg, rules, params, tokenizer, sp
-        self.engine = Engine(cfg, rules, params, tokenizer.vocab_size, EngineConfig(slots=rules.batch_divisor()))
+        self.engine = engine or Engine(cfg, rules, params, tokenizer.vocab_size,
+                                       EngineConfig(slots=rules.batch_divisor()))
         self.fed = 0
         self.reset()
 

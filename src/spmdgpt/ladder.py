@@ -42,7 +42,8 @@ CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}  #
 # fields the ladder sets for each point: given on the command line they would be overridden or
 # make every size the same model
 SET_PER_POINT = ("model.size", "model.d_model", "model.num_layers", "model.num_heads", "train.steps",
-                 "train.tokens_per_param", "train.time_budget", "optimizer.warmup_steps", "run.dir")
+                 "train.tokens_per_param", "train.time_budget", "optimizer.warmup_steps", "optimizer.warmup_share",
+                 "run.dir")
 
 
 @dataclasses.dataclass

@@ -54,19 +54,29 @@ def with_token_budget(cfg):
 def size_line(cfg) -> str:
     """One line naming what model.size and train.tokens_per_param set ('' when neither is on)."""
     from spmdgpt.flops import matmul_params
+    from spmdgpt.optim import warmup_steps
 
     m, t = cfg.model, cfg.train
     parts = []
     if m.size is not None:
-        parts.append(f"model.size={m.size}: num_layers {m.num_layers}, d_model {m.d_model}, num_heads {m.num_heads}")
+        base = ""
+        if m.parametrization.value != "standard":
+            base = f", {m.parametrization.value} against base width {m.base_width}" + (
+                f" and depth {m.base_depth}" if m.parametrization.value == "completep" else "")
+        parts.append(f"model.size={m.size}: num_layers {m.num_layers}, d_model {m.d_model}, num_heads {m.num_heads}"
+                     + base)
     if t.tokens_per_param is not None:
         n = matmul_params(m)
         parts.append(f"train.tokens_per_param={t.tokens_per_param:g}: {t.steps} step{'s' * (t.steps != 1)} of "
                      f"{cfg.data.batch_size * cfg.data.seq_len} tokens for {n / 1e6:.2f}M matmul parameters "
                      f"({t.steps * cfg.data.batch_size * cfg.data.seq_len / n:.1f} tokens each)")
-        if cfg.optimizer.warmup_steps >= t.steps:
-            parts.append(f"note: optimizer.warmup_steps={cfg.optimizer.warmup_steps} is the whole run (not scaled "
-                         "with it): set a smaller one")
+        o = cfg.optimizer
+        warm = warmup_steps(o, t.steps)
+        if o.warmup_share is not None:
+            parts.append(f"warmup {warm} step{'s' * (warm != 1)} (optimizer.warmup_share={o.warmup_share:g})")
+        elif o.warmup_steps >= t.steps:
+            parts.append(f"note: optimizer.warmup_steps={o.warmup_steps} is the whole run (not scaled with it): set "
+                         "a smaller one, or optimizer.warmup_share")
     return "; ".join(parts)
 
 

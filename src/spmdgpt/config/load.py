@@ -81,6 +81,7 @@ def refuse_unread(cfg: Config, overrides: Sequence[str]) -> None:
         )
 
 
+SIZE_WARMUP_SHARE = 0.0  # train.tokens_per_param's warmup, a share of the steps (BENCHMARKS.md, "Size rules")
 SIZE_HEAD = 64  # model.size's head width (model.head_dim, when given, instead)
 SIZE_ASPECT = 64  # model.size's d_model per layer (nanochat's choice: depth 20 -> 1,280)
 # model.size = N: each derived field and its rule (a field given on the command line keeps its value)
@@ -88,12 +89,17 @@ SIZE_RULES = {
     "model.num_layers": "N",
     "model.d_model": f"{SIZE_ASPECT} x N",
     "model.num_heads": f"d_model / head_dim (model.head_dim, default {SIZE_HEAD}): N heads of {SIZE_HEAD}",
-    "optimizer.lr, optimizer.muon_lr": "unchanged: scaling the config's rate by (its width / the new one)^(2/3), the "
-    "measured trend of Muon's best rate, made the ladder's smallest size worse (BENCHMARKS.md, \"A second ladder\"): "
-    "the config's rate is not the best at its own width; tune at a small size under mup, or sweep (spmdgpt ladder lr)",
-    "data.batch_size, optimizer.warmup_steps": "unchanged (no rule measured yet; nanochat holds its batch at every "
-    "depth)",
+    "model.base_width, model.base_depth": "under mup / completep: the config's own d_model (completep: and "
+    "num_layers), the shape its rates were set at, so that μP's multipliers carry them to the new size",
+    "optimizer.lr, optimizer.muon_lr": "unchanged: under mup / completep they transfer (the base above); under "
+    "standard a rule from the config's rate made the ladder's smallest size worse (BENCHMARKS.md, \"A second "
+    "ladder\"): tune at a small size under mup, or sweep (spmdgpt ladder lr)",
+    "data.batch_size": "unchanged: at fixed compute the best batch was the smallest tried at both budgets measured, "
+    "the best rate falling with it (BENCHMARKS.md, \"Size rules\"): below their critical batch, no exponent to fit",
     "train.steps": "with train.tokens_per_param=T: T x the matmul parameters / tokens per step",
+    "optimizer.warmup_share": f"with train.tokens_per_param: {SIZE_WARMUP_SHARE:g} of the steps (no warmup) unless "
+    "optimizer.warmup_steps or warmup_share is given: none was the best of 0, 2% and 10% at both budgets measured "
+    "(BENCHMARKS.md, \"Size rules\"; nanochat trains without one too)",
 }
 
 
@@ -101,12 +107,19 @@ def sized(cfg: Config, overrides: Sequence[str]) -> Config:
     """The composed Config with model.size's shape applied (`SIZE_RULES`; a field given among
     `overrides` keeps its value), and train.tokens_per_param checked (refused beside an explicit
     train.steps or train.time_budget; an experiment's time budget turned off). The steps it sets
-    need the model's parameter count: `scaling.with_token_budget`, where a run starts. Nothing here
-    moves the learning rate or the batch."""
+    need the model's parameter count: `scaling.with_token_budget`, where a run starts. The rates
+    are left as they are; under mup / completep the base shape becomes the config's own (unless
+    given), so that they transfer to the new size."""
     def given(key: str) -> bool:
         return override_value(overrides, key) is not None
 
     m, t = cfg.model, cfg.train
+    warmups = [k for k in ("optimizer.warmup_steps", "optimizer.warmup_share") if given(k)]
+    if len(warmups) == 2:
+        raise ConfigError(["optimizer.warmup_steps and optimizer.warmup_share were both given: choose one (the share "
+                           "of the run's steps, when set, is the warmup)"])
+    if warmups == ["optimizer.warmup_steps"] and cfg.optimizer.warmup_share is not None:  # (a config file's share)
+        cfg = dataclasses.replace(cfg, optimizer=dataclasses.replace(cfg.optimizer, warmup_share=None))
     if m.size is not None:
         if not m.size > 0:
             raise ConfigError([f"model.size={m.size} must be a depth > 0 (num_layers = size, d_model = "
@@ -116,6 +129,16 @@ def sized(cfg: Config, overrides: Sequence[str]) -> Config:
                   "num_heads": m.num_heads if given("model.num_heads") else max(1, width // (m.head_dim or SIZE_HEAD))}
         if not given("model.num_kv_heads"):
             fields["num_kv_heads"] = None
+        if m.parametrization.value != "standard":  # μP's base: the shape the config's rates were set at
+            fields["base_width"] = m.base_width or m.d_model
+            if m.parametrization.value == "completep":
+                fields["base_depth"] = m.base_depth or m.num_layers
+            step, base = 2 * fields["num_heads"], fields["base_width"]
+            if m.base_width is None and m.head_dim is None and base % step:
+                raise ConfigError([f"model.size={m.size} under {m.parametrization.value}: μP's base shape keeps the "
+                                   f"model's {fields['num_heads']} heads, and the config's d_model {base} (the base "
+                                   f"the knob keeps) is not a multiple of {step}: give model.base_width (e.g. "
+                                   f"{max(step, round(base / step) * step)}), or a size whose heads fit {base}"])
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(m, **fields))
     if t.tokens_per_param is not None:
         if not t.tokens_per_param > 0:
@@ -126,6 +149,9 @@ def sized(cfg: Config, overrides: Sequence[str]) -> Config:
             raise ConfigError([f"train.tokens_per_param={t.tokens_per_param:g} sets the steps, and {clash[0]} was "
                                "given too: choose one"])
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(t, time_budget=None))
+        if not warmups and cfg.optimizer.warmup_share is None:
+            cfg = dataclasses.replace(cfg, optimizer=dataclasses.replace(cfg.optimizer,
+                                                                        warmup_share=SIZE_WARMUP_SHARE))
     return cfg
 
 

@@ -257,6 +257,8 @@ class OptimizerConfig(Section):
     lr: float = 1e-3  # peak learning rate
     schedule: Schedule = Schedule.cosine  # cosine | constant
     warmup_steps: int = 100  # linear warmup from 0 to lr
+    warmup_share: Optional[float] = None  # the warmup as a share of the run's steps instead of warmup_steps (set
+    # by train.tokens_per_param: `config.load.SIZE_RULES`)
     min_lr_ratio: float = 0.1  # cosine (wsd) decays to lr * min_lr_ratio at train.steps
     cooldown_fraction: float = 0.2  # wsd: the share of train.steps spent decaying
     embed_lr: Optional[float] = None  # AdamW peak lr of the token embedding; default lr

@@ -268,6 +268,9 @@ def _optimizer(o, training: bool) -> List[str]:
             positive(errs, f"optimizer.{name}", getattr(o, name))
     if o.warmup_steps < 0:
         errs.append(f"optimizer.warmup_steps={o.warmup_steps} must be >= 0")
+    if o.warmup_share is not None and not 0.0 <= o.warmup_share < 1.0:
+        errs.append(f"optimizer.warmup_share={o.warmup_share} must be a share of the run's steps in [0, 1), or null "
+                    "for optimizer.warmup_steps")
     if not 0.0 <= o.min_lr_ratio <= 1.0:
         errs.append(f"optimizer.min_lr_ratio={o.min_lr_ratio} must be in [0, 1]")
     for name in ("b1", "b2", "momentum"):

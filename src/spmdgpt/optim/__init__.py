@@ -33,7 +33,7 @@ __all__ = [
 
 def learning_rate_schedule(cfg: OptimizerConfig, total_steps: int, peak: float | None = None,
                            replans: Sequence[Tuple[int, int]] = ()) -> optax.Schedule:
-    """Linear warmup from 0 to peak (default lr), then cosine decay to peak * min_lr_ratio,
+    """Linear warmup from 0 to peak (default lr) over `warmup_steps`, then cosine decay to peak * min_lr_ratio,
     constant, or (wsd) constant until the last cooldown_fraction of the steps and a linear decay
     to peak * min_lr_ratio over them. replans (train.replans, as config.replan_points): the
     schedule is laid out over the first plan's steps and squeezed after each re-plan (`squeezed`)."""
@@ -67,9 +67,16 @@ def squeezed(schedule: optax.Schedule, horizon: int, replans: Sequence[Tuple[int
     return lr
 
 
+def warmup_steps(cfg: OptimizerConfig, total_steps: int) -> int:
+    """The warmup's steps in a run of `total_steps`: optimizer.warmup_share of them (rounded) when
+    set, else optimizer.warmup_steps; at most the run."""
+    steps = cfg.warmup_steps if cfg.warmup_share is None else round(cfg.warmup_share * total_steps)
+    return min(steps, total_steps)
+
+
 def _schedule(cfg: OptimizerConfig, total_steps: int, peak: float | None) -> optax.Schedule:
     peak = cfg.lr if peak is None else peak
-    warmup = min(cfg.warmup_steps, total_steps)
+    warmup = warmup_steps(cfg, total_steps)
     if cfg.schedule == Schedule.wsd:
         decay = max(1, round(cfg.cooldown_fraction * total_steps))
         stable_end = max(warmup, total_steps - decay)
