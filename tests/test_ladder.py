@@ -141,6 +141,9 @@ def test_ladder_refuses_bad_grids_in_one_line(tmp_path, capsys):
     code, err = ladder(*STAIRCASE, "model.size=2")
     assert (code, err) == (2, "spmdgpt: error: model.size=2: spmdgpt ladder sets model.size for each point; leave it "
                               "out")
+    assert ladder(*STAIRCASE, "optimizer.warmup_share=0.1") == (
+        2, "spmdgpt: error: optimizer.warmup_share=0.1: spmdgpt ladder sets each point's optimizer.warmup_steps to "
+        "ladder.warmup (a share) of its steps; set ladder.warmup instead")
     # more tokens than the corpus holds, without saying how many epochs are allowed
     code, err = ladder("+experiment=ladder_tiny", "ladder.epochs=1")
     assert (code, err) == (2, "spmdgpt: error: ladder: C1.5e12-size1 trains 4,661,248 tokens, 4.64 epochs of dataset "

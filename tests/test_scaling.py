@@ -194,6 +194,7 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
 
     assert (cfg.optimizer.warmup_share, warmup_steps(cfg.optimizer, 1000)) == (SIZE_WARMUP_SHARE,
                                                                                round(1000 * SIZE_WARMUP_SHARE))
+    assert cfg.optimizer.warmup_steps == round(SIZE_WARMUP_SHARE * cfg.train.steps)  # (recorded: config.yaml's)
     assert size_line(cfg).endswith(f"warmup {round(SIZE_WARMUP_SHARE * cfg.train.steps)} steps "
                                    f"(optimizer.warmup_share={SIZE_WARMUP_SHARE:g})")
     for extra, share, steps in ((["optimizer.warmup_share=0.25"], 0.25, (250, 1)),
@@ -225,9 +226,10 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
                        ("optimizer.warmup_share=0.1", "optimizer.warmup_steps=5"): "optimizer.warmup_steps and "
                        "optimizer.warmup_share were both given: choose one (the share of the run's steps, when set, is "
                        "the warmup)",
-                       ("model.size=3", "model.parametrization=mup"): "model.size=3 under mup: μP's base shape keeps "
-                       "the model's 3 heads, and the config's d_model 128 (the base the knob keeps) is not a multiple "
-                       "of 6: give model.base_width (e.g. 126), or a size whose heads fit 128",
+                       ("model.size=3", "model.parametrization=mup"): "model.size=3 under mup: the config's d_model "
+                       "128, the base the knob keeps, cannot be μP's base of this size: model.base_width=128 is not "
+                       "divisible by model.num_heads=3 (the base shape keeps the heads); give model.base_width=144 "
+                       "(the nearest that fits), or another size",
                        ("optimizer.warmup_share=1",): "optimizer.warmup_share=1.0 must be a share of the run's steps "
                        "in [0, 1), or null for optimizer.warmup_steps"}.items():
         assert main(["train", "+experiment=shakespeare_char", f"run.dir={tmp_path / 'bad'}", *args]) == 2

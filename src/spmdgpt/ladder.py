@@ -72,6 +72,9 @@ def refuse_per_point(overrides: Sequence[str], lr_mode: bool = False) -> None:
     for item in overrides:
         key = override_key(item)
         if key in own:
+            if key.startswith("optimizer.warmup"):
+                raise ConfigError([f"{item}: spmdgpt ladder sets each point's optimizer.warmup_steps to ladder.warmup "
+                                   "(a share) of its steps; set ladder.warmup instead"])
             why = " (out=DIR names the ladder's folder)" if key == "run.dir" else ""
             raise ConfigError([f"{item}: spmdgpt ladder sets {key} for each point; leave it out{why}"])
 

@@ -39,8 +39,9 @@ QUANTITIES = ("attn", "mlp", "resid", "logits")  # what a coordinate check reads
 def with_token_budget(cfg):
     """cfg with train.steps from train.tokens_per_param (unset: cfg itself): T x the model's matmul
     parameters (`flops.matmul_params`: the blocks' matrices and the unembedding) / tokens per
-    step, rounded up. The config's load has already refused it beside train.steps or
-    train.time_budget and turned an experiment's budget off (`config.load.sized`)."""
+    step, rounded up; with optimizer.warmup_share, warmup_steps the share of them it gives. The
+    config's load has already refused it beside train.steps or train.time_budget and turned an
+    experiment's budget off (`config.load.sized`)."""
     from spmdgpt.flops import matmul_params
 
     t = cfg.train
@@ -48,7 +49,10 @@ def with_token_budget(cfg):
     if t.tokens_per_param is None or not per_step > 0:
         return cfg
     steps = max(1, math.ceil(t.tokens_per_param * matmul_params(cfg.model) / per_step))
-    return dataclasses.replace(cfg, train=dataclasses.replace(t, steps=steps, time_budget=None))
+    o = cfg.optimizer  # (a warmup share's steps recorded too, so that config.yaml shows the warmup it takes)
+    if o.warmup_share is not None:
+        o = dataclasses.replace(o, warmup_steps=round(o.warmup_share * steps))
+    return dataclasses.replace(cfg, train=dataclasses.replace(t, steps=steps, time_budget=None), optimizer=o)
 
 
 def size_line(cfg) -> str:

@@ -58,7 +58,9 @@ def run(items: List[str]) -> int:
     _needs_matplotlib()
     ladder.refuse_per_point(overrides, lr_mode=mode == "lr")
     groups = gpu_groups(parallel, visible_gpus(os.environ))
-    cfg = checked_point(overrides, [])
+    from spmdgpt.config import load_config
+
+    cfg = load_config(overrides)  # (the shape is each point's: checked below, not the experiment's own)
     ladder.check_metric(cfg)
     out = _folder(args, overrides, mode)
     if mode == "lr":

@@ -103,6 +103,25 @@ SIZE_RULES = {
 }
 
 
+def _refuse_unfit_base(m) -> None:
+    """ConfigError when the base the size knob keeps (the config's own d_model) cannot be μP's base
+    of the sized model `m` (it keeps m's heads: a whole, even head width, a whole MLP width),
+    naming the nearest base width that can."""
+    from spmdgpt.model.parametrization import config_errors
+
+    def unfit(width: int) -> List[str]:
+        return [e for e in config_errors(dataclasses.replace(m, base_width=width)) if "base_width" in e]
+
+    if not unfit(m.base_width):
+        return
+    fits = next((w for w in sorted(range(1, 4 * m.base_width + 1), key=lambda w: (abs(w - m.base_width), w))
+                 if not unfit(w)), None)
+    fix = f"give model.base_width={fits} (the nearest that fits)" if fits else "give model.base_width"
+    raise ConfigError([f"model.size={m.size} under {m.parametrization.value}: the config's d_model {m.base_width}, "
+                       f"the base the knob keeps, cannot be μP's base of this size: "
+                       f"{unfit(m.base_width)[0].split(';')[0]}; {fix}, or another size"])
+
+
 def sized(cfg: Config, overrides: Sequence[str]) -> Config:
     """The composed Config with model.size's shape applied (`SIZE_RULES`; a field given among
     `overrides` keeps its value), and train.tokens_per_param checked (refused beside an explicit
@@ -133,12 +152,8 @@ def sized(cfg: Config, overrides: Sequence[str]) -> Config:
             fields["base_width"] = m.base_width or m.d_model
             if m.parametrization.value == "completep":
                 fields["base_depth"] = m.base_depth or m.num_layers
-            step, base = 2 * fields["num_heads"], fields["base_width"]
-            if m.base_width is None and m.head_dim is None and base % step:
-                raise ConfigError([f"model.size={m.size} under {m.parametrization.value}: μP's base shape keeps the "
-                                   f"model's {fields['num_heads']} heads, and the config's d_model {base} (the base "
-                                   f"the knob keeps) is not a multiple of {step}: give model.base_width (e.g. "
-                                   f"{max(step, round(base / step) * step)}), or a size whose heads fit {base}"])
+            if m.base_width is None:
+                _refuse_unfit_base(dataclasses.replace(m, **fields))
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(m, **fields))
     if t.tokens_per_param is not None:
         if not t.tokens_per_param > 0:
