@@ -107,10 +107,11 @@ def _refuse_unfit_base(m) -> None:
     """ConfigError when the base the size knob keeps (the config's own d_model) cannot be μP's base
     of the sized model `m` (it keeps m's heads: a whole, even head width, a whole MLP width),
     naming the nearest base width that can."""
-    from spmdgpt.model.parametrization import config_errors
+    from spmdgpt.config.validate import feature_errors  # (μP's own checks, spmdgpt.model.parametrization)
 
     def unfit(width: int) -> List[str]:
-        return [e for e in config_errors(dataclasses.replace(m, base_width=width)) if "base_width" in e]
+        return [e for e in feature_errors("parametrization", dataclasses.replace(m, base_width=width))
+                if "base_width" in e]
 
     if not unfit(m.base_width):
         return
