@@ -9,8 +9,8 @@ character-level Gutenberg selection, 128-token sequences, Muon, the final val/lo
 sweep machinery (a run directory each under --out, resumable, --parallel). For each budget C and
 model.size s of --points, each batch B of --batches and each Muon rate of --lrs: C / (6 N B x 128)
 steps (N the size's matmul parameters, as the ladder counts them), warmup 10% of the steps (the
-ladder's `ladder.warmup`). Then, at the first batch of --batches that is 16 (or the second
-batch) and the first rate, the warmup shares of --warmups. Prints val/loss by batch and rate per
+ladder's `ladder.warmup`). Then, at batch 16 (when among --batches, else the second) and the
+first rate, the warmup shares of --warmups. Prints val/loss by batch and rate per
 point, the best batch per point, and the warmup table; writes --out/size_rules.json.
 """
 
@@ -83,10 +83,8 @@ def main() -> int:
                     best = (cells[x]["loss"], b, x)
         if best:
             print(f"best: batch {best[1]} at muon_lr {best[2]} ({best[0]:.4f})")
-        warm = [r for r in mine if r["batch"] == mine[-1]["batch"] and r["muon_lr"] == mine[-1]["muon_lr"]]
-        warm = sorted({r["warmup"]: r for r in mine if (r["batch"], r["muon_lr"]) == (warm[0]["batch"],
-                                                                                     warm[0]["muon_lr"])}.values(),
-                      key=lambda r: float(r["warmup"]))
+        at = (mine[-1]["batch"], mine[-1]["muon_lr"])  # (the warmup runs' batch and rate: the point's last runs)
+        warm = sorted((r for r in mine if (r["batch"], r["muon_lr"]) == at), key=lambda r: float(r["warmup"]))
         print("warmup share: " + ", ".join(f"{r['warmup']}: {r['loss']:.4f}" for r in warm if r["loss"]))
     print(f"wrote {out / 'size_rules.json'}", file=sys.stderr)
     return 0

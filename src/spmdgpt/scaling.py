@@ -43,6 +43,7 @@ def with_token_budget(cfg):
     config's load has already refused it beside train.steps or train.time_budget and turned an
     experiment's budget off (`config.load.sized`)."""
     from spmdgpt.flops import matmul_params
+    from spmdgpt.optim import warmup_steps
 
     t = cfg.train
     per_step = cfg.data.batch_size * cfg.data.seq_len
@@ -51,7 +52,7 @@ def with_token_budget(cfg):
     steps = max(1, math.ceil(t.tokens_per_param * matmul_params(cfg.model) / per_step))
     o = cfg.optimizer  # (a warmup share's steps recorded too, so that config.yaml shows the warmup it takes)
     if o.warmup_share is not None:
-        o = dataclasses.replace(o, warmup_steps=round(o.warmup_share * steps))
+        o = dataclasses.replace(o, warmup_steps=warmup_steps(o, steps))
     return dataclasses.replace(cfg, train=dataclasses.replace(t, steps=steps, time_budget=None), optimizer=o)
 
 

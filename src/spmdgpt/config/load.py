@@ -8,6 +8,7 @@ import enum
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from spmdgpt.config.choices import Parametrization
 from spmdgpt.config.schema import Config, ConfigError, ModelConfig
 
 _REGISTERED = False
@@ -149,9 +150,9 @@ def sized(cfg: Config, overrides: Sequence[str]) -> Config:
                   "num_heads": m.num_heads if given("model.num_heads") else max(1, width // (m.head_dim or SIZE_HEAD))}
         if not given("model.num_kv_heads"):
             fields["num_kv_heads"] = None
-        if m.parametrization.value != "standard":  # μP's base: the shape the config's rates were set at
+        if m.parametrization != Parametrization.standard:  # μP's base: the shape the config's rates were set at
             fields["base_width"] = m.base_width or m.d_model
-            if m.parametrization.value == "completep":
+            if m.parametrization == Parametrization.completep:
                 fields["base_depth"] = m.base_depth or m.num_layers
             if m.base_width is None:
                 _refuse_unfit_base(dataclasses.replace(m, **fields))
