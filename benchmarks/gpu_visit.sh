@@ -18,6 +18,10 @@
 #       (grouped.HALF_TILES: splits the roofline's two rates), the MoE GPT-2 124M against the dense
 #       one with them (the trainer), the profile of FP8's GPT-2 124M step (why 0.85x bf16), the
 #       inference engine's decode rows by the Triton paged-attention kernel against the gather
+#   bash benchmarks/gpu_visit.sh attention  # (about 5 minutes) the dense step's largest gap: the fused
+#       attention kernels (cuDNN's against tokamax's Mosaic GPU and Triton flash attention) checked
+#       against float32 and timed at 16 x 1024 and 4 x 4096, then GPT-2 124M's trainer with
+#       model.attention=cudnn and =tokamax (needs the tokamax wheels: gpu_env.sh fetch, again)
 #   bash benchmarks/gpu_visit.sh check   # (2 minutes) the kernels against the masked reference, again
 #
 # Everything printed goes to $OUT/log-<part>.txt as well (a stage killed by its timeout says so).
@@ -45,8 +49,13 @@ train() {  # name, overrides...: the trainer's tokens/s, 20 steps of 16 x 1024
 # for an H100 on the CPU: python benchmarks/moe.py --target h100 --tokens 16384 --d 1024 --dtype
 # bfloat16 --only pallas --tiles "$SWEEP")
 SWEEP="64,256,128,128,8,3;64,128,128,128,8,3;128,128,128,128,8,3;64,256,64,128,8,4;32,256,128,64,8,4"
+attention() {  # the fused attention kernels, checked and timed (benchmarks/attention_kernels.py)
+    python3 benchmarks/attention_kernels.py --json "$out/attention-1k.json"
+    python3 benchmarks/attention_kernels.py --batch 4 --seq 4096 --only cudnn,tokamax-mosaic,tokamax-triton \
+        --json "$out/attention-4k.json"
+}
 export out
-export -f train
+export -f train attention
 {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 if [ "$part" = one ]; then
@@ -77,6 +86,10 @@ elif [ "$part" = eighth ]; then
         jax-cudnn-fp8delayedhead-1k
     stage 120 "engine: paged-attention kernel vs gather, 128 requests" python3 benchmarks/engine.py \
         --only engine,engine-gather --slots 64 --json "$out/engine-kernel.json"
+elif [ "$part" = attention ]; then
+    stage 100 "attention kernels at 16 x 1024 and 4 x 4096: cuDNN, tokamax's Mosaic GPU and Triton" attention
+    stage 150 "gpt2_124m dense, cuDNN attention, trainer" train dense-cudnn model.attention=cudnn
+    stage 150 "gpt2_124m dense, tokamax's attention, trainer" train dense-tokamax model.attention=tokamax
 else  # two
     stage 300 "FP8 on GPT-2 124M against bf16 and PyTorch" python3 benchmarks/gpu.py speed --out "$out" --only \
         jax-cudnn-bf16logits-1k,jax-cudnn-fp8delayedhead-1k,torch-1k

@@ -16,7 +16,8 @@ and of the loops' bodies (a body's kernels once per trip), each with
   grouped-matmul kernels (Pallas, `model.moe.grouped=pallas`) by their rows and columns; cuDNN's fused
   attention from its score shape ([b, h, q, k] x head size: 4 per element forward, 10 backward,
   half of it under a causal mask);
-- a time: a GEMM or attention kernel at the larger of its FLOPs at `--tflops` (a GEMM of FP8
+- a time: a GEMM or attention kernel at the larger of its FLOPs at `--tflops` (cuDNN's attention
+  at its pass's ATTENTION_RATE of it, forward 0.375 and backward 0.345, an H100's profiles; a GEMM of FP8
   operands, kind `gemm-fp8`: at `--fp8-tflops`, by default FP8_RATE = 1.2x that, what an H200's
   steps measured, not the data sheet's 2x) and its bytes at `--bandwidth`;
   every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes at `--bandwidth`:
@@ -93,11 +94,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="a config override (repeatable)")
     ap.add_argument("--topology", default="h100")
-    ap.add_argument("--tflops", type=float, default=800.0, help="GEMM and attention rate, TFLOP/s")
+    ap.add_argument("--tflops", type=float, default=800.0, help="GEMM rate, TFLOP/s")
     ap.add_argument("--fp8-tflops", type=float, default=None,
                     help="FP8 GEMMs' rate, TFLOP/s (default FP8_RATE = 1.2 x --tflops, measured)")
     ap.add_argument("--grouped-tflops", type=float, default=None,
                     help="the MoE's grouped Pallas kernels' rate, TFLOP/s (default: GROUPED_RATE x --tflops, measured)")
+    ap.add_argument("--attention-tflops", type=float, default=None,
+                    help="cuDNN's attention's rate, TFLOP/s (default: ATTENTION_RATE x --tflops by pass, measured)")
     ap.add_argument("--bandwidth", type=float, default=3.0e12, help="memory bandwidth, bytes/s")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--json", default=None, help="write the totals and every kernel here")
@@ -107,11 +110,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                  f"model.max_seq_len={args.seq}", f"data.batch_size={args.batch}", *args.set]
     cfg, text = compile_step(overrides, args.topology)
     ks = kernels(text)
-    totals = roofline(ks, args.tflops, args.bandwidth, args.fp8_tflops, args.grouped_tflops)
+    totals = roofline(ks, args.tflops, args.bandwidth, args.fp8_tflops, args.grouped_tflops, args.attention_tflops)
     tokens = cfg.data.batch_size * cfg.data.seq_len
     step_ms = totals["step"]["ms"]
     print(f"roofline of the step on {args.topology}: {' '.join(overrides[1:])}")
-    print(f"(GEMM/attention at {args.tflops:g} TFLOP/s, bytes at {args.bandwidth / 1e12:g} TB/s; a lower bound "
+    rate = f"{args.attention_tflops:g} TFLOP/s" if args.attention_tflops else "ATTENTION_RATE of it"
+    print(f"(GEMMs at {args.tflops:g} TFLOP/s, fused attention at {rate}, bytes at "
+          f"{args.bandwidth / 1e12:g} TB/s; a lower bound "
           f"per kernel)\n")
     print(report(ks, totals, args.top))
     print(f"\npredicted step {step_ms:.2f} ms = {tokens / step_ms * 1e3:,.0f} tokens/s (batch {cfg.data.batch_size} x "

@@ -245,7 +245,7 @@ def test_loss_equals_reference_cross_entropy(tied):
     assert loss == pytest.approx(ref, rel=2e-6)
 
 
-def test_attention_backend_resolution_and_errors():
+def test_attention_backend_resolution_and_errors(monkeypatch):
     """auto picks cuDNN only on a GPU with 16-bit compute and splash on a TPU; an explicit cudnn
     or splash that cannot run is a one-line ConfigError naming the field (never a silent
     fallback)."""
@@ -267,6 +267,19 @@ def test_attention_backend_resolution_and_errors():
         attention_backend(model("model.attention=cudnn", "model.compute_dtype=bfloat16"), "cpu")
     with pytest.raises(ConfigError, match=r"model.attention=cudnn needs model.compute_dtype=bfloat16"):
         attention_backend(model("model.attention=cudnn"), "gpu")
+    # tokamax's Mosaic GPU kernels: the same rules as cudnn's, and the package (the gpu-kernels extra)
+    with pytest.raises(ConfigError, match=r"^model.attention=tokamax needs an NVIDIA GPU \(this run's devices are cpu"):
+        attention_backend(model("model.attention=tokamax", "model.compute_dtype=bfloat16"), "cpu")
+    with pytest.raises(ConfigError, match=r"^model.attention=tokamax needs model.compute_dtype=bfloat16 or float16"):
+        attention_backend(model("model.attention=tokamax"), "gpu")
+    import importlib.util
+
+    real = importlib.util.find_spec
+    with monkeypatch.context() as m:
+        m.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tokamax" else real(name, *a))
+        with pytest.raises(ConfigError, match=r"^model.attention=tokamax needs the tokamax package, which is not "
+                                              r"installed: pip install -e '.\[gpu-kernels\]'"):
+            attention_backend(model("model.attention=tokamax", "model.compute_dtype=bfloat16"), "gpu")
     # the platform-free rules are one list (validation collects it with data.seq_len, all at once)
     from spmdgpt.model.kernels import config_errors
 

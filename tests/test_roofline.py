@@ -107,6 +107,105 @@ def test_grouped_kernels_run_at_their_measured_rates():
     assert roofline.roofline([rows], 1.0, 1e12, grouped_tflops=2.0)["step"]["ms"] == pytest.approx(2 * 1e9 / 2e12 * 1e3)
 
 
+SCORES = ('"intermediate_tensor_shape": {"element_type": "BF16", "dimensions": ["16", "12", "1024", "1024"]}, '
+          '"is_flash_attention": true, "mask_type": "CAUSAL"')
+ATTENTION_HLO = f"""HloModule m
+
+ENTRY %main (q: bf16[16,1024,12,64], k: bf16[16,1024,12,64], v: bf16[16,1024,12,64], do: bf16[16,1024,12,64]) -> bf16[16,12,1024,64] {{
+  %q = bf16[16,1024,12,64]{{3,2,1,0}} parameter(0)
+  %k = bf16[16,1024,12,64]{{3,2,1,0}} parameter(1)
+  %v = bf16[16,1024,12,64]{{3,2,1,0}} parameter(2)
+  %do = bf16[16,1024,12,64]{{3,2,1,0}} parameter(3)
+  %fwd = (bf16[16,12,1024,64]{{3,1,2,0}}, f32[16,12,1024]{{2,1,0}}, u8[0]{{0}}) custom-call(%q, %k, %v), custom_call_target="__cudnn$fmhaSoftmax", backend_config={{"cudnn_fmha_backend_config": {{{SCORES}}}}}
+  %o = bf16[16,12,1024,64]{{3,1,2,0}} get-tuple-element(%fwd), index=0
+  %lse = f32[16,12,1024]{{2,1,0}} get-tuple-element(%fwd), index=1
+  %bwd = (bf16[16,12,1024,64]{{3,1,2,0}}, bf16[16,12,1024,64]{{3,1,2,0}}, bf16[16,12,1024,64]{{3,1,2,0}}, u8[0]{{0}}) custom-call(%q, %k, %v, %lse, %do, %o), custom_call_target="__cudnn$fmhaSoftmaxBackward", backend_config={{"cudnn_fmha_backend_config": {{{SCORES}}}}}
+  ROOT %dq = bf16[16,12,1024,64]{{3,1,2,0}} get-tuple-element(%bwd), index=0
+}}
+"""
+
+
+def test_cudnn_attention_runs_at_its_measured_rates():
+    """cuDNN's fused attention (kind attention): FLOPs from its score shape (causal: half), each pass
+    at its ATTENTION_RATE of the GEMM rate (what an H100's profiles of GPT-2 124M measured: BENCHMARKS,
+    the GPU section's third and fourth visits), or at --attention-tflops."""
+    from spmdgpt.roofline import ATTENTION_RATE
+
+    fwd, bwd = roofline.kernels(ATTENTION_HLO)
+    forward = 4 * 16 * 12 * 1024 * 1024 * 64 * 0.5
+    assert (fwd.kind, fwd.op, fwd.flops) == ("attention", "attention_forward", forward)
+    assert (bwd.kind, bwd.op, bwd.flops) == ("attention", "attention_backward", forward * 10 / 4)
+    assert (ATTENTION_RATE["attention_forward"], ATTENTION_RATE["attention_backward"]) == (0.375, 0.345)
+    got = roofline.roofline([fwd, bwd], tflops=800, bandwidth=3e12)["attention"]
+    # GPT-2 124M has 12 layers: 12 x each of these measured 1.03 ms and 2.80 ms on an H100
+    assert 12 * fwd.seconds * 1e3 == pytest.approx(1.03, rel=0.01)
+    assert 12 * bwd.seconds * 1e3 == pytest.approx(2.80, rel=0.01)
+    assert got["ms"] == pytest.approx(forward / 300e12 * 1e3 + forward * 2.5 / 276e12 * 1e3)
+    assert roofline.roofline([fwd, bwd], 800, 3e12, attention_tflops=700)["step"]["ms"] == \
+        pytest.approx(forward * 3.5 / 700e12 * 1e3)
+
+
+def _tokamax_call(name: str, result: str, vjp: bool) -> str:
+    """A tokamax Mosaic GPU attention custom call as the H100 compiler writes it (its metadata payload
+    trimmed to what the roofline reads)."""
+    kind = "pallas_mosaic_gpu_vjp.PallasMosaicGpuFlashAttentionVjp" if vjp else \
+        "pallas_mosaic_gpu.PallasMosaicGpuFlashAttention"
+    payload = (rf'tokamax:{{\"op\":{{\"__type\":\"tokamax._src.ops.attention.{kind}\"}},\"arguments\":{{'
+               r'\"k\":\"bf16[16,1024,4,64]\",\"mask\":{\"bool_mask\":null,\"causal_mask\":{\"offset\":0}},'
+               r'\"q\":\"bf16[16,1024,12,64]\"}}')
+    return (f'  %{name} = {result} custom-call(%q, %k, %v), custom_call_target="mosaic_gpu_v2", '
+            f'metadata={{op_name="jit(step)/mpmd_map" metadata_payload="{payload}"}}')
+
+
+TOKAMAX_HLO = "\n".join([
+    "HloModule m", "", "ENTRY %main (q: bf16[16,1024,12,64], k: bf16[16,1024,4,64], v: bf16[16,1024,4,64]) "
+    "-> bf16[16,1024,12,64] {",
+    "  %q = bf16[16,1024,12,64]{3,2,1,0} parameter(0)", "  %k = bf16[16,1024,4,64]{3,2,1,0} parameter(1)",
+    "  %v = bf16[16,1024,4,64]{3,2,1,0} parameter(2)",
+    _tokamax_call("fwd", "(bf16[16,1024,12,64]{3,2,1,0}, f32[16,12,1024]{2,1,0})", False),
+    _tokamax_call("dkv", "(bf16[16,1024,4,64]{3,2,1,0}, bf16[16,1024,4,64]{3,2,1,0})", True),
+    _tokamax_call("dq", "bf16[16,1024,12,64]{3,2,1,0}", True),
+    "  ROOT %r = bf16[16,1024,12,64]{3,2,1,0} copy(%dq)", "}", ""])
+
+
+def test_tokamax_attention_kernels_are_read_from_their_payload():
+    """tokamax's Mosaic GPU flash attention (model.attention=tokamax): kind attention, FLOPs from the
+    q and k of the payload (scores b n t s x head size x 2 per matmul, halved under its causal mask):
+    forward 2 matmuls, the backward's dK/dV kernel (two results) 4 and its dQ kernel 3; each priced
+    at cuDNN's measured rate for its pass until a GPU times them."""
+    from spmdgpt.roofline import ATTENTION_RATE
+
+    ks = {k.name: k for k in roofline.kernels(TOKAMAX_HLO)}
+    unit = 2 * 16 * 12 * 1024 * 1024 * 64 * 0.5  # one causal matmul of 12 query heads (GQA: k has 4)
+    assert {n: (k.kind, k.op, k.flops) for n, k in ks.items() if n != "r"} == {
+        "fwd": ("attention", "tokamax_forward", 2 * unit), "dkv": ("attention", "tokamax_dkv", 4 * unit),
+        "dq": ("attention", "tokamax_dq", 3 * unit)}
+    assert ATTENTION_RATE["tokamax_forward"] == ATTENTION_RATE["attention_forward"]
+    assert ATTENTION_RATE["tokamax_dkv"] == ATTENTION_RATE["tokamax_dq"] == ATTENTION_RATE["attention_backward"]
+    got = roofline.roofline(list(ks.values()), tflops=800, bandwidth=3e12)["attention"]
+    assert got["ms"] == pytest.approx((2 * unit / 0.375 + 7 * unit / 0.345) / 800e12 * 1e3)
+
+
+def test_tokamax_attention_compiles_for_an_h100():
+    """model.attention=tokamax: the step compiled for an H100 on this CPU launches tokamax's Mosaic GPU
+    kernels (forward, dK/dV, dQ: one each per layer, their FLOPs the formula's), no cuDNN's, and
+    no other attention: the kernels were chosen for the target's GPU, not this CPU."""
+    import importlib.util
+
+    from conftest import missing
+
+    if importlib.util.find_spec("tokamax") is None:
+        missing("SPMDGPT_REQUIRE_KERNELS", "needs tokamax: pip install -e '.[gpu-kernels]'")
+    _compiler()
+    cfg, text = roofline.compile_step([*SMALL, "model.attention=tokamax"])
+    ks = [k for k in roofline.kernels(text) if k.kind == "attention"]
+    layers = cfg.model.num_layers
+    assert sorted(k.op for k in ks) == sorted(["tokamax_dkv", "tokamax_dq", "tokamax_forward"] * layers)
+    unit = 2 * cfg.data.batch_size * cfg.model.num_heads * cfg.data.seq_len ** 2 * 64 * 0.5
+    assert sum(k.flops * k.runs for k in ks) == pytest.approx(9 * unit * layers)
+    assert "__cudnn$fmha" not in text and "mosaic_gpu_v2" in text
+
+
 def _compiler():
 
     compile_only_or_skip("h100")
@@ -156,3 +255,27 @@ def test_the_h100_logsumexp_takes_one_exponential_per_element():
                  if sum(" parameter(" in ln for ln in lines) == 4 and any(" exponential(" in ln for ln in lines)]
     assert combiners, "no (max, sum) combiner with an exponential in the step"
     assert [sum(" exponential(" in ln for ln in lines) for lines in combiners] == [1] * len(combiners)
+
+
+def test_attention_kernels_reads_custom_calls_and_checks_on_cpu(capsys):
+    """benchmarks/attention_kernels.py: the custom calls' operands and results read from HLO text,
+    grouped; the FLOPs convention (causal forward 2 x 2 b n t^2 h / 2, backward 2.5x); and on this
+    CPU the xla kernel checked against float32 and timed, a kernel that cannot run here (tokamax's,
+    whether or not tokamax is installed) reported in one line, exit 0."""
+    import attention_kernels as ak
+
+    calls = ak._custom_calls(ATTENTION_HLO.replace("custom-call(%q, %k, %v)", "custom-call(%q, %k, %v), "
+                             "operand_layout_constraints={bf16[16,1024,12,64]{3,2,1,0}, bf16[16,1024,12,64]{3,2,1,0}, "
+                             "bf16[16,1024,12,64]{3,2,1,0}}"))
+    assert calls[0] == ("__cudnn$fmhaSoftmax: (3 x bf16[16,1024,12,64]{3,2,1,0}) -> (bf16[16,12,1024,64]{3,1,2,0}, "
+                        "f32[16,12,1024]{2,1,0}, u8[0]{0})")
+    assert calls[1].startswith("__cudnn$fmhaSoftmaxBackward: (-) -> (3 x bf16[16,12,1024,64]{3,1,2,0}, u8[0]{0})")
+    assert ak._call_names(ATTENTION_HLO) == {"fwd", "bwd"}
+    assert ak.causal_flops(16, 1024, 12, 64, False) == 4 * 16 * 12 * 1024 * 1024 * 64 / 2
+    assert ak.causal_flops(16, 1024, 12, 64, True) == 3.5 * ak.causal_flops(16, 1024, 12, 64, False)
+    assert ak.main(["--only", "xla,tokamax-mosaic", "--batch", "1", "--seq", "64", "--heads", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("causal attention, bfloat16, [batch, seq, heads, head_dim] = [1, 64, 2, 64]; cpu")
+    assert [line.split()[:2] for line in lines[1:3]] == [["xla", "forward"], ["xla", "forward+backward"]]
+    assert all("PASS against xla-bf16's" in line for line in lines[1:3])
+    assert lines[3].startswith("tokamax-mosaic  -                 does not run: ") and len(lines) == 4

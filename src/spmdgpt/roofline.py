@@ -15,7 +15,8 @@ computation and of the loops' bodies (a body's kernels once per trip), each with
 - a time: a GEMM or attention kernel at the larger of its FLOPs at `tflops` (a GEMM of FP8
   operands, kind `gemm-fp8`: at `fp8_tflops`, by default FP8_RATE x `tflops`, what an H200's step
   gave, not the data sheet's 2x; the grouped MoE kernels, kind `gemm-grouped`: each at its
-  GROUPED_RATE of it, as an H200's profile measured them) and its bytes at `bandwidth`;
+  GROUPED_RATE of it, as an H200's profile measured them; cuDNN's attention at its pass's
+  ATTENTION_RATE of it, as an H100's profiles measured it) and its bytes at `bandwidth`;
   every other kernel (XLA's loop, input and Triton fusions, copies) at its bytes: the
   memory-bound tail.
 
@@ -94,7 +95,8 @@ class Kernel:
     written: int
     flops: float
     runs: int  # times one step launches it (a loop body's: once per trip)
-    op: str  # its op_name metadata (the jaxpr path that made it); a grouped MoE kernel's own name
+    op: str  # its op_name metadata (the jaxpr path that made it); a grouped MoE kernel's own name; cuDNN
+    # attention's pass (attention_forward, attention_backward)
     seconds: float = 0.0  # the roofline's time for all its runs
 
 
@@ -170,6 +172,25 @@ def _attention_flops(inst: Instruction) -> float:
     return per * scores * head * causal
 
 
+_TOKAMAX_ATTENTION = re.compile(r"attention\.pallas_mosaic_gpu(_vjp)?\.PallasMosaicGpuFlashAttention")
+_PAYLOAD_ARRAY = r'\\"{}\\":\\"\w+\[([0-9,]*)\]'
+
+
+def _tokamax_attention(inst: Instruction, backward: bool) -> tuple:
+    """(pass, FLOPs) of a tokamax Mosaic GPU flash attention kernel (`model.attention=tokamax`), from
+    the q [b, t, n, h] and k [b, s, K, h] its metadata payload names: scores b n t s x head size
+    x 2 per matmul, halved under a causal mask. The forward kernel has 2 matmuls (QK^T, PV); the
+    backward runs as two kernels, dK/dV (4: S, dP, dV, dK; two results) and dQ (3: S, dP, dQ)."""
+    q, k = ([int(d) for d in m.group(1).split(",") if d] if (m := re.search(_PAYLOAD_ARRAY.format(a), inst.line))
+            else [] for a in ("q", "k"))
+    if len(q) != 4 or len(k) != 4:
+        return "tokamax_forward", 0.0
+    causal = 0.5 if re.search(r'causal_mask\\":\{', inst.line) else 1.0
+    name, matmuls = ("tokamax_forward", 2) if not backward else \
+        ("tokamax_dkv", 4) if inst.type.startswith("(") else ("tokamax_dq", 3)
+    return name, 2.0 * matmuls * q[0] * q[1] * q[2] * k[1] * q[3] * causal
+
+
 def kernels(hlo_text: str) -> List[Kernel]:
     """Every kernel one step launches (see the module docstring), from a compiled module's text."""
     comps = parse(hlo_text)
@@ -200,6 +221,11 @@ def kernels(hlo_text: str) -> List[Kernel]:
             elif i.opcode == "custom-call":
                 if "__cudnn$fmha" in i.line:
                     kind, flops = "attention", _attention_flops(i)
+                    op = "attention_backward" if "Backward" in i.line.split("custom_call_target=")[1][:60] \
+                        else "attention_forward"  # (its rate's name)
+                elif "mosaic_gpu" in i.line and (t := _TOKAMAX_ATTENTION.search(i.line)):
+                    op, flops = _tokamax_attention(i, bool(t.group(1)))  # (op: its rate's name)
+                    kind = "attention"
                 elif "__cublas" in i.line:
                     kind = "gemm"
                 elif "xla.gpu.triton" in i.line and (n := _KERNEL_NAME.search(i.line)) and n[1] in GROUPED_KERNELS:
@@ -219,6 +245,16 @@ def kernels(hlo_text: str) -> List[Kernel]:
 # 0.64 and 0.54 (the layer predicted at 1.71x). To profile again at the next visit.
 GROUPED_RATE = {"grouped_rows": 0.64, "grouped_weights": 0.54}
 
+# cuDNN's fused attention (kind attention) by pass, against the GEMM rate. An H100's profiles of
+# GPT-2 124M (bf16, 16 x 1024, head size 64, causal; BENCHMARKS.md, the GPU section's third and
+# fourth visits) measured the 12 forward kernels at 1.03 ms for 309 GFLOP (300 TFLOP/s) and the 12
+# backward ones at 2.80 ms for 773 GFLOP (276 TFLOP/s), where the GEMMs ran near 770: the tool
+# assumed the GEMM rate and predicted 1.37 ms for the 3.83 measured, the step's largest miss.
+# tokamax's Mosaic GPU kernels (`model.attention=tokamax`) have not run on a GPU here yet: until one
+# times them (benchmarks/attention_kernels.py), they are priced at cuDNN's rates, pass for pass.
+ATTENTION_RATE = {"attention_forward": 0.375, "attention_backward": 0.345, "tokamax_forward": 0.375,
+                  "tokamax_dkv": 0.345, "tokamax_dq": 0.345}
+
 # FP8 GEMMs (kind gemm-fp8) against the bf16 rate: Hopper's data sheet says 2x (1,979 to 989 dense
 # TFLOP/s on the H100 SXM), but an H200 (2026-11-27, the sixth visit) ran a 1.1B of GPT-2's kind
 # (d_model 2048, 16 layers, 8 x 1024) at 92,891 tokens/s in FP8 (delayed scaling, the head too)
@@ -229,15 +265,21 @@ FP8_RATE = 1.2
 
 
 def roofline(ks: List[Kernel], tflops: float, bandwidth: float, fp8_tflops: Optional[float] = None,
-             grouped_tflops: Optional[float] = None) -> Dict[str, dict]:
+             grouped_tflops: Optional[float] = None, attention_tflops: Optional[float] = None) -> Dict[str, dict]:
     """Each kernel's time (its FLOPs at `tflops` x 1e12 FLOP/s, an FP8 GEMM's at `fp8_tflops`
     (default FP8_RATE x tflops), a grouped MoE kernel's at `grouped_tflops` (default its
-    GROUPED_RATE x tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a memory-bound kind
+    GROUPED_RATE x tflops), cuDNN's attention at `attention_tflops` (default its pass's
+    ATTENTION_RATE x tflops), or its bytes at `bandwidth` bytes/s, the larger; the FLOPs of a memory-bound kind
     are not counted) and the totals by kind."""
     totals: Dict[str, dict] = defaultdict(lambda: {"kernels": 0, "launches": 0, "bytes": 0, "flops": 0.0, "ms": 0.0})
-    rates = {"gemm": tflops, "attention": tflops, "gemm-fp8": fp8_tflops or FP8_RATE * tflops}
+    rates = {"gemm": tflops, "gemm-fp8": fp8_tflops or FP8_RATE * tflops}
     for k in ks:
-        rate = rates.get(k.kind) if k.kind != "gemm-grouped" else grouped_tflops or GROUPED_RATE[k.op] * tflops
+        if k.kind == "gemm-grouped":
+            rate = grouped_tflops or GROUPED_RATE[k.op] * tflops
+        elif k.kind == "attention":
+            rate = attention_tflops or ATTENTION_RATE.get(k.op, 1.0) * tflops
+        else:
+            rate = rates.get(k.kind)
         compute = k.flops / (rate * 1e12) if rate else 0.0
         k.seconds = k.runs * max(compute, (k.read + k.written) / bandwidth)
         t = totals[k.kind]

@@ -83,6 +83,7 @@ class Remat(enum.Enum):
 class AttentionImpl(enum.Enum):
     xla = "xla"  # einsum + masked softmax, compiled by XLA (runs everywhere)
     cudnn = "cudnn"  # cuDNN fused attention (NVIDIA GPU, bfloat16/float16 compute)
+    tokamax = "tokamax"  # tokamax's Mosaic GPU flash attention (NVIDIA GPU, sm80+, 16-bit; the gpu-kernels extra)
     splash = "splash"  # Pallas splash attention (TPU; sequence length a multiple of 128)
     auto = "auto"  # cudnn on NVIDIA GPUs (16-bit compute), splash on TPUs, else xla
 

@@ -87,7 +87,7 @@ class ModelConfig(Section):
     # (`config.load.SIZE_RULES`; a field given on the command line wins); None: the fields as they are
     depth_alpha: float = 1.0  # completep: residual branches x (base_depth / num_layers)^alpha (CompleteP: 1;
     # depth-μP: 0.5), hidden matrices' AdamW rate x (num_layers / base_depth)^(alpha - 1)
-    attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | splash
+    attention: AttentionImpl = AttentionImpl.auto  # attention backend: auto | xla | cudnn | tokamax | splash
     context_attention: ContextAttention = ContextAttention.ring  # attention under mesh.context > 1:
     # ring (K/V blocks passed device to device, overlapped with the blocks' attention) | allgather
     collective_matmul: CollectiveMatmul = CollectiveMatmul.none  # tensor parallelism (a `model` axis) with the

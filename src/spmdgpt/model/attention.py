@@ -34,6 +34,10 @@ reduce-scatter it, `collective`). Backends (`model.attention`, resolved by `atte
 - `cudnn`: cuDNN's fused (flash) attention through `jax.nn.dot_product_attention`, on
   [batch, seq, heads, head_dim]; NVIDIA GPUs, bfloat16/float16 compute only. The T x T score
   matrix is never materialised.
+- `tokamax`: tokamax's flash attention kernels written in Mosaic GPU (`kernels.tokamax_attention`;
+  the `gpu-kernels` extra), on [batch, seq, heads, head_dim] like cudnn; NVIDIA GPUs (Hopper's
+  kernels, Ampere's and Blackwell's too), 16-bit compute. Not picked by `auto` until a GPU has
+  timed it against cudnn (benchmarks/attention_kernels.py).
 - `splash`: Pallas splash attention (`jax.experimental.pallas.ops.tpu.splash_attention`), the
   block-sparse flash attention kernels of TPUs, head-major; causal and document masks are
   skipped block by block. TPU only (its Pallas interpret mode runs the same kernels anywhere,
@@ -63,6 +67,7 @@ from spmdgpt.model.fp8 import INPUTS, history_info, sites
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import (
     SPLASH_BLOCKS,
+    TOKEN_MAJOR,
     attention_backend,
     attention_dropout,
     causal_mask,
@@ -431,7 +436,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
             o = dot_product_attention(q, kv["k"], kv["v"], cache.mask, rules, sinks=p.sinks)
         return output_projection(rules, p, gated(o, output_gate(cfg, rules, p, x, batch, True))), kv, {}
     backend = sequence_backend(cfg, rules)
-    head_major = backend != AttentionImpl.cudnn
+    head_major = backend not in TOKEN_MAJOR
     q, k, v = project(cfg, rules, p, x, positions, batch, head_major, window=u.window)
     o = sequence_attention(cfg, rules, backend, q, k, v, u, p.sinks)
     kv = None
@@ -446,7 +451,7 @@ def sequence_backend(cfg: ModelConfig, rules: Rules) -> Optional[AttentionImpl]:
     """The backend of a pass over full sequences: None when they are split over a context ring
     (`context_attention`, head-major), else `model.attention` resolved on the default device's
     platform (xla inside a pipeline's vmap over stages, where the fused kernels' shard_map does not
-    nest yet). q, k and v are head-major for every backend but cudnn."""
+    nest yet). q, k and v are head-major for every backend but cudnn and tokamax (`TOKEN_MAJOR`)."""
     if rules.context_size() > 1:
         return None
     return attention_backend(cfg) if rules.stage_size() == 1 else AttentionImpl.xla
@@ -464,8 +469,8 @@ def sequence_attention(cfg: ModelConfig, rules: Rules, backend: Optional[Attenti
     width = v.shape[-1]
     if backend != AttentionImpl.xla and width < q.shape[-1]:
         v = jnp.pad(v, ((0, 0),) * 3 + ((0, q.shape[-1] - width),))
-    if backend == AttentionImpl.cudnn:
-        o = fused_causal_attention(q, k, v, rules, "cudnn", u.segment_ids)
+    if backend in TOKEN_MAJOR:
+        o = fused_causal_attention(q, k, v, rules, backend.value, u.segment_ids)
     elif backend == AttentionImpl.splash and q.shape[2] % SPLASH_BLOCKS[-1] == 0:
         # (other lengths, which validation refuses for training, e.g. a prompt: the xla path)
         o = splash_causal_attention(q, k, v, rules, u.segment_ids)

@@ -380,7 +380,7 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
         )
     if ring == 1 or "model" not in sections:
         return errs
-    if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
+    if m.attention in (AttentionImpl.cudnn, AttentionImpl.tokamax, AttentionImpl.splash):
         errs.append(f"model.attention={m.attention.value} does not run on a context ring (mesh.context={ring}): ring "
                     "attention computes its blocks itself; use model.attention=auto or xla, or mesh.context=1")
     if (m.deltanet.full_attention_interval and "batch" in sections and 0 < d.seq_len < 2 * ring * (m.deltanet.conv - 1)

@@ -1,14 +1,15 @@
 """The fused attention kernels, run per device inside `shard_map` (cuDNN's through
-`jax.nn.dot_product_attention`, Pallas splash attention), and what they share with the xla path
-of `attention`: grouped-query heads as a layout can use them (`local_kv`, `repeat_kv`) and
-the masks (causal, sliding window, document; also the context ring's, `context`); and which
-backend runs (`attention_backend`: model.attention on this platform, with its checks,
-`config_errors`, which config validation collects). Also the paged-attention kernels the
-inference engine's decode rows use on GPUs and TPUs (`paged_decode_attention`, with what they
-cannot take: `paged_kernel_error`)."""
+`jax.nn.dot_product_attention`, tokamax's Mosaic GPU flash attention, Pallas splash attention),
+and what they share with the xla path of `attention`: grouped-query heads as a layout can use
+them (`local_kv`, `repeat_kv`) and the masks (causal, sliding window, document; also the context
+ring's, `context`); and which backend runs (`attention_backend`: model.attention on this
+platform, with its checks, `config_errors`, which config validation collects). Also the
+paged-attention kernels the inference engine's decode rows use on GPUs and TPUs
+(`paged_decode_attention`, with what they cannot take: `paged_kernel_error`)."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import warnings
 from typing import List, Optional
@@ -61,7 +62,8 @@ def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
 
 def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rules, implementation: str,
                            segment_ids: Optional[jax.Array] = None) -> jax.Array:
-    """`jax.nn.dot_product_attention` (causal) run per device: q/k/v [b, t, n, h] -> [b, t, n, h].
+    """`jax.nn.dot_product_attention` (causal; `implementation` "cudnn") or tokamax's Mosaic GPU
+    flash attention ("tokamax", `tokamax_attention`) run per device: q/k/v [b, t, n, h] -> [b, t, n, h].
 
     Attention is independent per sequence and per head, so under a batch- and/or head-sharded
     layout each device attends over its own rows and heads: the kernel runs inside `shard_map`
@@ -73,17 +75,51 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
     kv_spec = rules.spec("batch", "seq", "heads" if k.shape[2] == q.shape[2] else "kv_heads", "head_dim")
     seg_spec = rules.spec("batch", "seq")
 
-    def local(q, k, v, seg):  # (fewer key/value heads: grouped-query attention, which the function takes as is)
+    def local(q, k, v, seg):  # (fewer key/value heads: grouped-query attention, which the kernels take as is)
         mask = None if seg is None else document_mask(seg, slice(None), slice(None))[:, None]
+        if implementation == "tokamax":
+            return tokamax_attention(q, k, v, mask, rules.mesh.devices.flat[0])
         return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation=implementation)
 
     q = jax.sharding.reshard(q, spec)
     k, v = (jax.sharding.reshard(x, kv_spec) for x in (k, v))
+    vma = implementation != "tokamax"  # (Mosaic GPU's kernels take no varying-axes annotation, as splash's)
     if segment_ids is None:
         return jax.shard_map(lambda q, k, v: local(q, k, v, None), in_specs=(spec, kv_spec, kv_spec),
-                             out_specs=spec)(q, k, v)
+                             out_specs=spec, check_vma=vma)(q, k, v)
     seg = jax.sharding.reshard(segment_ids, seg_spec)
-    return jax.shard_map(local, in_specs=(spec, kv_spec, kv_spec, seg_spec), out_specs=spec)(q, k, v, seg)
+    return jax.shard_map(local, in_specs=(spec, kv_spec, kv_spec, seg_spec), out_specs=spec,
+                         check_vma=vma)(q, k, v, seg)
+
+
+def tokamax_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: Optional[jax.Array], device) -> jax.Array:
+    """Causal attention by tokamax's flash attention kernels for NVIDIA GPUs written in Mosaic GPU
+    (`tokamax.dot_product_attention`, implementation mosaic_gpu; the `gpu-kernels` extra): q/k/v
+    [b, t, n, h] (k, v: n or fewer heads) -> [b, t, n, h]; mask [b, 1, t, t] or None (documents).
+    tokamax picks its kernels (Ampere's, Hopper's, Blackwell's) for the default device, so both
+    passes are traced with `device`, the mesh's, as the default: a plan for H100s compiled on a CPU
+    (`spmdgpt plan topology=h100`) gets the H100's kernels, as the H100 itself does."""
+    import tokamax
+
+    def attend(q, k, v, mask):
+        return tokamax.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="mosaic_gpu")
+
+    @jax.custom_vjp
+    def attention(q, k, v, mask):
+        with jax.default_device(device):
+            return attend(q, k, v, mask)
+
+    def forward(q, k, v, mask):
+        with jax.default_device(device):
+            o, back = jax.vjp(lambda q, k, v: attend(q, k, v, mask), q, k, v)
+        return o, back
+
+    def backward(back, g):
+        with jax.default_device(device):
+            return (*back(g), None)
+
+    attention.defvjp(forward, backward)
+    return attention(q, k, v, mask)
 
 
 SPLASH_BLOCKS = (512, 256, 128)  # splash tiles: multiples of 128 (the TPU's lane count)
@@ -132,6 +168,10 @@ def splash_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rul
                          check_vma=False)(q, k, v, seg)
 
 
+# the fused GPU kernels (`fused_causal_attention`): q, k, v token-major [b, t, n, h], not head-major
+TOKEN_MAJOR = (AttentionImpl.cudnn, AttentionImpl.tokamax)
+
+
 def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> AttentionImpl:
     """The backend `model.attention` means on this platform ('cpu', 'gpu', 'tpu'; default: the
     current mesh's, else the default device's): `auto` resolved, an impossible explicit choice a
@@ -158,9 +198,12 @@ def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
     if cfg.attention == AttentionImpl.splash and platform != "tpu":
         raise ConfigError([f"model.attention=splash needs a TPU (this run's devices are {platform}); "
                            "use model.attention=auto or xla"])
-    if cfg.attention == AttentionImpl.cudnn and platform != "gpu":
-        raise ConfigError([f"model.attention=cudnn needs an NVIDIA GPU (this run's devices are "
+    if cfg.attention in TOKEN_MAJOR and platform != "gpu":
+        raise ConfigError([f"model.attention={cfg.attention.value} needs an NVIDIA GPU (this run's devices are "
                            f"{platform}); use model.attention=auto or xla"])
+    if cfg.attention == AttentionImpl.tokamax and importlib.util.find_spec("tokamax") is None:
+        raise ConfigError(["model.attention=tokamax needs the tokamax package, which is not installed: "
+                           "pip install -e '.[gpu-kernels]' (or model.attention=auto)"])
     return cfg.attention
 
 
@@ -179,8 +222,8 @@ def config_errors(cfg: ModelConfig, seq_len: Optional[int] = None) -> List[str]:
         errs.append(f"model.attention_dropout={attention_dropout(cfg)} needs model.attention=xla (the "
                     f"{cfg.attention.value} kernel has no dropout); set model.attention=xla or "
                     "model.attention_dropout=0")
-    if cfg.attention == AttentionImpl.cudnn and cfg.compute_dtype not in (DType.bfloat16, DType.float16):
-        errs.append(f"model.attention=cudnn needs model.compute_dtype=bfloat16 or float16 "
+    if cfg.attention in TOKEN_MAJOR and cfg.compute_dtype not in (DType.bfloat16, DType.float16):
+        errs.append(f"model.attention={cfg.attention.value} needs model.compute_dtype=bfloat16 or float16 "
                     f"(got {cfg.compute_dtype.value}); change one of the two")
     if cfg.attention == AttentionImpl.splash and seq_len and seq_len % 128:
         errs.append(f"model.attention=splash needs data.seq_len a multiple of 128 (got {seq_len}): "

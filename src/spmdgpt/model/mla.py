@@ -38,7 +38,7 @@ from typing import List, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import AttentionImpl, ModelConfig, RopeScaling, mla_dims
+from spmdgpt.config import ModelConfig, RopeScaling, mla_dims
 from spmdgpt.model.attention import (
     UnitInputs,
     attention_stats,
@@ -51,6 +51,7 @@ from spmdgpt.model.attention import (
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
+from spmdgpt.model.kernels import TOKEN_MAJOR
 from spmdgpt.model.layers import layer_rope, rms_normalize, rope, yarn_mscale
 from spmdgpt.sharding import Rules
 
@@ -168,7 +169,7 @@ def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitI
         return output_projection(rules, p, _absorbed(cfg, rules, p, q, arrays, cache.mask), head_major=False), \
             arrays, {}
     backend = sequence_backend(cfg, rules)
-    head_major = backend != AttentionImpl.cudnn
+    head_major = backend not in TOKEN_MAJOR
     q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch, u.window)
     k, v = _keys_values(cfg, rules, p, latent, k_rope)
     if head_major:

@@ -228,7 +228,7 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
                     "set them to 0 or mesh.stage=1")
     if sizes.get("context", 1) > 1:
         errs.append(f"mesh.context={sizes['context']} and {name} do not combine yet; set one of them to 1")
-    if m.attention in (AttentionImpl.cudnn, AttentionImpl.splash):
+    if m.attention in (AttentionImpl.cudnn, AttentionImpl.tokamax, AttentionImpl.splash):
         errs.append(f"model.attention={m.attention.value} does not run in a pipeline yet ({name}: its kernel does not "
                     "nest in the stages' vmap); use model.attention=auto or xla, or mesh.stage=1")
     if m.collective_matmul != CollectiveMatmul.none:
