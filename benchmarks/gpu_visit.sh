@@ -18,10 +18,12 @@
 #       (grouped.HALF_TILES: splits the roofline's two rates), the MoE GPT-2 124M against the dense
 #       one with them (the trainer), the profile of FP8's GPT-2 124M step (why 0.85x bf16), the
 #       inference engine's decode rows by the Triton paged-attention kernel against the gather
-#   bash benchmarks/gpu_visit.sh attention  # (about 5 minutes) the dense step's largest gap: the fused
-#       attention kernels (cuDNN's against tokamax's Mosaic GPU and Triton flash attention) checked
-#       against float32 and timed at 16 x 1024 and 4 x 4096, then GPT-2 124M's trainer with
-#       model.attention=cudnn and =tokamax (needs the tokamax wheels: gpu_env.sh fetch, again)
+#   bash benchmarks/gpu_visit.sh tokamax  # (about 6 minutes) tokamax's Mosaic GPU kernels: the fused
+#       attention kernels (cuDNN's against tokamax's Mosaic GPU and Triton flash attention, the dense
+#       step's largest gap) checked against float32 and timed at 16 x 1024 and 4 x 4096; the MoE
+#       kernels checked against the masked reference with tokamax's ragged_dot among them, the layer
+#       timed against pallas; GPT-2 124M's trainer with model.attention=tokamax (against the dense
+#       trainer row of `eighth`). Needs the tokamax wheels: `gpu_env.sh fetch` again.
 #   bash benchmarks/gpu_visit.sh check   # (2 minutes) the kernels against the masked reference, again
 #
 # Everything printed goes to $OUT/log-<part>.txt as well (a stage killed by its timeout says so).
@@ -86,9 +88,12 @@ elif [ "$part" = eighth ]; then
         jax-cudnn-fp8delayedhead-1k
     stage 120 "engine: paged-attention kernel vs gather, 128 requests" python3 benchmarks/engine.py \
         --only engine,engine-gather --slots 64 --json "$out/engine-kernel.json"
-elif [ "$part" = attention ]; then
+elif [ "$part" = tokamax ]; then
     stage 100 "attention kernels at 16 x 1024 and 4 x 4096: cuDNN, tokamax's Mosaic GPU and Triton" attention
-    stage 150 "gpt2_124m dense, cuDNN attention, trainer" train dense-cudnn model.attention=cudnn
+    stage 100 "MoE check, bfloat16 (tokamax's ragged_dot with the others)" python3 benchmarks/moe.py --check \
+        --tokens 4096 --d 512 --dtype bfloat16
+    stage 100 "MoE layer 16384 x 1024, bfloat16: pallas against tokamax" python3 benchmarks/moe.py --tokens 16384 \
+        --d 1024 --rounds 5 --dtype bfloat16 --only dense,pallas,tokamax
     stage 150 "gpt2_124m dense, tokamax's attention, trainer" train dense-tokamax model.attention=tokamax
 else  # two
     stage 300 "FP8 on GPT-2 124M against bf16 and PyTorch" python3 benchmarks/gpu.py speed --out "$out" --only \

@@ -20,7 +20,9 @@ instead of timing it: its GEMM FLOPs (benchmarks/roofline.py's kernels: dots, an
 kernels by their rows and columns) against the dense MLP's (the active FLOPs), its temporaries,
 and the roofline's time at 800 TFLOP/s (the grouped kernels at spmdgpt.roofline.GROUPED_RATE of
 it, as an H200 measured them) and 3.0 TB/s. On a GPU the timed rows include
-`grouped=pallas`; `--only dense,pallas` keeps the rows whose names hold one of the words,
+`grouped=pallas` (and `grouped=tokamax`, tokamax's Mosaic GPU ragged_dot, where tokamax is
+installed: the `gpu-kernels` extra; also compiled with --target and checked with --check);
+`--only dense,pallas` keeps the rows whose names hold one of the words,
 `--profile DIR` prints each timed row's device time by kernel (a trace of 3 more calls);
 `--check` compares each dropless row's output and gradients with the masked reference instead of
 timing: the rows on the device at hand, the reference on the host's CPU (float32 at highest matmul
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import statistics
 import sys
@@ -56,6 +59,7 @@ from spmdgpt.model.grouped import Tiles, using_tiles  # noqa: E402
 from spmdgpt.model.mlp import mlp  # noqa: E402
 from spmdgpt.model.moe import every_expert, moe  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
+from spmdgpt.topology import target_default  # noqa: E402
 
 
 def timed(fn, args, rounds, profile=None):
@@ -162,7 +166,7 @@ def main() -> None:
         devices = compile_only_devices(args.target)[:1]
     mesh = make_mesh(load_config(base).mesh, devices)
     dtype = jnp.dtype(args.dtype)
-    with jax.set_mesh(mesh):
+    with jax.set_mesh(mesh), target_default(mesh if args.target else None):  # (tokamax's kernels: the target's)
         rules = Rules(mesh, load_config(base).sharding, moe_cfg)
 
         def one_layer(cfg):  # (the first layer's MLP: arrays, or on a target their shapes)
@@ -188,6 +192,8 @@ def main() -> None:
                 ("MoE dropless, ragged_dot", moe_with(grouped=GroupedMatmul.ragged), p_moe),
                 *([("MoE dropless, pallas kernels", moe_with(grouped=GroupedMatmul.pallas), p_moe)]
                   if args.target or args.check or devices[0].platform == "gpu" else []),  # (CPUs interpret it: slow)
+                *([("MoE dropless, tokamax ragged_dot", moe_with(grouped=GroupedMatmul.tokamax), p_moe)]
+                  if (args.target or devices[0].platform == "gpu") and importlib.util.find_spec("tokamax") else []),
                 ("MoE capacity 1.0", moe_with(dispatch=capacity, capacity_factor=1.0), p_moe),
                 ("MoE capacity 1.25", moe_with(dispatch=capacity, capacity_factor=1.25), p_moe),
                 ("masked reference (every expert)", lambda p, x: every_expert(moe_cfg, rules, p, x), p_moe)]

@@ -52,7 +52,7 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
     from spmdgpt.plan import batch_shapes, run_programs
     from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.state import abstract_state
-    from spmdgpt.topology import compile_only_devices
+    from spmdgpt.topology import compile_only_devices, target_default
     from spmdgpt.train_step import optimizer_of
 
     cfg = freeze(load_config(overrides))
@@ -61,7 +61,7 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
     cached = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)  # (compile-only devices cannot load executables)
     try:
-        with jax.set_mesh(mesh), warnings.catch_warnings():  # (see spmdgpt.cli.plan)
+        with jax.set_mesh(mesh), target_default(mesh), warnings.catch_warnings():  # (see spmdgpt.cli.plan)
             warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
             rules = Rules(mesh, cfg.sharding, cfg.model)
             optimizer = optimizer_of(cfg)

@@ -388,6 +388,56 @@ def test_a_bad_moe_config_is_one_line_exit_2(tmp_path, capsys):
         "different experts)")
 
 
+def test_tokamax_grouped_matmul_is_refused_off_a_gpu_and_compiles_for_an_h100(monkeypatch):
+    """model.moe.grouped=tokamax (tokamax's Mosaic GPU ragged_dot, the gpu-kernels extra): off a GPU,
+    or without the package, a one-line ConfigError naming the field; compiled for an H100 on this
+    CPU (where tokamax is installed), the layer's grouped products are tokamax's kernels with
+    exactly the active FLOPs (the dense MLP of width k x F's: no padding) and no cuDNN or Triton."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from conftest import missing
+
+    from spmdgpt.model import is_info, param_info
+    from spmdgpt.model.moe import grouped_kind
+
+    common = ["model.num_layers=1", "model.d_model=256", "model.num_heads=4", "model.mlp=swiglu", "mesh.data=1",
+              "model.compute_dtype=bfloat16", "model.moe.num_experts=8", "model.moe.top_k=2", "model.mlp_factor=2",
+              "model.moe.grouped=tokamax"]
+    cfg = load_config(common).model
+    with pytest.raises(ConfigError, match=r"^model.moe.grouped=tokamax needs an NVIDIA GPU \(this run's devices are "
+                                          r"cpu\); use model.moe.grouped=auto$"):
+        grouped_kind(cfg, "cpu")
+    real = importlib.util.find_spec
+    with monkeypatch.context() as m:
+        m.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tokamax" else real(name, *a))
+        with pytest.raises(ConfigError, match=r"^model.moe.grouped=tokamax needs the tokamax package"):
+            grouped_kind(cfg, "gpu")
+    if real("tokamax") is None:
+        missing("SPMDGPT_REQUIRE_KERNELS", "needs tokamax: pip install -e '.[gpu-kernels]'")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import roofline
+
+    from spmdgpt.topology import target_default
+
+    devices = compile_only_or_skip("h100")[:1]
+    mesh = make_mesh(load_config(common).mesh, devices)
+    T = 2048
+    with jax.set_mesh(mesh), target_default(mesh):
+        rules = Rules(mesh, load_config(common).sharding, cfg)
+        p = jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape[1:], jnp.bfloat16, sharding=rules.param_sharding(
+            (None,) * (len(i.shape) - 1))), param_info(cfg).blocks.mlp, is_leaf=is_info)
+        x = jax.ShapeDtypeStruct((T, 256), jnp.bfloat16, sharding=rules.param_sharding((None, None)))
+        g = jax.grad(lambda p, x: jnp.sum(jnp.sin(moe(cfg, rules, p, x)[0].astype(jnp.float32))), argnums=(0, 1))
+        text = jax.jit(g).lower(p, x).compile().as_text()
+    ks = [k for k in roofline.kernels(text) if k.kind == "gemm-grouped"]
+    assert {k.op for k in ks} == {"tokamax_ragged_dot"} and len(ks) == 9  # (up, gate, down: forward, dx, dw)
+    # 2 T copies through experts of width 512 = T tokens through a dense MLP of width 1024, x 3 passes
+    assert sum(k.flops * k.runs for k in ks) == 9 * 2 * T * 256 * 1024
+    assert "mosaic_gpu_v2" in text and "__cudnn" not in text and "xla.gpu.triton" not in text
+
+
 def test_h100_dropless_layer_is_grouped_kernels_not_e_times_the_flops():
     """The dropless layer (forward + backward) compiled for an H100 without one (JAX's CUDA plugin,
     `topology=h100`'s device), read by benchmarks/roofline.py: with grouped=pallas (what auto picks

@@ -223,6 +223,11 @@ def kernels(hlo_text: str) -> List[Kernel]:
                     kind, flops = "attention", _attention_flops(i)
                     op = "attention_backward" if "Backward" in i.line.split("custom_call_target=")[1][:60] \
                         else "attention_forward"  # (its rate's name)
+                elif "mosaic_gpu" in i.line and "ragged_dot.pallas_mosaic_gpu" in i.line:  # (moe.grouped=tokamax)
+                    lhs = re.search(_PAYLOAD_ARRAY.format("lhs"), i.line)
+                    rows = [int(d) for d in lhs.group(1).split(",") if d] if lhs else []
+                    kind, op = "gemm-grouped", "tokamax_ragged_dot"
+                    flops = 2.0 * rows[0] * rows[1] * dims_of(i.type)[-1] if len(rows) == 2 else 0.0
                 elif "mosaic_gpu" in i.line and (t := _TOKAMAX_ATTENTION.search(i.line)):
                     op, flops = _tokamax_attention(i, bool(t.group(1)))  # (op: its rate's name)
                     kind = "attention"
@@ -243,7 +248,10 @@ def kernels(hlo_text: str) -> List[Kernel]:
 # 2.09x to 1.71x the dense MLP's time with HALF_TILES: 0.2 ms of the 0.9 ms saved came with the row
 # tiles' doubled width, the rest with the weight gradient's larger tile and 8 warps, which reads
 # 0.64 and 0.54 (the layer predicted at 1.71x). To profile again at the next visit.
-GROUPED_RATE = {"grouped_rows": 0.64, "grouped_weights": 0.54}
+# tokamax's ragged_dot (Mosaic GPU, `model.moe.grouped=tokamax`; each of its kernels, forward and
+# the two gradients, 2 x lhs rows x lhs columns x the result's last width) has not run on a GPU
+# here yet: priced at the Pallas row kernels' measured rate until one times it.
+GROUPED_RATE = {"grouped_rows": 0.64, "grouped_weights": 0.54, "tokamax_ragged_dot": 0.64}
 
 # cuDNN's fused attention (kind attention) by pass, against the GEMM rate. An H100's profiles of
 # GPT-2 124M (bf16, 16 x 1024, head size 64, causal; BENCHMARKS.md, the GPU section's third and

@@ -173,6 +173,19 @@ def compile_only_devices(name: str, make=None, slices: int = 1) -> List:
         text = without_field(text, field)
 
 
+def target_default(mesh):
+    """A context in which the first device of `mesh` (compile-only GPUs: a plan's) is JAX's default
+    device; none for other meshes. Kernels that pick their variant for the default device's GPU
+    (tokamax's: `model.attention=tokamax`, `model.moe.grouped=tokamax`), in their forward and their
+    backward, then compile for the target's GPU, as on the GPU itself, and not for this CPU."""
+    import jax
+
+    device = None if mesh is None else mesh.devices.flat[0]
+    if device is None or device.platform != "gpu":
+        return contextlib.nullcontext()
+    return jax.default_device(device)
+
+
 def _unknown_field(e: Exception, log):
     log.seek(0)
     m = _UNKNOWN_FIELD.search(str(e)) or _UNKNOWN_FIELD.search(log.read())

@@ -125,13 +125,17 @@ def _capacity(devices, capacity, note: str) -> tuple:
 def _compiling(mesh, compile_only: bool):
     """Under `mesh`, for compiling ahead of time: compile-only devices cannot load executables, so
     the persistent compilation cache is off for them (in a process whose cache is already running,
-    JAX still looks: that warning is dropped); the cache's setting comes back after."""
+    JAX still looks: that warning is dropped); the cache's setting comes back after. Compile-only
+    GPUs are also the default device meanwhile (`topology.target_default`: tokamax's kernels are
+    chosen for it)."""
     import jax
+
+    from spmdgpt.topology import target_default
 
     cached = jax.config.jax_enable_compilation_cache
     try:
         jax.config.update("jax_enable_compilation_cache", cached and not compile_only)
-        with jax.set_mesh(mesh), warnings.catch_warnings():
+        with jax.set_mesh(mesh), target_default(mesh if compile_only else None), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
             yield
     finally:

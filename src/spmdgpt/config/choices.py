@@ -66,6 +66,7 @@ class GroupedMatmul(enum.Enum):
     ragged = "ragged"  # jax.lax.ragged_dot over the copies sorted by expert (grouped GEMM kernels)
     blocks = "blocks"  # each expert's copies padded to whole row blocks, one batched matmul of blocks
     pallas = "pallas"  # the same row blocks by Pallas grouped-matmul kernels (Triton on GPUs; CPUs interpret them)
+    tokamax = "tokamax"  # tokamax's ragged_dot of the sorted copies: Mosaic GPU kernels (NVIDIA GPU; gpu-kernels)
 
 
 class DType(enum.Enum):

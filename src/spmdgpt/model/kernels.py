@@ -78,7 +78,7 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
     def local(q, k, v, seg):  # (fewer key/value heads: grouped-query attention, which the kernels take as is)
         mask = None if seg is None else document_mask(seg, slice(None), slice(None))[:, None]
         if implementation == "tokamax":
-            return tokamax_attention(q, k, v, mask, rules.mesh.devices.flat[0])
+            return tokamax_attention(q, k, v, mask)
         return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation=implementation)
 
     q = jax.sharding.reshard(q, spec)
@@ -92,34 +92,15 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
                          check_vma=vma)(q, k, v, seg)
 
 
-def tokamax_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: Optional[jax.Array], device) -> jax.Array:
+def tokamax_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: Optional[jax.Array]) -> jax.Array:
     """Causal attention by tokamax's flash attention kernels for NVIDIA GPUs written in Mosaic GPU
     (`tokamax.dot_product_attention`, implementation mosaic_gpu; the `gpu-kernels` extra): q/k/v
     [b, t, n, h] (k, v: n or fewer heads) -> [b, t, n, h]; mask [b, 1, t, t] or None (documents).
-    tokamax picks its kernels (Ampere's, Hopper's, Blackwell's) for the default device, so both
-    passes are traced with `device`, the mesh's, as the default: a plan for H100s compiled on a CPU
-    (`spmdgpt plan topology=h100`) gets the H100's kernels, as the H100 itself does."""
+    tokamax picks its kernels (Ampere's, Hopper's, Blackwell's) for the default device: a plan
+    compiled on a CPU makes its target's GPU the default (`topology.target_default`)."""
     import tokamax
 
-    def attend(q, k, v, mask):
-        return tokamax.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="mosaic_gpu")
-
-    @jax.custom_vjp
-    def attention(q, k, v, mask):
-        with jax.default_device(device):
-            return attend(q, k, v, mask)
-
-    def forward(q, k, v, mask):
-        with jax.default_device(device):
-            o, back = jax.vjp(lambda q, k, v: attend(q, k, v, mask), q, k, v)
-        return o, back
-
-    def backward(back, g):
-        with jax.default_device(device):
-            return (*back(g), None)
-
-    attention.defvjp(forward, backward)
-    return attention(q, k, v, mask)
+    return tokamax.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="mosaic_gpu")
 
 
 SPLASH_BLOCKS = (512, 256, 128)  # splash tiles: multiples of 128 (the TPU's lane count)

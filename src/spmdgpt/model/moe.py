@@ -33,7 +33,9 @@ The experts run per device inside `shard_map` on the device's own tokens:
   rows (`block_rows`) and one batched matmul over the blocks, each with its group's weights (on
   CPUs ragged_dot runs every group over every row: 4.8x slower, BENCHMARKS), `pallas` the same
   blocks by Pallas kernels that read each block's weights in place (`model.grouped`: GPUs, where
-  XLA's ragged_dot is a masked product with all E experts).
+  XLA's ragged_dot is a masked product with all E experts), `tokamax` the sorted copies as
+  `ragged` by tokamax's ragged_dot, Mosaic GPU kernels for its forward and backward (GPUs; the
+  `gpu-kernels` extra; compiled for H100s, not yet timed on a GPU).
 - capacity: each expert takes C = ceil(capacity_factor x tokens x k / E) of the device's copies
   into a fixed [E, C, D] buffer (first choices before second ones, GShard's priority), one
   batched matmul per projection; copies past C are dropped (the token keeps the residual and
@@ -59,14 +61,25 @@ dropped; 0 dropless) are logged.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from functools import partial
 from typing import List, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import GroupedMatmul, ModelConfig, MoeDispatch, Router, expert_hidden, gated, mesh_axes_of
+from spmdgpt.config import (
+    ConfigError,
+    GroupedMatmul,
+    ModelConfig,
+    MoeDispatch,
+    Router,
+    expert_hidden,
+    gated,
+    mesh_axes_of,
+)
 from spmdgpt.config.validate import positive, whole_width
 from spmdgpt.model.grouped import LEAST, grouped_matmul, unfit_widths
 from spmdgpt.model.grouped import config_errors as grouped_errors
@@ -167,12 +180,22 @@ def _expert_mlp(cfg: ModelConfig, x, w_up, w_gate, w_down, matmul, b_up=None, b_
     return matmul(h, w_down, None)
 
 
+SORTED = (GroupedMatmul.ragged, GroupedMatmul.tokamax)  # the kinds that take the copies sorted by expert
+
+
 def grouped_kind(cfg: ModelConfig, platform: str) -> GroupedMatmul:
     """moe.grouped resolved: `auto` is blocks on CPUs (where ragged_dot runs every group over
     every row: 12x a dense MLP of the same active width, benchmarks/BENCHMARKS.md), the Pallas
     kernels on GPUs (XLA's GPU ragged_dot is a masked product with all E experts: E x the
     FLOPs; blocks where the kernels' tiles do not divide the widths), ragged_dot on TPUs (a
     grouped GEMM there)."""
+    if cfg.moe.grouped == GroupedMatmul.tokamax:
+        if platform != "gpu":
+            raise ConfigError([f"model.moe.grouped=tokamax needs an NVIDIA GPU (this run's devices are {platform}); "
+                               "use model.moe.grouped=auto"])
+        if importlib.util.find_spec("tokamax") is None:
+            raise ConfigError(["model.moe.grouped=tokamax needs the tokamax package, which is not installed: "
+                               "pip install -e '.[gpu-kernels]' (or model.moe.grouped=auto)"])
     if cfg.moe.grouped != GroupedMatmul.auto:
         return cfg.moe.grouped
     if platform == "gpu":
@@ -228,11 +251,17 @@ def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: Grou
     pallas) in any order with `order`, the permutation that sorts them, the outputs then in the
     rows' own order (each row scattered straight to its padded place and gathered back from it:
     no sorted copy). b_up, b_gate [E, F]: the experts' biases."""
-    if kind == GroupedMatmul.ragged:  # (sorted rows only)
+    if kind in SORTED:  # (sorted rows only)
         group = jnp.repeat(jnp.arange(sizes.shape[0]), sizes, total_repeat_length=rows.shape[0])
+        if kind == GroupedMatmul.tokamax:  # (its Mosaic GPU kernels, forward and backward; the gpu-kernels extra)
+            import tokamax
+
+            product = partial(tokamax.ragged_dot, implementation="mosaic")
+        else:
+            product = jax.lax.ragged_dot
 
         def ragged(a, w, b=None):
-            y = jax.lax.ragged_dot(a, w, sizes)
+            y = product(a, w, sizes)
             return y if b is None else y + b[group].astype(y.dtype)
 
         return _expert_mlp(cfg, rows, w_up, w_gate, w_down, ragged, b_up, b_gate)
@@ -254,7 +283,7 @@ def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmu
     order = jnp.argsort(flat, stable=True)  # the copies grouped by expert
     sizes = jnp.bincount(flat, length=cfg.moe.num_experts).astype(jnp.int32)
     kept = jnp.ones((t, k), bool)
-    if ep.size == 1 and kind != GroupedMatmul.ragged:  # (copy c is token c // k's)
+    if ep.size == 1 and kind not in SORTED:  # (copy c is token c // k's)
         ys = _grouped_mlp(cfg, jnp.repeat(x, k, axis=0), sizes, w_up, w_gate, w_down, kind, order, b_up, b_gate)
         return jnp.reshape(ys, (t, k, -1)), kept
     if ep.size == 1:
@@ -385,7 +414,7 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
         strict=True))
     out, dropped = jax.shard_map(  # (Pallas's kernels do not type their varying mesh axes, `model.grouped`)
         local, in_specs=in_specs, out_specs=(rows, P(token_axes or None)),
-        check_vma=kind != GroupedMatmul.pallas)(*arrays)
+        check_vma=kind not in (GroupedMatmul.pallas, GroupedMatmul.tokamax))(*arrays)
     return out, jnp.sum(dropped)
 
 
