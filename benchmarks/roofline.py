@@ -100,7 +100,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--grouped-tflops", type=float, default=None,
                     help="the MoE's grouped Pallas kernels' rate, TFLOP/s (default: GROUPED_RATE x --tflops, measured)")
     ap.add_argument("--attention-tflops", type=float, default=None,
-                    help="cuDNN's attention's rate, TFLOP/s (default: ATTENTION_RATE x --tflops by pass, measured)")
+                    help="fused attention kernels' rate, TFLOP/s (default: ATTENTION_RATE x --tflops, by pass)")
     ap.add_argument("--bandwidth", type=float, default=3.0e12, help="memory bandwidth, bytes/s")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--json", default=None, help="write the totals and every kernel here")
@@ -113,7 +113,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     totals = roofline(ks, args.tflops, args.bandwidth, args.fp8_tflops, args.grouped_tflops, args.attention_tflops)
     tokens = cfg.data.batch_size * cfg.data.seq_len
     step_ms = totals["step"]["ms"]
-    print(f"roofline of the step on {args.topology}: {' '.join(overrides[1:])}")
+    shown = {o.split("=")[0]: o for o in overrides[1:]}  # (an override given again: the last one)
+    print(f"roofline of the step on {args.topology}: {' '.join(shown.values())}")
     rate = f"{args.attention_tflops:g} TFLOP/s" if args.attention_tflops else "ATTENTION_RATE of it"
     print(f"(GEMMs at {args.tflops:g} TFLOP/s, fused attention at {rate}, bytes at "
           f"{args.bandwidth / 1e12:g} TB/s; a lower bound "

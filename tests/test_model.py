@@ -270,8 +270,13 @@ def test_attention_backend_resolution_and_errors(monkeypatch):
     # tokamax's Mosaic GPU kernels: the same rules as cudnn's, and the package (the gpu-kernels extra)
     with pytest.raises(ConfigError, match=r"^model.attention=tokamax needs an NVIDIA GPU \(this run's devices are cpu"):
         attention_backend(model("model.attention=tokamax", "model.compute_dtype=bfloat16"), "cpu")
-    with pytest.raises(ConfigError, match=r"^model.attention=tokamax needs model.compute_dtype=bfloat16 or float16"):
+    with pytest.raises(ConfigError, match=r"model.attention=tokamax needs model.compute_dtype=bfloat16 or float16"):
         attention_backend(model("model.attention=tokamax"), "gpu")
+    with pytest.raises(ConfigError) as both:  # (every fix at once: the platform's and the dtype's)
+        attention_backend(model("model.attention=tokamax"), "cpu")
+    assert [m.split(" (")[0] for m in both.value.messages] == ["model.attention=tokamax needs an NVIDIA GPU",
+                                                               "model.attention=tokamax needs model.compute_dtype="
+                                                               "bfloat16 or float16"]
     import importlib.util
 
     real = importlib.util.find_spec

@@ -2,6 +2,7 @@
 loop body's kernels once per trip), and on the H100 target (JAX's CUDA plugin, no GPU) the step's
 GEMM FLOPs equal the 6N + attention formula exactly, unrolled, scanned and in microbatches."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -278,4 +279,6 @@ def test_attention_kernels_reads_custom_calls_and_checks_on_cpu(capsys):
     assert lines[0].startswith("causal attention, bfloat16, [batch, seq, heads, head_dim] = [1, 64, 2, 64]; cpu")
     assert [line.split()[:2] for line in lines[1:3]] == [["xla", "forward"], ["xla", "forward+backward"]]
     assert all("PASS against xla-bf16's" in line for line in lines[1:3])
-    assert lines[3].startswith("tokamax-mosaic  -                 does not run: ") and len(lines) == 4
+    # (skipped without tokamax, the gpu-kernels extra; with it, its Mosaic GPU kernels refuse this CPU)
+    assert re.match(r"tokamax-mosaic  -                 (skipped: tokamax is not installed|does not run: )", lines[3])
+    assert len(lines) == 4

@@ -10,6 +10,7 @@ paged-attention kernels the inference engine's decode rows use on GPUs and TPUs
 from __future__ import annotations
 
 import importlib.util
+import logging
 import math
 import warnings
 from typing import List, Optional
@@ -92,15 +93,32 @@ def fused_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, rules: Rule
                          check_vma=vma)(q, k, v, seg)
 
 
+class _NoAutotuningCacheMiss(logging.Filter):
+    """tokamax warns, for every kernel and shape its autotuning cache has no entry for, that it
+    misses, and then uses its heuristics' tiles: expected for every shape of ours (long lines
+    before a plan or a run's first step), so dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Autotuning cache miss for")
+
+
+def load_tokamax():
+    """The tokamax module (the `gpu-kernels` extra), its autotuning cache misses not logged."""
+    import tokamax
+
+    absl = logging.getLogger("absl")
+    if not any(isinstance(f, _NoAutotuningCacheMiss) for f in absl.filters):
+        absl.addFilter(_NoAutotuningCacheMiss())
+    return tokamax
+
+
 def tokamax_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: Optional[jax.Array]) -> jax.Array:
     """Causal attention by tokamax's flash attention kernels for NVIDIA GPUs written in Mosaic GPU
     (`tokamax.dot_product_attention`, implementation mosaic_gpu; the `gpu-kernels` extra): q/k/v
     [b, t, n, h] (k, v: n or fewer heads) -> [b, t, n, h]; mask [b, 1, t, t] or None (documents).
     tokamax picks its kernels (Ampere's, Hopper's, Blackwell's) for the default device: a plan
     compiled on a CPU makes its target's GPU the default (`topology.target_default`)."""
-    import tokamax
-
-    return tokamax.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="mosaic_gpu")
+    return load_tokamax().dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="mosaic_gpu")
 
 
 SPLASH_BLOCKS = (512, 256, 128)  # splash tiles: multiples of 128 (the TPU's lane count)
@@ -158,9 +176,13 @@ def attention_backend(cfg: ModelConfig, platform: Optional[str] = None) -> Atten
     current mesh's, else the default device's): `auto` resolved, an impossible explicit choice a
     ConfigError naming the field."""
     errs = config_errors(cfg)
+    try:
+        backend = _backend(cfg, platform or mesh_platform())
+    except ConfigError as e:  # (the platform's refusal first, with every other: all fixes at once)
+        errs = e.messages + errs
     if errs:
         raise ConfigError(errs)
-    return _backend(cfg, platform or mesh_platform())
+    return backend
 
 
 def attention_dropout(cfg: ModelConfig) -> float:

@@ -84,6 +84,7 @@ from spmdgpt.config.validate import positive, whole_width
 from spmdgpt.model.grouped import LEAST, grouped_matmul, unfit_widths
 from spmdgpt.model.grouped import config_errors as grouped_errors
 from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
+from spmdgpt.model.kernels import load_tokamax
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
 from spmdgpt.sharding import Rules, platform
 
@@ -254,9 +255,7 @@ def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: Grou
     if kind in SORTED:  # (sorted rows only)
         group = jnp.repeat(jnp.arange(sizes.shape[0]), sizes, total_repeat_length=rows.shape[0])
         if kind == GroupedMatmul.tokamax:  # (its Mosaic GPU kernels, forward and backward; the gpu-kernels extra)
-            import tokamax
-
-            product = partial(tokamax.ragged_dot, implementation="mosaic")
+            product = partial(load_tokamax().ragged_dot, implementation="mosaic")
         else:
             product = jax.lax.ragged_dot
 
