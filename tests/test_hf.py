@@ -428,6 +428,15 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 }
 
 
+# The imports whose greedy generation is checked against transformers' too: those whose decoding
+# runs code of its own (RoPE scaled at positions past the prompt, sliding windows, MLA's latent
+# cache, Gated DeltaNet's recurrent state, attention sinks). The others' attention and MoE units
+# decode as the full forward pass computes (test_engine.py, unit by unit), whose logits are
+# transformers' here.
+OWN_DECODING = {n for n in IMPORTED if any(w in n for w in ("rope", "yarn", "window"))} | {
+    "deepseek_v3", "gemma3", "qwen3_5", "qwen3_next", "gpt_oss"}
+
+
 @pytest.mark.parametrize("name", list(IMPORTED))
 def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_side, tmp_path):
     """checkpoint.init_from=hf:DIR: the model config comes from DIR's config.json, each leaf is
@@ -436,8 +445,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     expert axis too), the logits equal transformers' (every weight
     random: norm scales, QK-norm scales, biases; RoPE scaled as Llama 3.1 and YaRN do; sliding
     windows of 8 in every layer or in one of two, over 40 tokens: each changes the logits), greedy
-    generation (spmdgpt's inference engine) gives transformers' ids, and an export of the imported
-    parameters gives byte-identical tensors."""
+    generation (spmdgpt's inference engine) gives transformers' ids (OWN_DECODING), and an export
+    of the imported parameters gives byte-identical tensors."""
     from safetensors.numpy import load_file
 
     from spmdgpt.engine import Engine, EngineConfig, Request
@@ -484,7 +493,7 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                 assert again.blocks.mlp.router_bias.shape == params.blocks.mlp.router.shape[::2]  # [MoE layers, E]
                 assert not np.any(np.asarray(again.blocks.mlp.router_bias))
                 np.testing.assert_array_equal(again.blocks.mlp.w_up, params.blocks.mlp.w_up)
-            if n == 1:  # greedy generation of 24 tokens (past the windows of 8): transformers' ids
+            if n == 1 and name in OWN_DECODING:  # greedy generation of 24 tokens (past the windows of 8)
                 prompts = toks[:2, :12].tolist()
                 engine = Engine(cfg.model, rules, params, config=EngineConfig(slots=2, page_size=8))
                 ours_ids = [r.tokens for r in engine.run([Request(p, 24, temperature=0.0) for p in prompts])]
