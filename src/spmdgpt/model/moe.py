@@ -189,7 +189,7 @@ def grouped_kind(cfg: ModelConfig, platform: str) -> GroupedMatmul:
     every row: 12x a dense MLP of the same active width, benchmarks/BENCHMARKS.md), the Pallas
     kernels on GPUs (XLA's GPU ragged_dot is a masked product with all E experts: E x the
     FLOPs; blocks where the kernels' tiles do not divide the widths), ragged_dot on TPUs (a
-    grouped GEMM there)."""
+    grouped GEMM there). An explicit `tokamax` off a GPU, or without the package: a ConfigError."""
     if cfg.moe.grouped == GroupedMatmul.tokamax:
         if platform != "gpu":
             raise ConfigError([f"model.moe.grouped=tokamax needs an NVIDIA GPU (this run's devices are {platform}); "
