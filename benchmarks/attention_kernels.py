@@ -39,7 +39,6 @@ with --json, every row.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -139,12 +138,16 @@ def _grouped(items: str) -> str:
     return ", ".join(p if n == 1 else f"{n} x {p}" for n, p in out if p)
 
 
+def _call_lines(text: str) -> List[str]:
+    """The lines of a compiled module's attention custom calls."""
+    return [line for line in text.splitlines()
+            if "custom-call(" in line and " = " in line and any(c in line for c in CUSTOM_CALLS)]
+
+
 def _custom_calls(text: str) -> List[str]:
     """Each attention custom call of a compiled module: its target, results and operands' layouts."""
     out = []
-    for line in text.splitlines():
-        if "custom-call(" not in line or not any(c in line for c in CUSTOM_CALLS):
-            continue
+    for line in _call_lines(text):
         target = line.split('custom_call_target="')[1].split('"')[0]
         result = line.split(" = ", 1)[1].split(" custom-call(")[0].strip("()")
         operands = line.split("operand_layout_constraints={")[1].split("}}, ")[0] + "}" \
@@ -153,14 +156,19 @@ def _custom_calls(text: str) -> List[str]:
     return out
 
 
+def one_device(devices) -> tuple:
+    """(mesh, rules) of the default config on one device."""
+    cfg = load_config(["mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, devices)
+    return mesh, Rules(mesh, cfg.sharding)
+
+
 def compile_only(names: List[str], target: str, shape: tuple) -> List[dict]:
     """Each kernel's passes compiled for `target`'s compile-only devices (see the module docstring)."""
-    from spmdgpt.topology import compile_only_devices
+    from spmdgpt.topology import compile_only_devices, target_default
 
     b, t, n, h = shape
-    device = compile_only_devices(target)[:1]
-    mesh = make_mesh(load_config(["mesh.data=1"]).mesh, device)
-    rules = Rules(mesh, load_config(["mesh.data=1"]).sharding)
+    mesh, rules = one_device(compile_only_devices(target)[:1])
     array = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16, sharding=jax.sharding.NamedSharding(mesh, jax.P()))
     rows = []
     for name in names:
@@ -171,15 +179,16 @@ def compile_only(names: List[str], target: str, shape: tuple) -> List[dict]:
             continue
         for label, fn in fns.items():
             row = {"kernel": name, "pass": label}
-            try:  # (tokamax checks the default device for its kernels' support: a compile-only one here)
-                with jax.set_mesh(mesh), jax.default_device(device[0]), _cross_compiling():
+            try:  # (tokamax picks its kernels for the default device: the target's, `topology.target_default`)
+                with jax.set_mesh(mesh), target_default(mesh):
                     compiled = jax.jit(fn).lower(*([array] * (3 if label == "forward" else 4))).compile()
             except Exception as e:  # (a kernel that does not lower here: its reason is the finding)
                 row["error"] = _one_line(e)
                 rows.append(row)
                 continue
             text = compiled.as_text()
-            around = [k for k in read_kernels(text) if k.name not in _call_names(text)]
+            calls = _call_names(text)
+            around = [k for k in read_kernels(text) if k.name not in calls]
             row.update(custom_calls=_custom_calls(text), temp_bytes=compiled.memory_analysis().temp_size_in_bytes,
                        kernels_around=sum(k.runs for k in around),
                        bytes_around=sum(k.runs * (k.read + k.written) for k in around))
@@ -188,18 +197,9 @@ def compile_only(names: List[str], target: str, shape: tuple) -> List[dict]:
     return rows
 
 
-def _cross_compiling():
-    """tokamax's switch that skips its check for a GPU present (a no-op without tokamax)."""
-    try:
-        return _tokamax().config.cross_compile(True)
-    except Missing:
-        return contextlib.nullcontext()
-
-
 def _call_names(text: str) -> set:
     """The instruction names of a module's attention custom calls."""
-    return {line.split("%", 1)[1].split(" ", 1)[0] for line in text.splitlines()
-            if "custom-call(" in line and any(c in line for c in CUSTOM_CALLS) and " = " in line}
+    return {line.split("%", 1)[1].split(" ", 1)[0] for line in _call_lines(text)}
 
 
 def _max_err(a, b) -> float:
@@ -209,9 +209,7 @@ def _max_err(a, b) -> float:
 def on_device(names: List[str], shape: tuple, windows: int = 5, calls: int = 10) -> List[dict]:
     """Each kernel checked against float32 and timed on this process's first device."""
     b, t, n, h = shape
-    device = jax.devices()[:1]
-    mesh = make_mesh(load_config(["mesh.data=1"]).mesh, device)
-    rules = Rules(mesh, load_config(["mesh.data=1"]).sharding)
+    mesh, rules = one_device(jax.devices()[:1])
     rng = np.random.default_rng(0)
     q, k, v, g = (jnp.asarray(rng.normal(size=(b, t, n, h)), jnp.float32) for _ in range(4))
 

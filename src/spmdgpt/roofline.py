@@ -159,21 +159,29 @@ def _grouped_flops(inst: Instruction, symbols: Dict[str, str]) -> float:
     return 2.0 * x[0] * x[1] * dims_of(inst.type)[-1] if len(x) == 2 else 0.0
 
 
-def _attention_flops(inst: Instruction) -> float:
-    """cuDNN's fused attention: the score matrix [b, h, q, k] (its backend config) x the head size
-    x 4 forward (QK^T and PV) or 10 backward (five such products), halved under a causal mask."""
+def _cudnn_attention(inst: Instruction) -> tuple:
+    """(pass, FLOPs) of cuDNN's fused attention: the score matrix [b, h, q, k] (its backend config)
+    x the head size x 4 forward (QK^T and PV) or 10 backward (five such products), halved under a
+    causal mask."""
+    backward = "Backward" in inst.line.split("custom_call_target=")[1][:60]
+    name = "attention_backward" if backward else "attention_forward"
     m = _SCORES.search(inst.line)
     if not m:
-        return 0.0
+        return name, 0.0
     scores = math.prod(int(d.strip().strip('"')) for d in m.group(1).split(",") if d.strip())
     head = dims_of(inst.type)[-1]
-    per = 10 if "Backward" in inst.line.split("custom_call_target=")[1][:60] else 4
     causal = 0.5 if '"mask_type": "CAUSAL"' in inst.line or '"mask_type":"CAUSAL"' in inst.line else 1.0
-    return per * scores * head * causal
+    return name, (10 if backward else 4) * scores * head * causal
 
 
 _TOKAMAX_ATTENTION = re.compile(r"attention\.pallas_mosaic_gpu(_vjp)?\.PallasMosaicGpuFlashAttention")
 _PAYLOAD_ARRAY = r'\\"{}\\":\\"\w+\[([0-9,]*)\]'
+
+
+def _payload_dims(inst: Instruction, argument: str) -> List[int]:
+    """The shape of `argument` as a tokamax kernel's metadata payload names it ([] if it does not)."""
+    m = re.search(_PAYLOAD_ARRAY.format(argument), inst.line)
+    return [int(d) for d in m.group(1).split(",") if d] if m else []
 
 
 def _tokamax_attention(inst: Instruction, backward: bool) -> tuple:
@@ -181,14 +189,20 @@ def _tokamax_attention(inst: Instruction, backward: bool) -> tuple:
     the q [b, t, n, h] and k [b, s, K, h] its metadata payload names: scores b n t s x head size
     x 2 per matmul, halved under a causal mask. The forward kernel has 2 matmuls (QK^T, PV); the
     backward runs as two kernels, dK/dV (4: S, dP, dV, dK; two results) and dQ (3: S, dP, dQ)."""
-    q, k = ([int(d) for d in m.group(1).split(",") if d] if (m := re.search(_PAYLOAD_ARRAY.format(a), inst.line))
-            else [] for a in ("q", "k"))
+    q, k = _payload_dims(inst, "q"), _payload_dims(inst, "k")
     if len(q) != 4 or len(k) != 4:
         return "tokamax_forward", 0.0
     causal = 0.5 if re.search(r'causal_mask\\":\{', inst.line) else 1.0
     name, matmuls = ("tokamax_forward", 2) if not backward else \
         ("tokamax_dkv", 4) if inst.type.startswith("(") else ("tokamax_dq", 3)
     return name, 2.0 * matmuls * q[0] * q[1] * q[2] * k[1] * q[3] * causal
+
+
+def _tokamax_ragged_dot(inst: Instruction) -> float:
+    """FLOPs of one of tokamax's ragged_dot kernels (`model.moe.grouped=tokamax`: the forward product
+    and both gradients alike): 2 x the payload's lhs rows x its columns x the result's last width."""
+    lhs = _payload_dims(inst, "lhs")
+    return 2.0 * lhs[0] * lhs[1] * dims_of(inst.type)[-1] if len(lhs) == 2 else 0.0
 
 
 def kernels(hlo_text: str) -> List[Kernel]:
@@ -219,18 +233,12 @@ def kernels(hlo_text: str) -> List[Kernel]:
             elif i.opcode == "dot":  # (a dot left unfused)
                 kind, flops = "gemm", _dot_flops(i, symbols)
             elif i.opcode == "custom-call":
-                if "__cudnn$fmha" in i.line:
-                    kind, flops = "attention", _attention_flops(i)
-                    op = "attention_backward" if "Backward" in i.line.split("custom_call_target=")[1][:60] \
-                        else "attention_forward"  # (its rate's name)
+                if "__cudnn$fmha" in i.line:  # (op: each kind's rate's name)
+                    kind, (op, flops) = "attention", _cudnn_attention(i)
                 elif "mosaic_gpu" in i.line and "ragged_dot.pallas_mosaic_gpu" in i.line:  # (moe.grouped=tokamax)
-                    lhs = re.search(_PAYLOAD_ARRAY.format("lhs"), i.line)
-                    rows = [int(d) for d in lhs.group(1).split(",") if d] if lhs else []
-                    kind, op = "gemm-grouped", "tokamax_ragged_dot"
-                    flops = 2.0 * rows[0] * rows[1] * dims_of(i.type)[-1] if len(rows) == 2 else 0.0
+                    kind, op, flops = "gemm-grouped", "tokamax_ragged_dot", _tokamax_ragged_dot(i)
                 elif "mosaic_gpu" in i.line and (t := _TOKAMAX_ATTENTION.search(i.line)):
-                    op, flops = _tokamax_attention(i, bool(t.group(1)))  # (op: its rate's name)
-                    kind = "attention"
+                    kind, (op, flops) = "attention", _tokamax_attention(i, bool(t.group(1)))
                 elif "__cublas" in i.line:
                     kind = "gemm"
                 elif "xla.gpu.triton" in i.line and (n := _KERNEL_NAME.search(i.line)) and n[1] in GROUPED_KERNELS:

@@ -102,6 +102,15 @@ class _NoAutotuningCacheMiss(logging.Filter):
         return not str(record.msg).startswith("Autotuning cache miss for")
 
 
+def tokamax_missing(field: str) -> Optional[str]:
+    """The refusal of `field`=tokamax where the tokamax package (the `gpu-kernels` extra) is not
+    installed; None where it is."""
+    if importlib.util.find_spec("tokamax") is not None:
+        return None
+    return (f"{field}=tokamax needs the tokamax package, which is not installed: pip install -e '.[gpu-kernels]' "
+            f"(or {field}=auto)")
+
+
 def load_tokamax():
     """The tokamax module (the `gpu-kernels` extra), its autotuning cache misses not logged."""
     import tokamax
@@ -204,9 +213,8 @@ def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
     if cfg.attention in TOKEN_MAJOR and platform != "gpu":
         raise ConfigError([f"model.attention={cfg.attention.value} needs an NVIDIA GPU (this run's devices are "
                            f"{platform}); use model.attention=auto or xla"])
-    if cfg.attention == AttentionImpl.tokamax and importlib.util.find_spec("tokamax") is None:
-        raise ConfigError(["model.attention=tokamax needs the tokamax package, which is not installed: "
-                           "pip install -e '.[gpu-kernels]' (or model.attention=auto)"])
+    if cfg.attention == AttentionImpl.tokamax and (missing := tokamax_missing("model.attention")):
+        raise ConfigError([missing])
     return cfg.attention
 
 

@@ -61,7 +61,6 @@ dropped; 0 dropless) are logged.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from functools import partial
 from typing import List, NamedTuple, Optional
@@ -84,7 +83,7 @@ from spmdgpt.config.validate import positive, whole_width
 from spmdgpt.model.grouped import LEAST, grouped_matmul, unfit_widths
 from spmdgpt.model.grouped import config_errors as grouped_errors
 from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
-from spmdgpt.model.kernels import load_tokamax
+from spmdgpt.model.kernels import load_tokamax, tokamax_missing
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
 from spmdgpt.sharding import Rules, platform
 
@@ -194,9 +193,8 @@ def grouped_kind(cfg: ModelConfig, platform: str) -> GroupedMatmul:
         if platform != "gpu":
             raise ConfigError([f"model.moe.grouped=tokamax needs an NVIDIA GPU (this run's devices are {platform}); "
                                "use model.moe.grouped=auto"])
-        if importlib.util.find_spec("tokamax") is None:
-            raise ConfigError(["model.moe.grouped=tokamax needs the tokamax package, which is not installed: "
-                               "pip install -e '.[gpu-kernels]' (or model.moe.grouped=auto)"])
+        if missing := tokamax_missing("model.moe.grouped"):
+            raise ConfigError([missing])
     if cfg.moe.grouped != GroupedMatmul.auto:
         return cfg.moe.grouped
     if platform == "gpu":
