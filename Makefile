@@ -38,12 +38,16 @@ train: $(STAMP)
 	$(BIN)/spmdgpt train +experiment=shakespeare_char $(ARGS)
 
 # Fast test suite (slow tests excluded; `make test-all` runs them too), in TEST_WORKERS processes
-# (pytest-xdist; each test file stays in one process, so its module fixtures are built once).
+# (pytest-xdist; each test file stays in one process, so its module fixtures are built once;
+# tests/conftest.py hands the files out longest first, by their seconds in tests/budget.toml).
 # The tests that compare with PyTorch or transformers use the side environment, which is built
 # first; SPMDGPT_REQUIRE_TORCH=1 makes them fail rather than skip if it is missing.
+# After the tests, tools/suite_budget.py checks each file's time against tests/budget.toml.
 TEST_WORKERS ?= 2
+TEST_TIMES := $(VENV)/test-times.xml
 TESTS := SPMDGPT_REQUIRE_TORCH=1 SPMDGPT_TORCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python \
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	--junitxml=$(TEST_TIMES) -o junit_family=xunit2
 
 # ruff (pinned in the dev extra, configured in pyproject.toml) first: `make test` is what CI runs
 lint: $(STAMP)
@@ -51,6 +55,7 @@ lint: $(STAMP)
 
 test: $(STAMP) $(TORCH_STAMP) lint
 	$(TESTS) $(ARGS)
+	$(BIN)/python tools/suite_budget.py $(TEST_TIMES)
 
 test-all: $(STAMP) $(TORCH_STAMP)
 	$(TESTS) -m "" $(ARGS)

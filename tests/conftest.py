@@ -47,6 +47,9 @@ from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.train_step import training_parts  # noqa: E402
 
+# trained runs that several test files share (built once per xdist worker)
+pytest_plugins = ["shared_runs"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
@@ -288,3 +291,19 @@ def torch_side(torch_python):
     side = TorchSide(torch_python)
     yield side
     side.close()
+
+
+# ------------------------------------------------------------------ the schedule over xdist workers
+# `make test` runs pytest-xdist with --dist loadfile: each test file runs whole in one worker (its
+# module fixtures are built once), and the files are handed out longest first (their seconds in
+# tests/budget.toml), so that the long files start first and none starts last and ends alone
+# while the other worker idles. The Makefile turns xdist's own order (by the number of tests in a
+# file) off: --no-loadscope-reorder. (Not --dist loadgroup with a group per file: under pytest 9
+# xdist 3.8 cannot rename the tests' ids into their groups, and every test runs as its own group.)
+def pytest_collection_modifyitems(config, items):
+    import tomllib
+
+    budget = Path(__file__).with_name("budget.toml")
+    seconds = tomllib.loads(budget.read_text())["files"] if budget.is_file() else {}
+    # a file without a budget line (a new one) goes first: it may be long, and the budget check fails it anyway
+    items.sort(key=lambda item: -seconds.get(item.path.name, float("inf")))
