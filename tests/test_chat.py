@@ -360,8 +360,11 @@ def test_dpo_raises_the_margin_and_switches_greedy_answers(tmp_path):
     lora_rows = [r for r in read_jsonl(tmp_path / "lora" / "metrics.jsonl") if "loss" in r]
     assert abs(lora_rows[0]["dpo/margin"]) < 1e-5 and lora_rows[0]["loss"] == pytest.approx(rows[0]["loss"], abs=1e-5)
     assert lora_rows[-1]["dpo/margin"] > 0.8 and lora_rows[-1]["dpo/accuracy"] == 1
-    train(load_config([*tune, "train.steps=5", f"run.dir={part}"]), argv=["pytest"])
+    # the DPO run as it stood had it stopped after its checkpoint at step 5, resumed
+    shutil.copytree(dpo, part)
+    shutil.rmtree(part / "checkpoints" / "10")
     train(load_config([*tune, "train.steps=10", f"run.dir={part}"]), argv=["pytest"])
+    assert (part / "resume-5.yaml").is_file()
     assert [r["loss"] for r in read_jsonl(part / "metrics.jsonl") if "loss" in r] == [r["loss"] for r in rows]
 
 
@@ -448,8 +451,9 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
         second = talk.say("4 and 4?")
         shared = talk.engine.shared_tokens - shared_first
         whole = tok.prompt(talk.messages[:-1])  # the conversation before the second reply, from scratch
-        again, one = (full_forward_samples(cfg.model, rules, params, [p], 12, vocab_limit=tok.vocab_size,
-                                           stop=tok.stop_id)[0] for p in (whole, tok.prompt(talk.messages[:1])))
+        # (both prompts as two rows of one batch: one program)
+        again, one = full_forward_samples(cfg.model, rules, params, [whole, tok.prompt(talk.messages[:1])], 12,
+                                          vocab_limit=tok.vocab_size, stop=tok.stop_id)
     # the second turn takes the full pages the first one wrote instead of reading them again
     assert talk.turns == 2 and shared == 16 * (written // 16) > 0
     assert talk.fed - fed_first == len(tok.prompt(talk.messages[:3])) - shared

@@ -5,6 +5,8 @@ against a float64 reference of its equations; a hybrid's layer order; a data x m
 one device; the configuration's refusals; Qwen3.5's softmax layers (the output gate, partial RoPE).
 The engine's decoding of a hybrid is checked against the full forward pass in tests/test_engine.py."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,19 +41,20 @@ def test_chunked_equals_the_recurrence_in_float64(chunk):
     """Chunks that divide the sequence (30 of 150 tokens) and that do not (64: padded), with and
     without documents and a carried state: outputs and final states to 1e-10."""
     arrays, seg, state = _inputs()
+    recurrent, chunked = jax.jit(delta_rule.recurrent), jax.jit(delta_rule.chunked, static_argnames="chunk")
     with jax.enable_x64(True):
         a = [jnp.asarray(x) for x in arrays]
         for segments in (None, jnp.asarray(seg)):
             for s0 in (None, jnp.asarray(state)):
-                want, want_s = delta_rule.recurrent(*a, segments, s0)
-                got, got_s = delta_rule.chunked(*a, segments, s0, chunk=chunk)
+                want, want_s = recurrent(*a, segments, s0)
+                got, got_s = chunked(*a, segments, s0, chunk=chunk)
                 assert got.dtype == jnp.float64
                 assert float(jnp.max(jnp.abs(got - want))) < 1e-10
                 assert float(jnp.max(jnp.abs(got_s - want_s))) < 1e-10
         # (the documents and the state change the answer: the comparison above is not vacuous)
-        plain = delta_rule.chunked(*a, chunk=chunk)[0]
-        assert float(jnp.max(jnp.abs(plain - delta_rule.chunked(*a, jnp.asarray(seg), chunk=chunk)[0]))) > 0.1
-        assert float(jnp.max(jnp.abs(plain - delta_rule.chunked(*a, state=jnp.asarray(state), chunk=chunk)[0]))) > 0.1
+        plain = chunked(*a, chunk=chunk)[0]
+        assert float(jnp.max(jnp.abs(plain - chunked(*a, jnp.asarray(seg), chunk=chunk)[0]))) > 0.1
+        assert float(jnp.max(jnp.abs(plain - chunked(*a, state=jnp.asarray(state), chunk=chunk)[0]))) > 0.1
 
 
 def test_packed_documents_equal_each_document_alone():
@@ -59,11 +62,13 @@ def test_packed_documents_equal_each_document_alone():
     row equals the recurrence over each document by itself (float64)."""
     arrays, seg, _ = _inputs(b=1, t=100)
     with jax.enable_x64(True):
-        got = np.asarray(delta_rule.chunked(*map(jnp.asarray, arrays), jnp.asarray(seg), chunk=16)[0])
+        got = np.asarray(jax.jit(partial(delta_rule.chunked, chunk=16))(*map(jnp.asarray, arrays),
+                                                                          jnp.asarray(seg))[0])
+        recurrent = jax.jit(delta_rule.recurrent)
         for d in np.unique(seg[0]):
             cols = np.flatnonzero(seg[0] == d)
             alone = [jnp.asarray(x[:, :, cols]) for x in arrays]
-            want = np.asarray(delta_rule.recurrent(*alone)[0])
+            want = np.asarray(recurrent(*alone)[0])
             np.testing.assert_allclose(got[:, :, cols], want, atol=1e-10)
 
 
@@ -72,9 +77,9 @@ def test_bfloat16_inputs_and_the_gradients():
     gradients equal the recurrence's (float64, 1e-9), finite with documents."""
     arrays, seg, _ = _inputs(t=96)
     with jax.enable_x64(True):
-        want = delta_rule.recurrent(*map(jnp.asarray, arrays), jnp.asarray(seg))[0]
+        want = jax.jit(delta_rule.recurrent)(*map(jnp.asarray, arrays), jnp.asarray(seg))[0]
         half = [jnp.asarray(x, jnp.bfloat16) if i < 3 else jnp.asarray(x, jnp.float32) for i, x in enumerate(arrays)]
-        got = delta_rule.chunked(*half, jnp.asarray(seg), chunk=32)[0]
+        got = jax.jit(partial(delta_rule.chunked, chunk=32))(*half, jnp.asarray(seg))[0]
         assert got.dtype == jnp.bfloat16
         assert float(jnp.max(jnp.abs(got.astype(jnp.float64) - want))) < 1e-2
 
@@ -84,8 +89,9 @@ def test_bfloat16_inputs_and_the_gradients():
 
         a = [jnp.asarray(x) for x in arrays]
         every = (0, 1, 2, 3, 4)
-        g_chunk = jax.grad(lambda *a: loss(lambda *x: delta_rule.chunked(*x, chunk=32), *a), argnums=every)(*a)
-        g_rec = jax.grad(lambda *a: loss(delta_rule.recurrent, *a), argnums=every)(*a)
+        g_chunk = jax.jit(jax.grad(lambda *a: loss(lambda *x: delta_rule.chunked(*x, chunk=32), *a),
+                                   argnums=every))(*a)
+        g_rec = jax.jit(jax.grad(lambda *a: loss(delta_rule.recurrent, *a), argnums=every))(*a)
         for x, y in zip(g_chunk, g_rec, strict=True):
             assert bool(jnp.all(jnp.isfinite(x)))
             assert float(jnp.max(jnp.abs(x - y))) < 1e-9 * max(1.0, float(jnp.max(jnp.abs(y))))
@@ -150,7 +156,7 @@ def test_the_unit_equals_its_equations_in_float64():
         p = jax.tree.map(lambda a: jnp.asarray(a[0], jnp.float64), params.linear_blocks.attn)
         x = jax.random.normal(jax.random.key(3), (t, cfg.model.d_model), jnp.float64)
         inputs = UnitInputs(jnp.arange(t), 1, jnp.asarray(seg)[None])
-        got, cache, aux = deltanet_attention(cfg.model, rules, p, x, inputs)
+        got, cache, aux = jax.jit(lambda p, x: deltanet_attention(cfg.model, rules, p, x, inputs))(p, x)
         assert cache is None and aux == {}
         want = reference_unit(cfg.model, p, np.asarray(x), seg)
         assert float(np.max(np.abs(np.asarray(got) - want))) < 1e-10 * max(1.0, float(np.max(np.abs(want))))
@@ -166,16 +172,22 @@ def test_a_hybrid_runs_its_layers_in_order():
     assert jax.tree.leaves(params.linear_blocks)[0].shape[0] == 2 and jax.tree.leaves(params.blocks)[0].shape[0] == 2
     tokens = jax.random.randint(jax.random.key(1), (2, 24), 0, m.vocab_size)
     with jax.set_mesh(mesh):
-        got = forward(m, rules, params, tokens)[0]
-        x = embed(m, rules, params, tokens)
-        pos = jnp.arange(24)
-        for i, linear in enumerate(linear_layers(m)):
-            stack = "linear_blocks" if linear else "blocks"
-            p = jax.tree.map(lambda a, i=i: a[i // 2], getattr(params, stack))
-            x = block(m, rules, p, x, pos, 2, stack=stack)[0]
-        want = unembed(m, rules, params, norm(m, rules, params.ln_f, x)).reshape(got.shape)
+        whole = jax.jit(lambda p, t: forward(m, rules, p, t)[0])
+        got = whole(params, tokens)
+
+        @jax.jit
+        def one_by_one(params, tokens):
+            x = embed(m, rules, params, tokens)
+            pos = jnp.arange(24)
+            for i, linear in enumerate(linear_layers(m)):
+                stack = "linear_blocks" if linear else "blocks"
+                p = jax.tree.map(lambda a, i=i: a[i // 2], getattr(params, stack))
+                x = block(m, rules, p, x, pos, 2, stack=stack)[0]
+            return unembed(m, rules, params, norm(m, rules, params.ln_f, x)).reshape(got.shape)
+
+        want = one_by_one(params, tokens)
         # causal: a later token changes nothing before it
-        later = forward(m, rules, params, tokens.at[:, 12].set((tokens[:, 12] + 1) % m.vocab_size))[0]
+        later = whole(params, tokens.at[:, 12].set((tokens[:, 12] + 1) % m.vocab_size))
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
     assert float(jnp.max(jnp.abs(later - got)[:, :12])) == 0.0 and float(jnp.max(jnp.abs(later - got)[:, 12:])) > 1e-3
 
@@ -244,15 +256,17 @@ def test_the_output_gate_and_partial_rope():
             x = jax.random.normal(jax.random.key(2), (2 * 12, cfg.model.d_model))
             inputs = UnitInputs(jnp.arange(12), 2)
             unit = block_units(cfg.model)[0]
-            closed = unit.apply(cfg.model, rules, p._replace(w_gate=jnp.zeros_like(p.w_gate)), x, inputs)[0]
-            ungated = block_units(plain)[0].apply(plain, rules, p._replace(w_gate=None), x, inputs)[0]
-            opened = unit.apply(cfg.model, rules, p, x, inputs)[0]
+            gated = jax.jit(lambda p: unit.apply(cfg.model, rules, p, x, inputs)[0])
+            closed = gated(p._replace(w_gate=jnp.zeros_like(p.w_gate)))
+            ungated = jax.jit(lambda p: block_units(plain)[0].apply(plain, rules, p, x, inputs)[0])(
+                p._replace(w_gate=None))
+            opened = gated(p)
         np.testing.assert_allclose(np.asarray(closed), 0.5 * np.asarray(ungated), atol=1e-6)
         assert float(jnp.max(jnp.abs(opened - closed))) > 1e-3
     q = jax.random.normal(jax.random.key(4), (1, 12, 2, 16))
     pos = jnp.arange(12)
     with jax.set_mesh(mesh):
-        got = rotate(cfg.model, q, pos)
+        got = jax.jit(lambda q: rotate(cfg.model, q, pos))(q)
     np.testing.assert_array_equal(np.asarray(got[..., 4:]), np.asarray(q[..., 4:]))
     want = rope(q[..., :4], pos, cfg.model.rope_theta)  # (a 4-wide head: theta^(-2i/4))
     np.testing.assert_allclose(np.asarray(got[..., :4]), np.asarray(want), atol=1e-6)

@@ -9,19 +9,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spmdgpt import train
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.evaluate import text_windows
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("eval") / "stair"
-    cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}", "train.steps=30",
-                       "train.eval_every=30", "model.init_std=0.2"])
-    train(cfg, argv=["pytest"])
-    return cfg, run_dir
+@pytest.fixture
+def run(staircase_30):
+    """(cfg, run_dir): the staircase's 30 steps from init_std 0.2, evaluated at step 30, its only
+    checkpoint (tests/shared_runs.py: STAIRCASE_30)."""
+    return staircase_30
 
 
 def evaluate(capsys, *items):

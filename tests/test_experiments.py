@@ -50,6 +50,12 @@ BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1
 # (gpt-oss: 2 and 4 minutes; Mixtral: 2, the suite's slowest test, its plan in BENCHMARKS.md, test_moe.py plans
 # expert parallelism on 8 devices; the Llamas on 8 H100s a minute or more each: llama2_7b, the cheapest of the
 # four at 30 s, runs for them all)
+# planned on this CPU only with SPMDGPT_BIG_PLANS=1 (15-25 s of compilation each on a 2-core box): each one's
+# kind of run and program list is planned here at its published shape by another (text pretraining with MoE:
+# shakespeare_moe; the GPT-2 tokenizer's model: shakespeare_gpt2, which gutenberg_gpt2's is), and their attention
+# (MLA behind dense-then-MoE layers, Gated DeltaNet, windows and sinks, GQA) runs on the CPU in test_generate and
+# test_engine
+BIG_ON_THIS_CPU = {"deepseek_v3_small", "qwen3_5_small", "gpt_oss_small", "gutenberg_gpt2", "shakespeare_gpt2_gqa"}
 ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "calculator_grpo", "calculator_sft", "deepseek_v3_small",
                "gpt_oss_small", "gutenberg_gpt2", "qwen3_5_small", "shakespeare_char", "shakespeare_gpt2",
                "shakespeare_gpt2_gqa", "shakespeare_moe",
@@ -98,6 +104,8 @@ def test_experiment_fits_its_hardware(name, capsys):
 
 @pytest.mark.parametrize("name", ON_THIS_CPU)
 def test_small_experiment_fits_one_cpu_device_of_this_machine(name):
+    if name in BIG_ON_THIS_CPU and not os.environ.get("SPMDGPT_BIG_PLANS"):
+        pytest.skip(f"{name}: set SPMDGPT_BIG_PLANS=1 to plan it (its kind of run is planned by another here)")
     cfg = load_config([f"+experiment={name}", "mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):

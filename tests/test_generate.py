@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import read_jsonl
+from shared_runs import STAIRCASE_300
 
-from spmdgpt import train
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.engine import Engine, EngineConfig, Request
@@ -104,13 +104,11 @@ def test_prefill_through_the_backend_equals_the_cached_path(backend, kv, monkeyp
         assert np.abs(a[:, real]).max() > 0.1
 
 
-@pytest.fixture(scope="module")
-def staircase_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("gen") / "stair"
-    cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}",
-                       "train.rollout_tokens=20", "train.rollout_prompt_tokens=8", "checkpoint.every=150"])
-    result = train(cfg, argv=["pytest"])
-    return run_dir, result
+@pytest.fixture
+def staircase_run(staircase_300):
+    """(run_dir, train's result) of the staircase's 300 steps on 8 devices, rollouts of 20 tokens at every
+    evaluation, checkpoints at 150 and 300 (tests/shared_runs.py: STAIRCASE_300)."""
+    return staircase_300.run_dir, staircase_300
 
 
 def staircase_continuation(prompt: str, n: int) -> str:
@@ -187,14 +185,16 @@ def test_top_k_never_leaves_the_top_k():
 
 def test_streams_seeds_top_p_and_stop_tokens():
     cfg, mesh, rules, params = setup()
-    with jax.set_mesh(mesh):
-        draw = lambda seed, **kw: run_engine(cfg, rules, params, [Request([1, 2], 30, seed=seed, stream=r, **kw)  # noqa: E731
-                                                                  for r in range(4)], slots=4)
+    with jax.set_mesh(mesh):  # (one engine per slot count, each answering several runs in turn)
+        four, two = (Engine(cfg.model, rules, params, 10, EngineConfig(slots=n, page_size=8)) for n in (4, 2))
+        tokens = lambda engine, requests: [r.tokens for r in engine.run(requests)]  # noqa: E731
+        draw = lambda seed, **kw: tokens(four, [Request([1, 2], 30, seed=seed, stream=r, **kw)  # noqa: E731
+                                                for r in range(4)])
         a, b, c = draw(1), draw(1), draw(2)
-        greedy = run_engine(cfg, rules, params, [Request([1, 2], 30, temperature=0.0)])
-        nucleus = run_engine(cfg, rules, params, [Request([1, 2], 30, top_p=1e-6)])
+        greedy = tokens(two, [Request([1, 2], 30, temperature=0.0)])
+        nucleus = tokens(two, [Request([1, 2], 30, top_p=1e-6)])
         eos = greedy[0][3]
-        stopped = run_engine(cfg, rules, params, [Request([1, 2], 30, temperature=0.0, stop_ids=(eos,))])
+        stopped = tokens(two, [Request([1, 2], 30, temperature=0.0, stop_ids=(eos,))])
     assert len({tuple(r) for r in a}) == 4  # same prompt, independent streams
     assert a == b and a != c  # a seed fixes the samples
     assert nucleus == greedy  # top_p -> 0 keeps only the most likely token
@@ -206,18 +206,30 @@ LAYOUTS = [("dp", ["mesh.data=8"]), ("tp", ["mesh.data=2", "mesh.model=4"]),
            ("fsdp_tp", ["mesh.data=4", "mesh.model=2"])]
 
 
+SHARDED_PROMPTS = [[1, 2, 3], [5], [9, 8, 7, 6], [0, 1], [4, 4, 4], [2], [3, 5], [6, 7, 8]]
+
+
+def greedy_and_sampled(*overrides, devices=None):
+    """The engine's greedy and seeded top-k tokens for SHARDED_PROMPTS (8 slots, one engine)."""
+    cfg, mesh, rules, params = setup(*overrides, devices=devices)
+    with jax.set_mesh(mesh):
+        engine = Engine(cfg.model, rules, params, 10, EngineConfig(slots=8, page_size=8))
+        greedy = [r.tokens for r in engine.run([Request(p, 20, temperature=0.0) for p in SHARDED_PROMPTS])]
+        sampled = [r.tokens for r in engine.run([Request(p, 20, top_k=5, seed=7, stream=r)
+                                                 for r, p in enumerate(SHARDED_PROMPTS)])]
+    return greedy, sampled
+
+
+@pytest.fixture(scope="module")
+def single_device_samples():
+    return greedy_and_sampled()
+
+
 @pytest.mark.parametrize("table,mesh_args", LAYOUTS, ids=[t for t, _ in LAYOUTS])
-def test_sharded_sampling_equals_single_device(table, mesh_args):
-    prompts = [[1, 2, 3], [5], [9, 8, 7, 6], [0, 1], [4, 4, 4], [2], [3, 5], [6, 7, 8]]
-    results = []
-    for devices, extra in ((jax.devices()[:1], []), (jax.devices(), [f"sharding={table}", *mesh_args])):
-        cfg, mesh, rules, params = setup(*extra, devices=devices)
-        with jax.set_mesh(mesh):
-            greedy = run_engine(cfg, rules, params, [Request(p, 20, temperature=0.0) for p in prompts], slots=8)
-            sampled = run_engine(cfg, rules, params, [Request(p, 20, top_k=5, seed=7, stream=r)
-                                                      for r, p in enumerate(prompts)], slots=8)
-        results.append((greedy, sampled))
-    assert results[0] == results[1]
+def test_sharded_sampling_equals_single_device(table, mesh_args, single_device_samples):
+    greedy, sampled = greedy_and_sampled(f"sharding={table}", *mesh_args, devices=jax.devices())
+    assert len({tuple(t) for t in greedy}) > 1 and len({tuple(t) for t in sampled}) > 1  # (8 different answers)
+    assert (greedy, sampled) == single_device_samples
 
 
 class DigitChat:
@@ -283,8 +295,7 @@ def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run
     run_dir, _ = staircase_run
     done = tmp_path / "done"  # (first: a finished run trained again has nothing to do, and says so)
     shutil.copytree(run_dir, done)
-    assert main(["train", "+experiment=staircase", "train.progress=false", f"run.dir={done}", "train.rollout_tokens=20",
-                 "train.rollout_prompt_tokens=8", "checkpoint.every=150"]) == 0
+    assert main(["train", *STAIRCASE_300, f"run.dir={done}"]) == 0
     assert "".join(capsys.readouterr()).strip().splitlines()[-1] == (
         f"done: {done} had already trained its 300 steps; nothing to do (spmdgpt eval run.dir={done} evaluates it)")
     damaged = tmp_path / "run"

@@ -93,16 +93,17 @@ def test_without_the_package_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
 
 
 def test_fine_tuned_on_harmony_conversations_it_chats(harmony, tmp_path, capsys):
-    """SFT on harmony-rendered conversations (2 steps of a staircase-sized model over the 201,088
-    ids), then `spmdgpt chat`: the run's tokenizer is harmony again, the prompt harmony's, and the
+    """SFT on harmony-rendered conversations (2 steps of a one-layer, 32-wide model over the
+    201,088 ids), then `spmdgpt chat`: the run's tokenizer is harmony again, the prompt harmony's, and the
     printed reply the reply's text (the final channel's, or its ordinary tokens': never a header)."""
     rows = [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
             for i in range(20)]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in rows))
     run = tmp_path / "run"
     assert main(["train", "+experiment=staircase", "data.source=text", "data.tokenizer=harmony",
-                 "model.vocab_size=201088", "data.seq_len=32", "data.batch_size=8", "train.steps=2",
-                 "model.max_seq_len=256", "train.rollout_tokens=0", "train.eval_every=0",
+                 "model.vocab_size=201088", "model.num_layers=1", "model.d_model=32", "data.seq_len=32",
+                 "data.batch_size=8", "train.steps=2", "train.eval_batches=1", "model.max_seq_len=256",
+                 "train.rollout_tokens=0", "train.eval_every=0",
                  f"+data.datasets.c={{paths:[{tmp_path / 'c.jsonl'}],format:chat}}", f"run.dir={run}",
                  f"data.cache_dir={tmp_path / 'cache'}"]) == 0
     assert json.loads((run / "tokenizer.json").read_text()) == {"kind": "harmony", "vocab_size": 201088}

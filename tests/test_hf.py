@@ -36,7 +36,7 @@ def trained_runs(tmp_path_factory):
         if arch not in runs:
             run_dir = tmp_path_factory.mktemp("hf") / "stair"
             cfg = load_config(["+experiment=staircase", "train.progress=false", f"run.dir={run_dir}",
-                               "train.steps=40", *ARCHS[arch]])
+                               "train.steps=40", "train.eval_batches=1", *ARCHS[arch]])
             train(cfg, argv=["pytest"])
             cfg.mesh.data = cfg.mesh.model = 1  # compared on one device
             out = run_dir.parent / "exported"
@@ -354,23 +354,19 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
     ),
     "mistral": ("mistral", {}, ["model.num_kv_heads=2", "model.head_dim=32"], "LlamaForCausalLM"),  # (no window)
     "mistral-window": ("mistral", {"sliding_window": 8}, ["model.sliding_window=8"], "MistralForCausalLM"),
-    "qwen2": ("qwen2", {}, ["model.num_kv_heads=2", "model.qkv_bias=True"], "Qwen2ForCausalLM"),  # (tied, as staircase)
-    "qwen2-yarn": (  # (gpt-oss's YaRN: the ramp's ends not rounded)
+    # (tied, as staircase; gpt-oss's YaRN: the ramp's ends not rounded)
+    "qwen2-yarn": (
         "qwen2",
         {"rope_parameters": {**YARN_ROPE, "truncate": False}},
-        ["model.rope_scaling=yarn", "model.rope_original_max_len=32", "model.rope_truncate=False"],
+        ["model.num_kv_heads=2", "model.qkv_bias=True", "model.rope_scaling=yarn", "model.rope_original_max_len=32",
+         "model.rope_truncate=False"],
         "Qwen2ForCausalLM",
-    ),
-    "qwen3": (
-        "qwen3",
-        {},
-        ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True", "model.qk_norm_scale=True"],
-        "Qwen3ForCausalLM",
     ),
     "qwen3-window": (
         "qwen3",
         {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
-        ["model.sliding_window=8", "model.window_pattern=GL"],
+        ["model.num_kv_heads=1", "model.head_dim=32", "model.qk_norm=True", "model.qk_norm_scale=True",
+         "model.sliding_window=8", "model.window_pattern=GL"],
         "Qwen3ForCausalLM",
     ),  # layer 1 local
     "mixtral": ("mixtral", {}, ["model.num_kv_heads=2", "model.moe={num_experts: 4}"], "MixtralForCausalLM"),
@@ -428,13 +424,17 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 }
 
 
-# The imports whose greedy generation is checked against transformers' too: those whose decoding
-# runs code of its own (RoPE scaled at positions past the prompt, sliding windows, MLA's latent
-# cache, Gated DeltaNet's recurrent state, attention sinks). The others' attention and MoE units
-# decode as the full forward pass computes (test_engine.py, unit by unit), whose logits are
-# transformers' here.
-OWN_DECODING = {n for n in IMPORTED if any(w in n for w in ("rope", "yarn", "window"))} | {
-    "deepseek_v3", "gemma3", "qwen3_5", "qwen3_next", "gpt_oss"}
+# The imports whose greedy generation is checked against transformers' too: one for each decoding
+# that runs code of its own: Llama 3's scaled RoPE (llama3-rope) and YaRN's (deepseek_v3-yarn,
+# gpt_oss: untruncated, as qwen2-yarn) at positions past the prompt, a window in every layer
+# (mistral-window) or in one of two (gemma3, gpt_oss; as qwen3-window), MLA's latent cache
+# (deepseek_v3-yarn), Gated DeltaNet's recurrent state (qwen3_5; Qwen3-Next's is the same layer
+# beside experts), attention sinks (gpt_oss). The others' attention and MoE units decode as the
+# full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
+OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss"}
+
+
+ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
@@ -458,8 +458,10 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     original = load_file(str(tmp_path / "model.safetensors"))
     moe = any(k in HF_CONFIGS[kind] for k in ("num_experts", "num_local_experts", "n_routed_experts"))
     layout = ["mesh.data=2", "mesh.expert=2", "mesh.model=2"] if moe else ["mesh.data=2", "mesh.model=4"]
-    # (Qwen3.5-MoE: one device; its computation is Qwen3-Next's, whose case runs on the 8 too)
-    for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", *layout], 8))[:1 if kind == "qwen3_5_moe" else 2]:
+    # (Qwen3.5-MoE: one device; its computation is Qwen3-Next's, whose case runs on the 8 too. DeepSeek-V3 with a
+    # query latent: one device; test_imported_deepseek_v3_trains_alike_on_one_device_and_sharded reads the same
+    # folder into this layout, checks its splits and its loss against one device's; deepseek_v3-yarn runs here on 8)
+    for overrides, n in ((["mesh.data=1"], 1), (["sharding=fsdp_tp", *layout], 8))[:1 if name in ONE_DEVICE else 2]:
         cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
                                                   *overrides]))
         assert {"model.vocab_size=96", *fields} <= set(changes)
@@ -495,7 +497,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                 np.testing.assert_array_equal(again.blocks.mlp.w_up, params.blocks.mlp.w_up)
             if n == 1 and name in OWN_DECODING:  # greedy generation of 24 tokens (past the windows of 8)
                 prompts = toks[:2, :12].tolist()
-                engine = Engine(cfg.model, rules, params, config=EngineConfig(slots=2, page_size=8))
+                # (both prompts prefilled in one step, then decoded together: two programs)
+                engine = Engine(cfg.model, rules, params, config=EngineConfig(slots=2, page_size=8, prefills=2))
                 ours_ids = [r.tokens for r in engine.run([Request(p, 24, temperature=0.0) for p in prompts])]
                 theirs_ids = torch_side.ask("generate_ids", folder=str(tmp_path), prompts=prompts,
                                             max_new_tokens=24)["ids"]
@@ -503,7 +506,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
             if ("rope_parameters" in config or "sliding_window" in config) and n == 1:
                 # (the scaling, the window matter: without them the logits differ)
                 plain = dataclasses.replace(cfg.model, rope_scaling=RopeScaling.none, sliding_window=0)
-                assert np.abs(np.asarray(forward(plain, rules, params, toks)[0]) - theirs).max() > 1e-2
+                plain_logits = jax.jit(lambda p, t: forward(plain, rules, p, t)[0])(params, toks)
+                assert np.abs(np.asarray(plain_logits) - theirs).max() > 1e-2
         assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0
         # (as the folder's class: Qwen3-Next and Qwen3.5-MoE compute the same models, their tensors named apart)
         folder_class = json.loads((tmp_path / "config.json").read_text())["architectures"][0]
@@ -607,6 +611,12 @@ def test_imported_deepseek_v3_trains_alike_on_one_device_and_sharded(torch_side,
         with jax.set_mesh(mesh):
             rules = Rules(mesh, cfg.sharding, cfg.model)
             params = load_params(cfg.model, tmp_path / "hf", rules, "test")
+            if n == 8:  # (as test_import_gives_transformers_logits_on_one_and_eight_devices checks the other imports)
+                P, w, a = jax.sharding.PartitionSpec, params.blocks.mlp.w_up, params.blocks.attn
+                assert w.sharding.spec == P(None, "expert", ("data", "context"), "model")
+                assert w.addressable_shards[0].data.shape == (2, 2, 32, w.shape[-1] // 2)
+                assert a.w_ukv.sharding.spec == P(None, ("data", "context"), "model", None)
+                assert a.w_ukv.addressable_shards[0].data.shape == (2, 16, 2, 32)
             grad = jax.value_and_grad(lambda p: objective(cfg.model, rules, p, toks[:, :-1], toks[:, 1:])[0])
             results.append(jax.device_get(jax.jit(grad)(params)))
     (loss1, grads1), (loss8, grads8) = results

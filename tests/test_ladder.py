@@ -11,7 +11,7 @@ from spmdgpt.cli import main
 from spmdgpt.config import ConfigError, load_config
 from spmdgpt.laws import Law
 
-STAIRCASE = ["+experiment=staircase", "ladder.budgets=[1e11,3e11,1e12]", "ladder.sizes=[1,2,3]", "ladder.bootstrap=5"]
+STAIRCASE = ["+experiment=staircase", "ladder.budgets=[1e11,3e11,1e12]", "ladder.sizes=[1,2,3]", "ladder.bootstrap=2"]
 TRUE = Law(E=0.5, A=50.0, B=50.0, alpha=0.4, beta=0.35)
 
 

@@ -26,13 +26,21 @@ def char_run(tmp_path_factory):
     return run
 
 
-def test_scores_equal_lm_evals_hugging_face_backend(char_run, tmp_path, torch_side, capsys):
-    """The shipped tasks (tag shakespeare: multiple choice, rolling log-likelihood, generation)
-    on a 2-device mesh, and lm-eval's HFLM on the exported model: every answer's log-likelihood
-    within 1e-4, the same greedy flags and generations, the same accuracies and perplexities."""
+TASKS = ["shakespeare", "speaker_long"]
+
+
+@pytest.fixture(scope="module")
+def in_process(char_run, tmp_path_factory):
+    """`spmdgpt lm-eval` of char_run on a 2-device mesh, in process, at the run's 64-token
+    context: the shipped tasks (tag shakespeare: multiple choice, rolling log-likelihood,
+    generation) and a task of one's own (include_path): a local jsonl through lm-eval's json
+    loader, whose 24 generated tokens run on past the newline. {out, samples, table (stdout),
+    own (the task's folder)}: both comparisons below read this one evaluation."""
+    import contextlib
+    import io
+
+    tmp_path = tmp_path_factory.mktemp("in-process")
     out = tmp_path / "ours.json"
-    # and a task of one's own (include_path): a local jsonl through lm-eval's json loader, whose
-    # 24 generated tokens run on past the newline
     own = tmp_path / "tasks"
     own.mkdir()
     (own / "speaker_long.yaml").write_text(
@@ -40,13 +48,21 @@ def test_scores_equal_lm_evals_hugging_face_backend(char_run, tmp_path, torch_si
         f"dataset_kwargs:\n  data_files:\n    test: {TASKS_DIR / 'shakespeare_speaker.jsonl'}\n"
         "output_type: generate_until\ntest_split: test\ndoc_to_text: '{{context}}'\ndoc_to_target: '{{speaker}}'\n"
         "generation_kwargs:\n  until: ['\\n\\n']\n  max_gen_toks: 24\nmetric_list:\n  - metric: exact_match\n")
-    tasks = ["shakespeare", "speaker_long"]
-    assert main(["lm-eval", f"run.dir={char_run}", f"tasks={','.join(tasks)}", f"include_path={own}", "limit=6",
-                 "log_samples=true", "bootstrap_iters=0", "batch_size=4", "mesh.data=2", f"out={out}"]) == 0
-    table = capsys.readouterr().out
+    table = io.StringIO()
+    with contextlib.redirect_stdout(table):
+        assert main(["lm-eval", f"run.dir={char_run}", f"tasks={','.join(TASKS)}", f"include_path={own}", "limit=6",
+                     "log_samples=true", "bootstrap_iters=0", "batch_size=4", "mesh.data=2", f"out={out}"]) == 0
+    return {"out": json.loads(out.read_text()), "samples": read_jsonl(out.with_suffix(".samples.jsonl")),
+            "table": table.getvalue(), "own": own}
+
+
+def test_scores_equal_lm_evals_hugging_face_backend(char_run, in_process, tmp_path, torch_side):
+    """The shipped tasks and one's own (`in_process`) on a 2-device mesh, and lm-eval's HFLM on
+    the exported model: every answer's log-likelihood within 1e-4, the same greedy flags and
+    generations, the same accuracies and perplexities."""
+    table, ours, samples, own = (in_process[k] for k in ("table", "out", "samples", "own"))
+    tasks = TASKS
     assert "shakespeare_next_line" in table and "acc_norm" in table and "word_perplexity" in table
-    ours = json.loads(out.read_text())
-    samples = read_jsonl(out.with_suffix(".samples.jsonl"))
     assert ours["spmdgpt"]["step"] == 30 and len(samples) == 24
 
     assert main(["export", f"run.dir={char_run}", f"out={tmp_path / 'hf'}"]) == 0
@@ -107,31 +123,26 @@ def test_a_bos_adding_tokenizer_encodes_as_hflm_does():
     assert lm.prefix_token_id == 3 and lm.eot_token_id == 4
 
 
-def test_lm_evals_local_completions_against_the_server_scores_as_in_process(char_run, tmp_path, capsys):
+def test_lm_evals_local_completions_against_the_server_scores_as_in_process(char_run, in_process):
     """lm-eval's own `local-completions` model (tokenizing through the server's /tokenize and
     /tokenizer_info) against a live `spmdgpt serve` gives the scores `spmdgpt lm-eval` gives in
-    process: the shipped tasks (multiple choice and rolling log-likelihoods by echo + logprobs;
-    greedy generation). lm-eval keeps max_length - 1 tokens for a prompt and asks for one token
-    more, and its rolling windows are one token shorter than in process: so the run's RoPE model
-    is read with a context of 256 in process, served with 258 (max_length=258), and both score
-    the same windows."""
+    process (`in_process`): the shipped tasks (multiple choice and rolling log-likelihoods by echo
+    + logprobs; greedy generation). lm-eval keeps max_length - 1 tokens for a prompt and asks for
+    one token more, and its rolling windows are one token shorter than in process: so the run's
+    RoPE model, read with its context of 64 in process, is served with 66 (max_length=66), and
+    both score the same windows."""
     import lm_eval
     from lm_eval.tasks import TaskManager
     from test_serve import Served
 
-    out = tmp_path / "ours.json"
-    wider = ["model.max_seq_len=256", "mesh.data=1"]
-    assert main(["lm-eval", f"run.dir={char_run}", "tasks=shakespeare", "limit=4", "bootstrap_iters=0",
-                 "batch_size=4", f"out={out}", *wider]) == 0
-    capsys.readouterr()
-    ours = json.loads(out.read_text())["results"]
-    server = Served(char_run, "slots=4", "model.max_seq_len=258")
+    ours = in_process["out"]["results"]
+    server = Served(char_run, "slots=4", "model.max_seq_len=66")
     try:
-        model_args = {"base_url": f"{server.url}/v1/completions", "model": char_run.name, "max_length": 258,
+        model_args = {"base_url": f"{server.url}/v1/completions", "model": char_run.name, "max_length": 66,
                       "tokenizer_backend": "remote", "tokenized_requests": True, "num_concurrent": 1,
                       "max_retries": 1}
         theirs = lm_eval.simple_evaluate(model="local-completions", model_args=model_args, tasks=["shakespeare"],
-                                         limit=4, bootstrap_iters=0,
+                                         limit=6, bootstrap_iters=0,
                                          task_manager=TaskManager(include_path=str(TASKS_DIR)))["results"]
     finally:
         code, err = server.close()

@@ -1,6 +1,7 @@
 """LoRA (model/lora.py): adapters on a frozen model, trained, checkpointed alone, merged on export."""
 
 import json
+import shutil
 
 import jax
 import numpy as np
@@ -22,9 +23,10 @@ SGD = ["+experiment=staircase", "optimizer.name=sgd", "optimizer.lr=100", "optim
        "lora.rank=4", "lora.alpha=8", "lora.targets=[q,v,down]", "data.batch_size=8", "data.seq_len=32"]
 
 
-def one_lora_step(cfg, devices):
+def one_lora_step(cfg, devices, full_gradient=True):
     """(base, adapters before, merged weights after one LoRA step, the full model's gradient at
-    the base on the same batch, the adapters' shardings) on a mesh of `devices`."""
+    the base on the same batch (None without `full_gradient`), the adapters' shardings) on a mesh
+    of `devices`."""
     mesh = make_mesh(cfg.mesh, devices)
     rules = Rules(mesh, cfg.sharding, cfg.model)
     with jax.set_mesh(mesh):
@@ -37,7 +39,7 @@ def one_lora_step(cfg, devices):
                         rules.batch_sharding()).train_batch(0)
         state, metrics = make_train_step(cfg, rules, optimizer_of(cfg), base=base)(state, *batch)
         after = lora.merge(param_info(cfg.model), cfg.lora, base, state.params)
-        grads = jax.jit(jax.grad(lambda p: objective(cfg.model, rules, p, *batch)[0]))(base)
+        grads = jax.jit(jax.grad(lambda p: objective(cfg.model, rules, p, *batch)[0]))(base) if full_gradient else None
         assert float(metrics["lr"]) == 100
         return jax.device_get((base, before, after, grads)) + (shardings,)
 
@@ -72,7 +74,7 @@ def test_one_step_is_the_full_gradient_projected_on_the_adapters():
     np.testing.assert_array_equal(after.blocks.mlp.w_up, base.blocks.mlp.w_up)
 
     sharded = load_config(SGD + ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])
-    _, _, after4, _, specs = one_lora_step(sharded, jax.devices()[:4])
+    _, _, after4, _, specs = one_lora_step(sharded, jax.devices()[:4], full_gradient=False)  # (compared to `after`)
     for x, y in zip(jax.tree.leaves(after4), jax.tree.leaves(after)):
         np.testing.assert_allclose(x, y, atol=1e-6)
     assert tuple(specs.blocks.attn.w_qkv.a) == (None, None, ("data", "context"), None)  # [L, q/v, embed, rank]
@@ -110,8 +112,11 @@ def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path, caps
     assert n_adapter == 2 * 2 * (11 * 64 + 3 * 256)
     assert sum(a.size for a in jax.tree.leaves(result.state.opt_state) if a.ndim) == 2 * n_adapter
 
-    train(load_config(tune + ["train.steps=3", f"run.dir={part}"]), argv=["pytest"])
+    # the run as it stood had it stopped after its checkpoint at step 3, resumed
+    shutil.copytree(run, part)
+    shutil.rmtree(part / "checkpoints" / "6")
     train(load_config(tune + ["train.steps=6", f"run.dir={part}"]), argv=["pytest"])
+    assert (part / "resume-3.yaml").is_file()
     assert [r["loss"] for r in read_jsonl(part / "metrics.jsonl") if "loss" in r] == losses
 
     val = [r["val/loss"] for r in read_jsonl(run / "metrics.jsonl") if "val/loss" in r][-1]

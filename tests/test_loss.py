@@ -53,7 +53,7 @@ def test_blocked_cross_entropy_shrinks_the_loss_memory():
     minus the same step with a 64-token vocabulary) shrink >= 4x with 16 chunks."""
     def temp_bytes(vocab, block):
         cfg = load_config(["model.num_layers=1", "model.d_model=64", "model.num_heads=2", f"model.vocab_size={vocab}",
-                           f"model.loss_block={block}", "model.max_seq_len=256"])
+                           f"model.loss_block={block}", "model.max_seq_len=256", "model.attention_block=0"])
         m = make_mesh(cfg.mesh, jax.devices()[:1])
         rules = Rules(m, cfg.sharding)
         with jax.set_mesh(m):
@@ -196,13 +196,15 @@ def test_targets_below_zero_are_not_predicted(block, sharding, mesh):
         params = init_params(cfg.model, jax.random.key(0), rules)
         put = lambda a: jax.device_put(a, rules.batch_sharding())  # noqa: E731
         logits = np.asarray(jax.jit(lambda p: forward(cfg.model, rules, p, put(x))[0])(params), np.float64)
-        def obj(model_cfg, t):
-            f = jax.value_and_grad(lambda p: objective(model_cfg, rules, p, put(x), put(t)), has_aux=True)
-            return jax.jit(f)(params)
+        def obj(model_cfg):  # (the targets an argument: one program for both sets of targets)
+            f = jax.jit(jax.value_and_grad(lambda p, t: objective(model_cfg, rules, p, put(x), t), has_aux=True))
+            return lambda t: f(params, put(t))
 
-        (o, metrics), g = obj(cfg.model, masked)
-        (o2, _), g2 = obj(cfg.model, np.where(keep, y, -1 - rng.integers(0, 5, (8, 32))))
-        _, g_whole = obj(dataclasses.replace(cfg.model, loss_block=0), masked)
+        blocked = obj(cfg.model)
+        (o, metrics), g = blocked(masked)
+        (o2, _), g2 = blocked(np.where(keep, y, -1 - rng.integers(0, 5, (8, 32))))
+        whole = blocked if block == 0 else obj(dataclasses.replace(cfg.model, loss_block=0))
+        _, g_whole = whole(masked)
     lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
     ce = lse - np.take_along_axis(logits, y[..., None], -1)[..., 0]
     n = keep.sum()

@@ -115,7 +115,7 @@ def test_init_loss_is_log_vocab(overrides):
     x = jnp.asarray(rng.integers(0, 64, (8, 64)), jnp.int32)
     y = jnp.asarray(rng.integers(0, 64, (8, 64)), jnp.int32)
     with jax.set_mesh(mesh):
-        loss = float(loss_fn(cfg.model, rules, params, x, y))
+        loss = float(jax.jit(lambda p: loss_fn(cfg.model, rules, p, x, y))(params))
     # With small random logits the expected loss is ln V + var(logits) / 2 + ...; at init std
     # 0.02 the excess is a few hundredths, so the stated tolerance is 0.05.
     assert loss == pytest.approx(math.log(64), abs=0.05)
@@ -150,7 +150,8 @@ def test_document_mask_keeps_documents_apart():
         np.testing.assert_allclose(masked_a[:, 20:], alone, rtol=0, atol=2e-5)
         # the loss takes the batch's segment ids and positions: the cross-entropy of those logits
         t = np.roll(a, -1, axis=1)
-        loss = float(loss_fn(cfg.model, rules, params, *(jnp.asarray(x) for x in (a, t, seg, pos))))
+        loss = float(jax.jit(lambda p, *b: loss_fn(cfg.model, rules, p, *b))(
+            params, *(jnp.asarray(x) for x in (a, t, seg, pos))))
     lp = reset.astype(np.float64) - np.log(np.exp(reset.astype(np.float64)).sum(-1, keepdims=True))
     assert loss == pytest.approx(-np.take_along_axis(lp, t[..., None], -1).mean(), abs=2e-5)
 
@@ -236,8 +237,8 @@ def test_loss_equals_reference_cross_entropy(tied):
     x = jnp.asarray(rng.integers(0, 64, (4, 64)), jnp.int32)
     y = jnp.asarray(rng.integers(0, 64, (4, 64)), jnp.int32)
     with jax.set_mesh(mesh):
-        loss = float(loss_fn(cfg.model, rules, params, x, y))
-        logits = np.asarray(forward(cfg.model, rules, params, x)[0], np.float64)
+        loss = float(jax.jit(lambda p: loss_fn(cfg.model, rules, p, x, y))(params))
+        logits = np.asarray(jax.jit(lambda p: forward(cfg.model, rules, p, x)[0])(params), np.float64)
     logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
         - logits.max(-1, keepdims=True)
     ref = -np.take_along_axis(logp, np.asarray(y)[..., None], -1).mean()
@@ -401,11 +402,11 @@ def test_bfloat16_compute_keeps_residual_and_logit_gradients_right():
     x = jnp.asarray(rng.integers(0, 64, (4, 64)), jnp.int32)
     y = jnp.asarray(rng.integers(0, 64, (4, 64)), jnp.int32)
     with jax.set_mesh(mesh):
-        h = embed(cfg16.model, rules, params, x)
+        h = jax.jit(lambda p: embed(cfg16.model, rules, p, x))(params)
         assert h.dtype == jnp.float32
-        assert norm(cfg16.model, rules, params.ln_f, h).dtype == jnp.bfloat16
-        l32 = float(loss_fn(cfg32.model, rules, params, x, y))
-        l16, g16 = jax.value_and_grad(lambda p: loss_fn(cfg16.model, rules, p, x, y))(params)
+        assert jax.jit(lambda p, h: norm(cfg16.model, rules, p.ln_f, h))(params, h).dtype == jnp.bfloat16
+        l32 = float(jax.jit(lambda p: loss_fn(cfg32.model, rules, p, x, y))(params))
+        l16, g16 = jax.jit(jax.value_and_grad(lambda p: loss_fn(cfg16.model, rules, p, x, y)))(params)
     assert float(l16) == pytest.approx(l32, abs=5e-3)  # measured difference ~1e-3
     assert g16.embed.dtype == jnp.float32  # parameters (and their gradients) stay float32
 

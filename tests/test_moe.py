@@ -144,11 +144,11 @@ def test_capacity_drops_and_counts_the_copies_past_an_experts_slots():
     p = p._replace(router=jnp.zeros_like(p.router).at[:, 2].set(1.0))
     x = jnp.abs(x)  # (positive inputs: every token's logit for expert 2 is the largest)
     dropless = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, dispatch=MoeDispatch.dropless))
-    with jax.set_mesh(mesh):
-        ids = route(cfg, rules, p.router, x)[0]
-        out, aux = moe(cfg, rules, p, x)
-        want = every_expert(cfg, rules, p, x)
-        every = moe(dropless, rules, p, x)  # (the blocks product with three empty groups)
+    with jax.set_mesh(mesh):  # (jitted: one program each, not one per operation)
+        ids = jax.jit(lambda p, x: route(cfg, rules, p.router, x)[0])(p, x)
+        out, aux = jax.jit(lambda p, x: moe(cfg, rules, p, x))(p, x)
+        want = jax.jit(lambda p, x: every_expert(cfg, rules, p, x))(p, x)
+        every = jax.jit(lambda p, x: moe(dropless, rules, p, x))(p, x)  # (the blocks product with three empty groups)
     assert capacity(cfg, 48) == 12 and set(np.asarray(ids).ravel()) == {2}
     assert float(aux["dropped"]) == 36 / 48 and float(aux["expert_load"]) == 4.0
     np.testing.assert_allclose(np.asarray(out[:12]), np.asarray(want[:12]), rtol=0, atol=2e-5)
@@ -274,15 +274,15 @@ def one_device():
 @pytest.mark.parametrize("table,mesh", [
     ("fsdp", ["mesh.data=2", "mesh.expert=4"]),
     ("fsdp_tp", ["mesh.data=2", "mesh.expert=2", "mesh.model=2", "model.moe.grouped=ragged"]),
-    ("dp", ["mesh.data=1", "mesh.expert=8"]),
-    ("fsdp", ["mesh.data=2", "mesh.expert=4", "model.moe.grouped=pallas"]),
-], ids=["fsdp2-ep4", "fsdp2-ep2-tp2-ragged", "ep8-ragged-exchange", "fsdp2-ep4-pallas"])
+    ("dp", ["mesh.data=1", "mesh.expert=8", "model.moe.grouped=pallas"]),
+], ids=["fsdp2-ep4", "fsdp2-ep2-tp2-ragged", "ep8-pallas-ragged-exchange"])
 def test_layouts_give_one_devices_loss_and_gradients(one_device, table, mesh, monkeypatch):
     """Dropless: the objective (cross-entropy + load balance + router z-loss) and every gradient
     on 8 devices equal one device's (float32 rounding: 1e-5 relative), expert parallelism
     (mesh.expert: the experts split, tokens exchanged by all-to-all) included; 8 experts, two
-    dense layers before the MoE one (their MLPs sharded like a dense model's). ep8:
-    the exchange GPUs and TPUs run (ragged_all_to_all, here by its documented semantics)."""
+    dense layers before the MoE one (their MLPs sharded like a dense model's). Each grouped product
+    once under expert parallelism: blocks (fsdp2-ep4), ragged (fsdp_tp) and the Pallas kernels (ep8,
+    with the exchange GPUs and TPUs run: ragged_all_to_all, here by its documented semantics)."""
     from spmdgpt.model import moe as moe_module
 
     if table == "dp":

@@ -20,6 +20,31 @@ from spmdgpt.model.transformer import hidden_states
 from spmdgpt.sharding import Rules, make_mesh
 
 
+def _module_logits(m, rules, params, doc):
+    """Per module k: its logits [n - k - 1, vocab] for one document [n + 1] alone, the module run on
+    slices of the document's real tokens (None where the document is too short); one compiled
+    program per document length."""
+    n = doc.shape[0] - 1
+
+    def run(params, doc):
+        h = hidden_states(m, rules, params, doc[None, :n], residual=True)[0]
+        out = []
+        for k in range(m.mtp_depth):
+            steps = n - k - 1
+            if steps <= 0:
+                out.append(None)
+                continue
+            p = jax.tree.map(lambda a: a[k], params.mtp)
+            e = embed(m, rules, params, doc[None, k + 1:k + 1 + steps])
+            x = jnp.concatenate([norm(m, rules, p.norm_e, e), norm(m, rules, p.norm_h, h[:steps])], axis=-1)
+            h = jnp.einsum("td,de->te", x, jnp.reshape(p.w_in, (2 * m.d_model, m.d_model)))
+            h = block(m, rules, p.block, h, jnp.arange(steps), 1, stack="dense_blocks")[0]
+            out.append(unembed(m, rules, params, norm(m, rules, p.ln_f, h)))
+        return out
+
+    return jax.jit(run)(params, jnp.asarray(doc))
+
+
 def _reference(cfg, rules, params, doc, counted=None):
     """Per module k: (the summed cross-entropy of predicting doc[i + k + 2] at each position i
     that has one, and whose target is counted (counted [n]: over the targets doc[1:]), their
@@ -27,19 +52,13 @@ def _reference(cfg, rules, params, doc, counted=None):
     m = cfg.model
     n = len(doc) - 1
     counted = np.ones(n, bool) if counted is None else np.asarray(counted)
-    h = hidden_states(m, rules, params, jnp.asarray(doc[None, :n]), residual=True)[0]
     out = []
-    for k in range(m.mtp_depth):
-        steps = n - k - 1
-        if steps <= 0:
+    for k, logits in enumerate(_module_logits(m, rules, params, doc)):
+        if logits is None:
             out.append((0.0, 0))
             continue
-        p = jax.tree.map(lambda a: a[k], params.mtp)
-        e = embed(m, rules, params, jnp.asarray(doc[None, k + 1:k + 1 + steps]))
-        x = jnp.concatenate([norm(m, rules, p.norm_e, e), norm(m, rules, p.norm_h, h[:steps])], axis=-1)
-        h = jnp.einsum("td,de->te", x, jnp.reshape(p.w_in, (2 * m.d_model, m.d_model)))
-        h = block(m, rules, p.block, h, jnp.arange(steps), 1, stack="dense_blocks")[0]
-        logits = np.asarray(unembed(m, rules, params, norm(m, rules, p.ln_f, h)), np.float64)
+        steps = n - k - 1
+        logits = np.asarray(logits, np.float64)
         target, use = doc[k + 2:k + 2 + steps], counted[k + 1:k + 1 + steps]
         lse = np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1)) + logits.max(-1)
         out.append((float(np.sum((lse - logits[np.arange(steps), target])[use])), int(use.sum())))
@@ -63,7 +82,8 @@ def test_loss_equals_each_module_run_on_each_document_alone():
         params = init_params(cfg.model, jax.random.key(0), rules)
         obj, metrics = jax.jit(lambda p: objective(cfg.model, rules, p, seqs[:, :-1], seqs[:, 1:], seg, pos))(params)
         plain = load_config(["+experiment=staircase", "model.init_std=0.2", "mesh.data=1"]).model
-        base = objective(plain, rules, params._replace(mtp=None), seqs[:, :-1], seqs[:, 1:], seg, pos)[0]
+        base = jax.jit(lambda p: objective(plain, rules, p, seqs[:, :-1], seqs[:, 1:], seg, pos)[0])(
+            params._replace(mtp=None))
         # documents: row 0 whole; row 1's two of 12 inputs, each with its targets (the first's
         # last target is the second's first token, as the main loss has it)
         parts = [_reference(cfg, rules, params, d) for d in (seqs[0], seqs[1, :13], seqs[1, 12:])]
@@ -104,8 +124,8 @@ def test_a_run_trains_logs_exports_and_samples(tmp_path, capsys):
     """`model.mtp_depth=1`: mtp/loss in metrics.jsonl, falling; export leaves the modules out;
     sampling runs the main model."""
     run = tmp_path / "r"
-    assert main(["train", "+experiment=staircase", "model.mtp_depth=1", "train.steps=40", "train.eval_every=40",
-                 "train.log_every=10", "train.progress=false", f"run.dir={run}"]) == 0
+    assert main(["train", "+experiment=staircase", "model.mtp_depth=1", "train.steps=20", "optimizer.warmup_steps=5",
+                 "train.eval_every=20", "train.log_every=5", "train.progress=false", f"run.dir={run}"]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     mtp = [r["mtp/loss"] for r in rows if "mtp/loss" in r]
     assert len(mtp) == 4 and mtp[-1] < 0.6 * mtp[0]

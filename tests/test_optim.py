@@ -333,7 +333,7 @@ LAYOUTS = [
 def sharded_cfg(*overrides):
     return load_config(
         ["+experiment=staircase", "model.d_model=64", "model.num_heads=4", "model.vocab_size=16",
-         "model.num_layers=4", "data.batch_size=16", *overrides]
+         "model.num_layers=2", "model.scan_unroll=false", "data.batch_size=16", *overrides]
     )  # fmt: skip
 
 

@@ -1,5 +1,7 @@
 """`spmdgpt plan`: the ahead-of-time memory, FLOPs and collectives of a training step."""
 
+import functools
+
 import jax
 import pytest
 from conftest import compile_only_or_skip, required
@@ -13,7 +15,10 @@ from spmdgpt.sharding import Rules, make_mesh
 COMMON = ["+experiment=staircase", "model.num_layers=2", "model.scan_unroll=false"]
 
 
+@functools.cache
 def _plan(*overrides):
+    """plan_step of the staircase step with these overrides on the 8 devices (once per session:
+    several tests read the same plan; none changes it)."""
     cfg = load_config(COMMON + list(overrides))
     mesh = make_mesh(cfg.mesh)
     with jax.set_mesh(mesh):

@@ -72,6 +72,8 @@ class Served:
 
 @pytest.fixture(scope="module")
 def stair_run(tmp_path_factory):
+    """20 staircase steps from the default init: a model whose samples still vary from seed to seed
+    (tests/shared_runs.py's 30 steps from init_std 0.2 have learnt too much for that)."""
     run = tmp_path_factory.mktemp("serve") / "stair"
     assert main(["train", *STAIR, f"run.dir={run}"]) == 0
     return run
@@ -81,7 +83,14 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     """Greedy completions equal `spmdgpt sample temperature=0`'s; n seeded samples repeat with
     their seed; stop strings cut; streaming gives the same text; echo + logprobs are the model's
     log-probabilities of the prompt (lm-eval's local-completions asks for these); bad requests get
-    the OpenAI API's status and body; SIGTERM ends the server with exit 0 and nothing written."""
+    the OpenAI API's status and body. On the same server of two slots (one start for all of it):
+    five seeded requests at once from threads each equal the same request sent alone (continuous
+    batching changes no token); unseeded ones differ; a stream arrives a token a chunk; a client
+    that closes its stream after the first chunk ends its sequence (console 499) and /health
+    shows every page back. SIGTERM ends the server with exit 0 and nothing written."""
+    import socket
+    import threading
+
     from spmdgpt.cli.runs import model_source, source_params
     from spmdgpt.model.loss import token_losses
 
@@ -89,7 +98,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     assert main(["sample", f"run.dir={stair_run}", "prompt=0123", "max_new_tokens=8", "temperature=0",
                  "mesh.data=1"]) == 0
     sampled = capsys.readouterr().out.strip()
-    server = Served(stair_run)
+    server = Served(stair_run, "slots=2", "page_size=4")
     try:
         c = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0)
         assert c.object == "text_completion" and c.model == "stair"
@@ -148,26 +157,8 @@ def test_completions_through_the_openai_client(stair_run, capsys):
             assert (got, body["error"]["message"]) == (status, message)
         with pytest.raises(openai.BadRequestError, match="has no chat template"):
             server.client.chat.completions.create(model="stair", messages=[{"role": "user", "content": "1"}])
-    finally:
-        code, err = server.close()
-    assert code == 0, err
-    assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err and "its step compiled in" in err
-    assert "POST /v1/completions 200 " in err and "POST /v1/completions 404 " in err
-    assert "| temperature=-1.0 must be in [0.0, 2.0]" in err  # (a refused request's line says why)
-    assert "stopping (SIGTERM): no new requests; finishing the 0 running" in err and err.rstrip().endswith("stopped")
-    assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
 
-
-def test_concurrent_requests_stream_token_by_token_and_a_client_that_leaves_frees_its_pages(stair_run):
-    """Two slots, five seeded requests at once from threads: each answer equals the same request
-    sent alone (continuous batching changes no token); unseeded ones differ; a stream arrives a token a chunk; a client
-    that closes its stream after the first chunk ends its sequence (console 499) and /health
-    shows every page back."""
-    import socket
-    import threading
-
-    server = Served(stair_run, "slots=2", "page_size=4")
-    try:
+        # two slots: concurrent requests, a stream token by token, a client that leaves
         ask = lambda seed: server.client.completions.create(model="stair", prompt="0123", max_tokens=24, seed=seed,
                                                             temperature=1.0).choices[0].text
         together = [None] * 5
@@ -197,7 +188,12 @@ def test_concurrent_requests_stream_token_by_token_and_a_client_that_leaves_free
     finally:
         code, err = server.close()
     assert code == 0, err
+    assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err and "its step compiled in" in err
     assert "engine 2 slots, 32 pages of 4 tokens" in err and "POST /v1/completions 499 " in err
+    assert "POST /v1/completions 200 " in err and "POST /v1/completions 404 " in err
+    assert "| temperature=-1.0 must be in [0.0, 2.0]" in err  # (a refused request's line says why)
+    assert "stopping (SIGTERM): no new requests; finishing the 0 running" in err and err.rstrip().endswith("stopped")
+    assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
 
 
 def test_bad_serve_arguments_are_one_line(tmp_path, capsys):
@@ -215,11 +211,20 @@ def test_bad_serve_arguments_are_one_line(tmp_path, capsys):
     taken.close()
 
 
-def test_chat_completions_through_the_runs_template(tmp_path):
+def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_path):
     """A run fine-tuned on conversations: /v1/chat/completions renders the messages with its chat
     template and answers as the assistant, its greedy reply the model's continuation of the
-    rendered prompt (cut at the end of the turn); streamed, the same reply."""
+    rendered prompt (cut at the end of the turn); streamed, the same reply. Then the same server,
+    killed with SIGKILL while it streams an answer, leaves every file of the run directory with its
+    bytes and modification time of before: the server only reads the run."""
+    import hashlib
+
     run = train_chat_run(tmp_path)
+
+    def tree():
+        return {str(p.relative_to(run)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+                for p in sorted(run.rglob("*")) if p.is_file()}
+
     from spmdgpt.cli.chat import chat_model
     from spmdgpt.cli.runs import source_params
     from spmdgpt.sharding import Rules, make_mesh
@@ -233,6 +238,7 @@ def test_chat_completions_through_the_runs_template(tmp_path):
         new = full_forward_samples(cfg.model, rules, params, [tok.prompt(messages)], 12, vocab_limit=tok.vocab_size,
                                    stop=tok.stop_id)[0]
     want = tok.decode(new[:new.index(tok.stop_id)] if tok.stop_id in new else new)
+    before = tree()
     server = Served(run)
     try:
         reply = server.client.chat.completions.create(model="run", messages=messages, max_tokens=12, temperature=0)
@@ -241,9 +247,17 @@ def test_chat_completions_through_the_runs_template(tmp_path):
         stream = server.client.chat.completions.create(model="run", messages=messages, max_tokens=12, temperature=0,
                                                        stream=True)
         assert "".join(c.choices[0].delta.content or "" for c in stream) == want
+        # kill -9 mid answer (a long one: up to 100 tokens)
+        stream = server.client.completions.create(model="run", prompt="1 and 1?", max_tokens=100, temperature=0,
+                                                  stream=True)
+        first = next(iter(stream))
+        assert first.choices[0].text is not None
+        server.proc.send_signal(signal.SIGKILL)
+        assert server.proc.wait(timeout=60) == -signal.SIGKILL
     finally:
         code, err = server.close()
-    assert code == 0 and "serving run step 2 (with its chat template)" in err, err
+    assert code == -signal.SIGKILL and "serving run step 2 (with its chat template)" in err, err
+    assert len(before) > 5 and tree() == before
 
 
 @pytest.mark.parametrize("unit", ["mha", "mla-moe"])
@@ -262,7 +276,9 @@ def test_the_backend_on_a_mesh_equals_one_device(unit):
 
     tok, got = CharTokenizer("0123456789"), []
     for devices, layout in ((1, ["mesh.data=1"]), (4, ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
-        cfg = load_config(["+experiment=staircase", "model.init_std=0.2", *ATTENTION_UNITS[unit], *layout])
+        # (mla-moe in 2 layers, the first dense and the second MoE: test_engine covers its 3)
+        cfg = load_config(["+experiment=staircase", "model.init_std=0.2", *ATTENTION_UNITS[unit],
+                           *(["model.num_layers=2"] if unit == "mla-moe" else []), *layout])
         mesh = make_mesh(cfg.mesh, jax.devices()[:devices])
         rules = Rules(mesh, cfg.sharding, cfg.model)
         with jax.set_mesh(mesh):
@@ -317,26 +333,3 @@ def test_a_failed_engine_step_answers_500_and_never_hangs():
     answer = client.post("/v1/completions", json={"prompt": "12", "max_tokens": 3})
     assert answer.status_code == 500 and answer.json()["error"]["type"] == "server_error"
     assert answer.json()["error"]["message"].startswith("the engine failed: RuntimeError: RESOURCE_EXHAUSTED")
-
-
-def test_kill_9_mid_answer_leaves_the_run_directory_unchanged(stair_run):
-    """The server only reads the run: killed with SIGKILL while it streams an answer, every file of
-    the run directory has its bytes and modification time of before."""
-    import hashlib
-
-    def tree():
-        return {str(p.relative_to(stair_run)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-                for p in sorted(stair_run.rglob("*")) if p.is_file()}
-
-    before = tree()
-    server = Served(stair_run)
-    try:
-        stream = server.client.completions.create(model="stair", prompt="0123", max_tokens=40, temperature=0,
-                                                  stream=True)
-        first = next(iter(stream))
-        assert first.choices[0].text is not None
-        server.proc.send_signal(signal.SIGKILL)
-        assert server.proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        server.close()
-    assert len(before) > 5 and tree() == before

@@ -15,13 +15,10 @@ from spmdgpt.config import load_config
 from spmdgpt.runtime import MALLOC_TUNABLES, malloc_environment
 
 
-@pytest.fixture(scope="module")
-def staircase_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("runs") / "stair"
-    cfg = load_config(
-        ["+experiment=staircase", "train.log_every=1", "train.progress=false", f"run.dir={run_dir}"]
-    )
-    return train(cfg, argv=["pytest"])
+@pytest.fixture
+def staircase_run(staircase_300):
+    """The staircase's 300 steps with a metrics row every step (tests/shared_runs.py: STAIRCASE_300)."""
+    return staircase_300
 
 
 def test_staircase_reaches_low_loss_within_300_steps(staircase_run):
@@ -123,30 +120,24 @@ def test_train_runs_off_the_main_thread(tmp_path):
 DIVERGING = ["+experiment=staircase", "optimizer.name=sgd", "optimizer.lr=120", "optimizer.warmup_steps=200",
              "optimizer.grad_clip=0", "train.steps=60", "train.log_every=1", "train.progress=false",
              "checkpoint.every=5", "mesh.data=1"]
-ENV1 = {**os.environ, "XLA_FLAGS": "", "PYTHONUNBUFFERED": "1"}
 
 
-def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path):
+def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
     """A NaN gradient norm at step s (after the checkpoints at 5 and 10): exit 3 naming the step
     and the last good checkpoint, no checkpoint after it, strict-JSON metrics; a rerun with a
-    sane learning rate resumes."""
+    sane learning rate resumes. (In process, on the 8 test devices (dp): `spmdgpt train`'s exit
+    status is main's return value; test_cli_end_to_end_subprocess runs the entry point itself.)"""
     from spmdgpt.checkpoint import CheckpointManager
+    from spmdgpt.cli import main
 
-    run_dir = tmp_path / "r"
+    run_dir, diverging = tmp_path / "r", [a for a in DIVERGING if a != "mesh.data=1"]
     # 10 sane steps (checkpoints 5 and 10), then the same run resumed at a learning rate that
     # blows up within a few steps: the step-10 checkpoint is sane on every CPU (a single
     # diverging schedule left it already degenerate on some, so that no rerun could recover)
-    sane = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=0.1", "train.steps=10",
-                           f"run.dir={run_dir}"], env=ENV1, capture_output=True, text=True, timeout=300)
-    assert sane.returncode == 0, sane.stderr
-    out = subprocess.run(
-        [sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=1e5", f"run.dir={run_dir}"],
-        env=ENV1,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 3, out.stderr
+    assert main(["train", *diverging, "optimizer.lr=0.1", "train.steps=10", f"run.dir={run_dir}"]) == 0
+    capsys.readouterr()
+    assert main(["train", *diverging, "optimizer.lr=1e5", f"run.dir={run_dir}"]) == 3
+    err = capsys.readouterr().err
     rows = read_jsonl(run_dir / "metrics.jsonl")  # strict: no NaN tokens
     s = rows[-1]["step"]
     assert 10 < s < 15, s  # past the step-10 checkpoint and before the next one
@@ -155,7 +146,7 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path):
     assert bad["step"] == s and bad["grad_norm"] is None
     assert bad["nonfinite"] == (["grad_norm"] if bad["loss"] is not None else ["loss", "grad_norm"])
     loss = "nan" if bad["loss"] is None else repr(bad["loss"])
-    assert out.stderr.strip().splitlines()[-1] == (
+    assert err.strip().splitlines()[-1] == (
         f"spmdgpt: error: training diverged at step {s}: loss {loss}, grad_norm nan; nothing "
         "was saved after it and the newest checkpoint, step 10, predates it and a rerun resumes from it; "
         "lower optimizer.lr, raise optimizer.warmup_steps or set optimizer.grad_clip, or let "
@@ -164,11 +155,8 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path):
     steps = [r["step"] for r in rows if "loss" in r and "event" not in r]
     assert steps == list(range(1, s + 1))
     assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r and r["step"] < s)
-    again = subprocess.run([sys.executable, "-m", "spmdgpt", "train", *DIVERGING, "optimizer.lr=0.1",
-                            "train.steps=20", f"run.dir={run_dir}"], env=ENV1, capture_output=True,
-                           text=True, timeout=300)
-    assert again.returncode == 0, again.stderr
-    assert "resumed from the checkpoint at step 10" in again.stderr
+    assert main(["train", *diverging, "optimizer.lr=0.1", "train.steps=20", f"run.dir={run_dir}"]) == 0
+    assert "resumed from the checkpoint at step 10" in capsys.readouterr().err
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in rows if "loss" in r] == list(range(1, 21))  # 11..s rewritten once
     assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r)

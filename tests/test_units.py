@@ -96,10 +96,13 @@ def test_an_mlp_kind_is_one_unit_and_its_aux_loss_is_trained(toy_mlp):
     params = state.params
     x, y = (jnp.asarray(np.random.default_rng(0).integers(0, 10, (4, 32)), jnp.int32) for _ in range(2))
     with jax.set_mesh(rules.mesh):
-        obj, metrics = jax.jit(partial(objective, cfg.model, rules))(params, x, y)
-        stats = jax.jit(partial(activation_stats, cfg.model, rules))(params, x)
-        grads = jax.jit(jax.grad(lambda p: objective(cfg.model, rules, p, x, y)[0]))(params)
-        ce_grads = jax.jit(jax.grad(lambda p: objective(cfg.model, rules, p, x, y)[1]["loss"]))(params)
+        @jax.jit  # (one program for the four)
+        def parts(params, x, y):
+            obj = partial(objective, cfg.model, rules)
+            return (obj(params, x, y), activation_stats(cfg.model, rules, params, x),
+                    jax.grad(lambda p: obj(p, x, y)[0])(params), jax.grad(lambda p: obj(p, x, y)[1]["loss"])(params))
+
+        (obj, metrics), stats, grads, ce_grads = parts(params, x, y)
     per_layer = np.asarray(stats["toy_square"])
     assert per_layer.shape == (2,) and per_layer.min() > 0 and per_layer[0] != per_layer[1]
     assert float(metrics["aux/toy_square"]) == pytest.approx(per_layer.mean(), rel=1e-6)
@@ -120,7 +123,8 @@ def test_aux_losses_are_logged_and_averaged_over_microbatches(toy_mlp):
             state, step, batcher, _ = training_parts(cfg, rules)
             inputs, targets = batcher.train_batch(0)[:2]
             # the two parts of k=2: rows 0::2 and 1::2 (computed before the step takes the state)
-            parts = [objective(cfg.model, rules, state.params, inputs[j::2], targets[j::2])[1] for j in (0, 1)]
+            part = jax.jit(lambda p, x, y, cfg=cfg: objective(cfg.model, rules, p, x, y)[1])
+            parts = [part(state.params, inputs[j::2], targets[j::2]) for j in (0, 1)]
             _, metrics[k] = step(state, inputs, targets)
     assert set(metrics[2]) == {"loss", "tokens", "aux/toy_square", "grad_norm", "lr"}
     assert float(metrics[1]["loss"]) == losses[0]
@@ -193,7 +197,8 @@ def test_gpt_oss_clamped_swiglu_in_the_dense_mlp_and_the_experts():
         params = init_params(moe_cfg.model, jax.random.key(0), rules)
         p = jax.tree.map(lambda a: a[0], params.blocks.mlp)
         x = jax.random.normal(jax.random.key(1), (32, moe_cfg.model.d_model))
-        got, want = moe(moe_cfg.model, rules, p, x)[0], every_expert(moe_cfg.model, rules, p, x)
+        got = jax.jit(lambda p, x: moe(moe_cfg.model, rules, p, x)[0])(p, x)
+        want = jax.jit(lambda p, x: every_expert(moe_cfg.model, rules, p, x))(p, x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
     assert float(jnp.max(jnp.abs(got))) > 1e-2
     losses = train_steps(load_config([*OVERRIDES, "mesh.data=1", "model.mlp=swiglu_clamped"]), jax.devices()[:1], 3)[0]

@@ -11,11 +11,10 @@ from spmdgpt.cli import main
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def page(tmp_path_factory, staircase_30):
+    """The page of a 30-step staircase run (init_std 0.2: tests/shared_runs.py, STAIRCASE_30)."""
     base = tmp_path_factory.mktemp("viz")
-    run_dir = base / "stair"
-    assert main(["train", "+experiment=staircase", "train.steps=30", "train.progress=false", "train.eval_every=0",
-                 "model.init_std=0.2", f"run.dir={run_dir}"]) == 0
+    _, run_dir = staircase_30
     text = base / "t.txt"
     text.write_text("0123456789876543210" * 8 + "5")  # 153 tokens: windows of 64, the last end-aligned
     out = base / "page.html"
