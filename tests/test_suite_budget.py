@@ -48,3 +48,20 @@ def test_times_are_summed_per_file_from_the_junit_report(tmp_path, capsys):
     assert capsys.readouterr().out == '"test_plot.py" = 4\n"test_laws.py" = 4\n'
     assert main([str(tmp_path / "missing.xml")]) == 2
     assert "missing.xml: no such report" in capsys.readouterr().err
+    (tmp_path / "cut.xml").write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest">')  # (killed midway)
+    assert main([str(tmp_path / "cut.xml")]) == 2
+    assert capsys.readouterr().err.startswith(f"test budget: {tmp_path / 'cut.xml'}: not a JUnit XML report (")
+
+
+def test_a_bad_budget_file_is_one_line(tmp_path, capsys, monkeypatch):
+    import suite_budget
+
+    report = tmp_path / "r.xml"
+    report.write_text('<testsuites><testsuite><testcase classname="tests.test_laws" name="a" time="1"/></testsuite>'
+                      "</testsuites>")
+    for text in ("total_s = 10\n", 'total_s = 10\n[files]\n"test_laws.py" = "ten"\n', "total_s = \n"):
+        (tmp_path / "budget.toml").write_text(text)
+        monkeypatch.setattr(suite_budget, "BUDGET", tmp_path / "budget.toml")
+        assert main([str(report)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"test budget: {tmp_path / 'budget.toml'}: unreadable (") and err.count("\n") == 1

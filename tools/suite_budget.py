@@ -43,9 +43,9 @@ def file_times(report: Path, tests: Path = ROOT / "tests") -> dict[str, float]:
     return dict(times)
 
 
-def load_budget(path: Path = BUDGET) -> tuple[float, dict[str, float]]:
-    """(total_s, {file: seconds}) from the budget file."""
-    data = tomllib.loads(path.read_text())
+def load_budget(path: Path | None = None) -> tuple[float, dict[str, float]]:
+    """(total_s, {file: seconds}) from the budget file (tests/budget.toml)."""
+    data = tomllib.loads((path or BUDGET).read_text())
     return float(data["total_s"]), {k: float(v) for k, v in data["files"].items()}
 
 
@@ -81,18 +81,30 @@ def check(measured: dict[str, float], total_s: float, budget: dict[str, float], 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
-        print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
+        print("usage: python tools/suite_budget.py REPORT.xml [--write]  (REPORT.xml: pytest --junitxml's)",
+              file=sys.stderr)
         return 2
     report = Path(argv[0])
     if not report.is_file():
         print(f"test budget: {report}: no such report (pytest --junitxml={report} writes it)", file=sys.stderr)
         return 2
-    measured = file_times(report)
+    try:
+        measured = file_times(report)
+    except ET.ParseError as e:
+        print(f"test budget: {report}: not a JUnit XML report ({e}); rerun pytest with --junitxml={report}",
+              file=sys.stderr)
+        return 2
     if "--write" in argv[1:]:
         for name, seconds in sorted(measured.items(), key=lambda kv: -kv[1]):
             print(f'"{name}" = {max(1, round(seconds))}')  # (whole seconds, at least 1)
         return 0
-    errors, lines = check(measured, *load_budget())
+    try:
+        total_s, budget = load_budget()
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        print(f"test budget: {BUDGET}: unreadable ({type(e).__name__}: {e}); it needs total_s = SECONDS and a [files] "
+              'table of "test_x.py" = SECONDS lines', file=sys.stderr)
+        return 2
+    errors, lines = check(measured, total_s, budget)
     for line in lines:
         print(line)
     for error in errors:
