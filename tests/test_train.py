@@ -119,7 +119,7 @@ def test_train_runs_off_the_main_thread(tmp_path):
 # pinning it, and check everything else against it.
 DIVERGING = ["+experiment=staircase", "optimizer.name=sgd", "optimizer.lr=120", "optimizer.warmup_steps=200",
              "optimizer.grad_clip=0", "train.steps=60", "train.log_every=1", "train.progress=false",
-             "checkpoint.every=5", "mesh.data=1"]
+             "checkpoint.every=5"]
 
 
 def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
@@ -130,13 +130,13 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
     from spmdgpt.checkpoint import CheckpointManager
     from spmdgpt.cli import main
 
-    run_dir, diverging = tmp_path / "r", [a for a in DIVERGING if a != "mesh.data=1"]
+    run_dir = tmp_path / "r"
     # 10 sane steps (checkpoints 5 and 10), then the same run resumed at a learning rate that
     # blows up within a few steps: the step-10 checkpoint is sane on every CPU (a single
     # diverging schedule left it already degenerate on some, so that no rerun could recover)
-    assert main(["train", *diverging, "optimizer.lr=0.1", "train.steps=10", f"run.dir={run_dir}"]) == 0
+    assert main(["train", *DIVERGING, "optimizer.lr=0.1", "train.steps=10", f"run.dir={run_dir}"]) == 0
     capsys.readouterr()
-    assert main(["train", *diverging, "optimizer.lr=1e5", f"run.dir={run_dir}"]) == 3
+    assert main(["train", *DIVERGING, "optimizer.lr=1e5", f"run.dir={run_dir}"]) == 3
     err = capsys.readouterr().err
     rows = read_jsonl(run_dir / "metrics.jsonl")  # strict: no NaN tokens
     s = rows[-1]["step"]
@@ -155,7 +155,7 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
     steps = [r["step"] for r in rows if "loss" in r and "event" not in r]
     assert steps == list(range(1, s + 1))
     assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r and r["step"] < s)
-    assert main(["train", *diverging, "optimizer.lr=0.1", "train.steps=20", f"run.dir={run_dir}"]) == 0
+    assert main(["train", *DIVERGING, "optimizer.lr=0.1", "train.steps=20", f"run.dir={run_dir}"]) == 0
     assert "resumed from the checkpoint at step 10" in capsys.readouterr().err
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in rows if "loss" in r] == list(range(1, 21))  # 11..s rewritten once
@@ -200,7 +200,7 @@ def test_skipped_steps_in_a_row_stop_the_run(tmp_path, capsys):
 
     # in process (8 devices, dp): the same config; the first non-finite step s and the two after
     # it are skipped (the warmup's learning rate only grows), and the third in a row stops the run
-    assert main(["train", *[a for a in DIVERGING if a != "mesh.data=1"], "train.skip_nonfinite=3",
+    assert main(["train", *DIVERGING, "train.skip_nonfinite=3",
                  f"run.dir={tmp_path / 'r'}"]) == 3
     out = capsys.readouterr()
     rows = read_jsonl(tmp_path / "r" / "metrics.jsonl")
