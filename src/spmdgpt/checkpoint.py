@@ -24,6 +24,7 @@ files were damaged after it was written.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import sys
@@ -46,6 +47,22 @@ def _ocp():
     import orbax.checkpoint as ocp  # heavy import: only when checkpoints are used
 
     return ocp
+
+
+@functools.cache
+def _one_writer_per_shard() -> None:
+    """In a single process, orbax's replica-parallel save (its default off GPUs) splits each
+    replicated shard into one slice per replica, each cut by its own eager `slice` on the device,
+    only for this one process to write them all: with 8 devices and replicated weights, thousands
+    of dispatches per save (6 of the 22 seconds of a short DPO test on 8 CPU devices). One writer
+    per shard stores the same bytes in the same files. (A writing manager calls this once the
+    process knows its peers: with several, replica-parallel spreads the writing over the hosts,
+    and stays.)"""
+    import jax
+
+    ocp = _ocp()
+    ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
+                                            override=True)
 
 
 @contextlib.contextmanager
@@ -133,6 +150,8 @@ class CheckpointManager:
             self._mngr = ocp.CheckpointManager(self.directory, options=options)
         if not read_only:
             _report_write_failures_once()
+            if jax.process_count() == 1:
+                _one_writer_per_shard()
 
     def steps(self) -> list:
         return sorted(self._mngr.all_steps())
