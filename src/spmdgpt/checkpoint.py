@@ -61,8 +61,9 @@ def _one_writer_per_shard() -> None:
     import jax
 
     ocp = _ocp()
-    ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
-                                            override=True)
+    with _quiet_absl():  # (orbax warns of every override)
+        ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
+                                                override=True)
 
 
 @contextlib.contextmanager
