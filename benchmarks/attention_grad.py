@@ -25,7 +25,7 @@ import argparse
 import statistics
 import time
 
-from spmdgpt.runtime import set_default_xla_flags
+from spmdgpt.mesh.runtime import set_default_xla_flags
 
 set_default_xla_flags()  # spmdgpt's XLA flags, set before JAX starts
 
@@ -33,8 +33,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model.attention import causal_blocks, dot_product_attention  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 B, N, T, H, BLOCK = 16, 4, 256, 64, 64
 NEG = jnp.finfo(jnp.float32).min

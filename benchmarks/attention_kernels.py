@@ -46,7 +46,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional
 
-from spmdgpt.runtime import set_default_xla_flags
+from spmdgpt.mesh.runtime import set_default_xla_flags
 
 if "--target" in sys.argv:  # (compile-only devices: JAX runs on the CPU)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -57,10 +57,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model.attention import blocked_causal_attention  # noqa: E402
 from spmdgpt.model.kernels import fused_causal_attention, load_tokamax  # noqa: E402
 from spmdgpt.roofline import kernels as read_kernels  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 KERNELS = ("xla", "cudnn", "tokamax-mosaic", "tokamax-triton", "jax-mosaic")
 FORWARD_ONLY = {"jax-mosaic"}  # (its backward: NotImplementedError under a causal mask)

@@ -37,7 +37,7 @@ def main() -> None:
 
     from spmdgpt import build_optimizer, init_state, load_config, make_mesh, param_info
     from spmdgpt.checkpoint import CheckpointManager
-    from spmdgpt.sharding import Rules
+    from spmdgpt.mesh.sharding import Rules
 
     cfg = load_config(["+experiment=staircase", f"model.num_layers={args.layers}", "checkpoint.async_save=false"])
     mesh = make_mesh(cfg.mesh, jax.devices())

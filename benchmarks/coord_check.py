@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from spmdgpt.runtime import set_default_xla_flags  # noqa: E402
+from spmdgpt.mesh.runtime import set_default_xla_flags  # noqa: E402
 
 set_default_xla_flags()
 

@@ -191,13 +191,13 @@ def memory(args) -> None:
 
 
 def loader(args) -> None:
-    from spmdgpt.runtime import set_default_xla_flags
+    from spmdgpt.mesh.runtime import set_default_xla_flags
 
     set_default_xla_flags()
     import jax
 
     from spmdgpt.config import load_config
-    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.train_step import training_parts
 
     cfg = load_config(["+experiment=shakespeare_gpt2", "model.vocab_size=50304", "model.num_layers=4",

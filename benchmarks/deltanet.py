@@ -29,9 +29,9 @@ import numpy as np
 
 from spmdgpt.config import load_config
 from spmdgpt.engine import Engine, EngineConfig, Request
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import delta_rule, init_params
 from spmdgpt.model.attention import blocked_causal_attention
-from spmdgpt.sharding import Rules, make_mesh
 
 B, H, DK, DV = 1, 4, 32, 32
 

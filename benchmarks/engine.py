@@ -44,7 +44,7 @@ import json
 import statistics
 import time
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
 use_retaining_malloc()
 set_default_xla_flags()
@@ -55,8 +55,8 @@ from padded_sampler import Sampler, SamplingParams  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.engine import Engine, EngineConfig, Request, pool_bytes  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import init_params, num_params  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 MODEL = ["model.vocab_size=50304", "model.num_layers=8", "model.d_model=512", "model.num_heads=8",
          "model.max_seq_len=1024", "mesh.data=1"]

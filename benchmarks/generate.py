@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
-use_retaining_malloc()  # the process settings of `spmdgpt train` (spmdgpt.runtime)
+use_retaining_malloc()  # the process settings of `spmdgpt train` (spmdgpt.mesh.runtime)
 set_default_xla_flags()
 
 import jax  # noqa: E402
@@ -30,8 +30,8 @@ import numpy as np  # noqa: E402
 from padded_sampler import Sampler, SamplingParams  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import forward, init_cache, init_params, num_params  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 
 def main() -> None:

@@ -135,7 +135,7 @@ def _setup(overrides, seq=None, batch=None):
     import jax
 
     from spmdgpt.config import load_config
-    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.mesh.sharding import Rules, make_mesh
 
     shape = [f"data.seq_len={seq}", f"model.max_seq_len={seq}", f"data.batch_size={batch}"] if seq else []
     cfg = load_config([*GPT2, *shape, *overrides])
@@ -792,8 +792,8 @@ def cmd_target_plan(out: Path) -> int:
     import jax
     from jax.experimental import topologies
 
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.plan import plan_step, report
-    from spmdgpt.sharding import Rules, make_mesh
 
     text = (out / "gpu_target_config.txtpb").read_text()
     print("local devices:", jax.devices())

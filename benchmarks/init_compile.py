@@ -15,17 +15,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from spmdgpt.runtime import set_default_xla_flags
+from spmdgpt.mesh.runtime import set_default_xla_flags
 
 set_default_xla_flags()
 
 import jax  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import num_params, param_info  # noqa: E402
 from spmdgpt.model.layers import dtype_of  # noqa: E402
 from spmdgpt.model.params import _init_leaves, param_shardings  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 
 
 def timed(cfg, rules, options) -> tuple[float, float]:

@@ -20,7 +20,7 @@ import argparse
 import statistics
 import time
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
 use_retaining_malloc()  # as `spmdgpt train` does
 set_default_xla_flags()
@@ -31,8 +31,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import init_params  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.state import init_state  # noqa: E402
 from spmdgpt.train_step import make_train_step, optimizer_of  # noqa: E402
 

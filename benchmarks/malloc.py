@@ -3,7 +3,7 @@
     python benchmarks/malloc.py [--pairs 2] [--configs B1,B2]
 
 Runs benchmarks/throughput.py in fresh processes, alternating SPMDGPT_MALLOC=system (glibc's
-defaults) and spmdgpt's settings (spmdgpt.runtime.MALLOC_TUNABLES, what `spmdgpt train` uses),
+defaults) and spmdgpt's settings (spmdgpt.mesh.runtime.MALLOC_TUNABLES, what `spmdgpt train` uses),
 `--pairs` times each, and prints per config the mean best-window tokens/s and MFU, kernel time
 and minor page faults per step, and the ratio retaining / system. The malloc setting can only be
 chosen when a process starts, hence one process per measurement.

@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import abstract_params, init_params, loss_fn
-from spmdgpt.sharding import Rules, make_mesh
 
 SHAPES = {"B2": (50257, 8, 256, (64, 32, 16)), "128K": (128256, 4, 1024, (256, 128, 64))}
 

@@ -42,7 +42,7 @@ import statistics
 import sys
 import time
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
 if "--target" in sys.argv:  # (compile-only devices: JAX runs on the CPU; the CUDA plugin's library checks
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # for a GPU driver are skipped)
@@ -54,11 +54,11 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from spmdgpt.config import GroupedMatmul, MoeDispatch, load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import init_params, is_info, param_info  # noqa: E402
 from spmdgpt.model.grouped import Tiles, using_tiles  # noqa: E402
 from spmdgpt.model.mlp import mlp  # noqa: E402
 from spmdgpt.model.moe import every_expert, moe  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.topology import target_default  # noqa: E402
 
 

@@ -26,9 +26,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
-use_retaining_malloc()  # the process settings of `spmdgpt train` (spmdgpt.runtime)
+use_retaining_malloc()  # the process settings of `spmdgpt train` (spmdgpt.mesh.runtime)
 set_default_xla_flags()
 
 import jax  # noqa: E402
@@ -36,6 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from spmdgpt.config import OptimizerConfig, load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import ParamInfo, loss_fn, param_info
 from spmdgpt.optim.manifold import (
     dual_iterates,
@@ -47,7 +48,6 @@ from spmdgpt.optim.manifold import (
 from spmdgpt.optim.matrices import MatrixView, is_hidden_matrix
 from spmdgpt.optim.msign import msign
 from spmdgpt.optim.muon import MomentumState, _momentum
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.train_step import training_parts
 
 B1 = [

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.generate import SamplingParams, context_error
+from spmdgpt.mesh.sharding import to_host
 from spmdgpt.model import Params, forward, init_cache
-from spmdgpt.sharding import to_host
 
 Array = jax.Array
 

@@ -38,7 +38,7 @@ import json, sys, time
 lib, sizes = sys.argv[1], (1024, 2048, 3072)
 rates = {}
 if lib == "jax":
-    from spmdgpt.runtime import set_default_xla_flags
+    from spmdgpt.mesh.runtime import set_default_xla_flags
     set_default_xla_flags()
     import jax, jax.numpy as jnp
     for dt in ("float32", "bfloat16"):

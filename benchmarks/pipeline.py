@@ -44,16 +44,16 @@ def main() -> None:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + f" --xla_force_host_platform_device_count={args.stages}").strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from spmdgpt.runtime import set_default_xla_flags
+    from spmdgpt.mesh.runtime import set_default_xla_flags
 
     set_default_xla_flags()
     import jax
     import numpy as np
 
     from spmdgpt.config import load_config
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params, to_stage_order
     from spmdgpt.model.pipeline import schedule_iterations
-    from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.train_step import step_gradients
 
     def step_time(m: int, stages: int, repeats: int = 1) -> float:

@@ -103,7 +103,7 @@ def step_seconds(experiment: str, variants: dict, rounds: int = 6, per_round: in
     import jax
 
     from spmdgpt.config import load_config
-    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.train_step import training_parts
 
     parts, times = {}, {name: [] for name in variants}
@@ -150,7 +150,7 @@ def main() -> None:
     ap.add_argument("--experiment", default="shakespeare_char", help="the experiment every variant starts from")
     ap.add_argument("extra", nargs="*", help="overrides added to every variant (after --)")
     args = ap.parse_args()
-    from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+    from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
     use_retaining_malloc()  # the CLI's settings, so that the measured steps are the runs' steps
     set_default_xla_flags()

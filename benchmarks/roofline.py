@@ -49,8 +49,8 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
     import jax
 
     from spmdgpt.config import freeze, load_config
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.plan import batch_shapes, run_programs
-    from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.state import abstract_state
     from spmdgpt.topology import compile_only_devices, target_default
     from spmdgpt.train_step import optimizer_of

@@ -76,7 +76,7 @@ def final_state(run_dir: Path):
 
     from spmdgpt import build_optimizer, init_state, load_config, make_mesh, param_info
     from spmdgpt.checkpoint import CheckpointManager
-    from spmdgpt.sharding import Rules
+    from spmdgpt.mesh.sharding import Rules
 
     cfg = load_config(CONFIG)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])

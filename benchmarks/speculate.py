@@ -20,7 +20,7 @@ import jax
 
 from spmdgpt.cli.runs import model_source, source_params, start_mesh
 from spmdgpt.engine import Engine, EngineConfig, Request
-from spmdgpt.sharding import Rules
+from spmdgpt.mesh.sharding import Rules
 
 PROMPTS = ["ROMEO:\n", "JULIET:\n", "KING RICHARD II:\n", "First Citizen:\n", "MENENIUS:\n", "DUKE VINCENTIO:\n",
            "LADY CAPULET:\n", "GLOUCESTER:\n"]

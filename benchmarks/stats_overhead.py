@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
 use_retaining_malloc()  # as `spmdgpt train` does: glibc malloc settings (a restart), XLA flags
 set_default_xla_flags()
@@ -24,9 +24,9 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import param_info  # noqa: E402
 from spmdgpt.optim import build_optimizer  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.stats import make_stats_fn, stats_row  # noqa: E402
 from spmdgpt.train_step import training_parts  # noqa: E402
 

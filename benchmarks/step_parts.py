@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
 use_retaining_malloc()  # the process settings of `spmdgpt train`
 set_default_xla_flags()

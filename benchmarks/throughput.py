@@ -9,7 +9,7 @@ The peak is the best float32 matmul rate (N x N @ N x N) over a few sizes; MFU =
 model FLOP/s (6N + attention, see spmdgpt.flops) / that peak. Each config runs several timed
 windows; the best window is compared with the (best-of) peak, and the median is printed too
 (this shared 2-core machine shows about +-10% run-to-run noise). Like `spmdgpt train`, the
-script restarts itself with spmdgpt's glibc malloc settings (spmdgpt.runtime); it also prints
+script restarts itself with spmdgpt's glibc malloc settings (spmdgpt.mesh.runtime); it also prints
 the kernel (sys) time and minor page faults per step. The last line is the results as JSON.
 """
 
@@ -21,7 +21,7 @@ import os
 import resource
 import time
 
-from spmdgpt.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
 
 use_retaining_malloc()  # the same process settings as `spmdgpt train`
 set_default_xla_flags()  # and XLA flags, set before JAX starts
@@ -32,9 +32,9 @@ import numpy as np  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.flops import flops_per_token
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
 from spmdgpt.train_step import make_train_step
 

@@ -35,7 +35,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ.update(JAX_COMPILATION_CACHE_DIR=_xla_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                       JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
-from spmdgpt.runtime import set_default_xla_flags  # noqa: E402
+from spmdgpt.mesh.runtime import set_default_xla_flags  # noqa: E402
 
 set_default_xla_flags()
 
@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
-from spmdgpt.sharding import Rules, make_mesh  # noqa: E402
+from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.train_step import training_parts  # noqa: E402
 
 # trained runs that several test files share (tests/shared_runs.py: trained once per test run)

@@ -8,9 +8,9 @@ import jax
 import numpy as np
 
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import activation_stats, init_params
 from spmdgpt.model.loss import loss_fn, token_losses
-from spmdgpt.sharding import Rules, make_mesh
 
 # init_std 0.2: attention far from uniform at init, so that a wrong mask or order shows in the loss
 BASE = ["model.d_model=32", "model.num_layers=2", "model.num_heads=4", "model.vocab_size=64", "model.init_std=0.2",

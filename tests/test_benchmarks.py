@@ -68,8 +68,8 @@ def test_pytorch_reference_is_spmdgpt_model(torch_side):
     from spmdgpt.config import load_config
     from spmdgpt.hf.export import to_tensors
     from spmdgpt.hf.tables import TORCH_GPT
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params, loss_fn
-    from spmdgpt.sharding import Rules, make_mesh
 
     v, d, n, L, t = 65, 64, 4, 2, 32
     cfg = load_config([f"model.vocab_size={v}", f"model.d_model={d}", f"model.num_heads={n}", f"model.num_layers={L}",

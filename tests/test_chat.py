@@ -14,7 +14,7 @@ from spmdgpt.data import load_dataset
 from spmdgpt.data.chat import SPECIAL_TOKENS, ChatTemplate, ChatTokenizer, chat_tokenizer
 from spmdgpt.data.loader import Batcher, EvalBatcher
 from spmdgpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, tokenizer_from_json
-from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.mesh.sharding import Rules, make_mesh
 
 GPT2 = load_config([]).data
 CONVERSATION = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},

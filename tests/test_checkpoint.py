@@ -19,9 +19,9 @@ from spmdgpt import train
 from spmdgpt.checkpoint import CheckpointManager
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
 
 # A 1-device staircase run of 40 steps, checkpointed every 5 steps, one metrics row per step;

@@ -10,7 +10,7 @@ from layouts import T_LEN, B, assert_matches, cfg_for, reference, run
 
 from spmdgpt.cli import main
 from spmdgpt.config import validate
-from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.mesh.sharding import Rules, make_mesh
 
 CASES = [  # (id, model overrides, layout overrides, check per-token losses and statistics too)
     # both directions on 4 devices (2 hops left, 1 right); the 2 key/value heads replicated over

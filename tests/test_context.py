@@ -9,8 +9,8 @@ from layouts import assert_matches, cfg_for, reference, run
 
 from spmdgpt.cli import main
 from spmdgpt.config import ShardingConfig, validate
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model.context import context_order, from_context_order, to_context_order
-from spmdgpt.sharding import Rules, make_mesh
 
 CASES = [  # (id, model overrides, layout overrides, check the per-token losses and statistics too)
     # (model.attention_block=4: the ring takes its queries and keys 4 at a time; one device all at once)

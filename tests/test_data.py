@@ -12,7 +12,7 @@ from spmdgpt.config import ConfigError, DataConfig, TokenizerKind, load_config
 from spmdgpt.data import Batcher, CharTokenizer, EvalBatcher, TokenStream, load_dataset
 from spmdgpt.data.sources import find_data_root, staircase_tokens
 from spmdgpt.data.store import StoreDamaged, default_cache_dir
-from spmdgpt.sharding import Rules, make_mesh
+from spmdgpt.mesh.sharding import Rules, make_mesh
 
 # eight small documents with some non-ASCII text; the first one is empty-ish on purpose
 DOCS = [f"Document {i}: " + "to be or not to be, that is the question. " * (i + 1) + "\u00e9\u4e2d"

@@ -14,13 +14,13 @@ import pytest
 from layouts import assert_close, cfg_for, reference, run
 
 from spmdgpt.config import ConfigError, deltanet_dims, linear_layers, load_config, validate
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import delta_rule, forward, init_params
 from spmdgpt.model.attention import UnitInputs
 from spmdgpt.model.blocks import block
 from spmdgpt.model.deltanet import deltanet_attention
 from spmdgpt.model.head import embed, unembed
 from spmdgpt.model.layers import norm
-from spmdgpt.sharding import Rules, make_mesh
 
 HYBRID = ("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2", "model.deltanet.value_heads=4",
           "model.deltanet.key_dim=8", "model.deltanet.value_dim=6", "model.deltanet.chunk=16")

@@ -167,7 +167,7 @@ def test_partial_dist_settings_are_an_error(capsys, tmp_path):
     ({"TPU_WORKER_HOSTNAMES": "w0"}, None),
 ])
 def test_cluster_detection(monkeypatch, env, kind):
-    from spmdgpt.distributed import detected_cluster
+    from spmdgpt.mesh.distributed import detected_cluster
 
     for var in ("SLURM_JOB_ID", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES"):
         monkeypatch.delenv(var, raising=False)

@@ -242,8 +242,8 @@ def test_paged_kernels_compile_for_their_targets(topology, call):
     ragged paged attention)."""
     from spmdgpt.cli.plan import _compiling
     from spmdgpt.config import ConfigError, load_config
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.plan import abstract_params
-    from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.topology import compile_only_devices
 
     try:

@@ -82,8 +82,8 @@ def test_eval_of_a_text_file_matches_a_direct_computation(run, capsys, tmp_path)
     r = json.loads((tmp_path / "r.json").read_text())["results"]["t.txt"]
     assert r["tokens"] == r["bytes"] == 58
 
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import forward
-    from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.state import load_params
 
     toks = np.array([int(c) for c in digits], np.int32)

@@ -8,9 +8,9 @@ import pytest
 
 from spmdgpt.config import load_config
 from spmdgpt.evaluate import Scorer, loss_sums
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import params as T
 from spmdgpt.model.loss import token_losses
-from spmdgpt.sharding import Rules, make_mesh
 
 BASE = ["model.d_model=32", "model.num_layers=2", "model.num_heads=4", "model.vocab_size=64", "model.init_std=0.2",
         "model.attention=xla", "data.seq_len=32", "model.max_seq_len=32"]

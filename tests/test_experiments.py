@@ -23,9 +23,9 @@ from conftest import compile_only_or_skip
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.kinds import run_kind
+from spmdgpt.mesh.runtime import host_memory
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.plan import plan_step
-from spmdgpt.runtime import host_memory
-from spmdgpt.sharding import Rules, make_mesh
 
 HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "gpt2_124m": ["topology=h100"],

@@ -13,10 +13,10 @@ from conftest import compile_only_or_skip, read_jsonl
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import init_params
 from spmdgpt.model.fp8 import E4M3, E5M2, delayed_einsum, fp8_einsum, quantize
 from spmdgpt.model.loss import loss_fn
-from spmdgpt.sharding import Rules, make_mesh
 
 
 def _rel(a, b):

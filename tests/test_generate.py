@@ -12,8 +12,8 @@ from shared_runs import STAIRCASE_300
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.engine import Engine, EngineConfig, Request
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_cache, init_params
-from spmdgpt.sharding import Rules, make_mesh
 
 
 def setup(*overrides, devices=None):

@@ -14,8 +14,8 @@ import pytest
 from spmdgpt import train
 from spmdgpt.cli import main
 from spmdgpt.config import RopeScaling, load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_params
-from spmdgpt.sharding import Rules, make_mesh
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -11,8 +11,8 @@ from conftest import read_jsonl  # noqa: E402
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.data import Batcher, load_dataset
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import init_params, lora, objective, param_info
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
 from spmdgpt.train_step import make_train_step, optimizer_of
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from spmdgpt.config import ConfigError, load_config, validate
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import abstract_params, init_params, loss_fn
-from spmdgpt.sharding import Rules, make_mesh
 
 
 def _loss_and_grads(model_cfg, rules, params, x, y):

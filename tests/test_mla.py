@@ -13,11 +13,11 @@ from layouts import assert_close, cfg_for, reference, run
 
 from spmdgpt.config import load_config, mla_dims, validate
 from spmdgpt.flops import flops_per_token
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_cache, init_params
 from spmdgpt.model.attention import UnitInputs
 from spmdgpt.model.layers import rope_frequencies
 from spmdgpt.model.mla import mla_attention, softmax_scale
-from spmdgpt.sharding import Rules, make_mesh
 
 MLA = ("model.mla.kv_rank=16", "model.mla.q_rank=12", "model.mla.rope_dim=4", "model.mla.v_dim=6")
 

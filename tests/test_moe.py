@@ -16,10 +16,10 @@ from jax.sharding import PartitionSpec as P
 from spmdgpt.config import ConfigError, MoeDispatch, load_config, validate
 from spmdgpt.flops import matmul_params
 from spmdgpt.hf import architecture
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import init_params
 from spmdgpt.model.loss import objective
 from spmdgpt.model.moe import block_rows, capacity, every_expert, moe, route
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.web import check_supported
 
 BASE = ["+experiment=staircase", "model.moe.num_experts=4", "model.moe.top_k=2", "model.init_std=0.2"]

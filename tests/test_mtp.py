@@ -11,13 +11,13 @@ import pytest
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import init_params
 from spmdgpt.model.blocks import block
 from spmdgpt.model.head import embed, unembed
 from spmdgpt.model.layers import norm
 from spmdgpt.model.loss import objective
 from spmdgpt.model.transformer import hidden_states
-from spmdgpt.sharding import Rules, make_mesh
 
 
 def _module_logits(m, rules, params, doc):

@@ -9,8 +9,8 @@ from conftest import compile_only_or_skip, required
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.hlo import collectives_of, group_size, overlapped_traffic, traffic_of
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.plan import plan_step
-from spmdgpt.sharding import Rules, make_mesh
 
 COMMON = ["+experiment=staircase", "model.num_layers=2", "model.scan_unroll=false"]
 
@@ -418,7 +418,7 @@ def test_plan_compiles_for_several_tpu_slices(capsys):
     import json
 
     from spmdgpt.config import MeshConfig
-    from spmdgpt.sharding import make_mesh
+    from spmdgpt.mesh.sharding import make_mesh
     from spmdgpt.topology import compile_only_devices
 
     devices = compile_only_devices("v5e-4", slices=2)

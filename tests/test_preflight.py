@@ -13,9 +13,9 @@ from conftest import compile_only_or_skip
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
+from spmdgpt.mesh.runtime import device_platforms
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.plan import plan_step
-from spmdgpt.runtime import device_platforms
-from spmdgpt.sharding import Rules, make_mesh
 
 # a vocabulary large enough that the logits dominate the evaluation's temporaries
 WIDE = ["+experiment=staircase", "model.vocab_size=4096", "train.rollout_tokens=8", "train.stats_every=5"]
@@ -132,7 +132,7 @@ def test_platforms_follow_the_machines_devices(monkeypatch):
     choice) for a device without its plugin; the user's own setting stays."""
     import glob
 
-    from spmdgpt import runtime
+    from spmdgpt.mesh import runtime
 
     present, plugins = set(), ["xla_cuda13 libtpu"]
     monkeypatch.setattr(runtime.os.path, "exists", lambda p: p in present)
@@ -161,7 +161,7 @@ def test_platforms_follow_the_machines_devices(monkeypatch):
 
 
 def test_the_compilation_cache_folder(monkeypatch, tmp_path):
-    from spmdgpt.runtime import COMPILE_CACHE_MAX_BYTES, use_compilation_cache
+    from spmdgpt.mesh.runtime import COMPILE_CACHE_MAX_BYTES, use_compilation_cache
 
     for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATION_CACHE_MAX_SIZE", "SPMDGPT_COMPILE_CACHE"):
         monkeypatch.delenv(name, raising=False)

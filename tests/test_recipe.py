@@ -14,12 +14,12 @@ import pytest
 
 from spmdgpt.budget import evaluations, steps_within
 from spmdgpt.config import ConfigError, load_config, validate
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_params, loss_fn, objective, param_info
 from spmdgpt.model.attention import attention_backend, fused_qkv
 from spmdgpt.model.layers import dropout
 from spmdgpt.model.mlp import mlp
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import init_state
 from spmdgpt.train_step import make_train_step
 

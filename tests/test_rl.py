@@ -13,11 +13,11 @@ from conftest import wait_until
 
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.data import CharTokenizer
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_params
 from spmdgpt.model.grpo import grpo_objective, grpo_terms, token_logps
 from spmdgpt.rl.rewards import RewardError, digits, exact, final_answer, numeric, regex, reward_function, score
 from spmdgpt.rl.rollouts import group_advantages
-from spmdgpt.sharding import Rules, make_mesh
 
 
 def test_builtin_rewards():
@@ -562,10 +562,10 @@ def test_without_the_kl_term_no_reference_is_kept_or_run(tmp_path, capsys):
     kl_beta > 0), and a rollout without a reference takes the sampling policy's log-probabilities
     as ref_logp (no second forward pass)."""
     from spmdgpt.cli import main
+    from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.model import abstract_params
     from spmdgpt.rl.prompts import Prompt
     from spmdgpt.rl.rollouts import Rollouts
-    from spmdgpt.sharding import shard_bytes
 
     base = [*_sums_file(tmp_path), "format=json"]  # (on the 8 test devices)
     plans = {}

@@ -241,7 +241,7 @@ def test_the_h100_steps_gemm_flops_are_the_formulas(extra):
     # the step reads the parameters and the Adam moments and writes them back, at least once each
     import jax
 
-    from spmdgpt.sharding import Rules, make_mesh, shard_bytes
+    from spmdgpt.mesh.sharding import Rules, make_mesh, shard_bytes
     from spmdgpt.state import abstract_state
     from spmdgpt.train_step import optimizer_of
 

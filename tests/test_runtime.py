@@ -1,4 +1,4 @@
-"""Process-level settings: the glibc malloc restart (spmdgpt.runtime.use_retaining_malloc)."""
+"""Process-level settings: the glibc malloc restart (spmdgpt.mesh.runtime.use_retaining_malloc)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from spmdgpt.runtime import MALLOC_TUNABLES, malloc_environment
+from spmdgpt.mesh.runtime import MALLOC_TUNABLES, malloc_environment
 
 OURS = ":".join(MALLOC_TUNABLES)
 GLIBC = malloc_environment({}) is not None  # this process runs on glibc
@@ -31,7 +31,7 @@ def test_malloc_environment_decisions():
 
 def test_failed_restart_carries_on(monkeypatch, capsys):
     """If the restart itself fails, the process goes on with glibc's defaults and says so."""
-    import spmdgpt.runtime as runtime
+    import spmdgpt.mesh.runtime as runtime
 
     calls = []
 
@@ -51,7 +51,7 @@ def test_failed_restart_carries_on(monkeypatch, capsys):
 
 PROBE = """
 import json, os, resource
-from spmdgpt.runtime import use_retaining_malloc
+from spmdgpt.mesh.runtime import use_retaining_malloc
 use_retaining_malloc()
 import jax, jax.numpy as jnp
 f = jax.jit(lambda x: jnp.sum(jnp.cumsum(jnp.cumsum(x, 0)[::-1] * 2.0, 1)))

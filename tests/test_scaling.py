@@ -137,9 +137,9 @@ def test_folded_weights_compute_the_run_without_multipliers(extra):
     import dataclasses
 
     from spmdgpt.config import Parametrization
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import forward, init_params
     from spmdgpt.model.parametrization import attention_factor, branch_multiplier, folded
-    from spmdgpt.sharding import Rules, make_mesh
 
     cfg = load_config(["+experiment=staircase", "model.tie_embeddings=false", "model.d_model=128", "model.num_layers=4",
                        "model.parametrization=completep", "model.base_width=32", "model.base_depth=1", *extra])

@@ -125,7 +125,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
         assert lp["token_logprobs"][0] is None
 
         cfg, tok = model_source(str(stair_run), ["mesh.data=1"])
-        from spmdgpt.sharding import Rules, make_mesh
+        from spmdgpt.mesh.sharding import Rules, make_mesh
 
         mesh = make_mesh(cfg.mesh, jax.devices()[:1])
         with jax.set_mesh(mesh):
@@ -227,7 +227,7 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
 
     from spmdgpt.cli.chat import chat_model
     from spmdgpt.cli.runs import source_params
-    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.mesh.sharding import Rules, make_mesh
 
     cfg, tok = chat_model(str(run), ["mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
@@ -270,9 +270,9 @@ def test_the_backend_on_a_mesh_equals_one_device(unit):
 
     from spmdgpt.config import load_config
     from spmdgpt.data import CharTokenizer
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params
     from spmdgpt.serve import Backend, Sampling
-    from spmdgpt.sharding import Rules, make_mesh
 
     tok, got = CharTokenizer("0123456789"), []
     for devices, layout in ((1, ["mesh.data=1"]), (4, ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
@@ -306,9 +306,9 @@ def test_a_failed_engine_step_answers_500_and_never_hangs():
 
     from spmdgpt.config import load_config
     from spmdgpt.data import CharTokenizer
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params
     from spmdgpt.serve import Backend, Sampling, Server
-    from spmdgpt.sharding import Rules, make_mesh
 
     tok = CharTokenizer("0123456789")
     cfg = load_config(["+experiment=staircase", "mesh.data=1"])

@@ -8,7 +8,7 @@ from conftest import train_steps
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import load_config
-from spmdgpt.sharding import bytes_per_device
+from spmdgpt.mesh.sharding import bytes_per_device
 
 # (rule table, mesh overrides, largest per-device share of the parameter bytes allowed)
 LAYOUTS = [
@@ -104,7 +104,7 @@ def test_a_new_mesh_axis_is_a_schema_line_and_a_rule_table(single_device_run):
     import dataclasses
 
     from spmdgpt.config import MeshConfig, ShardingConfig, mesh_axes, validate
-    from spmdgpt.sharding import make_mesh
+    from spmdgpt.mesh.sharding import make_mesh
 
     # MeshConfig as it would be written with the new field (field order = mesh order)
     ToyMesh = dataclasses.make_dataclass("ToyMesh", [("data", int, -1), ("toy", int, 1), ("model", int, 1)])

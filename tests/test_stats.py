@@ -9,13 +9,13 @@ from conftest import read_jsonl
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import loss_fn
 from spmdgpt.model.attention import UnitInputs, fused_qkv, self_attention
 from spmdgpt.model.blocks import block
 from spmdgpt.model.head import embed
 from spmdgpt.model.layers import norm
 from spmdgpt.model.mlp import mlp
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.stats import make_stats_fn, stats_row
 from spmdgpt.train_step import training_parts
 

@@ -12,7 +12,7 @@ from conftest import read_jsonl
 
 from spmdgpt import train
 from spmdgpt.config import load_config
-from spmdgpt.runtime import MALLOC_TUNABLES, malloc_environment
+from spmdgpt.mesh.runtime import MALLOC_TUNABLES, malloc_environment
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_cli_end_to_end_subprocess(tmp_path):
     assert "val/loss" in out.stderr
     rows = read_jsonl(tmp_path / "r" / "metrics.jsonl")
     assert rows[-1]["step"] == 30 and rows[-1]["val/loss"] < math.log(16)
-    # the entry point restarted itself with glibc's malloc tunables (spmdgpt.runtime), on glibc
+    # the entry point restarted itself with glibc's malloc tunables (spmdgpt.mesh.runtime), on glibc
     meta = json.loads((tmp_path / "r" / "metadata.json").read_text())
     assert meta["glibc_tunables"] == (":".join(MALLOC_TUNABLES) if malloc_environment({}) is not None else "")
 
@@ -165,9 +165,9 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
 def test_skip_nonfinite_keeps_the_state_and_counts_the_step(staircase_cfg):
     """train.skip_nonfinite: a batch that makes the loss non-finite leaves parameters and
     optimizer state bitwise unchanged (the step still counts); a finite one updates them."""
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import param_info
     from spmdgpt.optim import build_optimizer
-    from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.state import init_state
     from spmdgpt.train_step import make_train_step
 
@@ -250,9 +250,9 @@ def test_microbatches_give_the_same_step_with_less_memory(staircase_cfg):
     import jax.numpy as jnp
     import optax
 
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import loss_fn, param_info
     from spmdgpt.optim import build_optimizer
-    from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.state import init_state
     from spmdgpt.train_step import accumulated_grads, make_train_step
 
@@ -287,8 +287,8 @@ def test_microbatches_weigh_counted_targets_alike(staircase_cfg):
     import jax
     import jax.numpy as jnp
 
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params
-    from spmdgpt.sharding import Rules, make_mesh
     from spmdgpt.train_step import step_gradients
 
     rng = np.random.default_rng(2)

@@ -14,13 +14,13 @@ from conftest import train_steps
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import Unit, activation_stats, blocks, init_params, leaf_name, objective, param_info
 from spmdgpt.model import params as model_params
 from spmdgpt.model.info import matrix
 from spmdgpt.model.layers import rms
 from spmdgpt.optim import weight_decay_mask
 from spmdgpt.optim.matrices import is_hidden_matrix
-from spmdgpt.sharding import Rules, make_mesh
 
 OVERRIDES = ("+experiment=staircase", "model.num_layers=2", "data.batch_size=8", "train.steps=3")
 

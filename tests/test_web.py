@@ -21,8 +21,8 @@ from spmdgpt import train
 from spmdgpt.cli import main
 from spmdgpt.config import ConfigError, load_config, load_run_config
 from spmdgpt.data import tokenizer_from_json
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward
-from spmdgpt.sharding import Rules, make_mesh
 from spmdgpt.state import load_params
 from spmdgpt.web import static_server
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from spmdgpt.config import ConfigError, layer_windows, load_config, validate
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_cache, init_params
 from spmdgpt.model.attention import attention_backend
-from spmdgpt.sharding import Rules, make_mesh
 
 BASE = ["+experiment=staircase", "model.num_layers=2", "model.sliding_window=4", "model.attention_block=8",
         "model.init_std=0.2", "mesh.data=1"]

@@ -12,8 +12,8 @@ import numpy as np
 from spmdgpt.config import Config, ModelConfig
 from spmdgpt.data import EvalBatcher
 from spmdgpt.loggers import append_rows
+from spmdgpt.mesh.sharding import Rules, shard_bytes, to_host
 from spmdgpt.model.loss import count_first
-from spmdgpt.sharding import Rules, shard_bytes, to_host
 
 
 def loss_sums(cfg: Config, rules: Rules, microbatches: int = 1):

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import Params
-from spmdgpt.sharding import Rules
 
 
 def context_error(prompt_tokens: int, max_new_tokens: int, max_seq_len: int) -> Optional[str]:

@@ -30,8 +30,8 @@ from tqdm import tqdm
 
 from spmdgpt.config import ConfigError, ModelConfig
 from spmdgpt.engine import Engine, EngineConfig, Request
+from spmdgpt.mesh.sharding import Rules, to_host
 from spmdgpt.model import forward
-from spmdgpt.sharding import Rules, to_host
 
 
 def bucket(n: int, most: int) -> int:

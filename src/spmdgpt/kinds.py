@@ -18,8 +18,8 @@ from typing import Callable
 import jax
 
 from spmdgpt.config import Config, ConfigError, document_batches, preference_data, prompts_data
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.runkind import RunKind, RunParts
-from spmdgpt.sharding import Rules
 
 # ----------------------------------------------------------------------------- text
 

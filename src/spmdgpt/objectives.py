@@ -13,11 +13,11 @@ from typing import Callable, NamedTuple
 import jax.numpy as jnp
 
 from spmdgpt.config import Config, preference_data, prompts_data
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import attention_dropout
 from spmdgpt.model.grpo import Clip, grpo_count, grpo_objective, logp_temperature
 from spmdgpt.model.loss import objective as next_token_objective
 from spmdgpt.model.preference import dpo_objective, pair_count
-from spmdgpt.sharding import Rules
 
 
 class Objective(NamedTuple):

@@ -43,9 +43,9 @@ import jax.numpy as jnp
 from spmdgpt.config import Config, ConfigError, document_batches, preference_data
 from spmdgpt.flops import flops_per_token
 from spmdgpt.hlo import collectives_of, dot_kinds, overlapped_traffic, traffic_of
+from spmdgpt.mesh.sharding import Rules, shard_bytes
 from spmdgpt.model import abstract_params
 from spmdgpt.model.pipeline import schedule_iterations
-from spmdgpt.sharding import Rules, shard_bytes
 
 
 @dataclass
@@ -196,7 +196,7 @@ def local_capacity() -> tuple:
     """(bytes one of this process's devices can hold or None, what it is): a GPU's or TPU's own
     limit (JAX's allocator's share of it), or for CPU devices this host's memory (`host_memory`)
     over their number."""
-    from spmdgpt.runtime import host_memory
+    from spmdgpt.mesh.runtime import host_memory
 
     device = jax.local_devices()[0]
     limit = (device.memory_stats() or {}).get("bytes_limit")

@@ -11,7 +11,7 @@ import jax
 from spmdgpt.config import Config, ConfigError
 from spmdgpt.data import Batcher
 from spmdgpt.evaluate import LossEvaluator, TextSampler
-from spmdgpt.sharding import Rules
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.state import Start
 
 

@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import load_config
+from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward
 from spmdgpt.model.transformer import activation_stats
-from spmdgpt.sharding import Rules, make_mesh
 
 QUANTITIES = ("attn", "mlp", "resid", "logits")  # what a coordinate check reads (RMS), in plot order
 

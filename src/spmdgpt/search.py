@@ -163,7 +163,7 @@ def own_layout(item: str) -> bool:
 
 def default_jobs() -> int:
     """Compiles at a time: one per CPU core, at most one per 8 GiB of this host's memory, at most 4."""
-    from spmdgpt.runtime import host_memory
+    from spmdgpt.mesh.runtime import host_memory
 
     return max(1, min(os.cpu_count() or 1, host_memory() // (8 * 2**30), 4))
 

@@ -48,6 +48,7 @@ from spmdgpt.config import (
 )
 from spmdgpt.data import Tokenizer
 from spmdgpt.hf import hf_folder
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import (
     Params,
     abstract_params,
@@ -63,7 +64,6 @@ from spmdgpt.model.layers import dtype_of
 from spmdgpt.model.params import abstract_tree, init_tree
 from spmdgpt.optim import initial_params
 from spmdgpt.rundir import truncate_jsonl
-from spmdgpt.sharding import Rules
 
 LOGS = ("metrics.jsonl", "samples.jsonl")  # rows keyed by step, cut back on resume
 

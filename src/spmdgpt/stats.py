@@ -30,9 +30,9 @@ import numpy as np
 import optax
 
 from spmdgpt.config import Config
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import activation_stats, is_info, param_info
 from spmdgpt.model.pipeline import stack_order
-from spmdgpt.sharding import Rules
 from spmdgpt.train_step import step_gradients
 
 

@@ -16,12 +16,12 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import Config, document_batches, replan_points
 from spmdgpt.data import Batcher, load_dataset
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import between_steps, fp8, param_info
 from spmdgpt.model.lora import attach
 from spmdgpt.model.loss import count_first
 from spmdgpt.objectives import objective_of
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
-from spmdgpt.sharding import Rules
 from spmdgpt.state import TrainState, init_state, trained_info
 
 

@@ -90,8 +90,8 @@ def usage() -> str:
 
 def entry() -> None:
     """The process entry point (console script `spmdgpt`, `python -m spmdgpt`): restart with the
-    glibc malloc settings first (spmdgpt.runtime.use_retaining_malloc), then run main."""
-    from spmdgpt.runtime import use_retaining_malloc
+    glibc malloc settings first (spmdgpt.mesh.runtime.use_retaining_malloc), then run main."""
+    from spmdgpt.mesh.runtime import use_retaining_malloc
 
     use_retaining_malloc()
     try:
@@ -132,7 +132,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return error(["--cfg is Hydra's flag, which spmdgpt's commands do not take; spmdgpt config [SECTION] "
                       "[overrides] prints the resolved config or a section's fields"])
     from spmdgpt.config import ConfigError
-    from spmdgpt.runtime import choose_platforms, use_compilation_cache
+    from spmdgpt.mesh.runtime import choose_platforms, use_compilation_cache
 
     choose_platforms()  # (only the backends of this machine's devices start: no plugin tracebacks)
     use_compilation_cache()  # (a run started again loads its executables instead of compiling them)

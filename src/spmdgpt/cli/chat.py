@@ -81,7 +81,7 @@ def run(items: List[str]) -> int:
     import jax
 
     from spmdgpt.generate import Conversation, SamplingParams
-    from spmdgpt.sharding import Rules
+    from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)

@@ -82,7 +82,7 @@ def run(items: List[str]) -> int:
     import jax
 
     from spmdgpt.evaluate import Scorer, text_batcher, text_windows, token_byte_lengths
-    from spmdgpt.sharding import Rules
+    from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)

@@ -123,7 +123,7 @@ def run(items: List[str]) -> int:
     import jax
     import numpy as np
 
-    from spmdgpt.sharding import Rules, make_mesh
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.state import load_params
 
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])

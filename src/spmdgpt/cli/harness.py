@@ -127,7 +127,7 @@ def run(items: List[str]) -> int:
     from lm_eval.utils import handle_non_serializable, make_table
 
     from spmdgpt.harness import SpmdgptLM
-    from spmdgpt.sharding import Rules
+    from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)

@@ -28,7 +28,7 @@ from typing import List
 
 from spmdgpt.cli.args import EXIT_OK, EXIT_USAGE, parse
 from spmdgpt.config import ConfigError
-from spmdgpt.runtime import host_memory
+from spmdgpt.mesh.runtime import host_memory
 
 
 @dataclass
@@ -147,8 +147,8 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
     from spmdgpt.cli.serve import DECODE_ATTENTION
     from spmdgpt.engine import EngineConfig
     from spmdgpt.engine.scheduler import speculate_error
+    from spmdgpt.mesh.sharding import Rules
     from spmdgpt.plan import plan_serving
-    from spmdgpt.sharding import Rules
 
     errs = [f"{f}={getattr(args, f)} must be >= 1" for f in ("slots", "page_size", "chunk") if getattr(args, f) < 1]
     if args.pages < 0 or args.pages == 1:
@@ -188,7 +188,7 @@ def run(items: List[str]) -> int:
     if args.memory_gb < 0:
         raise ConfigError([f"memory_gb={args.memory_gb} must be >= 0 (0 = the device's own memory)"])
     from spmdgpt.config import SECTIONS, freeze, load_config, validate
-    from spmdgpt.runtime import set_default_xla_flags
+    from spmdgpt.mesh.runtime import set_default_xla_flags
 
     if args.slices != 1 and not args.topology:
         raise ConfigError([f"slices={args.slices} needs topology=NAME (the pod slice to take {args.slices} of)"])
@@ -214,9 +214,9 @@ def run(items: List[str]) -> int:
 
     from spmdgpt.flops import device_peak_flops
     from spmdgpt.kinds import run_kind
+    from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import attention_backend
     from spmdgpt.plan import as_json, estimate, estimate_lines, plan_step, report, size, too_large
-    from spmdgpt.sharding import Rules, make_mesh
 
     devices = jax.devices()
     capacity = int(args.memory_gb * 2**30) if args.memory_gb else None

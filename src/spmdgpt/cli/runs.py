@@ -26,12 +26,12 @@ def start_mesh(cfg, data_errors: bool = True):
     the config asks, the config's model and layout checked for these devices (its data.* too
     when `data_errors`); returns the mesh cfg.mesh asks for."""
     from spmdgpt.config import freeze, validate
-    from spmdgpt.distributed import initialize
-    from spmdgpt.runtime import set_default_xla_flags
+    from spmdgpt.mesh.distributed import initialize
+    from spmdgpt.mesh.runtime import set_default_xla_flags
 
     set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
     initialize(cfg.dist)
-    from spmdgpt.sharding import make_mesh
+    from spmdgpt.mesh.sharding import make_mesh
 
     devices = mesh_devices(cfg)
     sections = ("model", "layout") + (("batch", "corpus") if data_errors else ())

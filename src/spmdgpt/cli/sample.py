@@ -107,7 +107,7 @@ def run(items: List[str]) -> int:
     import jax
 
     from spmdgpt.engine import Engine, EngineConfig, Request
-    from spmdgpt.sharding import Rules
+    from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)

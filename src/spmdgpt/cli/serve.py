@@ -87,8 +87,8 @@ def run(items: List[str]) -> int:
     import jax
     import uvicorn
 
+    from spmdgpt.mesh.sharding import Rules
     from spmdgpt.serve import Backend, Server, routes_of
-    from spmdgpt.sharding import Rules
 
     folder = hf_folder(args.run_dir)
     name = folder.name if folder is not None else Path(args.run_dir).resolve().name

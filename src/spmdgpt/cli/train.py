@@ -16,8 +16,8 @@ def run(items: List[str]) -> int:
         return sweep.run(items)
     _, overrides = parse(items)  # train owns no keys: every item overrides the config
     from spmdgpt.config import load_config
-    from spmdgpt.distributed import initialize
-    from spmdgpt.runtime import set_default_xla_flags
+    from spmdgpt.mesh.distributed import initialize
+    from spmdgpt.mesh.runtime import set_default_xla_flags
 
     cfg = load_config(overrides)
     set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend

@@ -95,8 +95,8 @@ def run(items: List[str]) -> int:
     import numpy as np
 
     from spmdgpt.evaluate import text_batcher
+    from spmdgpt.mesh.sharding import Rules, to_host
     from spmdgpt.model import forward
-    from spmdgpt.sharding import Rules, to_host
 
     vocab = tokenizer.vocab_size
     with jax.set_mesh(mesh):

@@ -24,7 +24,7 @@ from jax.sharding import NamedSharding
 
 from spmdgpt.config import ConfigError
 from spmdgpt.data.stream import TokenStream
-from spmdgpt.sharding import local_row_range
+from spmdgpt.mesh.sharding import local_row_range
 
 
 def _seed32(*words: int) -> int:

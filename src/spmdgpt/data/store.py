@@ -62,7 +62,7 @@ from spmdgpt.data.sources import (
 )
 from spmdgpt.data.tokenizers import Tokenizer
 from spmdgpt.files import WriteFailed, os_reason, write_atomic
-from spmdgpt.runtime import cache_root
+from spmdgpt.mesh.runtime import cache_root
 
 STORE_VERSION = 1
 SPLITS = ("train", "val")

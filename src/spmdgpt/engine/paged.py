@@ -40,6 +40,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig, linear_layers
+from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
@@ -50,7 +51,6 @@ from spmdgpt.model.layers import pick_rows as _pick
 from spmdgpt.model.loss import mtp_input
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
-from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
 

@@ -36,8 +36,8 @@ import numpy as np
 from spmdgpt.config import ModelConfig, linear_layers
 from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
 from spmdgpt.engine.pages import Pages, chain
+from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model.kernels import PAGED_KERNEL_PLATFORMS, paged_kernel_error
-from spmdgpt.sharding import Rules, platform
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ModelConfig, head_dim, kv_heads, rotary_dims
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.fp8 import INPUTS, history_info, sites
@@ -80,7 +81,6 @@ from spmdgpt.model.kernels import (
 )
 from spmdgpt.model.layers import dropout, layer_rope, norm_scale, rms_normalize, rope, scale_init
 from spmdgpt.model.parametrization import attention_factor
-from spmdgpt.sharding import Rules
 
 
 class UnitInputs(NamedTuple):

@@ -18,13 +18,13 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
 from spmdgpt.model.layers import dropout, norm, rms
 from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.parametrization import branch_multiplier
 from spmdgpt.model.params import Block, Params, block_units
 from spmdgpt.model.pipeline import pipeline
-from spmdgpt.sharding import Rules
 
 Array = jax.Array
 

@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import CollectiveMatmul, Config, mesh_axes_of, seq_axes
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import fp8
-from spmdgpt.sharding import Rules
 
 
 def _hops(rules: Rules) -> tuple[int, int, tuple, int]:

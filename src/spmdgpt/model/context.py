@@ -44,8 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import AttentionImpl, Config, ContextAttention, ModelConfig, seq_axes
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.kernels import causal_mask, local_kv, window_mask
-from spmdgpt.sharding import Rules
 
 F32 = jnp.float32
 NEG = float(np.finfo(np.float32).min)  # a masked score (finite: exp(NEG - max) is 0, no NaN)

@@ -42,13 +42,13 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig, deltanet_dims
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import delta_rule
 from spmdgpt.model.attention import UnitInputs, output_projection
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
 from spmdgpt.model.layers import pick_rows, rms_normalize
-from spmdgpt.sharding import Rules
 
 L2_EPS = 1e-6  # q and k: x / sqrt(sum x^2 + eps) (flash-linear-attention's and transformers' l2norm)
 

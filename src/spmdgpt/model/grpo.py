@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.loss import token_losses
 from spmdgpt.model.params import Params
-from spmdgpt.sharding import Rules
 
 Array = jax.Array
 

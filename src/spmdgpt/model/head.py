@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import DType, ModelConfig
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import fp8
 from spmdgpt.model.context import flatten
 from spmdgpt.model.params import Params
-from spmdgpt.sharding import Rules
 
 Array = jax.Array
 

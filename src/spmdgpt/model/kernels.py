@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ConfigError, DType, ModelConfig, head_dim, kv_heads, layer_windows
-from spmdgpt.sharding import Rules
-from spmdgpt.sharding import platform as mesh_platform
+from spmdgpt.mesh.sharding import Rules
+from spmdgpt.mesh.sharding import platform as mesh_platform
 
 
 def local_kv(k: jax.Array, v: jax.Array, n: int, rules: Rules, head_axis: int = 1):

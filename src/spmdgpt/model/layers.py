@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig, NormType, RopeScaling
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.info import vector
-from spmdgpt.sharding import Rules
 
 
 def dtype_of(d) -> jnp.dtype:

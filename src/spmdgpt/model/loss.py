@@ -29,6 +29,8 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.mesh.sharding import Rules
+from spmdgpt.mesh.sharding import platform as mesh_platform
 from spmdgpt.model import fp8
 from spmdgpt.model.blocks import block
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
@@ -36,8 +38,6 @@ from spmdgpt.model.head import embed, softcap, unembed, unembedding_rows
 from spmdgpt.model.layers import dtype_of, norm
 from spmdgpt.model.params import Params, aux_loss_weights
 from spmdgpt.model.transformer import final_norm, hidden_states
-from spmdgpt.sharding import Rules
-from spmdgpt.sharding import platform as mesh_platform
 
 Array = jax.Array
 

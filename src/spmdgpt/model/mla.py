@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig, RopeScaling, mla_dims
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import (
     UnitInputs,
     attention_stats,
@@ -53,7 +54,6 @@ from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import TOKEN_MAJOR
 from spmdgpt.model.layers import layer_rope, rms_normalize, rope, yarn_mscale
-from spmdgpt.sharding import Rules
 
 LATENT_EPS = 1e-6
 

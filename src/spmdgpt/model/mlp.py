@@ -17,11 +17,11 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import MlpType, ModelConfig, gated, mlp_hidden
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.fp8 import INPUTS, history_info, sites
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
 from spmdgpt.model.layers import rms
-from spmdgpt.sharding import Rules
 
 
 class Mlp(NamedTuple):

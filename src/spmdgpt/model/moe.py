@@ -80,12 +80,12 @@ from spmdgpt.config import (
     mesh_axes_of,
 )
 from spmdgpt.config.validate import positive, whole_width
+from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model.grouped import LEAST, grouped_matmul, unfit_widths
 from spmdgpt.model.grouped import config_errors as grouped_errors
 from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import load_tokamax, tokamax_missing
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
-from spmdgpt.sharding import Rules, platform
 
 F32 = jnp.float32
 

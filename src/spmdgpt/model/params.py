@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig, kv_heads, linear_layers, moe_layers
+from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model.attention import (
     attention_info,
     attention_unit_functions,
@@ -61,7 +62,6 @@ from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
 from spmdgpt.model.mtp import Mtp, mtp_info
 from spmdgpt.model.parametrization import STANDARD, parametrized
-from spmdgpt.sharding import Rules, platform
 
 Array = jax.Array
 

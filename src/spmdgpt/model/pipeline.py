@@ -52,7 +52,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import AttentionImpl, CollectiveMatmul, Config, mesh_axes_of
-from spmdgpt.sharding import Rules
+from spmdgpt.mesh.sharding import Rules
 
 
 def stack_order(num_layers: int, stages: int, repeats: int) -> Optional[np.ndarray]:

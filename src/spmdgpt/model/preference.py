@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import Config, ConfigError, ModelConfig, preference_data
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.loss import token_losses
 from spmdgpt.model.params import Params
-from spmdgpt.sharding import Rules
 
 Array = jax.Array
 

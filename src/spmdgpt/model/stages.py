@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.params import Params
 from spmdgpt.model.pipeline import reorder, stack_order
-from spmdgpt.sharding import Rules
 
 Array = jax.Array
 

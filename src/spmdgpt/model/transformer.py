@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import KVCache, causal_mask
 from spmdgpt.model.blocks import Cached, PerLayer, layer_step, pipelined_blocks, scan_layers, windows
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
@@ -27,7 +28,6 @@ from spmdgpt.model.head import embed, unembed
 from spmdgpt.model.layers import dropout, dtype_of, norm
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
-from spmdgpt.sharding import Rules
 
 Array = jax.Array
 

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import Config
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.runkind import RunKind, RunParts
-from spmdgpt.sharding import Rules
 
 
 def _batcher(cfg: Config, rules: Rules, data, is_main: bool):
@@ -46,11 +46,11 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     rollouts (with decode and prefill rows: its largest program) and the log-probabilities of a batch,
     compiled before step 1 for the run's state and checked against a device's memory
     (`preflight.checked`); the run then calls these executables."""
+    from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.model import param_info
     from spmdgpt.model.lora import attach
     from spmdgpt.plan import _compiled, run_programs
     from spmdgpt.preflight import checked
-    from spmdgpt.sharding import shard_bytes
 
     ro = parts.batcher.rollouts
     batch = batch_shapes(cfg, rules)

@@ -34,11 +34,11 @@ import numpy as np
 from spmdgpt.config import Config
 from spmdgpt.engine import Engine, EngineConfig, Request, batch_engine
 from spmdgpt.generate import SamplingParams
+from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import score
 from spmdgpt.rl.tools import Toolbox
-from spmdgpt.sharding import Rules
 
 ROLLOUT_SALT = 0x9A0  # separates the rollouts' streams from the data order and dropout
 STD_EPS = 1e-4  # added to a group's reward std (an all-equal group: advantages 0, not 0/0)
