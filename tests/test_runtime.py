@@ -102,7 +102,7 @@ def test_restart_keeps_freed_memory_no_page_faults():
 def test_os_reason_keeps_the_reason_of_every_tensorstore_form():
     """A failed write names the operating system's reason, whichever form TensorStore's error
     takes (seen in a clean-clone CI run: the bare reason followed by its spec payload)."""
-    from spmdgpt.files import os_reason
+    from spmdgpt.run.files import os_reason
 
     assert os_reason(OSError(28, "No space left on device")) == "No space left on device"
     assert os_reason(RuntimeError('Failed to write "a/b": File too large [os_error_code=27]')) == "File too large"

@@ -215,7 +215,7 @@ def test_skipped_steps_in_a_row_stop_the_run(tmp_path, capsys):
 
 
 def test_jsonl_rows_are_strict_json(tmp_path):
-    from spmdgpt.loggers import JsonlLogger
+    from spmdgpt.run.loggers import JsonlLogger
 
     log = JsonlLogger(tmp_path / "m.jsonl")
     log.log({"step": 1, "loss": float("nan"), "grad_norm": float("inf"), "lr": 0.5})
@@ -230,8 +230,8 @@ def test_jsonl_rows_are_strict_json(tmp_path):
 def test_metrics_write_on_a_full_disk_is_a_clean_error():
     from pathlib import Path
 
-    from spmdgpt.files import WriteFailed
-    from spmdgpt.loggers import JsonlLogger
+    from spmdgpt.run.files import WriteFailed
+    from spmdgpt.run.loggers import JsonlLogger
 
     log = JsonlLogger(Path("/dev/full"))  # every write: ENOSPC, as on a full disk
     with pytest.raises(WriteFailed) as e:

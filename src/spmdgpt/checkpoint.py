@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from spmdgpt.config import CheckpointConfig, Config, ConfigError, to_dict
-from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.model.info import by_name, path_name
+from spmdgpt.run.files import WriteFailed, os_reason
 
 CHECKPOINT_DIR = "checkpoints"
 

@@ -11,9 +11,9 @@ import numpy as np
 
 from spmdgpt.config import Config, ModelConfig
 from spmdgpt.data import EvalBatcher
-from spmdgpt.loggers import append_rows
 from spmdgpt.mesh.sharding import Rules, shard_bytes, to_host
 from spmdgpt.model.loss import count_first
+from spmdgpt.run.loggers import append_rows
 
 
 def loss_sums(cfg: Config, rules: Rules, microbatches: int = 1):

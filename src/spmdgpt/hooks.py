@@ -35,8 +35,8 @@ import jax
 from spmdgpt.budget import Replan, from_process_0
 from spmdgpt.config import freeze, to_yaml
 from spmdgpt.config.load import fixed_steps
-from spmdgpt.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.model import to_layer_order
+from spmdgpt.run.files import WriteFailed, os_reason, write_text_atomic
 from spmdgpt.stats import stats_row
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from spmdgpt.config import Config, ConfigError, override_key
 from spmdgpt.config.schema import Parametrization
-from spmdgpt.files import jsonl_rows
+from spmdgpt.run.files import jsonl_rows
 
 MIN_STEPS = 10  # a point's fewest steps (below, warmup and the schedule are noise)
 SHORT_STEPS = 100  # fewer than this: reported as likely off the law (the Gutenberg ladder's shortest three were)

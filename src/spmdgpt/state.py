@@ -63,7 +63,7 @@ from spmdgpt.model.info import by_name, path_name
 from spmdgpt.model.layers import dtype_of
 from spmdgpt.model.params import abstract_tree, init_tree
 from spmdgpt.optim import initial_params
-from spmdgpt.rundir import truncate_jsonl
+from spmdgpt.run.rundir import truncate_jsonl
 
 LOGS = ("metrics.jsonl", "samples.jsonl")  # rows keyed by step, cut back on resume
 

@@ -41,22 +41,22 @@ from spmdgpt.data import (
     Corpus,
     save_tokenizer,
 )
-from spmdgpt.files import WriteFailed, os_reason
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
 from spmdgpt.hooks import Diverged, training_hooks
 from spmdgpt.kinds import TEXT, run_kind
-from spmdgpt.loggers import Console, JsonlLogger
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
 from spmdgpt.objectives import objective_of
-from spmdgpt.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
+from spmdgpt.run.files import WriteFailed, os_reason
+from spmdgpt.run.loggers import Console, JsonlLogger
+from spmdgpt.run.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
+from spmdgpt.run.trackers import RunLog, check_loggers, open_trackers
 from spmdgpt.runkind import RunKind
 from spmdgpt.scaling import size_line, with_token_budget
 from spmdgpt.state import Start, StartKind, TrainState, check_tokenizer, has_checkpoints, start, starting_params
 from spmdgpt.stats import make_stats_fn
-from spmdgpt.trackers import RunLog, check_loggers, open_trackers
 from spmdgpt.train_step import make_train_step, optimizer_of
 
 

@@ -84,9 +84,9 @@ def run(items: List[str]) -> int:
     run_dir, out = Path(args.run_dir), Path(args.out)
     from spmdgpt.cli.runs import run_tokenizer
     from spmdgpt.config import DistConfig, apply_overrides, load_run_config, mesh_axes
-    from spmdgpt.files import WriteFailed, os_reason
     from spmdgpt.hf import architecture, cast, hf_config, to_hf, tokenizer_files, total_bytes, write_folder
     from spmdgpt.plan import size
+    from spmdgpt.run.files import WriteFailed, os_reason
 
     cfg = load_run_config(run_dir)
     cfg.dist = DistConfig()

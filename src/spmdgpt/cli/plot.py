@@ -43,7 +43,7 @@ class Run:
 
 def read_run(path: Path, name: str) -> Run:
     from spmdgpt.config import load_run_config
-    from spmdgpt.files import jsonl_rows
+    from spmdgpt.run.files import jsonl_rows
 
     metrics = path / "metrics.jsonl"
     if not metrics.is_file():
@@ -72,7 +72,7 @@ def plot_runs(runs: List[Run], out: Path) -> List[Path]:
 
     import matplotlib
 
-    from spmdgpt.files import write_atomic
+    from spmdgpt.run.files import write_atomic
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -167,7 +167,7 @@ def run(items: List[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         written = plot_runs(runs, out)
     except OSError as e:
-        from spmdgpt.files import os_reason
+        from spmdgpt.run.files import os_reason
 
         print(f"spmdgpt: error: writing plots into {out} failed ({os_reason(e)})", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -23,7 +23,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.config import ConfigError, freeze, load_config, validate
     from spmdgpt.data import load_dataset
     from spmdgpt.data.store import read_ledger
-    from spmdgpt.files import WriteFailed
+    from spmdgpt.run.files import WriteFailed
 
     cfg = load_config(overrides)
     errs = validate(cfg, 1, sections=("batch", "corpus"))

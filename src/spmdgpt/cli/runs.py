@@ -180,7 +180,7 @@ def first_tokens(path: str, tokens: list, seq_len: int, max_tokens: Optional[int
 def write_output(path: Path, text: str) -> int:
     """Write a command's result file (its folder made, never half-written): EXIT_OK, or, when the
     write fails, the one-line error and EXIT_WRITE_FAILED."""
-    from spmdgpt.files import os_reason, write_text_atomic
+    from spmdgpt.run.files import os_reason, write_text_atomic
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

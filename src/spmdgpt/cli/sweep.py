@@ -96,7 +96,7 @@ def last_error(log: Path) -> str:
 
 
 def summarize(run_dir: Path) -> dict:
-    from spmdgpt.files import jsonl_rows
+    from spmdgpt.run.files import jsonl_rows
 
     rows = jsonl_rows(run_dir / "metrics.jsonl")
     train = [r for r in rows if r.get("loss") is not None and "event" not in r]

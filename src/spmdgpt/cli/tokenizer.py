@@ -39,7 +39,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.config import load_config
     from spmdgpt.data.bpe import bytes_per_token, gpt2_encoder, held_out, train_bpe
     from spmdgpt.data.corpus import resolve_sources
-    from spmdgpt.files import write_atomic
+    from spmdgpt.run.files import write_atomic
 
     cfg = load_config(overrides)
     if cfg.data.source.value == "staircase":
@@ -52,7 +52,7 @@ def run(items: List[str]) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(out, tok.to_str(pretty=True).encode())
     except OSError as e:
-        from spmdgpt.files import os_reason
+        from spmdgpt.run.files import os_reason
 
         print(f"spmdgpt: error: writing {out} failed ({os_reason(e)})", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -48,7 +48,7 @@ from spmdgpt.data.tokenizers import (
     token_dtype,
     tokenizer_file,
 )
-from spmdgpt.files import WriteFailed, os_reason, write_atomic
+from spmdgpt.run.files import WriteFailed, os_reason, write_atomic
 
 
 @dataclass

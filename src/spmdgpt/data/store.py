@@ -61,8 +61,8 @@ from spmdgpt.data.sources import (
     records,
 )
 from spmdgpt.data.tokenizers import Tokenizer
-from spmdgpt.files import WriteFailed, os_reason, write_atomic
 from spmdgpt.mesh.runtime import cache_root
+from spmdgpt.run.files import WriteFailed, os_reason, write_atomic
 
 STORE_VERSION = 1
 SPLITS = ("train", "val")

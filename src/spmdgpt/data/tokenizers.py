@@ -241,7 +241,7 @@ def tokenizer_from_json(d: dict, cfg: DataConfig | None = None) -> Tokenizer:
 
 def save_tokenizer(tok: Tokenizer, path: Path) -> None:
     """path (a run's tokenizer.json): the tokenizer and its vocab_size (so an edit shows), atomic."""
-    from spmdgpt.files import write_text_atomic
+    from spmdgpt.run.files import write_text_atomic
 
     write_text_atomic(path, json.dumps({**tok.to_json(), "vocab_size": tok.vocab_size}, ensure_ascii=False))
 

@@ -20,10 +20,10 @@ from typing import Callable, List, Optional
 
 from spmdgpt.config import Config, ConfigError, TokenizerKind, dataset_configs
 from spmdgpt.hooks import Evaluation, Hook
-from spmdgpt.loggers import append_rows
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.rl.prompts import Prompt, characters, read_records, split_prompts
 from spmdgpt.rl.rollouts import Rollouts, extra_prompts, prompts_of_step
+from spmdgpt.run.loggers import append_rows
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Optional
 
 from tqdm import tqdm
 
-from spmdgpt.files import WriteFailed, os_reason
+from spmdgpt.run.files import WriteFailed, os_reason
 
 
 def strict_json_row(row: dict) -> dict:

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import Config, ConfigError, to_yaml
-from spmdgpt.files import write_json_atomic, write_text_atomic
+from spmdgpt.run.files import write_json_atomic, write_text_atomic
 
 PACKAGES = ("spmdgpt", "jax", "jaxlib", "optax", "hydra-core", "omegaconf", "numpy", "tiktoken", "tqdm")
 
