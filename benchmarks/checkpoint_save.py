@@ -36,8 +36,8 @@ def main() -> None:
     import orbax.checkpoint as ocp
 
     from spmdgpt import build_optimizer, init_state, load_config, make_mesh, param_info
-    from spmdgpt.checkpoint import CheckpointManager
     from spmdgpt.mesh.sharding import Rules
+    from spmdgpt.training.checkpoint import CheckpointManager
 
     cfg = load_config(["+experiment=staircase", f"model.num_layers={args.layers}", "checkpoint.async_save=false"])
     mesh = make_mesh(cfg.mesh, jax.devices())

@@ -198,7 +198,7 @@ def loader(args) -> None:
 
     from spmdgpt.config import load_config
     from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.train_step import training_parts
+    from spmdgpt.training.step import training_parts
 
     cfg = load_config(["+experiment=shakespeare_gpt2", "model.vocab_size=50304", "model.num_layers=4",
                        "model.d_model=256", "data.seq_len=256", "data.batch_size=8", "mesh.data=1",

@@ -446,8 +446,8 @@ def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) ->
     from spmdgpt.model import param_info
     from spmdgpt.model.attention import attention_backend
     from spmdgpt.optim import build_optimizer
-    from spmdgpt.state import init_state
-    from spmdgpt.train_step import make_train_step
+    from spmdgpt.training.state import init_state
+    from spmdgpt.training.step import make_train_step
 
     cfg, mesh, rules = _setup(overrides, seq, batch)
     dev = jax.devices()[0]
@@ -675,7 +675,7 @@ def cmd_loop(out: Path) -> int:
     the first two variants separate dispatch from the data."""
     import jax
 
-    from spmdgpt.train_step import training_parts
+    from spmdgpt.training.step import training_parts
 
     cfg, mesh, rules = _setup(os.environ.get("SPMDGPT_GPU_LOOP", "").split())
     n, tok = 30, cfg.data.batch_size * cfg.data.seq_len
@@ -720,8 +720,8 @@ def cmd_dispatch(out: Path) -> int:
 
     from spmdgpt.model import param_info
     from spmdgpt.optim import build_optimizer
-    from spmdgpt.state import init_state
-    from spmdgpt.train_step import make_train_step
+    from spmdgpt.training.state import init_state
+    from spmdgpt.training.step import make_train_step
 
     rows = {}
     for mb in (1, 8):

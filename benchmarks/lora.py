@@ -33,8 +33,8 @@ import jax.numpy as jnp  # noqa: E402
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import init_params  # noqa: E402
-from spmdgpt.state import init_state  # noqa: E402
-from spmdgpt.train_step import make_train_step, optimizer_of  # noqa: E402
+from spmdgpt.training.state import init_state  # noqa: E402
+from spmdgpt.training.step import make_train_step, optimizer_of  # noqa: E402
 
 COMMON = ["+experiment=shakespeare_gpt2", "mesh.data=1", "optimizer.name=adamw", "train.time_budget=null",
           "data.batch_size=8", "data.seq_len=256"]

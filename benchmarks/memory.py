@@ -66,7 +66,7 @@ def loss_table() -> None:
 def microbatch_table() -> None:
     from functools import partial
 
-    from spmdgpt.train_step import accumulated_grads
+    from spmdgpt.training.step import accumulated_grads
 
     print("| shape | microbatches | step temp | vs 1 |")
     print("| --- | ---: | ---: | ---: |")

@@ -48,7 +48,7 @@ from spmdgpt.optim.manifold import (
 from spmdgpt.optim.matrices import MatrixView, is_hidden_matrix
 from spmdgpt.optim.msign import msign
 from spmdgpt.optim.muon import MomentumState, _momentum
-from spmdgpt.train_step import training_parts
+from spmdgpt.training.step import training_parts
 
 B1 = [
     "+experiment=shakespeare_char", "model.vocab_size=66", "model.num_layers=4",

@@ -54,7 +54,7 @@ def main() -> None:
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params, to_stage_order
     from spmdgpt.model.pipeline import schedule_iterations
-    from spmdgpt.train_step import step_gradients
+    from spmdgpt.training.step import step_gradients
 
     def step_time(m: int, stages: int, repeats: int = 1) -> float:
         cfg = load_config([f"model.num_layers={args.layers}", f"model.d_model={args.d}", "model.num_heads=4",

@@ -104,7 +104,7 @@ def step_seconds(experiment: str, variants: dict, rounds: int = 6, per_round: in
 
     from spmdgpt.config import load_config
     from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.train_step import training_parts
+    from spmdgpt.training.step import training_parts
 
     parts, times = {}, {name: [] for name in variants}
     for name, overrides in variants.items():

@@ -51,9 +51,9 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
     from spmdgpt.config import freeze, load_config
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.plan import batch_shapes, run_programs
-    from spmdgpt.state import abstract_state
     from spmdgpt.topology import compile_only_devices, target_default
-    from spmdgpt.train_step import optimizer_of
+    from spmdgpt.training.state import abstract_state
+    from spmdgpt.training.step import optimizer_of
 
     cfg = freeze(load_config(overrides))
     devices = compile_only_devices(topology)

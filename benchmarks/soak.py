@@ -75,8 +75,8 @@ def final_state(run_dir: Path):
     import jax
 
     from spmdgpt import build_optimizer, init_state, load_config, make_mesh, param_info
-    from spmdgpt.checkpoint import CheckpointManager
     from spmdgpt.mesh.sharding import Rules
+    from spmdgpt.training.checkpoint import CheckpointManager
 
     cfg = load_config(CONFIG)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])

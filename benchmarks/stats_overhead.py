@@ -27,8 +27,8 @@ from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model import param_info  # noqa: E402
 from spmdgpt.optim import build_optimizer  # noqa: E402
-from spmdgpt.stats import make_stats_fn, stats_row  # noqa: E402
-from spmdgpt.train_step import training_parts  # noqa: E402
+from spmdgpt.training.stats import make_stats_fn, stats_row  # noqa: E402
+from spmdgpt.training.step import training_parts  # noqa: E402
 
 B1 = ["+experiment=shakespeare_char", "model.num_layers=4", "model.num_heads=4", "model.d_model=256",
       "model.max_seq_len=256", "data.seq_len=256", "data.batch_size=16", "mesh.data=1",

@@ -35,8 +35,8 @@ from spmdgpt.flops import flops_per_token
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
-from spmdgpt.state import init_state
-from spmdgpt.train_step import make_train_step
+from spmdgpt.training.state import init_state
+from spmdgpt.training.step import make_train_step
 
 CONFIGS = {
     "B1": ["model.vocab_size=65", "data.batch_size=16"],

@@ -45,7 +45,7 @@ import pytest  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
-from spmdgpt.train_step import training_parts  # noqa: E402
+from spmdgpt.training.step import training_parts  # noqa: E402
 
 # trained runs that several test files share (tests/shared_runs.py: trained once per test run)
 pytest_plugins = ["shared_runs"]

@@ -16,13 +16,13 @@ import pytest
 from conftest import PATIENCE_S, read_jsonl, wait_until
 
 from spmdgpt import train
-from spmdgpt.checkpoint import CheckpointManager
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
-from spmdgpt.state import init_state
+from spmdgpt.training.checkpoint import CheckpointManager
+from spmdgpt.training.state import init_state
 
 # A 1-device staircase run of 40 steps, checkpointed every 5 steps, one metrics row per step;
 # with dropout on, so that every resume test also checks that the masks resume exactly.
@@ -262,8 +262,8 @@ def test_restore_target_is_the_fresh_state_layout_without_allocating(overrides):
     """The restore target of a resume or init_from (state.abstract_state) has every leaf's shape,
     dtype and sharding of a real fresh state (params and optimizer state, on 8 devices), and is
     built without running the initialisation: no array is created."""
-    from spmdgpt.checkpoint import abstract
-    from spmdgpt.state import abstract_state
+    from spmdgpt.training.checkpoint import abstract
+    from spmdgpt.training.state import abstract_state
 
     cfg = load_config(["model.d_model=64", "model.num_heads=4", "model.num_layers=2", *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices())
@@ -351,7 +351,7 @@ def test_shape_mismatches_are_derived_from_param_info():
     import dataclasses
 
     from spmdgpt.config import to_dict
-    from spmdgpt.state import shape_mismatches
+    from spmdgpt.training.state import shape_mismatches
 
     m = load_config(["+experiment=staircase"]).model
     saved = to_dict(m)
@@ -495,7 +495,7 @@ def test_keep_every_keeps_its_multiples(tmp_path):
 def _fixture_state():
     """The state of tests/data/checkpoints-tree's checkpoints: their model's fresh state as the
     restore target, and the values they hold, by name (`expected.npz`)."""
-    from spmdgpt.state import init_state
+    from spmdgpt.training.state import init_state
 
     cfg = load_config(["+experiment=staircase", "model.num_layers=2", "model.d_model=16", "model.num_heads=2",
                        "model.bias=true", "mesh.data=1"])

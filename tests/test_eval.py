@@ -84,7 +84,7 @@ def test_eval_of_a_text_file_matches_a_direct_computation(run, capsys, tmp_path)
 
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import forward
-    from spmdgpt.state import load_params
+    from spmdgpt.training.state import load_params
 
     toks = np.array([int(c) for c in digits], np.int32)
     mesh = make_mesh(load_config(["+experiment=staircase", "mesh.data=1"]).mesh, jax.devices()[:1])

@@ -143,7 +143,7 @@ def _histories_after(overrides, n, steps=2):
     """(each step's (metrics, {name: history}), the weights before the first step) of staircase
     runs of `steps` steps on n devices."""
     from spmdgpt.model.info import by_name
-    from spmdgpt.train_step import training_parts
+    from spmdgpt.training.step import training_parts
 
     cfg = load_config(["+experiment=staircase", *DELAYED, *overrides])
     mesh = make_mesh(cfg.mesh, jax.devices()[:n])
@@ -217,7 +217,7 @@ def test_delayed_scaling_resumes_bitwise_exports_and_inits_from_a_plain_run(tmp_
     train(load_config([*plain, f"run.dir={tmp_path / 'c'}", "train.steps=1"]), argv=["pytest"])
     r = train(load_config([*common, f"run.dir={tmp_path / 'd'}", "train.steps=1", "optimizer.lr=1e-12",
                            f"checkpoint.init_from={tmp_path / 'c'}"]), argv=["pytest"])
-    from spmdgpt.state import load_params
+    from spmdgpt.training.state import load_params
 
     c = load_config(plain)
     mesh = make_mesh(c.mesh, jax.devices())

@@ -77,7 +77,7 @@ def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text
         assert len(norms) == 4 and all(np.all(a == 1.0) for a in norms)
     toks = np.random.default_rng(0).integers(0, 10, (3, 48)).astype(np.int32)
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    from spmdgpt.state import load_params
+    from spmdgpt.training.state import load_params
 
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding)

@@ -13,8 +13,8 @@ from spmdgpt.config import load_config
 from spmdgpt.data import Batcher, load_dataset
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import init_params, lora, objective, param_info
-from spmdgpt.state import init_state
-from spmdgpt.train_step import make_train_step, optimizer_of
+from spmdgpt.training.state import init_state
+from spmdgpt.training.step import make_train_step, optimizer_of
 
 # one plain SGD step (no momentum, decay or clipping); scale alpha / r = 8 / 4 = 2; a learning rate
 # of 100, so that the step moves the weights by ~1e-2 (the identity below holds at any rate)

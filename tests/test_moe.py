@@ -182,7 +182,7 @@ def test_balancing_bias_chooses_by_score_plus_bias_and_moves_toward_even_loads()
     by score + bias but weighted by the scores alone, and each train step moves every layer's
     bias by rate x sign(1/E - the expert's share of the step's copies), whatever the optimizer
     does (AdamW, weight decay 0.1)."""
-    from spmdgpt.train_step import training_parts
+    from spmdgpt.training.step import training_parts
 
     cfg = load_config([*BASE, "mesh.data=1", "model.moe.bias_update_rate=0.01", "optimizer.weight_decay=0.1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])

@@ -13,7 +13,7 @@ from spmdgpt.config import validate
 from spmdgpt.mesh.sharding import Rules, bytes_per_device, make_mesh
 from spmdgpt.model import init_params
 from spmdgpt.model import stages as T
-from spmdgpt.train_step import step_gradients
+from spmdgpt.training.step import step_gradients
 
 B8 = 8  # sequences: 8 microbatches of one on the 4 stages
 

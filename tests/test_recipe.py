@@ -12,7 +12,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spmdgpt.budget import evaluations, steps_within
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_params, loss_fn, objective, param_info
@@ -20,8 +19,9 @@ from spmdgpt.model.attention import attention_backend, fused_qkv
 from spmdgpt.model.layers import dropout
 from spmdgpt.model.mlp import mlp
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
-from spmdgpt.state import init_state
-from spmdgpt.train_step import make_train_step
+from spmdgpt.training.budget import evaluations, steps_within
+from spmdgpt.training.state import init_state
+from spmdgpt.training.step import make_train_step
 
 ONE = jax.devices()[:1]
 
@@ -142,7 +142,7 @@ def test_pacer_replans_when_the_run_falls_behind():
     re-planned to what fits the budget less REPLAN_MARGIN (the evaluations left at the last one's
     time, a recompilation slowed down as the steps), it ends within the budget (plus the slack),
     having used most of it; at 0.1 s a step it keeps its plan."""
-    from spmdgpt.budget import REPLAN_MARGIN, REPLAN_SLACK, Calibration, Pacer
+    from spmdgpt.training.budget import REPLAN_MARGIN, REPLAN_SLACK, Calibration, Pacer
 
     cal = Calibration(budget_s=100.0, elapsed_s=10.0, compile_s=1.0, step_s=0.1, eval_s=2.0, steps=800, evals=4,
                       timed_steps=8)
@@ -287,7 +287,7 @@ def test_budget_arithmetic():
 def test_calibration_times_a_window_of_steps(monkeypatch):
     """calibrate times at least MIN_TIMED_STEPS steps and keeps going until MIN_TIMED_S seconds of
     them (at most MAX_TIMED_STEPS), on a fake clock; the steps then fill what is left."""
-    import spmdgpt.budget as budget
+    import spmdgpt.training.budget as budget
 
     clock = [100.0]
     monkeypatch.setattr(budget.time, "perf_counter", lambda: clock[0])

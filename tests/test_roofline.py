@@ -242,8 +242,8 @@ def test_the_h100_steps_gemm_flops_are_the_formulas(extra):
     import jax
 
     from spmdgpt.mesh.sharding import Rules, make_mesh, shard_bytes
-    from spmdgpt.state import abstract_state
-    from spmdgpt.train_step import optimizer_of
+    from spmdgpt.training.state import abstract_state
+    from spmdgpt.training.step import optimizer_of
 
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):

@@ -16,8 +16,8 @@ from spmdgpt.model.blocks import block
 from spmdgpt.model.head import embed
 from spmdgpt.model.layers import norm
 from spmdgpt.model.mlp import mlp
-from spmdgpt.stats import make_stats_fn, stats_row
-from spmdgpt.train_step import training_parts
+from spmdgpt.training.stats import make_stats_fn, stats_row
+from spmdgpt.training.step import training_parts
 
 
 def rms(a):

@@ -127,8 +127,8 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
     and the last good checkpoint, no checkpoint after it, strict-JSON metrics; a rerun with a
     sane learning rate resumes. (In process, on the 8 test devices (dp): `spmdgpt train`'s exit
     status is main's return value; test_cli_end_to_end_subprocess runs the entry point itself.)"""
-    from spmdgpt.checkpoint import CheckpointManager
     from spmdgpt.cli import main
+    from spmdgpt.training.checkpoint import CheckpointManager
 
     run_dir = tmp_path / "r"
     # 10 sane steps (checkpoints 5 and 10), then the same run resumed at a learning rate that
@@ -168,8 +168,8 @@ def test_skip_nonfinite_keeps_the_state_and_counts_the_step(staircase_cfg):
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import param_info
     from spmdgpt.optim import build_optimizer
-    from spmdgpt.state import init_state
-    from spmdgpt.train_step import make_train_step
+    from spmdgpt.training.state import init_state
+    from spmdgpt.training.step import make_train_step
 
     cfg = load_config(["+experiment=staircase", "train.skip_nonfinite=2", "mesh.data=1", "model.tie_embeddings=false",
                        "optimizer.warmup_steps=0"])
@@ -253,8 +253,8 @@ def test_microbatches_give_the_same_step_with_less_memory(staircase_cfg):
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import loss_fn, param_info
     from spmdgpt.optim import build_optimizer
-    from spmdgpt.state import init_state
-    from spmdgpt.train_step import accumulated_grads, make_train_step
+    from spmdgpt.training.state import init_state
+    from spmdgpt.training.step import accumulated_grads, make_train_step
 
     cfg = staircase_cfg("sharding=fsdp", "data.batch_size=64", "model.num_layers=1", "train.microbatches=4")
     mesh = make_mesh(cfg.mesh)
@@ -289,7 +289,7 @@ def test_microbatches_weigh_counted_targets_alike(staircase_cfg):
 
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params
-    from spmdgpt.train_step import step_gradients
+    from spmdgpt.training.step import step_gradients
 
     rng = np.random.default_rng(2)
     x, y = rng.integers(0, 10, (16, 32)), rng.integers(0, 10, (16, 32))

@@ -113,7 +113,7 @@ def test_an_mlp_kind_is_one_unit_and_its_aux_loss_is_trained(toy_mlp):
 
 
 def test_aux_losses_are_logged_and_averaged_over_microbatches(toy_mlp):
-    from spmdgpt.train_step import training_parts
+    from spmdgpt.training.step import training_parts
 
     losses, _, rules = train_steps(load_config([*OVERRIDES, "mesh.data=1"]), jax.devices()[:1], 1)
     metrics = {}

@@ -23,7 +23,7 @@ from spmdgpt.config import ConfigError, load_config, load_run_config
 from spmdgpt.data import tokenizer_from_json
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward
-from spmdgpt.state import load_params
+from spmdgpt.training.state import load_params
 from spmdgpt.web import static_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from spmdgpt.run.loggers import append_rows
 def loss_sums(cfg: Config, rules: Rules, microbatches: int = 1):
     """The evaluation's program, jitted: f(params, *batch, reference=None) -> (the summed loss
     over the batch's counted items, their count), float32 scalars: the training objectives'
-    (`spmdgpt.objectives`) "loss" metric and count without dropout, the next token's over the
+    (`spmdgpt.training.objectives`) "loss" metric and count without dropout, the next token's over the
     targets >= 0, or with a `reference` (preference data) DPO's (train.dpo_beta, RPO's
     train.dpo_sft_weight) over the complete pairs.
 
@@ -29,8 +29,8 @@ def loss_sums(cfg: Config, rules: Rules, microbatches: int = 1):
     would need 98 GiB of float32 logits). With pipeline stages the parts flow through the stages
     instead (`model.pipeline`), as in the step. model.loss_block and model.logits_dtype apply as
     in training (`model.loss.objective`)."""
-    from spmdgpt.objectives import dpo, next_token
-    from spmdgpt.train_step import summed_over_microbatches
+    from spmdgpt.training.objectives import dpo, next_token
+    from spmdgpt.training.step import summed_over_microbatches
 
     staged = rules.stage_size() > 1
     objectives = {False: next_token(cfg, rules, microbatches if staged else 1), True: dpo(cfg, rules)}
@@ -177,7 +177,7 @@ class Scorer:
 
     def __init__(self, cfg: ModelConfig, rules: Rules, token_bytes: np.ndarray, microbatches: int = 1):
         from spmdgpt.model.loss import token_losses
-        from spmdgpt.train_step import microbatch_parts
+        from spmdgpt.training.step import microbatch_parts
 
         k = 1 if rules.stage_size() > 1 else microbatches  # (pipeline stages: the forward's own split)
 

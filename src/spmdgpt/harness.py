@@ -83,7 +83,7 @@ class SpmdgptLM(TemplateLM):
         nothing is scored. The k = b / (the ways the mesh splits the batch) parts run one after
         another (`train_step.microbatch_parts`): one row per device at a time, so at most
         [devices, t, vocab] float32 logits exist at once, whatever the batch size."""
-        from spmdgpt.train_step import microbatch_parts
+        from spmdgpt.training.step import microbatch_parts
 
         def part(rows):
             tokens, targets = rows

@@ -7,7 +7,7 @@ naming one (`run_kind(cfg)` picks it from the run's data), as the step runs any 
     grpo   prompts with answers: batches sampled from the policy as each step begins, scored by a
            reward (spmdgpt.rl.kind)
 
-A new kind is one module defining a `RunKind` (spmdgpt.runkind) and a case in `run_kind`.
+A new kind is one module defining a `RunKind` (spmdgpt.training.runkind) and a case in `run_kind`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import jax
 
 from spmdgpt.config import Config, ConfigError, document_batches, preference_data, prompts_data
 from spmdgpt.mesh.sharding import Rules
-from spmdgpt.runkind import RunKind, RunParts
+from spmdgpt.training.runkind import RunKind, RunParts
 
 # ----------------------------------------------------------------------------- text
 
@@ -55,7 +55,7 @@ def corpus_batcher(cfg: Config, rules: Rules, data, is_main: bool):
 def _text_parts(cfg: Config, rules: Rules, data, batcher, samples, reference) -> RunParts:
     from spmdgpt.data import EvalBatcher
     from spmdgpt.evaluate import LossEvaluator, TextSampler
-    from spmdgpt.hooks import Evaluation
+    from spmdgpt.training.hooks import Evaluation
 
     d = cfg.data
     val_sets = {name: EvalBatcher(s, d.seq_len, d.batch_size, cfg.train.eval_batches, rules.batch_sharding(),

@@ -164,8 +164,8 @@ def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval
     from spmdgpt.evaluate import loss_sums, text_engine
     from spmdgpt.model import param_info
     from spmdgpt.model.lora import attach
-    from spmdgpt.stats import make_stats_fn
-    from spmdgpt.train_step import make_train_step
+    from spmdgpt.training.stats import make_stats_fn
+    from spmdgpt.training.step import make_train_step
 
     t = cfg.train
     kind = rules.mesh.devices.flat[0].device_kind
@@ -294,9 +294,9 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> 
     reference, which of its programs the plan compiles: `kinds.run_kind(cfg)`); None: a run on
     token rows (a run of another kind's data is refused: its batch is not token rows)."""
     from spmdgpt.config import prompts_data
-    from spmdgpt.objectives import objective_of
-    from spmdgpt.state import abstract_state
-    from spmdgpt.train_step import optimizer_of
+    from spmdgpt.training.objectives import objective_of
+    from spmdgpt.training.state import abstract_state
+    from spmdgpt.training.step import optimizer_of
 
     if kind is None and prompts_data(cfg.data):
         raise ValueError("plan_step of a run on prompts data needs its kind: kind=spmdgpt.kinds.run_kind(cfg)")

@@ -12,7 +12,7 @@ from spmdgpt.config import Config, ConfigError
 from spmdgpt.data import Batcher
 from spmdgpt.evaluate import LossEvaluator, TextSampler
 from spmdgpt.mesh.sharding import Rules
-from spmdgpt.state import Start
+from spmdgpt.training.state import Start
 
 
 def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batcher, evaluator: LossEvaluator,

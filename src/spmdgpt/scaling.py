@@ -91,7 +91,7 @@ def coordinate_check(overrides: Sequence[str], sizes: Sequence[int], steps: int 
     for the model at each width (axis="width": d_model = size; the base width the configured
     model.base_width, default the first size) or depth (axis="depth": num_layers = size; the base
     depth likewise), trained on the same batches and read on one batch no step trains on."""
-    from spmdgpt.train_step import training_parts
+    from spmdgpt.training.step import training_parts
 
     field, base_field = {"width": ("d_model", "base_width"), "depth": ("num_layers", "base_depth")}[axis]
     overrides = list(overrides)

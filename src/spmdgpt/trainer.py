@@ -1,4 +1,4 @@
-"""The training loop; `train(cfg)` runs one job, top to bottom (the step itself: train_step.py):
+"""The training loop; `train(cfg)` runs one job, top to bottom (the step itself: training/step.py):
 
     validate config ─► the kind of run (spmdgpt.kinds: text, or GRPO's prompts) ─► its data
       (token stores, prepared once; prompts) ─► mesh + rules ─► optimizer ─► starting state
@@ -6,7 +6,7 @@
       parameters from checkpoint.init_from) ─► the kind's parts (its batcher, evaluation hooks)
       ─► its preflight ─► checkpoint manager, run.dir files (config, metadata, tokenizer)
       ─► loop: train_step (jit, donated state), metrics read one step late; around the steps,
-         the run's hooks (spmdgpt.hooks): the divergence guard, fixed-batch validation every
+         the run's hooks (spmdgpt.training.hooks): the divergence guard, fixed-batch validation every
          train.eval_every steps, async checkpoints every checkpoint.every steps, at the end, and
          on SIGTERM/SIGINT, statistics, profiling; with train.time_budget, the pace checked and
          the steps left re-planned when the run falls behind (budget.Pacer)
@@ -27,7 +27,6 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.budget import Pacer, fit_budget, recorded_steps
 from spmdgpt.config import (
     Config,
     ConfigError,
@@ -43,21 +42,30 @@ from spmdgpt.data import (
 )
 from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
-from spmdgpt.hooks import Diverged, training_hooks
 from spmdgpt.kinds import TEXT, run_kind
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
-from spmdgpt.objectives import objective_of
 from spmdgpt.run.files import WriteFailed, os_reason
 from spmdgpt.run.loggers import Console, JsonlLogger
 from spmdgpt.run.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.run.trackers import RunLog, check_loggers, open_trackers
-from spmdgpt.runkind import RunKind
 from spmdgpt.scaling import size_line, with_token_budget
-from spmdgpt.state import Start, StartKind, TrainState, check_tokenizer, has_checkpoints, start, starting_params
-from spmdgpt.stats import make_stats_fn
-from spmdgpt.train_step import make_train_step, optimizer_of
+from spmdgpt.training.budget import Pacer, fit_budget, recorded_steps
+from spmdgpt.training.hooks import Diverged, training_hooks
+from spmdgpt.training.objectives import objective_of
+from spmdgpt.training.runkind import RunKind
+from spmdgpt.training.state import (
+    Start,
+    StartKind,
+    TrainState,
+    check_tokenizer,
+    has_checkpoints,
+    start,
+    starting_params,
+)
+from spmdgpt.training.stats import make_stats_fn
+from spmdgpt.training.step import make_train_step, optimizer_of
 
 
 class TrainingDiverged(RuntimeError):
@@ -129,7 +137,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
             programs = None
         ckpt = None
         if cfg.checkpoint.enabled:
-            from spmdgpt.checkpoint import CheckpointManager
+            from spmdgpt.training.checkpoint import CheckpointManager
 
             ckpt = CheckpointManager(run_dir, cfg.checkpoint)  # creates checkpoints/ on first save
         lock.committed = True  # from here on the run writes into run_dir
@@ -307,7 +315,7 @@ class _Loop:
                            self.resumed_from)
 
     def step_functions(self, at: int, programs: Optional[dict] = None) -> None:
-        """The step (and train.stats_every's statistics, spmdgpt.stats) for self.cfg's optimizer:
+        """The step (and train.stats_every's statistics, spmdgpt.training.stats) for self.cfg's optimizer:
         the executables `preflight` compiled, or (a time budget's re-plan) jitted functions that
         their call after step `at` compiles."""
         self.compiled_at = at
@@ -332,13 +340,13 @@ class _Loop:
         return {"epoch": next(iter(ep.values()))} if len(ep) == 1 else {f"epoch/{n}": v for n, v in ep.items()}
 
     def checkpoint_meta(self, step: int) -> dict:
-        from spmdgpt.checkpoint import checkpoint_meta
+        from spmdgpt.training.checkpoint import checkpoint_meta
 
         return checkpoint_meta(self.cfg, self.git_sha, step)
 
     def _newest_step(self) -> Optional[int]:
         """The newest complete checkpoint's step (after the manager has closed), or None."""
-        from spmdgpt.checkpoint import CheckpointManager
+        from spmdgpt.training.checkpoint import CheckpointManager
 
         steps = CheckpointManager.reader(self.run_dir).steps() if self.ckpt is not None else []
         return steps[-1] if steps else None

@@ -124,7 +124,7 @@ def run(items: List[str]) -> int:
     import numpy as np
 
     from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.state import load_params
+    from spmdgpt.training.state import load_params
 
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):

@@ -69,7 +69,7 @@ def source_params(spec: str, cfg, rules, step: Optional[int] = None, fix: str = 
     """(step or None, parameters in `rules`' layout) of run.dir=spec (call inside the mesh)."""
     from spmdgpt.hf import hf_folder
     from spmdgpt.hf import load_params as load_hf_params
-    from spmdgpt.state import load_params
+    from spmdgpt.training.state import load_params
 
     folder = hf_folder(spec)
     if folder is None:

@@ -35,7 +35,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
     sandwich) on the residual stream x: [stream, embed] -> (x, this layer's
     updated cache arrays or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
-    collect=True (model statistics, spmdgpt.stats; full sequences only) adds the statistics to
+    collect=True (model statistics, spmdgpt.training.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
     key (training only): dropout on the attention probabilities and on both branch outputs.
     window: this layer's sliding window (`attention.window_mask`; None: global). stack: the

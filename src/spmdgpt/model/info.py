@@ -41,7 +41,7 @@ class ParamInfo:
 def path_name(path) -> str:
     """A pytree leaf's name from its path: the keys joined by dots, "blocks.attn.w_qkv" for
     params.blocks.attn.w_qkv, "1.0.mu.blocks.attn.w_qkv" for a leaf of optax's state. Checkpoints
-    store every leaf under this name (`spmdgpt.checkpoint`)."""
+    store every leaf under this name (`spmdgpt.training.checkpoint`)."""
     return ".".join(str(next(getattr(k, a) for a in ("name", "key", "idx") if hasattr(k, a))) for k in path)
 
 

@@ -1,4 +1,4 @@
-"""GRPO as a kind of run (`spmdgpt.runkind.RunKind`): prompts with answers loaded with their
+"""GRPO as a kind of run (`spmdgpt.training.runkind.RunKind`): prompts with answers loaded with their
 tokenizer, each step's batch sampled from the policy as the step begins (`loop.RolloutBatcher`),
 the rollouts' metrics and the reward evaluation as hooks, a preflight that compiles the step, the
 rollouts' engine step and their log-probabilities, and the rollout batch's shapes for the plan."""
@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config
 from spmdgpt.mesh.sharding import Rules
-from spmdgpt.runkind import RunKind, RunParts
+from spmdgpt.training.runkind import RunKind, RunParts
 
 
 def _batcher(cfg: Config, rules: Rules, data, is_main: bool):

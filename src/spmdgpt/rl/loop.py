@@ -1,6 +1,6 @@
 """GRPO in the training loop: the run's prompts and tokenizer (`load_prompts`), the batches
 (`RolloutBatcher`: each step's batch sampled from the policy as the step begins, `rollouts`),
-and two hooks (spmdgpt.hooks): the rollout's metrics in each step's row (`RolloutMetrics`:
+and two hooks (spmdgpt.training.hooks): the rollout's metrics in each step's row (`RolloutMetrics`:
 rl/reward, rl/reward_std, rl/length, rl/solved beside the step's own rl/kl and
 rl/clip_fraction) and the evaluation by reward (`RewardEvaluation`: val/reward, greedy
 completions of held-out prompts; rl.samples of them into samples.jsonl with their rewards).
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from spmdgpt.config import Config, ConfigError, TokenizerKind, dataset_configs
-from spmdgpt.hooks import Evaluation, Hook
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.rl.prompts import Prompt, characters, read_records, split_prompts
 from spmdgpt.rl.rollouts import Rollouts, extra_prompts, prompts_of_step
 from spmdgpt.run.loggers import append_rows
+from spmdgpt.training.hooks import Evaluation, Hook
 
 
 @dataclass
@@ -50,7 +50,7 @@ def prompts_tokenizer(cfg: Config, recs: list):
     answers, with an end-of-text id); with a chat template when a prompt is chat messages."""
     from spmdgpt.data.corpus import with_chat_template
     from spmdgpt.data.tokenizers import CharTokenizer, load_tokenizer, tokenizer_from_json
-    from spmdgpt.state import init_from_tokenizer
+    from spmdgpt.training.state import init_from_tokenizer
 
     saved = init_from_tokenizer(cfg)
     if saved is not None and saved.is_file():

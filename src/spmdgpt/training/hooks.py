@@ -32,16 +32,16 @@ from typing import Optional
 
 import jax
 
-from spmdgpt.budget import Replan, from_process_0
 from spmdgpt.config import freeze, to_yaml
 from spmdgpt.config.load import fixed_steps
 from spmdgpt.model import to_layer_order
 from spmdgpt.run.files import WriteFailed, os_reason, write_text_atomic
-from spmdgpt.stats import stats_row
+from spmdgpt.training.budget import Replan, from_process_0
+from spmdgpt.training.stats import stats_row
 
 
 class Hook:
-    """The no-op of every method (`spmdgpt.hooks`)."""
+    """The no-op of every method (`spmdgpt.training.hooks`)."""
 
     def before_step(self, loop, step: int, batch) -> None:
         pass
@@ -135,7 +135,7 @@ class Profiler(Hook):
 
 
 class Statistics(Hook):
-    """train.stats_every=K: the model statistics (spmdgpt.stats) of every K-th step, from the state
+    """train.stats_every=K: the model statistics (spmdgpt.training.stats) of every K-th step, from the state
     before it, logged as a metrics row."""
 
     def __init__(self, every: int):

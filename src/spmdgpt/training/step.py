@@ -20,9 +20,9 @@ from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import between_steps, fp8, param_info
 from spmdgpt.model.lora import attach
 from spmdgpt.model.loss import count_first
-from spmdgpt.objectives import objective_of
 from spmdgpt.optim import build_optimizer, learning_rate_schedule
-from spmdgpt.state import TrainState, init_state, trained_info
+from spmdgpt.training.objectives import objective_of
+from spmdgpt.training.state import TrainState, init_state, trained_info
 
 
 def microbatch_parts(batch: tuple, microbatches: int) -> tuple:

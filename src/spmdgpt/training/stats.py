@@ -33,7 +33,7 @@ from spmdgpt.config import Config
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import activation_stats, is_info, param_info
 from spmdgpt.model.pipeline import stack_order
-from spmdgpt.train_step import step_gradients
+from spmdgpt.training.step import step_gradients
 
 
 def _group_norms(tree, stacked: bool):

@@ -30,13 +30,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from spmdgpt.checkpoint import (
-    CHECKPOINT_DIR,
-    CheckpointManager,
-    first_loadable,
-    restore_latest,
-    set_aside,
-)
 from spmdgpt.config import (
     Config,
     ConfigError,
@@ -64,6 +57,13 @@ from spmdgpt.model.layers import dtype_of
 from spmdgpt.model.params import abstract_tree, init_tree
 from spmdgpt.optim import initial_params
 from spmdgpt.run.rundir import truncate_jsonl
+from spmdgpt.training.checkpoint import (
+    CHECKPOINT_DIR,
+    CheckpointManager,
+    first_loadable,
+    restore_latest,
+    set_aside,
+)
 
 LOGS = ("metrics.jsonl", "samples.jsonl")  # rows keyed by step, cut back on resume
 

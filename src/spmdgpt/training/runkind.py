@@ -14,7 +14,7 @@ class RunParts:
     the optimizer and the starting state exist."""
 
     batcher: Any  # .train_batch(step) -> the step's batch (and .epochs, .names, .packed)
-    evaluation: List  # the hooks (spmdgpt.hooks) that evaluate the run
+    evaluation: List  # the hooks (spmdgpt.training.hooks) that evaluate the run
     evaluator: Any = None  # the validation loss (train.time_budget times it), or None
     sampler: Any = None  # text samples at each evaluation (train.rollout_tokens), or None
 
