@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from spmdgpt.generate import SamplingParams, context_error
+from spmdgpt.engine.generate import SamplingParams, context_error
 from spmdgpt.mesh.sharding import to_host
 from spmdgpt.model import Params, forward, init_cache
 

@@ -416,7 +416,7 @@ def test_dpo_loss_equals_its_definition():
     assert float(m["dpo/margin"]) == pytest.approx(margins.mean(), rel=1e-5, abs=1e-6)
     assert float(m["dpo/accuracy"]) == pytest.approx((margins > 0).mean())
     # the evaluation's sums (evaluate.loss_sums), whole and in 2 microbatches of rows: the same mean
-    from spmdgpt.evaluate import loss_sums
+    from spmdgpt.eval.evaluate import loss_sums
 
     with jax.set_mesh(mesh):
         for k in (1, 2):
@@ -435,7 +435,7 @@ def test_chat_keeps_its_cache_across_turns(tmp_path, capsys, torch_side):
     ids, and generate stops at the end of the turn."""
     from spmdgpt.cli.chat import chat_model
     from spmdgpt.cli.runs import source_params
-    from spmdgpt.generate import Conversation, SamplingParams
+    from spmdgpt.engine.generate import Conversation, SamplingParams
 
     run = train_chat_run(tmp_path)
     cfg, tok = chat_model(str(run), ["mesh.data=1"])

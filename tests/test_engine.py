@@ -29,7 +29,7 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
     (`chat`'s Conversation, on that engine) answers the same on both."""
     from test_generate import DigitChat
 
-    from spmdgpt.generate import Conversation, SamplingParams
+    from spmdgpt.engine.generate import Conversation, SamplingParams
 
     replies, vocab = [], DigitChat.vocab_size  # (the chat's vocabulary: 10 digits and 3 marks)
     for devices, extra in ((jax.devices()[:1], []),

@@ -11,7 +11,7 @@ import pytest
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
-from spmdgpt.evaluate import text_windows
+from spmdgpt.eval.evaluate import text_windows
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spmdgpt.config import load_config
-from spmdgpt.evaluate import Scorer, loss_sums
+from spmdgpt.eval.evaluate import Scorer, loss_sums
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import params as T
 from spmdgpt.model.loss import token_losses

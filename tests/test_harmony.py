@@ -123,7 +123,7 @@ def test_the_servers_chat_replies_are_the_final_channel(harmony):
     tokens' text, headers and all."""
     from types import SimpleNamespace
 
-    from spmdgpt.serve import Backend
+    from spmdgpt.engine.server import Backend
 
     backend = SimpleNamespace(tok=harmony, stop_id=harmony.stop_id)
     ids = harmony._enc.encode("<|channel|>final<|message|>Four, sir.<|return|>", allowed_special="all")

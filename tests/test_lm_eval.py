@@ -110,7 +110,7 @@ def test_a_bos_adding_tokenizer_encodes_as_hflm_does():
     from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors
 
     from spmdgpt.data.tokenizers import HFTokenizer
-    from spmdgpt.harness import SpmdgptLM
+    from spmdgpt.eval.harness import SpmdgptLM
 
     t = Tokenizer(models.WordLevel({"a": 0, "b": 1, "<unk>": 2}, unk_token="<unk>"))
     t.pre_tokenizer = pre_tokenizers.Whitespace()

@@ -270,9 +270,9 @@ def test_the_backend_on_a_mesh_equals_one_device(unit):
 
     from spmdgpt.config import load_config
     from spmdgpt.data import CharTokenizer
+    from spmdgpt.engine.server import Backend, Sampling
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params
-    from spmdgpt.serve import Backend, Sampling
 
     tok, got = CharTokenizer("0123456789"), []
     for devices, layout in ((1, ["mesh.data=1"]), (4, ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
@@ -306,9 +306,9 @@ def test_a_failed_engine_step_answers_500_and_never_hangs():
 
     from spmdgpt.config import load_config
     from spmdgpt.data import CharTokenizer
+    from spmdgpt.engine.server import Backend, Sampling, Server
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params
-    from spmdgpt.serve import Backend, Sampling, Server
 
     tok = CharTokenizer("0123456789")
     cfg = load_config(["+experiment=staircase", "mesh.data=1"])

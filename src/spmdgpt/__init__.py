@@ -35,7 +35,7 @@ _LAZY = {  # name -> the module that defines it
     "Engine": "spmdgpt.engine",
     "EngineConfig": "spmdgpt.engine",
     "Request": "spmdgpt.engine",
-    "SamplingParams": "spmdgpt.generate",
+    "SamplingParams": "spmdgpt.engine.generate",
     "build_optimizer": "spmdgpt.optim",
     "load_dataset": "spmdgpt.data",
 }

@@ -54,7 +54,7 @@ def corpus_batcher(cfg: Config, rules: Rules, data, is_main: bool):
 
 def _text_parts(cfg: Config, rules: Rules, data, batcher, samples, reference) -> RunParts:
     from spmdgpt.data import EvalBatcher
-    from spmdgpt.evaluate import LossEvaluator, TextSampler
+    from spmdgpt.eval.evaluate import LossEvaluator, TextSampler
     from spmdgpt.training.hooks import Evaluation
 
     d = cfg.data

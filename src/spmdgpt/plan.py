@@ -161,7 +161,7 @@ def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval
     of eval_batch's shape, one validation set); base: LoRA's frozen model; reference: DPO's;
     engine: the rollouts' Engine (default: a new one, `evaluate.text_engine`); step_only: the step
     alone."""
-    from spmdgpt.evaluate import loss_sums, text_engine
+    from spmdgpt.eval.evaluate import loss_sums, text_engine
     from spmdgpt.model import param_info
     from spmdgpt.model.lora import attach
     from spmdgpt.training.stats import make_stats_fn

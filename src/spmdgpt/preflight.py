@@ -10,7 +10,7 @@ import jax
 
 from spmdgpt.config import Config, ConfigError
 from spmdgpt.data import Batcher
-from spmdgpt.evaluate import LossEvaluator, TextSampler
+from spmdgpt.eval.evaluate import LossEvaluator, TextSampler
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.training.state import Start
 

@@ -80,7 +80,7 @@ def run(items: List[str]) -> int:
     mesh = one_process_mesh(cfg, "chat reads the terminal in one process")
     import jax
 
-    from spmdgpt.generate import Conversation, SamplingParams
+    from spmdgpt.engine.generate import Conversation, SamplingParams
     from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):

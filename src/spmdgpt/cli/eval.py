@@ -81,7 +81,7 @@ def run(items: List[str]) -> int:
     mesh = start_mesh(cfg)
     import jax
 
-    from spmdgpt.evaluate import Scorer, text_batcher, text_windows, token_byte_lengths
+    from spmdgpt.eval.evaluate import Scorer, text_batcher, text_windows, token_byte_lengths
     from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):

@@ -1,7 +1,7 @@
 """`spmdgpt lm-eval run.dir=<run>|hf:DIR tasks=A,B [include_path=DIR] [limit=N] [num_fewshot=K]
 [batch_size=8] [step=N] [log_samples=true] [out=F.json] [overrides]`: EleutherAI's
 lm-evaluation-harness on the model, through spmdgpt's own forward pass and sampler
-(`spmdgpt.harness.SpmdgptLM`), on any mesh of this process's devices.
+(`spmdgpt.eval.harness.SpmdgptLM`), on any mesh of this process's devices.
 
 Prints lm-eval's table and writes its results JSON (default run.dir/lm-eval/step-<N>.json; for
 hf:DIR only with out=...), with log_samples=true every document's requests and answers beside it
@@ -126,7 +126,7 @@ def run(items: List[str]) -> int:
     import lm_eval
     from lm_eval.utils import handle_non_serializable, make_table
 
-    from spmdgpt.harness import SpmdgptLM
+    from spmdgpt.eval.harness import SpmdgptLM
     from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):

@@ -84,7 +84,7 @@ def run(items: List[str]) -> int:
     args = check_args(args)
     prompts = read_prompts(args)
     from spmdgpt.cli.runs import model_source, source_params, start_mesh
-    from spmdgpt.generate import context_error
+    from spmdgpt.engine.generate import context_error
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     from spmdgpt.engine.scheduler import speculate_error

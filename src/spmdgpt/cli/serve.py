@@ -1,7 +1,7 @@
 """`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=64] [step=N]
 [max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [speculate=0] [decode_attention=auto]
 [config overrides]`: the model
-behind an OpenAI-compatible HTTP API (spmdgpt.serve: /v1/completions, /v1/chat/completions,
+behind an OpenAI-compatible HTTP API (spmdgpt.engine.server: /v1/completions, /v1/chat/completions,
 /v1/models, /health) on the inference engine (slots, pages, chunk size and drafts its arguments), on the
 run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run
 directory, writes nothing."""
@@ -87,8 +87,8 @@ def run(items: List[str]) -> int:
     import jax
     import uvicorn
 
+    from spmdgpt.engine.server import Backend, Server, routes_of
     from spmdgpt.mesh.sharding import Rules
-    from spmdgpt.serve import Backend, Server, routes_of
 
     folder = hf_folder(args.run_dir)
     name = folder.name if folder is not None else Path(args.run_dir).resolve().name

@@ -94,7 +94,7 @@ def run(items: List[str]) -> int:
     import jax.numpy as jnp
     import numpy as np
 
-    from spmdgpt.evaluate import text_batcher
+    from spmdgpt.eval.evaluate import text_batcher
     from spmdgpt.mesh.sharding import Rules, to_host
     from spmdgpt.model import forward
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from spmdgpt.config import Config
 from spmdgpt.engine import Engine, EngineConfig, Request, batch_engine
-from spmdgpt.generate import SamplingParams
+from spmdgpt.engine.generate import SamplingParams
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt

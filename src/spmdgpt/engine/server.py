@@ -302,7 +302,7 @@ class Backend:
         """The engine Requests of one prompt's n choices (choice c: stream c of sp.seed), checked
         against the context and the page pool (RequestError 400 naming the field)."""
         from spmdgpt.engine import Request
-        from spmdgpt.generate import context_error
+        from spmdgpt.engine.generate import context_error
 
         stops = sp.stop
         stop = (lambda r: any(s in self.tok.decode(r.tokens) for s in stops)) if stops else None

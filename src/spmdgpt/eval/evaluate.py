@@ -86,7 +86,7 @@ def rollout_rows(cfg, rules: Rules) -> int:
 
 def rollout_sampling(cfg, eos_id=None):
     """The rollouts' SamplingParams (the same seed at every evaluation)."""
-    from spmdgpt.generate import SamplingParams
+    from spmdgpt.engine.generate import SamplingParams
 
     t = cfg.train
     return SamplingParams(t.rollout_tokens, t.rollout_temperature, 0, 1.0, t.seed, eos_id)
