@@ -25,7 +25,7 @@ JAX's CUDA plugin, and the cuDNN library for `cudnn`: the `gpu-plan-cudnn` extra
 each: whether it compiles (else the first line of the reason), the custom calls it launches with
 their operands' layouts, XLA's temporaries, and the other kernels of the program (transposes,
 converts, the q/k/v cotangents' assembly) with their bytes and their time at 3 TB/s, read by the
-roofline tool (`spmdgpt.roofline`): what each kernel costs around itself, before a GPU times it.
+roofline tool (`spmdgpt.plan.roofline`): what each kernel costs around itself, before a GPU times it.
 
 On a GPU, each kernel is first checked against the `xla` backend in float32 at the highest matmul
 precision (outputs and the three gradients, random q/k/v/g): it passes when its largest error is
@@ -60,7 +60,7 @@ from spmdgpt.config import load_config  # noqa: E402
 from spmdgpt.mesh.sharding import Rules, make_mesh  # noqa: E402
 from spmdgpt.model.attention import blocked_causal_attention  # noqa: E402
 from spmdgpt.model.kernels import fused_causal_attention, load_tokamax  # noqa: E402
-from spmdgpt.roofline import kernels as read_kernels  # noqa: E402
+from spmdgpt.plan.roofline import kernels as read_kernels  # noqa: E402
 
 KERNELS = ("xla", "cudnn", "tokamax-mosaic", "tokamax-triton", "jax-mosaic")
 FORWARD_ONLY = {"jax-mosaic"}  # (its backward: NotImplementedError under a causal mask)
@@ -165,7 +165,7 @@ def one_device(devices) -> tuple:
 
 def compile_only(names: List[str], target: str, shape: tuple) -> List[dict]:
     """Each kernel's passes compiled for `target`'s compile-only devices (see the module docstring)."""
-    from spmdgpt.topology import compile_only_devices, target_default
+    from spmdgpt.plan.topology import compile_only_devices, target_default
 
     b, t, n, h = shape
     mesh, rules = one_device(compile_only_devices(target)[:1])

@@ -1,5 +1,5 @@
 """μP's coordinate check, plotted: standard against mup across widths, standard against
-completep across depths (spmdgpt.scaling.coordinate_check).
+completep across depths (spmdgpt.scaling.size.coordinate_check).
 
     python benchmarks/coord_check.py --out coord_check.png [--steps 4] [--widths 64,128,256,512,1024]
         [--depths 2,4,8,16] [--set model.mlp=swiglu ...]
@@ -26,7 +26,7 @@ from spmdgpt.mesh.runtime import set_default_xla_flags  # noqa: E402
 
 set_default_xla_flags()
 
-from spmdgpt.scaling import QUANTITIES, coordinate_check, growth  # noqa: E402
+from spmdgpt.scaling.size import QUANTITIES, coordinate_check, growth  # noqa: E402
 
 BASE = ["+experiment=staircase", "model.tie_embeddings=false", "optimizer.warmup_steps=0", "optimizer.lr=3e-3",
         "data.batch_size=8", "data.seq_len=32", "model.scan_unroll=false"]

@@ -38,7 +38,7 @@ speed: each configuration in a fresh process (so that the peak memory is its own
 (+experiment=gpt2_124m shapes, AdamW), bfloat16 compute, at context 1024 (batch 16) and 4096
 (batch 4), per attention backend and loss (whole or blocked); float32 compute as today's
 default; and benchmarks/torch_gpt.py at the same shapes. Median tokens/s of 3 windows of 10
-steps, MFU against the data-sheet dense bf16 peak (spmdgpt.flops: 989 TFLOP/s for H100/H200
+steps, MFU against the data-sheet dense bf16 peak (spmdgpt.plan.flops: 989 TFLOP/s for H100/H200
 SXM), measured peak device memory against XLA's compile-time memory analysis (arguments +
 outputs - aliased + temporaries). Tables go to stdout and DIR/speed.json.
 """
@@ -442,10 +442,10 @@ def _random_batch(cfg, rules, batch: int, seq: int, rng) -> tuple:
 def measure_jax(overrides, seq, batch, steps=10, windows=3, profile_dir=None) -> dict:
     import jax
 
-    from spmdgpt.flops import device_peak_flops, flops_per_token
     from spmdgpt.model import param_info
     from spmdgpt.model.attention import attention_backend
     from spmdgpt.optim import build_optimizer
+    from spmdgpt.plan.flops import device_peak_flops, flops_per_token
     from spmdgpt.training.state import init_state
     from spmdgpt.training.step import make_train_step
 
@@ -518,7 +518,7 @@ def _run_one(name: str) -> dict:
 
 def cmd_speed(out: Path, only) -> int:
     from spmdgpt.config import load_config
-    from spmdgpt.flops import PEAK_FLOPS, flops_per_token
+    from spmdgpt.plan.flops import PEAK_FLOPS, flops_per_token
 
     names = only or list(SPEED)
     rows = []
@@ -793,7 +793,7 @@ def cmd_target_plan(out: Path) -> int:
     from jax.experimental import topologies
 
     from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.plan import plan_step, report
+    from spmdgpt.plan.plan import plan_step, report
 
     text = (out / "gpu_target_config.txtpb").read_text()
     print("local devices:", jax.devices())

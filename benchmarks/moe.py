@@ -18,7 +18,7 @@ compiles the same rows for an H100 without one (`spmdgpt plan topology=h100`'s c
 device; `grouped=pallas`, the Pallas kernels, joins them) and reads each compiled function
 instead of timing it: its GEMM FLOPs (benchmarks/roofline.py's kernels: dots, and the grouped
 kernels by their rows and columns) against the dense MLP's (the active FLOPs), its temporaries,
-and the roofline's time at 800 TFLOP/s (the grouped kernels at spmdgpt.roofline.GROUPED_RATE of
+and the roofline's time at 800 TFLOP/s (the grouped kernels at spmdgpt.plan.roofline.GROUPED_RATE of
 it, as an H200 measured them) and 3.0 TB/s. On a GPU the timed rows include
 `grouped=pallas` (and `grouped=tokamax`, tokamax's Mosaic GPU ragged_dot, where tokamax is
 installed: the `gpu-kernels` extra; also compiled with --target and checked with --check);
@@ -59,7 +59,7 @@ from spmdgpt.model import init_params, is_info, param_info  # noqa: E402
 from spmdgpt.model.grouped import Tiles, using_tiles  # noqa: E402
 from spmdgpt.model.mlp import mlp  # noqa: E402
 from spmdgpt.model.moe import every_expert, moe  # noqa: E402
-from spmdgpt.topology import target_default  # noqa: E402
+from spmdgpt.plan.topology import target_default  # noqa: E402
 
 
 def timed(fn, args, rounds, profile=None):
@@ -161,7 +161,7 @@ def main() -> None:
     dense_cfg = load_config([*base, f"model.mlp_factor={2 * k}"]).model
     devices = jax.devices()[:1]
     if args.target:
-        from spmdgpt.topology import compile_only_devices
+        from spmdgpt.plan.topology import compile_only_devices
 
         devices = compile_only_devices(args.target)[:1]
     mesh = make_mesh(load_config(base).mesh, devices)

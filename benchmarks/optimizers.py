@@ -230,7 +230,7 @@ def part_b(rows_a) -> dict:
 
 
 def part_c(budget: int) -> dict:
-    from spmdgpt.trainer import train
+    from spmdgpt.loop import train
 
     print(f"(c) shakespeare_char, {budget} steps (warmup {budget // 10}), validation loss")
     results = {}

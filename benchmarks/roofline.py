@@ -39,7 +39,7 @@ import warnings
 from dataclasses import asdict
 from typing import Dict, List, Optional
 
-from spmdgpt.roofline import Kernel, kernels, roofline  # noqa: F401  (the reading, in the package: `spmdgpt plan`'s too)
+from spmdgpt.plan.roofline import Kernel, kernels, roofline  # noqa: F401  (the reading, in the package: `spmdgpt plan`'s too)
 
 GPT2 = ["+experiment=gpt2_124m", "mesh.data=1", "checkpoint.enabled=false", "train.microbatches=1",
         "model.attention=cudnn", "model.logits_dtype=bfloat16"]
@@ -50,8 +50,8 @@ def compile_step(overrides: List[str], topology: str = "h100") -> tuple:
 
     from spmdgpt.config import freeze, load_config
     from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.plan import batch_shapes, run_programs
-    from spmdgpt.topology import compile_only_devices, target_default
+    from spmdgpt.plan.plan import batch_shapes, run_programs
+    from spmdgpt.plan.topology import compile_only_devices, target_default
     from spmdgpt.training.state import abstract_state
     from spmdgpt.training.step import optimizer_of
 

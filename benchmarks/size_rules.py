@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from spmdgpt.cli.sweep import checked_point, execute
-from spmdgpt.ladder import budget_name, final_metric, sized_params
+from spmdgpt.scaling.ladder import budget_name, final_metric, sized_params
 
 SHARED = ["+experiment=ladder_gutenberg", "checkpoint.keep=1"]
 METRIC = "val/loss"

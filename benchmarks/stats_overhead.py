@@ -6,7 +6,7 @@ Model B1 (vocab 65, 4 layers, d_model 256, seq 256, batch 16, 1 device) on Tiny 
 float32, AdamW. Both the train step and the statistics function are compiled (and run once)
 before timing, so this is the steady-state cost a long run pays: on a statistics step the loop
 runs the statistics function on the state before the step, queues the step, and fetches the
-statistics (what `spmdgpt.trainer` does). Timed windows alternate (with, without, ...) to spread
+statistics (what `spmdgpt.loop` does). Timed windows alternate (with, without, ...) to spread
 the machine's noise (and which goes first). Target: with / without >= 0.97.
 """
 

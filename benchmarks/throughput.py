@@ -6,7 +6,7 @@
 B1: vocab 65, 4 layers, 4 heads, d_model 256, seq 256, batch 16, float32, AdamW, 1 device.
 B2: the same with the GPT-2 vocabulary (50257) and batch 8.
 The peak is the best float32 matmul rate (N x N @ N x N) over a few sizes; MFU = achieved
-model FLOP/s (6N + attention, see spmdgpt.flops) / that peak. Each config runs several timed
+model FLOP/s (6N + attention, see spmdgpt.plan.flops) / that peak. Each config runs several timed
 windows; the best window is compared with the (best-of) peak, and the median is printed too
 (this shared 2-core machine shows about +-10% run-to-run noise). Like `spmdgpt train`, the
 script restarts itself with spmdgpt's glibc malloc settings (spmdgpt.mesh.runtime); it also prints
@@ -31,10 +31,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from spmdgpt.config import load_config  # noqa: E402
-from spmdgpt.flops import flops_per_token
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import param_info
 from spmdgpt.optim import build_optimizer
+from spmdgpt.plan.flops import flops_per_token
 from spmdgpt.training.state import init_state
 from spmdgpt.training.step import make_train_step
 

@@ -179,10 +179,10 @@ def missing(flag: str, why: str):
 
 
 def compile_only_or_skip(topology: str) -> list:
-    """The compile-only devices of `topology` (spmdgpt.topology), or `missing` naming the absent
+    """The compile-only devices of `topology` (spmdgpt.plan.topology), or `missing` naming the absent
     compiler (SPMDGPT_REQUIRE_PLANS)."""
     from spmdgpt.config import ConfigError
-    from spmdgpt.topology import compile_only_devices
+    from spmdgpt.plan.topology import compile_only_devices
 
     try:
         return compile_only_devices(topology)

@@ -331,7 +331,7 @@ def test_dpo_raises_the_margin_and_switches_greedy_answers(tmp_path):
         return [f"+data.datasets.{name}={{paths:[{f}],format:{fmt},split:none}}",
                 f"+data.datasets.held={{paths:[{f}],format:{fmt},split:val}}"]
 
-    from spmdgpt.trainer import train
+    from spmdgpt.loop import train
 
     base, dpo, part = tmp_path / "base", tmp_path / "dpo", tmp_path / "part"
     train(load_config([*common, *data("no", "chat"), "optimizer.lr=3e-3", "train.steps=30", f"run.dir={base}"]),

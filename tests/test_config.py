@@ -201,10 +201,10 @@ def test_public_api_names_resolve():
     """Every name in spmdgpt.__all__ resolves, and spmdgpt.train stays the function after the
     loop's module has been imported (a submodule named `train` would replace it)."""
     import spmdgpt
-    import spmdgpt.trainer  # noqa: F401
+    import spmdgpt.loop  # noqa: F401
 
     assert all(getattr(spmdgpt, name) is not None for name in spmdgpt.__all__)
-    assert callable(spmdgpt.train) and spmdgpt.train is spmdgpt.trainer.train
+    assert callable(spmdgpt.train) and spmdgpt.train is spmdgpt.loop.train
 
 
 def test_validation_by_section_and_cross_checks_need_both_sections():

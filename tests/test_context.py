@@ -74,7 +74,7 @@ def test_the_plans_activation_bytes_fall_as_one_over_the_ring():
     """One 2,048-token sequence on rings of 2 and 4 devices: the plan's temporaries are mostly
     activations / C, plus a little that does not shrink (the optimizer's update, score blocks,
     the ring's buffers): measured 20.0 and 11.4 MiB (and 7.7 on 8)."""
-    from spmdgpt.plan import plan_step
+    from spmdgpt.plan.plan import plan_step
 
     temps = {}
     for c in (2, 4):

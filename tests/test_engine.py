@@ -243,8 +243,8 @@ def test_paged_kernels_compile_for_their_targets(topology, call):
     from spmdgpt.cli.plan import _compiling
     from spmdgpt.config import ConfigError, load_config
     from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.plan import abstract_params
-    from spmdgpt.topology import compile_only_devices
+    from spmdgpt.plan.plan import abstract_params
+    from spmdgpt.plan.topology import compile_only_devices
 
     try:
         devices = compile_only_devices(topology)[:1]

@@ -25,7 +25,7 @@ from spmdgpt.config import load_config
 from spmdgpt.kinds import run_kind
 from spmdgpt.mesh.runtime import host_memory
 from spmdgpt.mesh.sharding import Rules, make_mesh
-from spmdgpt.plan import plan_step
+from spmdgpt.plan.plan import plan_step
 
 HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "gpt2_124m": ["topology=h100"],

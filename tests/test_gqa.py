@@ -11,9 +11,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ConfigError, MlpType, NormType, load_config, validate
-from spmdgpt.flops import flops_per_token
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import Attention, GroupedAttention, forward, init_cache, init_params
+from spmdgpt.plan.flops import flops_per_token
 
 BASE = ["+experiment=staircase", "model.num_heads=4", "model.num_kv_heads=2", "model.bias=true",
         "model.qk_norm=true", "model.init_std=0.2"]

@@ -9,7 +9,7 @@ import pytest
 
 from spmdgpt.cli import main
 from spmdgpt.config import ConfigError, load_config
-from spmdgpt.laws import Law
+from spmdgpt.scaling.laws import Law
 
 STAIRCASE = ["+experiment=staircase", "ladder.budgets=[1e11,3e11,1e12]", "ladder.sizes=[1,2,3]", "ladder.bootstrap=2"]
 TRUE = Law(E=0.5, A=50.0, B=50.0, alpha=0.4, beta=0.35)
@@ -23,7 +23,7 @@ def fake_finished(run_dir, steps, loss, metric="val/loss"):
 
 
 def test_the_grid_counts_parameters_tokens_and_steps():
-    from spmdgpt.ladder import plan_grid
+    from spmdgpt.scaling.ladder import plan_grid
 
     cfg = load_config(STAIRCASE)
     points = plan_grid(cfg, STAIRCASE)
@@ -38,7 +38,7 @@ def test_the_grid_counts_parameters_tokens_and_steps():
 
 
 def test_the_fit_of_a_ladder_recovers_a_known_law_and_forecasts_it():
-    from spmdgpt.ladder import analyse, plan_grid, report
+    from spmdgpt.scaling.ladder import analyse, plan_grid, report
 
     cfg = load_config(STAIRCASE)
     points = plan_grid(cfg, STAIRCASE)
@@ -65,7 +65,7 @@ def test_the_fit_of_a_ladder_recovers_a_known_law_and_forecasts_it():
 
 
 def test_ladder_runs_the_grid_skips_finished_points_and_writes_the_fit(tmp_path, capsys):
-    from spmdgpt.ladder import plan_grid
+    from spmdgpt.scaling.ladder import plan_grid
 
     out = tmp_path / "ladder"
     cfg = load_config(STAIRCASE)
@@ -94,7 +94,7 @@ def test_ladder_runs_the_grid_skips_finished_points_and_writes_the_fit(tmp_path,
 
 
 def test_ladder_lr_finds_the_best_rate_per_width(tmp_path, capsys):
-    from spmdgpt.ladder import analyse_lr
+    from spmdgpt.scaling.ladder import analyse_lr
 
     # hand numbers: width 64 best at 3e-3, width 128 best at 1e-3, the best loss better when wider
     pts = [{"width": w, "lr": lr, "loss": v} for w, lr, v in
@@ -116,7 +116,7 @@ def test_ladder_lr_finds_the_best_rate_per_width(tmp_path, capsys):
     assert "note: at d_model 64, 128 the best rate is at the grid's edge" in text
     assert (out / "lr.png").read_bytes()[:4] == b"\x89PNG"
     # under μP the first width is the base: each point's config records it
-    from spmdgpt.ladder import lr_grid
+    from spmdgpt.scaling.ladder import lr_grid
 
     grid = lr_grid(load_config(items), items)
     assert grid[3]["overrides"] == ["model.d_model=128", "optimizer.lr=0.003", "model.base_width=64"]
@@ -154,7 +154,7 @@ def test_ladder_refuses_bad_grids_in_one_line(tmp_path, capsys):
                                                                "the runs log; choose val/loss, loss")
     assert not (tmp_path / "l").exists()
     # every point finished, none logged the (training) loss the fit reads
-    from spmdgpt.ladder import plan_grid
+    from spmdgpt.scaling.ladder import plan_grid
 
     for p in plan_grid(load_config(STAIRCASE), STAIRCASE):
         fake_finished(tmp_path / "l" / p.name, p.steps, 2.0)
@@ -162,14 +162,14 @@ def test_ladder_refuses_bad_grids_in_one_line(tmp_path, capsys):
     assert code == 2 and err.startswith("spmdgpt: error: the ladder cannot be fitted (0 of 9 points have a final "
                                         "loss, ladder.metric): 0 runs cannot fit")
     with pytest.raises(ConfigError, match="two or more of each"):
-        from spmdgpt.ladder import lr_grid
+        from spmdgpt.scaling.ladder import lr_grid
 
         lr_grid(load_config(["ladder.widths=[64]", "ladder.lrs=[1e-3,2e-3]"]), [])
 
 
 def test_the_packaged_ladders_plan():
     from spmdgpt.cli.sweep import checked_point
-    from spmdgpt.ladder import check_epochs, plan_grid
+    from spmdgpt.scaling.ladder import check_epochs, plan_grid
 
     for name, runs, fewest in (("ladder_tiny", 6, 60), ("ladder_gutenberg", 9, 102)):
         items = [f"+experiment={name}"]

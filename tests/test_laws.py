@@ -1,9 +1,9 @@
-"""Scaling-law fits (spmdgpt.laws): Chinchilla's approaches 2 and 3 recover a known law."""
+"""Scaling-law fits (spmdgpt.scaling.laws): Chinchilla's approaches 2 and 3 recover a known law."""
 
 import numpy as np
 import pytest
 
-from spmdgpt.laws import Law, LawError, bootstrap, fit_law, isoflop_minima
+from spmdgpt.scaling.laws import Law, LawError, bootstrap, fit_law, isoflop_minima
 
 CHINCHILLA = Law(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)  # Hoffmann et al. 2022's fit
 

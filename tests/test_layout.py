@@ -6,6 +6,8 @@ apart)."""
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 
@@ -60,26 +62,29 @@ def test_no_import_cycles_also_inside_functions():
         ["spmdgpt.training.stats", "spmdgpt.training.step"]]
 
 
-# The house's floors, low to high: a module imports only from its own floor or below (the model
-# never reaches up into a kind of run, a kind of run never into the trainer or the CLI). A module
-# is on the floor of the longest prefix listed; the rest (the step, the optimizer, evaluation,
-# plans, hooks, ...) on the middle floor, 2.
+# The house's floors, low to high: the parts of src/spmdgpt/, each a package (or, at the top, the
+# loop and the kinds of run). A module imports only from its own floor or below (the model never
+# reaches up into a kind of run, a kind of run never into the loop or the CLI); a module is on
+# the floor of its part, and every module belongs to one.
 FLOORS = {
-    0: ("spmdgpt.config", "spmdgpt.mesh", "spmdgpt.run", "spmdgpt.hlo", "spmdgpt.roofline", "spmdgpt.topology"),
-    1: ("spmdgpt.model", "spmdgpt.data"),
-    3: ("spmdgpt.rl", "spmdgpt.kinds"),
-    4: ("spmdgpt.trainer",),
-    5: ("spmdgpt.cli", "spmdgpt.__main__"),
+    0: ("spmdgpt.config", "spmdgpt.configs", "spmdgpt.mesh", "spmdgpt.run"),
+    1: ("spmdgpt.model", "spmdgpt.data", "spmdgpt.optim", "spmdgpt.hf", "spmdgpt.tasks", "spmdgpt.web"),
+    2: ("spmdgpt.training", "spmdgpt.engine"),
+    3: ("spmdgpt.eval",),
+    4: ("spmdgpt.plan",),
+    5: ("spmdgpt.scaling", "spmdgpt.rl"),
+    6: ("spmdgpt.kinds",),
+    7: ("spmdgpt.loop",),
+    8: ("spmdgpt.cli", "spmdgpt.__main__", "spmdgpt"),
 }
 
 
 def floor(module: str) -> int:
-    best, level = "", 2
-    for n, prefixes in FLOORS.items():
-        for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > len(best):
-                best, level = p, n
-    return level
+    """The floor of `module`'s part (the package `spmdgpt` itself: the top); KeyError if none."""
+    for n, parts in FLOORS.items():
+        if module in parts or any(module.startswith(p + ".") for p in parts if p != "spmdgpt"):
+            return n
+    raise KeyError(f"{module} is in no part of FLOORS")
 
 
 def upward(graph: dict) -> list:
@@ -90,9 +95,12 @@ def upward(graph: dict) -> list:
 def test_no_import_reaches_up_a_floor_also_inside_functions():
     graph = import_graph()
     assert upward(graph) == []
-    assert floor("spmdgpt.model.grpo") == 1 and floor("spmdgpt.rl.checks") == 3 and floor("spmdgpt.plan") == 2
-    # the trainer names no kind of run: it asks spmdgpt.kinds for the run's
-    assert not {d for d in graph["spmdgpt.trainer"] if d.startswith("spmdgpt.rl")}
+    assert floor("spmdgpt.model.grpo") == 1 and floor("spmdgpt.rl.checks") == 5 and floor("spmdgpt.plan.plan") == 4
+    assert floor("spmdgpt") == 8 and [floor(m) for m in graph] and len({floor(m) for m in graph}) == 9
+    with pytest.raises(KeyError, match="spmdgpt.stray is in no part"):
+        floor("spmdgpt.stray")
+    # the loop names no kind of run: it asks spmdgpt.kinds for the run's
+    assert not {d for d in graph["spmdgpt.loop"] if d.startswith("spmdgpt.rl")}
     # the check finds one when there is one (the model's GRPO loss importing the rewards, as it did)
     assert upward({**graph, "spmdgpt.model.grpo": graph["spmdgpt.model.grpo"] | {"spmdgpt.rl.rewards"}}) == [
         ("spmdgpt.model.grpo", "spmdgpt.rl.rewards")]

@@ -16,7 +16,7 @@ from spmdgpt.config import load_config
 def char_run(tmp_path_factory):
     """A small char-level Tiny Shakespeare run with a 64-token context (so that lm-eval cuts the
     tasks' texts into rolling windows and truncates long contexts from the left)."""
-    from spmdgpt.trainer import train
+    from spmdgpt.loop import train
 
     run = tmp_path_factory.mktemp("lm-eval") / "run"
     train(load_config(["+experiment=shakespeare_char", "model.num_layers=2", "model.d_model=64", "model.num_heads=2",

@@ -89,7 +89,7 @@ def test_lora_run_checkpoints_adapters_resumes_and_exports_merged(tmp_path, caps
     import orbax.checkpoint as ocp
     from safetensors.numpy import load_file
 
-    from spmdgpt.trainer import train
+    from spmdgpt.loop import train
 
     common = ["+experiment=staircase", "data.batch_size=8", "data.seq_len=32", "train.progress=false",
               "train.log_every=1", "train.eval_every=0", "train.eval_batches=2", "model.mlp=swiglu",

@@ -12,12 +12,12 @@ import pytest
 from layouts import assert_close, cfg_for, reference, run
 
 from spmdgpt.config import load_config, mla_dims, validate
-from spmdgpt.flops import flops_per_token
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import forward, init_cache, init_params
 from spmdgpt.model.attention import UnitInputs
 from spmdgpt.model.layers import rope_frequencies
 from spmdgpt.model.mla import mla_attention, softmax_scale
+from spmdgpt.plan.flops import flops_per_token
 
 MLA = ("model.mla.kv_rank=16", "model.mla.q_rank=12", "model.mla.rope_dim=4", "model.mla.v_dim=6")
 
@@ -178,7 +178,7 @@ def test_flops_and_bad_settings():
     cfg = load_config(["+experiment=staircase", *MLA])
     m = cfg.model
     plain = dataclasses.replace(m, mla=dataclasses.replace(m.mla, kv_rank=0))
-    from spmdgpt.flops import matmul_params
+    from spmdgpt.plan.flops import matmul_params
 
     attention_terms = lambda c: flops_per_token(c, 32) - 6 * matmul_params(c)  # noqa: E731
     assert attention_terms(m) == pytest.approx(6 * 2 * 32 * 4 * (20 + 6))

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from spmdgpt.config import load_config
-from spmdgpt.flops import flops_per_token, matmul_params
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import ParamInfo, forward, init_params, loss_fn, num_params, param_info
 from spmdgpt.model.attention import (
@@ -19,6 +18,7 @@ from spmdgpt.model.attention import (
 )
 from spmdgpt.model.layers import rope
 from spmdgpt.optim import weight_decay_mask
+from spmdgpt.plan.flops import flops_per_token, matmul_params
 
 ONE = jax.devices()[:1]
 

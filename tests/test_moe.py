@@ -14,12 +14,12 @@ from conftest import compile_only_or_skip
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ConfigError, MoeDispatch, load_config, validate
-from spmdgpt.flops import matmul_params
 from spmdgpt.hf import architecture
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import init_params
 from spmdgpt.model.loss import objective
 from spmdgpt.model.moe import block_rows, capacity, every_expert, moe, route
+from spmdgpt.plan.flops import matmul_params
 from spmdgpt.web import check_supported
 
 BASE = ["+experiment=staircase", "model.moe.num_experts=4", "model.moe.top_k=2", "model.init_std=0.2"]
@@ -419,7 +419,7 @@ def test_tokamax_grouped_matmul_is_refused_off_a_gpu_and_compiles_for_an_h100(mo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import roofline
 
-    from spmdgpt.topology import target_default
+    from spmdgpt.plan.topology import target_default
 
     devices = compile_only_or_skip("h100")[:1]
     mesh = make_mesh(load_config(common).mesh, devices)

@@ -140,8 +140,8 @@ def test_a_run_trains_logs_exports_and_samples(tmp_path, capsys):
 def test_flops_count_the_modules():
     """A module adds 6 x (its block's matrices + its 2D x D projection + the output head's V x D) and
     one more block's attention (6 T N (H + H)) per token: MFU counts what the step computes."""
-    from spmdgpt.flops import flops_per_token
     from spmdgpt.model import is_info, param_info
+    from spmdgpt.plan.flops import flops_per_token
 
     cfg = load_config(["+experiment=staircase", "model.mtp_depth=1"]).model
     plain = load_config(["+experiment=staircase"]).model

@@ -127,7 +127,7 @@ def test_pipeline_remat_keeps_only_the_passes_inputs():
     activations, and runs the stage's forward again. Attention in one block of 256
     (model.attention_block=0: a smaller program to compile than 4 query blocks). Measured
     (XLA:CPU): temporaries 112.0 -> 15.4 MiB (GPipe), 101.4 -> 10.3 (2 repeats); FLOPs x1.26."""
-    from spmdgpt.plan import plan_step
+    from spmdgpt.plan.plan import plan_step
 
     plans = {}
     for repeats in (1, 2):

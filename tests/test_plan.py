@@ -8,9 +8,9 @@ from conftest import compile_only_or_skip, required
 
 from spmdgpt.cli import main
 from spmdgpt.config import load_config
-from spmdgpt.hlo import collectives_of, group_size, overlapped_traffic, traffic_of
 from spmdgpt.mesh.sharding import Rules, make_mesh
-from spmdgpt.plan import plan_step
+from spmdgpt.plan.hlo import collectives_of, group_size, overlapped_traffic, traffic_of
+from spmdgpt.plan.plan import plan_step
 
 COMMON = ["+experiment=staircase", "model.num_layers=2", "model.scan_unroll=false"]
 
@@ -151,7 +151,7 @@ ENTRY %main (a: f32[8]) -> f32[8] {
 
 
 def test_estimate_takes_the_slowest_of_compute_memory_and_collectives():
-    from spmdgpt.plan import Plan, estimate
+    from spmdgpt.plan.plan import Plan, estimate
 
     plan = Plan(devices=4, mesh={"data": 4}, param_bytes=0, opt_bytes=0, batch_bytes=0, temp_bytes=0, flops=2e12,
                 bytes_accessed=1e9, formula_flops=1e12, loops=False, traffic=3e9)
@@ -242,7 +242,7 @@ def test_topology_names_map_to_xla_topologies():
     """Cloud names: v5p-N counts TensorCores (2 per chip), v5e/v5litepod/v6e-N chips; GPUs 1-8
     per host, more in hosts of 8."""
     from spmdgpt.config import ConfigError
-    from spmdgpt.topology import capacity, parse_topology, target_config
+    from spmdgpt.plan.topology import capacity, parse_topology, target_config
 
     got = {n: (parse_topology(n).devices, parse_topology(n).xla_name) for n in
            ("h100", "h100-8", "h100-32", "v5p-8", "v5p-128", "v5p-1024", "v5e-4", "v5litepod-8", "v5e-16", "v6e-256")}
@@ -277,7 +277,7 @@ def test_fields_an_older_xla_does_not_know_are_dropped(capfd):
     import os
 
     from spmdgpt.config import ConfigError
-    from spmdgpt.topology import compile_only_devices
+    from spmdgpt.plan.topology import compile_only_devices
 
     seen = []
 
@@ -310,7 +310,7 @@ def test_fields_an_older_xla_does_not_know_are_dropped(capfd):
 
 def _can_compile_for(name: str) -> bool:
     from spmdgpt.config import ConfigError
-    from spmdgpt.topology import compile_only_devices
+    from spmdgpt.plan.topology import compile_only_devices
 
     try:
         compile_only_devices(name)
@@ -327,7 +327,7 @@ def test_a_missing_plan_compiler_skips_or_fails_where_ci_requires_it(monkeypatch
     def absent(name):
         raise ConfigError([f"topology={name} compiles with the GPU compiler, which is not installed"])
 
-    monkeypatch.setattr("spmdgpt.topology.compile_only_devices", absent)
+    monkeypatch.setattr("spmdgpt.plan.topology.compile_only_devices", absent)
     monkeypatch.delenv("SPMDGPT_REQUIRE_PLANS", raising=False)
     with pytest.raises(pytest.skip.Exception, match="which is not installed"):
         compile_only_or_skip("h100")
@@ -419,7 +419,7 @@ def test_plan_compiles_for_several_tpu_slices(capsys):
 
     from spmdgpt.config import MeshConfig
     from spmdgpt.mesh.sharding import make_mesh
-    from spmdgpt.topology import compile_only_devices
+    from spmdgpt.plan.topology import compile_only_devices
 
     devices = compile_only_devices("v5e-4", slices=2)
     mesh = make_mesh(MeshConfig(data=4, model=2), devices)
@@ -444,7 +444,7 @@ def test_search_candidates_and_ranking(capsys):
     """The layouts search=true tries and how it ranks them (no compiler needed): every mesh
     shape of a table that uses the model axis, savers cheapest first, microbatches only where
     they divide the batch; a layout that fits beats a faster one that does not."""
-    from spmdgpt.search import Layout, chain, meshes, own_layout, ranked
+    from spmdgpt.plan.search import Layout, chain, meshes, own_layout, ranked
 
     def mesh(data, model, **held):  # every MeshConfig axis, in mesh order
         return {"data": data, "stage": held.get("stage", 1), "expert": held.get("expert", 1),
@@ -455,7 +455,7 @@ def test_search_candidates_and_ranking(capsys):
     assert meshes("fsdp_tp", 8, {"expert": 2}) == [mesh(2, 2, expert=2), mesh(1, 4, expert=2)]
     # the axes it does not choose come from the config's MeshConfig fields (-1 or 1: 1)
     from spmdgpt.config import load_config
-    from spmdgpt.search import held_axes
+    from spmdgpt.plan.search import held_axes
 
     held = held_axes(load_config(["mesh.stage=2", "mesh.context=2", "mesh.model=4"]).mesh)
     assert held == {"stage": 2, "expert": 1, "context": 2}
@@ -511,7 +511,7 @@ def test_plan_serve_counts_the_pages_that_fit(capsys):
     of that many fits the device beside the rest, one more does not; a pool that does not fit is
     exit 2 in one line; engine arguments without serve=true are refused."""
     from spmdgpt.engine import EngineConfig
-    from spmdgpt.plan import plan_serving
+    from spmdgpt.plan.plan import plan_serving
 
     cfg = load_config(["+experiment=staircase", "mesh.data=1"])
     mesh = make_mesh(cfg.mesh, jax.devices()[:1])

@@ -15,7 +15,7 @@ from spmdgpt.cli import main
 from spmdgpt.config import load_config
 from spmdgpt.mesh.runtime import device_platforms
 from spmdgpt.mesh.sharding import Rules, make_mesh
-from spmdgpt.plan import plan_step
+from spmdgpt.plan.plan import plan_step
 
 # a vocabulary large enough that the logits dominate the evaluation's temporaries
 WIDE = ["+experiment=staircase", "model.vocab_size=4096", "train.rollout_tokens=8", "train.stats_every=5"]

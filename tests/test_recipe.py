@@ -326,7 +326,7 @@ def test_time_budget_sets_the_steps_and_replans_when_the_machine_gets_busier(tmp
     fresh run.dir, reproduces the run bitwise."""
     from conftest import read_jsonl
 
-    import spmdgpt.trainer as trainer
+    import spmdgpt.loop as trainer
     from spmdgpt.config import load_run_config
     from spmdgpt.data import Batcher
 

@@ -1,4 +1,4 @@
-"""spmdgpt/roofline.py (and benchmarks/roofline.py's table of it): the kernels of a compiled step read from its HLO text (bytes, FLOPs, a
+"""spmdgpt/plan/roofline.py (and benchmarks/roofline.py's table of it): the kernels of a compiled step read from its HLO text (bytes, FLOPs, a
 loop body's kernels once per trip), and on the H100 target (JAX's CUDA plugin, no GPU) the step's
 GEMM FLOPs equal the 6N + attention formula exactly, unrolled, scanned and in microbatches."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import compile_only_or_skip
 
-from spmdgpt.roofline import type_bytes
+from spmdgpt.plan.roofline import type_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import roofline  # noqa: E402
@@ -86,7 +86,7 @@ def test_an_fp8_gemm_runs_at_the_fp8_rate():
     """A GEMM fusion of FP8 operands is kind gemm-fp8: 1-byte operands, its FLOPs at FP8_RATE (1.2)
     x the bf16 rate by default (what an H200's 1.1B step gave: BENCHMARKS, the GPU section's sixth
     visit), or at --fp8-tflops."""
-    from spmdgpt.roofline import FP8_RATE
+    from spmdgpt.plan.roofline import FP8_RATE
 
     (k,) = roofline.kernels(FP8_HLO)
     assert (k.kind, k.flops, k.read, k.written) == ("gemm-fp8", 2 * 64 * 16 * 32, 64 * 32 + 32 * 16, 64 * 16 * 2)
@@ -99,7 +99,7 @@ def test_grouped_kernels_run_at_their_measured_rates():
     """The MoE's grouped Pallas kernels (kind gemm-grouped) each at its GROUPED_RATE of the GEMM
     rate by default, what an H200 measured (BENCHMARKS, the GPU section's sixth and seventh visits:
     the row products at 0.64, the weight gradient at 0.54), or all at grouped_tflops."""
-    from spmdgpt.roofline import GROUPED_RATE, Kernel
+    from spmdgpt.plan.roofline import GROUPED_RATE, Kernel
 
     rows = Kernel("pallas_call", "gemm-grouped", read=1000, written=1000, flops=1e9, runs=2, op="grouped_rows")
     weights = Kernel("pallas_call.1", "gemm-grouped", read=1000, written=1000, flops=1e9, runs=1, op="grouped_weights")
@@ -131,7 +131,7 @@ def test_cudnn_attention_runs_at_its_measured_rates():
     """cuDNN's fused attention (kind attention): FLOPs from its score shape (causal: half), each pass
     at its ATTENTION_RATE of the GEMM rate (what an H100's profiles of GPT-2 124M measured: BENCHMARKS,
     the GPU section's third and fourth visits), or at --attention-tflops."""
-    from spmdgpt.roofline import ATTENTION_RATE
+    from spmdgpt.plan.roofline import ATTENTION_RATE
 
     fwd, bwd = roofline.kernels(ATTENTION_HLO)
     forward = 4 * 16 * 12 * 1024 * 1024 * 64 * 0.5
@@ -175,7 +175,7 @@ def test_tokamax_attention_kernels_are_read_from_their_payload():
     q and k of the payload (scores b n t s x head size x 2 per matmul, halved under its causal mask):
     forward 2 matmuls, the backward's dK/dV kernel (two results) 4 and its dQ kernel 3; each priced
     at cuDNN's measured rate for its pass until a GPU times them."""
-    from spmdgpt.roofline import ATTENTION_RATE
+    from spmdgpt.plan.roofline import ATTENTION_RATE
 
     ks = {k.name: k for k in roofline.kernels(TOKAMAX_HLO)}
     unit = 2 * 16 * 12 * 1024 * 1024 * 64 * 0.5  # one causal matmul of 12 query heads (GQA: k has 4)
@@ -228,7 +228,7 @@ SMALL = ["+experiment=staircase", "mesh.data=1", "model.attention=xla", "model.a
 @pytest.mark.parametrize("extra", [[], ["model.scan_unroll=false"], ["model.scan_unroll=false", "train.microbatches=2"]],
                          ids=["unrolled", "scanned", "scanned-microbatches"])  # (the last: a loop in a loop)
 def test_the_h100_steps_gemm_flops_are_the_formulas(extra):
-    from spmdgpt.flops import flops_per_token
+    from spmdgpt.plan.flops import flops_per_token
 
     _compiler()
     cfg, text = _compiled(*SMALL, *extra)
@@ -255,7 +255,7 @@ def test_the_h100_steps_gemm_flops_are_the_formulas(extra):
 def test_the_h100_logsumexp_takes_one_exponential_per_element():
     """model.loss's one-pass logsumexp (GPUs) as the H100 compiler builds it: the reduction's
     combiner (a variadic reduce of (max, sum) pairs) computes one exponential, not two."""
-    from spmdgpt.hlo import computations
+    from spmdgpt.plan.hlo import computations
 
     _compiler()
     _, text = _compiled(*SMALL)  # (the unrolled step test_the_h100_steps_gemm_flops_are_the_formulas reads)

@@ -1,5 +1,5 @@
 """μP and CompleteP (`model.parametrization`, spmdgpt.model.parametrization) and the coordinate
-check (spmdgpt.scaling)."""
+check (spmdgpt.scaling.size)."""
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +9,7 @@ import pytest
 from spmdgpt.config import load_config
 from spmdgpt.model import is_info, param_info
 from spmdgpt.model.info import by_name
-from spmdgpt.scaling import coordinate_check, growth
+from spmdgpt.scaling.size import coordinate_check, growth
 
 UNTIED = ["+experiment=staircase", "model.tie_embeddings=false", "optimizer.warmup_steps=0", "optimizer.lr=3e-3",
           "data.batch_size=8", "data.seq_len=32", "model.scan_unroll=false"]
@@ -165,8 +165,8 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
     train.tokens_per_param: the steps from the matmul parameters (rounded up), the experiment's
     time budget off; both printed before training; bad values one line, exit 2."""
     from spmdgpt.cli import main
-    from spmdgpt.flops import matmul_params
-    from spmdgpt.scaling import size_line, with_token_budget
+    from spmdgpt.plan.flops import matmul_params
+    from spmdgpt.scaling.size import size_line, with_token_budget
 
     cfg = with_token_budget(load_config(["+experiment=shakespeare_char", "model.size=3", "train.tokens_per_param=20"]))
     m = cfg.model

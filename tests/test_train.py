@@ -401,7 +401,7 @@ def test_throughput_windows_with_a_step_call_that_waits_for_its_step(tmp_path, m
 
     import jax
 
-    from spmdgpt import trainer
+    from spmdgpt import loop as trainer
 
     clock = [0.0]
 

@@ -11,8 +11,22 @@ spmdgpt.data, spmdgpt.optim):
     # the model and the inference engine under any mesh and rule table (see docs/serving.md)
 
 `import spmdgpt` loads only the config package; everything else is imported on first use.
-(The loop lives in `spmdgpt.trainer`, not `spmdgpt.train`: a submodule of that name would
-replace the `spmdgpt.train` function once imported.)
+
+The parts, low to high (each imports only from its own floor or below; tests/test_layout.py):
+
+    config, mesh, run              the config schema; the mesh and its rules; a run's folder and logs
+    model, data, optim, hf, tasks  the model's units; corpora and tokenizers; optimizers;
+      web                          Hugging Face in and out; eval tasks; the page's export
+    training, engine               the step and what runs around it; inference and its server
+    eval                           the validation loss, lm-eval's backend
+    plan                           programs compiled ahead of time: memory, FLOPs, collectives
+    scaling, rl                    run sizes and scaling laws; GRPO and its rewards and tools
+    kinds                          the kinds of run (text, GRPO) the loop runs without naming
+    loop                           the training loop: `train(cfg)`
+    cli                            the `spmdgpt` commands
+
+(The loop is `spmdgpt.loop` and the step's package `spmdgpt.training`, not `spmdgpt.train`: a
+submodule of that name would replace the `spmdgpt.train` function once imported.)
 """
 
 import importlib
@@ -20,9 +34,9 @@ import importlib
 from spmdgpt.config import Config, ConfigError, load_config, load_run_config, validate
 
 _LAZY = {  # name -> the module that defines it
-    "train": "spmdgpt.trainer",
-    "TrainResult": "spmdgpt.trainer",
-    "TrainingDiverged": "spmdgpt.trainer",
+    "train": "spmdgpt.loop",
+    "TrainResult": "spmdgpt.loop",
+    "TrainingDiverged": "spmdgpt.loop",
     "make_train_step": "spmdgpt.training.step",
     "TrainState": "spmdgpt.training.state",
     "init_state": "spmdgpt.training.state",

@@ -74,13 +74,13 @@ def _text_parts(cfg: Config, rules: Rules, data, batcher, samples, reference) ->
 
 
 def _text_preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base, reference) -> dict:
-    from spmdgpt.preflight import preflight
+    from spmdgpt.plan.preflight import preflight
 
     return preflight(cfg, rules, optimizer, begin, parts.batcher, parts.evaluator, parts.sampler, base, reference)
 
 
 def _text_batch_shapes(cfg: Config, rules: Rules) -> tuple:
-    from spmdgpt.plan import batch_shapes  # (inputs, targets, + segment ids, positions)
+    from spmdgpt.plan.plan import batch_shapes  # (inputs, targets, + segment ids, positions)
 
     return batch_shapes(cfg, rules)
 

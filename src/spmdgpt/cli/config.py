@@ -62,7 +62,7 @@ def run(items: List[str]) -> int:
     section = items[0] if items and "=" not in items[0] and not items[0].startswith(("+", "~")) else None
     cfg = load_config(items[1:] if section else items)
     if cfg.train.tokens_per_param is not None and not validate(cfg, 1, sections=("model", "batch")):
-        from spmdgpt.scaling import with_token_budget
+        from spmdgpt.scaling.size import with_token_budget
 
         cfg = with_token_budget(cfg)  # (the steps a run would take, as it starts)
     if section is None:

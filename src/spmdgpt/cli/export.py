@@ -85,7 +85,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.cli.runs import run_tokenizer
     from spmdgpt.config import DistConfig, apply_overrides, load_run_config, mesh_axes
     from spmdgpt.hf import architecture, cast, hf_config, to_hf, tokenizer_files, total_bytes, write_folder
-    from spmdgpt.plan import size
+    from spmdgpt.plan.plan import size
     from spmdgpt.run.files import WriteFailed, os_reason
 
     cfg = load_run_config(run_dir)

@@ -1,6 +1,6 @@
 """`spmdgpt ladder [lr] [--parallel N] [out=DIR] +experiment=... ladder.budgets=[...] ladder.sizes=[...]`:
 a scaling ladder, each point a training run through the sweep machinery (cli/sweep.py: a run
-directory per point under out=, resumable, --parallel), then the fits and plots (spmdgpt.ladder).
+directory per point under out=, resumable, --parallel), then the fits and plots (spmdgpt.scaling.ladder).
 
     spmdgpt ladder +experiment=ladder_tiny out=runs/ladder
         -> runs/ladder/ladder.json (points, law E A B alpha beta, intervals, compute-optimal rule,
@@ -50,7 +50,7 @@ def _needs_matplotlib() -> None:
 def run(items: List[str]) -> int:
     import os
 
-    from spmdgpt import ladder
+    from spmdgpt.scaling import ladder
 
     mode = "lr" if items[:1] == ["lr"] else "isoflop"
     parallel, rest = split_flags(items[1:] if mode == "lr" else items)
@@ -75,7 +75,7 @@ def run(items: List[str]) -> int:
     for p, r in zip(points, rows, strict=True):
         p.loss, p.status = ladder.final_metric(out / p.name, cfg.ladder.metric), r["status"]
     code = next((r["code"] for r in rows if r["code"]), EXIT_OK)
-    from spmdgpt.laws import LawError
+    from spmdgpt.scaling.laws import LawError
 
     print(f"fitting the law to {sum(p.loss is not None for p in points)} points, {cfg.ladder.bootstrap} bootstrap "
           "refits (ladder.bootstrap) ...", file=sys.stderr)
@@ -106,7 +106,7 @@ def run(items: List[str]) -> int:
 
 
 def _lr(cfg, overrides: List[str], out: Path, groups) -> int:
-    from spmdgpt import ladder
+    from spmdgpt.scaling import ladder
 
     points = ladder.lr_grid(cfg, overrides)
     if cfg.optimizer.warmup_steps >= cfg.train.steps:

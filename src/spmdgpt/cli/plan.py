@@ -1,17 +1,17 @@
 """`spmdgpt plan <train overrides> [devices=N | topology=NAME [slices=K]] [memory_gb=G]`: compile the
 config's training step from abstract shapes (no data, no weights) and print, per device, the
 bytes of parameters, optimizer state, batch and temporaries, the FLOPs per step and the
-collectives (see spmdgpt.plan); then every other program the run executes (its evaluation, its
+collectives (see spmdgpt.plan.plan); then every other program the run executes (its evaluation, its
 rollouts, its statistics: `plan.run_programs`), each one's memory beside the device's.
 devices=N plans on N simulated CPU devices; topology=NAME (h100-8, v5p-128, v5e-16, v6e-256,
 ...) compiles for those devices with their own compiler, on any machine, and adds a roofline
-estimate of the step time (spmdgpt.topology); slices=K makes that K TPU pod slices (multislice:
+estimate of the step time (spmdgpt.plan.topology); slices=K makes that K TPU pod slices (multislice:
 the mesh takes their devices slice after slice, so the first mesh axis, data, spans the slices
 and the last ones stay inside a slice); memory_gb=G (default: what the device reports, if it
 does; for a topology, a GPU's share that JAX's allocator takes or a TPU chip's HBM; for this
 host's CPU devices, its memory (or its cgroup's limit) over their number) turns a plan any of
 whose programs does not fit into exit code 2. search=true (with a topology): compile the
-candidate layouts and rank them (spmdgpt.search). serve=true [slots= page_size= pages= chunk=
+candidate layouts and rank them (spmdgpt.plan.search). serve=true [slots= page_size= pages= chunk=
 speculate= decode_attention=]: plan `spmdgpt serve` of the model instead: the inference engine's step with those
 arguments (serve's defaults), its memory per device, and how many pages of KV cache fit
 (`plan.plan_serving`); exit 2 when the pool asked for does not."""
@@ -35,10 +35,10 @@ from spmdgpt.mesh.runtime import host_memory
 class PlanArgs:
     devices: int = 0  # plan on this many simulated CPU devices (0 = this machine's devices)
     memory_gb: float = 0.0  # per-device memory the plan must fit (0 = the device's own, if known)
-    topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.topology)
+    topology: str = ""  # compile for these devices instead, e.g. h100-8 (spmdgpt.plan.topology)
     slices: int = 1  # with a TPU topology: this many pod slices of it (multislice)
     format: str = "text"  # text | json (the plan as one JSON object on stdout; the report on stderr)
-    search: bool = False  # with topology=: compile the candidate layouts and rank them (spmdgpt.search)
+    search: bool = False  # with topology=: compile the candidate layouts and rank them (spmdgpt.plan.search)
     tables: str = ""  # search: the rule tables to try, comma-separated (default: every packaged one)
     jobs: int = 0  # search: compiles at a time (0: one per core, within this host's memory)
     serve: bool = False  # plan `spmdgpt serve` of the model (the engine's step) instead of training
@@ -65,10 +65,10 @@ def _simulate_devices(n: int) -> None:
 
 
 def _search(args: PlanArgs, overrides: List[str]) -> int:
-    """search=true: every candidate layout compiled for the topology, ranked (spmdgpt.search)."""
+    """search=true: every candidate layout compiled for the topology, ranked (spmdgpt.plan.search)."""
     from spmdgpt.config import load_config, packaged_names
-    from spmdgpt.search import default_jobs, held_axes, own_layout, ranked, report, search
-    from spmdgpt.topology import parse_topology
+    from spmdgpt.plan.search import default_jobs, held_axes, own_layout, ranked, report, search
+    from spmdgpt.plan.topology import parse_topology
 
     if not args.topology:
         raise ConfigError(["search=true needs topology=NAME: the layouts are ranked by the target's compiler and "
@@ -97,7 +97,7 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
                                       for lay in layouts],
                           "best": best[0].overrides() if best else None}))
     if not best:
-        from spmdgpt.plan import FIXES
+        from spmdgpt.plan.plan import FIXES
 
         print(f"spmdgpt: error: no layout fits {args.topology}; {FIXES['train_step']}", file=sys.stderr)
         return EXIT_USAGE
@@ -109,7 +109,7 @@ SERVE_ARGS = ("slots", "page_size", "pages", "chunk", "speculate", "decode_atten
 
 def _capacity(devices, capacity, note: str) -> tuple:
     """(bytes a device holds, the note saying where that figure comes from)."""
-    from spmdgpt.plan import size
+    from spmdgpt.plan.plan import size
 
     if capacity is None:
         capacity = (devices[0].memory_stats() or {}).get("bytes_limit")
@@ -130,7 +130,7 @@ def _compiling(mesh, compile_only: bool):
     chosen for it)."""
     import jax
 
-    from spmdgpt.topology import target_default
+    from spmdgpt.plan.topology import target_default
 
     cached = jax.config.jax_enable_compilation_cache
     try:
@@ -148,7 +148,7 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
     from spmdgpt.engine import EngineConfig
     from spmdgpt.engine.scheduler import speculate_error
     from spmdgpt.mesh.sharding import Rules
-    from spmdgpt.plan import plan_serving
+    from spmdgpt.plan.plan import plan_serving
 
     errs = [f"{f}={getattr(args, f)} must be >= 1" for f in ("slots", "page_size", "chunk") if getattr(args, f) < 1]
     if args.pages < 0 or args.pages == 1:
@@ -203,7 +203,7 @@ def run(items: List[str]) -> int:
     cfg = load_config(overrides)
     note, top = "", None
     if args.topology:
-        from spmdgpt.topology import parse_topology
+        from spmdgpt.plan.topology import parse_topology
 
         top = parse_topology(args.topology, args.slices)  # (a bad name fails here, before JAX starts)
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the process runs on the CPU; it compiles for others
@@ -212,17 +212,17 @@ def run(items: List[str]) -> int:
     set_default_xla_flags()
     import jax
 
-    from spmdgpt.flops import device_peak_flops
     from spmdgpt.kinds import run_kind
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import attention_backend
-    from spmdgpt.plan import as_json, estimate, estimate_lines, plan_step, report, size, too_large
+    from spmdgpt.plan.flops import device_peak_flops
+    from spmdgpt.plan.plan import as_json, estimate, estimate_lines, plan_step, report, size, too_large
 
     devices = jax.devices()
     capacity = int(args.memory_gb * 2**30) if args.memory_gb else None
     if top is not None:
-        from spmdgpt.topology import capacity as device_capacity
-        from spmdgpt.topology import compile_only_devices
+        from spmdgpt.plan.topology import capacity as device_capacity
+        from spmdgpt.plan.topology import compile_only_devices
 
         devices = compile_only_devices(args.topology, slices=args.slices)
         if capacity is None:

@@ -22,9 +22,9 @@ def run(items: List[str]) -> int:
     cfg = load_config(overrides)
     set_default_xla_flags(cfg.train.deterministic)  # before JAX creates its backend
     initialize(cfg.dist)  # jax.distributed, when the run is multi-process
+    from spmdgpt.loop import TrainingDiverged, train
     from spmdgpt.rl.rewards import RewardError
     from spmdgpt.run.files import WriteFailed
-    from spmdgpt.trainer import TrainingDiverged, train
 
     try:
         result = train(cfg, argv=["spmdgpt", "train", *items])

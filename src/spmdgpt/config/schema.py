@@ -392,7 +392,7 @@ class RlConfig(Section):
 
 @dataclass
 class LadderConfig(Section):
-    """`spmdgpt ladder` (spmdgpt.ladder): an isoFLOP grid, every model.size at every compute budget
+    """`spmdgpt ladder` (spmdgpt.scaling.ladder): an isoFLOP grid, every model.size at every compute budget
     (C = 6 N D: N the model's matmul parameters, D its tokens), each point a training run; then
     the scaling-law fits and a forecast. `spmdgpt ladder lr`: a learning-rate sweep at several
     widths (does the best rate transfer?). Training runs do not read this section."""

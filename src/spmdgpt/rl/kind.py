@@ -49,8 +49,8 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.model import param_info
     from spmdgpt.model.lora import attach
-    from spmdgpt.plan import _compiled, run_programs
-    from spmdgpt.preflight import checked
+    from spmdgpt.plan.plan import _compiled, run_programs
+    from spmdgpt.plan.preflight import checked
 
     ro = parts.batcher.rollouts
     batch = batch_shapes(cfg, rules)

@@ -1,4 +1,4 @@
-"""What the training loop does around its steps, as hooks (spmdgpt.trainer's `_Loop` runs a list of
+"""What the training loop does around its steps, as hooks (spmdgpt.loop's `_Loop` runs a list of
 them): the divergence guard, profiling, model statistics, evaluation with rollouts, checkpoints,
 the time budget's pace.
 

@@ -1,7 +1,7 @@
 """One training step, the function `jit` compiles: gradients of the objective over the
 batch (gradient accumulation over train.microbatches, dropout keys from (seed, step)), the
 optimizer update, the metrics; and `training_parts`, a step and its inputs without the loop
-(trainer.py), for scripts and tests. The model statistics (stats.py) differentiate the same
+(loop.py), for scripts and tests. The model statistics (stats.py) differentiate the same
 `step_gradients`."""
 
 from __future__ import annotations

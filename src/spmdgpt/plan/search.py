@@ -10,7 +10,7 @@ its data-parallel devices), full, full with those microbatches. Each is the real
 compiled by the target's compiler in a process of its own (`spmdgpt plan ... format=json`),
 `jobs` at a time; a layout's chain stops at the first saver that fits (more remat or
 microbatches only cost time). The fitting layouts are ranked by the plan's estimated step time
-(compute, memory traffic and collectives; spmdgpt.plan.estimate), the serial estimate breaking
+(compute, memory traffic and collectives; spmdgpt.plan.plan.estimate), the serial estimate breaking
 ties, and the winner's overrides end the report as a line to paste after `spmdgpt train`.
 """
 
@@ -169,7 +169,7 @@ def default_jobs() -> int:
 
 
 def report(layouts: List[Layout], overrides: List[str]) -> str:
-    from spmdgpt.plan import size
+    from spmdgpt.plan.plan import size
 
     best = ranked(layouts)
     # the mesh column: the chosen axes, and any other that some layout sets above 1 (mesh order)

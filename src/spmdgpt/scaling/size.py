@@ -42,8 +42,8 @@ def with_token_budget(cfg):
     step, rounded up; with optimizer.warmup_share, warmup_steps the share of them it gives. The
     config's load has already refused it beside train.steps or train.time_budget and turned an
     experiment's budget off (`config.load.sized`)."""
-    from spmdgpt.flops import matmul_params
     from spmdgpt.optim import warmup_steps
+    from spmdgpt.plan.flops import matmul_params
 
     t = cfg.train
     per_step = cfg.data.batch_size * cfg.data.seq_len
@@ -58,8 +58,8 @@ def with_token_budget(cfg):
 
 def size_line(cfg) -> str:
     """One line naming what model.size and train.tokens_per_param set ('' when neither is on)."""
-    from spmdgpt.flops import matmul_params
     from spmdgpt.optim import warmup_steps
+    from spmdgpt.plan.flops import matmul_params
 
     m, t = cfg.model, cfg.train
     parts = []

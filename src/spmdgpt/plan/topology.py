@@ -16,7 +16,7 @@ the collectives are what those devices would run. Two kinds of name:
   `v6e-N` (N chips). libtpu compiles for them (the `tpu-plan` extra).
 
 Each kind carries its data-sheet memory and bandwidth for the plan's fit test and its estimate
-(the peak FLOP/s come from spmdgpt.flops, by device kind, as for MFU).
+(the peak FLOP/s come from spmdgpt.plan.flops, by device kind, as for MFU).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Chip:
     name: str
     platform: str  # "gpu" | "tpu"
     memory: Optional[int]  # bytes per device (GPUs: None, read from the stored description)
-    bandwidth: float  # memory bytes/s per device (peak FLOP/s: spmdgpt.flops.PEAK_FLOPS)
+    bandwidth: float  # memory bytes/s per device (peak FLOP/s: spmdgpt.plan.flops.PEAK_FLOPS)
     ici: float = 0.0  # bytes/s a device sends in a ring collective over one mesh axis: a TPU
     # chip's bidirectional ICI bandwidth over its ports (one link each way, both neighbours), an
     # H100's NVLink one way (NCCL's ring sends to one peer through the NVSwitch)

@@ -1,5 +1,5 @@
 """The preflight: every program of a run compiled for its real state and batches before step 1,
-and refused there, in one line, if one does not fit a device (spmdgpt.plan measures them)."""
+and refused there, in one line, if one does not fit a device (spmdgpt.plan.plan measures them)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batch
     program that does not fit a device's memory (on CPUs: this host's, shared by its devices)
     stops the run here, before any step or write: ConfigError naming the program, its size, the
     capacity and the settings that shrink it."""
-    from spmdgpt.plan import run_programs
+    from spmdgpt.plan.plan import run_programs
 
     programs = run_programs(cfg, rules, optimizer, begin.state, tuple(batcher.train_batch(begin.step)),
                             evaluator.first_batch(), base=base, reference=reference, held_bytes=evaluator.held_bytes(),
@@ -36,7 +36,7 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batch
 def checked(programs: list) -> list:
     """`programs` (plan.Program), refused in one line if one does not fit a device's memory,
     else said in one line (process 0)."""
-    from spmdgpt.plan import local_capacity, size, too_large
+    from spmdgpt.plan.plan import local_capacity, size, too_large
 
     capacity, device = local_capacity()
     refusal = too_large(programs, capacity, device)

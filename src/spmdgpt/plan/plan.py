@@ -11,7 +11,7 @@ per device, read from what XLA compiled:
 - parameter / optimizer-state / batch bytes: each array's shard shape under its sharding;
 - temporary bytes: `compiled.memory_analysis()` (activations, gradients, workspace);
 - FLOPs and bytes accessed: `compiled.cost_analysis()`, or where XLA's compiler gives none (its
-  GPU compiler) the kernels read from the HLO (`spmdgpt.roofline`: GEMMs, cuDNN attention, the
+  GPU compiler) the kernels read from the HLO (`spmdgpt.plan.roofline`: GEMMs, cuDNN attention, the
   grouped MoE kernels, a loop body's once per trip), beside the 6N + attention formula of
   `flops.py`; the FLOPs of FP8 GEMMs apart (`fp8_flops`), which the estimate runs at twice the
   bf16 rate on GPUs (Hopper's data-sheet ratio);
@@ -41,11 +41,11 @@ import jax
 import jax.numpy as jnp
 
 from spmdgpt.config import Config, ConfigError, document_batches, preference_data
-from spmdgpt.flops import flops_per_token
-from spmdgpt.hlo import collectives_of, dot_kinds, overlapped_traffic, traffic_of
 from spmdgpt.mesh.sharding import Rules, shard_bytes
 from spmdgpt.model import abstract_params
 from spmdgpt.model.pipeline import schedule_iterations
+from spmdgpt.plan.flops import flops_per_token
+from spmdgpt.plan.hlo import collectives_of, dot_kinds, overlapped_traffic, traffic_of
 
 
 @dataclass
@@ -323,7 +323,7 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> 
     tokens = cfg.data.batch_size * cfg.data.seq_len
     flops, accessed, counted_by, fp8_flops = (cost or {}).get("flops"), (cost or {}).get("bytes accessed"), "XLA", 0.0
     if not flops or not accessed or cfg.model.matmul_dtype.value == "fp8":
-        from spmdgpt.roofline import kernels
+        from spmdgpt.plan.roofline import kernels
 
         ks = kernels(text)
         fp8_flops = sum(k.runs * k.flops for k in ks if k.kind == "gemm-fp8")

@@ -8,7 +8,7 @@ what they measured, the fits and the plots.
   `ladder.warmup` of them, and its own run directory. Refused before anything runs (one line
   each): fewer points than the law's 5 parameters, a point of fewer than MIN_STEPS steps, a
   point that would read a training dataset more than `ladder.epochs` times.
-- **The fits** (`analyse`, spmdgpt.laws): Chinchilla's approach 3 on every finished point's
+- **The fits** (`analyse`, spmdgpt.scaling.laws): Chinchilla's approach 3 on every finished point's
   final `ladder.metric` (val/loss), approach 2 where each budget has 3 sizes or more, bootstrap
   intervals, the compute-optimal split, and the forecast at `ladder.forecast_budget` (default 4x
   the largest budget) for `ladder.forecast_size` (default the size whose N is nearest the
@@ -96,7 +96,7 @@ def sized_params(cfg: Config, size: int, overrides: Sequence[str]) -> float:
     """N (matmul parameters) of `cfg`'s model at model.size=`size` (the knob's rules as loading
     applies them, `config.load.sized`), without composing the config again."""
     from spmdgpt.config.load import sized
-    from spmdgpt.flops import matmul_params
+    from spmdgpt.plan.flops import matmul_params
 
     model = dataclasses.replace(cfg.model, size=size)
     return matmul_params(sized(dataclasses.replace(cfg, model=model), overrides).model)
@@ -196,7 +196,7 @@ def forecast_point(cfg: Config, overrides: Sequence[str], law, budget: float, si
 def analyse(cfg: Config, overrides: Sequence[str], points: Sequence[Point]) -> dict:
     """The fits of the finished points (see the module's docstring) and the forecast, as
     ladder.json holds them; laws.LawError when they cannot be fitted."""
-    from spmdgpt.laws import LawError, bootstrap, fit_law, isoflop_minima
+    from spmdgpt.scaling.laws import LawError, bootstrap, fit_law, isoflop_minima
 
     lad = cfg.ladder
     done = [p for p in points if p.loss is not None]
@@ -300,7 +300,7 @@ def _finish(plt, fig, ax, path: Path, **labels) -> Path:
 
 def plot_ladder(result: dict, out: Path) -> List[Path]:
     """isoflop.png, law.png and forecast.png in `out` (see the module's docstring)."""
-    from spmdgpt.laws import Law
+    from spmdgpt.scaling.laws import Law
 
     law = Law(**result["law"])
     pts = [p for p in result["points"] if p["loss"] is not None]

@@ -40,17 +40,17 @@ from spmdgpt.data import (
     Corpus,
     save_tokenizer,
 )
-from spmdgpt.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.hf import with_hf_model
 from spmdgpt.kinds import TEXT, run_kind
 from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
+from spmdgpt.plan.flops import device_peak_flops, flops_per_token, mfu
 from spmdgpt.run.files import WriteFailed, os_reason
 from spmdgpt.run.loggers import Console, JsonlLogger
 from spmdgpt.run.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
 from spmdgpt.run.trackers import RunLog, check_loggers, open_trackers
-from spmdgpt.scaling import size_line, with_token_budget
+from spmdgpt.scaling.size import size_line, with_token_budget
 from spmdgpt.training.budget import Pacer, fit_budget, recorded_steps
 from spmdgpt.training.hooks import Diverged, training_hooks
 from spmdgpt.training.objectives import objective_of
