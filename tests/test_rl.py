@@ -344,33 +344,69 @@ def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
 
 
 def test_the_calculator_and_a_tools_errors():
-    """The calculator computes arithmetic exactly and nothing else (a parser, never eval); a tool
+    """The calculator computes arithmetic exactly and nothing else (a parser, never eval), decimals
+    with their inner zeros, and refuses values whose digits would grow past its bound; a tool
     that raises, returns no text or runs past its timeout gives the model an error text, counted
-    and said on the console (the first few); the tool's output in a character vocabulary keeps
-    the characters it has."""
+    and said on the console (the first few); one's own tool runs in a worker process, which a
+    timeout ends (20 timed-out calls leave no process and no thread behind, and the next call is
+    answered); the tool's output in a character vocabulary keeps the characters it has."""
+    import os
+    import threading
     import time
+    from pathlib import Path
 
-    from spmdgpt.rl.tools import CalculatorError, Toolbox, calculator, encodable
+    from spmdgpt.rl.tools import CalculatorError, Toolbox, ToolProcess, calculator, encodable
 
     assert [calculator(x) for x in ["12*34", " 432 - 1000 =", "1/3", "-7/2", "(2+3)**3", "7//2", "7%3", "0.1+0.2",
                                     "2**-2"]] == ["408", "-568", "0.333333", "-3.5", "125", "3", "1", "0.3", "0.25"]
+    # (the leading zeros of an integer part go, never those after a decimal point or inside a number)
+    assert [calculator(x) for x in ["1.05", "0.05*2", "3.007+1", "10.001-10", "007", "-007+1", "00.5", "100*1",
+                                    "1e05", "2.500"]] == ["1.05", "0.1", "4.007", "0.001", "7", "-6", "0.5", "100",
+                                                          "100000", "2.5"]
     for bad, why in [("__import__('os')", "not arithmetic"), ("1/0", "division by zero"), ("2**0.5", "whole exponents"),
                      ("10**30*10", "too large"), ("", "empty"), ("True+1", "not arithmetic"), ("1+", "not arithmetic"),
-                     ("9" * 201, "too long")]:
+                     ("9" * 201, "too long"), ("1e999", "too large"),
+                     ("((((1/7)**64)**64)**64)**64", "too many digits"),
+                     ("*".join(["(1/7)**64"] * 6), "too many digits")]:
+        t = time.perf_counter()
         with pytest.raises(CalculatorError, match=why):
             calculator(bad)
+        assert time.perf_counter() - t < 0.1
     tok = CharTokenizer("0123456789:aeimortu ", eos=True)
     box = Toolbox(calculator, tok, timeout=0.2, name="calculator")
     assert box.call("6*7") == "42" and box.call("1/0") == "error: division by zero" and box.errors == 1
+    assert box.call("((((1/7)**64)**64)**64)**64") == "error: too many digits"
 
-    def raising(text):
-        raise KeyError(text)
+    def own(name, timeout=0.3):
+        return Toolbox(ToolProcess(f"rl_tools:{name}"), tok, timeout=timeout, name=name)
 
-    assert Toolbox(raising, tok).call("x") == "error: KeyError: 'x'"
-    assert Toolbox(lambda text: 7, tok).call("x") == "error: no text"
-    slow = Toolbox(lambda text: time.sleep(2) or "late", tok, timeout=0.05, name="slow")
-    t = time.perf_counter()
-    assert slow.call("x") == "error: timeout" and time.perf_counter() - t < 1.0 and slow.errors == 1
+    assert own("raising").call("x") == "error: KeyError: 'x'" and own("not_text").call("x") == "error: no text"
+    assert own("slow_then_prints", timeout=5).call("0") == "late"  # (its print went to stderr, not the protocol)
+    def children():  # (this process's child processes, zombies included)
+        found = set()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # (it ended meanwhile)
+                continue
+            if int(fields[1]) == os.getpid():
+                found.add(int(stat.parent.name))
+        return found
+
+    threads, before = threading.active_count(), children()
+    forever = own("forever", timeout=0.1)
+    for _ in range(20):
+        t = time.perf_counter()
+        assert forever.call("x") == "error: timeout" and time.perf_counter() - t < 0.5
+        assert forever.fn.proc is None  # (killed and reaped at the timeout)
+    assert forever.errors == 20 and threading.active_count() == threads and children() == before
+    # a worker serves call after call; close ends it
+    lengths = own("length_of_the_call")
+    assert lengths.call("abc") == "3"
+    pid = lengths.fn.proc.pid
+    assert lengths.call("abcd") == "4" and lengths.fn.proc.pid == pid and pid in children()
+    lengths.end_worker()
+    assert children() == before
     assert tok.decode(encodable(tok, "error: timeout!")) == "error: timeout"  # (no "!" in the vocabulary)
     # a run that calls no tool (neither GRPO's prompts nor rl.eval_prompts) refuses one
     assert validate(load_config(["+experiment=shakespeare_char", "rl.tool=calculator"]), 1) == [
@@ -411,11 +447,6 @@ def test_a_tools_output_is_read_never_trained_on(capsys):
     assert m["rl/tool_calls"] * 8 == pytest.approx(outputs + m["rl/tool_errors"] * 8)
     said = "rl.tool=calculator on '' raised CalculatorError: empty; the model reads ''"  # (a vocabulary of digits)
     assert said in capsys.readouterr().err
-
-
-def length_of_the_call(text):
-    """A tool (`module:function`): the length of the text it was called with."""
-    return str(len(text))
 
 
 def digits_like_the_answer(prompt, completion, record):
@@ -470,7 +501,7 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
 
     from spmdgpt.cli import main
 
-    base = _sums_file(tmp_path) + ["rl.max_new_tokens=5", "rl.tool=test_rl:length_of_the_call", "rl.tool_open=1",
+    base = _sums_file(tmp_path) + ["rl.max_new_tokens=5", "rl.tool=rl_tools:length_of_the_call", "rl.tool_open=1",
                                    "rl.tool_close=5"]
     assert main(["train", *base, "train.steps=4", "mesh.data=8", f"run.dir={tmp_path / 'a'}"]) == 0
     rows = _rows(tmp_path / "a")

@@ -333,3 +333,92 @@ def test_a_failed_engine_step_answers_500_and_never_hangs():
     answer = client.post("/v1/completions", json={"prompt": "12", "max_tokens": 3})
     assert answer.status_code == 500 and answer.json()["error"]["type"] == "server_error"
     assert answer.json()["error"]["message"].startswith("the engine failed: RuntimeError: RESOURCE_EXHAUSTED")
+
+
+def _tiny_backend(**kw):
+    """A Backend over the staircase model, untrained, on one device, a vocabulary of 10 digits."""
+    from spmdgpt.config import load_config
+    from spmdgpt.data import CharTokenizer
+    from spmdgpt.engine.server import Backend
+    from spmdgpt.mesh.sharding import Rules, make_mesh
+    from spmdgpt.model import init_params
+
+    tok = CharTokenizer("0123456789")
+    cfg = load_config(["+experiment=staircase", "mesh.data=1"])
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    rules = Rules(mesh, cfg.sharding, cfg.model)
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+    return Backend(cfg, rules, mesh, params, tok, "x", **kw), tok
+
+
+def test_cancellations_free_the_queue_a_gone_client_its_slot_and_logprobs_past_the_vocabulary():
+    """(1) Queued sequences cancelled in the worker's one drain of commands, which leaves the
+    engine idle (no step to recount the queue), free the queue: the next request is served, not
+    refused with 429. (2) A non-streaming client that goes away mid-answer ends its sequences
+    within a second or so (they do not decode to the end). (3) logprobs=20 over a vocabulary of 11
+    ids gives the 11, not a plain-text 500."""
+    import asyncio
+    import threading
+    import time
+
+    from starlette.testclient import TestClient
+
+    from spmdgpt.engine.server import DISCONNECT_POLL_S, Sampling, Server
+
+    backend, tok = _tiny_backend(max_queue=2)
+    sp = Sampling(max_tokens=5, temperature=0.0, top_p=1.0, n=2, stop=[], seed=0, stream=False)
+    gate = threading.Event()
+    held = backend.submit(gate.wait, 30)  # (the worker waits here: what follows is one drain)
+    queued = backend.requests(tok.encode("0123"), sp)
+    backend.start(queued)
+    backend.cancel(queued)
+    gate.set()
+    held.result(30)
+    deadline = time.monotonic() + 10
+    while backend.waiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert backend.waiting == 0 and all(r.finish == "cancelled" for r in queued)
+    choices, used = backend.complete([tok.encode("0123")], sp, timeout=60)
+    assert len(choices) == 2 and used == 10
+
+    # (2) 60 tokens at >= 50 ms a step take 3 s or more; the client leaves after 1 s
+    step = backend.engine.step
+    backend.engine.step = lambda: time.sleep(0.05) or step()
+    app = Server(backend, log=None).app
+    body = json.dumps({"prompt": "1", "max_tokens": 60, "temperature": 0}).encode()
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/v1/completions", "raw_path": b"/v1/completions", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json")], "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 80)}
+
+    async def a_client_that_leaves():
+        sent, start, left = [], time.monotonic(), []
+
+        async def receive():
+            if not left:
+                left.append(True)
+                return {"type": "http.request", "body": body, "more_body": False}
+            if time.monotonic() - start < 1.0:
+                await asyncio.sleep(3600)  # (as a server's receive: nothing until the client acts)
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        await app(scope, receive, send)
+        took = time.monotonic() - start
+        while backend.engine.running() and time.monotonic() - start < took + 2:  # (/health's running count)
+            await asyncio.sleep(0.01)
+        return sent, took, backend.engine.running()
+
+    sent, took, running = asyncio.run(a_client_that_leaves())
+    assert sent[0]["status"] == 499 and took < 1.0 + 2 * DISCONNECT_POLL_S + 0.5 and running == 0
+    backend.engine.step = step
+
+    # (3)
+    answer = TestClient(app).post("/v1/completions", json={"prompt": "12", "max_tokens": 2, "logprobs": 20})
+    assert answer.status_code == 200, answer.text
+    top = answer.json()["choices"][0]["logprobs"]["top_logprobs"]
+    # (11 ids: the 10 digits and the end of text, which decodes to "")
+    assert tok.vocab_size == 11 and len(top) == 2 and all(set(t) == {*"0123456789", ""} for t in top)

@@ -46,6 +46,9 @@ import numpy as np
 PROMPT_BUCKET = 64  # prompt lengths padded to a multiple of this (fewer compiled programs)
 
 
+DISCONNECT_POLL_S = 0.5  # how often a non-streaming request checks that its client is still there
+
+
 class RequestError(Exception):
     """A bad request: (HTTP status, message, the field it names)."""
 
@@ -153,7 +156,10 @@ class Backend:
         self.commands: queue.Queue = queue.Queue()
         self.failed: Optional[str] = None  # the engine's error, once a step failed
         self.served = 0
-        self.waiting = 0  # sequences waiting for a slot (the engine's queue and the commands not yet taken)
+        # sequences waiting for a slot (the engine's queue and the adds not yet taken): raised by `start`,
+        # recomputed by the worker after each drain of commands and each step, both under _lock
+        self.waiting = 0
+        self._lock = threading.Lock()
         self._tokens, self._since = 0, time.perf_counter()
         threading.Thread(target=self._work, daemon=True, name="spmdgpt-serve").start()
 
@@ -173,11 +179,12 @@ class Backend:
         if len(requests) > self.max_queue:
             raise RequestError(400, f"the request is {len(requests)} sequences (prompts x n) and the server queues at "
                                f"most max_queue={self.max_queue}; lower n or send fewer prompts at once", "n")
-        if self.waiting + len(requests) > self.max_queue:
-            raise RequestError(429, f"{self.waiting} sequences are waiting (max_queue={self.max_queue}); retry "
-                               "later", None, "rate_limit_error")
-        self.waiting += len(requests)
-        self.commands.put(("add", requests))
+        with self._lock:
+            if self.waiting + len(requests) > self.max_queue:
+                raise RequestError(429, f"{self.waiting} sequences are waiting (max_queue={self.max_queue}); retry "
+                                   "later", None, "rate_limit_error")
+            self.waiting += len(requests)
+            self.commands.put(("add", requests))
 
     def cancel(self, requests: list) -> None:
         """End these requests (a client that went away); their pages go back to the pool."""
@@ -199,16 +206,21 @@ class Backend:
                     kind, what = self.commands.get_nowait()
                 except queue.Empty:
                     kind = None
+            self._count_waiting()  # (cancellations may have emptied the engine: no step would recount)
             if engine.busy and not self.failed:
                 try:
                     with jax.set_mesh(self.mesh):
                         self._tokens += len(engine.step())
                 except Exception as e:  # (every sequence held ends with the error, none waits forever)
                     self._fail(e)
-                self.waiting = len(engine.waiting) + sum(len(w) for k, w in list(self.commands.queue) if k == "add")
+                self._count_waiting()
             if self.log is not None and time.perf_counter() - last_line >= 10 and (engine.busy or self._tokens):
                 last_line = time.perf_counter()
                 print(self.status(), file=self.log, flush=True)
+
+    def _count_waiting(self) -> None:
+        with self._lock:  # (start() adds and queues under it: no add is counted twice or missed)
+            self.waiting = len(self.engine.waiting) + sum(len(w) for k, w in list(self.commands.queue) if k == "add")
 
     def failure(self) -> "RequestError":
         return RequestError(500, f"the engine failed: {self.failed}; restart the server", None, "server_error")
@@ -378,6 +390,7 @@ class Backend:
         # (one row, repeated over the ways the mesh splits a batch)
         tokens = np.zeros((self.rules.batch_divisor(), padded), np.int32)
         tokens[:, :n] = ids
+        k = min(k, self.tok.vocab_size)  # (logprobs up to 20; a vocabulary may hold fewer ids)
         logp, (top, which) = self._scores(self.params, jax.device_put(tokens, self.rules.batch_sharding()), max(k, 1))
         logp, top, which = np.asarray(logp), np.asarray(top), np.asarray(which)
         token_logprobs: List[Any] = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, n)]
@@ -540,16 +553,31 @@ class Server:
         if sp.stream:
             return self._stream(request, started, ident, created, requests, events, sp, chat)
         try:
+            checked = time.perf_counter()
             while not all(r.done for r in requests):
-                await events.get()
-        finally:  # (a client that went away: its sequences end, their pages go back)
+                try:
+                    await asyncio.wait_for(events.get(), DISCONNECT_POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+                if time.perf_counter() - checked >= DISCONNECT_POLL_S:  # (a client that went away)
+                    checked = time.perf_counter()
+                    if await request.is_disconnected():
+                        self._say(request, 499, started, "the client went away; its sequences ended")
+                        return JSONResponse({}, status_code=499)
+        finally:  # (a client that went away, or a task cancelled: its sequences end, their pages go back)
             if not all(r.done for r in requests):
                 backend.cancel(requests)
         if any(r.finish == "error" for r in requests):
             e = backend.failure()
             self._say(request, e.status, started, backend.failed)
             return JSONResponse(e.body(), status_code=e.status)
-        choices, used = await asyncio.wrap_future(backend.submit(backend.finish_choices, prompts, requests, sp))
+        try:
+            choices, used = await asyncio.wrap_future(backend.submit(backend.finish_choices, prompts, requests, sp))
+        except Exception as e:  # (scoring for logprobs failed: the API's JSON error, not a plain-text 500)
+            failed = RequestError(500, f"the answer could not be scored: {type(e).__name__}: "
+                                  f"{(str(e).strip().splitlines() or [''])[0][:200]}", None, "server_error")
+            self._say(request, 500, started, failed.message)
+            return JSONResponse(failed.body(), status_code=500)
         prompt_tokens = sum(len(p) for p in prompts)  # (each prompt once, as the OpenAI API counts: n shares it)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used, "total_tokens": prompt_tokens + used}
         self._say(request, 200, started, f"{len(choices)} choice(s), {used} new tokens")

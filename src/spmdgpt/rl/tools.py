@@ -14,16 +14,31 @@ tokenizer has: a character-level vocabulary drops the others); one that runs pas
 `rl.tool_timeout` seconds gives "error: timeout". Neither stops the run: the first few are said
 on the console, and every rollout's row counts them (rl/tool_errors). At most `rl.tool_calls`
 calls a completion; a close mark past them is text like any other.
+
+The calculator runs in the training process: its work is bounded (the length of an expression,
+the size of every intermediate value). One's own `module:function` runs in a worker process of
+its own (`ToolProcess`, started at the first call and reused): a call past the timeout ends that
+process, which the next call starts again, so nothing is left running and the training process
+never waits on it past the timeout. A call costs a round trip through a pipe (well under a
+millisecond) beside the tool's own time; a restart after a timeout, the worker's start-up (tens
+of milliseconds) and the import of the tool's module.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import operator
+import os
 import re
+import select
+import subprocess
 import sys
 import threading
+import time
+import weakref
 from fractions import Fraction
+from pathlib import Path
 from typing import Callable, List, Optional
 
 from spmdgpt.config import ConfigError
@@ -35,18 +50,36 @@ SAID = 3  # tool errors said on the console per run (every one is counted in the
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_LEADING_ZEROS = re.compile(r"\b0+(\d)")
+# the leading zeros of a number's integer part ("007"), not those after a decimal point ("1.05") or
+# inside a number ("100", "1e05")
+_LEADING_ZEROS = re.compile(r"(?<![\w.])0+(?=\d)")
 MAX_LENGTH = 200  # characters of an expression the calculator reads
 MAX_MAGNITUDE = 10 ** 30  # the largest value it computes with (a result past it is an error, not a long wait)
+# the most bits of a value's numerator or denominator: ((1/7)**64)**64 stays far under MAX_MAGNITUDE while
+# its denominator grows 64x in bits; each * / ** is refused before it would pass this (~300 digits)
+MAX_BITS = 1024
 
 
 class CalculatorError(ValueError):
     """What the calculator cannot compute (its message is what the model reads)."""
 
 
+def _bits(x: Fraction) -> int:
+    return max(x.numerator.bit_length(), x.denominator.bit_length())
+
+
 def _value(node: ast.AST) -> Fraction:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):  # (not bool, not str)
-        return Fraction(node.value)
+        if isinstance(node.value, float):  # (the decimal as written, exactly: 0.1 is 1/10)
+            try:
+                value = Fraction(repr(node.value))
+            except ValueError:  # (inf: a literal past float's range)
+                raise CalculatorError("too large") from None
+        else:
+            value = Fraction(node.value)
+        if abs(value) > MAX_MAGNITUDE:
+            raise CalculatorError("too large")
+        return value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_value(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -56,24 +89,30 @@ def _value(node: ast.AST) -> Fraction:
                 raise CalculatorError("powers take whole exponents up to 64")
             if a == 0 and b < 0:
                 raise CalculatorError("division by zero")
+            if _bits(a) * abs(b) > MAX_BITS:  # (before computing it: a**b has about b times a's bits)
+                raise CalculatorError("too many digits")
         elif isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b == 0:
             raise CalculatorError("division by zero")
-        out = _BINARY[type(node.op)](a, b)
+        if _bits(a) + _bits(b) > MAX_BITS:  # (a product's or quotient's parts have at most the sum of the bits)
+            raise CalculatorError("too many digits")
+        out = Fraction(_BINARY[type(node.op)](a, b))
         if abs(out) > MAX_MAGNITUDE:
             raise CalculatorError("too large")
-        return Fraction(out)
+        return out
     raise CalculatorError("not arithmetic")
 
 
 def calculator(expression: str) -> str:
     """The value of an arithmetic expression: numbers, + - * / // % ** and parentheses, computed
-    exactly (fractions) and written as a whole number or a decimal of up to 6 places ("1/3" ->
-    "0.333333"); a trailing "=", spaces and leading zeros ("007") are ignored. Parsed with Python's own parser and
-    computed node by node: nothing is evaluated as code. CalculatorError for anything else."""
+    exactly (fractions; decimals as written) and written as a whole number or a decimal of up to 6
+    places ("1/3" -> "0.333333"); a trailing "=", spaces and the leading zeros of an integer part
+    ("007") are ignored. Parsed with Python's own parser and computed node by node: nothing is
+    evaluated as code. Values stay under MAX_MAGNITUDE and MAX_BITS (so every call is quick).
+    CalculatorError for anything else."""
     text = expression.strip().rstrip("=").strip()
     if not text or len(text) > MAX_LENGTH:
         raise CalculatorError("empty" if not text else "too long")
-    text = _LEADING_ZEROS.sub(r"\1", text)  # ("007" is 7, as a person means it; Python's parser refuses it)
+    text = _LEADING_ZEROS.sub("", text)  # ("007" is 7, as a person means it; Python's parser refuses it)
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError):
@@ -129,8 +168,10 @@ class Toolbox:
         r = cfg.rl
         if not r.tool:
             return None
-        return cls(tool_function(r.tool), tokenizer, r.tool_open, r.tool_close, r.tool_output, r.tool_calls,
-                   r.tool_timeout, r.tool)
+        fn = tool_function(r.tool)  # (imported here too: a ConfigError now rather than errors at every call)
+        if fn is not calculator:
+            fn = ToolProcess(r.tool)
+        return cls(fn, tokenizer, r.tool_open, r.tool_close, r.tool_output, r.tool_calls, r.tool_timeout, r.tool)
 
     def reset(self) -> None:
         self.calls = self.errors = 0
@@ -138,27 +179,30 @@ class Toolbox:
 
     def call(self, text: str) -> str:
         """The tool's output for the call `text`: its result, or "error: ..." when it raises, returns
-        something other than text, or runs past the timeout (a thread of its own, left behind)."""
-        box: dict = {}
-
-        def run():
+        something other than text, or runs past the timeout. The calculator runs here (its work
+        is bounded); a ToolProcess in its process (ended at a timeout); any other function (one
+        given through Python, not the config) in a thread, which a timeout leaves behind."""
+        if self.fn is calculator:
             try:
-                box["out"] = self.fn(text)
-            except Exception as e:  # (one's own tool: anything it raises is given to the model)
-                box["err"] = e
-
-        worker = threading.Thread(target=run, daemon=True)
-        worker.start()
-        worker.join(self.timeout)
-        if worker.is_alive():
+                return calculator(text)
+            except CalculatorError as e:
+                return self._error(text, str(e), f"raised CalculatorError: {e}")
+        if isinstance(self.fn, ToolProcess):
+            kind, value = self.fn.call(text, self.timeout)
+        else:
+            kind, value = _in_thread(self.fn, text, self.timeout)
+        if kind == "timeout":
             return self._error(text, "timeout", f"ran past rl.tool_timeout={self.timeout} s")
-        if "err" in box:
-            e = box["err"]
-            shown = str(e) if isinstance(e, CalculatorError) else f"{type(e).__name__}: {e}"
-            return self._error(text, shown, f"raised {type(e).__name__}: {e}")
-        if not isinstance(box.get("out"), str):
-            return self._error(text, "no text", f"returned {box.get('out')!r}, not text")
-        return box["out"]
+        if kind == "error":
+            return self._error(text, value, f"raised {value}")
+        if kind == "not_text":
+            return self._error(text, "no text", f"returned {value}, not text")
+        return value
+
+    def end_worker(self) -> None:
+        """End the tool's worker process, if it has one (a later call starts another)."""
+        if isinstance(self.fn, ToolProcess):
+            self.fn.close()
 
     def _error(self, text: str, shown: str, said: str) -> str:
         self.errors += 1
@@ -186,3 +230,99 @@ class Toolbox:
         out = encodable(self.tokenizer, self.output.replace("{}", result))
         self._made[request.ident] = (made + 1, len(request.tokens) + len(out))  # (the next call's text starts after)
         return out
+
+
+def _in_thread(fn: Callable[[str], str], text: str, timeout: float) -> tuple:
+    """(kind, value) of fn(text) run in a thread: ("out", text), ("error", "Type: message"),
+    ("not_text", repr) or ("timeout", None) (the thread is left behind)."""
+    box: dict = {}
+
+    def run():
+        try:
+            out = fn(text)
+            box["out" if isinstance(out, str) else "not_text"] = out if isinstance(out, str) else repr(out)[:200]
+        except Exception as e:  # (one's own tool: anything it raises is given to the model)
+            box["error"] = f"{type(e).__name__}: {e}"
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return "timeout", None
+    (kind, value), = box.items()
+    return kind, value
+
+
+WORKER = Path(__file__).with_name("toolworker.py")
+START_S = 60.0  # seconds a worker may take to start and import the tool's module (not counted in the call's timeout)
+
+
+class ToolProcess:
+    """`module:function` run in a worker process (rl/toolworker.py), started at the first call and
+    reused; a call past its timeout kills the process (the next call starts another). The worker
+    imports the tool from the same sys.path as this process, and exits when this process does
+    (its stdin closes)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.proc: Optional[subprocess.Popen] = None
+        self._buffer = b""
+        self._finalizer = None
+
+    def _start(self) -> None:
+        path = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        self.proc = subprocess.Popen([sys.executable, "-u", str(WORKER), self.name], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+        self._buffer = b""
+        self._finalizer = weakref.finalize(self, _end, self.proc)
+        answer = self._read(START_S)
+        if answer is None or "ready" not in answer:
+            self.close()
+            why = "did not start" if answer is None else answer.get("failed", answer)
+            raise RuntimeError(f"rl.tool={self.name}: its worker process {why}")
+
+    def _read(self, timeout: float) -> Optional[dict]:
+        """The worker's next answer, or None if none came within `timeout` seconds (or it died)."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:  # (it exited)
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def call(self, text: str, timeout: float) -> tuple:
+        """(kind, value) as `_in_thread`'s; a timeout (or a worker that died) ends the worker."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        try:
+            self.proc.stdin.write((json.dumps({"text": text}) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:  # (it died between calls)
+            self.close()
+            return "error", "the tool's process exited"
+        answer = self._read(timeout)
+        if answer is None:
+            died = self.proc.poll() is not None
+            self.close()
+            return ("error", "the tool's process exited") if died else ("timeout", None)
+        (kind, value), = answer.items()
+        return kind, value
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # (kills and reaps the process, once)
+        self.proc = self._finalizer = None
+
+
+def _end(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for f in (proc.stdin, proc.stdout):
+        f.close()

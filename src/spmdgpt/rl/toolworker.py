@@ -1,0 +1,48 @@
+"""The process one's own tool (`rl.tool=module:function`) runs in: `spmdgpt.rl.tools.ToolProcess`
+starts this file with the tool's name and sends it calls, so that a call past `rl.tool_timeout`
+is ended by ending the process (a thread cannot be stopped, and a tool holding the GIL would
+stall the training process with it).
+
+    python toolworker.py module:function
+
+Protocol, one JSON object per line: it answers {"ready": true} once the function is imported
+(or {"failed": "..."}); then for each {"text": ...} on stdin one of {"out": text},
+{"error": "Type: message"} or {"not_text": "repr"}. It exits when stdin closes (its run ended or
+died). The tool's own prints go to stderr: stdout carries the protocol alone.
+
+Run by path, not imported as part of spmdgpt: the standard library only, so that it starts in
+tens of milliseconds.
+"""
+
+import importlib
+import json
+import sys
+
+
+def main() -> None:
+    out = sys.stdout
+    sys.stdout = sys.stderr  # (what the tool prints must not reach the protocol)
+
+    def say(obj) -> None:
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    module, _, attr = sys.argv[1].partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except Exception as e:  # (the parent checked it imports; say why if it no longer does)
+        say({"failed": f"{type(e).__name__}: {e}"})
+        return
+    say({"ready": True})
+    for line in sys.stdin:
+        text = json.loads(line)["text"]
+        try:
+            result = fn(text)
+        except Exception as e:  # (one's own tool: anything it raises is given to the model)
+            say({"error": f"{type(e).__name__}: {e}"})
+            continue
+        say({"out": result} if isinstance(result, str) else {"not_text": repr(result)[:200]})
+
+
+if __name__ == "__main__":
+    main()
