@@ -58,8 +58,10 @@ def test_the_fit_of_a_ladder_recovers_a_known_law_and_forecasts_it():
     assert f["size"] == min(sizes, key=lambda s: abs(math.log(sizes[s] / n_opt)))
     assert f["loss"] == pytest.approx(float(TRUE.loss(f["params"], f["tokens"])), rel=1e-4)
     assert f["optimal_params"] == pytest.approx(n_opt, rel=1e-2)
-    lo, hi = f["interval"]
+    lo, hi = f["mean_interval"]
     assert lo - 1e-6 <= f["loss"] <= hi + 1e-6 and hi - lo < 0.05 * f["loss"]  # exact points: a narrow interval
+    # (exact points: no scatter around the law, so a run's interval is the mean's, to float rounding)
+    assert f["prediction_interval"] == pytest.approx(f["mean_interval"], rel=1e-6)
     assert out["compute_optimal"]["a"] == pytest.approx(0.35 / 0.75, rel=1e-3)
     assert "forecast: model.size=" in report(out) and "alpha 0.4000" in report(out)
 
@@ -85,7 +87,8 @@ def test_ladder_runs_the_grid_skips_finished_points_and_writes_the_fit(tmp_path,
     law = Law(**result["law"])
     f = result["forecast"]
     assert f["loss"] == pytest.approx(float(law.loss(f["params"], f["tokens"])), rel=1e-9)
-    assert f["interval"][0] <= f["interval"][1] and set(result["intervals"]) == {"E", "A", "B", "alpha", "beta"}
+    assert set(result["intervals"]) == {"E", "A", "B", "alpha", "beta"}
+    assert f["prediction_interval"][0] <= f["mean_interval"][0] <= f["mean_interval"][1] <= f["prediction_interval"][1]
     for name in ("isoflop.png", "law.png", "forecast.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "ladder.md").read_text().strip() == captured.out.strip()

@@ -52,6 +52,14 @@ def test_bootstrap_interval_holds_the_truth_under_noise():
     assert out["alpha"][0] < 0.34 < out["alpha"][1] and out["beta"][0] < 0.28 < out["beta"][1]
     assert out["forecast"][0] < CHINCHILLA.loss(1e9, 2e10) < out["forecast"][1]
     assert out["forecast"][1] - out["forecast"][0] < 1.0
+    assert out["forecast_prediction"][0] < out["forecast"][0] and out["forecast"][1] < out["forecast_prediction"][1]
+    # inside the grid, where the runs pin the law down: the fitted mean's interval holds 77% of new runs
+    # there (each with its 1% scatter), too few for a 90% claim; one run's (the prediction interval) 98%
+    inside = (1e7, float(np.sqrt(2e7 * 6e8)))
+    out = bootstrap(n, d, noisy, samples=20, forecast=inside)
+    runs = CHINCHILLA.loss(*inside) * np.exp(np.random.default_rng(1).normal(0, 0.01, 1000))
+    share = {k: np.mean((out[k][0] <= runs) & (runs <= out[k][1])) for k in ("forecast", "forecast_prediction")}
+    assert share["forecast"] < 0.85 and share["forecast_prediction"] >= 0.9
 
 
 def test_bad_runs_are_one_line_errors():

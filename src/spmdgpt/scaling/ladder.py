@@ -221,20 +221,22 @@ def analyse(cfg: Config, overrides: Sequence[str], points: Sequence[Point]) -> d
                        "optimal_params": n_opt, "optimal_tokens": d_opt, "optimal_loss": float(law.loss(n_opt, d_opt))}
     if lad.bootstrap > 0:
         out["intervals"] = bootstrap(n, d, loss, samples=lad.bootstrap, forecast=(f.params, f.tokens))
-        out["forecast"]["interval"] = out["intervals"].pop("forecast")
+        out["forecast"]["mean_interval"] = out["intervals"].pop("forecast")
+        out["forecast"]["prediction_interval"] = out["intervals"].pop("forecast_prediction")
     out["chinchilla"] = CHINCHILLA
     return out
 
 
 def with_check(result: dict, measured: Optional[float]) -> dict:
     """ladder.json's forecast with the check run's measured loss, its error and whether the
-    interval holds it."""
+    prediction interval (one run's, not the fitted mean's) holds it."""
     f = result["forecast"]
     f["measured"] = measured
     if measured is not None:
         f["error"] = (measured - f["loss"]) / measured
-        if "interval" in f:
-            f["within_interval"] = bool(f["interval"][0] <= measured <= f["interval"][1])
+        if "prediction_interval" in f:
+            lo, hi = f["prediction_interval"]
+            f["within_prediction_interval"] = bool(lo <= measured <= hi)
     return result
 
 
@@ -264,7 +266,9 @@ def report(result: dict) -> str:
                  ", ".join(f"N {m['params']:,.0f} at {m['budget']:.3g}" for m in iso["minima"])
                  + f"; N_opt ~ C^{iso['exponent']:.3f}"))
     f = result["forecast"]
-    interval = f" (90%: {f['interval'][0]:.4f} .. {f['interval'][1]:.4f})" if "interval" in f else ""
+    interval = "" if "prediction_interval" not in f else (
+        f" (90% for a run: {f['prediction_interval'][0]:.4f} .. {f['prediction_interval'][1]:.4f}; the law's mean: "
+        f"{f['mean_interval'][0]:.4f} .. {f['mean_interval'][1]:.4f})")
     lines.append(f"forecast: model.size={f['size']} (N {f['params']:,.0f}) at {f['budget']:.3g} FLOPs, {f['steps']} "
                  f"steps ({f['tokens']:,.0f} tokens): {result['metric']} {f['loss']:.4f}{interval}; the law's "
                  f"optimum there: N {f['optimal_params']:,.0f}, D {f['optimal_tokens']:,.0f}, {f['optimal_loss']:.4f}")
@@ -275,8 +279,9 @@ def report(result: dict) -> str:
                      "ladder'); raise their budgets or drop those sizes")
     if f.get("measured") is not None:
         lines.append(f"check: measured {f['measured']:.4f}, the forecast {f['loss']:.4f} ({f['error']:+.2%})"
-                     + ("" if "within_interval" not in f else
-                        ", inside the interval" if f["within_interval"] else ", outside the interval"))
+                     + ("" if "within_prediction_interval" not in f else
+                        ", inside the prediction interval" if f["within_prediction_interval"]
+                        else ", outside the prediction interval"))
     return "\n".join(lines)
 
 
@@ -338,14 +343,14 @@ def plot_ladder(result: dict, out: Path) -> List[Path]:
     for c in budgets:
         mine = [p for p in pts if p["budget"] == c]
         ax.plot([p["flops"] for p in mine], [p["loss"] for p in mine], "o", color=colours[c], alpha=0.7)
-    lo, hi = f.get("interval", (f["loss"], f["loss"]))
+    lo, hi = f.get("prediction_interval", (f["loss"], f["loss"]))
     ax.errorbar([f["budget"]], [f["loss"]], yerr=[[max(0.0, f["loss"] - lo)], [max(0.0, hi - f["loss"])]], fmt="s",
                 color="C3", capsize=6, label=f"forecast, model.size={f['size']} ({f['loss']:.4f})")
     if f.get("measured") is not None:
         ax.plot([6 * f["params"] * f["tokens"]], [f["measured"]], "x", ms=12, mew=3, color="k",
                 label=f"measured ({f['measured']:.4f}, {f['error']:+.2%})")
     paths.append(_finish(plt, fig, ax, out / "forecast.png", xlabel="compute C = 6 N D (FLOPs)",
-                         ylabel=result["metric"], title="the forecast and its 90% interval"))
+                         ylabel=result["metric"], title="the forecast and its 90% prediction interval"))
     return paths
 
 

@@ -12,7 +12,11 @@ L), the laws of Hoffmann et al. 2022 ("Chinchilla") and a forecast.
   through that budget's runs, its vertex the budget's best size; then N_opt = k C^a by a line
   through the vertices in log-log space.
 - **Intervals** (`bootstrap`): the runs resampled with replacement and refitted; percentiles of
-  each fitted value and of a forecast.
+  each fitted value and of a forecast. A forecast has two: the fitted mean's (where the law's
+  curve lies: how well the runs pin it down), and the prediction interval of one run at that
+  point (the mean's spread plus a run's own scatter around the law: each refit's forecast times
+  exp of a residual drawn from the fit's log residuals, inflated by sqrt(n / (n - 5)) for the
+  five fitted values). A measured run is checked against the second.
 
 Pure NumPy and SciPy: no JAX, nothing trained here.
 """
@@ -175,11 +179,12 @@ def bootstrap(n: Sequence[float], d: Sequence[float], loss: Sequence[float], sam
               quantiles: Tuple[float, float] = (0.05, 0.95), forecast: Optional[Tuple[float, float]] = None,
               refine: int = 0) -> Dict[str, Tuple[float, float]]:
     """{field: (low, high)} of each fitted value over `samples` refits on the runs resampled with
-    replacement (quantiles of them; default a 90% interval), and "forecast": the interval of
-    L(N, D) at `forecast` = (N, D) when given. Each refit starts from the law fitted to all the
-    runs (a warm start; and from the `refine` best points of the grid when > 0): 0.1-0.3 s each on
-    a 2-core CPU for a dozen runs, about 3x longer with refine=2. Resamples that cannot be
-    fitted (too few distinct runs) are drawn again."""
+    replacement (quantiles of them; default a 90% interval), and at `forecast` = (N, D) when
+    given: "forecast", the interval of the law's L(N, D) (the fitted mean's), and
+    "forecast_prediction", where one run there should land (the module's docstring). Each refit
+    starts from the law fitted to all the runs (a warm start; and from the `refine` best points
+    of the grid when > 0): 0.1-0.3 s each on a 2-core CPU for a dozen runs, about 3x longer with
+    refine=2. Resamples that cannot be fitted (too few distinct runs) are drawn again."""
     n, d, loss = _check(n, d, loss)
     whole = fit_law(n, d, loss)
     rng = np.random.default_rng(seed)
@@ -193,5 +198,10 @@ def bootstrap(n: Sequence[float], d: Sequence[float], loss: Sequence[float], sam
     out = {f: tuple(float(q) for q in np.quantile([getattr(law, f) for law in laws], quantiles))
            for f in ("E", "A", "B", "alpha", "beta")}
     if forecast is not None:
-        out["forecast"] = tuple(float(q) for q in np.quantile([law.loss(*forecast) for law in laws], quantiles))
+        means = np.array([law.loss(*forecast) for law in laws])
+        out["forecast"] = tuple(float(q) for q in np.quantile(means, quantiles))
+        resid = np.log(loss) - np.log(whole.loss(n, d))
+        resid = (resid - resid.mean()) * math.sqrt(len(n) / max(len(n) - 5, 1))
+        runs = means[:, None] * np.exp(resid[None, :])  # (every refit with every residual: samples x runs draws)
+        out["forecast_prediction"] = tuple(float(q) for q in np.quantile(runs, quantiles))
     return out
