@@ -265,6 +265,12 @@ def test_config_command_prints_the_config_or_a_sections_fields(capsys):
     assert "model.moe.num_experts = 8 " in moe and "its first_k_dense_replace; MaxText: first_num_dense_layers)" in moe
     assert main(["config", "model"]) == 0  # (a section without a docstring of its own: no header line)
     assert capsys.readouterr().out.startswith("model.num_layers = ")
+    # a config that train refuses is refused, not printed (but for the mesh against the devices)
+    assert main(["config", "model.num_heads=5"]) == 2
+    refused = capsys.readouterr()
+    assert refused.out == "" and "model.num_heads=5" in refused.err and refused.err.startswith("spmdgpt: error: ")
+    assert main(["config", "mesh.data=3"]) == 0  # (8 devices here; `config` does not know the machine's)
+    capsys.readouterr()
     assert main(["config", "modle"]) == 2
     assert capsys.readouterr().err.startswith("spmdgpt: error: 'modle' is not a config section; sections: model, data")
     assert main(["train", "--cfg", "job"]) == 2

@@ -7,7 +7,8 @@
 With a section, each field is one line: `section.field = value  # the schema's comment` (the
 comment written beside the field in spmdgpt/config/schema.py), so the fields a user can set are
 listed without reading the source. The overrides are Hydra's, as `train` takes them; nothing
-starts JAX and nothing is written.
+starts JAX and nothing is written. A config that `train` would refuse is refused here too, in the
+same lines (exit 2), but for the mesh's checks against the devices, which need them.
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ def section_lines(prefix: str, node) -> List[str]:
 
 def run(items: List[str]) -> int:
     from spmdgpt.config import Config, load_config, to_yaml, validate
+    from spmdgpt.config.validate import SECTIONS
 
     section = items[0] if items and "=" not in items[0] and not items[0].startswith(("+", "~")) else None
     cfg = load_config(items[1:] if section else items)
+    # what `train` would refuse, refused here too (all but the layout's checks: they need the devices)
+    errs = validate(cfg, 1, sections=tuple(s for s in SECTIONS if s != "layout"))
+    if errs:
+        raise ConfigError(errs)
     if cfg.train.tokens_per_param is not None and not validate(cfg, 1, sections=("model", "batch")):
         from spmdgpt.scaling.size import with_token_budget
 
