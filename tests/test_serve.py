@@ -356,7 +356,8 @@ def test_cancellations_free_the_queue_a_gone_client_its_slot_and_logprobs_past_t
     """(1) Queued sequences cancelled in the worker's one drain of commands, which leaves the
     engine idle (no step to recount the queue), free the queue: the next request is served, not
     refused with 429. (2) A non-streaming client that goes away mid-answer ends its sequences
-    within a second or so (they do not decode to the end). (3) logprobs=20 over a vocabulary of 11
+    within a second or so (they do not decode to the end). Requests compare by identity, and a
+    stop string is looked for in the completion's tail. (3) logprobs=20 over a vocabulary of 11
     ids gives the 11, not a plain-text 500."""
     import asyncio
     import threading
@@ -381,6 +382,19 @@ def test_cancellations_free_the_queue_a_gone_client_its_slot_and_logprobs_past_t
     assert backend.waiting == 0 and all(r.finish == "cancelled" for r in queued)
     choices, used = backend.complete([tok.encode("0123")], sp, timeout=60)
     assert len(choices) == 2 and used == 10
+    # (requests are equal only to themselves: the engine's `r in waiting` compares no prompts)
+    twin = backend.requests(tok.encode("0123"), sp)
+    assert twin[0] != backend.requests(tok.encode("0123"), sp)[0] and twin[0] == twin[0] and twin[1] not in twin[:1]
+    # a stop string is looked for in the completion's tail, not in the whole completion at every token
+    r, = backend.requests(tok.encode("0"), Sampling(max_tokens=5, temperature=0.0, top_p=1.0, n=1, stop=["99"],
+                                                     seed=0, stream=False))
+    r.tokens = tok.encode("12" * 500 + "9")
+    decoded, decode = [], backend.tok.decode
+    backend.tok.decode = lambda ids: decoded.append(len(ids)) or decode(ids)
+    assert not r.stop(r)
+    r.tokens += tok.encode("9")
+    assert r.stop(r) and decoded == [6, 6]  # (2 bytes of "99" + 4)
+    backend.tok.decode = decode
 
     # (2) 60 tokens at >= 50 ms a step take 3 s or more; the client leaves after 1 s
     step = backend.engine.step

@@ -99,9 +99,11 @@ def batch_engine(rows: int, prompt_tokens: int, new_tokens: int, page_size: int 
                         context=prompt_tokens + new_tokens)
 
 
-@dataclass
+@dataclass(eq=False)
 class Request:
-    """One sequence to continue. `tokens` collects what it samples; `logprobs` their log-probabilities."""
+    """One sequence to continue. `tokens` collects what it samples; `logprobs` their log-probabilities.
+    Requests compare by identity (`request in engine.waiting` is this request, and costs no
+    comparison of prompts)."""
 
     prompt: List[int]
     max_new_tokens: int

@@ -317,7 +317,10 @@ class Backend:
         from spmdgpt.engine.generate import context_error
 
         stops = sp.stop
-        stop = (lambda r: any(s in self.tok.decode(r.tokens) for s in stops)) if stops else None
+        # (checked at every token, so a new match ends in the newest token: only the tail is decoded, as
+        # many tokens as the longest stop has bytes, and 4 more, not the whole completion each time)
+        tail = 4 + max((len(s.encode()) for s in stops), default=0)
+        stop = (lambda r: any(s in self.tok.decode(r.tokens[-tail:]) for s in stops)) if stops else None
         out = []
         for c in range(sp.n):
             r = Request(list(ids), max(sp.max_tokens, 1), sp.temperature, 0, sp.top_p, sp.seed, c,
