@@ -184,6 +184,13 @@ def test_size_knob_and_tokens_per_param(tmp_path, capsys):
         assert (mup.model.d_model, mup.model.base_width, mup.model.base_depth) == (256, *base)  # (the rates' shape)
         assert size_line(mup).endswith(f"{par} against base width {own.d_model}"
                                        + (f" and depth {own.num_layers}" if base[1] else ""))
+    # the knob widens by heads of 64: the base has fewer of the same width, so attention's 1/d scale is the same
+    # at every size (the base's own heads would have made it x sqrt(base_width / heads / 64): 0.71 at 4, 0.5 at 8)
+    from spmdgpt.model.parametrization import attention_factor
+
+    for size in (2, 4, 8):
+        sized = load_config(["+experiment=shakespeare_char", f"model.size={size}", "model.parametrization=mup"]).model
+        assert (sized.num_heads, sized.base_head_dim, attention_factor(sized)) == (size, 64, 1.0)
     given = load_config(["+experiment=shakespeare_char", "model.size=3", "model.parametrization=mup",
                          "model.base_width=64"]).model
     assert (given.d_model, given.base_width) == (192, 64)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from spmdgpt.config.choices import Parametrization
+from spmdgpt.config.derived import head_dim
 from spmdgpt.config.schema import Config, ConfigError, ModelConfig
 
 _REGISTERED = False
@@ -92,6 +93,8 @@ SIZE_RULES = {
     "model.num_heads": f"d_model / head_dim (model.head_dim, default {SIZE_HEAD}): N heads of {SIZE_HEAD}",
     "model.base_width, model.base_depth": "under mup / completep: the config's own d_model (completep: and "
     "num_layers), the shape its rates were set at, so that μP's multipliers carry them to the new size",
+    "model.base_head_dim": "under mup / completep: the sized model's head width (the base has fewer heads of the "
+    "same width), so that attention's scale is the same at every size",
     "optimizer.lr, optimizer.muon_lr": "unchanged: under mup / completep they transfer (the base above); under "
     "standard a rule from the config's rate made the ladder's smallest size worse (BENCHMARKS.md, \"A second "
     "ladder\"): tune at a small size under mup, or sweep (spmdgpt ladder lr)",
@@ -152,6 +155,8 @@ def sized(cfg: Config, overrides: Sequence[str]) -> Config:
             fields["num_kv_heads"] = None
         if m.parametrization != Parametrization.standard:  # μP's base: the shape the config's rates were set at
             fields["base_width"] = m.base_width or m.d_model
+            # (the knob widens by heads of one width: the base has fewer of the same, and attention's scale stays)
+            fields["base_head_dim"] = m.base_head_dim or head_dim(dataclasses.replace(m, **fields))
             if m.parametrization == Parametrization.completep:
                 fields["base_depth"] = m.base_depth or m.num_layers
             if m.base_width is None:

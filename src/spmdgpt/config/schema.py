@@ -83,6 +83,8 @@ class ModelConfig(Section):
     # learning rates, the attention scale and the residual branches scale from the base shape (`model.parametrization`)
     base_width: Optional[int] = None  # mup / completep: the d_model the hyperparameters were tuned at; default d_model
     base_depth: Optional[int] = None  # completep: the num_layers they were tuned at; default num_layers
+    base_head_dim: Optional[int] = None  # mup / completep: the head width they were tuned at (attention's 1/d
+    # scale reads it); default base_width / num_heads; model.size sets its own head width (widths grow by heads)
     size: Optional[int] = None  # one size knob, the depth: num_layers = size, d_model = 64 x size, heads of 64
     # (`config.load.SIZE_RULES`; a field given on the command line wins); None: the fields as they are
     depth_alpha: float = 1.0  # completep: residual branches x (base_depth / num_layers)^alpha (CompleteP: 1;

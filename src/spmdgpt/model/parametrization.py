@@ -51,7 +51,7 @@ def base_config(m: ModelConfig) -> ModelConfig:
     standard parametrization (what the twins' init stds are read from)."""
     depth = m.base_depth if m.parametrization == Parametrization.completep and m.base_depth else m.num_layers
     return dataclasses.replace(m, d_model=m.base_width or m.d_model, num_layers=depth, parametrization=STANDARD,
-                               base_width=None, base_depth=None)
+                               base_width=None, base_depth=None, base_head_dim=None)
 
 
 def depth_of(m: ModelConfig) -> float:
@@ -69,10 +69,12 @@ def branch_multiplier(m: ModelConfig) -> float:
 
 def attention_factor(m: ModelConfig) -> float:
     """The queries' extra factor sqrt(base head_dim / head_dim): scores scaled by
-    sqrt(base head_dim) / head_dim instead of 1 / sqrt(head_dim) (μP); 1 under standard."""
+    sqrt(base head_dim) / head_dim instead of 1 / sqrt(head_dim) (μP); 1 under standard. The base
+    head_dim: model.base_head_dim, else the base shape's (base_width / num_heads). A width grown by
+    heads of the same width (model.size) keeps the scale: 1."""
     if m.parametrization == STANDARD:
         return 1.0
-    return math.sqrt(head_dim(base_config(m)) / head_dim(m))
+    return math.sqrt((m.base_head_dim or head_dim(base_config(m))) / head_dim(m))
 
 
 def parametrized(m: ModelConfig, info, info_of):
@@ -108,7 +110,7 @@ def parametrized(m: ModelConfig, info, info_of):
 def config_errors(m: ModelConfig) -> List[str]:
     """model.parametrization and its base shape."""
     errs = []
-    for name in ("base_width", "base_depth"):
+    for name in ("base_width", "base_depth", "base_head_dim"):
         if getattr(m, name) is not None and not getattr(m, name) > 0:
             errs.append(f"model.{name}={getattr(m, name)} must be > 0, or null for the model's own")
     if not m.depth_alpha > 0:
