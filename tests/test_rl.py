@@ -124,6 +124,48 @@ def test_at_the_sampling_policy_the_gradient_is_the_policy_gradient(temperature)
     assert (apart > 1e-3) == (temperature != 1.0)
 
 
+def test_grpo_log_probabilities_are_over_the_tokenizers_vocabulary():
+    """The rollouts sample from the tokenizer's ids alone (the engine's vocab_limit: 12 of the
+    table's 16 here); GRPO's log-probabilities (the policy's, and the sampling policy's and the
+    reference's, which the rollouts take) are over the same ids: the padding rows of the
+    unembedding set by hand to large values change none of them, nor the loss and its gradient; over the whole
+    table they would. Without padding (vocab_limit = the table) the program is the plain one."""
+    cfg, mesh, rules = _tiny()
+    rng = np.random.default_rng(0)
+    inputs = jnp.asarray(rng.integers(0, 12, (4, 24)), jnp.int32)
+    targets = np.asarray(rng.integers(0, 12, (4, 24)), np.int32)
+    targets[:, :5] = -1
+    targets = jnp.asarray(targets)
+    adv = jnp.array([1.5, -0.5, 0.0, -1.0])
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(0), rules)
+        table = "embed" if params.unembed is None else "unembed"
+        w = getattr(params, table)
+        big = 5.0 * jax.random.normal(jax.random.key(1), w.shape, w.dtype)  # (padding rows with large logits)
+        pad = w.at[12:].set(big[12:]) if table == "embed" else w.at[:, 12:].set(big[:, 12:])
+        raised = params._replace(**{table: pad})
+
+        def logps(p, limit):
+            return token_logps(cfg.model, rules, p, inputs, targets, 0.7, vocab_limit=limit)
+
+        def loss(p, old):
+            return grpo_objective(cfg.model, rules, 0.2, 0.04, p, inputs, targets, adv, old, old, temperature=0.7,
+                                  vocab_limit=12)[0]
+
+        old = logps(params, 12)
+        np.testing.assert_array_equal(np.asarray(logps(raised, 12)), np.asarray(old))
+        assert float(jnp.max(jnp.abs(logps(raised, None) - logps(params, None)))) > 0.1
+        np.testing.assert_array_equal(np.asarray(logps(params, 16)), np.asarray(logps(params, None)))
+        # by hand: log_softmax over the first 12 logits
+        logits = forward(cfg.model, rules, params, inputs)[0][..., :12] / 0.7
+        by_hand = jnp.take_along_axis(jax.nn.log_softmax(logits, -1), jnp.maximum(targets, 0)[..., None], -1)[..., 0]
+        np.testing.assert_allclose(np.asarray(old), np.where(targets >= 0, np.asarray(by_hand), 0.0), atol=2e-5)
+        assert float(loss(raised, old)) == float(loss(params, old))
+        g, g_raised = (jax.grad(loss)(p, old) for p in (params, raised))
+        for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_raised), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+
+
 def test_prompts_records_and_their_errors(tmp_path):
     from spmdgpt.rl.prompts import read_prompts
 
@@ -304,7 +346,7 @@ def test_a_text_prompt_is_one_user_turn_under_a_chat_template_and_quiet_runs_are
 def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
     """Each prompt sampled group_size times; inputs are prompt + completion, the targets are the
     completion's tokens only (the stop token included), the sampling log-probabilities are the
-    policy's; the same step gives the same batch bitwise, another step other samples."""
+    policy's over the tokenizer's 11 ids (of the table's 16); the same step gives the same batch bitwise, another step other samples."""
     from spmdgpt.rl.prompts import Prompt
     from spmdgpt.rl.rollouts import Rollouts, prompts_of_step
 
@@ -317,7 +359,7 @@ def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
         ref = init_params(cfg.model, jax.random.key(2), rules)
         ro = Rollouts(cfg, rules, tok, numeric)
         a, b, c = (ro.batch(params, ref, prompts, step) for step in (3, 3, 4))
-        logp = token_logps(cfg.model, rules, params, a.batch[0], a.batch[1])
+        logp = token_logps(cfg.model, rules, params, a.batch[0], a.batch[1], vocab_limit=tok.vocab_size)
     inputs, targets, adv, old, refl = (np.asarray(x) for x in a.batch)
     assert inputs.shape == targets.shape == old.shape == (8, 24) and adv.shape == (8,)
     for r in range(8):

@@ -324,7 +324,8 @@ class _Loop:
             return
         optimizer = optimizer_of(self.cfg)
         reference = self.reference if objective_of(self.cfg, self.rules).reference else None  # (DPO's; not GRPO's)
-        self.train_step = make_train_step(self.cfg, self.rules, optimizer, reference, self.base)
+        self.train_step = make_train_step(self.cfg, self.rules, optimizer, reference, self.base,
+                                          self.data.tokenizer.vocab_size)
         self.stats_fn = make_stats_fn(self.cfg, self.rules, optimizer) if self.cfg.train.stats_every else None
 
     def paused(self, fn, *args, evaluation: bool = False) -> None:

@@ -42,10 +42,11 @@ Array = jax.Array
 
 
 def token_logps(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
-                temperature: float = 1.0) -> Array:
+                temperature: float = 1.0, vocab_limit: Optional[int] = None) -> Array:
     """log p(target) of every counted target under softmax(logits / temperature), float32 [b, t]
-    (0 where targets < 0)."""
-    return -token_losses(cfg, rules, params, inputs, targets, temperature=temperature)
+    (0 where targets < 0); over the ids below `vocab_limit` (the tokenizer's, which the rollouts
+    sample from) when given."""
+    return -token_losses(cfg, rules, params, inputs, targets, temperature=temperature, vocab_limit=vocab_limit)
 
 
 def logp_temperature(temperature: float) -> float:
@@ -108,16 +109,18 @@ def grpo_count(targets: Array, clip: Clip) -> Array:
 
 def grpo_objective(cfg: ModelConfig, rules: Rules, eps, beta: float, params: Params, inputs: Array,
                    targets: Array, advantages: Array, old_logp: Array, ref_logp: Array,
-                   denominator: Optional[Array] = None, temperature: float = 1.0) -> tuple[Array, dict]:
+                   denominator: Optional[Array] = None, temperature: float = 1.0,
+                   vocab_limit: Optional[int] = None) -> tuple[Array, dict]:
     """(the GRPO loss: the weighted sum over the completion tokens (`token_weights`) /
     denominator (default: `grpo_count`, at least 1), its metrics {"loss", "rl/kl",
     "rl/clip_fraction"} on the same weights); eps: the clip's half-width or a `Clip`; the
-    policy's log-probabilities at `temperature` (old_logp and ref_logp taken at the same)."""
+    policy's log-probabilities at `temperature` over the ids below `vocab_limit` (old_logp and
+    ref_logp taken at the same: the distribution the rollouts sampled from)."""
     clip = eps if isinstance(eps, Clip) else Clip(eps, eps)
     counted = (targets >= 0).astype(jnp.float32)
     if denominator is None:
         denominator = jnp.maximum(grpo_count(targets, clip), 1.0)
-    logp = token_logps(cfg, rules, params, inputs, targets, temperature)
+    logp = token_logps(cfg, rules, params, inputs, targets, temperature, vocab_limit)
     loss, kl, clipped = grpo_terms(logp, old_logp, ref_logp, advantages, clip, beta, counted)
     weights = token_weights(counted, clip)
     mean = lambda x: jnp.sum(x * weights) / denominator  # noqa: E731

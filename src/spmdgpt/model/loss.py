@@ -164,22 +164,28 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
 
 def token_losses(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, targets: Array,
                  segment_ids: Optional[Array] = None, positions: Optional[Array] = None,
-                 temperature: float = 1.0) -> Array:
+                 temperature: float = 1.0, vocab_limit: Optional[int] = None) -> Array:
     """The cross-entropy of every next-token prediction, float32 [b, t] (what `loss_fn`
     averages; for evaluation: sums, masks, bits per byte; 0 where a target is < 0). Whole
     logits, whatever loss_block. temperature: of the distribution softmax(logits / temperature)
-    the sampler draws from at that temperature (the logits soft-capped first, as it has them)."""
+    the sampler draws from at that temperature (the logits soft-capped first, as it has them).
+    vocab_limit: the distribution over the ids below it alone (the tokenizer's; the table's
+    padding rows past it never sampled), as the inference engine samples."""
     x, _, _ = hidden_states(cfg, rules, params, inputs, positions, segment_ids=segment_ids)
-    losses = _token_losses(cfg, rules, params, x, to_context_order(rules, jnp.maximum(targets, 0)), temperature)[0]
+    losses = _token_losses(cfg, rules, params, x, to_context_order(rules, jnp.maximum(targets, 0)), temperature,
+                           vocab_limit)[0]
     losses = from_context_order(rules, unflatten(rules, losses, targets.shape[0]))
     return jnp.where(targets >= 0, losses, 0.0)
 
 
 def _token_losses(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array,
-                  temperature: float = 1.0):
+                  temperature: float = 1.0, vocab_limit: Optional[int] = None):
     """Hidden states x [b * t, d] against targets [b, t] -> (losses, logsumexp of the logits),
-    float32 [b * t] each; the (soft-capped) logits divided by `temperature` (a Python float)."""
+    float32 [b * t] each; the (soft-capped) logits divided by `temperature` (a Python float);
+    the ids from `vocab_limit` on left out of the logsumexp (None, or the whole table: none)."""
     logits = unembed(cfg, rules, params, x)  # (soft-capped)
+    if vocab_limit is not None and vocab_limit < logits.shape[-1]:
+        logits = jnp.where(jnp.arange(logits.shape[-1]) < vocab_limit, logits, -jnp.inf)
     lse = logsumexp(logits.astype(jnp.float32) / temperature)  # (/ 1.0 is exact: the same numbers at temperature 1)
     flat_targets = flatten(rules, jax.sharding.reshard(targets, rules.spec("batch", "seq")))
     rows = unembedding_rows(cfg, rules, params, flat_targets, x.dtype)

@@ -148,7 +148,8 @@ def _unbound(fn):
 
 
 def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval_batch: tuple, *, base=None,
-                 reference=None, held_bytes: Optional[int] = None, engine=None, step_only: bool = False) -> list:
+                 reference=None, held_bytes: Optional[int] = None, engine=None, step_only: bool = False,
+                 vocab_limit: Optional[int] = None) -> list:
     """[Program]: every program a run of `cfg` executes, lowered for these inputs (arrays, or
     ShapeDtypeStructs carrying their shardings) and compiled on `rules`' mesh (call inside
     jax.set_mesh): `train_step`; `statistics` (train.stats_every); `evaluation` (the validation
@@ -160,7 +161,7 @@ def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval
     held_bytes: the validation batches the run keeps on the device (default: train.eval_batches
     of eval_batch's shape, one validation set); base: LoRA's frozen model; reference: DPO's;
     engine: the rollouts' Engine (default: a new one, `evaluate.text_engine`); step_only: the step
-    alone."""
+    alone; vocab_limit: the tokenizer's vocabulary (GRPO's log-probabilities: `make_train_step`)."""
     from spmdgpt.eval.evaluate import loss_sums, text_engine
     from spmdgpt.model import param_info
     from spmdgpt.model.lora import attach
@@ -172,7 +173,7 @@ def run_programs(cfg: Config, rules: Rules, optimizer, state, batch: tuple, eval
     if held_bytes is None:
         held_bytes = t.eval_batches * shard_bytes(eval_batch)
     resident = shard_bytes((state, base, reference)) + held_bytes
-    step, bound = _unbound(make_train_step(cfg, rules, optimizer, reference, base))
+    step, bound = _unbound(make_train_step(cfg, rules, optimizer, reference, base, vocab_limit))
     programs = [_compiled("train_step", step.lower(state, *batch, **bound), resident, batch, bound, kind)]
     if step_only:
         return programs

@@ -55,7 +55,8 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     ro = parts.batcher.rollouts
     batch = batch_shapes(cfg, rules)
     tokens = batch[0]
-    programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=0, step_only=True)
+    programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=0, step_only=True,
+                            vocab_limit=ro.tokenizer.vocab_size)
     state = begin.state
     params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
     resident = shard_bytes((state, base, reference))

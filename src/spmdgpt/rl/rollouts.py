@@ -163,7 +163,8 @@ class Rollouts:
         self.stop_id = stop if stop is not None else tokenizer.eos_id
         self.tools = Toolbox.of(cfg, tokenizer)
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
-        self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature)))
+        self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature),
+                                     vocab_limit=tokenizer.vocab_size))  # (what the engine samples from)
 
     def sampling(self, step: int, greedy: bool = False, draw: int = 0) -> SamplingParams:
         r = self.cfg.rl

@@ -8,7 +8,7 @@ kind; GRPO (reinforcement learning, `model.grpo`) is one more function here retu
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
 
@@ -61,18 +61,20 @@ def dpo(cfg: Config, rules: Rules) -> Objective:
     return Objective(score, count, "pairs", False, True)
 
 
-def grpo(cfg: Config, rules: Rules) -> Objective:
+def grpo(cfg: Config, rules: Rules, vocab_limit: Optional[int] = None) -> Objective:
     """GRPO (`model.grpo`) on a batch of sampled completions: (inputs, targets, advantages [b],
     the sampling policy's and the reference's log-probabilities [b, t]), averaged over the
     completions' tokens (targets >= 0); no dropout (the sampling policy's log-probabilities
-    were computed without it)."""
+    were computed without it). Its log-probabilities are over the ids below `vocab_limit` (the
+    tokenizer's: what the rollouts sample from), when given."""
     r = cfg.rl
     clip = Clip(r.clip if r.clip_low is None else r.clip_low, r.clip if r.clip_high is None else r.clip_high,
                 r.ratio.value, r.loss_norm.value, r.max_new_tokens)
 
     def score(params, inputs, targets, advantages, old_logp, ref_logp, reference=None, key=None, denominator=None):
         return grpo_objective(cfg.model, rules, clip, r.kl_beta, params, inputs, targets, advantages, old_logp,
-                              ref_logp, denominator=denominator, temperature=logp_temperature(r.temperature))
+                              ref_logp, denominator=denominator, temperature=logp_temperature(r.temperature),
+                              vocab_limit=vocab_limit)
 
     def count(targets, *rest):
         return grpo_count(targets, clip)
@@ -81,12 +83,13 @@ def grpo(cfg: Config, rules: Rules) -> Objective:
         r.loss_norm.value], False, False)
 
 
-def objective_of(cfg: Config, rules: Rules) -> Objective:
-    """The objective of cfg's run: DPO on preference data, GRPO on prompts, else the next token's."""
+def objective_of(cfg: Config, rules: Rules, vocab_limit: Optional[int] = None) -> Objective:
+    """The objective of cfg's run: DPO on preference data, GRPO on prompts (vocab_limit: the
+    tokenizer's vocabulary, which its log-probabilities are over), else the next token's."""
     if preference_data(cfg.data):
         return dpo(cfg, rules)
     if prompts_data(cfg.data):
-        return grpo(cfg, rules)
+        return grpo(cfg, rules, vocab_limit)
     staged = rules.stage_size() > 1  # (the microbatches then flow through the stages, `model.pipeline`)
     return next_token(cfg, rules, cfg.train.microbatches if staged else 1)
 

@@ -91,7 +91,7 @@ def accumulated_grads(grad_fn, microbatches: int, params, *batch, key: Optional[
 DROPOUT_SALT = 0x5D0  # separates the dropout keys from the parameter init's key (train.seed)
 
 
-def step_gradients(cfg: Config, rules: Rules):
+def step_gradients(cfg: Config, rules: Rules, vocab_limit: Optional[int] = None):
     """f(params, step, inputs, targets, segment_ids=None, positions=None, reference=None,
     base=None) -> (mean metrics
     {"loss": cross-entropy over the targets >= 0, "tokens": their count, "aux/<name>":
@@ -100,10 +100,11 @@ def step_gradients(cfg: Config, rules: Rules):
     fold_in(key(train.seed ^ DROPOUT_SALT), step), a pure function of (seed, step) so that a
     resumed run draws the same masks. What train_step and the model statistics differentiate.
     With `base` (LoRA: the frozen model), params are the adapters (model/lora.py) and the
-    gradients theirs; `reference`: DPO's reference parameters."""
+    gradients theirs; `reference`: DPO's reference parameters; `vocab_limit`: the tokenizer's
+    vocabulary, which GRPO's log-probabilities are over (`objectives.grpo`)."""
     # with pipeline stages the microbatches flow through them inside the model (`model.pipeline`)
     microbatches = 1 if rules.stage_size() > 1 else cfg.train.microbatches
-    goal = objective_of(cfg, rules)
+    goal = objective_of(cfg, rules, vocab_limit)
     info = param_info(cfg.model)
 
     def of_trained(params, base, *args, **kwargs):  # LoRA: params are the adapters, attached to the frozen base
@@ -143,13 +144,15 @@ def optimizer_of(cfg: Config) -> optax.GradientTransformation:
     return build_optimizer(cfg.optimizer, trained_info(cfg), cfg.train.steps, run_replans(cfg))
 
 
-def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation, reference=None, base=None):
+def make_train_step(cfg: Config, rules: Rules, optimizer: optax.GradientTransformation, reference=None, base=None,
+                    vocab_limit: Optional[int] = None):
     """The jitted step: step(state, *batch) -> (state, metrics), the state donated. With
     `reference` (preference data: DPO's frozen reference parameters) or `base` (LoRA: the frozen
     model whose adapters the state holds), the step takes them too, as arguments of every call
-    (not baked into the program)."""
+    (not baked into the program). vocab_limit: the run's tokenizer's vocabulary (GRPO's
+    log-probabilities are over it: `objectives.grpo`)."""
     schedule = learning_rate_schedule(cfg.optimizer, cfg.train.steps, replans=run_replans(cfg))
-    gradients = step_gradients(cfg, rules)
+    gradients = step_gradients(cfg, rules, vocab_limit)
 
     skip_nonfinite = cfg.train.skip_nonfinite > 0
 
