@@ -268,7 +268,12 @@ ATTENTION_UNITS = {"mha": [], "gqa": ["model.num_kv_heads=2"], "mla-moe": MLA_MO
 @pytest.mark.parametrize("args,expected", [
     (["prompt="], "an empty prompt"),
     (["prompt=" + "0" * 70], "exceeds the model's context of 64 tokens"),
-    (["temperature=-0.5"], "temperature=-0.5 must be >= 0"),
+    (["temperature=-0.5"], "temperature=-0.5 must be a number in [0, 2] (0 = greedy)"),
+    # (one rule for every sampling value, as the server's: finite, in its range)
+    (["temperature=nan"], "temperature=nan must be a number in [0, 2]"),
+    (["temperature=inf"], "temperature=inf must be a number in [0, 2]"),
+    (["temperature=2.5"], "temperature=2.5 must be a number in [0, 2]"),
+    (["top_p=nan"], "top_p=nan must be in (0, 1]"),
     (["top_p=0"], "top_p=0.0 must be in (0, 1]"),
     (["prompt=x"], "character 'x' is not in the vocabulary"),
     (["colour=red"], "expected key=value with a key among run.dir, prompt"),

@@ -346,7 +346,8 @@ def test_a_text_prompt_is_one_user_turn_under_a_chat_template_and_quiet_runs_are
 def test_a_rollout_batch_is_prompt_then_completion_and_repeats_for_its_step():
     """Each prompt sampled group_size times; inputs are prompt + completion, the targets are the
     completion's tokens only (the stop token included), the sampling log-probabilities are the
-    policy's over the tokenizer's 11 ids (of the table's 16); the same step gives the same batch bitwise, another step other samples."""
+    policy's over the tokenizer's 11 ids (of the table's 16); the same step gives the same batch
+    bitwise, another step other samples."""
     from spmdgpt.rl.prompts import Prompt
     from spmdgpt.rl.rollouts import Rollouts, prompts_of_step
 
@@ -610,6 +611,7 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     (["rl.updates_per_batch=3"], "checkpoint.every=2 must be a multiple of rl.updates_per_batch=3"),
     (["BAD_FILE"], 'add.jsonl:2: a prompts record is {"prompt": text or messages, "answer": ...}; this one has '
                    "['prompt']; fix the file or set data.skip_bad_records=true"),
+    (["rl.temperature=nan"], "rl.temperature=nan must be a number in [0, 2] (0 = greedy)"),
     (["rl.clip_high=-0.1"], "rl.clip_high=-0.1 must be > 0 (the ratio's ceiling is 1 + clip_high; DAPO: 0.28)"),
     (["rl.loss_norm=mean"], "rl.loss_norm"),
     (["rl.tool=abacus"], "rl.tool=abacus: unknown tool; use calculator or module:function (your own f(text) -> text)"),

@@ -141,6 +141,8 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "0" * 70, "max_tokens": 1}, 400, "prompt"),
                                        ({"prompt": "0a"}, 400, "prompt"),
                                        ({"prompt": "01", "temperature": -1}, 400, "temperature"),
+                                       ({"prompt": "01", "temperature": float("nan")}, 400, "temperature"),
+                                       ({"prompt": "01", "top_p": float("nan")}, 400, "top_p"),
                                        ({"prompt": "01", "n": 0}, 400, "n"),
                                        # (more sequences than max_queue=64 at once: 400, retrying never helps)
                                        ({"prompt": ["01"] * 5, "n": 16}, 400, "n"),

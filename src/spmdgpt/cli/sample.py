@@ -35,13 +35,9 @@ class SampleArgs:
 
 def sampling_errors(args) -> List[str]:
     """What is wrong with args' temperature, top_k, top_p and max_new_tokens (sample, chat)."""
-    errs = []
-    if args.temperature < 0:
-        errs.append(f"temperature={args.temperature} must be >= 0 (0 = greedy)")
-    if args.top_k < 0:
-        errs.append(f"top_k={args.top_k} must be >= 0 (0 = no top-k filter)")
-    if not 0 < args.top_p <= 1:
-        errs.append(f"top_p={args.top_p} must be in (0, 1]")
+    from spmdgpt.config.validate import sampling_errors as rule  # (one rule for every sampler)
+
+    errs = rule(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     if args.max_new_tokens <= 0:
         errs.append(f"max_new_tokens={args.max_new_tokens} must be > 0")
     return errs

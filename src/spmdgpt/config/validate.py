@@ -152,6 +152,24 @@ def validate(cfg: Config, num_devices: int, training: bool = True, sections: Seq
     return errs + _across(cfg, set(sections), sizes, training, clean=not errs)
 
 
+MAX_TEMPERATURE = 2.0  # the OpenAI API's range, which the server takes: every sampler here takes the same
+
+
+def sampling_errors(prefix: str = "", temperature: Optional[float] = None, top_k: Optional[int] = None,
+                    top_p: Optional[float] = None) -> List[str]:
+    """The one rule for sampling values, wherever they are given (`spmdgpt sample` and `chat`,
+    the server's requests, GRPO's rollouts, a run's evaluation samples): each a finite number in
+    its range, else a line naming the field (`prefix` + its name). None: not checked."""
+    errs = []
+    if temperature is not None and not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
+        errs.append(f"{prefix}temperature={temperature} must be a number in [0, {MAX_TEMPERATURE:g}] (0 = greedy)")
+    if top_k is not None and not top_k >= 0:
+        errs.append(f"{prefix}top_k={top_k} must be >= 0 (0 = no top-k filter)")
+    if top_p is not None and not (math.isfinite(top_p) and 0 < top_p <= 1):
+        errs.append(f"{prefix}top_p={top_p} must be in (0, 1] (1 = no top-p filter)")
+    return errs
+
+
 def positive(errs: List[str], name: str, value: Any) -> None:
     if not value > 0:
         errs.append(f"{name}={value} must be > 0")
@@ -332,8 +350,7 @@ def _train(t) -> List[str]:
     if t.rollout_tokens > 0:
         positive(errs, "train.rollout_prompts", t.rollout_prompts)
         positive(errs, "train.rollout_prompt_tokens", t.rollout_prompt_tokens)
-        if t.rollout_temperature < 0:
-            errs.append(f"train.rollout_temperature={t.rollout_temperature} must be >= 0 (0 = greedy)")
+        errs += sampling_errors("train.rollout_", temperature=t.rollout_temperature)
     return errs
 
 

@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import json
+import math
 import queue
 import secrets
 import sys
@@ -82,6 +83,8 @@ def _number(body: dict, name: str, default, kind=float, low=None, high=None, low
         value = default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
         raise RequestError(400, f"{name}={value!r} must be {'an integer' if kind is int else 'a number'}", name)
+    if not math.isfinite(value):  # (JSON's NaN and Infinity, which Python's parser reads)
+        raise RequestError(400, f"{name}={value} must be a finite number", name)
     value = kind(value)
     if (low is not None and (value <= low if low_open else value < low)) or (high is not None and value > high):
         if high is None:
