@@ -59,17 +59,18 @@ def uninterrupted(tmp_path_factory):
     return run_dir
 
 
-def run_until_step(run_dir, step, timeout=PATIENCE_S):
-    """Start the 40-step run and return the process once metrics.jsonl has reached `step`."""
-    proc = subprocess.Popen(spmdgpt([*RUN40, f"run.dir={run_dir}"]), env=ENV1,
+def run_until_step(run_dir, step, timeout=PATIENCE_S, cwd=None):
+    """Start the 40-step run and return the process once metrics.jsonl has reached `step`.
+    run_dir None: the default run.dir (runs/<time>-<name> under `cwd`)."""
+    proc = subprocess.Popen(spmdgpt([*RUN40, *([f"run.dir={run_dir}"] if run_dir else [])]), env=ENV1, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + timeout
     try:
         while time.time() < deadline:
             if proc.poll() is not None:
                 raise AssertionError(f"finished before step {step}: {proc.stderr.read()}")
-            m = run_dir / "metrics.jsonl"
-            if m.exists() and any(r.get("step", 0) >= step for r in _rows(m)):
+            found = [run_dir / "metrics.jsonl"] if run_dir else list(Path(cwd).glob("runs/*/metrics.jsonl"))
+            if any(m.exists() and any(r.get("step", 0) >= step for r in _rows(m)) for m in found):
                 return proc
             time.sleep(0.01)
         raise AssertionError("timed out")
@@ -116,23 +117,38 @@ def test_kill_9_then_resume_is_bitwise_identical(tmp_path, uninterrupted):
     assert CheckpointManager.reader(run_dir).steps() == [30, 35, 40]
 
 
-def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted):
-    run_dir = tmp_path / "term"
-    proc = run_until_step(run_dir, 18)
+def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted, monkeypatch):
+    """SIGTERM: a checkpoint at the step it stopped after, exit 0, and a message that names the
+    command resuming it; the run had the default run.dir (a new timestamped folder each time), so
+    the command adds run.dir=<its folder>, and pasted, it resumes the run to the uninterrupted
+    one's numbers, bitwise. (Under `make train` the command is make's: ARGS=...)"""
+    import shlex
+
+    from spmdgpt.cli.train import resume_hint
+
+    proc = run_until_step(None, 18, cwd=tmp_path)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=PATIENCE_S)
     assert proc.returncode == 0, err
+    run_dir, = (tmp_path / "runs").iterdir()
     assert "stopped by signal after step" in err
     stopped = int(err.split("stopped by signal after step ")[1].split(";")[0])
     assert 18 <= stopped < 40
     steps = CheckpointManager.reader(run_dir).steps()
     assert steps[-1] == stopped  # checkpoint written on the signal, not only at every=5
     assert max(losses(run_dir)) == stopped
-    out = subprocess.run(spmdgpt([*RUN40, f"run.dir={run_dir}"]), env=ENV1, capture_output=True,
-                         text=True, timeout=300)
+    command = err.split("Resume it with: ")[1].strip()
+    assert command == shlex.join([sys.executable, "-m", "spmdgpt", "train", *RUN40,
+                                  f"run.dir=runs/{run_dir.name}"])
+    out = subprocess.run(shlex.split(command), cwd=tmp_path, env=ENV1, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert f"resumed from the checkpoint at step {stopped}" in out.stderr
     assert_same_as_uninterrupted(run_dir, uninterrupted)
+    monkeypatch.setenv("MAKELEVEL", "1")
+    assert resume_hint(["+experiment=shakespeare_char", "train.steps=50"], Path("runs/r1")) == (
+        "Resume it with: make train ARGS='train.steps=50 run.dir=runs/r1'")
+    assert resume_hint(["+experiment=shakespeare_char", "run.dir=runs/r1"], Path("runs/r1")) == (
+        "Rerun the same command to resume.")
 
 
 def test_second_run_on_a_locked_run_dir_is_refused(tmp_path, capsys):

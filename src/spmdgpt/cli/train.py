@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+from pathlib import Path
 from typing import List
 
 from spmdgpt.cli.args import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED, parse
@@ -39,5 +42,21 @@ def run(items: List[str]) -> int:
         return EXIT_WRITE_FAILED  # (the console entry point then ends the process at once)
     if result.preempted:
         print(f"spmdgpt: stopped by signal after step {result.step}; checkpoint written. "
-              "Rerun the same command to resume.", file=sys.stderr)
+              f"{resume_hint(items, result.run_dir)}", file=sys.stderr)
     return EXIT_OK
+
+
+MAKE_TRAIN = ["+experiment=shakespeare_char"]  # what the Makefile's `train` target passes before $(ARGS)
+
+
+def resume_hint(items: List[str], run_dir: Path) -> str:
+    """How to resume a stopped run, as a command to paste: the same one where it named run.dir;
+    else (its run.dir a new timestamped folder) the same with run.dir= this run's folder, in
+    `make train ARGS=...` form under make's `train` target."""
+    if any(i.startswith("run.dir=") for i in items):
+        return "Rerun the same command to resume."
+    folder = f"run.dir={run_dir}"
+    if os.environ.get("MAKELEVEL") and items[:len(MAKE_TRAIN)] == MAKE_TRAIN:
+        return f"Resume it with: make train ARGS={shlex.quote(shlex.join([*items[len(MAKE_TRAIN):], folder]))}"
+    prog = sys.argv[0] if Path(sys.argv[0]).name == "spmdgpt" else f"{sys.executable} -m spmdgpt"
+    return f"Resume it with: {prog} {shlex.join(['train', *items, folder])}"
