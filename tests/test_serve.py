@@ -198,7 +198,9 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
 
 
-def test_bad_serve_arguments_are_one_line(tmp_path, capsys):
+def test_bad_serve_arguments_are_one_line(tmp_path, capsys, stair_run):
+    """Bad arguments are one line, exit 2, before anything starts; a page pool larger than a
+    device holds is refused before it is allocated, naming the pages that fit."""
     import socket
 
     taken = socket.create_server(("127.0.0.1", 0))
@@ -206,10 +208,12 @@ def test_bad_serve_arguments_are_one_line(tmp_path, capsys):
     for args, message in ((["port=70000", f"run.dir={tmp_path}"], "port=70000 must be in [1, 65535]"),
                           ([f"port={port}", f"run.dir={tmp_path}"], f"host=127.0.0.1 port={port}: cannot listen there"),
                           (["max_queue=0", f"run.dir={tmp_path}"], "max_queue=0 must be >= 1"),
-                          ([], "run.dir is required: spmdgpt serve run.dir=")):
+                          ([], "run.dir is required: spmdgpt serve run.dir="),
+                          ([f"run.dir={stair_run}", "pages=500000000"], "pages=500000000: the page pool needs ")):
         assert main(["serve", *args]) == 2
         err = capsys.readouterr().err
         assert message in err and all(ln.startswith("spmdgpt: error: ") for ln in err.strip().splitlines()), err
+    assert "serve pages=" in err and "at most" in err  # (the last: the pool's refusal names what fits)
     taken.close()
 
 

@@ -99,6 +99,16 @@ def run(items: List[str]) -> int:
 
     engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
                           speculate=args.speculate, decode_attention=args.decode_attention)
+    from spmdgpt.mesh.sharding import shard_bytes
+    from spmdgpt.plan.plan import pool_refusal
+
+    try:
+        with jax.set_mesh(mesh):  # (the pool against the device before it is allocated)
+            refusal = pool_refusal(cfg, rules, engine, shard_bytes(params))
+    except ValueError as e:  # (slots the mesh's batch ways do not divide)
+        raise ConfigError([str(e)]) from None
+    if refusal:
+        raise ConfigError([refusal])
     try:
         backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)

@@ -31,8 +31,11 @@ class Pages:
     """Pages 1..n-1 of a pool (page 0 is the null page, never handed out)."""
 
     def __init__(self, n: int, page_size: int, sharing: bool = True):
-        self.page_size, self.sharing = page_size, sharing
-        self.free: List[int] = list(range(n - 1, 0, -1))
+        self.page_size, self.sharing, self.n = page_size, sharing, n
+        # the free pages: those handed back (taken again first, the last back first), then the pages never
+        # handed out, from `fresh` on (a count, not a list: a pool of millions of pages costs nothing here)
+        self.returned: List[int] = []
+        self.fresh = 1
         self.refs: Dict[int, int] = {}
         self.by_key: Dict[bytes, int] = {}
         self.key_of: Dict[int, bytes] = {}
@@ -40,16 +43,23 @@ class Pages:
         self.cached: "OrderedDict[int, None]" = OrderedDict()  # keyed, ready, held by none: least recent first
         self.hits = 0  # pages taken from the cache instead of read again
 
+    @property
+    def free(self) -> List[int]:
+        """Every free page (not cached), as a list (for tests and reports)."""
+        return [*self.returned, *range(self.fresh, self.n)]
+
     def available(self) -> int:
-        return len(self.free) + len(self.cached)
+        return len(self.returned) + (self.n - self.fresh) + len(self.cached)
 
     def held(self) -> int:
         return len(self.refs)
 
     def take(self) -> int:
         """A page for new tokens (held once)."""
-        if self.free:
-            page = self.free.pop()
+        if self.returned:
+            page = self.returned.pop()
+        elif self.fresh < self.n:
+            page, self.fresh = self.fresh, self.fresh + 1
         else:
             page, _ = self.cached.popitem(last=False)
             self._forget(page)
@@ -73,7 +83,7 @@ class Pages:
                 self.cached[page] = None
             else:
                 self._forget(page)
-                self.free.append(page)
+                self.returned.append(page)
 
     def prefix(self, tokens: Sequence[int]) -> tuple:
         """(the cached pages that begin `tokens`, their keys; None instead when the next one is

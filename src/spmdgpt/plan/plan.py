@@ -267,6 +267,33 @@ class ServePlan:
         return "\n".join(out)
 
 
+def pool_parts(engine) -> tuple:
+    """(bytes of one page of the engine's pool, bytes of its per-slot state rows) per device, from
+    its shapes: nothing allocated."""
+    pool = engine.shapes()[0]
+    pages = shard_bytes({n: a for n, a in pool.items() if n not in engine.step_fn.states})
+    return pages // engine.num_pages, shard_bytes({n: a for n, a in pool.items() if n in engine.step_fn.states})
+
+
+def pool_refusal(cfg: Config, rules: Rules, config, resident: int) -> Optional[str]:
+    """`spmdgpt serve`'s check before its pool is allocated: the one-line refusal when the pool of
+    EngineConfig `config` and the `resident` bytes (the parameters) exceed a device of this
+    process (`local_capacity`), naming the pages that fit; else None. (Without the step's own
+    temporaries, which `spmdgpt plan ... serve=true` compiles for: a bound, not the plan.)"""
+    from spmdgpt.engine import Engine
+
+    capacity, what = local_capacity()
+    engine = Engine(cfg.model, rules, None, None, config)  # (abstract: no pool yet)
+    page_bytes, state_bytes = pool_parts(engine)
+    if capacity is None or resident + state_bytes + engine.num_pages * page_bytes <= capacity:
+        return None
+    fit = (capacity - resident - state_bytes) // page_bytes
+    fix = f"serve pages={fit} at most" if fit >= 2 else "a device with more memory, or a smaller model"
+    return (f"pages={config.pages or engine.num_pages}: the page pool needs {size(engine.num_pages * page_bytes)} per device "
+            f"beside the model's {size(resident)}, and a {what} holds {size(capacity)}: {fix} (spmdgpt plan "
+            "... serve=true counts the step's own memory too), or lower slots=")
+
+
 def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int]) -> ServePlan:
     """Compile the inference engine's step (`engine.EngineConfig` `config`: slots, pages, chunk,
     drafts) for `cfg`'s model on `rules`' mesh from abstract parameters (call inside
@@ -280,8 +307,7 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int]) -> 
     resident = shard_bytes(params)
     program = _compiled("serving_step", engine.lower(params), resident, shapes,
                         device=rules.mesh.devices.flat[0].device_kind)
-    page_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n not in engine.step_fn.states}) // engine.num_pages
-    state_bytes = shard_bytes({n: a for n, a in shapes[0].items() if n in engine.step_fn.states})
+    page_bytes, state_bytes = pool_parts(engine)
     rest = program.total_bytes - engine.num_pages * page_bytes
     fit = None if capacity is None else (capacity - rest) // page_bytes
     return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit, state_bytes,
