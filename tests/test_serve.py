@@ -90,6 +90,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     shows every page back. SIGTERM ends the server with exit 0 and nothing written."""
     import socket
     import threading
+    import time
 
     from spmdgpt.cli.runs import model_source, source_params
     from spmdgpt.model.loss import token_losses
@@ -105,6 +106,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
         assert "0123" + c.choices[0].text == sampled and c.choices[0].finish_reason == "length"
         assert (c.usage.prompt_tokens, c.usage.completion_tokens) == (4, 8)
         assert [m.id for m in server.client.models.list().data] == ["stair"]
+        assert time.time() - 600 < server.client.models.list().data[0].created <= time.time()  # (the server's start)
         seeded = [server.client.completions.create(model="stair", prompt=[0, 1, 2], max_tokens=6, n=3, seed=5,
                                                    temperature=1.0) for _ in range(2)]
         texts = [[ch.text for ch in s.choices] for s in seeded]
@@ -253,6 +255,13 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
         stream = server.client.chat.completions.create(model="run", messages=messages, max_tokens=12, temperature=0,
                                                        stream=True)
         assert "".join(c.choices[0].delta.content or "" for c in stream) == want
+        # as current clients send them: content as a list of text parts; "developer", the API's system role
+        parts = [{"role": "user", "content": [{"type": "text", "text": "3 and "}, {"type": "text", "text": "3?"}]}]
+        same = server.client.chat.completions.create(model="run", messages=parts, max_tokens=12, temperature=0)
+        assert same.choices[0].message.content == want
+        dev = server.client.chat.completions.with_raw_response.create(
+            model="run", messages=[{"role": "developer", "content": "3"}, *messages], max_tokens=4)
+        assert dev.http_response.status_code == 200
         # kill -9 mid answer (a long one: up to 100 tokens)
         stream = server.client.completions.create(model="run", prompt="1 and 1?", max_tokens=100, temperature=0,
                                                   stream=True)

@@ -3,8 +3,8 @@
 [config overrides]`: the model
 behind an OpenAI-compatible HTTP API (spmdgpt.engine.server: /v1/completions, /v1/chat/completions,
 /v1/models, /health) on the inference engine (slots, pages, chunk size and drafts its arguments), on the
-run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0). Reads the run
-directory, writes nothing."""
+run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0; 1 if the engine
+had failed meanwhile). Reads the run directory, writes nothing."""
 
 from __future__ import annotations
 
@@ -136,5 +136,11 @@ def run(items: List[str]) -> int:
     config = uvicorn.Config(server.app, host=args.host, port=args.port, log_level="warning",
                             timeout_graceful_shutdown=30)
     Uvicorn(config).run()
+    if backend.failed:  # (a supervisor should see that this server ended broken)
+        print(f"stopped; the engine had failed: {backend.failed}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     print("stopped", file=sys.stderr, flush=True)
     return EXIT_OK
+
+
+EXIT_FAILED = 1  # serve's exit status after an engine failure (SIGTERM or Ctrl-C then)

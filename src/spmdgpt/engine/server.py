@@ -50,6 +50,31 @@ PROMPT_BUCKET = 64  # prompt lengths padded to a multiple of this (fewer compile
 DISCONNECT_POLL_S = 0.5  # how often a non-streaming request checks that its client is still there
 
 
+def api_messages(messages):
+    """The Chat Completions API's messages as the chat template takes them: role "developer" (the
+    API's name for the system message since o1) as "system", and content given as a list of text
+    parts ([{"type": "text", "text": ...}], as current clients send it) joined into one text.
+    RequestError 400 for parts that are not text (images, audio); anything else is left for the
+    template's own checks."""
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for k, m in enumerate(messages):
+        if isinstance(m, dict):
+            m = dict(m)
+            if m.get("role") == "developer":
+                m["role"] = "system"
+            if isinstance(m.get("content"), list):
+                parts = m["content"]
+                if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                           for p in parts):
+                    raise RequestError(400, f"messages: message {k}'s content parts must be text parts "
+                                       '({"type": "text", "text": ...}); this model reads text only', "messages")
+                m["content"] = "".join(p["text"] for p in parts)
+        out.append(m)
+    return out
+
+
 class RequestError(Exception):
     """A bad request: (HTTP status, message, the field it names)."""
 
@@ -305,7 +330,7 @@ class Backend:
         if not hasattr(self.tok, "prompt"):
             raise RequestError(400, f"model {self.name} has no chat template (it did not train on chat data); use "
                                "/v1/completions", "messages")
-        messages = body.get("messages")
+        messages = api_messages(body.get("messages"))
         from spmdgpt.data.chat import ChatError, conversation
 
         try:
@@ -445,6 +470,7 @@ class Server:
     """The Starlette app around a Backend (see the module docstring)."""
 
     def __init__(self, backend: Backend, default_max_tokens: int = 16, log=sys.stderr):
+        self.started = int(time.time())  # (/v1/models' `created`)
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
         from starlette.responses import JSONResponse
@@ -478,8 +504,8 @@ class Server:
     async def models(self, request):
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"object": "list", "data": [{"id": self.backend.name, "object": "model", "created": 0,
-                                                         "owned_by": "spmdgpt"}]})
+        return JSONResponse({"object": "list", "data": [{"id": self.backend.name, "object": "model",
+                                                         "created": self.started, "owned_by": "spmdgpt"}]})
 
     async def tokenize(self, request):
         from starlette.responses import JSONResponse

@@ -289,8 +289,8 @@ def pool_refusal(cfg: Config, rules: Rules, config, resident: int) -> Optional[s
         return None
     fit = (capacity - resident - state_bytes) // page_bytes
     fix = f"serve pages={fit} at most" if fit >= 2 else "a device with more memory, or a smaller model"
-    return (f"pages={config.pages or engine.num_pages}: the page pool needs {size(engine.num_pages * page_bytes)} per device "
-            f"beside the model's {size(resident)}, and a {what} holds {size(capacity)}: {fix} (spmdgpt plan "
+    return (f"pages={config.pages or engine.num_pages}: the page pool needs {size(engine.num_pages * page_bytes)} "
+            f"per device beside the model's {size(resident)}, and a {what} holds {size(capacity)}: {fix} (spmdgpt plan "
             "... serve=true counts the step's own memory too), or lower slots=")
 
 
