@@ -29,3 +29,8 @@ def slow_then_prints(text):
     print("thinking...")
     time.sleep(float(text))
     return "late"
+
+
+def as_int(text):
+    """int() of the text with a stray mark: a ValueError whose message holds the text's digits."""
+    return str(int(text + "<"))

@@ -451,6 +451,15 @@ def test_the_calculator_and_a_tools_errors():
     lengths.end_worker()
     assert children() == before
     assert tok.decode(encodable(tok, "error: timeout!")) == "error: timeout"  # (no "!" in the vocabulary)
+    # an error the vocabulary cannot spell whole reads "error" (what it holds of it), never the digits of
+    # int()'s message ("invalid literal for int() with base 10: '1039<'"), which would look like an answer
+    from types import SimpleNamespace
+
+    for chars, reads in (("0123456789<>", ""), ("0123456789<>erot ", "error")):
+        vocab = CharTokenizer(chars)
+        box = Toolbox(ToolProcess("rl_tools:as_int"), vocab, "<", ">", timeout=5, name="as_int")
+        assert vocab.decode(box.inject(SimpleNamespace(ident=1, tokens=vocab.encode("7<1039>")))) == reads
+        box.end_worker()
     # a run that calls no tool (neither GRPO's prompts nor rl.eval_prompts) refuses one
     assert validate(load_config(["+experiment=shakespeare_char", "rl.tool=calculator"]), 1) == [
         "rl.tool=calculator: tools are called in GRPO's rollouts (prompts data) and in rl.eval_prompts' answers; this "

@@ -9,8 +9,9 @@ did not sample (the engine's `Request.inject`), then sampling goes on. So "12*34
 rl.max_new_tokens (one length budget), and carry no loss: the rollout's targets mask them.
 
 A tool is a function text -> text: `calculator` (below), or `module:function` as rewards are.
-One that raises gives the model "error: <the exception>" instead (in the characters the
-tokenizer has: a character-level vocabulary drops the others); one that runs past
+One that raises gives the model "error: <the exception>" instead (where the tokenizer cannot spell
+it whole, a character-level vocabulary, what it holds of "error" alone: never the exception's
+digits, which would read like an answer); one that runs past
 `rl.tool_timeout` seconds gives "error: timeout". Neither stops the run: the first few are said
 on the console, and every rollout's row counts them (rl/tool_errors). At most `rl.tool_calls`
 calls a completion; a close mark past them is text like any other.
@@ -204,12 +205,21 @@ class Toolbox:
         if isinstance(self.fn, ToolProcess):
             self.fn.close()
 
+    def _spelled(self, result: str, error: bool) -> List[int]:
+        """The tokens of rl.tool_output around `result`, in the characters the tokenizer has. An
+        error the vocabulary cannot spell whole is "error" alone (what the vocabulary holds of it):
+        filtered, int()'s "... '1039<'" would read "1039", which a reward could take for an answer."""
+        out = encodable(self.tokenizer, self.output.replace("{}", result))
+        if error and self.tokenizer.decode(out) != self.output.replace("{}", result):
+            out = encodable(self.tokenizer, self.output.replace("{}", "error"))
+        return out
+
     def _error(self, text: str, shown: str, said: str) -> str:
         self.errors += 1
         if self.said < SAID:
             self.said += 1
             more = " (further ones are counted in rl/tool_errors)" if self.said == SAID else ""
-            reads = self.tokenizer.decode(encodable(self.tokenizer, self.output.replace("{}", f"error: {shown}")))
+            reads = self.tokenizer.decode(self._spelled(f"error: {shown}", True))
             print(f"rl.tool={self.name} on {text!r} {said}; the model reads {reads!r}{more}", file=sys.stderr)
         return f"error: {shown}"
 
@@ -226,8 +236,9 @@ class Toolbox:
         if at < 0:
             return None
         self.calls += 1
+        errors = self.errors
         result = self.call(text[at + len(self.open): len(text) - len(self.close)])
-        out = encodable(self.tokenizer, self.output.replace("{}", result))
+        out = self._spelled(result, self.errors > errors)
         self._made[request.ident] = (made + 1, len(request.tokens) + len(out))  # (the next call's text starts after)
         return out
 
