@@ -145,6 +145,10 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "01", "temperature": -1}, 400, "temperature"),
                                        ({"prompt": "01", "temperature": float("nan")}, 400, "temperature"),
                                        ({"prompt": "01", "top_p": float("nan")}, 400, "top_p"),
+                                       # (types as the API reference gives them: booleans are true or false)
+                                       ({"prompt": "01", "echo": "yes"}, 400, "echo"),
+                                       ({"prompt": "01", "stream": 1}, 400, "stream"),
+                                       ({"prompt": "01", "logprobs": True}, 400, "logprobs"),
                                        ({"prompt": "01", "n": 0}, 400, "n"),
                                        # (more sequences than max_queue=64 at once: 400, retrying never helps)
                                        ({"prompt": ["01"] * 5, "n": 16}, 400, "n"),

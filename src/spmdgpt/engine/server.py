@@ -118,6 +118,17 @@ def _number(body: dict, name: str, default, kind=float, low=None, high=None, low
     return value
 
 
+def _flag(body: dict, name: str) -> bool:
+    """A boolean field: JSON's true or false (absent or null: false); RequestError 400 for
+    anything else ("yes", 1), as the API reference types it."""
+    value = body.get(name)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise RequestError(400, f"{name}={value!r} must be true or false", name)
+    return value
+
+
 UNSUPPORTED = {  # OpenAI fields that change the answer, refused unless at their no-op value
     "best_of": (None, 1), "frequency_penalty": (None, 0, 0.0), "presence_penalty": (None, 0, 0.0),
     "logit_bias": (None, {}), "suffix": (None, ""), "tools": (None, []), "response_format": (None, {"type": "text"}),
@@ -135,10 +146,10 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) or len(stop) > 4:
         raise RequestError(400, "stop must be a string or a list of at most 4 non-empty strings", "stop")
     logprobs = body.get("logprobs")
-    if logprobs is not None and not isinstance(logprobs, bool):
+    if chat:  # (the chat API's logprobs: a boolean)
+        logprobs = 1 if _flag(body, "logprobs") else None
+    elif logprobs is not None:  # (the completions API's: how many alternatives, 0-20)
         logprobs = _number(body, "logprobs", None, int, 0, 20)
-    elif isinstance(logprobs, bool):  # (the chat API's logprobs=true)
-        logprobs = 1 if logprobs else None
     return Sampling(
         max_tokens=_number(body, "max_tokens", default_max, int, 0),
         temperature=_number(body, "temperature", 1.0, float, 0.0, 2.0),
@@ -146,8 +157,8 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
         n=_number(body, "n", 1, int, 1, 16),
         stop=stop,
         seed=_number(body, "seed", None, int, 0) if body.get("seed") is not None else secrets.randbits(31),
-        stream=bool(body.get("stream", False)),
-        echo=bool(body.get("echo", False)),
+        stream=_flag(body, "stream"),
+        echo=_flag(body, "echo"),
         logprobs=logprobs,
         chat=chat,
     )
