@@ -7,7 +7,7 @@ with --repeats R > 1, the circular one (model.pipeline_repeats=R) beside it.
 
 Each microbatch is `--rows` sequences of `--seq` tokens through a `--layers`-layer model of width
 `--d` (float32, xla attention); a step is the gradient of the loss over M microbatches
-(`train_step.step_gradients`: the pipeline with mesh.stage=S, gradient accumulation of M parts on
+(`training.step.step_gradients`: the pipeline with mesh.stage=S, gradient accumulation of M parts on
 one device). Per iteration of its loop every stage runs one microbatch through its L / (S R)
 layers, and the loop has (R - 1) P + M + S - 1 iterations (P = max(M, S) for R > 1; GPipe: M +
 S - 1), so with the stages truly in parallel

@@ -145,6 +145,8 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "01", "temperature": -1}, 400, "temperature"),
                                        ({"prompt": "01", "temperature": float("nan")}, 400, "temperature"),
                                        ({"prompt": "01", "top_p": float("nan")}, 400, "top_p"),
+                                       ({"prompt": "01", "max_tokens": float("nan")}, 400, "max_tokens"),
+                                       ({"prompt": "01", "seed": float("inf")}, 400, "seed"),
                                        # (types as the API reference gives them: booleans are true or false)
                                        ({"prompt": "01", "echo": "yes"}, 400, "echo"),
                                        ({"prompt": "01", "stream": 1}, 400, "stream"),

@@ -106,10 +106,12 @@ def _number(body: dict, name: str, default, kind=float, low=None, high=None, low
     value = body.get(name, default)
     if value is None:
         value = default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RequestError(400, f"{name}={value!r} must be {'an integer' if kind is int else 'a number'}", name)
     if not math.isfinite(value):  # (JSON's NaN and Infinity, which Python's parser reads)
         raise RequestError(400, f"{name}={value} must be a finite number", name)
+    if kind is int and value != int(value):
+        raise RequestError(400, f"{name}={value!r} must be an integer", name)
     value = kind(value)
     if (low is not None and (value <= low if low_open else value < low)) or (high is not None and value > high):
         if high is None:

@@ -24,7 +24,7 @@ def loss_sums(cfg: Config, rules: Rules, microbatches: int = 1):
     train.dpo_sft_weight) over the complete pairs.
 
     The batch runs in `microbatches` parts one after another inside the program, as the training
-    step splits it (`train.microbatches`, `train_step.summed_over_microbatches`): only one part's
+    step splits it (`train.microbatches`, `training.step.summed_over_microbatches`): only one part's
     activations and logits are alive at a time (a whole GPT-2 124M batch of 512 x 1,024 tokens
     would need 98 GiB of float32 logits). With pipeline stages the parts flow through the stages
     instead (`model.pipeline`), as in the step. model.loss_block and model.logits_dtype apply as
@@ -172,7 +172,7 @@ def token_byte_lengths(tokenizer, vocab_size: int) -> np.ndarray:
 class Scorer:
     """Summed next-token losses, token counts and UTF-8 bytes over batches (float64 on the host):
     loss = nats / tokens, perplexity = exp(loss), bits per byte = nats / ln 2 / bytes. Each batch
-    runs in `microbatches` parts one after another inside one program (`train_step.microbatch_parts`,
+    runs in `microbatches` parts one after another inside one program (`training.step.microbatch_parts`,
     as the training step splits it), so only one part's logits are alive at a time."""
 
     def __init__(self, cfg: ModelConfig, rules: Rules, token_bytes: np.ndarray, microbatches: int = 1):

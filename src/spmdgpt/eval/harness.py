@@ -81,7 +81,7 @@ class SpmdgptLM(TemplateLM):
         """(sum of the targets' log-probabilities, whether every target is the argmax) per row of
         tokens [b, t], as [k, b / k] (part j: rows j, j + k, ...); targets [b, t] are -1 where
         nothing is scored. The k = b / (the ways the mesh splits the batch) parts run one after
-        another (`train_step.microbatch_parts`): one row per device at a time, so at most
+        another (`training.step.microbatch_parts`): one row per device at a time, so at most
         [devices, t, vocab] float32 logits exist at once, whatever the batch size."""
         from spmdgpt.training.step import microbatch_parts
 

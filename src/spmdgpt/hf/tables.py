@@ -85,7 +85,7 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
                  "fp8_history", "fp8_head", "logits_dtype", "z_loss", "zero_init_out", "dropout", "attention_dropout",
                  "loss_block", "init_std", "mtp_depth", "mtp_weight",
                  # (μP / CompleteP: their forward multipliers are folded into the exported weights)
-                 "parametrization", "base_width", "base_depth", "depth_alpha",
+                 "parametrization", "base_width", "base_depth", "base_head_dim", "depth_alpha",
                  "size",  # (model.size: the fields it sets are spelt out in the config)
                  "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss",
                  "deltanet.chunk")

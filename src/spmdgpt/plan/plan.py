@@ -3,7 +3,7 @@ does it communicate, before any data is read or any weight is allocated; and eve
 the run executes (`run_programs`: the evaluation, the statistics, the rollouts), each one's
 memory beside the device's, which `spmdgpt train` also checks before its first step.
 
-The step is the real one (`trainer.make_train_step`: optimizer, microbatches, loss blocks, remat,
+The step is the real one (`training.step.make_train_step`: optimizer, microbatches, loss blocks, remat,
 the sharding rules), lowered from abstract shapes (`jax.ShapeDtypeStruct`s carrying each
 array's sharding) and compiled for the current mesh (or N simulated CPU devices). Everything is
 per device, read from what XLA compiled:

@@ -70,7 +70,7 @@ class Hook:
 
 class Diverged(Exception):
     """Raised by the guard inside the loop (args: step, why); the loop turns it into
-    trainer.TrainingDiverged once the checkpoint manager has finished, so that the message can
+    loop.TrainingDiverged once the checkpoint manager has finished, so that the message can
     name the newest checkpoint."""
 
 

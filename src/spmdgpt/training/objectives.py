@@ -2,7 +2,7 @@
 
 An `Objective` says how to score one microbatch (its loss and metrics), what the step counts to
 average over (targets, or DPO's complete pairs), and whether it draws dropout or needs DPO's
-frozen reference model. `train_step.step_gradients` is built from one, with no branch on its
+frozen reference model. `training.step.step_gradients` is built from one, with no branch on its
 kind; GRPO (reinforcement learning, `model.grpo`) is one more function here returning one.
 """
 
