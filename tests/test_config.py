@@ -269,6 +269,9 @@ def test_config_command_prints_the_config_or_a_sections_fields(capsys):
     assert main(["config", "model.num_heads=5"]) == 2
     refused = capsys.readouterr()
     assert refused.out == "" and "model.num_heads=5" in refused.err and refused.err.startswith("spmdgpt: error: ")
+    # a model past any machine (XLA's shapes would overflow in int64: a traceback) is refused in one line
+    assert main(["config", "model.d_model=1000000000"]) == 2
+    assert "about 4.8e+19 parameters, past what any machine holds (1e+15)" in capsys.readouterr().err
     assert main(["config", "mesh.data=3"]) == 0  # (8 devices here; `config` does not know the machine's)
     capsys.readouterr()
     assert main(["config", "modle"]) == 2

@@ -152,6 +152,7 @@ def validate(cfg: Config, num_devices: int, training: bool = True, sections: Seq
     return errs + _across(cfg, set(sections), sizes, training, clean=not errs)
 
 
+MAX_PARAMS = 1e15  # 4 PB of float32 parameters: a model past it is a typo, refused before XLA's shapes overflow
 MAX_TEMPERATURE = 2.0  # the OpenAI API's range, which the server takes: every sampler here takes the same
 
 
@@ -180,6 +181,11 @@ def _model(m, training: bool) -> List[str]:
     for name in ("num_layers", "num_heads", "d_model", "vocab_size", "max_seq_len", "mlp_factor", "init_std",
                  "norm_eps", "rope_theta", "pipeline_repeats"):
         positive(errs, f"model.{name}", getattr(m, name))
+    if not errs:  # (a model past any machine: XLA's shapes overflow before a plan could refuse it)
+        rough = m.num_layers * 12 * m.d_model ** 2 * max(1.0, m.mlp_factor / 4) + 2 * m.vocab_size * m.d_model
+        if rough > MAX_PARAMS:
+            errs.append(f"model.d_model={m.d_model}, model.num_layers={m.num_layers}: about {rough:.1e} parameters, "
+                        f"past what any machine holds ({MAX_PARAMS:.0e}); choose a smaller model")
     if m.mlp == MlpType.swiglu_clamped:
         for name in ("glu_limit", "glu_alpha"):
             positive(errs, f"model.{name}", getattr(m, name))
