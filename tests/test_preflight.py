@@ -83,7 +83,7 @@ def test_train_refuses_a_program_too_large_before_step_1(tmp_path):
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.strip().splitlines()[-1]  # (8 devices: 64 rows x 256 x 50,304 float32 logits, 3.1 GiB, each)
     assert err.startswith("spmdgpt: error: the train step needs ") and " GiB per device " in err
-    assert "but a CPU device (8 share this host's 12.00 GiB) holds 1.50 GiB" in err
+    assert "but a CPU device (this host's 12.00 GiB over 8 devices) holds 1.50 GiB" in err
     assert "train.microbatches=k" in err and "Traceback" not in proc.stderr
     assert not run_dir.exists()  # nothing written: no metrics, no config, no lock file
 

@@ -149,6 +149,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "01", "seed": float("inf")}, 400, "seed"),
                                        # (types as the API reference gives them: booleans are true or false)
                                        ({"prompt": "01", "echo": "yes"}, 400, "echo"),
+                                       ({"prompt": "01", "stop": ""}, 400, "stop"),  # (as [""] is)
                                        ({"prompt": "01", "stream": 1}, 400, "stream"),
                                        ({"prompt": "01", "logprobs": True}, 400, "logprobs"),
                                        ({"prompt": "01", "n": 0}, 400, "n"),

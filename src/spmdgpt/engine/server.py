@@ -142,9 +142,8 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
     for name, noop in UNSUPPORTED.items():
         if body.get(name) not in noop:
             raise RequestError(400, f"{name} is not supported by this server; leave it out", name)
-    stop = body.get("stop") or []
-    if isinstance(stop, str):
-        stop = [stop]
+    stop = body.get("stop")
+    stop = [] if stop is None else [stop] if isinstance(stop, str) else stop  # ("": refused as [""] is)
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) or len(stop) > 4:
         raise RequestError(400, "stop must be a string or a list of at most 4 non-empty strings", "stop")
     logprobs = body.get("logprobs")

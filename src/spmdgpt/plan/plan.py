@@ -205,7 +205,7 @@ def local_capacity() -> tuple:
         return int(limit), device.device_kind
     if device.platform == "cpu":
         n = len(jax.local_devices())
-        return host_memory() // n, f"CPU device ({n} share this host's {size(host_memory())})"
+        return host_memory() // n, f"CPU device (this host's {size(host_memory())} over {n} device{'s' * (n != 1)})"
     return None, device.device_kind
 
 
