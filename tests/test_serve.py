@@ -147,6 +147,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "01", "top_p": float("nan")}, 400, "top_p"),
                                        ({"prompt": "01", "max_tokens": float("nan")}, 400, "max_tokens"),
                                        ({"prompt": "01", "seed": float("inf")}, 400, "seed"),
+                                       ({"prompt": "01", "temperature": 10 ** 400}, 400, "temperature"),
                                        # (types as the API reference gives them: booleans are true or false)
                                        ({"prompt": "01", "echo": "yes"}, 400, "echo"),
                                        ({"prompt": "01", "stop": ""}, 400, "stop"),  # (as [""] is)

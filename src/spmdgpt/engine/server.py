@@ -108,11 +108,14 @@ def _number(body: dict, name: str, default, kind=float, low=None, high=None, low
         value = default
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RequestError(400, f"{name}={value!r} must be {'an integer' if kind is int else 'a number'}", name)
-    if not math.isfinite(value):  # (JSON's NaN and Infinity, which Python's parser reads)
+    if isinstance(value, float) and not math.isfinite(value):  # (JSON's NaN and Infinity, which Python reads)
         raise RequestError(400, f"{name}={value} must be a finite number", name)
-    if kind is int and value != int(value):
+    if kind is int and isinstance(value, float) and value != int(value):
         raise RequestError(400, f"{name}={value!r} must be an integer", name)
-    value = kind(value)
+    try:
+        value = kind(value)
+    except OverflowError:  # (an integer of hundreds of digits where a number is asked for)
+        raise RequestError(400, f"{name} is too large", name) from None
     if (low is not None and (value <= low if low_open else value < low)) or (high is not None and value > high):
         if high is None:
             raise RequestError(400, f"{name}={value} must be {'>' if low_open else '>='} {low}", name)
