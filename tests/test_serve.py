@@ -327,19 +327,9 @@ def test_a_failed_engine_step_answers_500_and_never_hangs():
     /health says 503 with the reason, and every later request is 500 at once."""
     from starlette.testclient import TestClient
 
-    from spmdgpt.config import load_config
-    from spmdgpt.data import CharTokenizer
-    from spmdgpt.engine.server import Backend, Sampling, Server
-    from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.model import init_params
+    from spmdgpt.engine.server import Sampling, Server
 
-    tok = CharTokenizer("0123456789")
-    cfg = load_config(["+experiment=staircase", "mesh.data=1"])
-    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
-    rules = Rules(mesh, cfg.sharding, cfg.model)
-    with jax.set_mesh(mesh):
-        params = init_params(cfg.model, jax.random.key(0), rules)
-    backend = Backend(cfg, rules, mesh, params, tok, "x")
+    backend, tok = _tiny_backend()
 
     def broken():
         raise RuntimeError("RESOURCE_EXHAUSTED: out of memory while trying to allocate 1.2GiB\nmore detail")
@@ -454,7 +444,8 @@ def test_cancellations_free_the_queue_a_gone_client_its_slot_and_logprobs_past_t
     backend.engine.step = step
 
     # (3)
-    answer = TestClient(app).post("/v1/completions", json={"prompt": "12", "max_tokens": 2, "logprobs": 20})
+    answer = TestClient(app).post("/v1/completions", json={"prompt": "12", "max_tokens": 2, "logprobs": 20,
+                                                                     "temperature": 0})
     assert answer.status_code == 200, answer.text
     top = answer.json()["choices"][0]["logprobs"]["top_logprobs"]
     # (11 ids: the 10 digits and the end of text, which decodes to "")
