@@ -44,6 +44,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from spmdgpt.config.validate import MAX_TEMPERATURE
+
 PROMPT_BUCKET = 64  # prompt lengths padded to a multiple of this (fewer compiled programs)
 
 
@@ -156,7 +158,7 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
         logprobs = _number(body, "logprobs", None, int, 0, 20)
     return Sampling(
         max_tokens=_number(body, "max_tokens", default_max, int, 0),
-        temperature=_number(body, "temperature", 1.0, float, 0.0, 2.0),
+        temperature=_number(body, "temperature", 1.0, float, 0.0, MAX_TEMPERATURE),  # (every sampler's range)
         top_p=_number(body, "top_p", 1.0, float, 0.0, 1.0, low_open=True),
         n=_number(body, "n", 1, int, 1, 16),
         stop=stop,
