@@ -101,6 +101,35 @@ def test_exported_run_loads_in_transformers_with_the_same_logits_and_greedy_text
     assert main(["sample", f"run.dir=hf:{out}", "prompt=0123", "max_new_tokens=50", "temperature=0",
                  "mesh.data=1"]) == 0
     assert capsys.readouterr().out.strip() == ours_text
+    if arch == "llama":
+        _padding_ids_are_never_drawn(out, ours_text, torch_side, capsys)
+
+
+def _padding_ids_are_never_drawn(out, text, torch_side, capsys):
+    """The exported folder lists the padding ids (the model's 16 rows past the tokenizer's 10) as
+    `suppress_tokens`: with their logits raised by hand above the digits', transformers' generate
+    and `spmdgpt sample run.dir=hf:` still give the trained text; without the list, generate
+    draws them (they decode to nothing)."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert generation["suppress_tokens"] == [10, 11, 12, 13, 14, 15]
+    raised = out.parent / "raised"
+    shutil.copytree(out, raised)
+    tensors = load_file(str(raised / "model.safetensors"))
+    tensors["lm_head.weight"][10:16] = 1.5 * tensors["lm_head.weight"][:6]  # (beats digits 0-5 wherever they win)
+    save_file(tensors, str(raised / "model.safetensors"), metadata={"format": "pt"})
+    assert torch_side.ask("generate", folder=str(raised), prompt="0123", max_new_tokens=50)["text"] == text
+    capsys.readouterr()
+    assert main(["sample", f"run.dir=hf:{raised}", "prompt=0123", "max_new_tokens=50", "temperature=0",
+                 "mesh.data=1"]) == 0
+    assert capsys.readouterr().out.strip() == text
+    del generation["suppress_tokens"]
+    (raised / "generation_config.json").write_text(json.dumps(generation))
+    drawn = torch_side.ask("generate", folder=str(raised), prompt="0123", max_new_tokens=50)["text"]
+    assert len(drawn) < len(text) and drawn.startswith("0123")  # (padding ids drawn, decoded to nothing)
 
 
 def random_params(cfg, rules, seed=1):

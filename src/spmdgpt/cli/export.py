@@ -117,6 +117,8 @@ def run(items: List[str]) -> int:
         stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn there)
         if stop not in (None, tokenizer.eos_id):
             generation["eos_token_id"] = [i for i in (tokenizer.eos_id, stop) if i is not None]
+        if cfg.model.vocab_size > tokenizer.vocab_size:  # the padding ids, never sampled (`spmdgpt sample` draws
+            generation["suppress_tokens"] = list(range(tokenizer.vocab_size, cfg.model.vocab_size))  # from the rest)
         files = {"config.json": json.dumps(config, indent=2),
                  "generation_config.json": json.dumps(generation, indent=2), **files}
 

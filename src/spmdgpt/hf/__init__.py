@@ -31,7 +31,8 @@ config fields. The code here reads the tables, the same way for all: `to_hf` (ex
 RoPE's base goes in `rope_parameters.rope_theta` (the current field; also written as the legacy
 top-level `rope_theta`, which older versions read). The vocabulary keeps the model's padded
 size (`model.vocab_size` >= the tokenizer's, as Pythia's 50,304 rows for a 50,277-token
-tokenizer); padding ids are never a training target.
+tokenizer); padding ids are never a training target, and the CLI's export lists them as
+`suppress_tokens` in generation_config.json (transformers' `generate` never draws them).
 
 Tensors are numpy arrays keyed by their `transformers` names; `to_hf` and `from_hf` are exact
 inverses (an import exported again gives byte-identical tensors).
