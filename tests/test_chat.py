@@ -67,6 +67,44 @@ def test_default_template_masks_exactly_the_assistant_turns():
     assert back.encode_chat(CONVERSATION)[0].tolist() == ids.tolist() and back.vocab_size == tok.vocab_size
 
 
+def test_tool_outputs_in_a_reply_are_read_not_trained():
+    """An assistant reply given as content parts: the parts joined are what the template renders;
+    a tool_output part's tokens are tokenized on their own and masked out (what a rollout's tool
+    output is), the rest of the reply and its <|end|> trained; under a template that changes the
+    reply's text, or with a part of another kind, a ChatError says so."""
+    import pickle
+
+    from spmdgpt.data.chat import ChatError, conversation
+
+    parts = [{"type": "text", "text": "<<47*38>>"}, {"type": "tool_output", "text": "1786"},
+             {"type": "text", "text": " ok"}]
+    line = {"messages": [{"role": "user", "content": "47*38="}, {"role": "assistant", "content": parts}]}
+    conv = conversation(line)
+    assert conv[1]["content"] == "<<47*38>>1786 ok" and conv[1]["content"].tool_spans == ((9, 13),)
+    assert isinstance(line["messages"][1]["content"], list)  # (the parsed line is left as it was)
+    assert pickle.loads(pickle.dumps(conv))[1]["content"].tool_spans == ((9, 13),)  # (to the tokenizer workers)
+    for tok in (chat_tokenizer(gpt2()), ChatTokenizer(gpt2(), ChatTemplate(CHATML), ())):
+        ids, mask = tok.encode_chat(conv)
+        assert "<<47*38>>1786 ok" in tok.decode(ids)
+        reply = np.flatnonzero(mask)
+        inside = [i for i in range(reply[0], reply[-1]) if mask[i] == 0]  # (the reply's untrained tokens)
+        assert tok.decode(ids[inside]) == "1786" and ids[inside].tolist() == tok.encode("1786")
+        assert tok.decode(ids[mask == 1]).startswith("<<47*38>> ok")
+    upper = ChatTokenizer(gpt2(), ChatTemplate(DEFAULT_UPPER), SPECIAL_TOKENS)
+    with pytest.raises(ChatError, match="changes the text of message 1, so its tool outputs cannot be found"):
+        upper.encode_chat(conv)
+    assert upper.encode_chat(CONVERSATION)[0].size  # (without tool outputs it may change it)
+    bad = {"messages": [line["messages"][0], {"role": "assistant", "content": [{"type": "image_url", "text": "x"}]}]}
+    with pytest.raises(ChatError, match=r"message 1 \(assistant\): content part 0 is not"):
+        conversation(bad)
+    with pytest.raises(ChatError, match=r"message 0 \(user\) has no text 'content' \(content parts: an assistant's"):
+        conversation({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, conv[1]]})
+
+
+DEFAULT_UPPER = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] | upper }}<|end|>{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
 def hf_chat_folder(tmp_path):
     """GPT-2's tokenizer.json with <|im_start|> and <|im_end|> added, and a tokenizer_config.json
     holding CHATML and its special tokens."""

@@ -481,11 +481,12 @@ def test_a_tools_output_is_read_never_trained_on(capsys):
     prompts = [Prompt(tuple(tok.encode(s)), s, {"answer": "5"}, f"f:{i}") for i, s in enumerate(["0123", "98765"])]
     with jax.set_mesh(mesh):
         params = init_params(cfg.model, jax.random.key(2), rules)
-        a = Rollouts(cfg, rules, tok, numeric).batch(params, None, prompts, 3)
+        ro = Rollouts(cfg, rules, tok, numeric)
+        a = ro.batch(params, None, prompts, 3)
     inputs, targets, _, old, _ = (np.asarray(x) for x in a.batch)
     outputs = 0
     for r, injected in enumerate(a.injected):
-        p, row, start = len(prompts[r // 4].tokens), inputs[r], 0
+        p, row, start, written = len(prompts[r // 4].tokens), inputs[r], 0, []
         spans = np.split(np.array(injected, int), np.flatnonzero(np.diff(injected) > 1) + 1) if injected else []
         for span in spans:  # (each span: the output of the call that ends just before it)
             before = tok.decode(row[p + start:p + span[0]])  # (the text sampled since the last output)
@@ -494,6 +495,8 @@ def test_a_tools_output_is_read_never_trained_on(capsys):
             assert (targets[r, p - 1 + span] == -1).all() and (old[r, p - 1 + span] == 0).all()
             assert targets[r, p - 1 + span[0] - 1] >= 0  # (the close mark itself was sampled: it trains)
             outputs, start = outputs + 1, span[-1] + 1
+            written.append(calculator(call))
+        assert ro.tool_outputs(row[p:].tolist(), injected) == written  # (what samples.jsonl's tool_outputs lists)
     m = a.metrics(4)  # (the calls that failed, "12" an empty one, gave "error: ...": no digits, nothing appended)
     assert outputs >= 2 and m["rl/tool_errors"] > 0
     assert m["rl/tool_calls"] * 8 == pytest.approx(outputs + m["rl/tool_errors"] * 8)
@@ -570,6 +573,7 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     samples = [json.loads(x) for x in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
     assert [s["step"] for s in samples] == [2, 2, 4, 4]
     assert all(s["reward"] == digits_like_the_answer("", s["completion"], {"answer": s["answer"]}) for s in samples)
+    assert all(all(o in s["completion"] for o in s["tool_outputs"]) for s in samples)  # (what the tool wrote)
     assert any(r["rl/reward_std"] > 0 for r in steps) and steps[-1]["rl/kl"] > 0  # (it learns something)
     err = capsys.readouterr().err
     assert "val/reward" in err and "preflight: train_step, rl_rollout, rl_logps compiled in" in err
@@ -726,10 +730,12 @@ def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
     assert all(int(a) == eval(s.removesuffix("=")) for s, a in q)  # noqa: S307
     # the calculator walk's: products, a quarter of the worked ones through the calculator ("<<a*b>>" then its output)
     calc = [json.loads(x)["messages"] for x in gzip.decompress(files()["calc_sft.jsonl.gz"]).decode().splitlines()]
-    tools = [m[1]["content"] for m in calc if m[1]["content"].startswith("<<")]
-    assert len(calc) == 2000 and 0.2 < len(tools) / len(calc) < 0.3
-    assert all(calculator(r[2:r.index(">>")]) == r[r.index(">>") + 2:] for r in tools)
-    assert all(int(m[1]["content"].split(">>")[-1]) == eval(m[0]["content"][:-1]) for m in calc)  # noqa: S307
+    tools = [m[1]["content"] for m in calc if isinstance(m[1]["content"], list)]  # (the call's text, then the
+    assert len(calc) == 2000 and 0.2 < len(tools) / len(calc) < 0.3  # tool's output as its own part)
+    assert all([p["type"] for p in r] == ["text", "tool_output"] and calculator(r[0]["text"][2:-2]) == r[1]["text"]
+               for r in tools)
+    answers = [m[1]["content"] if isinstance(m[1]["content"], str) else m[1]["content"][1]["text"] for m in calc]
+    assert all(int(a) == eval(m[0]["content"][:-1]) for a, m in zip(answers, calc))  # noqa: S307
     assert {len(s.replace("-", "+").split("+")[0]) for s, _ in q} == {2, 3}  # (first operands)
     from spmdgpt.rl.loop import load_prompts
 

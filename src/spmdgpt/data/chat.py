@@ -14,6 +14,12 @@ from the end of render(messages[:i], add_generation_prompt=True) to the end of
 render(messages[:i + 1]) (its content and the template's end-of-turn marks), and the full
 rendering must start with both (a template that rewrites earlier turns is refused). Each span
 and the text between them are tokenized separately, so every token is wholly trained or not.
+
+An assistant message's content may also be a list of parts, {"type": "text", "text": ...} and
+{"type": "tool_output", "text": ...} (a demonstration that calls a tool: "<<47*38>>", then the
+tool's "1786"): the parts are joined into the content the template renders, and a tool output's
+characters are tokenized on their own and never trained (loss mask 0), as a rollout's tool
+outputs are read but not trained (`rl.tool`; nanochat masks them alike).
 """
 
 from __future__ import annotations
@@ -37,8 +43,38 @@ DEFAULT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }
 TEMPLATE_DATE = date(2024, 7, 26)
 
 
+PART_TYPES = ("text", "tool_output")  # an assistant content part's kinds (the module docstring)
+
+
 class ChatError(ValueError):
     """A conversation the template or the tokenizer cannot take (the caller names file:line)."""
+
+
+class ToolText(str):
+    """An assistant message's content joined from parts: the text, with `tool_spans`, the
+    [start, end) character ranges of its tool outputs (a template renders it as the text)."""
+
+    def __new__(cls, text: str, tool_spans: Sequence[Tuple[int, int]]):
+        out = super().__new__(cls, text)
+        out.tool_spans = tuple(tool_spans)
+        return out
+
+    def __reduce__(self):  # (to tokenizer worker processes)
+        return (ToolText, (str(self), self.tool_spans))
+
+
+def _parts(content, k: int) -> ToolText:
+    """The content parts of assistant message k joined (`ToolText`), or ChatError."""
+    text, spans = "", []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in PART_TYPES or not isinstance(part.get("text"), str):
+            raise ChatError(f"message {k} (assistant): content part {j} is not "
+                            '{"type": "text" or "tool_output", "text": "..."}')
+        if kind == "tool_output" and part["text"]:
+            spans.append((len(text), len(text) + len(part["text"])))
+        text += part["text"]
+    return ToolText(text, spans)
 
 
 def conversation(obj, field: str = "messages", reply: bool = True) -> list:
@@ -50,13 +86,17 @@ def conversation(obj, field: str = "messages", reply: bool = True) -> list:
         raise ChatError(f'no {field!r} list (each line must be {{"{field}": [{{"role": ..., "content": ...}}, ...]}})')
     if not messages:
         raise ChatError("an empty conversation")
+    messages = list(messages)  # (content parts are joined in this copy)
     for k, m in enumerate(messages):
         if not isinstance(m, dict) or "role" not in m:
             raise ChatError(f"message {k} has no 'role'")
         if m["role"] not in ROLES:
             raise ChatError(f"message {k} has role {m['role']!r}; the roles are {', '.join(ROLES)}")
+        if m["role"] == "assistant" and isinstance(m.get("content"), list) and reply:
+            messages[k] = m = {**m, "content": _parts(m["content"], k)}
         if not isinstance(m.get("content"), str):
-            raise ChatError(f"message {k} ({m['role']}) has no text 'content'")
+            raise ChatError(f"message {k} ({m['role']}) has no text 'content'" + (
+                " (content parts: an assistant's, in training data)" if isinstance(m.get("content"), list) else ""))
     if reply and not any(m["role"] == "assistant" for m in messages):
         raise ChatError("no assistant message (nothing to train on)")
     if not reply and messages[-1]["role"] == "assistant":
@@ -133,13 +173,29 @@ class ChatTemplate:
             if not (full.startswith(through) and through.startswith(start) and len(start) >= pos):
                 raise ChatError(f"the chat template does not render message {i} as a continuation of "
                                 "the messages before it, so the assistant's tokens cannot be told apart")
-            out += [(full[pos : len(start)], False), (full[len(start) : len(through)], True)]
+            out += [(full[pos : len(start)], False), *_reply_pieces(full[len(start) : len(through)], m["content"], i)]
             pos = len(through)
         out.append((full[pos:], False))
         return [(text, trained) for text, trained in out if text]
 
     def to_json(self) -> dict:
         return {"template": self.source, "variables": self.variables}
+
+
+def _reply_pieces(text: str, content: str, i: int) -> List[Tuple[str, bool]]:
+    """Assistant message i's rendered span as [(text, trained)]: whole, or split around the tool
+    outputs of its content (`ToolText`), which are not trained."""
+    spans = getattr(content, "tool_spans", ())
+    if not spans:
+        return [(text, True)]
+    at = text.find(content)
+    if at < 0:
+        raise ChatError(f"the chat template changes the text of message {i}, so its tool outputs cannot be found in it")
+    out, pos = [], 0
+    for start, end in spans:
+        out += [(text[pos : at + start], True), (text[at + start : at + end], False)]
+        pos = at + end
+    return out + [(text[pos:], True)]
 
 
 def _raise(message):

@@ -137,6 +137,9 @@ class HarmonyTokenizer:
     def encode_chat(self, messages: Sequence[dict]) -> Tuple[np.ndarray, np.ndarray]:
         """(token ids int64, loss mask uint8: 1 on each reply from its channel header to its end
         mark) of one conversation."""
+        if any(getattr(m["content"], "tool_spans", ()) for m in messages):
+            raise ChatError("tool_output content parts need a chat template (data.harmony's tool calls are "
+                            "harmony's own messages, not read here)")
         full = self._render(messages, "training")
         mask = np.zeros(len(full), np.uint8)
         replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]

@@ -13,7 +13,9 @@ numbers, which a model of this size does not learn to compute from a few thousan
 
     calc_sft.jsonl.gz      2,000 worked products; a quarter of them use the calculator
                            ("47*38=" -> "<<47*38>>1786": the call, then the tool's output, as
-                           rl.tool=calculator appends it in a rollout), the others state the product
+                           rl.tool=calculator appends it in a rollout; the output a "tool_output"
+                           content part, which SFT reads but does not train on, data/chat.py),
+                           the others state the product
     calc_prompts.jsonl.gz  4,000 others, {"prompt": [...], "answer": "1786"}
 
 `python -m spmdgpt.rl.arithmetic DIR` writes the files into DIR, byte for byte the shipped ones
@@ -71,7 +73,10 @@ def files() -> dict:
     sft = [json.dumps({"messages": [user(q), reply(a)]}) for q, a in problems(SFT_PROBLEMS, 1)]
     prompts = [json.dumps({"prompt": [user(q)], "answer": a}) for q, a in problems(PROMPTS, 2)]
     tool = random.Random(5)
-    calc_sft = [json.dumps({"messages": [user(q), reply(f"<<{q[:-1]}>>{a}" if tool.random() < CALC_TOOL_SHARE else a)]})
+    def called(q, a):  # (the call, then the tool's output: a content part that is read, never trained)
+        return [{"type": "text", "text": f"<<{q[:-1]}>>"}, {"type": "tool_output", "text": a}]
+
+    calc_sft = [json.dumps({"messages": [user(q), reply(called(q, a) if tool.random() < CALC_TOOL_SHARE else a)]})
                 for q, a in products(CALC_SFT, 3)]
     calc_prompts = [json.dumps({"prompt": [user(q)], "answer": a}) for q, a in products(PROMPTS, 4)]
     return {"sft.jsonl.gz": _gzip(sft), "prompts.jsonl.gz": _gzip(prompts), "calc_sft.jsonl.gz": _gzip(calc_sft),

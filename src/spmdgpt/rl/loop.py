@@ -183,8 +183,11 @@ class RewardEvaluator:
         texts, rewards = out.texts, out.rewards
         shown = [(p, c, float(r)) for p, c, r in zip(self.prompts[: self.samples], texts, rewards, strict=False)]
         if self.samples_path is not None and shown:  # (a failed write raises files.WriteFailed)
+            tools = self.rollouts.tools is not None  # (then what the tool wrote into each: its outputs' texts)
             append_rows(self.samples_path, ({"step": step, "prompt": p.prompt, "completion": c, "reward": r,
-                                             "answer": p.record.get("answer")} for p, c, r in shown))
+                                             "answer": p.record.get("answer"),
+                                             **({"tool_outputs": self.rollouts.tool_outputs(t, j)} if tools else {})}
+                                            for (p, c, r), t, j in zip(shown, out.tokens, out.injected)))
         return float(rewards.mean()), shown
 
 

@@ -193,6 +193,16 @@ class Rollouts:
         return Sampled(new, texts, rewards, [r.injected for r in done], *calls,
                        seconds=(sampled - start, time.perf_counter() - sampled))
 
+    def tool_outputs(self, tokens: Sequence[int], injected: Sequence[int]) -> List[str]:
+        """The texts a tool appended to one completion (its runs of `injected` tokens), in order."""
+        runs: List[List[int]] = []
+        for j in sorted(injected):
+            if runs and runs[-1][-1] == j - 1:
+                runs[-1].append(j)
+            else:
+                runs.append([j])
+        return [self.tokenizer.decode([tokens[j] for j in run]) for run in runs]
+
     def layout(self, prompts: Sequence[Prompt], completions: Sequence[Sequence[int]],
                injected: Optional[Sequence[Sequence[int]]] = None) -> tuple:
         """(inputs, targets) [rows, data.seq_len] int32 on the host (the module docstring;
