@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -122,8 +123,6 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted, monkey
     command resuming it; the run had the default run.dir (a new timestamped folder each time), so
     the command adds run.dir=<its folder>, and pasted, it resumes the run to the uninterrupted
     one's numbers, bitwise. (Under `make train` the command is make's: ARGS=...)"""
-    import shlex
-
     from spmdgpt.cli.train import resume_hint
 
     proc = run_until_step(None, 18, cwd=tmp_path)
@@ -438,12 +437,15 @@ def test_background_save_failure_stops_the_run_at_the_next_logged_step(tmp_path,
 
     monkeypatch.setattr(ocp.CheckpointManager, "save", save)
     monkeypatch.setattr(ocp.CheckpointManager, "check_for_errors", check_for_errors)
-    run_dir = tmp_path / "r"
-    assert main(["train", *_inproc(run_dir, "train.steps=30", "train.eval_every=0")]) == 4
+    monkeypatch.chdir(tmp_path)  # (run.dir left to its default, a new folder under runs/: the message names it)
+    items = [i for i in _inproc("", "train.steps=30", "train.eval_every=0") if not i.startswith("run.dir=")]
+    assert main(["train", *items]) == 4
+    run_dir, = (tmp_path / "runs").iterdir()
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (f"spmdgpt: error: writing a checkpoint into {run_dir.resolve() / 'checkpoints'} failed (No space "
                    "left on device); the newest complete checkpoint is step 10; free space (or fix the filesystem) "
-                   "and rerun the same command to resume")
+                   f"and resume it with: {sys.executable} -m spmdgpt train {shlex.join(items)} run.dir=runs/"
+                   f"{run_dir.name}")
     assert saved == [5, 10]
     assert max(losses(run_dir)) == 10  # step 11's row never written: the run stopped before reporting it
 

@@ -115,6 +115,8 @@ def test_eval_refuses_bad_input(run, capsys, tmp_path):
         ([f"run.dir={run_dir}", "step=7"], f"spmdgpt: error: step=7: run.dir={run_dir} has checkpoints at steps 30"),
         ([f"run.dir=hf:{tmp_path}"], f"spmdgpt: error: run.dir=hf:{tmp_path} is a Hugging Face folder, which has no "
                                      "validation sets: give text_file=..."),
+        ([f"run.dir=hf:{tmp_path / 'nope'}", f"text_file={short}"],  # (the field given is named, not init_from)
+         f"spmdgpt: error: run.dir=hf:{tmp_path / 'nope'}: no such directory"),
     ]
     for items, message in cases:
         code, _, err = evaluate(capsys, *items)

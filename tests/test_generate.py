@@ -127,9 +127,10 @@ def test_greedy_continues_the_staircase_exactly(staircase_run, capsys):
         out = capsys.readouterr().out.strip()
         assert code == 0
         assert out == prompt + staircase_continuation(prompt, 40)
-    # deterministic: the same call gives the same text
-    main(["sample", f"run.dir={run_dir}", "prompt=0123", "max_new_tokens=40", "temperature=0"])
-    assert capsys.readouterr().out.strip() == "0123" + staircase_continuation("0123", 40)
+    # deterministic: the same call gives the same text; without max_new_tokens, as many as the model's
+    # context of 64 leaves (the default 200 would not fit)
+    main(["sample", f"run.dir={run_dir}", "prompt=0123", "temperature=0"])
+    assert capsys.readouterr().out.strip() == "0123" + staircase_continuation("0123", 60)
 
 
 def test_sample_cli_on_the_runs_mesh_or_overridden_ones(staircase_run, capsys):
@@ -267,7 +268,9 @@ ATTENTION_UNITS = {"mha": [], "gqa": ["model.num_kv_heads=2"], "mla-moe": MLA_MO
 
 @pytest.mark.parametrize("args,expected", [
     (["prompt="], "an empty prompt"),
-    (["prompt=" + "0" * 70], "exceeds the model's context of 64 tokens"),
+    (["prompt=" + "0" * 70], "prompt of 70 tokens fills the model's context of 64 tokens; shorten it"),
+    (["prompt=" + "0" * 60, "max_new_tokens=5"], "prompt of 60 tokens + max_new_tokens=5 exceeds the model's "
+                                                 "context of 64 tokens"),
     (["temperature=-0.5"], "temperature=-0.5 must be a number in [0, 2] (0 = greedy)"),
     # (one rule for every sampling value, as the server's: finite, in its range)
     (["temperature=nan"], "temperature=nan must be a number in [0, 2]"),

@@ -54,6 +54,14 @@ def test_plots_have_the_stated_sizes_and_every_run(two_runs, tmp_path, capsys):
         img = matplotlib.image.imread(out / f"{name}.png")
         assert img.shape[:2] == size
         assert all(has_colour(img, c) for c in colours), name  # both runs are drawn
+    # without out=: a folder of their own in the runs' common folder, named by the runs (another pair's beside it)
+    assert main(["plot", str(two_runs / "slow"), str(two_runs / "fast")]) == 0
+    assert capsys.readouterr().out.split()[0] == str(two_runs / "plots" / "slow+fast" / "loss.png")
+    assert main(["plot", str(two_runs / "fast"), str(two_runs / "slow"), "names=lr 3e-3,lr/1e-3"]) == 0
+    assert capsys.readouterr().out.split()[0] == str(two_runs / "plots" / "lr_3e-3+lr_1e-3" / "loss.png")
+    from spmdgpt.cli.plot import together
+
+    assert together([f"run{i:02d}" for i in range(30)]) == "+".join(f"run{i:02d}" for i in range(11)) + "+19more"
 
 
 def test_plot_refuses_bad_input(two_runs, tmp_path, capsys):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import jax
+import pytest
 from conftest import compile_only_or_skip
 
 from spmdgpt.cli import main
@@ -86,6 +87,27 @@ def test_train_refuses_a_program_too_large_before_step_1(tmp_path):
     assert "but a CPU device (this host's 12.00 GiB over 8 devices) holds 1.50 GiB" in err
     assert "train.microbatches=k" in err and "Traceback" not in proc.stderr
     assert not run_dir.exists()  # nothing written: no metrics, no config, no lock file
+
+
+def test_train_refuses_a_state_too_large_before_building_it(tmp_path, capsys, monkeypatch):
+    """Parameters and AdamW's two moments (12 bytes a parameter, replicated under data
+    parallelism) that alone exceed a device: refused in one line before the state is built or
+    anything compiled or written (here a device of 1 MiB: the staircase model holds 0.11M
+    parameters)."""
+    import re
+
+    from spmdgpt.model import num_params
+    from spmdgpt.training import state
+
+    monkeypatch.setattr("spmdgpt.plan.plan.local_capacity", lambda: (2**20, "test device"))
+    monkeypatch.setattr(state, "init_state", lambda *a, **k: pytest.fail("the state was built"))
+    run_dir = tmp_path / "run"
+    assert main(["train", "+experiment=staircase", f"run.dir={run_dir}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    need = float(re.match(r"spmdgpt: error: the parameters and optimizer state need ([\d.]+) MiB per device but a "
+                          r"test device holds 1.0 MiB; shard them \(sharding=fsdp", err).group(1))
+    assert need == pytest.approx(12 * num_params(load_config(["+experiment=staircase"]).model) / 2**20, abs=0.05)
+    assert not run_dir.exists()
 
 
 def test_no_plugin_tracebacks_without_jax_platforms(tmp_path):

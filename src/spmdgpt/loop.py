@@ -46,6 +46,7 @@ from spmdgpt.mesh.sharding import Rules, make_mesh
 from spmdgpt.model import attention_backend, num_params, param_info
 from spmdgpt.model.lora import attach, num_adapter_params
 from spmdgpt.plan.flops import device_peak_flops, flops_per_token, mfu
+from spmdgpt.plan.preflight import state_refusal
 from spmdgpt.run.files import WriteFailed, os_reason
 from spmdgpt.run.loggers import Console, JsonlLogger
 from spmdgpt.run.rundir import default_run_dir, git_info, prepare_run_dir, run_lock
@@ -113,6 +114,9 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)
         batcher = kind.batcher(cfg, rules, data, is_main)  # (its refusals come before the start touches run.dir)
         optimizer = optimizer_of(cfg)
+        refusal = state_refusal(cfg, rules, optimizer)  # (a state that cannot fit: refused before it is built)
+        if refusal:
+            raise ConfigError([refusal])
         begin = start(cfg, run_dir, rules, optimizer)  # fresh | resumed | init_from | restarted
         resumed_from = begin.step if begin.kind == StartKind.resumed else None
         # LoRA: the frozen model under the adapters (checkpoint.init_from's parameters)
@@ -297,8 +301,9 @@ class _Loop:
         if isinstance(stopped, WriteFailed):
             newest = self._newest_step()
             keep = "no checkpoint was written" if newest is None else f"the newest complete checkpoint is step {newest}"
-            raise WriteFailed(f"{stopped}; {keep}; free space (or fix the filesystem) and rerun the "
-                              "same command to resume") from None
+            failed = WriteFailed(f"{stopped}; {keep}; free space (or fix the filesystem)")
+            failed.run_dir = self.run_dir  # (the command line says how to resume: cli/train.resume_words)
+            raise failed from None
         t = self.cfg.train
         preempted = self.stop_signal is not None
         if preempted:

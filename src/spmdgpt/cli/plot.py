@@ -1,6 +1,6 @@
 """`spmdgpt plot RUN [RUN ...] [out=DIR] [names=a,b]`: PNGs of runs' metrics.jsonl, the runs
 overlaid (one colour each, named in the legend), written into out= (default: RUN/plots for one
-run, the runs' common folder's plots/ for several):
+run; for several, plots/NAME+NAME/ in the runs' common folder, named by the legend's names):
 
     loss.png       train loss (line) and validation loss (dots) against steps and against tokens
     lr.png         learning rate against steps
@@ -28,7 +28,7 @@ SIZES = {"loss": (14, 6), "lr": (10, 6), "grad_norm": (10, 6), "mfu": (10, 6), "
 
 @dataclass
 class PlotArgs:
-    out: Optional[str] = None  # folder for the PNGs (default: RUN/plots; several runs: their common folder's plots/)
+    out: Optional[str] = None  # folder for the PNGs (default: RUN/plots; several: plots/A+B in their common folder)
     names: Optional[str] = None  # comma-separated legend names (default: the run folders' names)
 
 
@@ -39,6 +39,23 @@ class Run:
     val: list  # rows with val/loss
     tokens_per_step: Optional[int]
     rewards: list  # rows with val/reward (GRPO)
+
+
+def together(names: List[str], most: int = 80) -> str:
+    """The folder name of several runs' plots: their names joined by "+" ("a+b"), or the first
+    ones and how many more where that would be long; characters a file name cannot hold as "_"."""
+    import re
+
+    safe = [re.sub(r"[^\w.=-]", "_", n) or "_" for n in names]
+    joined = "+".join(safe)
+    if len(joined) <= most:
+        return joined
+    head = []
+    for n in safe:
+        if len("+".join([*head, n])) > most - 12:
+            break
+        head.append(n)
+    return "+".join(head or [safe[0][:most - 12]]) + f"+{len(safe) - max(len(head), 1)}more"
 
 
 def read_run(path: Path, name: str) -> Run:
@@ -159,10 +176,10 @@ def run(items: List[str]) -> int:
         out = Path(args.out)
     elif len(paths) == 1:
         out = paths[0] / "plots"
-    else:  # (the deepest folder holding every run)
+    else:  # (the deepest folder holding every run; a folder per set of runs, so another set's plots stay)
         import os
 
-        out = Path(os.path.commonpath([p.resolve() for p in paths])) / "plots"
+        out = Path(os.path.commonpath([p.resolve() for p in paths])) / "plots" / together(names)
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = plot_runs(runs, out)

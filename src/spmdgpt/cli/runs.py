@@ -115,10 +115,10 @@ def hf_model(spec: str, overrides: List[str]):
     from spmdgpt.hf import hf_folder, read_hf_config, with_hf_model
 
     folder = hf_folder(spec)
+    hf = read_hf_config(folder, f"run.dir={spec}")  # (first: a missing folder is named as the field given)
     cfg = load_config([*overrides, f"checkpoint.init_from={spec}"])
     cfg, _ = with_hf_model(cfg)
-    cfg.model.max_seq_len = int(read_hf_config(folder, f"run.dir={spec}").get("max_position_embeddings",
-                                                                           cfg.model.max_seq_len))
+    cfg.model.max_seq_len = int(hf.get("max_position_embeddings", cfg.model.max_seq_len))
     if override_value(overrides, "data.seq_len") is None:  # eval's window: the one the exported
         # run trained with, else the default one if the model's context holds it
         cfg.data.seq_len = exported_window(folder) or min(cfg.data.seq_len, cfg.model.max_seq_len)

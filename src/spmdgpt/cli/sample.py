@@ -17,6 +17,8 @@ from typing import List, Optional
 from spmdgpt.cli.args import EXIT_OK, parse
 from spmdgpt.config import ConfigError
 
+DEFAULT_NEW_TOKENS = 200  # sample's max_new_tokens where it is not given (within the model's context)
+
 
 @dataclass
 class SampleArgs:
@@ -24,7 +26,8 @@ class SampleArgs:
     prompt: Optional[str] = None  # text to continue; "\n" in it means a newline (default: a newline)
     prompt_file: Optional[str] = None  # one prompt per line (instead of prompt)
     num_samples: int = 1  # samples per prompt
-    max_new_tokens: int = 200  # tokens to generate per sample
+    max_new_tokens: Optional[int] = None  # tokens to generate per sample (default: 200, or fewer where the
+    # model's context leaves less room after the prompt)
     temperature: float = 0.8  # 0 = greedy
     top_k: int = 0  # keep the k most likely tokens (0 = all)
     top_p: float = 1.0  # keep the most likely tokens up to this probability mass (1 = all)
@@ -38,7 +41,7 @@ def sampling_errors(args) -> List[str]:
     from spmdgpt.config.validate import sampling_errors as rule  # (one rule for every sampler)
 
     errs = rule(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    if args.max_new_tokens <= 0:
+    if args.max_new_tokens is not None and args.max_new_tokens <= 0:
         errs.append(f"max_new_tokens={args.max_new_tokens} must be > 0")
     return errs
 
@@ -93,10 +96,13 @@ def run(items: List[str]) -> int:
             ids = tokenizer.encode(p)
         except ValueError as e:
             raise ConfigError([f"prompt {p!r}: {e}"]) from None
-        err = context_error(len(ids), args.max_new_tokens, cfg.model.max_seq_len)
+        room = cfg.model.max_seq_len - len(ids)  # (unset max_new_tokens: the default, within the context)
+        n = args.max_new_tokens if args.max_new_tokens is not None else max(min(DEFAULT_NEW_TOKENS, room), 1)
+        err = context_error(len(ids), n, cfg.model.max_seq_len) if args.max_new_tokens is not None or room > 0 else (
+            f"prompt of {len(ids)} tokens fills the model's context of {cfg.model.max_seq_len} tokens; shorten it")
         if err:  # checked here, before the checkpoint is loaded
             raise ConfigError([err])
-        encoded.append(ids)
+        encoded.append((ids, n))
 
     # (the training data section, batch size and all, does not apply to sampling)
     mesh = start_mesh(cfg, data_errors=False)
@@ -108,15 +114,16 @@ def run(items: List[str]) -> int:
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="sample with the run's model config")
-        batch = [ids for ids in encoded for _ in range(args.num_samples)]
+        batch = [ids for ids, _ in encoded for _ in range(args.num_samples)]
+        lengths = [n for _, n in encoded for _ in range(args.num_samples)]
         stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn)
         d = rules.batch_divisor()
         slots = min(-(-len(batch) // d) * d, max(64, d))
         config = EngineConfig(slots=slots, speculate=args.speculate)
         engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, config)
         # (sample i: stream i of the seed)
-        requests = [Request(list(ids), args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, i,
-                            stop_ids=() if stop is None else (stop,)) for i, ids in enumerate(batch)]
+        requests = [Request(list(ids), n, args.temperature, args.top_k, args.top_p, args.seed, i,
+                            stop_ids=() if stop is None else (stop,)) for i, (ids, n) in enumerate(zip(batch, lengths))]
         outs = [r.tokens for r in engine.run(requests)]
     if jax.process_index() != 0:
         return EXIT_OK

@@ -37,8 +37,9 @@ def run(items: List[str]) -> int:
     except RewardError as e:  # (one's own rl.reward raised or returned a non-number: the record is named)
         print(f"spmdgpt: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except WriteFailed as e:
-        print(f"spmdgpt: error: {e}", file=sys.stderr, flush=True)
+    except WriteFailed as e:  # (a run stopped by it: how to resume, once there is room)
+        how = f" and {resume_words(items, e.run_dir)}" if getattr(e, "run_dir", None) else ""
+        print(f"spmdgpt: error: {e}{how}", file=sys.stderr, flush=True)
         return EXIT_WRITE_FAILED  # (the console entry point then ends the process at once)
     if result.preempted:
         print(f"spmdgpt: stopped by signal after step {result.step}; checkpoint written. "
@@ -46,17 +47,25 @@ def run(items: List[str]) -> int:
     return EXIT_OK
 
 
+RERUN = "rerun the same command to resume"
 MAKE_TRAIN = ["+experiment=shakespeare_char"]  # what the Makefile's `train` target passes before $(ARGS)
 
 
 def resume_hint(items: List[str], run_dir: Path) -> str:
-    """How to resume a stopped run, as a command to paste: the same one where it named run.dir;
-    else (its run.dir a new timestamped folder) the same with run.dir= this run's folder, in
-    `make train ARGS=...` form under make's `train` target."""
+    """How to resume a stopped run, as a sentence (`resume_words`)."""
+    words = resume_words(items, run_dir)
+    return words[0].upper() + words[1:] + ("." if words == RERUN else "")  # (a command ends without a stop)
+
+
+def resume_words(items: List[str], run_dir: Path) -> str:
+    """How to resume a stopped run, a command to paste: the same one where it named run.dir
+    ("rerun the same command to resume"); else (its run.dir a new timestamped folder) the same
+    with run.dir= this run's folder ("resume it with: ..."), in `make train ARGS=...` form under
+    make's `train` target."""
     if any(i.startswith("run.dir=") for i in items):
-        return "Rerun the same command to resume."
+        return RERUN
     folder = f"run.dir={run_dir}"
     if os.environ.get("MAKELEVEL") and items[:len(MAKE_TRAIN)] == MAKE_TRAIN:
-        return f"Resume it with: make train ARGS={shlex.quote(shlex.join([*items[len(MAKE_TRAIN):], folder]))}"
+        return f"resume it with: make train ARGS={shlex.quote(shlex.join([*items[len(MAKE_TRAIN):], folder]))}"
     prog = sys.argv[0] if Path(sys.argv[0]).name == "spmdgpt" else f"{sys.executable} -m spmdgpt"
-    return f"Resume it with: {prog} {shlex.join(['train', *items, folder])}"
+    return f"resume it with: {prog} {shlex.join(['train', *items, folder])}"

@@ -1,5 +1,6 @@
 """The preflight: every program of a run compiled for its real state and batches before step 1,
-and refused there, in one line, if one does not fit a device (spmdgpt.plan.plan measures them)."""
+and refused there, in one line, if one does not fit a device (spmdgpt.plan.plan measures them);
+before that, `state_refusal`: a state that alone cannot fit is refused before it is allocated."""
 
 from __future__ import annotations
 
@@ -31,6 +32,23 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin: Start, batcher: Batch
     checked(programs)
     evaluator.sums = next(p.executable for p in programs if p.name == "evaluation")
     return {p.name: p.executable for p in programs}
+
+
+def state_refusal(cfg: Config, rules: Rules, optimizer) -> Optional[str]:
+    """train's check before its state is built: the one-line refusal when the parameters and the
+    optimizer state alone (their shapes and shardings, nothing allocated) exceed a device of this
+    process (`plan.local_capacity`), else None. (The programs' own memory is the preflight's.)"""
+    from spmdgpt.mesh.sharding import shard_bytes
+    from spmdgpt.plan.plan import local_capacity, size
+    from spmdgpt.training.state import abstract_state
+
+    capacity, device = local_capacity()
+    need = shard_bytes(abstract_state(cfg, rules, optimizer))
+    if capacity is None or need <= capacity:
+        return None
+    return (f"the parameters and optimizer state need {size(need)} per device but a {device} holds "
+            f"{size(capacity)}; shard them (sharding=fsdp, mesh.model, more devices) or train a smaller model "
+            "(spmdgpt plan lists every program's memory)")
 
 
 def checked(programs: list) -> list:
