@@ -118,5 +118,25 @@ def test_speculation_on_a_mesh_and_under_preemption_leaks_no_page():
                 refused = r"speculate=2: .* model.mtp_depth=1; set speculate between 0 and 1"
                 with pytest.raises(ValueError, match=refused):
                     Engine(cfg.model, rules, params, 10, EngineConfig(speculate=2))
+                _seeded_beside_a_shared_page(cfg, rules, params)
         assert engine.preemptions > 0 and engine.pages_used() == 0 and engine.drafted > 0
     assert results[0] == results[1]
+
+
+def _seeded_beside_a_shared_page(cfg, rules, params):
+    """A seeded sampled request whose first page another sequence wrote: the drafter's entry at a
+    page's last place reads the token after the page, the other sequence's, so the last page a
+    prompt matches is read again, not shared (sharing it changed this untrained model's drafts, and
+    with them the accept draws: seed 0 beside [0, 1, 2, 3, 0, ...] answered otherwise); pages
+    before it are shared. The same tokens as alone, both ways."""
+    config = EngineConfig(slots=2, page_size=4, chunk=16, speculate=1)
+    seeded = lambda: Request([0, 1, 2, 3, 4, 5, 6, 7, 8], 16, temperature=1.0, seed=0)  # noqa: E731
+    alone = Engine(cfg.model, rules, params, 10, config).run([seeded()])[0].tokens
+    for other, shared in (([0, 1, 2, 3, 0, 0, 0, 0], 0), ([0, 1, 2, 3, 4, 5, 6, 7, 0], 4)):
+        engine = Engine(cfg.model, rules, params, 10, config)
+        engine.add(Request(other, 16, temperature=1.0, seed=99))
+        engine.step()  # (the other prompt read: its pages written and keyed)
+        request = engine.add(seeded())
+        while engine.busy:
+            engine.step()
+        assert request.tokens == alone and engine.shared_tokens == shared

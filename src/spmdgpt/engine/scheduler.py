@@ -175,8 +175,11 @@ class Engine:
         self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts, self.kernel)
         self._pool = None  # (made at the first step: `lower` needs none)
         self.compiled: dict = {}  # {groups: an executable of the step compiled ahead of time (`use`)}
-        # (a hybrid's Gated DeltaNet state is not in pages: a sequence cannot start after shared ones)
-        self.pages = Pages(self.num_pages, self.page_size, config.prefix_sharing and not any(linear_layers(cfg)))
+        # (a hybrid's Gated DeltaNet state is not in pages: a sequence cannot start after shared ones; with 2
+        # or more drafts, the drafter's entries at the last places a step or a prefill chunk writes read
+        # drafts not yet checked: they depend on how the sequence was read, so no page is another's to take)
+        self.pages = Pages(self.num_pages, self.page_size,
+                           config.prefix_sharing and not any(linear_layers(cfg)) and self.drafts < 2)
         self.slots: List[Optional[_Slot]] = [None] * self.slots_n
         self.waiting: deque = deque()
         self._admitted = itertools.count()
@@ -276,6 +279,8 @@ class Engine:
                 later.append(self.waiting.popleft())
                 continue
             shared, keys = found
+            if self.drafts and shared:  # (the drafter's entry at a page's last place read the token after
+                shared, keys = shared[:-1], keys[:-1]  # it: the last shared page's, another sequence's; read again)
             if self.pages_for(len(feed) + 1) - len(shared) > self.pages.spare(shared):
                 break
             self.waiting.popleft()
