@@ -13,7 +13,9 @@ TORCH_STAMP  := $(TORCH_VENV)/.installed
 .PHONY: setup torch-env train lint test test-all bench web clean
 
 # EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
-# EXTRAS=dev,tpu-plan,gpu-plan)
+# EXTRAS=dev,tpu-plan,gpu-plan). pip's --no-compile: the packages' .pyc files are written when a
+# module is first imported, not all at install (a fresh install of the CI extras: 103 s -> 56 s,
+# the PyTorch side 60 s -> 26 s, on the 2-core AVX-512 EPYC)
 EXTRAS ?= dev
 
 # (a .venv of an older Python, from before the move to 3.12, is made again)
@@ -21,14 +23,14 @@ $(STAMP): pyproject.toml
 	@if ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    py="$(PYTHON)"; test -n "$$py" || exit 1; rm -rf $(VENV); \
 	    echo "$$py -m venv $(VENV)"; "$$py" -m venv $(VENV); fi
-	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip install -q --no-compile -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
 $(TORCH_STAMP): requirements-torch.txt
 	test -x $(TORCH_VENV)/bin/python || $(TORCH_PYTHON) -m venv $(TORCH_VENV)
-	$(TORCH_VENV)/bin/python -m pip install -q -r requirements-torch.txt
+	$(TORCH_VENV)/bin/python -m pip install -q --no-compile -r requirements-torch.txt
 	touch $(TORCH_STAMP)
 
 torch-env: $(TORCH_STAMP)

@@ -21,6 +21,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # seconds of compilation. The executables are the same programs, so results are unchanged.
 import atexit  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
@@ -91,10 +92,21 @@ def full_forward_samples(cfg, rules, params, prompts, n, temperature=0.0, top_k=
                     top_p, seed)
 
 
+@functools.cache
+def _drawn():
+    """The engine's `row_keys` + `sample_rows` as one jitted program (eagerly, each token's filters
+    compiled their `cond`s again: ~0.2 s a token)."""
+    from spmdgpt.engine.paged import row_keys, sample_rows
+
+    def draw(logits, seed, rows, i, temperature, top_k, top_p, vocab_limit):
+        keys = row_keys(seed, rows, i)
+        return sample_rows(logits, keys, temperature, top_k, top_p, vocab_limit)
+
+    return jax.jit(draw, static_argnums=7)
+
+
 def _samples(logits_of, params, prompts, n, width, vocab_limit, stop, temperature=0.0, top_k=0, top_p=1.0, seed=0):
     import jax.numpy as jnp
-
-    from spmdgpt.engine.paged import row_keys, sample_rows
 
     seqs, new = [list(p) for p in prompts], [[] for _ in prompts]
     b = len(prompts)
@@ -104,9 +116,9 @@ def _samples(logits_of, params, prompts, n, width, vocab_limit, stop, temperatur
         for r, s in enumerate(seqs):
             tokens[r, :len(s)] = s
         logits = np.asarray(logits_of(params, tokens))[np.arange(b), [len(s) - 1 for s in seqs]]
-        keys = row_keys(each(seed, jnp.uint32), jnp.arange(b, dtype=jnp.uint32), each(i, jnp.uint32))
-        picked = sample_rows(jnp.asarray(logits, jnp.float32), keys, each(temperature, jnp.float32),
-                             each(top_k, jnp.int32), each(top_p, jnp.float32), vocab_limit)
+        picked = _drawn()(jnp.asarray(logits, jnp.float32), each(seed, jnp.uint32), jnp.arange(b, dtype=jnp.uint32),
+                          each(i, jnp.uint32), each(temperature, jnp.float32), each(top_k, jnp.int32),
+                          each(top_p, jnp.float32), vocab_limit)
         for r, t in enumerate(np.asarray(picked).tolist()):
             if not (stop is not None and new[r] and new[r][-1] == stop):
                 seqs[r].append(t)

@@ -50,7 +50,7 @@ def in_process(char_run, tmp_path_factory):
         "generation_kwargs:\n  until: ['\\n\\n']\n  max_gen_toks: 24\nmetric_list:\n  - metric: exact_match\n")
     table = io.StringIO()
     with contextlib.redirect_stdout(table):
-        assert main(["lm-eval", f"run.dir={char_run}", f"tasks={','.join(TASKS)}", f"include_path={own}", "limit=6",
+        assert main(["lm-eval", f"run.dir={char_run}", f"tasks={','.join(TASKS)}", f"include_path={own}", "limit=3",
                      "log_samples=true", "bootstrap_iters=0", "batch_size=4", "mesh.data=2", f"out={out}"]) == 0
     return {"out": json.loads(out.read_text()), "samples": read_jsonl(out.with_suffix(".samples.jsonl")),
             "table": table.getvalue(), "own": own}
@@ -63,11 +63,11 @@ def test_scores_equal_lm_evals_hugging_face_backend(char_run, in_process, tmp_pa
     table, ours, samples, own = (in_process[k] for k in ("table", "out", "samples", "own"))
     tasks = TASKS
     assert "shakespeare_next_line" in table and "acc_norm" in table and "word_perplexity" in table
-    assert ours["spmdgpt"]["step"] == 30 and len(samples) == 24
+    assert ours["spmdgpt"]["step"] == 30 and len(samples) == 12  # (4 tasks x limit=3 documents)
 
     assert main(["export", f"run.dir={char_run}", f"out={tmp_path / 'hf'}"]) == 0
     theirs = torch_side.ask("lm_eval", folder=str(tmp_path / "hf"), tasks=tasks,
-                            include_path=[str(TASKS_DIR), str(own)], limit=6)
+                            include_path=[str(TASKS_DIR), str(own)], limit=3)
     for s in samples:
         mine, other = s["resps"], theirs["answers"][s["task"]][str(s["doc_id"])]
         if s["task"] in ("shakespeare_speaker", "speaker_long"):
@@ -142,7 +142,7 @@ def test_lm_evals_local_completions_against_the_server_scores_as_in_process(char
                       "tokenizer_backend": "remote", "tokenized_requests": True, "num_concurrent": 1,
                       "max_retries": 1}
         theirs = lm_eval.simple_evaluate(model="local-completions", model_args=model_args, tasks=["shakespeare"],
-                                         limit=6, bootstrap_iters=0,
+                                         limit=3, bootstrap_iters=0,
                                          task_manager=TaskManager(include_path=str(TASKS_DIR)))["results"]
     finally:
         code, err = server.close()

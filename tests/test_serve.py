@@ -283,10 +283,10 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
     assert len(before) > 5 and tree() == before
 
 
-@pytest.mark.parametrize("unit", ["mha", "mla-moe"])
-def test_the_backend_on_a_mesh_equals_one_device(unit):
+def test_the_backend_on_a_mesh_equals_one_device(unit="mla-moe"):
     """The server's model side (serve.Backend, no HTTP; the engine under it is tested for every
-    attention unit on a mesh in test_engine) for two attention units: one prompt
+    attention unit on a mesh in test_engine) for MLA behind dense-then-MoE layers, the unit whose
+    cache and scoring pass have the most sharded parts: one prompt
     sampled once and three times (an odd batch), greedy, with echoed log-probabilities, on one
     device and on data 2 x model 2: the same texts, the log-probabilities to float32 rounding."""
     from test_generate import ATTENTION_UNITS
