@@ -77,6 +77,9 @@ CASES = [
     (STAIR + ["optimizer.state_dtype=float16"], "optimizer.state_dtype=float16 cannot hold Adam's second moments"),
     (STAIR + ["model.loss_block=48"], "model.loss_block=48 does not divide data.seq_len=64"),
     (STAIR + ["train.microbatches=3"], "train.microbatches=3 does not divide data.batch_size=16"),
+    # (sampling values a text run does not use are checked too: a NaN is a typo wherever it is)
+    (STAIR + ["rl.temperature=nan"], "rl.temperature=nan must be a number in [0, 2] (0 = greedy)"),
+    (STAIR + ["train.rollout_temperature=inf"], "train.rollout_temperature=inf must be a number in [0, 2]"),
 ]
 
 

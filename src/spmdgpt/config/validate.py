@@ -143,7 +143,7 @@ def validate(cfg: Config, num_devices: int, training: bool = True, sections: Seq
         raise ValueError(f"unknown config sections {sorted(unknown)}; choose among {SECTIONS}")
     checks = {"model": lambda: _model(cfg.model, training), "batch": lambda: _batch(cfg.data),
               "corpus": lambda: _corpus(cfg.data), "optimizer": lambda: _optimizer(cfg.optimizer, training),
-              "train": lambda: _train(cfg.train), "checkpoint": lambda: _checkpoint(cfg.checkpoint)}
+              "train": lambda: _train(cfg.train, cfg.rl), "checkpoint": lambda: _checkpoint(cfg.checkpoint)}
     errs = [e for name in SECTIONS if name in checks and name in sections for e in checks[name]()]
     sizes = None
     if "layout" in sections:
@@ -324,7 +324,7 @@ def _optimizer(o, training: bool) -> List[str]:
     return errs
 
 
-def _train(t) -> List[str]:
+def _train(t, rl) -> List[str]:
     errs: List[str] = []
     for name in ("steps", "microbatches", "eval_batches", "log_every", "cpu_peak_flops"):
         positive(errs, f"train.{name}", getattr(t, name))
@@ -356,7 +356,8 @@ def _train(t) -> List[str]:
     if t.rollout_tokens > 0:
         positive(errs, "train.rollout_prompts", t.rollout_prompts)
         positive(errs, "train.rollout_prompt_tokens", t.rollout_prompt_tokens)
-        errs += sampling_errors("train.rollout_", temperature=t.rollout_temperature)
+    errs += sampling_errors("train.rollout_", temperature=t.rollout_temperature)  # (a NaN: a typo, used or not)
+    errs += sampling_errors("rl.", temperature=rl.temperature, top_p=rl.top_p)  # (GRPO's; checked in every run)
     return errs
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import List
 
 from spmdgpt.config import Config, ConfigError, dataset_configs, preference_data, prompts_data
-from spmdgpt.config.validate import sampling_errors
 from spmdgpt.rl.rewards import reward_function
 from spmdgpt.rl.tools import tool_function
 
 
 def config_errors(cfg: Config) -> List[str]:
-    """GRPO's settings (`rl.*`), checked when the run's data is prompts (`format: prompts`)."""
+    """GRPO's settings (`rl.*`), checked when the run's data is prompts (`format: prompts`; its
+    sampling values, rl.temperature and rl.top_p, in every run: config.validate)."""
     try:
         if not prompts_data(cfg.data):
             return _eval_prompts_errors(cfg)
@@ -48,7 +48,6 @@ def config_errors(cfg: Config) -> List[str]:
         errs.append(f"rl.kl_beta={r.kl_beta} must be >= 0 (0: no KL penalty)")
     if r.updates_per_batch < 1:
         errs.append(f"rl.updates_per_batch={r.updates_per_batch} must be >= 1")
-    errs += sampling_errors("rl.", temperature=r.temperature, top_p=r.top_p)
     if len(dataset_configs(d)) > 1:
         errs.append("data.datasets: prompts (format prompts, trained by GRPO) are one dataset; leave the others out")
     for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages (the sampler has none)"),
