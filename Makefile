@@ -13,10 +13,11 @@ TORCH_STAMP  := $(TORCH_VENV)/.installed
 .PHONY: setup torch-env train lint test test-all bench web clean
 
 # EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
-# EXTRAS=dev,tpu-plan,gpu-plan). The packages' .pyc files are compiled after pip, by compileall on
-# every core, not one by one inside pip (a fresh install of the CI extras: 103 s -> 56 + 23 s, the
-# PyTorch side 60 s -> 26 + 25 s, on the 2-core AVX-512 EPYC). Not left to the first import: where
-# PYTHONDONTWRITEBYTECODE is set (this machine's image sets it) every process would compile them again.
+# EXTRAS=dev,tpu-plan,gpu-plan). pip --no-compile: a module's .pyc is written at its first import,
+# not every module's at install (a fresh install of the CI extras: 103 s -> 56 s, the PyTorch side
+# 60 s -> 26 s, on the 2-core AVX-512 EPYC); the tests run with PYTHONDONTWRITEBYTECODE unset so that
+# they are written (where the environment sets it, as this machine's image does, every test process
+# compiled jax's modules again: +46 s of tests; compileall over the venvs after pip: +69 s of install).
 EXTRAS ?= dev
 
 # (a .venv of an older Python, from before the move to 3.12, is made again)
@@ -25,7 +26,6 @@ $(STAMP): pyproject.toml
 	    py="$(PYTHON)"; test -n "$$py" || exit 1; rm -rf $(VENV); \
 	    echo "$$py -m venv $(VENV)"; "$$py" -m venv $(VENV); fi
 	$(BIN)/python -m pip install -q --no-compile -e '.[$(EXTRAS)]'
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -33,7 +33,6 @@ setup: $(STAMP)
 $(TORCH_STAMP): requirements-torch.txt
 	test -x $(TORCH_VENV)/bin/python || $(TORCH_PYTHON) -m venv $(TORCH_VENV)
 	$(TORCH_VENV)/bin/python -m pip install -q --no-compile -r requirements-torch.txt
-	$(TORCH_VENV)/bin/python -m compileall -q -j 0 $(TORCH_VENV)/lib >/dev/null || true
 	touch $(TORCH_STAMP)
 
 torch-env: $(TORCH_STAMP)
@@ -50,7 +49,7 @@ train: $(STAMP)
 # After the tests, tools/suite_budget.py checks each file's time against tests/budget.toml.
 TEST_WORKERS ?= 2
 TEST_TIMES := $(VENV)/test-times.xml
-TESTS := SPMDGPT_REQUIRE_TORCH=1 SPMDGPT_TORCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python \
+TESTS := PYTHONDONTWRITEBYTECODE= SPMDGPT_REQUIRE_TORCH=1 SPMDGPT_TORCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	--junitxml=$(TEST_TIMES) -o junit_family=xunit2
 
@@ -59,7 +58,6 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 
 test: $(STAMP) $(TORCH_STAMP) lint
-	$(BIN)/python -m compileall -q -j 0 src >/dev/null || true  # (spmdgpt's own .pyc, for every test process)
 	$(TESTS) $(ARGS)
 	$(BIN)/python tools/suite_budget.py $(TEST_TIMES)
 
