@@ -92,7 +92,7 @@ def test_train_refuses_a_program_too_large_before_step_1(tmp_path):
 def test_train_refuses_a_state_too_large_before_building_it(tmp_path, capsys, monkeypatch):
     """Parameters and AdamW's two moments (12 bytes a parameter, replicated under data
     parallelism) that alone exceed a device: refused in one line before the state is built or
-    anything compiled or written (here a device of 1 MiB: the staircase model holds 0.11M
+    anything compiled or written (here a device of 1 MiB: the staircase model holds about 0.1M
     parameters)."""
     import re
 
