@@ -265,8 +265,14 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
         assert "".join(c.choices[0].delta.content or "" for c in stream) == want
         # as current clients send them: content as a list of text parts; "developer", the API's system role
         parts = [{"role": "user", "content": [{"type": "text", "text": "3 and "}, {"type": "text", "text": "3?"}]}]
-        same = server.client.chat.completions.create(model="run", messages=parts, max_tokens=12, temperature=0)
+        same = server.client.chat.completions.create(model="run", messages=parts, max_completion_tokens=12,
+                                                     temperature=0)
         assert same.choices[0].message.content == want
+        # max_completion_tokens, the chat API's current name for the length, over max_tokens
+        one = server.client.chat.completions.create(model="run", messages=messages, max_completion_tokens=1,
+                                                    max_tokens=12, temperature=0)
+        assert (one.choices[0].message.content, one.choices[0].finish_reason) == (tok.decode(new[:1]), "length")
+        assert one.usage.completion_tokens == 1 and new[1] != tok.stop_id
         dev = server.client.chat.completions.with_raw_response.create(
             model="run", messages=[{"role": "developer", "content": "3"}, *messages], max_tokens=4)
         assert dev.http_response.status_code == 200

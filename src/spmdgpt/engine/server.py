@@ -156,8 +156,10 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
         logprobs = 1 if _flag(body, "logprobs") else None
     elif logprobs is not None:  # (the completions API's: how many alternatives, 0-20)
         logprobs = _number(body, "logprobs", None, int, 0, 20)
+    # (the chat API's current name for the length, over its older max_tokens)
+    length = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
     return Sampling(
-        max_tokens=_number(body, "max_tokens", default_max, int, 0),
+        max_tokens=_number(body, length, default_max, int, 0),
         temperature=_number(body, "temperature", 1.0, float, 0.0, MAX_TEMPERATURE),  # (every sampler's range)
         top_p=_number(body, "top_p", 1.0, float, 0.0, 1.0, low_open=True),
         n=_number(body, "n", 1, int, 1, 16),
