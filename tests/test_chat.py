@@ -85,6 +85,8 @@ def test_tool_outputs_in_a_reply_are_read_not_trained():
     assert pickle.loads(pickle.dumps(conv))[1]["content"].tool_spans == ((9, 13),)  # (to the tokenizer workers)
     for tok in (chat_tokenizer(gpt2()), ChatTokenizer(gpt2(), ChatTemplate(CHATML), ())):
         ids, mask = tok.encode_chat(conv)
+        # (as the token store's worker processes get it: a store of several shards pickles the tokenizer)
+        assert [a.tolist() for a in pickle.loads(pickle.dumps(tok)).encode_chat(conv)] == [ids.tolist(), mask.tolist()]
         assert "<<47*38>>1786 ok" in tok.decode(ids)
         reply = np.flatnonzero(mask)
         inside = [i for i in range(reply[0], reply[-1]) if mask[i] == 0]  # (the reply's untrained tokens)

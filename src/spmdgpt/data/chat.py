@@ -181,6 +181,9 @@ class ChatTemplate:
     def to_json(self) -> dict:
         return {"template": self.source, "variables": self.variables}
 
+    def __reduce__(self):  # (to tokenizer worker processes: compiled again there; jinja2's isn't picklable)
+        return (ChatTemplate, (self.source, self.variables))
+
 
 def _reply_pieces(text: str, content: str, i: int) -> List[Tuple[str, bool]]:
     """Assistant message i's rendered span as [(text, trained)]: whole, or split around the tool
@@ -283,8 +286,7 @@ class ChatTokenizer:
                 "specials": list(self.specials), **self.template.to_json()}
 
     def __reduce__(self):  # (to tokenizer worker processes: the template is rebuilt from its text)
-        return (ChatTokenizer, (self.base, ChatTemplate(self.template.source, self.template.variables),
-                                self.specials))
+        return (ChatTokenizer, (self.base, self.template, self.specials))
 
 
 # ----------------------------------------------------------------------------- finding the template
