@@ -301,9 +301,7 @@ class _Loop:
         if isinstance(stopped, WriteFailed):
             newest = self._newest_step()
             keep = "no checkpoint was written" if newest is None else f"the newest complete checkpoint is step {newest}"
-            failed = WriteFailed(f"{stopped}; {keep}; free space (or fix the filesystem)")
-            failed.run_dir = self.run_dir  # (the command line says how to resume: cli/train.resume_words)
-            raise failed from None
+            raise WriteFailed(f"{stopped}; {keep}; free space (or fix the filesystem)", self.run_dir) from None
         t = self.cfg.train
         preempted = self.stop_signal is not None
         if preempted:

@@ -97,9 +97,11 @@ def run(items: List[str]) -> int:
         except ValueError as e:
             raise ConfigError([f"prompt {p!r}: {e}"]) from None
         room = cfg.model.max_seq_len - len(ids)  # (unset max_new_tokens: the default, within the context)
-        n = args.max_new_tokens if args.max_new_tokens is not None else max(min(DEFAULT_NEW_TOKENS, room), 1)
-        err = context_error(len(ids), n, cfg.model.max_seq_len) if args.max_new_tokens is not None or room > 0 else (
-            f"prompt of {len(ids)} tokens fills the model's context of {cfg.model.max_seq_len} tokens; shorten it")
+        if args.max_new_tokens is None and room < 1:
+            raise ConfigError([f"prompt of {len(ids)} tokens fills the model's context of {cfg.model.max_seq_len} "
+                               "tokens; shorten it"])
+        n = min(DEFAULT_NEW_TOKENS, room) if args.max_new_tokens is None else args.max_new_tokens
+        err = context_error(len(ids), n, cfg.model.max_seq_len)
         if err:  # checked here, before the checkpoint is loaded
             raise ConfigError([err])
         encoded.append((ids, n))
@@ -114,8 +116,8 @@ def run(items: List[str]) -> int:
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="sample with the run's model config")
-        batch = [ids for ids, _ in encoded for _ in range(args.num_samples)]
-        lengths = [n for _, n in encoded for _ in range(args.num_samples)]
+        rows = [row for row in encoded for _ in range(args.num_samples)]  # ((ids, max_new_tokens) per sample)
+        batch = [ids for ids, _ in rows]
         stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn)
         d = rules.batch_divisor()
         slots = min(-(-len(batch) // d) * d, max(64, d))
@@ -123,7 +125,7 @@ def run(items: List[str]) -> int:
         engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, config)
         # (sample i: stream i of the seed)
         requests = [Request(list(ids), n, args.temperature, args.top_k, args.top_p, args.seed, i,
-                            stop_ids=() if stop is None else (stop,)) for i, (ids, n) in enumerate(zip(batch, lengths))]
+                            stop_ids=() if stop is None else (stop,)) for i, (ids, n) in enumerate(rows)]
         outs = [r.tokens for r in engine.run(requests)]
     if jax.process_index() != 0:
         return EXIT_OK

@@ -38,7 +38,7 @@ def run(items: List[str]) -> int:
         print(f"spmdgpt: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except WriteFailed as e:  # (a run stopped by it: how to resume, once there is room)
-        how = f" and {resume_words(items, e.run_dir)}" if getattr(e, "run_dir", None) else ""
+        how = f" and {resume_words(items, e.run_dir)}" if e.run_dir is not None else ""
         print(f"spmdgpt: error: {e}{how}", file=sys.stderr, flush=True)
         return EXIT_WRITE_FAILED  # (the console entry point then ends the process at once)
     if result.preempted:

@@ -52,7 +52,12 @@ def write_json_atomic(path: Path, obj) -> None:
 
 class WriteFailed(RuntimeError):
     """Writing into run.dir failed (disk full, I/O error, quota): the run stops; every complete
-    checkpoint stays loadable and a rerun resumes from the newest one."""
+    checkpoint stays loadable and a rerun resumes from the newest one. `run_dir`: the run it
+    stopped (its command line then says how to resume it), else None."""
+
+    def __init__(self, message: str, run_dir=None):
+        super().__init__(message)
+        self.run_dir = run_dir
 
 
 def os_reason(e: BaseException) -> str:
