@@ -243,7 +243,7 @@ def test_paged_kernels_compile_for_their_targets(topology, call):
     from spmdgpt.cli.plan import _compiling
     from spmdgpt.config import ConfigError, load_config
     from spmdgpt.mesh.sharding import Rules, make_mesh
-    from spmdgpt.plan.plan import abstract_params
+    from spmdgpt.plan.plan import abstract_params, compile_options
     from spmdgpt.plan.topology import compile_only_devices
 
     try:
@@ -256,7 +256,8 @@ def test_paged_kernels_compile_for_their_targets(topology, call):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         engine = Engine(cfg.model, rules, None, 10, EngineConfig(slots=8))
         assert engine.kernel == topology[0:3].replace("h10", "gpu").replace("v5e", "tpu")
-        text = engine.lower(abstract_params(cfg.model, rules), (True, False)).compile().as_text()
+        lowered = engine.lower(abstract_params(cfg.model, rules), (True, False))
+        text = lowered.compile(compiler_options=compile_options(devices[0])).as_text()
     assert f'custom_call_target="{call}"' in text
 
 

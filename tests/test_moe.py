@@ -20,6 +20,7 @@ from spmdgpt.model import init_params
 from spmdgpt.model.loss import objective
 from spmdgpt.model.moe import block_rows, capacity, every_expert, moe, route
 from spmdgpt.plan.flops import matmul_params
+from spmdgpt.plan.plan import compile_options
 from spmdgpt.web import check_supported
 
 BASE = ["+experiment=staircase", "model.moe.num_experts=4", "model.moe.top_k=2", "model.init_std=0.2"]
@@ -430,7 +431,7 @@ def test_tokamax_grouped_matmul_is_refused_off_a_gpu_and_compiles_for_an_h100(mo
             (None,) * (len(i.shape) - 1))), param_info(cfg).blocks.mlp, is_leaf=is_info)
         x = jax.ShapeDtypeStruct((T, 256), jnp.bfloat16, sharding=rules.param_sharding((None, None)))
         g = jax.grad(lambda p, x: jnp.sum(jnp.sin(moe(cfg, rules, p, x)[0].astype(jnp.float32))), argnums=(0, 1))
-        text = jax.jit(g).lower(p, x).compile().as_text()
+        text = jax.jit(g).lower(p, x).compile(compiler_options=compile_options(devices[0])).as_text()
     ks = [k for k in roofline.kernels(text) if k.kind == "gemm-grouped"]
     assert {k.op for k in ks} == {"tokamax_ragged_dot"} and len(ks) == 9  # (up, gate, down: forward, dx, dw)
     # 2 T copies through experts of width 512 = T tokens through a dense MLP of width 1024, x 3 passes
@@ -484,7 +485,7 @@ def test_h100_dropless_layer_is_grouped_kernels_not_e_times_the_flops():
         kinds = [(k, lambda p, x, c=grouped(k): moe(c, rules, p, x)[0], moe_cfg) for k in ("pallas", "ragged")]
         for name, f, cfg in [("dense", lambda p, x: mlp(dense, rules, p, x)[0], dense), *kinds]:
             g = jax.grad(lambda p, x: jnp.sum(jnp.sin(f(p, x).astype(jnp.float32))), argnums=(0, 1))
-            compiled = jax.jit(g).lower(shapes(cfg), x).compile()
+            compiled = jax.jit(g).lower(shapes(cfg), x).compile(compiler_options=compile_options(devices[0]))
             totals = roofline.roofline(roofline.kernels(compiled.as_text()), 800.0, 3.0e12)
             grouped = totals.get("gemm-grouped", {"flops": 0.0, "ms": 0.0})
             results[name] = (totals["gemm"]["flops"] + grouped["flops"], compiled.memory_analysis().temp_size_in_bytes)

@@ -60,12 +60,12 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     state = begin.state
     params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
     resident = shard_bytes((state, base, reference))
-    kind = rules.mesh.devices.flat[0].device_kind
+    device = rules.mesh.devices.flat[0]
     # (the engine's step with both row groups, its largest program: the pool is its input and output)
-    programs.append(_compiled("rl_rollout", ro.engine.lower(params), resident, ro.engine.shapes(), device=kind))
+    programs.append(_compiled("rl_rollout", ro.engine.lower(params), resident, ro.engine.shapes(), device=device))
     ro.engine.use(programs[-1].compiled)
     programs.append(_compiled("rl_logps", ro.logps.lower(params, tokens, tokens), resident, (tokens, tokens),
-                              device=kind))
+                              device=device))
     if base is None:  # (with LoRA the policy's parameters hold adapters and the reference's do not: two
         ro.logps = programs[-1].compiled  # structures, each compiled at its first call)
     return {p.name: p.executable for p in checked(programs)}
