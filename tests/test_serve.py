@@ -115,9 +115,27 @@ def test_completions_through_the_openai_client(stair_run, capsys):
         stopped = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0,
                                                    stop=[c.choices[0].text[3]])
         assert stopped.choices[0].text == c.choices[0].text[:3] and stopped.choices[0].finish_reason == "stop"
-        stream = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0,
-                                                  stream=True)
-        assert "".join(chunk.choices[0].text for chunk in stream) == c.choices[0].text
+        stream = list(server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0,
+                                                       stream=True, stream_options={"include_usage": True}))
+        assert "".join(chunk.choices[0].text for chunk in stream[:-1]) == c.choices[0].text
+        assert all(chunk.usage is None for chunk in stream[:-1]) and stream[-1].choices == []
+        assert (stream[-1].usage.prompt_tokens, stream[-1].usage.completion_tokens) == (4, 8)
+        # the same as the raw server-sent events: the usage chunk, then [DONE]
+        with urllib.request.urlopen(urllib.request.Request(server.url + "/v1/completions", json.dumps(
+                {"prompt": "0123", "max_tokens": 2, "temperature": 0, "stream": True,
+                 "stream_options": {"include_usage": True}}).encode(), {"Content-Type": "application/json"})) as r:
+            lines = r.read().decode().split("\n\n")
+        assert lines[-2:] == ["data: [DONE]", ""] and json.loads(lines[-3][6:])["usage"] == {
+            "prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+        # seed: any 64-bit integer (2**32 + 5 is not 5; -1 is 2**64 - 1, its two's complement); top_k
+        # (vLLM's) at 1 is greedy; user is accepted
+        texts = {seed: server.client.completions.create(model="stair", prompt="0123", max_tokens=12, seed=seed,
+                                                        temperature=1.0).choices[0].text
+                 for seed in (5, 2**32 + 5, 2**64 - 1, -1)}
+        assert len({texts[5], texts[2**32 + 5], texts[-1]}) == 3 and texts[-1] == texts[2**64 - 1]
+        top1 = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=1.0, seed=3,
+                                                extra_body={"top_k": 1}, user="someone")
+        assert top1.choices[0].text == c.choices[0].text
         # echo + logprobs: each prompt token's log-probability given the ones before
         status, _, body = _post(server.url + "/v1/completions", {"prompt": "03579", "max_tokens": 0, "echo": True,
                                                                   "logprobs": 1})
@@ -159,6 +177,13 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "01", "stream": True, "logprobs": 1}, 400, "logprobs"),
                                        ({"prompt": "01", "best_of": 2}, 400, "best_of"),
                                        ({"prompt": "01", "frequency_penalty": 0.5}, 400, "frequency_penalty"),
+                                       ({"prompt": "01", "seed": 2**64}, 400, "seed"),
+                                       ({"prompt": "01", "foo": 1}, 400, "foo"),  # (as the API: unrecognized)
+                                       ({"prompt": "01", "messages": []}, 400, "messages"),
+                                       ({"prompt": "01", "stream_options": {"include_usage": True}}, 400,
+                                        "stream_options"),  # (without stream)
+                                       ({"prompt": "01", "stream": True, "stream_options": {"include_usage": 1}},
+                                        400, "stream_options.include_usage"),
                                        ({"prompt": "01", "model": "gpt-4"}, 404, "model")):
             got, _, body = _post(server.url + "/v1/completions", request)
             assert (got, body["error"]["param"]) == (status, param), (request, body)
@@ -273,6 +298,22 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
                                                     max_tokens=12, temperature=0)
         assert (one.choices[0].message.content, one.choices[0].finish_reason) == (tok.decode(new[:1]), "length")
         assert one.usage.completion_tokens == 1 and new[1] != tok.stop_id
+        # logprobs: each reply token's, with its top_logprobs alternatives (greedy: the first of them)
+        scored = server.client.chat.completions.create(model="run", messages=messages, max_tokens=12, temperature=0,
+                                                       logprobs=True, top_logprobs=2, metadata={"who": "test"},
+                                                       store=False)
+        content = scored.choices[0].logprobs.content
+        assert "".join(t.token for t in content) == want and len(content) == scored.usage.completion_tokens
+        for t in content:
+            assert [a.token for a in t.top_logprobs][0] == t.token and t.top_logprobs[0].logprob == t.logprob
+            assert t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob and t.logprob <= 0
+            assert bytes(t.bytes).decode() == t.token
+        for request, param in (({"top_logprobs": 2}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 21},
+                                                                        "top_logprobs"),
+                               ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+                               ({"echo": True}, "echo"), ({"reasoning_effort": "low"}, "reasoning_effort")):
+            got, _, body = _post(server.url + "/v1/chat/completions", {"messages": messages, **request})
+            assert (got, body["error"]["param"]) == (400, param), (request, body)
         dev = server.client.chat.completions.with_raw_response.create(
             model="run", messages=[{"role": "developer", "content": "3"}, *messages], max_tokens=4)
         assert dev.http_response.status_code == 200

@@ -160,15 +160,23 @@ class Draw(NamedTuple):
     temperature: Array  # <= 0: greedy
     top_k: Array  # 0: no filter
     top_p: Array  # 1: no filter
-    seed: Array
+    seed: Array  # the seed's low 32 bits
     stream: Array  # the request's stream (its choice index)
     index: Array  # which new token of the stream this is
+    seed_high: Array  # the seed's high 32 bits (a 64-bit seed; 0 for one below 2**32)
 
 
-def row_keys(seed: Array, stream: Array, index: Array) -> Array:
-    """fold_in(fold_in(key(seed), stream), index) for each row."""
-    return jax.vmap(lambda s, r, i: jax.random.fold_in(jax.random.fold_in(jax.random.key(s), r), i))(
-        seed, stream, index)
+def row_keys(seed: Array, stream: Array, index: Array, seed_high: Optional[Array] = None) -> Array:
+    """fold_in(fold_in(key(seed), stream), index) for each row; key(seed) of the 64-bit seed
+    seed_high * 2**32 + seed: threefry's key data [high, low] (what jax.random.key makes of a
+    64-bit seed; key(seed) itself for one below 2**32)."""
+    high = jnp.zeros_like(seed) if seed_high is None else seed_high
+
+    def key(s, h, r, i):
+        k = jax.random.wrap_key_data(jnp.stack([h, s]).astype(jnp.uint32), impl="threefry2x32")
+        return jax.random.fold_in(jax.random.fold_in(k, r), i)
+
+    return jax.vmap(key)(seed, high, stream, index)
 
 
 def _ordered(x: Array) -> Array:
@@ -477,7 +485,8 @@ class Step:
                 flat = jnp.reshape(x, (b * t, -1), out_sharding=rules.spec("batch", None))
                 logits = self._logits(rules, params, flat)
                 logits = jnp.reshape(logits, (b, t, -1), out_sharding=rules.spec("batch", None, None))
-                keys = jnp.stack([row_keys(draw.seed, draw.stream, draw.index + j) for j in range(t)], axis=1)
+                keys = jnp.stack([row_keys(draw.seed, draw.stream, draw.index + j, draw.seed_high) for j in range(t)],
+                                 axis=1)
                 tok, count = verify(logits, rows.tokens[:, 1:], keys, draw.temperature, draw.top_k, draw.top_p,
                                     self.vocab_limit)
                 logp = jax.nn.log_softmax(limited(logits, self.vocab_limit))
@@ -486,7 +495,7 @@ class Step:
                 new = _pick(tok, anchor)
             else:
                 logits = self._logits(rules, params, _pick(x, rows.last))
-                keys = row_keys(draw.seed, draw.stream, draw.index)
+                keys = row_keys(draw.seed, draw.stream, draw.index, draw.seed_high)
                 new = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit)
                 tok, count, anchor = new[:, None], jnp.ones_like(new), rows.last
                 logp = _pick(jax.nn.log_softmax(limited(logits, self.vocab_limit)), new)[:, None]

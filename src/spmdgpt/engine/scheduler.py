@@ -520,9 +520,11 @@ def _rows(b: int, t: int, m: int, null: int) -> _Arrays:
 
 def _draws(b: int) -> _Arrays:
     return _Arrays(temperature=np.zeros(b, np.float32), top_k=np.zeros(b, np.int32), top_p=np.ones(b, np.float32),
-                   seed=np.zeros(b, np.uint32), stream=np.zeros(b, np.uint32), index=np.zeros(b, np.uint32))
+                   seed=np.zeros(b, np.uint32), stream=np.zeros(b, np.uint32), index=np.zeros(b, np.uint32),
+                   seed_high=np.zeros(b, np.uint32))
 
 
 def _fill(d: _Arrays, row: int, r: Request) -> None:
     d.temperature[row], d.top_k[row], d.top_p[row] = r.temperature, r.top_k, r.top_p
-    d.seed[row], d.stream[row], d.index[row] = r.seed % 2**32, r.stream, len(r.tokens)  # (key(seed) takes 32 bits)
+    d.seed[row], d.stream[row], d.index[row] = r.seed % 2**32, r.stream, len(r.tokens)
+    d.seed_high[row] = (r.seed >> 32) % 2**32  # (a 64-bit seed's high half; a negative one's two's complement)

@@ -3,8 +3,10 @@
     GET  /health                 {"status": "ok"} and the engine's state (waiting, running, pages_used, pages)
     GET  /v1/models              the one model served (its name: the run directory's)
     POST /v1/completions         prompt: text, token ids, or a list of either; max_tokens, temperature,
-                                 top_p, n, stop, seed, stream, echo, logprobs
-    POST /v1/chat/completions    messages through the run's chat template; the same sampling fields
+                                 top_p, top_k, n, stop, seed, stream, stream_options, echo, logprobs
+    POST /v1/chat/completions    messages through the run's chat template; the same sampling fields,
+                                 max_completion_tokens, logprobs + top_logprobs (HONOURED, ACCEPTED,
+                                 REFUSED: every field of the API's references; any other is a 400)
     POST /tokenize, /detokenize  text <-> token ids ({"prompt"} -> {"tokens", "count", "max_model_len"};
     GET  /tokenizer_info         {"tokens"} -> {"prompt"}) and the end-of-text token's name: vLLM's
                                  endpoints, which lm-eval's `local-completions` tokenizes with
@@ -99,8 +101,10 @@ class Sampling:
     stop: List[str]
     seed: int  # (a request without one draws its own: unseeded answers differ, as the OpenAI API's do)
     stream: bool
+    top_k: int = 0  # (vLLM's extension; 0: off)
+    usage: bool = False  # (stream_options.include_usage: a last chunk with the usage)
     echo: bool = False
-    logprobs: Optional[int] = None
+    logprobs: Optional[int] = None  # (alternatives per token: completions' logprobs, chat's top_logprobs)
     chat: bool = False  # a chat request: its text is the reply as the tokenizer reads it (harmony: the final channel)
 
 
@@ -136,36 +140,93 @@ def _flag(body: dict, name: str) -> bool:
     return value
 
 
-UNSUPPORTED = {  # OpenAI fields that change the answer, refused unless at their no-op value
-    "best_of": (None, 1), "frequency_penalty": (None, 0, 0.0), "presence_penalty": (None, 0, 0.0),
-    "logit_bias": (None, {}), "suffix": (None, ""), "tools": (None, []), "response_format": (None, {"type": "text"}),
+# Every field of the OpenAI API's Completions and Chat Completions references, and what this server
+# does with it (docs/serving.md's table): HONOURED ones shape the answer; ACCEPTED ones cannot change
+# it here (who asks, what to store, a latency hint) and are read no further; REFUSED ones would change
+# it and are not implemented: 400 naming the field unless it is absent or at one of its no-op
+# values. Any other field is a 400 too, as the OpenAI API answers "unrecognized request argument".
+# top_k is vLLM's extension (-1 or 0: off).
+HONOURED = {
+    "completions": {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed", "stream",
+                    "stream_options", "echo", "logprobs"},
+    "chat": {"model", "messages", "max_completion_tokens", "max_tokens", "temperature", "top_p", "top_k", "n", "stop",
+             "seed", "stream", "stream_options", "logprobs", "top_logprobs"},
 }
+ACCEPTED = {
+    "completions": {"user"},
+    "chat": {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
+             "parallel_tool_calls", "prediction"},
+}
+REFUSED = {  # field: its no-op values
+    "completions": {"best_of": (1,), "frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},),
+                    "suffix": ("",)},
+    "chat": {"frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},), "tools": ([],),
+             "tool_choice": ("none",), "functions": ([],), "function_call": ("none",),
+             "response_format": ({"type": "text"},), "modalities": (["text"],), "audio": (), "reasoning_effort": (),
+             "verbosity": (), "web_search_options": ()},
+}
+SEED_RANGE = (-2**63, 2**64 - 1)  # (any 64-bit integer, signed or not: `paged.row_keys`)
+
+
+def _fields(body: dict, chat: bool) -> None:
+    """RequestError 400 for the first field this server does not take, or takes only at its no-op value."""
+    api = "chat" if chat else "completions"
+    for name, value in body.items():
+        if name in HONOURED[api] or name in ACCEPTED[api]:
+            continue
+        if name in REFUSED[api]:
+            if value is not None and value not in REFUSED[api][name]:
+                raise RequestError(400, f"{name} is not supported by this server; leave it out", name)
+            continue
+        other = "/v1/completions" if chat else "/v1/chat/completions"
+        where = f" (a field of {other})" if name in HONOURED["completions" if chat else "chat"] else ""
+        raise RequestError(400, f"unrecognized request argument: {name}{where}", name)
+
+
+def _stream_usage(body: dict, stream: bool) -> bool:
+    """stream_options.include_usage (a last chunk with the usage), checked as the API types it."""
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not stream:
+        raise RequestError(400, "stream_options is only allowed with stream=true", "stream_options")
+    if not isinstance(options, dict) or set(options) - {"include_usage", "include_obfuscation"}:
+        raise RequestError(400, "stream_options must be an object of include_usage (and include_obfuscation)",
+                           "stream_options")
+    try:
+        return _flag(options, "include_usage")
+    except RequestError as e:
+        raise RequestError(400, f"stream_options.{e.message}", "stream_options.include_usage") from None
 
 
 def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
     """The sampling fields of a request body, or RequestError naming the first bad one."""
-    for name, noop in UNSUPPORTED.items():
-        if body.get(name) not in noop:
-            raise RequestError(400, f"{name} is not supported by this server; leave it out", name)
+    _fields(body, chat)
     stop = body.get("stop")
     stop = [] if stop is None else [stop] if isinstance(stop, str) else stop  # ("": refused as [""] is)
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) or len(stop) > 4:
         raise RequestError(400, "stop must be a string or a list of at most 4 non-empty strings", "stop")
     logprobs = body.get("logprobs")
-    if chat:  # (the chat API's logprobs: a boolean)
-        logprobs = 1 if _flag(body, "logprobs") else None
+    if chat:  # (the chat API's logprobs: a boolean, and top_logprobs alternatives, 0-20)
+        top = _number(body, "top_logprobs", 0, int, 0, 20)
+        if body.get("top_logprobs") is not None and not _flag(body, "logprobs"):
+            raise RequestError(400, "top_logprobs needs logprobs=true", "top_logprobs")
+        logprobs = top if _flag(body, "logprobs") else None
     elif logprobs is not None:  # (the completions API's: how many alternatives, 0-20)
         logprobs = _number(body, "logprobs", None, int, 0, 20)
     # (the chat API's current name for the length, over its older max_tokens)
     length = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    stream = _flag(body, "stream")
     return Sampling(
         max_tokens=_number(body, length, default_max, int, 0),
         temperature=_number(body, "temperature", 1.0, float, 0.0, MAX_TEMPERATURE),  # (every sampler's range)
         top_p=_number(body, "top_p", 1.0, float, 0.0, 1.0, low_open=True),
+        top_k=max(_number(body, "top_k", 0, int, -1), 0),
         n=_number(body, "n", 1, int, 1, 16),
         stop=stop,
-        seed=_number(body, "seed", None, int, 0) if body.get("seed") is not None else secrets.randbits(31),
-        stream=_flag(body, "stream"),
+        seed=_number(body, "seed", None, int, *SEED_RANGE) if body.get("seed") is not None else secrets.randbits(63),
+        stream=stream,
+        usage=_stream_usage(body, stream),
         echo=_flag(body, "echo"),
         logprobs=logprobs,
         chat=chat,
@@ -370,7 +431,7 @@ class Backend:
         stop = (lambda r: any(s in self.tok.decode(r.tokens[-tail:]) for s in stops)) if stops else None
         out = []
         for c in range(sp.n):
-            r = Request(list(ids), max(sp.max_tokens, 1), sp.temperature, 0, sp.top_p, sp.seed, c,
+            r = Request(list(ids), max(sp.max_tokens, 1), sp.temperature, sp.top_k, sp.top_p, sp.seed, c,
                         stop_ids=() if self.stop_id is None else (self.stop_id,), stop=stop, on_token=on_token)
             err = self.engine.check(r) if sp.max_tokens else context_error(len(ids), 0, self.cfg.model.max_seq_len)
             if err:
@@ -428,9 +489,10 @@ class Backend:
         return {"text": text, "finish_reason": "stop" if (cut or r.finish == "stop") and sp.max_tokens else "length",
                 "tokens": tokens}
 
-    def logprobs(self, ids: List[int], k: int) -> dict:
-        """OpenAI's logprobs object for the tokens `ids` (echoed prompt and completion): each
-        token's log-probability given the ones before (the first: None) and the k most likely."""
+    def _scored(self, ids: List[int], k: int) -> tuple:
+        """(each token's log-probability given the ones before (the first: None), the k most likely
+        ids after each token but the last, their log-probabilities): the model's own (its loss's
+        log-softmax), run on the worker thread."""
         import jax
 
         n = len(ids)
@@ -442,14 +504,42 @@ class Backend:
         tokens[:, :n] = ids
         k = min(k, self.tok.vocab_size)  # (logprobs up to 20; a vocabulary may hold fewer ids)
         logp, (top, which) = self._scores(self.params, jax.device_put(tokens, self.rules.batch_sharding()), max(k, 1))
-        logp, top, which = np.asarray(logp), np.asarray(top), np.asarray(which)
-        token_logprobs: List[Any] = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, n)]
-        top_logprobs: List[Any] = [None] + [{self.tok.decode([int(t)]): float(v) for t, v in
-                                             zip(which[i - 1, :k], top[i - 1, :k], strict=True)} for i in range(1, n)]
+        logp, top, which = np.asarray(logp), np.asarray(top)[:, :k], np.asarray(which)[:, :k]
+        return [None] + [float(logp[i - 1, ids[i]]) for i in range(1, n)], which[:n - 1], top[:n - 1]
+
+    def logprobs(self, ids: List[int], k: int) -> dict:
+        """The completions API's logprobs object for the tokens `ids` (echoed prompt and completion):
+        each token's log-probability given the ones before (the first: None) and the k most likely."""
+        token_logprobs, which, top = self._scored(ids, k)
+        top_logprobs: List[Any] = [None] + [{self.tok.decode([int(t)]): float(v) for t, v in zip(w, p, strict=True)}
+                                            for w, p in zip(which, top, strict=True)]
         pieces = [self.tok.decode([t]) for t in ids]
-        offsets = [0, *itertools.accumulate(len(p) for p in pieces)][:n]
+        offsets = [0, *itertools.accumulate(len(p) for p in pieces)][:len(ids)]
         return {"tokens": pieces, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
                 "text_offset": offsets}
+
+    def _token(self, t: int, logprob: float) -> dict:
+        """The chat API's entry of one token: its text, log-probability and bytes."""
+        bytes_of = getattr(self.tok, "token_bytes", None) or getattr(getattr(self.tok, "base", None), "token_bytes",
+                                                                     None)
+        try:
+            raw = bytes_of(t) if bytes_of else None
+        except Exception:  # (a chat template's own special tokens: past the base tokenizer's ids)
+            raw = None
+        text = self.tok.decode([t])
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode() if raw is None else raw)}
+
+    def chat_logprobs(self, prompt: List[int], tokens: List[int], k: int) -> dict:
+        """The chat API's logprobs object of a reply's `tokens` after `prompt`: `content`, per token its
+        text, log-probability, bytes and the k most likely alternatives (`top_logprobs`)."""
+        token_logprobs, which, top = self._scored(prompt + tokens, k)
+        content = []
+        for i, t in enumerate(tokens, start=len(prompt)):
+            entry = self._token(t, token_logprobs[i])
+            entry["top_logprobs"] = [self._token(int(w), float(v)) for w, v in zip(which[i - 1], top[i - 1],
+                                                                                    strict=True)]
+            content.append(entry)
+        return {"content": content, "refusal": None}
 
     def finish_choices(self, prompts: List[List[int]], requests: list, sp: Sampling) -> tuple:
         """(the choices of finished requests, n per prompt in order, with text, finish_reason and
@@ -460,7 +550,9 @@ class Backend:
             c = self.choice(r, sp)
             choice = {"index": i, "text": (self.tok.decode(ids) if sp.echo else "") + c["text"],
                       "finish_reason": c["finish_reason"], "logprobs": None}
-            if sp.logprobs is not None:
+            if sp.logprobs is not None and sp.chat:
+                choice["logprobs"] = self.chat_logprobs(ids, c["tokens"], sp.logprobs)
+            elif sp.logprobs is not None:
                 scored = (ids if sp.echo else []) + c["tokens"]
                 lp = self.logprobs(ids + c["tokens"], sp.logprobs)
                 if not sp.echo:  # (the completion's tokens only)
@@ -602,7 +694,8 @@ class Server:
         ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
         if sp.stream:
-            return self._stream(request, started, ident, created, requests, events, sp, chat)
+            return self._stream(request, started, ident, created, requests, events, sp, chat,
+                                sum(len(p) for p in prompts))
         try:
             checked = time.perf_counter()
             while not all(r.done for r in requests):
@@ -634,19 +727,26 @@ class Server:
         self._say(request, 200, started, f"{len(choices)} choice(s), {used} new tokens")
         if chat:
             choices = [{"index": c["index"], "message": {"role": "assistant", "content": c["text"]},
-                        "finish_reason": c["finish_reason"], "logprobs": None} for c in choices]
+                        "finish_reason": c["finish_reason"], "logprobs": c["logprobs"]} for c in choices]
         return JSONResponse({"id": ident, "object": "chat.completion" if chat else "text_completion",
                              "created": created, "model": backend.name, "choices": choices, "usage": usage})
 
     def _stream(self, request, started: float, ident: str, created: int, requests: list, events: asyncio.Queue,
-                sp: Sampling, chat: bool):
+                sp: Sampling, chat: bool, prompt_tokens: int):
         """Server-sent events: each choice's new text as its tokens are sampled (held back where a
-        stop string may begin), then its finish_reason, then `data: [DONE]`."""
+        stop string may begin), then its finish_reason, then (stream_options.include_usage) a chunk
+        of no choices with the usage, then `data: [DONE]`."""
         from starlette.responses import StreamingResponse
 
         backend = self.backend
         kind = "chat.completion.chunk" if chat else "text_completion"
         index = {r.ident: i for i, r in enumerate(requests)}
+
+        def event(choices: list, usage: Optional[dict] = None) -> str:
+            body = {"id": ident, "object": kind, "created": created, "model": backend.name, "choices": choices}
+            if sp.usage:  # (the API's: null in every chunk but the last)
+                body["usage"] = usage
+            return "data: " + json.dumps(body) + "\n\n"
 
         def chunk(i: int, text: Optional[str], finish: Optional[str] = None, role: bool = False) -> str:
             if chat:
@@ -655,8 +755,7 @@ class Server:
                           "finish_reason": finish, "logprobs": None}
             else:
                 choice = {"index": i, "text": text or "", "finish_reason": finish, "logprobs": None}
-            return "data: " + json.dumps({"id": ident, "object": kind, "created": created, "model": backend.name,
-                                          "choices": [choice]}) + "\n\n"
+            return event([choice])
 
         async def stream():
             sent, ended, used = [""] * len(requests), [False] * len(requests), 0
@@ -684,6 +783,9 @@ class Server:
                         ended[i] = True
                         used += len(backend.choice(r, sp)["tokens"])
                         yield chunk(i, None if chat else "", backend.choice(r, sp)["finish_reason"])
+                if sp.usage and all(ended):
+                    yield event([], {"prompt_tokens": prompt_tokens, "completion_tokens": used,
+                                     "total_tokens": prompt_tokens + used})
                 yield "data: [DONE]\n\n"
                 self._say(request, 200, started, f"{len(requests)} choice(s) streamed, {used} new tokens")
             finally:  # (the client went away mid-stream: its sequences end, their pages go back)
