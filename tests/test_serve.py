@@ -328,6 +328,20 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
         code, err = server.close()
     assert code == -signal.SIGKILL and "serving run step 2 (with its chat template)" in err, err
     assert len(before) > 5 and tree() == before
+    # exported, hf:DIR is served with the folder's chat template (tokenizer_config.json's): the run's prompt
+    # ids, the same reply tokens (the folder's tokenizer writes no special tokens' text)
+    assert main(["export", f"run.dir={run}", f"out={tmp_path / 'hf'}"]) == 0
+    _, folder_tok = chat_model(f"hf:{tmp_path / 'hf'}", ["mesh.data=1"])
+    assert folder_tok.prompt(messages) == tok.prompt(messages)
+    cut = new[:new.index(tok.stop_id)] if tok.stop_id in new else new
+    server = Served(f"hf:{tmp_path / 'hf'}")
+    try:
+        reply = server.client.chat.completions.create(model="hf", messages=messages, max_tokens=12, temperature=0)
+        assert reply.choices[0].message.content == folder_tok.decode(cut)
+        assert reply.usage.completion_tokens == len(cut)
+    finally:
+        code, err = server.close()
+    assert code == 0 and "serving hf (with its chat template)" in err, err
 
 
 def test_the_backend_on_a_mesh_equals_one_device(unit="mla-moe"):

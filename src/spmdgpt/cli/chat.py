@@ -42,6 +42,19 @@ def check_args(args: ChatArgs) -> ChatArgs:
     return args
 
 
+def with_folder_template(spec: str, tok):
+    """hf:DIR's tokenizer with the folder's chat template (chat_template.jinja or tokenizer_config.json's
+    chat_template) when it has one; else, and for a run (whose tokenizer holds its own), `tok`."""
+    from spmdgpt.hf import hf_folder
+
+    if hf_folder(spec) is None:
+        return tok
+    from spmdgpt.data.chat import ChatTokenizer, hf_chat_template
+
+    template = hf_chat_template(hf_folder(spec) / "tokenizer.json")
+    return tok if template is None else ChatTokenizer(tok, template)
+
+
 def chat_model(spec: str, overrides: List[str]):
     """(config, chat tokenizer) of a run trained on chat data or of hf:DIR with a chat template."""
     from spmdgpt.cli.runs import model_source
@@ -49,17 +62,14 @@ def chat_model(spec: str, overrides: List[str]):
 
     cfg, tok = model_source(spec, overrides)
     if hf_folder(spec) is not None:
-        from spmdgpt.data.chat import ChatTokenizer, hf_chat_template
-
-        template = hf_chat_template(hf_folder(spec) / "tokenizer.json")
-        if template is None:
+        tok = with_folder_template(spec, tok)
+        if not hasattr(tok, "prompt"):
             raise ConfigError(
                 [
                     f"run.dir={spec}: no chat template there (chat_template.jinja or tokenizer_config.json's "
                     "chat_template); chat needs an instruction-tuned model's folder"
                 ]
             )
-        tok = ChatTokenizer(tok, template)
     elif tok.kind not in ("chat", "harmony"):
         raise ConfigError([f"run.dir={spec} did not train on chat data (its tokenizer has no chat template); "
                            "fine-tune it on a format: chat dataset first (docs/post-training.md)"])

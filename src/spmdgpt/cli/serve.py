@@ -75,10 +75,12 @@ def check_args(args: ServeArgs) -> ServeArgs:
 def run(items: List[str]) -> int:
     args, overrides = parse(items, ServeArgs)
     args = check_args(args)
+    from spmdgpt.cli.chat import with_folder_template
     from spmdgpt.cli.runs import model_source, one_process_mesh, source_params
     from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
+    tokenizer = with_folder_template(args.run_dir, tokenizer)  # (hf:DIR: the folder's chat template, if any)
     from spmdgpt.engine.scheduler import speculate_error
 
     if speculate_error(cfg.model, args.speculate):  # (before the checkpoint loads)
