@@ -151,12 +151,12 @@ def wait_until(done, proc, what: str, limit: float = PATIENCE_S, poll: float = 0
         time.sleep(poll)
 
 
-def train_chat_run(folder: Path) -> Path:
+def train_chat_run(folder: Path, answer=lambda i: f"{2 * i}!") -> Path:
     """A staircase-sized run fine-tuned for 2 steps on 30 conversations ("i and i?" answered
-    "2i!") with the default chat template: folder/run (the data and its cache in folder too)."""
+    answer(i), "2i!") with the default chat template: folder/run (the data and its cache in folder too)."""
     from spmdgpt.cli import main
 
-    rows = [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": f"{2 * i}!"}]
+    rows = [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": answer(i)}]
             for i in range(30)]
     (folder / "c.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in rows))
     run = folder / "run"

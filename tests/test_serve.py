@@ -344,6 +344,54 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
     assert code == 0 and "serving hf (with its chat template)" in err, err
 
 
+def test_structured_outputs_parse_and_validate_through_the_openai_client(tmp_path):
+    """response_format: a JSON schema, any JSON object, a regex (vLLM's extension): every answer that
+    ends ("stop") parses and validates, sampled or greedy, streamed or not, from a barely trained
+    model (2 steps on answers like {"sum": 6, "mode": "odd"}); a schema the grammar library refuses
+    and an unknown type are 400s naming response_format."""
+    import re
+
+    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("llguidance")
+    run = train_chat_run(tmp_path, lambda i: json.dumps({"sum": 2 * i, "mode": "odd" if i % 2 else "sane"}))
+    # (its keys and values in the characters of the run's vocabulary: ' ",0123456789:?adekmnostu{}')
+    schema = {"type": "object", "properties": {"sum": {"type": "integer", "minimum": 0, "maximum": 99},
+                                               "mode": {"enum": ["odd", "sane"]}},
+              "required": ["sum", "mode"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+    messages = [{"role": "user", "content": "3 and 3?"}]
+    server = Served(run)
+    try:
+        ask = server.client.chat.completions.create
+        sampled = ask(model="run", messages=messages, max_tokens=40, temperature=1.0, seed=3, n=4, response_format=fmt)
+        greedy = ask(model="run", messages=messages, max_tokens=40, temperature=0, response_format=fmt)
+        for choice in [*sampled.choices, *greedy.choices]:
+            assert choice.finish_reason == "stop", choice
+            jsonschema.validate(json.loads(choice.message.content), schema)
+        assert len({c.message.content for c in sampled.choices}) > 1  # (sampled: each its own answer)
+        stream = ask(model="run", messages=messages, max_tokens=40, temperature=0, response_format=fmt, stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in stream) == greedy.choices[0].message.content
+        # any JSON object: its strings are unbounded, so an answer may run to max_tokens; those that end parse
+        free = ask(model="run", messages=messages, max_tokens=60, temperature=1.0, seed=1, n=4,
+                   response_format={"type": "json_object"}).choices
+        ended = [json.loads(c.message.content) for c in free if c.finish_reason == "stop"]
+        assert ended and all(isinstance(d, dict) for d in ended)
+        digits = ask(model="run", messages=messages, max_tokens=40, temperature=1.0, seed=1,
+                     extra_body={"response_format": {"type": "regex", "regex": "(odd|sane) [0-9]{2}"}})
+        assert re.fullmatch("(odd|sane) [0-9]{2}", digits.choices[0].message.content)
+        for request, message in (({"response_format": {"type": "json_schema", "json_schema": {"schema": {
+                                      "type": "foo"}}}}, "the grammar library refused it"),
+                                 ({"response_format": {"type": "xml"}}, "is not one of text, json_object"),
+                                 ({"response_format": {"type": "regex", "regex": "("}}, "refused it")):
+            got, _, body = _post(server.url + "/v1/chat/completions", {"messages": messages, **request})
+            assert (got, body["error"]["param"]) == (400, "response_format") and message in body["error"]["message"]
+        got, _, body = _post(server.url + "/v1/completions", {"prompt": "1", "response_format": {"type": "text"}})
+        assert got == 400 and "a field of /v1/chat/completions" in body["error"]["message"]
+    finally:
+        code, err = server.close()
+    assert code == 0, err
+
+
 def test_the_backend_on_a_mesh_equals_one_device(unit="mla-moe"):
     """The server's model side (serve.Backend, no HTTP; the engine under it is tested for every
     attention unit on a mesh in test_engine) for MLA behind dense-then-MoE layers, the unit whose

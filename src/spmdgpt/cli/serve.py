@@ -72,6 +72,14 @@ def check_args(args: ServeArgs) -> ServeArgs:
     return args
 
 
+def grammar_masks(args) -> bool:
+    """Whether the engine's step takes a token mask per row (structured outputs: `engine.grammar`):
+    with llguidance installed (the serve extra) and no speculative decoding."""
+    import importlib.util
+
+    return args.speculate == 0 and importlib.util.find_spec("llguidance") is not None
+
+
 def run(items: List[str]) -> int:
     args, overrides = parse(items, ServeArgs)
     args = check_args(args)
@@ -100,7 +108,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.engine import EngineConfig
 
     engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
-                          speculate=args.speculate, decode_attention=args.decode_attention)
+                          speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args))
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.plan.plan import pool_refusal
 

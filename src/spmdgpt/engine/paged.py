@@ -164,6 +164,8 @@ class Draw(NamedTuple):
     stream: Array  # the request's stream (its choice index)
     index: Array  # which new token of the stream this is
     seed_high: Array  # the seed's high 32 bits (a 64-bit seed; 0 for one below 2**32)
+    allowed: Array  # uint32 [b, words]: bit i % 32 of word i // 32 set where the next token may be id i (a
+    #   structured output's grammar, `grammar.Constraint`); words 0: no masks in the program
 
 
 def row_keys(seed: Array, stream: Array, index: Array, seed_high: Optional[Array] = None) -> Array:
@@ -204,10 +206,28 @@ def limited(logits: Array, vocab_limit: int) -> Array:
     return jnp.where(jnp.arange(logits.shape[-1]) < vocab_limit, logits, -jnp.inf)
 
 
-def filtered(logits: Array, temperature: Array, top_k: Array, top_p: Array, vocab_limit: int):
+def allowed_only(logits: Array, allowed: Array) -> Array:
+    """Logits [b, vocab] with the ids each row's bitmask (uint32 [b, words]) leaves out at -inf; a step
+    where every row allows every id (no structured output running) skips it."""
+    b, vocab = logits.shape
+
+    def mask(logits):
+        as_bytes = jax.lax.bitcast_convert_type(allowed, jnp.uint8).reshape(b, -1)  # (little-endian words)
+        bits = jnp.unpackbits(as_bytes, axis=-1, bitorder="little")[:, :vocab]
+        return jnp.where(jax.sharding.reshard(bits == 1, jax.typeof(logits).sharding.spec), logits, -jnp.inf)
+
+    everyone = jnp.all(jax.sharding.reshard(allowed, P(None, None)) == jnp.uint32(2**32 - 1))  # (one branch everywhere)
+    return jax.lax.cond(everyone, lambda x: x, mask, logits)
+
+
+def filtered(logits: Array, temperature: Array, top_k: Array, top_p: Array, vocab_limit: int,
+             allowed: Optional[Array] = None):
     """(the argmax [b], the logits over the temperature [b, vocab] with what top-k and top-p filter
-    out at -inf): the distribution `sample_rows` draws from (see there)."""
+    out at -inf): the distribution `sample_rows` draws from (see there). `allowed`: each row's
+    bitmask of the ids it may take (`Draw.allowed`), applied first."""
     logits = limited(logits, vocab_limit)  # never a padding id
+    if allowed is not None and allowed.shape[-1]:
+        logits = allowed_only(logits, allowed)
     greedy = jnp.argmax(logits, axis=-1)
 
     def top_k_filter(logits):
@@ -237,13 +257,13 @@ def _gumbel_max(scaled: Array, keys: Array) -> Array:
 
 
 def sample_rows(logits: Array, keys: Array, temperature: Array, top_k: Array, top_p: Array,
-                vocab_limit: int) -> Array:
+                vocab_limit: int, allowed: Optional[Array] = None) -> Array:
     """One token per row of float32 logits [b, vocab], each row with its own temperature (<= 0:
     the argmax), top-k (0: none; ties with the k-th kept) and top-p (1: none; the smallest set of
     most likely tokens whose probability reaches top_p), by Gumbel-max on its own key. The filters'
     thresholds are found by bisection on the values' bits (a sort of the vocabulary costs ~75 ms a
     step for 16 rows of 50k on a CPU) and skipped when no row asks for them."""
-    greedy, scaled = filtered(logits, temperature, top_k, top_p, vocab_limit)
+    greedy, scaled = filtered(logits, temperature, top_k, top_p, vocab_limit, allowed)
     return jnp.where(temperature <= 0, greedy, _gumbel_max(scaled, keys)).astype(jnp.int32)
 
 
@@ -496,7 +516,8 @@ class Step:
             else:
                 logits = self._logits(rules, params, _pick(x, rows.last))
                 keys = row_keys(draw.seed, draw.stream, draw.index, draw.seed_high)
-                new = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit)
+                new = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit,
+                                  draw.allowed)
                 tok, count, anchor = new[:, None], jnp.ones_like(new), rows.last
                 logp = _pick(jax.nn.log_softmax(limited(logits, self.vocab_limit)), new)[:, None]
             if self.drafts:

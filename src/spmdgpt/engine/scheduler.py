@@ -28,7 +28,7 @@ import itertools
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 import jax
 import numpy as np
@@ -52,6 +52,7 @@ class EngineConfig:
     context: int = 0  # the longest prompt + new tokens a sequence may hold (0: the model's context): the page
     #   tables' width, so what each step gathers and attends over
     decode_attention: str = "auto"  # auto | gather | kernel: how decode rows attend over their pages (`decode_kernel`)
+    grammar: bool = False  # each row's token mask in the step (`Draw.allowed`): requests may carry a `constraint`
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
@@ -117,6 +118,8 @@ class Request:
     on_token: Optional[Callable[["Request", int], None]] = None  # called with each new token, `finish` set on the last
     inject: Optional[Callable[["Request"], Optional[List[int]]]] = None  # after each sampled token: tokens to append
     #   that the model reads but did not sample (a tool's output), or None
+    constraint: Any = None  # a structured output's grammar (`grammar.Constraint`): the ids each next token may be;
+    #   the sequence ends ("stop") when the grammar is complete. Needs an engine with EngineConfig.grammar
     ident: int = field(default_factory=itertools.count().__next__)
     tokens: List[int] = field(default_factory=list)
     logprobs: List[float] = field(default_factory=list)
@@ -162,6 +165,7 @@ class Engine:
         if self.prefills % d:
             raise ValueError(f"engine prefills={self.prefills} must be a multiple of the mesh's batch ways ({d})")
         self.num_pages = config.pages or config.slots * self.pages_per_seq + 1
+        self.words = -(-cfg.vocab_size // 32) if config.grammar else 0  # (each row's token mask, uint32 words)
         self.drafts = config.speculate
         err = speculate_error(cfg, self.drafts)
         if err:
@@ -212,6 +216,9 @@ class Engine:
                     f"{whose} context of {self.context} tokens; shorten the prompt or lower max_new_tokens")
         if request.inject is not None and self.drafts:
             return "a request that takes injected tokens (a tool) cannot be decoded speculatively; use speculate=0"
+        if request.constraint is not None and (self.drafts or not self.words):
+            return ("a structured output needs an engine with token masks (EngineConfig.grammar) and no speculative "
+                    "decoding (speculate=0)")
         if self.pages_for(total) > self.num_pages - 1:
             return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} needs "
                     f"{self.pages_for(total)} pages of {self.page_size} tokens; the pool has {self.num_pages - 1}")
@@ -350,7 +357,7 @@ class Engine:
         m, S, F, Q, D = self.pages_per_seq, self.slots_n, self.prefills, self.chunk, self.drafts
         dec = _rows(S, 1 + D, m, S)
         pre = _rows(F, Q, m, S)
-        draws = [_draws(S), _draws(F)]
+        draws = [_draws(S, self.words), _draws(F, self.words)]
         for i in decoding:
             s = self.slots[i]
             dec.tokens[i] = [s.request.tokens[-1]] + s.drafts
@@ -415,7 +422,9 @@ class Engine:
         r = s.request
         r.tokens.append(token)
         r.logprobs.append(logprob)
-        if token in r.stop_ids or (r.stop is not None and r.stop(r)):
+        complete = r.constraint is not None and token not in r.stop_ids and (
+            not r.constraint.consume(token) or r.constraint.finished)  # (the grammar is done: nothing more to say)
+        if token in r.stop_ids or (r.stop is not None and r.stop(r)) or complete:
             r.finish = "stop"
         elif len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len:
             r.finish = "length"
@@ -469,8 +478,8 @@ class Engine:
         spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=rules.sharding(*([None] * a.ndim)))
         host = lambda arrays: tuple(spec(a) for a in arrays)
         return (pool, Rows(*host(_rows(self.slots_n, 1 + self.drafts, m, self.slots_n))),
-                Rows(*host(_rows(self.prefills, self.chunk, m, self.slots_n))), Draw(*host(_draws(self.slots_n))),
-                Draw(*host(_draws(self.prefills))))
+                Rows(*host(_rows(self.prefills, self.chunk, m, self.slots_n))),
+                Draw(*host(_draws(self.slots_n, self.words))), Draw(*host(_draws(self.prefills, self.words))))
 
     def lower(self, params, groups: tuple = (True, True)):
         """The step for `params` (arrays or ShapeDtypeStructs) with these row groups (decode,
@@ -518,13 +527,15 @@ def _rows(b: int, t: int, m: int, null: int) -> _Arrays:
                    slot=z(b) + null)
 
 
-def _draws(b: int) -> _Arrays:
+def _draws(b: int, words: int) -> _Arrays:
     return _Arrays(temperature=np.zeros(b, np.float32), top_k=np.zeros(b, np.int32), top_p=np.ones(b, np.float32),
                    seed=np.zeros(b, np.uint32), stream=np.zeros(b, np.uint32), index=np.zeros(b, np.uint32),
-                   seed_high=np.zeros(b, np.uint32))
+                   seed_high=np.zeros(b, np.uint32), allowed=np.full((b, words), 2**32 - 1, np.uint32))
 
 
 def _fill(d: _Arrays, row: int, r: Request) -> None:
     d.temperature[row], d.top_k[row], d.top_p[row] = r.temperature, r.top_k, r.top_p
     d.seed[row], d.stream[row], d.index[row] = r.seed % 2**32, r.stream, len(r.tokens)
     d.seed_high[row] = (r.seed >> 32) % 2**32  # (a 64-bit seed's high half; a negative one's two's complement)
+    if r.constraint is not None:
+        r.constraint.fill(d.allowed[row])

@@ -105,6 +105,7 @@ class Sampling:
     usage: bool = False  # (stream_options.include_usage: a last chunk with the usage)
     echo: bool = False
     logprobs: Optional[int] = None  # (alternatives per token: completions' logprobs, chat's top_logprobs)
+    response_format: Optional[dict] = None  # (chat: a structured output's format, `grammar.Grammars.compile`)
     chat: bool = False  # a chat request: its text is the reply as the tokenizer reads it (harmony: the final channel)
 
 
@@ -150,7 +151,7 @@ HONOURED = {
     "completions": {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed", "stream",
                     "stream_options", "echo", "logprobs"},
     "chat": {"model", "messages", "max_completion_tokens", "max_tokens", "temperature", "top_p", "top_k", "n", "stop",
-             "seed", "stream", "stream_options", "logprobs", "top_logprobs"},
+             "seed", "stream", "stream_options", "logprobs", "top_logprobs", "response_format"},
 }
 ACCEPTED = {
     "completions": {"user"},
@@ -162,7 +163,7 @@ REFUSED = {  # field: its no-op values
                     "suffix": ("",)},
     "chat": {"frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},), "tools": ([],),
              "tool_choice": ("none",), "functions": ([],), "function_call": ("none",),
-             "response_format": ({"type": "text"},), "modalities": (["text"],), "audio": (), "reasoning_effort": (),
+             "modalities": (["text"],), "audio": (), "reasoning_effort": (),
              "verbosity": (), "web_search_options": ()},
 }
 SEED_RANGE = (-2**63, 2**64 - 1)  # (any 64-bit integer, signed or not: `paged.row_keys`)
@@ -230,6 +231,7 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
         echo=_flag(body, "echo"),
         logprobs=logprobs,
         chat=chat,
+        response_format=body.get("response_format"),
     )
 
 
@@ -252,6 +254,7 @@ class Backend:
             self.engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, engine or EngineConfig())
         self.stop_id = getattr(tokenizer, "stop_id", None)
         self.stop_id = tokenizer.eos_id if self.stop_id is None else self.stop_id
+        self._grammars = None  # (llguidance's view of the vocabulary, made at the first structured output)
         vocab = tokenizer.vocab_size
 
         def scores(params, tokens, k):  # (over the whole output: the model's own loss; the top k of real ids)
@@ -418,9 +421,29 @@ class Backend:
         except (ChatError, ValueError, TypeError, KeyError) as e:
             raise RequestError(400, f"messages: {e}", "messages") from None
 
+    def grammar(self, response_format) -> Optional[str]:
+        """The grammar of a request's response_format (None: free text), or RequestError 400 naming it."""
+        from spmdgpt.engine.grammar import GrammarError, Grammars
+
+        if response_format is None or response_format == {"type": "text"}:
+            return None
+        if not self.engine.words:
+            raise RequestError(400, "response_format needs token masks, which this server runs without (speculate= "
+                               "> 0, or no llguidance: the serve extra)", "response_format")
+        if getattr(self.tok, "kind", None) == "harmony":
+            raise RequestError(400, "response_format is not supported for harmony chats yet", "response_format")
+        try:
+            if self._grammars is None:
+                self._grammars = Grammars(self.tok, [self.stop_id] if self.stop_id is not None else [],
+                                          self.cfg.model.vocab_size)
+            return self._grammars.compile(response_format)
+        except GrammarError as e:
+            raise RequestError(400, str(e).splitlines()[0], "response_format") from None
+
     def requests(self, ids: List[int], sp: Sampling, on_token=None) -> list:
         """The engine Requests of one prompt's n choices (choice c: stream c of sp.seed), checked
-        against the context and the page pool (RequestError 400 naming the field)."""
+        against the context and the page pool (RequestError 400 naming the field); with
+        response_format, each its own matcher of the grammar (`grammar.Constraint`)."""
         from spmdgpt.engine import Request
         from spmdgpt.engine.generate import context_error
 
@@ -429,10 +452,11 @@ class Backend:
         # many tokens as the longest stop has bytes, and 4 more, not the whole completion each time)
         tail = 4 + max((len(s.encode()) for s in stops), default=0)
         stop = (lambda r: any(s in self.tok.decode(r.tokens[-tail:]) for s in stops)) if stops else None
-        out = []
+        grammar, out = self.grammar(sp.response_format), []
         for c in range(sp.n):
             r = Request(list(ids), max(sp.max_tokens, 1), sp.temperature, sp.top_k, sp.top_p, sp.seed, c,
-                        stop_ids=() if self.stop_id is None else (self.stop_id,), stop=stop, on_token=on_token)
+                        stop_ids=() if self.stop_id is None else (self.stop_id,), stop=stop, on_token=on_token,
+                        constraint=None if grammar is None else self._grammars.constraint(grammar))
             err = self.engine.check(r) if sp.max_tokens else context_error(len(ids), 0, self.cfg.model.max_seq_len)
             if err:
                 raise RequestError(400, err.replace("max_new_tokens", "max_tokens"),

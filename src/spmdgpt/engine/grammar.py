@@ -1,0 +1,162 @@
+"""Structured outputs: a request's answer held to a JSON schema (or any JSON, a regex, a Lark grammar)
+by a token mask per step, from llguidance (Microsoft's grammar engine; the `serve` extra).
+
+A `Grammars` is made once per tokenizer: llguidance's view of the vocabulary, each id's bytes
+(`token_table`). `Grammars.compile(response_format)` checks a request's format and gives its
+grammar, or GrammarError naming what llguidance refused (the server answers 400). Each sequence
+then carries a `Constraint` (`Request.constraint`), an llguidance matcher: before each step the
+engine writes the allowed ids of the sequence's next token as a bitmask row (`fill`: bit i of
+word i // 32 is id i), which the step applies to the logits before sampling (`paged.sample_rows`):
+one fixed-shape program, no compile per request. After the step the sampled token is consumed
+(`consume`); when the grammar is complete the mask allows only the end tokens (end of text, or
+the chat template's end of turn), so the sequence ends there, and the answer parses. A
+preempted sequence keeps its matcher: it goes on from the tokens it has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+# JSON as Python's json.dumps writes it ({"a": 1, "b": [2, 3]}), no other whitespace: one layout (a
+# model that never learnt to stop would otherwise be free to write spaces until max_tokens); a
+# schema's own "x-guidance" options come after these
+JSON_LAYOUT = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False}
+
+
+class GrammarError(ValueError):
+    """A response format the server cannot hold an answer to (its message names why)."""
+
+
+def token_table(tok) -> tuple:
+    """(each id's bytes, the special ids) of a spmdgpt tokenizer: a character or digit vocabulary,
+    GPT-2's, a Hugging Face tokenizer.json (its bytes as llguidance reads the file), or a chat
+    tokenizer over one of them (its template's special tokens after the base ids)."""
+    kind = getattr(tok, "kind", None)
+    if kind == "chat":
+        tokens, specials = token_table(tok.base)
+        extra = [s.encode() for s in tok.specials]
+        return tokens + extra, specials + list(range(len(tokens), len(tokens) + len(extra)))
+    if kind in ("char", "digits"):
+        tokens = [c.encode() for c in tok.chars]
+        if tok.eos_id is not None:
+            return tokens + [b"<|endoftext|>"], [tok.eos_id]
+        return tokens, []
+    if kind == "gpt2":
+        return [tok.token_bytes(i) for i in range(tok.eos_id)] + [b"<|endoftext|>"], [tok.eos_id]
+    if kind == "hf":
+        import llguidance
+
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write(tok.spec)
+        try:
+            ll = llguidance.LLTokenizer(f.name)
+        finally:
+            os.unlink(f.name)
+        specials = [i for i in range(tok.vocab_size) if ll.is_special_token(i)]
+        tokens = [tok.token_text(i).encode() if i in specials else ll.decode_bytes([i])
+                  for i in range(tok.vocab_size)]
+        return tokens, specials
+    raise GrammarError(f"structured outputs need a character, GPT-2, Hugging Face or chat tokenizer, not {kind}")
+
+
+class _Vocabulary:
+    """What llguidance's TokenizerWrapper reads of a tokenizer."""
+
+    def __init__(self, tok, tokens: List[bytes], specials: List[int], ends: Sequence[int]):
+        self.tokens, self.special_token_ids = tokens, specials
+        self.eos_token_id, self.bos_token_id = ends[0], None
+        self._tok = tok
+
+    def __call__(self, text) -> List[int]:
+        return list(self._tok.encode(text.decode("utf-8", "replace") if isinstance(text, bytes) else text))
+
+
+class Grammars:
+    """llguidance's vocabulary of tokenizer `tok` (made once: ~1 s for 50k ids), whose sequences end at
+    `ends` (the end-of-text id; a chat reply's end of turn), and `width` the model's vocabulary
+    (its padding ids are never allowed)."""
+
+    def __init__(self, tok, ends: Sequence[int], width: int):
+        import llguidance
+
+        if not ends:
+            raise GrammarError("structured outputs need an end token (this tokenizer has no end of text)")
+        tokens, specials = token_table(tok)
+        vocab = _Vocabulary(tok, tokens, specials, list(ends))
+        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocab), n_vocab=len(tokens),
+                                                eos_token=list(ends))
+        self.words = (width + 31) // 32
+
+    def compile(self, response_format) -> Optional[str]:
+        """The grammar of an OpenAI `response_format` ({"type": "text"} or absent: None; "json_object":
+        any JSON object; "json_schema": {"json_schema": {"name", "schema", "strict"}}; and llguidance's
+        "regex" and "grammar" (Lark) as vLLM's structured_outputs take them), checked against the
+        vocabulary; GrammarError naming the problem."""
+        import llguidance
+
+        if response_format is None:
+            return None
+        if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
+            raise GrammarError("response_format must be an object with a type (text, json_object, json_schema)")
+        kind = response_format["type"]
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            grammar = llguidance.LLMatcher.grammar_from_json_schema({"type": "object"}, JSON_LAYOUT)
+        elif kind == "json_schema":
+            spec = response_format.get("json_schema")
+            schema = spec.get("schema") if isinstance(spec, dict) else None
+            if not isinstance(schema, dict):
+                raise GrammarError("response_format.json_schema.schema must be a JSON schema (an object)")
+            try:
+                grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), JSON_LAYOUT)
+            except ValueError as e:
+                raise GrammarError(f"response_format.json_schema.schema: {e}") from None
+        elif kind in ("regex", "grammar"):
+            value = response_format.get(kind)
+            if not isinstance(value, str) or not value:
+                raise GrammarError(f"response_format of type {kind} needs a non-empty {kind!r} text")
+            grammar = (llguidance.LLMatcher.grammar_from_regex(value) if kind == "regex"
+                       else llguidance.LLMatcher.grammar_from_lark(value))
+        else:
+            raise GrammarError(f"response_format type {kind!r} is not one of text, json_object, json_schema, regex, "
+                               "grammar")
+        bad, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
+        if bad:
+            raise GrammarError(f"response_format: the grammar library refused it: {messages[0]}")
+        return grammar
+
+    def constraint(self, grammar: str) -> "Constraint":
+        return Constraint(self, grammar)
+
+
+class Constraint:
+    """One sequence's matcher (`Request.constraint`): the ids its next token may be, and the tokens it took."""
+
+    def __init__(self, grammars: Grammars, grammar: str):
+        import llguidance
+
+        self.matcher = llguidance.LLMatcher(grammars.tokenizer, grammar, log_level=0)
+        self.words = grammars.words
+        if self.matcher.is_error():
+            raise GrammarError(f"response_format: {self.matcher.get_error()}")
+
+    def fill(self, row: np.ndarray) -> None:
+        """Write the next token's allowed ids into `row` (uint32 [words]: bit i % 32 of word i // 32)."""
+        mask = np.frombuffer(self.matcher.compute_bitmask(), np.uint32)
+        row[:] = 0
+        row[:min(len(mask), len(row))] = mask[:len(row)]
+
+    def consume(self, token: int) -> bool:
+        """Take the sampled token; False when the grammar could not (the sequence should end)."""
+        return self.matcher.consume_token(int(token))
+
+    @property
+    def finished(self) -> bool:
+        """The grammar is complete (only an end token may follow) or broken."""
+        return self.matcher.is_stopped() or self.matcher.is_error()
