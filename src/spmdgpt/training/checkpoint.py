@@ -318,12 +318,15 @@ def _is_abandoned_io_report(u) -> bool:
 
 
 def _is_abandoned_task_report(record: logging.LogRecord) -> bool:
-    """asyncio's "... exception was never retrieved" for a task or gather of orbax's reads."""
+    """asyncio's "... exception was never retrieved" for a task, gather or future of orbax's reads
+    (a future's report names only TensorStore's error: "OUT_OF_RANGE: Error reading ... in OCDBT
+    database")."""
     msg = record.getMessage()
     if "exception was never retrieved" not in msg:
         return False
     tb = record.exc_info[2] if record.exc_info else None
-    return "orbax" in msg or "TensorStore" in msg or any("orbax" in f.filename for f in traceback.extract_tb(tb))
+    return (any(name in msg for name in ("orbax", "TensorStore", "OCDBT"))
+            or any("orbax" in f.filename for f in traceback.extract_tb(tb)))
 
 
 _QUIET_ABANDONED_IO = False
@@ -387,6 +390,9 @@ def first_loadable(mngr: CheckpointManager, steps: list, load, what: str, fix: s
     kinds of errors for damaged files; a ConfigError, e.g. other shapes, is not damage and
     passes through). ConfigError "{what}: each step (its reason); {fix}" when none loads."""
     failures, skipped = [], []
+    # (before the first read: a damaged file's abandoned reads can report from TensorStore's threads
+    # while the failure is still being raised, before any line of ours; 1 run in 4 printed them)
+    _install_abandoned_io_hook()
     for step in reversed(steps):
         try:
             return step, load(step), skipped
