@@ -54,11 +54,20 @@ def test_plots_have_the_stated_sizes_and_every_run(two_runs, tmp_path, capsys):
         img = matplotlib.image.imread(out / f"{name}.png")
         assert img.shape[:2] == size
         assert all(has_colour(img, c) for c in colours), name  # both runs are drawn
-    # without out=: a folder of their own in the runs' common folder, named by the runs (another pair's beside it)
+    # without out=: a folder of their own in the runs' common folder, named by their paths from there (another
+    # pair's beside it, also when the runs' own names are the same: x/a/r and x/b/r)
     assert main(["plot", str(two_runs / "slow"), str(two_runs / "fast")]) == 0
     assert capsys.readouterr().out.split()[0] == str(two_runs / "plots" / "slow+fast" / "loss.png")
     assert main(["plot", str(two_runs / "fast"), str(two_runs / "slow"), "names=lr 3e-3,lr/1e-3"]) == 0
-    assert capsys.readouterr().out.split()[0] == str(two_runs / "plots" / "lr_3e-3+lr_1e-3" / "loss.png")
+    assert capsys.readouterr().out.split()[0] == str(two_runs / "plots" / "fast+slow" / "loss.png")
+    import shutil
+
+    for parent, run in (("a", "slow"), ("b", "fast"), ("c", "fast")):
+        shutil.copytree(two_runs / run, tmp_path / "x" / parent / "r")
+    for pair in (("a", "b"), ("a", "c")):
+        assert main(["plot", *(str(tmp_path / "x" / p / "r") for p in pair)]) == 0
+        assert capsys.readouterr().out.split()[0] == str(tmp_path / "x" / "plots" / f"{pair[0]}_r+{pair[1]}_r" /
+                                                         "loss.png")
     from spmdgpt.cli.plot import together
 
     assert together([f"run{i:02d}" for i in range(30)]) == "+".join(f"run{i:02d}" for i in range(11)) + "+19more"
@@ -75,10 +84,16 @@ def test_plot_refuses_bad_input(two_runs, tmp_path, capsys):
     assert plot(str(tmp_path / "empty")) == (
         2, f"spmdgpt: error: {tmp_path / 'empty'}: no metrics.jsonl there; give training run directories")
     assert plot(str(two_runs / "slow"), "names=a,b") == (2, "spmdgpt: error: names= gives 2 names for 1 runs")
-    (tmp_path / "binary").mkdir()  # a metrics.jsonl that is not text: no rows, not a traceback
-    (tmp_path / "binary" / "metrics.jsonl").write_bytes(bytes(range(256)) + b"\n[1, 2]\n")
+    assert plot(str(two_runs / "slow"), str(two_runs / "slow")) == (
+        2, f"spmdgpt: error: {two_runs / 'slow'} is given twice; give each run once")
+    (tmp_path / "file").write_text("x")
+    assert plot(str(two_runs / "slow"), f"out={tmp_path / 'file'}") == (
+        2, f"spmdgpt: error: out={tmp_path / 'file'} is a file, not a folder; give a folder for the PNGs")
+    (tmp_path / "binary").mkdir()  # a metrics.jsonl that is not text, or not JSON: no rows, not a traceback
+    (tmp_path / "binary" / "metrics.jsonl").write_bytes(bytes(range(32, 256)) + b"\n[1, 2]\n{bad\n")
     assert plot(str(tmp_path / "binary")) == (
-        2, f"spmdgpt: error: {tmp_path / 'binary' / 'metrics.jsonl'}: no training or validation rows yet")
+        2, f"spmdgpt: error: {tmp_path / 'binary' / 'metrics.jsonl'}: no training or validation rows yet (3 line(s) "
+           "that are not JSON rows of metrics)")
 
 
 def test_a_grpo_run_gets_its_reward_plot(tmp_path, capsys):

@@ -1,6 +1,6 @@
 """`spmdgpt plot RUN [RUN ...] [out=DIR] [names=a,b]`: PNGs of runs' metrics.jsonl, the runs
 overlaid (one colour each, named in the legend), written into out= (default: RUN/plots for one
-run; for several, plots/NAME+NAME/ in the runs' common folder, named by the legend's names):
+run; for several, plots/A+B/ in the runs' common folder, named by their paths from there):
 
     loss.png       train loss (line) and validation loss (dots) against steps and against tokens
     lr.png         learning rate against steps
@@ -28,7 +28,8 @@ SIZES = {"loss": (14, 6), "lr": (10, 6), "grad_norm": (10, 6), "mfu": (10, 6), "
 
 @dataclass
 class PlotArgs:
-    out: Optional[str] = None  # folder for the PNGs (default: RUN/plots; several: plots/A+B in their common folder)
+    out: Optional[str] = None  # folder for the PNGs (default: RUN/plots; several: plots/A+B in their common folder,
+    #   A and B their paths from it)
     names: Optional[str] = None  # comma-separated legend names (default: the run folders' names)
 
 
@@ -75,7 +76,10 @@ def read_run(path: Path, name: str) -> Run:
     val = [r for r in rows if r.get("val/loss") is not None]
     rewards = [r for r in rows if r.get("val/reward") is not None]
     if not train and not val and not rewards:
-        raise ConfigError([f"{metrics}: no training or validation rows yet"])
+        lines = sum(1 for line in metrics.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
+        other = lines - len(rows)  # (what is there instead: lines that are not JSON rows)
+        raise ConfigError([f"{metrics}: no training or validation rows yet"
+                           + (f" ({other} line(s) that are not JSON rows of metrics)" if other else "")])
     return Run(name, train, val, tokens, rewards)
 
 
@@ -165,6 +169,13 @@ def run(items: List[str]) -> int:
     if len(names) != len(paths):
         errs.append(f"names= gives {len(names)} names for {len(paths)} runs")
     errs += [f"{p}: no such directory" for p in paths if not p.is_dir()]
+    seen = set()
+    for p in paths:
+        if p.is_dir() and p.resolve() in seen:
+            errs.append(f"{p} is given twice; give each run once")
+        seen.add(p.resolve())
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        errs.append(f"out={args.out} is a file, not a folder; give a folder for the PNGs")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -176,10 +187,12 @@ def run(items: List[str]) -> int:
         out = Path(args.out)
     elif len(paths) == 1:
         out = paths[0] / "plots"
-    else:  # (the deepest folder holding every run; a folder per set of runs, so another set's plots stay)
+    else:  # (the deepest folder holding every run; a folder per set of runs, named by their paths from
+        # there, so another set's plots stay: a/r and b/r -> plots/a_r+b_r)
         import os
 
-        out = Path(os.path.commonpath([p.resolve() for p in paths])) / "plots" / together(names)
+        common = Path(os.path.commonpath([p.resolve() for p in paths]))
+        out = common / "plots" / together([str(p.resolve().relative_to(common)) for p in paths])
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = plot_runs(runs, out)
