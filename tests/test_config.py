@@ -80,6 +80,9 @@ CASES = [
     # (sampling values a text run does not use are checked too: a NaN is a typo wherever it is)
     (STAIR + ["rl.temperature=nan"], "rl.temperature=nan must be a number in [0, 2] (0 = greedy)"),
     (STAIR + ["train.rollout_temperature=inf"], "train.rollout_temperature=inf must be a number in [0, 2]"),
+    (STAIR + ["run.name=it's mine"], "run.name=it's mine (a value with a quote, bracket or other special character "
+                                     "goes in quotes for Hydra, and those in quotes for the shell: "
+                                     "\"run.name=\\\"it's mine\\\"\")"),
 ]
 
 

@@ -338,12 +338,18 @@ def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run
             f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote "
             "(Unterminated string starting at: "
             "line 1 column 18 (char 17)); restore the run's own file"])
-    assert json.loads((run_dir / "tokenizer.json").read_text()) == {"kind": "digits", "chars": "0123456789",
-                                                                    "vocab_size": 10}
+    saved = json.loads((run_dir / "tokenizer.json").read_text())
+    assert {k: v for k, v in saved.items() if k != "sha256"} == {"kind": "digits", "chars": "0123456789",
+                                                                 "vocab_size": 10} and len(saved["sha256"]) == 64
     (damaged / "tokenizer.json").write_text('{"kind": "char", "chars": "0123456", "vocab_size": 10}')  # edited
     assert call("sample", f"run.dir={damaged}")[::2] == (2, [
         f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote (it has 7 ids, the run trained "
         "with 10: it was edited); restore the run's own file"])
+    # edited to the same size (the characters rotated): its digest tells
+    (damaged / "tokenizer.json").write_text(json.dumps({**saved, "kind": "char", "chars": "1234567890", "eos": False}))
+    assert call("sample", f"run.dir={damaged}")[::2] == (2, [
+        f"spmdgpt: error: {damaged}/tokenizer.json: not a tokenizer spmdgpt wrote (its contents are not those the run "
+        "saved (their sha256 differs): it was edited); restore the run's own file"])
     shutil.copy(run_dir / "tokenizer.json", damaged / "tokenizer.json")
     with open(damaged / "config.yaml", "a") as f:
         f.write("model: [d_model: 3\n")
@@ -357,6 +363,8 @@ def test_damaged_run_folders_give_one_line_or_the_older_checkpoint(staircase_run
     bad.write_bytes(b"01\xff2\n")
     assert call("sample", f"run.dir={run_dir}", f"prompt_file={bad}")[::2] == (2, [
         f"spmdgpt: error: prompt_file={bad}: not UTF-8 text (byte 0xff at offset 2); save it as UTF-8"])
+    assert call("sample", f"run.dir={run_dir}", f"prompt_file={tmp_path}")[::2] == (2, [
+        f"spmdgpt: error: prompt_file={tmp_path} is a folder; give a file"])
     assert call("sample", f"run.dir={run_dir}", f"prompt_file={bad}", "prompt=0")[::2] == (2, [
         "spmdgpt: error: prompt= and prompt_file= both given: give one (prompt_file answers each of its lines)"])
 

@@ -106,7 +106,8 @@ def test_fine_tuned_on_harmony_conversations_it_chats(harmony, tmp_path, capsys)
                  "train.rollout_tokens=0", "train.eval_every=0",
                  f"+data.datasets.c={{paths:[{tmp_path / 'c.jsonl'}],format:chat}}", f"run.dir={run}",
                  f"data.cache_dir={tmp_path / 'cache'}"]) == 0
-    assert json.loads((run / "tokenizer.json").read_text()) == {"kind": "harmony", "vocab_size": 201088}
+    saved = json.loads((run / "tokenizer.json").read_text())
+    assert (saved["kind"], saved["vocab_size"], len(saved)) == ("harmony", 201088, 3)  # (and its sha256)
     (tmp_path / "p.txt").write_text("3 and 3?\n")
     capsys.readouterr()
     assert main(["chat", f"run.dir={run}", f"prompt_file={tmp_path / 'p.txt'}", "max_new_tokens=6",

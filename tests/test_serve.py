@@ -311,9 +311,12 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
         for request, param in (({"top_logprobs": 2}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 21},
                                                                         "top_logprobs"),
                                ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-                               ({"echo": True}, "echo"), ({"reasoning_effort": "low"}, "reasoning_effort")):
+                               ({"echo": True}, "echo"), ({"reasoning_effort": "low"}, "reasoning_effort"),
+                               ({"messages": [{"role": "bogus", "content": "1"}]}, "messages")):
             got, _, body = _post(server.url + "/v1/chat/completions", {"messages": messages, **request})
             assert (got, body["error"]["param"]) == (400, param), (request, body)
+        assert body["error"]["message"] == ("messages: message 0 has role 'bogus'; the roles are system, developer "
+                                            "(read as system), user, assistant")
         dev = server.client.chat.completions.with_raw_response.create(
             model="run", messages=[{"role": "developer", "content": "3"}, *messages], max_tokens=4)
         assert dev.http_response.status_code == 200

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, parse
+from spmdgpt.cli.runs import file_error
 from spmdgpt.cli.sample import sampling_errors
 from spmdgpt.config import ConfigError
 
@@ -35,8 +35,8 @@ def check_args(args: ChatArgs) -> ChatArgs:
     if not args.run_dir:
         errs.append("run.dir is required: spmdgpt chat run.dir=<run fine-tuned on chat data, or hf:DIR>")
     errs += sampling_errors(args)
-    if args.prompt_file and not Path(args.prompt_file).is_file():
-        errs.append(f"prompt_file={args.prompt_file}: no such file")
+    if args.prompt_file and file_error("prompt_file", args.prompt_file):
+        errs.append(file_error("prompt_file", args.prompt_file))
     if errs:
         raise ConfigError(errs)
     return args

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, EXIT_WRITE_FAILED, parse
+from spmdgpt.cli.runs import file_error
 from spmdgpt.config import ConfigError, document_batches, override_value
 
 
@@ -45,8 +46,8 @@ def check_args(args: EvalArgs) -> EvalArgs:
         errs.append(
             f"run.dir={args.run_dir} is a Hugging Face folder, which has no validation sets: give text_file=..."
         )
-    if args.text_file and not Path(args.text_file).is_file():
-        errs.append(f"text_file={args.text_file}: no such file")
+    if args.text_file and file_error("text_file", args.text_file):
+        errs.append(file_error("text_file", args.text_file))
     if errs:
         raise ConfigError(errs)
     return args

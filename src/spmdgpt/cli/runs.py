@@ -139,6 +139,14 @@ def exported_window(folder: Path) -> Optional[int]:
     return seq_len if isinstance(seq_len, int) and seq_len > 0 else None
 
 
+def file_error(field: str, value: str) -> Optional[str]:
+    """Why `field=value` is not a file to read ("no such file", a folder), or None."""
+    path = Path(value)
+    if path.is_dir():
+        return f"{field}={value} is a folder; give a file"
+    return None if path.is_file() else f"{field}={value}: no such file"
+
+
 def read_text(path: str, field: str = "text_file") -> str:
     """A UTF-8 text file a command was given as `field`=path; ConfigError when it is not."""
     try:

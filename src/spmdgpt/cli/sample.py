@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, parse
+from spmdgpt.cli.runs import file_error
 from spmdgpt.config import ConfigError
 
 DEFAULT_NEW_TOKENS = 200  # sample's max_new_tokens where it is not given (within the model's context)
@@ -63,9 +63,8 @@ def check_args(args: SampleArgs) -> SampleArgs:
 
 def read_prompts(args: SampleArgs) -> List[str]:
     if args.prompt_file:
-        path = Path(args.prompt_file)
-        if not path.is_file():
-            raise ConfigError([f"prompt_file={args.prompt_file}: no such file"])
+        if file_error("prompt_file", args.prompt_file):
+            raise ConfigError([file_error("prompt_file", args.prompt_file)])
         from spmdgpt.cli.runs import read_text
 
         prompts = [line.replace("\\n", "\n") for line in read_text(args.prompt_file, "prompt_file").splitlines()]

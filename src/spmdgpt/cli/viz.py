@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, parse
+from spmdgpt.cli.runs import file_error
 from spmdgpt.config import ConfigError
 
 FLOOR = -10.0  # log-probabilities at or below this get the strongest red
@@ -73,8 +74,8 @@ def run(items: List[str]) -> int:
         errs.append("run.dir is required: spmdgpt viz run.dir=<training run directory> text_file=...")
     if not args.text_file:
         errs.append("text_file is required: the text to colour by the model's log-probabilities")
-    elif not Path(args.text_file).is_file():
-        errs.append(f"text_file={args.text_file}: no such file")
+    elif file_error("text_file", args.text_file):
+        errs.append(file_error("text_file", args.text_file))
     if args.top_k < 1:
         errs.append(f"top_k={args.top_k} must be >= 1")
     if args.max_tokens < 2:

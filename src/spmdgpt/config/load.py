@@ -329,6 +329,11 @@ def _one_line_hydra_error(e: Exception) -> str:
         msg += f" (packaged experiments: {', '.join(packaged_names('experiment'))})"
     if "sharding/" in msg and ("Could not find" in msg or "Could not load" in msg):
         msg += f" (packaged tables: {', '.join(packaged_names('sharding'))})"
+    if msg.startswith(("LexerNoViableAltException: ", "mismatched input", "no viable alternative",
+                       "token recognition")):
+        # (Hydra's override grammar: a quote, bracket or other special character in a value)
+        msg += (" (a value with a quote, bracket or other special character goes in quotes for Hydra, and those "
+                "in quotes for the shell: \"run.name=\\\"it's mine\\\"\")")
     return msg
 
 

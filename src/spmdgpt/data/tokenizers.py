@@ -236,14 +236,26 @@ def tokenizer_from_json(d: dict, cfg: DataConfig | None = None) -> Tokenizer:
         raise ValueError(f"unknown tokenizer kind {d.get('kind')!r}")
     if d.get("vocab_size", tok.vocab_size) != tok.vocab_size:  # (older runs saved none)
         raise ValueError(f"it has {tok.vocab_size} ids, the run trained with {d['vocab_size']}: it was edited")
+    if "sha256" in d and d["sha256"] != _digest(d):  # (older runs saved none)
+        raise ValueError("its contents are not those the run saved (their sha256 differs): it was edited")
     return tok
 
 
+def _digest(d: dict) -> str:
+    """sha256 of a saved tokenizer's JSON (its keys sorted), the digest itself left out."""
+    import hashlib
+
+    body = json.dumps({k: v for k, v in d.items() if k != "sha256"}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
 def save_tokenizer(tok: Tokenizer, path: Path) -> None:
-    """path (a run's tokenizer.json): the tokenizer and its vocab_size (so an edit shows), atomic."""
+    """path (a run's tokenizer.json): the tokenizer, its vocab_size and the sha256 of both (so an edit
+    shows), atomic."""
     from spmdgpt.run.files import write_text_atomic
 
-    write_text_atomic(path, json.dumps({**tok.to_json(), "vocab_size": tok.vocab_size}, ensure_ascii=False))
+    d = {**tok.to_json(), "vocab_size": tok.vocab_size}
+    write_text_atomic(path, json.dumps({**d, "sha256": _digest(d)}, ensure_ascii=False))
 
 
 def token_dtype(cfg: DataConfig, vocab_size: int) -> np.dtype:

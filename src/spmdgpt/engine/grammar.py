@@ -15,6 +15,7 @@ preempted sequence keeps its matcher: it goes on from the tokens it has.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -87,9 +88,12 @@ class Grammars:
         if not ends:
             raise GrammarError("structured outputs need an end token (this tokenizer has no end of text)")
         tokens, specials = token_table(tok)
-        vocab = _Vocabulary(tok, tokens, specials, list(ends))
-        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocab), n_vocab=len(tokens),
-                                                eos_token=list(ends))
+        # (as many ids as the model's vocabulary, so that a mask is a row of the step's: the padding ids past
+        # the tokenizer's are special tokens of their own, which no grammar allows)
+        pad = range(len(tokens), max(width, len(tokens)))
+        vocab = _Vocabulary(tok, tokens + [f"<|padding {i}|>".encode() for i in pad], specials + list(pad),
+                            list(ends))
+        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocab), eos_token=list(ends))
         self.words = (width + 31) // 32
 
     def compile(self, response_format) -> Optional[str]:
@@ -135,6 +139,14 @@ class Grammars:
         return Constraint(self, grammar)
 
 
+@functools.cache
+def _executor():
+    """llguidance's thread pool for the masks of a step's rows (one per process)."""
+    import llguidance
+
+    return llguidance.LLExecutor()
+
+
 class Constraint:
     """One sequence's matcher (`Request.constraint`): the ids its next token may be, and the tokens it took."""
 
@@ -151,6 +163,17 @@ class Constraint:
         mask = np.frombuffer(self.matcher.compute_bitmask(), np.uint32)
         row[:] = 0
         row[:min(len(mask), len(row))] = mask[:len(row)]
+
+    @staticmethod
+    def fill_rows(rows: list, allowed: np.ndarray) -> None:
+        """`fill` for each (constraint, row index) of `rows` into the bitmask rows `allowed` (uint32
+        [b, words]), the masks computed side by side on llguidance's threads."""
+        import llguidance.numpy
+
+        index = [k for _, k in rows]
+        allowed[index] = 0  # (the words past the tokenizer's ids: the model's padding, never allowed)
+        llguidance.numpy.fill_next_token_bitmask_par(_executor(), [(c.matcher, k) for c, k in rows],
+                                                     allowed.view(np.int32))
 
     def consume(self, token: int) -> bool:
         """Take the sampled token; False when the grammar could not (the sequence should end)."""

@@ -380,6 +380,8 @@ class Engine:
             pre.table[j, :len(s.pages)] = s.pages
             _fill(draws[1], j, s.request)
             chunks.append((i, len(part)))
+        _fill_masks(draws[0], [(i, self.slots[i].request) for i in decoding])
+        _fill_masks(draws[1], [(j, self.slots[i].request) for j, i in enumerate(reading)])
         groups = (bool(decoding), bool(reading))
         args = (self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]), Draw(*draws[1]))
         if groups in self.compiled:
@@ -537,5 +539,10 @@ def _fill(d: _Arrays, row: int, r: Request) -> None:
     d.temperature[row], d.top_k[row], d.top_p[row] = r.temperature, r.top_k, r.top_p
     d.seed[row], d.stream[row], d.index[row] = r.seed % 2**32, r.stream, len(r.tokens)
     d.seed_high[row] = (r.seed >> 32) % 2**32  # (a 64-bit seed's high half; a negative one's two's complement)
-    if r.constraint is not None:
-        r.constraint.fill(d.allowed[row])
+
+
+def _fill_masks(d: _Arrays, rows: list) -> None:
+    """The token masks of the rows [(row, request)] whose requests hold a structured output's grammar."""
+    constrained = [(r.constraint, row) for row, r in rows if r.constraint is not None]
+    if constrained:
+        type(constrained[0][0]).fill_rows(constrained, d.allowed)

@@ -66,6 +66,9 @@ def api_messages(messages):
     for k, m in enumerate(messages):
         if isinstance(m, dict):
             m = dict(m)
+            if m.get("role") not in ("system", "developer", "user", "assistant"):
+                raise RequestError(400, f"messages: message {k} has role {m.get('role')!r}; the roles are system, "
+                                   "developer (read as system), user, assistant", "messages")
             if m.get("role") == "developer":
                 m["role"] = "system"
             if isinstance(m.get("content"), list):
