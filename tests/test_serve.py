@@ -252,7 +252,16 @@ def test_bad_serve_arguments_are_one_line(tmp_path, capsys, stair_run):
     taken.close()
 
 
-def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_path):
+@pytest.fixture(scope="module")
+def chat_run(tmp_path_factory):
+    """A staircase-sized run fine-tuned for 2 steps on 30 conversations whose answers are JSON
+    objects ("3 and 3?" -> {"sum": 6, "mode": "odd"}), so that its character vocabulary can write
+    JSON: the chat tests' and the structured outputs' (the servers only read it)."""
+    return train_chat_run(tmp_path_factory.mktemp("chat"),
+                          lambda i: json.dumps({"sum": 2 * i, "mode": "odd" if i % 2 else "sane"}))
+
+
+def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_path, chat_run):
     """A run fine-tuned on conversations: /v1/chat/completions renders the messages with its chat
     template and answers as the assistant, its greedy reply the model's continuation of the
     rendered prompt (cut at the end of the turn); streamed, the same reply. Then the same server,
@@ -260,7 +269,7 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
     bytes and modification time of before: the server only reads the run."""
     import hashlib
 
-    run = train_chat_run(tmp_path)
+    run = chat_run
 
     def tree():
         return {str(p.relative_to(run)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
@@ -347,7 +356,7 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
     assert code == 0 and "serving hf (with its chat template)" in err, err
 
 
-def test_structured_outputs_parse_and_validate_through_the_openai_client(tmp_path):
+def test_structured_outputs_parse_and_validate_through_the_openai_client(chat_run):
     """response_format: a JSON schema, any JSON object, a regex (vLLM's extension): every answer that
     ends ("stop") parses and validates, sampled or greedy, streamed or not, from a barely trained
     model (2 steps on answers like {"sum": 6, "mode": "odd"}); a schema the grammar library refuses
@@ -356,7 +365,7 @@ def test_structured_outputs_parse_and_validate_through_the_openai_client(tmp_pat
 
     jsonschema = pytest.importorskip("jsonschema")
     pytest.importorskip("llguidance")
-    run = train_chat_run(tmp_path, lambda i: json.dumps({"sum": 2 * i, "mode": "odd" if i % 2 else "sane"}))
+    run = chat_run
     # (its keys and values in the characters of the run's vocabulary: ' ",0123456789:?adekmnostu{}')
     schema = {"type": "object", "properties": {"sum": {"type": "integer", "minimum": 0, "maximum": 99},
                                                "mode": {"enum": ["odd", "sane"]}},
