@@ -182,6 +182,46 @@ def test_injected_tokens_are_read_and_sampling_goes_on_after_them(model):
 WIDE_GQA = ["model.d_model=512", "model.num_heads=4", "model.num_kv_heads=2"]  # (heads of 128: the TPU kernel's lanes)
 
 
+def test_logit_bias_and_penalties_equal_the_full_forward_pass_with_them(model):
+    """logit_bias, frequency_penalty and presence_penalty (OpenAI's rule: the bias, minus the
+    frequency penalty x each token's count so far, minus the presence penalty once; the prompt not
+    counted): greedy tokens equal a full forward pass with the same arithmetic at each step, two
+    slots of different settings side by side and a plain request beside them unchanged; a request
+    needing more adjustments than the engine takes, and one under speculation, are refused."""
+    import collections
+
+    from spmdgpt.model import forward
+
+    cfg, rules, params = model
+    logits_of = jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])
+
+    def reference(prompt, n, bias=(), fp=0.0, pp=0.0):
+        tokens = list(prompt)
+        for _ in range(n):
+            padded = np.zeros((1, cfg.model.max_seq_len), np.int32)
+            padded[0, :len(tokens)] = tokens
+            row = np.asarray(logits_of(params, padded))[0, len(tokens) - 1, :10].astype(np.float64)
+            for t, v in dict(bias).items():
+                row[t] += v
+            for t, c in collections.Counter(tokens[len(prompt):]).items():
+                row[t] -= fp * c + pp
+            tokens.append(int(np.argmax(row)))
+        return tokens[len(prompt):]
+
+    settings = [dict(logit_bias={3: 2.5, 7: -100.0}), dict(frequency_penalty=1.5, presence_penalty=0.5),
+                dict(logit_bias={1: 1.0}, frequency_penalty=-0.5), {}]
+    engine = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, chunk=8, adjustments=16))
+    got = engine.run([Request([1, 2, 3], 12, temperature=0.0, **kw) for kw in settings])
+    for r, kw in zip(got, settings, strict=True):
+        want = reference([1, 2, 3], 12, kw.get("logit_bias", {}), kw.get("frequency_penalty", 0.0),
+                         kw.get("presence_penalty", 0.0))
+        assert r.tokens == want, kw
+    assert 7 not in got[0].tokens and got[3].tokens == engine.run([Request([1, 2, 3], 12, temperature=0.0)])[0].tokens
+    assert len(set(got[1].tokens)) > len(set(got[3].tokens))  # (penalised repeats: more distinct tokens)
+    assert "need 18 adjustments a step and the engine takes 16" in engine.check(
+        Request([1], 12, logit_bias={k: 1.0 for k in range(6)}, presence_penalty=0.1))
+
+
 def test_paged_kernels_give_the_gathers_tokens(monkeypatch):
     """Decode rows attended by the platforms' paged-attention kernels (decode_attention=kernel) give
     the gather's greedy tokens on a data 2 x model 2 mesh of grouped-query attention

@@ -136,6 +136,13 @@ def test_completions_through_the_openai_client(stair_run, capsys):
         top1 = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=1.0, seed=3,
                                                 extra_body={"top_k": 1}, user="someone")
         assert top1.choices[0].text == c.choices[0].text
+        # logit_bias and penalties, per request in the engine's sampler (their arithmetic: test_engine)
+        biased = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=1.0,
+                                                  logit_bias={"3": 100})
+        assert biased.choices[0].text == "3" * 8
+        penalised = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0,
+                                                     frequency_penalty=2.0, presence_penalty=1.0)
+        assert len(set(penalised.choices[0].text)) > len(set(c.choices[0].text))
         # echo + logprobs: each prompt token's log-probability given the ones before
         status, _, body = _post(server.url + "/v1/completions", {"prompt": "03579", "max_tokens": 0, "echo": True,
                                                                   "logprobs": 1})
@@ -176,7 +183,10 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": ["01"] * 5, "n": 16}, 400, "n"),
                                        ({"prompt": "01", "stream": True, "logprobs": 1}, 400, "logprobs"),
                                        ({"prompt": "01", "best_of": 2}, 400, "best_of"),
-                                       ({"prompt": "01", "frequency_penalty": 0.5}, 400, "frequency_penalty"),
+                                       ({"prompt": "01", "frequency_penalty": 2.5}, 400, "frequency_penalty"),
+                                       ({"prompt": "01", "logit_bias": {"x": 1}}, 400, "logit_bias"),
+                                       ({"prompt": "01", "logit_bias": {"3": 101}}, 400, "logit_bias"),
+                                       ({"prompt": "01", "logit_bias": {"10": 1}}, 400, "logit_bias"),
                                        ({"prompt": "01", "seed": 2**64}, 400, "seed"),
                                        ({"prompt": "01", "foo": 1}, 400, "foo"),  # (as the API: unrecognized)
                                        ({"prompt": "01", "messages": []}, 400, "messages"),

@@ -144,7 +144,7 @@ def _compiling(mesh, compile_only: bool):
 
 def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
     """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
-    from spmdgpt.cli.serve import DECODE_ATTENTION, grammar_masks
+    from spmdgpt.cli.serve import DECODE_ATTENTION, adjustments, grammar_masks
     from spmdgpt.engine import EngineConfig
     from spmdgpt.engine.scheduler import speculate_error
     from spmdgpt.mesh.sharding import Rules
@@ -160,7 +160,8 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
         raise ConfigError(errs)
     capacity, note = _capacity(devices, capacity, note)
     config = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
-                          speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args))
+                          speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args),
+                          adjustments=adjustments(args, cfg.model))
     try:
         with _compiling(mesh, compile_only):
             plan = plan_serving(cfg, Rules(mesh, cfg.sharding, cfg.model), config, capacity)

@@ -80,6 +80,13 @@ def grammar_masks(args) -> bool:
     return args.speculate == 0 and importlib.util.find_spec("llguidance") is not None
 
 
+def adjustments(args, model) -> int:
+    """The logits a sequence may adjust a step (logit_bias, penalties: `EngineConfig.adjustments`):
+    300 logit_bias entries and, with penalties, one per distinct token of a whole context (at most
+    the vocabulary); none under speculative decoding."""
+    return 0 if args.speculate else 300 + min(model.vocab_size, model.max_seq_len)
+
+
 def run(items: List[str]) -> int:
     args, overrides = parse(items, ServeArgs)
     args = check_args(args)
@@ -108,7 +115,8 @@ def run(items: List[str]) -> int:
     from spmdgpt.engine import EngineConfig
 
     engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
-                          speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args))
+                          speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args),
+                          adjustments=adjustments(args, cfg.model))
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.plan.plan import pool_refusal
 

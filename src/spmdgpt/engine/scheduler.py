@@ -24,11 +24,12 @@ Each call of `Engine.step` makes one step of the compiled program (`paged.Step`)
 
 from __future__ import annotations
 
+import collections
 import itertools
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import jax
 import numpy as np
@@ -53,6 +54,8 @@ class EngineConfig:
     #   tables' width, so what each step gathers and attends over
     decode_attention: str = "auto"  # auto | gather | kernel: how decode rows attend over their pages (`decode_kernel`)
     grammar: bool = False  # each row's token mask in the step (`Draw.allowed`): requests may carry a `constraint`
+    adjustments: int = 0  # logits a row may adjust a step (`Draw.adjust`): a request's logit_bias entries, and
+    #   with penalties one per distinct token it generated; 0: none in the program
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
@@ -120,6 +123,9 @@ class Request:
     #   that the model reads but did not sample (a tool's output), or None
     constraint: Any = None  # a structured output's grammar (`grammar.Constraint`): the ids each next token may be;
     #   the sequence ends ("stop") when the grammar is complete. Needs an engine with EngineConfig.grammar
+    logit_bias: Dict[int, float] = field(default_factory=dict)  # added to those ids' logits (OpenAI's logit_bias)
+    frequency_penalty: float = 0.0  # minus this x how often a token was generated so far, from its logit
+    presence_penalty: float = 0.0  # minus this from the logit of a token generated so far (OpenAI's rules)
     ident: int = field(default_factory=itertools.count().__next__)
     tokens: List[int] = field(default_factory=list)
     logprobs: List[float] = field(default_factory=list)
@@ -166,6 +172,7 @@ class Engine:
             raise ValueError(f"engine prefills={self.prefills} must be a multiple of the mesh's batch ways ({d})")
         self.num_pages = config.pages or config.slots * self.pages_per_seq + 1
         self.words = -(-cfg.vocab_size // 32) if config.grammar else 0  # (each row's token mask, uint32 words)
+        self.adjustments = config.adjustments
         self.drafts = config.speculate
         err = speculate_error(cfg, self.drafts)
         if err:
@@ -219,6 +226,15 @@ class Engine:
         if request.constraint is not None and (self.drafts or not self.words):
             return ("a structured output needs an engine with token masks (EngineConfig.grammar) and no speculative "
                     "decoding (speculate=0)")
+        if request.logit_bias or request.frequency_penalty or request.presence_penalty:
+            entries = len(request.logit_bias) + (min(request.max_new_tokens, self.cfg.vocab_size)
+                                                 if request.frequency_penalty or request.presence_penalty else 0)
+            if self.drafts:
+                return "logit_bias and penalties cannot be decoded speculatively; use speculate=0"
+            if entries > self.adjustments:
+                return (f"logit_bias ({len(request.logit_bias)} ids) and penalties (up to max_new_tokens="
+                        f"{request.max_new_tokens} ids) need {entries} adjustments a step and the engine takes "
+                        f"{self.adjustments} (EngineConfig.adjustments); ask for fewer")
         if self.pages_for(total) > self.num_pages - 1:
             return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} needs "
                     f"{self.pages_for(total)} pages of {self.page_size} tokens; the pool has {self.num_pages - 1}")
@@ -357,7 +373,7 @@ class Engine:
         m, S, F, Q, D = self.pages_per_seq, self.slots_n, self.prefills, self.chunk, self.drafts
         dec = _rows(S, 1 + D, m, S)
         pre = _rows(F, Q, m, S)
-        draws = [_draws(S, self.words), _draws(F, self.words)]
+        draws = [_draws(S, self.words, self.adjustments), _draws(F, self.words, self.adjustments)]
         for i in decoding:
             s = self.slots[i]
             dec.tokens[i] = [s.request.tokens[-1]] + s.drafts
@@ -481,7 +497,8 @@ class Engine:
         host = lambda arrays: tuple(spec(a) for a in arrays)
         return (pool, Rows(*host(_rows(self.slots_n, 1 + self.drafts, m, self.slots_n))),
                 Rows(*host(_rows(self.prefills, self.chunk, m, self.slots_n))),
-                Draw(*host(_draws(self.slots_n, self.words))), Draw(*host(_draws(self.prefills, self.words))))
+                Draw(*host(_draws(self.slots_n, self.words, self.adjustments))),
+                Draw(*host(_draws(self.prefills, self.words, self.adjustments))))
 
     def lower(self, params, groups: tuple = (True, True)):
         """The step for `params` (arrays or ShapeDtypeStructs) with these row groups (decode,
@@ -529,16 +546,33 @@ def _rows(b: int, t: int, m: int, null: int) -> _Arrays:
                    slot=z(b) + null)
 
 
-def _draws(b: int, words: int) -> _Arrays:
+def _draws(b: int, words: int, adjustments: int) -> _Arrays:
     return _Arrays(temperature=np.zeros(b, np.float32), top_k=np.zeros(b, np.int32), top_p=np.ones(b, np.float32),
                    seed=np.zeros(b, np.uint32), stream=np.zeros(b, np.uint32), index=np.zeros(b, np.uint32),
-                   seed_high=np.zeros(b, np.uint32), allowed=np.full((b, words), 2**32 - 1, np.uint32))
+                   seed_high=np.zeros(b, np.uint32), allowed=np.full((b, words), 2**32 - 1, np.uint32),
+                   adjust_ids=np.zeros((b, adjustments), np.int32), adjust=np.zeros((b, adjustments), np.float32))
 
 
 def _fill(d: _Arrays, row: int, r: Request) -> None:
     d.temperature[row], d.top_k[row], d.top_p[row] = r.temperature, r.top_k, r.top_p
     d.seed[row], d.stream[row], d.index[row] = r.seed % 2**32, r.stream, len(r.tokens)
     d.seed_high[row] = (r.seed >> 32) % 2**32  # (a 64-bit seed's high half; a negative one's two's complement)
+    adjust = _adjustments(r)
+    if adjust:
+        d.adjust_ids[row, :len(adjust)], d.adjust[row, :len(adjust)] = list(adjust), list(adjust.values())
+
+
+def _adjustments(r: Request) -> dict:
+    """{id: what is added to its logit} for r's next token: its logit_bias, minus frequency_penalty x
+    the times each token was generated so far and presence_penalty once for each (the OpenAI API's
+    rule; the prompt's tokens and a tool's injected ones do not count)."""
+    out = dict(r.logit_bias)
+    if r.frequency_penalty or r.presence_penalty:
+        injected = set(r.injected)
+        counts = collections.Counter(t for k, t in enumerate(r.tokens) if k not in injected)
+        for t, n in counts.items():
+            out[t] = out.get(t, 0.0) - r.frequency_penalty * n - r.presence_penalty
+    return out
 
 
 def _fill_masks(d: _Arrays, rows: list) -> None:

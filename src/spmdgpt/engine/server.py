@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -109,6 +109,9 @@ class Sampling:
     echo: bool = False
     logprobs: Optional[int] = None  # (alternatives per token: completions' logprobs, chat's top_logprobs)
     response_format: Optional[dict] = None  # (chat: a structured output's format, `grammar.Grammars.compile`)
+    logit_bias: Dict[int, float] = field(default_factory=dict)  # ({token id: -100..100} added to its logit)
+    frequency_penalty: float = 0.0  # (-2..2, OpenAI's: `engine.Request`)
+    presence_penalty: float = 0.0
     chat: bool = False  # a chat request: its text is the reply as the tokenizer reads it (harmony: the final channel)
 
 
@@ -152,9 +155,10 @@ def _flag(body: dict, name: str) -> bool:
 # top_k is vLLM's extension (-1 or 0: off).
 HONOURED = {
     "completions": {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed", "stream",
-                    "stream_options", "echo", "logprobs"},
+                    "stream_options", "echo", "logprobs", "logit_bias", "frequency_penalty", "presence_penalty"},
     "chat": {"model", "messages", "max_completion_tokens", "max_tokens", "temperature", "top_p", "top_k", "n", "stop",
-             "seed", "stream", "stream_options", "logprobs", "top_logprobs", "response_format"},
+             "seed", "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "logit_bias",
+             "frequency_penalty", "presence_penalty"},
 }
 ACCEPTED = {
     "completions": {"user"},
@@ -162,9 +166,8 @@ ACCEPTED = {
              "parallel_tool_calls", "prediction"},
 }
 REFUSED = {  # field: its no-op values
-    "completions": {"best_of": (1,), "frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},),
-                    "suffix": ("",)},
-    "chat": {"frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},), "tools": ([],),
+    "completions": {"best_of": (1,), "suffix": ("",)},
+    "chat": {"tools": ([],),
              "tool_choice": ("none",), "functions": ([],), "function_call": ("none",),
              "modalities": (["text"],), "audio": (), "reasoning_effort": (),
              "verbosity": (), "web_search_options": ()},
@@ -235,7 +238,29 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
         logprobs=logprobs,
         chat=chat,
         response_format=body.get("response_format"),
+        logit_bias=_logit_bias(body),
+        frequency_penalty=_number(body, "frequency_penalty", 0.0, float, -2.0, 2.0),
+        presence_penalty=_number(body, "presence_penalty", 0.0, float, -2.0, 2.0),
     )
+
+
+def _logit_bias(body: dict) -> Dict[int, float]:
+    """logit_bias as the API types it: {"token id": a number in [-100, 100]} (ids checked against the
+    vocabulary with the prompt)."""
+    bias = body.get("logit_bias")
+    if bias is None:
+        return {}
+    if not isinstance(bias, dict):
+        raise RequestError(400, "logit_bias must be an object of token ids to numbers in [-100, 100]", "logit_bias")
+    out = {}
+    for key, value in bias.items():
+        if not (isinstance(key, str) and key.isdigit()):
+            raise RequestError(400, f"logit_bias: {key!r} is not a token id", "logit_bias")
+        try:
+            out[int(key)] = _number(bias, key, None, float, -100.0, 100.0)
+        except RequestError as e:
+            raise RequestError(400, f"logit_bias: {e.message}", "logit_bias") from None
+    return out
 
 
 class Backend:
@@ -456,14 +481,21 @@ class Backend:
         tail = 4 + max((len(s.encode()) for s in stops), default=0)
         stop = (lambda r: any(s in self.tok.decode(r.tokens[-tail:]) for s in stops)) if stops else None
         grammar, out = self.grammar(sp.response_format), []
+        past = [t for t in sp.logit_bias if t >= self.tok.vocab_size]
+        if past:
+            raise RequestError(400, f"logit_bias: token {past[0]} is past the vocabulary ({self.tok.vocab_size} ids)",
+                               "logit_bias")
         for c in range(sp.n):
             r = Request(list(ids), max(sp.max_tokens, 1), sp.temperature, sp.top_k, sp.top_p, sp.seed, c,
                         stop_ids=() if self.stop_id is None else (self.stop_id,), stop=stop, on_token=on_token,
-                        constraint=None if grammar is None else self._grammars.constraint(grammar))
+                        constraint=None if grammar is None else self._grammars.constraint(grammar),
+                        logit_bias=sp.logit_bias, frequency_penalty=sp.frequency_penalty,
+                        presence_penalty=sp.presence_penalty)
             err = self.engine.check(r) if sp.max_tokens else context_error(len(ids), 0, self.cfg.model.max_seq_len)
             if err:
-                raise RequestError(400, err.replace("max_new_tokens", "max_tokens"),
-                                   "prompt" if len(ids) >= sp.max_tokens else "max_tokens")
+                field_ = ("logit_bias" if "logit_bias" in err else "prompt" if len(ids) >= sp.max_tokens
+                          else "max_tokens")
+                raise RequestError(400, err.replace("max_new_tokens", "max_tokens"), field_)
             out.append(r)
         return out
 
