@@ -327,8 +327,15 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
             assert [a.token for a in t.top_logprobs][0] == t.token and t.top_logprobs[0].logprob == t.logprob
             assert t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob and t.logprob <= 0
             assert bytes(t.bytes).decode() == t.token
+        # streamed: each token's log-probability as the engine sampled it, with the chunk of its text
+        streamed = [e for c in server.client.chat.completions.create(
+            model="run", messages=messages, max_tokens=12, temperature=0, logprobs=True, stream=True)
+            if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+        assert [e.token for e in streamed] == [t.token for t in content]
+        np.testing.assert_allclose([e.logprob for e in streamed], [t.logprob for t in content], atol=2e-5)
         for request, param in (({"top_logprobs": 2}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 21},
                                                                         "top_logprobs"),
+                               ({"logprobs": True, "top_logprobs": 2, "stream": True}, "top_logprobs"),
                                ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
                                ({"echo": True}, "echo"), ({"reasoning_effort": "low"}, "reasoning_effort"),
                                ({"messages": [{"role": "bogus", "content": "1"}]}, "messages")):

@@ -548,10 +548,12 @@ class Backend:
         return {"text": text, "finish_reason": "stop" if (cut or r.finish == "stop") and sp.max_tokens else "length",
                 "tokens": tokens}
 
-    def _scored(self, ids: List[int], k: int) -> tuple:
+    def _scored(self, ids: List[int], k: int, sampled: bool = False) -> tuple:
         """(each token's log-probability given the ones before (the first: None), the k most likely
         ids after each token but the last, their log-probabilities): the model's own (its loss's
-        log-softmax), run on the worker thread."""
+        log-softmax, over every row of the embedding), or with `sampled` the distribution the engine
+        samples from (over the tokenizer's ids: a padded vocabulary's extra rows left out, as the
+        engine's own log-probabilities are). Run on the worker thread."""
         import jax
 
         n = len(ids)
@@ -564,6 +566,11 @@ class Backend:
         k = min(k, self.tok.vocab_size)  # (logprobs up to 20; a vocabulary may hold fewer ids)
         logp, (top, which) = self._scores(self.params, jax.device_put(tokens, self.rules.batch_sharding()), max(k, 1))
         logp, top, which = np.asarray(logp), np.asarray(top)[:, :k], np.asarray(which)[:, :k]
+        if sampled:  # (renormalised over the tokenizer's ids)
+            real = logp[:, :self.tok.vocab_size]
+            lse = np.log(np.sum(np.exp(real - real.max(-1, keepdims=True)), -1, keepdims=True)) + real.max(-1,
+                                                                                                    keepdims=True)
+            logp, top = logp - lse, top - lse
         return [None] + [float(logp[i - 1, ids[i]]) for i in range(1, n)], which[:n - 1], top[:n - 1]
 
     def logprobs(self, ids: List[int], k: int) -> dict:
@@ -577,7 +584,7 @@ class Backend:
         return {"tokens": pieces, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
                 "text_offset": offsets}
 
-    def _token(self, t: int, logprob: float) -> dict:
+    def token_entry(self, t: int, logprob: float) -> dict:
         """The chat API's entry of one token: its text, log-probability and bytes."""
         bytes_of = getattr(self.tok, "token_bytes", None) or getattr(getattr(self.tok, "base", None), "token_bytes",
                                                                      None)
@@ -590,12 +597,14 @@ class Backend:
 
     def chat_logprobs(self, prompt: List[int], tokens: List[int], k: int) -> dict:
         """The chat API's logprobs object of a reply's `tokens` after `prompt`: `content`, per token its
-        text, log-probability, bytes and the k most likely alternatives (`top_logprobs`)."""
-        token_logprobs, which, top = self._scored(prompt + tokens, k)
+        text, log-probability, bytes and the k most likely alternatives (`top_logprobs`), in the
+        distribution the engine samples from (`_scored`'s `sampled`: streamed answers carry the
+        engine's own, the same)."""
+        token_logprobs, which, top = self._scored(prompt + tokens, k, sampled=True)
         content = []
         for i, t in enumerate(tokens, start=len(prompt)):
-            entry = self._token(t, token_logprobs[i])
-            entry["top_logprobs"] = [self._token(int(w), float(v)) for w, v in zip(which[i - 1], top[i - 1],
+            entry = self.token_entry(t, token_logprobs[i])
+            entry["top_logprobs"] = [self.token_entry(int(w), float(v)) for w, v in zip(which[i - 1], top[i - 1],
                                                                                     strict=True)]
             content.append(entry)
         return {"content": content, "refusal": None}
@@ -736,8 +745,9 @@ class Server:
                 prompts = backend.prompts(body)
             if sp.echo and sp.stream:
                 raise RequestError(400, "echo with stream is not supported", "echo")
-            if sp.logprobs is not None and sp.stream:
-                raise RequestError(400, "logprobs with stream is not supported: ask without stream", "logprobs")
+            if sp.logprobs is not None and sp.stream and not (chat and sp.logprobs == 0):
+                raise RequestError(400, "logprobs with stream is not supported here (chat: logprobs without "
+                                   "top_logprobs is); ask without stream", "top_logprobs" if chat else "logprobs")
             requests = [r for ids in prompts
                         for r in backend.requests(ids, sp, lambda r, t: loop.call_soon_threadsafe(
                             events.put_nowait, (r, len(r.tokens), r.done)))]
@@ -807,14 +817,27 @@ class Server:
                 body["usage"] = usage
             return "data: " + json.dumps(body) + "\n\n"
 
-        def chunk(i: int, text: Optional[str], finish: Optional[str] = None, role: bool = False) -> str:
+        def chunk(i: int, text: Optional[str], finish: Optional[str] = None, role: bool = False,
+                  scored: Optional[list] = None) -> str:
             if chat:
                 delta = {} if text is None else {"content": text}
                 choice = {"index": i, "delta": {"role": "assistant", **delta} if role else delta,
-                          "finish_reason": finish, "logprobs": None}
+                          "finish_reason": finish, "logprobs": {"content": scored, "refusal": None} if scored else None}
             else:
                 choice = {"index": i, "text": text or "", "finish_reason": finish, "logprobs": None}
             return event([choice])
+
+        # (chat logprobs: each token's log-probability as the engine sampled it, sent with the chunk that
+        # carries its text, or with a later one where text was held back)
+        scored_up_to = [0] * len(requests)
+
+        def scored(i: int, r, upto: int) -> Optional[list]:
+            if sp.logprobs is None:
+                return None
+            ids = [(t, lp) for t, lp in zip(r.tokens[scored_up_to[i]:upto], r.logprobs[scored_up_to[i]:upto],
+                                            strict=True) if t != backend.stop_id]
+            scored_up_to[i] = upto
+            return [{**backend.token_entry(t, lp), "top_logprobs": []} for t, lp in ids]
 
         async def stream():
             sent, ended, used = [""] * len(requests), [False] * len(requests), 0
@@ -833,7 +856,7 @@ class Server:
                         continue
                     text, _ = backend.text(r.tokens[:n], sp.stop, final=done, chat=sp.chat)
                     if len(text) > len(sent[i]) and text.startswith(sent[i]):
-                        yield chunk(i, text[len(sent[i]):])
+                        yield chunk(i, text[len(sent[i]):], scored=scored(i, r, n))
                         sent[i] = text
                     if done and r.finish == "error":  # (the engine failed: the API's error object, then the end)
                         yield "data: " + json.dumps(backend.failure().body()) + "\n\n"
@@ -841,7 +864,8 @@ class Server:
                     if done:
                         ended[i] = True
                         used += len(backend.choice(r, sp)["tokens"])
-                        yield chunk(i, None if chat else "", backend.choice(r, sp)["finish_reason"])
+                        yield chunk(i, None if chat else "", backend.choice(r, sp)["finish_reason"],
+                                    scored=scored(i, r, n))
                 if sp.usage and all(ended):
                     yield event([], {"prompt_tokens": prompt_tokens, "completion_tokens": used,
                                      "total_tokens": prompt_tokens + used})
