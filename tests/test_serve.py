@@ -588,3 +588,36 @@ def test_cancellations_free_the_queue_a_gone_client_its_slot_and_logprobs_past_t
     top = answer.json()["choices"][0]["logprobs"]["top_logprobs"]
     # (11 ids: the 10 digits and the end of text, which decodes to "")
     assert tok.vocab_size == 11 and len(top) == 2 and all(set(t) == {*"0123456789", ""} for t in top)
+
+
+def test_grammar_vocabularies_give_each_ids_bytes_and_masks_allow_what_the_grammar_does():
+    """llguidance's view of each kind of tokenizer: GPT-2's tokenizer.json read as a Hugging Face one
+    gives every id the bytes tiktoken gives it (byte 0xff too, which llguidance alone takes for a
+    special token); a chat tokenizer's template tokens come after the base ids as special tokens;
+    a mask row allows exactly the ids the grammar can take next, never a padding id."""
+    pytest.importorskip("llguidance")
+    from spmdgpt.config import load_config
+    from spmdgpt.data import CharTokenizer
+    from spmdgpt.data.chat import DEFAULT_TEMPLATE, SPECIAL_TOKENS, ChatTemplate, ChatTokenizer
+    from spmdgpt.data.sources import find_data_root
+    from spmdgpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, gpt2_cache_dir
+    from spmdgpt.engine.grammar import Grammars, token_table
+
+    hf = HFTokenizer.from_file(find_data_root() / "gpt2-tokenizer" / "tokenizer.json")
+    gpt2 = GPT2Tokenizer(gpt2_cache_dir(load_config(["+experiment=shakespeare_gpt2"]).data))
+    assert token_table(hf) == token_table(gpt2) and token_table(hf)[0][187] == b"\xff"
+    chars = CharTokenizer('{}":, 0123456789abc')
+    chat = ChatTokenizer(chars, ChatTemplate(DEFAULT_TEMPLATE), SPECIAL_TOKENS)
+    tokens, specials = token_table(chat)
+    assert tokens[chars.vocab_size:] == [s.encode() for s in SPECIAL_TOKENS] and specials == [19, 20, 21, 22, 23]
+    grammars = Grammars(chat, [chat.stop_id], 32)  # (the model's 32 ids: 7 of them padding)
+    c = grammars.constraint(grammars.compile({"type": "regex", "regex": "a[bc]{1,2}"}))
+    row = np.zeros(grammars.words, np.uint32)
+
+    def allowed():
+        c.fill(row)
+        return [chat.decode([i]) for i in np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))]
+
+    assert allowed() == ["a"] and c.consume(chat.encode("a")[0])
+    assert allowed() == ["b", "c"] and c.consume(chat.encode("c")[0]) and not c.finished
+    assert allowed() == ["b", "c", "<|end|>"] and c.consume(chat.encode("b")[0]) and c.finished
