@@ -559,7 +559,7 @@ class Backend:
         n = len(ids)
         padded = -(-n // PROMPT_BUCKET) * PROMPT_BUCKET
         if padded > self.cfg.model.max_seq_len:
-            padded = n
+            padded = self.cfg.model.max_seq_len  # (one program for every length past the last bucket)
         # (one row, repeated over the ways the mesh splits a batch)
         tokens = np.zeros((self.rules.batch_divisor(), padded), np.int32)
         tokens[:, :n] = ids
