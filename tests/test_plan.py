@@ -506,10 +506,12 @@ def test_search_compiles_the_layouts_and_names_the_best(capsys):
 
 
 def test_plan_serve_counts_the_pages_that_fit(capsys):
-    """`spmdgpt plan serve=true`: the engine's step compiled for the model, a page's bytes (2
-    layers x 16 tokens x k and v of 4 heads x 16, float32: 16 KiB), and the pages that fit: a pool
-    of that many fits the device beside the rest, one more does not; a pool that does not fit is
-    exit 2 in one line; engine arguments without serve=true are refused."""
+    """`spmdgpt plan serve=true`: every program the server compiles (the engine's step with decode
+    rows, prefill rows and both; the scorer of a full-context prompt for logprobs, the pool
+    resident beside it), a page's bytes (2 layers x 16 tokens x k and v of 4 heads x 16, float32:
+    16 KiB), and the pages that fit: a pool of that many fits the device beside the largest
+    program's rest, one more does not; a pool that does not fit is exit 2 in one line; engine
+    arguments without serve=true are refused."""
     from spmdgpt.engine import EngineConfig
     from spmdgpt.plan.plan import plan_serving
 
@@ -520,6 +522,11 @@ def test_plan_serve_counts_the_pages_that_fit(capsys):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         plan = plan_serving(cfg, rules, EngineConfig(), capacity)
         assert plan.page_bytes == 2 * 16 * 2 * 4 * 16 * 4 and plan.pages == 8 * 4 + 1
+        names = [q.name for q in plan.programs]
+        assert names == ["serving_step", "decode_step", "prefill_step", "logprobs"]
+        assert plan.program.total_bytes == max(q.total_bytes for q in plan.programs)
+        pool = plan.pages * plan.page_bytes  # (the scorer's resident bytes: the parameters and the pool)
+        assert plan.programs[3].resident_bytes == plan.param_bytes + pool
         assert plan.fit == (capacity - (plan.program.total_bytes - plan.pages * plan.page_bytes)) // plan.page_bytes
         at = [plan_serving(cfg, rules, EngineConfig(pages=n), capacity).program.total_bytes for n in (plan.fit,
                                                                                                     plan.fit + 1)]
@@ -527,6 +534,7 @@ def test_plan_serve_counts_the_pages_that_fit(capsys):
     assert main(["plan", "+experiment=staircase", "serve=true", "memory_gb=1"]) == 0
     out = capsys.readouterr().out
     assert "32 pages of 16 tokens (+ the null page), 16.0 KiB a page" in out and "pages that fit" in out
+    assert "4 programs compiled in" in out and "\n  logprobs " in out and "\n  decode_step " in out
     assert main(["plan", "+experiment=staircase", "serve=true", "memory_gb=0.0005"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["spmdgpt: error: the page pool of 32 pages does not fit a cpu beside the model: a device with "

@@ -142,6 +142,16 @@ def _compiling(mesh, compile_only: bool):
         jax.config.update("jax_enable_compilation_cache", cached)
 
 
+def _without_cudnn(e: RuntimeError, args: PlanArgs, cfg) -> Exception:
+    """The one line for a compile that needs cuDNN's library where it is not installed (JAX's CUDA
+    plugin alone), or `e` itself."""
+    if "cuDNN not found" not in str(e):
+        return e
+    return ConfigError([f"topology={args.topology}: cuDNN attention (model.attention={cfg.model.attention.value}) "
+                        "needs cuDNN's library to compile: pip install 'spmdgpt[gpu-plan-cudnn]', or plan with "
+                        "model.attention=xla"])
+
+
 def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
     """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
     from spmdgpt.cli.serve import DECODE_ATTENTION, adjustments, grammar_masks
@@ -167,11 +177,13 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
             plan = plan_serving(cfg, Rules(mesh, cfg.sharding, cfg.model), config, capacity)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
+    except RuntimeError as e:  # (the scorer for logprobs runs the model's attention: cuDNN's on GPUs)
+        raise _without_cudnn(e, args, cfg) from None
     drafts = f", {args.speculate} drafts" if args.speculate else ""
     print(f"serving {cfg.run.name}: the engine's step ({args.slots} slots, prefill chunks of {args.chunk}{drafts}, "
           f"decode rows by {plan.decode}) "
-          f"on mesh {dict(mesh.shape)}, {len(devices)} x {devices[0].device_kind}, compiled in "
-          f"{plan.program.compile_s:.1f} s\n" + plan.lines(cfg, capacity) + note)
+          f"on mesh {dict(mesh.shape)}, {len(devices)} x {devices[0].device_kind}, {len(plan.programs)} programs "
+          f"compiled in {sum(q.compile_s for q in plan.programs):.1f} s\n" + plan.lines(cfg, capacity) + note)
     if capacity is not None and plan.program.total_bytes > capacity:
         fix = (f"serve pages={plan.fit}" if plan.fit and plan.fit >= 2 else "a device with more memory")
         print(f"spmdgpt: error: the page pool of {plan.pages - 1} pages does not fit a {devices[0].device_kind} "
@@ -242,11 +254,7 @@ def run(items: List[str]) -> int:
         with _compiling(mesh, top is not None):
             plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=run_kind(cfg))
     except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
-        if "cuDNN not found" not in str(e):
-            raise
-        raise ConfigError([f"topology={args.topology}: cuDNN attention (model.attention={cfg.model.attention.value}) "
-                           "needs cuDNN's library to compile: pip install 'spmdgpt[gpu-plan-cudnn]', or plan with "
-                           "model.attention=xla"]) from None
+        raise _without_cudnn(e, args, cfg) from None
     capacity, note = _capacity(devices, capacity, note)
     est = None
     text = sys.stderr if args.format == "json" else sys.stdout  # (format=json: the JSON alone on stdout)

@@ -49,6 +49,7 @@ import numpy as np
 from spmdgpt.config.validate import MAX_TEMPERATURE
 
 PROMPT_BUCKET = 64  # prompt lengths padded to a multiple of this (fewer compiled programs)
+MAX_LOGPROBS = 20  # the alternatives a token's logprobs may list (the OpenAI API's limit)
 
 
 DISCONNECT_POLL_S = 0.5  # how often a non-streaming request checks that its client is still there
@@ -215,12 +216,12 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
         raise RequestError(400, "stop must be a string or a list of at most 4 non-empty strings", "stop")
     logprobs = body.get("logprobs")
     if chat:  # (the chat API's logprobs: a boolean, and top_logprobs alternatives, 0-20)
-        top = _number(body, "top_logprobs", 0, int, 0, 20)
+        top = _number(body, "top_logprobs", 0, int, 0, MAX_LOGPROBS)
         if body.get("top_logprobs") is not None and not _flag(body, "logprobs"):
             raise RequestError(400, "top_logprobs needs logprobs=true", "top_logprobs")
         logprobs = top if _flag(body, "logprobs") else None
     elif logprobs is not None:  # (the completions API's: how many alternatives, 0-20)
-        logprobs = _number(body, "logprobs", None, int, 0, 20)
+        logprobs = _number(body, "logprobs", None, int, 0, MAX_LOGPROBS)
     # (the chat API's current name for the length, over its older max_tokens)
     length = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
     stream = _flag(body, "stream")
@@ -263,6 +264,24 @@ def _logit_bias(body: dict) -> Dict[int, float]:
     return out
 
 
+def scorer(cfg, rules, vocab: int):
+    """The jitted scorer of prompts for logprobs: (params, tokens [batch ways, T], k) -> (the
+    log-softmax [T, vocab of the model] of the first row, the k most likely of the tokenizer's
+    `vocab` ids after each token): the model's own loss's. T is a multiple of PROMPT_BUCKET or the
+    context (`Backend._scored`)."""
+    import jax
+
+    from spmdgpt.model import forward
+
+    def scores(params, tokens, k):  # (over the whole output: the model's own loss; the top k of real ids)
+        logits = forward(cfg.model, rules, params, tokens)[0]  # (its rows repeat one: the first, gathered)
+        row = jax.sharding.reshard(logits, rules.spec(None, None, None))[0]
+        logp = jax.nn.log_softmax(row.astype(np.float32), axis=-1)
+        return logp, jax.lax.top_k(logp[:, :vocab], k)
+
+    return jax.jit(scores, static_argnums=2)
+
+
 class Backend:
     """The model behind the server: parameters on the run's mesh, the engine (`spmdgpt.engine`),
     the tokenizer (and its chat template, if any), and one worker thread that owns the engine: it
@@ -274,7 +293,6 @@ class Backend:
         import jax
 
         from spmdgpt.engine import Engine, EngineConfig
-        from spmdgpt.model import forward
 
         self.cfg, self.rules, self.mesh, self.params, self.tok, self.name = cfg, rules, mesh, params, tokenizer, name
         self.max_queue, self.log = max_queue, log
@@ -285,13 +303,7 @@ class Backend:
         self._grammars = None  # (llguidance's view of the vocabulary, made at the first structured output)
         vocab = tokenizer.vocab_size
 
-        def scores(params, tokens, k):  # (over the whole output: the model's own loss; the top k of real ids)
-            logits = forward(cfg.model, rules, params, tokens)[0]  # (its rows repeat one: the first, gathered)
-            row = jax.sharding.reshard(logits, rules.spec(None, None, None))[0]
-            logp = jax.nn.log_softmax(row.astype(np.float32), axis=-1)
-            return logp, jax.lax.top_k(logp[:, :vocab], k)
-
-        self._scores = jax.jit(scores, static_argnums=2)
+        self._scores = scorer(cfg, rules, vocab)
         self.commands: queue.Queue = queue.Queue()
         self.failed: Optional[str] = None  # the engine's error, once a step failed
         self.served = 0

@@ -249,7 +249,8 @@ FIXES = {  # the settings that shrink each program, for its refusal
 class ServePlan:
     """`spmdgpt plan serve=true`: the inference engine's step for a model on a mesh, per device."""
 
-    program: Program  # the step with decode and prefill rows (the largest of its three programs)
+    program: Program  # the program that leaves the fewest pages room (the step with decode and prefill rows,
+    #   or the scorer of a full-context prompt for logprobs)
     pages: int  # pages in the pool (page 0, the null page, included)
     page_size: int
     page_bytes: int  # one page of every layer's cache, per device
@@ -257,6 +258,8 @@ class ServePlan:
     fit: Optional[int]  # the most pages the device holds beside the rest (None: capacity unknown)
     state_bytes: int = 0  # a hybrid's Gated DeltaNet states, every slot's, per device
     decode: str = "gather"  # how its decode rows attend (`Engine.attention_name`)
+    programs: list = field(default_factory=list)  # every program the server compiles: [Program], each with the
+    #   pool's bytes counted (the step's input and output; resident beside the scorer)
 
     def lines(self, cfg: Config, capacity: Optional[int]) -> str:
         p, ps = self.program, self.page_size
@@ -266,9 +269,13 @@ class ServePlan:
                f"{self.page_bytes / 2**10:,.1f} KiB a page"]
         if self.state_bytes:
             out.append(f"  slot states      {size(self.state_bytes)}: the Gated DeltaNet states of every slot")
-        out += [f"  step             {size(p.temp_bytes)} of temporaries, "
-                f"{size(p.own_bytes - pool - self.state_bytes)} of rows and outputs",
-               f"  total            {size(p.total_bytes)}" + (f" of {size(capacity)}" if capacity else "")]
+        step = next((q for q in self.programs if q.name == "serving_step"), p)
+        out += [f"  step             {size(step.temp_bytes)} of temporaries, "
+                f"{size(step.own_bytes - pool - self.state_bytes)} of rows and outputs"]
+        out += [f"  {q.name:<16s} {size(q.total_bytes)} in all, {size(q.temp_bytes)} of temporaries; compiled in "
+                f"{q.compile_s:.1f} s" for q in self.programs]
+        out += [f"  total            {size(p.total_bytes)}" + (f" of {size(capacity)}" if capacity else "")
+                + (f" (the largest: {p.name})" if len(self.programs) > 1 else "")]
         if self.fit is not None and self.fit < 2:
             out.append(f"  pages that fit   none: the parameters and the step alone need {size(p.total_bytes - pool)}")
         elif self.fit is not None:
@@ -305,23 +312,36 @@ def pool_refusal(cfg: Config, rules: Rules, config, resident: int) -> Optional[s
             "... serve=true counts the step's own memory too), or lower slots=")
 
 
-def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int]) -> ServePlan:
-    """Compile the inference engine's step (`engine.EngineConfig` `config`: slots, pages, chunk,
-    drafts) for `cfg`'s model on `rules`' mesh from abstract parameters (call inside
-    jax.set_mesh), and how many pages of KV cache the device holds beside the parameters and the
-    step's other bytes (`capacity` per device; None: unknown)."""
+def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int], vocab: Optional[int] = None) -> ServePlan:
+    """Compile every program `spmdgpt serve` runs (`engine.EngineConfig` `config`: slots, pages,
+    chunk, drafts) for `cfg`'s model on `rules`' mesh from abstract parameters (call inside
+    jax.set_mesh): the engine's step with decode rows, prefill rows and both, and the scorer of
+    a full-context prompt for logprobs; and how many pages of KV cache the device holds beside
+    the parameters and the largest program's other bytes (`capacity` per device; None: unknown).
+    vocab: the tokenizer's ids (default: the model's)."""
     from spmdgpt.engine import Engine
+    from spmdgpt.engine.server import MAX_LOGPROBS, scorer
 
     params = abstract_params(cfg.model, rules)
-    engine = Engine(cfg.model, rules, None, None, config)
-    shapes = engine.shapes()
+    engine = Engine(cfg.model, rules, None, vocab, config)
+    shapes, device = engine.shapes(), rules.mesh.devices.flat[0]
     resident = shard_bytes(params)
-    program = _compiled("serving_step", engine.lower(params), resident, shapes, device=rules.mesh.devices.flat[0])
     page_bytes, state_bytes = pool_parts(engine)
-    rest = program.total_bytes - engine.num_pages * page_bytes
-    fit = None if capacity is None else (capacity - rest) // page_bytes
-    return ServePlan(program, engine.num_pages, engine.page_size, page_bytes, resident, fit, state_bytes,
-                     engine.attention_name())
+    pool = engine.num_pages * page_bytes + state_bytes
+    # the step's three programs (decode rows, prefill rows, both: `Engine.warm`), the pool their input and
+    # output; then the scorer of a prompt of the full context for logprobs (its largest), the pool resident
+    names = {(True, True): "serving_step", (True, False): "decode_step", (False, True): "prefill_step"}
+    programs = [_compiled(name, engine.lower(params, groups), resident, shapes, device=device)
+                for groups, name in names.items()]
+    tokens = jax.ShapeDtypeStruct((rules.batch_divisor(), cfg.model.max_seq_len), jnp.int32,
+                                  sharding=rules.batch_sharding())
+    ids = vocab or cfg.model.vocab_size
+    score = scorer(cfg, rules, ids).lower(params, tokens, min(MAX_LOGPROBS, ids))  # (`Backend._scored`'s k)
+    programs.append(_compiled("logprobs", score, resident + pool, (tokens,), device=device))
+    worst = max(programs, key=lambda q: q.total_bytes)
+    fit = None if capacity is None else (capacity - (worst.total_bytes - pool) - state_bytes) // page_bytes
+    return ServePlan(worst, engine.num_pages, engine.page_size, page_bytes, resident, fit, state_bytes,
+                     engine.attention_name(), programs)
 
 
 def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> Plan:
