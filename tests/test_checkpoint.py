@@ -148,6 +148,12 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(tmp_path, uninterrupted, monkey
         "Resume it with: make train ARGS='train.steps=50 run.dir=runs/r1'")
     assert resume_hint(["+experiment=shakespeare_char", "run.dir=runs/r1"], Path("runs/r1")) == (
         "Rerun the same command to resume.")
+    # a folder named after a run name with a quote: quoted for Hydra, then for the shell, it reads back as itself
+    monkeypatch.delenv("MAKELEVEL")
+    named = Path("runs/20261129-it's \"mine\"")
+    pasted = shlex.split(resume_hint(["+experiment=staircase"], named).removeprefix("Resume it with: "))
+    assert pasted[-1].startswith("run.dir=")
+    assert load_config(["+experiment=staircase", pasted[-1]]).run.dir == str(named)
 
 
 def test_second_run_on_a_locked_run_dir_is_refused(tmp_path, capsys):

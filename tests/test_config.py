@@ -31,6 +31,8 @@ CASES = [
     (STAIR + ["train.steps=0"], "train.steps=0 must be > 0"),
     (STAIR + ["optimizer.lr=-0.001"], "optimizer.lr=-0.001 must be > 0"),
     (STAIR + ["optimizer.lr=0"], "optimizer.lr=0.0 must be > 0"),
+    (STAIR + ["optimizer.lr=inf"], "optimizer.lr=inf must be a finite number > 0"),
+    (STAIR + ["optimizer.lr=nan"], "optimizer.lr=nan must be a finite number > 0"),
     (CHAR + ["data.text_file=no/such/file.txt"], "data.text_file=no/such/file.txt: no such file"),
     (CHAR + ["data.path=/nonexistent-data-root"], "looked for /nonexistent-data-root/tinyshakespeare"),
     (STAIR + ["model.no_such_field=1"], "no_such_field"),
@@ -82,7 +84,7 @@ CASES = [
     (STAIR + ["train.rollout_temperature=inf"], "train.rollout_temperature=inf must be a number in [0, 2]"),
     (STAIR + ["run.name=it's mine"], "run.name=it's mine (a value with a quote, bracket or other special character "
                                      "goes in quotes for Hydra, and those in quotes for the shell: "
-                                     "\"run.name=\\\"it's mine\\\"\")"),
+                                     "\"run.name=\\\"...\\\"\")"),
 ]
 
 

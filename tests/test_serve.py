@@ -254,6 +254,9 @@ def test_bad_serve_arguments_are_one_line(tmp_path, capsys, stair_run):
                           ([f"port={port}", f"run.dir={tmp_path}"], f"host=127.0.0.1 port={port}: cannot listen there"),
                           (["max_queue=0", f"run.dir={tmp_path}"], "max_queue=0 must be >= 1"),
                           ([], "run.dir is required: spmdgpt serve run.dir="),
+                          ([f"run.dir={stair_run}", "max_tokens=64"], "max_tokens=64 (a request's length when it "
+                                                                       "gives none) leaves no room for a prompt in "
+                                                                       "the model's context of 64 tokens"),
                           ([f"run.dir={stair_run}", "pages=500000000"], "pages=500000000: the page pool needs ")):
         assert main(["serve", *args]) == 2
         err = capsys.readouterr().err
@@ -368,6 +371,10 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
         reply = server.client.chat.completions.create(model="hf", messages=messages, max_tokens=12, temperature=0)
         assert reply.choices[0].message.content == folder_tok.decode(cut)
         assert reply.usage.completion_tokens == len(cut)
+        # structured outputs read the folder's tokenizer too (its decoder one llguidance does not read itself)
+        shaped = server.client.chat.completions.create(model="hf", messages=messages, max_tokens=30, temperature=0,
+                                                       response_format={"type": "regex", "regex": "(odd|sane) [0-9]"})
+        assert shaped.choices[0].message.content in {f"{m} {d}" for m in ("odd", "sane") for d in range(10)}
     finally:
         code, err = server.close()
     assert code == 0 and "serving hf (with its chat template)" in err, err
@@ -410,12 +417,28 @@ def test_structured_outputs_parse_and_validate_through_the_openai_client(chat_ru
         assert re.fullmatch("(odd|sane) [0-9]{2}", digits.choices[0].message.content)
         for request, message in (({"response_format": {"type": "json_schema", "json_schema": {"schema": {
                                       "type": "foo"}}}}, "the grammar library refused it"),
-                                 ({"response_format": {"type": "xml"}}, "is not one of text, json_object"),
-                                 ({"response_format": {"type": "regex", "regex": "("}}, "refused it")):
+                                 ({"response_format": {"type": "xml"}}, "is not one of text, json_object, "
+                                                                        "json_schema, regex, grammar"),
+                                 ({"response_format": {"type": "json_object", "bogus": 1}}, "takes no bogus"),
+                                 ({"response_format": {"type": "regex", "regex": "("}}, "error: unclosed group"),
+                                 # (a key of characters the run's vocabulary lacks: the answer cannot be finished)
+                                 ({"response_format": {"type": "json_schema", "json_schema": {"schema": {
+                                     "type": "object", "properties": {"zebra": {"type": "integer"}},
+                                     "required": ["zebra"]}}}}, "before the grammar was complete")):
             got, _, body = _post(server.url + "/v1/chat/completions", {"messages": messages, **request})
             assert (got, body["error"]["param"]) == (400, "response_format") and message in body["error"]["message"]
         got, _, body = _post(server.url + "/v1/completions", {"prompt": "1", "response_format": {"type": "text"}})
         assert got == 400 and "a field of /v1/chat/completions" in body["error"]["message"]
+        # (a body nested past Python's recursion limit: a 400, not a plain-text 500)
+        deep = ('{"messages": ' + json.dumps(messages) + ', "user": ' + '{"a": [' * 3000 + "1" + "]}" * 3000 + "}")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(server.url + "/v1/chat/completions", deep.encode(),
+                                                          {"Content-Type": "application/json"}), timeout=60)
+        assert refused.value.code == 400 and json.loads(refused.value.read())["error"]["message"] == (
+            "the request body is nested too deep to read")
+        assert _get(server.url + "/v1/models/run")[1]["id"] == "run" and _get(server.url + "/v1/models/gpt")[0] is None
+        got, _, body = _post(server.url + "/detokenize", {"tokens": "1"})
+        assert (got, body["error"]["param"]) == (400, "tokens")
     finally:
         code, err = server.close()
     assert code == 0, err

@@ -100,6 +100,9 @@ def run(items: List[str]) -> int:
 
     if speculate_error(cfg.model, args.speculate):  # (before the checkpoint loads)
         raise ConfigError([speculate_error(cfg.model, args.speculate)])
+    if args.max_tokens >= cfg.model.max_seq_len:
+        raise ConfigError([f"max_tokens={args.max_tokens} (a request's length when it gives none) leaves no room for "
+                           f"a prompt in the model's context of {cfg.model.max_seq_len} tokens; give less"])
     mesh = one_process_mesh(cfg, "spmdgpt serve runs in one process")
     import jax
     import uvicorn

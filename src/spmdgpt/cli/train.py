@@ -57,6 +57,18 @@ def resume_hint(items: List[str], run_dir: Path) -> str:
     return words[0].upper() + words[1:] + ("." if words == RERUN else "")  # (a command ends without a stop)
 
 
+def hydra_value(text: str) -> str:
+    """`text` as a value Hydra's override grammar reads back as itself: as it is where it is plain,
+    else in double quotes (a run name with a quote, a space or a bracket: "it's mine"); inside them
+    a backslash is itself except before a quote or at the end, where it is doubled."""
+    import re
+
+    if re.fullmatch(r"[\w./:+~-]+", text):
+        return text
+    escaped = re.sub(r'(\\*)("|$)', lambda m: m[1] * 2 + ("\\" + m[2] if m[2] else ""), text)
+    return f'"{escaped}"'
+
+
 def resume_words(items: List[str], run_dir: Path) -> str:
     """How to resume a stopped run, a command to paste: the same one where it named run.dir
     ("rerun the same command to resume"); else (its run.dir a new timestamped folder) the same
@@ -64,7 +76,7 @@ def resume_words(items: List[str], run_dir: Path) -> str:
     make's `train` target."""
     if any(i.startswith("run.dir=") for i in items):
         return RERUN
-    folder = f"run.dir={run_dir}"
+    folder = f"run.dir={hydra_value(str(run_dir))}"
     if os.environ.get("MAKELEVEL") and items[:len(MAKE_TRAIN)] == MAKE_TRAIN:
         return f"resume it with: make train ARGS={shlex.quote(shlex.join([*items[len(MAKE_TRAIN):], folder]))}"
     prog = sys.argv[0] if Path(sys.argv[0]).name == "spmdgpt" else f"{sys.executable} -m spmdgpt"

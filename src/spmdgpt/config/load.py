@@ -332,8 +332,12 @@ def _one_line_hydra_error(e: Exception) -> str:
     if msg.startswith(("LexerNoViableAltException: ", "mismatched input", "no viable alternative",
                        "token recognition")):
         # (Hydra's override grammar: a quote, bracket or other special character in a value)
+        import re
+
+        key = re.match(r"LexerNoViableAltException: ([\w.+~]+)=", msg)
+        key = key[1].lstrip("+~") if key else "run.name"
         msg += (" (a value with a quote, bracket or other special character goes in quotes for Hydra, and those "
-                "in quotes for the shell: \"run.name=\\\"it's mine\\\"\")")
+                f"in quotes for the shell: \"{key}=\\\"...\\\"\")")
     return msg
 
 

@@ -172,7 +172,9 @@ def sampling_errors(prefix: str = "", temperature: Optional[float] = None, top_k
 
 
 def positive(errs: List[str], name: str, value: Any) -> None:
-    if not value > 0:
+    if isinstance(value, float) and not math.isfinite(value):  # (inf passes "> 0"; NaN is neither)
+        errs.append(f"{name}={value} must be a finite number > 0")
+    elif not value > 0:
         errs.append(f"{name}={value} must be > 0")
 
 

@@ -55,13 +55,15 @@ def token_table(tok) -> tuple:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             f.write(tok.spec)
         try:
-            ll = llguidance.LLTokenizer(f.name)
+            bytes_of = llguidance.LLTokenizer(f.name).decode_bytes
+        except Exception:  # (a decoder llguidance does not read, e.g. an exported character vocabulary's Fuse)
+            bytes_of = None
         finally:
             os.unlink(f.name)
         # (the tokenizer's own special tokens: llguidance also flags a byte-level token of 0xff as one, and
         # gives it no bytes: those come from GPT-2's byte-to-character table)
         specials = {i for i, t in tok._tok.get_added_tokens_decoder().items() if t.special}
-        tokens = [tok.token_text(i).encode() if i in specials else ll.decode_bytes([i]) or _byte_level(tok, i)
+        tokens = [tok.token_text(i).encode() if i in specials else (bytes_of and bytes_of([i])) or _byte_level(tok, i)
                   for i in range(tok.vocab_size)]
         return tokens, sorted(specials)
     raise GrammarError(f"structured outputs need a character, GPT-2, Hugging Face or chat tokenizer, not {kind}")
@@ -109,7 +111,10 @@ class Grammars:
         pad = range(len(tokens), max(width, len(tokens)))
         vocab = _Vocabulary(tok, tokens + [f"<|padding {i}|>".encode() for i in pad], specials + list(pad),
                             list(ends))
-        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocab), eos_token=list(ends))
+        try:
+            self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocab), eos_token=list(ends))
+        except Exception as e:  # (what the grammar library cannot read of a vocabulary: a 400, not a 500)
+            raise GrammarError(f"structured outputs: the grammar library cannot read this tokenizer ({e})") from None
         self.words = (width + 31) // 32
 
     def compile(self, response_format) -> Optional[str]:
@@ -121,9 +126,16 @@ class Grammars:
 
         if response_format is None:
             return None
+        kinds = {"text": set(), "json_object": set(), "json_schema": {"json_schema"}, "regex": {"regex"},
+                 "grammar": {"grammar"}}
         if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
-            raise GrammarError("response_format must be an object with a type (text, json_object, json_schema)")
+            raise GrammarError(f"response_format must be an object with a type ({', '.join(kinds)})")
         kind = response_format["type"]
+        if kind not in kinds:
+            raise GrammarError(f"response_format type {kind!r} is not one of {', '.join(kinds)}")
+        other = set(response_format) - {"type"} - kinds[kind]
+        if other:
+            raise GrammarError(f"response_format of type {kind} takes no {', '.join(sorted(other))}")
         if kind == "text":
             return None
         if kind == "json_object":
@@ -133,6 +145,10 @@ class Grammars:
             schema = spec.get("schema") if isinstance(spec, dict) else None
             if not isinstance(schema, dict):
                 raise GrammarError("response_format.json_schema.schema must be a JSON schema (an object)")
+            other = set(spec) - {"name", "description", "schema", "strict"}
+            if other:
+                raise GrammarError(f"response_format.json_schema takes name, description, schema and strict, not "
+                                   f"{', '.join(sorted(other))}")
             try:
                 grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), JSON_LAYOUT)
             except ValueError as e:
@@ -143,12 +159,11 @@ class Grammars:
                 raise GrammarError(f"response_format of type {kind} needs a non-empty {kind!r} text")
             grammar = (llguidance.LLMatcher.grammar_from_regex(value) if kind == "regex"
                        else llguidance.LLMatcher.grammar_from_lark(value))
-        else:
-            raise GrammarError(f"response_format type {kind!r} is not one of text, json_object, json_schema, regex, "
-                               "grammar")
         bad, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
-        if bad:
-            raise GrammarError(f"response_format: the grammar library refused it: {messages[0]}")
+        if bad:  # (its first line, and the parser's own "error: ..." line below the caret where there is one)
+            lines = [line.strip() for line in messages[0].splitlines() if line.strip()]
+            cause = next((line for line in reversed(lines[1:]) if line.startswith("error:")), "")
+            raise GrammarError(f"response_format: the grammar library refused it: {lines[0]} {cause}".rstrip())
         return grammar
 
     def constraint(self, grammar: str) -> "Constraint":
@@ -171,6 +186,7 @@ class Constraint:
 
         self.matcher = llguidance.LLMatcher(grammars.tokenizer, grammar, log_level=0)
         self.words = grammars.words
+        self.unfinished = False  # (the answer ended before the grammar was complete: `end`)
         if self.matcher.is_error():
             raise GrammarError(f"response_format: {self.matcher.get_error()}")
 
@@ -193,7 +209,14 @@ class Constraint:
 
     def consume(self, token: int) -> bool:
         """Take the sampled token; False when the grammar could not (the sequence should end)."""
-        return self.matcher.consume_token(int(token))
+        ok = self.matcher.consume_token(int(token))
+        self.unfinished = self.unfinished or not ok
+        return ok
+
+    def end(self) -> None:
+        """The sequence took an end token: `unfinished` when the grammar was not complete there (its
+        mask allowed nothing else: the vocabulary cannot write what the grammar asks for next)."""
+        self.unfinished = self.unfinished or not self.matcher.is_accepting()
 
     @property
     def finished(self) -> bool:

@@ -442,6 +442,8 @@ class Engine:
         r.logprobs.append(logprob)
         complete = r.constraint is not None and token not in r.stop_ids and (
             not r.constraint.consume(token) or r.constraint.finished)  # (the grammar is done: nothing more to say)
+        if r.constraint is not None and token in r.stop_ids:
+            r.constraint.end()
         if token in r.stop_ids or (r.stop is not None and r.stop(r)) or complete:
             r.finish = "stop"
         elif len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len:

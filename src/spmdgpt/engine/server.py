@@ -282,6 +282,17 @@ def scorer(cfg, rules, vocab: int):
     return jax.jit(scores, static_argnums=2)
 
 
+def unwritable(requests: list) -> Optional[RequestError]:
+    """The 400 for a structured output that ended before its grammar was complete (the model's
+    vocabulary cannot write what the grammar asks for next: a key with a character it lacks), or None."""
+    stuck = [r for r in requests if r.constraint is not None and r.constraint.unfinished]
+    if not stuck:
+        return None
+    return RequestError(400, f"response_format: the answer ended after {len(stuck[0].tokens)} token(s), before the "
+                        "grammar was complete: the model's vocabulary cannot write what it asks for next (a key, "
+                        "value or pattern of characters it lacks)", "response_format")
+
+
 class Backend:
     """The model behind the server: parameters on the run's mesh, the engine (`spmdgpt.engine`),
     the tokenizer (and its chat template, if any), and one worker thread that owns the engine: it
@@ -676,6 +687,7 @@ class Server:
         self.app = Starlette(exception_handlers={HTTPException: http_error}, routes=[
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/models/{model:path}", self.model, methods=["GET"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/tokenize", self.tokenize, methods=["POST"]),
@@ -698,6 +710,17 @@ class Server:
         return JSONResponse({"object": "list", "data": [{"id": self.backend.name, "object": "model",
                                                          "created": self.started, "owned_by": "spmdgpt"}]})
 
+    async def model(self, request):
+        """GET /v1/models/{id}: the served model, or 404 (the OpenAI API's retrieve)."""
+        from starlette.responses import JSONResponse
+
+        name = request.path_params["model"]
+        if name != self.backend.name:
+            e = RequestError(404, f"the model {name!r} does not exist; this server serves {self.backend.name!r}",
+                             "model", "not_found_error")
+            return JSONResponse(e.body(), status_code=404)
+        return JSONResponse({"id": name, "object": "model", "created": self.started, "owned_by": "spmdgpt"})
+
     async def tokenize(self, request):
         from starlette.responses import JSONResponse
 
@@ -716,7 +739,10 @@ class Server:
 
         try:
             body = await self._body(request)
-            ids = self.backend.encode(body.get("tokens"), "tokens") if body.get("tokens") != [] else []
+            tokens = body.get("tokens")
+            if not isinstance(tokens, list):
+                raise RequestError(400, "tokens must be a list of token ids", "tokens")
+            ids = self.backend.encode(tokens, "tokens") if tokens else []
         except RequestError as e:
             return JSONResponse(e.body(), status_code=e.status)
         return JSONResponse({"prompt": self.backend.tok.decode(ids)})
@@ -733,6 +759,8 @@ class Server:
             body = await request.json()
         except (ValueError, UnicodeDecodeError):
             raise RequestError(400, "the request body is not JSON") from None
+        except RecursionError:  # (arrays or objects nested thousands deep)
+            raise RequestError(400, "the request body is nested too deep to read") from None
         if not isinstance(body, dict):
             raise RequestError(400, "the request body must be a JSON object")
         model = body.get("model")
@@ -772,6 +800,11 @@ class Server:
             self._say(request, e.status, started, e.message)
             headers = {"Retry-After": "1"} if e.status == 429 else None
             return JSONResponse(e.body(), status_code=e.status, headers=headers)
+        except Exception as e:  # (a fault of ours preparing it: the API's JSON error, not a plain-text 500)
+            failed = RequestError(500, f"the request could not be prepared: {type(e).__name__}: "
+                                  f"{(str(e).strip().splitlines() or [''])[0][:200]}", None, "server_error")
+            self._say(request, 500, started, failed.message)
+            return JSONResponse(failed.body(), status_code=500)
         ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
         if sp.stream:
@@ -796,6 +829,10 @@ class Server:
             e = backend.failure()
             self._say(request, e.status, started, backend.failed)
             return JSONResponse(e.body(), status_code=e.status)
+        unfinished = unwritable(requests)
+        if unfinished:
+            self._say(request, 400, started, unfinished.message)
+            return JSONResponse(unfinished.body(), status_code=400)
         try:
             choices, used = await asyncio.wrap_future(backend.submit(backend.finish_choices, prompts, requests, sp))
         except Exception as e:  # (scoring for logprobs failed: the API's JSON error, not a plain-text 500)
@@ -872,6 +909,9 @@ class Server:
                         sent[i] = text
                     if done and r.finish == "error":  # (the engine failed: the API's error object, then the end)
                         yield "data: " + json.dumps(backend.failure().body()) + "\n\n"
+                        break
+                    if done and unwritable([r]):
+                        yield "data: " + json.dumps(unwritable([r]).body()) + "\n\n"
                         break
                     if done:
                         ended[i] = True
