@@ -45,7 +45,7 @@ def has_colour(img: np.ndarray, colour) -> bool:
     return bool((np.abs(img[..., :3] - rgb).max(-1) < 0.02).sum() > 50)
 
 
-def test_plots_have_the_stated_sizes_and_every_run(two_runs, tmp_path, capsys):
+def test_plots_have_the_stated_sizes_and_every_run(two_runs, tmp_path, capsys, monkeypatch):
     out = tmp_path / "plots"
     assert main(["plot", str(two_runs / "slow"), str(two_runs / "fast"), f"out={out}", "names=lr 1e-3,lr 3e-3"]) == 0
     assert capsys.readouterr().out.split() == [str(out / f"{n}.png") for n in ("loss", "lr", "grad_norm", "mfu")]
@@ -68,6 +68,13 @@ def test_plots_have_the_stated_sizes_and_every_run(two_runs, tmp_path, capsys):
         assert main(["plot", *(str(tmp_path / "x" / p / "r") for p in pair)]) == 0
         assert capsys.readouterr().out.split()[0] == str(tmp_path / "x" / "plots" / f"{pair[0]}_r+{pair[1]}_r" /
                                                          "loss.png")
+    from spmdgpt.cli import plot as plot_cli
+    from spmdgpt.cli.plot import read_run  # (the legend: the same names told apart by their paths too)
+
+    seen = []
+    monkeypatch.setattr(plot_cli, "read_run", lambda p, n: seen.append(n) or read_run(p, n))
+    assert main(["plot", str(tmp_path / "x" / "a" / "r"), str(tmp_path / "x" / "b" / "r")]) == 0
+    assert seen == ["a/r", "b/r"]
     from spmdgpt.cli.plot import together
 
     assert together([f"run{i:02d}" for i in range(30)]) == "+".join(f"run{i:02d}" for i in range(11)) + "+19more"

@@ -166,6 +166,11 @@ def run(items: List[str]) -> int:
     if not paths:
         errs.append("give one or more run directories: spmdgpt plot runs/a runs/b [out=DIR]")
     names = args.names.split(",") if args.names else [p.name for p in paths]
+    if not args.names and len(set(names)) < len(names) and all(p.is_dir() for p in paths):
+        import os  # (runs of the same name in different folders: each by its path from their common folder)
+
+        common = Path(os.path.commonpath([p.resolve() for p in paths]))
+        names = [str(p.resolve().relative_to(common)) for p in paths]
     if len(names) != len(paths):
         errs.append(f"names= gives {len(names)} names for {len(paths)} runs")
     errs += [f"{p}: no such directory" for p in paths if not p.is_dir()]

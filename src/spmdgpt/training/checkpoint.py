@@ -377,11 +377,15 @@ def restore_latest(mngr: CheckpointManager, target_state):
 def damage_reason(e: BaseException) -> str:
     """One line on why a checkpoint did not load: the first line of the innermost cause
     (TensorStore's "OUT_OF_RANGE: Error reading ... Requested byte range ... is not valid for
-    value of size 100" rather than orbax's wrapper and its spec repr), at most 200 characters."""
+    value of size 100" rather than orbax's wrapper and its spec repr), at most 200 characters (cut
+    between words)."""
     while e.__cause__ is not None or (e.__context__ is not None and not e.__suppress_context__):
         e = e.__cause__ or e.__context__
     text = str(e).strip().split(" See full TensorStore details")[0]
-    return text.splitlines()[0][:200] if text else type(e).__name__
+    if not text:
+        return type(e).__name__
+    line = text.splitlines()[0]
+    return line if len(line) <= 200 else line[:200].rsplit(" ", 1)[0] + " ..."  # (cut between words)
 
 
 def first_loadable(mngr: CheckpointManager, steps: list, load, what: str, fix: str):

@@ -322,9 +322,11 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
         return to_stage_order(rules, restore_params(reader, s, model, rules))
 
     # the newest checkpoint that loads (as train resumes), or exactly `step`
-    step, params, _ = first_loadable(reader, steps if step is None else [step], load,
-                                     f"run.dir={run_dir}: the checkpoint(s) cannot be loaded",
-                                     "give an older one with step=N, or train again")
+    tried = steps if step is None else [step]
+    older = [s for s in steps if s < min(tried)]  # (what step=N could still name)
+    step, params, _ = first_loadable(reader, tried, load, f"run.dir={run_dir}: the checkpoint(s) cannot be loaded",
+                                     "give an older one with step=N, or train again" if older else
+                                     "restore them, or train again")
     return step, params
 
 
@@ -403,7 +405,7 @@ def check_tokenizer(cfg: Config, tok: Tokenizer) -> None:
         theirs = json.loads(saved.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # (an unreadable file is the checkpoint reader's to report)
-    plain = lambda d: {k: v for k, v in d.items() if k != "vocab_size"}  # noqa: E731
+    plain = lambda d: {k: v for k, v in d.items() if k not in ("vocab_size", "sha256")}  # noqa: E731
     ours = [tok.to_json()] + ([tok.base.to_json()] if tok.kind == "chat" else [])
     if plain(theirs) not in [plain(d) for d in ours]:
         raise ConfigError([f"checkpoint.init_from={src} trained with another tokenizer ({theirs.get('kind')}, "
