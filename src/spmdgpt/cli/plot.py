@@ -59,6 +59,14 @@ def together(names: List[str], most: int = 80) -> str:
     return "+".join(head or [safe[0][:most - 12]]) + f"+{len(safe) - max(len(head), 1)}more"
 
 
+def from_common(paths: List[Path]) -> tuple:
+    """(the deepest folder holding every run, each run's path from it)."""
+    import os
+
+    common = Path(os.path.commonpath([p.resolve() for p in paths]))
+    return common, [str(p.resolve().relative_to(common)) for p in paths]
+
+
 def read_run(path: Path, name: str) -> Run:
     from spmdgpt.config import load_run_config
     from spmdgpt.run.files import jsonl_rows
@@ -167,10 +175,7 @@ def run(items: List[str]) -> int:
         errs.append("give one or more run directories: spmdgpt plot runs/a runs/b [out=DIR]")
     names = args.names.split(",") if args.names else [p.name for p in paths]
     if not args.names and len(set(names)) < len(names) and all(p.is_dir() for p in paths):
-        import os  # (runs of the same name in different folders: each by its path from their common folder)
-
-        common = Path(os.path.commonpath([p.resolve() for p in paths]))
-        names = [str(p.resolve().relative_to(common)) for p in paths]
+        names = from_common(paths)[1]  # (runs of the same name in different folders: each by its path)
     if len(names) != len(paths):
         errs.append(f"names= gives {len(names)} names for {len(paths)} runs")
     errs += [f"{p}: no such directory" for p in paths if not p.is_dir()]
@@ -192,12 +197,10 @@ def run(items: List[str]) -> int:
         out = Path(args.out)
     elif len(paths) == 1:
         out = paths[0] / "plots"
-    else:  # (the deepest folder holding every run; a folder per set of runs, named by their paths from
-        # there, so another set's plots stay: a/r and b/r -> plots/a_r+b_r)
-        import os
-
-        common = Path(os.path.commonpath([p.resolve() for p in paths]))
-        out = common / "plots" / together([str(p.resolve().relative_to(common)) for p in paths])
+    else:  # (a folder per set of runs, named by their paths, so another set's plots stay: a/r and b/r ->
+        # plots/a_r+b_r)
+        common, relative = from_common(paths)
+        out = common / "plots" / together(relative)
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = plot_runs(runs, out)
