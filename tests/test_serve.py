@@ -189,6 +189,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
                                        ({"prompt": "01", "logit_bias": {"10": 1}}, 400, "logit_bias"),
                                        ({"prompt": "01", "seed": 2**64}, 400, "seed"),
                                        ({"prompt": "01", "foo": 1}, 400, "foo"),  # (as the API: unrecognized)
+                                       ({"prompt": "01", "user": 5}, 400, "user"),  # (accepted fields: typed)
                                        ({"prompt": "01", "messages": []}, 400, "messages"),
                                        ({"prompt": "01", "stream_options": {"include_usage": True}}, 400,
                                         "stream_options"),  # (without stream)
@@ -439,6 +440,8 @@ def test_structured_outputs_parse_and_validate_through_the_openai_client(chat_ru
         assert _get(server.url + "/v1/models/run")[1]["id"] == "run" and _get(server.url + "/v1/models/gpt")[0] is None
         got, _, body = _post(server.url + "/detokenize", {"tokens": "1"})
         assert (got, body["error"]["param"]) == (400, "tokens")
+        ids = _post(server.url + "/tokenize", {"prompt": "1<|endoftext|>2"})[2]["tokens"]  # (the end of text's name
+        assert _post(server.url + "/detokenize", {"tokens": ids})[2] == {"prompt": "1<|endoftext|>2"}  # both ways)
     finally:
         code, err = server.close()
     assert code == 0, err

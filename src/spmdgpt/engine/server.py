@@ -161,11 +161,12 @@ HONOURED = {
              "seed", "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "logit_bias",
              "frequency_penalty", "presence_penalty"},
 }
-ACCEPTED = {
-    "completions": {"user"},
-    "chat": {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
-             "parallel_tool_calls", "prediction"},
+ACCEPTED = {  # field: its type in the reference (checked; the value is read no further)
+    "completions": {"user": str},
+    "chat": {"user": str, "metadata": dict, "store": bool, "service_tier": str, "prompt_cache_key": str,
+             "safety_identifier": str, "parallel_tool_calls": bool, "prediction": dict},
 }
+TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false"}
 REFUSED = {  # field: its no-op values
     "completions": {"best_of": (1,), "suffix": ("",)},
     "chat": {"tools": ([],),
@@ -180,7 +181,12 @@ def _fields(body: dict, chat: bool) -> None:
     """RequestError 400 for the first field this server does not take, or takes only at its no-op value."""
     api = "chat" if chat else "completions"
     for name, value in body.items():
-        if name in HONOURED[api] or name in ACCEPTED[api]:
+        if name in ACCEPTED[api]:
+            kind = ACCEPTED[api][name]
+            if value is not None and not isinstance(value, kind):
+                raise RequestError(400, f"{name}={value!r} must be {TYPE_NAMES[kind]}", name)
+            continue
+        if name in HONOURED[api]:
             continue
         if name in REFUSED[api]:
             if value is not None and value not in REFUSED[api][name]:
@@ -545,6 +551,18 @@ class Backend:
                     raise RequestError(400, f"prompt: {e}", "prompt") from None
         return ids
 
+    def detokenize(self, ids: List[int]) -> str:
+        """The text of token ids, the end-of-text token as its name: `tokenize`'s inverse."""
+        name, eos = self.eos_name(), self.tok.eos_id
+        parts, run = [], []
+        for t in ids:
+            if t == eos:
+                parts += [self.tok.decode(run), name]
+                run = []
+            else:
+                run.append(t)
+        return "".join(parts) + self.tok.decode(run)
+
     def text(self, tokens: List[int], stops: List[str], final: bool, chat: bool = False) -> tuple:
         """(the text of a choice's tokens, cut at its first stop string; whether one was found). Not
         final (streaming): what may be sent so far, holding back a possible stop string's start and
@@ -745,7 +763,7 @@ class Server:
             ids = self.backend.encode(tokens, "tokens") if tokens else []
         except RequestError as e:
             return JSONResponse(e.body(), status_code=e.status)
-        return JSONResponse({"prompt": self.backend.tok.decode(ids)})
+        return JSONResponse({"prompt": self.backend.detokenize(ids)})
 
     async def tokenizer_info(self, request):
         from starlette.responses import JSONResponse
