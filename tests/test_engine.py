@@ -187,7 +187,7 @@ def test_logit_bias_and_penalties_equal_the_full_forward_pass_with_them(model):
     frequency penalty x each token's count so far, minus the presence penalty once; the prompt not
     counted): greedy tokens equal a full forward pass with the same arithmetic at each step, two
     slots of different settings side by side and a plain request beside them unchanged; a request
-    needing more adjustments than the engine takes, and one under speculation, are refused."""
+    needing more adjustments than the engine takes is refused."""
     import collections
 
     from spmdgpt.model import forward
