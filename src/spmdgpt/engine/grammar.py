@@ -185,16 +185,13 @@ class Constraint:
         import llguidance
 
         self.matcher = llguidance.LLMatcher(grammars.tokenizer, grammar, log_level=0)
-        self.words = grammars.words
         self.unfinished = False  # (the answer ended before the grammar was complete: `end`)
         if self.matcher.is_error():
             raise GrammarError(f"response_format: {self.matcher.get_error()}")
 
     def fill(self, row: np.ndarray) -> None:
         """Write the next token's allowed ids into `row` (uint32 [words]: bit i % 32 of word i // 32)."""
-        mask = np.frombuffer(self.matcher.compute_bitmask(), np.uint32)
-        row[:] = 0
-        row[:min(len(mask), len(row))] = mask[:len(row)]
+        Constraint.fill_rows([(self, 0)], row[None])
 
     @staticmethod
     def fill_rows(rows: list, allowed: np.ndarray) -> None:
