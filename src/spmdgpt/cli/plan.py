@@ -154,8 +154,7 @@ def _without_cudnn(e: RuntimeError, args: PlanArgs, cfg) -> Exception:
 
 def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
     """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
-    from spmdgpt.cli.serve import DECODE_ATTENTION, adjustments, grammar_masks
-    from spmdgpt.engine import EngineConfig
+    from spmdgpt.cli.serve import DECODE_ATTENTION, engine_config
     from spmdgpt.engine.scheduler import speculate_error
     from spmdgpt.mesh.sharding import Rules
     from spmdgpt.plan.plan import plan_serving
@@ -169,9 +168,7 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
     if errs:
         raise ConfigError(errs)
     capacity, note = _capacity(devices, capacity, note)
-    config = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
-                          speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args),
-                          adjustments=adjustments(args, cfg.model))
+    config = engine_config(args, cfg.model)
     try:
         with _compiling(mesh, compile_only):
             plan = plan_serving(cfg, Rules(mesh, cfg.sharding, cfg.model), config, capacity)

@@ -87,6 +87,15 @@ def adjustments(args, model) -> int:
     return 0 if args.speculate else 300 + min(model.vocab_size, model.max_seq_len)
 
 
+def engine_config(args, model):
+    """The EngineConfig of serve's arguments (also what `plan ... serve=true` compiles)."""
+    from spmdgpt.engine import EngineConfig
+
+    return EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
+                        speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args),
+                        adjustments=adjustments(args, model))
+
+
 def run(items: List[str]) -> int:
     args, overrides = parse(items, ServeArgs)
     args = check_args(args)
@@ -115,11 +124,7 @@ def run(items: List[str]) -> int:
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="serve with the run's model config")
-    from spmdgpt.engine import EngineConfig
-
-    engine = EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
-                          speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args),
-                          adjustments=adjustments(args, cfg.model))
+    engine = engine_config(args, cfg.model)
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.plan.plan import pool_refusal
 
