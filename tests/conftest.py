@@ -151,17 +151,18 @@ def wait_until(done, proc, what: str, limit: float = PATIENCE_S, poll: float = 0
         time.sleep(poll)
 
 
-def train_chat_run(folder: Path, answer=lambda i: f"{2 * i}!") -> Path:
+def train_chat_run(folder: Path, answer=lambda i: f"{2 * i}!", extra=(), vocab: int = 32, context: int = 160) -> Path:
     """A staircase-sized run fine-tuned for 2 steps on 30 conversations ("i and i?" answered
-    answer(i), "2i!") with the default chat template: folder/run (the data and its cache in folder too)."""
+    answer(i), "2i!") and the lines `extra` with the default chat template, a vocabulary of `vocab`
+    ids and a context of `context` tokens: folder/run (the data and its cache in folder too)."""
     from spmdgpt.cli import main
 
-    rows = [[{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": answer(i)}]
+    rows = [{"messages": [{"role": "user", "content": f"{i} and {i}?"}, {"role": "assistant", "content": answer(i)}]}
             for i in range(30)]
-    (folder / "c.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in rows))
+    (folder / "c.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [*rows, *extra]))
     run = folder / "run"
-    assert main(["train", "+experiment=staircase", "data.source=text", "model.vocab_size=32", "data.seq_len=32",
-                 "data.batch_size=8", "train.steps=2", "model.max_seq_len=160", "train.rollout_tokens=0",
+    assert main(["train", "+experiment=staircase", "data.source=text", f"model.vocab_size={vocab}", "data.seq_len=32",
+                 "data.batch_size=8", "train.steps=2", f"model.max_seq_len={context}", "train.rollout_tokens=0",
                  f"+data.datasets.c={{paths:[{folder / 'c.jsonl'}],format:chat}}", f"run.dir={run}",
                  f"data.cache_dir={folder / 'cache'}"]) == 0
     return run

@@ -107,20 +107,20 @@ DEFAULT_UPPER = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] | up
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 
-def hf_chat_folder(tmp_path):
+def hf_chat_folder(tmp_path, template: str = CHATML):
     """GPT-2's tokenizer.json with <|im_start|> and <|im_end|> added, and a tokenizer_config.json
-    holding CHATML and its special tokens."""
+    holding `template` (CHATML) and its special tokens."""
     from tokenizers import Tokenizer
 
     from spmdgpt.data.sources import find_data_root
 
     folder = tmp_path / "chatml"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     t = Tokenizer.from_file(str(find_data_root() / "gpt2-tokenizer" / "tokenizer.json"))
     t.add_special_tokens(["<|im_start|>", "<|im_end|>"])
     t.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps({
-        "chat_template": CHATML, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+        "chat_template": template, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
         "tokenizer_class": "PreTrainedTokenizerFast"}))
     return folder
 
@@ -142,6 +142,76 @@ def test_hf_chat_template_renders_as_transformers_does(tmp_path, torch_side):
     ids, mask = tok.encode_chat(CONVERSATION)
     assert ids.tolist() == theirs_ids(torch_side, folder, CONVERSATION)
     assert ids[mask == 1].tolist() == tok.encode("Hello.<|im_end|>\n") + tok.encode("4<|im_end|>\n")
+
+
+# a Hermes-style template with functions, written for these tests in the way Qwen 2.5/3's are: the
+# offered functions in the system turn, each call on lines of its own inside <tool_call>, a tool's
+# result as a user turn
+HERMES = """{% if tools %}<|im_start|>system
+# Tools
+<tools>{% for t in tools %}{{ '\n' }}{{ t | tojson }}{% endfor %}
+</tools><|im_end|>
+{% endif %}
+{% for m in messages %}
+{% if m.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ m.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ m.role }}
+{{ m.content or '' }}{% for c in m.tool_calls or [] %}{{ '\n' }}<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
+</tool_call>{% endfor %}<|im_end|>
+{% endif %}
+{% endfor %}
+{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+ADD = {"type": "function", "function": {"name": "add", "description": "a + b", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
+CALLING = [{"role": "user", "content": "2+2?"},
+           {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+               "name": "add", "arguments": '{"a": 2, "b": 2}'}}]},
+           {"role": "tool", "tool_call_id": "c1", "content": "4"}, {"role": "assistant", "content": "4"}]
+
+
+def test_function_calls_render_as_transformers_renders_them_and_train_only_the_calls(tmp_path, torch_side):
+    """A conversation offering a function, with the assistant's call (its arguments given as the
+    API's JSON text) and the function's result: DEFAULT_TEMPLATE and a Hermes-style template render
+    it, with and without the generation prompt, to transformers' apply_chat_template(tools=...)
+    text; a training line's "tools" are rendered, the call and the answer trained, the result not;
+    the server's reading of each template's calls (`tools`): the layout around a call's JSON, a
+    forced call's grammar, and the parser on calls the templates write, unclosed, broken or none."""
+    from spmdgpt.data.chat import DEFAULT_TEMPLATE, conversation
+    from spmdgpt.engine.tools import forced_grammar, parse, sendable, tool_use
+
+    line = conversation({"messages": CALLING, "tools": [ADD]})
+    assert line.tools == [ADD] and line[1]["tool_calls"][0]["function"]["arguments"] == {"a": 2, "b": 2}
+    for name, source in (("default", DEFAULT_TEMPLATE), ("hermes", HERMES)):
+        folder = hf_chat_folder(tmp_path / name, source)
+        tok = chat_tokenizer(HFTokenizer.from_file(folder / "tokenizer.json"), tokenizer_file=folder / "tokenizer.json")
+        for messages, gen in ((CALLING, False), (CALLING[:3], True)):
+            messages = conversation({"messages": messages}, reply=not gen)  # (arguments as an object, as vLLM
+            theirs = torch_side.ask("chat_template", folder=str(folder), conversations=[messages],  # gives them)
+                                    add_generation_prompt=gen, tools=[ADD])["texts"]
+            assert [tok.template.render(messages, gen, [ADD])] == theirs
+        use = tool_use({"tools": [ADD], "tool_choice": "required"}, tok.template)
+        assert use.format == "hermes" and use.around == {"default": ("<tool_call>", "</tool_call>"),
+                                                         "hermes": ("<tool_call>\n", "\n</tool_call>")}[name]
+        assert forced_grammar(use).startswith(f"start: {json.dumps(use.around[0])} %json ")
+        written = tok.template.render(line, tools=[ADD])
+        call = written[written.rindex("<tool_call>"):written.rindex("</tool_call>") + len("</tool_call>")]
+        assert parse("Let me add. " + call, "hermes") == ("Let me add.", [("add", '{"a": 2, "b": 2}')])
+        assert parse(call + call.removesuffix("</tool_call>"), "hermes")[1] == [("add", '{"a": 2, "b": 2}')] * 2
+    ids, mask = tok.encode_chat(line)  # (the Hermes template's)
+    assert ids[mask == 1].tolist() == (
+        tok.encode('\n<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 2}}\n</tool_call><|im_end|>\n')
+        + tok.encode("4<|im_end|>\n"))
+    assert "# Tools" in tok.decode(ids) and "<tool_response>\n4" in tok.decode(ids)
+    assert parse('<tool_call>{"name": "add", "arguments": {"a": 2}</tool_call>', "hermes")[1] == []  # (broken JSON)
+    assert parse("4", "hermes") == ("4", [])
+    assert parse('<|python_tag|>{"name": "add", "parameters": {"a": 2}}; {"name": "neg", "parameters": {}}',
+                 "llama3_json")[1] == [("add", '{"a": 2}'), ("neg", "{}")]
+    assert [sendable(t, "hermes") for t in ("4", "so <tool", "so <tool_call>{")] == [1, 3, 3]
+    assert [sendable(t, "llama3_json") for t in ("4", " {", "<|py")] == [1, 0, 0]
 
 
 def theirs_ids(torch_side, folder, conversation):

@@ -5,6 +5,7 @@ the errors the OpenAI API gives, and SIGTERM ends it with exit 0."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -266,13 +267,37 @@ def test_bad_serve_arguments_are_one_line(tmp_path, capsys, stair_run):
     taken.close()
 
 
+# The functions the chat run's tool-call conversations offer (OpenAI's `tools`), bounded so that a call
+# of an untrained model ends: integers of at most two digits, no other keys
+TOOLS = [{"type": "function", "function": {
+             "name": "add", "description": "a + b",
+             "parameters": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99},
+                                                             "b": {"type": "integer", "minimum": 0, "maximum": 99}},
+                            "required": ["a", "b"], "additionalProperties": False}}},
+         {"type": "function", "function": {
+             "name": "neg", "description": "-x",
+             "parameters": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 99}},
+                            "required": ["x"], "additionalProperties": False}}}]
+
+
+def tool_conversation(i: int) -> dict:
+    """A training line offering TOOLS: "i plus i?" answered by a call of add, its result, then the answer."""
+    call = {"id": f"call_{i}", "type": "function", "function": {"name": "add", "arguments": {"a": i, "b": i}}}
+    return {"tools": TOOLS, "messages": [
+        {"role": "user", "content": f"{i} plus {i}?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": str(2 * i)},
+        {"role": "assistant", "content": json.dumps({"sum": 2 * i, "mode": "odd" if i % 2 else "sane"})}]}
+
+
 @pytest.fixture(scope="module")
 def chat_run(tmp_path_factory):
     """A staircase-sized run fine-tuned for 2 steps on 30 conversations whose answers are JSON
-    objects ("3 and 3?" -> {"sum": 6, "mode": "odd"}), so that its character vocabulary can write
-    JSON: the chat tests' and the structured outputs' (the servers only read it)."""
+    objects ("3 and 3?" -> {"sum": 6, "mode": "odd"}) and 6 that call a function (TOOLS), so that
+    its character vocabulary can write JSON and calls (its context of 1024 characters holds TOOLS'
+    ~600): the chat tests', the structured outputs' and the tool calls' (the servers only read it)."""
     return train_chat_run(tmp_path_factory.mktemp("chat"),
-                          lambda i: json.dumps({"sum": 2 * i, "mode": "odd" if i % 2 else "sane"}))
+                          lambda i: json.dumps({"sum": 2 * i, "mode": "odd" if i % 2 else "sane"}),
+                          extra=[tool_conversation(i) for i in range(6)], vocab=64, context=1024)
 
 
 def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_path, chat_run):
@@ -340,13 +365,13 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
         for request, param in (({"top_logprobs": 2}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 21},
                                                                         "top_logprobs"),
                                ({"logprobs": True, "top_logprobs": 2, "stream": True}, "top_logprobs"),
-                               ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+                               ({"function_call": "auto"}, "function_call"),  # (the API's old name: tools)
                                ({"echo": True}, "echo"), ({"reasoning_effort": "low"}, "reasoning_effort"),
                                ({"messages": [{"role": "bogus", "content": "1"}]}, "messages")):
             got, _, body = _post(server.url + "/v1/chat/completions", {"messages": messages, **request})
             assert (got, body["error"]["param"]) == (400, param), (request, body)
         assert body["error"]["message"] == ("messages: message 0 has role 'bogus'; the roles are system, developer "
-                                            "(read as system), user, assistant")
+                                            "(read as system), user, assistant, tool")
         dev = server.client.chat.completions.with_raw_response.create(
             model="run", messages=[{"role": "developer", "content": "3"}, *messages], max_tokens=4)
         assert dev.http_response.status_code == 200
@@ -381,13 +406,11 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
     assert code == 0 and "serving hf (with its chat template)" in err, err
 
 
-def test_structured_outputs_parse_and_validate_through_the_openai_client(chat_run):
+def test_structured_outputs_and_tool_calls_through_the_openai_client(chat_run):
     """response_format: a JSON schema, any JSON object, a regex (vLLM's extension): every answer that
     ends ("stop") parses and validates, sampled or greedy, streamed or not, from a barely trained
     model (2 steps on answers like {"sum": 6, "mode": "odd"}); a schema the grammar library refuses
-    and an unknown type are 400s naming response_format."""
-    import re
-
+    and an unknown type are 400s naming response_format. Then tools (`_tool_calls`)."""
     jsonschema = pytest.importorskip("jsonschema")
     pytest.importorskip("llguidance")
     run = chat_run
@@ -442,9 +465,77 @@ def test_structured_outputs_parse_and_validate_through_the_openai_client(chat_ru
         assert (got, body["error"]["param"]) == (400, "tokens")
         ids = _post(server.url + "/tokenize", {"prompt": "1<|endoftext|>2"})[2]["tokens"]  # (the end of text's name
         assert _post(server.url + "/detokenize", {"tokens": ids})[2] == {"prompt": "1<|endoftext|>2"}  # both ways)
+        _tool_calls(server, jsonschema)
     finally:
         code, err = server.close()
     assert code == 0, err
+
+
+def _tool_calls(server, jsonschema):
+    """tools + tool_choice on the chat run (its template: DEFAULT_TEMPLATE's Hermes-style calls).
+    required and a named function: one call, its arguments valid for the function's schema, from a
+    barely trained model, finish_reason "tool_calls"; streamed, the same call in a tool_calls delta.
+    The call and its result sent back (an assistant message of tool_calls, a tool message) are
+    answered. auto: a reply that writes a call (held to one here by a regex) comes back as
+    tool_calls, streamed with none of its text as content; none: the text as it is. Bad tools,
+    choices and calls: 400s naming the field."""
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    ask = server.client.chat.completions.create
+    messages = [{"role": "user", "content": "3 plus 3?"}]
+    for choice, names in (("required", {"add", "neg"}), ({"type": "function", "function": {"name": "neg"}}, {"neg"})):
+        replies = ask(model="run", messages=messages, tools=TOOLS, tool_choice=choice, max_tokens=100, temperature=1.0,
+                      seed=2, n=3).choices
+        for r in replies:
+            assert r.finish_reason == "tool_calls" and r.message.content is None, r
+            call, = r.message.tool_calls
+            assert call.type == "function" and call.id.startswith("call_") and call.function.name in names
+            jsonschema.validate(json.loads(call.function.arguments), schemas[call.function.name])
+    first = replies[0].message.tool_calls[0]
+    stream = list(ask(model="run", messages=messages, tools=TOOLS, tool_choice=choice, max_tokens=100,
+                      temperature=1.0, seed=2, stream=True))
+    deltas = [d for c in stream for d in (c.choices[0].delta.tool_calls or [])]
+    assert [(d.index, d.function.name, d.function.arguments) for d in deltas] == [
+        (0, "neg", first.function.arguments)]
+    assert stream[-1].choices[0].finish_reason == "tool_calls"
+    assert not any(c.choices[0].delta.content for c in stream)
+    # the call and its result sent back: answered as text (tool_choice none: no call read)
+    back = [*messages, replies[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": first.id, "content": "-3"}]
+    answer = ask(model="run", messages=back, tools=TOOLS, tool_choice="none", max_tokens=20, temperature=0)
+    assert answer.choices[0].message.tool_calls is None and isinstance(answer.choices[0].message.content, str)
+    # auto: a reply that is a call (this model writes one only when held to it) is read into tool_calls
+    written = '<tool_call>{"name": "add", "arguments": {"a": 3, "b": 3}}</tool_call>'
+    pattern = {"response_format": {"type": "regex", "regex": "so " + re.escape(written)}}
+    auto = ask(model="run", messages=messages, tools=TOOLS, max_tokens=80, temperature=0, extra_body=pattern)
+    assert auto.choices[0].finish_reason == "tool_calls" and auto.choices[0].message.content == "so"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in auto.choices[0].message.tool_calls] == [
+        ("add", {"a": 3, "b": 3})]
+    streamed = list(ask(model="run", messages=messages, tools=TOOLS, max_tokens=80, temperature=0, stream=True,
+                        extra_body=pattern))
+    assert "".join(c.choices[0].delta.content or "" for c in streamed) == "so "  # (the call's text never sent)
+    assert [(d.function.name, d.function.arguments) for c in streamed for d in c.choices[0].delta.tool_calls or []] == [
+        ("add", '{"a": 3, "b": 3}')]
+    none = ask(model="run", messages=messages, tools=TOOLS, tool_choice="none", max_tokens=80, temperature=0,
+               extra_body=pattern)
+    assert none.choices[0].message.content == "so " + written and none.choices[0].finish_reason == "stop"
+    url = server.url + "/v1/chat/completions"
+    for request, param, message in (
+            ({"tools": "add"}, "tools", "tools must be a non-empty list of functions"),
+            ({"tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools", "tools[0].function.name must"),
+            ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "mul"}}}, "tool_choice",
+             "tool_choice names the function 'mul', which tools does not offer (add, neg)"),
+            ({"tool_choice": "required"}, "tool_choice", "tool_choice needs tools"),
+            ({"tools": TOOLS, "tool_choice": "always"}, "tool_choice", 'tool_choice must be "none", "auto"'),
+            ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
+             "response_format", "cannot both hold the answer"),
+            ({"functions": [{"name": "add"}]}, "functions", "functions is not supported by this server"),
+            ({"messages": [*messages, {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+                "name": "add", "arguments": "{a: 3"}}]}]}, "messages", "tool call 0's arguments are not a JSON object"),
+            ({"messages": [{"role": "user", "content": "3?", "tool_calls": []}]}, "messages",
+             "only an assistant's message calls functions")):
+        got, _, body = _post(url, {"messages": messages, **request})
+        assert (got, body["error"]["param"]) == (400, param), body
+        assert message in body["error"]["message"], body
 
 
 def test_the_backend_on_a_mesh_equals_one_device(unit="mla-moe"):

@@ -8,7 +8,7 @@ request. Requests ({"op": ..., ...}):
   generate    folder, prompt, max_new_tokens: greedy ids and text of AutoTokenizer + generate
   generate_ids folder, prompts (token ids), max_new_tokens: greedy new ids of generate
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
-  chat_template folder, conversations, add_generation_prompt: apply_chat_template's text and ids
+  chat_template folder, conversations, add_generation_prompt[, tools]: apply_chat_template's text and ids
   make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe |
               neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
@@ -129,9 +129,9 @@ def torch_gpt(dims, state, tokens, out):
     return {"loss": float(loss.detach())}
 
 
-def chat_template(folder, conversations, add_generation_prompt=False):
+def chat_template(folder, conversations, add_generation_prompt=False, tools=None):
     tok = transformers.AutoTokenizer.from_pretrained(folder)
-    kw = {"add_generation_prompt": add_generation_prompt}
+    kw = {"add_generation_prompt": add_generation_prompt, **({"tools": tools} if tools is not None else {})}
     return {"texts": [tok.apply_chat_template(c, tokenize=False, **kw) for c in conversations],
             "ids": [list(map(int, tok.apply_chat_template(c, tokenize=True, return_dict=True, **kw)["input_ids"]))
                     for c in conversations]}

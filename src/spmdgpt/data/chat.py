@@ -20,6 +20,17 @@ An assistant message's content may also be a list of parts, {"type": "text", "te
 tool's "1786"): the parts are joined into the content the template renders, and a tool output's
 characters are tokenized on their own and never trained (loss mask 0), as a rollout's tool
 outputs are read but not trained (`rl.tool`; nanochat masks them alike).
+
+Function calls as the OpenAI API and Hugging Face templates write them are messages too: an
+assistant message may hold `tool_calls` ([{"type": "function", "function": {"name", "arguments"}}],
+arguments a JSON object or its text; content may then be empty), answered by `tool` messages
+(content: the function's result), and a conversation may be rendered with the functions offered
+(`render(..., tools=[...])`, the template's `tools` variable, as transformers passes it; in training
+data, a line's "tools" beside its messages, as Hugging Face's function-calling sets hold them).
+DEFAULT_TEMPLATE writes them as Hermes-style templates (Qwen's) do, with no token of their own: the
+offered functions in a system turn, a call as <tool_call>{"name": ..., "arguments": {...}}</tool_call>
+after the assistant's text, a result as a user turn <tool_response>...</tool_response>. A call is
+the assistant's (trained); a result is not.
 """
 
 from __future__ import annotations
@@ -34,10 +45,20 @@ import numpy as np
 
 from spmdgpt.config import ConfigError
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 SPECIAL_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
-DEFAULT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-                    "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+# (a conversation without functions renders as <|role|>content<|end|>... whatever the template's age: the
+# function parts only add text where a conversation has them)
+DEFAULT_TEMPLATE = (
+    "{% if tools %}<|system|>You may call these functions, one call as <tool_call>{\"name\": <function name>, "
+    "\"arguments\": <arguments object>}</tool_call>:{% for t in tools %}{{ '\\n' }}{{ t | tojson }}{% endfor %}"
+    "<|end|>{% endif %}"
+    "{% for m in messages %}"
+    "{% if m['role'] == 'tool' %}<|user|><tool_response>{{ m['content'] }}</tool_response><|end|>"
+    "{% else %}<|{{ m['role'] }}|>{{ m['content'] or '' }}"
+    "{% for c in m.tool_calls or [] %}<tool_call>{\"name\": {{ c.function.name | tojson }}, "
+    "\"arguments\": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}<|end|>{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
 # strftime_now() renders this day, not today's, so a token store built on any day holds the same
 # tokens (Llama 3.1's template uses the same date when it is given none)
 TEMPLATE_DATE = date(2024, 7, 26)
@@ -77,10 +98,43 @@ def _parts(content, k: int) -> ToolText:
     return ToolText(text, spans)
 
 
+def _tool_calls(m: dict, k: int) -> list:
+    """Message k's tool_calls, checked, each call's arguments as an object (the API sends their JSON
+    text; templates write them with `tojson`, as vLLM hands them over): ChatError saying what is wrong."""
+    calls = m["tool_calls"]
+    if m["role"] != "assistant":
+        raise ChatError(f"message {k} ({m['role']}) has tool_calls; only an assistant's message calls functions")
+    if not isinstance(calls, list):
+        raise ChatError(f"message {k} (assistant): tool_calls must be a list of calls")
+    out = []
+    for j, c in enumerate(calls):
+        f = c.get("function") if isinstance(c, dict) else None
+        if (not isinstance(f, dict) or not isinstance(f.get("name"), str) or not f["name"]
+                or c.get("type", "function") != "function"):
+            raise ChatError(f"message {k} (assistant): tool call {j} is not "
+                            '{"type": "function", "function": {"name": ..., "arguments": ...}}')
+        arguments = f.get("arguments", {})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = None
+        if not isinstance(arguments, dict):
+            raise ChatError(f"message {k} (assistant): tool call {j}'s arguments are not a JSON object")
+        out.append({**c, "type": "function", "function": {**f, "arguments": arguments}})
+    return out
+
+
+class Conversation(list):
+    """A conversation's messages, with `tools`: the functions its line offers (None: none)."""
+
+    tools = None
+
+
 def conversation(obj, field: str = "messages", reply: bool = True) -> list:
-    """The messages of one parsed jsonl line, checked: ChatError saying what is wrong. reply:
-    it must hold an assistant message (what training learns); else (a prompt to sample a reply
-    to) it must not end with one."""
+    """The messages of one parsed jsonl line, checked (a `Conversation`, with the line's "tools"):
+    ChatError saying what is wrong. reply: it must hold an assistant message (what training
+    learns); else (a prompt to sample a reply to) it must not end with one."""
     messages = obj.get(field) if isinstance(obj, dict) else None
     if not isinstance(messages, list):
         raise ChatError(f'no {field!r} list (each line must be {{"{field}": [{{"role": ..., "content": ...}}, ...]}})')
@@ -94,6 +148,10 @@ def conversation(obj, field: str = "messages", reply: bool = True) -> list:
             raise ChatError(f"message {k} has role {m['role']!r}; the roles are {', '.join(ROLES)}")
         if m["role"] == "assistant" and isinstance(m.get("content"), list) and reply:
             messages[k] = m = {**m, "content": _parts(m["content"], k)}
+        if m.get("tool_calls") is not None:
+            messages[k] = m = {**m, "tool_calls": _tool_calls(m, k)}
+            if m.get("content") is None:  # (a message of calls only: the API's content null)
+                messages[k] = m = {**m, "content": ""}
         if not isinstance(m.get("content"), str):
             raise ChatError(f"message {k} ({m['role']}) has no text 'content'" + (
                 " (content parts: an assistant's, in training data)" if isinstance(m.get("content"), list) else ""))
@@ -101,7 +159,13 @@ def conversation(obj, field: str = "messages", reply: bool = True) -> list:
         raise ChatError("no assistant message (nothing to train on)")
     if not reply and messages[-1]["role"] == "assistant":
         raise ChatError("the prompt ends with an assistant message (its reply is what is sampled)")
-    return messages
+    out = Conversation(messages)
+    tools = obj.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise ChatError('"tools" must be a list of functions ({"type": "function", "function": {...}})')
+        out.tools = tools
+    return out
 
 
 def preference_pair(obj) -> Tuple[list, list]:
@@ -152,10 +216,14 @@ class ChatTemplate:
         except jinja2.TemplateSyntaxError as e:
             raise ConfigError([f"{where}: not a jinja2 template ({e.message}, line {e.lineno})"]) from None
 
-    def render(self, messages: Sequence[dict], add_generation_prompt: bool = False) -> str:
+    def render(self, messages: Sequence[dict], add_generation_prompt: bool = False,
+               tools: Optional[Sequence[dict]] = None) -> str:
+        """The conversation's text; `tools`: the functions offered ([{"type": "function", "function":
+        {...}}], the template's `tools` variable, left undefined when None as transformers does)."""
+        extra = {} if tools is None else {"tools": list(tools)}
         try:
             return self._template.render(messages=list(messages), add_generation_prompt=add_generation_prompt,
-                                         **self.variables)
+                                         **self.variables, **extra)
         except ChatError:
             raise
         except Exception as e:  # (jinja2 raises many kinds; each is the template refusing this input)
@@ -164,12 +232,13 @@ class ChatTemplate:
     def pieces(self, messages: Sequence[dict]) -> List[Tuple[str, bool]]:
         """The rendered conversation as [(text, is the assistant's)], in order (see the module
         docstring); ChatError when the template does not render it prefix by prefix."""
-        full = self.render(messages)
+        tools = getattr(messages, "tools", None)
+        full = self.render(messages, tools=tools)
         out, pos = [], 0
         for i, m in enumerate(messages):
             if m["role"] != "assistant":
                 continue
-            start, through = self.render(messages[:i], True), self.render(messages[: i + 1])
+            start, through = self.render(messages[:i], True, tools), self.render(messages[: i + 1], tools=tools)
             if not (full.startswith(through) and through.startswith(start) and len(start) >= pos):
                 raise ChatError(f"the chat template does not render message {i} as a continuation of "
                                 "the messages before it, so the assistant's tokens cannot be told apart")
@@ -272,9 +341,10 @@ class ChatTokenizer:
             mask += [int(trained)] * len(part)
         return np.asarray(ids, np.int64), np.asarray(mask, np.uint8)
 
-    def prompt(self, messages: Sequence[dict]) -> List[int]:
-        """The ids of a conversation followed by the start of the assistant's turn (to sample)."""
-        return self.encode(self.template.render(messages, add_generation_prompt=True))
+    def prompt(self, messages: Sequence[dict], tools: Optional[Sequence[dict]] = None) -> List[int]:
+        """The ids of a conversation followed by the start of the assistant's turn (to sample);
+        `tools`: the functions offered (`ChatTemplate.render`)."""
+        return self.encode(self.template.render(messages, add_generation_prompt=True, tools=tools))
 
     def reply_text(self, ids: Sequence[int], final: bool = True) -> str:
         """A sampled reply's text (a template's reply is its tokens' text; harmony reads its final
@@ -349,7 +419,7 @@ def chat_tokenizer(base, template_file: Optional[Path] = None, tokenizer_file: O
 
 def template_text(template: ChatTemplate, messages: Sequence[dict], specials: Sequence[str] = SPECIAL_TOKENS) -> str:
     """The rendered conversation without the special tokens (the characters a char vocabulary needs)."""
-    text = template.render(messages)
+    text = template.render(messages, tools=getattr(messages, "tools", None))
     for s in specials:
         text = text.replace(s, "")
     return text

@@ -111,6 +111,8 @@ class HarmonyTokenizer:
 
     def _messages(self, messages: Sequence[dict]) -> list:
         h = self._h
+        if getattr(messages, "tools", None) or any(m["role"] == "tool" or m.get("tool_calls") for m in messages):
+            raise ChatError("function calls (tools, tool_calls, tool messages) are not read for harmony chats yet")
         out = [h.Message.from_role_and_content(h.Role.SYSTEM, h.SystemContent.new())]
         for m in messages:
             if m["role"] == "system":

@@ -5,8 +5,9 @@
     POST /v1/completions         prompt: text, token ids, or a list of either; max_tokens, temperature,
                                  top_p, top_k, n, stop, seed, stream, stream_options, echo, logprobs
     POST /v1/chat/completions    messages through the run's chat template; the same sampling fields,
-                                 max_completion_tokens, logprobs + top_logprobs (HONOURED, ACCEPTED,
-                                 REFUSED: every field of the API's references; any other is a 400)
+                                 max_completion_tokens, logprobs + top_logprobs, response_format,
+                                 tools + tool_choice (HONOURED, ACCEPTED, REFUSED: every field of the
+                                 API's references; any other is a 400)
     POST /tokenize, /detokenize  text <-> token ids ({"prompt"} -> {"tokens", "count", "max_model_len"};
     GET  /tokenizer_info         {"tokens"} -> {"prompt"}) and the end-of-text token's name: vLLM's
                                  endpoints, which lm-eval's `local-completions` tokenizes with
@@ -67,9 +68,9 @@ def api_messages(messages):
     for k, m in enumerate(messages):
         if isinstance(m, dict):
             m = dict(m)
-            if m.get("role") not in ("system", "developer", "user", "assistant"):
+            if m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
                 raise RequestError(400, f"messages: message {k} has role {m.get('role')!r}; the roles are system, "
-                                   "developer (read as system), user, assistant", "messages")
+                                   "developer (read as system), user, assistant, tool", "messages")
             if m.get("role") == "developer":
                 m["role"] = "system"
             if isinstance(m.get("content"), list):
@@ -114,6 +115,7 @@ class Sampling:
     frequency_penalty: float = 0.0  # (-2..2, OpenAI's: `engine.Request`)
     presence_penalty: float = 0.0
     chat: bool = False  # a chat request: its text is the reply as the tokenizer reads it (harmony: the final channel)
+    tools: Any = None  # (chat: the functions offered, `tools.ToolUse`; set with the prompt, `Backend.chat_prompt`)
 
 
 def _number(body: dict, name: str, default, kind=float, low=None, high=None, low_open=False):
@@ -159,7 +161,7 @@ HONOURED = {
                     "stream_options", "echo", "logprobs", "logit_bias", "frequency_penalty", "presence_penalty"},
     "chat": {"model", "messages", "max_completion_tokens", "max_tokens", "temperature", "top_p", "top_k", "n", "stop",
              "seed", "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "logit_bias",
-             "frequency_penalty", "presence_penalty"},
+             "frequency_penalty", "presence_penalty", "tools", "tool_choice"},
 }
 ACCEPTED = {  # field: its type in the reference (checked; the value is read no further)
     "completions": {"user": str},
@@ -169,8 +171,7 @@ ACCEPTED = {  # field: its type in the reference (checked; the value is read no 
 TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false"}
 REFUSED = {  # field: its no-op values
     "completions": {"best_of": (1,), "suffix": ("",)},
-    "chat": {"tools": ([],),
-             "tool_choice": ("none",), "functions": ([],), "function_call": ("none",),
+    "chat": {"functions": ([],), "function_call": ("none",),
              "modalities": (["text"],), "audio": (), "reasoning_effort": (),
              "verbosity": (), "web_search_options": ()},
 }
@@ -288,15 +289,17 @@ def scorer(cfg, rules, vocab: int):
     return jax.jit(scores, static_argnums=2)
 
 
-def unwritable(requests: list) -> Optional[RequestError]:
-    """The 400 for a structured output that ended before its grammar was complete (the model's
-    vocabulary cannot write what the grammar asks for next: a key with a character it lacks), or None."""
+def unwritable(requests: list, sp: Optional[Sampling] = None) -> Optional[RequestError]:
+    """The 400 for a structured output (or a forced tool call: its field named) that ended before
+    its grammar was complete (the model's vocabulary cannot write what the grammar asks for next: a
+    key with a character it lacks), or None."""
     stuck = [r for r in requests if r.constraint is not None and r.constraint.unfinished]
     if not stuck:
         return None
-    return RequestError(400, f"response_format: the answer ended after {len(stuck[0].tokens)} token(s), before the "
+    name = "tool_choice" if sp is not None and sp.tools is not None and sp.tools.forced else "response_format"
+    return RequestError(400, f"{name}: the answer ended after {len(stuck[0].tokens)} token(s), before the "
                         "grammar was complete: the model's vocabulary cannot write what it asks for next (a key, "
-                        "value or pattern of characters it lacks)", "response_format")
+                        "value or pattern of characters it lacks)", name)
 
 
 class Backend:
@@ -466,27 +469,44 @@ class Backend:
             return [self.encode(p) for p in prompt]
         return [self.encode(prompt)]
 
-    def chat_prompt(self, body: dict) -> List[int]:
+    def chat_prompt(self, body: dict) -> tuple:
+        """(the ids of a chat request's messages rendered by the template, with the functions it
+        offers; those functions, `tools.ToolUse`, or None), or RequestError naming the field."""
         if not hasattr(self.tok, "prompt"):
             raise RequestError(400, f"model {self.name} has no chat template (it did not train on chat data); use "
                                "/v1/completions", "messages")
         messages = api_messages(body.get("messages"))
         from spmdgpt.data.chat import ChatError, conversation
+        from spmdgpt.engine.tools import ToolError, tool_use
 
         try:
-            return self.tok.prompt(conversation({"messages": messages}, reply=False))
+            use = tool_use(body, getattr(self.tok, "template", None), getattr(self.tok, "kind", "chat"))
+        except ToolError as e:
+            raise RequestError(400, str(e), e.param) from None
+        try:
+            messages = conversation({"messages": messages}, reply=False)
+            return (self.tok.prompt(messages, tools=list(use.tools)) if use else self.tok.prompt(messages)), use
         except (ChatError, ValueError, TypeError, KeyError) as e:
             raise RequestError(400, f"messages: {e}", "messages") from None
 
-    def grammar(self, response_format) -> Optional[str]:
-        """The grammar of a request's response_format (None: free text), or RequestError 400 naming it."""
+    def grammar(self, response_format, tools=None) -> Optional[str]:
+        """The grammar of a request's response_format, or of the one call a forced tool_choice asks
+        for (`tools.forced_grammar`); None: free text. RequestError 400 naming the field."""
         from spmdgpt.engine.grammar import GrammarError, Grammars
+        from spmdgpt.engine.tools import forced_grammar
 
+        if tools is not None and tools.forced:
+            if response_format not in (None, {"type": "text"}):
+                raise RequestError(400, "response_format and a tool_choice that forces a call cannot both hold the "
+                                   "answer; give one", "response_format")
+            response_format, field_ = {"type": "grammar", "grammar": forced_grammar(tools)}, "tool_choice"
+        else:
+            field_ = "response_format"
         if response_format is None or response_format == {"type": "text"}:
             return None
         if not self.engine.words:
-            raise RequestError(400, "response_format needs token masks, which this server runs without (speculate= "
-                               "> 0, or no llguidance: the serve extra)", "response_format")
+            raise RequestError(400, f"{field_} needs token masks, which this server runs without (speculate= "
+                               "> 0, or no llguidance: the serve extra)", field_)
         if getattr(self.tok, "kind", None) == "harmony":
             raise RequestError(400, "response_format is not supported for harmony chats yet", "response_format")
         try:
@@ -495,7 +515,9 @@ class Backend:
                                           self.cfg.model.vocab_size)
             return self._grammars.compile(response_format)
         except GrammarError as e:
-            raise RequestError(400, str(e).splitlines()[0], "response_format") from None
+            message = str(e).splitlines()[0]
+            raise RequestError(400, message.replace("response_format", "tool_choice") if field_ == "tool_choice"
+                               else message, field_) from None
 
     def requests(self, ids: List[int], sp: Sampling, on_token=None) -> list:
         """The engine Requests of one prompt's n choices (choice c: stream c of sp.seed), checked
@@ -509,7 +531,7 @@ class Backend:
         # many tokens as the longest stop has bytes, and 4 more, not the whole completion each time)
         tail = 4 + max((len(s.encode()) for s in stops), default=0)
         stop = (lambda r: any(s in self.tok.decode(r.tokens[-tail:]) for s in stops)) if stops else None
-        grammar, out = self.grammar(sp.response_format), []
+        grammar, out = self.grammar(sp.response_format, sp.tools), []
         past = [t for t in sp.logit_bias if t >= self.tok.vocab_size]
         if past:
             raise RequestError(400, f"logit_bias: token {past[0]} is past the vocabulary ({self.tok.vocab_size} ids)",
@@ -650,6 +672,18 @@ class Backend:
             content.append(entry)
         return {"content": content, "refusal": None}
 
+    @staticmethod
+    def calls(text: str, tools) -> dict:
+        """{"text": the reply's text outside its calls, "tool_calls", "finish_reason": "tool_calls"} of
+        a reply that calls functions (`tools.parse`); {} for one that calls none."""
+        from spmdgpt.engine.tools import api_calls, parse
+
+        content, calls = parse(text, tools.format)
+        if not calls:
+            return {}
+        return {"text": content, "tool_calls": api_calls(calls, lambda: f"call_{uuid.uuid4().hex[:24]}"),
+                "finish_reason": "tool_calls"}
+
     def finish_choices(self, prompts: List[List[int]], requests: list, sp: Sampling) -> tuple:
         """(the choices of finished requests, n per prompt in order, with text, finish_reason and
         logprobs as asked; the new tokens used). Scoring runs on the worker thread (`logprobs`)."""
@@ -659,6 +693,8 @@ class Backend:
             c = self.choice(r, sp)
             choice = {"index": i, "text": (self.tok.decode(ids) if sp.echo else "") + c["text"],
                       "finish_reason": c["finish_reason"], "logprobs": None}
+            if sp.tools is not None and sp.tools.parsed:  # (the reply's calls, as the API's tool_calls)
+                choice.update(self.calls(choice["text"], sp.tools))
             if sp.logprobs is not None and sp.chat:
                 choice["logprobs"] = self.chat_logprobs(ids, c["tokens"], sp.logprobs)
             elif sp.logprobs is not None:
@@ -798,7 +834,8 @@ class Server:
             if chat:
                 if sp.echo:
                     raise RequestError(400, "echo is for /v1/completions", "echo")
-                prompts = [backend.chat_prompt(body)]
+                ids, sp.tools = backend.chat_prompt(body)
+                prompts = [ids]
             else:
                 prompts = backend.prompts(body)
             if sp.echo and sp.stream:
@@ -847,7 +884,7 @@ class Server:
             e = backend.failure()
             self._say(request, e.status, started, backend.failed)
             return JSONResponse(e.body(), status_code=e.status)
-        unfinished = unwritable(requests)
+        unfinished = unwritable(requests, sp)
         if unfinished:
             self._say(request, 400, started, unfinished.message)
             return JSONResponse(unfinished.body(), status_code=400)
@@ -861,8 +898,9 @@ class Server:
         prompt_tokens = sum(len(p) for p in prompts)  # (each prompt once, as the OpenAI API counts: n shares it)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used, "total_tokens": prompt_tokens + used}
         self._say(request, 200, started, f"{len(choices)} choice(s), {used} new tokens")
-        if chat:
-            choices = [{"index": c["index"], "message": {"role": "assistant", "content": c["text"]},
+        if chat:  # (tool_calls only where the reply calls functions, as the API's)
+            calls = lambda c: {"tool_calls": c["tool_calls"]} if "tool_calls" in c else {}  # noqa: E731
+            choices = [{"index": c["index"], "message": {"role": "assistant", "content": c["text"], **calls(c)},
                         "finish_reason": c["finish_reason"], "logprobs": c["logprobs"]} for c in choices]
         return JSONResponse({"id": ident, "object": "chat.completion" if chat else "text_completion",
                              "created": created, "model": backend.name, "choices": choices, "usage": usage})
@@ -873,6 +911,8 @@ class Server:
         stop string may begin), then its finish_reason, then (stream_options.include_usage) a chunk
         of no choices with the usage, then `data: [DONE]`."""
         from starlette.responses import StreamingResponse
+
+        from spmdgpt.engine.tools import sendable
 
         backend = self.backend
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -885,15 +925,20 @@ class Server:
             return "data: " + json.dumps(body) + "\n\n"
 
         def chunk(i: int, text: Optional[str], finish: Optional[str] = None, role: bool = False,
-                  scored: Optional[list] = None) -> str:
+                  scored: Optional[list] = None, calls: Optional[list] = None) -> str:
             if chat:
                 delta = {} if text is None else {"content": text}
+                if calls:  # (each call whole in one delta, its index among the choice's calls)
+                    delta = {"tool_calls": [{"index": k, **c} for k, c in enumerate(calls)]}
                 choice = {"index": i, "delta": {"role": "assistant", **delta} if role else delta,
                           "finish_reason": finish, "logprobs": {"content": scored, "refusal": None} if scored else None}
             else:
                 choice = {"index": i, "text": text or "", "finish_reason": finish, "logprobs": None}
             return event([choice])
 
+        # (with functions offered, text that may begin a call is held back until the reply ends: then its
+        # calls are sent, or the text if it holds none)
+        tooled = sp.tools is not None and sp.tools.parsed
         # (chat logprobs: each token's log-probability as the engine sampled it, sent with the chunk that
         # carries its text, or with a later one where text was held back)
         scored_up_to = [0] * len(requests)
@@ -922,20 +967,28 @@ class Server:
                     if ended[i]:
                         continue
                     text, _ = backend.text(r.tokens[:n], sp.stop, final=done, chat=sp.chat)
+                    found = {}
+                    if tooled and done and r.finish != "error":
+                        found = backend.calls(text, sp.tools)
+                        text = (found["text"] or "") if found else text
+                    elif tooled:
+                        text = text[:sendable(text, sp.tools.format)]
                     if len(text) > len(sent[i]) and text.startswith(sent[i]):
                         yield chunk(i, text[len(sent[i]):], scored=scored(i, r, n))
                         sent[i] = text
                     if done and r.finish == "error":  # (the engine failed: the API's error object, then the end)
                         yield "data: " + json.dumps(backend.failure().body()) + "\n\n"
                         break
-                    if done and unwritable([r]):
-                        yield "data: " + json.dumps(unwritable([r]).body()) + "\n\n"
+                    if done and unwritable([r], sp):
+                        yield "data: " + json.dumps(unwritable([r], sp).body()) + "\n\n"
                         break
                     if done:
                         ended[i] = True
                         used += len(backend.choice(r, sp)["tokens"])
-                        yield chunk(i, None if chat else "", backend.choice(r, sp)["finish_reason"],
-                                    scored=scored(i, r, n))
+                        if found:
+                            yield chunk(i, None, calls=found["tool_calls"])
+                        yield chunk(i, None if chat else "", found.get("finish_reason")
+                                    or backend.choice(r, sp)["finish_reason"], scored=scored(i, r, n))
                 if sp.usage and all(ended):
                     yield event([], {"prompt_tokens": prompt_tokens, "completion_tokens": used,
                                      "total_tokens": prompt_tokens + used})
