@@ -136,6 +136,24 @@ def test_stops_and_refusals(model):
     assert warm.warm() > 0 and sorted(warm.compiled) == [(False, True), (True, False), (True, True)]
     warm.step_fn = None  # (so a step that compiled on its own would fail)
     assert warm.run([Request([1, 2, 3], 20, temperature=0.0)])[0].tokens == full
+    # serve's check of the compiled step before its port opens: a device that holds the parameters and the
+    # pool (pool_refusal lets it through) but not the step's temporaries too is refused, naming the program
+    import spmdgpt.plan.plan as plan
+    from spmdgpt.mesh.sharding import shard_bytes
+
+    resident = shard_bytes(params)
+    steps = [plan._program(plan.STEP_PROGRAMS[g], c, resident, warm.shapes()) for g, c in warm.compiled.items()]
+    largest = max(steps, key=lambda q: q.total_bytes)
+    assert largest.name == "serving_step" and largest.temp_bytes > 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan, "local_capacity", lambda: (largest.total_bytes - 1, "test device"))
+        assert plan.pool_refusal(cfg, rules, SMALL, resident) is None
+        need, temp, held = (plan.size(n) for n in (largest.total_bytes, largest.temp_bytes, largest.total_bytes - 1))
+        assert plan.step_refusal(warm, resident) == (f"the serving step needs {need} per device ({temp} of it "
+                                                     f"temporaries) but a test device holds {held}; "
+                                                     f"{plan.FIXES['serving_step']}")
+        mp.setattr(plan, "local_capacity", lambda: (largest.total_bytes, "test device"))
+        assert plan.step_refusal(warm, resident) is None
     with pytest.raises(ValueError, match="exceeds the model's context of 48 tokens"):
         engine.add(Request([1] * 40, 9))
     tiny = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, pages=5))

@@ -139,8 +139,13 @@ def run(items: List[str]) -> int:
         backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
+    from spmdgpt.plan.plan import step_refusal
+
     with jax.set_mesh(mesh):  # (before the port opens: /health answers once the first request would not wait)
         warm = backend.engine.warm()
+        refusal = step_refusal(backend.engine, shard_bytes(params))  # (now with the step's own temporaries)
+    if refusal:
+        raise ConfigError([refusal])
     server = Server(backend, args.max_tokens)
     chat = "with its chat template" if hasattr(tokenizer, "prompt") else "no chat template"
     print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "

@@ -147,10 +147,16 @@ def _compiled(name: str, lowered, resident: int, inputs, bound: Optional[dict] =
             reason = str(e).splitlines()[0].split("RESOURCE_EXHAUSTED: ")[-1].rstrip(".")
             reason = re.sub(r"^E\d+: \w+: ", "", reason)  # libtpu >= 0.0.50's code ("E1000: CompileTimeHbmOom: ")
         raise ConfigError([f"the {name.replace('_', ' ')} does not fit a {kind}: {reason}; {FIXES[name]}"]) from None
+    return _program(name, compiled, resident, inputs, time.perf_counter() - t0, bound)
+
+
+def _program(name: str, compiled, resident: int, inputs, compile_s: float = 0.0, bound: Optional[dict] = None):
+    """Program `name` of a compiled executable: its temporaries and outputs (memory_analysis), its
+    `inputs`' bytes beside the `resident` ones."""
     mem = compiled.memory_analysis()
     outputs = max(mem.output_size_in_bytes - mem.alias_size_in_bytes, 0)
-    return Program(name, mem.temp_size_in_bytes, shard_bytes(inputs) + outputs, resident,
-                   time.perf_counter() - t0, compiled, bound or {})
+    return Program(name, mem.temp_size_in_bytes, shard_bytes(inputs) + outputs, resident, compile_s, compiled,
+                   bound or {})
 
 
 def _unbound(fn):
@@ -242,7 +248,11 @@ FIXES = {  # the settings that shrink each program, for its refusal
     "rl_rollout": f"{_SHARD}, lower data.batch_size or rl.max_new_tokens",
     "rl_logps": f"{_SHARD}, lower data.batch_size or data.seq_len",
     "serving_step": f"{_SHARD}, lower slots= or chunk=, or give pages= fewer pages",
+    "decode_step": f"{_SHARD}, lower slots=, or give pages= fewer pages",
+    "prefill_step": f"{_SHARD}, lower chunk=, or give pages= fewer pages",
+    "logprobs": f"{_SHARD}, or serve a shorter context (model.max_seq_len=)",
 }
+STEP_PROGRAMS = {(True, True): "serving_step", (True, False): "decode_step", (False, True): "prefill_step"}
 
 
 @dataclass
@@ -312,6 +322,17 @@ def pool_refusal(cfg: Config, rules: Rules, config, resident: int) -> Optional[s
             "... serve=true counts the step's own memory too), or lower slots=")
 
 
+def step_refusal(engine, resident: int) -> Optional[str]:
+    """`spmdgpt serve`'s second check, once the engine's step is compiled (`Engine.warm`) and before
+    its port opens: the one-line refusal (`too_large`) when one of the step's programs, beside the
+    `resident` bytes (the parameters) and the pool it reads, needs more than a device of this
+    process holds (its temporaries, which `pool_refusal` could not count); else None."""
+    capacity, what = local_capacity()
+    shapes = engine.shapes()
+    return too_large([_program(STEP_PROGRAMS[groups], compiled, resident, shapes)
+                      for groups, compiled in sorted(engine.compiled.items(), reverse=True)], capacity, what)
+
+
 def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int], vocab: Optional[int] = None) -> ServePlan:
     """Compile every program `spmdgpt serve` runs (`engine.EngineConfig` `config`: slots, pages,
     chunk, drafts) for `cfg`'s model on `rules`' mesh from abstract parameters (call inside
@@ -330,9 +351,8 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int], voc
     pool = engine.num_pages * page_bytes + state_bytes
     # the step's three programs (decode rows, prefill rows, both: `Engine.warm`), the pool their input and
     # output; then the scorer of a prompt of the full context for logprobs (its largest), the pool resident
-    names = {(True, True): "serving_step", (True, False): "decode_step", (False, True): "prefill_step"}
     programs = [_compiled(name, engine.lower(params, groups), resident, shapes, device=device)
-                for groups, name in names.items()]
+                for groups, name in STEP_PROGRAMS.items()]
     tokens = jax.ShapeDtypeStruct((rules.batch_divisor(), cfg.model.max_seq_len), jnp.int32,
                                   sharding=rules.batch_sharding())
     ids = vocab or cfg.model.vocab_size
