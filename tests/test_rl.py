@@ -567,6 +567,8 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
                 "rl/tool_calls", "rl/tool_errors"} <= set(r)
         assert r["rl/sample_seconds"] > 0 and r["rl/score_seconds"] > 0 and r["rl/logp_seconds"] > 0
         assert 0 <= r["rl/reward"] <= 1 and 1 <= r["rl/length"] <= 5 and r["rl/kl"] >= 0
+        # the engine's log-probabilities of the sampled tokens against the trainer's (float32: rounding)
+        assert 0 < r["rl/logp_mismatch"] < 1e-5 and 0 <= r["rl/logp_kl"] < 1e-10, r
     assert sum(r["rl/tool_calls"] for r in steps) * 8 >= 2 and not any(r["rl/tool_errors"] for r in steps)
     assert steps[0]["rl/kl"] == 0.0 and steps[0]["rl/clip_fraction"] == 0.0  # (the policy is the reference)
     assert [r["step"] for r in rows if "val/reward" in r] == [2, 4]

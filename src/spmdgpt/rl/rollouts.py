@@ -19,6 +19,14 @@ the reward scores each completion's text, and the batch is laid out for the trai
 
 So a rerun of step i from the same state samples, scores and trains on the same batch (exact
 resume), and the prompt's tokens carry no loss.
+
+The sampler and the trainer compute a token's log-probability in different programs (the engine's
+paged step, its kernels and cache, against the training forward pass), so they may disagree in the
+last bits or more (bfloat16). Each step logs how far: rl/logp_mismatch, the mean |trainer - sampler|
+over the sampled tokens, and rl/logp_kl, KL(sampler || trainer) estimated from them (the k3
+estimator, E[r - 1 - log r] with r = p_trainer / p_sampler), both of the model's own distribution
+(temperature 1: the engine's log-probabilities; the trainer's are taken again at temperature 1 when
+rl.temperature is not 1).
 """
 
 from __future__ import annotations
@@ -53,6 +61,15 @@ def group_advantages(rewards: np.ndarray, group_size: int, std: bool = True) -> 
     if std:
         a = a / (r.std(axis=1, keepdims=True) + STD_EPS)
     return a.reshape(-1).astype(np.float32)
+
+
+def logp_mismatch(trainer: np.ndarray, sampler: np.ndarray, counted: np.ndarray) -> tuple:
+    """(mean |trainer - sampler|, KL(sampler || trainer) by the k3 estimator) over the `counted`
+    tokens of [rows, t] log-probabilities (the module docstring); float64 sums."""
+    d = (trainer.astype(np.float64) - sampler.astype(np.float64))[counted]
+    if not d.size:
+        return 0.0, 0.0
+    return float(np.abs(d).mean()), float(np.mean(np.expm1(d) - d))
 
 
 def prompts_of_step(n: int, per_step: int, seed: int, step: int) -> List[int]:
@@ -110,6 +127,7 @@ class Sampled(NamedTuple):
     tool_calls: int = 0  # calls made (rl.tool)
     tool_errors: int = 0  # ... that gave the model an error text
     seconds: tuple = (0.0, 0.0)  # wall time of the sampling (the engine, the tool's calls in it) and of the scoring
+    logprobs: Sequence[Sequence[float]] = ()  # the engine's log-probability of each completion token (temperature 1)
 
 
 @dataclass
@@ -128,6 +146,7 @@ class Rollout:
     tools: Optional[tuple] = None  # (calls, errors) of rl.tool over the step's sampling rounds (None: no tool)
     injected: Optional[List[List[int]]] = None  # each row's tool-output tokens (indices into its completion)
     seconds: tuple = (0.0, 0.0, 0.0)  # wall time of the sampling, the scoring, the log-probabilities
+    mismatch: Optional[tuple] = None  # (rl/logp_mismatch, rl/logp_kl): the sampler's log-probabilities vs the trainer's
 
     def metrics(self, group_size: int) -> dict:
         """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
@@ -137,7 +156,8 @@ class Rollout:
         rl/tool_errors (calls made, and calls that gave an error, per completion sampled); and where the
         rollout's time went: rl/sample_seconds (the engine, tool calls included), rl/score_seconds
         (the rewards), rl/logp_seconds (the sampling policy's and the reference's log-probabilities;
-        the update's time is the step's less these)."""
+        the update's time is the step's less these); rl/logp_mismatch and rl/logp_kl (the module
+        docstring)."""
         groups = self.rewards.reshape(-1, group_size)
         return {"rl/reward": float(self.rewards.mean()), "rl/reward_std": float(self.rewards.std()),
                 "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean()),
@@ -147,6 +167,7 @@ class Rollout:
                 **({"rl/overlong_penalty": self.shaping} if self.shaping else {}),
                 "rl/sample_seconds": self.seconds[0], "rl/score_seconds": self.seconds[1],
                 "rl/logp_seconds": self.seconds[2],
+                **({"rl/logp_mismatch": self.mismatch[0], "rl/logp_kl": self.mismatch[1]} if self.mismatch else {}),
                 **({"rl/tool_calls": self.tools[0] / (len(self.rewards) * self.draws),
                     "rl/tool_errors": self.tools[1] / (len(self.rewards) * self.draws)} if self.tools else {})}
 
@@ -165,6 +186,9 @@ class Rollouts:
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
         self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature),
                                      vocab_limit=tokenizer.vocab_size))  # (what the engine samples from)
+        # (the model's own distribution, which the engine's log-probabilities are of: for rl/logp_mismatch)
+        self.logps1 = self.logps if logp_temperature(cfg.rl.temperature) == 1.0 else jax.jit(
+            partial(token_logps, cfg.model, rules, vocab_limit=tokenizer.vocab_size))
 
     def sampling(self, step: int, greedy: bool = False, draw: int = 0) -> SamplingParams:
         r = self.cfg.rl
@@ -191,7 +215,7 @@ class Rollouts:
                             for p, text in zip(prompts, texts, strict=True)], np.float64)
         calls = (self.tools.calls, self.tools.errors) if self.tools is not None else (0, 0)
         return Sampled(new, texts, rewards, [r.injected for r in done], *calls,
-                       seconds=(sampled - start, time.perf_counter() - sampled))
+                       seconds=(sampled - start, time.perf_counter() - sampled), logprobs=[r.logprobs for r in done])
 
     def tool_outputs(self, tokens: Sequence[int], injected: Sequence[int]) -> List[str]:
         """The texts a tool appended to one completion (its runs of `injected` tokens), in order."""
@@ -204,18 +228,22 @@ class Rollouts:
         return [self.tokenizer.decode([tokens[j] for j in run]) for run in runs]
 
     def layout(self, prompts: Sequence[Prompt], completions: Sequence[Sequence[int]],
-               injected: Optional[Sequence[Sequence[int]]] = None) -> tuple:
+               injected: Optional[Sequence[Sequence[int]]] = None, values: Optional[Sequence[Sequence[float]]] = None
+               ) -> tuple:
         """(inputs, targets) [rows, data.seq_len] int32 on the host (the module docstring;
-        `injected`: each completion's tool-output tokens, whose targets are -1)."""
+        `injected`: each completion's tool-output tokens, whose targets are -1). `values` (one per
+        completion token: the engine's log-probabilities): (inputs, those values float32 where the
+        targets are, 0 elsewhere)."""
         t = self.cfg.data.seq_len
         inputs = np.zeros((len(prompts), t), np.int32)
-        targets = np.full((len(prompts), t), -1, np.int32)
+        targets = np.full((len(prompts), t), -1, np.int32) if values is None else np.zeros((len(prompts), t),
+                                                                                          np.float32)
         for r, (p, c) in enumerate(zip(prompts, completions, strict=True)):
             row = list(p.tokens) + list(c)
             n = min(len(row) - 1, t)
             inputs[r, :n] = row[:n]
             first = len(p.tokens) - 1  # (the input position whose target is the completion's first token)
-            targets[r, first:n] = row[first + 1:n + 1]
+            targets[r, first:n] = row[first + 1:n + 1] if values is None else values[r][:n - first]
             for j in (injected[r] if injected else ()):
                 if first + j < t:
                     targets[r, first + j] = -1
@@ -239,7 +267,7 @@ class Rollouts:
             calls += (out.tool_calls, out.tool_errors)
             seconds += out.seconds
             for q in range(per):
-                group = [(rows[i], out.tokens[i], out.texts[i], out.rewards[i], out.injected[i])
+                group = [(rows[i], out.tokens[i], out.texts[i], out.rewards[i], out.injected[i], out.logprobs[i])
                          for i in range(q * g, (q + 1) * g)]
                 spread = len({x[3] for x in group}) > 1
                 (kept if spread or not r.dynamic_sampling else flat).append(group)
@@ -248,8 +276,8 @@ class Rollouts:
             draw += 1
             prompts = more(draw)
         informative = min(len(kept), per) / per if r.dynamic_sampling else 1.0
-        rows, new, texts, rewards, injected = (list(column) for column in zip(*(x for q in (kept + flat)[:per]
-                                                                                for x in q), strict=True))
+        rows, new, texts, rewards, injected, sampler = (list(column) for column in zip(
+            *(x for q in (kept + flat)[:per] for x in q), strict=True))
         rewards = np.array(rewards, np.float64)
         lengths = np.array([len(c) for c in new])
         shaping = overlong_penalty(lengths, r.max_new_tokens, r.overlong_buffer, r.overlong_penalty)
@@ -262,8 +290,11 @@ class Rollouts:
         old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
-        jax.block_until_ready((old, ref))
+        trainer = self.logps1(params, inputs, targets) if self.logps1 is not self.logps else old
+        jax.block_until_ready((old, ref, trainer))
         logp_seconds = time.perf_counter() - start
+        mismatch = logp_mismatch(np.asarray(trainer), self.layout(rows, new, injected, sampler)[1],
+                                 np.asarray(targets) >= 0)
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
                        float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
-                       injected, (*seconds.tolist(), logp_seconds))
+                       injected, (*seconds.tolist(), logp_seconds), mismatch)
