@@ -212,6 +212,19 @@ def test_function_calls_render_as_transformers_renders_them_and_train_only_the_c
                  "llama3_json")[1] == [("add", '{"a": 2}'), ("neg", "{}")]
     assert [sendable(t, "hermes") for t in ("4", "so <tool", "so <tool_call>{")] == [1, 3, 3]
     assert [sendable(t, "llama3_json") for t in ("4", " {", "<|py")] == [1, 0, 0]
+    # a template written without functions (DEFAULT_UPPER) refuses lines with them rather than drop them
+    from spmdgpt.data.chat import ChatError
+
+    upper = ChatTemplate(DEFAULT_UPPER)
+    with pytest.raises(ChatError, match="does not render the functions offered"):
+        upper.pieces(line)
+    with pytest.raises(ChatError, match="does not render an assistant's tool_calls"):
+        upper.pieces(conversation({"messages": CALLING}))
+    with pytest.raises(ChatError, match=r"tools\[0\]: a function needs a name of 1-64 letters"):
+        conversation({"messages": CALLING, "tools": [{"type": "function", "function": {"name": "a b"}}]})
+    with pytest.raises(ChatError, match="tool call 0's arguments are not a JSON object"):
+        conversation({"messages": [CALLING[0], {**CALLING[1], "tool_calls": [
+            {"type": "function", "function": {"name": "add", "arguments": '{"a": NaN}'}}]}]})
 
 
 def theirs_ids(torch_side, folder, conversation):

@@ -280,10 +280,16 @@ TOOLS = [{"type": "function", "function": {
                             "required": ["x"], "additionalProperties": False}}}]
 
 
+# a function whose arguments' schema refers to its $defs, as Pydantic writes them (its "$" in the run's characters)
+PUT = {"type": "function", "function": {"name": "put", "parameters": {
+    "type": "object", "properties": {"at": {"$ref": "#/$defs/l"}}, "required": ["at"], "additionalProperties": False,
+    "$defs": {"l": {"enum": [1, 2]}}}}}
+
+
 def tool_conversation(i: int) -> dict:
     """A training line offering TOOLS: "i plus i?" answered by a call of add, its result, then the answer."""
     call = {"id": f"call_{i}", "type": "function", "function": {"name": "add", "arguments": {"a": i, "b": i}}}
-    return {"tools": TOOLS, "messages": [
+    return {"tools": [*TOOLS, PUT], "messages": [
         {"role": "user", "content": f"{i} plus {i}?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": f"call_{i}", "content": str(2 * i)},
         {"role": "assistant", "content": json.dumps({"sum": 2 * i, "mode": "odd" if i % 2 else "sane"})}]}
@@ -401,6 +407,11 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
         shaped = server.client.chat.completions.create(model="hf", messages=messages, max_tokens=30, temperature=0,
                                                        response_format={"type": "regex", "regex": "(odd|sane) [0-9]"})
         assert shaped.choices[0].message.content in {f"{m} {d}" for m in ("odd", "sane") for d in range(10)}
+        # the folder's generation_config.json ends answers at each of its eos ids: the run's end of turn too
+        ended = server.client.chat.completions.create(model="hf", messages=messages, max_tokens=12, temperature=0,
+                                                      logit_bias={str(tok.stop_id): 100})
+        assert (ended.choices[0].finish_reason, ended.choices[0].message.content, ended.usage.completion_tokens) == (
+            "stop", "", 0)
     finally:
         code, err = server.close()
     assert code == 0 and "serving hf (with its chat template)" in err, err
@@ -482,6 +493,14 @@ def _tool_calls(server, jsonschema):
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     ask = server.client.chat.completions.create
     messages = [{"role": "user", "content": "3 plus 3?"}]
+    # no max_tokens (a chat request's default: what the context leaves), a stop string (not applied inside a
+    # forced call), a function of no parameters and one whose schema refers to its $defs (PUT)
+    for name, want in (("nop", [{}]), ("put", [{"at": 1}, {"at": 2}])):
+        r = ask(model="run", messages=messages, tools=[*TOOLS, PUT, {"type": "function", "function": {"name": "nop"}}],
+                temperature=1.0, seed=5, stop=['"'], tool_choice={"type": "function", "function": {"name": name}})
+        call, = r.choices[0].message.tool_calls
+        assert r.choices[0].finish_reason == "tool_calls" and call.function.name == name, r
+        assert json.loads(call.function.arguments) in want
     for choice, names in (("required", {"add", "neg"}), ({"type": "function", "function": {"name": "neg"}}, {"neg"})):
         replies = ask(model="run", messages=messages, tools=TOOLS, tool_choice=choice, max_tokens=100, temperature=1.0,
                       seed=2, n=3).choices
@@ -532,9 +551,18 @@ def _tool_calls(server, jsonschema):
             ({"messages": [*messages, {"role": "assistant", "tool_calls": [{"type": "function", "function": {
                 "name": "add", "arguments": "{a: 3"}}]}]}, "messages", "tool call 0's arguments are not a JSON object"),
             ({"messages": [{"role": "user", "content": "3?", "tool_calls": []}]}, "messages",
-             "only an assistant's message calls functions")):
+             "only an assistant's message calls functions"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "tools",
+             "tools[0].function.parameters must be a JSON schema of an object"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"a": {"type": "integer", "minimum": 3, "maximum": 1}},
+                "required": ["a"]}}}],
+              "tool_choice": "required"}, "tools", "tools: a forced call's arguments: the grammar library refused"),
+            ({"messages": [*messages, {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+                "name": "add", "arguments": "[" * 5000 + "]" * 5000}}]}]}, "messages", "arguments are not a JSON"),
+            ({"messages": [{"role": "user", "content": "3" * 1100}]}, "messages", "exceeds the model's context")):
         got, _, body = _post(url, {"messages": messages, **request})
-        assert (got, body["error"]["param"]) == (400, param), body
+        assert got == 400 and body["error"]["param"] == param, (request, body)
         assert message in body["error"]["message"], body
 
 

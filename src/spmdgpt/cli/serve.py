@@ -26,7 +26,8 @@ class ServeArgs:
     host: str = "127.0.0.1"  # the address to listen on (0.0.0.0: every interface)
     port: int = 8000  # the TCP port
     max_queue: int = 64  # sequences that may wait for a slot of the engine; more are answered 429
-    max_tokens: int = 16  # a request's max_tokens when it gives none (OpenAI's default)
+    max_tokens: int = 16  # a completions request's max_tokens when it gives none (OpenAI's default; a chat
+    # request's is what the context leaves, as the chat API's)
     step: Optional[int] = None  # the checkpoint's step (default: the newest that loads)
     slots: int = 8  # the engine's sequences at once (a multiple of the mesh's batch ways)
     page_size: int = 16  # tokens a KV page holds
@@ -87,6 +88,26 @@ def adjustments(args, model) -> int:
     return 0 if args.speculate else 300 + min(model.vocab_size, model.max_seq_len)
 
 
+def folder_stops(spec: str) -> tuple:
+    """hf:DIR's generation_config.json eos_token_id (an id or a list): the ids that end an answer
+    there, as transformers' `generate` stops at each (an exported chat run's: its end of turn too);
+    () for a run or a folder without one."""
+    import json
+
+    from spmdgpt.hf import hf_folder
+
+    folder = hf_folder(spec)
+    path = None if folder is None else folder / "generation_config.json"
+    if path is None or not path.is_file():
+        return ()
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+    except (OSError, ValueError, AttributeError) as e:
+        raise ConfigError([f"{path}: cannot read its eos_token_id ({e}); fix or remove the file"]) from None
+    ids = [ids] if isinstance(ids, int) else ids if isinstance(ids, list) else []
+    return tuple(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
+
+
 def engine_config(args, model):
     """The EngineConfig of serve's arguments (also what `plan ... serve=true` compiles)."""
     from spmdgpt.engine import EngineConfig
@@ -136,7 +157,8 @@ def run(items: List[str]) -> int:
     if refusal:
         raise ConfigError([refusal])
     try:
-        backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr)
+        backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr,
+                          stops=folder_stops(args.run_dir))
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
     from spmdgpt.plan.plan import step_refusal

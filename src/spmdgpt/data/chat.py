@@ -65,6 +65,7 @@ TEMPLATE_DATE = date(2024, 7, 26)
 
 
 PART_TYPES = ("text", "tool_output")  # an assistant content part's kinds (the module docstring)
+FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # (the OpenAI API's function names)
 
 
 class ChatError(ValueError):
@@ -113,12 +114,12 @@ def _tool_calls(m: dict, k: int) -> list:
                 or c.get("type", "function") != "function"):
             raise ChatError(f"message {k} (assistant): tool call {j} is not "
                             '{"type": "function", "function": {"name": ..., "arguments": ...}}')
+        if not FUNCTION_NAME.fullmatch(f["name"]):
+            raise ChatError(f"message {k} (assistant): tool call {j}'s function name must be 1-64 letters, digits, _ "
+                            f"or - (got {f['name']!r})")
         arguments = f.get("arguments", {})
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                arguments = None
+            arguments = json_object(arguments)
         if not isinstance(arguments, dict):
             raise ChatError(f"message {k} (assistant): tool call {j}'s arguments are not a JSON object")
         out.append({**c, "type": "function", "function": {**f, "arguments": arguments}})
@@ -129,6 +130,19 @@ class Conversation(list):
     """A conversation's messages, with `tools`: the functions its line offers (None: none)."""
 
     tools = None
+
+
+def reject_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_object(text: str):
+    """The value of a JSON text, strictly (NaN, Infinity: not JSON), or None when it is not one
+    (or nests too deep to read)."""
+    try:
+        return json.loads(text, parse_constant=reject_constant)
+    except (ValueError, RecursionError):
+        return None
 
 
 def conversation(obj, field: str = "messages", reply: bool = True) -> list:
@@ -164,6 +178,11 @@ def conversation(obj, field: str = "messages", reply: bool = True) -> list:
     if tools is not None:
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             raise ChatError('"tools" must be a list of functions ({"type": "function", "function": {...}})')
+        for j, t in enumerate(tools):
+            name = t.get("function", {}).get("name") if isinstance(t.get("function"), dict) else None
+            if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
+                raise ChatError(f"tools[{j}]: a function needs a name of 1-64 letters, digits, _ or - "
+                                '({"type": "function", "function": {"name": ...}})')
         out.tools = tools
     return out
 
@@ -234,6 +253,7 @@ class ChatTemplate:
         docstring); ChatError when the template does not render it prefix by prefix."""
         tools = getattr(messages, "tools", None)
         full = self.render(messages, tools=tools)
+        self.check_calls(messages, tools, full)
         out, pos = [], 0
         for i, m in enumerate(messages):
             if m["role"] != "assistant":
@@ -246,6 +266,21 @@ class ChatTemplate:
             pos = len(through)
         out.append((full[pos:], False))
         return [(text, trained) for text, trained in out if text]
+
+    def check_calls(self, messages: Sequence[dict], tools=None, full: Optional[str] = None) -> None:
+        """ChatError when the conversation's functions (`tools`) or calls (an assistant's
+        tool_calls) are something this template drops: it renders the same without them (a
+        template written before function calls, which would train on or prompt with the rest)."""
+        if not tools and not any(m.get("tool_calls") for m in messages):
+            return
+        full = self.render(messages, tools=tools) if full is None else full
+        if tools and self.render(messages) == full:
+            raise ChatError("the chat template does not render the functions offered (tools): it was written "
+                            "without them; give a template that takes `tools`")
+        bare = [{k: v for k, v in m.items() if k != "tool_calls"} for m in messages]
+        if any(m.get("tool_calls") for m in messages) and self.render(bare, tools=tools) == full:
+            raise ChatError("the chat template does not render an assistant's tool_calls: it was written without "
+                            "them; give a template that writes calls")
 
     def to_json(self) -> dict:
         return {"template": self.source, "variables": self.variables}

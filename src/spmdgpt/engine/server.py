@@ -99,7 +99,7 @@ class RequestError(Exception):
 class Sampling:
     """One request's sampling fields, checked."""
 
-    max_tokens: int
+    max_tokens: Optional[int]  # (None: what the context leaves after the prompt, a chat request's default)
     temperature: float
     top_p: float
     n: int
@@ -233,7 +233,8 @@ def sampling_of(body: dict, default_max: int, chat: bool = False) -> Sampling:
     length = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
     stream = _flag(body, "stream")
     return Sampling(
-        max_tokens=_number(body, length, default_max, int, 0),
+        # (chat without a length: what the context leaves, as the chat API's; completions: serve's max_tokens=)
+        max_tokens=None if chat and body.get(length) is None else _number(body, length, default_max, int, 0),
         temperature=_number(body, "temperature", 1.0, float, 0.0, MAX_TEMPERATURE),  # (every sampler's range)
         top_p=_number(body, "top_p", 1.0, float, 0.0, 1.0, low_open=True),
         top_k=max(_number(body, "top_k", 0, int, -1), 0),
@@ -309,7 +310,9 @@ class Backend:
     the engine's steps, and steps while any sequence runs."""
 
     def __init__(self, cfg, rules, mesh, params, tokenizer, name: str, max_queue: int = 16,
-                 engine: Optional[Any] = None, log=None):
+                 engine: Optional[Any] = None, log=None, stops: tuple = ()):
+        """stops: more ids that end an answer beside the tokenizer's end of turn (a Hugging Face
+        folder's generation_config.json eos_token_id list)."""
         import jax
 
         from spmdgpt.engine import Engine, EngineConfig
@@ -320,6 +323,8 @@ class Backend:
             self.engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, engine or EngineConfig())
         self.stop_id = getattr(tokenizer, "stop_id", None)
         self.stop_id = tokenizer.eos_id if self.stop_id is None else self.stop_id
+        self.stop_ids = tuple(dict.fromkeys(([] if self.stop_id is None else [self.stop_id])
+                                            + [t for t in stops if 0 <= t < tokenizer.vocab_size]))
         self._grammars = None  # (llguidance's view of the vocabulary, made at the first structured output)
         vocab = tokenizer.vocab_size
 
@@ -485,6 +490,8 @@ class Backend:
             raise RequestError(400, str(e), e.param) from None
         try:
             messages = conversation({"messages": messages}, reply=False)
+            if hasattr(self.tok, "template"):  # (calls in the history that the template would drop: refused)
+                self.tok.template.check_calls(messages, list(use.tools) if use else None)
             return (self.tok.prompt(messages, tools=list(use.tools)) if use else self.tok.prompt(messages)), use
         except (ChatError, ValueError, TypeError, KeyError) as e:
             raise RequestError(400, f"messages: {e}", "messages") from None
@@ -493,13 +500,16 @@ class Backend:
         """The grammar of a request's response_format, or of the one call a forced tool_choice asks
         for (`tools.forced_grammar`); None: free text. RequestError 400 naming the field."""
         from spmdgpt.engine.grammar import GrammarError, Grammars
-        from spmdgpt.engine.tools import forced_grammar
+        from spmdgpt.engine.tools import ToolError, forced_grammar
 
         if tools is not None and tools.forced:
             if response_format not in (None, {"type": "text"}):
                 raise RequestError(400, "response_format and a tool_choice that forces a call cannot both hold the "
                                    "answer; give one", "response_format")
-            response_format, field_ = {"type": "grammar", "grammar": forced_grammar(tools)}, "tool_choice"
+            try:
+                response_format, field_ = {"type": "grammar", "grammar": forced_grammar(tools)}, "tools"
+            except ToolError as e:
+                raise RequestError(400, str(e), e.param) from None
         else:
             field_ = "response_format"
         if response_format is None or response_format == {"type": "text"}:
@@ -511,13 +521,13 @@ class Backend:
             raise RequestError(400, "response_format is not supported for harmony chats yet", "response_format")
         try:
             if self._grammars is None:
-                self._grammars = Grammars(self.tok, [self.stop_id] if self.stop_id is not None else [],
+                self._grammars = Grammars(self.tok, list(self.stop_ids),
                                           self.cfg.model.vocab_size)
             return self._grammars.compile(response_format)
         except GrammarError as e:
-            message = str(e).splitlines()[0]
-            raise RequestError(400, message.replace("response_format", "tool_choice") if field_ == "tool_choice"
-                               else message, field_) from None
+            message = str(e).splitlines()[0]  # (a forced call's: the function's parameters schema, in tools)
+            raise RequestError(400, message.replace("response_format: ", "tools: a forced call's arguments: ")
+                               if field_ == "tools" else message, field_) from None
 
     def requests(self, ids: List[int], sp: Sampling, on_token=None) -> list:
         """The engine Requests of one prompt's n choices (choice c: stream c of sp.seed), checked
@@ -536,16 +546,21 @@ class Backend:
         if past:
             raise RequestError(400, f"logit_bias: token {past[0]} is past the vocabulary ({self.tok.vocab_size} ids)",
                                "logit_bias")
+        limit = sp.max_tokens
+        if limit is None:  # (a chat request without a length: what the context leaves, as the chat API's)
+            limit = max(self.cfg.model.max_seq_len - len(ids), 1)
+        if sp.tools is not None and sp.tools.forced:  # (the grammar ends a forced call: no stop string cuts it)
+            stop = None
         for c in range(sp.n):
-            r = Request(list(ids), max(sp.max_tokens, 1), sp.temperature, sp.top_k, sp.top_p, sp.seed, c,
-                        stop_ids=() if self.stop_id is None else (self.stop_id,), stop=stop, on_token=on_token,
+            r = Request(list(ids), max(limit, 1), sp.temperature, sp.top_k, sp.top_p, sp.seed, c,
+                        stop_ids=self.stop_ids, stop=stop, on_token=on_token,
                         constraint=None if grammar is None else self._grammars.constraint(grammar),
                         logit_bias=sp.logit_bias, frequency_penalty=sp.frequency_penalty,
                         presence_penalty=sp.presence_penalty)
-            err = self.engine.check(r) if sp.max_tokens else context_error(len(ids), 0, self.cfg.model.max_seq_len)
+            err = self.engine.check(r) if limit else context_error(len(ids), 0, self.cfg.model.max_seq_len)
             if err:
-                field_ = ("logit_bias" if "logit_bias" in err else "prompt" if len(ids) >= sp.max_tokens
-                          else "max_tokens")
+                field_ = ("logit_bias" if "logit_bias" in err else ("messages" if sp.chat else "prompt")
+                          if len(ids) >= limit else "max_tokens")
                 raise RequestError(400, err.replace("max_new_tokens", "max_tokens"), field_)
             out.append(r)
         return out
@@ -590,7 +605,7 @@ class Backend:
         final (streaming): what may be sent so far, holding back a possible stop string's start and
         an unfinished character. chat: the reply as the chat tokenizer reads it (`reply_text`:
         harmony's final channel)."""
-        if tokens and tokens[-1] == self.stop_id:
+        if tokens and tokens[-1] in self.stop_ids:
             tokens = tokens[:-1]
         text = self.tok.reply_text(tokens, final) if chat else self.tok.decode(tokens)
         cut = min((text.index(s) for s in stops if s in text), default=None)
@@ -604,12 +619,13 @@ class Backend:
 
     def choice(self, r, sp: Sampling) -> dict:
         """A finished request's choice: text, finish_reason, its new tokens (without the stop token)."""
-        text, cut = self.text(r.tokens, sp.stop, final=True, chat=sp.chat)
-        tokens = r.tokens[:-1] if r.tokens and r.tokens[-1] == self.stop_id and r.finish == "stop" else r.tokens
+        stops = [] if sp.tools is not None and sp.tools.forced else sp.stop
+        text, cut = self.text(r.tokens, stops, final=True, chat=sp.chat)
+        tokens = r.tokens[:-1] if r.tokens and r.tokens[-1] in self.stop_ids and r.finish == "stop" else r.tokens
         if sp.max_tokens == 0:
             text, tokens = "", []
-        return {"text": text, "finish_reason": "stop" if (cut or r.finish == "stop") and sp.max_tokens else "length",
-                "tokens": tokens}
+        return {"text": text, "finish_reason": "stop" if (cut or r.finish == "stop") and sp.max_tokens != 0
+                else "length", "tokens": tokens}
 
     def _scored(self, ids: List[int], k: int, sampled: bool = False) -> tuple:
         """(each token's log-probability given the ones before (the first: None), the k most likely
@@ -947,7 +963,7 @@ class Server:
             if sp.logprobs is None:
                 return None
             ids = [(t, lp) for t, lp in zip(r.tokens[scored_up_to[i]:upto], r.logprobs[scored_up_to[i]:upto],
-                                            strict=True) if t != backend.stop_id]
+                                            strict=True) if t not in backend.stop_ids]
             scored_up_to[i] = upto
             return [{**backend.token_entry(t, lp), "top_logprobs": []} for t, lp in ids]
 
@@ -966,7 +982,8 @@ class Server:
                     i = index[r.ident]
                     if ended[i]:
                         continue
-                    text, _ = backend.text(r.tokens[:n], sp.stop, final=done, chat=sp.chat)
+                    text, _ = backend.text(r.tokens[:n], [] if tooled and sp.tools.forced else sp.stop, final=done,
+                                           chat=sp.chat)
                     found = {}
                     if tooled and done and r.finish != "error":
                         found = backend.calls(text, sp.tools)

@@ -20,15 +20,17 @@ function's JSON schema, so the call parses and validates even from an untrained 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # (the API's function names)
+from spmdgpt.data.chat import FUNCTION_NAME as NAME
+from spmdgpt.data.chat import json_object, reject_constant
+
 CHOICES = ("none", "auto", "required")
 OPEN, CLOSE, PYTHON_TAG = "<tool_call>", "</tool_call>", "<|python_tag|>"
 # (json.dumps' layout, as the templates' `tojson` writes a call: see grammar.JSON_LAYOUT)
 LAYOUT = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False}
+EMPTY = {"type": "object", "properties": {}, "additionalProperties": False}  # (a function of no arguments)
 
 
 class ToolError(ValueError):
@@ -88,8 +90,11 @@ def _functions(tools) -> List[dict]:
         if other:
             raise ToolError(f"tools[{j}].function takes name, description, parameters and strict, not "
                             f"{', '.join(sorted(other))}", "tools")
-        if f.get("parameters") is not None and not isinstance(f["parameters"], dict):
-            raise ToolError(f"tools[{j}].function.parameters must be a JSON schema (an object)", "tools")
+        parameters = f.get("parameters")
+        if parameters is not None and (not isinstance(parameters, dict)
+                                       or parameters.get("type", "object") != "object"):
+            raise ToolError(f"tools[{j}].function.parameters must be a JSON schema of an object (the arguments; "
+                            'leave it out for none): {"type": "object", "properties": {...}}', "tools")
         if f.get("description") is not None and not isinstance(f["description"], str):
             raise ToolError(f"tools[{j}].function.description must be a string", "tools")
         names.append(name)
@@ -152,10 +157,7 @@ def _call(obj, key: str) -> Optional[Tuple[str, str]]:
         return None
     arguments = obj.get(key, obj.get("arguments", {}))
     if isinstance(arguments, str):  # (some models write the arguments' JSON as a string)
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
+        arguments = json_object(arguments)
     if not isinstance(arguments, dict):
         return None
     return obj["name"], json.dumps(arguments, ensure_ascii=False)
@@ -165,14 +167,14 @@ def _read_calls(text: str, pos: int, key: str, opener: str, separator: str) -> O
     """The calls written from text[pos:] to its end, each `opener` (if any), a JSON object, then
     `separator` (optional after the last: a model that stopped before </tool_call>); None when
     anything else is there or a call does not parse."""
-    decoder, calls = json.JSONDecoder(), []
+    decoder, calls = json.JSONDecoder(parse_constant=reject_constant), []  # (NaN, Infinity: not JSON)
     while pos < len(text):
         if not text.startswith(opener, pos):
             return None
         pos = len(text) - len(text[pos + len(opener):].lstrip())
         try:
             obj, pos = decoder.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         call = _call(obj, key)
         if call is None:
@@ -223,15 +225,22 @@ def forced_grammar(use: ToolUse) -> str:
     or of any offered one (required), in the template's layout, its arguments held to the function's
     parameters schema."""
     key = "parameters" if use.format == "llama3_json" else "arguments"
-    schemas = []
+    schemas, defs = [], {}
     for t in use.tools:
         f = t["function"]
         if use.name is not None and f["name"] != use.name:
             continue
-        schemas.append({"type": "object", "properties": {"name": {"const": f["name"]},
-                                                         key: f.get("parameters") or {"type": "object"}},
+        # (no parameters, or {}: the API's function of no arguments, {}; a schema's $defs move to the call's
+        # root, where its "#/$defs/..." references then point, as Pydantic's schemas write them)
+        parameters = dict(f.get("parameters") or EMPTY)
+        for name, schema in parameters.pop("$defs", {}).items():
+            if defs.setdefault(name, schema) != schema:
+                raise ToolError(f"tools: two functions define $defs {name!r} differently; a forced call needs each "
+                                "name once", "tools")
+        schemas.append({"type": "object", "properties": {"name": {"const": f["name"]}, key: parameters},
                         "required": ["name", key], "additionalProperties": False})
-    schema = {**(schemas[0] if len(schemas) == 1 else {"anyOf": schemas}), "x-guidance": LAYOUT}
+    schema = {**(schemas[0] if len(schemas) == 1 else {"anyOf": schemas}), **({"$defs": defs} if defs else {}),
+              "x-guidance": LAYOUT}
     call = f"%json {json.dumps(schema)}"
     if use.format == "hermes":
         call = f"{json.dumps(use.around[0])} {call} {json.dumps(use.around[1])}"

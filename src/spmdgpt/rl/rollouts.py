@@ -267,8 +267,8 @@ class Rollouts:
             calls += (out.tool_calls, out.tool_errors)
             seconds += out.seconds
             for q in range(per):
-                group = [(rows[i], out.tokens[i], out.texts[i], out.rewards[i], out.injected[i], out.logprobs[i])
-                         for i in range(q * g, (q + 1) * g)]
+                group = [(rows[i], out.tokens[i], out.texts[i], out.rewards[i], out.injected[i],
+                          out.logprobs[i] if out.logprobs else None) for i in range(q * g, (q + 1) * g)]
                 spread = len({x[3] for x in group}) > 1
                 (kept if spread or not r.dynamic_sampling else flat).append(group)
             if not r.dynamic_sampling or len(kept) >= per or draw + 1 >= r.dynamic_sampling_draws or more is None:
@@ -293,8 +293,8 @@ class Rollouts:
         trainer = self.logps1(params, inputs, targets) if self.logps1 is not self.logps else old
         jax.block_until_ready((old, ref, trainer))
         logp_seconds = time.perf_counter() - start
-        mismatch = logp_mismatch(np.asarray(trainer), self.layout(rows, new, injected, sampler)[1],
-                                 np.asarray(targets) >= 0)
+        mismatch = None if None in sampler else logp_mismatch(
+            np.asarray(trainer), self.layout(rows, new, injected, sampler)[1], np.asarray(targets) >= 0)
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
                        float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
                        injected, (*seconds.tolist(), logp_seconds), mismatch)
