@@ -676,9 +676,10 @@ class Backend:
 
     def chat_logprobs(self, prompt: List[int], tokens: List[int], k: int) -> dict:
         """The chat API's logprobs object of a reply's `tokens` after `prompt`: `content`, per token its
-        text, log-probability, bytes and the k most likely alternatives (`top_logprobs`), in the
-        distribution the engine samples from (`_scored`'s `sampled`: streamed answers carry the
-        engine's own, the same)."""
+        text, log-probability, bytes and the k most likely alternatives (`top_logprobs`), of the
+        model's own distribution over the tokenizer's ids (`_scored`'s `sampled`: temperature 1,
+        before top-p, top-k, penalties and biases, as vLLM's logprobs are by default; streamed
+        answers carry the engine's own, the same)."""
         token_logprobs, which, top = self._scored(prompt + tokens, k, sampled=True)
         content = []
         for i, t in enumerate(tokens, start=len(prompt)):
