@@ -408,6 +408,10 @@ def test_chat_completions_through_the_runs_template_then_kill_9_mid_answer(tmp_p
                                                        response_format={"type": "regex", "regex": "(odd|sane) [0-9]"})
         assert shaped.choices[0].message.content in {f"{m} {d}" for m in ("odd", "sane") for d in range(10)}
         # the folder's generation_config.json ends answers at each of its eos ids: the run's end of turn too
+        # (sample and chat read them alike)
+        from spmdgpt.cli.runs import folder_stops
+
+        assert folder_stops(f"hf:{tmp_path / 'hf'}") == (tok.eos_id, tok.stop_id)
         ended = server.client.chat.completions.create(model="hf", messages=messages, max_tokens=12, temperature=0,
                                                       logit_bias={str(tok.stop_id): 100})
         assert (ended.choices[0].finish_reason, ended.choices[0].message.content, ended.usage.completion_tokens) == (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, parse
-from spmdgpt.cli.runs import file_error
+from spmdgpt.cli.runs import file_error, folder_stops
 from spmdgpt.cli.sample import sampling_errors
 from spmdgpt.config import ConfigError
 
@@ -97,7 +97,7 @@ def run(items: List[str]) -> int:
         rules = Rules(mesh, cfg.sharding, cfg.model)
         _, params = source_params(args.run_dir, cfg, rules, args.step, fix="chat with the run's model config")
         sp = SamplingParams(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed, tok.stop_id)
-        talk = Conversation(cfg.model, rules, params, tok, sp)
+        talk = Conversation(cfg.model, rules, params, tok, sp, stops=folder_stops(args.run_dir))
         if lines is not None:
             for line in lines:
                 start(talk, args.system)

@@ -197,3 +197,21 @@ def write_output(path: Path, text: str) -> int:
         print(f"spmdgpt: error: writing {path} failed ({os_reason(e)})", file=sys.stderr)
         return EXIT_WRITE_FAILED
     return EXIT_OK
+
+
+def folder_stops(spec: str) -> tuple:
+    """hf:DIR's generation_config.json eos_token_id (an id or a list): the ids that end an answer
+    there (serve, sample, chat), as transformers' `generate` stops at each (an exported chat run's:
+    its end of turn too); () for a run or a folder without one."""
+    from spmdgpt.hf import hf_folder
+
+    folder = hf_folder(spec)
+    path = None if folder is None else folder / "generation_config.json"
+    if path is None or not path.is_file():
+        return ()
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+    except (OSError, ValueError, AttributeError) as e:
+        raise ConfigError([f"{path}: cannot read its eos_token_id ({e}); fix or remove the file"]) from None
+    ids = [ids] if isinstance(ids, int) else ids if isinstance(ids, list) else []
+    return tuple(i for i in ids if isinstance(i, int) and not isinstance(i, bool))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from spmdgpt.cli.args import EXIT_OK, parse
-from spmdgpt.cli.runs import file_error
+from spmdgpt.cli.runs import file_error, folder_stops
 from spmdgpt.config import ConfigError
 
 DEFAULT_NEW_TOKENS = 200  # sample's max_new_tokens where it is not given (within the model's context)
@@ -117,14 +117,15 @@ def run(items: List[str]) -> int:
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="sample with the run's model config")
         rows = [row for row in encoded for _ in range(args.num_samples)]  # ((ids, max_new_tokens) per sample)
         batch = [ids for ids, _ in rows]
-        stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn)
+        stop = getattr(tokenizer, "stop_id", tokenizer.eos_id)  # (a chat model's reply ends its turn; hf:DIR:
+        stops = tuple(dict.fromkeys([*([] if stop is None else [stop]), *folder_stops(args.run_dir)]))  # its eos ids)
         d = rules.batch_divisor()
         slots = min(-(-len(batch) // d) * d, max(64, d))
         config = EngineConfig(slots=slots, speculate=args.speculate)
         engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, config)
         # (sample i: stream i of the seed)
         requests = [Request(list(ids), n, args.temperature, args.top_k, args.top_p, args.seed, i,
-                            stop_ids=() if stop is None else (stop,)) for i, (ids, n) in enumerate(rows)]
+                            stop_ids=stops) for i, (ids, n) in enumerate(rows)]
         outs = [r.tokens for r in engine.run(requests)]
     if jax.process_index() != 0:
         return EXIT_OK

@@ -88,26 +88,6 @@ def adjustments(args, model) -> int:
     return 0 if args.speculate else 300 + min(model.vocab_size, model.max_seq_len)
 
 
-def folder_stops(spec: str) -> tuple:
-    """hf:DIR's generation_config.json eos_token_id (an id or a list): the ids that end an answer
-    there, as transformers' `generate` stops at each (an exported chat run's: its end of turn too);
-    () for a run or a folder without one."""
-    import json
-
-    from spmdgpt.hf import hf_folder
-
-    folder = hf_folder(spec)
-    path = None if folder is None else folder / "generation_config.json"
-    if path is None or not path.is_file():
-        return ()
-    try:
-        ids = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
-    except (OSError, ValueError, AttributeError) as e:
-        raise ConfigError([f"{path}: cannot read its eos_token_id ({e}); fix or remove the file"]) from None
-    ids = [ids] if isinstance(ids, int) else ids if isinstance(ids, list) else []
-    return tuple(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
-
-
 def engine_config(args, model):
     """The EngineConfig of serve's arguments (also what `plan ... serve=true` compiles)."""
     from spmdgpt.engine import EngineConfig
@@ -121,7 +101,7 @@ def run(items: List[str]) -> int:
     args, overrides = parse(items, ServeArgs)
     args = check_args(args)
     from spmdgpt.cli.chat import with_folder_template
-    from spmdgpt.cli.runs import model_source, one_process_mesh, source_params
+    from spmdgpt.cli.runs import folder_stops, model_source, one_process_mesh, source_params
     from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
@@ -158,7 +138,7 @@ def run(items: List[str]) -> int:
         raise ConfigError([refusal])
     try:
         backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr,
-                          stops=folder_stops(args.run_dir))
+                          stops=folder_stops(args.run_dir))  # (hf:DIR: each eos id of its generation config)
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
     from spmdgpt.plan.plan import step_refusal

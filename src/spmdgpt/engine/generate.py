@@ -43,13 +43,16 @@ class Conversation:
     shared pages), over the conversation. `engine`: one to share (its programs compiled already,
     its vocabulary limit the tokenizer's); default a new one of as few slots as the mesh allows."""
 
-    def __init__(self, cfg: ModelConfig, rules: Rules, params: Params, tokenizer, sp: SamplingParams, engine=None):
+    def __init__(self, cfg: ModelConfig, rules: Rules, params: Params, tokenizer, sp: SamplingParams, engine=None,
+                 stops: tuple = ()):
         from spmdgpt.engine import Engine, EngineConfig
 
         self.cfg, self.rules, self.params, self.tok, self.sp = cfg, rules, params, tokenizer, sp
         self.engine = engine or Engine(cfg, rules, params, tokenizer.vocab_size,
                                        EngineConfig(slots=rules.batch_divisor()))
         self.fed = 0
+        self.stops = tuple(dict.fromkeys(t for t in (tokenizer.stop_id, *stops) if t is not None))  # (the end of
+        # turn; hf:DIR's eos ids too)
         self.reset()
 
     def reset(self) -> None:
@@ -68,16 +71,16 @@ class Conversation:
         if budget < 1:
             raise ValueError(f"the conversation has reached the model's context of {self.cfg.max_seq_len} tokens; "
                              "/reset to start a new one")
-        stop = self.tok.stop_id
+        stops = self.stops
         reply = self.tok.reply_text
-        shown = (lambda r, t: t != stop and on_token(reply([x for x in r.tokens if x != stop], False), t)) \
+        shown = (lambda r, t: t not in stops and on_token(reply([x for x in r.tokens if x not in stops], False), t)) \
             if on_token is not None else None
         sp, before = self.sp, self.engine.shared_tokens
         r = self.engine.run([Request(ids, budget, sp.temperature, sp.top_k, sp.top_p, sp.seed, self.turns,
-                                     stop_ids=(stop,), on_token=shown)])[0]
+                                     stop_ids=stops, on_token=shown)])[0]
         self.fed += len(ids) - (self.engine.shared_tokens - before)
         self.last = r  # (the turn's engine request: its tokens, stop token included)
-        text = reply([t for t in r.tokens if t != stop])
+        text = reply([t for t in r.tokens if t not in stops])
         self.messages = messages + [{"role": "assistant", "content": text}]
         self.turns += 1
         return text
