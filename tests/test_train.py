@@ -345,10 +345,14 @@ def test_bfloat16_training_reaches_the_float32_loss(experiment, steps, tol):
 def test_a_loss_spike_writes_its_event(tmp_path, monkeypatch):
     """train.loss_spike_factor: the batch of step 60 is replaced by random digits, whose loss
     is far above the recent median of a staircase that is being learnt: a loss_spike event with
-    that loss and median is logged at step 60, and only there; with the factor 0, none."""
+    that loss and median is logged at step 60, and only there; with the factor 0 the guard logs
+    none for those losses (the run's own, fed to a guard of factor 0)."""
+    from types import SimpleNamespace
+
     import jax
 
     from spmdgpt.data.loader import Batch, Batcher
+    from spmdgpt.training.hooks import Guard
 
     original = Batcher.train_batch
 
@@ -360,19 +364,21 @@ def test_a_loss_spike_writes_its_event(tmp_path, monkeypatch):
         return Batch(*(jax.device_put(a, batch.inputs.sharding) for a in (tokens, np.roll(tokens, 1, axis=1))))
 
     monkeypatch.setattr(Batcher, "train_batch", train_batch)
-    events = {}
-    for factor in (3.0, 0.0):
-        run_dir = tmp_path / f"f{factor}"
-        train(load_config(["+experiment=staircase", "train.steps=64", "train.log_every=1",
-                           "train.progress=false", "checkpoint.enabled=false", f"train.loss_spike_factor={factor}",
-                           f"run.dir={run_dir}"]), argv=["pytest"])
-        rows = read_jsonl(run_dir / "metrics.jsonl")
-        events[factor] = [r for r in rows if "event" in r]
-        losses = {r["step"]: r["loss"] for r in rows if "loss" in r and "event" not in r}
-    (spike,) = events[3.0]
+    run_dir = tmp_path / "f3"
+    train(load_config(["+experiment=staircase", "train.steps=64", "train.log_every=1", "train.progress=false",
+                       "checkpoint.enabled=false", "train.loss_spike_factor=3.0", f"run.dir={run_dir}"]),
+          argv=["pytest"])
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    losses = {r["step"]: r["loss"] for r in rows if "loss" in r and "event" not in r}
+    (spike,) = [r for r in rows if "event" in r]
     assert (spike["step"], spike["event"]) == (60, "loss_spike") and spike["loss"] == losses[60]
     assert spike["loss"] > 3.0 * spike["median"] and spike["median"] == np.median([losses[s] for s in range(1, 60)])
-    assert events[0.0] == []
+    for factor, want in ((0.0, []), (3.0, [60])):  # (the guard alone on these losses: none at factor 0)
+        logged, guard = [], Guard(0, factor)
+        loop = SimpleNamespace(event=lambda step, kind, **kw: logged.append(step), metrics_log=None)
+        for step in sorted(losses):
+            guard.reported(loop, step, {"loss": losses[step], "grad_norm": 1.0}, {})
+        assert logged == want
 
 
 def test_param_dtype_bfloat16_stores_bfloat16_parameters(staircase_cfg):
