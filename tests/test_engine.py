@@ -58,6 +58,8 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
         assert [r.tokens for r in greedy] == old and [r.tokens for r in sampled] == old_sampled
         assert all(r.finish == "length" for r in greedy + sampled) and alone.pages_used() == 0
         assert all(lp <= 0 for r in sampled for lp in r.logprobs) and len(sampled[0].logprobs) == 12
+        # (at temperature 1, and greedy, the log-probability at the request's temperature is the model's own)
+        assert all(r.sampled_logprobs == r.logprobs for r in greedy + sampled)
     assert replies[0] == replies[1]
 
 

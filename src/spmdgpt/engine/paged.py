@@ -203,6 +203,11 @@ def _threshold(keys: Array, enough) -> Array:
     return jax.lax.fori_loop(0, 32, body, (jnp.zeros_like(hi), hi))[0]
 
 
+def _unit(temperature: Array) -> Array:
+    """Each row's temperature as the divisor of its logits (greedy rows, 0: 1)."""
+    return jnp.where(temperature > 0, temperature, 1.0)
+
+
 def limited(logits: Array, vocab_limit: int) -> Array:
     """Logits [..., vocab] with the ids past vocab_limit (the table's padding) at -inf."""
     return jnp.where(jnp.arange(logits.shape[-1]) < vocab_limit, logits, -jnp.inf)
@@ -360,8 +365,9 @@ class Group(NamedTuple):
 
 class Step:
     """The compiled step: (params, pool, decode Rows, prefill Rows, decode Draw, prefill Draw) ->
-    (the pool updated, per group (tokens [b, n], count [b], log-probabilities [b, n], drafts [b, D]):
-    a row's first `count` tokens are new; the pool donated and updated in place in the layer
+    (the pool updated, per group (tokens [b, n], count [b], log-probabilities [b, n] of the model's
+    distribution, the same at the row's temperature [b, n] (greedy rows: 1), drafts [b, D]): a row's
+    first `count` tokens are new; the pool donated and updated in place in the layer
     loop's carry. A group that has no row this step is left out of the program (`run`'s static
     `groups`: three programs at most).
 
@@ -525,8 +531,10 @@ class Step:
                                  axis=1)
                 tok, count = verify(logits, rows.tokens[:, 1:], keys, draw.temperature, draw.top_k, draw.top_p,
                                     self.vocab_limit)
-                logp = jax.nn.log_softmax(limited(logits, self.vocab_limit))
-                logp = jnp.sum(jnp.where(jnp.arange(logp.shape[-1]) == tok[..., None], logp, 0), axis=-1)
+                real = limited(logits, self.vocab_limit)
+                picked = lambda lsm: jnp.sum(jnp.where(jnp.arange(lsm.shape[-1]) == tok[..., None], lsm, 0), -1)  # noqa: E731
+                logp = picked(jax.nn.log_softmax(real))
+                logp_t = picked(jax.nn.log_softmax(real / _unit(draw.temperature)[:, None, None]))
                 anchor = count - 1  # the place whose next token was sampled
                 new = _pick(tok, anchor)
             else:
@@ -535,14 +543,16 @@ class Step:
                 new = sample_rows(logits, keys, draw.temperature, draw.top_k, draw.top_p, self.vocab_limit,
                                   draw.allowed, (draw.adjust_ids, draw.adjust))
                 tok, count, anchor = new[:, None], jnp.ones_like(new), rows.last
-                logp = _pick(jax.nn.log_softmax(limited(logits, self.vocab_limit)), new)[:, None]
+                real = limited(logits, self.vocab_limit)
+                logp = _pick(jax.nn.log_softmax(real), new)[:, None]
+                logp_t = _pick(jax.nn.log_softmax(real / _unit(draw.temperature)[:, None]), new)[:, None]
             if self.drafts:
                 pool, drafts = self._draft(rules, params, pool, h, g, anchor, new)
             else:
                 drafts = jnp.zeros((b, 0), jnp.int32)
             # (replicated: every process of a multi-host mesh reads every row's token)
             results.append(tuple(jax.sharding.reshard(a, rules.spec(*([None] * a.ndim)))
-                                 for a in (tok, count, logp, drafts)))
+                                 for a in (tok, count, logp, logp_t, drafts)))
         return pool, tuple(results)
 
     def _draft(self, rules, params, pool: dict, h: Array, g: Group, anchor: Array, new: Array):

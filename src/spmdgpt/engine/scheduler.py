@@ -129,6 +129,9 @@ class Request:
     ident: int = field(default_factory=itertools.count().__next__)
     tokens: List[int] = field(default_factory=list)
     logprobs: List[float] = field(default_factory=list)
+    # (each token's log-probability at the request's temperature, 1 when greedy: of the distribution it was
+    # drawn from before top-k, top-p, penalties and masks; what GRPO's rollout-trainer mismatch compares)
+    sampled_logprobs: List[float] = field(default_factory=list)
     finish: Optional[str] = None  # "stop" | "length" | "cancelled" once it ended
     preemptions: int = 0
     injected: List[int] = field(default_factory=list)  # indices into `tokens` of the ones `inject` appended
@@ -405,8 +408,8 @@ class Engine:
         else:
             self._pool, out = self.step_fn.run(*args, groups=groups)
         out = [tuple(np.asarray(a) for a in o) for o in out]
-        tok_d, n_d, lp_d, drafts_d = out.pop(0) if groups[0] else (None,) * 4
-        tok_p, _, lp_p, drafts_p = out.pop(0) if groups[1] else (None,) * 4
+        tok_d, n_d, lp_d, lpt_d, drafts_d = out.pop(0) if groups[0] else (None,) * 5
+        tok_p, _, lp_p, lpt_p, drafts_p = out.pop(0) if groups[1] else (None,) * 5
         self.steps += 1
         got = []
         for i in decoding:  # its last token and the drafts accepted are in the pool now
@@ -424,7 +427,7 @@ class Engine:
             self._mark(s)
         for i in decoding:
             for j in range(int(n_d[i])):
-                r = self._take(i, int(tok_d[i, j]), float(lp_d[i, j]))
+                r = self._take(i, int(tok_d[i, j]), float(lp_d[i, j]), float(lpt_d[i, j]))
                 if r.done:
                     break
             got.append(r)
@@ -432,14 +435,15 @@ class Engine:
             s = self.slots[i]
             if s.read == len(s.feed):
                 s.drafts = [int(d) for d in drafts_p[j]]
-                got.append(self._take(i, int(tok_p[j, 0]), float(lp_p[j, 0])))
+                got.append(self._take(i, int(tok_p[j, 0]), float(lp_p[j, 0]), float(lpt_p[j, 0])))
         return got
 
-    def _take(self, i: int, token: int, logprob: float) -> Request:
+    def _take(self, i: int, token: int, logprob: float, sampled_logprob: float) -> Request:
         s = self.slots[i]
         r = s.request
         r.tokens.append(token)
         r.logprobs.append(logprob)
+        r.sampled_logprobs.append(sampled_logprob)
         complete = r.constraint is not None and token not in r.stop_ids and (
             not r.constraint.consume(token) or r.constraint.finished)  # (the grammar is done: nothing more to say)
         if r.constraint is not None and token in r.stop_ids:
@@ -467,6 +471,7 @@ class Engine:
         r.injected.extend(range(len(r.tokens), len(r.tokens) + len(extra)))
         r.tokens.extend(extra)
         r.logprobs.extend([0.0] * len(extra))
+        r.sampled_logprobs.extend([0.0] * len(extra))
         if len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len:
             r.finish = "length"
             self._release(i)

@@ -24,9 +24,8 @@ The sampler and the trainer compute a token's log-probability in different progr
 paged step, its kernels and cache, against the training forward pass), so they may disagree in the
 last bits or more (bfloat16). Each step logs how far: rl/logp_mismatch, the mean |trainer - sampler|
 over the sampled tokens, and rl/logp_kl, KL(sampler || trainer) estimated from them (the k3
-estimator, E[r - 1 - log r] with r = p_trainer / p_sampler), both of the model's own distribution
-(temperature 1: the engine's log-probabilities; the trainer's are taken again at temperature 1 when
-rl.temperature is not 1).
+estimator, E[r - 1 - log r] with r = p_trainer / p_sampler), both at the rollouts' temperature
+(the engine's log-probabilities at each request's temperature, against old_logp).
 """
 
 from __future__ import annotations
@@ -127,7 +126,7 @@ class Sampled(NamedTuple):
     tool_calls: int = 0  # calls made (rl.tool)
     tool_errors: int = 0  # ... that gave the model an error text
     seconds: tuple = (0.0, 0.0)  # wall time of the sampling (the engine, the tool's calls in it) and of the scoring
-    logprobs: Sequence[Sequence[float]] = ()  # the engine's log-probability of each completion token (temperature 1)
+    logprobs: Sequence[Sequence[float]] = ()  # the engine's log-probability of each completion token (its temperature)
 
 
 @dataclass
@@ -186,9 +185,6 @@ class Rollouts:
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
         self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature),
                                      vocab_limit=tokenizer.vocab_size))  # (what the engine samples from)
-        # (the model's own distribution, which the engine's log-probabilities are of: for rl/logp_mismatch)
-        self.logps1 = self.logps if logp_temperature(cfg.rl.temperature) == 1.0 else jax.jit(
-            partial(token_logps, cfg.model, rules, vocab_limit=tokenizer.vocab_size))
 
     def sampling(self, step: int, greedy: bool = False, draw: int = 0) -> SamplingParams:
         r = self.cfg.rl
@@ -215,7 +211,8 @@ class Rollouts:
                             for p, text in zip(prompts, texts, strict=True)], np.float64)
         calls = (self.tools.calls, self.tools.errors) if self.tools is not None else (0, 0)
         return Sampled(new, texts, rewards, [r.injected for r in done], *calls,
-                       seconds=(sampled - start, time.perf_counter() - sampled), logprobs=[r.logprobs for r in done])
+                       seconds=(sampled - start, time.perf_counter() - sampled),
+                       logprobs=[r.sampled_logprobs for r in done])
 
     def tool_outputs(self, tokens: Sequence[int], injected: Sequence[int]) -> List[str]:
         """The texts a tool appended to one completion (its runs of `injected` tokens), in order."""
@@ -290,11 +287,10 @@ class Rollouts:
         old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
-        trainer = self.logps1(params, inputs, targets) if self.logps1 is not self.logps else old
-        jax.block_until_ready((old, ref, trainer))
+        jax.block_until_ready((old, ref))
         logp_seconds = time.perf_counter() - start
         mismatch = None if None in sampler else logp_mismatch(
-            np.asarray(trainer), self.layout(rows, new, injected, sampler)[1], np.asarray(targets) >= 0)
+            np.asarray(old), self.layout(rows, new, injected, sampler)[1], np.asarray(targets) >= 0)
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
                        float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
                        injected, (*seconds.tolist(), logp_seconds), mismatch)
