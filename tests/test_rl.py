@@ -797,3 +797,34 @@ def test_the_arithmetic_walk_runs_from_its_two_commands(tmp_path, capsys, monkey
     assert re.fullmatch(r"spmdgpt: error: the task's text cannot be tokenized by the run's chat tokenizer \(character "
                         r"'[A-Za-z]' is not in the vocabulary\); evaluate a model whose tokenizer covers the task "
                         r"\(gpt2 or hf\), or another task", capsys.readouterr().err.strip().splitlines()[-1])
+
+
+def test_rollout_correction_weighs_each_token_by_the_trainer_over_the_sampler(tmp_path):
+    """rl.rollout_correction: the weights of exp(trainer - sampler) per counted token, truncated at
+    the cap (tis) or dropped above it (mis); in float32 the engine and the trainer agree, so tis
+    weighs every token ~1 and truncates none, while mis at cap 1 drops the tokens whose ratio
+    rounds above 1 (some, not all); a cap below 1 is one line."""
+    from conftest import read_jsonl
+
+    from spmdgpt.cli import main
+    from spmdgpt.rl.rollouts import correction_weights
+
+    trainer = np.log(np.array([[0.5, 0.2, 0.9], [0.1, 0.4, 0.3]]))
+    sampler = np.log(np.array([[0.25, 0.4, 0.9], [0.1, 0.1, 0.6]]))
+    counted = np.array([[True, True, False], [True, True, True]])
+    w, mean, share = correction_weights(trainer, sampler, counted, "tis", 2.0)
+    np.testing.assert_allclose(w, [[2.0, 0.5, 0.0], [1.0, 2.0, 0.5]], rtol=1e-6)  # (4.0 truncated at 2)
+    assert (mean, share) == (pytest.approx(6.0 / 5), 1 / 5)
+    w, mean, share = correction_weights(trainer, sampler, counted, "mis", 2.0)
+    np.testing.assert_allclose(w, [[2.0, 0.5, 0.0], [1.0, 0.0, 0.5]], rtol=1e-6)  # (4.0 dropped)
+    assert (mean, share) == (pytest.approx(4.0 / 5), 1 / 5)
+    base = _sums_file(tmp_path) + ["train.steps=2", "train.eval_every=0"]
+    rows = {}
+    for mode, cap in (("tis", 2.0), ("mis", 1.0)):
+        assert main(["train", *base, f"rl.rollout_correction={mode}", f"rl.rollout_correction_cap={cap}",
+                     f"run.dir={tmp_path / mode}"]) == 0
+        rows[mode] = [r for r in read_jsonl(tmp_path / mode / "metrics.jsonl") if "loss" in r]
+    assert all(abs(r["rl/correction_weight"] - 1) < 1e-5 and r["rl/correction_dropped"] == 0 for r in rows["tis"])
+    assert all(0 < r["rl/correction_dropped"] < 1 and np.isfinite(r["loss"]) for r in rows["mis"])
+    assert main(["train", *base, "rl.rollout_correction=tis", "rl.rollout_correction_cap=0.5",
+                 f"run.dir={tmp_path / 'bad'}"]) == 2 and not (tmp_path / "bad").exists()

@@ -120,6 +120,12 @@ class RlRatio(enum.Enum):
     sequence = "sequence"  # the completion's length-normalised ratio exp(mean log ratio), clipped per completion (GSPO)
 
 
+class RlCorrection(enum.Enum):
+    none = "none"  # the sampler's tokens trained as if the trainer had sampled them
+    tis = "tis"  # truncated importance sampling: each token's policy-gradient term x min(p_old / p_sampler, cap)
+    mis = "mis"  # masked importance sampling: the terms of tokens whose p_old / p_sampler exceeds cap dropped
+
+
 class CollectiveMatmul(enum.Enum):
     none = "none"  # tensor parallelism as XLA partitions it (the residual stream replicated over the tensor axis)
     # stream split over the tensor axis; its gather / reduce-scatter overlapped with the matmuls, one ring direction

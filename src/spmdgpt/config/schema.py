@@ -29,6 +29,7 @@ from spmdgpt.config.choices import (
     Parametrization,
     Remat,
     RlAdvantage,
+    RlCorrection,
     RlLossNorm,
     RlRatio,
     RopeScaling,
@@ -376,6 +377,9 @@ class RlConfig(Section):
     overlong_penalty: float = 1.0  # the penalty at max_new_tokens tokens, added to the reward
     kl_beta: float = 0.0  # weight of the KL penalty to the reference (the parameters the run starts from)
     updates_per_batch: int = 1  # optimizer steps on each sampled batch (ratio against the sampling policy)
+    rollout_correction: RlCorrection = RlCorrection.none  # none | tis | mis: the sampler's log-probabilities (the
+    # engine's) against the trainer's old_logp for the same tokens, per token (Yao et al. 2025; spmdgpt/rl/rollouts.py)
+    rollout_correction_cap: float = 2.0  # tis: the weight's truncation; mis: the ratio above which a token is dropped
     val_prompts: int = 64  # held-out prompts answered greedily at each evaluation (val/reward)
     val_reward: Optional[str] = None  # the reward val/reward scores by (default: rl.reward): e.g. train on partial
     # credit (digits) and evaluate the exact answer (numeric)

@@ -32,12 +32,16 @@ def _bind(loop, parts: RunParts, reference) -> None:
 
 
 def batch_shapes(cfg: Config, rules: Rules) -> tuple:
-    """A rollout batch: inputs, targets (int32 [batch, seq]), advantages (float32 [batch]), the
+    """A rollout batch: inputs, targets (int32 [batch, seq]), advantages (float32 [batch]; [batch, seq]
+    with rl.rollout_correction), the
     sampling policy's and the reference's log-probabilities (float32 [batch, seq])."""
     d = cfg.data
     tokens = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.int32, sharding=rules.batch_sharding())
     floats = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.float32, sharding=rules.batch_sharding())
-    advantages = jax.ShapeDtypeStruct((d.batch_size,), jnp.float32, sharding=rules.sharding("batch"))
+    # (with rl.rollout_correction, one per token: the advantage times the token's importance weight)
+    advantages = (jax.ShapeDtypeStruct((d.batch_size,), jnp.float32, sharding=rules.sharding("batch"))
+                  if cfg.rl.rollout_correction.value == "none" else
+                  jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.float32, sharding=rules.batch_sharding()))
     return tokens, tokens, advantages, floats, floats
 
 

@@ -26,6 +26,15 @@ last bits or more (bfloat16). Each step logs how far: rl/logp_mismatch, the mean
 over the sampled tokens, and rl/logp_kl, KL(sampler || trainer) estimated from them (the k3
 estimator, E[r - 1 - log r] with r = p_trainer / p_sampler), both at the rollouts' temperature
 (the engine's log-probabilities at each request's temperature, against old_logp).
+
+rl.rollout_correction corrects for that gap per token (Yao et al. 2025, "Your efficient RL framework
+secretly brings you off-policy RL training"), with w = exp(old_logp - sampler's) the importance
+weight of the trainer's sampling policy over the sampler: `tis` multiplies each token's
+policy-gradient term by min(w, rl.rollout_correction_cap), `mis` drops the terms of the tokens
+whose w exceeds the cap. Both enter as per-token advantages A x weight ([b, t]: GRPO's clipped
+surrogate is linear in a non-negative weight; the KL term is not weighted), logged as
+rl/correction_weight (the mean weight over the sampled tokens) and rl/correction_dropped (the
+share of them mis dropped, or tis truncated).
 """
 
 from __future__ import annotations
@@ -60,6 +69,19 @@ def group_advantages(rewards: np.ndarray, group_size: int, std: bool = True) -> 
     if std:
         a = a / (r.std(axis=1, keepdims=True) + STD_EPS)
     return a.reshape(-1).astype(np.float32)
+
+
+def correction_weights(trainer: np.ndarray, sampler: np.ndarray, counted: np.ndarray, mode: str,
+                       cap: float) -> tuple:
+    """(float32 [b, t] per-token weights, 0 where not counted; their mean over the counted tokens; the
+    share of those truncated (tis) or dropped (mis)) of the trainer's over the sampler's
+    log-probabilities (the module docstring)."""
+    w = np.exp(np.clip(trainer.astype(np.float64) - sampler.astype(np.float64), -50.0, 50.0))
+    over = (w > cap) & counted
+    weights = np.minimum(w, cap) if mode == "tis" else np.where(over, 0.0, w)
+    weights = np.where(counted, weights, 0.0)
+    n = max(int(counted.sum()), 1)
+    return weights.astype(np.float32), float(weights.sum() / n), float(over.sum() / n)
 
 
 def logp_mismatch(trainer: np.ndarray, sampler: np.ndarray, counted: np.ndarray) -> tuple:
@@ -146,6 +168,7 @@ class Rollout:
     injected: Optional[List[List[int]]] = None  # each row's tool-output tokens (indices into its completion)
     seconds: tuple = (0.0, 0.0, 0.0)  # wall time of the sampling, the scoring, the log-probabilities
     mismatch: Optional[tuple] = None  # (rl/logp_mismatch, rl/logp_kl): the sampler's log-probabilities vs the trainer's
+    correction: Optional[tuple] = None  # (rl/correction_weight, rl/correction_dropped) with rl.rollout_correction
 
     def metrics(self, group_size: int) -> dict:
         """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
@@ -167,6 +190,8 @@ class Rollout:
                 "rl/sample_seconds": self.seconds[0], "rl/score_seconds": self.seconds[1],
                 "rl/logp_seconds": self.seconds[2],
                 **({"rl/logp_mismatch": self.mismatch[0], "rl/logp_kl": self.mismatch[1]} if self.mismatch else {}),
+                **({"rl/correction_weight": self.correction[0], "rl/correction_dropped": self.correction[1]}
+                   if self.correction else {}),
                 **({"rl/tool_calls": self.tools[0] / (len(self.rewards) * self.draws),
                     "rl/tool_errors": self.tools[1] / (len(self.rewards) * self.draws)} if self.tools else {})}
 
@@ -289,8 +314,17 @@ class Rollouts:
         ref = old if reference is None else self.logps(reference, inputs, targets)
         jax.block_until_ready((old, ref))
         logp_seconds = time.perf_counter() - start
-        mismatch = None if None in sampler else logp_mismatch(
-            np.asarray(old), self.layout(rows, new, injected, sampler)[1], np.asarray(targets) >= 0)
+        mismatch = correction = None
+        if None not in sampler:
+            at_sampler, old_host, counted = self.layout(rows, new, injected, sampler)[1], np.asarray(old), \
+                np.asarray(targets) >= 0
+            mismatch = logp_mismatch(old_host, at_sampler, counted)
+            if r.rollout_correction.value != "none":  # (per-token advantages: A x the token's weight)
+                weights, *correction = correction_weights(old_host, at_sampler, counted, r.rollout_correction.value,
+                                                          r.rollout_correction_cap)
+                advantages = jax.device_put(np.asarray(advantages)[:, None] * weights, sharding)
+        elif r.rollout_correction.value != "none":
+            raise ValueError("rl.rollout_correction needs the engine's log-probabilities of every completion")
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
                        float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
-                       injected, (*seconds.tolist(), logp_seconds), mismatch)
+                       injected, (*seconds.tolist(), logp_seconds), mismatch, tuple(correction) if correction else None)
