@@ -231,6 +231,9 @@ def main(argv=None) -> int:
             print(f"error: {e}")
         if args.json:
             args.json.write_text(json.dumps(out) + "\n")
+        if not out["2xx"]:  # (a load of which nothing was answered measured nothing)
+            print("serve_load: no request was answered (see the 4xx / 5xx counts); fix the arguments", file=sys.stderr)
+            return 1
         return 0
     finally:
         if proc.poll() is None:

@@ -197,6 +197,8 @@ def test_function_calls_render_as_transformers_renders_them_and_train_only_the_c
         assert use.format == "hermes" and use.around == {"default": ("<tool_call>", "</tool_call>"),
                                                          "hermes": ("<tool_call>\n", "\n</tool_call>")}[name]
         assert forced_grammar(use).startswith(f"start: {json.dumps(use.around[0])} %json ")
+        # (the listed arguments only, unless the schema allows more: ADD's says nothing)
+        assert forced_grammar(use).count('"additionalProperties": false') == 2
         written = tok.template.render(line, tools=[ADD])
         call = written[written.rindex("<tool_call>"):written.rindex("</tool_call>") + len("</tool_call>")]
         assert parse("Let me add. " + call, "hermes") == ("Let me add.", [("add", '{"a": 2, "b": 2}')])
@@ -208,6 +210,9 @@ def test_function_calls_render_as_transformers_renders_them_and_train_only_the_c
     assert "# Tools" in tok.decode(ids) and "<tool_response>\n4" in tok.decode(ids)
     assert parse('<tool_call>{"name": "add", "arguments": {"a": 2}</tool_call>', "hermes")[1] == []  # (broken JSON)
     assert parse("4", "hermes") == ("4", [])
+    # (numbers as written: 1e400 stays JSON, not the Infinity Python's float would write)
+    assert parse('<tool_call>{"name": "add", "arguments": {"a": 1e400, "b": 2.50}}</tool_call>', "hermes")[1] == [
+        ("add", '{"a": 1E+400, "b": 2.50}')]
     assert parse('<|python_tag|>{"name": "add", "parameters": {"a": 2}}; {"name": "neg", "parameters": {}}',
                  "llama3_json")[1] == [("add", '{"a": 2}'), ("neg", "{}")]
     assert [sendable(t, "hermes") for t in ("4", "so <tool", "so <tool_call>{")] == [1, 3, 3]

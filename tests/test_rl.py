@@ -621,6 +621,7 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     (["rl.reward=close"], "rl.reward=close: unknown reward; use one of exact, numeric, digits, regex or "
                           "module:function"),
     (["rl.group_size=3"], "data.batch_size=8 must be a multiple of rl.group_size=3"),
+    (["rl.temperature=0"], "rl.temperature=0 samples every completion of a group alike (greedy)"),
     (["rl.val_reward=close"], "rl.val_reward=close: unknown reward; use one of exact, numeric, digits, regex"),
     (["mesh.stage=2", "mesh.data=1"], "prompts data (GRPO) does not work with mesh.stage=2: pipeline stages"),
     (["rl.updates_per_batch=3"], "checkpoint.every=2 must be a multiple of rl.updates_per_batch=3"),

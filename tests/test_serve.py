@@ -564,7 +564,9 @@ def _tool_calls(server, jsonschema):
               "tool_choice": "required"}, "tools", "tools: a forced call's arguments: the grammar library refused"),
             ({"messages": [*messages, {"role": "assistant", "tool_calls": [{"type": "function", "function": {
                 "name": "add", "arguments": "[" * 5000 + "]" * 5000}}]}]}, "messages", "arguments are not a JSON"),
-            ({"messages": [{"role": "user", "content": "3" * 1100}]}, "messages", "exceeds the model's context")):
+            ({"messages": [{"role": "user", "content": "3" * 1100}]}, "messages", "exceeds the model's context"),
+            ({"messages": [*messages, {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+                "name": "add", "arguments": {"a": float("nan")}}}]}]}, "messages", "arguments are not a JSON object")):
         got, _, body = _post(url, {"messages": messages, **request})
         assert got == 400 and body["error"]["param"] == param, (request, body)
         assert message in body["error"]["message"], body

@@ -134,6 +134,9 @@ def run(items: List[str]) -> int:
             refusal = pool_refusal(cfg, rules, engine, shard_bytes(params))
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
+    except MemoryError:  # (the engine's host-side tables of that many slots and pages)
+        raise ConfigError([f"slots={args.slots} pages={args.pages} chunk={args.chunk}: the engine's tables of that "
+                           "many sequences do not fit this host's memory; give fewer slots= (or pages=)"]) from None
     if refusal:
         raise ConfigError([refusal])
     try:

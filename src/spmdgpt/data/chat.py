@@ -120,6 +120,11 @@ def _tool_calls(m: dict, k: int) -> list:
         arguments = f.get("arguments", {})
         if isinstance(arguments, str):
             arguments = json_object(arguments)
+        elif isinstance(arguments, dict):  # (an object the request's JSON gave: NaN and Infinity are not JSON)
+            try:
+                json.dumps(arguments, allow_nan=False)
+            except (ValueError, RecursionError):
+                arguments = None
         if not isinstance(arguments, dict):
             raise ChatError(f"message {k} (assistant): tool call {j}'s arguments are not a JSON object")
         out.append({**c, "type": "function", "function": {**f, "arguments": arguments}})
@@ -136,11 +141,14 @@ def reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-def json_object(text: str):
+def json_object(text: str, exact: bool = False):
     """The value of a JSON text, strictly (NaN, Infinity: not JSON), or None when it is not one
-    (or nests too deep to read)."""
+    (or nests too deep to read); `exact`: its numbers with a fraction or exponent as Decimal (as
+    written: 1e400 is not Python's inf)."""
+    from decimal import Decimal
+
     try:
-        return json.loads(text, parse_constant=reject_constant)
+        return json.loads(text, parse_constant=reject_constant, **({"parse_float": Decimal} if exact else {}))
     except (ValueError, RecursionError):
         return None
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import List, Optional, Tuple
 
 from spmdgpt.data.chat import FUNCTION_NAME as NAME
@@ -151,23 +152,35 @@ def _around(template) -> Tuple[str, str]:
     return OPEN + body[:left], body[right + 1:] + CLOSE
 
 
+def _dump(value) -> str:
+    """JSON text of a decoded value as `json.dumps` writes it, its numbers as the model wrote them
+    (decoded as Decimal: 1e400 stays 1E+400, not the Infinity a float would write, which is not JSON)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_dump(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_dump(v) for v in value) + "]"
+    if isinstance(value, Decimal):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _call(obj, key: str) -> Optional[Tuple[str, str]]:
     """(name, arguments as JSON text) of a decoded call object, or None."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
         return None
     arguments = obj.get(key, obj.get("arguments", {}))
     if isinstance(arguments, str):  # (some models write the arguments' JSON as a string)
-        arguments = json_object(arguments)
+        arguments = json_object(arguments, exact=True)
     if not isinstance(arguments, dict):
         return None
-    return obj["name"], json.dumps(arguments, ensure_ascii=False)
+    return obj["name"], _dump(arguments)
 
 
 def _read_calls(text: str, pos: int, key: str, opener: str, separator: str) -> Optional[List[Tuple[str, str]]]:
     """The calls written from text[pos:] to its end, each `opener` (if any), a JSON object, then
     `separator` (optional after the last: a model that stopped before </tool_call>); None when
     anything else is there or a call does not parse."""
-    decoder, calls = json.JSONDecoder(parse_constant=reject_constant), []  # (NaN, Infinity: not JSON)
+    decoder, calls = json.JSONDecoder(parse_constant=reject_constant, parse_float=Decimal), []  # (NaN: not JSON)
     while pos < len(text):
         if not text.startswith(opener, pos):
             return None
@@ -176,7 +189,10 @@ def _read_calls(text: str, pos: int, key: str, opener: str, separator: str) -> O
             obj, pos = decoder.raw_decode(text, pos)
         except (ValueError, RecursionError):
             return None
-        call = _call(obj, key)
+        try:
+            call = _call(obj, key)
+        except RecursionError:  # (arguments nested deeper than they can be written back)
+            call = None
         if call is None:
             return None
         calls.append(call)
@@ -233,6 +249,8 @@ def forced_grammar(use: ToolUse) -> str:
         # (no parameters, or {}: the API's function of no arguments, {}; a schema's $defs move to the call's
         # root, where its "#/$defs/..." references then point, as Pydantic's schemas write them)
         parameters = dict(f.get("parameters") or EMPTY)
+        parameters.setdefault("additionalProperties", False)  # (the listed arguments only, as OpenAI's strict
+        # function calling holds them: a schema that allows more says so)
         for name, schema in parameters.pop("$defs", {}).items():
             if defs.setdefault(name, schema) != schema:
                 raise ToolError(f"tools: two functions define $defs {name!r} differently; a forced call needs each "

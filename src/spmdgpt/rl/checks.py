@@ -46,6 +46,9 @@ def config_errors(cfg: Config) -> List[str]:
         errs.append(f"rl.clip_high={r.clip_high} must be > 0 (the ratio's ceiling is 1 + clip_high; DAPO: 0.28)")
     if r.kl_beta < 0:
         errs.append(f"rl.kl_beta={r.kl_beta} must be >= 0 (0: no KL penalty)")
+    if r.temperature == 0:
+        errs.append("rl.temperature=0 samples every completion of a group alike (greedy): their advantages are all 0 "
+                    "and GRPO learns nothing; give a temperature > 0 (1.0: the model's own distribution)")
     if not r.rollout_correction_cap >= 1.0:
         errs.append(f"rl.rollout_correction_cap={r.rollout_correction_cap} must be >= 1 (the importance weight's "
                     "truncation, or the ratio above which a token is dropped)")
