@@ -558,6 +558,10 @@ def _tool_calls(server, jsonschema):
              "only an assistant's message calls functions"),
             ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "tools",
              "tools[0].function.parameters must be a JSON schema of an object"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}]}, "tools",
+             "tools[0].function.strict must be true or false"),
+            ({"messages": [*messages, {"role": "tool", "tool_call_id": 1, "content": "6"}]}, "messages",
+             "tool_call_id must be a string"),
             ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
                 "type": "object", "properties": {"a": {"type": "integer", "minimum": 3, "maximum": 1}},
                 "required": ["a"]}}}],

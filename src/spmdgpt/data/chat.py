@@ -170,6 +170,8 @@ def conversation(obj, field: str = "messages", reply: bool = True) -> list:
             raise ChatError(f"message {k} has role {m['role']!r}; the roles are {', '.join(ROLES)}")
         if m["role"] == "assistant" and isinstance(m.get("content"), list) and reply:
             messages[k] = m = {**m, "content": _parts(m["content"], k)}
+        if m["role"] == "tool" and m.get("tool_call_id") is not None and not isinstance(m["tool_call_id"], str):
+            raise ChatError(f"message {k} (tool): tool_call_id must be a string (the id of the call it answers)")
         if m.get("tool_calls") is not None:
             messages[k] = m = {**m, "tool_calls": _tool_calls(m, k)}
             if m.get("content") is None:  # (a message of calls only: the API's content null)

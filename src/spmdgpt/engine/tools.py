@@ -98,6 +98,8 @@ def _functions(tools) -> List[dict]:
                             'leave it out for none): {"type": "object", "properties": {...}}', "tools")
         if f.get("description") is not None and not isinstance(f["description"], str):
             raise ToolError(f"tools[{j}].function.description must be a string", "tools")
+        if f.get("strict") is not None and not isinstance(f["strict"], bool):
+            raise ToolError(f"tools[{j}].function.strict must be true or false", "tools")
         names.append(name)
     return tools
 
