@@ -126,7 +126,7 @@ def test_the_servers_chat_replies_are_the_final_channel(harmony):
 
     from spmdgpt.engine.server import Backend
 
-    backend = SimpleNamespace(tok=harmony, stop_id=harmony.stop_id, stop_ids=(harmony.stop_id,))
+    backend = SimpleNamespace(tok=harmony, stop_ids=(harmony.stop_id,))
     ids = harmony._enc.encode("<|channel|>final<|message|>Four, sir.<|return|>", allowed_special="all")
     assert Backend.text(backend, ids, [], True, chat=True) == ("Four, sir.", False)
     assert Backend.text(backend, ids, [","], True, chat=True) == ("Four", True)

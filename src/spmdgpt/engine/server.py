@@ -321,9 +321,9 @@ class Backend:
         self.max_queue, self.log = max_queue, log
         with jax.set_mesh(mesh):
             self.engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, engine or EngineConfig())
-        self.stop_id = getattr(tokenizer, "stop_id", None)
-        self.stop_id = tokenizer.eos_id if self.stop_id is None else self.stop_id
-        self.stop_ids = tuple(dict.fromkeys(([] if self.stop_id is None else [self.stop_id])
+        stop = getattr(tokenizer, "stop_id", None)  # (the end of turn, else the end of text)
+        stop = tokenizer.eos_id if stop is None else stop
+        self.stop_ids = tuple(dict.fromkeys(([] if stop is None else [stop])
                                             + [t for t in stops if 0 <= t < tokenizer.vocab_size]))
         self._grammars = None  # (llguidance's view of the vocabulary, made at the first structured output)
         vocab = tokenizer.vocab_size
