@@ -10,7 +10,7 @@ TORCH_PYTHON ?= $(shell tools/find-python 3.11 3.11 2>/dev/null || tools/find-py
 TORCH_VENV   ?= .venv-torch
 TORCH_STAMP  := $(TORCH_VENV)/.installed
 
-.PHONY: setup torch-env train lint test test-all bench web clean
+.PHONY: setup torch-env envs train lint test test-all bench web clean
 
 # EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
 # EXTRAS=dev,tpu-plan,gpu-plan). pip --no-compile: a module's .pyc is written at its first import,
@@ -57,11 +57,15 @@ TESTS := PYTHONDONTWRITEBYTECODE= SPMDGPT_REQUIRE_TORCH=1 SPMDGPT_TORCH_PYTHON=$
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 
-test: $(STAMP) $(TORCH_STAMP) lint
+# both environments at once: two pip installs overlap on two cores (1:44 -> 1:12 from a warm pip cache)
+envs:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) $(TORCH_STAMP)
+
+test: envs lint
 	$(TESTS) $(ARGS)
 	$(BIN)/python tools/suite_budget.py $(TEST_TIMES)
 
-test-all: $(STAMP) $(TORCH_STAMP)
+test-all: envs
 	$(TESTS) -m "" $(ARGS)
 
 bench: $(STAMP)
