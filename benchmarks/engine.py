@@ -1,7 +1,7 @@
 """Serving throughput: the engine (continuous batching over paged KV) against the padded sampler.
 
     python benchmarks/engine.py [--requests 128] [--rate 0] [--slots 16] [--page 16] [--chunk 128]
-                                [--batch 16] [--only engine,engine-gather,sampler,hf-cb,hf-padded]
+                                [--batch 16] [--buckets 4] [--only engine,engine-gather,sampler,hf-cb,hf-padded]
                                 [--set model.FIELD=VALUE ...]
 
 A fixed, seeded workload (`workload`): `--requests` requests with prompts of 16-512 tokens and
@@ -12,7 +12,8 @@ random weights (speed does not depend on them): 50.9M parameters.
 1 CPU device.
 
 - engine: `spmdgpt.engine.Engine` (`--slots` sequences, pages of `--page` tokens, prefill
-  chunks of `--chunk` tokens); requests enter as they arrive.
+  chunks of `--chunk` tokens, `--buckets` sizes of its decode-only step as `spmdgpt serve`'s);
+  requests enter as they arrive.
 - engine-gather: the same with decode_attention=gather (on a GPU or a TPU, `engine` decodes by the
   platform's paged-attention kernel: this is the gather it replaces; on a CPU both gather).
 - sampler: the padded sampler (`padded_sampler.Sampler`, once `generate.Sampler`) as every path
@@ -185,8 +186,9 @@ def run_mbu(cfg, rules, params, args) -> list:
     for system in args.only.split(","):
         if system == "engine":
             engine = Engine(cfg.model, rules, params, VOCAB, EngineConfig(slots=1, page_size=args.page,
-                                                                          chunk=args.chunk))
-            run_engine(engine, [(0.0, prompt, 4)])  # (compiles)
+                                                                          chunk=args.chunk, buckets=args.buckets))
+            run_engine(engine, [(0.0, prompt, 4)])
+            engine.warm()  # (compiles every program of its step)
             times = []
             for _ in range(3):
                 _, firsts, lasts, outs = run_engine(engine, [(0.0, prompt, new)])
@@ -224,6 +226,8 @@ def main() -> None:
     ap.add_argument("--page", type=int, default=16)
     ap.add_argument("--chunk", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16, help="the sampler's batch")
+    ap.add_argument("--buckets", type=int, default=4, help="the engine's sizes of a decode-only step "
+                    "(EngineConfig.buckets; serve's default 4; 1: one size, the engine before 2026-11-30)")
     ap.add_argument("--only", default="engine,sampler")
     ap.add_argument("--set", nargs="*", default=[])
     ap.add_argument("--json", default=None, help="write the rows here")
@@ -249,8 +253,10 @@ def main() -> None:
             if system in ("engine", "engine-gather"):  # (engine: the paged kernel where the platform has one)
                 engine = Engine(cfg.model, rules, params, VOCAB,
                                 EngineConfig(slots=args.slots, page_size=args.page, chunk=args.chunk,
-                                             decode_attention="gather" if system == "engine-gather" else "auto"))
-                run_engine(engine, warm)  # (compiles its one step)
+                                             decode_attention="gather" if system == "engine-gather" else "auto",
+                                             buckets=args.buckets))
+                run_engine(engine, warm)
+                engine.warm()  # (every program of its step: `Engine.programs`)
                 print(f"{system}: compiled in {time.perf_counter() - t:.1f} s; pool {engine.num_pages} pages, "
                       f"{engine.pool_bytes / 2**20:.0f} MiB; decode rows by {engine.attention_name()}", flush=True)
                 wall, *rest = run_engine(engine, work)

@@ -74,7 +74,8 @@ def test_random_arrivals_cancels_and_preemption_leak_no_page_and_keep_seeded_tok
     """Requests arrive at random steps, some are cancelled mid-way, and a pool of 11 pages for 4
     slots forces preemptions: at the end every page is free, and each finished request's tokens
     equal the same request run alone (greedy and seeded ones: its stream goes on after a
-    preemption where it stopped)."""
+    preemption where it stopped), where the engine's steps ran at 3 sizes of rows and of page
+    tables (`buckets`) and the one alone always at its whole size."""
     cfg, rules, params = model
     rng = random.Random(0)
     specs = [(rng.choices(range(10), k=rng.randint(1, 14)), rng.randint(4, 24), rng.choice([0.0, 1.0]), s)
@@ -82,7 +83,8 @@ def test_random_arrivals_cancels_and_preemption_leak_no_page_and_keep_seeded_tok
     alone = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, chunk=8))
     expected = [alone.run([Request(p, n, temperature=t, seed=s)])[0].tokens for p, n, t, s in specs]
 
-    engine = Engine(cfg.model, rules, params, 10, EngineConfig(slots=4, page_size=4, chunk=8, pages=12))
+    engine = Engine(cfg.model, rules, params, 10, EngineConfig(slots=4, page_size=4, chunk=8, pages=12, buckets=3))
+    assert (engine.row_sizes, engine.width_sizes) == ([1, 2, 4], [3, 6, 12])
     pending, live, cancelled = list(enumerate(specs)), [], set()
     while pending or engine.busy:
         if pending and rng.random() < 0.5:
@@ -95,6 +97,11 @@ def test_random_arrivals_cancels_and_preemption_leak_no_page_and_keep_seeded_tok
                 cancelled.add(i)
         engine.step()
     assert engine.preemptions > 0 and 0 < len(cancelled) < len(specs)
+    # (decode-only steps at their sizes: rows for the slots decoding, tables for their pages, several of each)
+    decoding = {(r, w) for (g, r, w) in engine.step_sizes if g == (True, False)}
+    assert {r for r, _ in decoding} == {1, 2, 4} and len({w for _, w in decoding}) >= 2
+    assert len({w for (g, _, w) in engine.step_sizes if g[1]}) >= 2  # (reading prompts: narrower tables too)
+    assert {(r, w) for _, r, w in alone.step_sizes} == {(2, 12)}
     assert engine.pages_used() == 0 and sorted(engine.pages.free + list(engine.pages.cached)) == list(range(1, 12))
     for i, r in live:
         assert r.finish == ("cancelled" if i in cancelled else "length")
@@ -137,28 +144,47 @@ def test_stops_and_refusals(model):
     seen = []
     engine.run([Request([1, 2, 3], 4, temperature=0.0, on_token=lambda r, t: seen.append(t))])
     assert seen == full[:4]
-    warm = Engine(cfg.model, rules, params, 10, SMALL)  # (serve's: the step's three programs compiled up front)
-    assert warm.warm() > 0 and sorted(warm.compiled) == [(False, True), (True, False), (True, True)]
+    # serve's: every program of the step compiled up front: decoding at 2 x 2 sizes (rows, pages), prefill and
+    # both at 2 widths
+    warm = Engine(cfg.model, rules, params, 10, replace(SMALL, buckets=2))
+    whole = ((True, True), 2, 12), ((False, True), 2, 12)
+    assert warm.warm() > 0 and sorted(warm.compiled) == sorted(
+        [((True, False), r, w) for r in (1, 2) for w in (6, 12)] + [(g, 2, w) for g, _, _ in whole for w in (6, 12)])
     warm.step_fn = None  # (so a step that compiled on its own would fail)
     assert warm.run([Request([1, 2, 3], 20, temperature=0.0)])[0].tokens == full
+    two = warm.run([Request([1, 2, 3], 30, temperature=0.0), Request([1, 2, 3], 8, temperature=0.0)])
+    assert two[0].tokens[:20] == full and two[1].tokens == full[:8]
+    # (23 tokens: 6 pages; 33: 9; 11: 3)
+    assert {(r, w) for (g, r, w) in warm.step_sizes if g == (True, False)} == {(1, 6), (2, 6), (1, 12)}
     # serve's check of the compiled step before its port opens: a device that holds the parameters and the
     # pool (pool_refusal lets it through) but not the step's temporaries too is refused, naming the program
     import spmdgpt.plan.plan as plan
     from spmdgpt.mesh.sharding import shard_bytes
 
     resident = shard_bytes(params)
-    steps = [plan._program(plan.STEP_PROGRAMS[g], c, resident, warm.shapes()) for g, c in warm.compiled.items()]
-    largest = max(steps, key=lambda q: q.total_bytes)
-    assert largest.name == "serving_step" and largest.temp_bytes > 0
+    steps = {k: plan._program(plan.step_program(warm, *k), c, resident, warm.shapes(*k[1:]))
+             for k, c in warm.compiled.items()}
+    assert sorted(q.name for q in steps.values()) == [
+        "decode_step", "decode_step (1 row x 12 pages)", "decode_step (1 row x 6 pages)",
+        "decode_step (2 rows x 6 pages)", "prefill_step", "prefill_step (6 pages)", "serving_step",
+        "serving_step (6 pages)"]
+    serving, largest = steps[whole[0]], max(steps.values(), key=lambda q: q.total_bytes)
+    assert serving.temp_bytes > 0
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plan, "local_capacity", lambda: (largest.total_bytes - 1, "test device"))
+        mp.setattr(plan, "local_capacity", lambda: (serving.total_bytes - 1, "test device"))
         assert plan.pool_refusal(cfg, rules, SMALL, resident) is None
-        need, temp, held = (plan.size(n) for n in (largest.total_bytes, largest.temp_bytes, largest.total_bytes - 1))
+        need, temp, held = (plan.size(n) for n in (serving.total_bytes, serving.temp_bytes, serving.total_bytes - 1))
         assert plan.step_refusal(warm, resident) == (f"the serving step needs {need} per device ({temp} of it "
                                                      f"temporaries) but a test device holds {held}; "
                                                      f"{plan.FIXES['serving_step']}")
         mp.setattr(plan, "local_capacity", lambda: (largest.total_bytes, "test device"))
         assert plan.step_refusal(warm, resident) is None
+        # (a smaller decode step may hold more temporaries than the whole one: XLA's buffers at 1 row here)
+        mp.setattr(plan, "local_capacity", lambda: (largest.total_bytes - 1, "test device"))
+        refusal = plan.step_refusal(warm, resident)
+        assert refusal == plan.too_large([largest], largest.total_bytes - 1, "test device")
+    assert plan.too_large([steps[(True, False), 1, 12]], 0, "test device").startswith(
+        "the decode step (1 row x 12 pages) needs ")
     with pytest.raises(ValueError, match="exceeds the model's context of 48 tokens"):
         engine.add(Request([1] * 40, 9))
     tiny = Engine(cfg.model, rules, params, 10, EngineConfig(slots=2, page_size=4, pages=5))

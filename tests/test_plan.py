@@ -535,6 +535,8 @@ def test_plan_serve_counts_the_pages_that_fit(capsys):
     out = capsys.readouterr().out
     assert "32 pages of 16 tokens (+ the null page), 16.0 KiB a page" in out and "pages that fit" in out
     assert "4 programs compiled in" in out and "\n  logprobs " in out and "\n  decode_step " in out
+    # (serve's buckets=4: 8 slots on the 8 devices' data axis, one row each; a context of 4 pages)
+    assert "\n  step sizes       9 programs: decoding at 8 rows x 1, 2, 4 pages, prefill and both at each " in out
     assert main(["plan", "+experiment=staircase", "serve=true", "memory_gb=0.0005"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["spmdgpt: error: the page pool of 32 pages does not fit a cpu beside the model: a device with "

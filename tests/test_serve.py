@@ -44,9 +44,11 @@ def _post(url: str, body: dict):
 
 
 class Served:
-    """`spmdgpt serve run.dir=... port=<free>` in its own process, ended by PID."""
+    """`spmdgpt serve run.dir=... port=<free>` in its own process, ended by PID (one size of decode
+    step, buckets=1, unless `extra` gives buckets=: fewer programs to compile before the port opens)."""
 
     def __init__(self, run_dir, *extra):
+        extra = extra + (() if any(e.startswith("buckets=") for e in extra) else ("buckets=1",))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([sys.executable, "-m", "spmdgpt", "serve", f"run.dir={run_dir}",
@@ -100,7 +102,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     assert main(["sample", f"run.dir={stair_run}", "prompt=0123", "max_new_tokens=8", "temperature=0",
                  "mesh.data=1"]) == 0
     sampled = capsys.readouterr().out.strip()
-    server = Served(stair_run, "slots=2", "page_size=4")
+    server = Served(stair_run, "slots=2", "page_size=4", "buckets=2")
     try:
         c = server.client.completions.create(model="stair", prompt="0123", max_tokens=8, temperature=0)
         assert c.object == "text_completion" and c.model == "stair"
@@ -238,6 +240,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
         code, err = server.close()
     assert code == 0, err
     assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err and "its step compiled in" in err
+    assert "s (8 programs: 2 widths, decoding at 2 row counts) |" in err  # (buckets=2: 2 x 2 decoding, 2 x 2 more)
     assert "engine 2 slots, 32 pages of 4 tokens" in err and "POST /v1/completions 499 " in err
     assert "POST /v1/completions 200 " in err and "POST /v1/completions 404 " in err
     assert "| temperature=-1.0 must be in [0.0, 2.0]" in err  # (a refused request's line says why)
@@ -581,16 +584,18 @@ def test_the_backend_on_a_mesh_equals_one_device(unit="mla-moe"):
     attention unit on a mesh in test_engine) for MLA behind dense-then-MoE layers, the unit whose
     cache and scoring pass have the most sharded parts: one prompt
     sampled once and three times (an odd batch), greedy, with echoed log-probabilities, on one
-    device and on data 2 x model 2: the same texts, the log-probabilities to float32 rounding."""
+    device and on data 2 x model 2, the engine's steps at their smaller sizes (`buckets`): the
+    same texts, the log-probabilities to float32 rounding."""
     from test_generate import ATTENTION_UNITS
 
     from spmdgpt.config import load_config
     from spmdgpt.data import CharTokenizer
+    from spmdgpt.engine import EngineConfig
     from spmdgpt.engine.server import Backend, Sampling
     from spmdgpt.mesh.sharding import Rules, make_mesh
     from spmdgpt.model import init_params
 
-    tok, got = CharTokenizer("0123456789"), []
+    tok, got, sizes = CharTokenizer("0123456789"), [], []
     for devices, layout in ((1, ["mesh.data=1"]), (4, ["sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"])):
         # (mla-moe in 2 layers, the first dense and the second MoE: test_engine covers its 3)
         cfg = load_config(["+experiment=staircase", "model.init_std=0.2", *ATTENTION_UNITS[unit],
@@ -599,7 +604,7 @@ def test_the_backend_on_a_mesh_equals_one_device(unit="mla-moe"):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         with jax.set_mesh(mesh):
             params = init_params(cfg.model, jax.random.key(0), rules)
-        backend = Backend(cfg, rules, mesh, params, tok, "x")
+        backend = Backend(cfg, rules, mesh, params, tok, "x", engine=EngineConfig(buckets=2))
         answers = []
         for n in (1, 3):
             sp = Sampling(max_tokens=5, temperature=0.0, top_p=1.0, n=n, stop=[], seed=0, stream=False, echo=True,
@@ -609,7 +614,11 @@ def test_the_backend_on_a_mesh_equals_one_device(unit="mla-moe"):
         assert len(one) == 1 and len(three) == 3 and used1 == 5 and used3 == 15
         assert all(c["text"] == one[0]["text"] for c in three) and one[0]["text"].startswith("0123")
         got.append(one[0])
+        sizes.append(set(backend.engine.step_sizes))
     assert got[0]["text"] == got[1]["text"]
+    # (buckets=2: 4 of the 8 slots' rows decoding, the tables 2 of 4 pages wide; on the mesh too)
+    assert sizes[0] == sizes[1] and {(g, r, w) for g, r, w in sizes[0] if g == (True, False)} == {((True, False), 4, 2)}
+    assert {w for *_, w in sizes[0]} == {2}
     np.testing.assert_allclose(got[0]["logprobs"]["token_logprobs"][1:], got[1]["logprobs"]["token_logprobs"][1:],
                                atol=1e-5)
 

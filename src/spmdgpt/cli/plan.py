@@ -12,8 +12,8 @@ does; for a topology, a GPU's share that JAX's allocator takes or a TPU chip's H
 host's CPU devices, its memory (or its cgroup's limit) over their number) turns a plan any of
 whose programs does not fit into exit code 2. search=true (with a topology): compile the
 candidate layouts and rank them (spmdgpt.plan.search). serve=true [slots= page_size= pages= chunk=
-speculate= decode_attention=]: plan `spmdgpt serve` of the model instead: the inference engine's step with those
-arguments (serve's defaults), its memory per device, and how many pages of KV cache fit
+speculate= decode_attention= buckets=]: plan `spmdgpt serve` of the model instead: the inference engine's
+step with those arguments (serve's defaults), its memory per device, and how many pages of KV cache fit
 (`plan.plan_serving`); exit 2 when the pool asked for does not."""
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class PlanArgs:
     chunk: int = 64
     speculate: int = 0
     decode_attention: str = "auto"  # serve=true: auto | gather | kernel (the platform's paged-attention kernel)
+    buckets: int = 4  # serve=true: sizes of the engine's step (serve's buckets=; the plan compiles the whole one)
 
 
 def _simulate_devices(n: int) -> None:
@@ -104,7 +105,7 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
     return EXIT_OK
 
 
-SERVE_ARGS = ("slots", "page_size", "pages", "chunk", "speculate", "decode_attention")
+SERVE_ARGS = ("slots", "page_size", "pages", "chunk", "speculate", "decode_attention", "buckets")
 
 
 def _capacity(devices, capacity, note: str) -> tuple:
@@ -159,7 +160,8 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
     from spmdgpt.mesh.sharding import Rules
     from spmdgpt.plan.plan import plan_serving
 
-    errs = [f"{f}={getattr(args, f)} must be >= 1" for f in ("slots", "page_size", "chunk") if getattr(args, f) < 1]
+    errs = [f"{f}={getattr(args, f)} must be >= 1" for f in ("slots", "page_size", "chunk", "buckets")
+            if getattr(args, f) < 1]
     if args.pages < 0 or args.pages == 1:
         errs.append(f"pages={args.pages} must be 0 (enough for every slot) or >= 2 (page 0 is the null page)")
     errs += [e for e in [speculate_error(cfg.model, args.speculate)] if e]

@@ -1,6 +1,6 @@
 """`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=64] [step=N]
 [max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [speculate=0] [decode_attention=auto]
-[config overrides]`: the model
+[buckets=4] [config overrides]`: the model
 behind an OpenAI-compatible HTTP API (spmdgpt.engine.server: /v1/completions, /v1/chat/completions,
 /v1/models, /health) on the inference engine (slots, pages, chunk size and drafts its arguments), on the
 run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0; 1 if the engine
@@ -35,6 +35,8 @@ class ServeArgs:
     chunk: int = 64  # prompt tokens a prefill row reads a step
     speculate: int = 0  # tokens drafted a step by the model's multi-token-prediction modules (<= model.mtp_depth)
     decode_attention: str = "auto"  # auto | gather | kernel: decode rows by the platform's paged-attention kernel
+    buckets: int = 4  # sizes of the engine's step: page tables only as wide as its rows need (the context's
+    #   pages, 1/2, 1/4, 1/8 of them) and, decoding alone, only as many rows (slots, 1/2, ...); 1: always whole
 
 
 def check_args(args: ServeArgs) -> ServeArgs:
@@ -47,7 +49,7 @@ def check_args(args: ServeArgs) -> ServeArgs:
         errs.append(f"max_queue={args.max_queue} must be >= 1")
     if args.max_tokens < 1:
         errs.append(f"max_tokens={args.max_tokens} must be >= 1")
-    for name in ("slots", "page_size", "chunk"):
+    for name in ("slots", "page_size", "chunk", "buckets"):
         if getattr(args, name) < 1:
             errs.append(f"{name}={getattr(args, name)} must be >= 1")
     if args.pages < 0 or args.pages == 1:
@@ -94,7 +96,7 @@ def engine_config(args, model):
 
     return EngineConfig(slots=args.slots, page_size=args.page_size, pages=args.pages, chunk=args.chunk,
                         speculate=args.speculate, decode_attention=args.decode_attention, grammar=grammar_masks(args),
-                        adjustments=adjustments(args, model))
+                        adjustments=adjustments(args, model), buckets=args.buckets)
 
 
 def run(items: List[str]) -> int:
@@ -157,7 +159,9 @@ def run(items: List[str]) -> int:
           f"mesh {dict(mesh.shape)} | engine {args.slots} slots, {backend.engine.num_pages - 1} pages of "
           f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB)"
           f"{f', {args.speculate} drafts a step' if args.speculate else ''}, decode rows by "
-          f"{backend.engine.attention_name()}, its step compiled in {warm:.1f} s | "
+          f"{backend.engine.attention_name()}, its step compiled in {warm:.1f} s ({len(backend.engine.compiled)} "
+          f"programs: {len(backend.engine.width_sizes)} widths, decoding at {len(backend.engine.row_sizes)} row "
+          "counts) | "
           + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
           file=sys.stderr, flush=True)
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn

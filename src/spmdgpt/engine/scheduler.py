@@ -20,6 +20,12 @@ Each call of `Engine.step` makes one step of the compiled program (`paged.Step`)
    after any token: the sequence goes back to reading, from its last sampled token through the
    appended ones (pages for them taken now; when none are free it is preempted, and read again
    from the start later), then samples on after them, all within its max_new_tokens.
+
+The decode rows are packed (row j: the j-th decoding slot). With `EngineConfig.buckets` > 1 a
+step's page tables are the narrowest of a few widths that hold the pages its rows attend over, and
+a step that reads no prompt has the fewest decode rows of a few sizes that hold the decoding
+sequences (`Engine.size`): at low load it computes 1 or 2 rows over a short table instead of every
+slot over the whole context. Each size is a program of its own (`programs`).
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ class EngineConfig:
     grammar: bool = False  # each row's token mask in the step (`Draw.allowed`): requests may carry a `constraint`
     adjustments: int = 0  # logits a row may adjust a step (`Draw.adjust`): a request's logit_bias entries, and
     #   with penalties one per distinct token it generated; 0: none in the program
+    buckets: int = 1  # sizes of the step (`Engine.size`): 1, every step computes all slots over page tables of
+    #   the whole context; N, also 1/2, 1/4, ... of the tables' width and of a decode-only step's rows (N of
+    #   each), the smallest that holds the step's rows taken: less work at low load, N x N + 2N programs
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
@@ -187,8 +196,13 @@ class Engine:
         self.kernel = decode_kernel(config.decode_attention, cfg, rules, self.page_size, self.pages_per_seq,
                                     self.drafts)
         self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts, self.kernel)
+        if config.buckets < 1:
+            raise ValueError(f"engine buckets={config.buckets} must be >= 1 (1: one size of step)")
+        self.row_sizes = _halvings(self.slots_n, d, config.buckets)
+        # (a paged kernel reads each page where it lies: a narrower table saves it nothing)
+        self.width_sizes = _halvings(self.pages_per_seq, 1, 1 if self.kernel else config.buckets)
         self._pool = None  # (made at the first step: `lower` needs none)
-        self.compiled: dict = {}  # {groups: an executable of the step compiled ahead of time (`use`)}
+        self.compiled: dict = {}  # {(groups, rows, width): an executable of the step compiled ahead of time (`use`)}
         # (a hybrid's Gated DeltaNet state is not in pages: a sequence cannot start after shared ones; with 2
         # or more drafts, the drafter's entries at the last places a step or a prefill chunk writes read
         # drafts not yet checked: they depend on how the sequence was read, so no page is another's to take)
@@ -200,6 +214,7 @@ class Engine:
         self.steps = 0
         self.preemptions = 0
         self.drafted = self.accepted = 0  # speculative decoding: drafts checked and accepted, so far
+        self.step_sizes: collections.Counter = collections.Counter()  # {(groups, rows, width): steps so far}
 
     def attention_name(self) -> str:
         """How the decode rows attend, in words (the serve and plan lines)."""
@@ -373,19 +388,20 @@ class Engine:
                          key=lambda i: self.slots[i].admitted)[: self.prefills]
         if not decoding and not reading:
             return []
-        m, S, F, Q, D = self.pages_per_seq, self.slots_n, self.prefills, self.chunk, self.drafts
-        dec = _rows(S, 1 + D, m, S)
+        S, F, Q, D = self.slots_n, self.prefills, self.chunk, self.drafts
+        b, m = self.size(decoding, reading)
+        dec = _rows(b, 1 + D, m, S)  # (row j: slot decoding[j])
         pre = _rows(F, Q, m, S)
-        draws = [_draws(S, self.words, self.adjustments), _draws(F, self.words, self.adjustments)]
-        for i in decoding:
+        draws = [_draws(b, self.words, self.adjustments), _draws(F, self.words, self.adjustments)]
+        for j, i in enumerate(decoding):
             s = self.slots[i]
-            dec.tokens[i] = [s.request.tokens[-1]] + s.drafts
+            dec.tokens[j] = [s.request.tokens[-1]] + s.drafts
             place = np.arange(s.length, s.length + 1 + D)
-            dec.positions[i] = np.where(place < self.cfg.max_seq_len, place, -1)  # (drafts past the context: none)
-            dec.cached[i] = s.length
-            dec.slot[i] = i
-            dec.table[i, :len(s.pages)] = s.pages
-            _fill(draws[0], i, s.request)
+            dec.positions[j] = np.where(place < self.cfg.max_seq_len, place, -1)  # (drafts past the context: none)
+            dec.cached[j] = s.length
+            dec.slot[j] = i
+            dec.table[j, :len(s.pages)] = s.pages
+            _fill(draws[0], j, s.request)
         chunks = []
         for j, i in enumerate(reading):
             s = self.slots[i]
@@ -396,15 +412,17 @@ class Engine:
             pre.slot[j] = i
             pre.last[j] = len(part) - 1
             pre.ahead[j] = s.feed[s.read + len(part)] if s.read + len(part) < len(s.feed) else -1
-            pre.table[j, :len(s.pages)] = s.pages
+            pre.table[j, :min(len(s.pages), m)] = s.pages[:m]  # (its pages up to the chunk's at least)
             _fill(draws[1], j, s.request)
             chunks.append((i, len(part)))
-        _fill_masks(draws[0], [(i, self.slots[i].request) for i in decoding])
+        _fill_masks(draws[0], [(j, self.slots[i].request) for j, i in enumerate(decoding)])
         _fill_masks(draws[1], [(j, self.slots[i].request) for j, i in enumerate(reading)])
         groups = (bool(decoding), bool(reading))
+        self.step_sizes[groups, b, m] += 1
         args = (self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]), Draw(*draws[1]))
-        if groups in self.compiled:
-            self._pool, out = self.compiled[groups](*args)
+        key = (groups, b, m)
+        if key in self.compiled:
+            self._pool, out = self.compiled[key](*args)
         else:
             self._pool, out = self.step_fn.run(*args, groups=groups)
         out = [tuple(np.asarray(a) for a in o) for o in out]
@@ -412,12 +430,12 @@ class Engine:
         tok_p, _, lp_p, lpt_p, drafts_p = out.pop(0) if groups[1] else (None,) * 5
         self.steps += 1
         got = []
-        for i in decoding:  # its last token and the drafts accepted are in the pool now
+        for j, i in enumerate(decoding):  # its last token and the drafts accepted are in the pool now
             s = self.slots[i]
-            n = int(n_d[i])
+            n = int(n_d[j])
             s.length += n
-            self._mark(s, tok_d[i, :n - 1])
-            s.drafts = [int(d) for d in drafts_d[i]]
+            self._mark(s, tok_d[j, :n - 1])
+            s.drafts = [int(d) for d in drafts_d[j]]
             self.drafted += D
             self.accepted += n - 1
         for i, n in chunks:
@@ -425,9 +443,9 @@ class Engine:
             s.read += n
             s.length += n
             self._mark(s)
-        for i in decoding:
-            for j in range(int(n_d[i])):
-                r = self._take(i, int(tok_d[i, j]), float(lp_d[i, j]), float(lpt_d[i, j]))
+        for j, i in enumerate(decoding):
+            for k in range(int(n_d[j])):
+                r = self._take(i, int(tok_d[j, k]), float(lp_d[j, k]), float(lpt_d[j, k]))
                 if r.done:
                     break
             got.append(r)
@@ -494,36 +512,61 @@ class Engine:
                                                    self.slots_n, self.kernel))()
         return self._pool
 
-    def shapes(self) -> tuple:
+    def size(self, decoding: Sequence[int], reading: Sequence[int]) -> tuple:
+        """(decode rows, page tables' width in pages) of a step with slots `decoding` decoding and
+        `reading` reading a chunk of their prompts: every slot and the context's pages, or in an
+        engine with `buckets` the smallest of `width_sizes` that holds the pages the step's rows
+        attend over (a decoding slot's, a reading one's up to its chunk), and in a decode-only step
+        the smallest of `row_sizes` that holds the decoding slots."""
+        Q = self.chunk
+        need = max([len(self.slots[i].pages) for i in decoding]
+                   + [self.pages_for(min(self.slots[i].read + Q, len(self.slots[i].feed))) for i in reading])
+        width = next(w for w in self.width_sizes if w >= need)
+        if reading or not decoding:
+            return self.slots_n, width
+        return next(r for r in self.row_sizes if r >= len(decoding)), width
+
+    def programs(self) -> list:
+        """[(groups, decode rows, width)] of every program the step may run, largest first: decode
+        rows alone at each size (`size`), prefill rows alone and both at each width."""
+        widths = list(reversed(self.width_sizes))
+        return ([((True, False), r, w) for r in reversed(self.row_sizes) for w in widths]
+                + [(groups, self.slots_n, w) for groups in ((False, True), (True, True)) for w in widths])
+
+    def shapes(self, rows: Optional[int] = None, width: Optional[int] = None) -> tuple:
         """The step's inputs but the parameters, as ShapeDtypeStructs: (pool, decode Rows, prefill
-        Rows, decode Draw, prefill Draw)."""
+        Rows, decode Draw, prefill Draw); `rows` decode rows, page tables `width` pages wide
+        (default: the slots, the context's pages)."""
         cfg, rules, m = self.cfg, self.rules, self.pages_per_seq
+        b, w = rows or self.slots_n, width or m
         pool = jax.eval_shape(lambda: init_pool(cfg, rules, self.num_pages, self.page_size, self.drafts, self.slots_n,
                                                 self.kernel))
         spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=rules.sharding(*([None] * a.ndim)))
         host = lambda arrays: tuple(spec(a) for a in arrays)
-        return (pool, Rows(*host(_rows(self.slots_n, 1 + self.drafts, m, self.slots_n))),
-                Rows(*host(_rows(self.prefills, self.chunk, m, self.slots_n))),
-                Draw(*host(_draws(self.slots_n, self.words, self.adjustments))),
+        return (pool, Rows(*host(_rows(b, 1 + self.drafts, w, self.slots_n))),
+                Rows(*host(_rows(self.prefills, self.chunk, w, self.slots_n))),
+                Draw(*host(_draws(b, self.words, self.adjustments))),
                 Draw(*host(_draws(self.prefills, self.words, self.adjustments))))
 
-    def lower(self, params, groups: tuple = (True, True)):
+    def lower(self, params, groups: tuple = (True, True), rows: Optional[int] = None, width: Optional[int] = None):
         """The step for `params` (arrays or ShapeDtypeStructs) with these row groups (decode,
-        prefill), lowered: compile it and give it to `use` (three groups: three programs; the
-        largest is both)."""
-        return self.step_fn.run.lower(params, *self.shapes(), groups=groups)
+        prefill) and decode sizes (`shapes`), lowered: compile it and give it to `use` (`programs`
+        lists them; the largest has both groups)."""
+        return self.step_fn.run.lower(params, *self.shapes(rows, width), groups=groups)
 
-    def use(self, compiled, groups: tuple = (True, True)) -> None:
-        """Steps with these row groups run `compiled` (`lower`'s program compiled ahead of time)."""
-        self.compiled[groups] = compiled
+    def use(self, compiled, groups: tuple = (True, True), rows: Optional[int] = None,
+            width: Optional[int] = None) -> None:
+        """Steps of these row groups and sizes run `compiled` (`lower`'s program compiled ahead of time)."""
+        self.compiled[(groups, rows or self.slots_n, width or self.pages_per_seq)] = compiled
 
     def warm(self) -> float:
-        """Compile the step's three programs (decode rows, prefill rows, both) now, not when a step
-        first needs each (a server's first requests would wait for them); the seconds it took."""
+        """Compile every program of the step now (`programs`: decode rows, prefill rows, both, at
+        each size), not when a step first needs each (a server's first requests would wait for
+        them); the seconds it took."""
         t = time.perf_counter()
-        for groups in ((True, False), (False, True), (True, True)):
-            if groups not in self.compiled:
-                self.use(self.lower(self.params, groups).compile(), groups)
+        for key in self.programs():
+            if key not in self.compiled:
+                self.use(self.lower(self.params, *key).compile(), *key)
         return time.perf_counter() - t
 
     def run(self, requests: Iterable[Request], params=None) -> List[Request]:
@@ -544,6 +587,12 @@ class _Arrays:
 
     def __iter__(self):
         return iter(self.__dict__[n] for n in self._names)
+
+
+def _halvings(n: int, unit: int, count: int) -> List[int]:
+    """Up to `count` sizes n, n / 2, n / 4, ... (rounded up to a multiple of `unit`, n's divisor),
+    ascending, without repeats."""
+    return sorted({unit * -(-n // (unit << k)) for k in range(count)})
 
 
 def _rows(b: int, t: int, m: int, null: int) -> _Arrays:

@@ -233,8 +233,9 @@ def too_large(programs: list, capacity: Optional[int], device: str) -> Optional[
         return None
     for p in programs:
         if p.total_bytes > capacity:
-            return (f"the {p.name.replace('_', ' ')} needs {size(p.total_bytes)} per device ({size(p.temp_bytes)} of "
-                    f"it temporaries) but a {device} holds {size(capacity)}; {FIXES[p.name]}")
+            base, _, at = p.name.partition(" ")  # (a step of a smaller size: "decode_step (2 rows x 8 pages)")
+            return (f"the {base.replace('_', ' ')}{' ' * bool(at)}{at} needs {size(p.total_bytes)} per device "
+                    f"({size(p.temp_bytes)} of it temporaries) but a {device} holds {size(capacity)}; {FIXES[base]}")
     return None
 
 
@@ -270,6 +271,7 @@ class ServePlan:
     decode: str = "gather"  # how its decode rows attend (`Engine.attention_name`)
     programs: list = field(default_factory=list)  # every program the server compiles: [Program], each with the
     #   pool's bytes counted (the step's input and output; resident beside the scorer)
+    sizes: tuple = ((), ())  # the step's decode row counts and page-table widths (`Engine.programs`; buckets=)
 
     def lines(self, cfg: Config, capacity: Optional[int]) -> str:
         p, ps = self.program, self.page_size
@@ -284,6 +286,11 @@ class ServePlan:
                 f"{size(step.own_bytes - pool - self.state_bytes)} of rows and outputs"]
         out += [f"  {q.name:<16s} {size(q.total_bytes)} in all, {size(q.temp_bytes)} of temporaries; compiled in "
                 f"{q.compile_s:.1f} s" for q in self.programs]
+        rows, widths = self.sizes
+        if len(rows) * len(widths) > 1:
+            out.append(f"  step sizes       {len(rows) * len(widths) + 2 * len(widths)} programs: decoding at "
+                       f"{', '.join(map(str, rows))} rows x {', '.join(map(str, widths))} pages, prefill and both at "
+                       "each width (above: the whole size; serve compiles each and checks it against the device)")
         out += [f"  total            {size(p.total_bytes)}" + (f" of {size(capacity)}" if capacity else "")
                 + (f" (the largest: {p.name})" if len(self.programs) > 1 else "")]
         if self.fit is not None and self.fit < 2:
@@ -328,9 +335,18 @@ def step_refusal(engine, resident: int) -> Optional[str]:
     `resident` bytes (the parameters) and the pool it reads, needs more than a device of this
     process holds (its temporaries, which `pool_refusal` could not count); else None."""
     capacity, what = local_capacity()
-    shapes = engine.shapes()
-    return too_large([_program(STEP_PROGRAMS[groups], compiled, resident, shapes)
-                      for groups, compiled in sorted(engine.compiled.items(), reverse=True)], capacity, what)
+    return too_large([_program(step_program(engine, *key), compiled, resident, engine.shapes(*key[1:]))
+                      for key, compiled in sorted(engine.compiled.items(), reverse=True)], capacity, what)
+
+
+def step_program(engine, groups: tuple, rows: int, width: int) -> str:
+    """The name of the engine's step program of these row groups and sizes (`Engine.programs`):
+    STEP_PROGRAMS' name, with its size in parentheses where it is not the whole one."""
+    name = STEP_PROGRAMS[groups]
+    if (rows, width) == (engine.slots_n, engine.pages_per_seq):
+        return name
+    row = f"{rows} row{'s' * (rows != 1)} x " if groups == (True, False) else ""
+    return f"{name} ({row}{width} pages)"
 
 
 def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int], vocab: Optional[int] = None) -> ServePlan:
@@ -361,7 +377,7 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int], voc
     worst = max(programs, key=lambda q: q.total_bytes)
     fit = None if capacity is None else (capacity - (worst.total_bytes - pool) - state_bytes) // page_bytes
     return ServePlan(worst, engine.num_pages, engine.page_size, page_bytes, resident, fit, state_bytes,
-                     engine.attention_name(), programs)
+                     engine.attention_name(), programs, (engine.row_sizes, engine.width_sizes))
 
 
 def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> Plan:
