@@ -32,6 +32,49 @@ def setup(*overrides):
     return cfg, mesh, rules, params
 
 
+def test_init_draws_jax_randoms_values_from_one_threefry():
+    """A small model's leaves (normal, and Gated DeltaNet's uniform-drawn decays) take their random
+    bits from one threefry over all of them (`params._bits`; its compile a fraction of one threefry
+    per leaf): each leaf equals, bit for bit, jax.random.normal / uniform of its own key (the code
+    before), unoptimised as a CPU's small model is initialised and optimised as a larger one's."""
+    import zlib
+
+    from spmdgpt.model.info import is_info
+    from spmdgpt.model.params import _init_leaves, leaf_name
+
+    cfg, mesh, rules, params = setup("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2",
+                                     "model.deltanet.value_heads=4", "model.deltanet.key_dim=8")
+    info = param_info(cfg.model)
+
+    def reference(key):
+        def leaf(path, i):
+            k = jax.random.fold_in(key, zlib.crc32(leaf_name(path).encode()))
+            if i.init == "normal":
+                return i.std * jax.random.normal(k, i.shape, jnp.float32)
+            if i.init == "a_log":
+                return jnp.log(jax.random.uniform(k, i.shape, jnp.float32, 1.0, 16.0))
+            if i.init == "dt_bias":
+                dt = jnp.exp(jax.random.uniform(k, i.shape, jnp.float32, jnp.log(1e-3), jnp.log(0.1)))
+                return dt + jnp.log(-jnp.expm1(-dt))
+            return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, jnp.float32)
+
+        return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=is_info)
+
+    inits = {i.init for i in jax.tree.leaves(info, is_leaf=is_info)}
+    assert {"normal", "a_log", "dt_bias", "ones"} <= inits
+    bits = lambda tree: [np.asarray(a).view(np.uint32) for a in jax.tree.leaves(tree)]  # noqa: E731
+    quick = {"xla_backend_optimization_level": 0}
+    key = jax.random.key(0)
+    with jax.set_mesh(mesh):
+        unoptimised = jax.jit(reference).lower(key).compile(compiler_options=quick)(key)
+        optimised = jax.jit(reference)(key)
+        each = jax.jit(lambda k: _init_leaves(info, jnp.float32, k, False))(key)
+    for a, b in zip(bits(params), bits(unoptimised), strict=True):  # (init_params: batched, unoptimised)
+        assert np.array_equal(a, b)
+    for a, b in zip(bits(each), bits(optimised), strict=True):
+        assert np.array_equal(a, b)
+
+
 def test_causality_future_tokens_do_not_change_earlier_logits():
     cfg, mesh, rules, params = setup("model.attention_block=16")
     rng = np.random.default_rng(0)

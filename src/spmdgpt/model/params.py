@@ -40,6 +40,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.extend.random import threefry2x32_p
 
 from spmdgpt.config import ModelConfig, kv_heads, linear_layers, moe_layers
 from spmdgpt.mesh.sharding import Rules, platform
@@ -239,12 +241,14 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
 
     Each leaf's key is folded from its name (`leaf_name`), so adding a parameter leaves the
     others' initial values unchanged."""
-    # On a CPU, XLA spends 1-2.5 s optimising the random-number code (threefry and the normal's
+    # On a CPU, XLA spent 1-2.5 s optimising the random-number code (threefry and the normal's
     # inverse erf, once per leaf) that then runs in milliseconds for a small model; unoptimised it
     # compiles in ~0.35 s and runs at ~0.09 s per million parameters (~0.02 optimised): quicker
     # in all below ~14M parameters (benchmarks/init_compile.py), so a model of fewer than
-    # INIT_UNOPTIMISED parameters is initialised unoptimised. (The values differ from the
-    # optimised code's in the last bit of some elements.)
+    # INIT_UNOPTIMISED parameters is initialised unoptimised (the values differ from the
+    # optimised code's in the last bit of some elements), its leaves' keys folded and their random
+    # bits drawn by one threefry each over all of them (`_init_leaves`' batched: the same values,
+    # 35-50% of the unoptimised compile).
     return init_tree(param_info(cfg), dtype_of(cfg.param_dtype), key, rules)
 
 
@@ -254,33 +258,86 @@ def init_tree(info, dtype, key: Array, rules: Rules):
         platform() == "cpu"
         and sum(math.prod(i.shape) for i in jax.tree.leaves(info, is_leaf=is_info)) < INIT_UNOPTIMISED
     )
-    make = jax.jit(_init_leaves, static_argnums=(0, 1),
+    make = jax.jit(_init_leaves, static_argnums=(0, 1, 3),
                    out_shardings=jax.tree.map(lambda i: rules.param_sharding(i.logical), info, is_leaf=is_info),
                    compiler_options={"xla_backend_optimization_level": 0} if quick else None)
-    return make(info, dtype, key)
+    return make(info, dtype, key, quick and str(jax.random.key_impl(key)) == "threefry2x32")  # (`_folded`'s hash)
 
 
 INIT_UNOPTIMISED = 8_000_000
 
 # Gated DeltaNet's decay (deltanet.DeltaNet: g = -exp(a_log) softplus(a + dt_bias)), initialised as
 # flash-linear-attention and Mamba 2 do: A ~ U(1, 16), and softplus(dt_bias) = dt log-uniform in
-# [0.001, 0.1], so that a fresh layer's state keeps most of itself from token to token.
+# [0.001, 0.1], so that a fresh layer's state keeps most of itself from token to token. Each is a
+# function of uniform(low, high): the leaf's uniform draws in [low, high) (`_uniform`).
 DECAY_INITS = {
-    "a_log": lambda k, shape: jnp.log(jax.random.uniform(k, shape, jnp.float32, 1.0, 16.0)),
-    "dt_bias": lambda k, shape: (lambda dt: dt + jnp.log(-jnp.expm1(-dt)))(  # softplus^-1(dt)
-        jnp.exp(jax.random.uniform(k, shape, jnp.float32, jnp.log(1e-3), jnp.log(0.1)))),
+    "a_log": lambda uniform: jnp.log(uniform(1.0, 16.0)),
+    "dt_bias": lambda uniform: (lambda dt: dt + jnp.log(-jnp.expm1(-dt)))(  # softplus^-1(dt)
+        jnp.exp(uniform(jnp.log(1e-3), jnp.log(0.1)))),
 }
 
 
-def _init_leaves(info: Params, dtype, key: Array) -> Params:
+def _uniform(bits: Array, low, high) -> Array:
+    """float32 uniform in [low, high) from uint32 random bits, as jax.random.uniform makes them
+    (its 23 mantissa bits under the exponent of 1.0: [1, 2), less 1, scaled; clipped at low)."""
+    low, high = jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
+    unit = jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32) - jnp.float32(1.0)
+    return jnp.maximum(low, unit * (high - low) + low)
+
+
+def _normal(bits: Array) -> Array:
+    """float32 standard normals from uint32 random bits, as jax.random.normal makes them: sqrt(2)
+    erfinv(u), u uniform in (-1, 1)."""
+    low = np.nextafter(np.float32(-1.0), np.float32(0.0))
+    return jnp.float32(np.sqrt(2.0)) * jax.lax.erf_inv(_uniform(bits, low, 1.0))
+
+
+def _folded(key: Array, data: list) -> tuple:
+    """The key data (two uint32 [n]) of jax.random.fold_in(key, d) for each d of `data` (Python
+    ints below 2**32), from one threefry: fold_in hashes the pair (0, d) under the key."""
+    k1, k2 = jax.random.key_data(key)
+    return threefry2x32_p.bind(k1, k2, jnp.zeros(len(data), jnp.uint32), jnp.asarray(data, jnp.uint32))
+
+
+def _bits(k1: Array, k2: Array, shapes: list) -> Array:
+    """[jax.random.bits(key_i, shape_i)] for keys of data (k1[i], k2[i]), flattened and
+    concatenated (uint32; threefry's partitionable bits: element j of a leaf is threefry(key,
+    (0, j)) folded to 32 bits), from one threefry over all of them, not one per leaf: the same
+    values, a fraction of the compile. Whole on one device: for small models (fewer than 2**32
+    elements in all)."""
+    sizes = [math.prod(s) for s in shapes]
+    if sum(sizes) >= 2**32:
+        raise ValueError(f"batched random bits for {sum(sizes)} elements: at most 2**32 - 1")
+    each = lambda k: jnp.concatenate([jnp.full((n,), k[i], jnp.uint32) for i, n in enumerate(sizes)])  # noqa: E731
+    counts = jnp.concatenate([jax.lax.iota(jnp.uint32, n) for n in sizes])
+    high, low = threefry2x32_p.bind(each(k1), each(k2), jnp.zeros_like(counts), counts)
+    return high ^ low
+
+
+def _init_leaves(info: Params, dtype, key: Array, batched: bool = False) -> Params:
     """(A module-level function of hashable metadata, so that its compilation is cached across
-    calls with the same model: the random-number code takes seconds to compile on a CPU.)"""
-    def leaf(path, i: ParamInfo):
-        k = jax.random.fold_in(key, zlib.crc32(leaf_name(path).encode()))
+    calls with the same model: the random-number code takes seconds to compile on a CPU.)
+    batched: the leaves' random bits from one threefry (`_bits`; a small model), else each its own."""
+    paths, leaves = zip(*jax.tree_util.tree_flatten_with_path(info, is_leaf=is_info)[0], strict=True)
+    names = [zlib.crc32(leaf_name(path).encode()) for path in paths]
+    drawn = [n for n, i in enumerate(leaves) if i.init == "normal" or i.init in DECAY_INITS]
+    if batched:  # (the keys folded at once, and the normals' transform once over every drawn leaf: elementwise)
+        flat = _bits(*_folded(key, [names[n] for n in drawn]), [leaves[n].shape for n in drawn])
+        sizes = [math.prod(leaves[n].shape) for n in drawn]
+        starts = np.cumsum([0] + sizes[:-1])
+        part = lambda a, k: a[starts[k]:starts[k] + sizes[k]].reshape(leaves[drawn[k]].shape)  # noqa: E731
+        normals = _normal(flat)
+        bits = {n: part(flat, k) for k, n in enumerate(drawn)}
+        drawn_normal = {n: part(normals, k) for k, n in enumerate(drawn)}
+    else:
+        bits = {n: jax.random.bits(jax.random.fold_in(key, names[n]), leaves[n].shape, jnp.uint32) for n in drawn}
+        drawn_normal = {n: _normal(bits[n]) for n in drawn if leaves[n].init == "normal"}
+
+    def leaf(n: int, i: ParamInfo):
         if i.init == "normal":
-            return (i.std * jax.random.normal(k, i.shape, jnp.float32)).astype(dtype)
+            return (i.std * drawn_normal[n]).astype(dtype)
         if i.init in DECAY_INITS:
-            return DECAY_INITS[i.init](k, i.shape).astype(dtype)
+            return DECAY_INITS[i.init](lambda low, high: _uniform(bits[n], low, high)).astype(dtype)
         return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
 
-    return jax.tree_util.tree_map_with_path(leaf, info, is_leaf=is_info)
+    return jax.tree.unflatten(jax.tree.structure(info, is_leaf=is_info), [leaf(n, i) for n, i in enumerate(leaves)])
