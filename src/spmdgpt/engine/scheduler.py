@@ -592,7 +592,7 @@ class _Arrays:
 def _halvings(n: int, unit: int, count: int) -> List[int]:
     """Up to `count` sizes n, n / 2, n / 4, ... (rounded up to a multiple of `unit`, n's divisor),
     ascending, without repeats."""
-    return sorted({unit * -(-n // (unit << k)) for k in range(count)})
+    return sorted({unit * -(-n // (unit << k)) for k in range(min(count, n.bit_length() + 1))})
 
 
 def _rows(b: int, t: int, m: int, null: int) -> _Arrays:

@@ -248,7 +248,7 @@ def init_params(cfg: ModelConfig, key: Array, rules: Rules) -> Params:
     # INIT_UNOPTIMISED parameters is initialised unoptimised (the values differ from the
     # optimised code's in the last bit of some elements), its leaves' keys folded and their random
     # bits drawn by one threefry each over all of them (`_init_leaves`' batched: the same values,
-    # 35-50% of the unoptimised compile).
+    # 36-52% of the unoptimised compile: benchmarks/init_compile.py).
     return init_tree(param_info(cfg), dtype_of(cfg.param_dtype), key, rules)
 
 
