@@ -99,6 +99,10 @@ def engine_config(args, model):
                         adjustments=adjustments(args, model), buckets=args.buckets)
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
+
+
 def run(items: List[str]) -> int:
     args, overrides = parse(items, ServeArgs)
     args = check_args(args)
@@ -160,8 +164,8 @@ def run(items: List[str]) -> int:
           f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB)"
           f"{f', {args.speculate} drafts a step' if args.speculate else ''}, decode rows by "
           f"{backend.engine.attention_name()}, its step compiled in {warm:.1f} s ({len(backend.engine.compiled)} "
-          f"programs: {len(backend.engine.width_sizes)} widths, decoding at {len(backend.engine.row_sizes)} row "
-          "counts) | "
+          f"programs: {_count(len(backend.engine.width_sizes), 'width')}, decoding at "
+          f"{_count(len(backend.engine.row_sizes), 'row count')}) | "
           + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),
           file=sys.stderr, flush=True)
     class Uvicorn(uvicorn.Server):  # (SIGTERM / Ctrl-C: stop admitting, finish what runs, exit 0; uvicorn

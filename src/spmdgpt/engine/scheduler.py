@@ -64,7 +64,7 @@ class EngineConfig:
     #   with penalties one per distinct token it generated; 0: none in the program
     buckets: int = 1  # sizes of the step (`Engine.size`): 1, every step computes all slots over page tables of
     #   the whole context; N, also 1/2, 1/4, ... of the tables' width and of a decode-only step's rows (N of
-    #   each), the smallest that holds the step's rows taken: less work at low load, N x N + 2N programs
+    #   each), the smallest that holds the step's rows taken: less work at low load, <= N x N + 2N programs
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
