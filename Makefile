@@ -54,14 +54,18 @@ TESTS := PYTHONDONTWRITEBYTECODE= SPMDGPT_REQUIRE_TORCH=1 SPMDGPT_TORCH_PYTHON=$
 	--junitxml=$(TEST_TIMES) -o junit_family=xunit2
 
 # ruff (pinned in the dev extra, configured in pyproject.toml) first: `make test` is what CI runs
+LINT := $(BIN)/ruff check src tests benchmarks tools
+
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks tools
+	$(LINT)
 
 # both environments at once: two pip installs overlap on two cores (1:44 -> 1:12 from a warm pip cache)
 envs:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) $(TORCH_STAMP)
 
-test: envs lint
+# (lint in the recipe, not as a prerequisite: under make -j it would install .venv beside envs' install)
+test: envs
+	$(LINT)
 	$(TESTS) $(ARGS)
 	$(BIN)/python tools/suite_budget.py $(TEST_TIMES)
 
