@@ -187,8 +187,8 @@ def run_mbu(cfg, rules, params, args) -> list:
         if system == "engine":
             engine = Engine(cfg.model, rules, params, VOCAB, EngineConfig(slots=1, page_size=args.page,
                                                                           chunk=args.chunk, buckets=args.buckets))
+            engine.warm()  # (compiles every program of its step ahead: the runs reuse them)
             run_engine(engine, [(0.0, prompt, 4)])
-            engine.warm()  # (compiles every program of its step)
             times = []
             for _ in range(3):
                 _, firsts, lasts, outs = run_engine(engine, [(0.0, prompt, new)])
@@ -255,8 +255,8 @@ def main() -> None:
                                 EngineConfig(slots=args.slots, page_size=args.page, chunk=args.chunk,
                                              decode_attention="gather" if system == "engine-gather" else "auto",
                                              buckets=args.buckets))
+                engine.warm()  # (every program of its step, `Engine.programs`, compiled ahead: the runs reuse them)
                 run_engine(engine, warm)
-                engine.warm()  # (every program of its step: `Engine.programs`)
                 print(f"{system}: compiled in {time.perf_counter() - t:.1f} s; pool {engine.num_pages} pages, "
                       f"{engine.pool_bytes / 2**20:.0f} MiB; decode rows by {engine.attention_name()}", flush=True)
                 wall, *rest = run_engine(engine, work)

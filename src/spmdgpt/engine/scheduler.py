@@ -418,9 +418,9 @@ class Engine:
         _fill_masks(draws[0], [(j, self.slots[i].request) for j, i in enumerate(decoding)])
         _fill_masks(draws[1], [(j, self.slots[i].request) for j, i in enumerate(reading)])
         groups = (bool(decoding), bool(reading))
-        self.step_sizes[groups, b, m] += 1
-        args = (self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]), Draw(*draws[1]))
         key = (groups, b, m)
+        self.step_sizes[key] += 1
+        args = (self.params, self.pool, Rows(*dec), Rows(*pre), Draw(*draws[0]), Draw(*draws[1]))
         if key in self.compiled:
             self._pool, out = self.compiled[key](*args)
         else:
