@@ -27,7 +27,7 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
     slots as the mesh allows for MLA behind dense-then-MoE layers (1 on one device: it crashed at
     one row, the layer groups' reshape dropping the cache's batch spec over axes of size 1; the
     other units on the 2-slot engine), and a two-turn chat (`chat`'s Conversation, on that
-    engine) answers the same on both."""
+    engine) answers the same on both. The mesh's engine sizes its page tables (`buckets`)."""
     from test_generate import DigitChat
 
     from spmdgpt.engine.generate import Conversation, SamplingParams
@@ -43,7 +43,8 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
             if extra:
                 with pytest.raises(ValueError, match=r"slots=3 must be a multiple of the mesh's batch ways \(2\)"):
                     Engine(cfg.model, rules, params, vocab, EngineConfig(slots=3))
-            engine = Engine(cfg.model, rules, params, vocab, SMALL)
+            # (on the mesh at buckets=2: its 2 rows, tables of 8 of the 16 pages, as wide as 32 tokens need)
+            engine = Engine(cfg.model, rules, params, vocab, replace(SMALL, buckets=2) if extra else SMALL)
             greedy = engine.run([Request(p, 12, temperature=0.0) for p in PROMPTS])
             sampled = engine.run([Request(p, 12, temperature=1.0, top_k=5, seed=3, stream=r)
                                   for r, p in enumerate(PROMPTS)])
@@ -60,6 +61,7 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
         assert all(lp <= 0 for r in sampled for lp in r.logprobs) and len(sampled[0].logprobs) == 12
         # (at temperature 1, and greedy, the log-probability at the request's temperature is the model's own)
         assert all(r.sampled_logprobs == r.logprobs for r in greedy + sampled)
+        assert {w for *_, w in engine.step_sizes} == ({8} if extra else {16})
     assert replies[0] == replies[1]
 
 
