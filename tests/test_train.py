@@ -58,7 +58,8 @@ def test_run_directory_contents(staircase_run):
     assert set(meta["git"]) >= {"sha", "dirty"}
     assert meta["packages"]["jax"] and meta["packages"]["optax"]
     assert len(meta["devices"]) == 8 and meta["devices"][0]["platform"] == "cpu"
-    assert meta["command"] == ["pytest"]
+    assert meta["command"][:3] == ["spmdgpt", "train", "+experiment=staircase"]
+    assert meta["command"][-1] == f"run.dir={d}"
     tok = json.loads((d / "tokenizer.json").read_text())
     assert tok.pop("sha256") and tok == {"kind": "digits", "chars": "0123456789", "vocab_size": 10}
     # the resolved config loads back into the same values
