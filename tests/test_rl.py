@@ -829,3 +829,108 @@ def test_rollout_correction_weighs_each_token_by_the_trainer_over_the_sampler(tm
     assert all(0 < r["rl/correction_dropped"] < 1 and np.isfinite(r["loss"]) for r in rows["mis"])
     assert main(["train", *base, "rl.rollout_correction=tis", "rl.rollout_correction_cap=0.5",
                  f"run.dir={tmp_path / 'bad'}"]) == 2 and not (tmp_path / "bad").exists()
+
+
+def test_distillation_advantages_are_the_teachers_log_probability_less_the_students():
+    """rl.objective=distill's rollouts: each completion token's advantage is the teacher's
+    log-probability less the student's (both by hand: log_softmax of the full forward passes over
+    the tokenizer's 11 ids, a teacher of another shape), 0 off the completion; rl/reverse_kl is the
+    mean of student - teacher; rl.reward_weight adds the group advantage; a teacher that is the
+    student gives advantages of 0 (float32 rounding)."""
+    from functools import partial
+
+    from spmdgpt.rl.prompts import Prompt
+    from spmdgpt.rl.rollouts import Rollouts
+    from spmdgpt.rl.teacher import Teacher, distill_advantages
+
+    cfg, mesh, rules = _tiny(1, "rl.group_size=2", "rl.max_new_tokens=6", "data.batch_size=4")
+    tmodel = load_config(["+experiment=staircase", "model.num_layers=2", "model.d_model=48", "model.num_heads=2",
+                          "model.vocab_size=16", "model.max_seq_len=32"]).model
+    tok = CharTokenizer("0123456789", eos=True)  # (11 ids)
+    prompts = [Prompt(tuple(tok.encode(s)), s, {"answer": "5"}, f"f:{i}") for i, s in enumerate(["0123", "98765"])]
+
+    def teacher_of(model, params, trules):
+        return Teacher(model, trules, params, jax.jit(partial(token_logps, model, trules, vocab_limit=11)))
+
+    with jax.set_mesh(mesh):
+        params = init_params(cfg.model, jax.random.key(1), rules)
+        trules = Rules(mesh, cfg.sharding, tmodel)
+        tparams = init_params(tmodel, jax.random.key(7), trules)
+        a = Rollouts(cfg, rules, tok, numeric, teacher=teacher_of(tmodel, tparams, trules)).batch(
+            params, None, prompts, 0)
+        inputs, targets = a.batch[0], np.asarray(a.batch[1])
+
+        def by_hand(model, p, r):
+            logp = jax.nn.log_softmax(forward(model, r, p, inputs)[0][..., :11], -1)
+            return np.asarray(jnp.take_along_axis(logp, jnp.maximum(jnp.asarray(targets), 0)[..., None], -1)[..., 0])
+
+        student, teacher = by_hand(cfg.model, params, rules), by_hand(tmodel, tparams, trules)
+        same = Rollouts(cfg, rules, tok, numeric, teacher=teacher_of(cfg.model, params, rules)).batch(
+            params, None, prompts, 0)
+    counted = targets >= 0
+    adv = np.asarray(a.batch[2])
+    assert adv.shape == (4, 24) and counted.sum() > 8 and (adv[~counted] == 0).all()
+    np.testing.assert_allclose(adv[counted], (teacher - student)[counted], atol=2e-5)
+    kl = float(np.mean((student - teacher)[counted]))
+    assert a.metrics(2)["rl/reverse_kl"] == pytest.approx(kl, abs=2e-6) and abs(kl) > 1e-3
+    assert np.abs(np.asarray(same.batch[2])).max() < 1e-6 and abs(same.reverse_kl) < 1e-7
+    # the reward's advantages, weighed in: (teacher - student) + w x A per counted token
+    per_token, rkl = distill_advantages(np.log([[0.5, 0.2, 1.0]]), np.log([[0.25, 0.4, 1.0]]),
+                                        np.array([[True, True, False]]), np.array([2.0]), 0.5)
+    np.testing.assert_allclose(per_token, [[math.log(2) + 1.0, -math.log(2) + 1.0, 0.0]], rtol=1e-6)
+    assert rkl == pytest.approx(0.0, abs=1e-12)  # (log 2 and -log 2: no gap on average)
+
+
+def test_on_policy_distillation_runs_from_a_teacher_run_and_bad_teachers_are_one_line(tmp_path, capsys):
+    """`spmdgpt train rl.objective=distill rl.teacher=RUN` (a 2-layer, 48-wide teacher for a 1-layer,
+    32-wide student): each step's loss is its rl/reverse_kl (the batch's first update: the ratio is
+    1, so the clipped surrogate of the per-token advantages is their mean), the preflight compiles
+    the teacher's log-probabilities; each bad setting is one line, exit 2, nothing written."""
+    import shutil
+
+    from conftest import read_jsonl
+
+    from spmdgpt.cli import main
+
+    base = _sums_file(tmp_path) + ["train.eval_every=0"]  # (on the 8 test devices)
+    teacher = tmp_path / "teacher"
+    assert main(["train", *base, "model.num_layers=2", "model.d_model=48", "train.steps=1",
+                 f"run.dir={teacher}"]) == 0
+    distill = ["rl.objective=distill", f"rl.teacher={teacher}", "rl.temperature=1.0", "rl.kl_beta=0"]
+    capsys.readouterr()
+    assert main(["train", *base, *distill, "train.steps=3", f"run.dir={tmp_path / 's'}"]) == 0
+    assert "rl_teacher_logps" in capsys.readouterr().err
+    rows = [r for r in read_jsonl(tmp_path / "s" / "metrics.jsonl") if "loss" in r]
+    assert len(rows) == 3 and len({r["rl/reverse_kl"] for r in rows}) == 3
+    for r in rows:
+        assert r["loss"] == pytest.approx(r["rl/reverse_kl"], abs=1e-6)
+    # the plan holds the teacher's parameters beside the student's (data parallel: a whole copy a device)
+    plans = []
+    for extra in (["rl.kl_beta=0"], distill):
+        assert main(["plan", *base, *extra, "format=json"]) == 0
+        plans.append(json.loads(capsys.readouterr().out))
+    tmodel = load_config([*base, "model.num_layers=2", "model.d_model=48"]).model
+    from spmdgpt.model import is_info, param_info
+
+    params = sum(math.prod(i.shape) for i in jax.tree.leaves(param_info(tmodel), is_leaf=is_info))
+    assert plans[1]["param_bytes"] - plans[0]["param_bytes"] == 4 * params > 50_000
+    other = tmp_path / "other"  # (a teacher trained on other characters)
+    shutil.copytree(teacher, other)
+    saved = json.loads((other / "tokenizer.json").read_text())
+    (other / "tokenizer.json").write_text(json.dumps({**saved, "chars": saved["chars"][::-1]}))
+    for extra, message in (
+            (["rl.objective=distill"], "rl.objective=distill needs rl.teacher"),
+            ([f"rl.teacher={teacher}"], f"rl.teacher={teacher} is read by on-policy distillation only"),
+            ([*distill, "rl.temperature=0.7"], "rl.temperature=0.7: on-policy distillation samples from the "
+                                               "student's own distribution"),
+            ([*distill, "rl.reward_weight=nan"], "rl.reward_weight=nan must be a number >= 0"),
+            ([*distill[:1], f"rl.teacher={tmp_path}"], f"rl.teacher={tmp_path}: no config.yaml there"),
+            ([*distill[:1], "rl.teacher=hf:/nowhere"], "rl.teacher=hf:/nowhere: no config.json in /nowhere"),
+            ([*distill[:1], f"rl.teacher={other}"], f"rl.teacher={other} reads another tokenizer (char) than this "
+                                                    "run's (char, 13 ids)"),
+            ([*distill, "data.seq_len=20", "model.max_seq_len=24"], "its context of 12 tokens is shorter than the "
+                                                                    "rollouts' rows (data.seq_len=20)")):
+        assert main(["train", *base, *distill[2:], *extra, "train.steps=1", f"run.dir={tmp_path / 'bad'}"]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (extra, err)
+        assert not (tmp_path / "bad").exists()

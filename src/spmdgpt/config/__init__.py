@@ -15,6 +15,7 @@ from spmdgpt.config.choices import (
     RlAdvantage,
     RlCorrection,
     RlLossNorm,
+    RlObjective,
     RlRatio,
     Router,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "RlAdvantage",
     "RlLossNorm",
     "RlCorrection",
+    "RlObjective",
     "RlRatio",
     "MoeConfig",
     "MlaConfig",

@@ -120,6 +120,12 @@ class RlRatio(enum.Enum):
     sequence = "sequence"  # the completion's length-normalised ratio exp(mean log ratio), clipped per completion (GSPO)
 
 
+class RlObjective(enum.Enum):
+    grpo = "grpo"  # the clipped policy gradient of the rewards' advantages (model/grpo.py)
+    distill = "distill"  # on-policy distillation: each sampled token's advantage is the teacher's log-probability
+    # less the student's (the per-token reverse KL's policy gradient), plus rl.reward_weight x the reward's
+
+
 class RlCorrection(enum.Enum):
     none = "none"  # the sampler's tokens trained as if the trainer had sampled them
     tis = "tis"  # truncated importance sampling: each token's policy-gradient term x min(p_old / p_sampler, cap)

@@ -31,6 +31,7 @@ from spmdgpt.config.choices import (
     RlAdvantage,
     RlCorrection,
     RlLossNorm,
+    RlObjective,
     RlRatio,
     RopeScaling,
     Schedule,
@@ -360,6 +361,11 @@ class RlConfig(Section):
     """Reinforcement learning with verifiable rewards (data of `format: prompts`): GRPO
     (model/grpo.py) on completions sampled by the KV-cache sampler (spmdgpt.rl)."""
 
+    objective: RlObjective = RlObjective.grpo  # grpo | distill (on-policy distillation from rl.teacher)
+    teacher: Optional[str] = None  # rl.objective=distill: the teacher, a run directory (its newest checkpoint) or
+    # hf:DIR, frozen; it scores the student's samples (same tokenizer; any model shape)
+    reward_weight: float = 0.0  # rl.objective=distill: the reward's group advantages' weight beside the teacher's
+    # per-token term (0: distillation alone)
     group_size: int = 8  # completions sampled per prompt (data.batch_size / group_size prompts a step)
     max_new_tokens: int = 32  # a completion's length at most (it stops at end-of-turn / end-of-text)
     temperature: float = 1.0  # sampling temperature of the rollouts

@@ -8,6 +8,7 @@ from typing import List
 
 from spmdgpt.config import Config, ConfigError, dataset_configs, preference_data, prompts_data
 from spmdgpt.rl.rewards import reward_function
+from spmdgpt.rl.teacher import config_errors as teacher_errors
 from spmdgpt.rl.tools import tool_function
 
 
@@ -23,9 +24,11 @@ def config_errors(cfg: Config) -> List[str]:
     if r.eval_prompts:
         return ["rl.eval_prompts is a text (SFT) run's reward evaluation; a GRPO run evaluates its own validation "
                 "prompts (val/reward): leave it out"]
-    errs = []
-    if r.group_size < 2:
-        errs.append(f"rl.group_size={r.group_size} must be >= 2 (advantages compare a prompt's completions)")
+    errs = teacher_errors(cfg)
+    alone = r.objective.value == "distill" and r.reward_weight == 0  # (no group advantages: any group size)
+    if r.group_size < (1 if alone else 2):
+        errs.append(f"rl.group_size={r.group_size} must be >= {1 if alone else 2} (advantages compare a prompt's "
+                    "completions)")
     elif d.batch_size % r.group_size:
         errs.append(f"data.batch_size={d.batch_size} must be a multiple of rl.group_size={r.group_size} "
                     "(a batch holds whole groups: batch_size / group_size prompts a step)")
@@ -112,6 +115,9 @@ def val_reward_errors(cfg: Config) -> List[str]:
 def _eval_prompts_errors(cfg: Config) -> List[str]:
     """rl.eval_prompts on a text run: what its greedy answers need."""
     r = cfg.rl
+    if r.objective.value != "grpo" or r.teacher:
+        return [f"rl.objective={r.objective.value}, rl.teacher={r.teacher}: on-policy distillation samples prompts "
+                "(data of format: prompts); this run's data is text"]
     if not r.eval_prompts:
         return [f"rl.tool={r.tool}: tools are called in GRPO's rollouts (prompts data) and in rl.eval_prompts' "
                 "answers; this run has neither: leave it out, or set rl.eval_prompts"] if r.tool else []

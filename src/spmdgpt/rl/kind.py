@@ -38,16 +38,19 @@ def batch_shapes(cfg: Config, rules: Rules) -> tuple:
     d = cfg.data
     tokens = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.int32, sharding=rules.batch_sharding())
     floats = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.float32, sharding=rules.batch_sharding())
-    # (with rl.rollout_correction, one per token: the advantage times the token's importance weight)
+    # (with rl.rollout_correction, one per token: the advantage times the token's importance weight; with
+    # rl.objective=distill, the teacher's log-probability less the student's)
+    per_token = cfg.rl.rollout_correction.value != "none" or cfg.rl.objective.value == "distill"
     advantages = (jax.ShapeDtypeStruct((d.batch_size,), jnp.float32, sharding=rules.sharding("batch"))
-                  if cfg.rl.rollout_correction.value == "none" else
+                  if not per_token else
                   jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.float32, sharding=rules.batch_sharding()))
     return tokens, tokens, advantages, floats, floats
 
 
 def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base=None, reference=None) -> dict:
     """The preflight of a GRPO run: its step on a rollout batch's shapes, the engine's step of its
-    rollouts (with decode and prefill rows: its largest program) and the log-probabilities of a batch,
+    rollouts (with decode and prefill rows: its largest program) and the log-probabilities of a batch
+    (and on-policy distillation's teacher's, its parameters resident beside every program),
     compiled before step 1 for the run's state and checked against a device's memory
     (`preflight.checked`); the run then calls these executables."""
     from spmdgpt.mesh.sharding import shard_bytes
@@ -59,11 +62,12 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     ro = parts.batcher.rollouts
     batch = batch_shapes(cfg, rules)
     tokens = batch[0]
-    programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=0, step_only=True,
-                            vocab_limit=ro.tokenizer.vocab_size)
+    teacher = None if ro.teacher is None else ro.teacher.params  # (distillation's: resident beside every program)
+    programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=shard_bytes(teacher),
+                            step_only=True, vocab_limit=ro.tokenizer.vocab_size)
     state = begin.state
     params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
-    resident = shard_bytes((state, base, reference))
+    resident = shard_bytes((state, base, reference, teacher))
     device = rules.mesh.devices.flat[0]
     # (the engine's step with both row groups, its largest program: the pool is its input and output)
     programs.append(_compiled("rl_rollout", ro.engine.lower(params), resident, ro.engine.shapes(), device=device))
@@ -72,6 +76,11 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
                               device=device))
     if base is None:  # (with LoRA the policy's parameters hold adapters and the reference's do not: two
         ro.logps = programs[-1].compiled  # structures, each compiled at its first call)
+    if ro.teacher is not None:  # (on-policy distillation: the teacher's log-probabilities, its parameters resident)
+        t = ro.teacher
+        programs.append(_compiled("rl_teacher_logps", t.logps.lower(t.params, tokens, tokens), resident,
+                                  (tokens, tokens), device=device))
+        ro.teacher = t._replace(logps=programs[-1].compiled)
     return {p.name: p.executable for p in checked(programs)}
 
 
@@ -79,6 +88,17 @@ def _load(cfg: Config, check):
     from spmdgpt.rl.loop import load_prompts
 
     return load_prompts(cfg, check=check)
+
+
+def _frozen(cfg: Config, rules: Rules):
+    """rl.objective=distill: the teacher's parameter shapes in the run's sharding rules (else None)."""
+    if cfg.rl.objective.value != "distill":
+        return None
+    from spmdgpt.model import abstract_params
+    from spmdgpt.rl.teacher import teacher_model
+
+    model = teacher_model(cfg)
+    return abstract_params(model, Rules(rules.mesh, cfg.sharding, model))
 
 
 GRPO = RunKind(
@@ -92,4 +112,5 @@ GRPO = RunKind(
     step_only=True,  # (its engine step and log-probabilities compile in the run's preflight)
     loss_spike_guard=False,  # (GRPO's loss is centred on 0, not a positive quantity a spike multiplies)
     bind=_bind,
+    frozen=_frozen,
 )

@@ -104,8 +104,13 @@ class RolloutBatcher:
 
         self.cfg, self.prompts = cfg, corpus.train
         reward = reward or reward_function(cfg.rl.reward)
+        teacher = None
+        if cfg.rl.objective.value == "distill":  # (on-policy distillation: the frozen teacher on this mesh)
+            from spmdgpt.rl.teacher import load_teacher
+
+            teacher = load_teacher(cfg, rules, corpus.tokenizer)
         self.rollouts = Rollouts(cfg, rules, corpus.tokenizer, reward,
-                                 longest=max(len(p.tokens) for p in corpus.train + corpus.val))
+                                 longest=max(len(p.tokens) for p in corpus.train + corpus.val), teacher=teacher)
         self.names = list(dataset_configs(cfg.data))
         self.packed = [None]
         self.per_step = cfg.data.batch_size // cfg.rl.group_size

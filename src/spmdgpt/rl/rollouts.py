@@ -54,6 +54,7 @@ from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import score
+from spmdgpt.rl.teacher import Teacher, distill_advantages
 from spmdgpt.rl.tools import Toolbox
 
 ROLLOUT_SALT = 0x9A0  # separates the rollouts' streams from the data order and dropout
@@ -169,6 +170,7 @@ class Rollout:
     seconds: tuple = (0.0, 0.0, 0.0)  # wall time of the sampling, the scoring, the log-probabilities
     mismatch: Optional[tuple] = None  # (rl/logp_mismatch, rl/logp_kl): the sampler's log-probabilities vs the trainer's
     correction: Optional[tuple] = None  # (rl/correction_weight, rl/correction_dropped) with rl.rollout_correction
+    reverse_kl: Optional[float] = None  # rl.objective=distill: mean student - teacher log-probability
 
     def metrics(self, group_size: int) -> dict:
         """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
@@ -178,8 +180,8 @@ class Rollout:
         rl/tool_errors (calls made, and calls that gave an error, per completion sampled); and where the
         rollout's time went: rl/sample_seconds (the engine, tool calls included), rl/score_seconds
         (the rewards), rl/logp_seconds (the sampling policy's and the reference's log-probabilities;
-        the update's time is the step's less these); rl/logp_mismatch and rl/logp_kl (the module
-        docstring)."""
+        the update's time is the step's less these; the teacher's too); rl/logp_mismatch and rl/logp_kl
+        (the module docstring); rl/reverse_kl with rl.objective=distill (spmdgpt.rl.teacher)."""
         groups = self.rewards.reshape(-1, group_size)
         return {"rl/reward": float(self.rewards.mean()), "rl/reward_std": float(self.rewards.std()),
                 "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean()),
@@ -192,6 +194,7 @@ class Rollout:
                 **({"rl/logp_mismatch": self.mismatch[0], "rl/logp_kl": self.mismatch[1]} if self.mismatch else {}),
                 **({"rl/correction_weight": self.correction[0], "rl/correction_dropped": self.correction[1]}
                    if self.correction else {}),
+                **({"rl/reverse_kl": self.reverse_kl} if self.reverse_kl is not None else {}),
                 **({"rl/tool_calls": self.tools[0] / (len(self.rewards) * self.draws),
                     "rl/tool_errors": self.tools[1] / (len(self.rewards) * self.draws)} if self.tools else {})}
 
@@ -199,10 +202,12 @@ class Rollout:
 class Rollouts:
     """Samples, scores and lays out GRPO's batches (the module docstring) on the run's mesh."""
 
-    def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable, longest: Optional[int] = None):
+    def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable, longest: Optional[int] = None,
+                 teacher: Optional[Teacher] = None):
         """longest: the run's longest prompt in tokens (the engine's page tables are as wide as it
-        and an answer need; None: any prompt the context leaves room for)."""
-        self.cfg, self.rules, self.tokenizer, self.reward = cfg, rules, tokenizer, reward
+        and an answer need; None: any prompt the context leaves room for); teacher: rl.objective=distill's
+        (its log-probabilities of the sampled tokens set their advantages, spmdgpt.rl.teacher)."""
+        self.cfg, self.rules, self.tokenizer, self.reward, self.teacher = cfg, rules, tokenizer, reward, teacher
         self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, rollout_engine(cfg, rules, longest))
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
@@ -312,19 +317,26 @@ class Rollouts:
         old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
-        jax.block_until_ready((old, ref))
+        taught = None if self.teacher is None else self.teacher.score(inputs, targets)
+        jax.block_until_ready((old, ref, taught))
         logp_seconds = time.perf_counter() - start
-        mismatch = correction = None
+        mismatch = correction = reverse_kl = None
+        old_host, counted = np.asarray(old), np.asarray(targets) >= 0
+        if taught is not None:  # (per-token advantages: the teacher's log-probability less the student's)
+            per_token, reverse_kl = distill_advantages(np.asarray(taught), old_host, counted, np.asarray(advantages),
+                                                       r.reward_weight)
+            advantages = jax.device_put(per_token, sharding)
         if None not in sampler:
-            at_sampler, old_host, counted = self.layout(rows, new, injected, sampler)[1], np.asarray(old), \
-                np.asarray(targets) >= 0
+            at_sampler = self.layout(rows, new, injected, sampler)[1]
             mismatch = logp_mismatch(old_host, at_sampler, counted)
             if r.rollout_correction.value != "none":  # (per-token advantages: A x the token's weight)
                 weights, *correction = correction_weights(old_host, at_sampler, counted, r.rollout_correction.value,
                                                           r.rollout_correction_cap)
-                advantages = jax.device_put(np.asarray(advantages)[:, None] * weights, sharding)
+                a = np.asarray(advantages)
+                advantages = jax.device_put((a if a.ndim == 2 else a[:, None]) * weights, sharding)
         elif r.rollout_correction.value != "none":
             raise ValueError("rl.rollout_correction needs the engine's log-probabilities of every completion")
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
                        float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
-                       injected, (*seconds.tolist(), logp_seconds), mismatch, tuple(correction) if correction else None)
+                       injected, (*seconds.tolist(), logp_seconds), mismatch, tuple(correction) if correction else None,
+                       reverse_kl)

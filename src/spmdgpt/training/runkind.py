@@ -35,3 +35,5 @@ class RunKind:
     step_only: bool = False  # the plan compiles the step alone (the kind's other programs: its preflight)
     loss_spike_guard: bool = True  # the divergence guard's spike test applies to its loss
     bind: Callable = lambda loop, parts, reference: None  # (once the loop exists)
+    frozen: Callable = lambda cfg, rules: None  # -> the shapes of frozen parameters the run holds beside its
+    # state and reference (on-policy distillation's teacher), for the plan

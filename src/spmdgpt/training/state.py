@@ -394,6 +394,14 @@ def init_from_tokenizer(cfg: Config) -> Optional[Path]:
     return Path(src).expanduser() / "tokenizer.json" if src and hf_folder(src) is None else None
 
 
+def same_tokenizer(theirs: dict, tok: Tokenizer) -> bool:
+    """Whether a saved tokenizer (a run's tokenizer.json, or a to_json() dict) is `tok`, or the
+    tokenizer under `tok`'s chat template: the same ids for the same text."""
+    plain = lambda d: {k: v for k, v in d.items() if k not in ("vocab_size", "sha256")}  # noqa: E731
+    ours = [tok.to_json()] + ([tok.base.to_json()] if tok.kind == "chat" else [])
+    return plain(theirs) in [plain(d) for d in ours]
+
+
 def check_tokenizer(cfg: Config, tok: Tokenizer) -> None:
     """check_vocab, and with checkpoint.init_from=RUN, that RUN trained with this tokenizer (or,
     for chat data, with the tokenizer under its chat template): other ids would mean other text."""
@@ -405,9 +413,7 @@ def check_tokenizer(cfg: Config, tok: Tokenizer) -> None:
         theirs = json.loads(saved.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # (an unreadable file is the checkpoint reader's to report)
-    plain = lambda d: {k: v for k, v in d.items() if k not in ("vocab_size", "sha256")}  # noqa: E731
-    ours = [tok.to_json()] + ([tok.base.to_json()] if tok.kind == "chat" else [])
-    if plain(theirs) not in [plain(d) for d in ours]:
+    if not same_tokenizer(theirs, tok):
         raise ConfigError([f"checkpoint.init_from={src} trained with another tokenizer ({theirs.get('kind')}, "
                            f"{theirs.get('vocab_size', '?')} ids) than this run's ({tok.kind}, {tok.vocab_size} ids), "
                            "so its token ids would stand for other text; use the same data.tokenizer (a char "
