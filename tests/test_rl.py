@@ -4,6 +4,7 @@ batches (prompt tokens carry no loss; a step's rollout is a function of (seed, s
 
 import json
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -934,3 +935,135 @@ def test_on_policy_distillation_runs_from_a_teacher_run_and_bad_teachers_are_one
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (extra, err)
         assert not (tmp_path / "bad").exists()
+    assert any("on-policy distillation samples prompts (data of format: prompts); this run's data is not prompts" in e
+               for e in validate(load_config(["+experiment=staircase", "rl.objective=distill"]), 8))
+
+
+class TwoActionsEnv:
+    """A test environment: each action is answered "7" and rewarded 0.5; the second ends the episode."""
+
+    def reset(self, prompt, record):
+        self.n = 0
+        return "9"  # (the first observation, read after the prompt)
+
+    def step(self, action):
+        self.n += 1
+        return "7", 0.5, self.n == 2
+
+
+class RaisingEnv(TwoActionsEnv):
+    def step(self, action):
+        if self.n:
+            raise RuntimeError("broken")
+        return super().step(action)
+
+
+class NotTextEnv(TwoActionsEnv):
+    def step(self, action):
+        return 7, 0.5, False
+
+
+class NeverDoneEnv(TwoActionsEnv):
+    def step(self, action):
+        return "7", 0.25, False
+
+
+class ResetFailsEnv(TwoActionsEnv):
+    def reset(self, prompt, record):
+        return None
+
+
+def test_the_chain_environment_and_bad_environments_end_only_their_episodes(capsys):
+    """`chain`: each right call on the previous result is rewarded 1 / (its operations) and answered
+    with the result, a wrong one ends the episode; through the engine's hooks (a request fed one
+    character at a time) the episode's observations are appended and it stops when the environment
+    says done. Environments that raise, return no text or never end end their own episodes,
+    counted; the rewards they gave stay."""
+    from types import SimpleNamespace
+
+    from spmdgpt.rl.envs import ChainEnv, EnvBox, env_class
+    from spmdgpt.rl.prompts import Prompt
+
+    env = ChainEnv()
+    assert env.reset("7 +5 *3 -4", {}) == ""
+    assert env.step("7+5") == ("12", 1 / 3, False) and env.step("12 * 3") == ("36", 1 / 3, False)
+    assert env.step("36-4") == ("32", 1 / 3, True)
+    env.reset([{"role": "user", "content": "ignored"}], {"chain": "2 *10"})
+    assert env.step("2*11") == ("wrong", 0.0, True)
+    with pytest.raises(ValueError, match="not a chain of operations"):
+        ChainEnv().reset("7 plus 5", {})
+    tok = CharTokenizer("0123456789 +-*<>=wrong", eos=True)
+
+    def episode(cls, text, turns=4):
+        """Feed `text` to one episode a character at a time; (what the request holds, the box)."""
+        box = EnvBox(cls, tok, turns=turns)
+        prompt, = box.start([Prompt(tuple(tok.encode("7 ")), "7 +5 *3 -4", {}, "f:1")], 20)
+        req = SimpleNamespace(tokens=[], stream=0)
+        for c in text:
+            req.tokens += tok.encode(c)
+            req.tokens += box.inject(req) or []
+            if box.stop(req):
+                break
+        return tok.decode(prompt.tokens), tok.decode(req.tokens), box
+
+    prompt, got, box = episode(ChainEnv, "<<7+5>><<12*3>><<36-4>>99")
+    assert got == "<<7+5>>12<<12*3>>36<<36-4>>32" and box.rewards().tolist() == [pytest.approx(1.0)]
+    assert (box.actions, box.errors, box.unfinished()) == (3, 0, 0) and prompt == "7 "
+    _, got, box = episode(ChainEnv, "<<7+5>><<13*3>><<1>>")
+    assert got == "<<7+5>>12<<13*3>>wrong" and box.rewards().tolist() == [pytest.approx(1 / 3)]
+    prompt, got, box = episode(TwoActionsEnv, "1<<2>>3<<4>>5")
+    assert (prompt, got, box.rewards().tolist()) == ("7 9", "1<<2>>73<<4>>7", [1.0])
+    for cls, text, reward, said in ((RaisingEnv, "<<1>><<2>><<3>>", 0.5, "step raised RuntimeError: broken"),
+                                    (NotTextEnv, "<<1>><<2>>", 0.0, "step returned (7, 0.5, False), not (text"),
+                                    (ResetFailsEnv, "<<1>>", 0.0, "reset returned NoneType, not text")):
+        _, got, box = episode(cls, text)
+        assert box.rewards().tolist() == [reward] and box.errors == 1 and box.unfinished() == 0, cls
+        assert said in capsys.readouterr().err
+    _, got, box = episode(NeverDoneEnv, "<<1>><<2>><<3>>", turns=2)  # (its third call is text like any other)
+    assert got == "<<1>>7<<2>>7<<3>>" and box.rewards().tolist() == [0.5] and box.unfinished() == 1
+    assert env_class("test_rl:TwoActionsEnv") is TwoActionsEnv
+    for name, message in (("maze", "rl.env=maze: unknown environment; use chain or module:Class"),
+                          ("test_rl:digits_like_the_answer", "not an environment class (it needs methods reset")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            env_class(name)
+
+
+def test_an_environments_episodes_in_rollouts_and_a_run(tmp_path, capsys):
+    """rl.env in the rollouts (a random model, actions between the digits 1 and 5): the first
+    observation is read after the prompt and the environment's answers inside the completions, all
+    with no loss (targets -1); an episode the environment ended stops right after its answer; the
+    rewards are the episodes' sums. `spmdgpt train rl.env=...` logs rl/env_actions, errors and
+    unfinished per completion; rl.env beside rl.tool is one line."""
+    from conftest import read_jsonl
+
+    from spmdgpt.cli import main
+    from spmdgpt.rl.prompts import Prompt
+    from spmdgpt.rl.rollouts import Rollouts
+
+    over = ["rl.group_size=4", "rl.max_new_tokens=20", "data.batch_size=8", "rl.env=test_rl:TwoActionsEnv",
+            "rl.tool_open=1", "rl.tool_close=5"]
+    cfg, mesh, rules = _tiny(1, *over)
+    tok = CharTokenizer("0123456789", eos=True)
+    prompts = [Prompt(tuple(tok.encode(s)), s, {"answer": "5"}, f"f:{i}") for i, s in enumerate(["01", "98"])]
+    with jax.set_mesh(mesh):
+        a = Rollouts(cfg, rules, tok, numeric).batch(init_params(cfg.model, jax.random.key(0), rules), None, prompts, 0)
+    targets = np.asarray(a.batch[1])
+    assert a.rewards.tolist() == [0.5 * min(len(j), 2) for j in a.injected] and max(a.rewards) == 1.0
+    for r, (p, done) in enumerate(zip(a.prompts, a.injected, strict=True)):
+        assert tok.decode(p.tokens) == p.prompt + "9"  # (the first observation)
+        first = len(p.tokens) - 1
+        assert all(targets[r, first + j] == -1 for j in done) and targets[r, first] != -1
+        if len(done) == 2:  # (ended by the environment: its answer is the completion's last token)
+            assert a.lengths[r] == done[-1] + 1
+    m = a.metrics(4)
+    assert m["rl/env_actions"] == pytest.approx(sum(map(len, a.injected)) / 8) and m["rl/env_errors"] == 0
+    base = _sums_file(tmp_path) + ["train.eval_every=0", "rl.max_new_tokens=7", *over[3:]]
+    assert main(["train", *base, "train.steps=2", f"run.dir={tmp_path / 'r'}"]) == 0
+    rows = [r for r in read_jsonl(tmp_path / "r" / "metrics.jsonl") if "loss" in r]
+    # (8 completions a step, each rewarded 0, 0.5 or 1: means in sixteenths)
+    assert sum(r["rl/env_actions"] for r in rows) > 0 and all(r["rl/reward"] * 16 == round(r["rl/reward"] * 16)
+                                                              and "rl/env_unfinished" in r for r in rows)
+    capsys.readouterr()
+    assert main(["train", *base, "rl.tool=calculator", "train.steps=1", f"run.dir={tmp_path / 'bad'}"]) == 2
+    assert "rl.tool=calculator and rl.env=test_rl:TwoActionsEnv: a rollout acts on one of them" in \
+        capsys.readouterr().err and not (tmp_path / "bad").exists()

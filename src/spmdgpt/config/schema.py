@@ -395,6 +395,9 @@ class RlConfig(Section):
     samples: int = 4  # completions written to samples.jsonl at each evaluation (with their rewards)
     tool: Optional[str] = None  # a tool rollouts may call mid-answer: calculator | module:function (text -> text;
     # spmdgpt/rl/tools.py); its output is read by the model, never trained on
+    env: Optional[str] = None  # a multi-turn environment the rollouts act on: chain | module:Class (reset(prompt,
+    # record) -> text, step(action) -> (text, reward, done); spmdgpt/rl/envs.py); its actions are marked as tool calls
+    # (rl.tool_open / tool_close, at most rl.tool_calls an episode) and its rewards are the reward
     tool_open: str = "<<"  # the text that opens a tool call in a completion
     tool_close: str = ">>"  # the text that closes it: the sequence pauses and the tool gets the text between
     tool_output: str = "{}"  # the text appended after the close mark, {} the tool's output

@@ -413,6 +413,7 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
     if {"batch", "train"} <= sections and training and d.source == DataSource.text:
         errs.extend(feature_errors("preference", cfg))
+    if {"batch", "train"} <= sections and training:  # (prompts are text data; rl.* set on any other is refused)
         errs.extend(feature_errors("rl.checks", cfg))
     if {"model", "optimizer", "train", "checkpoint"} <= sections and training:
         errs.extend(feature_errors("lora", cfg))

@@ -481,18 +481,22 @@ class Engine:
     def _inject(self, i: int, extra: List[int]) -> None:
         """Append `extra` (what the request's `inject` gave, cut to its budget) to slot i's request:
         the slot reads again from its last sampled token (the pool holds everything before it),
-        through the appended tokens, and then samples on."""
+        through the appended tokens, and then samples on; unless the request's `stop` rule now
+        says it is done (an environment that ended its episode with what it appended)."""
         s, r = self.slots[i], self.slots[i].request
         extra = [int(t) for t in extra][: r.max_new_tokens - len(r.tokens)]
-        if not extra:
-            return
         r.injected.extend(range(len(r.tokens), len(r.tokens) + len(extra)))
         r.tokens.extend(extra)
         r.logprobs.extend([0.0] * len(extra))
         r.sampled_logprobs.extend([0.0] * len(extra))
-        if len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len:
+        if r.stop is not None and r.stop(r):  # (the hook ended it: an environment's episode, after its observation)
+            r.finish = "stop"
+        elif extra and (len(r.tokens) >= r.max_new_tokens or len(r.prompt) + len(r.tokens) >= self.cfg.max_seq_len):
             r.finish = "length"
+        if r.done:
             self._release(i)
+            return
+        if not extra:
             return
         s.feed = list(r.prompt) + r.tokens
         s.read = s.length

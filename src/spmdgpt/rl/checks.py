@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import List
 
 from spmdgpt.config import Config, ConfigError, dataset_configs, preference_data, prompts_data
+from spmdgpt.rl.envs import env_class
 from spmdgpt.rl.rewards import reward_function
 from spmdgpt.rl.teacher import config_errors as teacher_errors
 from spmdgpt.rl.tools import tool_function
@@ -82,13 +83,17 @@ def config_errors(cfg: Config) -> List[str]:
 
 
 def tool_errors(cfg: Config) -> List[str]:
-    """rl.tool, when set: a tool that imports, marks that open and close a call, an output with its {}."""
+    """rl.tool or rl.env, when set: a tool (or environment class) that imports, marks that open and
+    close a call, an output with its {}."""
     r = cfg.rl
-    if not r.tool:
+    if not r.tool and not r.env:
         return []
     errs = []
+    if r.tool and r.env:
+        errs.append(f"rl.tool={r.tool} and rl.env={r.env}: a rollout acts on one of them; leave one out (an "
+                    "environment can hold a tool: its step answers the call)")
     try:
-        tool_function(r.tool)
+        tool_function(r.tool) if r.tool else env_class(r.env)
     except ConfigError as e:
         errs.extend(e.messages)
     if not r.tool_open or not r.tool_close:
@@ -117,7 +122,10 @@ def _eval_prompts_errors(cfg: Config) -> List[str]:
     r = cfg.rl
     if r.objective.value != "grpo" or r.teacher:
         return [f"rl.objective={r.objective.value}, rl.teacher={r.teacher}: on-policy distillation samples prompts "
-                "(data of format: prompts); this run's data is text"]
+                "(data of format: prompts); this run's data is not prompts"]
+    if r.env and not r.eval_prompts:
+        return [f"rl.env={r.env}: environments act in GRPO's rollouts (prompts data) and in rl.eval_prompts' "
+                "answers; this run has neither: leave it out, or set rl.eval_prompts"]
     if not r.eval_prompts:
         return [f"rl.tool={r.tool}: tools are called in GRPO's rollouts (prompts data) and in rl.eval_prompts' "
                 "answers; this run has neither: leave it out, or set rl.eval_prompts"] if r.tool else []

@@ -52,6 +52,7 @@ from spmdgpt.engine import Engine, EngineConfig, Request, batch_engine
 from spmdgpt.engine.generate import SamplingParams
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.grpo import logp_temperature, token_logps
+from spmdgpt.rl.envs import EnvBox
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import score
 from spmdgpt.rl.teacher import Teacher, distill_advantages
@@ -150,6 +151,8 @@ class Sampled(NamedTuple):
     tool_errors: int = 0  # ... that gave the model an error text
     seconds: tuple = (0.0, 0.0)  # wall time of the sampling (the engine, the tool's calls in it) and of the scoring
     logprobs: Sequence[Sequence[float]] = ()  # the engine's log-probability of each completion token (its temperature)
+    prompts: Sequence[Prompt] = ()  # with rl.env: each row's prompt, its first observation after it
+    env: tuple = ()  # with rl.env: (actions, errors, unfinished episodes)
 
 
 @dataclass
@@ -171,6 +174,7 @@ class Rollout:
     mismatch: Optional[tuple] = None  # (rl/logp_mismatch, rl/logp_kl): the sampler's log-probabilities vs the trainer's
     correction: Optional[tuple] = None  # (rl/correction_weight, rl/correction_dropped) with rl.rollout_correction
     reverse_kl: Optional[float] = None  # rl.objective=distill: mean student - teacher log-probability
+    env: Optional[tuple] = None  # (actions, errors, unfinished episodes) of rl.env over the step's sampling rounds
 
     def metrics(self, group_size: int) -> dict:
         """rl/reward, rl/reward_std (over the step's completions), rl/length (mean tokens),
@@ -181,7 +185,8 @@ class Rollout:
         rollout's time went: rl/sample_seconds (the engine, tool calls included), rl/score_seconds
         (the rewards), rl/logp_seconds (the sampling policy's and the reference's log-probabilities;
         the update's time is the step's less these; the teacher's too); rl/logp_mismatch and rl/logp_kl
-        (the module docstring); rl/reverse_kl with rl.objective=distill (spmdgpt.rl.teacher)."""
+        (the module docstring); rl/reverse_kl with rl.objective=distill (spmdgpt.rl.teacher); with
+        rl.env, rl/env_actions, rl/env_errors and rl/env_unfinished per completion (spmdgpt.rl.envs)."""
         groups = self.rewards.reshape(-1, group_size)
         return {"rl/reward": float(self.rewards.mean()), "rl/reward_std": float(self.rewards.std()),
                 "rl/length": float(self.lengths.mean()), "rl/solved": float((groups.max(axis=1) > 0).mean()),
@@ -195,6 +200,8 @@ class Rollout:
                 **({"rl/correction_weight": self.correction[0], "rl/correction_dropped": self.correction[1]}
                    if self.correction else {}),
                 **({"rl/reverse_kl": self.reverse_kl} if self.reverse_kl is not None else {}),
+                **({f"rl/env_{k}": v / (len(self.rewards) * self.draws) for k, v in
+                    zip(("actions", "errors", "unfinished"), self.env, strict=True)} if self.env else {}),
                 **({"rl/tool_calls": self.tools[0] / (len(self.rewards) * self.draws),
                     "rl/tool_errors": self.tools[1] / (len(self.rewards) * self.draws)} if self.tools else {})}
 
@@ -208,10 +215,13 @@ class Rollouts:
         and an answer need; None: any prompt the context leaves room for); teacher: rl.objective=distill's
         (its log-probabilities of the sampled tokens set their advantages, spmdgpt.rl.teacher)."""
         self.cfg, self.rules, self.tokenizer, self.reward, self.teacher = cfg, rules, tokenizer, reward, teacher
+        if cfg.rl.env:  # (an environment's first observation lengthens the prompts: any prompt the context allows)
+            longest = None
         self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, rollout_engine(cfg, rules, longest))
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
         self.tools = Toolbox.of(cfg, tokenizer)
+        self.env = EnvBox.of(cfg, tokenizer)  # (rl.env: multi-turn episodes, their rewards the reward)
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
         self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature),
                                      vocab_limit=tokenizer.vocab_size))  # (what the engine samples from)
@@ -223,26 +233,35 @@ class Rollouts:
 
     def complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams, reward: Optional[Callable] = None
                  ) -> Sampled:
-        """The prompts' completions, with rl.tool's calls in them, scored by `reward` (default the run's)."""
+        """The prompts' completions, with rl.tool's calls in them, scored by `reward` (default the run's);
+        with rl.env, each an episode of the environment (its first observation after the prompt), whose
+        rewards are the rewards."""
         stops = () if self.stop_id is None else (self.stop_id,)
-        inject = None if self.tools is None else self.tools.inject
+        env = self.env
+        inject = self.tools.inject if self.tools is not None else env.inject if env is not None else None
         if self.tools is not None:
             self.tools.reset()
+        if env is not None:
+            prompts = env.start(prompts, min(self.cfg.data.seq_len + 1, self.cfg.model.max_seq_len)
+                                - self.cfg.rl.max_new_tokens)
         requests = [Request(list(p.tokens), sp.max_new_tokens, sp.temperature, sp.top_k, sp.top_p, sp.seed, r,
-                            stop_ids=stops, inject=inject)
-                    for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed)
+                            stop_ids=stops, stop=None if env is None else env.stop, inject=inject)
+                    for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed; the environment's episode r)
         start = time.perf_counter()
         done = self.engine.run(requests, params)
         sampled = time.perf_counter()
         new = [r.tokens for r in done]
         ended = [bool(t) and t[-1] == self.stop_id and len(t) - 1 not in r.injected for t, r in zip(new, done)]
         texts = [self.tokenizer.decode(t[:-1] if e else t) for t, e in zip(new, ended, strict=True)]
-        rewards = np.array([score(reward or self.reward, p.prompt, text, p.record, p.where)
-                            for p, text in zip(prompts, texts, strict=True)], np.float64)
+        rewards = env.rewards() if env is not None else np.array(
+            [score(reward or self.reward, p.prompt, text, p.record, p.where) for p, text in zip(prompts, texts,
+                                                                                                 strict=True)],
+            np.float64)
         calls = (self.tools.calls, self.tools.errors) if self.tools is not None else (0, 0)
         return Sampled(new, texts, rewards, [r.injected for r in done], *calls,
                        seconds=(sampled - start, time.perf_counter() - sampled),
-                       logprobs=[r.sampled_logprobs for r in done])
+                       logprobs=[r.sampled_logprobs for r in done], prompts=prompts if env is not None else (),
+                       env=(env.actions, env.errors, env.unfinished()) if env is not None else ())
 
     def tool_outputs(self, tokens: Sequence[int], injected: Sequence[int]) -> List[str]:
         """The texts a tool appended to one completion (its runs of `injected` tokens), in order."""
@@ -287,12 +306,14 @@ class Rollouts:
         rewards the advantages see carry DAPO's overlong penalty."""
         r = self.cfg.rl
         g, per = r.group_size, len(prompts)
-        kept, flat, draw, calls, seconds = [], [], 0, np.zeros(2, np.int64), np.zeros(2)
+        kept, flat, draw, calls, seconds, acted = [], [], 0, np.zeros(2, np.int64), np.zeros(2), np.zeros(3, np.int64)
         while True:
             rows = [p for p in prompts for _ in range(g)]
             out = self.complete(params, rows, self.sampling(step, draw=draw))
             calls += (out.tool_calls, out.tool_errors)
             seconds += out.seconds
+            acted += out.env or (0, 0, 0)
+            rows = list(out.prompts) or rows  # (with rl.env: each row's prompt, its first observation after it)
             for q in range(per):
                 group = [(rows[i], out.tokens[i], out.texts[i], out.rewards[i], out.injected[i],
                           out.logprobs[i] if out.logprobs else None) for i in range(q * g, (q + 1) * g)]
@@ -339,4 +360,4 @@ class Rollouts:
         return Rollout((inputs, targets, advantages, old, ref), rewards, lengths, texts, rows, draw + 1, informative,
                        float(shaping.mean()), r.dynamic_sampling, None if self.tools is None else tuple(calls),
                        injected, (*seconds.tolist(), logp_seconds), mismatch, tuple(correction) if correction else None,
-                       reverse_kl)
+                       reverse_kl, tuple(acted.tolist()) if self.env is not None else None)
