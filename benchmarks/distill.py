@@ -1,6 +1,7 @@
 """On-policy distillation against SFT at equal wall time, on the arithmetic walk (the RL issue).
 
     python benchmarks/distill.py [--out DIR] [--seeds 0,1] [--distill-steps 1200] [--teacher-steps 800]
+                                 [--lr 1e-4] [--more-lrs 1e-3]
 
 1. The teacher: `arithmetic_sft` at 256 wide (4 layers, 8 heads: 3.3M parameters, 4x the
    student's 0.84M), trained --teacher-steps steps on the 20,000 worked problems.
@@ -12,7 +13,9 @@
    - `distill`: `arithmetic_grpo` with rl.objective=distill rl.teacher=TEACHER rl.group_size=1 (64
      prompts a step, one answer each) for --distill-steps steps; its wall time T is the budget of
    - `sft_teacher`: `arithmetic_sft` on the teacher's answers, train.time_budget=T;
-   - `sft_more`: `arithmetic_sft` continued on the worked problems, train.time_budget=T.
+   - `sft_more`: `arithmetic_sft` continued on the worked problems, train.time_budget=T;
+   - `distill_lrX` for each of --more-lrs: the distillation arm at another learning rate (its own
+     wall time reported beside T).
    All score val/reward: greedy answers to the same 64 held-out prompts, rewarded 1 when the last
    number is right (numeric).
 
@@ -94,6 +97,7 @@ def main() -> None:
     ap.add_argument("--teacher-steps", type=int, default=800)
     ap.add_argument("--distill-steps", type=int, default=1200)
     ap.add_argument("--lr", type=float, default=1e-4, help="the distillation arm's learning rate (AdamW)")
+    ap.add_argument("--more-lrs", default="", help="more distillation arms at these learning rates (comma-separated)")
     a = ap.parse_args()
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -106,14 +110,21 @@ def main() -> None:
               file=sys.stderr)
     summary = {"teacher": rows(teacher)[-1], "student": [r for r in rows(student) if "val/reward" in r][-1]}
     for seed in a.seeds.split(","):
-        runs = {name: out / f"{name}-{seed}" for name in ("distill", "sft_teacher", "sft_more")}
+        more = [f"distill_lr{lr}" for lr in a.more_lrs.split(",") if lr]
+        runs = {name: out / f"{name}-{seed}" for name in ("distill", "sft_teacher", "sft_more", *more)}
         common = [f"checkpoint.init_from={student}", f"train.seed={seed}", *QUIET, "checkpoint.enabled=false"]
-        wall = {"distill": train(runs["distill"], "+experiment=arithmetic_grpo", *common, "rl.objective=distill",
-                                 f"rl.teacher={teacher}", "rl.group_size=1", f"optimizer.lr={a.lr}",
-                                 f"train.steps={a.distill_steps}", f"train.eval_every={a.distill_steps // 6}")}
+
+        def distill(run: Path, lr: float) -> float:
+            return train(run, "+experiment=arithmetic_grpo", *common, "rl.objective=distill", f"rl.teacher={teacher}",
+                         "rl.group_size=1", f"optimizer.lr={lr}", f"train.steps={a.distill_steps}",
+                         f"train.eval_every={a.distill_steps // 6}")
+
+        wall = {"distill": distill(runs["distill"], a.lr)}
         for name, data in (("sft_teacher", [f"data.datasets.sums.paths=[{answers}]"]), ("sft_more", [])):
             wall[name] = train(runs[name], *STUDENT, *common, *data, f"train.time_budget={wall['distill']:.0f}",
                                "train.eval_every=100")
+        for name in more:
+            wall[name] = distill(runs[name], float(name[len("distill_lr"):]))
         subprocess.call([sys.executable, "-m", "spmdgpt", "plot", *map(str, runs.values()),
                          f"out={out / f'plots-{seed}'}"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         for name, run in runs.items():
@@ -124,12 +135,15 @@ def main() -> None:
                                                  "best": max(evals), "steps": steps, "wall_s": wall.get(name)})
     print(f"student before: val/reward {summary['student']['val/reward']:.3f}; teacher: "
           f"{[x['val/reward'] for x in rows(teacher) if 'val/reward' in x][-1]:.3f}")
-    print("| arm | val/reward at the end, per seed | mean | steps |")
-    print("| --- | --- | --- | --- |")
-    for name in ("distill", "sft_teacher", "sft_more"):
+    print("| arm | val/reward at the end, per seed | mean | steps | wall s |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in summary:
+        if name in ("teacher", "student"):
+            continue
         got = summary[name]
         print(f"| {name} | {', '.join(f'{g['last']:.3f}' for g in got)} | "
-              f"{statistics.mean(g['last'] for g in got):.3f} | {', '.join(str(g['steps']) for g in got)} |")
+              f"{statistics.mean(g['last'] for g in got):.3f} | {', '.join(str(g['steps']) for g in got)} | "
+              f"{', '.join(f'{g['wall_s']:.0f}' for g in got)} |")
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
