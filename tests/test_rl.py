@@ -924,7 +924,7 @@ def test_on_policy_distillation_runs_from_a_teacher_run_and_bad_teachers_are_one
             ([f"rl.teacher={teacher}"], f"rl.teacher={teacher} is read by on-policy distillation only"),
             ([*distill, "rl.temperature=0.7"], "rl.temperature=0.7: on-policy distillation samples from the "
                                                "student's own distribution"),
-            ([*distill, "rl.reward_weight=nan"], "rl.reward_weight=nan must be a number >= 0"),
+            ([*distill, "rl.reward_weight=nan"], "rl.reward_weight=nan must be a number in [0, 1e6]"),
             ([*distill[:1], f"rl.teacher={tmp_path}"], f"rl.teacher={tmp_path}: no config.yaml there"),
             ([*distill[:1], "rl.teacher=hf:/nowhere"], "rl.teacher=hf:/nowhere: no config.json in /nowhere"),
             ([*distill[:1], f"rl.teacher={other}"], f"rl.teacher={other} reads another tokenizer (char) than this "
@@ -937,6 +937,27 @@ def test_on_policy_distillation_runs_from_a_teacher_run_and_bad_teachers_are_one
         assert not (tmp_path / "bad").exists()
     assert any("on-policy distillation samples prompts (data of format: prompts); this run's data is not prompts" in e
                for e in validate(load_config(["+experiment=staircase", "rl.objective=distill"]), 8))
+    assert any("rl.reward_weight=0.5 is read by on-policy distillation only" in e
+               for e in validate(load_config([*base, "rl.reward_weight=0.5"]), 8))
+
+
+def test_a_teacher_folder_exported_from_a_chat_run_reads_the_students_ids(tmp_path):
+    """An exported chat run's tokenizer.json (its characters, the template's tokens as special ones,
+    which its decoder skips) is the student's chat tokenizer for the teacher check; a vocabulary
+    shifted by one id is not."""
+    from spmdgpt.data import HFTokenizer
+    from spmdgpt.data.corpus import with_chat_template
+    from spmdgpt.hf import tokenizer_files
+    from spmdgpt.rl.teacher import _same_ids
+
+    data = load_config(["+experiment=arithmetic_sft"]).data
+    student = with_chat_template(data, CharTokenizer("+-0123456789=", eos=True))
+    assert student.kind == "chat" and student.vocab_size > 14
+    for name, text in tokenizer_files(student, 64).items():
+        (tmp_path / name).write_text(text)
+    assert _same_ids(HFTokenizer.from_file(tmp_path / "tokenizer.json", eos_required=False), student)
+    other = with_chat_template(data, CharTokenizer("+-0123456789=x", eos=True))
+    assert not _same_ids(HFTokenizer.from_file(tmp_path / "tokenizer.json", eos_required=False), other)
 
 
 class TwoActionsEnv:
@@ -1023,7 +1044,8 @@ def test_the_chain_environment_and_bad_environments_end_only_their_episodes(caps
     assert got == "<<1>>7<<2>>7<<3>>" and box.rewards().tolist() == [0.5] and box.unfinished() == 1
     assert env_class("test_rl:TwoActionsEnv") is TwoActionsEnv
     for name, message in (("maze", "rl.env=maze: unknown environment; use chain or module:Class"),
-                          ("test_rl:digits_like_the_answer", "not an environment class (it needs methods reset")):
+                          ("test_rl:digits_like_the_answer", "not an environment class (it needs methods reset"),
+                          (":Maze", "rl.env=:Maze: cannot import it (ValueError: Empty module name)")):
         with pytest.raises(ConfigError, match=re.escape(message)):
             env_class(name)
 
@@ -1067,3 +1089,9 @@ def test_an_environments_episodes_in_rollouts_and_a_run(tmp_path, capsys):
     assert main(["train", *base, "rl.tool=calculator", "train.steps=1", f"run.dir={tmp_path / 'bad'}"]) == 2
     assert "rl.tool=calculator and rl.env=test_rl:TwoActionsEnv: a rollout acts on one of them" in \
         capsys.readouterr().err and not (tmp_path / "bad").exists()
+    # (the sums' characters have no letters: such marks could never be written)
+    assert main(["train", *base, "rl.tool_open=ab", "rl.tool_close=cd", "train.steps=1",
+                 f"run.dir={tmp_path / 'bad'}"]) == 2 and not (tmp_path / "bad").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rl.tool_open='ab': this run's tokenizer (char, 13 ids) cannot write it, so no " \
+        "completion could act on rl.env=test_rl:TwoActionsEnv" in err[0]

@@ -26,7 +26,7 @@ def config_errors(cfg: Config) -> List[str]:
         return ["rl.eval_prompts is a text (SFT) run's reward evaluation; a GRPO run evaluates its own validation "
                 "prompts (val/reward): leave it out"]
     errs = teacher_errors(cfg)
-    alone = r.objective.value == "distill" and r.reward_weight == 0  # (no group advantages: any group size)
+    alone = r.objective.value == "distill" and not r.reward_weight > 0  # (no group advantages: any group size)
     if r.group_size < (1 if alone else 2):
         errs.append(f"rl.group_size={r.group_size} must be >= {1 if alone else 2} (advantages compare a prompt's "
                     "completions)")
@@ -102,7 +102,8 @@ def tool_errors(cfg: Config) -> List[str]:
     if "{}" not in r.tool_output:
         errs.append(f"rl.tool_output={r.tool_output!r} must hold {{}} (where the tool's output goes)")
     if r.tool_calls < 1:
-        errs.append(f"rl.tool_calls={r.tool_calls} must be >= 1 (leave rl.tool out for none)")
+        errs.append(f"rl.tool_calls={r.tool_calls} must be >= 1 (the most calls, or an environment's actions, a "
+                    "completion may make)")
     if not r.tool_timeout > 0:
         errs.append(f"rl.tool_timeout={r.tool_timeout} must be > 0 seconds")
     return errs

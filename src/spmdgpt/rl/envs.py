@@ -45,7 +45,7 @@ import numpy as np
 from spmdgpt.config import ConfigError
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import imported
-from spmdgpt.rl.tools import SAID, encodable
+from spmdgpt.rl.tools import SAID, check_marks, encodable
 
 _OP = re.compile(r"\s*([+\-*])\s*(\d+)\s*")
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
@@ -58,10 +58,10 @@ class ChainEnv:
     def reset(self, prompt: Any, record: dict) -> str:
         text = record.get("chain", prompt if isinstance(prompt, str) else prompt[-1]["content"])
         first, _, rest = str(text).strip().partition(" ")
-        self.value = int(first)
         self.ops = [(m.group(1), int(m.group(2))) for m in _OP.finditer(rest)]
-        if not self.ops or _OP.sub("", rest).strip():
-            raise ValueError(f"not a chain of operations: {text!r} (e.g. '7 +5 *3 -4')")
+        if not first.lstrip("-").isdigit() or not self.ops or _OP.sub("", rest).strip():
+            raise ValueError(f"not a chain of operations: {text!r} (e.g. '7 +5 *3 -4', carried out left to right)")
+        self.value = int(first)
         self.done = 0
         return ""
 
@@ -125,6 +125,7 @@ class EnvBox:
         r = cfg.rl
         if not r.env:
             return None
+        check_marks(cfg, tokenizer, f"act on rl.env={r.env}")
         return cls(env_class(r.env), tokenizer, r.tool_open, r.tool_close, r.tool_output, r.tool_calls, r.env)
 
     def start(self, prompts: Sequence[Prompt], room: int) -> List[Prompt]:

@@ -152,8 +152,10 @@ class RolloutMetrics(Hook):
         row.update(stats)
         if not stats:
             return
+        r = self.batcher.cfg.rl  # (on-policy distillation alone learns from the teacher, not from the rewards)
+        rewarded = r.objective.value != "distill" or r.reward_weight > 0
         for name, quiet in (("rl_empty_completions", stats["rl/empty_fraction"] == 1.0),
-                            ("rl_equal_rewards", stats["rl/flat_groups"] == 1.0)):
+                            ("rl_equal_rewards", rewarded and stats["rl/flat_groups"] == 1.0)):
             self.streaks[name] = self.streaks[name] + 1 if quiet else 0
             if self.streaks[name] == self.QUIET:
                 loop.event(step, name, steps=self.QUIET, reward=stats["rl/reward"], advice=ADVICE[name])

@@ -121,9 +121,9 @@ def imported(name: str, field: str) -> Callable:
     module, _, attr = name.partition(":")
     try:
         fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
+    except Exception as e:  # (one's own module: ImportError, and whatever its import raises, a SyntaxError too)
         raise ConfigError([f"{field}={name}: cannot import it ({type(e).__name__}: {e}); the module must be "
-                           "importable (on PYTHONPATH) and define the function"]) from None
+                           "importable (on PYTHONPATH) and define it"]) from None
     if not callable(fn):
         raise ConfigError([f"{field}={name}: {attr} is not a function"])
     return fn

@@ -23,7 +23,6 @@ Face folder's tokenizer.json, when it has one, must be that or give every id the
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from pathlib import Path
 from typing import Callable, List, NamedTuple
@@ -57,9 +56,10 @@ def config_errors(cfg: Config) -> List[str]:
     r = cfg.rl
     errs = []
     if r.objective.value == "grpo":
-        if r.teacher:
-            errs.append(f"rl.teacher={r.teacher} is read by on-policy distillation only: set rl.objective=distill "
-                        "(or leave rl.teacher out)")
+        for name, value in (("teacher", r.teacher), ("reward_weight", r.reward_weight)):
+            if value:
+                errs.append(f"rl.{name}={value} is read by on-policy distillation only: set rl.objective=distill "
+                            f"(or leave rl.{name} out)")
         return errs
     if not r.teacher:
         return ["rl.objective=distill needs rl.teacher: a training run's directory or hf:DIR (the model whose "
@@ -73,8 +73,8 @@ def config_errors(cfg: Config) -> List[str]:
     if r.temperature != 1.0:
         errs.append(f"rl.temperature={r.temperature}: on-policy distillation samples from the student's own "
                     "distribution (the reverse KL's expectation); leave it at 1")
-    if not (math.isfinite(r.reward_weight) and r.reward_weight >= 0):
-        errs.append(f"rl.reward_weight={r.reward_weight} must be a number >= 0 (0: distillation alone)")
+    if not 0 <= r.reward_weight <= 1e6:  # (nan too)
+        errs.append(f"rl.reward_weight={r.reward_weight} must be a number in [0, 1e6] (0: distillation alone)")
     return errs
 
 
@@ -84,11 +84,14 @@ def teacher_model(cfg: Config) -> ModelConfig:
     from spmdgpt.config import load_run_config, model_config_from_dict
 
     folder = hf_folder(cfg.rl.teacher)
+    where = f"rl.teacher={cfg.rl.teacher}"
     if folder is None:
-        return load_run_config(Path(cfg.rl.teacher).expanduser()).model
+        try:
+            return load_run_config(Path(cfg.rl.teacher).expanduser()).model
+        except ConfigError as e:
+            raise ConfigError([f"{where}: {m}" for m in e.messages]) from None
     from spmdgpt.hf import model_fields, read_hf_config
 
-    where = f"rl.teacher={cfg.rl.teacher}"
     hf = read_hf_config(folder, where)
     model = model_config_from_dict(model_fields(hf, where), base=cfg.model)
     return model_config_from_dict({"max_seq_len": int(hf.get("max_position_embeddings", model.max_seq_len))},
@@ -117,12 +120,12 @@ def _teacher_tokenizer(cfg: Config):
 
 
 def _same_ids(theirs, tokenizer) -> bool:
-    """Whether a tokenizer object gives each of `tokenizer`'s ids (or those of the tokenizer under
-    its chat template) the same text: an exported run's folder holds its char or GPT-2 vocabulary as
-    a Hugging Face tokenizer.json."""
-    ours = [tokenizer] + ([tokenizer.base] if tokenizer.kind == "chat" else [])
-    return any(theirs.vocab_size == t.vocab_size and all(theirs.decode([i]) == t.decode([i])
-                                                         for i in range(t.vocab_size)) for t in ours)
+    """Whether a tokenizer object has `tokenizer`'s ids and gives each of the ids under its chat
+    template's tokens the same text: an exported run's folder holds its char or GPT-2 vocabulary as
+    a Hugging Face tokenizer.json (whose decoder skips the template's special tokens)."""
+    plain = tokenizer.base if tokenizer.kind == "chat" else tokenizer
+    return theirs.vocab_size == tokenizer.vocab_size and all(theirs.decode([i]) == plain.decode([i])
+                                                             for i in range(plain.vocab_size))
 
 
 def load_teacher(cfg: Config, rules: Rules, tokenizer) -> Teacher:
@@ -150,8 +153,11 @@ def load_teacher(cfg: Config, rules: Rules, tokenizer) -> Teacher:
     if folder is None:
         from spmdgpt.training.state import load_params
 
-        _, params = load_params(Path(cfg.rl.teacher).expanduser(), model, trules,
-                                fix="give a run whose checkpoints match its config.yaml")
+        try:
+            _, params = load_params(Path(cfg.rl.teacher).expanduser(), model, trules,
+                                    fix="give a run whose checkpoints match its config.yaml")
+        except ConfigError as e:
+            raise ConfigError([f"{where}: {m}" for m in e.messages]) from None
     else:
         from spmdgpt.hf import load_params as load_hf_params
 

@@ -152,6 +152,16 @@ def encodable(tokenizer, text: str) -> List[int]:
         return list(tokenizer.encode("".join(kept))) if kept else []
 
 
+def check_marks(cfg, tokenizer, what: str) -> None:
+    """ConfigError when rl.tool_open or rl.tool_close holds characters the run's tokenizer cannot
+    write (a character vocabulary built from data without them): no completion could ever `what`."""
+    for field, mark in (("rl.tool_open", cfg.rl.tool_open), ("rl.tool_close", cfg.rl.tool_close)):
+        if tokenizer.decode(encodable(tokenizer, mark)) != mark:
+            raise ConfigError([f"{field}={mark!r}: this run's tokenizer ({tokenizer.kind}, {tokenizer.vocab_size} ids) "
+                               f"cannot write it, so no completion could {what}; choose marks of characters its "
+                               "vocabulary has (or fine-tune from data that holds them)"])
+
+
 class Toolbox:
     """A run's tool (rl.tool_*): `inject` is the engine's hook for each rollout's request."""
 
@@ -170,6 +180,7 @@ class Toolbox:
         if not r.tool:
             return None
         fn = tool_function(r.tool)  # (imported here too: a ConfigError now rather than errors at every call)
+        check_marks(cfg, tokenizer, f"call rl.tool={r.tool}")
         if fn is not calculator:
             fn = ToolProcess(r.tool)
         return cls(fn, tokenizer, r.tool_open, r.tool_close, r.tool_output, r.tool_calls, r.tool_timeout, r.tool)
