@@ -22,7 +22,8 @@ def _batcher(cfg: Config, rules: Rules, data, is_main: bool):
 def _parts(cfg: Config, rules: Rules, data, batcher, samples, reference) -> RunParts:
     from spmdgpt.rl.loop import RewardEvaluation, RewardEvaluator, RolloutMetrics
 
-    return RunParts(batcher, [RolloutMetrics(batcher),
+    rewarded = cfg.rl.objective.value != "distill" or cfg.rl.reward_weight > 0
+    return RunParts(batcher, [RolloutMetrics(batcher, rewarded),
                               RewardEvaluation(RewardEvaluator(cfg, batcher.rollouts, data.val, samples))])
 
 

@@ -143,8 +143,10 @@ class RolloutMetrics(Hook):
 
     QUIET = 5
 
-    def __init__(self, batcher: RolloutBatcher):
-        self.batcher = batcher
+    def __init__(self, batcher: RolloutBatcher, rewarded: bool = True):
+        """rewarded: the run learns from the rewards' advantages (not on-policy distillation alone,
+        which learns from its teacher whatever the rewards: no equal-rewards warning)."""
+        self.batcher, self.rewarded = batcher, rewarded
         self.streaks = {"rl_empty_completions": 0, "rl_equal_rewards": 0}
 
     def reported(self, loop, step, m, row):
@@ -152,10 +154,8 @@ class RolloutMetrics(Hook):
         row.update(stats)
         if not stats:
             return
-        r = self.batcher.cfg.rl  # (on-policy distillation alone learns from the teacher, not from the rewards)
-        rewarded = r.objective.value != "distill" or r.reward_weight > 0
         for name, quiet in (("rl_empty_completions", stats["rl/empty_fraction"] == 1.0),
-                            ("rl_equal_rewards", rewarded and stats["rl/flat_groups"] == 1.0)):
+                            ("rl_equal_rewards", self.rewarded and stats["rl/flat_groups"] == 1.0)):
             self.streaks[name] = self.streaks[name] + 1 if quiet else 0
             if self.streaks[name] == self.QUIET:
                 loop.event(step, name, steps=self.QUIET, reward=stats["rl/reward"], advice=ADVICE[name])
