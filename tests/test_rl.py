@@ -51,8 +51,8 @@ def test_reward_errors_name_the_field_or_the_record():
     assert score(lambda p, c, r: True, "p", "c", {}, "f:1") == 1.0 and score(numeric, "", "3", {"answer": 3}, "") == 1.0
     with pytest.raises(RewardError, match=r"^the reward raised KeyError: 'answer' on prompts.jsonl:7; fix"):
         score(lambda p, c, r: r["answer"], "p", "c", {}, "prompts.jsonl:7")
-    for bad in ("1", float("nan"), None):
-        with pytest.raises(RewardError, match=r"on f:2; a reward must be a finite number"):
+    for bad in ("1", float("nan"), None, 1e308):
+        with pytest.raises(RewardError, match=r"on f:2; a reward must be a finite number, at most 1e\+09 in size"):
             score(lambda p, c, r, b=bad: b, "p", "c", {}, "f:2")
 
 

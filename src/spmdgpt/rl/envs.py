@@ -33,7 +33,6 @@ no call can be written without the result the environment gave for the previous 
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 import sys
@@ -44,7 +43,7 @@ import numpy as np
 
 from spmdgpt.config import ConfigError
 from spmdgpt.rl.prompts import Prompt
-from spmdgpt.rl.rewards import imported
+from spmdgpt.rl.rewards import MAX_REWARD, imported
 from spmdgpt.rl.tools import SAID, check_marks, encodable
 
 _OP = re.compile(r"\s*([+\-*])\s*(\d+)\s*")
@@ -169,10 +168,11 @@ class EnvBox:
             out = e.env.step(action)
         except Exception as ex:  # (one's own environment: its failure ends its episode, not the run)
             return self._failed(e, action, f"step raised {type(ex).__name__}: {ex}")
-        ok = (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], str)
-              and isinstance(out[1], numbers.Real) and math.isfinite(out[1]) and isinstance(out[2], (bool, np.bool_)))
+        ok = (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], str) and isinstance(out[1], numbers.Real)
+              and abs(out[1]) <= MAX_REWARD and isinstance(out[2], (bool, np.bool_)))
         if not ok:
-            return self._failed(e, action, f"step returned {out!r:.200}, not (text, a finite number, True or False)")
+            return self._failed(e, action, f"step returned {out!r:.200}, not (text, a finite number of at most "
+                                           f"{MAX_REWARD:g} in size, True or False)")
         obs, reward, done = out
         e.reward += float(reward)
         e.done = bool(done)

@@ -129,6 +129,9 @@ def imported(name: str, field: str) -> Callable:
     return fn
 
 
+MAX_REWARD = 1e9  # (a larger one overflows float32's advantages and squares in a group's std)
+
+
 def score(fn: Callable, prompt: str, completion: str, record: dict, where: str) -> float:
     """fn's reward as a float; RewardError naming `where` (the record) if it raises or returns
     something other than a finite number."""
@@ -137,6 +140,7 @@ def score(fn: Callable, prompt: str, completion: str, record: dict, where: str) 
     except Exception as e:  # (one's own reward: any exception is the record's problem)
         raise RewardError(f"the reward raised {type(e).__name__}: {e} on {where}; fix the reward "
                           "function or the record") from None
-    if not isinstance(value, numbers.Real) or not math.isfinite(value):  # (True / False: 1 / 0)
-        raise RewardError(f"the reward returned {value!r} on {where}; a reward must be a finite number")
+    if not isinstance(value, numbers.Real) or not abs(value) <= MAX_REWARD:  # (True / False: 1 / 0; nan, inf)
+        raise RewardError(f"the reward returned {value!r} on {where}; a reward must be a finite number, at most "
+                          f"{MAX_REWARD:g} in size")
     return float(value)
