@@ -402,8 +402,9 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> 
     read = objective_of(cfg, rules).reference
     reference = abstract_params(cfg.model, rules) if keeps and read else None
     held_reference = abstract_params(cfg.model, rules) if keeps and not read and not cfg.lora.rank else None
-    if kind is not None and kind.frozen(cfg, rules) is not None:  # (distillation's teacher, held beside it)
-        held_reference = (held_reference, kind.frozen(cfg, rules))
+    frozen = kind.frozen(cfg, rules) if kind is not None else None  # (distillation's teacher, held beside it)
+    if frozen is not None:
+        held_reference = (held_reference, frozen)
     batch = kind.batch_shapes(cfg, rules) if kind is not None else batch_shapes(cfg, rules)
     # (a kind whose other programs its own preflight compiles, as GRPO's sampler: the step alone)
     programs = run_programs(cfg, rules, optimizer, state, batch, batch, base=base, reference=reference,

@@ -44,7 +44,7 @@ import numpy as np
 from spmdgpt.config import ConfigError
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import MAX_REWARD, imported
-from spmdgpt.rl.tools import SAID, check_marks, encodable
+from spmdgpt.rl.tools import SAID, check_marks, encodable, marked
 
 _OP = re.compile(r"\s*([+\-*])\s*(\d+)\s*")
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
@@ -189,15 +189,12 @@ class EnvBox:
         e = self.episodes[request.stream]
         if e.done or e.actions >= self.turns:
             return None
-        text = self.tokenizer.decode(request.tokens[e.start:])
-        if not text.endswith(self.close):
-            return None
-        at = text.rfind(self.open, 0, len(text) - len(self.close))
-        if at < 0:
+        action = marked(self.tokenizer, request.tokens[e.start:], self.open, self.close)
+        if action is None:
             return None
         e.actions += 1
         self.actions += 1
-        obs = self._step(e, text[at + len(self.open): len(text) - len(self.close)])
+        obs = self._step(e, action)
         out = [] if obs is None else encodable(self.tokenizer, self.output.replace("{}", obs))
         e.start = len(request.tokens) + len(out)
         return out

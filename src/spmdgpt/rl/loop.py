@@ -20,7 +20,7 @@ from typing import Callable, List, Optional
 
 from spmdgpt.config import Config, ConfigError, TokenizerKind, dataset_configs
 from spmdgpt.mesh.sharding import Rules
-from spmdgpt.rl.prompts import Prompt, characters, read_records, split_prompts
+from spmdgpt.rl.prompts import Prompt, characters, prompt_room, read_records, split_prompts
 from spmdgpt.rl.rollouts import Rollouts, extra_prompts, prompts_of_step
 from spmdgpt.run.loggers import append_rows
 from spmdgpt.training.hooks import Evaluation, Hook
@@ -64,18 +64,6 @@ def prompts_tokenizer(cfg: Config, recs: list):
         tok = load_tokenizer(cfg.data)
     chat = any(isinstance(obj, dict) and isinstance(obj.get("prompt"), list) for obj, _, _ in recs)
     return with_chat_template(cfg.data, tok) if chat and tok.kind != "chat" else tok
-
-
-def prompt_room(cfg: Config) -> int:
-    """The most tokens a prompt may have: what the context leaves after rl.max_new_tokens (a
-    ConfigError when nothing is left)."""
-    context = min(cfg.data.seq_len + 1, cfg.model.max_seq_len)
-    room = context - cfg.rl.max_new_tokens
-    if room < 1:
-        raise ConfigError([f"rl.max_new_tokens={cfg.rl.max_new_tokens} leaves no room for a prompt in a context of "
-                           f"{context} tokens (data.seq_len={cfg.data.seq_len} + 1, model.max_seq_len="
-                           f"{cfg.model.max_seq_len}); lower rl.max_new_tokens or raise data.seq_len"])
-    return room
 
 
 def load_prompts(cfg: Config, check: Optional[Callable] = None) -> PromptsCorpus:

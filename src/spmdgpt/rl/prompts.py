@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, List, NamedTuple, Tuple
 
-from spmdgpt.config import ConfigError, DataConfig, dataset_configs
+from spmdgpt.config import Config, ConfigError, DataConfig, dataset_configs
 from spmdgpt.data.sources import BadRecords, bad_record, json_line, records, resolve_source
 from spmdgpt.data.store import whole_split
 
@@ -112,3 +112,15 @@ def read_prompts(data: DataConfig, tokenizer, room: int) -> Tuple[List[Prompt], 
     """`split_prompts` of the run's one prompts dataset."""
     recs, src = read_records(data)
     return split_prompts(recs, src, tokenizer, room)
+
+
+def prompt_room(cfg: Config) -> int:
+    """The most tokens a prompt may have: what the context leaves after rl.max_new_tokens (a
+    ConfigError when nothing is left)."""
+    context = min(cfg.data.seq_len + 1, cfg.model.max_seq_len)
+    room = context - cfg.rl.max_new_tokens
+    if room < 1:
+        raise ConfigError([f"rl.max_new_tokens={cfg.rl.max_new_tokens} leaves no room for a prompt in a context of "
+                           f"{context} tokens (data.seq_len={cfg.data.seq_len} + 1, model.max_seq_len="
+                           f"{cfg.model.max_seq_len}); lower rl.max_new_tokens or raise data.seq_len"])
+    return room

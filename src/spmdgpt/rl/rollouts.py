@@ -53,7 +53,7 @@ from spmdgpt.engine.generate import SamplingParams
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.envs import EnvBox
-from spmdgpt.rl.prompts import Prompt
+from spmdgpt.rl.prompts import Prompt, prompt_room
 from spmdgpt.rl.rewards import score
 from spmdgpt.rl.teacher import Teacher, distill_advantages
 from spmdgpt.rl.tools import Toolbox
@@ -242,8 +242,7 @@ class Rollouts:
         if self.tools is not None:
             self.tools.reset()
         if env is not None:
-            prompts = env.start(prompts, min(self.cfg.data.seq_len + 1, self.cfg.model.max_seq_len)
-                                - self.cfg.rl.max_new_tokens)
+            prompts = env.start(prompts, prompt_room(self.cfg))
         requests = [Request(list(p.tokens), sp.max_new_tokens, sp.temperature, sp.top_k, sp.top_p, sp.seed, r,
                             stop_ids=stops, stop=None if env is None else env.stop, inject=inject)
                     for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed; the environment's episode r)

@@ -152,6 +152,16 @@ def encodable(tokenizer, text: str) -> List[int]:
         return list(tokenizer.encode("".join(kept))) if kept else []
 
 
+def marked(tokenizer, tokens, open_mark: str, close_mark: str) -> Optional[str]:
+    """The text between the marks when `tokens`' text ends with the close mark after an open one
+    (a call, or an environment's action, just written); else None."""
+    text = tokenizer.decode(tokens)
+    if not text.endswith(close_mark):
+        return None
+    at = text.rfind(open_mark, 0, len(text) - len(close_mark))
+    return None if at < 0 else text[at + len(open_mark): len(text) - len(close_mark)]
+
+
 def check_marks(cfg, tokenizer, what: str) -> None:
     """ConfigError when rl.tool_open or rl.tool_close holds characters the run's tokenizer cannot
     write (a character vocabulary built from data without them): no completion could ever `what`."""
@@ -240,15 +250,12 @@ class Toolbox:
         made, start = self._made.get(request.ident, (0, 0))
         if made >= self.max_calls:
             return None
-        text = self.tokenizer.decode(request.tokens[start:])
-        if not text.endswith(self.close):
-            return None
-        at = text.rfind(self.open, 0, len(text) - len(self.close))
-        if at < 0:
+        call = marked(self.tokenizer, request.tokens[start:], self.open, self.close)
+        if call is None:
             return None
         self.calls += 1
         errors = self.errors
-        result = self.call(text[at + len(self.open): len(text) - len(self.close)])
+        result = self.call(call)
         out = self._spelled(result, self.errors > errors)
         self._made[request.ident] = (made + 1, len(request.tokens) + len(out))  # (the next call's text starts after)
         return out
