@@ -65,6 +65,39 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
     assert replies[0] == replies[1]
 
 
+def test_lora_adapters_by_name_each_row_its_own_on_a_mesh():
+    """Two LoRA adapters stacked on a GQA + SwiGLU model (`lora.stack`: other targets, ranks and
+    scales), on data 2 x model 2: requests for the base and each adapter, interleaved on two slots
+    with one prompt (no page shared across adapters: each adapter's keys differ), give each the
+    full forward pass's greedy tokens of its own merged model; the adapters change the tokens."""
+    from spmdgpt.config import LoraConfig
+    from spmdgpt.model import lora, param_info
+
+    cfg, mesh, rules, params = setup("model.num_kv_heads=2", "model.mlp=swiglu", "sharding=fsdp_tp", "mesh.data=2",
+                                     "mesh.model=2", devices=jax.devices()[:4])
+    info = param_info(cfg.model)
+    runs = []
+    for k, lo in enumerate((LoraConfig(rank=4, alpha=8, targets=("q", "v", "down")),
+                            LoraConfig(rank=2, alpha=2, targets=("all",)))):
+        shapes = jax.tree.leaves(lora.adapter_info(info, lo), is_leaf=lambda x: hasattr(x, "logical"))
+        keys = jax.random.split(jax.random.key(10 + k), len(shapes))
+        values = [0.3 * np.asarray(jax.random.normal(key, i.shape)) for key, i in zip(keys, shapes, strict=True)]
+        runs.append((lo, jax.tree.unflatten(jax.tree.structure(lora.adapter_info(info, lo), is_leaf=lambda x: hasattr(
+            x, "logical")), values)))
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9]  # (two full pages of 4)
+    with jax.set_mesh(mesh):
+        stacked, names = lora.stack(info, params, runs)
+        assert names == [("attn", "w_kv"), ("attn", "w_o"), ("attn", "w_q"), ("mlp", "w_down"), ("mlp", "w_gate"),
+                         ("mlp", "w_up")]
+        want = [full_forward_samples(cfg.model, rules, m, [prompt] * 2, 10, vocab_limit=10)[0]  # (2: the batch ways)
+                for m in [params] + [lora.merge(info, lo, params, a) for lo, a in runs]]
+        engine = Engine(cfg.model, rules, stacked, 10, EngineConfig(slots=2, page_size=4, chunk=8))
+        assert engine.adapters == 2 and "holds 2 LoRA adapters" in engine.check(Request(prompt, 4, adapter=3))
+        got = engine.run([Request(prompt, 10, temperature=0.0, adapter=k % 3) for k in range(6)])
+    assert len({tuple(w) for w in want}) == 3
+    assert [r.tokens for r in got] == [want[k % 3] for k in range(6)]
+
+
 @pytest.fixture(scope="module")
 def model():
     cfg, mesh, rules, params = setup("model.max_seq_len=48")

@@ -6,6 +6,7 @@ the errors the OpenAI API gives, and SIGTERM ends it with exit 0."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,6 +247,60 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     assert "| temperature=-1.0 must be in [0.0, 2.0]" in err  # (a refused request's line says why)
     assert "stopping (SIGTERM): no new requests; finishing the 0 running" in err and err.rstrip().endswith("stopped")
     assert sorted(p.name for p in stair_run.iterdir()) == before  # (the server only reads the run)
+
+
+def test_lora_adapters_by_name_interleaved_equal_each_runs_own_sample(stair_run, tmp_path, capsys):
+    """`adapters=NAME:RUN,...`: two LoRA runs of the served run (other targets and ranks), their
+    requests interleaved with the base's on one engine of two slots (one compiled step for every
+    mix): each greedy completion equals `spmdgpt sample` of its own run (the base's of the base),
+    and each adapter's differs from the base's; the models list names them (with their parent); an
+    unknown name is 404. Bad adapters= values are one line each, exit 2."""
+    import concurrent.futures
+
+    runs = {}
+    for name, extra in (("qv", ["lora.rank=4", "lora.alpha=8", "lora.targets=[q,v]"]),
+                        ("all", ["lora.rank=2", "lora.alpha=4", "lora.targets=[all]"])):
+        runs[name] = tmp_path / name
+        assert main(["train", *STAIR, "train.steps=6", f"checkpoint.init_from={stair_run}", "optimizer.lr=0.3",
+                     "optimizer.warmup_steps=0", f"run.dir={runs[name]}", *extra]) == 0
+    want = {}
+    for name, run in {"stair": stair_run, **runs}.items():
+        assert main(["sample", f"run.dir={run}", "prompt=0123", "max_new_tokens=10", "temperature=0",
+                     "mesh.data=1"]) == 0
+        want[name] = capsys.readouterr().out.strip()
+    assert want["qv"] != want["stair"] != want["all"] != want["qv"]  # (the adapters change the answer)
+    server = Served(stair_run, "slots=2", "page_size=4", f"adapters=qv:{runs['qv']},all:{runs['all']}")
+    try:
+        assert [(m.id, getattr(m, "parent", None)) for m in server.client.models.list().data] == [
+            ("stair", None), ("qv", "stair"), ("all", "stair")]
+        asks = ["qv", "stair", "all"] * 2  # (interleaved, 6 requests on 2 slots)
+        with concurrent.futures.ThreadPoolExecutor(len(asks)) as pool:
+            done = list(pool.map(lambda name: server.client.completions.create(
+                model=name, prompt="0123", max_tokens=10, temperature=0), asks))
+        for name, c in zip(asks, done, strict=True):
+            assert c.model == name and "0123" + c.choices[0].text == want[name], name
+        # logprobs score with the request's adapter: its most likely next token is its own greedy one
+        for name in ("qv", "all"):
+            lp = server.client.completions.create(model=name, prompt="0123", max_tokens=1, temperature=0,
+                                                  logprobs=1).choices[0].logprobs
+            assert list(lp.top_logprobs[0]) == [want[name][4]] and lp.tokens == [want[name][4]]
+        status, _, body = _post(server.url + "/v1/completions", {"model": "nope", "prompt": "0"})
+        assert status == 404 and "'stair', 'qv', 'all'" in body["error"]["message"]
+    finally:
+        code, err = server.close()
+    assert code == 0 and "LoRA adapters qv, all" in err
+    port = free_port()
+    for bad, message in ((f"adapters=qv{runs['qv']}", "is not NAME:RUN"),
+                         (f"adapters=stair:{runs['qv']}", "the name 'stair' is taken (by the base)"),
+                         (f"adapters=a:{runs['qv']},a:{runs['all']}", "the name 'a' is taken (by another)"),
+                         (f"adapters=a:{tmp_path / 'none'}", "is not a training run (no config.yaml there)"),
+                         (f"adapters=a:{stair_run}", "is not a LoRA run (lora.rank=0)")):
+        assert main(["serve", f"run.dir={stair_run}", f"port={port}", *bad.split()]) == 2, bad
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, (bad, err)
+    shutil.copytree(stair_run, tmp_path / "base2")  # (a LoRA run of another base)
+    assert main(["serve", f"run.dir={tmp_path / 'base2'}", f"port={port}", f"adapters=a:{runs['qv']}"]) == 2
+    assert f"trained its adapters on checkpoint.init_from={stair_run}, not on run.dir=" in capsys.readouterr().err
 
 
 def test_bad_serve_arguments_are_one_line(tmp_path, capsys, stair_run):

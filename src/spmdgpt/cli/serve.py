@@ -1,6 +1,6 @@
 """`spmdgpt serve run.dir=<run> | hf:DIR [host=127.0.0.1] [port=8000] [max_queue=64] [step=N]
 [max_tokens=16] [slots=8] [page_size=16] [pages=0] [chunk=64] [speculate=0] [decode_attention=auto]
-[buckets=4] [config overrides]`: the model
+[buckets=4] [adapters=NAME:RUN,...] [config overrides]`: the model (and LoRA runs of it, by name)
 behind an OpenAI-compatible HTTP API (spmdgpt.engine.server: /v1/completions, /v1/chat/completions,
 /v1/models, /health) on the inference engine (slots, pages, chunk size and drafts its arguments), on the
 run's own mesh (or the one the overrides give), until SIGTERM or Ctrl-C (exit 0; 1 if the engine
@@ -37,6 +37,7 @@ class ServeArgs:
     decode_attention: str = "auto"  # auto | gather | kernel: decode rows by the platform's paged-attention kernel
     buckets: int = 4  # sizes of the engine's step: page tables only as wide as its rows need (the context's
     #   pages, 1/2, 1/4, 1/8 of them) and, decoding alone, only as many rows (slots, 1/2, ...); 1: always whole
+    adapters: Optional[str] = None  # NAME:RUN,...: LoRA runs of run.dir served beside it, a request's `model` choosing
 
 
 def check_args(args: ServeArgs) -> ServeArgs:
@@ -99,6 +100,108 @@ def engine_config(args, model):
                         adjustments=adjustments(args, model), buckets=args.buckets)
 
 
+def adapter_runs(args: ServeArgs, cfg) -> list:
+    """[(name, LoRA run directory)] of adapters=NAME:RUN,...: each a LoRA run (lora.rank > 0) whose
+    checkpoint.init_from is run.dir itself, names unique and not the base's; ConfigError lines
+    otherwise."""
+    if args.adapters is None:
+        return []
+    import re
+
+    from spmdgpt.config import load_run_config
+    from spmdgpt.hf import hf_folder
+    from spmdgpt.model.lora import serving_error
+
+    base = hf_folder(args.run_dir) or Path(args.run_dir)
+    base_name = base.resolve().name
+    out, errs = [], []
+    for item in args.adapters.split(","):
+        name, sep, where = item.partition(":")
+        if not sep or not where or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+            errs.append(f"adapters={args.adapters}: {item!r} is not NAME:RUN (a name of letters, digits, '.', '_', "
+                        "'-', then a LoRA run's directory), e.g. adapters=poet:runs/lora-poet")
+            continue
+        if name == base_name or name in (n for n, _ in out):
+            errs.append(f"adapters: the name {name!r} is taken (by {'the base' if name == base_name else 'another'}"
+                        "); give each adapter its own name")
+            continue
+        run = Path(where)
+        if not (run / "config.yaml").is_file():
+            errs.append(f"adapters: {name}:{where} is not a training run (no config.yaml there)")
+            continue
+        try:
+            saved = load_run_config(run)
+        except ConfigError as e:
+            errs.append(f"adapters: {name}:{where}: {e.messages[0] if e.messages else e}")
+            continue
+        src = saved.checkpoint.init_from or ""
+        trained_on = hf_folder(src) or Path(src).expanduser()
+        if saved.lora.rank <= 0:
+            errs.append(f"adapters: {name}:{where} is not a LoRA run (lora.rank=0): serve it with run.dir={where}")
+        elif not src or trained_on.resolve() != base.resolve():
+            errs.append(f"adapters: {name}:{where} trained its adapters on checkpoint.init_from={src or '(none)'}, not "
+                        f"on run.dir={args.run_dir}; serve it with run.dir={src or where}")
+        else:
+            out.append((name, run))
+    if not errs and out:
+        for bad, what in ((args.speculate > 0, f"speculate={args.speculate}"),
+                          (cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage} (pipeline stages)")):
+            if bad:
+                errs.append(f"adapters= does not work with {what}; leave it out")
+        err = serving_error(cfg.model)
+        if err:
+            errs.append(f"adapters: {err}")
+    if errs:
+        raise ConfigError(errs)
+    return out
+
+
+def adapter_tokenizer(args: ServeArgs, named: list, cfg, tokenizer):
+    """The tokenizer of a server with adapters: run.dir's, which each adapter run's tokenizer.json
+    must equal; or, where run.dir's has no chat template and the adapters share one file (LoRA
+    fine-tunes of a base on chat data), theirs, for all. ConfigError otherwise."""
+    from spmdgpt.cli.runs import run_tokenizer
+    from spmdgpt.hf import hf_folder
+
+    if not named or hf_folder(args.run_dir) is not None:
+        return tokenizer
+    read = lambda run: (run / "tokenizer.json").read_bytes() if (run / "tokenizer.json").is_file() else None  # noqa: E731
+    base, theirs = read(Path(args.run_dir)), {name: read(run) for name, run in named}
+    if all(t == base for t in theirs.values()):
+        return tokenizer
+    if len(set(theirs.values())) == 1 and None not in theirs.values() and not hasattr(tokenizer, "prompt"):
+        return run_tokenizer(named[0][1], cfg)
+    odd = next(name for name, t in theirs.items() if t != base)
+    raise ConfigError([f"adapters: {odd}'s tokenizer.json differs from run.dir={args.run_dir}'s and from the other "
+                       "adapters'; serve adapters of different tokenizers from separate servers"])
+
+
+def with_adapters(params, named: list, cfg, rules, mesh):
+    """params with the LoRA adapters of the runs `named` [(name, dir)] stacked in (`lora.stack`, each
+    run's newest checkpoint; the adapters replicated on the mesh); params unchanged without any."""
+    if not named:
+        return params
+    import dataclasses
+
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from spmdgpt.config import load_run_config
+    from spmdgpt.model import lora, param_info
+    from spmdgpt.training.state import load_params
+
+    runs = []
+    for name, run in named:
+        _, adapters = load_params(run, cfg.model, rules, fix=f"adapters: {name} is a LoRA run of another model",
+                                  adapters=True)
+        runs.append((load_run_config(run).lora, jax.device_get(adapters)))
+    stacked, _ = lora.stack(param_info(cfg.model), params, runs)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return jax.tree.map(lambda x: dataclasses.replace(x, a=jax.device_put(x.a, replicated),
+                                                      b=jax.device_put(x.b, replicated))
+                        if lora.is_stacked(x) else x, stacked, is_leaf=lora.is_stacked)
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' * (n != 1)}"
 
@@ -119,6 +222,8 @@ def run(items: List[str]) -> int:
     if args.max_tokens >= cfg.model.max_seq_len:
         raise ConfigError([f"max_tokens={args.max_tokens} (a request's length when it gives none) leaves no room for "
                            f"a prompt in the model's context of {cfg.model.max_seq_len} tokens; give less"])
+    named = adapter_runs(args, cfg)  # (before the mesh and the checkpoint: a bad adapters= is one line)
+    tokenizer = adapter_tokenizer(args, named, cfg, tokenizer)
     mesh = one_process_mesh(cfg, "spmdgpt serve runs in one process")
     import jax
     import uvicorn
@@ -131,6 +236,7 @@ def run(items: List[str]) -> int:
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="serve with the run's model config")
+        params = with_adapters(params, named, cfg, rules, mesh)
     engine = engine_config(args, cfg.model)
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.plan.plan import pool_refusal
@@ -147,7 +253,8 @@ def run(items: List[str]) -> int:
         raise ConfigError([refusal])
     try:
         backend = Backend(cfg, rules, mesh, params, tokenizer, name, args.max_queue, engine, log=sys.stderr,
-                          stops=folder_stops(args.run_dir))  # (hf:DIR: each eos id of its generation config)
+                          stops=folder_stops(args.run_dir),  # (hf:DIR: each eos id of its generation config)
+                          adapters=[n for n, _ in named])
     except ValueError as e:  # (slots the mesh's batch ways do not divide)
         raise ConfigError([str(e)]) from None
     from spmdgpt.plan.plan import step_refusal
@@ -159,11 +266,13 @@ def run(items: List[str]) -> int:
         raise ConfigError([refusal])
     server = Server(backend, args.max_tokens)
     chat = "with its chat template" if hasattr(tokenizer, "prompt") else "no chat template"
+    adapters = f", LoRA adapters {', '.join(n for n, _ in named)}" if named else ""
     print(f"serving {name}{'' if step is None else f' step {step}'} ({chat}) on http://{args.host}:{args.port} | "
           f"mesh {dict(mesh.shape)} | engine {args.slots} slots, {backend.engine.num_pages - 1} pages of "
           f"{args.page_size} tokens ({backend.engine.pool_bytes / 2**20:.0f} MiB)"
           f"{f', {args.speculate} drafts a step' if args.speculate else ''}, decode rows by "
-          f"{backend.engine.attention_name()}, its step compiled in {warm:.1f} s ({len(backend.engine.compiled)} "
+          f"{backend.engine.attention_name()}{adapters}, its step compiled in {warm:.1f} s "
+          f"({len(backend.engine.compiled)} "
           f"programs: {_count(len(backend.engine.width_sizes), 'width')}, decoding at "
           f"{_count(len(backend.engine.row_sizes), 'row count')}) | "
           + " ".join(f"{m} {p}" for p, m in routes_of(server).items()),

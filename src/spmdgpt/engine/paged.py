@@ -41,6 +41,7 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig, linear_layers
 from spmdgpt.mesh.sharding import Rules, platform
+from spmdgpt.model import lora
 from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
@@ -168,6 +169,7 @@ class Draw(NamedTuple):
     #   structured output's grammar, `grammar.Constraint`); words 0: no masks in the program
     adjust_ids: Array  # int32 [b, k]: ids whose logits get adjust added (logit_bias, frequency and presence
     adjust: Array  # float32 [b, k]    penalties: `scheduler._adjustments`); padding: id 0, 0.0; k 0: none
+    adapter: Array  # int32 [b]: the LoRA adapter the row's request asked for (0: the base; `lora.Stacked`)
 
 
 def row_keys(seed: Array, stream: Array, index: Array, seed_high: Optional[Array] = None) -> Array:
@@ -361,6 +363,7 @@ class Group(NamedTuple):
     mask: Array  # [b, t, capacity + room x page_size]: which places each token attends to
     where: tuple  # ([b * t] pages, [b * t] offsets): where the rows' new entries go in the pool
     decode: bool  # the decode rows (one query each without drafts: what a paged kernel attends)
+    select: Optional[Array] = None  # [b * t, K]: each token's LoRA adapter, one-hot (none: no adapters stacked)
 
 
 class Step:
@@ -387,9 +390,10 @@ class Step:
     Pallas' interpreter (a CPU's tests)."""
 
     def __init__(self, cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0,
-                 kernel: Optional[str] = None):
+                 kernel: Optional[str] = None, adapters: int = 0):
         self.cfg, self.rules, self.page_size, self.vocab_limit = cfg, rules, page_size, vocab_limit
         self.drafts, self.kernel = drafts, kernel
+        self.adapters = adapters  # LoRA adapters stacked in the parameters (`lora.Stacked`), each row choosing one
         self.interpret = kernel is not None and kernel != platform()
         self.layouts, self.states = layouts(cfg), states(cfg)
         self.pools = pool_layouts(cfg, kernel)  # (the unit's arrays, or as the kernel reads them)
@@ -412,7 +416,12 @@ class Step:
         page = jnp.sum(jnp.where(hit, rows.table[:, None], 0), axis=-1)
         where = (jnp.where(valid, page, 0).reshape(-1), (jnp.maximum(rows.positions, 0) % ps).reshape(-1))
         draw = Draw(*(jax.sharding.reshard(a, rules.spec("batch")) for a in draw))
-        return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where, decode)
+        select = None
+        if self.adapters:  # (adapter 0, the base: a row of zeros)
+            one_hot = jax.nn.one_hot(draw.adapter - 1, self.adapters, dtype=jnp.float32)
+            select = jnp.reshape(jnp.broadcast_to(one_hot[:, None], (rows.tokens.shape[0], t, self.adapters)),
+                                 (-1, self.adapters), out_sharding=rules.spec("batch", None))
+        return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where, decode, select)
 
     def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None):
         """One block over a group's rows, reading layer `layer` of the pool and writing its new entries."""
@@ -510,7 +519,8 @@ class Step:
                 out = []
                 for x, g in zip(xs, live, strict=True):
                     mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, g.k_pos, s.window)
-                    x, pool = self._layer(rules, p, x, pool, s.index, g, mask, stack, s.window)
+                    p_g = p if g.select is None else lora.bind(p, g.select)  # (each row's adapter)
+                    x, pool = self._layer(rules, p_g, x, pool, s.index, g, mask, stack, s.window)
                     out.append(x)
                 return (tuple(out), pool), {}
 

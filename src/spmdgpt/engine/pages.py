@@ -85,10 +85,10 @@ class Pages:
                 self._forget(page)
                 self.returned.append(page)
 
-    def prefix(self, tokens: Sequence[int]) -> tuple:
-        """(the cached pages that begin `tokens`, their keys; None instead when the next one is
-        pending). At least one token is left after them (its logits are sampled)."""
-        ps, pages, keys, key = self.page_size, [], [], b""
+    def prefix(self, tokens: Sequence[int], root: bytes = b"") -> tuple:
+        """(the cached pages that begin `tokens`, their keys chained from `root`; None instead when
+        the next one is pending). At least one token is left after them (its logits are sampled)."""
+        ps, pages, keys, key = self.page_size, [], [], root
         if not self.sharing:
             return pages, keys
         for j in range((len(tokens) - 1) // ps):

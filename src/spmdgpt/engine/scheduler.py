@@ -44,6 +44,7 @@ from spmdgpt.config import ModelConfig, linear_layers
 from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
 from spmdgpt.engine.pages import Pages, chain
 from spmdgpt.mesh.sharding import Rules, platform
+from spmdgpt.model import lora
 from spmdgpt.model.kernels import PAGED_KERNEL_PLATFORMS, paged_kernel_error
 
 
@@ -135,6 +136,7 @@ class Request:
     logit_bias: Dict[int, float] = field(default_factory=dict)  # added to those ids' logits (OpenAI's logit_bias)
     frequency_penalty: float = 0.0  # minus this x how often a token was generated so far, from its logit
     presence_penalty: float = 0.0  # minus this from the logit of a token generated so far (OpenAI's rules)
+    adapter: int = 0  # the LoRA adapter that continues it (k: the k-th stacked in the engine's parameters; 0: the base)
     ident: int = field(default_factory=itertools.count().__next__)
     tokens: List[int] = field(default_factory=list)
     logprobs: List[float] = field(default_factory=list)
@@ -195,7 +197,9 @@ class Engine:
         self.pool_bytes = pool_bytes(cfg, self.num_pages, self.page_size, self.drafts, self.slots_n)
         self.kernel = decode_kernel(config.decode_attention, cfg, rules, self.page_size, self.pages_per_seq,
                                     self.drafts)
-        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts, self.kernel)
+        self.adapters = lora.adapter_count(params)  # (LoRA adapters by name: a request's `adapter` picks one)
+        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts, self.kernel,
+                            self.adapters)
         if config.buckets < 1:
             raise ValueError(f"engine buckets={config.buckets} must be >= 1 (1: one size of step)")
         self.row_sizes = _halvings(self.slots_n, d, config.buckets)
@@ -239,6 +243,8 @@ class Engine:
             whose = "model's" if self.context == self.cfg.max_seq_len else "engine's"
             return (f"prompt of {len(request.prompt)} tokens + max_new_tokens={request.max_new_tokens} exceeds the "
                     f"{whose} context of {self.context} tokens; shorten the prompt or lower max_new_tokens")
+        if not 0 <= request.adapter <= self.adapters:
+            return f"adapter={request.adapter}: the engine holds {self.adapters} LoRA adapters (0: the base)"
         if request.inject is not None and self.drafts:
             return "a request that takes injected tokens (a tool) cannot be decoded speculatively; use speculate=0"
         if request.constraint is not None and (self.drafts or not self.words):
@@ -315,7 +321,7 @@ class Engine:
         while self.waiting and None in self.slots:
             r = self.waiting[0]
             feed = list(r.prompt) + r.tokens  # (after a preemption: read again what it had sampled)
-            found = self.pages.prefix(feed)
+            found = self.pages.prefix(feed, _root(r))
             if found is None:  # (a page it would share is being written: it waits a step)
                 later.append(self.waiting.popleft())
                 continue
@@ -337,7 +343,7 @@ class Engine:
         """Key the slot's full pages of `tokens` not keyed yet."""
         ps = self.page_size
         for j in range(len(slot.keys), min(len(tokens) // ps, len(slot.pages))):
-            slot.keys.append(chain(slot.keys[-1] if slot.keys else b"", tokens[j * ps:(j + 1) * ps]))
+            slot.keys.append(chain(slot.keys[-1] if slot.keys else _root(slot.request), tokens[j * ps:(j + 1) * ps]))
             self.pages.key(slot.pages[j], slot.keys[-1])
 
     def _mark(self, slot: _Slot, accepted: Sequence[int] = ()) -> None:
@@ -610,13 +616,21 @@ def _draws(b: int, words: int, adjustments: int) -> _Arrays:
     return _Arrays(temperature=np.zeros(b, np.float32), top_k=np.zeros(b, np.int32), top_p=np.ones(b, np.float32),
                    seed=np.zeros(b, np.uint32), stream=np.zeros(b, np.uint32), index=np.zeros(b, np.uint32),
                    seed_high=np.zeros(b, np.uint32), allowed=np.full((b, words), 2**32 - 1, np.uint32),
-                   adjust_ids=np.zeros((b, adjustments), np.int32), adjust=np.zeros((b, adjustments), np.float32))
+                   adjust_ids=np.zeros((b, adjustments), np.int32), adjust=np.zeros((b, adjustments), np.float32),
+                   adapter=np.zeros(b, np.int32))
+
+
+def _root(r: Request) -> bytes:
+    """Where the prefix keys of r's pages start: its adapter's own (another adapter's keys and values
+    of the same tokens differ: never shared)."""
+    return b"" if r.adapter == 0 else b"adapter %d" % r.adapter
 
 
 def _fill(d: _Arrays, row: int, r: Request) -> None:
     d.temperature[row], d.top_k[row], d.top_p[row] = r.temperature, r.top_k, r.top_p
     d.seed[row], d.stream[row], d.index[row] = r.seed % 2**32, r.stream, len(r.tokens)
     d.seed_high[row] = (r.seed >> 32) % 2**32  # (a 64-bit seed's high half; a negative one's two's complement)
+    d.adapter[row] = r.adapter
     adjust = _adjustments(r)
     if adjust:
         d.adjust_ids[row, :len(adjust)], d.adjust[row, :len(adjust)] = list(adjust), list(adjust.values())

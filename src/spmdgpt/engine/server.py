@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -116,6 +116,8 @@ class Sampling:
     presence_penalty: float = 0.0
     chat: bool = False  # a chat request: its text is the reply as the tokenizer reads it (harmony: the final channel)
     tools: Any = None  # (chat: the functions offered, `tools.ToolUse`; set with the prompt, `Backend.chat_prompt`)
+    model: Optional[str] = None  # the model the request named (a LoRA adapter's name, or the base's); None: the base
+    adapter: int = 0  # (its LoRA adapter among the engine's: 0 the base)
 
 
 def _number(body: dict, name: str, default, kind=float, low=None, high=None, low_open=False):
@@ -279,9 +281,10 @@ def scorer(cfg, rules, vocab: int):
     context (`Backend._scored`)."""
     import jax
 
-    from spmdgpt.model import forward
+    from spmdgpt.model import forward, lora
 
-    def scores(params, tokens, k):  # (over the whole output: the model's own loss; the top k of real ids)
+    def scores(params, tokens, k, adapter):  # (over the whole output: the model's own loss; the top k of real ids)
+        params = lora.bind_layers(params, adapter, tokens.size)  # (LoRA adapters by name: the request's)
         logits = forward(cfg.model, rules, params, tokens)[0]  # (its rows repeat one: the first, gathered)
         row = jax.sharding.reshard(logits, rules.spec(None, None, None))[0]
         logp = jax.nn.log_softmax(row.astype(np.float32), axis=-1)
@@ -310,15 +313,17 @@ class Backend:
     the engine's steps, and steps while any sequence runs."""
 
     def __init__(self, cfg, rules, mesh, params, tokenizer, name: str, max_queue: int = 16,
-                 engine: Optional[Any] = None, log=None, stops: tuple = ()):
+                 engine: Optional[Any] = None, log=None, stops: tuple = (), adapters: Sequence[str] = ()):
         """stops: more ids that end an answer beside the tokenizer's end of turn (a Hugging Face
-        folder's generation_config.json eos_token_id list)."""
+        folder's generation_config.json eos_token_id list). adapters: the names of the LoRA adapters
+        stacked in params (`lora.stack`), in order: a request's `model` picks one (or the base, `name`)."""
         import jax
 
         from spmdgpt.engine import Engine, EngineConfig
 
         self.cfg, self.rules, self.mesh, self.params, self.tok, self.name = cfg, rules, mesh, params, tokenizer, name
         self.max_queue, self.log = max_queue, log
+        self.models = {name: 0, **{a: k + 1 for k, a in enumerate(adapters)}}  # {a request's model: its adapter}
         with jax.set_mesh(mesh):
             self.engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, engine or EngineConfig())
         stop = getattr(tokenizer, "stop_id", None)  # (the end of turn, else the end of text)
@@ -340,6 +345,10 @@ class Backend:
         threading.Thread(target=self._work, daemon=True, name="spmdgpt-serve").start()
 
     # ----------------------------------------------------------------------------- the worker
+
+    def model_names(self) -> str:
+        """The names a request's `model` may take, in words."""
+        return ", ".join(repr(n) for n in self.models)
 
     def submit(self, fn, *args) -> concurrent.futures.Future:
         """fn(*args) on the worker thread, between two steps of the engine."""
@@ -556,7 +565,7 @@ class Backend:
                         stop_ids=self.stop_ids, stop=stop, on_token=on_token,
                         constraint=None if grammar is None else self._grammars.constraint(grammar),
                         logit_bias=sp.logit_bias, frequency_penalty=sp.frequency_penalty,
-                        presence_penalty=sp.presence_penalty)
+                        presence_penalty=sp.presence_penalty, adapter=sp.adapter)
             err = self.engine.check(r) if limit else context_error(len(ids), 0, self.cfg.model.max_seq_len)
             if err:
                 field_ = ("logit_bias" if "logit_bias" in err else ("messages" if sp.chat else "prompt")
@@ -627,7 +636,7 @@ class Backend:
         return {"text": text, "finish_reason": "stop" if (cut or r.finish == "stop") and sp.max_tokens != 0
                 else "length", "tokens": tokens}
 
-    def _scored(self, ids: List[int], k: int, sampled: bool = False) -> tuple:
+    def _scored(self, ids: List[int], k: int, sampled: bool = False, adapter: int = 0) -> tuple:
         """(each token's log-probability given the ones before (the first: None), the k most likely
         ids after each token but the last, their log-probabilities): the model's own (its loss's
         log-softmax, over every row of the embedding), or with `sampled` the distribution the engine
@@ -643,7 +652,8 @@ class Backend:
         tokens = np.zeros((self.rules.batch_divisor(), padded), np.int32)
         tokens[:, :n] = ids
         k = min(k, self.tok.vocab_size)  # (logprobs up to 20; a vocabulary may hold fewer ids)
-        logp, (top, which) = self._scores(self.params, jax.device_put(tokens, self.rules.batch_sharding()), max(k, 1))
+        logp, (top, which) = self._scores(self.params, jax.device_put(tokens, self.rules.batch_sharding()), max(k, 1),
+                                          np.int32(adapter))
         logp, top, which = np.asarray(logp), np.asarray(top)[:, :k], np.asarray(which)[:, :k]
         if sampled:  # (renormalised over the tokenizer's ids)
             real = logp[:, :self.tok.vocab_size]
@@ -652,10 +662,11 @@ class Backend:
             logp, top = logp - lse, top - lse
         return [None] + [float(logp[i - 1, ids[i]]) for i in range(1, n)], which[:n - 1], top[:n - 1]
 
-    def logprobs(self, ids: List[int], k: int) -> dict:
+    def logprobs(self, ids: List[int], k: int, adapter: int = 0) -> dict:
         """The completions API's logprobs object for the tokens `ids` (echoed prompt and completion):
-        each token's log-probability given the ones before (the first: None) and the k most likely."""
-        token_logprobs, which, top = self._scored(ids, k)
+        each token's log-probability given the ones before (the first: None) and the k most likely
+        (of LoRA adapter `adapter`'s model; 0 the base)."""
+        token_logprobs, which, top = self._scored(ids, k, adapter=adapter)
         top_logprobs: List[Any] = [None] + [{self.tok.decode([int(t)]): float(v) for t, v in zip(w, p, strict=True)}
                                             for w, p in zip(which, top, strict=True)]
         pieces = [self.tok.decode([t]) for t in ids]
@@ -674,13 +685,13 @@ class Backend:
         text = self.tok.decode([t])
         return {"token": text, "logprob": logprob, "bytes": list(text.encode() if raw is None else raw)}
 
-    def chat_logprobs(self, prompt: List[int], tokens: List[int], k: int) -> dict:
+    def chat_logprobs(self, prompt: List[int], tokens: List[int], k: int, adapter: int = 0) -> dict:
         """The chat API's logprobs object of a reply's `tokens` after `prompt`: `content`, per token its
         text, log-probability, bytes and the k most likely alternatives (`top_logprobs`), of the
         model's own distribution over the tokenizer's ids (`_scored`'s `sampled`: temperature 1,
         before top-p, top-k, penalties and biases, as vLLM's logprobs are by default; streamed
         answers carry the engine's own, the same)."""
-        token_logprobs, which, top = self._scored(prompt + tokens, k, sampled=True)
+        token_logprobs, which, top = self._scored(prompt + tokens, k, sampled=True, adapter=adapter)
         content = []
         for i, t in enumerate(tokens, start=len(prompt)):
             entry = self.token_entry(t, token_logprobs[i])
@@ -713,10 +724,10 @@ class Backend:
             if sp.tools is not None and sp.tools.parsed:  # (the reply's calls, as the API's tool_calls)
                 choice.update(self.calls(choice["text"], sp.tools))
             if sp.logprobs is not None and sp.chat:
-                choice["logprobs"] = self.chat_logprobs(ids, c["tokens"], sp.logprobs)
+                choice["logprobs"] = self.chat_logprobs(ids, c["tokens"], sp.logprobs, sp.adapter)
             elif sp.logprobs is not None:
                 scored = (ids if sp.echo else []) + c["tokens"]
-                lp = self.logprobs(ids + c["tokens"], sp.logprobs)
+                lp = self.logprobs(ids + c["tokens"], sp.logprobs, sp.adapter)
                 if not sp.echo:  # (the completion's tokens only)
                     lp = {key: v[len(ids):] for key, v in lp.items()}
                 choice["logprobs"] = lp if scored else None
@@ -778,19 +789,23 @@ class Server:
     async def models(self, request):
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"object": "list", "data": [{"id": self.backend.name, "object": "model",
-                                                         "created": self.started, "owned_by": "spmdgpt"}]})
+        return JSONResponse({"object": "list", "data": [self._model(name) for name in self.backend.models]})
+
+    def _model(self, name: str) -> dict:
+        """The API's model object (a LoRA adapter's names its base in `parent`, as vLLM's does)."""
+        parent = {"parent": self.backend.name} if name != self.backend.name else {}
+        return {"id": name, "object": "model", "created": self.started, "owned_by": "spmdgpt", **parent}
 
     async def model(self, request):
         """GET /v1/models/{id}: the served model, or 404 (the OpenAI API's retrieve)."""
         from starlette.responses import JSONResponse
 
         name = request.path_params["model"]
-        if name != self.backend.name:
-            e = RequestError(404, f"the model {name!r} does not exist; this server serves {self.backend.name!r}",
+        if name not in self.backend.models:
+            e = RequestError(404, f"the model {name!r} does not exist; this server serves {self.backend.model_names()}",
                              "model", "not_found_error")
             return JSONResponse(e.body(), status_code=404)
-        return JSONResponse({"id": name, "object": "model", "created": self.started, "owned_by": "spmdgpt"})
+        return JSONResponse(self._model(name))
 
     async def tokenize(self, request):
         from starlette.responses import JSONResponse
@@ -835,9 +850,9 @@ class Server:
         if not isinstance(body, dict):
             raise RequestError(400, "the request body must be a JSON object")
         model = body.get("model")
-        if model is not None and model != self.backend.name:
-            raise RequestError(404, f"the model {model!r} does not exist; this server serves {self.backend.name!r}",
-                               "model", "not_found_error")
+        if model is not None and (not isinstance(model, str) or model not in self.backend.models):
+            raise RequestError(404, f"the model {model!r} does not exist; this server serves "
+                               f"{self.backend.model_names()}", "model", "not_found_error")
         return body
 
     async def _answer(self, request, chat: bool):
@@ -848,6 +863,8 @@ class Server:
         try:
             body = await self._body(request)
             sp = sampling_of(body, self.default_max, chat)
+            sp.model = body.get("model") or backend.name
+            sp.adapter = backend.models[sp.model]
             if chat:
                 if sp.echo:
                     raise RequestError(400, "echo is for /v1/completions", "echo")
@@ -920,7 +937,7 @@ class Server:
             choices = [{"index": c["index"], "message": {"role": "assistant", "content": c["text"], **calls(c)},
                         "finish_reason": c["finish_reason"], "logprobs": c["logprobs"]} for c in choices]
         return JSONResponse({"id": ident, "object": "chat.completion" if chat else "text_completion",
-                             "created": created, "model": backend.name, "choices": choices, "usage": usage})
+                             "created": created, "model": sp.model, "choices": choices, "usage": usage})
 
     def _stream(self, request, started: float, ident: str, created: int, requests: list, events: asyncio.Queue,
                 sp: Sampling, chat: bool, prompt_tokens: int):
@@ -936,7 +953,7 @@ class Server:
         index = {r.ident: i for i, r in enumerate(requests)}
 
         def event(choices: list, usage: Optional[dict] = None) -> str:
-            body = {"id": ident, "object": kind, "created": created, "model": backend.name, "choices": choices}
+            body = {"id": ident, "object": kind, "created": created, "model": sp.model, "choices": choices}
             if sp.usage:  # (the API's: null in every chunk but the last)
                 body["usage"] = usage
             return "data: " + json.dumps(body) + "\n\n"

@@ -62,6 +62,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import AttentionImpl, ModelConfig, head_dim, kv_heads, rotary_dims
 from spmdgpt.mesh.sharding import Rules
+from spmdgpt.model import lora
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.context import context_attention, flatten, from_context_order, unflatten
 from spmdgpt.model.fp8 import INPUTS, history_info, sites
@@ -285,7 +286,7 @@ def fused_qkv(
     q scaled for model.query_pre_attn_scalar (`query_scale`)."""
     dt = x.dtype
     logical = ("qkv", "heads", "head_dim")
-    w = rules.gather(p.w_qkv.astype(dt), ("embed", *logical))
+    w = lora.weight(rules, p.w_qkv, dt, ("embed", *logical))
     qkv, = matmuls_in(rules, x, ("td,dcnh->tcnh", w, ("embed", *logical), logical), history=sites(p.fp8_amax, INPUTS))
     if p.b_qkv is not None:
         qkv = qkv + rules.gather(p.b_qkv.astype(dt), ("qkv", "heads", "head_dim"))
@@ -351,7 +352,7 @@ def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arra
     dt = x.dtype
     terms = (("td,dnh->tnh", p.w_q, p.b_q, ("heads", "head_dim")),
              ("td,dckh->tckh", p.w_kv, p.b_kv, ("qkv", "kv_heads", "head_dim")))
-    ys = matmuls_in(rules, x, *((eq, rules.gather(w.astype(dt), ("embed", *logical)), ("embed", *logical), logical)
+    ys = matmuls_in(rules, x, *((eq, lora.weight(rules, w, dt, ("embed", *logical)), ("embed", *logical), logical)
                                 for eq, w, _, logical in terms), history=sites(p.fp8_amax, INPUTS))
     parts = []
     for y, (_, _, b, logical) in zip(ys, terms):
@@ -375,7 +376,7 @@ def output_projection(rules: Rules, p: Attention, o: jax.Array, head_major: bool
     if head_major:
         o = jnp.transpose(o, (0, 2, 1, 3))
     o = flatten(rules, o, "heads", "head_dim")
-    w = rules.gather(p.w_o.astype(o.dtype), ("heads", "head_dim", "embed"))
+    w = lora.weight(rules, p.w_o, o.dtype, ("heads", "head_dim", "embed"))
     out = matmul_out(rules, "tnh,nhd->td", o, w, ("heads", "head_dim"), ("heads", "head_dim", "embed"),
                      history=sites(getattr(p, "fp8_amax", None), -1))
     if getattr(p, "b_o", None) is not None:

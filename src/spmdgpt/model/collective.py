@@ -39,7 +39,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import CollectiveMatmul, Config, mesh_axes_of, seq_axes
 from spmdgpt.mesh.sharding import Rules
-from spmdgpt.model import fp8
+from spmdgpt.model import fp8, lora
 
 
 def _hops(rules: Rules) -> tuple[int, int, tuple, int]:
@@ -65,6 +65,10 @@ def matmuls_in(rules: Rules, x: jax.Array, *terms: tuple, history=None) -> list[
     logical axes, the output's logical axes after `tokens`). Returns [tokens, ...] each, as
     `jnp.einsum(eq, x, w)` would (each device its tokens and its output columns). history: FP8's
     delayed scaling, the terms' amax histories [terms, 3, H] (`fp8.einsum`)."""
+    if any(lora.is_stacked(w) for _, w, _, _ in terms):  # (several LoRA adapters: each token adds its own's)
+        plain = ((eq, w.w if lora.is_stacked(w) else w, *rest) for eq, w, *rest in terms)
+        ys = matmuls_in(rules, x, *plain, history=history)
+        return [lora.row_delta(eq, x, w, y) if lora.is_stacked(w) else y for (eq, w, _, _), y in zip(terms, ys)]
     outs = [rules.spec("tokens", *out) for _, _, _, out in terms]
     if rules.collective == "none":
         return [fp8.einsum(rules, eq, x, w, o, fp8.sites(history, j)) for j, ((eq, w, _, _), o) in
@@ -108,6 +112,8 @@ def matmul_out(rules: Rules, eq: str, h: jax.Array, w: jax.Array, h_logical: Seq
     (an all-reduce under tensor parallelism), or with a split stream the reduce-scatter of the
     partial products, accumulators passed round the ring while the next chunk is multiplied.
     history: FP8's delayed scaling, the amax history [3, H] (`fp8.einsum`)."""
+    if lora.is_stacked(w):  # (several LoRA adapters: each token adds its own's)
+        return lora.row_delta(eq, h, w, matmul_out(rules, eq, h, w.w, h_logical, w_logical, history))
     out = rules.spec("stream", "embed")
     if rules.collective == "none":
         return fp8.einsum(rules, eq, h, w, out, history)

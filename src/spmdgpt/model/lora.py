@@ -30,6 +30,7 @@ from typing import List, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import LORA_TARGETS, Config, LoraConfig, OptimizerName, gated
 from spmdgpt.model.info import ParamInfo, is_info
@@ -160,6 +161,138 @@ def attach(info, lora: LoraConfig, base, adapters):
                                     index)
     blocks = blocks._replace(attn=blocks.attn._replace(**units["attn"]), mlp=blocks.mlp._replace(**units["mlp"]))
     return base._replace(blocks=blocks)
+
+
+# ----------------------------------------------------------------------------- several adapters at once
+
+
+@dataclasses.dataclass(frozen=True)
+class Stacked:
+    """A frozen weight with the adapters of K LoRA runs of it stacked (serving them side by side,
+    as S-LoRA and Punica do): each token adds its own adapter's (x A_k) B_k, k chosen per token by
+    `select` (one-hot [tokens, K]; a row of zeros: the base alone), which the engine binds per
+    group of rows (`bind`). The matmuls take it where they take a weight (`weight`,
+    `collective.matmuls_in` / `matmul_out`, which add `row_delta`)."""
+
+    w: Array  # [layers, *weight]
+    a: Array  # [layers, K, batch..., fan_in..., r]: zeros where a run has no adapter (or a smaller rank)
+    b: Array  # [layers, K, batch..., r, fan_out...]: alpha / r folded in
+    roles: str  # per axis of the weight (without layers): "i" fan-in, "b" a batch of matrices (q/k/v), "o" fan-out
+    select: Optional[Array] = None  # [tokens, K] (bound per group: `bind`)
+
+    def astype(self, dtype) -> "Stacked":
+        return dataclasses.replace(self, w=self.w.astype(dtype))
+
+    def logical(self, w_logical) -> tuple:
+        """(A's, B's) logical axes in the compute layout, from the weight's (K and the rank: never split)."""
+        part = lambda role: tuple(ax for ax, r in zip(w_logical, self.roles) if r == role)  # noqa: E731
+        return (None, *part("b"), *part("i"), None), (None, *part("b"), None, *part("o"))
+
+
+jax.tree_util.register_dataclass(Stacked, data_fields=["w", "a", "b", "select"], meta_fields=["roles"])
+
+
+def is_stacked(x) -> bool:
+    return isinstance(x, Stacked)
+
+
+def stack(info, base, runs) -> tuple:
+    """(base's parameters with the adapters of `runs` [(LoraConfig, adapters)] stacked at every
+    weight any of them adapts (`Stacked`; run k is adapter k + 1 of a request, 0 the base), the
+    union of their targets' (field, weight) names). A and B are host arrays (numpy), for the
+    caller to put on its mesh (replicated: each is a few percent of its weight at most)."""
+    import numpy as np
+
+    runs = list(runs)
+    rank = max(lo.rank for lo, _ in runs)
+    found = {}
+    for k, (lo, adapters) in enumerate(runs):
+        for field, weight, weight_info, index in _adapted(info, lo):
+            found.setdefault((field, weight), (weight_info, {}))[1][k] = (lo, getattr(getattr(adapters.blocks, field),
+                                                                                      weight), index)
+    units = {"attn": {}, "mlp": {}}
+    for (field, weight), (wi, per_run) in found.items():
+        if wi.logical[0] != "layers":
+            raise ValueError(f"LoRA serving expects {field}.{weight} stacked per layer; it has {wi.logical}")
+        roles = "".join("i" if ax in wi.fan_in else "o" if ax in wi.fan_out else "b" for ax in wi.logical[1:])
+        size = dict(zip(wi.logical, wi.shape))
+        batch = [ax for ax in wi.logical[1:] if ax not in wi.fan_in + wi.fan_out]
+        lead = (wi.shape[0], len(runs)) + tuple(size[ax] for ax in batch)
+        a = np.zeros(lead + tuple(size[ax] for ax in wi.fan_in) + (rank,), np.float32)
+        b = np.zeros(lead + (rank,) + tuple(size[ax] for ax in wi.fan_out), np.float32)
+        for k, (lo, adapter, index) in per_run.items():
+            a_k, b_k = np.asarray(adapter.a, np.float32), np.asarray(adapter.b, np.float32) * (lo.alpha / lo.rank)
+            for full, part, rank_axis in ((a, a_k, a.ndim - 2), (b, b_k, 1 + len(batch))):
+                where = [slice(None)] * (full.ndim - 1)  # (full[:, k]: [layers, batch..., ...])
+                if index is not None:  # (q/k/v: the slices adapted)
+                    where[1 + batch.index("qkv")] = list(index)
+                where[rank_axis] = slice(0, lo.rank)
+                full[:, k][tuple(where)] = part
+        base_w = getattr(getattr(base.blocks, field), weight)
+        units[field][weight] = Stacked(base_w, a, b, roles)
+    blocks = base.blocks
+    blocks = blocks._replace(attn=blocks.attn._replace(**units["attn"]), mlp=blocks.mlp._replace(**units["mlp"]))
+    return base._replace(blocks=blocks), sorted(found)
+
+
+def serving_error(model) -> Optional[str]:
+    """Why adapters by name (`Stacked`) cannot serve `model` yet, or None: they cover multi-head
+    and grouped-query attention and the dense MLP (whose matmuls take a `Stacked` weight)."""
+    if model.mla.kv_rank:
+        return (f"model.mla.kv_rank={model.mla.kv_rank}: multi-head latent attention is not covered by adapters by "
+                "name yet; serve each LoRA run alone with run.dir=")
+    return None
+
+
+def adapter_count(tree) -> int:
+    """K, the adapters stacked in `tree`'s `Stacked` nodes (0: none)."""
+    return max((x.a.shape[1] for x in jax.tree.leaves(tree, is_leaf=is_stacked) if is_stacked(x)), default=0)
+
+
+def bind(tree, select: Array):
+    """tree with `select` ([tokens, K] one-hot, float: each token's adapter; zeros: none) bound
+    to its `Stacked` nodes (one layer's, in the layer scan)."""
+    return jax.tree.map(lambda x: dataclasses.replace(x, select=select) if is_stacked(x) else x, tree,
+                        is_leaf=is_stacked)
+
+
+def bind_layers(tree, adapter: Array, tokens: int):
+    """tree (whole parameters, stacked per layer) with every token of a pass over `tokens` tokens
+    taking adapter `adapter` (an int32 scalar; 0: the base), bound to each layer of its `Stacked`
+    nodes (the full-sequence pass: a server scoring a prompt for logprobs)."""
+
+    def one(x):
+        layers, k = x.a.shape[:2]
+        select = jnp.broadcast_to(jax.nn.one_hot(adapter - 1, k, dtype=jnp.float32), (layers, tokens, k))
+        return dataclasses.replace(x, select=select)
+
+    return jax.tree.map(lambda x: one(x) if is_stacked(x) else x, tree, is_leaf=is_stacked)
+
+
+def weight(rules, w, dtype, logical):
+    """`rules.gather(w.astype(dtype), logical)`: a weight in its compute layout, or a `Stacked`
+    one with its weight so (its adapters are replicated)."""
+    if is_stacked(w):
+        return dataclasses.replace(w, w=rules.gather(w.w.astype(dtype), logical))
+    return rules.gather(w.astype(dtype), logical)
+
+
+def row_delta(eq: str, x: Array, node: Stacked, y: Array) -> Array:
+    """y + each token's adapter's (alpha / r) (x A_k) B_k, for `jnp.einsum(eq, x, node.w) = y`
+    ("t...,w...->t...": x's first axis the tokens, as every matmul of the units has it). Costs
+    2 K r (fan_in + fan_out) multiply-adds a token: no gathered weights, the same program for any
+    mix of adapters."""
+    ins, out = eq.split("->")
+    xl, wl = ins.split(",")
+    part = lambda role: "".join(c for c, r in zip(wl, node.roles) if r == role)  # noqa: E731
+    fan_in, batch, fan_out = part("i"), part("b"), part("o")
+    tokens = "".join(c for c in xl if c not in fan_in)
+    xa = jnp.einsum(f"{xl},K{batch}{fan_in}Z->{tokens}K{batch}Z", x, node.a.astype(x.dtype))
+    rows = (tuple(jax.typeof(xa).sharding.spec) + (None,))[0]  # (the tokens' split)
+    select = jax.sharding.reshard(node.select.astype(x.dtype), P(rows, None))
+    xa = xa * select.reshape(select.shape + (1,) * (xa.ndim - 2))
+    delta = jnp.einsum(f"{tokens}K{batch}Z,K{batch}Z{fan_out}->{out}", xa, node.b.astype(x.dtype))
+    return y + jax.sharding.reshard(delta, jax.typeof(y).sharding.spec)
 
 
 def merged(tree):

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import MlpType, ModelConfig, gated, mlp_hidden
 from spmdgpt.mesh.sharding import Rules
+from spmdgpt.model import lora
 from spmdgpt.model.collective import matmul_out, matmuls_in
 from spmdgpt.model.fp8 import INPUTS, history_info, sites
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
@@ -56,7 +57,7 @@ def mlp_inputs(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array):
     both, `collective.matmuls_in`)."""
     dt = x.dtype
     weights = [p.w_up, p.w_gate] if gated(cfg) else [p.w_up]
-    terms = [("td,df->tf", rules.gather(w.astype(dt), ("embed", "mlp")), ("embed", "mlp"), ("mlp",)) for w in weights]
+    terms = [("td,df->tf", lora.weight(rules, w, dt, ("embed", "mlp")), ("embed", "mlp"), ("mlp",)) for w in weights]
     h, *gate = matmuls_in(rules, x, *terms, history=sites(p.fp8_amax, INPUTS))
     if p.b_up is not None:
         h = h + rules.gather(p.b_up.astype(dt), ("mlp",))
@@ -113,7 +114,7 @@ def mlp(cfg: ModelConfig, rules: Rules, p: Mlp, x: jax.Array) -> tuple[jax.Array
     the `mlp` rule; activation by model.mlp (`activation`)."""
     dt = x.dtype
     h = activation(cfg, *mlp_inputs(cfg, rules, p, x))
-    w_down = rules.gather(p.w_down.astype(dt), ("mlp", "embed"))
+    w_down = lora.weight(rules, p.w_down, dt, ("mlp", "embed"))
     out = matmul_out(rules, "tf,fd->td", h, w_down, ("mlp",), ("mlp", "embed"), history=sites(p.fp8_amax, -1))
     if p.b_down is not None:
         out = out + rules.gather(p.b_down.astype(dt), ("embed",))

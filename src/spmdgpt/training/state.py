@@ -257,9 +257,15 @@ def restore_params(reader: CheckpointManager, step: int, model: ModelConfig, rul
                            "checkpoint (moved or deleted?); put the base run back there, or set its new place in "
                            f"{run_dir / 'config.yaml'}"])
     # the adapters first: a damaged checkpoint fails here, before the base is loaded
-    adapters = reader.restore(step, abstract_tree(trained_info(run), trained_dtype(run), rules))[0]
+    adapters = restore_adapters(reader, step, run, rules)
     base = to_layer_order(rules, starting_params(run, rules))  # (the adapters' order: checkpoints hold layer order)
     return lora.merge(param_info(model), run.lora, base, adapters)
+
+
+def restore_adapters(reader: CheckpointManager, step: int, run: Config, rules: Rules) -> Params:
+    """The LoRA adapters (`lora.adapter_info`'s tree) at checkpoint `step` of the LoRA run of
+    config `run`, in layer order."""
+    return reader.restore(step, abstract_tree(trained_info(run), trained_dtype(run), rules))[0]
 
 
 def starting_params(cfg: Config, rules: Rules) -> Params:
@@ -304,11 +310,12 @@ def _same_config(run_dir: Path, cfg: Config) -> bool:
 
 
 def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[int] = None,
-                fix: str = "use the run's model config") -> tuple[int, Params]:
+                fix: str = "use the run's model config", adapters: bool = False) -> tuple[int, Params]:
     """(step, parameters) of a run's newest checkpoint (or of `step`), restored straight into
     `rules`' layout (and a circular pipeline's stack order, `to_stage_order`). ConfigError when
     the run has no such checkpoint or `model` has other parameter shapes than the checkpoint's
-    (`fix` says what to do)."""
+    (`fix` says what to do). adapters=True: a LoRA run's adapters alone (`restore_adapters`), not
+    its merged model."""
     reader = CheckpointManager.reader(run_dir)
     steps = reader.steps()
     if not steps:
@@ -319,6 +326,8 @@ def load_params(run_dir: Path, model: ModelConfig, rules: Rules, step: Optional[
 
     def load(s: int):
         check_checkpoint_fits(reader, model, f"run.dir={run_dir}: the overrides change parameter shapes", fix, step=s)
+        if adapters:
+            return restore_adapters(reader, s, dataclasses.replace(load_run_config(run_dir), model=model), rules)
         return to_stage_order(rules, restore_params(reader, s, model, rules))
 
     # the newest checkpoint that loads (as train resumes), or exactly `step`
