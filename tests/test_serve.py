@@ -286,15 +286,22 @@ def test_lora_adapters_by_name_interleaved_equal_each_runs_own_sample(stair_run,
             assert list(lp.top_logprobs[0]) == [want[name][4]] and lp.tokens == [want[name][4]]
         status, _, body = _post(server.url + "/v1/completions", {"model": "nope", "prompt": "0"})
         assert status == 404 and "'stair', 'qv', 'all'" in body["error"]["message"]
+        status, _, body = _post(server.url + "/v1/completions", {"model": ["qv"], "prompt": "0"})
+        assert status == 400 and body["error"]["message"] == 'model=["qv"] must be a string: a served model\'s name'
     finally:
         code, err = server.close()
     assert code == 0 and "LoRA adapters qv, all" in err
     port = free_port()
+    theta = tmp_path / "theta"  # (the qv run, as if trained with another RoPE base: same shapes, another model)
+    shutil.copytree(runs["qv"], theta)
+    (theta / "config.yaml").write_text((theta / "config.yaml").read_text().replace("rope_theta: 10000.0",
+                                                                                   "rope_theta: 500.0"))
     for bad, message in ((f"adapters=qv{runs['qv']}", "is not NAME:RUN"),
                          (f"adapters=stair:{runs['qv']}", "the name 'stair' is taken (by the base)"),
                          (f"adapters=a:{runs['qv']},a:{runs['all']}", "the name 'a' is taken (by another)"),
                          (f"adapters=a:{tmp_path / 'none'}", "is not a training run (no config.yaml there)"),
-                         (f"adapters=a:{stair_run}", "is not a LoRA run (lora.rank=0)")):
+                         (f"adapters=a:{stair_run}", "is not a LoRA run (lora.rank=0)"),
+                         (f"adapters=a:{theta}", "trained with model.rope_theta=500.0 (10000.0) (run.dir's in")):
         assert main(["serve", f"run.dir={stair_run}", f"port={port}", *bad.split()]) == 2, bad
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, (bad, err)

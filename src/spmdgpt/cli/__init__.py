@@ -53,7 +53,8 @@ COMMANDS = {  # name -> module under spmdgpt.cli, one usage line
     "launch": "local multi-process run: spmdgpt launch nproc=2 devices_per_proc=2 -- train ...",
     "serve": "an OpenAI-compatible HTTP server for a run (or hf:DIR): /v1/completions, /v1/chat/completions:\n"
     "          spmdgpt serve run.dir=runs/r1 [host=127.0.0.1 port=8000 max_queue=64 step=N max_tokens=16\n"
-    "          slots=8 page_size=16 pages=0 chunk=64 speculate=0]",
+    "          slots=8 page_size=16 pages=0 chunk=64 speculate=0 decode_attention=auto buckets=4\n"
+    "          adapters=NAME:RUN,... (LoRA runs of run.dir, a request's model choosing)]",
     "ladder": "a scaling ladder: every model.size at every compute budget, trained, then the scaling law,\n"
     "          its compute-optimal rule and a forecast (ladder.json, PNGs); lr: the best learning rate by width:\n"
     "          spmdgpt ladder +experiment=ladder_tiny out=runs/ladder [--parallel 2 ladder.check=true]\n"

@@ -100,6 +100,39 @@ def engine_config(args, model):
                         adjustments=adjustments(args, model), buckets=args.buckets)
 
 
+def served_name(run_dir: str) -> str:
+    """The name a request's `model` gives the served model: its run directory's (hf:DIR: the folder's, as given)."""
+    from spmdgpt.hf import hf_folder
+
+    folder = hf_folder(run_dir)
+    return folder.name if folder is not None else Path(run_dir).resolve().name
+
+
+# model fields that leave a model's function unchanged (how it is computed, stored or trained)
+NOT_THE_MODEL = ("attention", "context_attention", "collective_matmul", "pipeline_repeats", "pipeline_remat", "remat",
+                 "scan_unroll", "attention_block", "param_dtype", "compute_dtype", "matmul_dtype", "logits_dtype",
+                 "fp8_scaling", "fp8_history", "fp8_head", "z_loss", "zero_init_out", "dropout", "attention_dropout",
+                 "loss_block", "init_std", "mtp_weight", "size", "max_seq_len", "moe.dispatch", "moe.grouped",
+                 "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss", "deltanet.chunk")
+
+
+def model_changes(theirs, ours) -> list:
+    """`model.<field>=<theirs> (<ours>)` for each field of a model config that changes what the model
+    computes, where `theirs` and `ours` differ."""
+    import dataclasses
+
+    def flat(m, prefix=""):
+        out = {}
+        for f in dataclasses.fields(m):
+            v = getattr(m, f.name)
+            out.update(flat(v, f"{prefix}{f.name}.") if dataclasses.is_dataclass(v) else {prefix + f.name: v})
+        return out
+
+    a, b = flat(theirs), flat(ours)
+    return [f"model.{k}={getattr(a[k], 'value', a[k])} ({getattr(b[k], 'value', b[k])})" for k in a
+            if k not in NOT_THE_MODEL and a[k] != b.get(k)]
+
+
 def adapter_runs(args: ServeArgs, cfg) -> list:
     """[(name, LoRA run directory)] of adapters=NAME:RUN,...: each a LoRA run (lora.rank > 0) whose
     checkpoint.init_from is run.dir itself, names unique and not the base's; ConfigError lines
@@ -113,7 +146,7 @@ def adapter_runs(args: ServeArgs, cfg) -> list:
     from spmdgpt.model.lora import serving_error
 
     base = hf_folder(args.run_dir) or Path(args.run_dir)
-    base_name = base.resolve().name
+    base_name = served_name(args.run_dir)
     out, errs = [], []
     for item in args.adapters.split(","):
         name, sep, where = item.partition(":")
@@ -142,7 +175,12 @@ def adapter_runs(args: ServeArgs, cfg) -> list:
             errs.append(f"adapters: {name}:{where} trained its adapters on checkpoint.init_from={src or '(none)'}, not "
                         f"on run.dir={args.run_dir}; serve it with run.dir={src or where}")
         else:
-            out.append((name, run))
+            changed = model_changes(saved.model, cfg.model)
+            if changed:
+                errs.append(f"adapters: {name}:{where} trained with {', '.join(changed[:3])} (run.dir's in parentheses)"
+                            ": its adapters fit another model; serve it alone with run.dir=")
+            else:
+                out.append((name, run))
     if not errs and out:
         for bad, what in ((args.speculate > 0, f"speculate={args.speculate}"),
                           (cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage} (pipeline stages)")):
@@ -192,8 +230,11 @@ def with_adapters(params, named: list, cfg, rules, mesh):
 
     runs = []
     for name, run in named:
-        _, adapters = load_params(run, cfg.model, rules, fix=f"adapters: {name} is a LoRA run of another model",
-                                  adapters=True)
+        try:
+            _, adapters = load_params(run, cfg.model, rules, fix=f"adapters: {name} is a LoRA run of another model",
+                                      adapters=True)
+        except ConfigError as e:  # (its checkpoints missing or damaged: named as the adapter's)
+            raise ConfigError([f"adapters: {name}: {m}" for m in e.messages]) from None
         runs.append((load_run_config(run).lora, jax.device_get(adapters)))
     stacked, _ = lora.stack(param_info(cfg.model), params, runs)
     replicated = NamedSharding(mesh, PartitionSpec())
@@ -211,7 +252,6 @@ def run(items: List[str]) -> int:
     args = check_args(args)
     from spmdgpt.cli.chat import with_folder_template
     from spmdgpt.cli.runs import folder_stops, model_source, one_process_mesh, source_params
-    from spmdgpt.hf import hf_folder
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     tokenizer = with_folder_template(args.run_dir, tokenizer)  # (hf:DIR: the folder's chat template, if any)
@@ -231,8 +271,7 @@ def run(items: List[str]) -> int:
     from spmdgpt.engine.server import Backend, Server, routes_of
     from spmdgpt.mesh.sharding import Rules
 
-    folder = hf_folder(args.run_dir)
-    name = folder.name if folder is not None else Path(args.run_dir).resolve().name
+    name = served_name(args.run_dir)
     with jax.set_mesh(mesh):
         rules = Rules(mesh, cfg.sharding, cfg.model)
         step, params = source_params(args.run_dir, cfg, rules, args.step, fix="serve with the run's model config")

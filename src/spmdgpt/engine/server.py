@@ -850,7 +850,9 @@ class Server:
         if not isinstance(body, dict):
             raise RequestError(400, "the request body must be a JSON object")
         model = body.get("model")
-        if model is not None and (not isinstance(model, str) or model not in self.backend.models):
+        if model is not None and not isinstance(model, str):
+            raise RequestError(400, f"model={json.dumps(model)} must be a string: a served model's name", "model")
+        if model is not None and model not in self.backend.models:
             raise RequestError(404, f"the model {model!r} does not exist; this server serves "
                                f"{self.backend.model_names()}", "model", "not_found_error")
         return body

@@ -372,7 +372,8 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int], voc
     tokens = jax.ShapeDtypeStruct((rules.batch_divisor(), cfg.model.max_seq_len), jnp.int32,
                                   sharding=rules.batch_sharding())
     ids = vocab or cfg.model.vocab_size
-    score = scorer(cfg, rules, ids).lower(params, tokens, min(MAX_LOGPROBS, ids))  # (`Backend._scored`'s k)
+    score = scorer(cfg, rules, ids).lower(params, tokens, min(MAX_LOGPROBS, ids),  # (`Backend._scored`'s k)
+                                          jax.ShapeDtypeStruct((), jnp.int32))  # (the request's LoRA adapter)
     programs.append(_compiled("logprobs", score, resident + pool, (tokens,), device=device))
     worst = max(programs, key=lambda q: q.total_bytes)
     fit = None if capacity is None else (capacity - (worst.total_bytes - pool) - state_bytes) // page_bytes
