@@ -261,7 +261,7 @@ def test_lora_adapters_by_name_interleaved_equal_each_runs_own_sample(stair_run,
     for name, extra in (("qv", ["lora.rank=4", "lora.alpha=8", "lora.targets=[q,v]"]),
                         ("all", ["lora.rank=2", "lora.alpha=4", "lora.targets=[all]"])):
         runs[name] = tmp_path / name
-        assert main(["train", *STAIR, "train.steps=6", f"checkpoint.init_from={stair_run}", "optimizer.lr=0.3",
+        assert main(["train", *STAIR, "train.steps=3", f"checkpoint.init_from={stair_run}", "optimizer.lr=0.3",
                      "optimizer.warmup_steps=0", f"run.dir={runs[name]}", *extra]) == 0
     want = {}
     for name, run in {"stair": stair_run, **runs}.items():
