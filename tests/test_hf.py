@@ -351,6 +351,13 @@ HF_CONFIGS = {
                 "layer_types": ["sliding_attention", "full_attention"],
                 "rope_parameters": {"rope_type": "yarn", "rope_theta": 5000.0, "factor": 4.0, "beta_fast": 32.0,
                                     "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 32}},
+    # OLMo 2: 4 heads (the fused projection), its QK-norm over all of them; OLMo 3: 2 key/value heads, a local
+    # layer (window 8, RoPE base 100) then a global one (base 5000)
+    "olmo2": LLAMA_SHAPE,
+    "olmo3": {**LLAMA_SHAPE, "num_key_value_heads": 2, "sliding_window": 8,
+              "layer_types": ["sliding_attention", "full_attention"],
+              "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 5000.0},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -449,6 +456,11 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
     "gpt_oss": ("gpt_oss", {}, ["model.attention_sinks=True", "model.mlp=swiglu_clamped", "model.glu_limit=1.5",
                                 "model.bias=True", "model.rope_truncate=False", "model.window_pattern=LG"],
                 "GptOssForCausalLM"),
+    "olmo2": ("olmo2", {}, ["model.pre_norms=False", "model.post_norms=True", "model.qk_norm_whole=True",
+                            "model.norm_eps=1e-06"], "Olmo2ForCausalLM"),
+    "olmo3": ("olmo3", {}, ["model.num_kv_heads=2", "model.sliding_window=8", "model.window_pattern=LG",
+                            "model.rope_local_theta=100.0", "model.qk_norm_whole=True", "model.pre_norms=False"],
+              "Olmo3ForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -458,12 +470,16 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # gpt_oss: untruncated, as qwen2-yarn) at positions past the prompt, a window in every layer
 # (mistral-window) or in one of two (gemma3, gpt_oss; as qwen3-window), MLA's latent cache
 # (deepseek_v3-yarn), Gated DeltaNet's recurrent state (qwen3_5; Qwen3-Next's is the same layer
-# beside experts), attention sinks (gpt_oss). The others' attention and MoE units decode as the
+# beside experts), attention sinks (gpt_oss), blocks without pre-norms and QK-norms over the whole
+# projection (olmo3, windowed too). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
-OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss"}
+OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss", "olmo3"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
+# the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
+# for a trained run, test_hf_tables for every field's key)
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
@@ -508,7 +524,7 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     if kind == "deepseek_v3":  # MLA: the latent's up-projection split by latent (FSDP) and head
                         assert a.w_ukv.sharding.spec == P(None, ("data", "context"), "model", None)
                         assert a.w_ukv.addressable_shards[0].data.shape == (2, 16, 2, 32)
-                elif kind in ("llama", "neox"):
+                elif kind in ("llama", "neox", "olmo2"):
                     assert a.w_qkv.sharding.spec == P(None, ("data", "context"), None, "model", None)
                     assert a.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
                 else:  # the queries split by head, 1 or 2 key/value heads replicated over the model axis of 4
@@ -543,6 +559,14 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
         again = to_hf(cfg.model, jax.tree.map(np.asarray, jax.device_get(params)), folder_class)
         assert sorted(again) == sorted(original)
         assert all(again[k].tobytes() == original[k].tobytes() for k in original)
+    if name in EXPORT_CONFIG_LOADS:  # export's config.json with those tensors: transformers computes the same
+        from safetensors.numpy import save_file
+
+        folder = tmp_path / "exported"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(hf_config(cfg.model, eos_id=None)))
+        save_file(again, str(folder / "model.safetensors"))
+        assert np.abs(torch_side.logits(folder, toks) - theirs).max() <= 1e-5
 
 
 def test_mxfp4_experts_read_as_transformers_dequantizes_them(torch_side, tmp_path):

@@ -37,6 +37,10 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                             "model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2",
                             "model.moe.num_experts=4", "model.moe.shared_experts=1", "model.moe.shared_gate=true"]
                      for name in ("Qwen3_5MoeForCausalLM", "Qwen3NextForCausalLM")},
+                  **{name: ["model.norm=rmsnorm", "model.mlp=swiglu", "model.pre_norms=false", "model.post_norms=true",
+                            "model.qk_norm=true", "model.qk_norm_scale=true", "model.qk_norm_whole=true", *windows]
+                     for name, windows in (("Olmo2ForCausalLM", []), ("Olmo3ForCausalLM", ["model.sliding_window=32",
+                                                                                          "model.window_pattern=LG"]))},
                   "GptOssForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.bias=true",
                                         "model.attention_sinks=true", "model.moe.num_experts=4",
                                         "model.num_kv_heads=1"]}
@@ -285,3 +289,7 @@ def test_a_hybrid_exports_as_qwen3_5_only_with_its_softmax_layers():
     assert e.value.messages == ["model.num_kv_heads=None: Qwen3_5ForCausalLM needs fewer key/value heads than heads "
                                 "(model.num_kv_heads: the table holds the gated queries beside grouped keys)"]
     assert architecture(load_config(["+experiment=qwen3_5_small"]).model).name == "Qwen3_5ForCausalLM"
+    # OLMo's block (norms on the branches' outputs only, the whole projection's QK-norm): OLMo 3 with windows, else 2
+    olmo = load_config(["+experiment=olmo3_small"]).model
+    assert architecture(olmo).name == "Olmo3ForCausalLM"
+    assert architecture(dataclasses.replace(olmo, sliding_window=0, rope_local_theta=None)).name == "Olmo2ForCausalLM"

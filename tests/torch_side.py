@@ -90,6 +90,8 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "qwen3_5_vl": (transformers.Qwen3_5Config, transformers.Qwen3_5ForConditionalGeneration),
            "qwen3_5_moe_vl": (transformers.Qwen3_5MoeConfig, transformers.Qwen3_5MoeForConditionalGeneration),
            "gemma3_vl": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
+           "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
+           "olmo3": (transformers.Olmo3Config, transformers.Olmo3ForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

@@ -138,6 +138,10 @@ class ModelConfig(Section):
     norm_plus_one: bool = False  # every norm's scale (and the QK-norm's) is stored as w and multiplies by 1 + w,
     # starting at w = 0 (Gemma: weight decay then pulls toward the identity scale)
     post_norms: bool = False  # a norm on each branch's output too, before the residual add (Gemma 2/3's sandwich)
+    pre_norms: bool = True  # a norm on each branch's input (the pre-norm block); false, with post_norms: the norms
+    # on the branches' outputs only (OLMo 2/3)
+    qk_norm_whole: bool = False  # the QK-norm over all of a token's query (key) heads at once, its learned scale per
+    # head and dimension (OLMo 2/3's RMSNorm of the whole projection); needs qk_norm and qk_norm_scale
     embed_scale: bool = False  # the embedding's output times sqrt(d_model) (Gemma; the tied unembedding is not)
     query_pre_attn_scalar: Optional[int] = None  # attention scores scaled by this^-0.5 instead of head_dim^-0.5
     # (Gemma 3: 256, or d_model / num_heads for 27B)

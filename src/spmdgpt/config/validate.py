@@ -218,6 +218,12 @@ def _model(m, training: bool) -> List[str]:
                     "raise it")
     if m.qk_norm_scale and not m.qk_norm:
         errs.append("model.qk_norm_scale=true scales the QK-norm, which is off; set model.qk_norm=true too")
+    if m.qk_norm_whole and not (m.qk_norm and m.qk_norm_scale):
+        errs.append("model.qk_norm_whole=true is a kind of QK-norm with learned scales; set model.qk_norm=true and "
+                    "model.qk_norm_scale=true too")
+    if not m.pre_norms and not m.post_norms:
+        errs.append("model.pre_norms=false leaves the blocks without norms; set model.post_norms=true (OLMo 2/3's "
+                    "norms on the branches' outputs)")
     if m.attention_block < 0:
         errs.append(f"model.attention_block={m.attention_block} must be >= 0 (0 = one block)")
     if m.head_dim is not None:

@@ -44,6 +44,8 @@ from spmdgpt.hf.tables import (
     MISTRAL,
     MIXTRAL,
     NEOX,
+    OLMO2,
+    OLMO3,
     QWEN3,
     QWEN3_5,
     QWEN3_5_MOE,
@@ -101,8 +103,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "n_group": moe.groups, "topk_group": moe.top_groups, "routed_scaling_factor": moe.route_scale,
                 "norm_topk_prob": moe.normalize_top_k, "attention_bias": False, "num_nextn_predict_layers": 0}
     if arch is GEMMA3:  # (rope_parameters per layer type; rope_theta, rope_local_base_freq, rope_scaling: 4.x's)
-        glob = rope_parameters(cfg)
-        local = glob if cfg.rope_local_theta is None else {"rope_type": "default", "rope_theta": cfg.rope_local_theta}
+        glob, local = _ropes_by_layer_type(cfg)
         gemma = {k: v for k, v in llama.items() if k != "hidden_act"}
         return {**gemma, "hidden_activation": TANH_GELUS[0], "attention_bias": False,
                 "query_pre_attn_scalar": cfg.query_pre_attn_scalar or head_dim(cfg),
@@ -129,6 +130,13 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "attention_bias": True, "swiglu_limit": cfg.glu_limit, "swiglu_alpha": cfg.glu_alpha,
                 "sliding_window": max(windows) or cfg.max_seq_len,
                 "layer_types": layer_types(windows)}
+    if arch is OLMO2:
+        return {**llama, "attention_bias": False}
+    if arch is OLMO3:  # (rope_parameters per layer type, as Gemma 3's)
+        glob, local = _ropes_by_layer_type(cfg)
+        return {**llama, "attention_bias": False, "sliding_window": max(windows) or cfg.max_seq_len,
+                "layer_types": layer_types(windows), "rope_parameters": {"full_attention": glob,
+                                                                         "sliding_attention": local}}
     if arch is MISTRAL:
         return {**llama, "sliding_window": windows[0]}
     if arch is MIXTRAL:
@@ -145,6 +153,13 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
         return {**qwen, **experts, **dense, "attention_bias": False, "num_experts": moe.num_experts,
                 "moe_intermediate_size": expert_hidden(cfg), "norm_topk_prob": moe.normalize_top_k}
     return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
+
+
+def _ropes_by_layer_type(cfg: ModelConfig) -> tuple:
+    """(the full layers' rope_parameters, the sliding ones': model.rope_local_theta unscaled, or the
+    full layers' where it is None)."""
+    glob = rope_parameters(cfg)
+    return glob, glob if cfg.rope_local_theta is None else {"rope_type": "default", "rope_theta": cfg.rope_local_theta}
 
 
 def layer_types(windows) -> list:

@@ -13,6 +13,8 @@ from spmdgpt.hf.tables import (
     MISTRAL,
     MIXTRAL,
     NEOX,
+    OLMO2,
+    OLMO3,
     QWEN3,
     QWEN3_5,
     QWEN3_5_MOE,
@@ -134,6 +136,8 @@ def model_fields(hf: dict, where: str) -> dict:
         fields = {**_qwen3_5(hf, rope, need), "moe": _hybrid_experts(hf, kind, need)}
     elif kind == GPT_OSS.model_type:
         fields = _gpt_oss(hf, need)
+    elif kind in (OLMO2.model_type, OLMO3.model_type):
+        fields = _olmo(hf, kind, need)
     elif kind is not None:  # the Llama family
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
         kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
@@ -212,6 +216,30 @@ def _gemma3(hf: dict, need) -> dict:
               "qk_norm": True, "qk_norm_scale": True, "norm_plus_one": True, "post_norms": True, "embed_scale": True,
               "query_pre_attn_scalar": int(hf.get("query_pre_attn_scalar", 256)),
               "rope_local_theta": float(local.get("rope_theta", 10000.0)), **windows}
+    return fields
+
+
+def _olmo(hf: dict, kind: str, need) -> dict:
+    """The model fields of an Olmo2ForCausalLM or Olmo3ForCausalLM config.json: norms on the
+    branches' outputs only, QK-norms over the whole projection; OLMo 3's sliding and full layers
+    (layer_types; three sliding to one full by default) with the sliding ones' own RoPE base."""
+    heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
+    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+    fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-5),
+              "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
+              "qk_norm": True, "qk_norm_scale": True, "qk_norm_whole": True, "post_norms": True, "pre_norms": False}
+    if kind == OLMO3.model_type:
+        types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 4 else "full_attention"
+                                          for i in range(layers)]
+        fields.update(_windows(types, layers, hf.get("sliding_window", 4096), need))
+        rope = hf.get("rope_parameters") or {}
+        local = rope.get("sliding_attention") if isinstance(rope.get("sliding_attention"), dict) else {}
+        need("rope_parameters", local.get("rope_type", "default") == "default",
+             "the sliding layers' RoPE unscaled (rope_type default)")
+        if fields.get("sliding_window"):
+            fields["rope_local_theta"] = float(local.get("rope_theta", _rope(hf)["rope_theta"]))
     return fields
 
 
@@ -321,4 +349,4 @@ NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, 
                      "moe": {"num_experts": 0}, "mla": {"kv_rank": 0}, "norm_plus_one": False, "post_norms": False,
                      "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None,
                      "deltanet": {"full_attention_interval": 0}, "attention_gate": False, "rope_fraction": 1.0,
-                     "attention_sinks": False}
+                     "attention_sinks": False, "pre_norms": True, "qk_norm_whole": False}

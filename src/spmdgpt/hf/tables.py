@@ -100,6 +100,8 @@ NO_DELTANET = {**{f"deltanet.{f.name}": f.default for f in dataclasses.fields(De
 # a model without gpt-oss's attention sinks (and its clamped SwiGLU's constants at their defaults: what another
 # MLP kind reads, `convert.canonical`)
 NO_SINKS = {"attention_sinks": False, "glu_limit": 7.0, "glu_alpha": 1.702}
+# a model with pre-norms and per-head QK-norms (not OLMo's)
+NO_OLMO = {"pre_norms": True, "qk_norm_whole": False}
 # a model without Gemma's layer options: their defaults
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None}
@@ -175,7 +177,8 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # none of these architectures computes the first two; only Qwen3 has QK-norm (with its scales),
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
-           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS}
+           "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS,
+           **NO_OLMO}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -247,7 +250,7 @@ QWEN3 = Architecture(
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET,
-             **NO_SINKS},
+             **NO_SINKS, **NO_OLMO},
     picks={"qk_norm": True},
 )
 
@@ -295,7 +298,7 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS},
+             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO},
     picks={**MOE_PICK, "qk_norm": True},
 )
 
@@ -360,7 +363,7 @@ DEEPSEEK_V3 = Architecture(
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
              "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False, **NO_GEMMA,
-             **NO_DELTANET, **NO_SINKS},
+             **NO_DELTANET, **NO_SINKS, **NO_OLMO},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
@@ -380,7 +383,37 @@ GEMMA3 = Architecture(
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm_scale": None,
             "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
-             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS},
+             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO},
+)
+
+# OLMo 2 and 3: the Llama family's projections and SwiGLU without pre-norms (post_attention_layernorm and
+# post_feedforward_layernorm norm each branch's output before the add), q_norm and k_norm RMSNorms of a token's
+# whole query (key) projection (model.qk_norm_whole); OLMo 3 with sliding and full layers (layer_types) and their
+# own RoPE (rope_parameters per layer type)
+OLMO_LAYER = [
+    _t("post_attention_layernorm.weight", "blocks.ln_post_attn.scale", "d -> d"),
+    _t("post_feedforward_layernorm.weight", "blocks.ln_post_mlp.scale", "d -> d"),
+    *LLAMA_ATTENTION[2:],
+    _t("self_attn.q_norm.weight", "blocks.attn.q_norm", "n h -> (n h)"),
+    _t("self_attn.k_norm.weight", "blocks.attn.k_norm", "k h -> (k h)"),
+    *LLAMA_LAYER[len(LLAMA_ATTENTION):],
+]
+OLMO_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": True,
+                "qk_norm_whole": True, "post_norms": True, "pre_norms": False, "norm_plus_one": False,
+                "embed_scale": False, "query_pre_attn_scalar": None, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS}
+OLMO3 = Architecture(
+    name="Olmo3ForCausalLM", model_type="olmo3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", OLMO_LAYER) + LLAMA_OUTER),
+    fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "rope_local_theta": "rope_parameters"},
+    refused=OLMO_REFUSED,
+    picks={"qk_norm_whole": True, "sliding_window": lambda w: w > 0},
+)
+OLMO2 = Architecture(
+    name="Olmo2ForCausalLM", model_type="olmo2", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=OLMO3.tensors,
+    fields=UNBIASED_FIELDS,
+    refused={**OLMO_REFUSED, "sliding_window": 0, "window_pattern": "L", "rope_local_theta": None},
+    picks={"qk_norm_whole": True},
 )
 
 NEOX = Architecture(
@@ -458,7 +491,7 @@ GPT_OSS = Architecture(
             "glu_alpha": "swiglu_alpha"},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": True,
              "attention_sinks": True, **MOE_REFUSED, "moe.normalize_top_k": True, "moe.first_dense_layers": 0,
-             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET},
+             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO},
     requires={"moe.num_experts": (lambda e: e > 0, "experts in every layer (model.moe.num_experts)")},
 )
 
@@ -537,7 +570,7 @@ QWEN3_5_FIELDS = {**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "ro
 QWEN3_5_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
                    "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False,
                    "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None, **NO_MLA,
-                   **NO_SINKS}
+                   **NO_SINKS, **NO_OLMO}
 QWEN3_5_REQUIRES = {"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: "
                                      "the table holds the gated queries beside grouped keys)")}
 QWEN3_5 = Architecture(
@@ -588,8 +621,8 @@ QWEN3_NEXT = Architecture(
 
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
 # the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next)
-ARCHITECTURES = (QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL,
-                 LLAMA, GEMMA3, NEOX)
+ARCHITECTURES = (OLMO3, OLMO2, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3,
+                 QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

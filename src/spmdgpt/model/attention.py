@@ -138,14 +138,28 @@ def _shared_info(cfg: ModelConfig, fp8_sites: int) -> dict:
         w_o=matrix((N, H, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
                    out_init(cfg)),
         b_o=vector((D,), ("embed",)) if cfg.bias else None,
-        q_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
-        k_norm=vector((H,), ("head_dim",), scale_init(cfg)) if cfg.qk_norm_scale else None,
+        **qk_norm_info(cfg),
         fp8_amax=history_info(cfg, fp8_sites),
         w_gate=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std)
         if cfg.attention_gate else None,
         b_gate=vector((N, H), ("heads", "head_dim")) if cfg.attention_gate and (cfg.bias or cfg.qkv_bias) else None,
         sinks=vector((N,), ("heads",)) if cfg.attention_sinks else None,
     )
+
+
+def qk_norm_info(cfg: ModelConfig) -> dict:
+    """The QK-norm's learned scales: q_norm and k_norm [H] (model.qk_norm_scale), or [N, H] and
+    [K, H] with model.qk_norm_whole (a scale per head and dimension: OLMo's norm of the whole
+    projection); none without model.qk_norm_scale."""
+    H, N, K = head_dim(cfg), cfg.num_heads, kv_heads(cfg)
+    if not cfg.qk_norm_scale:
+        return dict(q_norm=None, k_norm=None)
+    if not cfg.qk_norm_whole:
+        return dict(q_norm=vector((H,), ("head_dim",), scale_init(cfg)), k_norm=vector((H,), ("head_dim",),
+                                                                                          scale_init(cfg)))
+    k_axis = "kv_heads" if K != N else "heads"
+    return dict(q_norm=vector((N, H), ("heads", "head_dim"), scale_init(cfg)),
+                k_norm=vector((K, H), (k_axis, "head_dim"), scale_init(cfg)))
 
 
 def attention_info(cfg: ModelConfig) -> Attention:
@@ -292,7 +306,10 @@ def fused_qkv(
         qkv = qkv + rules.gather(p.b_qkv.astype(dt), ("qkv", "heads", "head_dim"))
     qkv = unflatten(rules, qkv, batch, "qkv", "heads", "head_dim")  # [b, t, 3, n, h]
     qk = qkv[:, :, :2]
-    if cfg.qk_norm:  # unit-RMS queries and keys per head (times their learned scales), before the rotation
+    if cfg.qk_norm_whole:  # (OLMo: over all of a token's heads, a scale per head and dimension)
+        scale = norm_scale(cfg, rules.gather(jnp.stack([p.q_norm, p.k_norm]), ("qkv", "heads", "head_dim")))
+        qk = rms_normalize(qk, cfg.norm_eps, scale, axes=(-2, -1))
+    elif cfg.qk_norm:  # unit-RMS queries and keys per head (times their learned scales), before the rotation
         scale = (
             None
             if p.q_norm is None
@@ -361,7 +378,10 @@ def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arra
         parts.append(unflatten(rules, y, batch, *logical))
     q, kv = parts  # [b, t, N, h], [b, t, 2, K, h]
     k, v = kv[:, :, 0], kv[:, :, 1]
-    if cfg.qk_norm:
+    if cfg.qk_norm_whole:  # (OLMo: over all of a token's heads, a scale per head and dimension)
+        q, k = (rms_normalize(a, cfg.norm_eps, norm_scale(cfg, rules.gather(s, (heads, "head_dim"))), axes=(-2, -1))
+                for a, s, heads in ((q, p.q_norm, "heads"), (k, p.k_norm, "kv_heads")))
+    elif cfg.qk_norm:
         q, k = (rms_normalize(a, cfg.norm_eps, None if s is None else norm_scale(cfg, rules.gather(s, ("head_dim",))))
                 for a, s in ((q, p.q_norm), (k, p.k_norm)))
     q, k = query_scale(cfg, rotate(cfg, q, positions, window)), rotate(cfg, k, positions, window)

@@ -20,7 +20,7 @@ from jax.sharding import PartitionSpec as P
 from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
-from spmdgpt.model.layers import dropout, norm, rms
+from spmdgpt.model.layers import dropout, dtype_of, norm, rms
 from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.parametrization import branch_multiplier
 from spmdgpt.model.params import Block, Params, block_units
@@ -43,7 +43,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     attention, mlp_unit = block_units(cfg, stack)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
-    h = norm(cfg, rules, p.ln1, x)
+    h = norm(cfg, rules, p.ln1, x) if p.ln1 is not None else x.astype(dtype_of(cfg.compute_dtype))  # (OLMo: none)
     inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window)
     a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, inputs)
     if p.ln_post_attn is not None:  # (model.post_norms: each branch's output normed before the add)
@@ -53,7 +53,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     if branch != 1.0:
         a = a * jnp.asarray(branch, a.dtype)
     x = x + a
-    h2 = norm(cfg, rules, p.ln2, x)
+    h2 = norm(cfg, rules, p.ln2, x) if p.ln2 is not None else x.astype(dtype_of(cfg.compute_dtype))
     m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
     if p.ln_post_mlp is not None:
         m = norm(cfg, rules, p.ln_post_mlp, m)

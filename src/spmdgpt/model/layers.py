@@ -54,13 +54,14 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
     return y.astype(dtype_of(cfg.compute_dtype))
 
 
-def rms_normalize(x: jax.Array, eps: float, scale: Optional[jax.Array] = None) -> jax.Array:
-    """x / RMS(x) over the last axis, computed in float32 (float64 for float64 x), in x's dtype,
-    times `scale` (broadcast against x; none: no learned scale): the QK-norm of `model.qk_norm`
-    (queries and keys of every head get unit RMS) and its learned per-dimension scale
-    (`model.qk_norm_scale`), Gated DeltaNet's gated norm."""
+def rms_normalize(x: jax.Array, eps: float, scale: Optional[jax.Array] = None, axes: tuple = (-1,)) -> jax.Array:
+    """x / RMS(x) over the last axis (or `axes`), computed in float32 (float64 for float64 x), in
+    x's dtype, times `scale` (broadcast against x; none: no learned scale): the QK-norm of
+    `model.qk_norm` (queries and keys of every head get unit RMS; `model.qk_norm_whole`: all of a
+    token's heads together) and its learned per-dimension scale (`model.qk_norm_scale`), Gated
+    DeltaNet's gated norm."""
     x32 = x.astype(jnp.promote_types(x.dtype, jnp.float32))
-    y = (x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)).astype(x.dtype)
+    y = (x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=axes, keepdims=True) + eps)).astype(x.dtype)
     return y if scale is None else y * scale.astype(x.dtype)
 
 

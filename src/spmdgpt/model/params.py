@@ -166,8 +166,9 @@ def _param_info(cfg: ModelConfig) -> Params:
     def layer(stack: str) -> Block:
         attention, mlp_unit = block_units(cfg, stack)
         post = norm_info(cfg) if cfg.post_norms else None
-        return Block(ln1=norm_info(cfg), attn=attention.info(cfg), ln2=norm_info(cfg), mlp=mlp_unit.info(cfg),
-                     ln_post_attn=post, ln_post_mlp=post)
+        pre = norm_info(cfg) if cfg.pre_norms else None
+        return Block(ln1=pre, attn=attention.info(cfg), ln2=pre, mlp=mlp_unit.info(cfg), ln_post_attn=post,
+                     ln_post_mlp=post)
 
     def layers(stack: str, n: int) -> Block:
         return stacked(layer(stack), n)
