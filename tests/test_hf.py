@@ -358,6 +358,9 @@ HF_CONFIGS = {
               "layer_types": ["sliding_attention", "full_attention"],
               "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 5000.0},
                                   "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}},
+    # nanochat: RMSNorms without parameters (the embedding's too), QK-norm after its reversed RoPE, squared ReLU, logits
+    # soft-capped at 15 (which these random weights reach)
+    "nanochat": {**LLAMA_SHAPE, "hidden_act": "relu2", "final_logit_softcapping": 15.0},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -461,6 +464,8 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
     "olmo3": ("olmo3", {}, ["model.num_kv_heads=2", "model.sliding_window=8", "model.window_pattern=LG",
                             "model.rope_local_theta=100.0", "model.qk_norm_whole=True", "model.pre_norms=False"],
               "Olmo3ForCausalLM"),
+    "nanochat": ("nanochat", {}, ["model.mlp=relu2", "model.norm_scale=False", "model.embed_norm=True",
+                                  "model.qk_norm=True", "model.logit_softcap=15.0"], "NanoChatForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -471,15 +476,17 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # (mistral-window) or in one of two (gemma3, gpt_oss; as qwen3-window), MLA's latent cache
 # (deepseek_v3-yarn), Gated DeltaNet's recurrent state (qwen3_5; Qwen3-Next's is the same layer
 # beside experts), attention sinks (gpt_oss), blocks without pre-norms and QK-norms over the whole
-# projection (olmo3, windowed too). The others' attention and MoE units decode as the
+# projection (olmo3, windowed too), norms without parameters and nanochat's RoPE (nanochat). The others'
+# attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
-OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss", "olmo3"}
+OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss", "olmo3",
+                "nanochat"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3"}
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
@@ -524,7 +531,7 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     if kind == "deepseek_v3":  # MLA: the latent's up-projection split by latent (FSDP) and head
                         assert a.w_ukv.sharding.spec == P(None, ("data", "context"), "model", None)
                         assert a.w_ukv.addressable_shards[0].data.shape == (2, 16, 2, 32)
-                elif kind in ("llama", "neox", "olmo2"):
+                elif kind in ("llama", "neox", "olmo2", "nanochat"):
                     assert a.w_qkv.sharding.spec == P(None, ("data", "context"), None, "model", None)
                     assert a.w_qkv.addressable_shards[0].data.shape == (2, 32, 3, 1, 16)
                 else:  # the queries split by head, 1 or 2 key/value heads replicated over the model axis of 4
@@ -744,7 +751,8 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
                                "Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, GptOssForCausalLM, "
                                "DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
                                "MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
-                               "LlamaForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM checkpoints"])
+                               "LlamaForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM, Olmo3ForCausalLM, "
+                               "Olmo2ForCausalLM, NanoChatForCausalLM checkpoints"])
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
     assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "
                                           "(interleaved RoPE pairs, DeepSeek's checkpoints)"])

@@ -41,6 +41,8 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                             "model.qk_norm=true", "model.qk_norm_scale=true", "model.qk_norm_whole=true", *windows]
                      for name, windows in (("Olmo2ForCausalLM", []), ("Olmo3ForCausalLM", ["model.sliding_window=32",
                                                                                           "model.window_pattern=LG"]))},
+                  "NanoChatForCausalLM": ["model.norm=rmsnorm", "model.mlp=relu2", "model.norm_scale=false",
+                                          "model.embed_norm=true", "model.qk_norm=true"],
                   "GptOssForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.bias=true",
                                         "model.attention_sinks=true", "model.moe.num_experts=4",
                                         "model.num_kv_heads=1"]}
@@ -98,7 +100,7 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "num_kv_heads": 2, "head_dim": 32, "rope_scaling": RopeScaling.yarn, "rope_factor": 8.0,
            "rope_original_max_len": 64, "rope_low_freq_factor": 2.0, "rope_high_freq_factor": 8.0,
            "rope_beta_fast": 16.0, "rope_beta_slow": 2.0, "rope_attention_factor": 1.5, "rope_truncate": False,
-           "glu_limit": 3.0, "glu_alpha": 1.0,
+           "glu_limit": 3.0, "glu_alpha": 1.0, "logit_softcap": 30.0,
            "sliding_window": 8,
            "window_pattern": "GL", "moe.num_experts": 8, "moe.top_k": 1, "moe.mlp_factor": 0.5,
            "moe.normalize_top_k": False, "moe.first_dense_layers": 1, "moe.interleave_step": 2,

@@ -92,6 +92,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "gemma3_vl": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
            "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
            "olmo3": (transformers.Olmo3Config, transformers.Olmo3ForCausalLM),
+           "nanochat": (transformers.NanoChatConfig, transformers.NanoChatForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

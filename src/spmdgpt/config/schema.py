@@ -142,6 +142,8 @@ class ModelConfig(Section):
     # on the branches' outputs only (OLMo 2/3)
     qk_norm_whole: bool = False  # the QK-norm over all of a token's query (key) heads at once, its learned scale per
     # head and dimension (OLMo 2/3's RMSNorm of the whole projection); needs qk_norm and qk_norm_scale
+    norm_scale: bool = True  # the norms' learned scales (false: RMSNorms without parameters, nanochat's)
+    embed_norm: bool = False  # the embedding's output RMS-normalised (no parameters) before the first layer (nanochat)
     embed_scale: bool = False  # the embedding's output times sqrt(d_model) (Gemma; the tied unembedding is not)
     query_pre_attn_scalar: Optional[int] = None  # attention scores scaled by this^-0.5 instead of head_dim^-0.5
     # (Gemma 3: 256, or d_model / num_heads for 27B)

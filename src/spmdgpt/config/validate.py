@@ -23,6 +23,7 @@ from spmdgpt.config.schema import (
     DistConfig,
     DType,
     MlpType,
+    NormType,
     OptimizerName,
     Parametrization,
     RopeScaling,
@@ -221,6 +222,9 @@ def _model(m, training: bool) -> List[str]:
     if m.qk_norm_whole and not (m.qk_norm and m.qk_norm_scale):
         errs.append("model.qk_norm_whole=true is a kind of QK-norm with learned scales; set model.qk_norm=true and "
                     "model.qk_norm_scale=true too")
+    if not m.norm_scale and (m.norm != NormType.rmsnorm or m.norm_plus_one):
+        errs.append(f"model.norm_scale=false is for RMSNorm without parameters; set model.norm=rmsnorm (not "
+                    f"{m.norm.value}) and model.norm_plus_one=false")
     if not m.pre_norms and not m.post_norms:
         errs.append("model.pre_norms=false leaves the blocks without norms; set model.post_norms=true (OLMo 2/3's "
                     "norms on the branches' outputs)")

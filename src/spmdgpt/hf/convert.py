@@ -335,6 +335,8 @@ def layer_values(cfg: ModelConfig, files):
             a = [get(n) for n in names] if t.split else get(names[0])
             if t.within is not None:  # (this leaf's rows of a tensor several leaves share)
                 a = np.take(np.asarray(a), t.within(cfg)[0], axis=t.within_axis)
+            if t.sign is not None:  # (nanochat's q and k rows, `tables._rope_flip`)
+                a = (np.asarray(a) * t.sign(cfg)).astype(np.asarray(a).dtype)
             return _rearrange(a if t.order is None else np.asarray(a)[np.argsort(t.order(cfg))], back, dims)
 
         return read

@@ -43,6 +43,7 @@ from spmdgpt.hf.tables import (
     LLAMA,
     MISTRAL,
     MIXTRAL,
+    NANOCHAT,
     NEOX,
     OLMO2,
     OLMO3,
@@ -130,6 +131,9 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "attention_bias": True, "swiglu_limit": cfg.glu_limit, "swiglu_alpha": cfg.glu_alpha,
                 "sliding_window": max(windows) or cfg.max_seq_len,
                 "layer_types": layer_types(windows)}
+    if arch is NANOCHAT:  # (soft-capped logits; RMSNorms without parameters, none stored)
+        return {**llama, "hidden_act": "relu2", "attention_bias": False,
+                "final_logit_softcapping": cfg.logit_softcap or None}
     if arch is OLMO2:
         return {**llama, "attention_bias": False}
     if arch is OLMO3:  # (rope_parameters per layer type, as Gemma 3's)
@@ -231,6 +235,8 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
         a = _rearrange(value, t.layout, dims)
         if t.order is not None:
             a = a[t.order(cfg)]
+        if t.sign is not None:  # (nanochat's q and k rows, `tables._rope_flip`)
+            a = (a * t.sign(cfg)).astype(a.dtype)
         if t.within is not None:  # (its rows of a tensor that several leaves share, along t.within_axis)
             rows, length = t.within(cfg)
             shape = a.shape[:t.within_axis] + (length,) + a.shape[t.within_axis + 1:]

@@ -12,6 +12,7 @@ from spmdgpt.hf.tables import (
     GPT_OSS,
     MISTRAL,
     MIXTRAL,
+    NANOCHAT,
     NEOX,
     OLMO2,
     OLMO3,
@@ -138,6 +139,8 @@ def model_fields(hf: dict, where: str) -> dict:
         fields = _gpt_oss(hf, need)
     elif kind in (OLMO2.model_type, OLMO3.model_type):
         fields = _olmo(hf, kind, need)
+    elif kind == NANOCHAT.model_type:
+        fields = _nanochat(hf, need)
     elif kind is not None:  # the Llama family
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
         kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
@@ -217,6 +220,19 @@ def _gemma3(hf: dict, need) -> dict:
               "query_pre_attn_scalar": int(hf.get("query_pre_attn_scalar", 256)),
               "rope_local_theta": float(local.get("rope_theta", 10000.0)), **windows}
     return fields
+
+
+def _nanochat(hf: dict, need) -> dict:
+    """The model fields of a NanoChatForCausalLM config.json: RMSNorms without parameters (the
+    embedding's too), QK-norm without scales, a squared-ReLU MLP, soft-capped logits."""
+    heads, d = hf["num_attention_heads"], hf["hidden_size"]
+    need("hidden_act", hf.get("hidden_act", "relu2") == "relu2", "relu2 (the squared ReLU)")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+    return {"norm": "rmsnorm", "mlp": "relu2", "norm_eps": hf.get("rms_norm_eps", 1e-6),
+            "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
+            "qk_norm": True, "qk_norm_scale": False, "norm_scale": False, "embed_norm": True,
+            "logit_softcap": float(hf.get("final_logit_softcapping") or 0.0)}
 
 
 def _olmo(hf: dict, kind: str, need) -> dict:
@@ -349,4 +365,5 @@ NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, 
                      "moe": {"num_experts": 0}, "mla": {"kv_rank": 0}, "norm_plus_one": False, "post_norms": False,
                      "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None,
                      "deltanet": {"full_attention_interval": 0}, "attention_gate": False, "rope_fraction": 1.0,
-                     "attention_sinks": False, "pre_norms": True, "qk_norm_whole": False}
+                     "attention_sinks": False, "pre_norms": True, "qk_norm_whole": False, "norm_scale": True,
+                     "embed_norm": False}

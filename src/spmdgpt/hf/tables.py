@@ -71,6 +71,7 @@ from spmdgpt.config import (
     deltanet_dims,
     expert_hidden,
     head_dim,
+    kv_heads,
     mla_dims,
 )
 
@@ -102,6 +103,8 @@ NO_DELTANET = {**{f"deltanet.{f.name}": f.default for f in dataclasses.fields(De
 NO_SINKS = {"attention_sinks": False, "glu_limit": 7.0, "glu_alpha": 1.702}
 # a model with pre-norms and per-head QK-norms (not OLMo's)
 NO_OLMO = {"pre_norms": True, "qk_norm_whole": False}
+# a model whose norms have scales, none on the embedding (not nanochat's)
+NO_NANOCHAT = {"norm_scale": True, "embed_norm": False}
 # a model without Gemma's layer options: their defaults
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None}
@@ -125,6 +128,8 @@ class Tensor:
     # its first axis this leaf's layout fills, in order; that axis's length), each leaf a row of the table under the
     # same name (Qwen3.5's q_proj: each head's queries, then its output gate; in_proj_qkv: q and k, then v)
     within_axis: int = 0  # the axis `within`'s rows are on (gpt-oss's gate_up_proj: its last, gate and up interleaved)
+    sign: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # +-1 multiplying the Hugging Face tensor (broadcast
+    # against it; its own inverse, so import and export apply the same): nanochat's q and k rows, `_rope_flip`
 
     @property
     def stacked(self) -> bool:
@@ -178,7 +183,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
            "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS,
-           **NO_OLMO}
+           **NO_OLMO, **NO_NANOCHAT}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -250,7 +255,7 @@ QWEN3 = Architecture(
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET,
-             **NO_SINKS, **NO_OLMO},
+             **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
     picks={"qk_norm": True},
 )
 
@@ -298,7 +303,7 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO},
+             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
     picks={**MOE_PICK, "qk_norm": True},
 )
 
@@ -363,7 +368,7 @@ DEEPSEEK_V3 = Architecture(
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
              "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False, **NO_GEMMA,
-             **NO_DELTANET, **NO_SINKS, **NO_OLMO},
+             **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
@@ -383,7 +388,8 @@ GEMMA3 = Architecture(
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm_scale": None,
             "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
-             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO},
+             "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO,
+             **NO_NANOCHAT},
 )
 
 # OLMo 2 and 3: the Llama family's projections and SwiGLU without pre-norms (post_attention_layernorm and
@@ -400,7 +406,8 @@ OLMO_LAYER = [
 ]
 OLMO_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": True,
                 "qk_norm_whole": True, "post_norms": True, "pre_norms": False, "norm_plus_one": False,
-                "embed_scale": False, "query_pre_attn_scalar": None, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS}
+                "embed_scale": False, "query_pre_attn_scalar": None, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS,
+                **NO_NANOCHAT}
 OLMO3 = Architecture(
     name="Olmo3ForCausalLM", model_type="olmo3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", OLMO_LAYER) + LLAMA_OUTER),
@@ -414,6 +421,44 @@ OLMO2 = Architecture(
     fields=UNBIASED_FIELDS,
     refused={**OLMO_REFUSED, "sliding_window": 0, "window_pattern": "L", "rope_local_theta": None},
     picks={"qk_norm_whole": True},
+)
+
+def _rope_flip(parts: str):
+    """The sign of each row of a q/k/v projection ("q", "kv", "qkv": its parts stacked on the first
+    axis) that makes spmdgpt's RoPE compute nanochat's: nanochat rotates each pair (x_i, x_{i+h/2}) the
+    other way (rotate_half gives (x2, -x1)), which is the usual rotation of the vector with its
+    second half negated, negated back after (a sign the dot products of q and k, and an RMS norm,
+    never see): so q's and k's second halves are stored negated, v's as they are."""
+    def sign(cfg: ModelConfig) -> np.ndarray:
+        h = head_dim(cfg)
+        per_head = np.concatenate([np.ones(h // 2), -np.ones(h - h // 2)])
+        rows = [np.tile(per_head if c in "qk" else np.ones(h), cfg.num_heads if c == "q" else kv_heads(cfg))
+                for c in parts]
+        return (np.stack(rows) if len(parts) > 1 else rows[0])[..., None]  # [(parts,) rows, 1]
+    return sign
+
+
+# nanochat (Karpathy's; transformers' NanoChatForCausalLM): the Llama family's projections without biases, RMSNorms
+# without parameters (before each branch, at the end, and on the embedding), QK-norm without scales after RoPE (the
+# same as before it: a rotation keeps a head's RMS) of the opposite rotation (`_rope_flip`), a squared-ReLU MLP
+# (fc1, fc2), soft-capped logits, untied embeddings
+NANOCHAT = Architecture(
+    name="NanoChatForCausalLM", model_type="nanochat", norm=NormType.rmsnorm, mlp=MlpType.relu2,
+    tensors=tuple(_layer("model.layers.{i}.", [
+        _t([f"self_attn.{c}_proj.weight" for c in "qkv"], "blocks.attn.w_qkv", "d c n h -> c (n h) d",
+           sign=_rope_flip("qkv")),
+        _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d", sign=_rope_flip("q")),
+        _t([f"self_attn.{c}_proj.weight" for c in "kv"], "blocks.attn.w_kv", "d kv k h -> kv (k h) d",
+           sign=_rope_flip("kv")),
+        _t("self_attn.o_proj.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
+        _t("mlp.fc1.weight", "blocks.mlp.w_up", "d f -> f d"),
+        _t("mlp.fc2.weight", "blocks.mlp.w_down", "f d -> d f"),
+    ]) + [_t("model.embed_tokens.weight", "embed", "v d -> v d"), _t("lm_head.weight", "unembed", "d v -> v d")]),
+    fields={**UNBIASED_FIELDS, "logit_softcap": "final_logit_softcapping"},
+    refused={"qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": False, "norm_scale": False,
+             "embed_norm": True, "sliding_window": 0, "window_pattern": "L", **DENSE,
+             **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO},
+    picks={"embed_norm": True},
 )
 
 NEOX = Architecture(
@@ -491,7 +536,7 @@ GPT_OSS = Architecture(
             "glu_alpha": "swiglu_alpha"},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": True,
              "attention_sinks": True, **MOE_REFUSED, "moe.normalize_top_k": True, "moe.first_dense_layers": 0,
-             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO},
+             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO, **NO_NANOCHAT},
     requires={"moe.num_experts": (lambda e: e > 0, "experts in every layer (model.moe.num_experts)")},
 )
 
@@ -570,7 +615,7 @@ QWEN3_5_FIELDS = {**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "ro
 QWEN3_5_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
                    "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False,
                    "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None, **NO_MLA,
-                   **NO_SINKS, **NO_OLMO}
+                   **NO_SINKS, **NO_OLMO, **NO_NANOCHAT}
 QWEN3_5_REQUIRES = {"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: "
                                      "the table holds the gated queries beside grouped keys)")}
 QWEN3_5 = Architecture(
@@ -621,8 +666,8 @@ QWEN3_NEXT = Architecture(
 
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
 # the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next)
-ARCHITECTURES = (OLMO3, OLMO2, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3,
-                 QWEN2, MISTRAL, LLAMA, GEMMA3, NEOX)
+ARCHITECTURES = (QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL,
+                 LLAMA, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

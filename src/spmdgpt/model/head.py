@@ -11,6 +11,7 @@ from spmdgpt.config import DType, ModelConfig
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import fp8
 from spmdgpt.model.context import flatten
+from spmdgpt.model.layers import rms_normalize
 from spmdgpt.model.params import Params
 
 Array = jax.Array
@@ -26,6 +27,8 @@ def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Arra
     table = rules.gather(params.embed.astype(jnp.float32), (None, "embed"))
     flat = flatten(rules, jax.sharding.reshard(tokens, rules.spec("batch", "seq")))
     x = table.at[flat].get(out_sharding=rules.spec("stream", "embed"))
+    if cfg.embed_norm:  # (nanochat: x / RMS(x), no parameters)
+        x = rms_normalize(x, cfg.norm_eps)
     return x * jnp.float32(cfg.d_model ** 0.5) if cfg.embed_scale else x  # (Gemma: the embedding x sqrt(d))
 
 

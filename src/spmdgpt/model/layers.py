@@ -19,16 +19,17 @@ def dtype_of(d) -> jnp.dtype:
 
 
 class Norm(NamedTuple):
-    scale: jax.Array  # [..., embed]
+    scale: Optional[jax.Array]  # [..., embed] (None: model.norm_scale=false, no parameters)
     bias: Optional[jax.Array]  # [..., embed] (LayerNorm with model.bias=true), else None
 
 
 def norm_info(cfg: ModelConfig) -> Norm:
     """A norm's parameters: a scale (ones; zeros with model.norm_plus_one, which multiplies by
-    1 + scale), and a bias (zeros) for LayerNorm with model.bias."""
+    1 + scale; none with model.norm_scale=false), and a bias (zeros) for LayerNorm with model.bias."""
     bias = cfg.bias and cfg.norm == NormType.layernorm
     D = cfg.d_model
-    return Norm(vector((D,), ("embed",), scale_init(cfg)), vector((D,), ("embed",)) if bias else None)
+    return Norm(vector((D,), ("embed",), scale_init(cfg)) if cfg.norm_scale else None,
+                vector((D,), ("embed",)) if bias else None)
 
 
 def scale_init(cfg: ModelConfig) -> str:
@@ -48,7 +49,8 @@ def norm(cfg: ModelConfig, rules: Rules, p: Norm, x: jax.Array) -> jax.Array:
     if cfg.norm == NormType.layernorm:
         x32 = x32 - jnp.mean(x32, axis=-1, keepdims=True)
     y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + cfg.norm_eps)
-    y = y * norm_scale(cfg, rules.gather(p.scale.astype(jnp.float32), ("embed",)))
+    if p.scale is not None:  # (model.norm_scale=false: none)
+        y = y * norm_scale(cfg, rules.gather(p.scale.astype(jnp.float32), ("embed",)))
     if p.bias is not None:
         y = y + rules.gather(p.bias.astype(jnp.float32), ("embed",))
     return y.astype(dtype_of(cfg.compute_dtype))

@@ -180,6 +180,9 @@ def folded(m: ModelConfig, params):
         if c == 1.0:
             return out
         if b.ln_post_attn is not None:  # (model.post_norms: the branch is normed, then multiplied)
+            if b.ln_post_attn.scale is None:
+                raise ConfigError(["model.norm_scale=false with model.post_norms: the branch multiplier has no "
+                                   "norm scale to fold into; export needs model.norm_scale=true"])
             post = [n._replace(scale=times(n.scale, c, m.norm_plus_one),
                                bias=None if n.bias is None else times(n.bias, c))
                     for n in (b.ln_post_attn, b.ln_post_mlp)]
