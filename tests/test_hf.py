@@ -576,6 +576,36 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
         assert np.abs(torch_side.logits(folder, toks) - theirs).max() <= 1e-5
 
 
+def test_olmo3_rope_and_bad_fields_read_as_transformers_reads_them(torch_side, tmp_path, capsys):
+    """An OLMo 3 config.json in transformers 4.x's form (a top-level rope_theta of 5000 and YaRN in
+    rope_scaling, no rope_parameters) gives transformers' logits: the full layers YaRN on 5000, the
+    windowed ones 500,000 unscaled (Olmo3Config's reading: the top-level base is not theirs); a field
+    of the wrong type, or missing, is one line (exit 2), never a traceback."""
+    from spmdgpt.hf import load_params, with_hf_model
+
+    toks = np.random.default_rng(1).integers(0, 96, (2, 40)).astype(np.int32)
+    make_hf_model(torch_side, "olmo3", tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["rope_parameters"]
+    config.update(rope_theta=5000.0, rope_scaling={**YARN_ROPE, "rope_theta": 5000.0})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    theirs = torch_side.logits(tmp_path, toks)
+    cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
+                                              "mesh.data=1"]))
+    assert {"model.rope_scaling=yarn", "model.rope_theta=5000.0", "model.rope_local_theta=500000.0"} <= set(changes)
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, cfg.model)
+        ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(
+            load_params(cfg.model, tmp_path, rules, "test"), toks))
+    assert np.abs(ours - theirs).max() <= 1e-4
+    for key, value in (("hidden_size", "64"), ("num_attention_heads", True), ("num_hidden_layers", None)):
+        (tmp_path / "config.json").write_text(json.dumps({**config, key: value}))
+        assert main(["sample", f"run.dir=hf:{tmp_path}", "prompt=x", "mesh.data=1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"config.json has {key}={value!r}; spmdgpt needs a whole number" in err
+
+
 def test_mxfp4_experts_read_as_transformers_dequantizes_them(torch_side, tmp_path):
     """gpt-oss's published folders hold each layer's experts in MXFP4 (NAME_blocks: 4-bit values,
     NAME_scales: a power of two per 32): such a folder imports with every expert weight equal to

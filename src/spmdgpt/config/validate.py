@@ -221,7 +221,7 @@ def _model(m, training: bool) -> List[str]:
         errs.append("model.qk_norm_scale=true scales the QK-norm, which is off; set model.qk_norm=true too")
     if m.qk_norm_whole and not (m.qk_norm and m.qk_norm_scale):
         errs.append("model.qk_norm_whole=true is a kind of QK-norm with learned scales; set model.qk_norm=true and "
-                    "model.qk_norm_scale=true too")
+                    "model.qk_norm_scale=true too, or model.qk_norm_whole=false")
     if not m.norm_scale and (m.norm != NormType.rmsnorm or m.norm_plus_one):
         errs.append(f"model.norm_scale=false is for RMSNorm without parameters; set model.norm=rmsnorm (not "
                     f"{m.norm.value}) and model.norm_plus_one=false")

@@ -107,11 +107,26 @@ def language_model(hf: dict) -> dict:
 
 def model_fields(hf: dict, where: str) -> dict:
     """The spmdgpt model fields a Hugging Face config determines (the parameters' shapes and the
-    computation), or a ConfigError naming every HF field that no spmdgpt model represents. A
-    multimodal class's config reads as its language model's (`language_model`)."""
+    computation), or a ConfigError naming every HF field that no spmdgpt model represents (one
+    line for a field of the wrong type or missing: never a traceback). A multimodal class's
+    config reads as its language model's (`language_model`)."""
+    try:
+        return _model_fields(hf, where)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
+        raise ConfigError([f"{where}: config.json cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                           "check that field against the class's config in transformers"]) from None
+
+
+def _model_fields(hf: dict, where: str) -> dict:
     hf = language_model(hf)
     arch = (hf.get("architectures") or [None])[0]
     kind = hf.get("model_type") if hf.get("model_type") in IMPORTS.values() else IMPORTS.get(arch)
+    for key in ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size")[:4 if kind else 0]:
+        value = hf.get(key)
+        if type(value) is not int or value < 1:  # (a string, a float, true, a missing key: one line, not a traceback)
+            raise ConfigError([f"{where}: config.json has {key}={value!r}; spmdgpt needs a whole number >= 1"])
     errs = []
 
     def need(key, ok, want):
@@ -119,7 +134,7 @@ def model_fields(hf: dict, where: str) -> dict:
             errs.append(f"{where}: config.json has {key}={hf.get(key, _rope(hf).get(key))!r}; spmdgpt needs {want}")
 
     d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
-    rope = _rope(hf)
+    rope = _olmo3_ropes(hf)[0] if kind == OLMO3.model_type else _rope(hf)
     rope_fields = _rope_fields(rope, hf, need)
     if kind == NEOX.model_type:
         need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
@@ -235,6 +250,28 @@ def _nanochat(hf: dict, need) -> dict:
             "logit_softcap": float(hf.get("final_logit_softcapping") or 0.0)}
 
 
+OLMO3_THETA = 500000.0  # transformers' Olmo3Config.default_theta
+
+
+def _olmo3_ropes(hf: dict) -> tuple:
+    """(the full layers' RoPE parameters, the sliding layers') of an Olmo3ForCausalLM config.json,
+    read as transformers' Olmo3Config reads them: per layer type where rope_parameters holds
+    full_attention / sliding_attention, else the full layers take rope_scaling (4.x's form); the
+    full layers' base is their own, else the top-level rope_theta, else 500,000; the sliding
+    layers' their own, else 500,000 (the top-level rope_theta is not theirs; a flat
+    rope_parameters is not read)."""
+    given = hf.get("rope_parameters")
+    if isinstance(given, dict) and any(isinstance(given.get(k), dict) for k in ("full_attention", "sliding_attention")):
+        full = dict(given.get("full_attention") or {"rope_type": "default"})
+        sliding = dict(given.get("sliding_attention") or {"rope_type": "default"})
+    else:
+        full = {"rope_type": "default", **(hf.get("rope_scaling") or {})} if given is None else {"rope_type": "default"}
+        sliding = {"rope_type": "default"}
+    full.setdefault("rope_theta", hf["rope_theta"] if hf.get("rope_theta") is not None else OLMO3_THETA)
+    sliding.setdefault("rope_theta", OLMO3_THETA)
+    return full, sliding
+
+
 def _olmo(hf: dict, kind: str, need) -> dict:
     """The model fields of an Olmo2ForCausalLM or Olmo3ForCausalLM config.json: norms on the
     branches' outputs only, QK-norms over the whole projection; OLMo 3's sliding and full layers
@@ -250,12 +287,11 @@ def _olmo(hf: dict, kind: str, need) -> dict:
         types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 4 else "full_attention"
                                           for i in range(layers)]
         fields.update(_windows(types, layers, hf.get("sliding_window", 4096), need))
-        rope = hf.get("rope_parameters") or {}
-        local = rope.get("sliding_attention") if isinstance(rope.get("sliding_attention"), dict) else {}
+        local = _olmo3_ropes(hf)[1]
         need("rope_parameters", local.get("rope_type", "default") == "default",
              "the sliding layers' RoPE unscaled (rope_type default)")
         if fields.get("sliding_window"):
-            fields["rope_local_theta"] = float(local.get("rope_theta", _rope(hf)["rope_theta"]))
+            fields["rope_local_theta"] = float(local["rope_theta"])
     return fields
 
 
