@@ -19,6 +19,12 @@ checkpoints hold. `attach(base, adapters)` gives the model a `Params` whose targ
 the layer scan, so one layer's W + delta exists at a time and the model code is unchanged.
 `merge` folds them all (export, sampling, evaluation of a finished run). The functions take the
 model's `param_info` (this module does not import the transformer, which imports `merged`).
+
+Serving several LoRA runs of one base at once (`spmdgpt serve adapters=`) keeps them unmerged:
+`stack` puts the K runs' A and B side by side at each weight (`Stacked`), the inference engine
+binds each token's adapter to them per step (`bind`), and the units' matmuls add each token's own
+(x A_k) B_k (`row_delta`, through `weight` and `collective.matmuls_in` / `matmul_out`), S-LoRA and
+Punica's way: one program for any mix of adapters, no merged copy of any weight.
 """
 
 from __future__ import annotations
@@ -182,11 +188,6 @@ class Stacked:
 
     def astype(self, dtype) -> "Stacked":
         return dataclasses.replace(self, w=self.w.astype(dtype))
-
-    def logical(self, w_logical) -> tuple:
-        """(A's, B's) logical axes in the compute layout, from the weight's (K and the rank: never split)."""
-        part = lambda role: tuple(ax for ax, r in zip(w_logical, self.roles) if r == role)  # noqa: E731
-        return (None, *part("b"), *part("i"), None), (None, *part("b"), None, *part("o"))
 
 
 jax.tree_util.register_dataclass(Stacked, data_fields=["w", "a", "b", "select"], meta_fields=["roles"])
