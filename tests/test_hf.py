@@ -303,6 +303,12 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
     from safetensors.numpy import load_file
 
     assert {str(a.dtype) for a in load_file(str(full / "model.safetensors")).values()} == {"bfloat16"}
+    # a folder whose config.json has fewer ids than its tokenizer: sampling it is refused, as training it is
+    config = json.loads((full / "config.json").read_text())
+    (full / "config.json").write_text(json.dumps({**config, "vocab_size": 8}))
+    capsys.readouterr()
+    assert main(["sample", f"run.dir=hf:{full}", "prompt=0", "mesh.data=1"]) == 2
+    assert f"run.dir=hf:{full}: tokenizer.json has 10 ids and config.json's vocab_size is 8" in capsys.readouterr().err
 
 
 LLAMA_SHAPE = {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,

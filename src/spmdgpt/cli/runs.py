@@ -126,7 +126,12 @@ def hf_model(spec: str, overrides: List[str]):
         raise ConfigError([f"run.dir={spec}: no tokenizer.json there (spmdgpt reads a fast tokenizer's "
                            "tokenizer.json)"])
     # (no end-of-text token: generation runs to max_new_tokens)
-    return cfg, HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
+    tokenizer = HFTokenizer.from_file(folder / "tokenizer.json", f"run.dir={spec}: tokenizer.json", eos_required=False)
+    if tokenizer.vocab_size > cfg.model.vocab_size:  # (train refuses it too: `state.check_vocab`)
+        raise ConfigError([f"run.dir={spec}: tokenizer.json has {tokenizer.vocab_size} ids and config.json's "
+                           f"vocab_size is {cfg.model.vocab_size}: the model has no row for the ids past it (the "
+                           "tokenizer of another model?)"])
+    return cfg, tokenizer
 
 
 def exported_window(folder: Path) -> Optional[int]:
