@@ -108,18 +108,20 @@ def served_name(run_dir: str) -> str:
     return folder.name if folder is not None else Path(run_dir).resolve().name
 
 
-# model fields that leave a model's function unchanged (how it is computed, stored or trained)
-NOT_THE_MODEL = ("attention", "context_attention", "collective_matmul", "pipeline_repeats", "pipeline_remat", "remat",
-                 "scan_unroll", "attention_block", "param_dtype", "compute_dtype", "matmul_dtype", "logits_dtype",
-                 "fp8_scaling", "fp8_history", "fp8_head", "z_loss", "zero_init_out", "dropout", "attention_dropout",
-                 "loss_block", "init_std", "mtp_weight", "size", "max_seq_len", "moe.dispatch", "moe.grouped",
-                 "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss", "deltanet.chunk")
+# of the fields export leaves out (`hf.tables.TRAINING_ONLY`), those that change what an unexported model
+# computes: μP's multipliers (export folds them into the weights) and the MTP modules
+COMPUTED = ("parametrization", "base_width", "base_depth", "base_head_dim", "depth_alpha", "mtp_depth")
 
 
 def model_changes(theirs, ours) -> list:
     """`model.<field>=<theirs> (<ours>)` for each field of a model config that changes what the model
-    computes, where `theirs` and `ours` differ."""
+    computes (all but how it is computed, stored or trained, and its context), where `theirs` and
+    `ours` differ."""
     import dataclasses
+
+    from spmdgpt.hf.tables import TRAINING_ONLY
+
+    same = {f for f in TRAINING_ONLY if f not in COMPUTED} | {"max_seq_len"}
 
     def flat(m, prefix=""):
         out = {}
@@ -130,7 +132,7 @@ def model_changes(theirs, ours) -> list:
 
     a, b = flat(theirs), flat(ours)
     return [f"model.{k}={getattr(a[k], 'value', a[k])} ({getattr(b[k], 'value', b[k])})" for k in a
-            if k not in NOT_THE_MODEL and a[k] != b.get(k)]
+            if k not in same and a[k] != b.get(k)]
 
 
 def adapter_runs(args: ServeArgs, cfg) -> list:

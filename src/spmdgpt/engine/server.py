@@ -791,6 +791,11 @@ class Server:
 
         return JSONResponse({"object": "list", "data": [self._model(name) for name in self.backend.models]})
 
+    def _unknown(self, name: str) -> RequestError:
+        """The API's 404 for a model this server does not serve."""
+        return RequestError(404, f"the model {name!r} does not exist; this server serves {self.backend.model_names()}",
+                            "model", "not_found_error")
+
     def _model(self, name: str) -> dict:
         """The API's model object (a LoRA adapter's names its base in `parent`, as vLLM's does)."""
         parent = {"parent": self.backend.name} if name != self.backend.name else {}
@@ -802,9 +807,7 @@ class Server:
 
         name = request.path_params["model"]
         if name not in self.backend.models:
-            e = RequestError(404, f"the model {name!r} does not exist; this server serves {self.backend.model_names()}",
-                             "model", "not_found_error")
-            return JSONResponse(e.body(), status_code=404)
+            return JSONResponse(self._unknown(name).body(), status_code=404)
         return JSONResponse(self._model(name))
 
     async def tokenize(self, request):
@@ -853,8 +856,7 @@ class Server:
         if model is not None and not isinstance(model, str):
             raise RequestError(400, f"model={json.dumps(model)} must be a string: a served model's name", "model")
         if model is not None and model not in self.backend.models:
-            raise RequestError(404, f"the model {model!r} does not exist; this server serves "
-                               f"{self.backend.model_names()}", "model", "not_found_error")
+            raise self._unknown(model)
         return body
 
     async def _answer(self, request, chat: bool):

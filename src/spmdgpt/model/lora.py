@@ -186,9 +186,6 @@ class Stacked:
     roles: str  # per axis of the weight (without layers): "i" fan-in, "b" a batch of matrices (q/k/v), "o" fan-out
     select: Optional[Array] = None  # [tokens, K] (bound per group: `bind`)
 
-    def astype(self, dtype) -> "Stacked":
-        return dataclasses.replace(self, w=self.w.astype(dtype))
-
 
 jax.tree_util.register_dataclass(Stacked, data_fields=["w", "a", "b", "select"], meta_fields=["roles"])
 
