@@ -717,6 +717,40 @@ def test_a_bad_reward_is_one_line_and_the_fixed_rerun_starts_over(tmp_path, caps
     assert [r["step"] for r in _rows(tmp_path / "r") if "loss" in r] == [1, 2]
 
 
+def test_rollouts_sampled_ahead_train_on_their_sampling_parameters_and_resume_bitwise(tmp_path, capsys):
+    """rl.max_staleness=1: batch k + 1 is sampled from the parameters batch k starts from (in a thread
+    while k trains), the pipeline starting afresh at each checkpoint.every checkpoint (every 2 here:
+    staleness 0, 1, 0, 1). The first batch is the on-policy run's (its row bitwise); a stale batch's
+    old log-probabilities are its sampling parameters' (the sampler's agree with them to rounding,
+    where the moved parameters' would be ~1e-2 away); a run resumed from step 2's checkpoint ends with
+    the uninterrupted run's rows bitwise; the plan holds one more copy of the parameters."""
+    from spmdgpt.cli import main
+
+    base = [*_sums_file(tmp_path), "rl.max_new_tokens=5"]
+    timing = lambda k: k in ("tokens_per_sec", "mfu") or k.endswith("_seconds")  # noqa: E731
+    strip = lambda rs: [{k: v for k, v in r.items() if not timing(k)} for r in rs]  # noqa: E731
+    assert main(["train", *base, "train.steps=1", f"run.dir={tmp_path / 'on'}"]) == 0
+    assert main(["train", *base, "train.steps=4", "rl.max_staleness=1", f"run.dir={tmp_path / 'k1'}"]) == 0
+    rows = [r for r in _rows(tmp_path / "k1") if "loss" in r]
+    assert [r["rl/staleness"] for r in rows] == [0, 1, 0, 1] and all(r["rl/wait_seconds"] >= 0 for r in rows)
+    on = [r for r in _rows(tmp_path / "on") if "loss" in r]
+    assert strip(on)[0] == {k: v for k, v in strip(rows)[0].items() if not k.startswith("rl/staleness")}
+    assert all(0 < r["rl/logp_mismatch"] < 1e-5 for r in rows), rows  # (also the stale steps 2 and 4)
+    assert rows[1]["rl/kl"] > 0  # (step 2's batch is a step behind: the policy it trains has moved)
+    assert main(["train", *base, "train.steps=2", "rl.max_staleness=1", f"run.dir={tmp_path / 'r'}"]) == 0
+    assert main(["train", *base, "train.steps=4", "rl.max_staleness=1", f"run.dir={tmp_path / 'r'}"]) == 0
+    assert "resumed from the checkpoint at step 2" in capsys.readouterr().err
+    assert strip(_rows(tmp_path / "r")) == strip(_rows(tmp_path / "k1"))
+    plans = {}
+    for k in ("0", "2"):
+        assert main(["plan", *base, "format=json", f"rl.max_staleness={k}"]) == 0
+        plans[k] = json.loads(capsys.readouterr().out)
+    assert plans["2"]["param_bytes"] - plans["0"]["param_bytes"] == plans["0"]["param_bytes"] // 2  # (+ reference)
+    assert main(["train", *base, "rl.max_staleness=-1", f"run.dir={tmp_path / 'bad'}"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "spmdgpt: error: rl.max_staleness=-1 must be >= 0 (batches sampled ahead of the update; 0: on-policy)")
+
+
 def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
     """spmdgpt/datasets/arithmetic/ holds exactly what `python -m spmdgpt.rl.arithmetic` writes,
     and the experiments read it through `spmdgpt:` paths."""

@@ -411,11 +411,13 @@ class _Loop:
                 self.window_t0, self.window_done = now, done
         self.console.step(step, self.last_loss, tps, mfu_v)
 
-    def model_params(self):
-        """The model's parameters now (LoRA: the base with the adapters attached)."""
+    def model_params(self, trained=None):
+        """The model's parameters now (LoRA: the base with the adapters attached); trained: these in
+        place of the state's trained parameters."""
+        trained = self.state.params if trained is None else trained
         if self.base is None:
-            return self.state.params
-        return attach(param_info(self.cfg.model), self.cfg.lora, self.base, self.state.params)
+            return trained
+        return attach(param_info(self.cfg.model), self.cfg.lora, self.base, trained)
 
     def restart_window(self) -> None:
         """The throughput window starts again now (after work that is not training)."""

@@ -58,6 +58,9 @@ def config_errors(cfg: Config) -> List[str]:
                     "truncation, or the ratio above which a token is dropped)")
     if r.updates_per_batch < 1:
         errs.append(f"rl.updates_per_batch={r.updates_per_batch} must be >= 1")
+    if r.max_staleness < 0:
+        errs.append(f"rl.max_staleness={r.max_staleness} must be >= 0 (batches sampled ahead of the update; 0: "
+                    "on-policy)")
     if len(dataset_configs(d)) > 1:
         errs.append("data.datasets: prompts (format prompts, trained by GRPO) are one dataset; leave the others out")
     for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages (the sampler has none)"),

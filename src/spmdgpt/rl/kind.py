@@ -28,8 +28,12 @@ def _parts(cfg: Config, rules: Rules, data, batcher, samples, reference) -> RunP
 
 
 def _bind(loop, parts: RunParts, reference) -> None:
-    """Each step's batch is sampled from the loop's parameters as the step begins."""
-    parts.batcher.policy = lambda: (loop.model_params(), reference)
+    """Each step's batch is sampled from the loop's parameters as the step begins (copy: the trained
+    ones copied, for rollouts sampled ahead while the step, which donates them, runs)."""
+    def policy(copy: bool = False):
+        return loop.model_params(jax.tree.map(jnp.copy, loop.state.params) if copy else None), reference
+
+    parts.batcher.policy = policy
 
 
 def batch_shapes(cfg: Config, rules: Rules) -> tuple:
@@ -52,7 +56,8 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     """The preflight of a GRPO run: its step on a rollout batch's shapes, the engine's step of its
     rollouts (with decode and prefill rows: its largest program) and the log-probabilities of a batch
     (and on-policy distillation's teacher's, its parameters resident beside every program),
-    compiled before step 1 for the run's state and checked against a device's memory
+    compiled before step 1 for the run's state (and with rl.max_staleness the parameters' copy the
+    rollouts sampled ahead read) and checked against a device's memory
     (`preflight.checked`); the run then calls these executables."""
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.model import param_info
@@ -64,11 +69,13 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     batch = batch_shapes(cfg, rules)
     tokens = batch[0]
     teacher = None if ro.teacher is None else ro.teacher.params  # (distillation's: resident beside every program)
-    programs = run_programs(cfg, rules, optimizer, begin.state, batch, (), base=base, held_bytes=shard_bytes(teacher),
-                            step_only=True, vocab_limit=ro.tokenizer.vocab_size)
     state = begin.state
+    ahead = state.params if cfg.rl.max_staleness else None  # (the copy the rollouts sampled ahead read)
+    programs = run_programs(cfg, rules, optimizer, state, batch, (), base=base,
+                            held_bytes=shard_bytes((teacher, ahead)), step_only=True,
+                            vocab_limit=ro.tokenizer.vocab_size)
     params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
-    resident = shard_bytes((state, base, reference, teacher))
+    resident = shard_bytes((state, base, reference, teacher, ahead))
     device = rules.mesh.devices.flat[0]
     # (the engine's step with both row groups, its largest program: the pool is its input and output)
     programs.append(_compiled("rl_rollout", ro.engine.lower(params), resident, ro.engine.shapes(), device=device))
@@ -92,14 +99,21 @@ def _load(cfg: Config, check):
 
 
 def _frozen(cfg: Config, rules: Rules):
-    """rl.objective=distill: the teacher's parameter shapes in the run's sharding rules (else None)."""
-    if cfg.rl.objective.value != "distill":
-        return None
+    """What a run holds beside its state, as shapes in the run's sharding rules: rl.objective=distill's
+    teacher, and with rl.max_staleness the copy of the trained parameters its rollouts sampled ahead
+    read (None: neither)."""
     from spmdgpt.model import abstract_params
     from spmdgpt.rl.teacher import teacher_model
+    from spmdgpt.training.state import abstract_state
+    from spmdgpt.training.step import optimizer_of
 
-    model = teacher_model(cfg)
-    return abstract_params(model, Rules(rules.mesh, cfg.sharding, model))
+    held = []
+    if cfg.rl.objective.value == "distill":
+        model = teacher_model(cfg)
+        held.append(abstract_params(model, Rules(rules.mesh, cfg.sharding, model)))
+    if cfg.rl.max_staleness:
+        held.append(abstract_state(cfg, rules, optimizer_of(cfg)).params)
+    return tuple(held) or None
 
 
 GRPO = RunKind(

@@ -8,20 +8,30 @@ completions of held-out prompts; rl.samples of them into samples.jsonl with thei
 With rl.updates_per_batch = U > 1, steps kU .. kU + U - 1 train on the batch sampled at step kU
 (the importance ratio against its sampling parameters). Checkpoints then fall on multiples of U
 (checkpoint.every), so that a resumed run samples what the uninterrupted one did.
+
+With rl.max_staleness = K > 0 the rollouts run ahead of the update: batch k + K is sampled from the
+parameters batch k starts from, in a thread (`RolloutBatcher.ahead`) while batch k's steps train,
+and trained on with the ratio against those parameters (its old log-probabilities are theirs).
+After a checkpoint the pipeline starts afresh: batch k is sampled from the parameters batch
+max(k - K, c) starts from, c the batch of the last checkpoint.every checkpoint at or before it
+(`RolloutBatcher.source`), so a run resumed from that checkpoint samples what the uninterrupted
+one did, bitwise.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from spmdgpt.config import Config, ConfigError, TokenizerKind, dataset_configs
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.rl.prompts import Prompt, characters, prompt_room, read_records, split_prompts
-from spmdgpt.rl.rollouts import Rollouts, extra_prompts, prompts_of_step
+from spmdgpt.rl.rollouts import Rollout, Rollouts, extra_prompts, prompts_of_step
 from spmdgpt.run.loggers import append_rows
 from spmdgpt.training.hooks import Evaluation, Hook
 
@@ -84,13 +94,14 @@ def load_prompts(cfg: Config, check: Optional[Callable] = None) -> PromptsCorpus
 class RolloutBatcher:
     """The batches of an RL run, as the loop asks a Batcher for them: step i's is sampled from
     `policy()` (the loop's (parameters, reference) then) when i is a multiple of
-    rl.updates_per_batch, else the last one sampled."""
+    rl.updates_per_batch, else the last one sampled; with rl.max_staleness, ahead of it (the
+    module docstring)."""
 
     def __init__(self, cfg: Config, rules: Rules, corpus: PromptsCorpus, reward: Optional[Callable] = None):
         """reward: default rl.reward's (`rewards.reward_function`)."""
         from spmdgpt.rl.rewards import reward_function
 
-        self.cfg, self.prompts = cfg, corpus.train
+        self.cfg, self.rules, self.prompts = cfg, rules, corpus.train
         reward = reward or reward_function(cfg.rl.reward)
         teacher = None
         if cfg.rl.objective.value == "distill":  # (on-policy distillation: the frozen teacher on this mesh)
@@ -102,20 +113,70 @@ class RolloutBatcher:
         self.names = list(dataset_configs(cfg.data))
         self.packed = [None]
         self.per_step = cfg.data.batch_size // cfg.rl.group_size
-        self.policy: Optional[Callable] = None  # () -> (params, reference), set by the loop's owner
+        self.policy: Optional[Callable] = None  # (copy=False) -> (params, reference), set by the loop's owner
         self.current = None  # (rollout index, Rollout)
         self.stats: dict = {}  # optimizer step (1-based) -> its rollout's metrics
+        # rl.max_staleness: the batches sampled ahead (batch index -> its Rollout to come), by one thread
+        self.pending: Dict[int, Future] = {}
+        self.first: Optional[int] = None  # the first batch this process trains on (a resumed run's: its checkpoint's)
+        self.worker: Optional[ThreadPoolExecutor] = None
 
     def train_batch(self, i: int) -> tuple:
-        k = i // self.cfg.rl.updates_per_batch
+        u = self.cfg.rl.updates_per_batch
+        k = i // u
         if self.current is None or self.current[0] != k:
-            params, reference = self.policy()
-            n, seed = len(self.prompts), self.cfg.train.seed
-            chosen = [self.prompts[j] for j in prompts_of_step(n, self.per_step, seed, k)]
-            more = lambda draw: [self.prompts[j] for j in extra_prompts(n, self.per_step, seed, k, draw)]  # noqa: E731
-            self.current = (k, self.rollouts.batch(params, reference, chosen, k, more))
-        self.stats[i + 1] = self.current[1].metrics(self.cfg.rl.group_size)
-        return self.current[1].batch
+            waited = time.perf_counter()
+            rollout = self.ahead(k) if self.cfg.rl.max_staleness else self.sample(k, *self.policy())
+            self.current = (k, rollout, time.perf_counter() - waited)
+        k, rollout, waited = self.current
+        self.stats[i + 1] = rollout.metrics(self.cfg.rl.group_size)
+        if self.cfg.rl.max_staleness:  # (steps between the sampling parameters and the trained ones; the wait)
+            self.stats[i + 1].update({"rl/staleness": i - self.source(k) * u, "rl/wait_seconds": waited})
+        return rollout.batch
+
+    def sample(self, k: int, params, reference) -> Rollout:
+        """Batch k's rollout (its prompts and keys functions of (train.seed, k)) from `params`."""
+        n, seed = len(self.prompts), self.cfg.train.seed
+        chosen = [self.prompts[j] for j in prompts_of_step(n, self.per_step, seed, k)]
+        more = lambda draw: [self.prompts[j] for j in extra_prompts(n, self.per_step, seed, k, draw)]  # noqa: E731
+        return self.rollouts.batch(params, reference, chosen, k, more)
+
+    def source(self, k: int) -> int:
+        """The batch whose starting parameters batch k is sampled from (rl.max_staleness = K): k - K,
+        but none before the last checkpoint.every checkpoint at or before batch k, nor before this
+        process's first batch (the module docstring)."""
+        u, every = self.cfg.rl.updates_per_batch, self.cfg.checkpoint.every if self.cfg.checkpoint.enabled else 0
+        saved = (k * u) // every * every // u if every else 0
+        return max(k - self.cfg.rl.max_staleness, saved, self.first or 0)
+
+    def ahead(self, k: int) -> Rollout:
+        """Batch k's rollout, sampled ahead: as batch k begins, the batches up to k + K whose source is k
+        are handed to the worker thread with a copy of the parameters (the step donates its own), then
+        batch k's is waited for (sampled now, or while an earlier batch trained)."""
+        if self.first is None:
+            self.first = k
+        batches = -(-self.cfg.train.steps // self.cfg.rl.updates_per_batch)
+        due = [j for j in range(k, min(k + self.cfg.rl.max_staleness + 1, batches))
+               if j not in self.pending and self.source(j) == k]
+        if due:
+            params, reference = self.policy(copy=True)
+            if self.worker is None:
+                self.worker = ThreadPoolExecutor(1, thread_name_prefix="spmdgpt-rollouts")
+            for j in due:
+                self.pending[j] = self.worker.submit(self._sample_on_mesh, j, params, reference)
+        return self.pending.pop(k).result()
+
+    def _sample_on_mesh(self, k: int, params, reference) -> Rollout:
+        import jax
+
+        with jax.set_mesh(self.rules.mesh):  # (the run's mesh is the main thread's context)
+            return self.sample(k, params, reference)
+
+    def close(self) -> None:
+        """The worker stopped: batches not begun are dropped, the one being sampled is waited for."""
+        if self.worker is not None:
+            self.worker.shutdown(wait=True, cancel_futures=True)
+            self.worker, self.pending = None, {}
 
     def epochs(self, step: int) -> dict:
         """Passes over the training prompts after `step` optimizer steps."""
@@ -136,6 +197,9 @@ class RolloutMetrics(Hook):
         which learns from its teacher whatever the rewards: no equal-rewards warning)."""
         self.batcher, self.rewarded = batcher, rewarded
         self.streaks = {"rl_empty_completions": 0, "rl_equal_rewards": 0}
+
+    def close(self, loop):
+        self.batcher.close()  # (rl.max_staleness: the sampling thread)
 
     def reported(self, loop, step, m, row):
         stats = self.batcher.stats.pop(step, {})

@@ -39,6 +39,7 @@ share of them mis dropped, or tis truncated).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -221,6 +222,7 @@ class Rollouts:
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
         self.tools = Toolbox.of(cfg, tokenizer)
+        self.lock = threading.Lock()  # (one sampling at a time: rl.max_staleness's thread, the evaluation)
         self.env = EnvBox.of(cfg, tokenizer)  # (rl.env: multi-turn episodes, their rewards the reward)
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
         self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature),
@@ -236,6 +238,11 @@ class Rollouts:
         """The prompts' completions, with rl.tool's calls in them, scored by `reward` (default the run's);
         with rl.env, each an episode of the environment (its first observation after the prompt), whose
         rewards are the rewards."""
+        with self.lock:
+            return self._complete(params, prompts, sp, reward)
+
+    def _complete(self, params, prompts: Sequence[Prompt], sp: SamplingParams, reward: Optional[Callable] = None
+                  ) -> Sampled:
         stops = () if self.stop_id is None else (self.stop_id,)
         env = self.env
         inject = self.tools.inject if self.tools is not None else env.inject if env is not None else None

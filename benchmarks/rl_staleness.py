@@ -1,0 +1,86 @@
+"""Rollouts that run ahead (rl.max_staleness) against on-policy GRPO: the step time (the RL issue).
+
+    python benchmarks/rl_staleness.py [--out DIR] [--steps 40] [--ks 0,1,2] [--sft-steps 100]
+
+1. The student: `arithmetic_sft` trained --sft-steps steps (its answers have the walk's length).
+2. Per K in --ks: `arithmetic_grpo` from it for --steps steps with rl.max_staleness=K
+   (train.log_every=1, no checkpoint or evaluation inside the timed steps), each a `spmdgpt train`
+   process on this machine's CPU devices (one, unless XLA_FLAGS forces more).
+The step time is each row's batch tokens over its tokens_per_sec (the loop's window: the batch's
+sampling, or the wait for it, and the update); the table gives the median over the steps after the
+first five (compiles, the pipeline filling), the mean rl/sample_seconds and rl/wait_seconds, and the
+last rows' rl/reward. Finished runs are kept (a rerun skips them); DIR/summary.json holds the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+QUIET = ["train.progress=false"]
+
+
+def train(run: Path, *args: str) -> None:
+    """`spmdgpt train ARGS run.dir=RUN` unless an earlier call finished it (SystemExit on failure)."""
+    if (run / "done").is_file():
+        return
+    log = run.with_suffix(".log")
+    with open(log, "w") as f:
+        code = subprocess.call([sys.executable, "-m", "spmdgpt", "train", *args, f"run.dir={run}"], stdout=f,
+                               stderr=subprocess.STDOUT,
+                               env={**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")})
+    if code:
+        raise SystemExit(f"spmdgpt train {' '.join(args)} failed (exit {code}); see {log}")
+    (run / "done").write_text("")
+
+
+def rows(run: Path) -> list:
+    out = []
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if "loss" in r and r.get("tokens_per_sec"):
+            out.append(r)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/out/rl_staleness")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--ks", default="0,1,2")
+    ap.add_argument("--sft-steps", type=int, default=100)
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sft = out / "sft"
+    train(sft, "+experiment=arithmetic_sft", f"train.steps={a.sft_steps}", "train.eval_every=0", *QUIET)
+    table = []
+    for k in (int(x) for x in a.ks.split(",")):
+        run = out / f"k{k}"
+        train(run, "+experiment=arithmetic_grpo", f"checkpoint.init_from={sft}", f"train.steps={a.steps}",
+              f"rl.max_staleness={k}", "train.log_every=1", f"train.eval_every={a.steps}",
+              f"checkpoint.every={a.steps}", *QUIET)
+        rs = rows(run)
+        tokens = 64 * 24  # (arithmetic_grpo's data.batch_size x data.seq_len)
+        timed = rs[5:]
+        step = statistics.median(tokens / r["tokens_per_sec"] for r in timed)
+        table.append({"k": k, "step_s": step, "sample_s": statistics.mean(r["rl/sample_seconds"] for r in timed),
+                      "wait_s": statistics.mean(r.get("rl/wait_seconds", 0.0) for r in timed),
+                      "reward_last5": statistics.mean(r["rl/reward"] for r in rs[-5:])})
+    base = table[0]["step_s"]
+    print("| rl.max_staleness | step (median, s) | vs K = 0 | sampling (mean, s) | wait (mean, s) | "
+          "rl/reward, last 5 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for t in table:
+        print(f"| {t['k']} | {t['step_s']:.3f} | {base / t['step_s']:.2f}x | {t['sample_s']:.3f} | {t['wait_s']:.3f} | "
+              f"{t['reward_last5']:.3f} |")
+    (out / "summary.json").write_text(json.dumps(table, indent=1))
+
+
+if __name__ == "__main__":
+    main()
