@@ -16,36 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-QUIET = ["train.progress=false"]
-
-
-def train(run: Path, *args: str) -> None:
-    """`spmdgpt train ARGS run.dir=RUN` unless an earlier call finished it (SystemExit on failure)."""
-    if (run / "done").is_file():
-        return
-    log = run.with_suffix(".log")
-    with open(log, "w") as f:
-        code = subprocess.call([sys.executable, "-m", "spmdgpt", "train", *args, f"run.dir={run}"], stdout=f,
-                               stderr=subprocess.STDOUT,
-                               env={**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")})
-    if code:
-        raise SystemExit(f"spmdgpt train {' '.join(args)} failed (exit {code}); see {log}")
-    (run / "done").write_text("")
+from distill import QUIET, train  # (a `spmdgpt train` process, kept once finished)
 
 
 def rows(run: Path) -> list:
-    out = []
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if "loss" in r and r.get("tokens_per_sec"):
-            out.append(r)
-    return out
+    """The run's step rows with a throughput."""
+    return [r for r in (json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines())
+            if "loss" in r and r.get("tokens_per_sec")]
 
 
 def main() -> None:

@@ -775,6 +775,24 @@ def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
     answers = [m[1]["content"] if isinstance(m[1]["content"], str) else m[1]["content"][1]["text"] for m in calc]
     assert all(int(a) == eval(m[0]["content"][:-1]) for a, m in zip(answers, calc))  # noqa: S307
     assert {len(s.replace("-", "+").split("+")[0]) for s, _ in q} == {2, 3}  # (first operands)
+    # the chain walk's: each demonstration's calls, answered by the chain environment, do the whole chain
+    from spmdgpt.rl.envs import ChainEnv
+
+    def replay(chain, parts):
+        env, total, done = ChainEnv(), 0.0, False
+        env.reset(chain, {})
+        for call, answer in zip(parts[::2], parts[1::2], strict=True):
+            said, reward, done = env.step(call["text"][2:-2])
+            assert (call["type"], answer["type"], said) == ("text", "tool_output", answer["text"])
+            total += reward
+        return total, done, len(parts) // 2
+
+    demos = [json.loads(x)["messages"] for x in gzip.decompress(files()["chain_sft.jsonl.gz"]).decode().splitlines()]
+    played = [replay(m[0]["content"], m[1]["content"]) for m in demos]
+    assert len(demos) == 2000 and all(t == 1.0 and done for t, done, _ in played)
+    assert {n for _, _, n in played} == {1, 2}
+    chains = [json.loads(x) for x in gzip.decompress(files()["chain_prompts.jsonl.gz"]).decode().splitlines()]
+    assert len(chains) == 4000 and {c["prompt"][0]["content"].count(" ") for c in chains} == {2, 3, 4}
     from spmdgpt.rl.loop import load_prompts
 
     corpus = load_prompts(load_config(["+experiment=arithmetic_grpo"]))  # (chat prompts: the char tokenizer

@@ -18,6 +18,15 @@ numbers, which a model of this size does not learn to compute from a few thousan
                            the others state the product
     calc_prompts.jsonl.gz  4,000 others, {"prompt": [...], "answer": "1786"}
 
+and the chain walk's (read by chain_sft and chain_grpo, rl.env=chain: spmdgpt.rl.envs), chains of
+operations carried out one call at a time, each on the result the environment gave for the last:
+
+    chain_sft.jsonl.gz      2,000 demonstrations of chains of one or two operations ("7 +5 *3" ->
+                            "<<7+5>>12<<12*3>>36": each call, then the environment's answer as a
+                            "tool_output" part, read and not trained on)
+    chain_prompts.jsonl.gz  4,000 chains of two to four operations, {"prompt": [...], "answer": "32"}:
+                            longer than any demonstration
+
 `python -m spmdgpt.rl.arithmetic DIR` writes the files into DIR, byte for byte the shipped ones
 (gzip without a timestamp); a test checks that they are.
 """
@@ -35,6 +44,7 @@ SFT_PROBLEMS = 20_000
 PROMPTS = 4_000
 CALC_SFT = 2_000
 CALC_TOOL_SHARE = 0.25  # the calculator walk's demonstrations that call the tool
+CHAIN_SFT = 2_000
 
 
 def problems(n: int, seed: int) -> List[Tuple[str, str]]:
@@ -55,6 +65,25 @@ def products(n: int, seed: int) -> List[Tuple[str, str]]:
     for _ in range(n):
         a, b = r.randint(10, 99), r.randint(10, 99)
         out.append((f"{a}*{b}=", str(a * b)))
+    return out
+
+
+def chains(n: int, seed: int, lengths: Tuple[int, int]) -> List[Tuple[str, List[Tuple[str, str]]]]:
+    """n chains (text "7 +5 *3", [(each call "7+5", its result "12")]) of lengths[0]..lengths[1]
+    operations on a start of 2..20: +N and -N with N in 2..30, *N with N in 2..4."""
+    r = random.Random(seed)
+    out = []
+    for _ in range(n):
+        value = r.randint(2, 20)
+        text, calls = str(value), []
+        for _ in range(r.randint(*lengths)):
+            op = r.choice("+-*")
+            b = r.randint(2, 4) if op == "*" else r.randint(2, 30)
+            result = value + b if op == "+" else value - b if op == "-" else value * b
+            text += f" {op}{b}"
+            calls.append((f"{value}{op}{b}", str(result)))
+            value = result
+        out.append((text, calls))
     return out
 
 
@@ -79,8 +108,13 @@ def files() -> dict:
     calc_sft = [json.dumps({"messages": [user(q), reply(called(q, a) if tool.random() < CALC_TOOL_SHARE else a)]})
                 for q, a in products(CALC_SFT, 3)]
     calc_prompts = [json.dumps({"prompt": [user(q)], "answer": a}) for q, a in products(PROMPTS, 4)]
+    chain_sft = [json.dumps({"messages": [user(text), reply([part for q, a in calls for part in called(f"{q}=", a)])]})
+                 for text, calls in chains(CHAIN_SFT, 6, (1, 2))]
+    chain_prompts = [json.dumps({"prompt": [user(text)], "answer": calls[-1][1]})
+                     for text, calls in chains(PROMPTS, 7, (2, 4))]
     return {"sft.jsonl.gz": _gzip(sft), "prompts.jsonl.gz": _gzip(prompts), "calc_sft.jsonl.gz": _gzip(calc_sft),
-            "calc_prompts.jsonl.gz": _gzip(calc_prompts)}
+            "calc_prompts.jsonl.gz": _gzip(calc_prompts), "chain_sft.jsonl.gz": _gzip(chain_sft),
+            "chain_prompts.jsonl.gz": _gzip(chain_prompts)}
 
 
 def main(argv: List[str]) -> int:
