@@ -264,8 +264,9 @@ def test_resume_on_other_layouts(tmp_path):
     assert jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[:2] == (None, ("data", "context"))
     r = train(load_config(_inproc(back, "train.steps=10", *LAYOUT, "mesh.data=4", *CIRCULAR)), argv=["pytest"])
     assert r.resumed_from == 5 and jax.typeof(r.state.params.blocks.attn.w_qkv).sharding.spec[0] == "stage"
-    out = subprocess.run(spmdgpt(_inproc(one, "train.steps=10", *LAYOUT, "mesh.data=1")), env=ENV1,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(spmdgpt(_inproc(one, "train.steps=10", *LAYOUT, "mesh.data=1")),  # (-O0: a quicker compile)
+                         env={**ENV1, "XLA_FLAGS": "--xla_backend_optimization_level=0"}, capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     ref = losses(straight)
     # Stated tolerance: other layouts reduce in another order (float32 rounding), 5e-6 absolute.

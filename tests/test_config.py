@@ -52,7 +52,7 @@ CASES = [
     (["experiment=staircase"], "experiment=staircase: an experiment is added to the defaults, with a leading +: "
                                "+experiment=staircase"),
     (["+experiment=no_such_experiment"], "packaged experiments: arithmetic_grpo, arithmetic_sft, calculator_grpo, "
-                                         "calculator_sft, deepseek_v3, "
+                                         "calculator_sft, chain_grpo, chain_sft, deepseek_v3, "
                                          "deepseek_v3_small, gemma3_1b, gpt2_124m, gpt_oss_120b, gpt_oss_20b, "
                                          "gpt_oss_small, gutenberg_gpt2, ladder_gutenberg, ladder_tiny, llama2_7b, "
                                          "llama3_2_1b, llama3_8b, llama_1b, mixtral_8x7b"),

@@ -114,7 +114,7 @@ class RolloutBatcher:
         self.packed = [None]
         self.per_step = cfg.data.batch_size // cfg.rl.group_size
         self.policy: Optional[Callable] = None  # (copy=False) -> (params, reference), set by the loop's owner
-        self.current = None  # (rollout index, Rollout)
+        self.current = None  # (rollout index, Rollout, seconds the step waited for it)
         self.stats: dict = {}  # optimizer step (1-based) -> its rollout's metrics
         # rl.max_staleness: the batches sampled ahead (batch index -> its Rollout to come), by one thread
         self.pending: Dict[int, Future] = {}
