@@ -1,6 +1,7 @@
-"""Sliding-window attention (model.sliding_window, model.window_pattern): what a query sees, the
-same through the KV cache, which backends take it, and bad values. (Against transformers'
-Mistral and Qwen3: tests/test_hf.py.)"""
+"""Sliding-window attention (model.sliding_window, model.window_pattern) and Llama 4's chunked
+attention, NoPE layers and attention temperature (model.attention_chunk, global_nope,
+attn_temperature): what a query sees, the same through the KV cache, which backends take it, and
+bad values. (Against transformers' Mistral, Qwen3 and Llama 4: tests/test_hf.py.)"""
 
 import jax
 import jax.numpy as jnp
@@ -74,6 +75,86 @@ def test_only_the_xla_backend_has_windows_and_bad_values_are_one_line():
     assert validate(load_config([*BASE, "model.sliding_window=-1", "model.window_pattern=LX"]), 1) == [
         "model.sliding_window=-1 must be >= 0 (0 = off)",
         "model.window_pattern='LX' must be letters L (local: sliding window) and G (global), e.g. L or LLLLLG"]
+
+
+CHUNKS = ["model.sliding_window=0", "model.attention_chunk=8"]
+LLAMA4 = [*CHUNKS, "model.window_pattern=LG", "model.global_nope=true", "model.qk_norm=true",
+          "model.attn_temperature=0.5", "model.attn_temperature_floor=4"]
+
+
+def test_a_token_reaches_only_its_chunk():
+    """Chunks of 8 (model.attention_chunk) in both of 2 layers: a token changes the logits of the
+    positions after it in its own chunk (10 -> 10..15) and none past it, through any number of
+    layers (a global layer's reach: the decoding test below)."""
+    cfg, mesh, rules, params = _model(*CHUNKS)
+    assert layer_windows(cfg.model) == (-8, -8)
+    toks = np.random.default_rng(0).integers(0, 10, (2, 32))
+    other = toks.copy()
+    other[:, 10] = (toks[:, 10] + 1) % 10
+    with jax.set_mesh(mesh):
+        fwd = jax.jit(lambda t: forward(cfg.model, rules, params, t)[0])
+        diff = np.abs(np.asarray(fwd(jnp.asarray(toks))) - np.asarray(fwd(jnp.asarray(other)))).max(axis=(0, 2))
+    assert np.all(diff[:10] == 0) and np.all(diff[10:16] > 1e-4)
+    assert np.all(diff[16:] == 0)
+
+
+def test_chunked_nope_layers_decode_as_the_full_pass_from_a_left_padded_prefill():
+    """Llama 4's layers (chunks of 8, then a NoPE layer with the attention temperature at a floor
+    of 4, the QK-norm on the chunked layer only) through the KV cache: a prefill of 20 tokens,
+    one row left-padded by 3 (its chunks count from its first token, as its positions do), then
+    decode steps across a chunk boundary: every step's logits equal the full forward pass's of
+    the row's own tokens."""
+    cfg, mesh, rules, params = _model(*LLAMA4, "model.num_kv_heads=2")
+    toks = np.random.default_rng(1).integers(0, 10, (2, 32)).astype(np.int32)
+    pad = 3
+    padded = np.concatenate([np.zeros((1, pad), np.int32), toks[1:, :32 - pad]], axis=1)
+    rows = jnp.asarray(np.concatenate([toks[:1], padded]))
+    pos = jnp.asarray(np.stack([np.arange(32), np.arange(32) - pad]).clip(-1), jnp.int32)
+    with jax.set_mesh(mesh):  # (row 1's own tokens then 3 more, which no earlier logit sees)
+        want = np.asarray(jax.jit(lambda t: forward(cfg.model, rules, params, t)[0])(jnp.asarray(toks)))
+        fwd = jax.jit(lambda t, q, c, prefill: forward(cfg.model, rules, params, t, q, c, prefill=prefill),
+                      static_argnums=3)
+        logits, cache = fwd(rows[:, :20], pos[:, :20], init_cache(cfg.model, rules, 2, 32), True)
+        steps = [np.asarray(logits)]
+        for i in range(20, 32):
+            logits, cache = fwd(rows[:, i:i + 1], pos[:, i:i + 1], cache, False)
+            steps.append(np.asarray(logits))
+    got = np.concatenate(steps, axis=1)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=2e-5)
+    np.testing.assert_allclose(got[1, pad:], want[1, :32 - pad], rtol=0, atol=2e-5)
+
+
+def test_nope_temperature_is_its_formula():
+    """model.attn_temperature: a NoPE layer's queries scale by 1 + a log1p(floor((p + 1) / floor)) at
+    position p; a chunked layer's not at all. (NoPE itself, against transformers: tests/test_hf.py.)"""
+    from spmdgpt.model.attention import nope_temperature
+
+    cfg = load_config([*BASE, *LLAMA4]).model
+    q, pos = jnp.ones((1, 16, 2, 4)), jnp.arange(16, dtype=jnp.int32)
+    scaled = nope_temperature(cfg, q, pos, jnp.int32(0))[0, :, 0, 0]
+    np.testing.assert_allclose(np.asarray(scaled), 1 + 0.5 * np.log1p(np.floor((np.arange(16) + 1) / 4)), rtol=1e-6)
+    assert np.all(np.asarray(nope_temperature(cfg, q, pos, jnp.int32(-8))) == 1)
+
+
+def test_chunks_only_on_the_xla_backend_and_bad_values_are_one_line(tmp_path, capsys):
+    from spmdgpt.cli import main
+
+    cfg = load_config([*BASE, *LLAMA4, "model.compute_dtype=bfloat16"]).model
+    assert attention_backend(cfg, "tpu").value == "xla" and attention_backend(cfg, "gpu").value == "xla"  # auto
+    assert validate(load_config([*BASE, *LLAMA4, "model.compute_dtype=bfloat16", "model.attention=cudnn"]), 1) == [
+        "model.attention_chunk=8 needs model.attention=xla (the cudnn path has no chunked attention yet); set "
+        "model.attention=xla or auto"]
+    assert validate(load_config([*BASE, "model.attention_chunk=-2", "model.attn_temperature=0.1",
+                                 "model.attn_temperature_floor=0"]), 1) == [
+        "model.attention_chunk=-2 must be >= 0 (0 = off; Llama 4: 8192)",
+        "model.attn_temperature=0.1 tunes the NoPE layers' attention, and there are none; set model.global_nope=true "
+        "too (Llama 4), or model.attn_temperature=0",
+        "model.attn_temperature_floor=0 must be >= 1 (positions per step of the temperature; Llama 4: 8192)"]
+    code = main(["train", *BASE[:-1], f"run.dir={tmp_path / 'run'}", "model.attention_chunk=8"])  # (all devices)
+    assert code == 2 and not (tmp_path / "run").exists()
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "spmdgpt: error: model.attention_chunk=8 and model.sliding_window=4 both make the L layers local; set one of "
+        "them to 0 (chunks: Llama 4; windows: Mistral, Gemma, gpt-oss)")
 
 
 def test_attention_sinks_take_weight_from_no_key():

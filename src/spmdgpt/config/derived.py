@@ -36,12 +36,14 @@ def mesh_axes_of(value) -> tuple:
 
 
 def layer_windows(m: ModelConfig) -> tuple:
-    """Each layer's sliding window (0: global attention), from model.sliding_window and
-    model.window_pattern (repeated over the layers)."""
-    if m.sliding_window <= 0 or not m.window_pattern:
+    """Each layer's window, from model.window_pattern (repeated over the layers): in its L layers
+    model.sliding_window, or minus model.attention_chunk (a chunk, as a negative window, so that
+    every path that carries a layer's window carries it: `kernels.window_mask`); 0 in its G layers
+    (global attention), and in every layer of a model with neither."""
+    local = m.sliding_window if m.sliding_window > 0 else -max(m.attention_chunk, 0)
+    if not local or not m.window_pattern:
         return (0,) * m.num_layers
-    return tuple(m.sliding_window if m.window_pattern[i % len(m.window_pattern)] == "L" else 0
-                 for i in range(m.num_layers))
+    return tuple(local if m.window_pattern[i % len(m.window_pattern)] == "L" else 0 for i in range(m.num_layers))
 
 
 def moe_layers(m: ModelConfig) -> tuple:

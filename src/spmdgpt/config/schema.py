@@ -121,8 +121,15 @@ class ModelConfig(Section):
     # reductions are float32 either way)
     sliding_window: int = 0  # local attention: a query sees itself and the sliding_window - 1 positions
     # before it (Mistral 7B v0.1: 4096), in the layers window_pattern marks L; 0 = every layer global
-    window_pattern: str = "L"  # the layers' kinds, repeated over the layers: L = local (sliding window),
+    window_pattern: str = "L"  # the layers' kinds, repeated over the layers: L = local (sliding window or chunk),
     # G = global (full causal); "L": every layer (Mistral), "LLLLLG": Gemma 3's five local to one global
+    attention_chunk: int = 0  # chunked local attention in the L layers instead of a sliding window: a query sees the
+    # keys of its own chunk of this many positions, up to itself (Llama 4: 8192); 0 = off
+    global_nope: bool = False  # the G layers (every layer with neither window nor chunk) use no RoPE and no QK-norm
+    # (Llama 4's NoPE layers: one in four)
+    attn_temperature: float = 0.0  # the NoPE layers' queries times 1 + this x log1p(floor((position + 1) /
+    # attn_temperature_floor)) (Llama 4's attention temperature tuning, attn_scale: 0.1); 0 = off
+    attn_temperature_floor: int = 8192  # the positions per step of that temperature (Llama 4's floor_scale)
     qk_norm: bool = False  # RMS-normalise each head's queries and keys (no learned scale) before RoPE
     qk_norm_scale: bool = False  # QK-norm with a learned scale per head dimension, one for queries and
     # one for keys in each layer, starting at ones (Qwen3); needs qk_norm

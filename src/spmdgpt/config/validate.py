@@ -208,6 +208,7 @@ def _model(m, training: bool) -> List[str]:
     if not m.window_pattern or set(m.window_pattern) - {"L", "G"}:
         errs.append(f"model.window_pattern={m.window_pattern!r} must be letters L (local: sliding window) and G "
                     "(global), e.g. L or LLLLLG")
+    errs += _chunks(m)
     for name in ("query_pre_attn_scalar", "rope_local_theta"):
         if getattr(m, name) is not None and not getattr(m, name) > 0:
             errs.append(f"model.{name}={getattr(m, name)} must be > 0 (Gemma 3: 256 and 10000), or null for off")
@@ -266,6 +267,28 @@ def _model(m, training: bool) -> List[str]:
                 errs.append(f"model.{name}=float16 needs loss scaling to train (float16 gradients "
                             "underflow), which spmdgpt does not implement; use bfloat16 (same speed on "
                             "current GPUs and TPUs, float32's range)")
+    return errs
+
+
+def _chunks(m) -> List[str]:
+    """Llama 4's layers: chunked local attention, NoPE global layers and their attention temperature."""
+    errs: List[str] = []
+    if m.attention_chunk < 0:
+        errs.append(f"model.attention_chunk={m.attention_chunk} must be >= 0 (0 = off; Llama 4: 8192)")
+    elif m.attention_chunk and m.sliding_window > 0:
+        errs.append(f"model.attention_chunk={m.attention_chunk} and model.sliding_window={m.sliding_window} both make "
+                    "the L layers local; set one of them to 0 (chunks: Llama 4; windows: Mistral, Gemma, gpt-oss)")
+    if not (math.isfinite(m.attn_temperature) and m.attn_temperature >= 0):
+        errs.append(f"model.attn_temperature={m.attn_temperature} must be a finite number >= 0 (0 = off; Llama 4: 0.1)")
+    elif m.attn_temperature and not m.global_nope:
+        errs.append(f"model.attn_temperature={m.attn_temperature} tunes the NoPE layers' attention, and there are "
+                    "none; set model.global_nope=true too (Llama 4), or model.attn_temperature=0")
+    elif m.attn_temperature and m.mla.kv_rank:
+        errs.append(f"model.attn_temperature={m.attn_temperature} is not in multi-head latent attention "
+                    f"(model.mla.kv_rank={m.mla.kv_rank}); set model.attn_temperature=0")
+    if m.attn_temperature_floor < 1:
+        errs.append(f"model.attn_temperature_floor={m.attn_temperature_floor} must be >= 1 (positions per step of the "
+                    "temperature; Llama 4: 8192)")
     return errs
 
 

@@ -44,11 +44,13 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     """cfg with the fields that restate a default set to it (as many key/value heads as heads:
     num_kv_heads None; a head width of d_model / num_heads: head_dim None; Q/K/V biases under
     model.bias: qkv_bias False; the rope_* parameters a scaling does not read: their defaults; the
-    windows: sliding_window their largest, window_pattern "L" unless local and global layers mix,
-    then spelt out per layer; a dense model's moe section: the defaults; MLA's widths spelt out,
-    head_dim then None; query_pre_attn_scalar equal to head_dim: None; rope_local_theta without
-    local layers, or equal to the global RoPE: None; glu_limit and glu_alpha of an MLP other than
-    swiglu_clamped: their defaults), so the tables compare one spelling of each model."""
+    windows: sliding_window their largest (attention_chunk, of chunks, too), window_pattern "L"
+    unless local and global layers mix, then spelt out per layer; global_nope without global layers:
+    False, attn_temperature without NoPE layers: 0, attn_temperature_floor without it: its default;
+    a dense model's moe section: the defaults; MLA's widths spelt out, head_dim then None;
+    query_pre_attn_scalar equal to head_dim: None; rope_local_theta without local layers, or equal
+    to the global RoPE: None; glu_limit and glu_alpha of an MLP other than swiglu_clamped: their
+    defaults), so the tables compare one spelling of each model."""
     kv = None if kv_heads(cfg) == cfg.num_heads else cfg.num_kv_heads
     hd = None if cfg.head_dim is not None and cfg.head_dim * cfg.num_heads == cfg.d_model else cfg.head_dim
     used = ROPE_SCALING_FIELDS.get(cfg.rope_scaling.value, ())  # (the other rope_* fields: their defaults)
@@ -59,6 +61,9 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     moe = cfg.moe if cfg.moe.num_experts else MoeConfig()
     qpas = cfg.query_pre_attn_scalar
     qpas = None if qpas is not None and qpas == head_dim(cfg) else qpas
+    nope_layers = cfg.global_nope and not all(windows)  # (no global layer: none is NoPE, nor has a temperature)
+    temperature = cfg.attn_temperature if nope_layers else 0.0
+    floor = cfg.attn_temperature_floor if temperature else ModelConfig.attn_temperature_floor
     local = cfg.rope_local_theta  # (no local layers, or their RoPE the global one's: None)
     if not any(windows) or (local == cfg.rope_theta and cfg.rope_scaling.value == "none"):
         local = None
@@ -72,7 +77,9 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
         mla, kv, hd = MlaConfig(kv_rank, q_rank, rope, nope, v), None, None
     return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
-                               sliding_window=max(windows), window_pattern=pattern, moe=moe, mla=mla,
+                               sliding_window=max(*windows, 0), attention_chunk=-min(*windows, 0),
+                               global_nope=nope_layers, attn_temperature=temperature, attn_temperature_floor=floor,
+                               window_pattern=pattern, moe=moe, mla=mla,
                                query_pre_attn_scalar=qpas, rope_local_theta=local, deltanet=deltanet, **glu)
 
 

@@ -402,4 +402,5 @@ NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, 
                      "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None,
                      "deltanet": {"full_attention_interval": 0}, "attention_gate": False, "rope_fraction": 1.0,
                      "attention_sinks": False, "pre_norms": True, "qk_norm_whole": False, "norm_scale": True,
-                     "embed_norm": False}
+                     "embed_norm": False, "attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0,
+                     "attn_temperature_floor": 8192}

@@ -105,6 +105,8 @@ NO_SINKS = {"attention_sinks": False, "glu_limit": 7.0, "glu_alpha": 1.702}
 NO_OLMO = {"pre_norms": True, "qk_norm_whole": False}
 # a model whose norms have scales, none on the embedding (not nanochat's)
 NO_NANOCHAT = {"norm_scale": True, "embed_norm": False}
+# a model without Llama 4's attention: no chunks, RoPE and the QK-norm in every layer, no attention temperature
+NO_LLAMA4 = {"attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0, "attn_temperature_floor": 8192}
 # a model without Gemma's layer options: their defaults
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None}
@@ -183,7 +185,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
            "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS,
-           **NO_OLMO, **NO_NANOCHAT}
+           **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -255,7 +257,7 @@ QWEN3 = Architecture(
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET,
-             **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
+             **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
     picks={"qk_norm": True},
 )
 
@@ -303,7 +305,7 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
+             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
     picks={**MOE_PICK, "qk_norm": True},
 )
 
@@ -368,7 +370,7 @@ DEEPSEEK_V3 = Architecture(
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
              "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False, **NO_GEMMA,
-             **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
+             **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
@@ -389,7 +391,7 @@ GEMMA3 = Architecture(
             "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
              "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO,
-             **NO_NANOCHAT},
+             **NO_NANOCHAT, **NO_LLAMA4},
 )
 
 # OLMo 2 and 3: the Llama family's projections and SwiGLU without pre-norms (post_attention_layernorm and
@@ -407,7 +409,7 @@ OLMO_LAYER = [
 OLMO_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": True,
                 "qk_norm_whole": True, "post_norms": True, "pre_norms": False, "norm_plus_one": False,
                 "embed_scale": False, "query_pre_attn_scalar": None, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS,
-                **NO_NANOCHAT}
+                **NO_NANOCHAT, **NO_LLAMA4}
 OLMO3 = Architecture(
     name="Olmo3ForCausalLM", model_type="olmo3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", OLMO_LAYER) + LLAMA_OUTER),
@@ -457,7 +459,7 @@ NANOCHAT = Architecture(
     fields={**UNBIASED_FIELDS, "logit_softcap": "final_logit_softcapping"},
     refused={"qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": False, "norm_scale": False,
              "embed_norm": True, "sliding_window": 0, "window_pattern": "L", **DENSE,
-             **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO},
+             **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_LLAMA4},
     picks={"embed_norm": True},
 )
 
@@ -536,7 +538,7 @@ GPT_OSS = Architecture(
             "glu_alpha": "swiglu_alpha"},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": True,
              "attention_sinks": True, **MOE_REFUSED, "moe.normalize_top_k": True, "moe.first_dense_layers": 0,
-             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO, **NO_NANOCHAT},
+             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
     requires={"moe.num_experts": (lambda e: e > 0, "experts in every layer (model.moe.num_experts)")},
 )
 
@@ -615,7 +617,7 @@ QWEN3_5_FIELDS = {**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "ro
 QWEN3_5_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
                    "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False,
                    "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None, **NO_MLA,
-                   **NO_SINKS, **NO_OLMO, **NO_NANOCHAT}
+                   **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4}
 QWEN3_5_REQUIRES = {"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: "
                                      "the table holds the gated queries beside grouped keys)")}
 QWEN3_5 = Architecture(

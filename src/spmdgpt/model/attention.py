@@ -22,7 +22,9 @@ replicated on it and repeated for the local query heads (`local_kv`).
 Options of the same unit: Q/K/V-only biases (`model.qkv_bias`, Qwen2), learned QK-norm scales
 q_norm / k_norm [H] (`model.qk_norm_scale`, Qwen3), RoPE scalings (`layers.rope_frequencies`;
 local layers' own base, `layers.layer_rope`), the scores' scale (`model.query_pre_attn_scalar`),
-and per-layer sliding windows (`model.sliding_window`: `window_mask`, xla backend only).
+per-layer sliding windows or chunks (`model.sliding_window`, `model.attention_chunk`: `window_mask`, xla
+backend only), NoPE global layers (`model.global_nope`: no rotation and no QK-norm) and their attention
+temperature (`model.attn_temperature`, `nope_temperature`).
 
 The residual stream arrives as [stream, embed] (batch x seq flattened, sharded like the batch,
 and with model.collective_matmul over the tensor axis too: its projections then gather and
@@ -92,7 +94,7 @@ class UnitInputs(NamedTuple):
     segment_ids: Optional[jax.Array] = None  # [batch, seq] document numbers: attention stays inside each
     cache: Optional["LayerCache"] = None  # cached passes: this layer's view of the KV cache
     key: Optional[jax.Array] = None  # training: attention dropout's key
-    window: Optional[jax.Array] = None  # this layer's sliding window (None or 0: global)
+    window: Optional[jax.Array] = None  # this layer's window (`layer_windows`: None or 0 global, < 0 a chunk)
 
 
 class Attention(NamedTuple):
@@ -315,9 +317,9 @@ def fused_qkv(
             if p.q_norm is None
             else norm_scale(cfg, rules.gather(jnp.stack([p.q_norm, p.k_norm])[:, None], ("qkv", None, "head_dim")))
         )
-        qk = rms_normalize(qk, cfg.norm_eps, scale)
+        qk = rope_layers_only(cfg, window, rms_normalize(qk, cfg.norm_eps, scale), qk)
     qk = rotate(cfg, qk, positions, window)  # q and k rotated in one op
-    q, k = query_scale(cfg, qk[:, :, 0]), qk[:, :, 1]
+    q, k = nope_temperature(cfg, query_scale(cfg, qk[:, :, 0]), positions, window), qk[:, :, 1]
     if not head_major:
         return q, k, qkv[:, :, 2]
     return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, qkv[:, :, 2]))
@@ -331,6 +333,26 @@ def rotate(cfg: ModelConfig, x: jax.Array, positions: jax.Array, window=None) ->
     if r == h:
         return rope(x, positions, *layer_rope(cfg, h, window))
     return jnp.concatenate([rope(x[..., :r], positions, *layer_rope(cfg, r, window)), x[..., r:]], axis=-1)
+
+
+def rope_layers_only(cfg: ModelConfig, window, normed: jax.Array, raw: jax.Array) -> jax.Array:
+    """The QK-norm's output (`normed`) on the layers that rotate: with model.global_nope, `raw` (q or
+    k as projected) on a NoPE layer (window 0; Llama 4 norms only its RoPE layers' queries and keys)."""
+    if not cfg.global_nope or window is None:
+        return normed
+    return jnp.where(window != 0, normed, raw)
+
+
+def nope_temperature(cfg: ModelConfig, q: jax.Array, positions: jax.Array, window) -> jax.Array:
+    """q [b, t, n, h] times Llama 4's attention temperature on a NoPE layer (window 0 under
+    model.global_nope; model.attn_temperature > 0): each query's at its position p, 1 + attn_temperature
+    x log1p(floor((p + 1) / attn_temperature_floor)), so that the scores sharpen as the context grows
+    (1 up to the floor's first step, and at padding's position -1); q itself elsewhere."""
+    if not cfg.attn_temperature or window is None:
+        return q
+    steps = jnp.floor((positions.astype(jnp.float32) + 1.0) / cfg.attn_temperature_floor)
+    scale = jnp.where(window == 0, 1.0 + cfg.attn_temperature * jnp.log1p(steps), 1.0)
+    return (q.astype(jnp.float32) * scale.reshape(scale.shape + (1, 1))).astype(q.dtype)
 
 
 def output_gate(cfg: ModelConfig, rules: Rules, p, x: jax.Array, batch: int, head_major: bool) -> Optional[jax.Array]:
@@ -382,9 +404,11 @@ def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arra
         q, k = (rms_normalize(a, cfg.norm_eps, norm_scale(cfg, rules.gather(s, (heads, "head_dim"))), axes=(-2, -1))
                 for a, s, heads in ((q, p.q_norm, "heads"), (k, p.k_norm, "kv_heads")))
     elif cfg.qk_norm:
-        q, k = (rms_normalize(a, cfg.norm_eps, None if s is None else norm_scale(cfg, rules.gather(s, ("head_dim",))))
+        q, k = (rope_layers_only(cfg, window, rms_normalize(a, cfg.norm_eps, None if s is None else
+                                                            norm_scale(cfg, rules.gather(s, ("head_dim",)))), a)
                 for a, s in ((q, p.q_norm), (k, p.k_norm)))
     q, k = query_scale(cfg, rotate(cfg, q, positions, window)), rotate(cfg, k, positions, window)
+    q = nope_temperature(cfg, q, positions, window)
     if not head_major:
         return q, k, v
     return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))

@@ -38,7 +38,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     collect=True (model statistics, spmdgpt.training.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
     key (training only): dropout on the attention probabilities and on both branch outputs.
-    window: this layer's sliding window (`attention.window_mask`; None: global). stack: the
+    window: this layer's window (`attention.window_mask`: a sliding window or a chunk; None: global). stack: the
     parameter stack the layer belongs to, which picks its units (`block_units`)."""
     attention, mlp_unit = block_units(cfg, stack)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
@@ -78,7 +78,7 @@ _REMAT_POLICIES = {
 class PerLayer(NamedTuple):
     """A layer's slice of what the layer loops scan besides its parameters (None: not given)."""
 
-    window: Optional[Array] = None  # its sliding window, int32 (0: global; None: no layer has one)
+    window: Optional[Array] = None  # its window, int32 (`windows`: 0 global, < 0 a chunk; None: every layer global)
     index: Optional[Array] = None  # its number (training's dropout keys)
     cache: Optional[dict] = None  # its arrays of the cache (cached passes; the attention unit's `cache`)
 
@@ -213,7 +213,8 @@ def pipelined_blocks(cfg: ModelConfig, rules: Rules, params: Params, x: Array, p
 
 
 def windows(cfg: ModelConfig) -> Optional[Array]:
-    """Each layer's sliding window as a scanned int32 [layers] (0: global), or None when no
-    layer has one (model.sliding_window, model.window_pattern)."""
+    """Each layer's window as a scanned int32 [layers] (`layer_windows`: 0 global, > 0 a sliding
+    window, < 0 a chunk), or None when every layer is global and alike (no model.sliding_window or
+    model.attention_chunk; with model.global_nope the zeros, which make the layers NoPE)."""
     windows = layer_windows(cfg)
-    return jnp.asarray(windows, jnp.int32) if any(windows) else None
+    return jnp.asarray(windows, jnp.int32) if any(windows) or cfg.global_nope else None

@@ -1,7 +1,7 @@
 """The fused attention kernels, run per device inside `shard_map` (cuDNN's through
 `jax.nn.dot_product_attention`, tokamax's Mosaic GPU flash attention, Pallas splash attention),
 and what they share with the xla path of `attention`: grouped-query heads as a layout can use
-them (`local_kv`, `repeat_kv`) and the masks (causal, sliding window, document; also the context
+them (`local_kv`, `repeat_kv`) and the masks (causal, sliding window or chunk, document; also the context
 ring's, `context`); and which backend runs (`attention_backend`: model.attention on this
 platform, with its checks, `config_errors`, which config validation collects). Also the
 paged-attention kernels the inference engine's decode rows use on GPUs and TPUs
@@ -50,10 +50,14 @@ def causal_mask(q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
 
 
 def window_mask(q_pos: jax.Array, k_pos: jax.Array, window) -> jax.Array:
-    """True where key j lies within query i's sliding window (`model.sliding_window`): fewer than
-    `window` positions back, q_pos[i] - k_pos[j] < window (transformers' convention); window 0:
+    """True where key j lies within query i's window (`config.layer_windows`): a sliding window
+    (window > 0, `model.sliding_window`): fewer than `window` positions back, q_pos[i] - k_pos[j] <
+    window (transformers' convention); a chunk (window < 0, `model.attention_chunk` C = -window): in
+    query i's chunk of C positions, q_pos[i] // C == k_pos[j] // C (Llama 4's chunked attention); 0:
     everywhere (a global layer). window may be traced (a layer scan's per-layer value)."""
-    return (window <= 0) | (q_pos[..., :, None] - k_pos[..., None, :] < window)
+    q, k = q_pos[..., :, None], k_pos[..., None, :]
+    chunk = jnp.maximum(-window, 1)
+    return (window == 0) | jnp.where(window > 0, q - k < window, q // chunk == k // chunk)
 
 
 def document_mask(segment_ids: jax.Array, q: slice, k: slice) -> jax.Array:
@@ -202,7 +206,7 @@ def attention_dropout(cfg: ModelConfig) -> float:
 def _backend(cfg: ModelConfig, platform: str) -> AttentionImpl:
     half = cfg.compute_dtype in (DType.bfloat16, DType.float16)
     if cfg.attention == AttentionImpl.auto:
-        if attention_dropout(cfg) > 0 or cfg.sliding_window > 0 or cfg.attention_sinks:  # the one backend with these
+        if attention_dropout(cfg) > 0 or any(layer_windows(cfg)) or cfg.attention_sinks:  # the one backend with these
             return AttentionImpl.xla
         if platform == "tpu":
             return AttentionImpl.splash
@@ -226,6 +230,9 @@ def config_errors(cfg: ModelConfig, seq_len: Optional[int] = None) -> List[str]:
     if kernel and cfg.sliding_window > 0:
         errs.append(f"model.sliding_window={cfg.sliding_window} needs model.attention=xla (the "
                     f"{cfg.attention.value} path has no sliding window yet); set model.attention=xla or auto")
+    elif kernel and cfg.attention_chunk > 0:
+        errs.append(f"model.attention_chunk={cfg.attention_chunk} needs model.attention=xla (the "
+                    f"{cfg.attention.value} path has no chunked attention yet); set model.attention=xla or auto")
     if kernel and cfg.attention_sinks:
         errs.append(f"model.attention_sinks=true needs model.attention=xla (the {cfg.attention.value} kernel has no "
                     "sink logit); set model.attention=xla or auto")
@@ -327,7 +334,7 @@ def paged_kernel_error(cfg: ModelConfig, rules: Rules, platform: str, page_size:
     if cfg.mla.kv_rank:
         return "MLA caches latents, and the kernels read key and value pages"
     if any(layer_windows(cfg)):
-        return "the kernels have no sliding window (model.sliding_window)"
+        return "the kernels have no sliding window or chunk (model.sliding_window, model.attention_chunk)"
     if cfg.attention_sinks:
         return "the kernels have no attention sinks (model.attention_sinks)"
     if drafts:

@@ -79,15 +79,22 @@ def dropout(x: jax.Array, rate: float, key: Optional[jax.Array]) -> jax.Array:
 
 
 def layer_rope(cfg: ModelConfig, h: int, window=None) -> tuple:
-    """(inverse frequencies [h / 2], scale) of a layer whose sliding window is `window` (traced
-    int32 or None): `rope_frequencies`, or for a local layer (window > 0) with model.rope_local_theta
-    set, that base unscaled (Gemma 3's local layers)."""
+    """(inverse frequencies [h / 2], scale) of a layer whose window is `window` (traced int32 or
+    None, `config.layer_windows`): `rope_frequencies`; for a local layer (a sliding window or a
+    chunk: window != 0) with model.rope_local_theta set, that base unscaled (Gemma 3's local
+    layers); for a global layer (window 0) with model.global_nope, zero frequencies: a rotation by
+    nothing, which leaves q and k exactly as they are (Llama 4's NoPE layers)."""
     freq, scale = rope_frequencies(cfg, h)
-    if cfg.rope_local_theta is None or window is None:
+    if window is None:
         return freq, scale
-    half = h // 2
-    local = cfg.rope_local_theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
-    return jnp.where(window > 0, local, freq), jnp.where(window > 0, 1.0, scale)
+    local = window != 0
+    if cfg.rope_local_theta is not None:
+        half = h // 2
+        theta = cfg.rope_local_theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+        freq, scale = jnp.where(local, theta, freq), jnp.where(local, 1.0, scale)
+    if cfg.global_nope:
+        freq, scale = jnp.where(local, freq, 0.0), jnp.where(local, scale, 1.0)
+    return freq, scale
 
 
 def rope_frequencies(cfg: ModelConfig, h: int) -> tuple:

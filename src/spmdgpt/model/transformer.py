@@ -73,8 +73,9 @@ def hidden_states(
     tokens = jax.sharding.reshard(tokens, rules.spec("batch", None))
     positions = jax.sharding.reshard(positions.astype(jnp.int32), rules.spec("batch", None))
     k_pos = jax.lax.dynamic_update_slice(cache.pos, positions, (0, cache.end))
-    if prefill:  # the backend's causal attention over the prompt; padding (position -1) apart
-        mask, segment_ids = None, (positions >= 0).astype(jnp.int32)
+    if prefill and not cfg.attention_chunk:  # the backend's causal attention over the prompt; padding (position -1)
+        mask, segment_ids = None, (positions >= 0).astype(jnp.int32)  # apart (chunks: the mask of positions below,
+        # whose chunks count from each row's first token however much padding is before it)
     else:
         mask = causal_mask(positions, k_pos)  # [b, t, capacity], the same for every layer
     x = embed(cfg, rules, params, tokens)

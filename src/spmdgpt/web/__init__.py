@@ -34,7 +34,18 @@ from spmdgpt.config import ROPE_SCALING_DEFAULTS, ConfigError, MlpType, ModelCon
 from spmdgpt.hf.convert import refusals
 from spmdgpt.hf.export import to_tensors
 from spmdgpt.hf.files import ordinary_permissions
-from spmdgpt.hf.tables import DENSE, NO_DELTANET, NO_GEMMA, NO_MLA, NO_NANOCHAT, NO_OLMO, NO_SINKS, Architecture, Tensor
+from spmdgpt.hf.tables import (
+    DENSE,
+    NO_DELTANET,
+    NO_GEMMA,
+    NO_LLAMA4,
+    NO_MLA,
+    NO_NANOCHAT,
+    NO_OLMO,
+    NO_SINKS,
+    Architecture,
+    Tensor,
+)
 
 DTYPES = ("float32", "float16")  # jax-js has no bfloat16
 BUNDLE = "spmdgpt-web.js"
@@ -61,7 +72,8 @@ TABLE = Architecture(
                                        "tie_embeddings", "bias")}, "mlp_factor": "mlp_hidden"},
     refused={"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
              "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS,
-             **NO_OLMO, **NO_NANOCHAT, **ROPE_SCALING_DEFAULTS},
+             **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4,
+             **ROPE_SCALING_DEFAULTS},
 )
 
 
