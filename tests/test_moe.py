@@ -54,14 +54,14 @@ def setup(*overrides, tokens=48):
 
 
 @pytest.mark.parametrize("overrides", [
-    [],
+    ["model.moe.weight_input=true"],
     ["model.mlp=swiglu", "model.moe.router=sigmoid", "model.moe.shared_experts=1", "model.moe.shared_gate=true",
      "model.moe.grouped=ragged", "model.bias=true"],
     ["model.moe.dispatch=capacity", "model.moe.capacity_factor=2.0", "model.moe.top_k=1",
-     "model.moe.normalize_top_k=false", "model.moe.mlp_factor=2.0", "model.bias=true"],
+     "model.moe.normalize_top_k=false", "model.moe.mlp_factor=2.0", "model.bias=true", "model.moe.weight_input=true"],
     ["model.mlp=swiglu", "model.moe.grouped=pallas", "model.bias=true"],
-], ids=["dropless-blocks-gelu-softmax", "dropless-ragged-swiglu-sigmoid-gated-shared-biased", "capacity-top1-biased",
-        "dropless-pallas-swiglu-biased"])
+], ids=["dropless-blocks-gelu-softmax-weighted-inputs", "dropless-ragged-swiglu-sigmoid-gated-shared-biased",
+        "capacity-top1-biased-weighted-inputs", "dropless-pallas-swiglu-biased"])
 def test_dispatch_equals_the_masked_reference(overrides):
     cfg, mesh, rules, p, x = setup(*overrides)
     if cfg.moe.dispatch.value == "capacity":  # enough slots for every copy: nothing dropped

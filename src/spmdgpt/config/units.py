@@ -27,6 +27,8 @@ class MoeConfig(Section):
     # token (Qwen2-MoE's, Qwen3-Next's and Qwen3.5-MoE's shared_expert_gate); needs shared_experts > 0
     router: Router = Router.softmax  # softmax | sigmoid
     normalize_top_k: bool = True  # the k weights rescaled to sum to 1 (Mixtral, DeepSeek-V3's norm_topk_prob: yes)
+    weight_input: bool = False  # each routed copy's weight multiplies the token going into its expert instead of the
+    # expert's output (Llama 4: sigmoid of the chosen logit, the token scaled by it before its SwiGLU expert)
     dispatch: MoeDispatch = MoeDispatch.dropless  # dropless | capacity
     grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks | pallas
     # (auto: pallas on GPUs where the widths are multiples of 16, else blocks; model/grouped.py)

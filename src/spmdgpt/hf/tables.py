@@ -272,10 +272,11 @@ def _experts(prefix: str, gate: str, up: str, down: str) -> list:
     ]
 
 
-# what Mixtral and Qwen3-MoE compute: softmax routing, no shared experts, no balancing bias, no groups
+# what Mixtral and Qwen3-MoE compute: softmax routing, no shared experts, no balancing bias, no groups, the weights on
+# the experts' outputs
 MOE_REFUSED = {"moe.shared_experts": 0, "moe.shared_gate": False, "moe.router": Router.softmax,
                "moe.bias_update_rate": 0.0, "moe.groups": 1,
-               "moe.top_groups": 1, "moe.route_scale": 1.0}
+               "moe.top_groups": 1, "moe.route_scale": 1.0, "moe.weight_input": False}
 MOE_PICK = {"moe.num_experts": lambda e: e > 0}
 
 # Mixtral: Mistral's attention (a window in every layer, or none), an MoE in every layer whose
@@ -369,7 +370,8 @@ DEEPSEEK_V3 = Architecture(
             "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
-             "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False, **NO_GEMMA,
+             "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False,
+             "moe.weight_input": False, **NO_GEMMA,
              **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
     picks={"mla.kv_rank": lambda r: r > 0},
 )

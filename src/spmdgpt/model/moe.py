@@ -18,7 +18,8 @@ layer axis in front):
 
 Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen), or
 sigmoid scores then top-k (DeepSeek-V3); the k weights renormalised to sum to 1 with
-moe.normalize_top_k, then times moe.route_scale (DeepSeek-V3's routed_scaling_factor). With
+moe.normalize_top_k, then times moe.route_scale (DeepSeek-V3's routed_scaling_factor); each multiplies
+its expert's output, or with moe.weight_input the token going into it (Llama 4's experts). With
 moe.groups = G > 1 (DeepSeek-V3's node-limited routing: n_group, topk_group) the experts form G
 equal groups, each scored by the sum of its two best choice scores, and a token's k experts
 come only from its moe.top_groups best groups. With moe.bias_update_rate > 0 (DeepSeek-V3's auxiliary-loss-free
@@ -272,21 +273,33 @@ def _grouped_mlp(cfg: ModelConfig, rows, sizes, w_up, w_gate, w_down, kind: Grou
     return _expert_mlp(cfg, padded, w_up, w_gate, w_down, matmul, b_up, b_gate)[dest]
 
 
-def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep, b_up=None, b_gate=None):
+def _copies(x, k: int, which=None, scale=None):
+    """The token copies going into the experts: copy c is token c // k's (all t x k in order, or
+    those at `which`), times its routing weight with `scale` ([t, k], moe.weight_input)."""
+    rows = jnp.repeat(x, k, axis=0) if which is None else x[which // k]
+    if scale is None:
+        return rows
+    weight = jnp.reshape(scale, (-1,))
+    return rows * (weight if which is None else weight[which])[:, None].astype(rows.dtype)
+
+
+def _dropless(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, kind: GroupedMatmul, ep: Ep, b_up=None, b_gate=None,
+              scale=None):
     """[t, D] tokens, ids [t, k] -> (each copy's expert output [t, k, D], which copies were kept:
-    all)."""
+    all). scale [t, k]: each copy's input multiplied by it (moe.weight_input)."""
     t, k = ids.shape
     flat = jnp.reshape(ids, (-1,))
     order = jnp.argsort(flat, stable=True)  # the copies grouped by expert
     sizes = jnp.bincount(flat, length=cfg.moe.num_experts).astype(jnp.int32)
     kept = jnp.ones((t, k), bool)
     if ep.size == 1 and kind not in SORTED:  # (copy c is token c // k's)
-        ys = _grouped_mlp(cfg, jnp.repeat(x, k, axis=0), sizes, w_up, w_gate, w_down, kind, order, b_up, b_gate)
+        ys = _grouped_mlp(cfg, _copies(x, k, scale=scale), sizes, w_up, w_gate, w_down, kind, order, b_up, b_gate)
         return jnp.reshape(ys, (t, k, -1)), kept
     if ep.size == 1:
-        ys = _grouped_mlp(cfg, x[order // k], sizes, w_up, w_gate, w_down, kind, None, b_up, b_gate)
+        ys = _grouped_mlp(cfg, _copies(x, k, order, scale), sizes, w_up, w_gate, w_down, kind, None, b_up, b_gate)
     else:
-        ys = _exchanged(cfg, x[order // k], flat[order], sizes, w_up, w_gate, w_down, kind, ep, b_up, b_gate)
+        ys = _exchanged(cfg, _copies(x, k, order, scale), flat[order], sizes, w_up, w_gate, w_down, kind, ep, b_up,
+                        b_gate)
     return jnp.zeros_like(ys).at[order].set(ys, unique_indices=True).reshape(t, k, -1), kept
 
 
@@ -348,7 +361,7 @@ def ragged_by_all_to_all(operand, output, input_offsets, send_sizes, output_offs
     return output.at[jnp.reshape(where, (-1,))].set(jnp.reshape(got, (devices * rows, -1)), mode="drop")
 
 
-def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep, b_up=None, b_gate=None):
+def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep, b_up=None, b_gate=None, scale=None):
     """As `_dropless` through [E, C, D] buffers: copies past an expert's C slots give zeros, and
     are not kept. Expert parallelism: each device's buffer rows go to the devices of their
     experts (all-to-all), which multiply [local experts, ep x C, D]."""
@@ -359,7 +372,8 @@ def _capacity(cfg: ModelConfig, x, ids, w_up, w_gate, w_down, ep: Ep, b_up=None,
     slot = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # rank among the expert's copies
     kept = slot < C
     rows = jnp.tile(jnp.arange(t), k)
-    buf = jnp.zeros((E, C, x.shape[1]), x.dtype).at[flat, jnp.where(kept, slot, C)].set(x[rows], mode="drop")
+    copies = x[rows] if scale is None else x[rows] * jnp.reshape(scale.T, (-1, 1)).astype(x.dtype)  # (weight_input)
+    buf = jnp.zeros((E, C, x.shape[1]), x.dtype).at[flat, jnp.where(kept, slot, C)].set(copies, mode="drop")
     if ep.size > 1:  # [E, C, D] -> [local, ep x C, D]: every device's slots of this device's experts
         got = jax.lax.all_to_all(jnp.reshape(buf, (ep.size, local, C, -1)), ep.axes, 0, 0)
         buf = jnp.reshape(jnp.transpose(got, (1, 0, 2, 3)), (local, ep.size * C, -1))
@@ -393,15 +407,17 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
     kind = grouped_kind(cfg, platform())
 
     def local(x, ids, weights, w_up, w_gate, w_down, b_up, b_gate, b_down):
+        scale = weights if cfg.moe.weight_input else None  # (Llama 4: the weights scale the copies going in)
         if cfg.moe.dispatch == MoeDispatch.capacity:
-            y, kept = _capacity(cfg, x, ids, w_up, w_gate, w_down, ep, b_up, b_gate)
+            y, kept = _capacity(cfg, x, ids, w_up, w_gate, w_down, ep, b_up, b_gate, scale)
         else:
-            y, kept = _dropless(cfg, x, ids, w_up, w_gate, w_down, kind, ep, b_up, b_gate)
-        out = jnp.einsum("tkd,tk->td", y.astype(F32), weights)
+            y, kept = _dropless(cfg, x, ids, w_up, w_gate, w_down, kind, ep, b_up, b_gate, scale)
+        gate = weights if scale is None else kept.astype(F32)  # (each copy's output: weighted, or as it is)
+        out = jnp.einsum("tkd,tk->td", y.astype(F32), gate)
         if width_axes:
             out = jax.lax.psum(out, width_axes)
         if b_down is not None:  # (after the sum over the experts' width: once per kept copy)
-            out = out + jnp.einsum("tkd,tk->td", b_down[ids].astype(F32), jnp.where(kept, weights, 0))
+            out = out + jnp.einsum("tkd,tk->td", b_down[ids].astype(F32), jnp.where(kept, gate, 0))
         return out.astype(dt), jnp.sum(~kept).astype(jnp.int32)[None]
 
     x, ids, weights = (jax.sharding.reshard(a, rows) for a in (x, ids, weights))
@@ -434,11 +450,14 @@ def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.Ar
     k). The reference the dispatch modes are tested against (tests/test_moe.py) and timed
     against (benchmarks/moe.py); one device."""
     ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias, p.b_router)
-    gate = jnp.sum(jax.nn.one_hot(ids, cfg.moe.num_experts) * weights[..., None], axis=1)  # [T, E]
-    gate = jax.sharding.reshard(gate, P())
-    h = jnp.einsum("td,edf->etf", x, p.w_up) + (0 if p.b_up is None else p.b_up[:, None])
-    g = None if p.w_gate is None else jnp.einsum("td,edf->etf", x, p.w_gate) + (0 if p.b_gate is None
-                                                                                 else p.b_gate[:, None])
+    chosen = jax.nn.one_hot(ids, cfg.moe.num_experts)
+    gate = jax.sharding.reshard(jnp.sum(chosen * weights[..., None], axis=1), P())  # [T, E]
+    inputs = 1.0  # (moe.weight_input: each expert's input weighted, its output counted once where chosen)
+    if cfg.moe.weight_input:
+        inputs, gate = gate.T[..., None], jax.sharding.reshard(jnp.sum(chosen, axis=1), P())
+    h = inputs * jnp.einsum("td,edf->etf", x, p.w_up) + (0 if p.b_up is None else p.b_up[:, None])
+    g = None if p.w_gate is None else inputs * jnp.einsum("td,edf->etf", x, p.w_gate) + (
+        0 if p.b_gate is None else p.b_gate[:, None])
     out = jnp.einsum("etf,efd,te->td", activation(cfg, h, g), p.w_down, gate)
     if p.b_down is not None:
         out = out + gate @ p.b_down
