@@ -367,6 +367,15 @@ HF_CONFIGS = {
     # nanochat: RMSNorms without parameters (the embedding's too), QK-norm after its reversed RoPE, squared ReLU, logits
     # soft-capped at 15 (which these random weights reach)
     "nanochat": {**LLAMA_SHAPE, "hidden_act": "relu2", "final_logit_softcapping": 15.0},
+    # Llama 4: chunks of 8 (layers 0 and 2) and NoPE layers with the attention temperature at a floor of 4 (1 and 3);
+    # 2 key/value heads, RoPE on interleaved pairs with Scout's llama3 bands (low = high: a step), the QK-norm; MoE
+    # layers 1 and 3 (4 experts of 32, top 1, the weight on the expert's input, a shared expert), dense ones of 96
+    "llama4": {**LLAMA_SHAPE, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16,
+               "intermediate_size": 32, "intermediate_size_mlp": 96, "num_local_experts": 4, "num_experts_per_tok": 1,
+               "interleave_moe_layer_step": 2, "attention_chunk_size": 8, "no_rope_layer_interval": 2,
+               "use_qk_norm": True, "attn_temperature_tuning": True, "attn_scale": 0.5, "floor_scale": 4,
+               "rope_parameters": {"rope_type": "llama3", "rope_theta": 5000.0, "factor": 4.0, "low_freq_factor": 1.0,
+                                   "high_freq_factor": 1.0, "original_max_position_embeddings": 16}},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -472,6 +481,10 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
               "Olmo3ForCausalLM"),
     "nanochat": ("nanochat", {}, ["model.mlp=relu2", "model.norm_scale=False", "model.embed_norm=True",
                                   "model.qk_norm=True", "model.logit_softcap=15.0"], "NanoChatForCausalLM"),
+    "llama4": ("llama4", {}, ["model.num_layers=4", "model.num_kv_heads=2", "model.attention_chunk=8",
+                              "model.window_pattern=LGLG", "model.global_nope=True", "model.attn_temperature=0.5",
+                              "model.attn_temperature_floor=4", "model.qk_norm=True", "model.rope_scaling=llama3",
+                              "model.rope_high_freq_factor=1.0", "model.mlp_factor=1.5"], "Llama4ForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -482,17 +495,17 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # (mistral-window) or in one of two (gemma3, gpt_oss; as qwen3-window), MLA's latent cache
 # (deepseek_v3-yarn), Gated DeltaNet's recurrent state (qwen3_5; Qwen3-Next's is the same layer
 # beside experts), attention sinks (gpt_oss), blocks without pre-norms and QK-norms over the whole
-# projection (olmo3, windowed too), norms without parameters and nanochat's RoPE (nanochat). The others'
-# attention and MoE units decode as the
+# projection (olmo3, windowed too), norms without parameters and nanochat's RoPE (nanochat), chunks, NoPE layers
+# and their temperature, experts weighted on their input (llama4). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
 OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss", "olmo3",
-                "nanochat"}
+                "nanochat", "llama4"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat"}
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
@@ -785,7 +798,7 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
                                "Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, GptOssForCausalLM, "
-                               "DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
+                               "Llama4ForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
                                "MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
                                "LlamaForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM, Olmo3ForCausalLM, "
                                "Olmo2ForCausalLM, NanoChatForCausalLM checkpoints"])

@@ -9,7 +9,15 @@ import jax
 import numpy as np
 import pytest
 
-from spmdgpt.config import ROPE_SCALING_FIELDS, ConfigError, ModelConfig, RopeScaling, load_config, moe_layers
+from spmdgpt.config import (
+    ROPE_SCALING_FIELDS,
+    ConfigError,
+    ModelConfig,
+    RopeScaling,
+    expert_hidden,
+    load_config,
+    moe_layers,
+)
 from spmdgpt.hf import ARCHITECTURES, architecture, check_weights, expected_shapes, hf_config, layer_values, to_hf
 from spmdgpt.hf import hf_config as export_config
 from spmdgpt.hf.convert import field_names, field_value, with_field
@@ -43,6 +51,11 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                                                                                           "model.window_pattern=LG"]))},
                   "NanoChatForCausalLM": ["model.norm=rmsnorm", "model.mlp=relu2", "model.norm_scale=false",
                                           "model.embed_norm=true", "model.qk_norm=true"],
+                  "Llama4ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.moe.num_experts=4",
+                                        "model.moe.router=sigmoid", "model.moe.shared_experts=1",
+                                        "model.moe.normalize_top_k=false", "model.moe.weight_input=true",
+                                        "model.qk_norm=true", "model.attention_chunk=8", "model.window_pattern=LG",
+                                        "model.global_nope=true", "model.attn_temperature=0.1"],
                   "GptOssForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.bias=true",
                                         "model.attention_sinks=true", "model.moe.num_experts=4",
                                         "model.num_kv_heads=1"]}
@@ -108,7 +121,8 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "mla.nope_dim": 8, "mla.v_dim": 8, "moe.shared_experts": 2, "moe.groups": 2, "moe.top_groups": 2,
            "moe.route_scale": 2.5, "query_pre_attn_scalar": 64, "rope_local_theta": 500.0, "rope_fraction": 0.5,
            "deltanet.full_attention_interval": 4, "deltanet.key_heads": 4, "deltanet.value_heads": 4,
-           "deltanet.key_dim": 32, "deltanet.value_dim": 32, "deltanet.conv": 3}
+           "deltanet.key_dim": 32, "deltanet.value_dim": 32, "deltanet.conv": 3, "qk_norm": False,
+           "attention_chunk": 16, "global_nope": False, "attn_temperature": 0.5, "attn_temperature_floor": 16}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -123,7 +137,7 @@ def test_every_mapped_field_reaches_its_config_json_key(arch):
         # (a scaling's parameters are compared under that scaling)
         scaling = next((RopeScaling(k) for k, names in ROPE_SCALING_FIELDS.items() if field in names), None)
         before = cfg if scaling is None else dataclasses.replace(cfg, rope_scaling=scaling)
-        if field == "window_pattern":  # (read with a window)
+        if field == "window_pattern" and not cfg.attention_chunk:  # (read with a window, or Llama 4's chunks)
             before = dataclasses.replace(cfg, sliding_window=16)
         changed = hf_config(with_field(before, field, CHANGED[field]), eos_id=0)
         assert changed[key] != hf_config(before, eos_id=0)[key], field
@@ -295,3 +309,68 @@ def test_a_hybrid_exports_as_qwen3_5_only_with_its_softmax_layers():
     olmo = load_config(["+experiment=olmo3_small"]).model
     assert architecture(olmo).name == "Olmo3ForCausalLM"
     assert architecture(dataclasses.replace(olmo, sliding_window=0, rope_local_theta=None)).name == "Olmo2ForCausalLM"
+
+
+@pytest.mark.parametrize("overrides", [["model.num_kv_heads=2"], ["model.num_layers=4", "model.moe.interleave_step=2"]])
+def test_llama4_rows_hold_interleaved_pairs_and_fused_experts(overrides):
+    """Llama4ForCausalLM's tensors from spmdgpt's: each head's query and key rows as interleaved RoPE
+    pairs (row 2i: spmdgpt's i, row 2i + 1: its h/2 + i; values as they are), whether the heads are
+    grouped (w_q, w_kv) or not (w_qkv); the experts' gate then up projections in one [E, D, 2F]
+    gate_up_proj, down_proj [E, F, D]; the dense layers' feed_forward.*_proj; and back, exactly."""
+    cfg = model_cfg("Llama4ForCausalLM", *overrides)
+    assert architecture(cfg).name == "Llama4ForCausalLM"
+    info = param_info(cfg)
+    rng = np.random.default_rng(0)
+    params = jax.tree.map(lambda i: rng.normal(size=i.shape).astype(np.float32), info, is_leaf=is_info)
+    tensors = to_hf(cfg, params)
+    assert {n: a.shape for n, a in tensors.items()} == expected_shapes(cfg)
+    H, F, attn, moe, last = 16, expert_hidden(cfg), params.blocks.attn, params.blocks.mlp, cfg.num_layers - 1
+    w_k = attn.w_kv[-1][:, 0] if cfg.num_kv_heads else attn.w_qkv[-1][:, 1]  # [D, K, H]
+    w_v = attn.w_kv[-1][:, 1] if cfg.num_kv_heads else attn.w_qkv[-1][:, 2]
+    np.testing.assert_array_equal(tensors[f"model.layers.{last}.self_attn.k_proj.weight"][H + 2], w_k[:, 1, 1])
+    np.testing.assert_array_equal(tensors[f"model.layers.{last}.self_attn.k_proj.weight"][H + 3], w_k[:, 1, H // 2 + 1])
+    np.testing.assert_array_equal(tensors[f"model.layers.{last}.self_attn.v_proj.weight"][H + 3], w_v[:, 1, 3])
+    gate_up = tensors[f"model.layers.{last}.feed_forward.experts.gate_up_proj"]
+    assert gate_up.shape == (4, 64, 2 * F)
+    np.testing.assert_array_equal(gate_up[..., :F], moe.w_gate[-1])
+    np.testing.assert_array_equal(gate_up[..., F:], moe.w_up[-1])
+    np.testing.assert_array_equal(tensors[f"model.layers.{last}.feed_forward.experts.down_proj"], moe.w_down[-1])
+    np.testing.assert_array_equal(tensors[f"model.layers.{last}.feed_forward.shared_expert.up_proj.weight"],
+                                  moe.shared.w_up[-1].T)
+    dense = [i for i, m in enumerate(moe_layers(cfg)) if not m]
+    assert [n for n in tensors if n.endswith("feed_forward.up_proj.weight")] == [
+        f"model.layers.{i}.feed_forward.up_proj.weight" for i in dense]
+    values = layer_values(cfg, DictFiles(tensors))
+    back = jax.tree.map(lambda i, f: np.stack([f(k) for k in range(i.shape[0])]) if i.logical[0] == "layers" else f(),
+                        info, values, is_leaf=is_info)
+    jax.tree.map(np.testing.assert_array_equal, back, params)
+
+
+def test_llama4_config_json_reads_its_layers_or_refuses_them_in_one_line():
+    """A Llama 4 config.json exported from spmdgpt reads back to the same model; one whose RoPE
+    layers are not its chunked ones (nor every layer), whose chunked layers have no chunk size, or
+    without an MoE layer, is one line naming the field; every RoPE layer and no chunk is a model
+    without NoPE layers."""
+    from spmdgpt.config import model_config_from_dict
+    from spmdgpt.hf import model_fields
+
+    cfg = model_cfg("Llama4ForCausalLM", "model.num_layers=4", "model.moe.first_dense_layers=2")
+    hf = hf_config(cfg, eos_id=0)
+    assert (hf["layer_types"], hf["no_rope_layers"], hf["moe_layers"]) == (
+        ["chunked_attention", "full_attention"] * 2, [1, 0, 1, 0], [2, 3])
+    back = model_config_from_dict(model_fields(hf, "mem"), base=cfg)
+    assert architecture(back).name == "Llama4ForCausalLM" and hf_config(back, eos_id=0) == hf
+    for change, message in (
+            ({"no_rope_layers": [1, 1, 0, 0]}, "no_rope_layers=[1, 1, 0, 0]; spmdgpt needs 4 flags, RoPE (1) in "
+             "exactly the chunked_attention layers or in every layer (spmdgpt's NoPE layers are its global ones, "
+             "model.global_nope)"),
+            ({"attention_chunk_size": None}, "attention_chunk_size=None; spmdgpt needs a chunk size for the "
+             "chunked_attention layers"),
+            ({"moe_layers": []}, "moe_layers=[]; spmdgpt needs at least one MoE layer (spmdgpt's Llama 4 has "
+             "experts)")):
+        with pytest.raises(ConfigError) as e:
+            model_fields({**hf, **change}, "mem")
+        assert e.value.messages[0] == f"mem: config.json has {message}"
+    rope = model_fields({**hf, "no_rope_layers": [1] * 4, "layer_types": ["full_attention"] * 4,
+                         "attention_chunk_size": None}, "mem")
+    assert (rope["global_nope"], rope["attention_chunk"], rope["attn_temperature"]) == (False, 0, 0.0)

@@ -124,10 +124,11 @@ def test_rope_scalings_keep_the_high_frequencies_and_stretch_the_low_ones():
         ratio = freq / np.asarray(plain)
         assert np.all(np.diff(ratio) <= 1e-7) and 0.2 < np.mean(ratio) < 0.9  # a monotone ramp from 1 to 1/8
         assert float(scale) == pytest.approx(1.0 if scaling == "llama3" else 0.1 * math.log(8) + 1)
-    errs = validate(load_config([*base, "model.rope_scaling=llama3", "model.rope_high_freq_factor=1",
+    errs = validate(load_config([*base, "model.rope_scaling=llama3", "model.rope_high_freq_factor=0.5",
                                  "model.rope_factor=0"]), 1)
     assert errs == ["model.rope_factor=0.0 must be > 0",
-                    "model.rope_high_freq_factor=1.0 must be > model.rope_low_freq_factor=1.0 (Llama 3.1: 4 and 1)"]
+                    "model.rope_high_freq_factor=0.5 must be >= model.rope_low_freq_factor=1.0 (Llama 3.1: 4 and 1; "
+                    "Llama 4 Scout: 1 and 1, no smooth band)"]
 
 
 def test_rope_with_per_row_positions():

@@ -93,6 +93,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
            "olmo3": (transformers.Olmo3Config, transformers.Olmo3ForCausalLM),
            "nanochat": (transformers.NanoChatConfig, transformers.NanoChatForCausalLM),
+           "llama4": (transformers.Llama4TextConfig, transformers.Llama4ForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

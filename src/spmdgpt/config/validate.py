@@ -200,9 +200,9 @@ def _model(m, training: bool) -> List[str]:
         for name in ("rope_factor", "rope_original_max_len", "rope_low_freq_factor", "rope_high_freq_factor",
                      "rope_beta_fast", "rope_beta_slow"):
             positive(errs, f"model.{name}", getattr(m, name))
-        if m.rope_scaling == RopeScaling.llama3 and not m.rope_high_freq_factor > m.rope_low_freq_factor:
-            errs.append(f"model.rope_high_freq_factor={m.rope_high_freq_factor} must be > model.rope_low_freq_factor="
-                        f"{m.rope_low_freq_factor} (Llama 3.1: 4 and 1)")
+        if m.rope_scaling == RopeScaling.llama3 and not m.rope_high_freq_factor >= m.rope_low_freq_factor:
+            errs.append(f"model.rope_high_freq_factor={m.rope_high_freq_factor} must be >= model.rope_low_freq_factor="
+                        f"{m.rope_low_freq_factor} (Llama 3.1: 4 and 1; Llama 4 Scout: 1 and 1, no smooth band)")
     if m.sliding_window < 0:
         errs.append(f"model.sliding_window={m.sliding_window} must be >= 0 (0 = off)")
     if not m.window_pattern or set(m.window_pattern) - {"L", "G"}:

@@ -203,6 +203,16 @@ def _rearrange(a: np.ndarray, pattern: str, dims: dict) -> np.ndarray:
     return np.ascontiguousarray(einops.rearrange(a, pattern, **{k: v for k, v in dims.items() if k in used}))
 
 
+def reorder(a, order: np.ndarray, back: bool = False) -> np.ndarray:
+    """a's rows (its first axis) in `order` (`Tensor.order`; back: that order undone); an order of
+    [names, rows] reorders each name's rows of a tensor that several names split (a: [names, rows, ...])."""
+    a = np.asarray(a)
+    if order.ndim == 1:
+        return a[np.argsort(order) if back else order]
+    index = np.argsort(order, axis=1) if back else order
+    return np.take_along_axis(a, index.reshape(index.shape + (1,) * (a.ndim - 2)), axis=1)
+
+
 def _leaf(tree, path: str):
     """tree's value at a dotted leaf path ("blocks.attn.w_qkv"), None where the model has none."""
     for name in path.split("."):
@@ -344,7 +354,7 @@ def layer_values(cfg: ModelConfig, files):
                 a = np.take(np.asarray(a), t.within(cfg)[0], axis=t.within_axis)
             if t.sign is not None:  # (nanochat's q and k rows, `tables._rope_flip`)
                 a = (np.asarray(a) * t.sign(cfg)).astype(np.asarray(a).dtype)
-            return _rearrange(a if t.order is None else np.asarray(a)[np.argsort(t.order(cfg))], back, dims)
+            return _rearrange(a if t.order is None else reorder(a, t.order(cfg), back=True), back, dims)
 
         return read
 

@@ -34,6 +34,7 @@ from spmdgpt.hf.convert import (
     _present,
     _rearrange,
     architecture,
+    reorder,
 )
 from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
 from spmdgpt.hf.tables import (
@@ -41,6 +42,7 @@ from spmdgpt.hf.tables import (
     GEMMA3,
     GPT_OSS,
     LLAMA,
+    LLAMA4,
     MISTRAL,
     MIXTRAL,
     NANOCHAT,
@@ -131,6 +133,17 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "attention_bias": True, "swiglu_limit": cfg.glu_limit, "swiglu_alpha": cfg.glu_alpha,
                 "sliding_window": max(windows) or cfg.max_seq_len,
                 "layer_types": layer_types(windows)}
+    if arch is LLAMA4:  # (each layer's kind: chunked with RoPE, or full, NoPE under model.global_nope; MoE layers by
+        # index; intermediate_size each expert's width and its shared expert's)
+        return {**llama, **experts, "attention_bias": False, "num_local_experts": moe.num_experts,
+                "intermediate_size": expert_hidden(cfg), "intermediate_size_mlp": mlp_hidden(cfg),
+                "moe_layers": [i for i, m in enumerate(moe_layers(cfg)) if m],
+                "interleave_moe_layer_step": moe.interleave_step, "use_qk_norm": cfg.qk_norm,
+                "attention_chunk_size": -min(*windows, 0) or cfg.max_seq_len,
+                "layer_types": ["chunked_attention" if w else "full_attention" for w in windows],
+                "no_rope_layers": [int(bool(w) or not cfg.global_nope) for w in windows],
+                "attn_temperature_tuning": cfg.attn_temperature > 0, "attn_scale": cfg.attn_temperature,
+                "floor_scale": cfg.attn_temperature_floor, "router_jitter_noise": 0.0}
     if arch is NANOCHAT:  # (soft-capped logits; RMSNorms without parameters, none stored)
         return {**llama, "hidden_act": "relu2", "attention_bias": False,
                 "final_logit_softcapping": cfg.logit_softcap or None}
@@ -233,8 +246,8 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
             continue
         value = np.asarray(value if index is None else value[index])  # (a leaf without a layer axis: whole)
         a = _rearrange(value, t.layout, dims)
-        if t.order is not None:
-            a = a[t.order(cfg)]
+        if t.order is not None:  # (interleaved RoPE pairs: DeepSeek's, Llama 4's)
+            a = reorder(a, t.order(cfg))
         if t.sign is not None:  # (nanochat's q and k rows, `tables._rope_flip`)
             a = (a * t.sign(cfg)).astype(a.dtype)
         if t.within is not None:  # (its rows of a tensor that several leaves share, along t.within_axis)

@@ -10,6 +10,7 @@ from spmdgpt.hf.tables import (
     DEEPSEEK_V3,
     GEMMA3,
     GPT_OSS,
+    LLAMA4,
     MISTRAL,
     MIXTRAL,
     NANOCHAT,
@@ -156,6 +157,8 @@ def _model_fields(hf: dict, where: str) -> dict:
         fields = _olmo(hf, kind, need)
     elif kind == NANOCHAT.model_type:
         fields = _nanochat(hf, need)
+    elif kind == LLAMA4.model_type:
+        fields = _llama4(hf, need)
     elif kind is not None:  # the Llama family
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
         kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
@@ -381,18 +384,66 @@ def _deepseek_v3(hf: dict, need) -> dict:
 
 def _qwen3_moe_layers(hf: dict, need) -> dict:
     """model.moe.first_dense_layers and interleave_step of a Qwen3-MoE config.json: its MoE layers
-    (i not in mlp_only_layers, (i + 1) % decoder_sparse_step == 0) as the first N dense layers,
-    then every k-th layer (`need` records a pattern that is not of that form)."""
+    (i not in mlp_only_layers, (i + 1) % decoder_sparse_step == 0) as `_moe_pattern`."""
     layers, step = hf["num_hidden_layers"], hf.get("decoder_sparse_step", 1)
     kinds = tuple(i not in (hf.get("mlp_only_layers") or []) and (i + 1) % step == 0 for i in range(layers))
+    return _moe_pattern(kinds, "mlp_only_layers" if hf.get("mlp_only_layers") else "decoder_sparse_step", need)
+
+
+def _moe_pattern(kinds: tuple, key: str, need) -> dict:
+    """model.moe.first_dense_layers and interleave_step of the layers' kinds (True: MoE): the first N
+    layers dense, then every k-th layer MoE (`need` records, under config.json's `key`, a pattern that
+    is not of that form)."""
     moe = [i for i, m in enumerate(kinds) if m]
     k = moe[1] - moe[0] if len(moe) > 1 else 1
     n = moe[0] - (k - 1) if moe else -1
-    need("mlp_only_layers" if hf.get("mlp_only_layers") else "decoder_sparse_step",
-         n >= 0 and kinds == moe_layer_pattern(layers, n, k),
+    need(key, n >= 0 and kinds == moe_layer_pattern(len(kinds), n, k),
          "MoE layers laid out as the first N layers dense, then every k-th layer MoE, the last layer MoE "
          "(model.moe.first_dense_layers, interleave_step)")
     return {"first_dense_layers": max(n, 0), "interleave_step": k}
+
+
+def _llama4(hf: dict, need) -> dict:
+    """The model fields of a Llama4ForCausalLM (text) config.json (a field it leaves out: transformers'
+    Llama4TextConfig default): chunked attention in the chunked_attention layers (layer_types), the
+    others full, RoPE (no_rope_layers 1) and the QK-norm (use_qk_norm) in the chunked ones, the
+    others NoPE with the attention temperature (attn_temperature_tuning, attn_scale, floor_scale);
+    its MoE layers (moe_layers, else every interleave_moe_layer_step-th) of sigmoid-routed experts
+    whose weight scales their input, beside a shared expert as wide; dense layers of
+    intermediate_size_mlp."""
+    heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
+    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    kv, hd = hf.get("num_key_value_heads", 8) or heads, hf.get("head_dim", 128) or d // heads
+    interval = hf.get("no_rope_layer_interval", 4)
+    rope = [bool(r) for r in (hf.get("no_rope_layers") or [(i + 1) % interval for i in range(layers)])][:layers]
+    types = hf.get("layer_types") or ["chunked_attention" if r else "full_attention" for r in rope]
+    need("layer_types", set(types) <= {"chunked_attention", "full_attention"} and len(types) == layers,
+         f"{layers} of chunked_attention / full_attention")
+    chunked = [t == "chunked_attention" for t in types]
+    chunk = hf.get("attention_chunk_size", 8192)
+    need("attention_chunk_size", bool(chunk) or not any(chunked), "a chunk size for the chunked_attention layers")
+    need("no_rope_layers", len(rope) == layers and (all(rope) or rope == chunked),
+         f"{layers} flags, RoPE (1) in exactly the chunked_attention layers or in every layer (spmdgpt's NoPE "
+         "layers are its global ones, model.global_nope)")
+    step = hf.get("interleave_moe_layer_step", 1)
+    moe_layers = hf.get("moe_layers")
+    moe_layers = list(range(step - 1, layers, step)) if moe_layers is None else moe_layers
+    kinds = tuple(i in moe_layers for i in range(layers))
+    need("moe_layers", any(kinds), "at least one MoE layer (spmdgpt's Llama 4 has experts)")
+    nope = not all(rope)
+    tuned = nope and bool(hf.get("attn_temperature_tuning", True))
+    return {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-5),
+            "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
+            "mlp_factor": hf.get("intermediate_size_mlp", 16384) / d, "qk_norm": bool(hf.get("use_qk_norm", True)),
+            "attention_chunk": chunk if any(chunked) else 0,
+            "window_pattern": "".join("L" if c else "G" for c in chunked) if any(chunked) else "L",
+            "global_nope": nope, "attn_temperature": float(hf.get("attn_scale", 0.1)) if tuned else 0.0,
+            "attn_temperature_floor": int(hf.get("floor_scale", 8192)),
+            "moe": {"num_experts": hf.get("num_local_experts", 16), "top_k": hf.get("num_experts_per_tok", 1),
+                    "mlp_factor": hf.get("intermediate_size", 8192) / d, "shared_experts": 1, "shared_gate": False,
+                    "router": "sigmoid", "normalize_top_k": False, "weight_input": True, "groups": 1,
+                    "top_groups": 1, "route_scale": 1.0, **_moe_pattern(kinds, "moe_layers", need)}}
 
 
 # model fields no imported architecture turns on unless its config.json says so

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from spmdgpt.config import ConfigError, ModelConfig
-from spmdgpt.hf.convert import check_weights, layer_values
+from spmdgpt.hf.convert import architecture, check_weights, layer_values
 from spmdgpt.hf.fields import LANGUAGE_MODELS, language_model, model_fields
 
 # ----------------------------------------------------------------------------- tokenizer
@@ -251,8 +251,8 @@ class WeightFiles:
 
 def stored(cfg: ModelConfig) -> ModelConfig:
     """The model as Hugging Face files hold it: without state that training sets between steps
-    (model.moe.bias_update_rate's router bias), but for a sigmoid router's, which DeepSeek-V3's
-    files hold (e_score_correction_bias). A run that fine-tunes an imported softmax-routed model
+    (model.moe.bias_update_rate's router bias), but for the sigmoid router's of an architecture whose
+    files hold it (DeepSeek-V3's e_score_correction_bias). A run that fine-tunes an imported softmax-routed model
     with the bias starts it where a new model does (zeros: `read_params`); so do FP8's amax
     histories (model.fp8_scaling=delayed)."""
     import dataclasses
@@ -260,9 +260,11 @@ def stored(cfg: ModelConfig) -> ModelConfig:
     from spmdgpt.config import Fp8Scaling, Router
 
     cfg = dataclasses.replace(cfg, fp8_scaling=Fp8Scaling.current)
-    if cfg.moe.router == Router.sigmoid:
+    plain = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, bias_update_rate=0.0))
+    if cfg.moe.bias_update_rate and cfg.moe.router == Router.sigmoid and "moe.bias_update_rate" in architecture(
+            plain).fields:  # (DeepSeek-V3's files hold it; Llama 4's sigmoid router has none)
         return cfg
-    return dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, bias_update_rate=0.0))
+    return plain
 
 
 def open_weights(cfg: ModelConfig, folder, where: str) -> WeightFiles:

@@ -125,7 +125,8 @@ class Tensor:
     layers: str = "every"  # "dense" | "moe" | "linear" | "full": a row of those layers only (a dense model's
     # layers are all dense; a hybrid's Gated DeltaNet layers are "linear", its softmax ones "full")
     order: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # the Hugging Face tensor's first axis holds
-    # the rows of spmdgpt's layout in this order (DeepSeek's interleaved RoPE pairs, `rope_rows`)
+    # the rows of spmdgpt's layout in this order (DeepSeek's and Llama 4's interleaved RoPE pairs, `pair_rows`); of
+    # a tensor that several names split: [names, rows], each name's rows (`convert.reorder`)
     within: Optional[Callable[[ModelConfig], tuple]] = None  # several leaves in one Hugging Face tensor: (the rows of
     # its first axis this leaf's layout fills, in order; that axis's length), each leaf a row of the table under the
     # same name (Qwen3.5's q_proj: each head's queries, then its output gate; in_proj_qkv: q and k, then v)
@@ -311,11 +312,16 @@ QWEN3_MOE = Architecture(
 )
 
 def rope_rows(cfg: ModelConfig, heads: int, width: int, start: int) -> np.ndarray:
-    """DeepSeek's RoPE rows in the order its checkpoints hold them (rope_interleave): in each of
-    `heads` blocks of `width` rows, the rope_dim rotated dimensions from `start` come as interleaved
-    pairs (x0, x1), (x2, x3), ... where spmdgpt's `layers.rope` pairs (x_i, x_{i + r/2}): Hugging
-    Face's row 2i holds spmdgpt's rotated row i, its row 2i + 1 spmdgpt's row r/2 + i."""
-    r = mla_dims(cfg)[3]
+    """DeepSeek's RoPE rows in the order its checkpoints hold them (rope_interleave): `pair_rows`
+    of its rope_dim rotated dimensions."""
+    return pair_rows(heads, width, start, mla_dims(cfg)[3])
+
+
+def pair_rows(heads: int, width: int, start: int, r: int) -> np.ndarray:
+    """RoPE rows as checkpoints that rotate interleaved pairs hold them (DeepSeek's, Llama 4's): in
+    each of `heads` blocks of `width` rows, the r rotated dimensions from `start` come as pairs
+    (x0, x1), (x2, x3), ... where spmdgpt's `layers.rope` pairs (x_i, x_{i + r/2}): Hugging Face's
+    row 2i holds spmdgpt's rotated row i, its row 2i + 1 spmdgpt's row r/2 + i."""
     block = np.arange(width)
     block[start:start + r] = start + np.stack([np.arange(r // 2), r // 2 + np.arange(r // 2)], axis=1).reshape(-1)
     return (np.arange(heads)[:, None] * width + block[None]).reshape(-1)
@@ -668,10 +674,72 @@ QWEN3_NEXT = Architecture(
     picks=HYBRID_MOE_PICKS,
 )
 
+def _pairs(parts: str):
+    """The order of Llama 4's q/k/v projection rows ("q", "kv", "qkv": its parts, as the names split
+    it): each head's queries and keys as interleaved RoPE pairs (`pair_rows`; Llama 4 rotates
+    (x_2i, x_2i+1)), its values as they are. Permuting every head's q and k rows alike leaves the
+    NoPE layers' scores, and the QK-norm, unchanged."""
+    def order(cfg: ModelConfig) -> np.ndarray:
+        h = head_dim(cfg)
+        rows = [pair_rows(cfg.num_heads if c == "q" else kv_heads(cfg), h, 0, h if c in "qk" else 0) for c in parts]
+        return rows[0] if len(parts) == 1 else np.stack(rows)
+    return order
+
+
+def _halves(part: int):
+    """Llama 4's gate_up_proj: the gate's columns (part 0), then the up projection's (1)."""
+    return lambda cfg: (part * expert_hidden(cfg) + np.arange(expert_hidden(cfg)), 2 * expert_hidden(cfg))
+
+
+# Llama 4 (text; Llama4ForCausalLM): grouped attention without biases, RoPE on interleaved pairs (`_pairs`) with a
+# QK-norm without parameters (after the rotation: the same) in the chunked layers (attention_chunk_size,
+# layer_types), the others NoPE (no_rope_layers 0) with the attention temperature (attn_scale, floor_scale);
+# MoE layers (moe_layers) of a sigmoid router over the top k's logits whose weight scales each token going into its
+# expert, the experts' gate and up projections one [E, D, 2F] tensor (gate_up_proj: the gate's columns first), beside
+# a shared expert of intermediate_size; dense layers of intermediate_size_mlp
+LLAMA4 = Architecture(
+    name="Llama4ForCausalLM", model_type="llama4_text", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", [
+        *LLAMA_ATTENTION[:2],
+        _t([f"self_attn.{c}_proj.weight" for c in "qkv"], "blocks.attn.w_qkv", "d c n h -> c (n h) d",
+           order=_pairs("qkv")),
+        _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d", order=_pairs("q")),
+        _t([f"self_attn.{c}_proj.weight" for c in "kv"], "blocks.attn.w_kv", "d kv k h -> kv (k h) d",
+           order=_pairs("kv")),
+        LLAMA_ATTENTION[8],  # (o_proj)
+        *[dataclasses.replace(t, names=(t.names[0].replace("mlp.", "feed_forward."),), layers="dense")
+          for t in LLAMA_LAYER[len(LLAMA_ATTENTION):] if t.leaf in ("blocks.mlp.w_gate", "blocks.mlp.w_up",
+                                                                      "blocks.mlp.w_down")],
+        *[dataclasses.replace(t, layers="moe") for t in [
+            _t("feed_forward.router.weight", "blocks.mlp.router", "d e -> e d"),
+            _t("feed_forward.experts.gate_up_proj", "blocks.mlp.w_gate", "e d m -> e d m", within=_halves(0),
+               within_axis=2),
+            _t("feed_forward.experts.gate_up_proj", "blocks.mlp.w_up", "e d m -> e d m", within=_halves(1),
+               within_axis=2),
+            _t("feed_forward.experts.down_proj", "blocks.mlp.w_down", "e m d -> e m d"),
+            _t("feed_forward.shared_expert.gate_proj.weight", "blocks.mlp.shared.w_gate", "d g -> g d"),
+            _t("feed_forward.shared_expert.up_proj.weight", "blocks.mlp.shared.w_up", "d g -> g d"),
+            _t("feed_forward.shared_expert.down_proj.weight", "blocks.mlp.shared.w_down", "g d -> d g")]]])
+        + LLAMA_OUTER),
+    fields={**UNBIASED_FIELDS, "mlp_factor": "intermediate_size_mlp", "qk_norm": "use_qk_norm",
+            "window_pattern": "layer_types", "attention_chunk": "attention_chunk_size", "global_nope": "no_rope_layers",
+            "attn_temperature": "attn_scale", "attn_temperature_floor": "floor_scale",
+            "moe.num_experts": "num_local_experts", "moe.top_k": "num_experts_per_tok",
+            "moe.mlp_factor": "intermediate_size", "moe.first_dense_layers": "moe_layers",
+            "moe.interleave_step": "moe_layers"},
+    refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm_scale": False, "sliding_window": 0,
+             "moe.shared_experts": 1, "moe.shared_gate": False, "moe.router": Router.sigmoid,
+             "moe.normalize_top_k": False, "moe.weight_input": True, "moe.bias_update_rate": 0.0, "moe.groups": 1,
+             "moe.top_groups": 1, "moe.route_scale": 1.0, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO,
+             **NO_NANOCHAT},
+    requires={"moe.num_experts": (lambda e: e > 0, "experts (model.moe.num_experts > 0; Llama 4 Scout: 16)")},
+    picks={"moe.weight_input": True},
+)
+
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
 # the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next)
-ARCHITECTURES = (QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2, MISTRAL,
-                 LLAMA, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
+ARCHITECTURES = (QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2,
+                 MISTRAL, LLAMA, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

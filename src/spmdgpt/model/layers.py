@@ -111,7 +111,7 @@ def rope_frequencies(cfg: ModelConfig, h: int) -> tuple:
         low, high = cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
         wavelen = 2 * math.pi / inv_freq
         scaled = jnp.where(wavelen > original / low, inv_freq / factor, inv_freq)
-        smooth = (original / wavelen - low) / (high - low)
+        smooth = (original / wavelen - low) / ((high - low) or 1.0)  # (equal factors, Llama 4 Scout's: no band)
         medium = (wavelen >= original / high) & (wavelen <= original / low)
         return jnp.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled), 1.0
     if cfg.rope_scaling == RopeScaling.yarn:
