@@ -670,6 +670,10 @@ MULTIMODAL = {  # a multimodal class -> (its kind in torch_side, its text model'
     "Gemma3ForConditionalGeneration": ("gemma3_vl", "gemma3", {
         "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
         "image_size": 16, "patch_size": 4}),
+    "Llama4ForConditionalGeneration": ("llama4_vl", "llama4", {  # (the published Scout's and Maverick's class)
+        "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "image_size": 16, "patch_size": 4, "vision_output_dim": 32, "projector_input_dim": 32,
+        "projector_output_dim": 32}),
 }
 
 

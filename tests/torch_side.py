@@ -94,6 +94,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "olmo3": (transformers.Olmo3Config, transformers.Olmo3ForCausalLM),
            "nanochat": (transformers.NanoChatConfig, transformers.NanoChatForCausalLM),
            "llama4": (transformers.Llama4TextConfig, transformers.Llama4ForCausalLM),
+           "llama4_vl": (transformers.Llama4Config, transformers.Llama4ForConditionalGeneration),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

@@ -90,7 +90,8 @@ IMPORTS = {a.name: a.model_type for a in ARCHITECTURES}
 # its model.language_model.* weights are read, the vision tower left out
 LANGUAGE_MODELS = {"Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
                    "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM",
-                   "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
+                   "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+                   "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}
 
 
 def language_model(hf: dict) -> dict:
