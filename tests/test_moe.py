@@ -176,6 +176,16 @@ def test_routing_outputs_are_their_formulas():
     assert np.isclose(float(aux["router_z"]), np.mean(lse ** 2), rtol=1e-5)
     assert np.isclose(float(aux["router_entropy"]), -np.mean(np.sum(probs * np.log(probs), 1)), rtol=1e-5)
     assert 1.0 < float(aux["load_balance"]) < 1.5 and 0.5 < float(aux["router_entropy"]) < np.log(4)
+    # one token, one expert (the engine's decode row of a top-1 model, Llama 4's): the chosen score, with and without
+    # a balancing bias (whose weights are the scores alone)
+    cfg, mesh, rules, p, x = setup("model.moe.top_k=1", "model.moe.router=sigmoid", "model.moe.normalize_top_k=false",
+                                   tokens=1)
+    with jax.set_mesh(mesh):
+        for bias in (None, jnp.asarray([0.0, 5.0, 0.0, 0.0])):
+            ids, weights, _ = jax.jit(lambda p, x, b: route(cfg, rules, p.router, x, b))(p, x, bias)
+            scores = 1 / (1 + np.exp(-(np.asarray(x, np.float64) @ np.asarray(p.router, np.float64))))
+            assert int(ids[0, 0]) == (1 if bias is not None else int(np.argmax(scores)))
+            np.testing.assert_allclose(np.asarray(weights), scores[:, np.asarray(ids)[0]], rtol=1e-5)
 
 
 def test_balancing_bias_chooses_by_score_plus_bias_and_moves_toward_even_loads():

@@ -144,8 +144,11 @@ def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias:
         best = jnp.sum(jax.lax.top_k(grouped, min(2, E // moe.groups))[0], axis=-1)  # [tokens, groups]
         allowed = jnp.sum(jax.nn.one_hot(jax.lax.top_k(best, moe.top_groups)[1], moe.groups, dtype=F32), axis=-2)
         choice = jnp.where(jnp.repeat(allowed, E // moe.groups, axis=-1) > 0, choice, -jnp.inf)
-    _, ids = jax.lax.top_k(choice, moe.top_k)
-    weights = jnp.take_along_axis(scores, ids, axis=-1)
+    top, ids = jax.lax.top_k(choice, moe.top_k)
+    # (the chosen scores: top_k's own, unless a bias moved the choice: then picked by a select, exactly; a gather
+    # of [tokens, k] from scores has no sharding JAX can infer for a batch of one token and k = 1, the engine's
+    # decode row of a top-1 model)
+    weights = top if bias is None else jnp.sum(jnp.where(ids[..., None] == jnp.arange(E), scores[:, None], 0.0), -1)
     if moe.normalize_top_k:
         weights = weights / (jnp.sum(weights, axis=-1, keepdims=True) + 1e-20)
     if moe.route_scale != 1.0:
