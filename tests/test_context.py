@@ -22,9 +22,12 @@ CASES = [  # (id, model overrides, layout overrides, check the per-token losses 
         ("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2", "mesh.model=2"),
         True,
     ),
-    (
-        "moe-d2e2c2",
-        ("model.moe.num_experts=4", "model.moe.top_k=2"),
+    (  # (Llama 4's layers: chunks of 16 on the ring, NoPE layers with the temperature at positions in the ring's order)
+        "llama4-moe-d2e2c2",
+        ("model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.router=sigmoid", "model.moe.normalize_top_k=false",
+         "model.moe.weight_input=true", "model.moe.shared_experts=1", "model.attention_chunk=16",
+         "model.window_pattern=LG", "model.global_nope=true", "model.qk_norm=true", "model.attn_temperature=0.5",
+         "model.attn_temperature_floor=4"),
         ("mesh.data=2", "mesh.expert=2", "mesh.context=2"),
         False,
     ),
