@@ -55,14 +55,21 @@ def test_cached_decoding_keeps_the_window(pattern):
     pos = jnp.broadcast_to(jnp.arange(32, dtype=jnp.int32), (2, 32))
     with jax.set_mesh(mesh):
         full = np.asarray(jax.jit(lambda t: forward(cfg.model, rules, params, t)[0])(toks))
-        fwd = jax.jit(lambda t, q, c, prefill: forward(cfg.model, rules, params, t, q, c, prefill=prefill),
-                      static_argnums=3)
-        logits, cache = fwd(toks[:, :24], pos[:, :24], init_cache(cfg.model, rules, 2, 32), True)
-        steps = [np.asarray(logits)]
-        for i in range(24, 32):
-            logits, cache = fwd(toks[:, i:i + 1], pos[:, i:i + 1], cache, False)
-            steps.append(np.asarray(logits))
-    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=0, atol=2e-5)
+        got = _prefill_then_decode(cfg, rules, params, toks, pos, 24)
+    np.testing.assert_allclose(got, full, rtol=0, atol=2e-5)
+
+
+def _prefill_then_decode(cfg, rules, params, toks, pos, prompt: int) -> np.ndarray:
+    """The logits of a prefill (prefill=True) of each row's first `prompt` tokens into the KV cache,
+    then of one decode step a token for the rest: [b, t, vocab]."""
+    fwd = jax.jit(lambda t, q, c, prefill: forward(cfg.model, rules, params, t, q, c, prefill=prefill),
+                  static_argnums=3)
+    logits, cache = fwd(toks[:, :prompt], pos[:, :prompt], init_cache(cfg.model, rules, *toks.shape), True)
+    steps = [np.asarray(logits)]
+    for i in range(prompt, toks.shape[1]):
+        logits, cache = fwd(toks[:, i:i + 1], pos[:, i:i + 1], cache, False)
+        steps.append(np.asarray(logits))
+    return np.concatenate(steps, axis=1)
 
 
 def test_only_the_xla_backend_has_windows_and_bad_values_are_one_line():
@@ -112,14 +119,7 @@ def test_chunked_nope_layers_decode_as_the_full_pass_from_a_left_padded_prefill(
     pos = jnp.asarray(np.stack([np.arange(32), np.arange(32) - pad]).clip(-1), jnp.int32)
     with jax.set_mesh(mesh):  # (row 1's own tokens then 3 more, which no earlier logit sees)
         want = np.asarray(jax.jit(lambda t: forward(cfg.model, rules, params, t)[0])(jnp.asarray(toks)))
-        fwd = jax.jit(lambda t, q, c, prefill: forward(cfg.model, rules, params, t, q, c, prefill=prefill),
-                      static_argnums=3)
-        logits, cache = fwd(rows[:, :20], pos[:, :20], init_cache(cfg.model, rules, 2, 32), True)
-        steps = [np.asarray(logits)]
-        for i in range(20, 32):
-            logits, cache = fwd(rows[:, i:i + 1], pos[:, i:i + 1], cache, False)
-            steps.append(np.asarray(logits))
-    got = np.concatenate(steps, axis=1)
+        got = _prefill_then_decode(cfg, rules, params, rows, pos, 20)
     np.testing.assert_allclose(got[0], want[0], rtol=0, atol=2e-5)
     np.testing.assert_allclose(got[1, pad:], want[1, :32 - pad], rtol=0, atol=2e-5)
 

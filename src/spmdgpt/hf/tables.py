@@ -433,6 +433,14 @@ OLMO2 = Architecture(
     picks={"qk_norm_whole": True},
 )
 
+def _projections(key: str, make) -> list:
+    """The Llama family's q/k/v projection rows without biases (from w_qkv; w_q and w_kv) with `key`
+    (Tensor.sign or Tensor.order) set to make(the parts each holds): a RoPE convention of another
+    checkpoint's rows (nanochat's, Llama 4's)."""
+    return [dataclasses.replace(LLAMA_ATTENTION[i], **{key: make(parts)}) for i, parts in ((2, "qkv"), (4, "q"),
+                                                                                          (6, "kv"))]
+
+
 def _rope_flip(parts: str):
     """The sign of each row of a q/k/v projection ("q", "kv", "qkv": its parts stacked on the first
     axis) that makes spmdgpt's RoPE compute nanochat's: nanochat rotates each pair (x_i, x_{i+h/2}) the
@@ -455,11 +463,7 @@ def _rope_flip(parts: str):
 NANOCHAT = Architecture(
     name="NanoChatForCausalLM", model_type="nanochat", norm=NormType.rmsnorm, mlp=MlpType.relu2,
     tensors=tuple(_layer("model.layers.{i}.", [
-        _t([f"self_attn.{c}_proj.weight" for c in "qkv"], "blocks.attn.w_qkv", "d c n h -> c (n h) d",
-           sign=_rope_flip("qkv")),
-        _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d", sign=_rope_flip("q")),
-        _t([f"self_attn.{c}_proj.weight" for c in "kv"], "blocks.attn.w_kv", "d kv k h -> kv (k h) d",
-           sign=_rope_flip("kv")),
+        *_projections("sign", _rope_flip),
         _t("self_attn.o_proj.weight", "blocks.attn.w_o", "n h d -> d (n h)"),
         _t("mlp.fc1.weight", "blocks.mlp.w_up", "d f -> f d"),
         _t("mlp.fc2.weight", "blocks.mlp.w_down", "f d -> d f"),
@@ -701,11 +705,7 @@ LLAMA4 = Architecture(
     name="Llama4ForCausalLM", model_type="llama4_text", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", [
         *LLAMA_ATTENTION[:2],
-        _t([f"self_attn.{c}_proj.weight" for c in "qkv"], "blocks.attn.w_qkv", "d c n h -> c (n h) d",
-           order=_pairs("qkv")),
-        _t("self_attn.q_proj.weight", "blocks.attn.w_q", "d n h -> (n h) d", order=_pairs("q")),
-        _t([f"self_attn.{c}_proj.weight" for c in "kv"], "blocks.attn.w_kv", "d kv k h -> kv (k h) d",
-           order=_pairs("kv")),
+        *_projections("order", _pairs),
         LLAMA_ATTENTION[8],  # (o_proj)
         *[dataclasses.replace(t, names=(t.names[0].replace("mlp.", "feed_forward."),), layers="dense")
           for t in LLAMA_LAYER[len(LLAMA_ATTENTION):] if t.leaf in ("blocks.mlp.w_gate", "blocks.mlp.w_up",
