@@ -55,7 +55,7 @@ CASES = [
                                          "calculator_sft, chain_grpo, chain_sft, deepseek_v3, "
                                          "deepseek_v3_small, gemma3_1b, gpt2_124m, gpt_oss_120b, gpt_oss_20b, "
                                          "gpt_oss_small, gutenberg_gpt2, ladder_gutenberg, ladder_tiny, llama2_7b, "
-                                         "llama3_2_1b, llama3_8b, llama_1b, mixtral_8x7b"),
+                                         "llama3_2_1b, llama3_8b, llama4_scout, llama4_small, llama_1b, mixtral_8x7b"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),
     (STAIR + ["+sharding.params.embed=rows"], "sharding.params.embed=rows: unknown mesh axis 'rows'"),
     (STAIR + ["sharding=tp", "mesh.model=8", "model.num_heads=4"], "model.num_heads=4 is not divisible by 8"),
