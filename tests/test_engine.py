@@ -354,7 +354,8 @@ def test_paged_kernels_refusals():
                                         ("windows", ATTENTION_UNITS["windows-sinks"], "gpu"),
                                         ("tpu lanes", [], "tpu"), ("wide", WIDE_GQA, "tpu"))}
     assert why == {"mla": "MLA caches latents, and the kernels read key and value pages",
-                   "windows": "the kernels have no sliding window (model.sliding_window)",
+                   "windows": "the kernels have no sliding window or chunk (model.sliding_window, "
+                              "model.attention_chunk)",
                    "tpu lanes": "the TPU kernel's head width must be a multiple of 128 (the model's: 16)",
                    "wide": None}
 
