@@ -723,7 +723,7 @@ def test_rollouts_sampled_ahead_train_on_their_sampling_parameters_and_resume_bi
     staleness 0, 1, 0, 1). The first batch is the on-policy run's (its row bitwise); a stale batch's
     old log-probabilities are its sampling parameters' (the sampler's agree with them to rounding,
     where the moved parameters' would be ~1e-2 away); a run resumed from step 2's checkpoint ends with
-    the uninterrupted run's rows bitwise; the plan holds one more copy of the parameters."""
+    the uninterrupted run's rows bitwise; the plan holds a copy of the parameters a batch in flight."""
     from spmdgpt.cli import main
 
     base = [*_sums_file(tmp_path), "rl.max_new_tokens=5"]
@@ -745,7 +745,7 @@ def test_rollouts_sampled_ahead_train_on_their_sampling_parameters_and_resume_bi
     for k in ("0", "2"):
         assert main(["plan", *base, "format=json", f"rl.max_staleness={k}"]) == 0
         plans[k] = json.loads(capsys.readouterr().out)
-    assert plans["2"]["param_bytes"] - plans["0"]["param_bytes"] == plans["0"]["param_bytes"] // 2  # (+ reference)
+    assert plans["2"]["param_bytes"] == 2 * plans["0"]["param_bytes"]  # (K = 2 copies beside params and reference)
     assert main(["train", *base, "rl.max_staleness=-1", f"run.dir={tmp_path / 'bad'}"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "spmdgpt: error: rl.max_staleness=-1 must be >= 0 (batches sampled ahead of the update; 0: on-policy)")

@@ -56,8 +56,8 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     """The preflight of a GRPO run: its step on a rollout batch's shapes, the engine's step of its
     rollouts (with decode and prefill rows: its largest program) and the log-probabilities of a batch
     (and on-policy distillation's teacher's, its parameters resident beside every program),
-    compiled before step 1 for the run's state (and with rl.max_staleness the parameters' copy the
-    rollouts sampled ahead read) and checked against a device's memory
+    compiled before step 1 for the run's state (and with rl.max_staleness = K the K copies of the
+    trained parameters the rollouts sampled ahead read) and checked against a device's memory
     (`preflight.checked`); the run then calls these executables."""
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.model import param_info
@@ -70,7 +70,7 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     tokens = batch[0]
     teacher = None if ro.teacher is None else ro.teacher.params  # (distillation's: resident beside every program)
     state = begin.state
-    ahead = state.params if cfg.rl.max_staleness else None  # (the copy the rollouts sampled ahead read)
+    ahead = (state.params,) * cfg.rl.max_staleness  # (the copies rollouts sampled ahead read: one a batch)
     programs = run_programs(cfg, rules, optimizer, state, batch, (), base=base,
                             held_bytes=shard_bytes((teacher, ahead)), step_only=True,
                             vocab_limit=ro.tokenizer.vocab_size)
@@ -100,8 +100,8 @@ def _load(cfg: Config, check):
 
 def _frozen(cfg: Config, rules: Rules):
     """What a run holds beside its state, as shapes in the run's sharding rules: rl.objective=distill's
-    teacher, and with rl.max_staleness the copy of the trained parameters its rollouts sampled ahead
-    read (None: neither)."""
+    teacher, and with rl.max_staleness = K the copies of the trained parameters its rollouts sampled
+    ahead read, one for each batch in flight (None: neither)."""
     from spmdgpt.model import abstract_params
     from spmdgpt.rl.teacher import teacher_model
     from spmdgpt.training.state import abstract_state
@@ -112,7 +112,7 @@ def _frozen(cfg: Config, rules: Rules):
         model = teacher_model(cfg)
         held.append(abstract_params(model, Rules(rules.mesh, cfg.sharding, model)))
     if cfg.rl.max_staleness:
-        held.append(abstract_state(cfg, rules, optimizer_of(cfg)).params)
+        held += [abstract_state(cfg, rules, optimizer_of(cfg)).params] * cfg.rl.max_staleness
     return tuple(held) or None
 
 
