@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from distill import QUIET, rows, train  # (a `spmdgpt train` process, kept once finished; its rows)
+from distill import QUIET, print_arms, rows, summarise_seed, train  # (`spmdgpt train` runs, kept once finished)
 
 
 def main() -> None:
@@ -48,22 +45,9 @@ def main() -> None:
                               f"train.eval_every={max(a.grpo_steps // 5, 1)}")}
         wall["sft_more"] = train(runs["sft_more"], "+experiment=chain_sft", *common,
                                  f"train.time_budget={wall['grpo']:.0f}", "train.eval_every=100")
-        subprocess.call([sys.executable, "-m", "spmdgpt", "plot", *map(str, runs.values()),
-                         f"out={out / f'plots-{seed}'}"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        for name, run in runs.items():
-            r = rows(run)
-            evals = [x["val/reward"] for x in r if "val/reward" in x]
-            summary.setdefault(name, []).append({"seed": int(seed), "last": evals[-1], "best": max(evals),
-                                                 "steps": max(x["step"] for x in r if "loss" in x),
-                                                 "wall_s": wall[name]})
+        summarise_seed(out, seed, runs, wall, summary)
     print(f"chain_sft ({a.sft_steps} steps): val/reward {before:.3f}")
-    print("| arm | val/reward at the end, per seed | mean | steps | wall s |")
-    print("| --- | --- | --- | --- | --- |")
-    for name in ("grpo", "sft_more"):
-        got = summary[name]
-        print(f"| {name} | {', '.join(f'{g['last']:.3f}' for g in got)} | "
-              f"{statistics.mean(g['last'] for g in got):.3f} | {', '.join(str(g['steps']) for g in got)} | "
-              f"{', '.join(f'{g['wall_s']:.0f}' for g in got)} |")
+    print_arms(summary, ["grpo", "sft_more"])
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
 

@@ -125,26 +125,35 @@ def main() -> None:
                                "train.eval_every=100")
         for name in more:
             wall[name] = distill(runs[name], float(name[len("distill_lr"):]))
-        subprocess.call([sys.executable, "-m", "spmdgpt", "plot", *map(str, runs.values()),
-                         f"out={out / f'plots-{seed}'}"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        for name, run in runs.items():
-            r = rows(run)
-            evals = [x["val/reward"] for x in r if "val/reward" in x]
-            steps = max(x["step"] for x in r if "loss" in x)
-            summary.setdefault(name, []).append({"seed": int(seed), "first": evals[0], "last": evals[-1],
-                                                 "best": max(evals), "steps": steps, "wall_s": wall.get(name)})
+        summarise_seed(out, seed, runs, wall, summary)
     print(f"student before: val/reward {summary['student']['val/reward']:.3f}; teacher: "
           f"{[x['val/reward'] for x in rows(teacher) if 'val/reward' in x][-1]:.3f}")
+    print_arms(summary, [name for name in summary if name not in ("teacher", "student")])
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+
+
+def summarise_seed(out: Path, seed: str, runs: dict, wall: dict, summary: dict) -> None:
+    """One seed's arms (name -> run) plotted into OUT/plots-SEED, and each one's val/reward (first,
+    last, best), steps and wall seconds appended to summary[name]."""
+    subprocess.call([sys.executable, "-m", "spmdgpt", "plot", *map(str, runs.values()),
+                     f"out={out / f'plots-{seed}'}"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    for name, run in runs.items():
+        r = rows(run)
+        evals = [x["val/reward"] for x in r if "val/reward" in x]
+        steps = max(x["step"] for x in r if "loss" in x)
+        summary.setdefault(name, []).append({"seed": int(seed), "first": evals[0], "last": evals[-1],
+                                             "best": max(evals), "steps": steps, "wall_s": wall.get(name)})
+
+
+def print_arms(summary: dict, names: list) -> None:
+    """The Markdown table of the named arms: val/reward at the end per seed, their mean, steps, wall s."""
     print("| arm | val/reward at the end, per seed | mean | steps | wall s |")
     print("| --- | --- | --- | --- | --- |")
-    for name in summary:
-        if name in ("teacher", "student"):
-            continue
+    for name in names:
         got = summary[name]
         print(f"| {name} | {', '.join(f'{g['last']:.3f}' for g in got)} | "
               f"{statistics.mean(g['last'] for g in got):.3f} | {', '.join(str(g['steps']) for g in got)} | "
               f"{', '.join(f'{g['wall_s']:.0f}' for g in got)} |")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":
