@@ -78,6 +78,14 @@ CASES = [
     (STAIR + ["model.compute_dtype=float16"], "model.compute_dtype=float16 needs loss scaling to train"),
     (STAIR + ["optimizer.state_dtype=float16"], "optimizer.state_dtype=float16 cannot hold Adam's second moments"),
     (STAIR + ["model.loss_block=48"], "model.loss_block=48 does not divide data.seq_len=64"),
+    # (Gemma 4's global layers of their own geometry: a stack of their own, in groups of k - 1 local layers then one)
+    (STAIR + ["model.global_head_dim=32", "model.sliding_window=8", "model.window_pattern=LGL"],
+     "model.global_head_dim / global_kv_heads / global_k_eq_v make the G layers a parameter stack of their own, run "
+     "as groups of k - 1 local layers and one global: set model.window_pattern to k - 1 L then one G (Gemma 4: "
+     "LLLLLG), "
+     "model.num_layers a multiple of k and a model.sliding_window (now window_pattern='LGL', num_layers=2, "
+     "sliding_window=8)"),
+    (STAIR + ["model.global_kv_heads=3"], "model.global_kv_heads=3 must divide model.num_heads=4"),
     (STAIR + ["train.microbatches=3"], "train.microbatches=3 does not divide data.batch_size=16"),
     # (sampling values a text run does not use are checked too: a NaN is a typo wherever it is)
     (STAIR + ["rl.temperature=nan"], "rl.temperature=nan must be a number in [0, 2] (0 = greedy)"),

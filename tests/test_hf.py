@@ -176,6 +176,13 @@ def random_params(cfg, rules, seed=1):
                            "model.embed_scale=true", "model.qk_norm=true", "model.sliding_window=8",
                            "model.window_pattern=GL", "model.rope_scaling=yarn", "model.rope_factor=4",
                            "model.rope_original_max_len=16", "model.tie_embeddings=false"]),
+    # Gemma 4's layers: the global layer's own head width (values their own: no attention_k_eq_v), half its RoPE pairs
+    # rotating, value norms, a scalar per layer, soft-capped logits; tied
+    ("Gemma4ForCausalLM", ["model.norm=rmsnorm", "model.mlp=geglu", "model.post_norms=true", "model.embed_scale=true",
+                           "model.qk_norm=true", "model.qk_norm_scale=true", "model.query_pre_attn_scalar=1",
+                           "model.v_norm=true", "model.layer_scale=true", "model.num_kv_heads=2",
+                           "model.sliding_window=8", "model.window_pattern=LG", "model.global_head_dim=32",
+                           "model.rope_global_fraction=0.5", "model.rope_local_theta=50", "model.logit_softcap=5"]),
     # gpt-oss: biased grouped attention with sinks, alternating windows, biased router and clamped-SwiGLU experts
     ("GptOssForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.glu_limit=1.0", "model.bias=true",
                            "model.attention_sinks=true", "model.num_kv_heads=2", "model.sliding_window=8",
@@ -376,6 +383,16 @@ HF_CONFIGS = {
                "use_qk_norm": True, "attn_temperature_tuning": True, "attn_scale": 0.5, "floor_scale": 4,
                "rope_parameters": {"rope_type": "llama3", "rope_theta": 5000.0, "factor": 4.0, "low_freq_factor": 1.0,
                                    "high_freq_factor": 1.0, "original_max_position_embeddings": 16}},
+    # Gemma 4: a local layer (window 8, RoPE base 100; 2 key/value heads of 16) then a global one of its own geometry
+    # (one key/value head of 32, its values the keys' projection, a quarter of the RoPE pairs rotating on base 5000),
+    # values RMS-normed, a scalar per layer, logits soft-capped at 3 (which these random weights reach); untied
+    "gemma4": {**{k: v for k, v in LLAMA_SHAPE.items() if k != "rope_theta"}, "num_hidden_layers": 2,
+               "num_key_value_heads": 2, "head_dim": 16, "global_head_dim": 32, "num_global_key_value_heads": 1,
+               "attention_k_eq_v": True, "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"],
+               "hidden_size_per_layer_input": 0, "final_logit_softcapping": 3.0,
+               "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                   "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                      "rope_theta": 5000.0}}},
     "neox": {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
              "num_attention_heads": 4, "max_position_embeddings": 128, "hidden_act": "gelu_new",
              "use_parallel_residual": False, "rotary_pct": 1.0, "tie_word_embeddings": False}}
@@ -485,6 +502,11 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                               "model.window_pattern=LGLG", "model.global_nope=True", "model.attn_temperature=0.5",
                               "model.attn_temperature_floor=4", "model.qk_norm=True", "model.rope_scaling=llama3",
                               "model.rope_high_freq_factor=1.0", "model.mlp_factor=1.5"], "Llama4ForCausalLM"),
+    "gemma4": ("gemma4", {}, ["model.window_pattern=LG", "model.global_head_dim=32",
+                              "model.global_kv_heads=1", "model.global_k_eq_v=True", "model.rope_global_fraction=0.25",
+                              "model.v_norm=True", "model.layer_scale=True", "model.query_pre_attn_scalar=1",
+                              "model.rope_local_theta=100.0", "model.logit_softcap=3.0", "model.tie_embeddings=False"],
+               "Gemma4ForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -496,16 +518,17 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # (deepseek_v3-yarn), Gated DeltaNet's recurrent state (qwen3_5; Qwen3-Next's is the same layer
 # beside experts), attention sinks (gpt_oss), blocks without pre-norms and QK-norms over the whole
 # projection (olmo3, windowed too), norms without parameters and nanochat's RoPE (nanochat), chunks, NoPE layers
-# and their temperature, experts weighted on their input (llama4). The others' attention and MoE units decode as the
+# and their temperature, experts weighted on their input (llama4), the global layers' own pages of another shape,
+# values from keys, value norms and proportional RoPE (gemma4). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
 OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss", "olmo3",
-                "nanochat", "llama4"}
+                "nanochat", "llama4", "gemma4"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4"}
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
@@ -557,7 +580,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     (_, _, _, K, H) = a.w_kv.shape
                     assert a.w_q.sharding.spec == P(None, ("data", "context"), "model", None)
                     assert a.w_kv.sharding.spec == P(None, ("data", "context"), None, None, None)
-                    assert a.w_kv.addressable_shards[0].data.shape == (2, 32, 2, K, H)
+                    # (Gemma 4's global layers: a stack of their own, their keys alone)
+                    assert a.w_kv.addressable_shards[0].data.shape == (*a.w_kv.shape[:1], 32, *a.w_kv.shape[2:])
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
             if moe and n == 1 and kind != "deepseek_v3":  # fine-tuning with the balancing bias: zeros at first
                 # (DeepSeek-V3's files hold theirs)
@@ -670,6 +694,9 @@ MULTIMODAL = {  # a multimodal class -> (its kind in torch_side, its text model'
     "Gemma3ForConditionalGeneration": ("gemma3_vl", "gemma3", {
         "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
         "image_size": 16, "patch_size": 4}),
+    "Gemma4ForConditionalGeneration": ("gemma4_vl", "gemma4", {  # (the published Gemma 4 folders' class)
+        "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "num_key_value_heads": 2, "head_dim": 16, "patch_size": 4, "position_embedding_size": 64}),
     "Llama4ForConditionalGeneration": ("llama4_vl", "llama4", {  # (the published Scout's and Maverick's class)
         "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
         "image_size": 16, "patch_size": 4, "vision_output_dim": 32, "projector_input_dim": 32,

@@ -56,6 +56,13 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                                         "model.moe.normalize_top_k=false", "model.moe.weight_input=true",
                                         "model.qk_norm=true", "model.attention_chunk=8", "model.window_pattern=LG",
                                         "model.global_nope=true", "model.attn_temperature=0.1"],
+                  "Gemma4ForCausalLM": ["model.norm=rmsnorm", "model.mlp=geglu", "model.post_norms=true",
+                                        "model.embed_scale=true", "model.qk_norm=true", "model.qk_norm_scale=true",
+                                        "model.query_pre_attn_scalar=1", "model.v_norm=true", "model.layer_scale=true",
+                                        "model.sliding_window=16", "model.window_pattern=LG",
+                                        "model.global_head_dim=32", "model.global_kv_heads=1",
+                                        "model.global_k_eq_v=true", "model.rope_global_fraction=0.25",
+                                        "model.rope_local_theta=100", "model.logit_softcap=15"],
                   "GptOssForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.bias=true",
                                         "model.attention_sinks=true", "model.moe.num_experts=4",
                                         "model.num_kv_heads=1"]}
@@ -122,7 +129,8 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "moe.route_scale": 2.5, "query_pre_attn_scalar": 64, "rope_local_theta": 500.0, "rope_fraction": 0.5,
            "deltanet.full_attention_interval": 4, "deltanet.key_heads": 4, "deltanet.value_heads": 4,
            "deltanet.key_dim": 32, "deltanet.value_dim": 32, "deltanet.conv": 3, "qk_norm": False,
-           "attention_chunk": 16, "global_nope": False, "attn_temperature": 0.5, "attn_temperature_floor": 16}
+           "attention_chunk": 16, "global_nope": False, "attn_temperature": 0.5, "attn_temperature_floor": 16,
+           "global_head_dim": 64, "global_kv_heads": 2, "global_k_eq_v": False, "rope_global_fraction": 0.5}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -139,9 +147,13 @@ def test_every_mapped_field_reaches_its_config_json_key(arch):
         before = cfg if scaling is None else dataclasses.replace(cfg, rope_scaling=scaling)
         if field == "window_pattern" and not cfg.attention_chunk:  # (read with a window, or Llama 4's chunks)
             before = dataclasses.replace(cfg, sliding_window=16)
-        changed = hf_config(with_field(before, field, CHANGED[field]), eos_id=0)
+        value = CHANGED[field]
+        if arch.name == "Gemma4ForCausalLM":  # (its last layer global; own key/value heads with values from keys)
+            value = {"window_pattern": "G", "num_layers": 6}.get(field, value)
+            before = dataclasses.replace(before, global_kv_heads=None) if field == "global_k_eq_v" else before
+        changed = hf_config(with_field(before, field, value), eos_id=0)
         assert changed[key] != hf_config(before, eos_id=0)[key], field
-        assert field_value(with_field(before, field, CHANGED[field]), field) == CHANGED[field]
+        assert field_value(with_field(before, field, value), field) == value
 
 
 class DictFiles:
@@ -374,3 +386,48 @@ def test_llama4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     rope = model_fields({**hf, "no_rope_layers": [1] * 4, "layer_types": ["full_attention"] * 4,
                          "attention_chunk_size": None}, "mem")
     assert (rope["global_nope"], rope["attention_chunk"], rope["attn_temperature"]) == (False, 0, 0.0)
+
+
+def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
+    """A Gemma 4 config.json exported from spmdgpt (Google's form: global_head_dim,
+    num_global_key_value_heads) reads back to the same model, and so does transformers 5.24's form
+    (per_layer_config); Gemma 4's per-layer input embeddings, shared key/value layers, experts and
+    bidirectional attention are one line naming the field; its global layers' values from keys,
+    their key/value heads of their own and the last layer global are what export needs."""
+    from spmdgpt.config import model_config_from_dict
+    from spmdgpt.hf import model_fields
+
+    cfg = model_cfg("Gemma4ForCausalLM")
+    hf = hf_config(cfg, eos_id=0)
+    assert (hf["architectures"], hf["layer_types"], hf["global_head_dim"], hf["num_global_key_value_heads"],
+            hf["attention_k_eq_v"], hf["rope_parameters"]["full_attention"]) == (
+        ["Gemma4ForCausalLM"], ["sliding_attention", "full_attention"], 32, 1, True,
+        {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 10000.0})
+    back = model_config_from_dict(model_fields(hf, "mem"), base=cfg)
+    assert architecture(back).name == "Gemma4ForCausalLM" and hf_config(back, eos_id=0) == hf
+    newer = {k: v for k, v in hf.items() if k not in ("global_head_dim", "num_global_key_value_heads")}
+    newer["per_layer_config"] = {"1": {"head_dim": 32, "num_key_value_heads": 1}}
+    assert model_config_from_dict(model_fields(newer, "mem"), base=cfg) == back
+    for change, message in (
+            ({"hidden_size_per_layer_input": 256}, "hidden_size_per_layer_input=256; spmdgpt needs 0 (per-layer input "
+             "embeddings, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)"),
+            ({"num_kv_shared_layers": 2}, "num_kv_shared_layers=2; spmdgpt needs 0 (layers that reuse an earlier "
+             "layer's keys and values, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)"),
+            ({"enable_moe_block": True}, "enable_moe_block=True; spmdgpt needs false (Gemma 4 26B-A4B's experts beside "
+             "the dense MLP are not in spmdgpt yet)"),
+            ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention='all'; spmdgpt needs null (causal "
+             "attention)"),
+            ({"per_layer_config": {"0": {"head_dim": 32}}}, "per_layer_config={'0': {'head_dim': 32}}; spmdgpt needs "
+             "the same head_dim / num_key_value_heads in every full_attention layer and nothing else (the G layers' "
+             "own geometry)")):
+        with pytest.raises(ConfigError) as e:
+            model_fields({**hf, **change}, "mem")
+        assert e.value.messages == [f"mem: config.json has {message}"]
+    for change, message in (
+            ({"window_pattern": "GL"}, "model.window_pattern=GL: Gemma4ForCausalLM's last layer is global "
+             "(full_attention; transformers makes it so), this model's is local; end the pattern with G"),
+            ({"global_k_eq_v": False}, "model.global_kv_heads=1: Gemma4ForCausalLM gives the G layers key/value heads "
+             "of their own only with values from keys; set model.global_k_eq_v=true or leave global_kv_heads unset")):
+        with pytest.raises(ConfigError) as e:
+            architecture(dataclasses.replace(cfg, **change))
+        assert e.value.messages == [message]

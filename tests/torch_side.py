@@ -9,7 +9,7 @@ request. Requests ({"op": ..., ...}):
   generate_ids folder, prompts (token ids), max_new_tokens: greedy new ids of generate
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
   chat_template folder, conversations, add_generation_prompt[, tools]: apply_chat_template's text and ids
-  make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe |
+  make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe | ... | gemma4 |
               neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
@@ -90,6 +90,8 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "qwen3_5_vl": (transformers.Qwen3_5Config, transformers.Qwen3_5ForConditionalGeneration),
            "qwen3_5_moe_vl": (transformers.Qwen3_5MoeConfig, transformers.Qwen3_5MoeForConditionalGeneration),
            "gemma3_vl": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
+           "gemma4": (transformers.Gemma4TextConfig, transformers.Gemma4ForCausalLM),
+           "gemma4_vl": (transformers.Gemma4Config, transformers.Gemma4ForConditionalGeneration),
            "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
            "olmo3": (transformers.Olmo3Config, transformers.Olmo3ForCausalLM),
            "nanochat": (transformers.NanoChatConfig, transformers.NanoChatForCausalLM),
@@ -100,8 +102,8 @@ def make_model(kind, folder, config, tokens=None, out=None):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
-        for name, b in model.named_buffers():  # (DeepSeek's router bias: a buffer, zeros at init)
-            if name.endswith("e_score_correction_bias"):
+        for name, b in model.named_buffers():  # (DeepSeek's router bias: a buffer, zeros at init; Gemma 4's
+            if name.endswith(("e_score_correction_bias", "layer_scalar")):  # layer scalars, ones)
                 b.add_(torch.randn_like(b) * 0.1)
         model.save_pretrained(folder)
         if tokens is not None:

@@ -46,6 +46,37 @@ def layer_windows(m: ModelConfig) -> tuple:
     return tuple(local if m.window_pattern[i % len(m.window_pattern)] == "L" else 0 for i in range(m.num_layers))
 
 
+def global_stack(m: ModelConfig) -> bool:
+    """Whether the G layers' attention has a geometry of its own (model.global_head_dim, global_kv_heads
+    other than the model's, or global_k_eq_v): they are then a parameter stack of their own ("blocks"),
+    the L layers another ("local_blocks"), run as groups of len(window_pattern) - 1 local layers and one
+    global (Gemma 4)."""
+    return bool(m.global_k_eq_v or (m.global_head_dim is not None and m.global_head_dim != head_dim(m))
+                or (m.global_kv_heads is not None and m.global_kv_heads != kv_heads(m)))
+
+
+def local_layers(m: ModelConfig) -> tuple:
+    """Which layers are in the local stack of a model with a global one (`global_stack`; True: an
+    L layer of model.window_pattern); none without it."""
+    if not global_stack(m) or not m.window_pattern:
+        return (False,) * m.num_layers
+    return tuple(m.window_pattern[i % len(m.window_pattern)] == "L" for i in range(m.num_layers))
+
+
+def stack_config(m: ModelConfig, stack: str) -> ModelConfig:
+    """The model config as the layers of parameter stack `stack` see it: with a global stack
+    (`global_stack`), the G layers ("blocks") with model.head_dim and num_kv_heads their own
+    (global_head_dim, global_kv_heads) and values from keys where global_k_eq_v says so; the L
+    layers ("local_blocks") without global_k_eq_v. Otherwise m itself."""
+    if not global_stack(m):
+        return m
+    plain = dict(global_head_dim=None, global_kv_heads=None)
+    if stack == "blocks":
+        return dataclasses.replace(m, head_dim=m.global_head_dim or head_dim(m),
+                                   num_kv_heads=m.global_kv_heads or kv_heads(m), **plain)
+    return dataclasses.replace(m, global_k_eq_v=False, **plain)
+
+
 def moe_layers(m: ModelConfig) -> tuple:
     """Which layers have the mixture-of-experts MLP (True) and which the dense one: after
     model.moe.first_dense_layers dense ones, every model.moe.interleave_step-th layer (the

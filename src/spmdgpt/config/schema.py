@@ -162,6 +162,16 @@ class ModelConfig(Section):
     # Qwen3-Next: 0.25, transformers' partial_rotary_factor); the rest pass unrotated
     rope_local_theta: Optional[float] = None  # the sliding-window (L) layers' RoPE base, unscaled (Gemma 3: 10,000;
     # the global ones: rope_theta 1,000,000 with rope_scaling); None: every layer rope_theta and the scaling
+    rope_global_fraction: float = 1.0  # the G layers rotate the first fraction of each head's RoPE pairs at their
+    # frequencies theta^(-2i/head_dim) and the rest at frequency 0 (Gemma 4's proportional RoPE: 0.25); 1 = all
+    global_head_dim: Optional[int] = None  # the G layers' head width, their own parameter stack (Gemma 4: 512 beside
+    # the local layers' 256); None: model.head_dim
+    global_kv_heads: Optional[int] = None  # the G layers' key/value heads (Gemma 4 31B: 4); None: model.num_kv_heads
+    global_k_eq_v: bool = False  # the G layers' values are their keys' projection before the key's norm and RoPE: no
+    # value projection (Gemma 4's attention_k_eq_v)
+    v_norm: bool = False  # each head's values RMS-normalised, no learned scale (Gemma 4)
+    layer_scale: bool = False  # a learned scalar per layer multiplying the residual stream after the layer (Gemma 4's
+    # layer_scalar; starts at 1)
     mtp_depth: int = 0  # multi-token prediction (DeepSeek-V3): this many sequential modules after the model, module k
     # predicting the token k + 1 places past the next one (training only; `model.mtp`); 0 = off
     mtp_weight: float = 0.3  # the objective adds this x the modules' mean loss (logged as mtp/loss; DeepSeek-V3: 0.3)

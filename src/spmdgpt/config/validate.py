@@ -8,6 +8,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spmdgpt.config.derived import (
+    global_stack,
     head_dim,
     logical_dim_sizes,
     mesh_axes,
@@ -208,7 +209,7 @@ def _model(m, training: bool) -> List[str]:
     if not m.window_pattern or set(m.window_pattern) - {"L", "G"}:
         errs.append(f"model.window_pattern={m.window_pattern!r} must be letters L (local: sliding window) and G "
                     "(global), e.g. L or LLLLLG")
-    errs += _chunks(m)
+    errs += _chunks(m) + _global_layers(m)
     for name in ("query_pre_attn_scalar", "rope_local_theta"):
         if getattr(m, name) is not None and not getattr(m, name) > 0:
             errs.append(f"model.{name}={getattr(m, name)} must be > 0 (Gemma 3: 256 and 10000), or null for off")
@@ -289,6 +290,40 @@ def _chunks(m) -> List[str]:
     if m.attn_temperature_floor < 1:
         errs.append(f"model.attn_temperature_floor={m.attn_temperature_floor} must be >= 1 (positions per step of the "
                     "temperature; Llama 4: 8192)")
+    return errs
+
+
+def _global_layers(m) -> List[str]:
+    """Gemma 4's attention: the G layers' own geometry (a stack of their own), proportional RoPE, value norms."""
+    errs: List[str] = []
+    if not 0.0 < m.rope_global_fraction <= 1.0:
+        errs.append(f"model.rope_global_fraction={m.rope_global_fraction} must be in (0, 1] (the share of the G "
+                    "layers' RoPE pairs that rotate; Gemma 4: 0.25; 1 = all)")
+    if m.global_head_dim is not None and (not m.global_head_dim > 0 or m.global_head_dim % 2):
+        errs.append(f"model.global_head_dim={m.global_head_dim} must be even and > 0 (Gemma 4: 512), or null (the "
+                    "model's head_dim)")
+    if m.global_kv_heads is not None and m.num_heads > 0 and (
+            not 1 <= m.global_kv_heads <= m.num_heads or m.num_heads % m.global_kv_heads):
+        errs.append(f"model.global_kv_heads={m.global_kv_heads} must divide model.num_heads={m.num_heads} (Gemma 4 "
+                    "31B: 4), or be null (the model's num_kv_heads)")
+    if errs or not global_stack(m):
+        return errs
+    what = "model.global_head_dim / global_kv_heads / global_k_eq_v"
+    k = len(m.window_pattern)
+    local = m.sliding_window > 0 or m.attention_chunk > 0
+    if not local or k < 2 or m.window_pattern != "L" * (k - 1) + "G" or m.num_layers % k:
+        errs.append(f"{what} make the G layers a parameter stack of their own, run as groups of k - 1 local layers "
+                    f"and one global: set model.window_pattern to k - 1 L then one G (Gemma 4: LLLLLG), "
+                    f"model.num_layers a multiple of k and a model.sliding_window (now window_pattern="
+                    f"{m.window_pattern!r}, num_layers={m.num_layers}, sliding_window={m.sliding_window})")
+    for bad, name, fix in ((m.deltanet.full_attention_interval, "model.deltanet.full_attention_interval", "0"),
+                           (m.mla.kv_rank, "model.mla.kv_rank", "0"), (m.mtp_depth, "model.mtp_depth", "0"),
+                           (m.moe.num_experts and (m.moe.first_dense_layers or m.moe.interleave_step != 1),
+                            "model.moe.first_dense_layers / interleave_step", "0 and 1"),
+                           (m.moe.num_experts and m.moe.bias_update_rate, "model.moe.bias_update_rate", "0"),
+                           (m.parametrization.value != "standard", "model.parametrization", "standard")):
+        if bad:
+            errs.append(f"{what} (the G layers' own stack) and {name} do not combine yet; set {name}={fix}")
     return errs
 
 

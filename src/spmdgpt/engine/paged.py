@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ModelConfig, linear_layers
+from spmdgpt.config import ModelConfig, global_stack, linear_layers, local_layers, stack_config
 from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model import lora
 from spmdgpt.model.attention import LayerCache
@@ -79,16 +79,30 @@ def states(cfg: ModelConfig) -> dict:
 def pool_index(cfg: ModelConfig) -> np.ndarray:
     """Each layer's index in the pool arrays of its kind: the layer itself, or in a hybrid its
     place among the layers of its kind (the softmax layers' pages, the Gated DeltaNet layers'
-    states)."""
-    linear = linear_layers(cfg)
+    states), in a model with a global stack among its stack's layers (the local layers' pages, the
+    global ones')."""
+    linear = linear_layers(cfg) if any(linear_layers(cfg)) else local_layers(cfg)
     return np.asarray([linear[:i].count(kind) for i, kind in enumerate(linear)], np.int32)
 
 
-def layouts(cfg: ModelConfig) -> dict:
-    """{name: Layout} of what the model's attention unit caches (`Unit.cache`); the sequence axis is
-    the one whose length follows the capacity."""
-    attention, _ = block_units(cfg)
-    one, two = attention.cache(cfg, 1, 1), attention.cache(cfg, 1, 2)
+def paged_stacks(cfg: ModelConfig) -> tuple:
+    """The parameter stacks whose layers keep pages: "blocks", and "local_blocks" beside it where the
+    global layers' keys and values have their own shape (`config.global_stack`, Gemma 4's)."""
+    return ("blocks", "local_blocks") if global_stack(cfg) else ("blocks",)
+
+
+def pooled(stack: str) -> str:
+    """The prefix of a stack's pool arrays ("local." for "local_blocks"; the others' none: a
+    multi-token prediction module's pages are the blocks' pool's, after its layers)."""
+    return "local." if stack == "local_blocks" else ""
+
+
+def layouts(cfg: ModelConfig, stack: str = "blocks") -> dict:
+    """{name: Layout} of what the attention unit of parameter stack `stack` caches (`Unit.cache`);
+    the sequence axis is the one whose length follows the capacity."""
+    attention, _ = block_units(cfg, stack)
+    seen = stack_config(cfg, stack)
+    one, two = attention.cache(seen, 1, 1), attention.cache(seen, 1, 2)
     out = {}
     for name, (shape, logical) in one.items():
         axis = next(i for i, (a, b) in enumerate(zip(shape, two[name][0], strict=True)) if a != b)
@@ -97,12 +111,12 @@ def layouts(cfg: ModelConfig) -> dict:
     return out
 
 
-def pool_layouts(cfg: ModelConfig, kernel: Optional[str] = None) -> dict:
+def pool_layouts(cfg: ModelConfig, kernel: Optional[str] = None, stack: str = "blocks") -> dict:
     """{name: Layout} of the pool's arrays: the unit's (`layouts`), but as a paged-attention
     kernel reads keys and values (`Step`'s kernel): the GPU's head-first ([heads, layers, pages,
     page_size, head_dim]); the TPU's one array "kv" whose heads interleave keys and values (key
     head i at 2i, its value at 2i + 1: `ragged_paged_attention`'s pages)."""
-    units = layouts(cfg)
+    units = layouts(cfg, stack)
     if kernel == "gpu":
         return {name: lay._replace(lead=1) for name, lay in units.items()}
     if kernel == "tpu":
@@ -119,13 +133,13 @@ def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts
     hybrid's softmax-attention layers), then the first `drafts` multi-token-prediction modules'
     (speculative decoding's drafter). A hybrid's Gated DeltaNet layers add {name: [their layers,
     slots + 1, ...]}: each slot's state, and a null slot (`slots`) that idle rows write."""
-    linear = linear_layers(cfg)
-    layers = linear.count(False) + drafts
-    paged = {name: jnp.zeros(lay.rest[:lay.lead] + (layers, pages, page_size) + lay.rest[lay.lead:],
-                             dtype_of(cfg.compute_dtype),
-                             out_sharding=rules.spec(*lay.logical[:lay.lead], "layers", None, None,
-                                                     *lay.logical[lay.lead:]))
-             for name, lay in pool_layouts(cfg, kernel).items()}
+    linear, local = linear_layers(cfg), local_layers(cfg)
+    counts = {"blocks": linear.count(False) - sum(local) + drafts, "local_blocks": sum(local)}
+    paged = {pooled(stack) + name: jnp.zeros(lay.rest[:lay.lead] + (counts[stack], pages, page_size)
+                                             + lay.rest[lay.lead:], dtype_of(cfg.compute_dtype),
+                                             out_sharding=rules.spec(*lay.logical[:lay.lead], "layers", None, None,
+                                                                     *lay.logical[lay.lead:]))
+             for stack in paged_stacks(cfg) for name, lay in pool_layouts(cfg, kernel, stack).items()}
     return {**paged, **{name: jnp.zeros((sum(linear), slots + 1) + shape, dtype,
                                         out_sharding=rules.spec("layers", None, *logical))
                         for name, (shape, logical, dtype) in states(cfg).items()}}
@@ -134,9 +148,10 @@ def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts
 def pool_bytes(cfg: ModelConfig, pages: int, page_size: int, drafts: int = 0, slots: int = 0) -> int:
     """Bytes of a pool of `pages` pages (all layers, all cached arrays), with a hybrid's states for
     `slots` slots."""
-    per_token = sum(int(np.prod(lay.rest)) for lay in layouts(cfg).values())
-    linear = linear_layers(cfg)
-    paged = (linear.count(False) + drafts) * pages * page_size * per_token * dtype_of(cfg.compute_dtype).itemsize
+    linear, local = linear_layers(cfg), local_layers(cfg)
+    counts = {"blocks": linear.count(False) - sum(local) + drafts, "local_blocks": sum(local)}
+    paged = sum(counts[stack] * sum(int(np.prod(lay.rest)) for lay in layouts(cfg, stack).values())
+                for stack in paged_stacks(cfg)) * pages * page_size * dtype_of(cfg.compute_dtype).itemsize
     return paged + sum(linear) * (slots + 1) * sum(int(np.prod(shape)) * dtype.itemsize
                                                    for shape, _, dtype in states(cfg).values())
 
@@ -395,8 +410,11 @@ class Step:
         self.drafts, self.kernel = drafts, kernel
         self.adapters = adapters  # LoRA adapters stacked in the parameters (`lora.Stacked`), each row choosing one
         self.interpret = kernel is not None and kernel != platform()
-        self.layouts, self.states = layouts(cfg), states(cfg)
-        self.pools = pool_layouts(cfg, kernel)  # (the unit's arrays, or as the kernel reads them)
+        self.layouts = {stack: layouts(cfg, stack) for stack in paged_stacks(cfg)}
+        self.states = states(cfg)
+        # (the unit's arrays, or as the kernel reads them; a global stack's local layers' under "local.")
+        self.stacks = {stack: pool_layouts(cfg, kernel, stack) for stack in paged_stacks(cfg)}
+        self.pools = self.stacks["blocks"]
         self.run = jax.jit(self._step, donate_argnums=1, static_argnames="groups")
 
     def _group(self, rules: Rules, rows: Rows, draw: Draw, decode: bool) -> Group:
@@ -433,31 +451,36 @@ class Step:
             cache = LayerCache({}, mask, jnp.int32(0), paged=paged)
             x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, cache, window=window, stack=stack)
             return x, {**pool, **kv}
+        paged = "local_blocks" if stack == "local_blocks" else "blocks"
         x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b,
-                         LayerCache(self._views(pool, layer, g.table, rules), mask, jnp.int32(g.capacity)),
+                         LayerCache(self._views(pool, layer, g.table, rules, paged), mask, jnp.int32(g.capacity)),
                          window=window, stack=stack)
-        new = {n: _entries(kv[n], lay, g.capacity, t, rules) for n, lay in self.layouts.items()}
-        return x, self._store(pool, layer, new, g.where, rules)
+        new = {n: _entries(kv[n], lay, g.capacity, t, rules) for n, lay in self.layouts[paged].items()}
+        return x, self._store(pool, layer, new, g.where, rules, paged)
 
-    def _views(self, pool: dict, layer, table: Array, rules) -> dict:
-        """{the unit's name: layer `layer`'s pages of each row in its cache layout} (`_view`)."""
+    def _views(self, pool: dict, layer, table: Array, rules, stack: str = "blocks") -> dict:
+        """{the unit's name: layer `layer`'s pages of each row in its cache layout} (`_view`), of the pool
+        arrays of parameter stack `stack` (`paged_stacks`)."""
         if "kv" not in self.pools:
-            return {n: _view(pool[n], layer, table, lay, rules) for n, lay in self.pools.items()}
+            return {n: _view(pool[pooled(stack) + n], layer, table, lay, rules)
+                    for n, lay in self.stacks[stack].items()}
         both = _view(pool["kv"], layer, table, self.pools["kv"], rules)  # [b, 2K, capacity, h]: k, v interleaved
         heads = self.pools["kv"].logical[0]
         pairs = jnp.reshape(both, (both.shape[0], both.shape[1] // 2, 2) + both.shape[2:],
                             out_sharding=rules.spec("batch", heads, None, None, "head_dim"))
         return {"k": pairs[:, :, 0], "v": pairs[:, :, 1]}
 
-    def _store(self, pool: dict, layer, new: dict, where: tuple, rules) -> dict:
-        """The pool with the unit's new entries ({name: [n, ...rest]}) written into layer `layer` at
-        `where`'s pages and offsets."""
+    def _store(self, pool: dict, layer, new: dict, where: tuple, rules, stack: str = "blocks") -> dict:
+        """The pool with the unit's new entries ({name: [n, ...rest]}) written into layer `layer` of stack
+        `stack`'s arrays at `where`'s pages and offsets."""
         if "kv" in self.pools:  # (keys and values interleaved: [n, K, 2, h] -> [n, 2K, h])
             k, v = new["k"], new["v"]
             both = jnp.stack([k, v], axis=2)
             new = {"kv": jnp.reshape(both, (k.shape[0], 2 * k.shape[1]) + k.shape[2:],
                                      out_sharding=rules.spec("batch", *self.pools["kv"].logical))}
-        return {**pool, **{n: _put(pool[n], layer, a, self.pools[n], *where, rules) for n, a in new.items()}}
+        at = pooled(stack)
+        return {**pool, **{at + n: _put(pool[at + n], layer, a, self.stacks[stack][n], *where, rules)
+                           for n, a in new.items()}}
 
     def _paged(self, rules, pool: dict, layer, g: Group, q: Array, k: Array, v: Array):
         """A decode group's attention by the paged kernel: q, k, v [b, heads, 1, h] (q scaled) ->

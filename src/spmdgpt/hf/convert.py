@@ -28,9 +28,11 @@ from spmdgpt.config import (
     kv_heads,
     layer_windows,
     linear_layers,
+    local_layers,
     mla_dims,
     mlp_hidden,
     moe_layers,
+    stack_config,
 )
 from spmdgpt.hf.tables import (
     ARCHITECTURES,
@@ -148,7 +150,7 @@ def _unfit(arch: Architecture, cfg: ModelConfig) -> list:
                 f"Face architecture of this model.norm and model.mlp) does not compute that, so the model "
                 f"cannot be exported ({fix})"]
     unmet = [f"model.{n}={text(field_value(cfg, n))}: {arch.name} needs {what}" for n, (ok, what) in
-             arch.requires.items() if not ok(field_value(same, n))]
+             arch.requires.items() if not ok(field_value(same, n))] + (arch.check(cfg) if arch.check else [])
     if unmet:
         return unmet
     if unknown:
@@ -167,14 +169,18 @@ def refusals(arch: Architecture, cfg: ModelConfig) -> tuple[list, list]:
     return refused, unknown
 
 
-def _dims(cfg: ModelConfig) -> dict:
+def _dims(cfg: ModelConfig, layer: Optional[int] = None) -> dict:
     """The layout axes' sizes (see tables.py; MLA's: l = kv_rank, s = q_rank, p = kv_rank + rope_dim,
     q = nope_dim + rope_dim, u = nope_dim + v_dim, o = v_dim; g = the shared experts' width; Gated
     DeltaNet's: kh, kd = key heads and width, vh, vd = value heads and width, cw = the convolution's
-    width, two = 2)."""
+    width, two = 2), in model layer `layer` (a global stack's G layers: their own head width and
+    key/value heads, kv = 1 with values from keys; `config.stack_config`)."""
+    if layer is not None:
+        cfg = stack_config(cfg, _stack_of(cfg, layer)[0])
     kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
     kh, vh, kd, vd = deltanet_dims(cfg)
-    return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "k": kv_heads(cfg), "kv": 2, "h": head_dim(cfg),
+    return {"d": cfg.d_model, "c": 3, "n": cfg.num_heads, "k": kv_heads(cfg), "kv": 1 if cfg.global_k_eq_v else 2,
+            "h": head_dim(cfg),
             "f": mlp_hidden(cfg), "v": cfg.vocab_size, "e": cfg.moe.num_experts, "m": expert_hidden(cfg),
             "g": cfg.moe.shared_experts * expert_hidden(cfg), "l": kv_rank, "s": q_rank, "p": kv_rank + rope,
             "q": nope + rope, "u": nope + v, "o": v, "kh": kh, "kd": kd, "vh": vh, "vd": vd, "cw": cfg.deltanet.conv,
@@ -200,7 +206,8 @@ def _rearrange(a: np.ndarray, pattern: str, dims: dict) -> np.ndarray:
     import einops
 
     used = set(re.findall(r"\w+", pattern))
-    return np.ascontiguousarray(einops.rearrange(a, pattern, **{k: v for k, v in dims.items() if k in used}))
+    out = einops.rearrange(a, pattern, **{k: v for k, v in dims.items() if k in used})
+    return np.ascontiguousarray(out).reshape(np.shape(out))  # (a scalar stays one: ascontiguousarray makes it [1])
 
 
 def reorder(a, order: np.ndarray, back: bool = False) -> np.ndarray:
@@ -226,6 +233,9 @@ def _stack_of(cfg: ModelConfig, layer: int) -> tuple:
     linear = linear_layers(cfg)
     if any(linear):
         return "linear_blocks" if linear[layer] else "blocks", linear[:layer].count(linear[layer])
+    local = local_layers(cfg)  # (a global stack: the local layers' own stack)
+    if any(local):
+        return "local_blocks" if local[layer] else "blocks", local[:layer].count(local[layer])
     kinds = moe_layers(cfg)
     if all(kinds) or not any(kinds):
         return "blocks", layer
@@ -243,6 +253,8 @@ def _layers_of(t: Tensor, cfg: ModelConfig) -> list:
         return [None]
     if t.layers in ("linear", "full"):
         return [i for i, linear in enumerate(linear_layers(cfg)) if linear == (t.layers == "linear")]
+    if t.layers in ("local", "global"):
+        return [i for i, local in enumerate(local_layers(cfg)) if local == (t.layers == "local")]
     kinds = moe_layers(cfg)
     return [i for i in range(cfg.num_layers) if t.layers == "every" or (t.layers == "moe") == kinds[i]]
 
@@ -285,11 +297,12 @@ def expected_shapes(cfg: ModelConfig, name: Optional[str] = None) -> Dict[str, t
     table, without allocating anything."""
     from spmdgpt.model import param_info
 
-    arch, dims, info = architecture(cfg, name), _dims(cfg), param_info(cfg)
+    arch, info = architecture(cfg, name), param_info(cfg)
     out = {}
     for t in arch.tensors:
         if _present(t, cfg, info):
-            out.update({n: _hf_shape(t, dims, cfg) for n in _all_names(t, cfg)})
+            out.update({n: _hf_shape(t, _dims(cfg, layer), cfg) for layer in _layers_of(t, cfg)
+                        for n in _names(t, cfg, layer)})
     return out
 
 
@@ -335,7 +348,7 @@ def layer_values(cfg: ModelConfig, files):
 
     from spmdgpt.model import is_info, param_info
 
-    arch, dims, info = architecture(cfg, getattr(files, "architecture", None)), _dims(cfg), param_info(cfg)
+    arch, info = architecture(cfg, getattr(files, "architecture", None)), param_info(cfg)
     by_leaf = {_leaf_at(t, cfg, i)[0]: t for t in arch.tensors if t.leaf is not None and _present(t, cfg, info)
                for i in _layers_of(t, cfg)}
 
@@ -348,7 +361,8 @@ def layer_values(cfg: ModelConfig, files):
         back = f"{_side(t.layout)} -> {_side(t.layout, theirs=False)}"
 
         def read(index=None):  # (index: the layer's in its stack)
-            names = _names(t, cfg, None if index is None else layers[index])
+            layer = None if index is None else layers[index]
+            names, dims = _names(t, cfg, layer), _dims(cfg, layer)
             a = [get(n) for n in names] if t.split else get(names[0])
             if t.within is not None:  # (this leaf's rows of a tensor several leaves share)
                 a = np.take(np.asarray(a), t.within(cfg)[0], axis=t.within_axis)

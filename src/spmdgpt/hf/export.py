@@ -40,6 +40,7 @@ from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
 from spmdgpt.hf.tables import (
     DEEPSEEK_V3,
     GEMMA3,
+    GEMMA4,
     GPT_OSS,
     LLAMA,
     LLAMA4,
@@ -115,6 +116,20 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "rope_parameters": {"full_attention": glob, "sliding_attention": local},
                 "rope_local_base_freq": local["rope_theta"], "final_logit_softcapping": None,
                 "attn_logit_softcapping": None, "use_bidirectional_attention": False}
+    if arch is GEMMA4:  # (Google's form of the G layers' geometry: global_head_dim, num_global_key_value_heads)
+        glob, local = _ropes_by_layer_type(cfg)
+        if cfg.rope_global_fraction < 1.0:
+            glob = {"rope_type": "proportional", "partial_rotary_factor": cfg.rope_global_fraction,
+                    "rope_theta": cfg.rope_theta}
+        gemma = {k: v for k, v in llama.items() if k not in ("hidden_act", "rope_theta")}
+        return {**gemma, "hidden_activation": TANH_GELUS[0], "attention_bias": False,
+                "sliding_window": max(windows) or cfg.max_seq_len, "layer_types": layer_types(windows),
+                "rope_parameters": {"full_attention": glob, "sliding_attention": local},
+                "global_head_dim": cfg.global_head_dim or head_dim(cfg), "attention_k_eq_v": cfg.global_k_eq_v,
+                "num_global_key_value_heads": (cfg.global_kv_heads or kv_heads(cfg)) if cfg.global_k_eq_v else None,
+                "final_logit_softcapping": cfg.logit_softcap or None, "use_bidirectional_attention": None,
+                "hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": cfg.vocab_size,
+                "num_kv_shared_layers": 0, "enable_moe_block": False, "use_double_wide_mlp": False}
     if arch in (QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT):  # (the softmax layers' partial RoPE in rope_parameters; the
         kh, vh, kd, vd = deltanet_dims(cfg)  # Gated DeltaNet layers' widths; the experts and the gated shared one)
         hybrid = {} if arch is QWEN3_5 else {
@@ -215,7 +230,7 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
     from spmdgpt.model.parametrization import folded
 
     params = folded(cfg, params)  # (μP / CompleteP's forward multipliers into the weights: what the table reads)
-    dims, info = _dims(cfg), param_info(cfg)
+    info = param_info(cfg)
     leaves = {".".join(k.name for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
     # (multi-token prediction's modules, which transformers' classes do not run, and FP8's amax histories:
     # training only, left out)
@@ -228,8 +243,8 @@ def to_tensors(cfg: ModelConfig, params, arch: Architecture) -> Dict[str, np.nda
     out: Dict[str, np.ndarray] = {}
     rows = [(t, set(_layers_of(t, cfg))) for t in arch.tensors if t.per_layer]  # (each row's layers, once)
     for i in range(cfg.num_layers):
-        out.update(_tensors(cfg, [t for t, layers in rows if i in layers], params, info, dims, i, dtype))
-    out.update(_tensors(cfg, [t for t in arch.tensors if not t.per_layer], params, info, dims, None, dtype))
+        out.update(_tensors(cfg, [t for t, layers in rows if i in layers], params, info, _dims(cfg, i), i, dtype))
+    out.update(_tensors(cfg, [t for t in arch.tensors if not t.per_layer], params, info, _dims(cfg), None, dtype))
     return out
 
 

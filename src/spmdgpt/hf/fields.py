@@ -9,6 +9,7 @@ from spmdgpt.hf.tables import (
     ARCHITECTURES,
     DEEPSEEK_V3,
     GEMMA3,
+    GEMMA4,
     GPT_OSS,
     LLAMA4,
     MISTRAL,
@@ -91,6 +92,7 @@ IMPORTS = {a.name: a.model_type for a in ARCHITECTURES}
 LANGUAGE_MODELS = {"Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
                    "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM",
                    "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+                   "Gemma4ForConditionalGeneration": "Gemma4ForCausalLM",
                    "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}
 
 
@@ -137,6 +139,11 @@ def _model_fields(hf: dict, where: str) -> dict:
 
     d, heads = hf.get("hidden_size"), hf.get("num_attention_heads")
     rope = _olmo3_ropes(hf)[0] if kind == OLMO3.model_type else _rope(hf)
+    if kind == GEMMA4.model_type:  # (its global layers' proportional RoPE: model.rope_global_fraction)
+        need("rope_parameters", rope.get("rope_type", "default") in ("default", "proportional")
+             and float(rope.get("factor", 1.0)) == 1.0, "the full_attention layers' RoPE default or proportional, "
+             "unscaled (factor 1)")
+        rope = {**rope, "rope_type": "default"}
     rope_fields = _rope_fields(rope, hf, need)
     if kind == NEOX.model_type:
         need("hidden_act", hf.get("hidden_act") in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
@@ -148,6 +155,8 @@ def _model_fields(hf: dict, where: str) -> dict:
         fields = _deepseek_v3(hf, need)
     elif kind == GEMMA3.model_type:
         fields = _gemma3(hf, need)
+    elif kind == GEMMA4.model_type:
+        fields = _gemma4(hf, need)
     elif kind == QWEN3_5.model_type:
         fields = _qwen3_5(hf, rope, need)
     elif kind in (QWEN3_NEXT.model_type, QWEN3_5_MOE.model_type):
@@ -205,7 +214,7 @@ def _model_fields(hf: dict, where: str) -> dict:
             "normalize_top_k": kind == MIXTRAL.model_type or bool(hf.get("norm_topk_prob", False)),
             "mlp_factor": hf["moe_intermediate_size"] / d if kind == QWEN3_MOE.model_type else None,
         }
-    tied = bool(hf.get("tie_word_embeddings", kind == GEMMA3.model_type))  # (Gemma's default: tied)
+    tied = bool(hf.get("tie_word_embeddings", kind in (GEMMA3.model_type, GEMMA4.model_type)))  # (Gemma's: tied)
     width = hf.get("intermediate_size") or hf.get("moe_intermediate_size")  # (Qwen3.5-MoE has no dense MLP)
     out = dict(num_layers=hf["num_hidden_layers"], num_heads=heads, d_model=d, mlp_factor=width / d,
                vocab_size=hf["vocab_size"], bias=False, tie_embeddings=tied, **rope_fields)
@@ -239,6 +248,66 @@ def _gemma3(hf: dict, need) -> dict:
               "query_pre_attn_scalar": int(hf.get("query_pre_attn_scalar", 256)),
               "rope_local_theta": float(local.get("rope_theta", 10000.0)), **windows}
     return fields
+
+
+def _period(pattern: str) -> str:
+    """The shortest pattern that repeats to `pattern` ("LGLG" -> "LG")."""
+    n = len(pattern)
+    return next(pattern[:p] for p in range(1, n + 1) if n % p == 0 and pattern[:p] * (n // p) == pattern)
+
+
+def _gemma4(hf: dict, need) -> dict:
+    """The model fields of a Gemma4ForCausalLM (text) config.json: Gemma 3's layers with plain norm scales,
+    unscaled scores, value norms and a scalar per layer; the full_attention layers' own head width and
+    key/value heads (per_layer_config, transformers 5.24's, else global_head_dim, default 512, and with
+    attention_k_eq_v num_global_key_value_heads), values from keys (attention_k_eq_v), proportional RoPE.
+    Gemma 4's per-layer input embeddings, shared key/value layers and experts are refused by name."""
+    heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
+    act = hf.get("hidden_activation", hf.get("hidden_act", "gelu_pytorch_tanh"))
+    need("hidden_activation", act in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    need("use_bidirectional_attention", not hf.get("use_bidirectional_attention"), "null (causal attention)")
+    need("hidden_size_per_layer_input", not hf.get("hidden_size_per_layer_input", 256),
+         "0 (per-layer input embeddings, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)")
+    need("num_kv_shared_layers", not hf.get("num_kv_shared_layers", 0),
+         "0 (layers that reuse an earlier layer's keys and values, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)")
+    need("enable_moe_block", not hf.get("enable_moe_block", False),
+         "false (Gemma 4 26B-A4B's experts beside the dense MLP are not in spmdgpt yet)")
+    types = list(hf.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention"
+                                           for i in range(layers)])
+    if types:  # (transformers makes the last layer global whatever layer_types says)
+        types[-1] = "full_attention"
+    windows = _windows(types, layers, hf.get("sliding_window") or 512, need)
+    if windows:
+        windows["window_pattern"] = _period(windows["window_pattern"])
+    kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
+    k_eq_v = bool(hf.get("attention_k_eq_v", False))
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    given = hf.get("per_layer_config")
+    if given is not None:  # ({layer: {head_dim, num_key_value_heads}}: the full_attention layers', all alike)
+        overrides = {int(i): dict(v) for i, v in given.items()}
+        first = overrides.get(full[0], {}) if full else {}
+        need("per_layer_config", set(overrides) <= set(full) and all(overrides.get(i, {}) == first for i in full)
+             and set(first) <= {"head_dim", "num_key_value_heads"}, "the same head_dim / num_key_value_heads in "
+             "every full_attention layer and nothing else (the G layers' own geometry)")
+        global_hd, global_kv = first.get("head_dim", hd), first.get("num_key_value_heads", kv)
+    else:
+        global_hd = hf.get("global_head_dim") or 512
+        global_kv = (hf.get("num_global_key_value_heads") or kv) if k_eq_v else kv
+    rope = hf.get("rope_parameters") or {}
+    local = rope.get("sliding_attention") if isinstance(rope.get("sliding_attention"), dict) else {}
+    need("rope_parameters", local.get("rope_type", "default") == "default",
+         "the sliding layers' RoPE unscaled (rope_type default)")
+    glob = rope.get("full_attention") if isinstance(rope.get("full_attention"), dict) else {}
+    fraction = float(glob.get("partial_rotary_factor", 1.0)) if glob.get("rope_type") == "proportional" else 1.0
+    return {"norm": "rmsnorm", "mlp": "geglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
+            "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
+            "qk_norm": True, "qk_norm_scale": True, "post_norms": True, "embed_scale": True,
+            "query_pre_attn_scalar": 1, "v_norm": True, "layer_scale": True,
+            "global_head_dim": global_hd if full else None, "global_kv_heads": global_kv if full and k_eq_v else None,
+            "global_k_eq_v": k_eq_v and bool(full), "rope_global_fraction": fraction if full else 1.0,
+            "rope_local_theta": float(local.get("rope_theta", 10000.0)),
+            "logit_softcap": float(hf.get("final_logit_softcapping") or 0.0), **windows}
 
 
 def _nanochat(hf: dict, need) -> dict:
@@ -455,4 +524,5 @@ NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, 
                      "deltanet": {"full_attention_interval": 0}, "attention_gate": False, "rope_fraction": 1.0,
                      "attention_sinks": False, "pre_norms": True, "qk_norm_whole": False, "norm_scale": True,
                      "embed_norm": False, "attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0,
-                     "attn_temperature_floor": 8192}
+                     "attn_temperature_floor": 8192, "global_head_dim": None, "global_kv_heads": None,
+                     "global_k_eq_v": False, "rope_global_fraction": 1.0, "v_norm": False, "layer_scale": False}

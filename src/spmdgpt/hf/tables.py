@@ -60,6 +60,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from spmdgpt.config import (
+    ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_PARAMS,
     DeltaNetConfig,
     MlaConfig,
@@ -67,11 +68,13 @@ from spmdgpt.config import (
     ModelConfig,
     MoeConfig,
     NormType,
+    RopeScaling,
     Router,
     deltanet_dims,
     expert_hidden,
     head_dim,
     kv_heads,
+    layer_windows,
     mla_dims,
 )
 
@@ -107,9 +110,12 @@ NO_OLMO = {"pre_norms": True, "qk_norm_whole": False}
 NO_NANOCHAT = {"norm_scale": True, "embed_norm": False}
 # a model without Llama 4's attention: no chunks, RoPE and the QK-norm in every layer, no attention temperature
 NO_LLAMA4 = {"attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0, "attn_temperature_floor": 8192}
-# a model without Gemma's layer options: their defaults
+# a model without Gemma 4's attention and layers: the G layers as the others, full RoPE, no value norm, no layer scale
+NO_GEMMA4 = {"global_head_dim": None, "global_kv_heads": None, "global_k_eq_v": False, "rope_global_fraction": 1.0,
+             "v_norm": False, "layer_scale": False}
+# a model without Gemma's layer options: their defaults (Gemma 4's too)
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
-            "rope_local_theta": None}
+            "rope_local_theta": None, **NO_GEMMA4}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +128,9 @@ class Tensor:
     # out), and required to be it on import: GPT-NeoX's LayerNorm biases (0), Qwen3's QK-norm scales (1)
     when: Optional[Callable[[ModelConfig], bool]] = None  # present only for these configs (a leaf that two rows
     # lay out differently: DeepSeek's q_proj or q_b_proj)
-    layers: str = "every"  # "dense" | "moe" | "linear" | "full": a row of those layers only (a dense model's
-    # layers are all dense; a hybrid's Gated DeltaNet layers are "linear", its softmax ones "full")
+    layers: str = "every"  # "dense" | "moe" | "linear" | "full" | "local" | "global": a row of those layers only (a
+    # dense model's layers are all dense; a hybrid's Gated DeltaNet layers are "linear", its softmax ones "full"; a
+    # model with a global stack's local layers "local", its G layers "global", `config.global_stack`)
     order: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # the Hugging Face tensor's first axis holds
     # the rows of spmdgpt's layout in this order (DeepSeek's and Llama 4's interleaved RoPE pairs, `pair_rows`); of
     # a tensor that several names split: [names, rows], each name's rows (`convert.reorder`)
@@ -166,6 +173,8 @@ class Architecture:
     picks: dict = dataclasses.field(default_factory=dict)  # model field -> value (or a test of it):
     # export picks this table for a model with these values (and its norm and MLP kinds); the first
     # that fits wins
+    check: Optional[Callable[[ModelConfig], list]] = None  # the one-line errors of what it cannot represent of a
+    # model that no single field says (Gemma 4: the last layer global)
 
 
 def _t(names, leaf, layout, **kw) -> Tensor:
@@ -386,20 +395,70 @@ DEEPSEEK_V3 = Architecture(
 # is the attention output's norm here; pre/post_feedforward_layernorm the MLP's), every norm (1 + w),
 # GeGLU with the tanh GELU, the embedding x sqrt(d), scores x query_pre_attn_scalar^-0.5, sliding
 # and full layers (layer_types) with their own RoPE (rope_parameters per layer type)
+GEMMA_NORMS = [
+    _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
+    _t("post_attention_layernorm.weight", "blocks.ln_post_attn.scale", "d -> d"),
+    _t("pre_feedforward_layernorm.weight", "blocks.ln2.scale", "d -> d"),
+    _t("post_feedforward_layernorm.weight", "blocks.ln_post_mlp.scale", "d -> d"),
+]
 GEMMA3 = Architecture(
     name="Gemma3ForCausalLM", model_type="gemma3_text", norm=NormType.rmsnorm, mlp=MlpType.geglu,
     tensors=tuple(_layer("model.layers.{i}.", [
-        _t("input_layernorm.weight", "blocks.ln1.scale", "d -> d"),
-        _t("post_attention_layernorm.weight", "blocks.ln_post_attn.scale", "d -> d"),
-        _t("pre_feedforward_layernorm.weight", "blocks.ln2.scale", "d -> d"),
-        _t("post_feedforward_layernorm.weight", "blocks.ln_post_mlp.scale", "d -> d"),
+        *GEMMA_NORMS,
         *LLAMA_ATTENTION[2:], *[dataclasses.replace(t, fill=0.0) for t in QK_NORM],  # (1 + 0: no learned scale)
         *LLAMA_LAYER[len(LLAMA_ATTENTION):]]) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm_scale": None,
             "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
              "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO,
-             **NO_NANOCHAT, **NO_LLAMA4},
+             **NO_NANOCHAT, **NO_LLAMA4, **NO_GEMMA4},
+)
+
+def _gemma4_check(cfg: ModelConfig) -> list:
+    """What Gemma 4's config.json cannot say: its last layer is global (transformers makes it so), and the G
+    layers' own key/value heads come with values from keys only (num_global_key_value_heads is read with
+    attention_k_eq_v)."""
+    errs = []
+    if layer_windows(cfg)[-1]:
+        errs.append(f"model.window_pattern={cfg.window_pattern}: Gemma4ForCausalLM's last layer is global "
+                    "(full_attention; transformers makes it so), this model's is local; end the pattern with G")
+    if not cfg.global_k_eq_v and cfg.global_kv_heads is not None and cfg.global_kv_heads != kv_heads(cfg):
+        errs.append(f"model.global_kv_heads={cfg.global_kv_heads}: Gemma4ForCausalLM gives the G layers key/value "
+                    "heads of their own only with values from keys; set model.global_k_eq_v=true or leave "
+                    "global_kv_heads unset")
+    return errs
+
+
+# Gemma 4 (text; Gemma4ForCausalLM): Gemma 3's layers with plain norm scales (w, not 1 + w), scores unscaled
+# (scaling 1: query_pre_attn_scalar=1), values RMS-normed without a scale (v_norm), a scalar per layer times the
+# residual stream after it (layer_scalar, a buffer in the files), the global (full_attention) layers with a head
+# width and key/value heads of their own (global_head_dim, num_global_key_value_heads; transformers 5.24 writes
+# them as per_layer_config), their values the keys' projection (attention_k_eq_v: no v_proj) and proportional
+# RoPE (rope_type proportional, partial_rotary_factor), soft-capped logits; no experts, per-layer inputs or shared
+# key/value layers here (refused on import)
+_KV_EQ = lambda cfg: cfg.global_k_eq_v  # noqa: E731
+GEMMA4 = Architecture(
+    name="Gemma4ForCausalLM", model_type="gemma4_text", norm=NormType.rmsnorm, mlp=MlpType.geglu,
+    tensors=tuple(_layer("model.layers.{i}.", [
+        *GEMMA_NORMS,
+        *[t for t in LLAMA_ATTENTION[2:] if t.leaf not in ("blocks.attn.w_kv", "blocks.attn.b_kv")],
+        dataclasses.replace(LLAMA_ATTENTION[6], when=lambda cfg: not cfg.global_k_eq_v),
+        dataclasses.replace(LLAMA_ATTENTION[6], when=_KV_EQ, layers="local"),
+        _t("self_attn.k_proj.weight", "blocks.attn.w_kv", "d kv k h -> (kv k h) d", when=_KV_EQ, layers="global"),
+        *QK_NORM,
+        _t("layer_scalar", "blocks.layer_scale", " -> ()", fill=1.0),
+        *LLAMA_LAYER[len(LLAMA_ATTENTION):]]) + LLAMA_OUTER),
+    fields={**{k: v for k, v in UNBIASED_FIELDS.items() if k not in ("rope_scaling", *ROPE_SCALING_PARAMS)},
+            **WINDOW_FIELDS, "qk_norm_scale": None, "rope_local_theta": "rope_parameters",
+            "logit_softcap": "final_logit_softcapping", "global_head_dim": "global_head_dim",
+            "global_kv_heads": "num_global_key_value_heads", "global_k_eq_v": "attention_k_eq_v",
+            "rope_global_fraction": "rope_parameters"},
+    refused={"qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": False, "post_norms": True,
+             "embed_scale": True, "query_pre_attn_scalar": 1, "v_norm": True, "layer_scale": True,
+             "rope_scaling": RopeScaling.none, **{n: ROPE_SCALING_DEFAULTS[n] for n in ROPE_SCALING_PARAMS},
+             **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
+    picks={"v_norm": True},
+    check=_gemma4_check,
 )
 
 # OLMo 2 and 3: the Llama family's projections and SwiGLU without pre-norms (post_attention_layernorm and
@@ -417,7 +476,7 @@ OLMO_LAYER = [
 OLMO_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": True,
                 "qk_norm_whole": True, "post_norms": True, "pre_norms": False, "norm_plus_one": False,
                 "embed_scale": False, "query_pre_attn_scalar": None, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS,
-                **NO_NANOCHAT, **NO_LLAMA4}
+                **NO_NANOCHAT, **NO_LLAMA4, **NO_GEMMA4}
 OLMO3 = Architecture(
     name="Olmo3ForCausalLM", model_type="olmo3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", OLMO_LAYER) + LLAMA_OUTER),
@@ -629,7 +688,7 @@ QWEN3_5_FIELDS = {**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "ro
 QWEN3_5_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
                    "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False,
                    "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None, **NO_MLA,
-                   **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4}
+                   **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_GEMMA4}
 QWEN3_5_REQUIRES = {"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: "
                                      "the table holds the gated queries beside grouped keys)")}
 QWEN3_5 = Architecture(
@@ -739,7 +798,7 @@ LLAMA4 = Architecture(
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
 # the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next)
 ARCHITECTURES = (QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2,
-                 MISTRAL, LLAMA, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
+                 MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

@@ -179,12 +179,13 @@ def grouped_attention_info(cfg: ModelConfig) -> GroupedAttention:
     """One layer's grouped-query attention parameters (model.num_kv_heads < model.num_heads)."""
     D, N, H, K = cfg.d_model, cfg.num_heads, head_dim(cfg), kv_heads(cfg)
     qkv_bias = cfg.bias or cfg.qkv_bias
+    c = 1 if cfg.global_k_eq_v else 2  # (values from keys, `config.stack_config`'s G layers: w_kv holds the keys)
     return GroupedAttention(
         w_q=matrix((D, N, H), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), cfg.init_std),
         b_q=vector((N, H), ("heads", "head_dim")) if qkv_bias else None,
-        w_kv=matrix((D, 2, K, H), ("embed", "qkv", "kv_heads", "head_dim"), ("embed",), ("kv_heads", "head_dim"),
+        w_kv=matrix((D, c, K, H), ("embed", "qkv", "kv_heads", "head_dim"), ("embed",), ("kv_heads", "head_dim"),
                     cfg.init_std),
-        b_kv=vector((2, K, H), ("qkv", "kv_heads", "head_dim")) if qkv_bias else None,
+        b_kv=vector((c, K, H), ("qkv", "kv_heads", "head_dim")) if qkv_bias else None,
         **_shared_info(cfg, 3),
     )
 
@@ -320,9 +321,15 @@ def fused_qkv(
         qk = rope_layers_only(cfg, window, rms_normalize(qk, cfg.norm_eps, scale), qk)
     qk = rotate(cfg, qk, positions, window)  # q and k rotated in one op
     q, k = nope_temperature(cfg, query_scale(cfg, qk[:, :, 0]), positions, window), qk[:, :, 1]
+    v = value_norm(cfg, qkv[:, :, 2])
     if not head_major:
-        return q, k, qkv[:, :, 2]
-    return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, qkv[:, :, 2]))
+        return q, k, v
+    return tuple(jnp.transpose(a, (0, 2, 1, 3)) for a in (q, k, v))
+
+
+def value_norm(cfg: ModelConfig, v: jax.Array) -> jax.Array:
+    """v [b, t, k, h] RMS-normalised per head without a scale (model.v_norm, Gemma 4), else v."""
+    return rms_normalize(v, cfg.norm_eps) if cfg.v_norm else v
 
 
 def rotate(cfg: ModelConfig, x: jax.Array, positions: jax.Array, window=None) -> jax.Array:
@@ -398,8 +405,8 @@ def grouped_qkv(cfg: ModelConfig, rules: Rules, p: GroupedAttention, x: jax.Arra
         if b is not None:
             y = y + rules.gather(b.astype(dt), logical)
         parts.append(unflatten(rules, y, batch, *logical))
-    q, kv = parts  # [b, t, N, h], [b, t, 2, K, h]
-    k, v = kv[:, :, 0], kv[:, :, 1]
+    q, kv = parts  # [b, t, N, h], [b, t, 2, K, h] ([b, t, 1, K, h] with values from keys: model.global_k_eq_v)
+    k, v = kv[:, :, 0], value_norm(cfg, kv[:, :, -1])
     if cfg.qk_norm_whole:  # (OLMo: over all of a token's heads, a scale per head and dimension)
         q, k = (rms_normalize(a, cfg.norm_eps, norm_scale(cfg, rules.gather(s, (heads, "head_dim"))), axes=(-2, -1))
                 for a, s, heads in ((q, p.q_norm, "heads"), (k, p.k_norm, "kv_heads")))

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers
+from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers, stack_config
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
 from spmdgpt.model.layers import dropout, dtype_of, norm, rms
@@ -41,6 +41,7 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     window: this layer's window (`attention.window_mask`: a sliding window or a chunk; None: global). stack: the
     parameter stack the layer belongs to, which picks its units (`block_units`)."""
     attention, mlp_unit = block_units(cfg, stack)
+    cfg = stack_config(cfg, stack)  # (a global stack's G layers: their own head width and key/value heads)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     h = norm(cfg, rules, p.ln1, x) if p.ln1 is not None else x.astype(dtype_of(cfg.compute_dtype))  # (OLMo: none)
@@ -61,6 +62,8 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     if branch != 1.0:
         m = m * jnp.asarray(branch, m.dtype)
     x = x + m
+    if p.layer_scale is not None:  # (model.layer_scale: the whole residual stream, Gemma 4's layer_scalar)
+        x = x * p.layer_scale.astype(x.dtype)
     aux = {**aux_a, **aux_m}
     if collect:
         aux.update(resid_rms=rms(x), attn_rms=rms(a), mlp_rms=rms(m),
@@ -147,11 +150,15 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
     With one stack, one scan over `blocks`. With two: a scan over the first N layers of the
     other stack, then a scan over G groups, each an inner scan over its k - 1 layers of the other
     stack and then its `blocks` layer (an MoE model: N = model.moe.first_dense_layers, k =
-    interleave_step; a hybrid: N = 0, k = model.deltanet.full_attention_interval); the other
+    interleave_step; a hybrid: N = 0, k = model.deltanet.full_attention_interval; a global stack: N = 0,
+    k = len(model.window_pattern), its local layers the other stack); the other
     stack's layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one."""
     scan = partial(jax.lax.scan, unroll=unroll)
     if params.linear_blocks is not None:
         other, n, k = "linear_blocks", 0, cfg.deltanet.full_attention_interval
+        g = cfg.num_layers // k
+    elif params.local_blocks is not None:  # (window_pattern: k - 1 local layers, then the global one)
+        other, n, k = "local_blocks", 0, len(cfg.window_pattern)
         g = cfg.num_layers // k
     elif params.dense_blocks is not None:
         other, n, k = "dense_blocks", cfg.moe.first_dense_layers, cfg.moe.interleave_step

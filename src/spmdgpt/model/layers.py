@@ -83,8 +83,14 @@ def layer_rope(cfg: ModelConfig, h: int, window=None) -> tuple:
     None, `config.layer_windows`): `rope_frequencies`; for a local layer (a sliding window or a
     chunk: window != 0) with model.rope_local_theta set, that base unscaled (Gemma 3's local
     layers); for a global layer (window 0) with model.global_nope, zero frequencies: a rotation by
-    nothing, which leaves q and k exactly as they are (Llama 4's NoPE layers)."""
+    nothing, which leaves q and k exactly as they are (Llama 4's NoPE layers); with
+    model.rope_global_fraction < 1, a global layer's (window 0 or None) pairs past that fraction at
+    frequency 0 (Gemma 4's proportional RoPE)."""
     freq, scale = rope_frequencies(cfg, h)
+    if cfg.rope_global_fraction < 1.0:  # (Gemma 4's proportional RoPE: a global layer's pairs past the fraction
+        # at frequency 0, unrotated)
+        rotated = jnp.arange(h // 2) < int(cfg.rope_global_fraction * h) // 2
+        freq = jnp.where(rotated | (False if window is None else window != 0), freq, 0.0)
     if window is None:
         return freq, scale
     local = window != 0

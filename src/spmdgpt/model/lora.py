@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import LORA_TARGETS, Config, LoraConfig, OptimizerName, gated
+from spmdgpt.config import LORA_TARGETS, Config, LoraConfig, OptimizerName, gated, global_stack
 from spmdgpt.model.info import ParamInfo, is_info
 
 Array = jax.Array
@@ -329,6 +329,8 @@ def config_errors(cfg: Config) -> List[str]:
                     "or hf:DIR")
     for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
                       (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers"),
+                      (global_stack(m), "model.global_head_dim / global_kv_heads / global_k_eq_v: two attention "
+                                        "stacks"),
                       (t.time_budget is not None, "train.time_budget"),
                       (t.stats_every > 0, "train.stats_every"),
                       (cfg.optimizer.name == OptimizerName.manifold_muon,

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry2x32_p
 
-from spmdgpt.config import ModelConfig, kv_heads, linear_layers, moe_layers
+from spmdgpt.config import ModelConfig, global_stack, kv_heads, linear_layers, local_layers, moe_layers, stack_config
 from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model.attention import (
     attention_info,
@@ -56,7 +56,7 @@ from spmdgpt.model.attention import (
 from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_state, deltanet_stats
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
-from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked
+from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked, vector
 from spmdgpt.model.layers import Norm, dtype_of, norm_info
 from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_stats
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
@@ -114,20 +114,22 @@ DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
 
-STACKS = ("blocks", "dense_blocks", "linear_blocks")  # the Params fields that hold stacked layers
+STACKS = ("blocks", "dense_blocks", "linear_blocks", "local_blocks")  # the Params fields that hold stacked layers
 
 
 def block_units(cfg: ModelConfig, stack: str = "blocks") -> tuple[Unit, Unit]:
     """(the attention unit, the MLP unit) of the layers in parameter stack `stack` (`STACKS`:
     "blocks"; an MoE model's dense layers "dense_blocks"; a hybrid's Gated DeltaNet layers
-    "linear_blocks"): a new kind is a case here."""
+    "linear_blocks"; the local layers of a model whose global ones have their own geometry
+    "local_blocks", `config.stack_config`): a new kind is a case here."""
     dense = stack == "dense_blocks"
+    cfg = stack_config(cfg, stack)
     if stack == "linear_blocks":
         attention = DELTANET
     elif cfg.mla.kv_rank:
         attention = LATENT_ATTENTION
-    else:
-        attention = GROUPED_ATTENTION if kv_heads(cfg) != cfg.num_heads else ATTENTION
+    else:  # (values from keys: the grouped unit, its w_kv holding the keys alone)
+        attention = GROUPED_ATTENTION if kv_heads(cfg) != cfg.num_heads or cfg.global_k_eq_v else ATTENTION
     return attention, MOE if cfg.moe.num_experts and not dense else DENSE_MLP
 
 
@@ -138,6 +140,7 @@ class Block(NamedTuple):
     mlp: Any  # the MLP unit's parameters (mlp.Mlp or moe.Moe)
     ln_post_attn: Optional[Norm] = None  # model.post_norms: the attention output's norm (Gemma 2/3)
     ln_post_mlp: Optional[Norm] = None  # model.post_norms: the MLP output's norm
+    layer_scale: Optional[Any] = None  # [] model.layer_scale: the residual stream times it after the layer (Gemma 4)
 
 
 UNIT_FIELDS = ("attn", "mlp")  # the Block fields that hold a unit's parameters
@@ -151,6 +154,8 @@ class Params(NamedTuple):
     dense_blocks: Optional[Block] = None
     mtp: Optional[Mtp] = None  # model.mtp_depth > 0: the multi-token prediction modules (`model.mtp`)
     linear_blocks: Optional[Block] = None  # a hybrid's Gated DeltaNet layers (model.deltanet)
+    local_blocks: Optional[Block] = None  # the local layers beside global ones of their own geometry
+    # (model.global_head_dim, global_kv_heads, global_k_eq_v: Gemma 4); `blocks` then holds the global ones
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -167,18 +172,20 @@ def _param_info(cfg: ModelConfig) -> Params:
         attention, mlp_unit = block_units(cfg, stack)
         post = norm_info(cfg) if cfg.post_norms else None
         pre = norm_info(cfg) if cfg.pre_norms else None
-        return Block(ln1=pre, attn=attention.info(cfg), ln2=pre, mlp=mlp_unit.info(cfg), ln_post_attn=post,
-                     ln_post_mlp=post)
+        seen = stack_config(cfg, stack)  # (a global stack's layers: their own head width and key/value heads)
+        return Block(ln1=pre, attn=attention.info(seen), ln2=pre, mlp=mlp_unit.info(seen), ln_post_attn=post,
+                     ln_post_mlp=post, layer_scale=vector((), (), "ones") if cfg.layer_scale else None)
 
     def layers(stack: str, n: int) -> Block:
         return stacked(layer(stack), n)
 
-    kinds, linear = moe_layers(cfg), linear_layers(cfg)
+    kinds, linear, local = moe_layers(cfg), linear_layers(cfg), local_layers(cfg)
     D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
+    split = linear if any(linear) else local  # (a hybrid's Gated DeltaNet layers, a global stack's local ones)
     return Params(
         embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
-        # (a hybrid's softmax layers, else an MoE model's MoE layers, else every layer)
-        blocks=layers("blocks", linear.count(False) if any(linear) else sum(kinds) or cfg.num_layers),
+        # (a hybrid's softmax layers, a global stack's G layers, else an MoE model's MoE layers, else every layer)
+        blocks=layers("blocks", split.count(False) if any(split) else sum(kinds) or cfg.num_layers),
         ln_f=norm_info(cfg),
         unembed=None
         if cfg.tie_embeddings
@@ -186,6 +193,7 @@ def _param_info(cfg: ModelConfig) -> Params:
         dense_blocks=layers("dense_blocks", kinds.count(False)) if any(kinds) and not all(kinds) else None,
         mtp=mtp_info(cfg, layer("dense_blocks")) if cfg.mtp_depth else None,
         linear_blocks=layers("linear_blocks", sum(linear)) if any(linear) else None,
+        local_blocks=layers("local_blocks", sum(local)) if global_stack(cfg) else None,
     )
 
 

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import AttentionImpl, CollectiveMatmul, Config, mesh_axes_of
+from spmdgpt.config import AttentionImpl, CollectiveMatmul, Config, global_stack, mesh_axes_of
 from spmdgpt.mesh.sharding import Rules
 
 
@@ -223,6 +223,9 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
     if m.deltanet.full_attention_interval:
         errs.append(f"model.deltanet.full_attention_interval={m.deltanet.full_attention_interval}: a hybrid's two "
                     f"layer stacks do not run in a pipeline yet ({name}); set mesh.stage=1")
+    if global_stack(m):
+        errs.append(f"model.global_head_dim / global_kv_heads / global_k_eq_v: the G layers' own stack and the local "
+                    f"one do not run in a pipeline yet ({name}); set mesh.stage=1")
     if m.dropout > 0 or (m.attention_dropout or 0) > 0:
         errs.append(f"dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet ({name}); "
                     "set them to 0 or mesh.stage=1")

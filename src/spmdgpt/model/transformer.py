@@ -19,7 +19,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import ModelConfig, global_stack
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import KVCache, causal_mask
 from spmdgpt.model.blocks import Cached, PerLayer, layer_step, pipelined_blocks, scan_layers, windows
@@ -99,6 +99,10 @@ def init_cache(cfg: ModelConfig, rules: Rules, batch: int, capacity: int) -> KVC
     """An empty cache for `batch` sequences of up to `capacity` tokens: what the attention unit
     caches per layer (its `cache`: keys and values), stacked over the layers, in the compute
     dtype, sharded by the rule table."""
+    if global_stack(cfg):  # (two shapes of keys and values: the inference engine's pool holds them, `engine.paged`)
+        raise ValueError("model.global_head_dim / global_kv_heads / global_k_eq_v: the G layers cache keys and values "
+                         "of their own shape, which this cache does not hold; decode by the inference engine "
+                         "(spmdgpt.engine)")
     attention, _ = block_units(cfg)
     arrays = {name: jnp.zeros((cfg.num_layers,) + shape, dtype_of(cfg.compute_dtype),
                               out_sharding=rules.spec("layers", *logical))
