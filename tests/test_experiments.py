@@ -42,13 +42,15 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "olmo3_7b": ["topology=h100-8"],
     "nanochat_d32": ["topology=h100-8"],
     "llama4_scout": ["topology=v5p-128", "mesh.expert=8"],
+    "gemma4_31b": ["topology=v5p-64"],
 }
 # planned only with SPMDGPT_BIG_PLANS=1: 512 devices, 3 minutes of compilation on a 2-core box (its plan is in
 # benchmarks/BENCHMARKS.md)
 BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1b", "llama_1b", "llama3_8b",
        "gemma3_1b", "qwen3_next_80b_a3b", "gpt2_124m", "llama2_7b",
        "olmo3_7b", "nanochat_d32",  # (37 and 26 s on 8 H100s, their units against transformers in test_hf, plans in
-       "llama4_scout"}  # BENCHMARKS; llama4_scout: minutes for a v5p-128, its units in test_hf, its plan in BENCHMARKS)
+       "llama4_scout", "gemma4_31b"}  # BENCHMARKS; llama4_scout, gemma4_31b: minutes for a v5p slice, their units
+# in test_hf, their plans in BENCHMARKS)
 # (gemma3_1b: 80-100 s for one H100, the suite's slowest test;
 # its windows, post-norms and GeGLU run on the CPU in test_hf (Gemma3ForCausalLM against transformers) and
 # test_generate; gpt2_124m: 55-70 s, the suite's slowest then; its plan is in BENCHMARKS and README, and the H100
@@ -62,9 +64,10 @@ BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1
 # (MLA behind dense-then-MoE layers, Gated DeltaNet, windows and sinks, GQA) runs on the CPU in test_generate and
 # test_engine
 BIG_ON_THIS_CPU = {"deepseek_v3_small", "qwen3_5_small", "gpt_oss_small", "gutenberg_gpt2", "shakespeare_gpt2_gqa",
-                   "olmo3_small", "nanochat_small", "chain_sft", "chain_grpo", "llama4_small"}
+                   "olmo3_small", "nanochat_small", "chain_sft", "chain_grpo", "llama4_small", "gemma4_small"}
 ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "calculator_grpo", "calculator_sft", "chain_grpo", "chain_sft",
-               "deepseek_v3_small", "gpt_oss_small", "gutenberg_gpt2", "llama4_small", "nanochat_small", "olmo3_small",
+               "deepseek_v3_small", "gemma4_small", "gpt_oss_small", "gutenberg_gpt2", "llama4_small", "nanochat_small",
+               "olmo3_small",
                "qwen3_5_small", "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe",
                "staircase"]
 LADDERS = ["ladder_gutenberg", "ladder_tiny"]  # spmdgpt ladder's grids (of ON_THIS_CPU's models): tests/test_ladder.py

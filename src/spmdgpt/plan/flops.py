@@ -19,7 +19,16 @@ from typing import Optional
 
 import jax
 
-from spmdgpt.config import DType, ModelConfig, attention_widths, deltanet_dims, linear_layers
+from spmdgpt.config import (
+    DType,
+    ModelConfig,
+    attention_widths,
+    deltanet_dims,
+    global_stack,
+    linear_layers,
+    local_layers,
+    stack_config,
+)
 from spmdgpt.model import is_info, param_info
 
 # Dense peak FLOP/s per device (vendor data sheets). float32 matmuls on GPUs run as TF32 under
@@ -60,7 +69,12 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     qk, v = attention_widths(cfg)  # (QK^T over the query/key width, AV over the value width)
     linear = sum(linear_layers(cfg))
     layers = cfg.num_layers - linear + cfg.mtp_depth  # (each MTP module: one more block's attention)
-    return 6.0 * matmul_params(cfg) + 6.0 * layers * seq_len * cfg.num_heads * (qk + v) + 6.0 * linear * \
+    widths = layers * (qk + v)
+    if global_stack(cfg):  # (the G layers' heads of their own width, `config.stack_config`)
+        local = sum(local_layers(cfg))
+        widths = local * sum(attention_widths(stack_config(cfg, "local_blocks"))) + \
+            (layers - local) * sum(attention_widths(stack_config(cfg, "blocks")))
+    return 6.0 * matmul_params(cfg) + 6.0 * widths * seq_len * cfg.num_heads + 6.0 * linear * \
         deltanet_mixing(cfg, seq_len)
 
 
