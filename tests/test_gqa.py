@@ -111,6 +111,12 @@ def test_grouped_attention_flops_cache_and_errors():
     # must still divide it
     mqa_tp = ["+experiment=staircase", "model.num_kv_heads=1", "sharding=tp", "mesh.data=4", "mesh.model=2"]
     assert validate(load_config(mqa_tp), 8) == []
+    # the rule goes when either attention stack's heads do not divide (Gemma 4's G layers: model.global_kv_heads)
+    for kv, global_kv, spec in ((2, None, "model"), (1, None, None), (2, 1, None), (2, 2, "model")):
+        cfg = load_config([*mqa_tp, f"model.num_kv_heads={kv}", "model.window_pattern=LG", "model.sliding_window=8",
+                           f"model.global_kv_heads={global_kv or 'null'}", "model.global_head_dim=32"])
+        rules = Rules(make_mesh(cfg.mesh, jax.devices()), cfg.sharding, cfg.model)
+        assert rules.spec("kv_heads") == P(spec), (kv, global_kv)
     assert validate(load_config([*mqa_tp, "model.num_heads=3", "model.d_model=48"]), 8) == [
         "model.num_heads=3 is not divisible by 2, the size of mesh axis model that sharding.params.heads shards it "
         "over; use a multiple of 2 or another sharding",

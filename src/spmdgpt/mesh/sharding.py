@@ -93,7 +93,8 @@ class Rules:
 
     With the model config: grouped-query attention's `kv_heads` rule is dropped (the K key/value
     heads replicated over those mesh axes, each device computing all K) when K does not divide
-    over them, e.g. Qwen2.5-0.5B's 2 key/value heads under mesh.model=4; the query heads stay
+    over them (or the G layers' own, model.global_kv_heads, do not), e.g. Qwen2.5-0.5B's 2 key/value
+    heads under mesh.model=4; the query heads stay
     split, and the attention then repeats each key/value head for its query heads on the device
     that holds them (`kernels.local_kv`). The `layers` rule (pipeline stages) is dropped when its
     axes have one device, and those axes from the other rules; with stages,
@@ -121,8 +122,10 @@ class Rules:
         elif model is not None:
             self.repeats = model.pipeline_repeats
         if model is not None:
+            heads = {kv_heads(model), model.global_kv_heads or kv_heads(model)}  # (Gemma 4: the G layers' own)
             for table in (self.params_table, self.compute_table):
-                if kv_heads(model) % math.prod(mesh.shape[a] for a in mesh_axes_of(table.get("kv_heads"))):
+                n = math.prod(mesh.shape[a] for a in mesh_axes_of(table.get("kv_heads")))
+                if any(k % n for k in heads):
                     del table["kv_heads"]
             if model.collective_matmul.value != "none" and self.tensor_size() > 1:
                 self.collective = model.collective_matmul.value
