@@ -9,8 +9,8 @@ bitwise only if every kernel gives a row the same result whatever rows are compu
 1. Whether XLA:CPU's float32 dot is batch invariant: `x @ w` computed in blocks of 1, 2 and 5 rows
    against all rows at once, bitwise, for shapes of GPT layers, with spmdgpt's default dot library
    (YNNPACK, `--xla_cpu_experimental_ynn_fusion_type=dot`) and with XLA's own (Eigen).
-2. `rl/logp_mismatch` and `rl/logp_kl` of a float32 GRPO run (BENCHMARKS' 6-step command) under
-   both, each in its own `spmdgpt train` process.
+2. `rl/logp_mismatch` and `rl/logp_kl` of a float32 GRPO run (BENCHMARKS' 6-step command, on 400 of
+   the arithmetic walk's problems) under both, each in its own `spmdgpt train` process.
 
     python benchmarks/logp_match.py [--out DIR]
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -62,12 +61,10 @@ def dots() -> dict:
 
 
 def sums_folder(folder: Path) -> None:
-    """BENCHMARKS' 400 sums of two numbers below 100 (prompts with answers)."""
-    r = random.Random(0)
-    lines = []
-    for _ in range(400):
-        a, b = r.randint(0, 99), r.randint(0, 99)
-        lines.append(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}))
+    """400 of the arithmetic walk's problems (a + b or a - b of 2- and 3-digit numbers) with their answers."""
+    from spmdgpt.rl.arithmetic import problems
+
+    lines = [json.dumps({"prompt": q, "answer": a}) for q, a in problems(400, 0)]
     (folder / "add.jsonl").write_text("\n".join(lines) + "\n")
 
 
