@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import wait_until
+from rl_envs import NeverDoneEnv, NotTextEnv, RaisingEnv, ResetFailsEnv, TwoActionsEnv
 
 from spmdgpt.config import ConfigError, load_config, validate
 from spmdgpt.data import CharTokenizer
@@ -633,6 +634,7 @@ def test_grpo_trains_resumes_bitwise_and_equals_one_device(tmp_path, capsys):
     (["rl.loss_norm=mean"], "rl.loss_norm"),
     (["rl.tool=abacus"], "rl.tool=abacus: unknown tool; use calculator or module:function (your own f(text) -> text)"),
     (["rl.tool=calculator", "rl.tool_output=x"], "rl.tool_output='x' must hold {} (where the tool's output goes)"),
+    (["rl.env=chain", "rl.env_timeout=inf"], "rl.env_timeout=inf must be a finite number > 0 of seconds"),
     (["rl.max_new_tokens=200"], "rl.max_new_tokens=200 leaves no room for a prompt in a context of 12 tokens "
                                 "(data.seq_len=12 + 1, model.max_seq_len=12); lower rl.max_new_tokens or raise"),
 ])
@@ -1012,40 +1014,6 @@ def test_a_teacher_folder_exported_from_a_chat_run_reads_the_students_ids(tmp_pa
     assert not _same_ids(HFTokenizer.from_file(tmp_path / "tokenizer.json", eos_required=False), other)
 
 
-class TwoActionsEnv:
-    """A test environment: each action is answered "7" and rewarded 0.5; the second ends the episode."""
-
-    def reset(self, prompt, record):
-        self.n = 0
-        return "9"  # (the first observation, read after the prompt)
-
-    def step(self, action):
-        self.n += 1
-        return "7", 0.5, self.n == 2
-
-
-class RaisingEnv(TwoActionsEnv):
-    def step(self, action):
-        if self.n:
-            raise RuntimeError("broken")
-        return super().step(action)
-
-
-class NotTextEnv(TwoActionsEnv):
-    def step(self, action):
-        return 7, 0.5, False
-
-
-class NeverDoneEnv(TwoActionsEnv):
-    def step(self, action):
-        return "7", 0.25, False
-
-
-class ResetFailsEnv(TwoActionsEnv):
-    def reset(self, prompt, record):
-        return None
-
-
 def test_the_chain_environment_and_bad_environments_end_only_their_episodes(capsys):
     """`chain`: each right call on the previous result is rewarded 1 / (its operations) and answered
     with the result, a wrong one ends the episode; through the engine's hooks (a request fed one
@@ -1094,12 +1062,71 @@ def test_the_chain_environment_and_bad_environments_end_only_their_episodes(caps
         assert said in capsys.readouterr().err
     _, got, box = episode(NeverDoneEnv, "<<1>><<2>><<3>>", turns=2)  # (its third call is text like any other)
     assert got == "<<1>>7<<2>>7<<3>>" and box.rewards().tolist() == [0.5] and box.unfinished() == 1
-    assert env_class("test_rl:TwoActionsEnv") is TwoActionsEnv
+    assert env_class("rl_envs:TwoActionsEnv") is TwoActionsEnv
     for name, message in (("maze", "rl.env=maze: unknown environment; use chain or module:Class"),
                           ("test_rl:digits_like_the_answer", "not an environment class (it needs methods reset"),
                           (":Maze", "rl.env=:Maze: cannot import it (ValueError: Empty module name)")):
         with pytest.raises(ConfigError, match=re.escape(message)):
             env_class(name)
+
+
+def test_ones_own_environment_runs_in_a_worker_process_that_a_timeout_ends(capsys):
+    """rl.env=module:Class runs in a worker process (spmdgpt/rl/envworker.py): the same answers and
+    the same failures as in this process; a step past rl.env_timeout ends its episode and the
+    process (the round's other episode ends at its next call, counted), and the next round starts
+    a fresh one."""
+    import time
+    from types import SimpleNamespace
+
+    from spmdgpt.rl.envs import WORKER, EnvBox, env_class
+    from spmdgpt.rl.prompts import Prompt
+    from spmdgpt.rl.rewards import MAX_REWARD
+    from spmdgpt.rl.tools import ToolProcess
+
+    tok = CharTokenizer("0123456789<>", eos=True)
+    prompts = [Prompt(tuple(tok.encode("0")), "0", {}, f"f:{i}") for i in range(2)]
+
+    def box_of(name, timeout=5.0):
+        worker = ToolProcess(name, WORKER, (str(MAX_REWARD),), "rl.env")
+        return EnvBox(env_class(name), tok, name=name, timeout=timeout, worker=worker)
+
+    requests = {}
+
+    def act(box, stream, text):
+        """`text` fed on to episode `stream` a character at a time: what its request holds after."""
+        req = requests.setdefault((id(box), stream), SimpleNamespace(tokens=[], stream=stream))
+        for c in text:
+            req.tokens += tok.encode(c)
+            req.tokens += box.inject(req) or []
+            if box.stop(req):
+                break
+        return tok.decode(req.tokens)
+
+    box = box_of("rl_envs:TwoActionsEnv")
+    assert [tok.decode(p.tokens) for p in box.start(prompts, 20)] == ["09", "09"]
+    assert act(box, 0, "<<1>>2<<3>>4") == "<<1>>72<<3>>7" and act(box, 1, "<<1>>") == "<<1>>7"
+    assert box.rewards().tolist() == [1.0, 0.5] and (box.errors, box.unfinished()) == (0, 1)
+    for name, text, said in (("rl_envs:RaisingEnv", "<<1>><<2>>", "step raised RuntimeError: broken"),
+                             ("rl_envs:NotTextEnv", "<<1>>", "step returned (7, 0.5, False), not (text, a finite"),
+                             ("rl_envs:ResetFailsEnv", "<<1>>", "reset returned NoneType, not text")):
+        box = box_of(name)
+        box.start(prompts[:1], 20)
+        act(box, 0, text)
+        assert box.errors == 1 and box.unfinished() == 0 and said in capsys.readouterr().err, name
+    box = box_of("rl_envs:SleepyEnv", timeout=0.5)
+    box.start(prompts, 20)
+    assert act(box, 0, "<<1>>") == "<<1>>7"
+    began = time.monotonic()
+    assert act(box, 0, "<<2>><<3>>") == "<<1>>7<<2>>"  # (no answer: the episode ends there)
+    assert time.monotonic() - began < 5  # (the step's minute was not waited for)
+    assert act(box, 1, "<<1>>") == "<<1>>"  # (its instance went with the process)
+    assert box.rewards().tolist() == [0.5, 0.0] and (box.errors, box.unfinished()) == (2, 0)
+    err = capsys.readouterr().err
+    assert "rl.env=rl_envs:SleepyEnv on the action '2': step ran past rl.env_timeout=0.5 s (its process was " \
+           "ended); its episode ends there" in err and "its environment is gone" in err
+    box.start(prompts[:1], 20)  # (a new round: a fresh process)
+    requests.clear()
+    assert act(box, 0, "<<1>>") == "<<1>>7" and box.errors == 0
 
 
 def test_an_environments_episodes_in_rollouts_and_a_run(tmp_path, capsys):
@@ -1114,7 +1141,7 @@ def test_an_environments_episodes_in_rollouts_and_a_run(tmp_path, capsys):
     from spmdgpt.rl.prompts import Prompt
     from spmdgpt.rl.rollouts import Rollouts
 
-    over = ["rl.group_size=4", "rl.max_new_tokens=20", "data.batch_size=8", "rl.env=test_rl:TwoActionsEnv",
+    over = ["rl.group_size=4", "rl.max_new_tokens=20", "data.batch_size=8", "rl.env=rl_envs:TwoActionsEnv",
             "rl.tool_open=1", "rl.tool_close=5"]
     cfg, mesh, rules = _tiny(1, *over)
     tok = CharTokenizer("0123456789", eos=True)
@@ -1139,11 +1166,11 @@ def test_an_environments_episodes_in_rollouts_and_a_run(tmp_path, capsys):
                                                               and "rl/env_unfinished" in r for r in rows)
     capsys.readouterr()
     assert main(["train", *base, "rl.tool=calculator", "train.steps=1", f"run.dir={tmp_path / 'bad'}"]) == 2
-    assert "rl.tool=calculator and rl.env=test_rl:TwoActionsEnv: a rollout acts on one of them" in \
+    assert "rl.tool=calculator and rl.env=rl_envs:TwoActionsEnv: a rollout acts on one of them" in \
         capsys.readouterr().err and not (tmp_path / "bad").exists()
     # (the sums' characters have no letters: such marks could never be written)
     assert main(["train", *base, "rl.tool_open=ab", "rl.tool_close=cd", "train.steps=1",
                  f"run.dir={tmp_path / 'bad'}"]) == 2 and not (tmp_path / "bad").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "rl.tool_open='ab': this run's tokenizer (char, 13 ids) cannot write it, so no " \
-        "completion could act on rl.env=test_rl:TwoActionsEnv" in err[0]
+        "completion could act on rl.env=rl_envs:TwoActionsEnv" in err[0]

@@ -428,6 +428,7 @@ class RlConfig(Section):
     tool_output: str = "{}"  # the text appended after the close mark, {} the tool's output
     tool_calls: int = 4  # the most calls one completion may make
     tool_timeout: float = 1.0  # seconds a call may take (then the model reads "error: timeout")
+    env_timeout: float = 10.0  # seconds an environment's reset or step may take (then its episode ends, counted)
 
 
 @dataclass

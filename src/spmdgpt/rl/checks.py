@@ -109,6 +109,8 @@ def tool_errors(cfg: Config) -> List[str]:
                     "completion may make)")
     if not r.tool_timeout > 0:
         errs.append(f"rl.tool_timeout={r.tool_timeout} must be > 0 seconds")
+    if not 0 < r.env_timeout < float("inf"):
+        errs.append(f"rl.env_timeout={r.env_timeout} must be a finite number > 0 of seconds")
     return errs
 
 

@@ -19,10 +19,14 @@ GRPO's advantages and val/reward read; `rl.reward` is not used).
 
 An environment that raises, returns something other than (text, a finite number, a truth value)
 or text from `reset`, ends its episode where it is, with the rewards it gave so far: counted in
-rl/env_errors (the first few said on the console), never the run's end. An episode the
-environment had not ended when the sequence stopped (the model ended its turn, or the budget ran
-out) is counted in rl/env_unfinished. Environments run in the training process, one call at a
-time (keep a step quick: the engine waits on it).
+rl/env_errors (the first few said on the console), never the run's end; so does a reset or step
+that runs past `rl.env_timeout` seconds. An episode the environment had not ended when the
+sequence stopped (the model ended its turn, or the budget ran out) is counted in rl/env_unfinished.
+One's own environment (`module:Class`) runs in a worker process (rl/envworker.py), one call at a
+time, its instances there: a call past the timeout ends that process, and with it the round's
+other episodes of that environment (each ends, counted, at its next call); the next round starts
+a fresh one. The engine waits on each call: keep a step quick. The built-in `chain` runs in the
+training process (its work is bounded).
 
 `chain` (`ChainEnv`): a chain of operations on a number, "7 +5 *3 -4", which the completion must
 carry out one call at a time, each call on the previous result: "<<7+5>>12<<12*3>>36<<36-4>>32".
@@ -37,6 +41,7 @@ import numbers
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
@@ -44,7 +49,7 @@ import numpy as np
 from spmdgpt.config import ConfigError
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import MAX_REWARD, imported
-from spmdgpt.rl.tools import SAID, check_marks, encodable, marked
+from spmdgpt.rl.tools import SAID, ToolProcess, check_marks, encodable, marked
 
 _OP = re.compile(r"\s*([+\-*])\s*(\d+)\s*")
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
@@ -74,6 +79,7 @@ class ChainEnv:
 
 
 BUILTINS = {"chain": ChainEnv}
+WORKER = Path(__file__).with_name("envworker.py")
 
 
 def env_class(name: str, field: str = "rl.env") -> Callable:
@@ -98,7 +104,7 @@ class Refused(str):
 
 @dataclass
 class Episode:
-    env: Any
+    env: Any  # (its environment; in a worker process, its number there)
     reward: float = 0.0
     done: bool = False  # (the environment ended it, or it failed)
     actions: int = 0
@@ -108,12 +114,14 @@ class Episode:
 class EnvBox:
     """A run's environment (rl.env, rl.tool_*): `start` opens an episode per row, `inject` and
     `stop` are the engine's hooks for each row's request (its `stream` is the row), `rewards`
-    the episodes' sums."""
+    the episodes' sums. With `worker` (a ToolProcess of rl/envworker.py) the environments live
+    in that process, each call limited to `timeout` seconds."""
 
     def __init__(self, cls: Callable, tokenizer, open_mark: str = "<<", close_mark: str = ">>",
-                 output: str = "{}", turns: int = 4, name: str = "env"):
+                 output: str = "{}", turns: int = 4, name: str = "env", timeout: float = 10.0,
+                 worker: Optional[ToolProcess] = None):
         self.cls, self.tokenizer, self.open, self.close = cls, tokenizer, open_mark, close_mark
-        self.output, self.turns, self.name = output, turns, name
+        self.output, self.turns, self.name, self.timeout, self.worker = output, turns, name, timeout, worker
         self.episodes: List[Episode] = []
         self.actions = self.errors = 0  # (since `start`: one sampling round)
         self.said = 0
@@ -125,7 +133,9 @@ class EnvBox:
         if not r.env:
             return None
         check_marks(cfg, tokenizer, f"act on rl.env={r.env}")
-        return cls(env_class(r.env), tokenizer, r.tool_open, r.tool_close, r.tool_output, r.tool_calls, r.env)
+        worker = None if r.env in BUILTINS else ToolProcess(r.env, WORKER, (str(MAX_REWARD),), "rl.env")
+        return cls(env_class(r.env), tokenizer, r.tool_open, r.tool_close, r.tool_output, r.tool_calls, r.env,
+                   r.env_timeout, worker)
 
     def start(self, prompts: Sequence[Prompt], room: int) -> List[Prompt]:
         """A fresh episode for each prompt (row), reset on it: the prompts with their first
@@ -133,15 +143,21 @@ class EnvBox:
         prompt longer than `room` tokens (what the context leaves after rl.max_new_tokens) ends its
         episode (counted, the prompt as it was)."""
         self.episodes, self.actions, self.errors = [], 0, 0
+        if self.worker is not None:
+            self.worker.ask({"clear": True}, self.timeout)  # (the last round's instances dropped)
         out = []
-        for p in prompts:
+        for i, p in enumerate(prompts):
             e = Episode(None)
             self.episodes.append(e)
-            try:
-                e.env = self.cls()
-                first = e.env.reset(p.prompt, p.record)
-            except Exception as ex:  # (one's own environment: its failure ends its episode, not the run)
-                first = Refused(f"reset raised {type(ex).__name__}: {ex}")
+            if self.worker is not None:
+                e.env = i
+                first = self._remote({"reset": i, "prompt": p.prompt, "record": p.record}, "reset")
+            else:
+                try:
+                    e.env = self.cls()
+                    first = e.env.reset(p.prompt, p.record)
+                except Exception as ex:  # (one's own environment: its failure ends its episode, not the run)
+                    first = Refused(f"reset raised {type(ex).__name__}: {ex}")
             if not isinstance(first, (str, Refused)):
                 first = Refused(f"reset returned {type(first).__name__}, not text")
             seen = () if isinstance(first, Refused) else tuple(encodable(self.tokenizer, first))
@@ -161,13 +177,27 @@ class EnvBox:
             more = " (further ones are counted in rl/env_errors)" if self.said == SAID else ""
             print(f"rl.env={self.name} on {where}: {said}; its episode ends there{more}", file=sys.stderr)
 
+    def _remote(self, message: dict, what: str) -> Any:
+        """The worker's "out" for `message`, or Refused saying why there is none."""
+        kind, answer = self.worker.ask(message, self.timeout)
+        if kind != "answer":
+            return Refused(f"{what} ran past rl.env_timeout={self.timeout:g} s (its process was ended)"
+                           if kind == "timeout" else f"its process exited during {what}")
+        return Refused(answer["error"]) if "error" in answer else answer["out"]
+
     def _step(self, e: Episode, action: str) -> Optional[str]:
         """The observation of `action` (its reward added, `done` kept), or None when the
         environment failed (the episode then ends)."""
-        try:
-            out = e.env.step(action)
-        except Exception as ex:  # (one's own environment: its failure ends its episode, not the run)
-            return self._failed(e, action, f"step raised {type(ex).__name__}: {ex}")
+        if self.worker is not None:  # (checked there: an answer is (text, a number, a truth value))
+            out = self._remote({"step": e.env, "action": action}, "step")
+            if isinstance(out, Refused):
+                return self._failed(e, action, str(out))
+            out = tuple(out)
+        else:
+            try:
+                out = e.env.step(action)
+            except Exception as ex:  # (one's own environment: its failure ends its episode, not the run)
+                return self._failed(e, action, f"step raised {type(ex).__name__}: {ex}")
         ok = (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], str) and isinstance(out[1], numbers.Real)
               and abs(out[1]) <= MAX_REWARD and isinstance(out[2], (bool, np.bool_)))
         if not ok:

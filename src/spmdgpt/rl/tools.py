@@ -290,25 +290,27 @@ class ToolProcess:
     """`module:function` run in a worker process (rl/toolworker.py), started at the first call and
     reused; a call past its timeout kills the process (the next call starts another). The worker
     imports the tool from the same sys.path as this process, and exits when this process does
-    (its stdin closes)."""
+    (its stdin closes). `script`, `args` and `what`: another worker of the same kind (an
+    environment's, rl/envworker.py: `ask`)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, script: Path = WORKER, args: tuple = (), what: str = "rl.tool"):
+        self.name, self.script, self.args, self.what = name, script, args, what
         self.proc: Optional[subprocess.Popen] = None
         self._buffer = b""
         self._finalizer = None
 
     def _start(self) -> None:
         path = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        self.proc = subprocess.Popen([sys.executable, "-u", str(WORKER), self.name], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+        self.proc = subprocess.Popen([sys.executable, "-u", str(self.script), self.name, *self.args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env={**os.environ, "PYTHONPATH": path})
         self._buffer = b""
         self._finalizer = weakref.finalize(self, _end, self.proc)
         answer = self._read(START_S)
         if answer is None or "ready" not in answer:
             self.close()
             why = "did not start" if answer is None else answer.get("failed", answer)
-            raise RuntimeError(f"rl.tool={self.name}: its worker process {why}")
+            raise RuntimeError(f"{self.what}={self.name}: its worker process {why}")
 
     def _read(self, timeout: float) -> Optional[dict]:
         """The worker's next answer, or None if none came within `timeout` seconds (or it died)."""
@@ -325,21 +327,29 @@ class ToolProcess:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
 
-    def call(self, text: str, timeout: float) -> tuple:
-        """(kind, value) as `_in_thread`'s; a timeout (or a worker that died) ends the worker."""
+    def ask(self, message: dict, timeout: float) -> tuple:
+        """("answer", the worker's answer to `message`), ("timeout", None) or ("exited", None); a
+        timeout (or a worker that died) ends the worker (the next message starts another)."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         try:
-            self.proc.stdin.write((json.dumps({"text": text}) + "\n").encode())
+            self.proc.stdin.write((json.dumps(message, default=str) + "\n").encode())  # (a record's odd values as text)
             self.proc.stdin.flush()
         except OSError:  # (it died between calls)
             self.close()
-            return "error", "the tool's process exited"
+            return "exited", None
         answer = self._read(timeout)
         if answer is None:
             died = self.proc.poll() is not None
             self.close()
-            return ("error", "the tool's process exited") if died else ("timeout", None)
+            return ("exited" if died else "timeout"), None
+        return "answer", answer
+
+    def call(self, text: str, timeout: float) -> tuple:
+        """(kind, value) as `_in_thread`'s."""
+        kind, answer = self.ask({"text": text}, timeout)
+        if kind != "answer":
+            return ("error", "the tool's process exited") if kind == "exited" else ("timeout", None)
         (kind, value), = answer.items()
         return kind, value
 

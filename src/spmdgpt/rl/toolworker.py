@@ -19,9 +19,12 @@ import json
 import sys
 
 
-def main() -> None:
+def started():
+    """(say, the object sys.argv[1] names as module:attr), after answering {"ready": true}; None
+    for the object when it failed to import (said as {"failed": ...}). What the worker's code
+    prints goes to stderr from here on: stdout carries the protocol alone. (envworker.py's too.)"""
     out = sys.stdout
-    sys.stdout = sys.stderr  # (what the tool prints must not reach the protocol)
+    sys.stdout = sys.stderr
 
     def say(obj) -> None:
         out.write(json.dumps(obj) + "\n")
@@ -29,11 +32,18 @@ def main() -> None:
 
     module, _, attr = sys.argv[1].partition(":")
     try:
-        fn = getattr(importlib.import_module(module), attr)
+        found = getattr(importlib.import_module(module), attr)
     except Exception as e:  # (the parent checked it imports; say why if it no longer does)
         say({"failed": f"{type(e).__name__}: {e}"})
-        return
+        return say, None
     say({"ready": True})
+    return say, found
+
+
+def main() -> None:
+    say, fn = started()
+    if fn is None:
+        return
     for line in sys.stdin:
         text = json.loads(line)["text"]
         try:
