@@ -1127,6 +1127,35 @@ def test_ones_own_environment_runs_in_a_worker_process_that_a_timeout_ends(capsy
     box.start(prompts[:1], 20)  # (a new round: a fresh process)
     requests.clear()
     assert act(box, 0, "<<1>>") == "<<1>>7" and box.errors == 0
+    # a run that dies (kill -9: no cleanup) takes its worker with it, even one inside a step that never returns
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    dies = textwrap.dedent("""
+        import os
+        from spmdgpt.rl.envs import WORKER
+        from spmdgpt.rl.tools import ToolProcess
+        w = ToolProcess("rl_envs:SleepyEnv", WORKER, ("1",), "rl.env")
+        w.ask({"reset": 0, "prompt": "", "record": {}}, 9), w.ask({"step": 0, "action": ""}, 9)
+        w.proc.stdin.write(b'{"step": 0, "action": ""}\\n')
+        w.proc.stdin.flush()
+        print(w.proc.pid, flush=True)
+        os._exit(0)""")
+    out = subprocess.run([sys.executable, "-c", dies], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+    def alive(pid):  # (a zombie has ended)
+        try:
+            return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        except FileNotFoundError:
+            return False
+
+    pid, deadline = int(out.stdout), time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), out.stderr
 
 
 def test_an_environments_episodes_in_rollouts_and_a_run(tmp_path, capsys):

@@ -10,7 +10,8 @@ Protocol, one JSON object per line: it answers {"ready": true} once the class is
     {"reset": i, "prompt": p, "record": r}         -> {"out": text} | {"error": why}
     {"step": i, "action": text}                    -> {"out": [text, reward, done]} | {"error": why}
 where i numbers the round's episodes (a fresh instance each) and `why` is what the run reports.
-It exits when stdin closes. The environment's own prints go to stderr.
+It exits when stdin closes, or within a second of its run's death (toolworker.py's watch). The
+environment's own prints go to stderr.
 
 Run by path, not imported as part of spmdgpt: the standard library only (and toolworker.py's start).
 """

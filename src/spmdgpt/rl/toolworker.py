@@ -7,8 +7,9 @@ stall the training process with it).
 
 Protocol, one JSON object per line: it answers {"ready": true} once the function is imported
 (or {"failed": "..."}); then for each {"text": ...} on stdin one of {"out": text},
-{"error": "Type: message"} or {"not_text": "repr"}. It exits when stdin closes (its run ended or
-died). The tool's own prints go to stderr: stdout carries the protocol alone.
+{"error": "Type: message"} or {"not_text": "repr"}. It exits when stdin closes (its run ended), or
+within a second of its run's death even inside a call that never returns. The tool's own prints go
+to stderr: stdout carries the protocol alone.
 
 Run by path, not imported as part of spmdgpt: the standard library only, so that it starts in
 tens of milliseconds.
@@ -16,7 +17,25 @@ tens of milliseconds.
 
 import importlib
 import json
+import os
 import sys
+import threading
+import time
+
+
+def _die_with_parent() -> None:
+    """End this process when the run that started it dies (kill -9 included), even inside a call
+    that never returns: a thread watches for this process being handed to another parent. (Not
+    the kernel's parent-death signal: it follows the thread that started the process, and a run's
+    rollouts may start it from a worker thread that ends before the run.)"""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def started():
@@ -25,6 +44,7 @@ def started():
     prints goes to stderr from here on: stdout carries the protocol alone. (envworker.py's too.)"""
     out = sys.stdout
     sys.stdout = sys.stderr
+    _die_with_parent()
 
     def say(obj) -> None:
         out.write(json.dumps(obj) + "\n")
