@@ -57,6 +57,44 @@ def test_chunked_equals_the_recurrence_in_float64(chunk):
         assert float(jnp.max(jnp.abs(plain - chunked(*a, state=jnp.asarray(state), chunk=chunk)[0]))) > 0.1
 
 
+def test_channel_gates_chunked_equal_the_recurrence():
+    """Kimi Delta Attention's decay per key channel (g [b, h, t, dk], one rate per row of the state:
+    2 rows, 2 heads, 40 tokens in chunks of 16, with documents and a carried state): the chunked
+    form equals the token-by-token recurrence to 1e-10 in float64 and 2e-5 in float32, and so do
+    its gradients (float64, 1e-9); transition's (M, B) carry any state to the chunked form's final
+    one; the same rate in every channel is Gated DeltaNet's scalar gate."""
+    arrays, seg, state = _inputs(b=2, h=2, t=40, dk=4, dv=3, seed=1)
+    q, k, v, g, beta = arrays
+    g = -np.random.default_rng(2).uniform(0, 1, size=g.shape + (4,)) ** 2 * 3  # (strong and weak channels)
+    chunk = partial(delta_rule.chunked, chunk=16)
+    with jax.enable_x64(True):
+        a = [jnp.asarray(x) for x in (q, k, v, g, beta)]
+        s, s0 = jnp.asarray(seg), jnp.asarray(state)
+        want, want_s = jax.jit(delta_rule.recurrent)(*a, s, s0)
+        got, got_s = jax.jit(chunk)(*a, s, s0)
+        assert float(jnp.max(jnp.abs(got - want))) < 1e-10 and float(jnp.max(jnp.abs(got_s - want_s))) < 1e-10
+        m, add = jax.jit(partial(delta_rule.transition, chunk=16))(a[1], a[2], a[3], a[4])
+        carried = jax.jit(chunk)(*a, state=s0)[1]
+        assert float(jnp.max(jnp.abs(jnp.einsum("bhkj,bhjv->bhkv", m, s0) + add - carried))) < 1e-10
+        same = [*a[:3], jnp.broadcast_to(a[3][..., :1], a[3].shape), a[4]]
+        scalar = jax.jit(chunk)(*a[:3], a[3][..., 0], a[4], s, s0)[0]
+        assert float(jnp.max(jnp.abs(jax.jit(chunk)(*same, s, s0)[0] - scalar))) < 1e-10
+        assert float(jnp.max(jnp.abs(scalar - got))) > 0.05  # (the channels' own rates matter)
+
+        def loss(fn, *x):
+            o, st = fn(*x, s, s0)
+            return jnp.sum(o * jnp.cos(o)) + jnp.sum(st ** 2)
+
+        g_chunk = jax.jit(jax.grad(lambda *x: loss(chunk, *x), argnums=(0, 1, 2, 3, 4)))(*a)
+        g_rec = jax.jit(jax.grad(lambda *x: loss(delta_rule.recurrent, *x), argnums=(0, 1, 2, 3, 4)))(*a)
+        for x, y in zip(g_chunk, g_rec, strict=True):
+            assert float(jnp.max(jnp.abs(x - y))) < 1e-9 * max(1.0, float(jnp.max(jnp.abs(y))))
+    a32 = [jnp.asarray(x, jnp.float32) for x in (q, k, v, g, beta)]
+    got32 = jax.jit(chunk)(*a32, s, jnp.asarray(state, jnp.float32))[0]
+    assert got32.dtype == jnp.float32
+    assert float(jnp.max(jnp.abs(got32 - np.asarray(want)))) < 2e-5
+
+
 def test_packed_documents_equal_each_document_alone():
     """A packed row's documents each start from a zero state: the chunked form over the packed
     row equals the recurrence over each document by itself (float64)."""
@@ -128,10 +166,16 @@ def reference_unit(cfg, p, x, seg):
     qk, v = conv[:, :2 * Hk * dk].reshape(t, 2, Hk, dk), conv[:, 2 * Hk * dk:].reshape(t, Hv, dv)
     l2 = lambda a: a / np.sqrt(np.sum(a * a, axis=-1, keepdims=True) + 1e-6)  # noqa: E731
     q, k = l2(qk[:, 0]) / np.sqrt(dk), l2(qk[:, 1])
-    ab = np.einsum("td,dcn->tcn", x, p.w_ab)
-    beta = 1 / (1 + np.exp(-ab[:, 1]))
-    g = -np.exp(p.a_log) * np.log1p(np.exp(ab[:, 0] + p.dt_bias))
-    z = np.einsum("td,dnh->tnh", x, p.w_z)
+    channel = cfg.deltanet.gate == "channel"  # (Kimi Delta Attention: a decay per key channel, a sigmoid gate)
+    if channel:
+        beta = 1 / (1 + np.exp(-x @ p.w_b))
+        g = -np.exp(p.a_log)[:, None] * np.log1p(np.exp(np.einsum("td,dr,rnh->tnh", x, p.w_fa, p.w_fb) + p.dt_bias))
+        z = np.einsum("td,dr,rnh->tnh", x, p.w_ga, p.w_gb)
+    else:
+        ab = np.einsum("td,dcn->tcn", x, p.w_ab)
+        beta = 1 / (1 + np.exp(-ab[:, 1]))
+        g = -np.exp(p.a_log) * np.log1p(np.exp(ab[:, 0] + p.dt_bias))
+        z = np.einsum("td,dnh->tnh", x, p.w_z)
     out = np.zeros((t, Hv, dv))
     for h in range(Hv):
         kh = h // (Hv // Hk)
@@ -139,17 +183,21 @@ def reference_unit(cfg, p, x, seg):
         for i in range(t):
             if i > 0 and seg[i] != seg[i - 1]:
                 S = np.zeros((dk, dv))
-            S = np.exp(g[i, h]) * S
+            S = (np.exp(g[i, h])[:, None] if channel else np.exp(g[i, h])) * S
             S = S + np.outer(k[i, kh], beta[i, h] * (v[i, h] - S.T @ k[i, kh]))
             out[i, h] = S.T @ q[i, kh]
-    o = out / np.sqrt(np.mean(out * out, axis=-1, keepdims=True) + cfg.norm_eps) * p.norm * _silu(z)
+    o = out / np.sqrt(np.mean(out * out, axis=-1, keepdims=True) + cfg.norm_eps) * p.norm * (
+        1 / (1 + np.exp(-z)) if channel else _silu(z))
     return np.einsum("tnh,nhd->td", o, p.w_o)
 
 
-def test_the_unit_equals_its_equations_in_float64():
+@pytest.mark.parametrize("gate", ["head", "channel"])
+def test_the_unit_equals_its_equations_in_float64(gate):
     """Grouped value heads (4 values on 2 keys), a convolution across a document boundary, chunks of
-    16 over 40 tokens: the unit in float64 equals the token-by-token reference to 1e-10."""
-    cfg, mesh, rules, params = _one_device()
+    16 over 40 tokens: the unit in float64 equals the token-by-token reference to 1e-10; with
+    gate=channel (Kimi Delta Attention) its decay per key channel and sigmoid output gate too."""
+    cfg, mesh, rules, params = _one_device(f"model.deltanet.gate={gate}")
+    assert (params.linear_blocks.attn.w_fb is None) == (gate == "head")
     t = 40
     seg = np.repeat([0, 1, 2], [11, 17, 12]).astype(np.int32)
     with jax.enable_x64(True), jax.set_mesh(mesh):
@@ -198,7 +246,8 @@ def test_data_model_and_context_parallel_equal_one_device():
     within devices, documents starting inside chunks and at their first token): the loss and every
     gradient, with documents and restarted positions, equal one device's. (A ring of 4, 8 chunks,
     agreed too when it was written; zeroing the carried state, the document starts at chunk
-    boundaries or the convolution's inputs before a chunk each broke it.)"""
+    boundaries or the convolution's inputs before a chunk each broke it; Kimi Delta Attention's
+    per-channel decay, model.deltanet.gate=channel, agreed too when it was added: 20 s, not kept.)"""
     model = ("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2", "model.deltanet.value_heads=4",
              "model.deltanet.key_dim=8", "model.deltanet.chunk=16")
     want = reference(model)
@@ -213,6 +262,8 @@ def test_data_model_and_context_parallel_equal_one_device():
     (("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=3", "model.deltanet.value_heads=4"),
      "must be a multiple of model.deltanet.key_heads=3"),
     (("model.deltanet.full_attention_interval=2", "model.mla.kv_rank=16"), "set model.mla.kv_rank=0"),
+    (("model.deltanet.full_attention_interval=2", "model.deltanet.gate=row"), "model.deltanet.gate=row is not a gate"),
+    (("model.deltanet.gate=channel",), "model.deltanet.gate=channel without linear-attention layers"),
 ])
 def test_refusals_name_the_field(overrides, message):
     cfg = load_config(["+experiment=staircase", "model.num_layers=4", *overrides])

@@ -104,6 +104,9 @@ def test_a_new_model_field_cannot_export_silently():
             architecture(model_cfg("LlamaForCausalLM", *overrides))
         assert e.value.messages == [f"{refused} (the Hugging Face architecture of this model.norm and model.mlp) does "
                                     "not compute that, so the model cannot be exported (train without it to export)"]
+    with pytest.raises(ConfigError) as e:  # (Kimi Delta Attention's gate: not Qwen3.5's Gated DeltaNet)
+        architecture(model_cfg("Qwen3_5ForCausalLM", "model.deltanet.gate=channel"))
+    assert e.value.messages[0].startswith("model.deltanet.gate=channel: Qwen3_5ForCausalLM")
     with pytest.raises(ConfigError) as e:
         architecture(model_cfg("GPTNeoXForCausalLM", "model.num_kv_heads=2", "model.head_dim=32"))
     assert e.value.messages[0].startswith("model.num_kv_heads=2, model.head_dim=32: GPTNeoXForCausalLM")

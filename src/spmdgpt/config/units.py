@@ -81,6 +81,9 @@ class DeltaNetConfig(Section):
     value_dim: Optional[int] = None  # value width per head (linear_value_head_dim); default key_dim
     conv: int = 4  # the causal depthwise convolution's width over q, k and v (linear_conv_kernel_dim)
     chunk: int = 64  # training's chunkwise parallel form: tokens per chunk (a matmul-sized [chunk, chunk] system)
+    gate: str = "head"  # "head": Gated DeltaNet's decay, one rate per value head, and its SiLU output gate; "channel":
+    # Kimi Delta Attention's (Kimi Linear), one rate per head and key channel from a low-rank projection (rank
+    # key_dim) and a low-rank sigmoid output gate (rank value_dim)
 
     def __str__(self) -> str:
         return changed_fields(self)

@@ -686,6 +686,7 @@ QWEN3_5_FIELDS = {**UNBIASED_FIELDS, "qk_norm_scale": None, "rope_fraction": "ro
                   "deltanet.value_heads": "linear_num_value_heads", "deltanet.key_dim": "linear_key_head_dim",
                   "deltanet.value_dim": "linear_value_head_dim", "deltanet.conv": "linear_conv_kernel_dim"}
 QWEN3_5_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
+                   "deltanet.gate": "head",
                    "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False,
                    "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None, **NO_MLA,
                    **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_GEMMA4}

@@ -29,9 +29,16 @@ and the carried state to the tokens still in the segment the chunk started in, s
 form stays exact with any packing. Each row of a batch starts from its own initial state (zero
 unless given).
 
-Shapes: q, k [b, h, t, dk], v [b, h, t, dv], g and beta [b, h, t], segments [b, t], the state
-[b, h, dk, dv]. Everything is computed in float32 (or float64 when given float64), as the
-reference kernels (flash-linear-attention) do, and the output returned in v's dtype.
+Kimi Delta Attention (KDA; Kimi Linear, arXiv:2510.26692) gates per key channel instead: g_t
+[dk] <= 0 and S <- diag(exp(g_t)) S, each row of the state decaying at its own rate. The same two
+forms run it when given g [b, h, t, dk]: Gamma_ij becomes per channel, exp(c_i - c_j) [dk], and
+sits inside the key products (K K^T and Q K^T sum over k_ik k_jk Gamma_ijk, a [C, C, dk] tensor a
+chunk, never the unstable exp(c_i) k_i . exp(-c_j) k_j), exp(c) scales q and k elementwise, and
+the carried state decays row by row.
+
+Shapes: q, k [b, h, t, dk], v [b, h, t, dv], g [b, h, t] (or [b, h, t, dk]: KDA) and beta
+[b, h, t], segments [b, t], the state [b, h, dk, dv]. Everything is computed in float32 (or
+float64 when given float64), as the reference kernels (flash-linear-attention) do, and the output returned in v's dtype.
 """
 
 from __future__ import annotations
@@ -104,7 +111,8 @@ def _resets(segments: Optional[Array], g: Array, pad: int = 0) -> Array:
 
 def recurrent(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Optional[Array] = None,
               state: Optional[Array] = None) -> tuple[Array, Array]:
-    """The rule token by token: (o [b, h, t, dv], the final state [b, h, dk, dv]). `state`: the
+    """The rule token by token: (o [b, h, t, dv], the final state [b, h, dk, dv]); g [b, h, t] or, for
+    KDA, [b, h, t, dk]. `state`: the
     state before the first token (zero by default), which token 0 continues; segments [b, t]:
     each later document start drops the state before it."""
     b, h, t, dk = q.shape
@@ -113,10 +121,12 @@ def recurrent(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Opt
     reset = _resets(segments, g)
     s0 = _state(q, dv, f, state)
 
+    channel = g.ndim == 4  # (KDA: a decay per key channel, each row of the state its own)
+
     def one(s, xs):
         q_t, k_t, v_t, g_t, b_t, r_t = xs
-        keep = jnp.where(r_t, 0.0, jnp.exp(g_t))[..., None, None]
-        s = s * keep
+        keep = jnp.where(r_t[..., None] if channel else r_t, 0.0, jnp.exp(g_t))
+        s = s * (keep[..., None] if channel else keep[..., None, None])
         error = v_t - jnp.einsum("bhk,bhkv->bhv", k_t, s)
         s = s + jnp.einsum("bhk,bhv->bhkv", k_t, b_t[..., None] * error)
         return s, jnp.einsum("bhk,bhkv->bhv", q_t, s)
@@ -151,27 +161,36 @@ def chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, segments: Optio
     q, k, v, g, beta = chunks(q), chunks(k), chunks(v), chunks(g), chunks(beta)
     doc = jnp.cumsum(reset, axis=-1)  # [b, 1, n, C]: documents started inside the chunk so far
     carried = doc == 0  # tokens still in the document the chunk started in (they read the carried state)
-    c = jnp.cumsum(g, axis=-1)  # [b, h, n, C]
     lower = jnp.tril(jnp.ones((C, C), bool))
     pairs = lower & (doc[..., :, None] == doc[..., None, :])  # [b, 1, n, C, C]
-    gamma = jnp.exp(jnp.where(pairs, c[..., :, None] - c[..., None, :], -jnp.inf))  # [b, h, n, C, C]
-
-    kk = jnp.einsum("bhnik,bhnjk->bhnij", k, k) * gamma * beta[..., :, None]
+    if g.ndim == 5:  # (KDA: c [b, h, n, C, dk], Gamma [b, h, n, C, C, dk] inside the key products)
+        c = jnp.cumsum(g, axis=-2)
+        gamma = jnp.exp(jnp.where(pairs[..., None], c[..., :, None, :] - c[..., None, :, :], -jnp.inf))
+        kk = jnp.einsum("bhnik,bhnjk,bhnijk->bhnij", k, k, gamma) * beta[..., :, None]
+        qk = jnp.einsum("bhnik,bhnjk,bhnijk->bhnij", q, k, gamma)
+        decay, last = jnp.exp(c), c[..., -1:, :]  # [b, h, n, C, dk], [b, h, n, 1, dk]
+        to_end = jnp.exp(last - c)
+        last = last[..., 0, :]  # [b, h, n, dk]
+    else:
+        c = jnp.cumsum(g, axis=-1)  # [b, h, n, C]
+        gamma = jnp.exp(jnp.where(pairs, c[..., :, None] - c[..., None, :], -jnp.inf))  # [b, h, n, C, C]
+        kk = jnp.einsum("bhnik,bhnjk->bhnij", k, k) * gamma * beta[..., :, None]
+        qk = jnp.einsum("bhnik,bhnjk->bhnij", q, k) * gamma
+        decay, last = jnp.exp(c)[..., None], c[..., -1:]  # [b, h, n, C, 1], [b, h, n, 1]
+        to_end = jnp.exp(last - c)[..., None]
     system = jnp.eye(C, dtype=f) + jnp.tril(kk, -1)
     solve = lambda rhs: _local(_unit_lower_solve, system, rhs)  # noqa: E731
     u = solve(beta[..., None] * v)  # [b, h, n, C, dv]
-    w = solve((beta * jnp.exp(c) * carried)[..., None] * k)  # [b, h, n, C, dk]
-    qk = jnp.einsum("bhnik,bhnjk->bhnij", q, k) * gamma
-    q_in = (jnp.exp(c) * carried)[..., None] * q  # reads the carried state
-    last = c[..., -1:]  # [b, h, n, 1]
-    k_out = (jnp.exp(last - c) * (doc == doc[..., -1:]))[..., None] * k  # writes into the next chunk's state
-    keep = jnp.exp(last[..., 0]) * jnp.all(carried, axis=-1)  # [b, h, n]: no document starts inside the chunk
+    w = solve((beta * carried)[..., None] * decay * k)  # [b, h, n, C, dk]
+    q_in = carried[..., None] * decay * q  # reads the carried state
+    k_out = (doc == doc[..., -1:])[..., None] * to_end * k  # writes into the next chunk's state
+    keep = jnp.exp(last) * jnp.all(carried, axis=-1)[..., None]  # [b, h, n, 1 or dk]: no document starts inside
 
     def one(s, xs):
         u_i, w_i, qk_i, q_i, k_i, keep_i = xs
         v_new = u_i - jnp.einsum("bhck,bhkv->bhcv", w_i, s)
         o = jnp.einsum("bhck,bhkv->bhcv", q_i, s) + jnp.einsum("bhij,bhjv->bhiv", qk_i, v_new)
-        s = keep_i[..., None, None] * s + jnp.einsum("bhck,bhcv->bhkv", k_i, v_new)
+        s = keep_i[..., None] * s + jnp.einsum("bhck,bhcv->bhkv", k_i, v_new)
         return s, o
 
     s0 = _state(q, dv, f, state)

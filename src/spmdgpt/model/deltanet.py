@@ -17,6 +17,19 @@ layer axis in front):
     norm      [dv]             the gated RMSNorm's scale (a plain scale, whatever model.norm_plus_one)
     w_o       [Hv, dv, D]      output projection (residual)
 
+model.deltanet.gate=channel (Kimi Delta Attention, Kimi Linear's linear layers) replaces w_z and w_ab:
+
+    w_b       [D, Hv]          the write strength's input b
+    w_fa      [D, dk]          the decay's low-rank projection (rank dk) ...
+    w_fb      [dk, Hv, dk]     ... to one input per value head and key channel
+    w_ga      [D, dv]          the output gate's low-rank projection (rank dv) ...
+    w_gb      [dv, Hv, dv]     ... to the gated norm's z
+    dt_bias   [Hv, dk]         (one a key channel)
+
+and per token g = -exp(a_log) softplus(x w_fa w_fb + dt_bias) [Hv, dk] decays each row of the
+state at its own rate (`delta_rule` with a channel gate), out = (RMSNorm(o) * norm *
+sigmoid(x w_ga w_gb)) w_o.
+
 Per token: q, k, v = SiLU(causal_conv(x w_qk, x w_v)); q and k L2-normalised (q also by
 dk^-1/2); beta = sigmoid(b), g = -exp(a_log) softplus(a + dt_bias); the gated delta rule
 (`delta_rule`) gives o per value head; out = (RMSNorm(o) * norm * SiLU(x w_z)) w_o. The
@@ -68,6 +81,11 @@ class DeltaNet(NamedTuple):
     dt_bias: jax.Array
     norm: jax.Array
     w_o: jax.Array
+    w_b: Optional[jax.Array] = None  # (model.deltanet.gate=channel: Kimi Delta Attention's; else None)
+    w_fa: Optional[jax.Array] = None
+    w_fb: Optional[jax.Array] = None
+    w_ga: Optional[jax.Array] = None
+    w_gb: Optional[jax.Array] = None
 
 
 def deltanet_info(cfg: ModelConfig) -> DeltaNet:
@@ -75,6 +93,15 @@ def deltanet_info(cfg: ModelConfig) -> DeltaNet:
     Hk, Hv, dk, dv = deltanet_dims(cfg)
     K = cfg.deltanet.conv
     conv_std = (3 * K) ** -0.5  # (a depthwise Conv1d's default: uniform over +-1/sqrt(K), this std)
+    channel = cfg.deltanet.gate == "channel"
+    kda = {} if not channel else dict(
+        w_z=None, w_ab=None,
+        w_b=matrix((D, Hv), ("embed", "heads"), ("embed",), ("heads",), std),
+        w_fa=matrix((D, dk), ("embed", "latent"), ("embed",), ("latent",), std),
+        w_fb=matrix((dk, Hv, dk), ("latent", "heads", "head_dim"), ("latent",), ("heads", "head_dim"), std),
+        w_ga=matrix((D, dv), ("embed", "latent"), ("embed",), ("latent",), std),
+        w_gb=matrix((dv, Hv, dv), ("latent", "heads", "head_dim"), ("latent",), ("heads", "head_dim"), std),
+        dt_bias=vector((Hv, dk), ("heads", "head_dim"), "dt_bias"))
     return DeltaNet(
         w_qk=matrix((D, 2, Hk, dk), ("embed", "qkv", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), std),
         w_v=matrix((D, Hv, dv), ("embed", "heads", "head_dim"), ("embed",), ("heads", "head_dim"), std),
@@ -87,7 +114,7 @@ def deltanet_info(cfg: ModelConfig) -> DeltaNet:
         norm=vector((dv,), ("head_dim",), "ones"),
         w_o=matrix((Hv, dv, D), ("heads", "head_dim", "embed"), ("heads", "head_dim"), ("embed",), residual_std(cfg),
                    out_init(cfg)),
-    )
+    )._replace(**kda)
 
 
 def causal_conv(x: jax.Array, w: jax.Array, segments: Optional[jax.Array]) -> jax.Array:
@@ -236,12 +263,26 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
     dt = x.dtype
     Hk, Hv, dk, dv = deltanet_dims(cfg)
     w = lambda a, *logical: rules.gather(a.astype(dt), logical)  # noqa: E731
+    channel = cfg.deltanet.gate == "channel"
     terms = [("td,dcnh->tcnh", w(p.w_qk, "embed", "qkv", "heads", "head_dim"), ("qkv", "heads", "head_dim")),
-             ("td,dnh->tnh", w(p.w_v, "embed", "heads", "head_dim"), ("heads", "head_dim")),
-             ("td,dnh->tnh", w(p.w_z, "embed", "heads", "head_dim"), ("heads", "head_dim")),
-             ("td,dcn->tcn", w(p.w_ab, "embed", "qkv", "heads"), ("qkv", "heads"))]
+             ("td,dnh->tnh", w(p.w_v, "embed", "heads", "head_dim"), ("heads", "head_dim"))]
+    if channel:  # (Kimi Delta Attention: b; the decay's and the output gate's low-rank inputs)
+        terms += [("td,dn->tn", w(p.w_b, "embed", "heads"), ("heads",)),
+                  ("td,dr->tr", w(p.w_fa, "embed", "latent"), (None,)),
+                  ("td,dr->tr", w(p.w_ga, "embed", "latent"), (None,))]
+    else:
+        terms += [("td,dnh->tnh", w(p.w_z, "embed", "heads", "head_dim"), ("heads", "head_dim")),
+                  ("td,dcn->tcn", w(p.w_ab, "embed", "qkv", "heads"), ("qkv", "heads"))]
     ys = matmuls_in(rules, x, *((eq, a, ("embed", *logical), logical) for eq, a, logical in terms))
-    qk, v, z, ab = (unflatten(rules, y, u.batch, *logical) for y, (_, _, logical) in zip(ys, terms))
+    qk, v, *rest = (unflatten(rules, y, u.batch, *logical) for y, (_, _, logical) in zip(ys, terms))
+    if channel:
+        b_in, f_in, g_in = rest
+        up = lambda lo, a: jnp.einsum("btr,rnh->btnh", lo, w(a, None, "heads", "head_dim"),  # noqa: E731
+                                      out_sharding=rules.spec("batch", "seq", "heads", None))
+        a_in, z = up(f_in, p.w_fb), up(g_in, p.w_gb)  # [b, t, Hv, dk], [b, t, Hv, dv]
+    else:
+        z, ab = rest
+        a_in, b_in = ab[:, :, 0], ab[:, :, 1]
     seg = u.segment_ids
     if seg is not None and rules.context_size() > 1 and cache is None:
         seg = jax.sharding.reshard(seg, rules.spec("batch", "seq"))
@@ -260,9 +301,10 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
     if Hv != Hk:  # each key head serves Hv / Hk consecutive value heads
         q, k = (jnp.repeat(a, Hv // Hk, axis=2, out_sharding=rules.spec("batch", "seq", "heads", None)) for a in (q, k))
     f = jnp.promote_types(dt, jnp.float32)  # (the gates, the rule and the norm: float32, or float64 for float64 x)
-    a32 = ab.astype(f)
-    beta = jax.nn.sigmoid(a32[:, :, 1])
-    g = -jnp.exp(p.a_log.astype(f)) * jax.nn.softplus(a32[:, :, 0] + p.dt_bias.astype(f))
+    beta = jax.nn.sigmoid(b_in.astype(f))
+    rate = jnp.exp(p.a_log.astype(f))
+    g = -(rate[:, None] if channel else rate) * jax.nn.softplus(a_in.astype(f) + p.dt_bias.astype(f))
+    # ([b, t, Hv], or [b, t, Hv, dk]: a rate per key channel)
 
     def heads_first(a):  # [b, t, h, ...] -> [b, h, t, ...], whole sequences (the chunks are scanned), or a
         # device's chunks of them on a context ring
@@ -277,13 +319,14 @@ def deltanet_attention(cfg: ModelConfig, rules: Rules, p: DeltaNet, x: jax.Array
             seg = jax.sharding.reshard(seg, rules.spec("batch", None))
         o, _ = delta_rule.chunked(*map(heads_first, (q, k, v, g, beta)), seg, chunk=cfg.deltanet.chunk)
     else:  # (padding: no decay, no write)
-        g, beta = (jnp.where(valid[..., None], a, 0) for a in (g, beta))
+        g, beta = (jnp.where(valid.reshape(valid.shape + (1,) * (a.ndim - 2)), a, 0) for a in (g, beta))
         rule = delta_rule.recurrent if x.shape[0] == u.batch else partial(delta_rule.chunked, chunk=cfg.deltanet.chunk)
         o, state = rule(*map(heads_first, (q, k, v, g, beta)), state=cache.arrays["state"])
         new = {"state": state, "conv_qk": tail_qk, "conv_v": tail_v}
         arrays = {n: a.astype(cache.arrays[n].dtype) for n, a in new.items()}
     o = jax.sharding.reshard(jnp.swapaxes(o, 1, 2), rules.spec("batch", "seq", "heads", None))  # [b, t, Hv, dv]
-    o = rms_normalize(o.astype(f), cfg.norm_eps, w(p.norm, "head_dim")) * jax.nn.silu(z.astype(f))  # the gated norm
+    gate = jax.nn.sigmoid if channel else jax.nn.silu
+    o = rms_normalize(o.astype(f), cfg.norm_eps, w(p.norm, "head_dim")) * gate(z.astype(f))  # the gated norm
     return output_projection(rules, p, o.astype(dt), head_major=False), arrays, {}
 
 
@@ -299,8 +342,13 @@ def config_errors(m: ModelConfig) -> List[str]:
     if d.full_attention_interval < 0:
         return [f"model.deltanet.full_attention_interval={d.full_attention_interval} must be >= 0 (0: no Gated "
                 "DeltaNet layers; 4: three of them, then one softmax-attention layer, as Qwen3-Next and Qwen3.5)"]
+    if d.gate not in ("head", "channel"):
+        return [f"model.deltanet.gate={d.gate} is not a gate: head (Gated DeltaNet, one decay rate per head) or "
+                "channel (Kimi Delta Attention, one per head and key channel)"]
     if not d.full_attention_interval:
-        return []
+        return [] if d.gate == "head" else [
+            f"model.deltanet.gate={d.gate} without linear-attention layers (model.deltanet.full_attention_interval=0)"
+            "; set full_attention_interval=k > 0 or leave gate=head"]
     errs = []
     if d.full_attention_interval < 2:
         errs.append(f"model.deltanet.full_attention_interval={d.full_attention_interval}: every layer would be "
