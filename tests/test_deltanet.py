@@ -261,7 +261,6 @@ def test_data_model_and_context_parallel_equal_one_device():
     (("model.deltanet.full_attention_interval=1",), "every layer would be softmax attention"),
     (("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=3", "model.deltanet.value_heads=4"),
      "must be a multiple of model.deltanet.key_heads=3"),
-    (("model.deltanet.full_attention_interval=2", "model.mla.kv_rank=16"), "set model.mla.kv_rank=0"),
     (("model.deltanet.full_attention_interval=2", "model.deltanet.gate=row"), "model.deltanet.gate=row is not a gate"),
     (("model.deltanet.gate=channel",), "model.deltanet.gate=channel without linear-attention layers"),
 ])

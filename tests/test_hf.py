@@ -277,7 +277,7 @@ def test_export_refuses_bad_input_and_never_half_writes(staircase_run, tmp_path,
         "model.norm=rmsnorm, model.mlp=swiglu); GPTNeoXForCausalLM can: leave hf_class unset")
     code, err = export(f"out={tmp_path / 'a'}", "hf_class=Qwen4ForCausalLM")
     assert code == 2 and err.startswith("spmdgpt: error: hf_class=Qwen4ForCausalLM: choose one of "
-                                        "Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, ")
+                                        "KimiLinearForCausalLM, Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, ")
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("mine")
@@ -399,6 +399,15 @@ HF_CONFIGS = {
 
 
 HF_CONFIGS["qwen3_5_moe"] = HF_CONFIGS["qwen3_next"]
+# Kimi Linear: a Kimi Delta Attention layer (2 heads of 16, a decay per key channel) then MLA without RoPE (a 32-wide
+# latent, 16 + 8 query/key and 16 value dimensions per head, its 8 rotary ones unrotated), both MoE: 4 sigmoid-routed
+# experts of 32 in 2 groups (1 chosen) beside a shared one, weights scaled by 2.5; a pad id inside the vocabulary
+HF_CONFIGS["kimi_linear"] = {
+    **LLAMA_SHAPE, "layer_types": ["linear_attention", "full_attention"], "mlp_layer_types": ["sparse", "sparse"],
+    "kv_lora_rank": 32, "q_lora_rank": None, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+    "num_experts": 4, "num_experts_per_token": 2, "num_shared_experts": 1, "moe_intermediate_size": 32,
+    "num_expert_group": 2, "topk_group": 1, "routed_scaling_factor": 2.5, "linear_num_heads": 2,
+    "linear_head_dim": 16, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 
 
 def make_hf_model(torch_side, kind: str, folder: Path, tokens=None, **overrides):
@@ -507,6 +516,11 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                               "model.v_norm=True", "model.layer_scale=True", "model.query_pre_attn_scalar=1",
                               "model.rope_local_theta=100.0", "model.logit_softcap=3.0", "model.tie_embeddings=False"],
                "Gemma4ForCausalLM"),
+    "kimi_linear": ("kimi_linear", {}, [
+        "model.global_nope=True", "model.mla={kv_rank: 32, rope_dim: 8, nope_dim: 16, v_dim: 16}",
+        "model.deltanet={full_attention_interval: 2, key_heads: 2, value_heads: 2, key_dim: 16, value_dim: 16, "
+        "gate: channel}", "model.moe={num_experts: 4, mlp_factor: 0.5, shared_experts: 1, router: sigmoid, "
+        "bias_update_rate: 0.001, groups: 2, route_scale: 2.5}"], "KimiLinearForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 
@@ -569,7 +583,7 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                 if moe:  # the experts split over the expert axis, each one's width over the model axis
                     w = params.blocks.mlp.w_up
                     assert w.sharding.spec == P(None, "expert", ("data", "context"), "model")
-                    assert w.addressable_shards[0].data.shape == (2, 2, 32, w.shape[-1] // 2)
+                    assert w.addressable_shards[0].data.shape == (w.shape[0], 2, 32, w.shape[-1] // 2)
                     if kind == "deepseek_v3":  # MLA: the latent's up-projection split by latent (FSDP) and head
                         assert a.w_ukv.sharding.spec == P(None, ("data", "context"), "model", None)
                         assert a.w_ukv.addressable_shards[0].data.shape == (2, 16, 2, 32)
@@ -583,8 +597,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     # (Gemma 4's global layers: a stack of their own, their keys alone)
                     assert a.w_kv.addressable_shards[0].data.shape == (*a.w_kv.shape[:1], 32, *a.w_kv.shape[2:])
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
-            if moe and n == 1 and kind != "deepseek_v3":  # fine-tuning with the balancing bias: zeros at first
-                # (DeepSeek-V3's files hold theirs)
+            if moe and n == 1 and kind not in ("deepseek_v3", "kimi_linear"):  # fine-tuning with the balancing
+                # bias: zeros at first (DeepSeek-V3's and Kimi Linear's files hold theirs)
                 biased = dataclasses.replace(cfg.model, moe=dataclasses.replace(cfg.model.moe, bias_update_rate=1e-3))
                 again = load_params(biased, tmp_path, rules, "test")
                 assert again.blocks.mlp.router_bias.shape == params.blocks.mlp.router.shape[::2]  # [MoE layers, E]
@@ -828,10 +842,12 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
-                               "Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, GptOssForCausalLM, "
+                               "KimiLinearForCausalLM, Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, "
+                               "Qwen3_5ForCausalLM, GptOssForCausalLM, "
                                "Llama4ForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
                                "MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
-                               "LlamaForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM, Olmo3ForCausalLM, "
+                               "LlamaForCausalLM, Gemma4ForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM, "
+                               "Olmo3ForCausalLM, "
                                "Olmo2ForCausalLM, NanoChatForCausalLM checkpoints"])
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
     assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "

@@ -63,6 +63,12 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                                         "model.global_head_dim=32", "model.global_kv_heads=1",
                                         "model.global_k_eq_v=true", "model.rope_global_fraction=0.25",
                                         "model.rope_local_theta=100", "model.logit_softcap=15"],
+                  "KimiLinearForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu", "model.num_layers=4",
+                                            "model.deltanet.full_attention_interval=2", "model.deltanet.gate=channel",
+                                            "model.deltanet.key_heads=2", "model.mla.kv_rank=32",
+                                            "model.global_nope=true", "model.moe.num_experts=4",
+                                            "model.moe.router=sigmoid", "model.moe.shared_experts=1",
+                                            "model.tie_embeddings=false"],
                   "GptOssForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.bias=true",
                                         "model.attention_sinks=true", "model.moe.num_experts=4",
                                         "model.num_kv_heads=1"]}
@@ -105,7 +111,7 @@ def test_a_new_model_field_cannot_export_silently():
         assert e.value.messages == [f"{refused} (the Hugging Face architecture of this model.norm and model.mlp) does "
                                     "not compute that, so the model cannot be exported (train without it to export)"]
     with pytest.raises(ConfigError) as e:  # (Kimi Delta Attention's gate: not Qwen3.5's Gated DeltaNet)
-        architecture(model_cfg("Qwen3_5ForCausalLM", "model.deltanet.gate=channel"))
+        architecture(model_cfg("Qwen3_5ForCausalLM", "model.deltanet.gate=channel"), "Qwen3_5ForCausalLM")
     assert e.value.messages[0].startswith("model.deltanet.gate=channel: Qwen3_5ForCausalLM")
     with pytest.raises(ConfigError) as e:
         architecture(model_cfg("GPTNeoXForCausalLM", "model.num_kv_heads=2", "model.head_dim=32"))
@@ -389,6 +395,46 @@ def test_llama4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     rope = model_fields({**hf, "no_rope_layers": [1] * 4, "layer_types": ["full_attention"] * 4,
                          "attention_chunk_size": None}, "mem")
     assert (rope["global_nope"], rope["attention_chunk"], rope["attn_temperature"]) == (False, 0, 0.0)
+
+
+def test_kimi_linear_config_json_reads_its_layers_or_refuses_them_in_one_line():
+    """A Kimi Linear config.json exported from spmdgpt reads back to the same model, and so does the
+    checkpoint's own form (linear_attn_config: 1-based full_attn_layers and kda_layers, num_heads,
+    head_dim, short_conv_kernel_size; first_k_dense_replace); the published checkpoint's dense first
+    layer beside experts, layers not in groups of k - 1 linear and one full, or another router's
+    activation, are one line naming the field; value heads or widths of their own are refused by
+    export naming them."""
+    from spmdgpt.config import model_config_from_dict
+    from spmdgpt.hf import model_fields
+
+    cfg = model_cfg("KimiLinearForCausalLM")
+    hf = hf_config(cfg, eos_id=0)
+    assert (hf["layer_types"], hf["mlp_layer_types"], hf["pad_token_id"]) == (
+        ["linear_attention", "full_attention"] * 2, ["sparse"] * 4, 0)
+    back = model_config_from_dict(model_fields(hf, "mem"), base=cfg)
+    assert architecture(back).name == "KimiLinearForCausalLM" and hf_config(back, eos_id=0) == hf
+    own = {k: v for k, v in hf.items() if k not in ("layer_types", "mlp_layer_types", "linear_num_heads",
+                                                    "linear_head_dim", "linear_conv_kernel_dim")}
+    own.update(first_k_dense_replace=0, linear_attn_config={
+        "full_attn_layers": [2, 4], "kda_layers": [1, 3], "num_heads": 2, "head_dim": 64, "short_conv_kernel_size": 4})
+    assert hf_config(model_config_from_dict(model_fields(own, "mem"), base=cfg), eos_id=0) == hf
+    for change, message in (
+            ({"first_k_dense_replace": 1}, "first_k_dense_replace=1; spmdgpt needs the 4 layers' MLPs all sparse or "
+             "all dense (a hybrid's dense first layers beside experts are not in spmdgpt yet: first_k_dense_replace "
+             "0, or mlp_layer_types of one kind)"),
+            ({"linear_attn_config": {**own["linear_attn_config"], "full_attn_layers": [1, 4], "kda_layers": [2, 3]}},
+             "layer_types=None; spmdgpt needs 4 layers in groups of k - 1 linear_attention and one full_attention "
+             "(k >= 2; model.deltanet.full_attention_interval)"),
+            ({"moe_router_activation_func": "softmax"}, "moe_router_activation_func='softmax'; spmdgpt needs sigmoid "
+             "(Kimi Linear's router)")):
+        with pytest.raises(ConfigError) as e:
+            model_fields({**own, **change}, "mem")
+        assert e.value.messages[0] == f"mem: config.json has {message}"
+    with pytest.raises(ConfigError) as e:
+        architecture(model_cfg("KimiLinearForCausalLM", "model.deltanet.value_dim=32"))
+    assert e.value.messages == ["model.deltanet.value_heads=2, value_dim=32: KimiLinearForCausalLM's linear layers "
+                                "have as many value heads as key heads (2) and values as wide as keys (64); leave "
+                                "them null"]
 
 
 def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():

@@ -222,6 +222,26 @@ def test_balancing_bias_chooses_by_score_plus_bias_and_moves_toward_even_loads()
             assert np.count_nonzero(step) >= step.size - 2  # (an expert at exactly 1/4 keeps its bias)
 
 
+def test_a_hybrids_balancing_bias_moves_each_stack_by_its_own_layers():
+    """A hybrid with experts in both stacks (Kimi Linear's: Kimi Delta Attention layers 0 and 2,
+    softmax layers 1 and 3): between steps each stack's router_bias moves by rate x sign(1/E - the
+    shares of its own layers, rows of the step's [layers, E] in layer order)."""
+    from spmdgpt.config import linear_layers
+    from spmdgpt.model import between_steps
+
+    cfg = load_config([*BASE, "mesh.data=1", "model.moe.bias_update_rate=0.01", "model.num_layers=4",
+                       "model.deltanet.full_attention_interval=2", "model.deltanet.gate=channel"]).model
+    assert linear_layers(cfg) == (True, False, True, False)
+    mesh = make_mesh(load_config(BASE + ["mesh.data=1"]).mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        params = init_params(cfg, jax.random.key(0), Rules(mesh, load_config(BASE).sharding, cfg))
+    share = np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1], [0.25, 0.5, 0.25, 0.0], [0.0, 0.0, 0.5, 0.5]])
+    after = between_steps(cfg, params, params, {"expert_share": jnp.asarray(share, jnp.float32)})
+    for stack, rows in (("linear_blocks", [0, 2]), ("blocks", [1, 3])):
+        step = np.asarray(getattr(after, stack).mlp.router_bias) - np.asarray(getattr(params, stack).mlp.router_bias)
+        np.testing.assert_allclose(step, 0.01 * np.sign(0.25 - share[rows]), atol=1e-7)
+
+
 def test_dense_layers_run_in_their_places():
     """model.moe.first_dense_layers=1, interleave_step=2 on 5 layers: dense, dense, MoE, dense,
     MoE. The two scans (`scan_layers`) equal the layers run one by one in that order; each

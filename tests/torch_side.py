@@ -10,7 +10,7 @@ request. Requests ({"op": ..., ...}):
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
   chat_template folder, conversations, add_generation_prompt[, tools]: apply_chat_template's text and ids
   make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe | ... | gemma4 |
-              neox), folder, config[, tokens, out]: a random model (every weight
+              kimi_linear | neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
@@ -97,6 +97,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "nanochat": (transformers.NanoChatConfig, transformers.NanoChatForCausalLM),
            "llama4": (transformers.Llama4TextConfig, transformers.Llama4ForCausalLM),
            "llama4_vl": (transformers.Llama4Config, transformers.Llama4ForConditionalGeneration),
+           "kimi_linear": (transformers.KimiLinearConfig, transformers.KimiLinearForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():

@@ -11,6 +11,7 @@ from spmdgpt.hf.tables import (
     GEMMA3,
     GEMMA4,
     GPT_OSS,
+    KIMI_LINEAR,
     LLAMA4,
     MISTRAL,
     MIXTRAL,
@@ -169,6 +170,8 @@ def _model_fields(hf: dict, where: str) -> dict:
         fields = _nanochat(hf, need)
     elif kind == LLAMA4.model_type:
         fields = _llama4(hf, need)
+    elif kind == KIMI_LINEAR.model_type:
+        fields = _kimi_linear(hf, need)
     elif kind is not None:  # the Llama family
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
         kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
@@ -514,6 +517,64 @@ def _llama4(hf: dict, need) -> dict:
                     "mlp_factor": hf.get("intermediate_size", 8192) / d, "shared_experts": 1, "shared_gate": False,
                     "router": "sigmoid", "normalize_top_k": False, "weight_input": True, "groups": 1,
                     "top_groups": 1, "route_scale": 1.0, **_moe_pattern(kinds, "moe_layers", need)}}
+
+
+def _kimi_linear(hf: dict, need) -> dict:
+    """The model fields of a KimiLinearForCausalLM config.json (a key it leaves out: transformers'
+    KimiLinearConfig default; the checkpoint's linear_attn_config as transformers reads it):
+    layer_types in groups of k - 1 linear_attention (Kimi Delta Attention: model.deltanet with
+    gate=channel) and one full_attention (MLA without RoPE: model.mla, model.global_nope);
+    mlp_layer_types all sparse (experts in every layer, sigmoid-routed as DeepSeek-V3's) or all
+    dense (the router's bias then moves as DeepSeek-V3's does, moe.bias_update_rate = 0.001, when a
+    run trains on). Its dense first layers beside experts (first_k_dense_replace > 0, the published
+    checkpoint's 1) are refused by name: a hybrid's layers are all dense or all MoE in spmdgpt."""
+    heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
+    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+    need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
+    need("num_key_value_heads", (hf.get("num_key_value_heads") or heads) == heads,
+         f"{heads} (one key and value per head, from the shared latent)")
+    linear = dict(hf.get("linear_attn_config") or {})
+    types = hf.get("layer_types")
+    if types is None and {"full_attn_layers", "kda_layers"} <= set(linear):  # (1-based, the checkpoint's)
+        full = set(linear["full_attn_layers"])
+        types = ["full_attention" if i + 1 in full else "linear_attention" for i in range(layers)]
+    elif types is None:  # (transformers' default)
+        types = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(layers)]
+    k = types.index("full_attention") + 1 if "full_attention" in types else 0
+    need("layer_types", k >= 2 and len(types) == layers and layers % k == 0 and all(
+        t == ("full_attention" if (i + 1) % k == 0 else "linear_attention") for i, t in enumerate(types)),
+        f"{layers} layers in groups of k - 1 linear_attention and one full_attention (k >= 2; "
+        "model.deltanet.full_attention_interval)")
+    mlps = hf.get("mlp_layer_types") or ["dense" if i < hf.get("first_k_dense_replace", 1) else "sparse"
+                                         for i in range(layers)]
+    need("mlp_layer_types" if hf.get("mlp_layer_types") else "first_k_dense_replace",
+         len(mlps) == layers and len(set(mlps)) == 1 and mlps[0] in ("dense", "sparse"),
+         f"the {layers} layers' MLPs all sparse or all dense (a hybrid's dense first layers beside experts are not "
+         "in spmdgpt yet: first_k_dense_replace 0, or mlp_layer_types of one kind)")
+    need("moe_router_activation_func", hf.get("moe_router_activation_func", "sigmoid") == "sigmoid",
+         "sigmoid (Kimi Linear's router)")
+    width, dim = hf.get("linear_num_heads", 32), hf.get("linear_head_dim", 128)
+    fields = {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-5), "global_nope": True,
+              "tie_embeddings": False,  # (transformers' class ties nothing, whatever tie_word_embeddings says)
+              "mla": {"kv_rank": hf.get("kv_lora_rank", 512), "q_rank": hf.get("q_lora_rank") or 0,
+                      "rope_dim": hf.get("qk_rope_head_dim", 64), "nope_dim": hf.get("qk_nope_head_dim", 128),
+                      "v_dim": hf.get("v_head_dim") or 128},
+              "deltanet": {"full_attention_interval": k, "gate": "channel",
+                           "key_heads": linear.get("num_heads", width), "value_heads": linear.get("num_heads", width),
+                           "key_dim": linear.get("head_dim", dim), "value_dim": linear.get("head_dim", dim),
+                           "conv": linear.get("short_conv_kernel_size", hf.get("linear_conv_kernel_dim", 4))}}
+    if mlps and mlps[0] == "sparse":
+        pick = lambda *keys, default=None: next((hf[key] for key in keys if hf.get(key) is not None), default)  # noqa
+        fields["moe"] = {
+            "num_experts": pick("num_experts", "num_local_experts", default=256),
+            "top_k": pick("num_experts_per_token", "num_experts_per_tok", default=8),
+            "mlp_factor": hf.get("moe_intermediate_size", 1024) / d,
+            "shared_experts": pick("num_shared_experts", "n_shared_experts", default=1), "router": "sigmoid",
+            "normalize_top_k": bool(pick("moe_renormalize", "norm_topk_prob", default=True)),
+            "first_dense_layers": 0, "interleave_step": 1, "groups": pick("num_expert_group", "n_group", default=1),
+            "top_groups": pick("topk_group", default=1), "shared_gate": False, "weight_input": False,
+            "route_scale": float(pick("routed_scaling_factor", default=2.446)), "bias_update_rate": 0.001}
+    return fields
 
 
 # model fields no imported architecture turns on unless its config.json says so

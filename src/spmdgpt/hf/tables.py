@@ -796,10 +796,92 @@ LLAMA4 = Architecture(
     picks={"moe.weight_input": True},
 )
 
+def _kimi_check(cfg: ModelConfig) -> list:
+    """What KimiLinearForCausalLM's config.json cannot say: one head count and one width for the
+    linear layers' queries, keys and values (linear_num_heads, linear_head_dim); a router other
+    than the sigmoid one (with experts)."""
+    hk, hv, kd, vd = deltanet_dims(cfg)
+    errs = []
+    if (hk, kd) != (hv, vd):
+        errs.append(f"model.deltanet.value_heads={hv}, value_dim={vd}: KimiLinearForCausalLM's linear layers have as "
+                    f"many value heads as key heads ({hk}) and values as wide as keys ({kd}); leave them null")
+    if cfg.moe.num_experts and cfg.moe.router != Router.sigmoid:
+        errs.append(f"model.moe.router={cfg.moe.router.value}: KimiLinearForCausalLM routes by sigmoid scores; "
+                    "set model.moe.router=sigmoid")
+    return errs
+
+
+# Kimi Linear (KimiLinearForCausalLM), as its checkpoints store it (transformers renames and fuses on load): in every
+# group of full_attention_interval layers (layer_types), the first ones Kimi Delta Attention (q, k, v projections and
+# a depthwise convolution each; f_a, f_b, dt_bias: the decay per head and key channel, A_log per head; b_proj; the
+# output gate's g_a, g_b and the gated norm o_norm; o_proj: model.deltanet.gate=channel), the last multi-head latent
+# attention without RoPE (DeepSeek-V3's projections, the rotary part left unrotated: model.global_nope); MLPs all
+# dense SwiGLU or all MoE (both under block_sparse_moe; the MoE: a sigmoid router with the bias-corrected, grouped
+# choice and routed_scaling_factor; experts w1 / w3 / w2 as Mixtral's; shared experts)
+KIMI_DELTA = list(map(_linear, [
+    _t(["self_attn.q_proj.weight", "self_attn.k_proj.weight"], "blocks.attn.w_qk", "d two kh kd -> two (kh kd) d"),
+    _t("self_attn.v_proj.weight", "blocks.attn.w_v", "d vh vd -> (vh vd) d"),
+    _t(["self_attn.q_conv1d.weight", "self_attn.k_conv1d.weight"], "blocks.attn.conv_qk",
+       "cw two kh kd -> two (kh kd) () cw"),
+    _t("self_attn.v_conv1d.weight", "blocks.attn.conv_v", "cw vh vd -> (vh vd) () cw"),
+    _t("self_attn.A_log", "blocks.attn.a_log", "vh -> () () vh ()"),
+    _t("self_attn.dt_bias", "blocks.attn.dt_bias", "vh kd -> (vh kd)"),
+    _t("self_attn.f_a_proj.weight", "blocks.attn.w_fa", "d kr -> kr d"),
+    _t("self_attn.f_b_proj.weight", "blocks.attn.w_fb", "kr vh kd -> (vh kd) kr"),
+    _t("self_attn.b_proj.weight", "blocks.attn.w_b", "d vh -> vh d"),
+    _t("self_attn.g_a_proj.weight", "blocks.attn.w_ga", "d vr -> vr d"),
+    _t("self_attn.g_b_proj.weight", "blocks.attn.w_gb", "vr vh vd -> (vh vd) vr"),
+    _t("self_attn.o_norm.weight", "blocks.attn.norm", "vd -> vd"),
+    _t("self_attn.o_proj.weight", "blocks.attn.w_o", "vh vd d -> d (vh vd)")]))
+KIMI_LINEAR = Architecture(
+    name="KimiLinearForCausalLM", model_type="kimi_linear", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", [
+        *MLA_ATTENTION[:2], *KIMI_DELTA,
+        *[dataclasses.replace(t, layers="full", order=None) for t in MLA_ATTENTION[2:]],  # (NoPE: no pairs to order)
+        *[dataclasses.replace(t, names=(t.names[0].replace("mlp.", "block_sparse_moe."),), layers="dense")
+          for t in LLAMA_LAYER[len(LLAMA_ATTENTION):] if t.leaf in ("blocks.mlp.w_gate", "blocks.mlp.w_up",
+                                                                      "blocks.mlp.w_down")],
+        *[dataclasses.replace(t, layers="moe") for t in _experts("block_sparse_moe.", "w1", "w3", "w2") + [
+            _t("block_sparse_moe.gate.e_score_correction_bias", "blocks.mlp.router_bias", "e -> e", fill=0.0),
+            _t("block_sparse_moe.shared_experts.gate_proj.weight", "blocks.mlp.shared.w_gate", "d g -> g d"),
+            _t("block_sparse_moe.shared_experts.up_proj.weight", "blocks.mlp.shared.w_up", "d g -> g d"),
+            _t("block_sparse_moe.shared_experts.down_proj.weight", "blocks.mlp.shared.w_down", "g d -> d g")]]])
+        + LLAMA_OUTER),
+    fields={**{k: v for k, v in COMMON_FIELDS.items() if k not in ("bias", "tie_embeddings")},
+            "norm_eps": "rms_norm_eps",
+            "mla.kv_rank": "kv_lora_rank", "mla.q_rank": "q_lora_rank", "mla.rope_dim": "qk_rope_head_dim",
+            "mla.nope_dim": "qk_nope_head_dim", "mla.v_dim": "v_head_dim", "global_nope": None,
+            "deltanet.full_attention_interval": "layer_types", "deltanet.key_heads": "linear_num_heads",
+            "deltanet.value_heads": None, "deltanet.key_dim": "linear_head_dim",  # (the values' heads and width:
+            "deltanet.value_dim": None, "deltanet.conv": "linear_conv_kernel_dim",  # the keys', `_kimi_check`)
+            "moe.num_experts": "num_experts", "moe.top_k": "num_experts_per_tok",
+            "moe.mlp_factor": "moe_intermediate_size", "moe.shared_experts": "n_shared_experts",
+            "moe.normalize_top_k": "norm_topk_prob", "moe.groups": "n_group", "moe.top_groups": "topk_group",
+            "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None,
+            "moe.router": None},  # (sigmoid with experts, `_kimi_check`; a dense model's default unused)
+    refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
+             "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
+             "tie_embeddings": False,  # (transformers' class ties nothing: lm_head is always its own)
+             "deltanet.gate": "channel", "attention_gate": False, "rope_fraction": 1.0,
+             "moe.interleave_step": 1, "moe.first_dense_layers": 0,
+             "moe.shared_gate": False, "moe.weight_input": False,
+             **{k: v for k, v in NO_LLAMA4.items() if k != "global_nope"},
+             **NO_GEMMA, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
+    requires={"global_nope": (lambda n: n, "softmax layers without RoPE (model.global_nope=true)"),
+              "mla.kv_rank": (lambda r: r > 0, "multi-head latent attention in the softmax layers "
+                                               "(model.mla.kv_rank > 0)"),
+              "deltanet.full_attention_interval": (lambda k: k > 0, "Kimi Delta Attention layers "
+                                                                    "(model.deltanet.full_attention_interval > 0)")},
+    picks={"deltanet.gate": "channel"},
+    check=_kimi_check,
+)
+
+
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
-# the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next)
-ARCHITECTURES = (QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL, QWEN3, QWEN2,
-                 MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
+# the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next; Kimi
+# Linear's hybrid before Qwen's, whose picks it meets too)
+ARCHITECTURES = (KIMI_LINEAR, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL,
+                 QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

@@ -370,12 +370,6 @@ def config_errors(m: ModelConfig) -> List[str]:
     if m.moe.num_experts and (m.moe.first_dense_layers or m.moe.interleave_step != 1):
         errs.append("model.deltanet with model.moe.first_dense_layers / interleave_step: a hybrid's MLPs are all "
                     "dense or all MoE (Qwen3-Next: every layer MoE); set first_dense_layers=0 and interleave_step=1")
-    if m.mla.kv_rank:
-        errs.append("model.deltanet with model.mla.kv_rank > 0: a hybrid's softmax layers are multi-head or "
-                    "grouped-query attention; set model.mla.kv_rank=0")
-    if m.moe.num_experts and m.moe.bias_update_rate:
-        errs.append("model.deltanet with model.moe.bias_update_rate > 0: the balancing bias is set between steps in "
-                    "the softmax layers' stack only; set model.moe.bias_update_rate=0")
     if m.parametrization.value != "standard":
         errs.append(f"model.deltanet with model.parametrization={m.parametrization.value}: μP's rules are not worked "
                     "out for Gated DeltaNet's parameters yet; use model.parametrization=standard")

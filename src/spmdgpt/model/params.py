@@ -207,10 +207,20 @@ def between_steps(cfg: ModelConfig, old: Params, new: Params, aux: dict) -> Para
     """The parameters after a training step: `new` (the optimizer's) with each unit's state that
     is set between steps (`Unit.between_steps`) from `old` and the step's non-scalar aux outputs
     (the objective's metrics["between_steps"]), and FP8's amax histories (`fp8.record_histories`)."""
-    units = dict(zip(UNIT_FIELDS, block_units(cfg)))
-    blocks = new.blocks._replace(**{f: u.between_steps(cfg, getattr(old.blocks, f), getattr(new.blocks, f), aux)
-                                    for f, u in units.items()})
-    return record_histories(new._replace(blocks=blocks), aux.get(FP8_HISTORY, {}))
+    stacks = {"blocks": aux}
+    if new.linear_blocks is not None and cfg.moe.num_experts:  # (a hybrid's experts in both stacks: their
+        # per-layer outputs [layers, ...] in layer order, each stack's rows its own)
+        linear = np.asarray(linear_layers(cfg))
+        per_layer = {k: v for k, v in aux.items() if k != FP8_HISTORY}
+        stacks = {"blocks": {**aux, **{k: v[~linear] for k, v in per_layer.items()}},
+                  "linear_blocks": {k: v[linear] for k, v in per_layer.items()}}
+    out = new
+    for stack, stack_aux in stacks.items():
+        units = dict(zip(UNIT_FIELDS, block_units(cfg, stack)))
+        o, n = getattr(old, stack), getattr(new, stack)
+        out = out._replace(**{stack: n._replace(**{f: u.between_steps(cfg, getattr(o, f), getattr(n, f), stack_aux)
+                                                   for f, u in units.items()})})
+    return record_histories(out, aux.get(FP8_HISTORY, {}))
 
 
 def leaf_name(path) -> str:
