@@ -196,6 +196,13 @@ def random_params(cfg, rules, seed=1):
                             "model.rope_fraction=0.5", "model.num_layers=4", "model.deltanet.full_attention_interval=2",
                             "model.deltanet.key_heads=2", "model.deltanet.value_heads=4", "model.deltanet.key_dim=8",
                             "model.deltanet.value_dim=6", "model.deltanet.chunk=16"]),
+    # Kimi Linear's hybrid, dense: Kimi Delta Attention (a decay per key channel, the low-rank sigmoid output gate),
+    # then MLA without RoPE and without a query latent
+    ("KimiLinearForCausalLM", ["model.norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=false", "model.num_layers=2",
+                               "model.deltanet.full_attention_interval=2", "model.deltanet.gate=channel",
+                               "model.deltanet.key_heads=2", "model.deltanet.key_dim=8", "model.deltanet.chunk=16",
+                               "model.mla.kv_rank=24", "model.mla.rope_dim=8", "model.mla.v_dim=8",
+                               "model.global_nope=true", "model.tie_embeddings=false"]),
     # the hybrid with experts in every layer beside a gated shared expert (two experts wide): Qwen3.5-MoE, or
     # Qwen3-Next where the k weights are not renormalised (its grouped in_proj_qkvz / in_proj_ba)
     *[(arch, ["model.norm=rmsnorm", "model.mlp=swiglu", "model.norm_plus_one=true", "model.qk_norm=true",
@@ -533,16 +540,17 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # beside experts), attention sinks (gpt_oss), blocks without pre-norms and QK-norms over the whole
 # projection (olmo3, windowed too), norms without parameters and nanochat's RoPE (nanochat), chunks, NoPE layers
 # and their temperature, experts weighted on their input (llama4), the global layers' own pages of another shape,
-# values from keys, value norms and proportional RoPE (gemma4). The others' attention and MoE units decode as the
+# values from keys, value norms and proportional RoPE (gemma4), Kimi Delta Attention's per-channel state
+# beside MLA without RoPE (kimi_linear). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
 OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss", "olmo3",
-                "nanochat", "llama4", "gemma4"}
+                "nanochat", "llama4", "gemma4", "kimi_linear"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4"}
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "kimi_linear"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
