@@ -64,10 +64,11 @@ BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1
 # (MLA behind dense-then-MoE layers, Gated DeltaNet, windows and sinks, GQA) runs on the CPU in test_generate and
 # test_engine
 BIG_ON_THIS_CPU = {"deepseek_v3_small", "qwen3_5_small", "gpt_oss_small", "gutenberg_gpt2", "shakespeare_gpt2_gqa",
-                   "olmo3_small", "nanochat_small", "chain_sft", "chain_grpo", "llama4_small", "gemma4_small"}
+                   "olmo3_small", "nanochat_small", "chain_sft", "chain_grpo", "llama4_small", "gemma4_small",
+                   "kimi_linear_small"}
 ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "calculator_grpo", "calculator_sft", "chain_grpo", "chain_sft",
-               "deepseek_v3_small", "gemma4_small", "gpt_oss_small", "gutenberg_gpt2", "llama4_small", "nanochat_small",
-               "olmo3_small",
+               "deepseek_v3_small", "gemma4_small", "gpt_oss_small", "gutenberg_gpt2", "kimi_linear_small",
+               "llama4_small", "nanochat_small", "olmo3_small",
                "qwen3_5_small", "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe",
                "staircase"]
 LADDERS = ["ladder_gutenberg", "ladder_tiny"]  # spmdgpt ladder's grids (of ON_THIS_CPU's models): tests/test_ladder.py
