@@ -45,3 +45,28 @@ class SleepyEnv(TwoActionsEnv):
         if self.n:
             time.sleep(60)
         return super().step(action)
+
+
+class SleepyResetEnv(TwoActionsEnv):
+    """Its reset takes a minute."""
+
+    def reset(self, prompt, record):
+        time.sleep(60)
+
+
+class ExitingEnv(TwoActionsEnv):
+    """Its step ends its process."""
+
+    def step(self, action):
+        import os
+
+        os._exit(3)
+
+
+class NumpyEnv(TwoActionsEnv):
+    """NumPy's text, number and truth value."""
+
+    def step(self, action):
+        import numpy as np
+
+        return np.str_("7"), np.float32(0.5), np.True_

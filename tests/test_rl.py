@@ -1127,6 +1127,17 @@ def test_ones_own_environment_runs_in_a_worker_process_that_a_timeout_ends(capsy
     box.start(prompts[:1], 20)  # (a new round: a fresh process)
     requests.clear()
     assert act(box, 0, "<<1>>") == "<<1>>7" and box.errors == 0
+    box = box_of("rl_envs:SleepyResetEnv", timeout=0.5)  # (one timeout a round: the other reset fails at once)
+    began = time.monotonic()
+    box.start(prompts, 20)
+    assert time.monotonic() - began < 5 and box.errors == 2 and "a reset ran past" in capsys.readouterr().err
+    box = box_of("rl_envs:ExitingEnv")
+    box.start(prompts[:1], 20)
+    act(box, 0, "<<1>>")
+    assert box.errors == 1 and "its process exited during step" in capsys.readouterr().err
+    box = box_of("rl_envs:NumpyEnv")
+    box.start(prompts[:1], 20)
+    assert act(box, 0, "<<1>>") == "<<1>>7" and box.rewards().tolist() == [0.5] and box.errors == 0
     # a run that dies (kill -9: no cleanup) takes its worker with it, even one inside a step that never returns
     import os
     import subprocess

@@ -329,8 +329,8 @@ def config_errors(cfg: Config) -> List[str]:
                     "or hf:DIR")
     for bad, what in ((cfg.mesh.stage > 1, f"mesh.stage={cfg.mesh.stage}: pipeline stages"),
                       (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers"),
-                      (global_stack(m), "model.global_head_dim / global_kv_heads / global_k_eq_v: two attention "
-                                        "stacks"),
+                      (global_stack(m), "the G layers' own attention stack (model.global_head_dim / global_kv_heads / "
+                                        "global_k_eq_v)"),
                       (t.time_budget is not None, "train.time_budget"),
                       (t.stats_every > 0, "train.stats_every"),
                       (cfg.optimizer.name == OptimizerName.manifold_muon,

@@ -23,9 +23,9 @@ rl/env_errors (the first few said on the console), never the run's end; so does 
 that runs past `rl.env_timeout` seconds. An episode the environment had not ended when the
 sequence stopped (the model ended its turn, or the budget ran out) is counted in rl/env_unfinished.
 One's own environment (`module:Class`) runs in a worker process (rl/envworker.py), one call at a
-time, its instances there: a call past the timeout ends that process, and with it the round's
-other episodes of that environment (each ends, counted, at its next call); the next round starts
-a fresh one. The engine waits on each call: keep a step quick. The built-in `chain` runs in the
+time, its instances there: a call past the timeout (or the process's exit) ends that process, and
+with it the round's other episodes (each ends, counted, at its next call or reset, at once); the
+next round starts a fresh one. The engine waits on each call: keep a step quick. The built-in `chain` runs in the
 training process (its work is bounded).
 
 `chain` (`ChainEnv`): a chain of operations on a number, "7 +5 *3 -4", which the completion must
@@ -124,6 +124,7 @@ class EnvBox:
         self.output, self.turns, self.name, self.timeout, self.worker = output, turns, name, timeout, worker
         self.episodes: List[Episode] = []
         self.actions = self.errors = 0  # (since `start`: one sampling round)
+        self.lost: Optional[str] = None  # (why the worker's instances are gone this round: its calls then fail at once)
         self.said = 0
 
     @classmethod
@@ -142,7 +143,7 @@ class EnvBox:
         observations' tokens after them (read, never trained on); a first observation that makes its
         prompt longer than `room` tokens (what the context leaves after rl.max_new_tokens) ends its
         episode (counted, the prompt as it was)."""
-        self.episodes, self.actions, self.errors = [], 0, 0
+        self.episodes, self.actions, self.errors, self.lost = [], 0, 0, None
         if self.worker is not None:
             self.worker.ask({"clear": True}, self.timeout)  # (the last round's instances dropped)
         out = []
@@ -178,9 +179,15 @@ class EnvBox:
             print(f"rl.env={self.name} on {where}: {said}; its episode ends there{more}", file=sys.stderr)
 
     def _remote(self, message: dict, what: str) -> Any:
-        """The worker's "out" for `message`, or Refused saying why there is none."""
+        """The worker's "out" for `message`, or Refused saying why there is none. After a call that
+        timed out or a worker that exited, the round's other calls fail at once (their instances
+        went with the process): one timeout a round, however many episodes."""
+        if self.lost:
+            return Refused(f"its environment is gone ({self.lost} this round)")
         kind, answer = self.worker.ask(message, self.timeout)
         if kind != "answer":
+            self.lost = (f"a {what} ran past rl.env_timeout={self.timeout:g} s" if kind == "timeout" else
+                         f"the process exited during a {what}")
             return Refused(f"{what} ran past rl.env_timeout={self.timeout:g} s (its process was ended)"
                            if kind == "timeout" else f"its process exited during {what}")
         return Refused(answer["error"]) if "error" in answer else answer["out"]

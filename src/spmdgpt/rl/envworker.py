@@ -57,7 +57,8 @@ def main() -> None:
                 continue
             ok = (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], str)
                   and isinstance(got[1], numbers.Real) and math.isfinite(got[1]) and abs(got[1]) <= most
-                  and (isinstance(got[2], bool) or type(got[2]).__name__ == "bool_"))
+                  and (isinstance(got[2], bool) or type(got[2]).__module__ == "numpy"
+                       and type(got[2]).__name__ in ("bool", "bool_")))  # (NumPy's True: np.bool / np.bool_)
             say({"out": [got[0], float(got[1]), bool(got[2])]} if ok else
                 {"error": f"step returned {got!r:.200}, not (text, a finite number of at most {most:g} in size, "
                           "True or False)"})

@@ -142,14 +142,16 @@ def encodable(tokenizer, text: str) -> List[int]:
     try:
         return list(tokenizer.encode(text))
     except ValueError:
-        kept = []
-        for c in text:
+        def takes(c: str) -> bool:
             try:
                 tokenizer.encode(c)
-                kept.append(c)
+                return True
             except ValueError:
-                pass
-        return list(tokenizer.encode("".join(kept))) if kept else []
+                return False
+
+        kept = {c for c in set(text) if takes(c)}  # (each character tried once: a long text stays quick)
+        text = "".join(c for c in text if c in kept)
+        return list(tokenizer.encode(text)) if text else []
 
 
 def marked(tokenizer, tokens, open_mark: str, close_mark: str) -> Optional[str]:
@@ -298,13 +300,14 @@ class ToolProcess:
         self.proc: Optional[subprocess.Popen] = None
         self._buffer = b""
         self._finalizer = None
+        self._ended = False  # (the worker closed its stdout: it exited)
 
     def _start(self) -> None:
         path = os.pathsep.join(p or os.getcwd() for p in sys.path)
         self.proc = subprocess.Popen([sys.executable, "-u", str(self.script), self.name, *self.args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env={**os.environ, "PYTHONPATH": path})
-        self._buffer = b""
+        self._buffer, self._ended = b"", False
         self._finalizer = weakref.finalize(self, _end, self.proc)
         answer = self._read(START_S)
         if answer is None or "ready" not in answer:
@@ -322,6 +325,7 @@ class ToolProcess:
                 return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:  # (it exited)
+                self._ended = True
                 return None
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
@@ -340,7 +344,7 @@ class ToolProcess:
             return "exited", None
         answer = self._read(timeout)
         if answer is None:
-            died = self.proc.poll() is not None
+            died = self._ended or self.proc.poll() is not None
             self.close()
             return ("exited" if died else "timeout"), None
         return "answer", answer
