@@ -1138,6 +1138,13 @@ def test_ones_own_environment_runs_in_a_worker_process_that_a_timeout_ends(capsy
     box = box_of("rl_envs:NumpyEnv")
     box.start(prompts[:1], 20)
     assert act(box, 0, "<<1>>") == "<<1>>7" and box.rewards().tolist() == [0.5] and box.errors == 0
+    import rl_envs  # (a class this process has and the worker's import of the module does not)
+
+    rl_envs.Late = type("Late", (TwoActionsEnv,), {})
+    box = box_of("rl_envs:Late")
+    box.start(prompts, 20)
+    said = "rl.env=rl_envs:Late: its worker process could not import it (AttributeError: module 'rl_envs' has no "
+    assert box.errors == 2 and said + "attribute 'Late')" in capsys.readouterr().err
     # a run that dies (kill -9: no cleanup) takes its worker with it, even one inside a step that never returns
     import os
     import subprocess

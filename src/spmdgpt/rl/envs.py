@@ -145,7 +145,10 @@ class EnvBox:
         episode (counted, the prompt as it was)."""
         self.episodes, self.actions, self.errors, self.lost = [], 0, 0, None
         if self.worker is not None:
-            self.worker.ask({"clear": True}, self.timeout)  # (the last round's instances dropped)
+            try:
+                self.worker.ask({"clear": True}, self.timeout)  # (the last round's instances dropped)
+            except RuntimeError as ex:  # (its process did not start: this round's episodes end, not the run)
+                self.lost = str(ex)
         out = []
         for i, p in enumerate(prompts):
             e = Episode(None)
@@ -184,7 +187,11 @@ class EnvBox:
         went with the process): one timeout a round, however many episodes."""
         if self.lost:
             return Refused(f"its environment is gone ({self.lost} this round)")
-        kind, answer = self.worker.ask(message, self.timeout)
+        try:
+            kind, answer = self.worker.ask(message, self.timeout)
+        except RuntimeError as ex:  # (its process did not start)
+            self.lost = str(ex)
+            return Refused(self.lost)
         if kind != "answer":
             self.lost = (f"a {what} ran past rl.env_timeout={self.timeout:g} s" if kind == "timeout" else
                          f"the process exited during a {what}")

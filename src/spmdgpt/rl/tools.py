@@ -312,7 +312,7 @@ class ToolProcess:
         answer = self._read(START_S)
         if answer is None or "ready" not in answer:
             self.close()
-            why = "did not start" if answer is None else answer.get("failed", answer)
+            why = "did not start" if answer is None else f"could not import it ({answer.get('failed', answer)})"
             raise RuntimeError(f"{self.what}={self.name}: its worker process {why}")
 
     def _read(self, timeout: float) -> Optional[dict]:
