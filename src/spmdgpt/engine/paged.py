@@ -91,6 +91,14 @@ def paged_stacks(cfg: ModelConfig) -> tuple:
     return ("blocks", "local_blocks") if global_stack(cfg) else ("blocks",)
 
 
+def paged_layers(cfg: ModelConfig, drafts: int = 0) -> dict:
+    """{stack: how many layers of it keep pages} (`paged_stacks`): "blocks" the softmax layers (a
+    global stack's G layers) and the first `drafts` multi-token-prediction modules, "local_blocks" a
+    global stack's local layers."""
+    linear, local = linear_layers(cfg), local_layers(cfg)
+    return {"blocks": linear.count(False) - sum(local) + drafts, "local_blocks": sum(local)}
+
+
 def pooled(stack: str) -> str:
     """The prefix of a stack's pool arrays ("local." for "local_blocks"; the others' none: a
     multi-token prediction module's pages are the blocks' pool's, after its layers)."""
@@ -133,8 +141,7 @@ def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts
     hybrid's softmax-attention layers), then the first `drafts` multi-token-prediction modules'
     (speculative decoding's drafter). A hybrid's Gated DeltaNet layers add {name: [their layers,
     slots + 1, ...]}: each slot's state, and a null slot (`slots`) that idle rows write."""
-    linear, local = linear_layers(cfg), local_layers(cfg)
-    counts = {"blocks": linear.count(False) - sum(local) + drafts, "local_blocks": sum(local)}
+    linear, counts = linear_layers(cfg), paged_layers(cfg, drafts)
     paged = {pooled(stack) + name: jnp.zeros(lay.rest[:lay.lead] + (counts[stack], pages, page_size)
                                              + lay.rest[lay.lead:], dtype_of(cfg.compute_dtype),
                                              out_sharding=rules.spec(*lay.logical[:lay.lead], "layers", None, None,
@@ -148,8 +155,7 @@ def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts
 def pool_bytes(cfg: ModelConfig, pages: int, page_size: int, drafts: int = 0, slots: int = 0) -> int:
     """Bytes of a pool of `pages` pages (all layers, all cached arrays), with a hybrid's states for
     `slots` slots."""
-    linear, local = linear_layers(cfg), local_layers(cfg)
-    counts = {"blocks": linear.count(False) - sum(local) + drafts, "local_blocks": sum(local)}
+    linear, counts = linear_layers(cfg), paged_layers(cfg, drafts)
     paged = sum(counts[stack] * sum(int(np.prod(lay.rest)) for lay in layouts(cfg, stack).values())
                 for stack in paged_stacks(cfg)) * pages * page_size * dtype_of(cfg.compute_dtype).itemsize
     return paged + sum(linear) * (slots + 1) * sum(int(np.prod(shape)) * dtype.itemsize

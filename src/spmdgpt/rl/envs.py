@@ -37,7 +37,6 @@ no call can be written without the result the environment gave for the previous 
 
 from __future__ import annotations
 
-import numbers
 import re
 import sys
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from typing import Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from spmdgpt.config import ConfigError
+from spmdgpt.rl.envworker import step_error
 from spmdgpt.rl.prompts import Prompt
 from spmdgpt.rl.rewards import MAX_REWARD, imported
 from spmdgpt.rl.tools import SAID, ToolProcess, check_marks, encodable, marked
@@ -202,21 +202,18 @@ class EnvBox:
     def _step(self, e: Episode, action: str) -> Optional[str]:
         """The observation of `action` (its reward added, `done` kept), or None when the
         environment failed (the episode then ends)."""
-        if self.worker is not None:  # (checked there: an answer is (text, a number, a truth value))
+        if self.worker is not None:  # (checked there, by the same `step_error`)
             out = self._remote({"step": e.env, "action": action}, "step")
             if isinstance(out, Refused):
                 return self._failed(e, action, str(out))
-            out = tuple(out)
         else:
             try:
                 out = e.env.step(action)
             except Exception as ex:  # (one's own environment: its failure ends its episode, not the run)
                 return self._failed(e, action, f"step raised {type(ex).__name__}: {ex}")
-        ok = (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], str) and isinstance(out[1], numbers.Real)
-              and abs(out[1]) <= MAX_REWARD and isinstance(out[2], (bool, np.bool_)))
-        if not ok:
-            return self._failed(e, action, f"step returned {out!r:.200}, not (text, a finite number of at most "
-                                           f"{MAX_REWARD:g} in size, True or False)")
+            wrong = step_error(out, MAX_REWARD)
+            if wrong:
+                return self._failed(e, action, wrong)
         obs, reward, done = out
         e.reward += float(reward)
         e.done = bool(done)

@@ -13,7 +13,8 @@ where i numbers the round's episodes (a fresh instance each) and `why` is what t
 It exits when stdin closes, or within a second of its run's death (toolworker.py's watch). The
 environment's own prints go to stderr.
 
-Run by path, not imported as part of spmdgpt: the standard library only (and toolworker.py's start).
+Run by path: the standard library only (and toolworker.py's start). The training process imports
+it too, for `step_error`, the one check of a step's answer.
 """
 
 import json
@@ -21,7 +22,21 @@ import math
 import numbers
 import sys
 
-from toolworker import started  # (its neighbour in this folder: this script's folder is on sys.path)
+if __package__:  # (imported as spmdgpt.rl.envworker: `step_error` serves the training process's environments too)
+    from spmdgpt.rl.toolworker import started
+else:  # (run by path: its neighbour in this folder, whose folder is on sys.path)
+    from toolworker import started
+
+
+def step_error(got, most: float):
+    """Why `got`, an environment's step's answer, is not (text, a finite number of at most `most` in
+    size, a truth value: Python's or NumPy's), or None when it is."""
+    ok = (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], str)
+          and isinstance(got[1], numbers.Real) and math.isfinite(got[1]) and abs(got[1]) <= most
+          and (isinstance(got[2], bool) or type(got[2]).__module__ == "numpy"
+               and type(got[2]).__name__ in ("bool", "bool_")))  # (NumPy's True: np.bool / np.bool_)
+    return None if ok else (f"step returned {got!r:.200}, not (text, a finite number of at most {most:g} in "
+                            "size, True or False)")
 
 
 def main() -> None:
@@ -46,22 +61,16 @@ def main() -> None:
                 {"error": f"reset returned {type(first).__name__}, not text"})
         else:
             env = episodes.get(ask["step"])
-            if env is None:
-                say({"error": "its environment is gone (its process was restarted after another episode's "
-                              "timeout)"})
+            if env is None:  # (no reset of that episode this round)
+                say({"error": f"no episode {ask['step']} in this process"})
                 continue
             try:
                 got = env.step(ask["action"])
             except Exception as e:
                 say({"error": f"step raised {type(e).__name__}: {e}"})
                 continue
-            ok = (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], str)
-                  and isinstance(got[1], numbers.Real) and math.isfinite(got[1]) and abs(got[1]) <= most
-                  and (isinstance(got[2], bool) or type(got[2]).__module__ == "numpy"
-                       and type(got[2]).__name__ in ("bool", "bool_")))  # (NumPy's True: np.bool / np.bool_)
-            say({"out": [got[0], float(got[1]), bool(got[2])]} if ok else
-                {"error": f"step returned {got!r:.200}, not (text, a finite number of at most {most:g} in size, "
-                          "True or False)"})
+            wrong = step_error(got, most)
+            say({"error": wrong} if wrong else {"out": [got[0], float(got[1]), bool(got[2])]})
 
 
 if __name__ == "__main__":
