@@ -203,8 +203,10 @@ def test_streams_seeds_top_p_and_stop_tokens():
     assert stopped[0] == greedy[0][: greedy[0].index(eos) + 1]
 
 
-LAYOUTS = [("dp", ["mesh.data=8"]), ("tp", ["mesh.data=2", "mesh.model=4"]),
-           ("fsdp_tp", ["mesh.data=4", "mesh.model=2"])]
+# (fsdp_tp's data x model mesh in `make test`; dp and tp, each one of its axes, in `make test-all`)
+LAYOUTS = [pytest.param("dp", ["mesh.data=8"], id="dp", marks=pytest.mark.slow),
+           pytest.param("tp", ["mesh.data=2", "mesh.model=4"], id="tp", marks=pytest.mark.slow),
+           pytest.param("fsdp_tp", ["mesh.data=4", "mesh.model=2"], id="fsdp_tp")]
 
 
 SHARDED_PROMPTS = [[1, 2, 3], [5], [9, 8, 7, 6], [0, 1], [4, 4, 4], [2], [3, 5], [6, 7, 8]]
@@ -226,7 +228,7 @@ def single_device_samples():
     return greedy_and_sampled()
 
 
-@pytest.mark.parametrize("table,mesh_args", LAYOUTS, ids=[t for t, _ in LAYOUTS])
+@pytest.mark.parametrize("table,mesh_args", LAYOUTS)
 def test_sharded_sampling_equals_single_device(table, mesh_args, single_device_samples):
     greedy, sampled = greedy_and_sampled(f"sharding={table}", *mesh_args, devices=jax.devices())
     assert len({tuple(t) for t in greedy}) > 1 and len({tuple(t) for t in sampled}) > 1  # (8 different answers)

@@ -1086,9 +1086,12 @@ def test_ones_own_environment_runs_in_a_worker_process_that_a_timeout_ends(capsy
     tok = CharTokenizer("0123456789<>", eos=True)
     prompts = [Prompt(tuple(tok.encode("0")), "0", {}, f"f:{i}") for i in range(2)]
 
+    boxes = []  # (each box held to the end: a freed box's id() can come back as a later box's, its requests too)
+
     def box_of(name, timeout=5.0):
         worker = ToolProcess(name, WORKER, (str(MAX_REWARD),), "rl.env")
-        return EnvBox(env_class(name), tok, name=name, timeout=timeout, worker=worker)
+        boxes.append(EnvBox(env_class(name), tok, name=name, timeout=timeout, worker=worker))
+        return boxes[-1]
 
     requests = {}
 

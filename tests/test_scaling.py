@@ -77,19 +77,19 @@ def test_mup_attention_scores_by_one_over_head_dim():
 
 
 def test_coordinate_check_widths():
-    """Widths 64 to 1,024, AdamW at lr 3e-3: after each of 3 steps, under μP every layer's
+    """Widths 64 and 512, AdamW at lr 3e-3: after each of 3 steps, under μP every layer's
     attention and MLP output, the residual stream and the logits stay within 2x of the base
-    width's (measured: 1.73x at worst); under standard parametrization they grow with the width
-    (measured after 3 steps: attention 422x, MLP 138x, logits 9.8x). At the base width the two
-    are the same model, bitwise."""
-    mup = coordinate_check([*UNTIED, "model.parametrization=mup"], (64, 1024), steps=3)
-    std = coordinate_check([*UNTIED, "model.parametrization=standard"], (64, 1024), steps=3)
+    width's (measured: 1.50x at worst); under standard parametrization they grow with the width
+    (measured after 3 steps: attention 96x, MLP 30x, residual 23x, logits 4.4x). At the base width
+    the two are the same model, bitwise. (Widths to 1,024: benchmarks/coord_check.py.)"""
+    mup = coordinate_check([*UNTIED, "model.parametrization=mup"], (64, 512), steps=3)
+    std = coordinate_check([*UNTIED, "model.parametrization=standard"], (64, 512), steps=3)
     assert mup[64] == std[64]
     for q in ("attn", "mlp", "resid", "logits"):
         for step in (1, 2, 3):
             assert 0.5 < growth(mup, q, step) < 2.0, (q, step, growth(mup, q, step))
-    assert growth(std, "attn") > 100 and growth(std, "mlp") > 50 and growth(std, "resid") > 50
-    assert growth(std, "logits") > 5
+    assert growth(std, "attn") > 50 and growth(std, "mlp") > 15 and growth(std, "resid") > 15
+    assert growth(std, "logits") > 3
 
 
 def test_coordinate_check_depths():
