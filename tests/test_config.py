@@ -45,6 +45,7 @@ CASES = [
      "optimizer.name=adam: expected one of adamw, sgd, muon, manifold_muon; did you mean optimizer.name=adamw?"),
     (STAIR + ["train.loggers=console"], "train.loggers=console: expected a list, e.g. [a,b]"),
     (STAIR + ["model.bias=maybe"], "model.bias=maybe: expected true or false"),
+    (STAIR + ["model.v_norm=2"], "model.v_norm=2: expected true or false"),  # (OmegaConf alone takes it as true)
     (["+experiment=gutenberg_gpt2", "data.text_file=x.txt"], "data.text_file=x.txt is not read: this config's corpus "
      "is data.datasets (books, shakespeare, heldout); add the file as +data.datasets.NAME.paths=[x.txt]"),
     (STAIR + ["data.text_file=x.txt"], "data.text_file=x.txt is not read: data.source=staircase generates its tokens; "

@@ -248,7 +248,12 @@ def check_override_keys(overrides: Sequence[str]) -> None:
                 errs.append(f"{o.input_line}: an experiment is added to the defaults, with a leading +: "
                             f"+{o.input_line}")
             continue
-        if field_type(key.split(".")) is not None:
+        t = field_type(key.split("."))
+        if t is not None:
+            value = o.value() if not (o.is_delete() or o.is_sweep_override()) else None
+            if t is bool and isinstance(value, (int, float)) and not isinstance(value, bool) and value not in (0, 1):
+                # (OmegaConf takes any number for a bool: 2 would read as true)
+                errs.append(f"{key}={o.get_value_element_as_str()}: expected {describe_type(t)}")
             continue
         near = _closest_field(key)
         section = key.rsplit(".", 1)[0] if "." in key else ""
