@@ -753,6 +753,64 @@ def test_rollouts_sampled_ahead_train_on_their_sampling_parameters_and_resume_bi
         "spmdgpt: error: rl.max_staleness=-1 must be >= 0 (batches sampled ahead of the update; 0: on-policy)")
 
 
+def test_rollouts_on_devices_of_their_own_give_the_shared_devices_rows(tmp_path, capsys, monkeypatch):
+    """rl.rollout_devices=4 of the 8 test devices: the engine samples on the last 4 (mesh data=4), the
+    update runs on the first 4 (mesh.data=4), the parameters copied across as each batch begins. Its
+    rows (losses, rl/ rows, val/reward) are bitwise the unsplit run's on 4 devices (this process's
+    first 4): both sides run the same programs on meshes of the same shape, and a copy across devices
+    is exact. The copy is on the engine's devices, the batch (old log-probabilities included) on the
+    trainer's; the plan lists the engine's programs on its devices; bad values are one line."""
+    from spmdgpt.cli import main
+    from spmdgpt.rl.rollouts import Rollouts
+
+    base = [*_sums_file(tmp_path), "rl.max_new_tokens=5", "train.steps=2", "mesh.data=4"]
+    timing = lambda k: k in ("tokens_per_sec", "mfu") or k.endswith("_seconds")  # noqa: E731
+    strip = lambda rs: [{k: v for k, v in r.items() if not timing(k)} for r in rs]  # noqa: E731
+    every = jax.devices()
+    with monkeypatch.context() as m:  # (a process of 4 devices: the unsplit run on the trainer's count)
+        m.setattr(jax, "devices", lambda *a: every[:4])
+        m.setattr(jax, "device_count", lambda *a: 4)
+        assert main(["train", *base, f"run.dir={tmp_path / 'shared'}"]) == 0
+    seen = []
+    batch, to_engine = Rollouts.batch, Rollouts.to_engine
+
+    def placed(ro, params, *a, **k):  # (where the trainer's parameters, their copy, the batch and the pool are)
+        out = batch(ro, params, *a, **k)
+        sets = lambda tree: {frozenset(x.sharding.device_set) for x in jax.tree.leaves(tree)}  # noqa: E731
+        seen.append((sets(params), sets(to_engine(ro, params)), sets(out.batch), sets(ro.engine.pool)))
+        return out
+
+    monkeypatch.setattr(Rollouts, "batch", placed)
+    assert main(["train", *base, "rl.rollout_devices=4", f"run.dir={tmp_path / 'split'}"]) == 0
+    assert "preflight: train_step, rl_rollout, rl_logps, rl_ref_logps compiled" in capsys.readouterr().err
+    rows = _rows(tmp_path / "split")
+    assert [r["step"] for r in rows] == [1, 2, 2] and strip(rows) == strip(_rows(tmp_path / "shared"))
+    assert any(r.get("rl/reward_std", 0) > 0 for r in rows) and rows[1]["rl/kl"] > 0  # (not all zeros)
+    trainer, engine = frozenset(every[:4]), frozenset(every[4:])
+    assert seen == [({trainer}, {engine}, {trainer}, {engine})] * 2
+    assert main(["plan", *base, "format=json", "rl.rollout_devices=4", "rl.max_staleness=1"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    where = {p["name"]: p.get("where") for p in plan["programs"]}
+    assert plan["devices"] == 4 and where == {"train_step": None, "rl_rollout": "the engine's 4 device(s)",
+                                              "rl_logps": "the engine's 4 device(s)"}
+    for extra, message in (
+            (["rl.rollout_devices=-1"], "rl.rollout_devices=-1 must be >= 0 (the devices of the rollouts' engine; "
+                                        "0: the trainer's own)"),
+            (["rl.rollout_devices=8"], "rl.rollout_devices=8 leaves none of the 8 device(s) to the trainer; give the "
+                                       "engine fewer (at most 7)"),
+            (["rl.rollout_devices=2"], "mesh.data=4 x mesh.stage=1 x mesh.expert=1 x mesh.context=1 x mesh.model=1 "
+                                       "does not fit 6 device(s) (of 8: rl.rollout_devices=2 are the engine's); the "
+                                       "product of the fixed sizes must divide the device count (use -1 for one "
+                                       "axis)"),
+            (["rl.rollout_devices=4", "lora.rank=2"], "rl.rollout_devices=4 does not work with LoRA (lora.rank=2) "
+                                                      "yet: the engine would need the frozen base beside the "
+                                                      "adapters' copy; leave one out")):
+        assert main(["train", *base, *extra, f"run.dir={tmp_path / 'bad'}"]) == 2
+        said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("spmdgpt: error:")]
+        assert f"spmdgpt: error: {message}" in said and len(said) == 1 + ("lora.rank=2" in extra), said
+    assert not (tmp_path / "bad").exists()
+
+
 def test_the_shipped_arithmetic_data_is_the_generators(tmp_path):
     """spmdgpt/datasets/arithmetic/ holds exactly what `python -m spmdgpt.rl.arithmetic` writes,
     and the experiments read it through `spmdgpt:` paths."""

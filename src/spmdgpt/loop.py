@@ -108,7 +108,7 @@ def train(cfg: Config, argv: Optional[list] = None) -> TrainResult:
     attention_backend(cfg.model)  # a backend this platform can run (else a ConfigError)
     kind = run_kind(cfg)  # what the run loads, how its batches are made, what it evaluates (spmdgpt.kinds)
     data = kind.load(cfg, partial(check_tokenizer, cfg))
-    mesh = make_mesh(cfg.mesh)
+    mesh = make_mesh(cfg.mesh, kind.devices(cfg, jax.devices()))  # (GRPO's rl.rollout_devices: not all of them)
     rules = Rules(mesh, cfg.sharding, cfg.model)
     is_main = jax.process_index() == 0
     with run_lock(run_dir) as lock, jax.set_mesh(mesh):  # a second run on run.dir stops here (exit 2)

@@ -246,12 +246,14 @@ def run(items: List[str]) -> int:
         raise ConfigError(errs)
     freeze(cfg)
     attention = attention_backend(cfg.model, devices[0].platform).value  # a backend those devices can run
-    mesh = make_mesh(cfg.mesh, devices)
+    kind = run_kind(cfg)
+    mesh = make_mesh(cfg.mesh, devices if args.serve else kind.devices(cfg, devices))  # (rl.rollout_devices: fewer)
     if args.serve:
         return _serve(args, cfg, mesh, devices, capacity, note, top is not None)
     try:
         with _compiling(mesh, top is not None):
-            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=run_kind(cfg))
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=kind)
+            plan.programs += kind.side_programs(cfg, devices)  # (rl.rollout_devices: the engine's, on its own)
     except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
         raise _without_cudnn(e, args, cfg) from None
     capacity, note = _capacity(devices, capacity, note)

@@ -408,6 +408,8 @@ class RlConfig(Section):
     updates_per_batch: int = 1  # optimizer steps on each sampled batch (ratio against the sampling policy)
     max_staleness: int = 0  # rollouts that run ahead: step t + K's batch is sampled (in a thread beside the update)
     # from the parameters step t starts from, and trained on with the ratio against them; 0 = on-policy
+    rollout_devices: int = 0  # the rollouts' engine on the last N devices, the trainer's mesh (mesh.*) on the rest;
+    # the parameters copied across after each update (spmdgpt/rl/split.py); 0 = the engine shares the trainer's devices
     rollout_correction: RlCorrection = RlCorrection.none  # none | tis | mis: the sampler's log-probabilities (the
     # engine's) against the trainer's old_logp for the same tokens, per token (Yao et al. 2025; spmdgpt/rl/rollouts.py)
     rollout_correction_cap: float = 2.0  # tis: the weight's truncation; mis: the ratio above which a token is dropped

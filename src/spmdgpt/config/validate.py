@@ -149,7 +149,19 @@ def validate(cfg: Config, num_devices: int, training: bool = True, sections: Seq
     errs = [e for name in SECTIONS if name in checks and name in sections for e in checks[name]()]
     sizes = None
     if "layout" in sections:
-        sizes = _mesh_errors(cfg.mesh, num_devices, errs)
+        # (rl.rollout_devices: the engine's devices are not the trainer's mesh's; sampling a run uses them all)
+        split, left = cfg.rl.rollout_devices if training else 0, ""
+        fits = 0 <= split < num_devices
+        if split < 0:
+            errs.append(f"rl.rollout_devices={split} must be >= 0 (the devices of the rollouts' engine; 0: the "
+                        "trainer's own)")
+        elif split >= num_devices:
+            errs.append(f"rl.rollout_devices={split} leaves none of the {num_devices} device(s) to the trainer; "
+                        f"give the engine fewer (at most {num_devices - 1})")
+        elif split:
+            num_devices, left = num_devices - split, f" (of {num_devices}: rl.rollout_devices={split} are the engine's)"
+        if fits:
+            sizes = _mesh_errors(cfg.mesh, num_devices, errs, left)
         errs += _sharding(cfg)
     return errs + _across(cfg, set(sections), sizes, training, clean=not errs)
 
@@ -515,9 +527,9 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     return errs
 
 
-def _mesh_errors(me, num_devices: int, errs: List[str]) -> Optional[Dict[str, int]]:
-    """Check mesh.* against the device count (errors appended to `errs`); the resolved
-    {axis: size}, or None when the sizes are wrong."""
+def _mesh_errors(me, num_devices: int, errs: List[str], left: str = "") -> Optional[Dict[str, int]]:
+    """Check mesh.* against the device count (errors appended to `errs`; `left` follows the count in
+    them: where the others went); the resolved {axis: size}, or None when the sizes are wrong."""
     given = mesh_sizes(me)
     bad = {a: v for a, v in given.items() if not isinstance(v, int) or v == 0 or v < -1}
     for a, v in bad.items():
@@ -531,10 +543,10 @@ def _mesh_errors(me, num_devices: int, errs: List[str]) -> Optional[Dict[str, in
         errs.append(f"{' and '.join(f'mesh.{a}=-1' for a in rest)}: only one axis can take the remaining devices; "
                     f"give the others a size (e.g. mesh.{rest[0]}=1)")
     elif num_devices % fixed:
-        errs.append(f"{shape} does not fit {num_devices} device(s); the product of the fixed sizes must divide "
+        errs.append(f"{shape} does not fit {num_devices} device(s){left}; the product of the fixed sizes must divide "
                     "the device count (use -1 for one axis)")
     elif not rest and fixed != num_devices:
-        errs.append(f"{shape} = {fixed} but there are {num_devices} device(s); set one axis to -1 or make the "
+        errs.append(f"{shape} = {fixed} but there are {num_devices} device(s){left}; set one axis to -1 or make the "
                     f"product {num_devices}")
     else:
         return resolve_mesh_shape(me, num_devices)

@@ -106,6 +106,7 @@ class Program:
     compile_s: float
     compiled: object = None  # the executable (jax.stages.Compiled)
     bound: dict = field(default_factory=dict)  # keyword arguments of every call (the step's reference, base)
+    where: str = ""  # devices other than the trainer's mesh's it runs on (rl.rollout_devices' engine), in words
 
     @property
     def executable(self):
@@ -118,7 +119,8 @@ class Program:
 
     def row(self, capacity: Optional[int]) -> dict:
         return {"name": self.name, "total_bytes": self.total_bytes, "temp_bytes": self.temp_bytes,
-                "fits": None if capacity is None else self.total_bytes <= capacity, "compile_seconds": self.compile_s}
+                "fits": None if capacity is None else self.total_bytes <= capacity, "compile_seconds": self.compile_s,
+                **({"where": self.where} if self.where else {})}
 
 
 def compile_options(device) -> Optional[dict]:
@@ -248,6 +250,7 @@ FIXES = {  # the settings that shrink each program, for its refusal
     "rollout": f"{_SHARD}, lower train.rollout_prompts or train.rollout_tokens, or set train.rollout_tokens=0",
     "rl_rollout": f"{_SHARD}, lower data.batch_size or rl.max_new_tokens",
     "rl_logps": f"{_SHARD}, lower data.batch_size or data.seq_len",
+    "rl_ref_logps": f"{_SHARD}, lower data.batch_size or data.seq_len",
     "serving_step": f"{_SHARD}, lower slots= or chunk=, or give pages= fewer pages",
     "decode_step": f"{_SHARD}, lower slots=, or give pages= fewer pages",
     "prefill_step": f"{_SHARD}, lower chunk=, or give pages= fewer pages",
@@ -610,5 +613,5 @@ def report(cfg: Config, plan: Plan, capacity: Optional[int]) -> str:
             fits = "" if capacity is None or p.total_bytes <= capacity else ", does not fit"
             share = "" if capacity is None else f" ({p.total_bytes / capacity:.0%}{fits})"
             lines.append(f"  {p.name:<16} {size(p.total_bytes)}{share}, temporaries {size(p.temp_bytes)}; "
-                         f"compiled in {p.compile_s:.1f} s")
+                         f"compiled in {p.compile_s:.1f} s" + (f"; on {p.where}" if p.where else ""))
     return "\n".join(lines)

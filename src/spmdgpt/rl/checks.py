@@ -9,6 +9,7 @@ from typing import List
 from spmdgpt.config import Config, ConfigError, dataset_configs, preference_data, prompts_data
 from spmdgpt.rl.envs import env_class
 from spmdgpt.rl.rewards import reward_function
+from spmdgpt.rl.split import split_errors
 from spmdgpt.rl.teacher import config_errors as teacher_errors
 from spmdgpt.rl.tools import tool_function
 
@@ -18,7 +19,9 @@ def config_errors(cfg: Config) -> List[str]:
     sampling values, rl.temperature and rl.top_p, in every run: config.validate)."""
     try:
         if not prompts_data(cfg.data):
-            return _eval_prompts_errors(cfg)
+            return _eval_prompts_errors(cfg) + ([
+                f"rl.rollout_devices={cfg.rl.rollout_devices}: the rollouts' own devices are GRPO's (prompts data, "
+                "format: prompts); this run's data is not prompts: leave it out"] if cfg.rl.rollout_devices else [])
     except ConfigError:  # (reported by the data checks)
         return []
     r, d, t = cfg.rl, cfg.data, cfg.train
@@ -77,7 +80,7 @@ def config_errors(cfg: Config) -> List[str]:
     if u > 1 and cfg.checkpoint.every % u:
         errs.append(f"checkpoint.every={cfg.checkpoint.every} must be a multiple of rl.updates_per_batch={u} "
                     "(a checkpoint between a batch's updates could not resume its sampled batch)")
-    errs += val_reward_errors(cfg) + tool_errors(cfg)
+    errs += val_reward_errors(cfg) + tool_errors(cfg) + split_errors(cfg)
     try:
         reward_function(r.reward)
     except ConfigError as e:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import Config
 from spmdgpt.mesh.sharding import Rules
+from spmdgpt.rl.split import trainer_devices
 from spmdgpt.training.runkind import RunKind, RunParts
 
 
@@ -29,8 +30,13 @@ def _parts(cfg: Config, rules: Rules, data, batcher, samples, reference) -> RunP
 
 def _bind(loop, parts: RunParts, reference) -> None:
     """Each step's batch is sampled from the loop's parameters as the step begins (copy: the trained
-    ones copied, for rollouts sampled ahead while the step, which donates them, runs)."""
+    ones copied, for rollouts sampled ahead while the step, which donates them, runs; with
+    rl.rollout_devices the copy is the engine's, on its devices, waited for before the step runs)."""
+    rollouts = parts.batcher.rollouts
+
     def policy(copy: bool = False):
+        if copy and rollouts.split:
+            return rollouts.to_engine(loop.model_params(), block=True), reference
         return loop.model_params(jax.tree.map(jnp.copy, loop.state.params) if copy else None), reference
 
     parts.batcher.policy = policy
@@ -58,7 +64,11 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     (and on-policy distillation's teacher's, its parameters resident beside every program),
     compiled before step 1 for the run's state (and with rl.max_staleness = K the K copies of the
     trained parameters the rollouts sampled ahead read) and checked against a device's memory
-    (`preflight.checked`); the run then calls these executables."""
+    (`preflight.checked`); the run then calls these executables. With rl.rollout_devices the engine's
+    step and the sampling policy's log-probabilities are compiled for the engine's devices, beside
+    the parameters' copies there (1 + K: the one sampled from, K made for batches queued) and not the
+    trainer's state; the trainer's devices hold no pool nor copy (`engine_programs`), and the
+    reference's log-probabilities (rl_ref_logps) are compiled on them."""
     from spmdgpt.mesh.sharding import shard_bytes
     from spmdgpt.model import param_info
     from spmdgpt.model.lora import attach
@@ -70,13 +80,22 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
     tokens = batch[0]
     teacher = None if ro.teacher is None else ro.teacher.params  # (distillation's: resident beside every program)
     state = begin.state
-    ahead = (state.params,) * cfg.rl.max_staleness  # (the copies rollouts sampled ahead read: one a batch)
+    # (the copies rollouts sampled ahead read, one a batch: with rl.rollout_devices, on the engine's devices)
+    ahead = (state.params,) * cfg.rl.max_staleness if not ro.split else ()
     programs = run_programs(cfg, rules, optimizer, state, batch, (), base=base,
                             held_bytes=shard_bytes((teacher, ahead)), step_only=True,
                             vocab_limit=ro.tokenizer.vocab_size)
     params = state.params if base is None else attach(param_info(cfg.model), cfg.lora, base, state.params)
     resident = shard_bytes((state, base, reference, teacher, ahead))
     device = rules.mesh.devices.flat[0]
+    if ro.split:
+        programs += engine_programs(cfg, ro, jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                                                          state.params), tokens)
+        if reference is not None:  # (the reference's log-probabilities, on the trainer's devices)
+            programs.append(_compiled("rl_ref_logps", ro.logps.lower(reference, tokens, tokens), resident,
+                                      (tokens, tokens), device=device))
+            ro.logps = programs[-1].compiled
+        return {p.name: p.executable for p in checked(_teacher_programs(ro, tokens, resident, device, programs))}
     # (the engine's step with both row groups, its largest program: the pool is its input and output)
     programs.append(_compiled("rl_rollout", ro.engine.lower(params), resident, ro.engine.shapes(), device=device))
     ro.engine.use(programs[-1].compiled)
@@ -84,12 +103,62 @@ def preflight(cfg: Config, rules: Rules, optimizer, begin, parts: RunParts, base
                               device=device))
     if base is None:  # (with LoRA the policy's parameters hold adapters and the reference's do not: two
         ro.logps = programs[-1].compiled  # structures, each compiled at its first call)
-    if ro.teacher is not None:  # (on-policy distillation: the teacher's log-probabilities, its parameters resident)
+    return {p.name: p.executable for p in checked(_teacher_programs(ro, tokens, resident, device, programs))}
+
+
+def _teacher_programs(ro, tokens, resident: int, device, programs: list) -> list:
+    """`programs` and on-policy distillation's teacher's log-probabilities (its parameters resident; on the
+    trainer's devices), the teacher then calling it."""
+    from spmdgpt.plan.plan import _compiled
+
+    if ro.teacher is not None:
         t = ro.teacher
         programs.append(_compiled("rl_teacher_logps", t.logps.lower(t.params, tokens, tokens), resident,
                                   (tokens, tokens), device=device))
         ro.teacher = t._replace(logps=programs[-1].compiled)
-    return {p.name: p.executable for p in checked(programs)}
+    return programs
+
+
+def engine_programs(cfg: Config, ro, params, tokens) -> list:
+    """rl.rollout_devices: the engine's step (rl_rollout) and the sampling policy's log-probabilities
+    (rl_logps) compiled for the engine's devices (`ro`: the Rollouts), from `params`' shapes copied
+    there, resident beside them the 1 + rl.max_staleness copies (the one sampled from, those made for
+    batches queued); the rollouts then call them."""
+    from spmdgpt.mesh.sharding import shard_bytes
+    from spmdgpt.plan.plan import _compiled
+
+    er = ro.engine_rules
+    copy = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), params, ro.engine_params)
+    resident = (1 + cfg.rl.max_staleness) * shard_bytes(copy)
+    device, where = er.mesh.devices.flat[0], f"the engine's {er.mesh.size} device(s)"
+    here = jax.ShapeDtypeStruct(tokens.shape, tokens.dtype, sharding=er.batch_sharding())
+    with ro.on_engine():
+        step = _compiled("rl_rollout", ro.engine.lower(copy), resident, ro.engine.shapes(), device=device)
+        ro.engine.use(step.compiled)
+        logps = _compiled("rl_logps", ro.engine_logps.lower(copy, here, here), resident, (here, here), device=device)
+        ro.engine_logps = logps.compiled
+    step.where = logps.where = where
+    return [step, logps]
+
+
+def side_programs(cfg: Config, devices) -> list:
+    """The plan's programs outside the trainer's mesh: with rl.rollout_devices, the engine's (`engine_programs`,
+    compiled on the last rl.rollout_devices of `devices`, for the model's vocabulary); else none."""
+    from spmdgpt.model import abstract_params
+    from spmdgpt.rl.rollouts import Rollouts
+    from spmdgpt.rl.split import engine_rules
+
+    er = engine_rules(cfg, devices)
+    if er is None:
+        return []
+
+    class Vocabulary:  # (the plan reads no data: the model's vocabulary, no stop token)
+        vocab_size, eos_id = cfg.model.vocab_size, None
+
+    ro = Rollouts(cfg, er, Vocabulary(), reward=lambda *a: 0.0, engine_rules=er)
+    d = cfg.data
+    tokens = jax.ShapeDtypeStruct((d.batch_size, d.seq_len), jnp.int32, sharding=er.batch_sharding())
+    return engine_programs(cfg, ro, abstract_params(cfg.model, er), tokens)
 
 
 def _load(cfg: Config, check):
@@ -111,7 +180,7 @@ def _frozen(cfg: Config, rules: Rules):
     if cfg.rl.objective.value == "distill":
         model = teacher_model(cfg)
         held.append(abstract_params(model, Rules(rules.mesh, cfg.sharding, model)))
-    if cfg.rl.max_staleness:
+    if cfg.rl.max_staleness and not cfg.rl.rollout_devices:  # (split: the copies are on the engine's devices)
         held += [abstract_state(cfg, rules, optimizer_of(cfg)).params] * cfg.rl.max_staleness
     return tuple(held) or None
 
@@ -128,4 +197,6 @@ GRPO = RunKind(
     loss_spike_guard=False,  # (GRPO's loss is centred on 0, not a positive quantity a spike multiplies)
     bind=_bind,
     frozen=_frozen,
+    devices=lambda cfg, devices: trainer_devices(cfg, devices),
+    side_programs=side_programs,
 )

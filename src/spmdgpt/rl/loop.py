@@ -16,6 +16,10 @@ After a checkpoint the pipeline starts afresh: batch k is sampled from the param
 max(k - K, c) starts from, c the batch of the last checkpoint.every checkpoint at or before it
 (`RolloutBatcher.source`), so a run resumed from that checkpoint samples what the uninterrupted
 one did, bitwise.
+
+With rl.rollout_devices = N the engine samples on the last N devices and the update runs on the
+others; the parameters each batch is sampled from are copied to the engine's devices as it begins
+(spmdgpt.rl.split).
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ class RolloutBatcher:
     def __init__(self, cfg: Config, rules: Rules, corpus: PromptsCorpus, reward: Optional[Callable] = None):
         """reward: default rl.reward's (`rewards.reward_function`)."""
         from spmdgpt.rl.rewards import reward_function
+        from spmdgpt.rl.split import engine_rules
 
         self.cfg, self.rules, self.prompts = cfg, rules, corpus.train
         reward = reward or reward_function(cfg.rl.reward)
@@ -109,7 +114,8 @@ class RolloutBatcher:
 
             teacher = load_teacher(cfg, rules, corpus.tokenizer)
         self.rollouts = Rollouts(cfg, rules, corpus.tokenizer, reward,
-                                 longest=max(len(p.tokens) for p in corpus.train + corpus.val), teacher=teacher)
+                                 longest=max(len(p.tokens) for p in corpus.train + corpus.val), teacher=teacher,
+                                 engine_rules=engine_rules(cfg))  # (rl.rollout_devices: the engine's own devices)
         self.names = list(dataset_configs(cfg.data))
         self.packed = [None]
         self.per_step = cfg.data.batch_size // cfg.rl.group_size
@@ -158,7 +164,7 @@ class RolloutBatcher:
         batches = -(-self.cfg.train.steps // self.cfg.rl.updates_per_batch)
         due = [j for j in range(k, min(k + self.cfg.rl.max_staleness + 1, batches))
                if j not in self.pending and self.source(j) == k]
-        if due:
+        if due:  # (rl.rollout_devices: the copy is on the engine's devices)
             params, reference = self.policy(copy=True)
             if self.worker is None:
                 self.worker = ThreadPoolExecutor(1, thread_name_prefix="spmdgpt-rollouts")

@@ -39,6 +39,7 @@ share of them mis dropped, or tis truncated).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.envs import EnvBox
 from spmdgpt.rl.prompts import Prompt, prompt_room
 from spmdgpt.rl.rewards import score
+from spmdgpt.rl.split import engine_shardings
 from spmdgpt.rl.teacher import Teacher, distill_advantages
 from spmdgpt.rl.tools import Toolbox
 
@@ -211,22 +213,43 @@ class Rollouts:
     """Samples, scores and lays out GRPO's batches (the module docstring) on the run's mesh."""
 
     def __init__(self, cfg: Config, rules: Rules, tokenizer, reward: Callable, longest: Optional[int] = None,
-                 teacher: Optional[Teacher] = None):
+                 teacher: Optional[Teacher] = None, engine_rules: Optional[Rules] = None):
         """longest: the run's longest prompt in tokens (the engine's page tables are as wide as it
         and an answer need; None: any prompt the context leaves room for); teacher: rl.objective=distill's
-        (its log-probabilities of the sampled tokens set their advantages, spmdgpt.rl.teacher)."""
+        (its log-probabilities of the sampled tokens set their advantages, spmdgpt.rl.teacher); engine_rules:
+        rl.rollout_devices' (the engine and the sampling policy's log-probabilities on devices of their own,
+        spmdgpt.rl.split; None: on `rules`' mesh)."""
         self.cfg, self.rules, self.tokenizer, self.reward, self.teacher = cfg, rules, tokenizer, reward, teacher
+        self.engine_rules = engine_rules or rules
+        self.split = engine_rules is not None
         if cfg.rl.env:  # (an environment's first observation lengthens the prompts: any prompt the context allows)
             longest = None
-        self.engine = Engine(cfg.model, rules, None, tokenizer.vocab_size, rollout_engine(cfg, rules, longest))
+        self.engine = Engine(cfg.model, self.engine_rules, None, tokenizer.vocab_size,
+                             rollout_engine(cfg, self.engine_rules, longest))
         stop = getattr(tokenizer, "stop_id", None)
         self.stop_id = stop if stop is not None else tokenizer.eos_id
         self.tools = Toolbox.of(cfg, tokenizer)
         self.lock = threading.Lock()  # (one sampling at a time: rl.max_staleness's thread, the evaluation)
         self.env = EnvBox.of(cfg, tokenizer)  # (rl.env: multi-turn episodes, their rewards the reward)
         # (the sampling distribution's log-probabilities: at the rollouts' temperature)
-        self.logps = jax.jit(partial(token_logps, cfg.model, rules, temperature=logp_temperature(cfg.rl.temperature),
-                                     vocab_limit=tokenizer.vocab_size))  # (what the engine samples from)
+        logps = lambda rules: jax.jit(partial(token_logps, cfg.model, rules,  # noqa: E731
+                                              temperature=logp_temperature(cfg.rl.temperature),
+                                              vocab_limit=tokenizer.vocab_size))  # (what the engine samples from)
+        self.logps = logps(rules)  # (the reference's; unsplit, the sampling policy's too)
+        self.engine_logps = logps(self.engine_rules) if self.split else self.logps  # (the sampling policy's)
+        self.engine_params = None if not self.split else engine_shardings(cfg, self.engine_rules)
+
+    def on_engine(self):
+        """The engine's mesh as the context (rl.rollout_devices; else nothing changes)."""
+        return jax.set_mesh(self.engine_rules.mesh) if self.split else contextlib.nullcontext()
+
+    def to_engine(self, params, block: bool = False):
+        """`params` on the engine's devices (rl.rollout_devices: copied there, jax.device_put to the engine's
+        shardings; a copy already there stays as it is; block: wait for the copy); unsplit, `params`."""
+        if not self.split:
+            return params
+        out = jax.device_put(params, self.engine_params)
+        return jax.block_until_ready(out) if block else out
 
     def sampling(self, step: int, greedy: bool = False, draw: int = 0) -> SamplingParams:
         r = self.cfg.rl
@@ -254,7 +277,8 @@ class Rollouts:
                             stop_ids=stops, stop=None if env is None else env.stop, inject=inject)
                     for r, p in enumerate(prompts)]  # (row r: stream r of the step's seed; the environment's episode r)
         start = time.perf_counter()
-        done = self.engine.run(requests, params)
+        with self.on_engine():
+            done = self.engine.run(requests, self.to_engine(params))
         sampled = time.perf_counter()
         new = [r.tokens for r in done]
         ended = [bool(t) and t[-1] == self.stop_id and len(t) - 1 not in r.injected for t, r in zip(new, done)]
@@ -311,6 +335,7 @@ class Rollouts:
         (advantage 0), and `informative` says how much of it is not. rl.overlong_buffer: the
         rewards the advantages see carry DAPO's overlong penalty."""
         r = self.cfg.rl
+        params = self.to_engine(params)  # (rl.rollout_devices: the copy the engine samples from, and old_logp's)
         g, per = r.group_size, len(prompts)
         kept, flat, draw, calls, seconds, acted = [], [], 0, np.zeros(2, np.int64), np.zeros(2), np.zeros(3, np.int64)
         while True:
@@ -335,13 +360,18 @@ class Rollouts:
         rewards = np.array(rewards, np.float64)
         lengths = np.array([len(c) for c in new])
         shaping = overlong_penalty(lengths, r.max_new_tokens, r.overlong_buffer, r.overlong_penalty)
-        inputs, targets = self.layout(rows, new, injected)
+        host = self.layout(rows, new, injected)
         sharding = self.rules.batch_sharding()
-        inputs, targets = (jax.device_put(a, sharding) for a in (inputs, targets))
+        inputs, targets = (jax.device_put(a, sharding) for a in host)
         advantages = jax.device_put(group_advantages(rewards + shaping, g, r.advantage.value == "group_std"),
                                     self.rules.sharding("batch"))
         start = time.perf_counter()
-        old = self.logps(params, inputs, targets)
+        if self.split:  # (the sampling policy's on the engine's devices, from its copy; then on the trainer's)
+            with self.on_engine():
+                here = [jax.device_put(a, self.engine_rules.batch_sharding()) for a in host]
+                old = jax.device_put(self.engine_logps(params, *here), sharding)
+        else:
+            old = self.logps(params, inputs, targets)
         # (rl.kl_beta = 0 keeps no reference: the KL term weighs nothing, and rl/kl is then to the sampling policy)
         ref = old if reference is None else self.logps(reference, inputs, targets)
         taught = None if self.teacher is None else self.teacher.score(inputs, targets)

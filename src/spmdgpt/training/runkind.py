@@ -35,5 +35,9 @@ class RunKind:
     step_only: bool = False  # the plan compiles the step alone (the kind's other programs: its preflight)
     loss_spike_guard: bool = True  # the divergence guard's spike test applies to its loss
     bind: Callable = lambda loop, parts, reference: None  # (once the loop exists)
+    devices: Callable = lambda cfg, devices: list(devices)  # -> the trainer's mesh's devices of these (GRPO's
+    # rl.rollout_devices keeps the last ones for its engine)
+    side_programs: Callable = lambda cfg, devices: []  # -> plan.Programs compiled on `devices` outside the
+    # trainer's (rl.rollout_devices' engine), for the plan
     frozen: Callable = lambda cfg, rules: None  # -> the shapes of frozen parameters the run holds beside its
     # state and reference (on-policy distillation's teacher), for the plan
