@@ -83,6 +83,9 @@ def _search(args: PlanArgs, overrides: List[str]) -> int:
     top = parse_topology(args.topology, args.slices)
     kept = [o for o in overrides if not own_layout(o)]
     cfg = load_config(kept)
+    if cfg.rl.rollout_devices:  # (its candidates would span every device, the engine's too)
+        raise ConfigError([f"rl.rollout_devices={cfg.rl.rollout_devices}: the layout search does not split the "
+                           "devices yet; search without it, then plan the split with mesh.* set"])
     base = [*kept, f"topology={args.topology}", f"slices={args.slices}"]
     if args.memory_gb:
         base.append(f"memory_gb={args.memory_gb:g}")
