@@ -46,8 +46,10 @@ def _rope(x, pos, cfg, r):
     return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
 
 
-def reference_mla(cfg, p, x, pos):
-    """MLA as DeepSeek-V2's section 2.1 writes it, one sequence, float64, head by head: x [t, D]."""
+def reference_mla(cfg, p, x, pos, keep=None, probs=None):
+    """MLA as DeepSeek-V2's section 2.1 writes it, one sequence, float64, head by head: x [t, D];
+    keep [t, t]: the keys each query may attend to (default causal); probs: a list that gets each
+    head's probabilities [t, t]."""
     p = jax.tree.map(lambda a: np.asarray(a, np.float64), p)
     m = cfg.mla
     R, _, n, r, _ = mla_dims(cfg)
@@ -61,10 +63,84 @@ def reference_mla(cfg, p, x, pos):
         q_h = np.concatenate([q[:, h, :n], _rope(q[:, None, h, n:], pos, cfg, r)[:, 0]], axis=-1)
         k_h = np.concatenate([k_nope, k_rope[:, 0]], axis=-1)
         s = q_h @ k_h.T * softmax_scale(cfg)
-        s = np.where(np.tril(np.ones((len(x), len(x)), bool)), s, -np.inf)
+        s = np.where(np.tril(np.ones((len(x), len(x)), bool)) if keep is None else keep, s, -np.inf)
         w = np.exp(s - s.max(-1, keepdims=True))
         out += (w / w.sum(-1, keepdims=True)) @ v @ p.w_o[h]
+        if probs is not None:
+            probs.append(w / w.sum(-1, keepdims=True))
     return out
+
+
+def reference_indexer(cfg, p, x, pos):
+    """The lightning indexer's scores [t, t] (causal, -inf above the diagonal), float64, as transformers
+    5.24's DeepseekV32Indexer computes them: queries from the normalised query latent (wq_b), one key a token
+    LayerNorm-ed (k_norm, eps 1e-6), both rotated on their first rope_dim dimensions by half-split pairs,
+    sum_j weights_proj(x)_j / sqrt(I) ReLU(q_j . k / sqrt(d))."""
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), p)
+    m, t = cfg.mla, len(x)
+    r, I, d = m.rope_dim, m.index_heads, m.index_dim
+    q = (_rms(x @ p.w_dq, p.q_latent_norm) @ p.w_iq.reshape(m.q_rank, -1)).reshape(t, I, d)
+    k = x @ p.w_ik
+    k = (k - k.mean(-1, keepdims=True)) / np.sqrt(k.var(-1, keepdims=True) + 1e-6) * p.ik_scale + p.ik_bias
+    q = np.concatenate([_rope(q[..., :r], pos, cfg, r), q[..., r:]], axis=-1)
+    k = np.concatenate([_rope(k[:, None, :r], pos, cfg, r)[:, 0], k[:, r:]], axis=-1)
+    scores = np.einsum("th,ths->ts", x @ p.w_iw / np.sqrt(I), np.maximum(np.einsum("thd,sd->ths", q, k) / np.sqrt(d),
+                                                                         0))
+    return np.where(np.tril(np.ones((t, t), bool)), scores, -np.inf)
+
+
+DSA = (*MLA, "model.mla.index_heads=8", "model.mla.index_dim=8", "model.mla.index_topk=5")
+
+
+def test_sparse_attention_equals_its_equations_and_its_kl_a_hand_computation():
+    """DeepSeek Sparse Attention (model.mla.index_heads): over 2 x 24 tokens each query attends to its
+    5 keys of highest index score (a float64 reference of transformers' indexer, rows past the 5th
+    token losing keys), the unit's output equal to MLA's reference under that mask; the indexer's KL
+    loss equal to its hand computation (the main attention's probabilities summed over heads and
+    normalised, against softmax of the index scores over the selected keys; in the dense warm-up over
+    every causal key, the attention then dense); the warm-up's gradients reach the indexer alone."""
+    cfg, mesh, rules, params = one_device(*DSA)
+    m = cfg.model
+    rng = np.random.default_rng(0)
+    p = jax.tree.map(lambda a: a[0] + rng.normal(0, 0.2, a[0].shape).astype(np.float32), params.blocks.attn)
+    x = rng.normal(0, 1, (2 * 24, m.d_model)).astype(np.float32)
+    dense = dataclasses.replace(m, mla=dataclasses.replace(m.mla, index_train="dense"))
+    for c in (m, dense):
+        with jax.set_mesh(mesh):
+            got, _, aux = jax.jit(lambda p, x: mla_attention(c, rules, p, x, UnitInputs(jnp.arange(24), 2)))(
+                p, jnp.asarray(x))
+        want, kls = [], []
+        for i in range(2):
+            xi = x[i * 24:(i + 1) * 24].astype(np.float64)
+            scores = reference_indexer(c, p, xi, np.arange(24.0))
+            kth = -np.sort(-scores, axis=-1)[:, 4:5]  # (each row's 5th best; -inf in rows of fewer keys)
+            keep = np.isfinite(scores) & ((scores >= kth) if c.mla.index_train == "sparse" else True)
+            assert (keep.sum(-1) == (np.minimum(np.arange(24) + 1, 5) if c is m else np.arange(24) + 1)).all()
+            probs = []
+            want.append(reference_mla(c, p, xi, np.arange(24.0), keep, probs))
+            target = np.sum(probs, axis=0) / c.num_heads
+            log_q = np.where(keep, scores, -np.inf)
+            log_q = log_q - log_q.max(-1, keepdims=True)
+            log_q = np.where(keep, log_q - np.log(np.exp(log_q).sum(-1, keepdims=True)), 0)
+            kls.append(np.sum(np.where(keep, target * (np.log(np.where(keep, target, 1)) - log_q), 0), axis=-1))
+        want = np.concatenate(want)
+        assert np.abs(np.asarray(got) - want).max() <= 2e-5 * np.abs(want).max()
+        assert float(aux["indexer_kl"]) == pytest.approx(np.mean(kls), rel=1e-4) and np.mean(kls) > 1e-3
+        if c is m:  # (the selection matters: dense attention differs)
+            sparse_out = want
+        else:
+            assert np.abs(want - sparse_out).max() > 0.1 * np.abs(want).max()
+    # the warm-up: the objective's other terms give no gradient, the indexer's KL loss gives the indexer one
+    from spmdgpt.model.loss import objective
+
+    toks = jnp.asarray(rng.integers(0, 10, (2, 24)), jnp.int32)
+    with jax.set_mesh(mesh):
+        grads = jax.jit(jax.grad(lambda p: objective(dense, rules, p, toks, toks)[0]))(params)
+    attn = grads.blocks.attn
+    assert all(np.abs(np.asarray(getattr(attn, f))).max() > 0 for f in ("w_iq", "w_ik", "ik_scale", "ik_bias", "w_iw"))
+    others = [a for f, a in attn._asdict().items() if f in ("w_dq", "w_q", "w_dkv", "w_ukv", "w_o")] + \
+        [grads.embed, grads.blocks.mlp.w_up]
+    assert all(not np.any(np.asarray(a)) for a in others)
 
 
 @pytest.mark.parametrize("overrides", [MLA, ("model.mla.kv_rank=16", "model.mla.nope_dim=6", "model.mla.rope_dim=8"),

@@ -60,6 +60,14 @@ class MlaConfig(Section):
     rope_dim: int = 64  # RoPE dimensions of each query head and of the shared RoPE key (qk_rope_head_dim)
     nope_dim: Optional[int] = None  # unrotated query/key dimensions per head (qk_nope_head_dim); default model.head_dim
     v_dim: Optional[int] = None  # value (and output) dimensions per head (v_head_dim); default model.head_dim
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, `spmdgpt.model.mla`): a lightning indexer scores the past tokens and
+    # each query attends to its index_topk best; index_heads 0 = off
+    index_heads: int = 0  # the indexer's heads (index_n_heads; DeepSeek-V3.2: 64)
+    index_dim: int = 128  # the indexer's query/key width per head, its first rope_dim rotated (index_head_dim)
+    index_topk: int = 2048  # keys each query attends to (index_topk)
+    index_train: str = "sparse"  # "sparse": attention over the top-k, the indexer learning by its KL loss over them;
+    # "dense": the paper's warm-up, dense attention, the indexer alone learning (KL against the whole distribution)
+    index_kl: float = 1.0  # the indexer's KL loss weight in the objective (aux/indexer_kl)
 
     def __str__(self) -> str:
         return changed_fields(self)

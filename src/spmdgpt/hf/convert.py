@@ -77,7 +77,9 @@ def canonical(cfg: ModelConfig) -> ModelConfig:
     mla = MlaConfig()
     if cfg.mla.kv_rank:  # (MLA's widths spelt out; head_dim then only their default)
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
-        mla, kv, hd = MlaConfig(kv_rank, q_rank, rope, nope, v), None, None
+        a = cfg.mla  # (the indexer's fields with its heads; without them, their defaults)
+        index = dict(index_heads=a.index_heads, index_dim=a.index_dim, index_topk=a.index_topk) if a.index_heads else {}
+        mla, kv, hd = MlaConfig(kv_rank, q_rank, rope, nope, v, **index), None, None
     return dataclasses.replace(cfg, num_kv_heads=kv, head_dim=hd, qkv_bias=cfg.qkv_bias and not cfg.bias, **unused,
                                sliding_window=max(*windows, 0), attention_chunk=-min(*windows, 0),
                                global_nope=nope_layers, attn_temperature=temperature, attn_temperature_floor=floor,
@@ -185,7 +187,7 @@ def _dims(cfg: ModelConfig, layer: Optional[int] = None) -> dict:
             "f": mlp_hidden(cfg), "v": cfg.vocab_size, "e": cfg.moe.num_experts, "m": expert_hidden(cfg),
             "g": cfg.moe.shared_experts * expert_hidden(cfg), "l": kv_rank, "s": q_rank, "p": kv_rank + rope,
             "q": nope + rope, "u": nope + v, "o": v, "kh": kh, "kd": kd, "vh": vh, "vd": vd, "cw": cfg.deltanet.conv,
-            "kr": kd, "vr": vd, "two": 2}
+            "kr": kd, "vr": vd, "two": 2, "i": cfg.mla.index_dim, "ni": cfg.mla.index_heads}
 
 
 def _side(layout: str, theirs: bool = True) -> str:

@@ -92,11 +92,13 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
                  "parametrization", "base_width", "base_depth", "base_head_dim", "depth_alpha",
                  "size",  # (model.size: the fields it sets are spelt out in the config)
                  "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss",
-                 "deltanet.chunk")
+                 "deltanet.chunk", "mla.index_train", "mla.index_kl")
 # a dense model's moe.* fields (what a table without experts refuses: the defaults)
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
 # a model without multi-head latent attention: the mla.* defaults
-NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig)}
+NO_MLA = {f"mla.{f.name}": f.default for f in dataclasses.fields(MlaConfig) if f"mla.{f.name}" not in TRAINING_ONLY}
+# MLA without DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3's, Kimi Linear's)
+NO_INDEXER = {name: NO_MLA[name] for name in ("mla.index_heads", "mla.index_dim", "mla.index_topk")}
 # a model without Gated DeltaNet layers: the deltanet.* defaults; nor Qwen3.5's gated softmax attention
 # and partial RoPE
 NO_DELTANET = {**{f"deltanet.{f.name}": f.default for f in dataclasses.fields(DeltaNetConfig)
@@ -386,7 +388,7 @@ DEEPSEEK_V3 = Architecture(
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
              "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False,
-             "moe.weight_input": False, **NO_GEMMA,
+             "moe.weight_input": False, **NO_GEMMA, **NO_INDEXER,
              **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
@@ -866,7 +868,7 @@ KIMI_LINEAR = Architecture(
              "moe.interleave_step": 1, "moe.first_dense_layers": 0,
              "moe.shared_gate": False, "moe.weight_input": False,
              **{k: v for k, v in NO_LLAMA4.items() if k != "global_nope"},
-             **NO_GEMMA, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT},
+             **NO_GEMMA, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_INDEXER},
     requires={"global_nope": (lambda n: n, "softmax layers without RoPE (model.global_nope=true)"),
               "mla.kv_rank": (lambda r: r > 0, "multi-head latent attention in the softmax layers "
                                                "(model.mla.kv_rank > 0)"),
@@ -880,8 +882,8 @@ KIMI_LINEAR = Architecture(
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
 # the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next; Kimi
 # Linear's hybrid before Qwen's, whose picks it meets too)
-ARCHITECTURES = (KIMI_LINEAR, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V3, QWEN3_MOE, MIXTRAL,
-                 QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
+ARCHITECTURES = (KIMI_LINEAR, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V3, QWEN3_MOE,
+                 MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose

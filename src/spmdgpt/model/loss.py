@@ -155,10 +155,16 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     if vectors:
         metrics["between_steps"] = vectors
     for name, weight in aux_loss_weights(cfg).items():
-        obj = obj + weight * metrics[f"aux/{name}"]
+        if name != "indexer_kl":
+            obj = obj + weight * metrics[f"aux/{name}"]
     if extra:
         metrics.update(extra)
         obj = obj + cfg.mtp_weight * extra["mtp/loss"]
+    if "indexer_kl" in aux_loss_weights(cfg):  # (DeepSeek Sparse Attention's indexer, `mla`; its dense warm-up
+        # trains the indexer alone: every other term gives no gradient, the paper's other parameters frozen)
+        if cfg.mla.index_train == "dense":
+            obj = jax.lax.stop_gradient(obj)
+        obj = obj + cfg.mla.index_kl * metrics["aux/indexer_kl"]
     return obj, metrics
 
 

@@ -29,6 +29,30 @@ latent space (q_nope w_uk^T), scored against the cached latents directly, and th
 latent output is taken up by w_uv, so no expanded key or value is ever built for the cache.
 Under tensor parallelism the heads are split (w_q, w_ukv, w_o) and the latent is computed whole
 on every device of the tensor axis; FSDP splits the latent axes (`latent`) like `embed`.
+
+DeepSeek Sparse Attention (DSA; DeepSeek-V3.2, arXiv:2512.02556, section 2.1; `model.mla.index_heads`
+= I > 0, d = index_dim): a lightning indexer beside the latent attention,
+
+    w_iq      [Q, I, d]   its queries from the normalised query latent (transformers' indexer.wq_b)
+    w_ik      [D, d]      its one key per token (wk), LayerNorm-ed (eps 1e-6; k_norm's weight ik_scale
+    ik_scale, ik_bias [d]  and bias ik_bias)
+    w_iw      [D, I]      each head's weight per token (weights_proj)
+
+scores each query t against each past token s as I_ts = sum_j w_tj I^-1/2 ReLU(q_tj . k_s d^-1/2)
+(the paper's equation 1, with transformers 5.24's scales), its queries and keys rotated by RoPE on
+their first rope_dim dimensions (the half-split pairing of `layers.rope`, unlike MLA's interleaved
+checkpoint rows); each query then attends only to the index_topk keys of highest score among its
+causal ones (all of them while there are fewer). Here the selection is a mask on the dense scores
+(a query keeps the keys whose score reaches its k-th largest; a tie at the k-th keeps every tied
+key): the masked dense form, O(t^2) like dense attention, what runs on every backend (not a sparse
+kernel: DeepSeek's FlashMLA gathers the k keys instead). The indexer's keys are cached beside the
+latent ("index_k"), so a decode step scores the cache and attends over its top-k there too.
+The indexer learns by its own loss alone (its inputs detached, the top-k not differentiable): the
+KL divergence from the main attention's distribution (summed over heads, L1-normalised, no
+gradient) to softmax of its scores, averaged over the queries (`aux/indexer_kl`, weight
+model.mla.index_kl). model.mla.index_train=dense is the paper's warm-up: dense attention, the KL over
+every causal key, every other parameter frozen (the objective's other terms give no gradient);
+sparse: attention over the top-k, the KL over the selected keys (the paper's sparse training stage).
 """
 
 from __future__ import annotations
@@ -52,7 +76,7 @@ from spmdgpt.model.attention import (
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
-from spmdgpt.model.kernels import TOKEN_MAJOR
+from spmdgpt.model.kernels import TOKEN_MAJOR, attention_dropout, document_mask
 from spmdgpt.model.layers import layer_rope, rms_normalize, rope, yarn_mscale
 
 LATENT_EPS = 1e-6
@@ -71,13 +95,30 @@ class Mla(NamedTuple):
     kv_latent_norm: jax.Array
     w_ukv: jax.Array
     w_o: jax.Array
+    w_iq: Optional[jax.Array] = None  # the lightning indexer's (model.mla.index_heads > 0; see the module docstring)
+    w_ik: Optional[jax.Array] = None
+    ik_scale: Optional[jax.Array] = None
+    ik_bias: Optional[jax.Array] = None
+    w_iw: Optional[jax.Array] = None
+
+
+def indexed(cfg: ModelConfig) -> bool:
+    """MLA with DeepSeek Sparse Attention's indexer (model.mla.index_heads > 0)."""
+    return bool(cfg.mla.kv_rank and cfg.mla.index_heads)
 
 
 def mla_info(cfg: ModelConfig) -> Mla:
     D, N, std = cfg.d_model, cfg.num_heads, cfg.init_std
     R, Q, n, r, v = mla_dims(cfg)
     q_in = ("latent",) if Q else ("embed",)
-    return Mla(
+    index = {}
+    if indexed(cfg):  # (its heads unsplit: the indexer is small, and computed whole on each device of the tensor axis)
+        I, d = cfg.mla.index_heads, cfg.mla.index_dim
+        index = dict(w_iq=matrix((Q, I, d), ("latent", None, None), ("latent",), (None, None), std),
+                     w_ik=matrix((D, d), ("embed", None), ("embed",), (None,), std),
+                     ik_scale=vector((d,), (None,), "ones"), ik_bias=vector((d,), (None,)),
+                     w_iw=matrix((D, I), ("embed", None), ("embed",), (None,), std))
+    return Mla(**index,
         w_dq=matrix((D, Q), ("embed", "latent"), ("embed",), ("latent",), std) if Q else None,
         q_latent_norm=vector((Q,), ("latent",), "ones") if Q else None,
         w_q=matrix((Q or D, N, n + r), q_in + ("heads", "head_dim"), q_in, ("heads", "head_dim"), std),
@@ -99,10 +140,11 @@ def softmax_scale(cfg: ModelConfig) -> float:
     return scale
 
 
-def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax.Array, batch: int, window=None):
+def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax.Array, batch: int, window=None,
+             latent_query: bool = False):
     """x [stream, D] -> (q [b, t, N, n + r], rotated and scaled by softmax_scale x sqrt(n + r);
     the normalised latent [b, t, R]; the rotated RoPE key [b, t, r]), one gather of x for both
-    down-projections."""
+    down-projections; latent_query: and the normalised query latent [stream, Q] (the indexer's input)."""
     dt = x.dtype
     R, Q, n, r, _ = mla_dims(cfg)
     w = lambda a, *logical: rules.gather(a.astype(dt), logical)  # noqa: E731
@@ -113,6 +155,7 @@ def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: ja
         q_term = ("td,dnh->tnh", w(p.w_q, "embed", "heads", "head_dim"), ("embed", "heads", "head_dim"),
                   ("heads", "head_dim"))
     ckv, q = matmuls_in(rules, x, kv_term, q_term)
+    cq = None
     if Q:
         cq = rms_normalize(q, LATENT_EPS, w(p.q_latent_norm, "latent"))
         q = jnp.einsum("tr,rnh->tnh", cq, w(p.w_q, "latent", "heads", "head_dim"),
@@ -126,7 +169,7 @@ def _project(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: ja
     boost = softmax_scale(cfg) * (n + r) ** 0.5
     if boost != 1.0:
         q = q * jnp.asarray(boost, dt)
-    return q, latent, k_rope
+    return (q, latent, k_rope, cq) if latent_query else (q, latent, k_rope)
 
 
 def _keys_values(cfg: ModelConfig, rules: Rules, p: Mla, latent: jax.Array, k_rope: jax.Array):
@@ -154,14 +197,17 @@ def mla_qkv(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, positions: jax
 def mla_cache(cfg: ModelConfig, batch: int, capacity: int) -> dict:
     """What MLA caches per layer: the normalised latent and the rotated RoPE key of each token."""
     R, _, _, r, _ = mla_dims(cfg)
+    index = {"index_k": ((batch, capacity, cfg.mla.index_dim), ("batch", None, None))} if indexed(cfg) else {}
     return {"latent": ((batch, capacity, R), ("batch", None, None)),
-            "k_rope": ((batch, capacity, r), ("batch", None, None))}
+            "k_rope": ((batch, capacity, r), ("batch", None, None)), **index}
 
 
 def mla_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitInputs):
     """The unit's apply: x [batch * seq, D] -> ([batch * seq, D], this layer's updated cache
     {"latent", "k_rope"} or None, {}). Full sequences (no cache, or a prefill) expand keys and
     values and run the backend; a decode step attends in the latent space over the cache."""
+    if indexed(cfg):
+        return _sparse_attention(cfg, rules, p, x, u)
     cache = u.cache
     if cache is not None and cache.mask is not None:
         q, latent, k_rope = _project(cfg, rules, p, x, u.positions, u.batch, u.window)
@@ -198,6 +244,97 @@ def _absorbed(cfg: ModelConfig, rules: Rules, p: Mla, q: jax.Array, arrays: dict
     return jnp.einsum("btnr,rnh->btnh", o_latent, w[..., n:], out_sharding=heads)
 
 
+def _indexer(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, cq: jax.Array, positions: jax.Array, batch: int,
+             window=None):
+    """The lightning indexer's queries [b, t, I, d], keys [b, t, d] (both rotated on their first
+    rope_dim dimensions) and head weights [b, t, I] (float32, times I^-1/2) of the residual x
+    [stream, D] and the query latent cq [stream, Q], both detached (the indexer learns by its KL
+    loss alone)."""
+    x, cq = jax.lax.stop_gradient(x), jax.lax.stop_gradient(cq)
+    r, f32 = cfg.mla.rope_dim, jnp.float32
+    w = lambda a, *logical: rules.gather(a.astype(x.dtype), logical)  # noqa: E731
+    q = jnp.einsum("tr,rnh->tnh", cq, w(p.w_iq, "latent", None, None), out_sharding=rules.spec("tokens", None, None))
+    k = jnp.einsum("td,dh->th", x, w(p.w_ik, "embed", None), out_sharding=rules.spec("tokens", None))
+    weights = jnp.einsum("td,dn->tn", x.astype(f32), rules.gather(p.w_iw.astype(f32), ("embed", None)),
+                         out_sharding=rules.spec("tokens", None)) * cfg.mla.index_heads ** -0.5
+    k32 = k.astype(f32)
+    k32 = k32 - jnp.mean(k32, axis=-1, keepdims=True)  # (LayerNorm, eps 1e-6: transformers' k_norm)
+    k32 = k32 * jax.lax.rsqrt(jnp.mean(jnp.square(k32), axis=-1, keepdims=True) + 1e-6)
+    k = (k32 * p.ik_scale.astype(f32) + p.ik_bias.astype(f32)).astype(x.dtype)
+    q, k = unflatten(rules, q, batch, None, None), unflatten(rules, k, batch, None)
+    freq = layer_rope(cfg, r, window)
+    q = jnp.concatenate([rope(q[..., :r], positions, *freq), q[..., r:]], axis=-1)
+    k = jnp.concatenate([rope(k[..., :r], positions, *freq), k[..., r:]], axis=-1)
+    return q, k, unflatten(rules, weights, batch, None)
+
+
+def index_scores(rules: Rules, q: jax.Array, k: jax.Array, weights: jax.Array) -> jax.Array:
+    """The indexer's scores, float32 [b, t, s]: sum_j weights[b, t, j] ReLU(q[b, t, j] . k[b, s] / sqrt(d))."""
+    s = jnp.einsum("btnh,bsh->btns", q, k, preferred_element_type=jnp.float32,
+                   out_sharding=rules.spec("batch", None, None, None))
+    s = jax.nn.relu(s * q.shape[-1] ** -0.5)
+    return jnp.einsum("btn,btns->bts", weights, s, out_sharding=rules.spec("batch", None, None))
+
+
+def top_keys(scores: jax.Array, mask: jax.Array, k: int) -> jax.Array:
+    """[b, t, s]: True at the k keys of highest score among each query's allowed ones (`mask`; all
+    of them while there are no more than k; a tie at the k-th score keeps every tied key)."""
+    if k >= scores.shape[-1]:
+        return mask
+    masked = jnp.where(mask, scores, -jnp.inf)
+    kth = jax.lax.top_k(masked, k)[0][..., -1:]
+    return mask & (masked >= kth)
+
+
+def indexer_kl(probs: jax.Array, scores: jax.Array, support: jax.Array) -> jax.Array:
+    """The indexer's loss, float32 []: the mean over queries of KL(p || softmax(scores over
+    `support`)), p the main attention's probabilities [b, N, t, s] summed over heads and
+    L1-normalised (no gradient); support [b, t, s] the keys it is taken over (the causal ones in
+    the dense warm-up, the selected ones in sparse training: where p lives)."""
+    p = jax.lax.stop_gradient(jnp.sum(probs.astype(jnp.float32), axis=1))
+    p = p / jnp.maximum(jnp.sum(p, axis=-1, keepdims=True), 1e-30)
+    log_q = jax.nn.log_softmax(jnp.where(support, scores, -jnp.inf), axis=-1)
+    rows = jnp.sum(jnp.where(support & (p > 0), p * (jnp.log(jnp.where(p > 0, p, 1.0)) - log_q), 0.0), axis=-1)
+    return jnp.mean(rows)
+
+
+def _sparse_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitInputs):
+    """`mla_attention` with the lightning indexer (DeepSeek Sparse Attention): each query attends to
+    the index_topk keys of highest index score, in the masked dense form (module docstring); full
+    sequences also give the indexer's KL loss {"indexer_kl"}. A cached pass writes the indexer's keys
+    beside the latent and selects over the cache under its mask."""
+    cache, a = u.cache, cfg.mla
+    q, latent, k_rope, cq = _project(cfg, rules, p, x, u.positions, u.batch, u.window, latent_query=True)
+    qi, ki, weights = _indexer(cfg, rules, p, x, cq, u.positions, u.batch, u.window)
+    if cache is not None and cache.mask is not None:
+        arrays = write_cache(cache, 1, latent=latent, k_rope=k_rope, index_k=ki)
+        scores = index_scores(rules, qi, arrays["index_k"].astype(qi.dtype), weights)
+        mask = top_keys(scores, cache.mask, a.index_topk)
+        return output_projection(rules, p, _absorbed(cfg, rules, p, q, arrays, mask), head_major=False), arrays, {}
+    _, _, n, r, _ = mla_dims(cfg)
+    t = x.shape[0] // u.batch
+    causal = jnp.tril(jnp.ones((t, t), bool))[None]
+    if u.segment_ids is not None:
+        causal = causal & document_mask(u.segment_ids, slice(None), slice(None))
+    causal = jnp.broadcast_to(causal, (u.batch, t, t), out_sharding=rules.spec("batch", None, None))
+    scores = index_scores(rules, qi, ki, weights)
+    dense = a.index_train == "dense"
+    mask = causal if dense else top_keys(scores, causal, a.index_topk)
+    k, v = _keys_values(cfg, rules, p, latent, k_rope)
+    q, k, v = (jnp.transpose(z, (0, 2, 1, 3)) for z in (q, k, v))
+    logits = jnp.einsum("bnqh,bnkh->bnqk", q, k, preferred_element_type=jnp.float32,
+                        out_sharding=rules.spec("batch", "heads", None, None))
+    probs = probabilities(logits, mask[:, None], (n + r) ** -0.5, attention_dropout(cfg), u.key, q.dtype)
+    o = jnp.einsum("bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", None, "head_dim"))
+    arrays = None if cache is None else write_cache(cache, 1, latent=latent, k_rope=k_rope, index_k=ki)
+    return output_projection(rules, p, o, True), arrays, {"indexer_kl": indexer_kl(probs, scores, mask)}
+
+
+def mla_losses(cfg: ModelConfig) -> dict:
+    """The indexer's KL loss and its weight (model.mla.index_kl), with the indexer on."""
+    return {"indexer_kl": cfg.mla.index_kl} if indexed(cfg) else {}
+
+
 def mla_stats(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitInputs) -> dict:
     return attention_stats(mla_qkv, cfg, rules, p, x, u)
 
@@ -229,6 +366,24 @@ def config_errors(m: ModelConfig) -> List[str]:
         if getattr(m, name):
             errs.append(f"model.{name}=true with model.mla.kv_rank > 0: multi-head latent attention has none (its "
                         f"latents are RMS-normalised with plain scales); set model.{name}=false")
+    if a.index_heads < 0:
+        errs.append(f"model.mla.index_heads={a.index_heads} must be >= 0 (0: no indexer; DeepSeek-V3.2: 64)")
+    if a.index_heads > 0:
+        if not a.q_rank:
+            errs.append("model.mla.index_heads > 0 with model.mla.q_rank=0: the lightning indexer's queries come from "
+                        "the query latent; set model.mla.q_rank > 0")
+        if a.index_dim < a.rope_dim or a.index_dim % 2:
+            errs.append(f"model.mla.index_dim={a.index_dim} must be even and >= model.mla.rope_dim={a.rope_dim} (the "
+                        "indexer rotates its first rope_dim dimensions)")
+        if a.index_topk < 1:
+            errs.append(f"model.mla.index_topk={a.index_topk} must be >= 1 (keys each query attends to)")
+        if a.index_train not in ("sparse", "dense"):
+            errs.append(f"model.mla.index_train={a.index_train!r} must be sparse or dense (the warm-up)")
+        if not a.index_kl >= 0:
+            errs.append(f"model.mla.index_kl={a.index_kl} must be >= 0 (the indexer's KL loss weight)")
+        if m.sliding_window or m.attention_chunk:
+            errs.append("model.sliding_window / attention_chunk with model.mla.index_heads > 0: DeepSeek Sparse "
+                        "Attention selects among all past keys; unset them")
     _, _, n, r, v = mla_dims(m)
     if v > n + r:
         errs.append(f"model.mla.v_dim={v} is wider than the query/key heads (nope_dim + rope_dim = {n + r}): the fused "

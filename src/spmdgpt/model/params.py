@@ -58,7 +58,7 @@ from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked, vector
 from spmdgpt.model.layers import Norm, dtype_of, norm_info
-from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_stats
+from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_losses, mla_stats
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
@@ -107,7 +107,8 @@ class Unit(NamedTuple):
 
 ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv), cache=kv_cache)  # multi-head
 GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv), cache=kv_cache)
-LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, cache=mla_cache)  # multi-head latent attention (MLA)
+# multi-head latent attention (MLA; with DeepSeek Sparse Attention's indexer, its KL loss)
+LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, mla_losses, cache=mla_cache)
 # Gated DeltaNet: a hybrid's linear attention, a fixed-size state per sequence instead of a growing cache
 DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats, state=deltanet_state)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
