@@ -406,6 +406,9 @@ HF_CONFIGS = {
 
 
 HF_CONFIGS["qwen3_5_moe"] = HF_CONFIGS["qwen3_next"]
+# DeepSeek-V3.2: DeepSeek-V3's layers with the lightning indexer (16 heads of 16, their first 8 dimensions rotated),
+# each query attending to its 8 best keys of up to 40 (16 heads: a score of exactly zero, a tie, is unlikely)
+HF_CONFIGS["deepseek_v32"] = {**HF_CONFIGS["deepseek_v3"], "index_n_heads": 16, "index_head_dim": 16, "index_topk": 8}
 # Kimi Linear: a Kimi Delta Attention layer (2 heads of 16, a decay per key channel) then MLA without RoPE (a 32-wide
 # latent, 16 + 8 query/key and 16 value dimensions per head, its 8 rotary ones unrotated), both MoE: 4 sigmoid-routed
 # experts of 32 in 2 groups (1 chosen) beside a shared one, weights scaled by 2.5; a pad id inside the vocabulary
@@ -477,6 +480,15 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
          "bias_update_rate: 0.001, groups: 2, route_scale: 2.5}"],
         "DeepseekV3ForCausalLM",
     ),
+    "deepseek_v32": (
+        "deepseek_v32",
+        {},
+        ["model.num_layers=3", "model.mla={kv_rank: 32, q_rank: 48, rope_dim: 8, nope_dim: 16, v_dim: 16, "
+         "index_heads: 16, index_dim: 16, index_topk: 8}",
+         "model.moe={num_experts: 4, first_dense_layers: 1, mlp_factor: 0.5, shared_experts: 1, router: sigmoid, "
+         "bias_update_rate: 0.001, groups: 2, route_scale: 2.5}"],
+        "DeepseekV32ForCausalLM",
+    ),
     # a full query projection; DeepSeek's YaRN (mscale, mscale_all_dim: the softmax scale grows too)
     "deepseek_v3-yarn": (
         "deepseek_v3",
@@ -541,16 +553,17 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # projection (olmo3, windowed too), norms without parameters and nanochat's RoPE (nanochat), chunks, NoPE layers
 # and their temperature, experts weighted on their input (llama4), the global layers' own pages of another shape,
 # values from keys, value norms and proportional RoPE (gemma4), Kimi Delta Attention's per-channel state
-# beside MLA without RoPE (kimi_linear). The others' attention and MoE units decode as the
+# beside MLA without RoPE (kimi_linear), DeepSeek Sparse Attention's top-k over the indexer's cached keys
+# (deepseek_v32: 8 of up to 36 positions). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
-OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "gemma3", "qwen3_5", "gpt_oss", "olmo3",
-                "nanochat", "llama4", "gemma4", "kimi_linear"}
+OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "deepseek_v32", "gemma3", "qwen3_5", "gpt_oss",
+                "olmo3", "nanochat", "llama4", "gemma4", "kimi_linear"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "kimi_linear"}
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "kimi_linear", "deepseek_v32"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
@@ -592,7 +605,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     w = params.blocks.mlp.w_up
                     assert w.sharding.spec == P(None, "expert", ("data", "context"), "model")
                     assert w.addressable_shards[0].data.shape == (w.shape[0], 2, 32, w.shape[-1] // 2)
-                    if kind == "deepseek_v3":  # MLA: the latent's up-projection split by latent (FSDP) and head
+                    if kind in ("deepseek_v3", "deepseek_v32"):  # MLA: the latent's up-projection split by latent
+                        # (FSDP) and head
                         assert a.w_ukv.sharding.spec == P(None, ("data", "context"), "model", None)
                         assert a.w_ukv.addressable_shards[0].data.shape == (2, 16, 2, 32)
                 elif kind in ("llama", "neox", "olmo2", "nanochat"):
@@ -605,8 +619,8 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     # (Gemma 4's global layers: a stack of their own, their keys alone)
                     assert a.w_kv.addressable_shards[0].data.shape == (*a.w_kv.shape[:1], 32, *a.w_kv.shape[2:])
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
-            if moe and n == 1 and kind not in ("deepseek_v3", "kimi_linear"):  # fine-tuning with the balancing
-                # bias: zeros at first (DeepSeek-V3's and Kimi Linear's files hold theirs)
+            if moe and n == 1 and kind not in ("deepseek_v3", "deepseek_v32", "kimi_linear"):  # fine-tuning with
+                # the balancing bias: zeros at first (DeepSeek-V3's, V3.2's and Kimi Linear's files hold theirs)
                 biased = dataclasses.replace(cfg.model, moe=dataclasses.replace(cfg.model.moe, bias_update_rate=1e-3))
                 again = load_params(biased, tmp_path, rules, "test")
                 assert again.blocks.mlp.router_bias.shape == params.blocks.mlp.router.shape[::2]  # [MoE layers, E]
@@ -852,7 +866,7 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     assert start(gpt2) == (2, [f"{where}/gpt2: architecture 'GPT2LMHeadModel' is not supported; spmdgpt imports "
                                "KimiLinearForCausalLM, Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM, "
                                "Qwen3_5ForCausalLM, GptOssForCausalLM, "
-                               "Llama4ForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
+                               "Llama4ForCausalLM, DeepseekV32ForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, "
                                "MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
                                "LlamaForCausalLM, Gemma4ForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM, "
                                "Olmo3ForCausalLM, "
@@ -860,6 +874,16 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
     assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "
                                           "(interleaved RoPE pairs, DeepSeek's checkpoints)"])
+    v32 = tmp_path / "v32"  # (DeepSeek-V3.2: a layer without the indexer, an indexer narrower than its RoPE)
+    v32.mkdir()
+    (v32 / "config.json").write_text(json.dumps({
+        **HF_CONFIGS["deepseek_v32"], "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+        "layer_types": ["indexed_attention", "full_attention", "indexed_attention"], "index_head_dim": 4}))
+    assert start(v32) == (2, [
+        f"{where}/v32: config.json has layer_types=['indexed_attention', 'full_attention', 'indexed_attention']; "
+        "spmdgpt needs 3 of indexed_attention",
+        f"{where}/v32: config.json has index_head_dim=4; spmdgpt needs an even whole number >= qk_rope_head_dim=8 "
+        "(its first qk_rope_head_dim dimensions rotate)"])
     # a config.json that does not match its weights
     make_hf_model(torch_side, "llama", tmp_path / "wrong")
     config = json.loads((tmp_path / "wrong" / "config.json").read_text())

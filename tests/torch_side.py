@@ -9,7 +9,7 @@ request. Requests ({"op": ..., ...}):
   generate_ids folder, prompts (token ids), max_new_tokens: greedy new ids of generate
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
   chat_template folder, conversations, add_generation_prompt[, tools]: apply_chat_template's text and ids
-  make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe | ... | gemma4 |
+  make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe | deepseek_v32 | ... | gemma4 |
               kimi_linear | neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
@@ -82,6 +82,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
            "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
            "deepseek_v3": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM),
+           "deepseek_v32": (transformers.DeepseekV32Config, transformers.DeepseekV32ForCausalLM),
            "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
            "qwen3_5": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM),
            "gpt_oss": (transformers.GptOssConfig, transformers.GptOssForCausalLM),

@@ -5,6 +5,7 @@ own architecture, `to_tensors` by any table). `convert.py` holds what import and
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, Optional
 
 import numpy as np
@@ -39,6 +40,7 @@ from spmdgpt.hf.convert import (
 from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
 from spmdgpt.hf.tables import (
     DEEPSEEK_V3,
+    DEEPSEEK_V32,
     GEMMA3,
     GEMMA4,
     GPT_OSS,
@@ -98,6 +100,14 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     moe = cfg.moe  # (Mixtral, Qwen3-MoE: the experts; the auxiliary loss weight recorded)
     experts = {"num_experts_per_tok": moe.top_k, "router_aux_loss_coef": moe.load_balance_loss,
                "output_router_logits": False}
+    if arch is DEEPSEEK_V32:  # (DeepSeek-V3's fields, its main attention's RoPE always interleaved; the indexer's)
+        v3 = hf_config(dataclasses.replace(cfg, mla=dataclasses.replace(cfg.mla, index_heads=0)), eos_id, bos_id)
+        del v3["rope_interleave"], v3["num_nextn_predict_layers"]
+        a = cfg.mla
+        return {**v3, "architectures": [arch.name], "model_type": arch.model_type, "index_n_heads": a.index_heads,
+                "index_head_dim": a.index_dim, "index_topk": a.index_topk,
+                "mlp_layer_types": ["dense" if i < moe.first_dense_layers else "sparse" for i in range(cfg.num_layers)],
+                "layer_types": ["indexed_attention"] * cfg.num_layers}
     if arch is DEEPSEEK_V3:
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
         return {**llama, "num_experts_per_tok": moe.top_k, "num_key_value_heads": cfg.num_heads, "head_dim": rope,

@@ -8,6 +8,7 @@ from spmdgpt.config import ConfigError, moe_layer_pattern
 from spmdgpt.hf.tables import (
     ARCHITECTURES,
     DEEPSEEK_V3,
+    DEEPSEEK_V32,
     GEMMA3,
     GEMMA4,
     GPT_OSS,
@@ -154,6 +155,8 @@ def _model_fields(hf: dict, where: str) -> dict:
                   "bias": bool(hf.get("attention_bias", True))}
     elif kind == DEEPSEEK_V3.model_type:
         fields = _deepseek_v3(hf, need)
+    elif kind == DEEPSEEK_V32.model_type:
+        fields = _deepseek_v32(hf, need)
     elif kind == GEMMA3.model_type:
         fields = _gemma3(hf, need)
     elif kind == GEMMA4.model_type:
@@ -446,13 +449,43 @@ def _deepseek_v3(hf: dict, need) -> dict:
     d = hf["hidden_size"]
     return {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
             "mla": {"kv_rank": hf["kv_lora_rank"], "q_rank": hf.get("q_lora_rank") or 0,
-                    "rope_dim": hf["qk_rope_head_dim"], "nope_dim": hf["qk_nope_head_dim"], "v_dim": hf["v_head_dim"]},
+                    "rope_dim": hf["qk_rope_head_dim"], "nope_dim": hf["qk_nope_head_dim"], "v_dim": hf["v_head_dim"],
+                    "index_heads": 0, "index_dim": 128, "index_topk": 2048},
             "moe": {"num_experts": hf["n_routed_experts"], "top_k": hf["num_experts_per_tok"],
                     "mlp_factor": hf["moe_intermediate_size"] / d, "shared_experts": hf.get("n_shared_experts") or 0,
                     "router": "sigmoid", "normalize_top_k": bool(hf.get("norm_topk_prob", True)),
                     "first_dense_layers": first_dense, "interleave_step": 1, "groups": hf.get("n_group") or 1,
                     "top_groups": hf.get("topk_group") or 1, "route_scale": float(hf.get("routed_scaling_factor", 1.0)),
                     "bias_update_rate": 0.001}}
+
+
+def _deepseek_v32(hf: dict, need) -> dict:
+    """The model fields of a DeepseekV32ForCausalLM config.json: DeepSeek-V3's (its main attention's RoPE
+    always interleaved, a query latent always), every layer with the lightning indexer (index_n_heads,
+    index_head_dim, index_topk; layer_types all indexed_attention), the dense layers first (mlp_layer_types
+    or first_k_dense_replace, transformers' DeepseekV32Config defaults where a field is absent)."""
+    layers = hf["num_hidden_layers"]
+    first_dense = hf.get("first_k_dense_replace", 3)
+    kinds = hf.get("mlp_layer_types") or ["dense"] * min(first_dense, layers) + ["sparse"] * (layers - first_dense)
+    n = kinds.count("dense")
+    need("mlp_layer_types", kinds == ["dense"] * n + ["sparse"] * (layers - n) and 0 <= n < layers,
+         f"{layers} of dense then sparse, at least one sparse (the dense layers first: model.moe.first_dense_layers)")
+    types = hf.get("layer_types") or ["indexed_attention"] * layers
+    need("layer_types", types == ["indexed_attention"] * layers, f"{layers} of indexed_attention")
+    need("q_lora_rank", bool(hf.get("q_lora_rank", 1536)), "> 0 (the indexer's queries come from the query latent)")
+    heads, dim, topk = hf.get("index_n_heads", 64), hf.get("index_head_dim", 128), hf.get("index_topk", 2048)
+    rope = hf.get("qk_rope_head_dim", 64)
+    need("index_n_heads", type(heads) is int and heads > 0, "a whole number > 0")
+    need("index_head_dim", type(dim) is int and dim >= rope and dim % 2 == 0,
+         f"an even whole number >= qk_rope_head_dim={rope} (its first qk_rope_head_dim dimensions rotate)")
+    need("index_topk", type(topk) is int and topk > 0, "a whole number > 0")
+    v3 = {k: v for k, v in hf.items() if k not in ("rope_interleave", "first_k_dense_replace")}
+    fields = _deepseek_v3({**v3, "first_k_dense_replace": n, "q_lora_rank": hf.get("q_lora_rank", 1536),
+                           "n_group": hf.get("n_group", 8), "topk_group": hf.get("topk_group", 4)}, need)
+    need("rope_interleave", hf.get("rope_interleave", True) is True, "absent or true (DeepSeek-V3.2's main attention "
+         "rotates interleaved pairs)")
+    fields["mla"].update(index_heads=heads, index_dim=dim, index_topk=topk)
+    return fields
 
 
 def _qwen3_moe_layers(hf: dict, need) -> dict:

@@ -393,6 +393,30 @@ DEEPSEEK_V3 = Architecture(
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
+# DeepSeek-V3.2 (DeepseekV32ForCausalLM): DeepSeek-V3 with DeepSeek Sparse Attention's lightning indexer in every
+# layer (`model.mla`: index_heads, index_dim, index_topk); its queries from the query latent (indexer.wq_b: always a
+# q_lora_rank), its key and head weights from the layer's input (wk, weights_proj), the key LayerNorm-ed (k_norm,
+# weight and bias); its RoPE rotates half-split pairs of the first qk_rope_head_dim dimensions (no row order), the
+# main attention's interleaved ones as DeepSeek-V3's (always: no rope_interleave field)
+INDEXER = [
+    _t("self_attn.indexer.wq_b.weight", "blocks.attn.w_iq", "s ni i -> (ni i) s"),
+    _t("self_attn.indexer.wk.weight", "blocks.attn.w_ik", "d i -> i d"),
+    _t("self_attn.indexer.k_norm.weight", "blocks.attn.ik_scale", "i -> i"),
+    _t("self_attn.indexer.k_norm.bias", "blocks.attn.ik_bias", "i -> i"),
+    _t("self_attn.indexer.weights_proj.weight", "blocks.attn.w_iw", "d ni -> ni d"),
+]
+DEEPSEEK_V32 = Architecture(
+    name="DeepseekV32ForCausalLM", model_type="deepseek_v32", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
+    tensors=tuple(_layer("model.layers.{i}.", INDEXER)) + DEEPSEEK_V3.tensors,
+    fields={**DEEPSEEK_V3.fields, "mla.index_heads": "index_n_heads", "mla.index_dim": "index_head_dim",
+            "mla.index_topk": "index_topk"},
+    refused={k: v for k, v in DEEPSEEK_V3.refused.items() if k not in NO_INDEXER},
+    requires={"mla.index_heads": (lambda h: h > 0, "the lightning indexer (model.mla.index_heads > 0)"),
+              "mla.q_rank": (lambda q: q > 0, "a query latent (model.mla.q_rank > 0; q_lora_rank)"),
+              "moe.num_experts": (lambda e: e > 0, "experts (model.moe.num_experts > 0)")},
+    picks={"mla.index_heads": lambda h: h > 0},
+)
+
 # Gemma 3 (text): the Llama family's projections with QK-norm, sandwich norms (post_attention_layernorm
 # is the attention output's norm here; pre/post_feedforward_layernorm the MLP's), every norm (1 + w),
 # GeGLU with the tanh GELU, the embedding x sqrt(d), scores x query_pre_attn_scalar^-0.5, sliding
@@ -882,7 +906,7 @@ KIMI_LINEAR = Architecture(
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
 # the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next; Kimi
 # Linear's hybrid before Qwen's, whose picks it meets too)
-ARCHITECTURES = (KIMI_LINEAR, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V3, QWEN3_MOE,
+ARCHITECTURES = (KIMI_LINEAR, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V32, DEEPSEEK_V3, QWEN3_MOE,
                  MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
