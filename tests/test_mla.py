@@ -259,6 +259,8 @@ def test_flops_and_bad_settings():
     attention_terms = lambda c: flops_per_token(c, 32) - 6 * matmul_params(c)  # noqa: E731
     assert attention_terms(m) == pytest.approx(6 * 2 * 32 * 4 * (20 + 6))
     assert attention_terms(plain) == pytest.approx(12 * 2 * 32 * 4 * 16)
+    indexed = dataclasses.replace(m, mla=dataclasses.replace(m.mla, index_heads=2, index_dim=8))  # (+ its scores)
+    assert attention_terms(indexed) == pytest.approx(6 * 2 * 32 * (4 * (20 + 6) + 2 * (8 + 1)))
     for overrides, expected in [
         (["model.num_kv_heads=2"], "model.num_kv_heads=2 with model.mla.kv_rank=16: MLA shares one latent"),
         (["model.qk_norm=true"], "model.qk_norm=true with model.mla.kv_rank > 0"),
@@ -266,6 +268,12 @@ def test_flops_and_bad_settings():
         (["model.mla.v_dim=40"], "model.mla.v_dim=40 is wider than the query/key heads"),
         (["model.mla.kv_rank=-1"], "model.mla.kv_rank=-1 and q_rank=12 must be >= 0"),
         (["model.bias=true"], "model.bias=true with model.mla.kv_rank > 0"),
+        (["model.mla.index_heads=4", "model.mla.q_rank=0"], "model.mla.index_heads > 0 with model.mla.q_rank=0"),
+        (["model.mla.index_heads=4", "model.mla.index_dim=2"], "model.mla.index_dim=2 must be even and >= "),
+        (["model.mla.index_heads=4", "model.mla.index_train=later"], "model.mla.index_train='later' must be sparse"),
+        (["model.mla.index_heads=4", "model.mla.index_dim=8", "model.mla.index_train=dense",
+          "optimizer.weight_decay=0.1"],
+         "model.mla.index_train=dense with optimizer.weight_decay=0.1: the warm-up trains the indexer alone"),
         (["sharding=fsdp", "mesh.data=8", "model.mla.kv_rank=12"],
          "model.mla.kv_rank=12 is not divisible by 8, the size of mesh axis"),
     ]:

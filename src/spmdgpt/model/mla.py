@@ -112,12 +112,14 @@ def mla_info(cfg: ModelConfig) -> Mla:
     R, Q, n, r, v = mla_dims(cfg)
     q_in = ("latent",) if Q else ("embed",)
     index = {}
-    if indexed(cfg):  # (its heads unsplit: the indexer is small, and computed whole on each device of the tensor axis)
+    if indexed(cfg):  # (its axes "index_heads", "index_dim" in no rule table: the indexer is small, computed whole
+        # on each device of the tensor axis)
         I, d = cfg.mla.index_heads, cfg.mla.index_dim
-        index = dict(w_iq=matrix((Q, I, d), ("latent", None, None), ("latent",), (None, None), std),
-                     w_ik=matrix((D, d), ("embed", None), ("embed",), (None,), std),
-                     ik_scale=vector((d,), (None,), "ones"), ik_bias=vector((d,), (None,)),
-                     w_iw=matrix((D, I), ("embed", None), ("embed",), (None,), std))
+        index = dict(w_iq=matrix((Q, I, d), ("latent", "index_heads", "index_dim"), ("latent",),
+                                 ("index_heads", "index_dim"), std),
+                     w_ik=matrix((D, d), ("embed", "index_dim"), ("embed",), ("index_dim",), std),
+                     ik_scale=vector((d,), ("index_dim",), "ones"), ik_bias=vector((d,), ("index_dim",)),
+                     w_iw=matrix((D, I), ("embed", "index_heads"), ("embed",), ("index_heads",), std))
     return Mla(**index,
         w_dq=matrix((D, Q), ("embed", "latent"), ("embed",), ("latent",), std) if Q else None,
         q_latent_norm=vector((Q,), ("latent",), "ones") if Q else None,
@@ -253,9 +255,10 @@ def _indexer(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, cq: jax.Array
     x, cq = jax.lax.stop_gradient(x), jax.lax.stop_gradient(cq)
     r, f32 = cfg.mla.rope_dim, jnp.float32
     w = lambda a, *logical: rules.gather(a.astype(x.dtype), logical)  # noqa: E731
-    q = jnp.einsum("tr,rnh->tnh", cq, w(p.w_iq, "latent", None, None), out_sharding=rules.spec("tokens", None, None))
-    k = jnp.einsum("td,dh->th", x, w(p.w_ik, "embed", None), out_sharding=rules.spec("tokens", None))
-    weights = jnp.einsum("td,dn->tn", x.astype(f32), rules.gather(p.w_iw.astype(f32), ("embed", None)),
+    q = jnp.einsum("tr,rnh->tnh", cq, w(p.w_iq, "latent", "index_heads", "index_dim"),
+                   out_sharding=rules.spec("tokens", None, None))
+    k = jnp.einsum("td,dh->th", x, w(p.w_ik, "embed", "index_dim"), out_sharding=rules.spec("tokens", None))
+    weights = jnp.einsum("td,dn->tn", x.astype(f32), rules.gather(p.w_iw.astype(f32), ("embed", "index_heads")),
                          out_sharding=rules.spec("tokens", None)) * cfg.mla.index_heads ** -0.5
     k32 = k.astype(f32)
     k32 = k32 - jnp.mean(k32, axis=-1, keepdims=True)  # (LayerNorm, eps 1e-6: transformers' k_norm)

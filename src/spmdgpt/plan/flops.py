@@ -9,7 +9,10 @@ of a mixture of experts, the active ones; the embedding lookup is free), 6 = 2 (
 backward matmuls), and
 the attention term counts QK^T and AV over the full T x T score matrix (causal masking is not
 subtracted, as in PaLM's appendix B). A hybrid's Gated DeltaNet layers count their chunkwise form
-instead (`deltanet_mixing`).
+instead (`deltanet_mixing`). DeepSeek Sparse Attention (model.mla.index_heads = I, index_dim = d) adds its
+lightning indexer's scores, 6 * L * T * I * (d + 1) (each query's I products of width d with every key and their
+weighted sum, trained by its KL loss), and keeps the attention term over T x T: the masked dense form that runs
+here computes every score (a sparse kernel would count index_topk keys instead of T).
 """
 
 from __future__ import annotations
@@ -74,8 +77,11 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
         local = sum(local_layers(cfg))
         widths = local * sum(attention_widths(stack_config(cfg, "local_blocks"))) + \
             (layers - local) * sum(attention_widths(stack_config(cfg, "blocks")))
+    index = 0.0
+    if cfg.mla.kv_rank and cfg.mla.index_heads:  # (the lightning indexer's scores in every softmax layer)
+        index = 6.0 * layers * seq_len * cfg.mla.index_heads * (cfg.mla.index_dim + 1)
     return 6.0 * matmul_params(cfg) + 6.0 * widths * seq_len * cfg.num_heads + 6.0 * linear * \
-        deltanet_mixing(cfg, seq_len)
+        deltanet_mixing(cfg, seq_len) + index
 
 
 def deltanet_mixing(cfg: ModelConfig, seq_len: int) -> float:
