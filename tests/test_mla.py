@@ -93,13 +93,13 @@ DSA = (*MLA, "model.mla.index_heads=8", "model.mla.index_dim=8", "model.mla.inde
 
 
 def test_sparse_attention_equals_its_equations_and_its_kl_a_hand_computation():
-    """DeepSeek Sparse Attention (model.mla.index_heads): over 2 x 24 tokens each query attends to its
-    5 keys of highest index score (a float64 reference of transformers' indexer, rows past the 5th
+    """DeepSeek Sparse Attention (model.mla.index_heads): over 2 x 24 tokens (in query blocks of 8) each
+    query attends to its 5 keys of highest index score (a float64 reference of transformers' indexer, rows past the 5th
     token losing keys), the unit's output equal to MLA's reference under that mask; the indexer's KL
     loss equal to its hand computation (the main attention's probabilities summed over heads and
     normalised, against softmax of the index scores over the selected keys; in the dense warm-up over
     every causal key, the attention then dense); the warm-up's gradients reach the indexer alone."""
-    cfg, mesh, rules, params = one_device(*DSA)
+    cfg, mesh, rules, params = one_device(*DSA, "model.attention_block=8")  # (in 3 query blocks)
     m = cfg.model
     rng = np.random.default_rng(0)
     p = jax.tree.map(lambda a: a[0] + rng.normal(0, 0.2, a[0].shape).astype(np.float32), params.blocks.attn)

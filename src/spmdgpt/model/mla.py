@@ -44,9 +44,11 @@ their first rope_dim dimensions (the half-split pairing of `layers.rope`, unlike
 checkpoint rows); each query then attends only to the index_topk keys of highest score among its
 causal ones (all of them while there are fewer). Here the selection is a mask on the dense scores
 (a query keeps the keys whose score reaches its k-th largest; a tie at the k-th keeps every tied
-key): the masked dense form, O(t^2) like dense attention, what runs on every backend (not a sparse
-kernel: DeepSeek's FlashMLA gathers the k keys instead). The indexer's keys are cached beside the
-latent ("index_k"), so a decode step scores the cache and attends over its top-k there too.
+key): the masked dense form, O(t^2) like dense attention, in causal query blocks of
+model.attention_block as the xla backend (key blocks above the diagonal skipped), what runs on
+every backend (not a sparse kernel: DeepSeek's FlashMLA gathers the k keys instead). The
+indexer's keys are cached beside the latent ("index_k"), so a decode step scores the cache and
+attends over its top-k there too.
 The indexer learns by its own loss alone (its inputs detached, the top-k not differentiable): the
 KL divergence from the main attention's distribution (summed over heads, L1-normalised, no
 gradient) to softmax of its scores, averaged over the queries (`aux/indexer_kl`, weight
@@ -67,6 +69,7 @@ from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import (
     UnitInputs,
     attention_stats,
+    causal_blocks,
     output_projection,
     probabilities,
     sequence_attention,
@@ -76,7 +79,7 @@ from spmdgpt.model.attention import (
 from spmdgpt.model.collective import matmuls_in
 from spmdgpt.model.context import unflatten
 from spmdgpt.model.info import matrix, out_init, residual_std, vector
-from spmdgpt.model.kernels import TOKEN_MAJOR, attention_dropout, document_mask
+from spmdgpt.model.kernels import TOKEN_MAJOR, attention_dropout
 from spmdgpt.model.layers import layer_rope, rms_normalize, rope, yarn_mscale
 
 LATENT_EPS = 1e-6
@@ -290,15 +293,14 @@ def top_keys(scores: jax.Array, mask: jax.Array, k: int) -> jax.Array:
 
 
 def indexer_kl(probs: jax.Array, scores: jax.Array, support: jax.Array) -> jax.Array:
-    """The indexer's loss, float32 []: the mean over queries of KL(p || softmax(scores over
-    `support`)), p the main attention's probabilities [b, N, t, s] summed over heads and
-    L1-normalised (no gradient); support [b, t, s] the keys it is taken over (the causal ones in
-    the dense warm-up, the selected ones in sparse training: where p lives)."""
+    """The indexer's loss summed over queries, float32 []: KL(p || softmax(scores over `support`))
+    of each, p the main attention's probabilities [b, N, t, s] summed over heads and L1-normalised
+    (no gradient); support [b, t, s] the keys it is taken over (the causal ones in the dense
+    warm-up, the selected ones in sparse training: where p lives)."""
     p = jax.lax.stop_gradient(jnp.sum(probs.astype(jnp.float32), axis=1))
     p = p / jnp.maximum(jnp.sum(p, axis=-1, keepdims=True), 1e-30)
     log_q = jax.nn.log_softmax(jnp.where(support, scores, -jnp.inf), axis=-1)
-    rows = jnp.sum(jnp.where(support & (p > 0), p * (jnp.log(jnp.where(p > 0, p, 1.0)) - log_q), 0.0), axis=-1)
-    return jnp.mean(rows)
+    return jnp.sum(jnp.where(support & (p > 0), p * (jnp.log(jnp.where(p > 0, p, 1.0)) - log_q), 0.0))
 
 
 def _sparse_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: UnitInputs):
@@ -316,21 +318,24 @@ def _sparse_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: U
         return output_projection(rules, p, _absorbed(cfg, rules, p, q, arrays, mask), head_major=False), arrays, {}
     _, _, n, r, _ = mla_dims(cfg)
     t = x.shape[0] // u.batch
-    causal = jnp.tril(jnp.ones((t, t), bool))[None]
-    if u.segment_ids is not None:
-        causal = causal & document_mask(u.segment_ids, slice(None), slice(None))
-    causal = jnp.broadcast_to(causal, (u.batch, t, t), out_sharding=rules.spec("batch", None, None))
-    scores = index_scores(rules, qi, ki, weights)
-    dense = a.index_train == "dense"
-    mask = causal if dense else top_keys(scores, causal, a.index_topk)
     k, v = _keys_values(cfg, rules, p, latent, k_rope)
     q, k, v = (jnp.transpose(z, (0, 2, 1, 3)) for z in (q, k, v))
-    logits = jnp.einsum("bnqh,bnkh->bnqk", q, k, preferred_element_type=jnp.float32,
-                        out_sharding=rules.spec("batch", "heads", None, None))
-    probs = probabilities(logits, mask[:, None], (n + r) ** -0.5, attention_dropout(cfg), u.key, q.dtype)
-    o = jnp.einsum("bnqk,bnkh->bnqh", probs, v, out_sharding=rules.spec("batch", "heads", None, "head_dim"))
+    outs, kl = [], jnp.zeros((), jnp.float32)
+    # (in query blocks of model.attention_block, as the xla backend: block i's queries over keys [0, end))
+    for i, (rows, end, causal) in enumerate(causal_blocks(t, cfg.attention_block, u.segment_ids)):
+        causal = jnp.broadcast_to(causal, (u.batch,) + causal.shape[-2:], out_sharding=rules.spec("batch", None, None))
+        scores = index_scores(rules, qi[:, rows], ki[:, :end], weights[:, rows])
+        mask = causal if a.index_train == "dense" else top_keys(scores, causal, a.index_topk)
+        logits = jnp.einsum("bnqh,bnkh->bnqk", q[:, :, rows], k[:, :, :end], preferred_element_type=jnp.float32,
+                            out_sharding=rules.spec("batch", "heads", None, None))
+        key = None if u.key is None else jax.random.fold_in(u.key, i)
+        probs = probabilities(logits, mask[:, None], (n + r) ** -0.5, attention_dropout(cfg), key, q.dtype)
+        outs.append(jnp.einsum("bnqk,bnkh->bnqh", probs, v[:, :, :end],
+                               out_sharding=rules.spec("batch", "heads", None, "head_dim")))
+        kl = kl + indexer_kl(probs, scores, mask)
+    o = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=2)
     arrays = None if cache is None else write_cache(cache, 1, latent=latent, k_rope=k_rope, index_k=ki)
-    return output_projection(rules, p, o, True), arrays, {"indexer_kl": indexer_kl(probs, scores, mask)}
+    return output_projection(rules, p, o, True), arrays, {"indexer_kl": kl / (u.batch * t)}
 
 
 def mla_losses(cfg: ModelConfig) -> dict:
