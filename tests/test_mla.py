@@ -271,6 +271,8 @@ def test_flops_and_bad_settings():
         (["model.mla.index_heads=4", "model.mla.q_rank=0"], "model.mla.index_heads > 0 with model.mla.q_rank=0"),
         (["model.mla.index_heads=4", "model.mla.index_dim=2"], "model.mla.index_dim=2 must be even and >= "),
         (["model.mla.index_heads=4", "model.mla.index_train=later"], "model.mla.index_train='later' must be sparse"),
+        (["model.mla.index_heads=4", "model.mla.index_dim=8", "sharding=fsdp", "mesh.data=4", "mesh.context=2"],
+         "mesh.context=2 with model.mla.index_heads=4: DeepSeek Sparse Attention does not run there yet"),
         (["model.mla.index_heads=4", "model.mla.index_dim=8", "model.mla.index_train=dense",
           "optimizer.weight_decay=0.1"],
          "model.mla.index_train=dense with optimizer.weight_decay=0.1: the warm-up trains the indexer alone"),

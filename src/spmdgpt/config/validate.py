@@ -524,6 +524,12 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
                     f"into parts the data-parallel size {dp} divides; make data.batch_size a multiple of "
                     f"{dp * t.microbatches} or choose another train.microbatches"
                 )
+    if "model" in sections and m.mla.kv_rank and m.mla.index_heads:  # (DeepSeek Sparse Attention, model/mla.py)
+        for axis, why in (("context", "its blocks are causal in token order, not the ring's"),
+                          ("stage", "the stages drop the units' auxiliary losses, its KL among them")):
+            if sizes.get(axis, 1) > 1:
+                errs.append(f"mesh.{axis}={sizes[axis]} with model.mla.index_heads={m.mla.index_heads}: DeepSeek "
+                            f"Sparse Attention does not run there yet ({why}); set mesh.{axis}=1")
     errs.extend(feature_errors("context", cfg, sections, sizes))
     errs.extend(feature_errors("collective", cfg, sections, sizes, training))
     errs.extend(feature_errors("pipeline", cfg, sections, sizes))
