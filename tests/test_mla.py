@@ -130,16 +130,21 @@ def test_sparse_attention_equals_its_equations_and_its_kl_a_hand_computation():
             sparse_out = want
         else:
             assert np.abs(want - sparse_out).max() > 0.1 * np.abs(want).max()
-    # the warm-up: the objective's other terms give no gradient, the indexer's KL loss gives the indexer one
+    # the warm-up: the objective's other terms give no gradient, the indexer's KL loss gives the indexer one (a
+    # multi-token prediction module's too: its block's KL, mtp/indexer_kl)
+    from spmdgpt.model import init_params
     from spmdgpt.model.loss import objective
 
+    dense = dataclasses.replace(dense, mtp_depth=1)
     toks = jnp.asarray(rng.integers(0, 10, (2, 24)), jnp.int32)
     with jax.set_mesh(mesh):
+        params = init_params(dense, jax.random.key(0), rules)
         grads = jax.jit(jax.grad(lambda p: objective(dense, rules, p, toks, toks)[0]))(params)
-    attn = grads.blocks.attn
-    assert all(np.abs(np.asarray(getattr(attn, f))).max() > 0 for f in ("w_iq", "w_ik", "ik_scale", "ik_bias", "w_iw"))
-    others = [a for f, a in attn._asdict().items() if f in ("w_dq", "w_q", "w_dkv", "w_ukv", "w_o")] + \
-        [grads.embed, grads.blocks.mlp.w_up]
+    for attn in (grads.blocks.attn, grads.mtp.block.attn):
+        assert all(np.abs(np.asarray(getattr(attn, f))).max() > 0 for f in ("w_iq", "w_ik", "ik_scale", "ik_bias",
+                                                                              "w_iw"))
+    others = [a for f, a in grads.blocks.attn._asdict().items() if f in ("w_dq", "w_q", "w_dkv", "w_ukv", "w_o")] + \
+        [grads.embed, grads.blocks.mlp.w_up, grads.mtp.w_in, grads.mtp.block.attn.w_q]
     assert all(not np.any(np.asarray(a)) for a in others)
 
 

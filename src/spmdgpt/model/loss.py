@@ -138,8 +138,10 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     extra = {}
     if cfg.mtp_depth:  # (x: the residual stream; the modules read it before the final norm)
         pos, seg = sequence_inputs(rules, inputs.shape[1], positions, segment_ids)
-        extra["mtp/loss"] = mtp_loss(cfg, rules, params, x, to_context_order(rules, inputs), safe, counted, pos, seg,
-                                     inputs.shape[0])
+        extra["mtp/loss"], index_kl = mtp_loss(cfg, rules, params, x, to_context_order(rules, inputs), safe, counted,
+                                               pos, seg, inputs.shape[0])
+        if index_kl is not None:  # (the modules' indexers learn by their KL too, `mla`)
+            extra["mtp/indexer_kl"] = index_kl
         x = final_norm(cfg, rules, params, x)
     if cfg.loss_block and targets.shape[1] % (cfg.loss_block * rules.context_size()) == 0:
         total, ce = blocked_cross_entropy(cfg, rules, params, x, safe, counted)
@@ -164,7 +166,7 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
         # trains the indexer alone: every other term gives no gradient, the paper's other parameters frozen)
         if cfg.mla.index_train == "dense":
             obj = jax.lax.stop_gradient(obj)
-        obj = obj + cfg.mla.index_kl * metrics["aux/indexer_kl"]
+        obj = obj + cfg.mla.index_kl * (metrics["aux/indexer_kl"] + metrics.get("mtp/indexer_kl", 0.0))
     return obj, metrics
 
 
@@ -215,9 +217,10 @@ def mtp_input(cfg: ModelConfig, rules: Rules, params: Params, p, h: Array, follo
 
 
 def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: Array, targets: Array,
-             counted: Array, positions: Array, segment_ids: Optional[Array], batch: int) -> Array:
+             counted: Array, positions: Array, segment_ids: Optional[Array], batch: int) -> tuple:
     """Multi-token prediction's loss (`model.mtp`): the mean over the D modules of their mean
-    cross-entropy. h [b * t, d]: the main model's residual stream (float32, before its final
+    cross-entropy, and the mean of their blocks' indexer KL losses (DeepSeek Sparse Attention's,
+    `mla`; None without an indexer). h [b * t, d]: the main model's residual stream (float32, before its final
     norm); inputs [b, t]: the model's input tokens; targets [b, t] (ids >= 0) and counted [b, t]:
     the main loss's; positions and segment_ids as the model's layers got them. Module k (from 0)
     reads the previous depth's hidden state and the embedding of the real token k + 1 places on,
@@ -227,11 +230,13 @@ def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: A
     t = targets.shape[1]
     place = jnp.arange(t)[None]
     shifted = lambda a, s: jnp.roll(a, -s, axis=1)  # noqa: E731  (position i: a[i + s])
-    losses = []
+    losses, kls = [], []
     for k in range(cfg.mtp_depth):
         p = jax.tree.map(lambda a: a[k], params.mtp)
         h = mtp_input(cfg, rules, params, p, h, shifted(inputs, k + 1))  # t_{i+k+1} is inputs[i + k + 1]
-        h = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, stack="dense_blocks")[0]
+        h, _, aux = block(cfg, rules, p.block, h, positions, batch, segment_ids=segment_ids, stack="dense_blocks")
+        if "indexer_kl" in aux:
+            kls.append(aux["indexer_kl"])
         out = norm(cfg, rules, p.ln_f, h)
         ok = (place < t - k - 1) & shifted(counted, k + 1)  # the target t_{i+k+2} = targets[i + k + 1] exists
         if segment_ids is not None:  # (and in position i's document)
@@ -239,7 +244,7 @@ def mtp_loss(cfg: ModelConfig, rules: Rules, params: Params, h: Array, inputs: A
         ok = flatten(rules, jax.sharding.reshard(ok, rules.spec("batch", "seq"))).astype(jnp.float32)
         ce = _token_losses(cfg, rules, params, out, shifted(targets, k + 1))[0]
         losses.append(jnp.sum(ce * ok) / jnp.maximum(jnp.sum(ok), 1.0))
-    return jnp.mean(jnp.stack(losses))
+    return jnp.mean(jnp.stack(losses)), jnp.mean(jnp.stack(kls)) if kls else None
 
 
 def blocked_cross_entropy(cfg: ModelConfig, rules: Rules, params: Params, x: Array, targets: Array,
