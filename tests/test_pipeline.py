@@ -109,7 +109,13 @@ def test_the_circular_stack_order():
         np.testing.assert_array_equal(np.asarray(whole.blocks.mlp.w_up), w)
 
 
-@pytest.mark.parametrize("overrides", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+# (4 stages with FSDP and full remat in `make test-all`: 4 stages run in stage4-m8-d1-pipeline_remat, FSDP with
+# full remat in stage2-r2-m1-fsdp-d2-remat)
+SLOW_CASES = {"stage4-m4-fsdp-d2-remat"}
+
+
+@pytest.mark.parametrize("overrides", [pytest.param(o, id=i, marks=[pytest.mark.slow] if i in SLOW_CASES else [])
+                                       for i, o in CASES])
 def test_pipeline_equals_one_device(overrides):
     ref = reference()
     loss, grads, per_device, params = gradients(*MODEL, *overrides)

@@ -37,7 +37,9 @@ def single_device_run():
     return losses, jax.device_get(state.params)
 
 
-@pytest.mark.parametrize("table,mesh,share", LAYOUTS, ids=[t for t, _, _ in LAYOUTS])
+# (dp in `make test-all`: nearly every other test trains data-parallel on the 8 test devices)
+@pytest.mark.parametrize("table,mesh,share", [
+    pytest.param(*c, id=c[0], marks=[pytest.mark.slow] if c[0] == "dp" else []) for c in LAYOUTS])
 def test_layout_matches_single_device(single_device_run, table, mesh, share):
     ref_losses, ref_params = single_device_run
     losses, state, rules = train_steps(cfg_for(f"sharding={table}", *mesh), jax.devices(), 5)
