@@ -808,6 +808,12 @@ def test_rollouts_on_devices_of_their_own_give_the_shared_devices_rows(tmp_path,
         assert main(["train", *base, *extra, f"run.dir={tmp_path / 'bad'}"]) == 2
         said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("spmdgpt: error:")]
         assert f"spmdgpt: error: {message}" in said and len(said) == 1 + ("lora.rank=2" in extra), said
+    # (the engine's data axis takes the batch's rows: 8 rows over 6 engine devices do not split)
+    two = [b for b in base if b != "mesh.data=4"] + ["mesh.data=2", "rl.rollout_devices=6"]
+    assert main(["train", *two, f"run.dir={tmp_path / 'bad'}"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "spmdgpt: error: data.batch_size=8 does not split over the engine's rl.rollout_devices=6 devices (its data "
+        "axis takes the batch's rows); make the batch a multiple of 6 or give the engine a divisor of 8")
     assert not (tmp_path / "bad").exists()
 
 

@@ -354,7 +354,9 @@ def config_errors(m: ModelConfig) -> List[str]:
         return [f"model.mla.kv_rank={a.kv_rank} and q_rank={a.q_rank} must be >= 0 (kv_rank 0: MLA off; q_rank 0: "
                 "a full query projection)"]
     if not a.kv_rank:
-        return []
+        return [f"model.mla.index_heads={a.index_heads}: DeepSeek Sparse Attention's indexer is a unit of multi-head "
+                "latent attention; set model.mla.kv_rank > 0 (and q_rank), or leave index_heads at 0"] \
+            if a.index_heads else []
     errs = []
     if a.rope_dim <= 0 or a.rope_dim % 2:
         errs.append(f"model.mla.rope_dim={a.rope_dim} must be even and > 0 (RoPE rotates pairs; DeepSeek-V3: 64)")
@@ -387,8 +389,8 @@ def config_errors(m: ModelConfig) -> List[str]:
             errs.append(f"model.mla.index_topk={a.index_topk} must be >= 1 (keys each query attends to)")
         if a.index_train not in ("sparse", "dense"):
             errs.append(f"model.mla.index_train={a.index_train!r} must be sparse or dense (the warm-up)")
-        if not a.index_kl >= 0:
-            errs.append(f"model.mla.index_kl={a.index_kl} must be >= 0 (the indexer's KL loss weight)")
+        if not 0 <= a.index_kl < float("inf"):
+            errs.append(f"model.mla.index_kl={a.index_kl} must be a finite number >= 0 (the indexer's KL loss weight)")
         if m.sliding_window or m.attention_chunk:
             errs.append("model.sliding_window / attention_chunk with model.mla.index_heads > 0: DeepSeek Sparse "
                         "Attention selects among all past keys; unset them")

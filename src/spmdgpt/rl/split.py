@@ -82,4 +82,9 @@ def split_errors(cfg: Config) -> List[str]:
     if cfg.lora.rank:
         errs.append(f"rl.rollout_devices={n} does not work with LoRA (lora.rank={cfg.lora.rank}) yet: the engine "
                     "would need the frozen base beside the adapters' copy; leave one out")
+    b = cfg.data.batch_size
+    if n > 0 and isinstance(b, int) and b > 0 and b % n:  # (the engine's data axis splits the batch's rows)
+        errs.append(f"data.batch_size={b} does not split over the engine's rl.rollout_devices={n} devices (its data "
+                    f"axis takes the batch's rows); make the batch a multiple of {n} or give the engine a divisor "
+                    f"of {b}")
     return errs
