@@ -13,9 +13,11 @@ TORCH_STAMP  := $(TORCH_VENV)/.installed
 .PHONY: setup torch-env envs train lint test test-all bench web clean
 
 # EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
-# EXTRAS=dev,tpu-plan,gpu-plan). pip --no-compile: a module's .pyc is written at its first import,
-# not every module's at install (a fresh install of the CI extras: 103 s -> 56 s, the PyTorch side
-# 60 s -> 26 s, on the 2-core AVX-512 EPYC); the tests run with PYTHONDONTWRITEBYTECODE unset so that
+# EXTRAS=dev,tpu-plan,gpu-plan). tools/install.py installs with uv (pinned there; pip's settings
+# handed over, pip itself where uv cannot: both environments from scratch 56 s -> 26 s) and without
+# .pyc files: a module's .pyc is written at its first import, not every module's at install (pip
+# --no-compile took a fresh install of the CI extras from 103 s to 56 s, the PyTorch side from
+# 60 s to 26 s, on the 2-core AVX-512 EPYC); the tests run with PYTHONDONTWRITEBYTECODE unset so that
 # they are written (where the environment sets it, as this machine's image does, every test process
 # compiled jax's modules again: +46 s of tests; compileall over the venvs after pip: +69 s of install).
 EXTRAS ?= dev
@@ -25,14 +27,14 @@ $(STAMP): pyproject.toml
 	@if ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    py="$(PYTHON)"; test -n "$$py" || exit 1; rm -rf $(VENV); \
 	    echo "$$py -m venv $(VENV)"; "$$py" -m venv $(VENV); fi
-	$(BIN)/python -m pip install -q --no-compile -e '.[$(EXTRAS)]'
+	$(BIN)/python tools/install.py -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
 $(TORCH_STAMP): requirements-torch.txt
 	test -x $(TORCH_VENV)/bin/python || $(TORCH_PYTHON) -m venv $(TORCH_VENV)
-	$(TORCH_VENV)/bin/python -m pip install -q --no-compile -r requirements-torch.txt
+	$(TORCH_VENV)/bin/python tools/install.py -r requirements-torch.txt
 	touch $(TORCH_STAMP)
 
 torch-env: $(TORCH_STAMP)

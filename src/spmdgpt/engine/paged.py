@@ -32,6 +32,7 @@ same tokens whatever else runs beside it.
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple, Optional
 
 import jax
@@ -617,3 +618,19 @@ class Step:
             drafts.append(d.astype(jnp.int32))
             following = jnp.where(at_anchor, drafts[-1][:, None], shift(following))
         return pool, jnp.stack(drafts, axis=1)
+
+
+_steps: "weakref.WeakKeyDictionary[Rules, dict]" = weakref.WeakKeyDictionary()
+
+
+def shared_step(cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0,
+                kernel: Optional[str] = None, adapters: int = 0) -> Step:
+    """The `Step` of these arguments, one per rules object: engines built alike on the same mesh
+    (a chat's, a sampler's, an evaluation's, a test's several) share its jitted function, so a
+    program already traced and compiled for one is not traced, lowered and compiled again for the
+    next (kept as long as the rules object lives)."""
+    key = (repr(cfg), page_size, vocab_limit, drafts, kernel, adapters)
+    steps = _steps.setdefault(rules, {})
+    if key not in steps:
+        steps[key] = Step(cfg, rules, page_size, vocab_limit, drafts, kernel, adapters)
+    return steps[key]

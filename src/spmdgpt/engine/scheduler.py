@@ -41,7 +41,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import ModelConfig, linear_layers
-from spmdgpt.engine.paged import Draw, Rows, Step, init_pool, pool_bytes
+from spmdgpt.engine.paged import Draw, Rows, init_pool, pool_bytes, shared_step
 from spmdgpt.engine.pages import Pages, chain
 from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model import lora
@@ -198,8 +198,8 @@ class Engine:
         self.kernel = decode_kernel(config.decode_attention, cfg, rules, self.page_size, self.pages_per_seq,
                                     self.drafts)
         self.adapters = lora.adapter_count(params)  # (LoRA adapters by name: a request's `adapter` picks one)
-        self.step_fn = Step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts, self.kernel,
-                            self.adapters)
+        self.step_fn = shared_step(cfg, rules, self.page_size, vocab_limit or cfg.vocab_size, self.drafts, self.kernel,
+                                  self.adapters)
         if config.buckets < 1:
             raise ValueError(f"engine buckets={config.buckets} must be >= 1 (1: one size of step)")
         self.row_sizes = _halvings(self.slots_n, d, config.buckets)
