@@ -30,9 +30,15 @@ SCOPES = (":env:", "global", "install")  # (pip's precedence: the environment's 
 
 
 def pip_settings(python: str) -> dict:
-    """{setting: value} of pip's configuration that an install reads, the environment's PIP_*
-    variables winning over the files; raises ValueError naming a setting uv cannot be given."""
-    out = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True).stdout
+    """{setting: value} of pip's configuration that an install reads (`pip config list`)."""
+    return parse_settings(subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                                         check=True).stdout)
+
+
+def parse_settings(out: str) -> dict:
+    """`pip config list`'s lines (scope.key='value') as {key: value}, the environment's PIP_*
+    variables (scope :env:) winning over the files' global and install sections, other sections
+    left out; raises ValueError naming a setting uv cannot be given."""
     found: dict = {}
     for line in out.splitlines():
         if "=" not in line or "." not in line.split("=", 1)[0]:
