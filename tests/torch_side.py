@@ -15,6 +15,10 @@ request. Requests ({"op": ..., ...}):
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
   lm_eval     folder, tasks, include_path, limit: lm-evaluation-harness's HF backend on the folder
+  deepseek_v4 unit (hyper | hyper_head | moe), config, weights, inputs, out: one of transformers'
+              DeepSeek-V4 modules (DeepseekV4HyperConnection and the decoder layer's merge of a branch
+              output, DeepseekV4HyperHead, DeepseekV4SparseMoeBlock) with the weights of the .npz
+              `weights` on the arrays of the .npz `inputs`, its float32 outputs -> the .npz `out`
 This file imports nothing of spmdgpt or JAX.
 """
 
@@ -164,8 +168,38 @@ def lm_eval(folder, tasks, include_path, limit):
     return json.loads(json.dumps({"results": out["results"], "answers": answers}, default=handle_non_serializable))
 
 
+def deepseek_v4(unit, config, weights, inputs, out):
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as v4
+
+    cfg = v4.DeepseekV4Config(**config)
+    given = {k: torch.from_numpy(v) for k, v in np.load(weights).items()}
+    x = {k: torch.from_numpy(v) for k, v in np.load(inputs).items()}
+    if unit == "hyper":
+        module = v4.DeepseekV4HyperConnection(cfg)
+    elif unit == "hyper_head":
+        module = v4.DeepseekV4HyperHead(cfg)
+    else:
+        module = v4.DeepseekV4SparseMoeBlock(cfg, int(x.pop("layer")))
+    state = module.state_dict()
+    if set(state) != set(given):
+        raise ValueError(f"weights {sorted(given)} for a module of {sorted(state)}")
+    module.load_state_dict(given)
+    with torch.no_grad():
+        if unit == "hyper":  # (the decoder layer's merge: post_k out + sum_j comb_jk streams_j)
+            post, comb, collapsed = module(x["streams"])
+            merged = post.unsqueeze(-1) * x["branch"].unsqueeze(-2) + torch.matmul(comb.transpose(-1, -2),
+                                                                                  x["streams"])
+            outs = {"post": post, "comb": comb, "collapsed": collapsed, "merged": merged}
+        elif unit == "hyper_head":
+            outs = {"folded": module(x["streams"])}
+        else:
+            outs = {"out": module(x["hidden"], input_ids=x["ids"])}
+    np.savez(out, **{k: v.float().numpy() for k, v in outs.items()})
+    return {}
+
+
 OPS = {f.__name__: f for f in (logits, generate, generate_ids, tokenize, chat_template, make_model, torch_gpt,
-                               lm_eval, mxfp4)}
+                               lm_eval, mxfp4, deepseek_v4)}
 
 
 def serve() -> None:

@@ -172,6 +172,11 @@ class ModelConfig(Section):
     v_norm: bool = False  # each head's values RMS-normalised, no learned scale (Gemma 4)
     layer_scale: bool = False  # a learned scalar per layer multiplying the residual stream after the layer (Gemma 4's
     # layer_scalar; starts at 1)
+    hyper_connections: int = 0  # manifold-constrained hyper-connections (DeepSeek-V4's mHC, hc_mult: 4): this many
+    # residual streams, each branch's input a learned mix of them and its output mixed back (`model.hyper`); 0 = off
+    hyper_sinkhorn_iters: int = 20  # the streams' mixing matrix made doubly stochastic by this many Sinkhorn-Knopp
+    # iterations (DeepSeek-V4's hc_sinkhorn_iters)
+    hyper_eps: float = 1e-6  # the floor added to the streams' weights and to Sinkhorn-Knopp's sums (hc_eps)
     mtp_depth: int = 0  # multi-token prediction (DeepSeek-V3): this many sequential modules after the model, module k
     # predicting the token k + 1 places past the next one (training only; `model.mtp`); 0 = off
     mtp_weight: float = 0.3  # the objective adds this x the modules' mean loss (logged as mtp/loss; DeepSeek-V3: 0.3)

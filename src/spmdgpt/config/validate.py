@@ -264,6 +264,7 @@ def _model(m, training: bool) -> List[str]:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
     errs += feature_errors("moe", m) + feature_errors("mla", m) + feature_errors("deltanet", m)
     errs += feature_errors("parametrization", m)
+    errs += feature_errors("hyper", m)
     for name in ("dropout", "attention_dropout"):
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:
@@ -530,6 +531,9 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
             if sizes.get(axis, 1) > 1:
                 errs.append(f"mesh.{axis}={sizes[axis]} with model.mla.index_heads={m.mla.index_heads}: DeepSeek "
                             f"Sparse Attention does not run there yet ({why}); set mesh.{axis}=1")
+    if "model" in sections and m.hyper_connections and sizes.get("stage", 1) > 1:
+        errs.append(f"mesh.stage={sizes['stage']} with model.hyper_connections={m.hyper_connections}: the pipeline's "
+                    "stages pass one residual stream, not several, yet; set mesh.stage=1")
     errs.extend(feature_errors("context", cfg, sections, sizes))
     errs.extend(feature_errors("collective", cfg, sections, sizes, training))
     errs.extend(feature_errors("pipeline", cfg, sections, sizes))

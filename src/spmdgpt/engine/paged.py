@@ -42,7 +42,7 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig, global_stack, linear_layers, local_layers, stack_config
 from spmdgpt.mesh.sharding import Rules, platform
-from spmdgpt.model import lora
+from spmdgpt.model import hyper, lora
 from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
@@ -541,7 +541,7 @@ class Step:
         live = [self._group(rules, r, d, i == 0) for i, (r, d, on) in
                 enumerate(((decode, draw_d, groups[0]), (prefill, draw_p, groups[1]))) if on]
         verifying = [i == 0 and self.drafts > 0 for i, on in enumerate(groups) if on]  # (decode rows with drafts)
-        xs = tuple(embed(cfg, rules, params, g.rows.tokens) for g in live)
+        xs = tuple(hyper.expand(cfg, rules, embed(cfg, rules, params, g.rows.tokens)) for g in live)
 
         def make_step(stack: str):
             def step(carry, layer):
@@ -562,7 +562,8 @@ class Step:
         for h, g, checks in zip(xs, live, verifying, strict=True):
             rows, draw = g.rows, g.draw
             b, t = rows.tokens.shape
-            x = unflatten(rules, norm(cfg, rules, params.ln_f, h), b, "embed")  # [b, t, d]
+            x = unflatten(rules, norm(cfg, rules, params.ln_f, hyper.fold(cfg, rules, params.hc_head, h)), b,
+                          "embed")  # [b, t, d]
             if checks:  # [last token, drafts]: the logits at every place
                 flat = jnp.reshape(x, (b * t, -1), out_sharding=rules.spec("batch", None))
                 logits = self._logits(rules, params, flat)

@@ -115,6 +115,8 @@ NO_LLAMA4 = {"attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0
 # a model without Gemma 4's attention and layers: the G layers as the others, full RoPE, no value norm, no layer scale
 NO_GEMMA4 = {"global_head_dim": None, "global_kv_heads": None, "global_k_eq_v": False, "rope_global_fraction": 1.0,
              "v_norm": False, "layer_scale": False}
+# a model without DeepSeek-V4's units: one residual stream (no hyper-connections)
+NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6}
 # a model without Gemma's layer options: their defaults (Gemma 4's too)
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None, **NO_GEMMA4}
@@ -197,7 +199,7 @@ COMMON_FIELDS = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_
 # only Qwen2 biases on q/k/v alone
 REFUSED = {"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False,
            "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS,
-           **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4}
+           **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4}
 # sliding windows: every layer's (Mistral) or a per-layer pattern (Qwen's layer_types)
 WINDOW_FIELDS = {"sliding_window": "sliding_window", "window_pattern": "layer_types"}
 
@@ -269,7 +271,7 @@ QWEN3 = Architecture(
     tensors=tuple(_layer("model.layers.{i}.", LLAMA_LAYER + QK_NORM) + LLAMA_OUTER),
     fields={**UNBIASED_FIELDS, **WINDOW_FIELDS, "qk_norm": "architectures", "qk_norm_scale": None},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET,
-             **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
+             **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4},
     picks={"qk_norm": True},
 )
 
@@ -318,7 +320,8 @@ QWEN3_MOE = Architecture(
             "moe.normalize_top_k": "norm_topk_prob", "moe.first_dense_layers": "mlp_only_layers",
             "moe.interleave_step": "decoder_sparse_step"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "sliding_window": 0, "window_pattern": "L",
-             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
+             **MOE_REFUSED, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4,
+             **NO_DEEPSEEK_V4},
     picks={**MOE_PICK, "qk_norm": True},
 )
 
@@ -389,7 +392,7 @@ DEEPSEEK_V3 = Architecture(
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
              "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False,
              "moe.weight_input": False, **NO_GEMMA, **NO_INDEXER,
-             **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
+             **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
 
@@ -437,7 +440,7 @@ GEMMA3 = Architecture(
             "query_pre_attn_scalar": "query_pre_attn_scalar", "rope_local_theta": "rope_parameters"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": True,
              "post_norms": True, "embed_scale": True, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO,
-             **NO_NANOCHAT, **NO_LLAMA4, **NO_GEMMA4},
+             **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4, **NO_GEMMA4},
 )
 
 def _gemma4_check(cfg: ModelConfig) -> list:
@@ -482,7 +485,7 @@ GEMMA4 = Architecture(
     refused={"qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": False, "post_norms": True,
              "embed_scale": True, "query_pre_attn_scalar": 1, "v_norm": True, "layer_scale": True,
              "rope_scaling": RopeScaling.none, **{n: ROPE_SCALING_DEFAULTS[n] for n in ROPE_SCALING_PARAMS},
-             **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
+             **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4},
     picks={"v_norm": True},
     check=_gemma4_check,
 )
@@ -502,7 +505,7 @@ OLMO_LAYER = [
 OLMO_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": True,
                 "qk_norm_whole": True, "post_norms": True, "pre_norms": False, "norm_plus_one": False,
                 "embed_scale": False, "query_pre_attn_scalar": None, **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS,
-                **NO_NANOCHAT, **NO_LLAMA4, **NO_GEMMA4}
+                **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4, **NO_GEMMA4}
 OLMO3 = Architecture(
     name="Olmo3ForCausalLM", model_type="olmo3", norm=NormType.rmsnorm, mlp=MlpType.swiglu,
     tensors=tuple(_layer("model.layers.{i}.", OLMO_LAYER) + LLAMA_OUTER),
@@ -556,7 +559,7 @@ NANOCHAT = Architecture(
     fields={**UNBIASED_FIELDS, "logit_softcap": "final_logit_softcapping"},
     refused={"qkv_bias": False, "bias": False, "qk_norm": True, "qk_norm_scale": False, "norm_scale": False,
              "embed_norm": True, "sliding_window": 0, "window_pattern": "L", **DENSE,
-             **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_LLAMA4},
+             **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_LLAMA4, **NO_DEEPSEEK_V4},
     picks={"embed_norm": True},
 )
 
@@ -635,7 +638,8 @@ GPT_OSS = Architecture(
             "glu_alpha": "swiglu_alpha"},
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": True,
              "attention_sinks": True, **MOE_REFUSED, "moe.normalize_top_k": True, "moe.first_dense_layers": 0,
-             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4},
+             "moe.interleave_step": 1, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4,
+             **NO_DEEPSEEK_V4},
     requires={"moe.num_experts": (lambda e: e > 0, "experts in every layer (model.moe.num_experts)")},
 )
 
@@ -715,7 +719,7 @@ QWEN3_5_REFUSED = {"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "slid
                    "deltanet.gate": "head",
                    "qk_norm": True, "norm_plus_one": True, "attention_gate": True, "post_norms": False,
                    "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None, **NO_MLA,
-                   **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_GEMMA4}
+                   **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4, **NO_GEMMA4}
 QWEN3_5_REQUIRES = {"num_kv_heads": (lambda k: k is not None, "fewer key/value heads than heads (model.num_kv_heads: "
                                      "the table holds the gated queries beside grouped keys)")}
 QWEN3_5 = Architecture(
@@ -817,7 +821,7 @@ LLAMA4 = Architecture(
              "moe.shared_experts": 1, "moe.shared_gate": False, "moe.router": Router.sigmoid,
              "moe.normalize_top_k": False, "moe.weight_input": True, "moe.bias_update_rate": 0.0, "moe.groups": 1,
              "moe.top_groups": 1, "moe.route_scale": 1.0, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO,
-             **NO_NANOCHAT},
+             **NO_NANOCHAT, **NO_DEEPSEEK_V4},
     requires={"moe.num_experts": (lambda e: e > 0, "experts (model.moe.num_experts > 0; Llama 4 Scout: 16)")},
     picks={"moe.weight_input": True},
 )
@@ -891,7 +895,7 @@ KIMI_LINEAR = Architecture(
              "deltanet.gate": "channel", "attention_gate": False, "rope_fraction": 1.0,
              "moe.interleave_step": 1, "moe.first_dense_layers": 0,
              "moe.shared_gate": False, "moe.weight_input": False,
-             **{k: v for k, v in NO_LLAMA4.items() if k != "global_nope"},
+             **{k: v for k, v in NO_LLAMA4.items() if k != "global_nope"}, **NO_DEEPSEEK_V4,
              **NO_GEMMA, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_INDEXER},
     requires={"global_nope": (lambda n: n, "softmax layers without RoPE (model.global_nope=true)"),
               "mla.kv_rank": (lambda r: r > 0, "multi-head latent attention in the softmax layers "

@@ -19,6 +19,7 @@ from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers, stack_config
 from spmdgpt.mesh.sharding import Rules
+from spmdgpt.model import hyper
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
 from spmdgpt.model.layers import dropout, dtype_of, norm, rms
 from spmdgpt.model.lora import merged as lora_merged
@@ -33,7 +34,8 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None, window: Optional[Array] = None, stack: str = "blocks"):
     """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
-    sandwich) on the residual stream x: [stream, embed] -> (x, this layer's
+    sandwich) on the residual stream x: [stream, embed] (model.hyper_connections = n: the n streams
+    [stream, n, embed], each branch between them, `model.hyper`) -> (x, this layer's
     updated cache arrays or None, aux: the units' auxiliary outputs, a dict of float32 scalars).
     collect=True (model statistics, spmdgpt.training.stats; full sequences only) adds the statistics to
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
@@ -44,24 +46,37 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     cfg = stack_config(cfg, stack)  # (a global stack's G layers: their own head width and key/value heads)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
-    h = norm(cfg, rules, p.ln1, x) if p.ln1 is not None else x.astype(dtype_of(cfg.compute_dtype))  # (OLMo: none)
     inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window)
-    a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, inputs)
-    if p.ln_post_attn is not None:  # (model.post_norms: each branch's output normed before the add)
-        a = norm(cfg, rules, p.ln_post_attn, a)
-    a = dropout(a, cfg.dropout, k_a)
     branch = branch_multiplier(cfg)  # (model.parametrization=completep: (base_depth / num_layers)^alpha, else 1)
-    if branch != 1.0:
-        a = a * jnp.asarray(branch, a.dtype)
-    x = x + a
-    h2 = norm(cfg, rules, p.ln2, x) if p.ln2 is not None else x.astype(dtype_of(cfg.compute_dtype))
-    m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
-    if p.ln_post_mlp is not None:
-        m = norm(cfg, rules, p.ln_post_mlp, m)
-    m = dropout(m, cfg.dropout, k_m)
-    if branch != 1.0:
-        m = m * jnp.asarray(branch, m.dtype)
-    x = x + m
+
+    def attention_branch(x):
+        h = norm(cfg, rules, p.ln1, x) if p.ln1 is not None else x.astype(dtype_of(cfg.compute_dtype))  # (OLMo: none)
+        a, kv, aux_a = attention.apply(cfg, rules, p.attn, h, inputs)
+        if p.ln_post_attn is not None:  # (model.post_norms: each branch's output normed before the add)
+            a = norm(cfg, rules, p.ln_post_attn, a)
+        a = dropout(a, cfg.dropout, k_a)
+        if branch != 1.0:
+            a = a * jnp.asarray(branch, a.dtype)
+        return a, h, kv, aux_a
+
+    def mlp_branch(x):
+        h2 = norm(cfg, rules, p.ln2, x) if p.ln2 is not None else x.astype(dtype_of(cfg.compute_dtype))
+        m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
+        if p.ln_post_mlp is not None:
+            m = norm(cfg, rules, p.ln_post_mlp, m)
+        m = dropout(m, cfg.dropout, k_m)
+        if branch != 1.0:
+            m = m * jnp.asarray(branch, m.dtype)
+        return m, h2, aux_m
+
+    if p.hc_attn is None:
+        a, h, kv, aux_a = attention_branch(x)
+        x = x + a
+        m, h2, aux_m = mlp_branch(x)
+        x = x + m
+    else:  # (model.hyper_connections: x is the n streams [stream, n, embed], each branch between them)
+        x, a, h, kv, aux_a = hyper.around(cfg, rules, p.hc_attn, x, attention_branch)
+        x, m, h2, aux_m = hyper.around(cfg, rules, p.hc_mlp, x, mlp_branch)
     if p.layer_scale is not None:  # (model.layer_scale: the whole residual stream, Gemma 4's layer_scalar)
         x = x * p.layer_scale.astype(x.dtype)
     aux = {**aux_a, **aux_m}

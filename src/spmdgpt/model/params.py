@@ -20,6 +20,8 @@ Shapes (L layers, D = d_model, V vocabulary):
              linear-attention layers (model.deltanet.full_attention_interval), else None; `blocks`
              then holds its softmax-attention layers
     mtp      multi-token prediction's modules (model.mtp_depth > 0, `mtp.Mtp`), else None
+    hc_head  the fold of model.hyper_connections' streams before ln_f (`hyper.Hyper`; a block's
+             hc_attn and hc_mlp: its hyper-connections around the two branches), else None
 
 A block is made of units. A unit (`Unit`) is one kind of attention or MLP: its parameters (a
 NamedTuple of one layer, described by `info` as a tree of `ParamInfo`), the function that
@@ -56,6 +58,7 @@ from spmdgpt.model.attention import (
 from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_state, deltanet_stats
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
+from spmdgpt.model.hyper import Hyper, hyper_info
 from spmdgpt.model.info import ParamInfo, by_name, is_info, stacked, vector
 from spmdgpt.model.layers import Norm, dtype_of, norm_info
 from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_losses, mla_stats
@@ -142,6 +145,8 @@ class Block(NamedTuple):
     ln_post_attn: Optional[Norm] = None  # model.post_norms: the attention output's norm (Gemma 2/3)
     ln_post_mlp: Optional[Norm] = None  # model.post_norms: the MLP output's norm
     layer_scale: Optional[Any] = None  # [] model.layer_scale: the residual stream times it after the layer (Gemma 4)
+    hc_attn: Optional[Hyper] = None  # model.hyper_connections: the streams' hyper-connection around the attention
+    hc_mlp: Optional[Hyper] = None  # ... and around the MLP (`model.hyper`)
 
 
 UNIT_FIELDS = ("attn", "mlp")  # the Block fields that hold a unit's parameters
@@ -157,6 +162,7 @@ class Params(NamedTuple):
     linear_blocks: Optional[Block] = None  # a hybrid's Gated DeltaNet layers (model.deltanet)
     local_blocks: Optional[Block] = None  # the local layers beside global ones of their own geometry
     # (model.global_head_dim, global_kv_heads, global_k_eq_v: Gemma 4); `blocks` then holds the global ones
+    hc_head: Optional[Hyper] = None  # model.hyper_connections: the fold of the streams before ln_f (`model.hyper`)
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -175,7 +181,8 @@ def _param_info(cfg: ModelConfig) -> Params:
         pre = norm_info(cfg) if cfg.pre_norms else None
         seen = stack_config(cfg, stack)  # (a global stack's layers: their own head width and key/value heads)
         return Block(ln1=pre, attn=attention.info(seen), ln2=pre, mlp=mlp_unit.info(seen), ln_post_attn=post,
-                     ln_post_mlp=post, layer_scale=vector((), (), "ones") if cfg.layer_scale else None)
+                     ln_post_mlp=post, layer_scale=vector((), (), "ones") if cfg.layer_scale else None,
+                     hc_attn=hyper_info(cfg), hc_mlp=hyper_info(cfg))
 
     def layers(stack: str, n: int) -> Block:
         return stacked(layer(stack), n)
@@ -195,6 +202,7 @@ def _param_info(cfg: ModelConfig) -> Params:
         mtp=mtp_info(cfg, layer("dense_blocks")) if cfg.mtp_depth else None,
         linear_blocks=layers("linear_blocks", sum(linear)) if any(linear) else None,
         local_blocks=layers("local_blocks", sum(local)) if global_stack(cfg) else None,
+        hc_head=hyper_info(cfg, head=True),
     )
 
 

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig, global_stack
 from spmdgpt.mesh.sharding import Rules
+from spmdgpt.model import hyper
 from spmdgpt.model.attention import KVCache, causal_mask
 from spmdgpt.model.blocks import Cached, PerLayer, layer_step, pipelined_blocks, scan_layers, windows
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
@@ -54,6 +55,7 @@ def hidden_states(
         x = embed(cfg, rules, params, to_context_order(rules, tokens))
         if key is not None:
             x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
+        x = hyper.expand(cfg, rules, x)  # (model.hyper_connections: n streams)
         if rules.stage_size() > 1 and not collect:
             x = pipelined_blocks(cfg, rules, params, x, positions, segment_ids, batch, microbatches)
             return final_norm(cfg, rules, params, x), None, {}
@@ -78,7 +80,7 @@ def hidden_states(
         # whose chunks count from each row's first token however much padding is before it)
     else:
         mask = causal_mask(positions, k_pos)  # [b, t, capacity], the same for every layer
-    x = embed(cfg, rules, params, tokens)
+    x = hyper.expand(cfg, rules, embed(cfg, rules, params, tokens))
     cached = Cached(mask, k_pos, cache.end)
 
     def make_cached_step(stack: str):
@@ -87,11 +89,14 @@ def hidden_states(
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).
     x, arrays = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), cache=cache.layers))
+    x = hyper.fold(cfg, rules, params.hc_head, x)
     return norm(cfg, rules, params.ln_f, x), KVCache(arrays, k_pos, cache.end + t), {}
 
 
 def final_norm(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
-    """The final norm of the residual stream x [b * t, d] -> the output head's input."""
+    """The final norm of the residual stream x [b * t, d] (model.hyper_connections: its streams
+    [b * t, n, d], folded first) -> the output head's input."""
+    x = hyper.fold(cfg, rules, params.hc_head, x)
     return jax.sharding.reshard(norm(cfg, rules, params.ln_f, x), rules.spec("tokens", "embed"))
 
 

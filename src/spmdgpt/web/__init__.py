@@ -36,6 +36,7 @@ from spmdgpt.hf.export import to_tensors
 from spmdgpt.hf.files import ordinary_permissions
 from spmdgpt.hf.tables import (
     DENSE,
+    NO_DEEPSEEK_V4,
     NO_DELTANET,
     NO_GEMMA,
     NO_LLAMA4,
@@ -72,7 +73,7 @@ TABLE = Architecture(
                                        "tie_embeddings", "bias")}, "mlp_factor": "mlp_hidden"},
     refused={"num_kv_heads": None, "qkv_bias": False, "qk_norm_scale": False, "rope_scaling": RopeScaling.none,
              "sliding_window": 0, "window_pattern": "L", **DENSE, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS,
-             **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4,
+             **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4,
              **ROPE_SCALING_DEFAULTS},
 )
 
