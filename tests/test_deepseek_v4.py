@@ -1,7 +1,9 @@
 """DeepSeek-V4's units, each against transformers' module (5.24, float32) on the same inputs and
 weights: the manifold-constrained hyper-connections (model.hyper_connections: DeepseekV4HyperConnection,
-the decoder layer's merge, DeepseekV4HyperHead), and the model options working on their own, on one
-device, on a mesh and in the inference engine."""
+the decoder layer's merge, DeepseekV4HyperHead), the MoE block's routers (model.moe.router=sqrtsoftplus,
+the hash router of model.moe.hash_layers) and clipped experts (model.mlp=swiglu_clip:
+DeepseekV4SparseMoeBlock), and the model options working on their own, on one device, on a mesh and in
+the inference engine."""
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +14,7 @@ from layouts import assert_close, cfg_for, reference, run
 from spmdgpt.config import load_config, validate
 from spmdgpt.engine import Engine, EngineConfig, Request
 from spmdgpt.mesh.sharding import Rules, make_mesh
-from spmdgpt.model import hyper, init_params
+from spmdgpt.model import forward, hyper, init_params
 from spmdgpt.model.hyper import Hyper
 
 TOL = 1e-5  # float32: |ours - transformers'| <= TOL x max |transformers'|, per output
@@ -78,32 +80,90 @@ def test_hyper_connections_equal_transformers(torch_side, tmp_path):
     assert np.asarray(comb).std() > 0.05  # (not the uniform matrix: the test's weights mix the streams unevenly)
 
 
-HYPER = ("model.hyper_connections=4", "model.norm=rmsnorm", "model.mlp=swiglu")
+E, K, F, V = 4, 2, 8, 32  # experts, top k, each expert's width, vocabulary
+MOE = ("model.num_layers=2", "model.num_heads=2", f"model.d_model={D}", f"model.vocab_size={V}", "model.norm=rmsnorm",
+       f"model.moe.num_experts={E}", f"model.moe.top_k={K}", "model.moe.mlp_factor=0.5", "model.moe.shared_experts=1",
+       "model.moe.router=sqrtsoftplus", "model.moe.route_scale=1.5", "model.mlp=swiglu_clip", "model.glu_limit=0.5",
+       "model.moe.hash_layers=1", "model.moe.bias_update_rate=0.001")
 
 
-def test_hyper_connections_on_a_mesh_equal_one_device():
-    """A model with 4 streams: loss and every gradient (documents, restarted positions) under
-    fsdp_tp on data 2 x model 2 equal one device's within 1e-5 (the hyper-connections' weights
-    stored split over FSDP, the streams over the batch)."""
-    loss, grads, _ = run(cfg_for(*HYPER, "sharding=fsdp_tp", "mesh.data=2", "mesh.model=2"))
-    want_loss, want_grads, _ = reference(HYPER)
+def test_hash_and_top_k_routed_experts_equal_transformers(torch_side, tmp_path):
+    """DeepseekV4SparseMoeBlock (sqrt(softplus) scores, weights x 1.5, gate and up clipped at 0.5,
+    a shared expert) in a hash layer (a random tid2eid) and in a top-k layer (a random
+    e_score_correction_bias) equals our MoE unit with the table's routes / the balancing bias, on
+    the same 12 tokens, within 1e-5; the routes are the hash layers' only (-1 in the other layer)."""
+    m, mesh, rules = _one_device(*MOE)
+    rng = np.random.default_rng(1)
+    f32 = lambda *s, scale=1.0: (scale * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
+    gate_up, down, router, bias = f32(E, 2 * F, D, scale=0.5), f32(E, D, F, scale=0.5), f32(E, D), f32(E, scale=0.3)
+    shared = {n: f32(*s, scale=0.5) for n, s in (("gate_proj", (F, D)), ("up_proj", (F, D)), ("down_proj", (D, F)))}
+    tid2eid = np.stack([rng.permutation(E)[:K] for _ in range(V)]).astype(np.int64)
+    ids, hidden = rng.integers(0, V, (2, 6)), f32(2, 6, D)
+    config = {"hidden_size": D, "num_hidden_layers": 2, "num_attention_heads": 2, "head_dim": 8, "vocab_size": V,
+              "n_routed_experts": E, "num_experts_per_tok": K, "moe_intermediate_size": F, "n_shared_experts": 1,
+              "scoring_func": "sqrtsoftplus", "routed_scaling_factor": 1.5, "swiglu_limit": 0.5,
+              "mlp_layer_types": ["hash_moe", "moe"]}
+    common = {"experts.gate_up_proj": gate_up, "experts.down_proj": down, "gate.weight": router,
+              **{f"shared_experts.{n}.weight": w for n, w in shared.items()}}
+    theirs = [_ask(torch_side, tmp_path, "moe", config, {**common, **extra}, {"hidden": hidden, "ids": ids,
+                                                                               "layer": np.int64(layer)})["out"]
+              for layer, extra in ((0, {"gate.tid2eid": tid2eid}), (1, {"gate.e_score_correction_bias": bias}))]
+    from spmdgpt.model.mlp import Mlp
+    from spmdgpt.model.moe import Moe, hash_routes, moe
+
+    t = lambda a: jnp.asarray(np.swapaxes(a, -1, -2))  # noqa: E731
+    p = Moe(router=t(router), w_up=t(gate_up[:, F:]), w_gate=t(gate_up[:, :F]), w_down=t(down),
+            shared=Mlp(t(shared["up_proj"]), None, t(shared["gate_proj"]), t(shared["down_proj"]), None),
+            router_bias=jnp.asarray(bias))
+    with jax.set_mesh(mesh):
+        routes = hash_routes(m, rules, jnp.asarray(tid2eid[None], jnp.float32), jnp.asarray(ids.reshape(-1)))
+        assert (np.asarray(routes[0]) == tid2eid[ids.reshape(-1)]).all() and (np.asarray(routes[1]) == -1).all()
+        unit = jax.jit(lambda x, r: moe(m, rules, p, x, r)[0])
+        ours = [unit(jnp.asarray(hidden.reshape(12, D)), routes[i]) for i in range(2)]
+    for o, th in zip(ours, theirs, strict=True):
+        _close(o, th.reshape(12, D))
+    assert np.abs(theirs[0] - theirs[1]).max() > 0.1  # (the two routings differ on these tokens)
+
+
+# every unit here at once, on its own options: 4 streams, a dense layer, then a hash-routed MoE layer and a top-k one
+ALL = (*MOE[2:], "model.num_layers=3", "model.moe.first_dense_layers=1", "model.hyper_connections=4")
+
+
+def test_the_units_on_a_mesh_equal_one_device():
+    """Loss and every gradient (documents, restarted positions) on data 2 x expert 2 x model 2 (the
+    experts split over `expert`, the hyper-connections' weights over FSDP, the streams over the
+    batch) equal one device's within 1e-5; the hash table gets no gradient, the streams' weights do."""
+    loss, grads, _ = run(cfg_for(*ALL, "sharding=fsdp_tp", "mesh.data=2", "mesh.expert=2", "mesh.model=2"))
+    want_loss, want_grads, _ = reference(ALL)
     assert abs(loss - want_loss) <= 1e-5 * abs(want_loss)
     assert_close(grads, want_grads)
-    assert grads.blocks.hc_attn.w.shape == (2, 4, 32, 24) and grads.hc_head.w.shape == (4, 32, 4)
+    assert grads.hash_experts.shape == (1, V, K) and not np.asarray(grads.hash_experts).any()
+    assert grads.blocks.hc_attn.w.shape == (2, 4, D, 24) and grads.hc_head.w.shape == (4, D, 4)
     assert np.abs(grads.blocks.hc_mlp.w).max() > 0 and np.abs(grads.hc_head.bias).max() > 0
 
 
-def test_hyper_connections_decode_in_the_engine_as_the_full_forward():
-    """The inference engine (paged cache, two slots for three prompts, a prompt of 10 in chunks of
-    8) gives the greedy tokens of the model's full forward pass over each sequence so far."""
-    m, mesh, rules = _one_device(*HYPER, "model.init_std=0.2", "model.num_layers=2")
-    prompts = [[1, 2, 3], [5], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]]
+def test_the_units_decode_in_the_engine_as_the_full_forward():
+    """The inference engine (paged cache, two slots, prompts prefilled together, then decoded: each
+    step's rows routed by their own tokens, a random table) gives the greedy tokens of the model's
+    full forward pass over each sequence so far, and their log-probabilities within 1e-4 (the
+    engine without the routes was 0.07 off); another table changes the forward's logits."""
+    m, mesh, rules = _one_device(*ALL, "model.init_std=0.2")
+    prompts = [[1, 2, 3, 4], [9, 8, 7, 6]]
+    table = np.stack([np.random.default_rng(v).permutation(E)[:K] for v in range(V)])[None].astype(np.float32)
     with jax.set_mesh(mesh):
         params = init_params(m, jax.random.key(0), rules)
-        want = full_forward_samples(m, rules, params, prompts, 6)
-        got = Engine(m, rules, params, m.vocab_size, EngineConfig(slots=2, page_size=4, chunk=8)).run(
-            [Request(p, 6, temperature=0.0) for p in prompts])
+        params = params._replace(hash_experts=jax.device_put(table, params.hash_experts.sharding))
+        want = full_forward_samples(m, rules, params, prompts, 5)
+        got = Engine(m, rules, params, m.vocab_size, EngineConfig(slots=2, page_size=4)).run(
+            [Request(p, 5, temperature=0.0) for p in prompts])
+        fwd = jax.jit(lambda p, t: forward(m, rules, p, t)[0])
+        seqs = jnp.asarray([p + w for p, w in zip(prompts, want, strict=True)])
+        logits, moved = fwd(params, seqs), fwd(params._replace(hash_experts=(params.hash_experts + 1) % E), seqs)
     assert [r.tokens for r in got] == want
+    assert np.abs(np.asarray(logits - moved)).max() > 1e-2  # (the forward pass routes by the table)
+    logp = np.asarray(jax.nn.log_softmax(logits[:, 3:-1]))
+    want_logp = np.take_along_axis(logp, np.asarray(want)[..., None], -1)[..., 0]
+    assert np.abs(np.asarray([r.logprobs for r in got]) - want_logp).max() < 1e-4
 
 
 def test_bad_settings_are_one_line_each():
@@ -111,6 +171,10 @@ def test_bad_settings_are_one_line_each():
         (["model.hyper_connections=-1"], "model.hyper_connections=-1 must be >= 0"),
         (["model.hyper_eps=1e-3"], "model.hyper_eps set without model.hyper_connections"),
         (["model.hyper_connections=4", "model.hyper_sinkhorn_iters=0"], "model.hyper_sinkhorn_iters=0 must be >= 1"),
+        (["model.moe.num_experts=4", "model.moe.hash_layers=5"], "model.moe.hash_layers=5 must be between 0 and"),
+        (["model.moe.num_experts=300", "model.moe.top_k=2", "model.moe.hash_layers=1", "model.param_dtype=bfloat16"],
+         "model.moe.hash_layers=1 with model.param_dtype=bfloat16 and 300 experts"),
+        (["model.mlp=swiglu_clip", "model.glu_limit=0"], "model.glu_limit=0"),
         (["model.hyper_connections=4", "model.mtp_depth=1"], "model.hyper_connections=4 and model.mtp_depth do not"),
         (["model.hyper_connections=2", "sharding=fsdp", "mesh.stage=2", "mesh.data=4", "model.num_layers=4"],
          "mesh.stage=2 with model.hyper_connections=2: the pipeline's stages pass one residual stream"),

@@ -49,11 +49,14 @@ class MlpType(enum.Enum):
     geglu = "geglu"  # GELU(x W_gate) (tanh approximation) * (x W_up), down-projection (Gemma)
     swiglu_clamped = "swiglu_clamped"  # gpt-oss: g = min(x W_gate, L), u = clip(x W_up, -L, L),
     # g sigmoid(alpha g) (u + 1), down-projection (L = model.glu_limit, alpha = model.glu_alpha)
+    swiglu_clip = "swiglu_clip"  # DeepSeek-V4: SiLU(min(x W_gate, L)) * clip(x W_up, -L, L), down-projection
+    # (L = model.glu_limit; its swiglu_limit: 10)
 
 
 class Router(enum.Enum):
     softmax = "softmax"  # softmax over the experts, then the top k (Mixtral, Qwen MoE)
     sigmoid = "sigmoid"  # a sigmoid score per expert, the top k, normalised among themselves (DeepSeek-V3)
+    sqrtsoftplus = "sqrtsoftplus"  # sqrt(softplus(logit)) per expert, then as sigmoid (DeepSeek-V4's scoring_func)
 
 
 class MoeDispatch(enum.Enum):

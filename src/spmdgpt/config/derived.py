@@ -115,7 +115,7 @@ def deltanet_dims(m: ModelConfig) -> tuple:
 
 def gated(m: ModelConfig) -> bool:
     """Whether model.mlp has a gate projection (SwiGLU, GeGLU)."""
-    return m.mlp in (MlpType.swiglu, MlpType.geglu, MlpType.swiglu_clamped)
+    return m.mlp in (MlpType.swiglu, MlpType.geglu, MlpType.swiglu_clamped, MlpType.swiglu_clip)
 
 
 def mla_dims(m: ModelConfig) -> tuple:

@@ -61,8 +61,9 @@ class ModelConfig(Section):
     norm_eps: float = 1e-5  # epsilon inside the norms
     bias: bool = False  # biases in the QKV, output and MLP projections and in LayerNorm (an MoE's: router, experts)
     qkv_bias: bool = False  # biases in the query/key/value projections only (Qwen2; implied by bias)
-    mlp: MlpType = MlpType.gelu  # gelu | swiglu | relu2 | geglu | swiglu_clamped
-    glu_limit: float = 7.0  # mlp=swiglu_clamped: the gate's upper clamp and the up projection's +- clamp (gpt-oss: 7)
+    mlp: MlpType = MlpType.gelu  # gelu | swiglu | relu2 | geglu | swiglu_clamped | swiglu_clip
+    glu_limit: float = 7.0  # mlp=swiglu_clamped / swiglu_clip: the gate's upper clamp and the up projection's +- clamp
+    # (gpt-oss: 7; DeepSeek-V4's swiglu_limit: 10)
     glu_alpha: float = 1.702  # mlp=swiglu_clamped: the gate's sigmoid slope, g sigmoid(alpha g) (gpt-oss: 1.702)
     tie_embeddings: bool = True  # unembedding = embedding transposed
     rope_theta: float = 10000.0  # RoPE base frequency

@@ -25,7 +25,7 @@ class MoeConfig(Section):
     shared_experts: int = 0  # experts' widths of a dense MLP every token also goes through (DeepSeek's shared experts)
     shared_gate: bool = False  # the shared experts' output times sigmoid(x w), a learned [d_model] w: one scalar per
     # token (Qwen2-MoE's, Qwen3-Next's and Qwen3.5-MoE's shared_expert_gate); needs shared_experts > 0
-    router: Router = Router.softmax  # softmax | sigmoid
+    router: Router = Router.softmax  # softmax | sigmoid | sqrtsoftplus (DeepSeek-V4: sqrt(softplus(logit)))
     normalize_top_k: bool = True  # the k weights rescaled to sum to 1 (Mixtral, DeepSeek-V3's norm_topk_prob: yes)
     weight_input: bool = False  # each routed copy's weight multiplies the token going into its expert instead of the
     # expert's output (Llama 4: sigmoid of the chosen logit, the token scaled by it before its SwiGLU expert)
@@ -43,6 +43,8 @@ class MoeConfig(Section):
     # the sum of its two best (biased) scores; a token's top_k come from its top_groups best groups; 1 = off
     top_groups: int = 1  # groups a token's experts may come from (DeepSeek-V3's topk_group; with groups > 1)
     route_scale: float = 1.0  # the routed experts' weights times this (DeepSeek-V3's routed_scaling_factor: 2.5)
+    hash_layers: int = 0  # the first this-many MoE layers choose a token's top_k experts by a frozen table of its id
+    # (DeepSeek-V4's hash routing, tid2eid; num_hash_layers: 3), weighted by the router's scores of them; 0 = off
 
     def __str__(self) -> str:  # (in messages: the fields that differ from the defaults)
         return changed_fields(self)

@@ -205,6 +205,8 @@ def _model(m, training: bool) -> List[str]:
     if m.mlp == MlpType.swiglu_clamped:
         for name in ("glu_limit", "glu_alpha"):
             positive(errs, f"model.{name}", getattr(m, name))
+    if m.mlp == MlpType.swiglu_clip:
+        positive(errs, "model.glu_limit", m.glu_limit)
     if m.num_kv_heads is not None and m.num_heads > 0 and (
             not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
         errs.append(f"model.num_kv_heads={m.num_kv_heads} must divide model.num_heads={m.num_heads} (each key/value "

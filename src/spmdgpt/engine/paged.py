@@ -46,11 +46,12 @@ from spmdgpt.model import hyper, lora
 from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
-from spmdgpt.model.head import embed, unembed
+from spmdgpt.model.head import embed, flat_tokens, unembed
 from spmdgpt.model.kernels import causal_mask, paged_decode_attention, window_mask
 from spmdgpt.model.layers import dtype_of, norm
 from spmdgpt.model.layers import pick_rows as _pick
 from spmdgpt.model.loss import mtp_input
+from spmdgpt.model.moe import hash_routes
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
 
@@ -448,20 +449,23 @@ class Step:
                                  (-1, self.adapters), out_sharding=rules.spec("batch", None))
         return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where, decode, select)
 
-    def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None):
-        """One block over a group's rows, reading layer `layer` of the pool and writing its new entries."""
+    def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None,
+               routes=None):
+        """One block over a group's rows, reading layer `layer` of the pool and writing its new entries
+        (routes: the layer's hash-routed experts of the rows' tokens, `moe.hash_routes`)."""
         if stack == "linear_blocks":
-            return self._state_layer(rules, p, x, pool, layer, g, mask)
+            return self._state_layer(rules, p, x, pool, layer, g, mask, routes)
         b, t = g.rows.tokens.shape
         if self.kernel and g.decode:
             paged = lambda q, k, v: self._paged(rules, pool, layer, g, q, k, v)  # noqa: E731
             cache = LayerCache({}, mask, jnp.int32(0), paged=paged)
-            x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, cache, window=window, stack=stack)
+            x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, cache, window=window, stack=stack,
+                             routes=routes)
             return x, {**pool, **kv}
         paged = "local_blocks" if stack == "local_blocks" else "blocks"
         x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b,
                          LayerCache(self._views(pool, layer, g.table, rules, paged), mask, jnp.int32(g.capacity)),
-                         window=window, stack=stack)
+                         window=window, stack=stack, routes=routes)
         new = {n: _entries(kv[n], lay, g.capacity, t, rules) for n, lay in self.layouts[paged].items()}
         return x, self._store(pool, layer, new, g.where, rules, paged)
 
@@ -508,7 +512,7 @@ class Step:
         return (jax.sharding.reshard(o[:, :, None], rules.spec("batch", "heads", "seq", "head_dim")),
                 {n: written[n] for n in self.pools})
 
-    def _state_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array):
+    def _state_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, routes=None):
         """A Gated DeltaNet layer over a group's rows: each row's state read from its slot (a zero
         state for a sequence's first tokens), run on, and written back (padding rows: to the null
         slot)."""
@@ -520,7 +524,7 @@ class Step:
             a = pool[n].at[layer, rows.slot].get(out_sharding=rules.spec("batch", *logical))
             view[n] = jnp.where(fresh.reshape((b,) + (1,) * (a.ndim - 1)), jnp.zeros_like(a), a)
         x, new, _ = block(self.cfg, rules, p, x, rows.positions, b, LayerCache(view, mask, jnp.int32(g.capacity)),
-                          stack="linear_blocks")
+                          stack="linear_blocks", routes=routes)
         null = pool[next(iter(self.states))].shape[1] - 1
         target = jax.sharding.reshard(jnp.where(jnp.any(rows.positions >= 0, axis=1), rows.slot, null), P(None))
         pool = dict(pool)
@@ -547,16 +551,19 @@ class Step:
             def step(carry, layer):
                 (xs, pool), (p, s) = carry, layer
                 out = []
-                for x, g in zip(xs, live, strict=True):
+                for i, (x, g) in enumerate(zip(xs, live, strict=True)):
                     mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, g.k_pos, s.window)
                     p_g = p if g.select is None else lora.bind(p, g.select)  # (each row's adapter)
-                    x, pool = self._layer(rules, p_g, x, pool, s.index, g, mask, stack, s.window)
+                    x, pool = self._layer(rules, p_g, x, pool, s.index, g, mask, stack, s.window,
+                                          None if s.routes is None else s.routes[i])
                     out.append(x)
                 return (tuple(out), pool), {}
 
             return step
 
-        per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)))
+        routes = None if params.hash_experts is None else tuple(  # (each group's rows: moe.hash_layers)
+            hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, g.rows.tokens)) for g in live)
+        per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)), routes=routes)
         (xs, pool), _ = scan_layers(cfg, params, make_step, (xs, pool), per_layer)
         results = []
         for h, g, checks in zip(xs, live, verifying, strict=True):

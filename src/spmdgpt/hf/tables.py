@@ -115,8 +115,8 @@ NO_LLAMA4 = {"attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0
 # a model without Gemma 4's attention and layers: the G layers as the others, full RoPE, no value norm, no layer scale
 NO_GEMMA4 = {"global_head_dim": None, "global_kv_heads": None, "global_k_eq_v": False, "rope_global_fraction": 1.0,
              "v_norm": False, "layer_scale": False}
-# a model without DeepSeek-V4's units: one residual stream (no hyper-connections)
-NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6}
+# a model without DeepSeek-V4's units: one residual stream (no hyper-connections), no hash-routed layers
+NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6, "moe.hash_layers": 0}
 # a model without Gemma's layer options: their defaults (Gemma 4's too)
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None, **NO_GEMMA4}
@@ -290,7 +290,8 @@ def _experts(prefix: str, gate: str, up: str, down: str) -> list:
 # the experts' outputs
 MOE_REFUSED = {"moe.shared_experts": 0, "moe.shared_gate": False, "moe.router": Router.softmax,
                "moe.bias_update_rate": 0.0, "moe.groups": 1,
-               "moe.top_groups": 1, "moe.route_scale": 1.0, "moe.weight_input": False}
+               "moe.top_groups": 1, "moe.route_scale": 1.0, "moe.weight_input": False,
+               "moe.hash_layers": 0}
 MOE_PICK = {"moe.num_experts": lambda e: e > 0}
 
 # Mixtral: Mistral's attention (a window in every layer, or none), an MoE in every layer whose

@@ -23,6 +23,7 @@ from spmdgpt.model import hyper
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
 from spmdgpt.model.layers import dropout, dtype_of, norm, rms
 from spmdgpt.model.lora import merged as lora_merged
+from spmdgpt.model.moe import Moe
 from spmdgpt.model.parametrization import branch_multiplier
 from spmdgpt.model.params import Block, Params, block_units
 from spmdgpt.model.pipeline import pipeline
@@ -32,7 +33,8 @@ Array = jax.Array
 
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
-          key: Optional[Array] = None, window: Optional[Array] = None, stack: str = "blocks"):
+          key: Optional[Array] = None, window: Optional[Array] = None, stack: str = "blocks",
+          routes: Optional[Array] = None):
     """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
     sandwich) on the residual stream x: [stream, embed] (model.hyper_connections = n: the n streams
     [stream, n, embed], each branch between them, `model.hyper`) -> (x, this layer's
@@ -41,7 +43,8 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     aux: the RMS of the block's output, of the attention and MLP outputs, and the units' own.
     key (training only): dropout on the attention probabilities and on both branch outputs.
     window: this layer's window (`attention.window_mask`: a sliding window or a chunk; None: global). stack: the
-    parameter stack the layer belongs to, which picks its units (`block_units`)."""
+    parameter stack the layer belongs to, which picks its units (`block_units`). routes: this layer's
+    row of the hash-routed layers' experts (`moe.hash_routes`; an MoE layer's, else unused)."""
     attention, mlp_unit = block_units(cfg, stack)
     cfg = stack_config(cfg, stack)  # (a global stack's G layers: their own head width and key/value heads)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
@@ -61,7 +64,8 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
 
     def mlp_branch(x):
         h2 = norm(cfg, rules, p.ln2, x) if p.ln2 is not None else x.astype(dtype_of(cfg.compute_dtype))
-        m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2)
+        hashed = {} if routes is None or not isinstance(p.mlp, Moe) else {"routes": routes}
+        m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2, **hashed)
         if p.ln_post_mlp is not None:
             m = norm(cfg, rules, p.ln_post_mlp, m)
         m = dropout(m, cfg.dropout, k_m)
@@ -99,6 +103,7 @@ class PerLayer(NamedTuple):
     window: Optional[Array] = None  # its window, int32 (`windows`: 0 global, < 0 a chunk; None: every layer global)
     index: Optional[Array] = None  # its number (training's dropout keys)
     cache: Optional[dict] = None  # its arrays of the cache (cached passes; the attention unit's `cache`)
+    routes: Optional[Array] = None  # its row of the hash-routed layers' experts [stream, k] (`moe.hash_routes`)
 
 
 class Cached(NamedTuple):
@@ -127,7 +132,8 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
                 mask = mask & window_mask(positions, cached.k_pos, s.window)
             cache = LayerCache(s.cache, mask, cached.end)
         k = None if key is None else jax.random.fold_in(key, s.index)
-        x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, stack)
+        x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, stack,
+                           s.routes)
         return x, (aux if cached is None else kv)
 
     if cached is None and cfg.remat != Remat.none:

@@ -25,11 +25,15 @@ def embed(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array) -> Arra
     dtype and their outputs are added back in float32, as PyTorch's autocast does (a bfloat16
     sum of 2L branch outputs keeps 8 significant bits). A no-op for float32 compute."""
     table = rules.gather(params.embed.astype(jnp.float32), (None, "embed"))
-    flat = flatten(rules, jax.sharding.reshard(tokens, rules.spec("batch", "seq")))
-    x = table.at[flat].get(out_sharding=rules.spec("stream", "embed"))
+    x = table.at[flat_tokens(rules, tokens)].get(out_sharding=rules.spec("stream", "embed"))
     if cfg.embed_norm:  # (nanochat: x / RMS(x), no parameters)
         x = rms_normalize(x, cfg.norm_eps)
     return x * jnp.float32(cfg.d_model ** 0.5) if cfg.embed_scale else x  # (Gemma: the embedding x sqrt(d))
+
+
+def flat_tokens(rules: Rules, tokens: Array) -> Array:
+    """tokens [b, t] -> [b * t] in the residual stream's order (what `embed` reads)."""
+    return flatten(rules, jax.sharding.reshard(tokens, rules.spec("batch", "seq")))
 
 
 def float32_matmul(eq: str, spec, x: Array, w: Array) -> Array:

@@ -21,12 +21,14 @@ class ParamInfo:
 
     shape: tuple
     logical: tuple  # logical axis name per dimension
-    init: str  # "normal" | "zeros" | "ones" | "a_log" | "dt_bias" (Gated DeltaNet's decay, `params.DECAY_INITS`)
+    init: str  # "normal" | "zeros" | "ones" | "a_log" | "dt_bias" (Gated DeltaNet's decay, `params.DECAY_INITS`) |
+    # "expert_hash" (a hash-routed MoE's table, `moe.hash_info`)
     std: float = 0.0  # for init == "normal"
     decay: bool = False  # decoupled weight decay applies (matrices, not norms/biases/embedding)
     fan_in: tuple = ()  # logical names of the matrix's input axes, e.g. ("embed",)
     fan_out: tuple = ()  # logical names of its output axes, e.g. ("heads", "head_dim")
     lr_scale: float = 1.0  # its AdamW learning rate's multiplier (μP: `model.parametrization`)
+    modulus: int = 0  # init == "expert_hash": the number of experts (`moe.hash_info`)
 
     def __post_init__(self):
         missing = [a for a in self.fan_in + self.fan_out if a not in self.logical]

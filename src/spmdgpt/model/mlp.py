@@ -104,6 +104,8 @@ def activation(cfg: ModelConfig, h: jax.Array, g: Optional[jax.Array]) -> jax.Ar
     if cfg.mlp == MlpType.swiglu_clamped:  # gpt-oss's: clamped, a steeper sigmoid, and u + 1
         g = jnp.minimum(g, cfg.glu_limit)
         return g * jax.nn.sigmoid(cfg.glu_alpha * g) * (jnp.clip(h, -cfg.glu_limit, cfg.glu_limit) + 1)
+    if cfg.mlp == MlpType.swiglu_clip:  # DeepSeek-V4's: the gate clamped above, the up projection both ways
+        return jax.nn.silu(jnp.minimum(g, cfg.glu_limit)) * jnp.clip(h, -cfg.glu_limit, cfg.glu_limit)
     if cfg.mlp == MlpType.relu2:
         return jnp.square(jax.nn.relu(h))
     return gelu_tanh(h)

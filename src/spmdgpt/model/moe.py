@@ -17,16 +17,20 @@ layer axis in front):
             products: once per routed copy, however the experts' width is split)
 
 Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen), or
-sigmoid scores then top-k (DeepSeek-V3); the k weights renormalised to sum to 1 with
-moe.normalize_top_k, then times moe.route_scale (DeepSeek-V3's routed_scaling_factor); each multiplies
-its expert's output, or with moe.weight_input the token going into it (Llama 4's experts). With
-moe.groups = G > 1 (DeepSeek-V3's node-limited routing: n_group, topk_group) the experts form G
-equal groups, each scored by the sum of its two best choice scores, and a token's k experts
-come only from its moe.top_groups best groups. With moe.bias_update_rate > 0 (DeepSeek-V3's auxiliary-loss-free
-balancing, Wang et al. 2024) the top k are chosen by score + router_bias and weighted by the
-scores alone, and after every step each layer's bias moves by rate x sign(1/E - the expert's
-share of the step's copies): up for the experts below an even share, down for those above.
-The experts run per device inside `shard_map` on the device's own tokens:
+sigmoid scores then top-k (DeepSeek-V3), or sqrt(softplus) scores (DeepSeek-V4's); the k weights
+renormalised to sum to 1 with moe.normalize_top_k, then times moe.route_scale (DeepSeek-V3's
+routed_scaling_factor); each multiplies its expert's output, or with moe.weight_input the token
+going into it (Llama 4's experts). With moe.groups = G > 1 (DeepSeek-V3's node-limited routing:
+n_group, topk_group) the experts form G equal groups, each scored by the sum of its two best choice
+scores, and a token's k experts come only from its moe.top_groups best groups. With
+moe.bias_update_rate > 0 (DeepSeek-V3's auxiliary-loss-free balancing, Wang et al. 2024) the top k
+are chosen by score + router_bias and weighted by the scores alone, and after every step each
+layer's bias moves by rate x sign(1/E - the expert's share of the step's copies): up for the experts
+below an even share, down for those above.
+With moe.hash_layers = H > 0 (DeepSeek-V4's hash routing) the first H MoE layers take a token's k
+experts from a frozen table of its id (`params.hash_experts` [H, vocab, k], `hash_routes`: each
+layer's row, -1 where the router's top k choose) instead of the top k, weighted by their scores
+as any choice. The experts run per device inside `shard_map` on the device's own tokens:
 
 - dropless (default): the device's token copies (k per token) sorted by expert, so that every
   token reaches its k experts, and multiplied group by group (moe.grouped): `ragged` by
@@ -68,6 +72,7 @@ from typing import List, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from spmdgpt.config import (
@@ -79,6 +84,7 @@ from spmdgpt.config import (
     expert_hidden,
     gated,
     mesh_axes_of,
+    moe_layers,
 )
 from spmdgpt.config.validate import positive, whole_width
 from spmdgpt.mesh.sharding import Rules, platform
@@ -127,17 +133,29 @@ def moe_info(cfg: ModelConfig) -> Moe:
     )
 
 
+def scores_of(cfg: ModelConfig, logits: jax.Array) -> jax.Array:
+    """The router's scores of its float32 logits: softmax over the experts, or per expert
+    sigmoid or sqrt(softplus) (DeepSeek-V4's), by moe.router."""
+    if cfg.moe.router == Router.softmax:
+        return jax.nn.softmax(logits, axis=-1)
+    if cfg.moe.router == Router.sqrtsoftplus:
+        return jnp.sqrt(jax.nn.softplus(logits))
+    return jax.nn.sigmoid(logits)
+
+
 def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias: Optional[jax.Array] = None,
-          logit_bias: Optional[jax.Array] = None):
+          logit_bias: Optional[jax.Array] = None, routes: Optional[jax.Array] = None):
     """x [tokens, D] -> (expert ids [tokens, k] int32, their weights [tokens, k] float32, the
     routing's auxiliary outputs). bias [E]: added to the scores for the choice only (the
-    balancing's); logit_bias [E]: the router's own, added to its logits (b_router)."""
+    balancing's); logit_bias [E]: the router's own, added to its logits (b_router). routes
+    [tokens, k] (moe.hash_layers, `hash_routes`): where >= 0, the experts chosen by the token's id
+    instead of the top k (a hash-routed layer's), weighted by their scores all the same."""
     moe, E = cfg.moe, cfg.moe.num_experts
     w = rules.gather(router.astype(F32), ("embed", None))
     logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("tokens", None))
     if logit_bias is not None:
         logits = logits + logit_bias.astype(F32)
-    scores = jax.nn.softmax(logits, axis=-1) if moe.router == Router.softmax else jax.nn.sigmoid(logits)
+    scores = scores_of(cfg, logits)
     choice = scores if bias is None else scores + jax.lax.stop_gradient(bias.astype(F32))
     if moe.groups > 1:  # grouped routing: only the experts of each token's top_groups best groups may be chosen
         grouped = jnp.reshape(choice, choice.shape[:-1] + (moe.groups, E // moe.groups))
@@ -148,7 +166,10 @@ def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias:
     # (the chosen scores: top_k's own, unless a bias moved the choice: then picked by a select, exactly; a gather
     # of [tokens, k] from scores has no sharding JAX can infer for a batch of one token and k = 1, the engine's
     # decode row of a top-1 model)
-    weights = top if bias is None else jnp.sum(jnp.where(ids[..., None] == jnp.arange(E), scores[:, None], 0.0), -1)
+    if routes is not None:  # (a hash-routed layer: the table's experts, the same in every layer's program)
+        ids = jnp.where(routes >= 0, jax.sharding.reshard(routes, rules.spec("tokens", None)), ids)
+    weights = top if bias is None and routes is None else jnp.sum(
+        jnp.where(ids[..., None] == jnp.arange(E), scores[:, None], 0.0), -1)
     if moe.normalize_top_k:
         weights = weights / (jnp.sum(weights, axis=-1, keepdims=True) + 1e-20)
     if moe.route_scale != 1.0:
@@ -434,12 +455,14 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
     return out, jnp.sum(dropped)
 
 
-def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array, dict]:
+def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, routes: Optional[jax.Array] = None
+        ) -> tuple[jax.Array, dict]:
     """x: [stream, embed] -> ([stream, embed], the routing's auxiliary outputs and `dropped`).
     (A stream split over the tensor axis, model.collective_matmul, is gathered first: every
-    device of the axis computes a slice of each expert for the same tokens.)"""
+    device of the axis computes a slice of each expert for the same tokens.) routes [stream, k]:
+    this layer's row of `hash_routes` (moe.hash_layers; -1: the top k)."""
     x = jax.sharding.reshard(x, rules.spec("tokens", "embed"))
-    ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias, p.b_router)
+    ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias, p.b_router, routes)
     out, dropped = experts(cfg, rules, p, x, ids, weights)
     out = jax.sharding.reshard(out, rules.spec("stream", "embed"))
     if p.shared is not None:
@@ -447,12 +470,13 @@ def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> tuple[jax.Array
     return out, {**aux, "dropped": dropped.astype(F32) / ids.size}
 
 
-def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.Array:
+def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, routes: Optional[jax.Array] = None
+                 ) -> jax.Array:
     """What `moe` computes, the plain way: every expert on every token (E / k times the active
     FLOPs), each output weighted by the token's routing weight for that expert (zero off its top
     k). The reference the dispatch modes are tested against (tests/test_moe.py) and timed
     against (benchmarks/moe.py); one device."""
-    ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias, p.b_router)
+    ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias, p.b_router, routes)
     chosen = jax.nn.one_hot(ids, cfg.moe.num_experts)
     gate = jax.sharding.reshard(jnp.sum(chosen * weights[..., None], axis=1), P())  # [T, E]
     inputs = 1.0  # (moe.weight_input: each expert's input weighted, its output counted once where chosen)
@@ -476,6 +500,39 @@ def shared_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array) -> jax.A
     w = rules.gather(p.shared_gate.astype(F32), ("embed",))
     gate = jax.nn.sigmoid(jnp.einsum("td,d->t", x.astype(F32), w, out_sharding=rules.spec("stream")))
     return (gate[:, None] * out.astype(F32)).astype(out.dtype)
+
+
+def hash_info(cfg: ModelConfig) -> Optional[ParamInfo]:
+    """The hash-routed layers' table [moe.hash_layers, vocab, top_k] (expert ids stored as numbers
+    in the parameters' dtype; its gradient is zero, it has no decay: it stays as set), or None."""
+    H = cfg.moe.hash_layers if cfg.moe.num_experts else 0
+    if not H:
+        return None
+    return ParamInfo((H, cfg.vocab_size, cfg.moe.top_k), ("hash_layers", "hash_vocab", "hash_k"), "expert_hash",
+                     modulus=cfg.moe.num_experts)
+
+
+def expert_hash(shape: tuple, experts: int) -> jax.Array:
+    """The table's initial value: token t's experts in hash layer l are (t k + l + j) mod E, j < k
+    (k different experts; even loads over an even mix of ids; a checkpoint's table replaces it)."""
+    H, V, k = shape
+    l, t, j = jnp.meshgrid(jnp.arange(H), jnp.arange(V), jnp.arange(k), indexing="ij")
+    return ((t * k + l + j) % experts).astype(jnp.float32)
+
+
+def hash_routes(cfg: ModelConfig, rules: Rules, table: Optional[jax.Array], tokens: jax.Array) -> Optional[jax.Array]:
+    """Each layer's routes of the flattened tokens [stream] (in the residual stream's order):
+    [layers, stream, top_k] int32, the table's experts of each token in the first moe.hash_layers MoE
+    layers and -1 (the router's top k) in the others; None without a table."""
+    if table is None:
+        return None
+    kinds = moe_layers(cfg) if cfg.moe.num_experts else []
+    nth = np.cumsum(kinds) - 1  # each layer's place among the MoE layers
+    row = np.where(np.asarray(kinds, bool) & (nth < table.shape[0]), nth, -1)  # [layers]: its table row or -1
+    whole = jax.sharding.reshard(jnp.round(table.astype(F32)).astype(jnp.int32), P())
+    spec = rules.spec(None, "stream", None)
+    picked = whole[np.maximum(row, 0)].at[:, tokens].get(out_sharding=spec)  # [layers, stream, k]
+    return jnp.where(jnp.asarray(row >= 0)[:, None, None], picked, -1)
 
 
 def moe_losses(cfg: ModelConfig) -> dict:
@@ -540,6 +597,13 @@ def config_errors(m) -> List[str]:
     for name in ("load_balance_loss", "router_z_loss", "bias_update_rate"):
         if getattr(e, name) < 0:
             errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
+    if e.hash_layers < 0 or e.hash_layers > sum(moe_layers(m)):
+        errs.append(f"model.moe.hash_layers={e.hash_layers} must be between 0 and the model's {sum(moe_layers(m))} MoE "
+                    "layers (the first ones route by the token's id; DeepSeek-V4: 3)")
+    elif e.hash_layers and m.param_dtype.value != "float32" and e.num_experts > 256:
+        errs.append(f"model.moe.hash_layers={e.hash_layers} with model.param_dtype={m.param_dtype.value} and "
+                    f"{e.num_experts} experts: the table's expert ids are stored in the parameters' dtype, exact up to "
+                    "256 in bfloat16; set model.param_dtype=float32")
     if not e.route_scale > 0:
         errs.append(f"model.moe.route_scale={e.route_scale} must be > 0 (1 = the router's weights as they are)")
     errs += grouped_errors(m)

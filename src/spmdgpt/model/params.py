@@ -20,6 +20,8 @@ Shapes (L layers, D = d_model, V vocabulary):
              linear-attention layers (model.deltanet.full_attention_interval), else None; `blocks`
              then holds its softmax-attention layers
     mtp      multi-token prediction's modules (model.mtp_depth > 0, `mtp.Mtp`), else None
+    hash_experts  [H, V, top_k] the experts of each token id in the first H MoE layers
+             (model.moe.hash_layers = H, `moe.hash_routes`), else None
     hc_head  the fold of model.hyper_connections' streams before ln_f (`hyper.Hyper`; a block's
              hc_attn and hc_mlp: its hyper-connections around the two branches), else None
 
@@ -64,7 +66,7 @@ from spmdgpt.model.layers import Norm, dtype_of, norm_info
 from spmdgpt.model.mla import mla_attention, mla_cache, mla_info, mla_losses, mla_stats
 from spmdgpt.model.mlp import mlp, mlp_info, mlp_stats
 from spmdgpt.model.moe import between_steps as moe_between_steps
-from spmdgpt.model.moe import moe, moe_info, moe_losses, moe_stats
+from spmdgpt.model.moe import expert_hash, hash_info, moe, moe_info, moe_losses, moe_stats
 from spmdgpt.model.mtp import Mtp, mtp_info
 from spmdgpt.model.parametrization import STANDARD, parametrized
 
@@ -163,6 +165,8 @@ class Params(NamedTuple):
     local_blocks: Optional[Block] = None  # the local layers beside global ones of their own geometry
     # (model.global_head_dim, global_kv_heads, global_k_eq_v: Gemma 4); `blocks` then holds the global ones
     hc_head: Optional[Hyper] = None  # model.hyper_connections: the fold of the streams before ln_f (`model.hyper`)
+    hash_experts: Optional[Array] = None  # model.moe.hash_layers: [hash layers, vocab, top_k] each token's experts
+    # there (stored as numbers, never trained: `moe.hash_routes`)
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -203,6 +207,7 @@ def _param_info(cfg: ModelConfig) -> Params:
         linear_blocks=layers("linear_blocks", sum(linear)) if any(linear) else None,
         local_blocks=layers("local_blocks", sum(local)) if global_stack(cfg) else None,
         hc_head=hyper_info(cfg, head=True),
+        hash_experts=hash_info(cfg),
     )
 
 
@@ -366,6 +371,8 @@ def _init_leaves(info: Params, dtype, key: Array, batched: bool = False) -> Para
             return (i.std * drawn_normal[n]).astype(dtype)
         if i.init in DECAY_INITS:
             return DECAY_INITS[i.init](lambda low, high: _uniform(bits[n], low, high)).astype(dtype)
+        if i.init == "expert_hash":
+            return expert_hash(i.shape, i.modulus).astype(dtype)
         return (jnp.ones if i.init == "ones" else jnp.zeros)(i.shape, dtype)
 
     return jax.tree.unflatten(jax.tree.structure(info, is_leaf=is_info), [leaf(n, i) for n, i in enumerate(leaves)])

@@ -25,8 +25,9 @@ from spmdgpt.model import hyper
 from spmdgpt.model.attention import KVCache, causal_mask
 from spmdgpt.model.blocks import Cached, PerLayer, layer_step, pipelined_blocks, scan_layers, windows
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
-from spmdgpt.model.head import embed, unembed
+from spmdgpt.model.head import embed, flat_tokens, unembed
 from spmdgpt.model.layers import dropout, dtype_of, norm
+from spmdgpt.model.moe import hash_routes
 from spmdgpt.model.params import Params, block_units
 from spmdgpt.model.stages import whole_stack
 
@@ -64,7 +65,8 @@ def hidden_states(
         def make_step(stack: str):
             return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, stack=stack)
 
-        per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32))
+        routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, to_context_order(rules, tokens)))
+        per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32), routes=routes)
         x, aux = scan_layers(cfg, params, make_step, x, per_layer, unroll=cfg.scan_unroll, fill=collect)
         if residual:
             return x, None, aux
@@ -88,7 +90,9 @@ def hidden_states(
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).
-    x, arrays = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), cache=cache.layers))
+    routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, tokens))
+    x, arrays = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), cache=cache.layers,
+                                                                       routes=routes))
     x = hyper.fold(cfg, rules, params.hc_head, x)
     return norm(cfg, rules, params.ln_f, x), KVCache(arrays, k_pos, cache.end + t), {}
 

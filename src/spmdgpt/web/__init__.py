@@ -81,8 +81,8 @@ TABLE = Architecture(
 def check_supported(cfg: ModelConfig) -> None:
     """ConfigError naming any model field the page's model does not compute (at this value)."""
     refused, unknown = refusals(TABLE, cfg)
-    refused += [f"mlp={cfg.mlp.value}"] if cfg.mlp in (MlpType.geglu, MlpType.swiglu_clamped) else []  # (the page
-    # computes gelu, swiglu and relu2)
+    page_mlps = (MlpType.gelu, MlpType.swiglu, MlpType.relu2)  # (what the page computes)
+    refused += [f"mlp={cfg.mlp.value}"] if cfg.mlp not in page_mlps else []
     if refused or unknown:
         raise ConfigError([f"format=web: the page's model (web/src/model.js) does not implement "
                            f"{', '.join('model.' + n for n in refused + unknown)}; export format=hf instead"])
