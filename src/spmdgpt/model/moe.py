@@ -167,7 +167,8 @@ def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias:
     # of [tokens, k] from scores has no sharding JAX can infer for a batch of one token and k = 1, the engine's
     # decode row of a top-1 model)
     if routes is not None:  # (a hash-routed layer: the table's experts, the same in every layer's program)
-        ids = jnp.where(routes >= 0, jax.sharding.reshard(routes, rules.spec("tokens", None)), ids)
+        routes = jax.sharding.reshard(routes, rules.spec("tokens", None))
+        ids = jnp.where(routes >= 0, routes, ids)
     weights = top if bias is None and routes is None else jnp.sum(
         jnp.where(ids[..., None] == jnp.arange(E), scores[:, None], 0.0), -1)
     if moe.normalize_top_k:
