@@ -2,19 +2,21 @@
 weights: the manifold-constrained hyper-connections (model.hyper_connections: DeepseekV4HyperConnection,
 the decoder layer's merge, DeepseekV4HyperHead), the MoE block's routers (model.moe.router=sqrtsoftplus,
 the hash router of model.moe.hash_layers) and clipped experts (model.mlp=swiglu_clip:
-DeepseekV4SparseMoeBlock), and the model options working on their own, on one device, on a mesh and in
+DeepseekV4SparseMoeBlock), the attention's sliding branch (model.csa: DeepseekV4Attention), and the
+model options working on their own, on one device, on a mesh and in
 the inference engine."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conftest import full_forward_samples
 from layouts import assert_close, cfg_for, reference, run
 
 from spmdgpt.config import load_config, validate
 from spmdgpt.engine import Engine, EngineConfig, Request
 from spmdgpt.mesh.sharding import Rules, make_mesh
-from spmdgpt.model import forward, hyper, init_params
+from spmdgpt.model import forward, hyper, init_cache, init_params
 from spmdgpt.model.hyper import Hyper
 
 TOL = 1e-5  # float32: |ours - transformers'| <= TOL x max |transformers'|, per output
@@ -125,20 +127,67 @@ def test_hash_and_top_k_routed_experts_equal_transformers(torch_side, tmp_path):
     assert np.abs(theirs[0] - theirs[1]).max() > 0.1  # (the two routings differ on these tokens)
 
 
-# every unit here at once, on its own options: 4 streams, a dense layer, then a hash-routed MoE layer and a top-k one
+N_HEADS, H, R, G, O, W = 4, 16, 12, 2, 6, 5  # heads of H, query latent, output groups of rank O, window
+
+
+def test_shared_kv_attention_equals_transformers(torch_side, tmp_path):
+    """A sliding DeepseekV4Attention (4 heads of 16 over one shared key/value head, its last 8
+    dimensions rotated, sinks, 2 output groups of rank 6, a window of 5 over 11 tokens) equals
+    our model.csa unit on the same weights and inputs within 1e-5 (with the output rotated forward
+    instead of back: 1.8 off); a cached pass is refused in one line (no cache yet)."""
+    m, mesh, rules = _one_device(f"model.d_model={D}", f"model.num_heads={N_HEADS}", f"model.head_dim={H}",
+                                 "model.num_kv_heads=1", f"model.csa.q_rank={R}", "model.csa.rope_dim=8",
+                                 f"model.csa.out_groups={G}", f"model.csa.out_rank={O}", "model.norm_eps=1e-6",
+                                 "model.rope_theta=100")
+    rng = np.random.default_rng(2)
+    f32 = lambda *s, scale=1.0: (scale * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
+    w = {"q_a_proj.weight": f32(R, D, scale=0.4), "q_a_norm.weight": 1 + f32(R, scale=0.2),
+         "q_b_proj.weight": f32(N_HEADS * H, R, scale=0.4), "kv_proj.weight": f32(H, D, scale=0.4),
+         "kv_norm.weight": 1 + f32(H, scale=0.2), "o_a_proj.weight": f32(G * O, N_HEADS * H // G, scale=0.3),
+         "o_b_proj.weight": f32(D, G * O, scale=0.3), "sinks": f32(N_HEADS)}
+    hidden = f32(2, 11, D)
+    config = {"hidden_size": D, "num_hidden_layers": 1, "num_attention_heads": N_HEADS, "num_key_value_heads": 1,
+              "head_dim": H, "q_lora_rank": R, "partial_rotary_factor": 0.5, "o_groups": G, "o_lora_rank": O,
+              "sliding_window": W, "rope_theta": 100.0, "layer_types": ["sliding_attention"], "rms_norm_eps": 1e-6,
+              "vocab_size": V}
+    theirs = _ask(torch_side, tmp_path, "attention", config, w, {"hidden": hidden})["out"]
+    from spmdgpt.model.attention import UnitInputs
+    from spmdgpt.model.csa import Csa, csa_attention
+
+    j = jnp.asarray
+    p = Csa(w_qa=j(w["q_a_proj.weight"].T), q_norm=j(w["q_a_norm.weight"]),
+            w_qb=j(w["q_b_proj.weight"].T.reshape(R, N_HEADS, H)), w_kv=j(w["kv_proj.weight"].T),
+            kv_norm=j(w["kv_norm.weight"]), sinks=j(w["sinks"]),
+            w_oa=j(w["o_a_proj.weight"].reshape(G, O, N_HEADS // G, H).transpose(0, 2, 3, 1)),
+            w_ob=j(w["o_b_proj.weight"].T.reshape(G, O, D)))
+    with jax.set_mesh(mesh):
+        ours = jax.jit(lambda x: csa_attention(m, rules, p, x, UnitInputs(jnp.arange(11), 2, window=jnp.int32(W)))[0])(
+            j(hidden.reshape(22, D)))
+        params = init_params(m, jax.random.key(0), rules)
+        with pytest.raises(ValueError, match=r"model.csa \(DeepSeek-V4's attention\) does not decode through a cache"):
+            one = jnp.zeros((1, 1), jnp.int32)
+            forward(m, rules, params, one, one, init_cache(m, rules, 1, 4))
+    _close(ours, theirs.reshape(22, D))
+
+
+# the units that decode, on their own options: 4 streams, a dense layer, then a hash-routed MoE layer and a top-k one
 ALL = (*MOE[2:], "model.num_layers=3", "model.moe.first_dense_layers=1", "model.hyper_connections=4")
+# ... and DeepSeek-V4's attention (a window of 5)
+ALL_CSA = (*ALL, "model.num_kv_heads=1", f"model.head_dim={H}", f"model.csa.q_rank={R}", "model.csa.rope_dim=8",
+           f"model.csa.out_groups={G}", f"model.csa.out_rank={O}", f"model.sliding_window={W}")
 
 
 def test_the_units_on_a_mesh_equal_one_device():
-    """Loss and every gradient (documents, restarted positions) on data 2 x expert 2 x model 2 with
-    collective matmuls (the experts split over `expert`, the hyper-connections' weights over FSDP,
-    the streams over the batch and, split, over `model`; the routes' select failed there before
-    they were resharded) equal one device's within 1e-5; the hash table gets no gradient, the
+    """Every unit at once (DeepSeek-V4's attention too): loss and every gradient (documents,
+    restarted positions) on data 2 x expert 2 x model 2 with collective matmuls (the experts split
+    over `expert`, the hyper-connections' weights over FSDP, the query heads over `model`, the
+    streams over the batch and, split, over `model`; the routes' select failed there before they
+    were resharded) equal one device's within 1e-5; the hash table gets no gradient, the
     streams' weights do. (data 2 x context 2 gave one device's loss exactly and its gradients
     within 2.7e-6: checked once, not kept.)"""
-    loss, grads, _ = run(cfg_for(*ALL, "sharding=fsdp_tp", "mesh.data=2", "mesh.expert=2", "mesh.model=2",
+    loss, grads, _ = run(cfg_for(*ALL_CSA, "sharding=fsdp_tp", "mesh.data=2", "mesh.expert=2", "mesh.model=2",
                                  "model.collective_matmul=bi"))
-    want_loss, want_grads, _ = reference(ALL)
+    want_loss, want_grads, _ = reference(ALL_CSA)
     assert abs(loss - want_loss) <= 1e-5 * abs(want_loss)
     assert_close(grads, want_grads)
     assert grads.hash_experts.shape == (1, V, K) and not np.asarray(grads.hash_experts).any()
@@ -179,6 +228,11 @@ def test_bad_settings_are_one_line_each():
         (["model.moe.num_experts=300", "model.moe.top_k=2", "model.moe.hash_layers=1", "model.param_dtype=bfloat16"],
          "model.moe.hash_layers=1 with model.param_dtype=bfloat16 and 300 experts"),
         (["model.mlp=swiglu_clip", "model.glu_limit=0"], "model.glu_limit=0"),
+        (["model.csa.q_rank=8", "model.csa.out_groups=3"], "model.csa.out_groups=3 must divide model.num_heads=4"),
+        (["model.csa.q_rank=8", "model.num_kv_heads=2"], "model.csa.q_rank=8 (DeepSeek-V4's attention) and "
+                                                        "model.num_kv_heads do not combine"),
+        (["model.csa.q_rank=8", "sharding=fsdp", "mesh.data=4", "mesh.context=2"],
+         "mesh.context=2 with model.csa.q_rank=8: DeepSeek-V4's attention does not run on a context ring yet"),
         (["model.hyper_connections=4", "model.mtp_depth=1"], "model.hyper_connections=4 and model.mtp_depth do not"),
         (["model.hyper_connections=2", "sharding=fsdp", "mesh.stage=2", "mesh.data=4", "model.num_layers=4"],
          "mesh.stage=2 with model.hyper_connections=2: the pipeline's stages pass one residual stream"),

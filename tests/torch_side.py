@@ -15,10 +15,11 @@ request. Requests ({"op": ..., ...}):
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
   lm_eval     folder, tasks, include_path, limit: lm-evaluation-harness's HF backend on the folder
-  deepseek_v4 unit (hyper | hyper_head | moe), config, weights, inputs, out: one of transformers'
-              DeepSeek-V4 modules (DeepseekV4HyperConnection and the decoder layer's merge of a branch
-              output, DeepseekV4HyperHead, DeepseekV4SparseMoeBlock) with the weights of the .npz
-              `weights` on the arrays of the .npz `inputs`, its float32 outputs -> the .npz `out`
+  deepseek_v4 unit (hyper | hyper_head | moe | attention), config, weights, inputs, out: one of
+              transformers' DeepSeek-V4 modules (DeepseekV4HyperConnection and the decoder layer's merge of a
+              branch output, DeepseekV4HyperHead, DeepseekV4SparseMoeBlock, a sliding DeepseekV4Attention) with
+              the weights of the .npz `weights` on the arrays of the .npz `inputs`, its float32 outputs -> the
+              .npz `out`
 This file imports nothing of spmdgpt or JAX.
 """
 
@@ -178,6 +179,9 @@ def deepseek_v4(unit, config, weights, inputs, out):
         module = v4.DeepseekV4HyperConnection(cfg)
     elif unit == "hyper_head":
         module = v4.DeepseekV4HyperHead(cfg)
+    elif unit == "attention":
+        cfg._attn_implementation = "eager"
+        module = v4.DeepseekV4Attention(cfg, 0)
     else:
         module = v4.DeepseekV4SparseMoeBlock(cfg, int(x.pop("layer")))
     state = module.state_dict()
@@ -192,6 +196,15 @@ def deepseek_v4(unit, config, weights, inputs, out):
             outs = {"post": post, "comb": comb, "collapsed": collapsed, "merged": merged}
         elif unit == "hyper_head":
             outs = {"folded": module(x["streams"])}
+        elif unit == "attention":  # (a sliding layer: its window's causal mask, the "main" RoPE)
+            hidden = x["hidden"]
+            b, t = hidden.shape[:2]
+            pos = torch.arange(t)[None].expand(b, -1)
+            i, j = torch.arange(t)[:, None], torch.arange(t)[None]
+            allowed = (j <= i) & (j > i - cfg.sliding_window)
+            mask = torch.where(allowed, 0.0, float("-inf"))[None, None].expand(b, 1, t, t)
+            rope = v4.DeepseekV4RotaryEmbedding(cfg)(hidden, pos, layer_type="main")
+            outs = {"out": module(hidden, {"main": rope}, pos, mask)[0]}
         else:
             outs = {"out": module(x["hidden"], input_ids=x["ids"])}
     np.savez(out, **{k: v.float().numpy() for k, v in outs.items()})

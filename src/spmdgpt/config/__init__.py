@@ -97,7 +97,7 @@ from spmdgpt.config.schema import (
     preference_data,
     prompts_data,
 )
-from spmdgpt.config.units import DeltaNetConfig, MlaConfig, MoeConfig
+from spmdgpt.config.units import CsaConfig, DeltaNetConfig, MlaConfig, MoeConfig
 from spmdgpt.config.validate import SECTIONS, profile_range, replan_points, validate, validate_dist
 
 __all__ = [
@@ -132,6 +132,7 @@ __all__ = [
     "RlRatio",
     "MoeConfig",
     "MlaConfig",
+    "CsaConfig",
     "DeltaNetConfig",
     "MoeDispatch",
     "Parametrization",

@@ -40,7 +40,7 @@ from spmdgpt.config.choices import (
     TokenizerKind,
 )
 from spmdgpt.config.section import Section, freeze  # noqa: F401  (freeze: re-exported)
-from spmdgpt.config.units import DeltaNetConfig, MlaConfig, MoeConfig
+from spmdgpt.config.units import CsaConfig, DeltaNetConfig, MlaConfig, MoeConfig
 
 # ----------------------------------------------------------------------------- sections
 
@@ -141,6 +141,7 @@ class ModelConfig(Section):
     attention_dropout: Optional[float] = None  # on the attention probabilities (xla backend); default: dropout
     moe: MoeConfig = field(default_factory=MoeConfig)  # mixture-of-experts MLPs (moe.num_experts > 0)
     mla: MlaConfig = field(default_factory=MlaConfig)  # multi-head latent attention (mla.kv_rank > 0)
+    csa: CsaConfig = field(default_factory=CsaConfig)  # DeepSeek-V4's attention (csa.q_rank > 0)
     deltanet: DeltaNetConfig = field(default_factory=DeltaNetConfig)  # Gated DeltaNet layers, a hybrid with softmax
     # attention (deltanet.full_attention_interval > 0)
     norm_plus_one: bool = False  # every norm's scale (and the QK-norm's) is stored as w and multiplies by 1 + w,

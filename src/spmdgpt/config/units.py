@@ -76,6 +76,22 @@ class MlaConfig(Section):
 
 
 @dataclass
+class CsaConfig(Section):
+    """DeepSeek-V4's attention (model.csa, `spmdgpt.model.csa`), its parts without compressors: shared
+    key/value multi-query attention (one head of model.head_dim, its keys its values), partial RoPE on
+    each head's last rope_dim dimensions, a sink per head, the grouped low-rank output projection.
+    q_rank = 0: off."""
+
+    q_rank: int = 0  # the query latent's width (q_lora_rank; DeepSeek-V4-Flash: 1024); > 0 turns the unit on
+    rope_dim: int = 64  # the last dimensions of each head RoPE rotates, in interleaved pairs (qk_rope_head_dim)
+    out_groups: int = 8  # the output projection's head groups, each projected on its own (o_groups)
+    out_rank: int = 1024  # each group's projected width before the mix to d_model (o_lora_rank)
+
+    def __str__(self) -> str:
+        return changed_fields(self)
+
+
+@dataclass
 class DeltaNetConfig(Section):
     """Gated DeltaNet layers (model.deltanet; Qwen3-Next, Qwen3.5): linear attention whose state is
     a [key_dim, value_dim] matrix per value head, decayed by a gate and written by the delta rule,

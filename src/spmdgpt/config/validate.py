@@ -266,7 +266,7 @@ def _model(m, training: bool) -> List[str]:
         errs.append(f"model.loss_block={m.loss_block} must be >= 0 (0 = the whole loss at once)")
     errs += feature_errors("moe", m) + feature_errors("mla", m) + feature_errors("deltanet", m)
     errs += feature_errors("parametrization", m)
-    errs += feature_errors("hyper", m)
+    errs += feature_errors("hyper", m) + feature_errors("csa", m)
     for name in ("dropout", "attention_dropout"):
         v = getattr(m, name)
         if v is not None and not 0.0 <= v < 1.0:
@@ -533,6 +533,9 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
             if sizes.get(axis, 1) > 1:
                 errs.append(f"mesh.{axis}={sizes[axis]} with model.mla.index_heads={m.mla.index_heads}: DeepSeek "
                             f"Sparse Attention does not run there yet ({why}); set mesh.{axis}=1")
+    if "model" in sections and m.csa.q_rank and sizes.get("context", 1) > 1:
+        errs.append(f"mesh.context={sizes['context']} with model.csa.q_rank={m.csa.q_rank}: DeepSeek-V4's attention "
+                    "does not run on a context ring yet; set mesh.context=1")
     if "model" in sections and m.hyper_connections and sizes.get("stage", 1) > 1:
         errs.append(f"mesh.stage={sizes['stage']} with model.hyper_connections={m.hyper_connections}: the pipeline's "
                     "stages pass one residual stream, not several, yet; set mesh.stage=1")

@@ -62,6 +62,7 @@ import numpy as np
 from spmdgpt.config import (
     ROPE_SCALING_DEFAULTS,
     ROPE_SCALING_PARAMS,
+    CsaConfig,
     DeltaNetConfig,
     MlaConfig,
     MlpType,
@@ -115,8 +116,10 @@ NO_LLAMA4 = {"attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0
 # a model without Gemma 4's attention and layers: the G layers as the others, full RoPE, no value norm, no layer scale
 NO_GEMMA4 = {"global_head_dim": None, "global_kv_heads": None, "global_k_eq_v": False, "rope_global_fraction": 1.0,
              "v_norm": False, "layer_scale": False}
-# a model without DeepSeek-V4's units: one residual stream (no hyper-connections), no hash-routed layers
-NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6, "moe.hash_layers": 0}
+# a model without DeepSeek-V4's units: one residual stream (no hyper-connections), no hash-routed layers, not its
+# attention
+NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6, "moe.hash_layers": 0,
+                  **{f"csa.{f.name}": f.default for f in dataclasses.fields(CsaConfig)}}
 # a model without Gemma's layer options: their defaults (Gemma 4's too)
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None, **NO_GEMMA4}

@@ -7,7 +7,8 @@ Shapes (L layers, D = d_model, V vocabulary):
       ln1    Norm                   before attention
       attn   the attention unit's parameters (attention.Attention: w_qkv [L, D, 3, N, H], w_o;
              attention.GroupedAttention with model.num_kv_heads < N: w_q, w_kv [L, D, 2, K, H], w_o;
-             mla.Mla with model.mla.kv_rank > 0: the latent projections, w_o)
+             mla.Mla with model.mla.kv_rank > 0: the latent projections, w_o; csa.Csa with
+             model.csa.q_rank > 0: DeepSeek-V4's shared key/value attention)
       ln2    Norm                   before the MLP
       ln_post_attn, ln_post_mlp  Norm  after the attention / the MLP, before the residual add
              (model.post_norms, Gemma's sandwich), else None
@@ -57,6 +58,7 @@ from spmdgpt.model.attention import (
     grouped_qkv,
     kv_cache,
 )
+from spmdgpt.model.csa import csa_attention, csa_info, csa_stats
 from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_state, deltanet_stats
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
@@ -114,6 +116,8 @@ ATTENTION = Unit(attention_info, *attention_unit_functions(fused_qkv), cache=kv_
 GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(grouped_qkv), cache=kv_cache)
 # multi-head latent attention (MLA; with DeepSeek Sparse Attention's indexer, its KL loss)
 LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, mla_losses, cache=mla_cache)
+# DeepSeek-V4's attention: shared key/value MQA, partial RoPE on the heads' last dimensions, the grouped output
+SHARED_KV_ATTENTION = Unit(csa_info, csa_attention, csa_stats)
 # Gated DeltaNet: a hybrid's linear attention, a fixed-size state per sequence instead of a growing cache
 DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats, state=deltanet_state)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
@@ -134,6 +138,8 @@ def block_units(cfg: ModelConfig, stack: str = "blocks") -> tuple[Unit, Unit]:
         attention = DELTANET
     elif cfg.mla.kv_rank:
         attention = LATENT_ATTENTION
+    elif cfg.csa.q_rank:
+        attention = SHARED_KV_ATTENTION
     else:  # (values from keys: the grouped unit, its w_kv holding the keys alone)
         attention = GROUPED_ATTENTION if kv_heads(cfg) != cfg.num_heads or cfg.global_k_eq_v else ATTENTION
     return attention, MOE if cfg.moe.num_experts and not dense else DENSE_MLP
