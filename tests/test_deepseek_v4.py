@@ -9,13 +9,12 @@ the inference engine."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from layouts import assert_close, cfg_for, reference, run
 
 from spmdgpt.config import load_config, validate
 from spmdgpt.engine import Engine, EngineConfig, Request
 from spmdgpt.mesh.sharding import Rules, make_mesh
-from spmdgpt.model import forward, hyper, init_cache, init_params
+from spmdgpt.model import forward, hyper, init_params
 from spmdgpt.model.hyper import Hyper
 
 TOL = 1e-5  # float32: |ours - transformers'| <= TOL x max |transformers'|, per output
@@ -137,7 +136,7 @@ def test_shared_kv_attention_equals_transformers(torch_side, tmp_path):
     """A sliding DeepseekV4Attention (4 heads of 16 over one shared key/value head, its last 8
     dimensions rotated, sinks, 2 output groups of rank 6, a window of 5 over 11 tokens) equals
     our model.csa unit on the same weights and inputs within 1e-5 (with the output rotated forward
-    instead of back: 1.8 off); a cached pass is refused in one line (no cache yet)."""
+    instead of back: 1.8 off)."""
     m, mesh, rules = _one_device(f"model.d_model={D}", f"model.num_heads={N_HEADS}", f"model.head_dim={H}",
                                  "model.num_kv_heads=1", f"model.csa.q_rank={R}", "model.csa.rope_dim=8",
                                  f"model.csa.out_groups={G}", f"model.csa.out_rank={O}", "model.norm_eps=1e-6",
@@ -166,10 +165,6 @@ def test_shared_kv_attention_equals_transformers(torch_side, tmp_path):
     with jax.set_mesh(mesh):
         ours = jax.jit(lambda x: csa_attention(m, rules, p, x, UnitInputs(jnp.arange(11), 2, window=jnp.int32(W)))[0])(
             j(hidden.reshape(22, D)))
-        params = init_params(m, jax.random.key(0), rules)
-        with pytest.raises(ValueError, match=r"model.csa \(DeepSeek-V4's attention\) does not decode through a cache"):
-            one = jnp.zeros((1, 1), jnp.int32)
-            forward(m, rules, params, one, one, init_cache(m, rules, 1, 4))
     _close(ours, theirs.reshape(22, D))
 
 
@@ -199,12 +194,13 @@ def test_the_units_on_a_mesh_equal_one_device():
 
 
 def test_the_units_decode_in_the_engine_as_the_full_forward():
-    """The inference engine (paged cache, two slots, prompts prefilled together, then decoded: each
-    step's rows routed by their own tokens, a random table) gives greedy tokens that are the full
-    forward pass's argmax over each sequence so far, and their log-probabilities within 1e-4 (the
-    engine without the routes was 0.07 off)."""
-    m, mesh, rules = _one_device(*ALL, "model.init_std=0.2")
-    prompts = [[1, 2, 3, 4], [9, 8, 7, 6]]
+    """Every unit at once in the inference engine (paged cache: DeepSeek-V4's attention one
+    key/value row a token, its window of 5 over prompts of 7 and 5 new tokens; two slots, prompts
+    prefilled together, then decoded, each step's rows routed by their own tokens, a random table)
+    gives greedy tokens that are the full forward pass's argmax over each sequence so far, and their
+    log-probabilities within 1e-4 (the engine without the routes was 0.07 off)."""
+    m, mesh, rules = _one_device(*ALL_CSA, "model.init_std=0.2")
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [9, 8, 7, 6, 5, 4, 3]]
     table = np.stack([np.random.default_rng(v).permutation(E)[:K] for v in range(V)])[None].astype(np.float32)
     with jax.set_mesh(mesh):
         params = init_params(m, jax.random.key(0), rules)
@@ -214,7 +210,7 @@ def test_the_units_decode_in_the_engine_as_the_full_forward():
         tokens = np.asarray([r.tokens for r in got])
         logits = jax.jit(lambda p, t: forward(m, rules, p, t)[0])(params, jnp.asarray(np.concatenate(
             [np.asarray(prompts), tokens], axis=1)))
-    logp = np.asarray(jax.nn.log_softmax(logits[:, 3:-1]))  # (the predictions of each new token)
+    logp = np.asarray(jax.nn.log_softmax(logits[:, 6:-1]))  # (the predictions of each new token)
     assert (logp.argmax(-1) == tokens).all()
     assert np.abs(np.asarray([r.logprobs for r in got]) - np.take_along_axis(logp, tokens[..., None], -1)[..., 0]
                   ).max() < 1e-4

@@ -3,7 +3,7 @@ key/value multi-query attention, one key/value head of model.head_dim (512) whos
 values, partial RoPE on the last csa.rope_dim dimensions of each head (interleaved pairs), a
 learned sink per head, and the grouped low-rank output projection. Over the layers' windows
 (model.sliding_window) it is DeepSeek-V4's sliding-window branch; the CSA / HCA compressors and
-their indexer are not built yet.
+their indexer are not built yet. Its cache holds one row a token ("shared_kv": the keys are the values).
 
     cq = RMSNorm(x w_qa) q_norm                 [R]     the query latent (q_lora_rank)
     q  = RMSNorm_head(cq w_qb)                  [N, H]  each head normalised, no scale
@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from spmdgpt.config import ModelConfig, head_dim
 from spmdgpt.mesh.sharding import Rules
-from spmdgpt.model.attention import UnitInputs, blocked_causal_attention
+from spmdgpt.model.attention import UnitInputs, blocked_causal_attention, dot_product_attention, write_cache
 from spmdgpt.model.context import flatten, unflatten
 from spmdgpt.model.info import matrix, residual_std, vector
 from spmdgpt.model.layers import rms, rms_normalize
@@ -80,12 +80,18 @@ def rotate_tail(cfg: ModelConfig, x: jax.Array, positions: jax.Array, sign: floa
     return jnp.concatenate([x[..., :-r], turned.astype(x.dtype)], axis=-1)
 
 
+def csa_cache(cfg: ModelConfig, batch: int, capacity: int) -> dict:
+    """What the unit caches per layer: {"shared_kv": [batch, capacity, H]}, each token's one key/value row
+    (normed and rotated: the keys and the values at once, half of a key/value head pair's bytes)."""
+    return {"shared_kv": ((batch, capacity, head_dim(cfg)), ("batch", None, "head_dim"))}
+
+
 def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs):
-    """x [stream, D] -> ([stream, D], no cache, no auxiliary outputs): the xla path's blocked
-    causal attention (u.window: the layer's sliding window; documents by u.segment_ids)."""
-    if u.cache is not None:
-        raise ValueError("model.csa (DeepSeek-V4's attention) does not decode through a cache yet: it trains and "
-                         "evaluates over full sequences; sampling and serving wait for its cache")
+    """x [stream, D] -> ([stream, D], this layer's cache {"shared_kv"} or None, no auxiliary outputs).
+    Full sequences (and a prefill, whose rows then start the cache): the xla path's blocked causal
+    attention (u.window: the layer's sliding window; documents by u.segment_ids). Decode (a cache
+    with a mask, the window's in it): the new rows written at cache.end, the queries over the
+    whole cache."""
     dt, eps, b = x.dtype, cfg.norm_eps, u.batch
     g = lambda w, *logical: rules.gather(w.astype(dt), logical)  # noqa: E731
     cq = jnp.einsum("td,dr->tr", x, g(p.w_qa, "embed", "q_latent"), out_sharding=rules.spec("stream", None))
@@ -97,16 +103,24 @@ def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitI
     kv = rms_normalize(kv, eps, p.kv_norm.astype(dt))
     q = rotate_tail(cfg, unflatten(rules, q, b, "heads", "head_dim"), u.positions)  # [b, t, N, H]
     kv = rotate_tail(cfg, unflatten(rules, kv, b, "head_dim"), u.positions)  # [b, t, H]
-    q, kv = jnp.transpose(q, (0, 2, 1, 3)), kv[:, None]  # head-major: [b, N, t, H], [b, 1, t, H]
-    o = blocked_causal_attention(q, kv, kv, cfg.attention_block, rules, u.segment_ids, window=u.window,
-                                 sinks=p.sinks)
+    q = jnp.transpose(q, (0, 2, 1, 3))  # head-major: [b, N, t, H]
+    new = None
+    if u.cache is not None and u.cache.mask is not None:  # decode: over everything cached
+        new = write_cache(u.cache, 1, shared_kv=kv)
+        whole = new["shared_kv"].astype(dt)[:, None]  # [b, 1, capacity, H]
+        o = dot_product_attention(q, whole, whole, u.cache.mask, rules, sinks=p.sinks)
+    else:
+        o = blocked_causal_attention(q, kv[:, None], kv[:, None], cfg.attention_block, rules, u.segment_ids,
+                                     window=u.window, sinks=p.sinks)
+        if u.cache is not None:  # prefill: these rows start the cache
+            new = write_cache(u.cache, 1, shared_kv=kv)
     o = rotate_tail(cfg, jnp.transpose(o, (0, 2, 1, 3)), u.positions, -1.0)  # [b, t, N, H], rotated back
     G = cfg.csa.out_groups
     o = flatten(rules, jnp.reshape(o, o.shape[:2] + (G, o.shape[2] // G, o.shape[3])), None, None, None)
     mid = jnp.einsum("tgmh,gmho->tgo", o, g(p.w_oa, None, None, "head_dim", None),
                      out_sharding=rules.spec("stream", None, None))
     out = jnp.einsum("tgo,god->td", mid, g(p.w_ob, None, None, "embed"), out_sharding=rules.spec("stream", "embed"))
-    return out, None, {}
+    return out, new, {}
 
 
 def csa_stats(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs) -> dict:

@@ -333,6 +333,8 @@ def paged_kernel_error(cfg: ModelConfig, rules: Rules, platform: str, page_size:
     a whole number of tiles (`ragged_paged_attention`'s own check)."""
     if cfg.mla.kv_rank:
         return "MLA caches latents, and the kernels read key and value pages"
+    if cfg.csa.q_rank:
+        return "DeepSeek-V4's attention (model.csa) caches one shared key/value row a token, and has sinks"
     if any(layer_windows(cfg)):
         return "the kernels have no sliding window or chunk (model.sliding_window, model.attention_chunk)"
     if cfg.attention_sinks:

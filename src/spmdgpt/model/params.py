@@ -58,7 +58,7 @@ from spmdgpt.model.attention import (
     grouped_qkv,
     kv_cache,
 )
-from spmdgpt.model.csa import csa_attention, csa_info, csa_stats
+from spmdgpt.model.csa import csa_attention, csa_cache, csa_info, csa_stats
 from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_state, deltanet_stats
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
@@ -117,7 +117,7 @@ GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(group
 # multi-head latent attention (MLA; with DeepSeek Sparse Attention's indexer, its KL loss)
 LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, mla_losses, cache=mla_cache)
 # DeepSeek-V4's attention: shared key/value MQA, partial RoPE on the heads' last dimensions, the grouped output
-SHARED_KV_ATTENTION = Unit(csa_info, csa_attention, csa_stats)
+SHARED_KV_ATTENTION = Unit(csa_info, csa_attention, csa_stats, cache=csa_cache)
 # Gated DeltaNet: a hybrid's linear attention, a fixed-size state per sequence instead of a growing cache
 DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats, state=deltanet_state)
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
