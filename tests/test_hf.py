@@ -535,6 +535,11 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                               "model.v_norm=True", "model.layer_scale=True", "model.query_pre_attn_scalar=1",
                               "model.rope_local_theta=100.0", "model.logit_softcap=3.0", "model.tie_embeddings=False"],
                "Gemma4ForCausalLM"),
+    # Gemma 4 26B-A4B's layers: 4 experts of 32 (top 2) beside the dense MLP of 96 in both layers, Gemma 4's router
+    "gemma4_moe": ("gemma4", {"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2,
+                              "moe_intermediate_size": 32},
+                   ["model.global_k_eq_v=True", "model.moe={num_experts: 4, mlp_factor: 0.5, dense_mlp: True, "
+                    "router_scales: True}"], "Gemma4ForCausalLM"),
     "kimi_linear": ("kimi_linear", {}, [
         "model.global_nope=True", "model.mla={kv_rank: 32, rope_dim: 8, nope_dim: 16, v_dim: 16}",
         "model.deltanet={full_attention_interval: 2, key_heads: 2, value_heads: 2, key_dim: 16, value_dim: 16, "
@@ -557,13 +562,14 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # (deepseek_v32: 8 of up to 36 positions). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
 OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "deepseek_v32", "gemma3", "qwen3_5", "gpt_oss",
-                "olmo3", "nanochat", "llama4", "gemma4", "kimi_linear"}
+                "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "kimi_linear"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "kimi_linear", "deepseek_v32"}
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "kimi_linear",
+                       "deepseek_v32"}
 
 
 @pytest.mark.parametrize("name", list(IMPORTED))
@@ -585,7 +591,7 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
     toks = np.random.default_rng(0).integers(0, 96, (8, 40)).astype(np.int32)
     theirs = make_hf_model(torch_side, kind, tmp_path, toks, **config)
     original = load_file(str(tmp_path / "model.safetensors"))
-    moe = any(k in HF_CONFIGS[kind] for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    moe = any(k in {**HF_CONFIGS[kind], **config} for k in ("num_experts", "num_local_experts", "n_routed_experts"))
     layout = ["mesh.data=2", "mesh.expert=2", "mesh.model=2"] if moe else ["mesh.data=2", "mesh.model=4"]
     # (Qwen3.5-MoE: one device; its computation is Qwen3-Next's, whose case runs on the 8 too. DeepSeek-V3 with a
     # query latent: one device; test_imported_deepseek_v3_trains_alike_on_one_device_and_sharded reads the same
@@ -619,8 +625,9 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                     # (Gemma 4's global layers: a stack of their own, their keys alone)
                     assert a.w_kv.addressable_shards[0].data.shape == (*a.w_kv.shape[:1], 32, *a.w_kv.shape[2:])
             ours = np.asarray(jax.jit(lambda p, t: forward(cfg.model, rules, p, t)[0])(params, toks))
-            if moe and n == 1 and kind not in ("deepseek_v3", "deepseek_v32", "kimi_linear"):  # fine-tuning with
-                # the balancing bias: zeros at first (DeepSeek-V3's, V3.2's and Kimi Linear's files hold theirs)
+            if moe and n == 1 and kind not in ("deepseek_v3", "deepseek_v32", "kimi_linear", "gemma4"):  # fine-
+                # tuning with the balancing bias: zeros at first (DeepSeek-V3's, V3.2's and Kimi Linear's files hold
+                # theirs; Gemma 4's G layers' own stack does not take it yet)
                 biased = dataclasses.replace(cfg.model, moe=dataclasses.replace(cfg.model.moe, bias_update_rate=1e-3))
                 again = load_params(biased, tmp_path, rules, "test")
                 assert again.blocks.mlp.router_bias.shape == params.blocks.mlp.router.shape[::2]  # [MoE layers, E]

@@ -161,10 +161,17 @@ def test_every_mapped_field_reaches_its_config_json_key(arch):
         before = cfg if scaling is None else dataclasses.replace(cfg, rope_scaling=scaling)
         if field == "window_pattern" and not cfg.attention_chunk:  # (read with a window, or Llama 4's chunks)
             before = dataclasses.replace(cfg, sliding_window=16)
-        value = CHANGED[field]
+        value = CHANGED.get(field)  # (Gemma 4's moe.dense_mlp, router_scales: below)
         if arch.name == "Gemma4ForCausalLM":  # (its last layer global; own key/value heads with values from keys)
             value = {"window_pattern": "G", "num_layers": 6}.get(field, value)
             before = dataclasses.replace(before, global_kv_heads=None) if field == "global_k_eq_v" else before
+            if field.startswith("moe."):  # (its experts come with the dense MLP beside them and the router's scales)
+                experts = dataclasses.replace(before, moe=dataclasses.replace(
+                    before.moe, num_experts=4, dense_mlp=True, router_scales=True))
+                if field in ("moe.dense_mlp", "moe.router_scales"):  # (enable_moe_block: the three together)
+                    assert hf_config(experts, eos_id=0)[key] != hf_config(before, eos_id=0)[key], field
+                    continue
+                before = experts
         changed = hf_config(with_field(before, field, value), eos_id=0)
         assert changed[key] != hf_config(before, eos_id=0)[key], field
         assert field_value(with_field(before, field, value), field) == value
@@ -445,8 +452,9 @@ def test_kimi_linear_config_json_reads_its_layers_or_refuses_them_in_one_line():
 def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     """A Gemma 4 config.json exported from spmdgpt (Google's form: global_head_dim,
     num_global_key_value_heads) reads back to the same model, and so does transformers 5.24's form
-    (per_layer_config); Gemma 4's per-layer input embeddings, shared key/value layers, experts and
-    bidirectional attention are one line naming the field; its global layers' values from keys,
+    (per_layer_config), and one with experts (enable_moe_block, 26B-A4B's: model.moe.dense_mlp and
+    router_scales); Gemma 4's per-layer input embeddings, shared key/value layers, bidirectional
+    attention and experts without their count are one line naming the field; its global layers' values from keys,
     their key/value heads of their own and the last layer global are what export needs."""
     from spmdgpt.config import model_config_from_dict
     from spmdgpt.hf import model_fields
@@ -462,13 +470,19 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     newer = {k: v for k, v in hf.items() if k not in ("global_head_dim", "num_global_key_value_heads")}
     newer["per_layer_config"] = {"1": {"head_dim": 32, "num_key_value_heads": 1}}
     assert model_config_from_dict(model_fields(newer, "mem"), base=cfg) == back
+    experts = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, num_experts=4, top_k=2, mlp_factor=0.25,
+                                                               dense_mlp=True, router_scales=True))
+    hf_moe = hf_config(experts, eos_id=0)  # (26B-A4B's layers: experts beside the dense MLP)
+    assert (hf_moe["enable_moe_block"], hf_moe["num_experts"], hf_moe["top_k_experts"],
+            hf_moe["moe_intermediate_size"]) == (True, 4, 2, 16)
+    assert model_config_from_dict(model_fields(hf_moe, "mem"), base=cfg) == experts
     for change, message in (
             ({"hidden_size_per_layer_input": 256}, "hidden_size_per_layer_input=256; spmdgpt needs 0 (per-layer input "
              "embeddings, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)"),
             ({"num_kv_shared_layers": 2}, "num_kv_shared_layers=2; spmdgpt needs 0 (layers that reuse an earlier "
              "layer's keys and values, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)"),
-            ({"enable_moe_block": True}, "enable_moe_block=True; spmdgpt needs false (Gemma 4 26B-A4B's experts beside "
-             "the dense MLP are not in spmdgpt yet)"),
+            ({"enable_moe_block": True, "num_experts": 4, "moe_intermediate_size": 16}, "top_k_experts=None; spmdgpt "
+             "needs a whole number >= 1 (enable_moe_block's experts)"),
             ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention='all'; spmdgpt needs null (causal "
              "attention)"),
             ({"per_layer_config": {"0": {"head_dim": 32}}}, "per_layer_config={'0': {'head_dim': 32}}; spmdgpt needs "
@@ -481,7 +495,10 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
             ({"window_pattern": "GL"}, "model.window_pattern=GL: Gemma4ForCausalLM's last layer is global "
              "(full_attention; transformers makes it so), this model's is local; end the pattern with G"),
             ({"global_k_eq_v": False}, "model.global_kv_heads=1: Gemma4ForCausalLM gives the G layers key/value heads "
-             "of their own only with values from keys; set model.global_k_eq_v=true or leave global_kv_heads unset")):
+             "of their own only with values from keys; set model.global_k_eq_v=true or leave global_kv_heads unset"),
+            ({"moe": dataclasses.replace(cfg.moe, num_experts=4)}, "model.moe.num_experts=4, dense_mlp=False, "
+             "router_scales=False: Gemma4ForCausalLM's experts (enable_moe_block) come beside the dense MLP with its "
+             "router's scales; set all three (experts > 0, true, true) or none")):
         with pytest.raises(ConfigError) as e:
             architecture(dataclasses.replace(cfg, **change))
         assert e.value.messages == [message]

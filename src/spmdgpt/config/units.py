@@ -45,6 +45,11 @@ class MoeConfig(Section):
     route_scale: float = 1.0  # the routed experts' weights times this (DeepSeek-V3's routed_scaling_factor: 2.5)
     hash_layers: int = 0  # the first this-many MoE layers choose a token's top_k experts by a frozen table of its id
     # (DeepSeek-V4's hash routing, tid2eid; num_hash_layers: 3), weighted by the router's scores of them; 0 = off
+    dense_mlp: bool = False  # a dense MLP (model.mlp_factor wide) beside the experts in every layer: the dense one on
+    # the block's MLP norm, the experts on a norm of their own of the residual stream, each output normed and the two
+    # summed before the block's post-MLP norm (Gemma 4 26B-A4B's enable_moe_block)
+    router_scales: bool = False  # the router reads its input RMS-normalised times a learned [d_model] scale and
+    # d_model^-0.5, and each chosen expert's weight is times a learned per-expert scale (Gemma 4's router)
 
     def __str__(self) -> str:  # (in messages: the fields that differ from the defaults)
         return changed_fields(self)

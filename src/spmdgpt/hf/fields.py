@@ -267,7 +267,8 @@ def _gemma4(hf: dict, need) -> dict:
     unscaled scores, value norms and a scalar per layer; the full_attention layers' own head width and
     key/value heads (per_layer_config, transformers 5.24's, else global_head_dim, default 512, and with
     attention_k_eq_v num_global_key_value_heads), values from keys (attention_k_eq_v), proportional RoPE.
-    Gemma 4's per-layer input embeddings, shared key/value layers and experts are refused by name."""
+    With enable_moe_block (26B-A4B) experts beside the dense MLP (model.moe.dense_mlp, router_scales).
+    Gemma 4's per-layer input embeddings and shared key/value layers are refused by name."""
     heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
     act = hf.get("hidden_activation", hf.get("hidden_act", "gelu_pytorch_tanh"))
     need("hidden_activation", act in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
@@ -277,8 +278,6 @@ def _gemma4(hf: dict, need) -> dict:
          "0 (per-layer input embeddings, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)")
     need("num_kv_shared_layers", not hf.get("num_kv_shared_layers", 0),
          "0 (layers that reuse an earlier layer's keys and values, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)")
-    need("enable_moe_block", not hf.get("enable_moe_block", False),
-         "false (Gemma 4 26B-A4B's experts beside the dense MLP are not in spmdgpt yet)")
     types = list(hf.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention"
                                            for i in range(layers)])
     if types:  # (transformers makes the last layer global whatever layer_types says)
@@ -306,7 +305,16 @@ def _gemma4(hf: dict, need) -> dict:
          "the sliding layers' RoPE unscaled (rope_type default)")
     glob = rope.get("full_attention") if isinstance(rope.get("full_attention"), dict) else {}
     fraction = float(glob.get("partial_rotary_factor", 1.0)) if glob.get("rope_type") == "proportional" else 1.0
-    return {"norm": "rmsnorm", "mlp": "geglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
+    moe = {"num_experts": 0, "dense_mlp": False, "router_scales": False}
+    if hf.get("enable_moe_block", False):  # (26B-A4B: experts beside the dense MLP in every layer, Gemma 4's router)
+        for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
+            need(key, type(hf.get(key)) is int and hf[key] >= 1, "a whole number >= 1 (enable_moe_block's experts)")
+        if type(hf.get("num_experts")) is int and type(hf.get("moe_intermediate_size")) is int:
+            moe = {"num_experts": hf["num_experts"], "top_k": hf.get("top_k_experts"), "mlp_factor":
+                   hf["moe_intermediate_size"] / d, "shared_experts": 0, "shared_gate": False, "router": "softmax",
+                   "normalize_top_k": True, "weight_input": False, "groups": 1, "top_groups": 1, "route_scale": 1.0,
+                   "first_dense_layers": 0, "interleave_step": 1, "dense_mlp": True, "router_scales": True}
+    return {"moe": moe, "norm": "rmsnorm", "mlp": "geglu", "norm_eps": hf.get("rms_norm_eps", 1e-6),
             "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
             "qk_norm": True, "qk_norm_scale": True, "post_norms": True, "embed_scale": True,
             "query_pre_attn_scalar": 1, "v_norm": True, "layer_scale": True,
@@ -613,7 +621,8 @@ def _kimi_linear(hf: dict, need) -> dict:
 # model fields no imported architecture turns on unless its config.json says so
 NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, "qk_norm": False,
                      "qk_norm_scale": False, "logit_softcap": 0.0, "sliding_window": 0, "window_pattern": "L",
-                     "moe": {"num_experts": 0}, "mla": {"kv_rank": 0}, "norm_plus_one": False, "post_norms": False,
+                     "moe": {"num_experts": 0, "dense_mlp": False, "router_scales": False}, "mla": {"kv_rank": 0},
+                     "norm_plus_one": False, "post_norms": False,
                      "embed_scale": False, "query_pre_attn_scalar": None, "rope_local_theta": None,
                      "deltanet": {"full_attention_interval": 0}, "attention_gate": False, "rope_fraction": 1.0,
                      "attention_sinks": False, "pre_norms": True, "qk_norm_whole": False, "norm_scale": True,

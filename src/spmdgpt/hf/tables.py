@@ -294,7 +294,8 @@ def _experts(prefix: str, gate: str, up: str, down: str) -> list:
 MOE_REFUSED = {"moe.shared_experts": 0, "moe.shared_gate": False, "moe.router": Router.softmax,
                "moe.bias_update_rate": 0.0, "moe.groups": 1,
                "moe.top_groups": 1, "moe.route_scale": 1.0, "moe.weight_input": False,
-               "moe.hash_layers": 0}
+               "moe.hash_layers": 0, "moe.dense_mlp": False, "moe.router_scales": False}
+GEMMA4_MOE_FIELDS = ("moe.dense_mlp", "moe.router_scales")  # (Gemma 4's, `GEMMA4`)
 MOE_PICK = {"moe.num_experts": lambda e: e > 0}
 
 # Mixtral: Mistral's attention (a window in every layer, or none), an MoE in every layer whose
@@ -395,7 +396,7 @@ DEEPSEEK_V3 = Architecture(
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
              "moe.router": Router.sigmoid, "moe.interleave_step": 1, "moe.shared_gate": False,
-             "moe.weight_input": False, **NO_GEMMA, **NO_INDEXER,
+             "moe.dense_mlp": False, "moe.router_scales": False, "moe.weight_input": False, **NO_GEMMA, **NO_INDEXER,
              **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4},
     picks={"mla.kv_rank": lambda r: r > 0},
 )
@@ -459,6 +460,11 @@ def _gemma4_check(cfg: ModelConfig) -> list:
         errs.append(f"model.global_kv_heads={cfg.global_kv_heads}: Gemma4ForCausalLM gives the G layers key/value "
                     "heads of their own only with values from keys; set model.global_k_eq_v=true or leave "
                     "global_kv_heads unset")
+    moe = cfg.moe
+    if bool(moe.num_experts) != moe.dense_mlp or bool(moe.num_experts) != moe.router_scales:
+        errs.append(f"model.moe.num_experts={moe.num_experts}, dense_mlp={moe.dense_mlp}, router_scales="
+                    f"{moe.router_scales}: Gemma4ForCausalLM's experts (enable_moe_block) come beside the dense MLP "
+                    "with its router's scales; set all three (experts > 0, true, true) or none")
     return errs
 
 
@@ -467,9 +473,27 @@ def _gemma4_check(cfg: ModelConfig) -> list:
 # residual stream after it (layer_scalar, a buffer in the files), the global (full_attention) layers with a head
 # width and key/value heads of their own (global_head_dim, num_global_key_value_heads; transformers 5.24 writes
 # them as per_layer_config), their values the keys' projection (attention_k_eq_v: no v_proj) and proportional
-# RoPE (rope_type proportional, partial_rotary_factor), soft-capped logits; no experts, per-layer inputs or shared
-# key/value layers here (refused on import)
+# RoPE (rope_type proportional, partial_rotary_factor), soft-capped logits; with enable_moe_block (26B-A4B) experts
+# beside the dense MLP in every layer (model.moe.dense_mlp: the dense MLP normed by post_feedforward_layernorm_1; the
+# router (proj, its input scale, per_expert_scale: model.moe.router_scales) on the residual stream, the experts on
+# pre_feedforward_layernorm_2 of it, their gate and up projections one [E, 2F, D] tensor, the gate's rows first,
+# normed by post_feedforward_layernorm_2); no per-layer inputs or shared key/value layers here (refused on import)
 _KV_EQ = lambda cfg: cfg.global_k_eq_v  # noqa: E731
+GEMMA4_MOE = [dataclasses.replace(t, layers="moe") for t in [
+    _t("mlp.gate_proj.weight", "blocks.mlp.dense.w_gate", "d f -> f d"),
+    _t("mlp.up_proj.weight", "blocks.mlp.dense.w_up", "d f -> f d"),
+    _t("mlp.down_proj.weight", "blocks.mlp.dense.w_down", "f d -> d f"),
+    _t("post_feedforward_layernorm_1.weight", "blocks.mlp.ln_dense.scale", "d -> d"),
+    _t("pre_feedforward_layernorm_2.weight", "blocks.mlp.ln_in.scale", "d -> d"),
+    _t("post_feedforward_layernorm_2.weight", "blocks.mlp.ln_out.scale", "d -> d"),
+    _t("router.proj.weight", "blocks.mlp.router", "d e -> e d"),
+    _t("router.scale", "blocks.mlp.router_scale", "d -> d"),
+    _t("router.per_expert_scale", "blocks.mlp.expert_scale", "e -> e"),
+    _t("experts.gate_up_proj", "blocks.mlp.w_gate", "e d m -> e m d", within=lambda cfg: _halves(0)(cfg),
+       within_axis=1),
+    _t("experts.gate_up_proj", "blocks.mlp.w_up", "e d m -> e m d", within=lambda cfg: _halves(1)(cfg),
+       within_axis=1),
+    _t("experts.down_proj", "blocks.mlp.w_down", "e m d -> e d m")]]
 GEMMA4 = Architecture(
     name="Gemma4ForCausalLM", model_type="gemma4_text", norm=NormType.rmsnorm, mlp=MlpType.geglu,
     tensors=tuple(_layer("model.layers.{i}.", [
@@ -480,16 +504,21 @@ GEMMA4 = Architecture(
         _t("self_attn.k_proj.weight", "blocks.attn.w_kv", "d kv k h -> (kv k h) d", when=_KV_EQ, layers="global"),
         *QK_NORM,
         _t("layer_scalar", "blocks.layer_scale", " -> ()", fill=1.0),
-        *LLAMA_LAYER[len(LLAMA_ATTENTION):]]) + LLAMA_OUTER),
+        *[dataclasses.replace(t, layers="dense") for t in LLAMA_LAYER[len(LLAMA_ATTENTION):]], *GEMMA4_MOE])
+        + LLAMA_OUTER),
     fields={**{k: v for k, v in UNBIASED_FIELDS.items() if k not in ("rope_scaling", *ROPE_SCALING_PARAMS)},
             **WINDOW_FIELDS, "qk_norm_scale": None, "rope_local_theta": "rope_parameters",
             "logit_softcap": "final_logit_softcapping", "global_head_dim": "global_head_dim",
             "global_kv_heads": "num_global_key_value_heads", "global_k_eq_v": "attention_k_eq_v",
-            "rope_global_fraction": "rope_parameters"},
+            "rope_global_fraction": "rope_parameters", "moe.num_experts": "num_experts", "moe.top_k": "top_k_experts",
+            "moe.mlp_factor": "moe_intermediate_size", "moe.dense_mlp": "enable_moe_block",
+            "moe.router_scales": "enable_moe_block"},
     refused={"qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": False, "post_norms": True,
              "embed_scale": True, "query_pre_attn_scalar": 1, "v_norm": True, "layer_scale": True,
              "rope_scaling": RopeScaling.none, **{n: ROPE_SCALING_DEFAULTS[n] for n in ROPE_SCALING_PARAMS},
-             **DENSE, **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4},
+             **{k: v for k, v in MOE_REFUSED.items() if k not in GEMMA4_MOE_FIELDS}, "moe.normalize_top_k": True,
+             "moe.first_dense_layers": 0, "moe.interleave_step": 1,
+             **NO_MLA, **NO_DELTANET, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_LLAMA4, **NO_DEEPSEEK_V4},
     picks={"v_norm": True},
     check=_gemma4_check,
 )
@@ -823,7 +852,8 @@ LLAMA4 = Architecture(
             "moe.interleave_step": "moe_layers"},
     refused={"logit_softcap": 0.0, "qkv_bias": False, "bias": False, "qk_norm_scale": False, "sliding_window": 0,
              "moe.shared_experts": 1, "moe.shared_gate": False, "moe.router": Router.sigmoid,
-             "moe.normalize_top_k": False, "moe.weight_input": True, "moe.bias_update_rate": 0.0, "moe.groups": 1,
+             "moe.normalize_top_k": False, "moe.dense_mlp": False, "moe.router_scales": False,
+             "moe.weight_input": True, "moe.bias_update_rate": 0.0, "moe.groups": 1,
              "moe.top_groups": 1, "moe.route_scale": 1.0, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_SINKS, **NO_OLMO,
              **NO_NANOCHAT, **NO_DEEPSEEK_V4},
     requires={"moe.num_experts": (lambda e: e > 0, "experts (model.moe.num_experts > 0; Llama 4 Scout: 16)")},
@@ -898,7 +928,7 @@ KIMI_LINEAR = Architecture(
              "tie_embeddings": False,  # (transformers' class ties nothing: lm_head is always its own)
              "deltanet.gate": "channel", "attention_gate": False, "rope_fraction": 1.0,
              "moe.interleave_step": 1, "moe.first_dense_layers": 0,
-             "moe.shared_gate": False, "moe.weight_input": False,
+             "moe.shared_gate": False, "moe.dense_mlp": False, "moe.router_scales": False, "moe.weight_input": False,
              **{k: v for k, v in NO_LLAMA4.items() if k != "global_nope"}, **NO_DEEPSEEK_V4,
              **NO_GEMMA, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_INDEXER},
     requires={"global_nope": (lambda n: n, "softmax layers without RoPE (model.global_nope=true)"),

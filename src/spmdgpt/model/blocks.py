@@ -64,8 +64,10 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
 
     def mlp_branch(x):
         h2 = norm(cfg, rules, p.ln2, x) if p.ln2 is not None else x.astype(dtype_of(cfg.compute_dtype))
-        hashed = {} if routes is None or not isinstance(p.mlp, Moe) else {"routes": routes}
-        m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2, **hashed)
+        extra = {} if routes is None or not isinstance(p.mlp, Moe) else {"routes": routes}
+        if getattr(p.mlp, "dense", None) is not None:  # (model.moe.dense_mlp: Gemma 4's router and experts read the
+            extra["residual"] = x  # residual stream too)
+        m, aux_m = mlp_unit.apply(cfg, rules, p.mlp, h2, **extra)
         if p.ln_post_mlp is not None:
             m = norm(cfg, rules, p.ln_post_mlp, m)
         m = dropout(m, cfg.dropout, k_m)

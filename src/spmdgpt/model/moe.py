@@ -15,6 +15,12 @@ layer axis in front):
     with model.bias (gpt-oss): b_router [E] added to the router's logits, b_up / b_gate [E, F] and
             b_down [E, D] each expert's projections' biases (b_down applied outside the grouped
             products: once per routed copy, however the experts' width is split)
+    router_scale [D], expert_scale [E] (moe.router_scales: Gemma 4's router) the router's input
+            RMS-normalised times router_scale and D^-0.5; each chosen weight times its expert's scale
+    dense, ln_dense, ln_in, ln_out (moe.dense_mlp: Gemma 4 26B-A4B) a dense `Mlp` (model.mlp_factor
+            wide) on the block's MLP norm's output, normed by ln_dense; the router on the residual
+            stream itself, the experts on ln_in of it, their sum normed by ln_out; the unit's output
+            is the two normed outputs' sum
 
 Routing runs on the whole (sharded) batch in plain SPMD: softmax then top-k (Mixtral, Qwen), or
 sigmoid scores then top-k (DeepSeek-V3), or sqrt(softplus) scores (DeepSeek-V4's); the k weights
@@ -92,6 +98,7 @@ from spmdgpt.model.grouped import LEAST, grouped_matmul, unfit_widths
 from spmdgpt.model.grouped import config_errors as grouped_errors
 from spmdgpt.model.info import ParamInfo, matrix, out_init, residual_std, vector
 from spmdgpt.model.kernels import load_tokamax, tokamax_missing
+from spmdgpt.model.layers import Norm, norm, norm_info, rms_normalize
 from spmdgpt.model.mlp import Mlp, activation, mlp, mlp_info
 
 F32 = jnp.float32
@@ -111,6 +118,12 @@ class Moe(NamedTuple):
     b_up: Optional[jax.Array] = None
     b_gate: Optional[jax.Array] = None
     b_down: Optional[jax.Array] = None
+    router_scale: Optional[jax.Array] = None  # (moe.router_scales)
+    expert_scale: Optional[jax.Array] = None
+    dense: Optional[Mlp] = None  # (moe.dense_mlp)
+    ln_dense: Optional[Norm] = None
+    ln_in: Optional[Norm] = None
+    ln_out: Optional[Norm] = None
 
 
 def moe_info(cfg: ModelConfig) -> Moe:
@@ -130,6 +143,10 @@ def moe_info(cfg: ModelConfig) -> Moe:
         b_up=vector((E, F), ("experts", "mlp")) if cfg.bias else None,
         b_gate=vector((E, F), ("experts", "mlp")) if cfg.bias and gated(cfg) else None,
         b_down=vector((E, D), ("experts", "embed")) if cfg.bias else None,
+        router_scale=vector((D,), ("embed",), "ones") if cfg.moe.router_scales else None,
+        expert_scale=vector((E,), ("router",), "ones") if cfg.moe.router_scales else None,
+        dense=mlp_info(cfg) if cfg.moe.dense_mlp else None,
+        **{name: norm_info(cfg) if cfg.moe.dense_mlp else None for name in ("ln_dense", "ln_in", "ln_out")},
     )
 
 
@@ -144,15 +161,23 @@ def scores_of(cfg: ModelConfig, logits: jax.Array) -> jax.Array:
 
 
 def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias: Optional[jax.Array] = None,
-          logit_bias: Optional[jax.Array] = None, routes: Optional[jax.Array] = None):
+          logit_bias: Optional[jax.Array] = None, routes: Optional[jax.Array] = None,
+          input_scale: Optional[jax.Array] = None, expert_scale: Optional[jax.Array] = None):
     """x [tokens, D] -> (expert ids [tokens, k] int32, their weights [tokens, k] float32, the
     routing's auxiliary outputs). bias [E]: added to the scores for the choice only (the
     balancing's); logit_bias [E]: the router's own, added to its logits (b_router). routes
     [tokens, k] (moe.hash_layers, `hash_routes`): where >= 0, the experts chosen by the token's id
-    instead of the top k (a hash-routed layer's), weighted by their scores all the same."""
+    instead of the top k (a hash-routed layer's), weighted by their scores all the same.
+    input_scale [D], expert_scale [E] (moe.router_scales): x RMS-normalised times input_scale and
+    D^-0.5 before the logits, and each chosen weight times its expert's scale after the
+    renormalisation."""
     moe, E = cfg.moe, cfg.moe.num_experts
     w = rules.gather(router.astype(F32), ("embed", None))
-    logits = jnp.einsum("td,de->te", x.astype(F32), w, out_sharding=rules.spec("tokens", None))
+    x = x.astype(F32)
+    if input_scale is not None:
+        x = rms_normalize(x, cfg.norm_eps) * (rules.gather(input_scale.astype(F32), ("embed",))
+                                              * F32(x.shape[-1] ** -0.5))
+    logits = jnp.einsum("td,de->te", x, w, out_sharding=rules.spec("tokens", None))
     if logit_bias is not None:
         logits = logits + logit_bias.astype(F32)
     scores = scores_of(cfg, logits)
@@ -175,6 +200,9 @@ def route(cfg: ModelConfig, rules: Rules, router: jax.Array, x: jax.Array, bias:
         weights = weights / (jnp.sum(weights, axis=-1, keepdims=True) + 1e-20)
     if moe.route_scale != 1.0:
         weights = weights * moe.route_scale
+    if expert_scale is not None:  # (each chosen expert's scale, picked by a select as the biased weights are)
+        scale = expert_scale.astype(F32)
+        weights = weights * jnp.sum(jnp.where(ids[..., None] == jnp.arange(E), scale, 0.0), -1)
     probs = scores / jnp.sum(scores, axis=-1, keepdims=True)  # (softmax: the scores themselves)
     share = jnp.mean(jnp.sum(jax.nn.one_hot(ids, E, dtype=F32), axis=1), axis=0) / moe.top_k  # f_e [E]
     aux = {"load_balance": E * jnp.sum(share * jnp.mean(probs, axis=0)),
@@ -456,18 +484,28 @@ def experts(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, ids: jax.Array
     return out, jnp.sum(dropped)
 
 
-def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, routes: Optional[jax.Array] = None
-        ) -> tuple[jax.Array, dict]:
+def moe(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, routes: Optional[jax.Array] = None,
+        residual: Optional[jax.Array] = None) -> tuple[jax.Array, dict]:
     """x: [stream, embed] -> ([stream, embed], the routing's auxiliary outputs and `dropped`).
     (A stream split over the tensor axis, model.collective_matmul, is gathered first: every
     device of the axis computes a slice of each expert for the same tokens.) routes [stream, k]:
-    this layer's row of `hash_routes` (moe.hash_layers; -1: the top k)."""
+    this layer's row of `hash_routes` (moe.hash_layers; -1: the top k). With moe.dense_mlp
+    (Gemma 4) x is the block's MLP norm's output, the dense MLP's input, and `residual` the
+    residual stream: the router's input, and through ln_in the experts'."""
+    dense = None
+    if p.dense is not None:
+        dense = norm(cfg, rules, p.ln_dense, mlp(cfg, rules, p.dense, x)[0])
+        router_in = jax.sharding.reshard(residual, rules.spec("tokens", "embed"))
+        x = norm(cfg, rules, p.ln_in, router_in)
     x = jax.sharding.reshard(x, rules.spec("tokens", "embed"))
-    ids, weights, aux = route(cfg, rules, p.router, x, p.router_bias, p.b_router, routes)
+    ids, weights, aux = route(cfg, rules, p.router, x if dense is None else router_in, p.router_bias, p.b_router,
+                              routes, p.router_scale, p.expert_scale)
     out, dropped = experts(cfg, rules, p, x, ids, weights)
     out = jax.sharding.reshard(out, rules.spec("stream", "embed"))
     if p.shared is not None:
         out = out + shared_expert(cfg, rules, p, x)
+    if dense is not None:
+        out = dense + norm(cfg, rules, p.ln_out, out)
     return out, {**aux, "dropped": dropped.astype(F32) / ids.size}
 
 
@@ -477,7 +515,10 @@ def every_expert(cfg: ModelConfig, rules: Rules, p: Moe, x: jax.Array, routes: O
     FLOPs), each output weighted by the token's routing weight for that expert (zero off its top
     k). The reference the dispatch modes are tested against (tests/test_moe.py) and timed
     against (benchmarks/moe.py); one device."""
-    ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias, p.b_router, routes)
+    if p.dense is not None:
+        raise ValueError("every_expert: model.moe.dense_mlp's unit needs the residual stream; use `moe`")
+    ids, weights, _ = route(cfg, rules, p.router, x, p.router_bias, p.b_router, routes, p.router_scale,
+                            p.expert_scale)
     chosen = jax.nn.one_hot(ids, cfg.moe.num_experts)
     gate = jax.sharding.reshard(jnp.sum(chosen * weights[..., None], axis=1), P())  # [T, E]
     inputs = 1.0  # (moe.weight_input: each expert's input weighted, its output counted once where chosen)
@@ -607,5 +648,9 @@ def config_errors(m) -> List[str]:
                     "256 in bfloat16; set model.param_dtype=float32")
     if not e.route_scale > 0:
         errs.append(f"model.moe.route_scale={e.route_scale} must be > 0 (1 = the router's weights as they are)")
+    if e.dense_mlp and (e.first_dense_layers or e.interleave_step != 1 or not m.pre_norms):
+        errs.append("model.moe.dense_mlp=true runs a dense MLP beside the experts in every layer on the block's MLP "
+                    "norm: set model.moe.first_dense_layers=0, interleave_step=1 and model.pre_norms=true (now "
+                    f"{e.first_dense_layers}, {e.interleave_step}, {m.pre_norms})")
     errs += grouped_errors(m)
     return errs
