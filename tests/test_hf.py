@@ -540,6 +540,9 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                               "moe_intermediate_size": 32},
                    ["model.global_k_eq_v=True", "model.moe={num_experts: 4, mlp_factor: 0.5, dense_mlp: True, "
                     "router_scales: True}"], "Gemma4ForCausalLM"),
+    # Gemma 4 E2B's and E4B's per-layer inputs: a second table of 2 x 16 per token and the embedding's projection
+    "gemma4_ple": ("gemma4", {"hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 96},
+                   ["model.per_layer_dim=16"], "Gemma4ForCausalLM"),
     "kimi_linear": ("kimi_linear", {}, [
         "model.global_nope=True", "model.mla={kv_rank: 32, rope_dim: 8, nope_dim: 16, v_dim: 16}",
         "model.deltanet={full_attention_interval: 2, key_heads: 2, value_heads: 2, key_dim: 16, value_dim: 16, "
@@ -562,13 +565,13 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # (deepseek_v32: 8 of up to 36 positions). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
 OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "deepseek_v32", "gemma3", "qwen3_5", "gpt_oss",
-                "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "kimi_linear"}
+                "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "gemma4_ple", "kimi_linear"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "kimi_linear",
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "gemma4_ple", "kimi_linear",
                        "deepseek_v32"}
 
 

@@ -144,7 +144,8 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "deltanet.full_attention_interval": 4, "deltanet.key_heads": 4, "deltanet.value_heads": 4,
            "deltanet.key_dim": 32, "deltanet.value_dim": 32, "deltanet.conv": 3, "qk_norm": False,
            "attention_chunk": 16, "global_nope": False, "attn_temperature": 0.5, "attn_temperature_floor": 16,
-           "global_head_dim": 64, "global_kv_heads": 2, "global_k_eq_v": False, "rope_global_fraction": 0.5}
+           "global_head_dim": 64, "global_kv_heads": 2, "global_k_eq_v": False, "rope_global_fraction": 0.5,
+           "per_layer_dim": 16}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -453,8 +454,9 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     """A Gemma 4 config.json exported from spmdgpt (Google's form: global_head_dim,
     num_global_key_value_heads) reads back to the same model, and so does transformers 5.24's form
     (per_layer_config), and one with experts (enable_moe_block, 26B-A4B's: model.moe.dense_mlp and
-    router_scales); Gemma 4's per-layer input embeddings, shared key/value layers, bidirectional
-    attention and experts without their count are one line naming the field; its global layers' values from keys,
+    router_scales) or per-layer inputs (hidden_size_per_layer_input, E2B's and E4B's: model.per_layer_dim);
+    shared key/value layers, bidirectional attention, experts without their count and a per-layer table of
+    another vocabulary are one line naming the field; its global layers' values from keys,
     their key/value heads of their own and the last layer global are what export needs."""
     from spmdgpt.config import model_config_from_dict
     from spmdgpt.hf import model_fields
@@ -476,9 +478,13 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     assert (hf_moe["enable_moe_block"], hf_moe["num_experts"], hf_moe["top_k_experts"],
             hf_moe["moe_intermediate_size"]) == (True, 4, 2, 16)
     assert model_config_from_dict(model_fields(hf_moe, "mem"), base=cfg) == experts
+    ple = dataclasses.replace(cfg, per_layer_dim=16)  # (E2B's and E4B's per-layer inputs)
+    hf_ple = hf_config(ple, eos_id=0)
+    assert (hf_ple["hidden_size_per_layer_input"], hf_ple["vocab_size_per_layer_input"]) == (16, cfg.vocab_size)
+    assert model_config_from_dict(model_fields(hf_ple, "mem"), base=cfg) == ple
     for change, message in (
-            ({"hidden_size_per_layer_input": 256}, "hidden_size_per_layer_input=256; spmdgpt needs 0 (per-layer input "
-             "embeddings, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)"),
+            ({"hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 1024}, "vocab_size_per_layer_input="
+             "1024; spmdgpt needs vocab_size (16: the per-layer inputs' table as many rows as the embedding's)"),
             ({"num_kv_shared_layers": 2}, "num_kv_shared_layers=2; spmdgpt needs 0 (layers that reuse an earlier "
              "layer's keys and values, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)"),
             ({"enable_moe_block": True, "num_experts": 4, "moe_intermediate_size": 16}, "top_k_experts=None; spmdgpt "

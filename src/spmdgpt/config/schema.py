@@ -179,6 +179,9 @@ class ModelConfig(Section):
     hyper_sinkhorn_iters: int = 20  # the streams' mixing matrix made doubly stochastic by this many Sinkhorn-Knopp
     # iterations (DeepSeek-V4's hc_sinkhorn_iters)
     hyper_eps: float = 1e-6  # the floor added to the streams' weights and to Sinkhorn-Knopp's sums (hc_eps)
+    per_layer_dim: int = 0  # per-layer input embeddings (Gemma 4 E2B / E4B: 256): each layer adds a gated projection of
+    # an input of its own this wide, from a second embedding table and a projection of the embedding
+    # (`model.per_layer`; hidden_size_per_layer_input); 0 = off
     mtp_depth: int = 0  # multi-token prediction (DeepSeek-V3): this many sequential modules after the model, module k
     # predicting the token k + 1 places past the next one (training only; `model.mtp`); 0 = off
     mtp_weight: float = 0.3  # the objective adds this x the modules' mean loss (logged as mtp/loss; DeepSeek-V3: 0.3)

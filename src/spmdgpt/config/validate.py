@@ -321,6 +321,11 @@ def _global_layers(m) -> List[str]:
             not 1 <= m.global_kv_heads <= m.num_heads or m.num_heads % m.global_kv_heads):
         errs.append(f"model.global_kv_heads={m.global_kv_heads} must divide model.num_heads={m.num_heads} (Gemma 4 "
                     "31B: 4), or be null (the model's num_kv_heads)")
+    if m.per_layer_dim < 0:
+        errs.append(f"model.per_layer_dim={m.per_layer_dim} must be >= 0 (Gemma 4 E2B / E4B: 256; 0 = off)")
+    elif m.per_layer_dim and m.mtp_depth:
+        errs.append("model.per_layer_dim and model.mtp_depth do not combine yet (the modules' blocks have no per-layer "
+                    "input); set model.mtp_depth=0")
     if errs or not global_stack(m):
         return errs
     what = "model.global_head_dim / global_kv_heads / global_k_eq_v"

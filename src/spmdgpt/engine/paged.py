@@ -53,6 +53,7 @@ from spmdgpt.model.layers import pick_rows as _pick
 from spmdgpt.model.loss import mtp_input
 from spmdgpt.model.moe import hash_routes
 from spmdgpt.model.params import Params, block_units
+from spmdgpt.model.per_layer import layer_inputs
 from spmdgpt.model.stages import whole_stack
 
 Array = jax.Array
@@ -450,9 +451,10 @@ class Step:
         return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where, decode, select)
 
     def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None,
-               routes=None):
+               routes=None, inputs=None):
         """One block over a group's rows, reading layer `layer` of the pool and writing its new entries
-        (routes: the layer's hash-routed experts of the rows' tokens, `moe.hash_routes`)."""
+        (routes: the layer's hash-routed experts of the rows' tokens, `moe.hash_routes`; inputs: the
+        rows' per-layer inputs of this layer, model.per_layer_dim)."""
         if stack == "linear_blocks":
             return self._state_layer(rules, p, x, pool, layer, g, mask, routes)
         b, t = g.rows.tokens.shape
@@ -460,12 +462,12 @@ class Step:
             paged = lambda q, k, v: self._paged(rules, pool, layer, g, q, k, v)  # noqa: E731
             cache = LayerCache({}, mask, jnp.int32(0), paged=paged)
             x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b, cache, window=window, stack=stack,
-                             routes=routes)
+                             routes=routes, layer_input=inputs)
             return x, {**pool, **kv}
         paged = "local_blocks" if stack == "local_blocks" else "blocks"
         x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b,
                          LayerCache(self._views(pool, layer, g.table, rules, paged), mask, jnp.int32(g.capacity)),
-                         window=window, stack=stack, routes=routes)
+                         window=window, stack=stack, routes=routes, layer_input=inputs)
         new = {n: _entries(kv[n], lay, g.capacity, t, rules) for n, lay in self.layouts[paged].items()}
         return x, self._store(pool, layer, new, g.where, rules, paged)
 
@@ -545,7 +547,10 @@ class Step:
         live = [self._group(rules, r, d, i == 0) for i, (r, d, on) in
                 enumerate(((decode, draw_d, groups[0]), (prefill, draw_p, groups[1]))) if on]
         verifying = [i == 0 and self.drafts > 0 for i, on in enumerate(groups) if on]  # (decode rows with drafts)
-        xs = tuple(hyper.expand(cfg, rules, embed(cfg, rules, params, g.rows.tokens)) for g in live)
+        embedded = tuple(embed(cfg, rules, params, g.rows.tokens) for g in live)
+        inputs = None if params.per_layer is None else tuple(  # (model.per_layer_dim: [layers, rows' tokens, P])
+            layer_inputs(cfg, rules, params.per_layer, g.rows.tokens, x) for g, x in zip(live, embedded, strict=True))
+        xs = tuple(hyper.expand(cfg, rules, x) for x in embedded)
 
         def make_step(stack: str):
             def step(carry, layer):
@@ -555,7 +560,8 @@ class Step:
                     mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, g.k_pos, s.window)
                     p_g = p if g.select is None else lora.bind(p, g.select)  # (each row's adapter)
                     x, pool = self._layer(rules, p_g, x, pool, s.index, g, mask, stack, s.window,
-                                          None if s.routes is None else s.routes[i])
+                                          None if s.routes is None else s.routes[i],
+                                          None if s.inputs is None else s.inputs[i])
                     out.append(x)
                 return (tuple(out), pool), {}
 
@@ -563,7 +569,7 @@ class Step:
 
         routes = None if params.hash_experts is None else tuple(  # (each group's rows: moe.hash_layers)
             hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, g.rows.tokens)) for g in live)
-        per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)), routes=routes)
+        per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)), routes=routes, inputs=inputs)
         (xs, pool), _ = scan_layers(cfg, params, make_step, (xs, pool), per_layer)
         results = []
         for h, g, checks in zip(xs, live, verifying, strict=True):

@@ -175,7 +175,8 @@ def _dims(cfg: ModelConfig, layer: Optional[int] = None) -> dict:
     """The layout axes' sizes (see tables.py; MLA's: l = kv_rank, s = q_rank, p = kv_rank + rope_dim,
     q = nope_dim + rope_dim, u = nope_dim + v_dim, o = v_dim; g = the shared experts' width; Gated
     DeltaNet's: kh, kd = key heads and width, vh, vd = value heads and width, cw = the convolution's
-    width, kr, vr = Kimi Delta Attention's decay and output gate ranks (kd, vd), two = 2), in model
+    width, kr, vr = Kimi Delta Attention's decay and output gate ranks (kd, vd), two = 2; ly, pd = the
+    layers and the per-layer inputs' width, model.per_layer_dim), in model
     layer `layer` (a global stack's G layers: their own head width and
     key/value heads, kv = 1 with values from keys; `config.stack_config`)."""
     if layer is not None:
@@ -187,7 +188,8 @@ def _dims(cfg: ModelConfig, layer: Optional[int] = None) -> dict:
             "f": mlp_hidden(cfg), "v": cfg.vocab_size, "e": cfg.moe.num_experts, "m": expert_hidden(cfg),
             "g": cfg.moe.shared_experts * expert_hidden(cfg), "l": kv_rank, "s": q_rank, "p": kv_rank + rope,
             "q": nope + rope, "u": nope + v, "o": v, "kh": kh, "kd": kd, "vh": vh, "vd": vd, "cw": cfg.deltanet.conv,
-            "kr": kd, "vr": vd, "two": 2, "i": cfg.mla.index_dim, "ni": cfg.mla.index_heads}
+            "kr": kd, "vr": vd, "two": 2, "i": cfg.mla.index_dim, "ni": cfg.mla.index_heads, "ly": cfg.num_layers,
+            "pd": cfg.per_layer_dim}
 
 
 def _side(layout: str, theirs: bool = True) -> str:

@@ -154,7 +154,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "global_head_dim": cfg.global_head_dim or head_dim(cfg), "attention_k_eq_v": cfg.global_k_eq_v,
                 "num_global_key_value_heads": (cfg.global_kv_heads or kv_heads(cfg)) if cfg.global_k_eq_v else None,
                 "final_logit_softcapping": cfg.logit_softcap or None, "use_bidirectional_attention": None,
-                "hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": cfg.vocab_size,
+                "hidden_size_per_layer_input": cfg.per_layer_dim, "vocab_size_per_layer_input": cfg.vocab_size,
                 "num_kv_shared_layers": 0, "use_double_wide_mlp": False, "enable_moe_block": moe.dense_mlp,
                 **({"num_experts": moe.num_experts, "top_k_experts": moe.top_k,
                     "moe_intermediate_size": expert_hidden(cfg)} if moe.dense_mlp else {})}

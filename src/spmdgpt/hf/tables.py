@@ -115,7 +115,7 @@ NO_NANOCHAT = {"norm_scale": True, "embed_norm": False}
 NO_LLAMA4 = {"attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0, "attn_temperature_floor": 8192}
 # a model without Gemma 4's attention and layers: the G layers as the others, full RoPE, no value norm, no layer scale
 NO_GEMMA4 = {"global_head_dim": None, "global_kv_heads": None, "global_k_eq_v": False, "rope_global_fraction": 1.0,
-             "v_norm": False, "layer_scale": False}
+             "v_norm": False, "layer_scale": False, "per_layer_dim": 0}
 # a model without DeepSeek-V4's units: one residual stream (no hyper-connections), no hash-routed layers, not its
 # attention
 NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6, "moe.hash_layers": 0,
@@ -477,7 +477,10 @@ def _gemma4_check(cfg: ModelConfig) -> list:
 # beside the dense MLP in every layer (model.moe.dense_mlp: the dense MLP normed by post_feedforward_layernorm_1; the
 # router (proj, its input scale, per_expert_scale: model.moe.router_scales) on the residual stream, the experts on
 # pre_feedforward_layernorm_2 of it, their gate and up projections one [E, 2F, D] tensor, the gate's rows first,
-# normed by post_feedforward_layernorm_2); no per-layer inputs or shared key/value layers here (refused on import)
+# normed by post_feedforward_layernorm_2); E2B's and E4B's per-layer inputs (hidden_size_per_layer_input: model.
+# per_layer_dim; embed_tokens_per_layer [V, L P] and per_layer_model_projection [L P, D] with its norm, each layer's
+# per_layer_input_gate, per_layer_projection and post_per_layer_input_norm); no shared key/value layers here
+# (refused on import)
 _KV_EQ = lambda cfg: cfg.global_k_eq_v  # noqa: E731
 GEMMA4_MOE = [dataclasses.replace(t, layers="moe") for t in [
     _t("mlp.gate_proj.weight", "blocks.mlp.dense.w_gate", "d f -> f d"),
@@ -494,6 +497,10 @@ GEMMA4_MOE = [dataclasses.replace(t, layers="moe") for t in [
     _t("experts.gate_up_proj", "blocks.mlp.w_up", "e d m -> e m d", within=lambda cfg: _halves(1)(cfg),
        within_axis=1),
     _t("experts.down_proj", "blocks.mlp.w_down", "e m d -> e d m")]]
+GEMMA4_PER_LAYER = [
+    _t("per_layer_input_gate.weight", "blocks.per_layer.w_gate", "d pd -> pd d"),
+    _t("per_layer_projection.weight", "blocks.per_layer.w_out", "pd d -> d pd"),
+    _t("post_per_layer_input_norm.weight", "blocks.per_layer.norm.scale", "d -> d")]
 GEMMA4 = Architecture(
     name="Gemma4ForCausalLM", model_type="gemma4_text", norm=NormType.rmsnorm, mlp=MlpType.geglu,
     tensors=tuple(_layer("model.layers.{i}.", [
@@ -504,15 +511,18 @@ GEMMA4 = Architecture(
         _t("self_attn.k_proj.weight", "blocks.attn.w_kv", "d kv k h -> (kv k h) d", when=_KV_EQ, layers="global"),
         *QK_NORM,
         _t("layer_scalar", "blocks.layer_scale", " -> ()", fill=1.0),
-        *[dataclasses.replace(t, layers="dense") for t in LLAMA_LAYER[len(LLAMA_ATTENTION):]], *GEMMA4_MOE])
-        + LLAMA_OUTER),
+        *[dataclasses.replace(t, layers="dense") for t in LLAMA_LAYER[len(LLAMA_ATTENTION):]], *GEMMA4_MOE,
+        *GEMMA4_PER_LAYER]) + LLAMA_OUTER + [
+        _t("model.embed_tokens_per_layer.weight", "per_layer.embed", "v ly pd -> v (ly pd)"),
+        _t("model.per_layer_model_projection.weight", "per_layer.proj", "d ly pd -> (ly pd) d"),
+        _t("model.per_layer_projection_norm.weight", "per_layer.norm", "pd -> pd")]),
     fields={**{k: v for k, v in UNBIASED_FIELDS.items() if k not in ("rope_scaling", *ROPE_SCALING_PARAMS)},
             **WINDOW_FIELDS, "qk_norm_scale": None, "rope_local_theta": "rope_parameters",
             "logit_softcap": "final_logit_softcapping", "global_head_dim": "global_head_dim",
             "global_kv_heads": "num_global_key_value_heads", "global_k_eq_v": "attention_k_eq_v",
             "rope_global_fraction": "rope_parameters", "moe.num_experts": "num_experts", "moe.top_k": "top_k_experts",
             "moe.mlp_factor": "moe_intermediate_size", "moe.dense_mlp": "enable_moe_block",
-            "moe.router_scales": "enable_moe_block"},
+            "moe.router_scales": "enable_moe_block", "per_layer_dim": "hidden_size_per_layer_input"},
     refused={"qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": False, "post_norms": True,
              "embed_scale": True, "query_pre_attn_scalar": 1, "v_norm": True, "layer_scale": True,
              "rope_scaling": RopeScaling.none, **{n: ROPE_SCALING_DEFAULTS[n] for n in ROPE_SCALING_PARAMS},

@@ -26,6 +26,7 @@ from spmdgpt.model.lora import merged as lora_merged
 from spmdgpt.model.moe import Moe
 from spmdgpt.model.parametrization import branch_multiplier
 from spmdgpt.model.params import Block, Params, block_units
+from spmdgpt.model.per_layer import gated
 from spmdgpt.model.pipeline import pipeline
 
 Array = jax.Array
@@ -34,7 +35,7 @@ Array = jax.Array
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None, window: Optional[Array] = None, stack: str = "blocks",
-          routes: Optional[Array] = None):
+          routes: Optional[Array] = None, layer_input: Optional[Array] = None):
     """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
     sandwich) on the residual stream x: [stream, embed] (model.hyper_connections = n: the n streams
     [stream, n, embed], each branch between them, `model.hyper`) -> (x, this layer's
@@ -44,7 +45,9 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     key (training only): dropout on the attention probabilities and on both branch outputs.
     window: this layer's window (`attention.window_mask`: a sliding window or a chunk; None: global). stack: the
     parameter stack the layer belongs to, which picks its units (`block_units`). routes: this layer's
-    row of the hash-routed layers' experts (`moe.hash_routes`; an MoE layer's, else unused)."""
+    row of the hash-routed layers' experts (`moe.hash_routes`; an MoE layer's, else unused).
+    layer_input: its per-layer input [stream, model.per_layer_dim] (`per_layer.layer_inputs`), added
+    through the layer's gate after the MLP's residual add (not with model.hyper_connections)."""
     attention, mlp_unit = block_units(cfg, stack)
     cfg = stack_config(cfg, stack)  # (a global stack's G layers: their own head width and key/value heads)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
@@ -80,6 +83,8 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
         x = x + a
         m, h2, aux_m = mlp_branch(x)
         x = x + m
+        if p.per_layer is not None:  # (model.per_layer_dim: Gemma 4 E2B's and E4B's per-layer inputs)
+            x = x + gated(cfg, rules, p.per_layer, x, layer_input)
     else:  # (model.hyper_connections: x is the n streams [stream, n, embed], each branch between them)
         x, a, h, kv, aux_a = hyper.around(cfg, rules, p.hc_attn, x, attention_branch)
         x, m, h2, aux_m = hyper.around(cfg, rules, p.hc_mlp, x, mlp_branch)
@@ -106,6 +111,7 @@ class PerLayer(NamedTuple):
     index: Optional[Array] = None  # its number (training's dropout keys)
     cache: Optional[dict] = None  # its arrays of the cache (cached passes; the attention unit's `cache`)
     routes: Optional[Array] = None  # its row of the hash-routed layers' experts [stream, k] (`moe.hash_routes`)
+    inputs: Optional[Array] = None  # its per-layer input [stream, P] (model.per_layer_dim, `per_layer.layer_inputs`)
 
 
 class Cached(NamedTuple):
@@ -135,7 +141,7 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
             cache = LayerCache(s.cache, mask, cached.end)
         k = None if key is None else jax.random.fold_in(key, s.index)
         x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, stack,
-                           s.routes)
+                           s.routes, s.inputs)
         return x, (aux if cached is None else kv)
 
     if cached is None and cfg.remat != Remat.none:

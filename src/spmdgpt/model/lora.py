@@ -331,6 +331,7 @@ def config_errors(cfg: Config) -> List[str]:
                       (m.moe.num_experts > 0, "model.moe.num_experts: mixture-of-experts layers"),
                       (global_stack(m), "the G layers' own attention stack (model.global_head_dim / global_kv_heads / "
                                         "global_k_eq_v)"),
+                      (m.per_layer_dim > 0, "model.per_layer_dim: per-layer input embeddings"),
                       (t.time_budget is not None, "train.time_budget"),
                       (t.stats_every > 0, "train.stats_every"),
                       (cfg.optimizer.name == OptimizerName.manifold_muon,

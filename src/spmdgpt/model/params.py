@@ -25,6 +25,8 @@ Shapes (L layers, D = d_model, V vocabulary):
              (model.moe.hash_layers = H, `moe.hash_routes`), else None
     hc_head  the fold of model.hyper_connections' streams before ln_f (`hyper.Hyper`; a block's
              hc_attn and hc_mlp: its hyper-connections around the two branches), else None
+    per_layer  the per-layer input embeddings' table and projection (model.per_layer_dim > 0,
+             `per_layer.PerLayerInputs`; each Block's gate: Block.per_layer), else None
 
 A block is made of units. A unit (`Unit`) is one kind of attention or MLP: its parameters (a
 NamedTuple of one layer, described by `info` as a tree of `ParamInfo`), the function that
@@ -71,6 +73,7 @@ from spmdgpt.model.moe import between_steps as moe_between_steps
 from spmdgpt.model.moe import expert_hash, hash_info, moe, moe_info, moe_losses, moe_stats
 from spmdgpt.model.mtp import Mtp, mtp_info
 from spmdgpt.model.parametrization import STANDARD, parametrized
+from spmdgpt.model.per_layer import PerLayerGate, PerLayerInputs, gate_info, inputs_info
 
 Array = jax.Array
 
@@ -155,6 +158,7 @@ class Block(NamedTuple):
     layer_scale: Optional[Any] = None  # [] model.layer_scale: the residual stream times it after the layer (Gemma 4)
     hc_attn: Optional[Hyper] = None  # model.hyper_connections: the streams' hyper-connection around the attention
     hc_mlp: Optional[Hyper] = None  # ... and around the MLP (`model.hyper`)
+    per_layer: Optional[PerLayerGate] = None  # model.per_layer_dim: the layer's gate of its per-layer input
 
 
 UNIT_FIELDS = ("attn", "mlp")  # the Block fields that hold a unit's parameters
@@ -173,6 +177,7 @@ class Params(NamedTuple):
     hc_head: Optional[Hyper] = None  # model.hyper_connections: the fold of the streams before ln_f (`model.hyper`)
     hash_experts: Optional[Array] = None  # model.moe.hash_layers: [hash layers, vocab, top_k] each token's experts
     # there (stored as numbers, never trained: `moe.hash_routes`)
+    per_layer: Optional[PerLayerInputs] = None  # model.per_layer_dim: the per-layer inputs' table and projection
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -192,7 +197,8 @@ def _param_info(cfg: ModelConfig) -> Params:
         seen = stack_config(cfg, stack)  # (a global stack's layers: their own head width and key/value heads)
         return Block(ln1=pre, attn=attention.info(seen), ln2=pre, mlp=mlp_unit.info(seen), ln_post_attn=post,
                      ln_post_mlp=post, layer_scale=vector((), (), "ones") if cfg.layer_scale else None,
-                     hc_attn=hyper_info(cfg), hc_mlp=hyper_info(cfg))
+                     hc_attn=hyper_info(cfg), hc_mlp=hyper_info(cfg),
+                     per_layer=gate_info(cfg) if cfg.per_layer_dim else None)
 
     def layers(stack: str, n: int) -> Block:
         return stacked(layer(stack), n)
@@ -214,6 +220,7 @@ def _param_info(cfg: ModelConfig) -> Params:
         local_blocks=layers("local_blocks", sum(local)) if global_stack(cfg) else None,
         hc_head=hyper_info(cfg, head=True),
         hash_experts=hash_info(cfg),
+        per_layer=inputs_info(cfg) if cfg.per_layer_dim else None,
     )
 
 

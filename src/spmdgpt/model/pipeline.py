@@ -226,6 +226,9 @@ def config_errors(cfg: Config, sections: set, sizes: Dict[str, int]) -> List[str
     if global_stack(m):
         errs.append(f"model.global_head_dim / global_kv_heads / global_k_eq_v: the G layers' own stack and the local "
                     f"one do not run in a pipeline yet ({name}); set mesh.stage=1")
+    if m.per_layer_dim:
+        errs.append(f"model.per_layer_dim={m.per_layer_dim}: per-layer inputs do not run in a pipeline yet ({name}); "
+                    "set mesh.stage=1")
     if m.dropout > 0 or (m.attention_dropout or 0) > 0:
         errs.append(f"dropout (model.dropout, model.attention_dropout) does not run in a pipeline yet ({name}); "
                     "set them to 0 or mesh.stage=1")

@@ -29,6 +29,7 @@ from spmdgpt.model.head import embed, flat_tokens, unembed
 from spmdgpt.model.layers import dropout, dtype_of, norm
 from spmdgpt.model.moe import hash_routes
 from spmdgpt.model.params import Params, block_units
+from spmdgpt.model.per_layer import layer_inputs
 from spmdgpt.model.stages import whole_stack
 
 Array = jax.Array
@@ -53,7 +54,9 @@ def hidden_states(
     batch, t = tokens.shape
     if cache is None:
         positions, segment_ids = sequence_inputs(rules, t, positions, segment_ids)
-        x = embed(cfg, rules, params, to_context_order(rules, tokens))
+        tokens = to_context_order(rules, tokens)
+        x = embed(cfg, rules, params, tokens)
+        inputs = None if params.per_layer is None else layer_inputs(cfg, rules, params.per_layer, tokens, x)
         if key is not None:
             x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
         x = hyper.expand(cfg, rules, x)  # (model.hyper_connections: n streams)
@@ -65,8 +68,9 @@ def hidden_states(
         def make_step(stack: str):
             return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, stack=stack)
 
-        routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, to_context_order(rules, tokens)))
-        per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32), routes=routes)
+        routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, tokens))  # (in the context order)
+        per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32), routes=routes,
+                             inputs=inputs)
         x, aux = scan_layers(cfg, params, make_step, x, per_layer, unroll=cfg.scan_unroll, fill=collect)
         if residual:
             return x, None, aux
@@ -82,7 +86,9 @@ def hidden_states(
         # whose chunks count from each row's first token however much padding is before it)
     else:
         mask = causal_mask(positions, k_pos)  # [b, t, capacity], the same for every layer
-    x = hyper.expand(cfg, rules, embed(cfg, rules, params, tokens))
+    x = embed(cfg, rules, params, tokens)
+    inputs = None if params.per_layer is None else layer_inputs(cfg, rules, params.per_layer, tokens, x)
+    x = hyper.expand(cfg, rules, x)
     cached = Cached(mask, k_pos, cache.end)
 
     def make_cached_step(stack: str):
@@ -92,7 +98,7 @@ def hidden_states(
     # one that training prefers (benchmarks/BENCHMARKS.md).
     routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, tokens))
     x, arrays = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), cache=cache.layers,
-                                                                       routes=routes))
+                                                                       routes=routes, inputs=inputs))
     x = hyper.fold(cfg, rules, params.hc_head, x)
     return norm(cfg, rules, params.ln_f, x), KVCache(arrays, k_pos, cache.end + t), {}
 

@@ -57,14 +57,16 @@ def matmul_params(cfg: ModelConfig) -> float:
     not. A mixture of experts counts its active parameters: top_k / num_experts of the
     experts' matrices (the leaves with an `experts` axis), the router, shared experts and dense
     layers whole. Multi-token prediction's modules (model.mtp_depth) are block leaves too, and
-    each runs the output head once more."""
+    each runs the output head once more; per-layer inputs (model.per_layer_dim) add the embedding's
+    projection to every layer's input."""
     info, moe = param_info(cfg), cfg.moe
     active = (
         (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
     )
     blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves(info, is_leaf=is_info)
                  if i.fan_in and "layers" in i.logical)
-    return blocks + math.prod(info.embed.shape) * (1 + cfg.mtp_depth)
+    per_layer = 0 if info.per_layer is None else math.prod(info.per_layer.proj.shape)  # (its table lookup: free)
+    return blocks + per_layer + math.prod(info.embed.shape) * (1 + cfg.mtp_depth)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
