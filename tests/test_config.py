@@ -89,6 +89,12 @@ CASES = [
      "model.num_layers a multiple of k and a model.sliding_window (now window_pattern='LGL', num_layers=2, "
      "sliding_window=8)"),
     (STAIR + ["model.global_kv_heads=3"], "model.global_kv_heads=3 must divide model.num_heads=4"),
+    # (Gemma 4 E2B's and E4B's layers that read an earlier layer's keys and values; per-layer inputs)
+    (STAIR + ["model.kv_shared_layers=1"], "model.kv_shared_layers=1 needs the G layers' own stack"),
+    (STAIR + ["model.kv_shared_wide_mlp=true"], "model.kv_shared_wide_mlp=true widens the MLPs of the layers that "
+                                               "share keys and values: set model.kv_shared_layers > 0"),
+    (STAIR + ["model.per_layer_dim=16", "model.mtp_depth=1"], "model.per_layer_dim and model.mtp_depth do not "
+                                                              "combine yet"),
     (STAIR + ["train.microbatches=3"], "train.microbatches=3 does not divide data.batch_size=16"),
     # (sampling values a text run does not use are checked too: a NaN is a typo wherever it is)
     (STAIR + ["rl.temperature=nan"], "rl.temperature=nan must be a number in [0, 2] (0 = greedy)"),

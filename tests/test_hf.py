@@ -540,9 +540,14 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                               "moe_intermediate_size": 32},
                    ["model.global_k_eq_v=True", "model.moe={num_experts: 4, mlp_factor: 0.5, dense_mlp: True, "
                     "router_scales: True}"], "Gemma4ForCausalLM"),
-    # Gemma 4 E2B's and E4B's per-layer inputs: a second table of 2 x 16 per token and the embedding's projection
-    "gemma4_ple": ("gemma4", {"hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 96},
-                   ["model.per_layer_dim=16"], "Gemma4ForCausalLM"),
+    # Gemma 4 E2B's and E4B's layers: per-layer inputs (a second table of 4 x 16 per token and the embedding's
+    # projection), the last two layers (local, global) attending over layers 0's and 1's keys and values, their MLPs
+    # twice as wide
+    "gemma4_e2b": ("gemma4", {"hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 96,
+                              "num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
+                              "num_kv_shared_layers": 2, "use_double_wide_mlp": True},
+                   ["model.per_layer_dim=16", "model.num_layers=4", "model.kv_shared_layers=2",
+                    "model.kv_shared_wide_mlp=True"], "Gemma4ForCausalLM"),
     "kimi_linear": ("kimi_linear", {}, [
         "model.global_nope=True", "model.mla={kv_rank: 32, rope_dim: 8, nope_dim: 16, v_dim: 16}",
         "model.deltanet={full_attention_interval: 2, key_heads: 2, value_heads: 2, key_dim: 16, value_dim: 16, "
@@ -565,13 +570,13 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
 # (deepseek_v32: 8 of up to 36 positions). The others' attention and MoE units decode as the
 # full forward pass computes (test_engine.py, unit by unit), whose logits are transformers' here.
 OWN_DECODING = {"llama3-rope", "mistral-window", "deepseek_v3-yarn", "deepseek_v32", "gemma3", "qwen3_5", "gpt_oss",
-                "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "gemma4_ple", "kimi_linear"}
+                "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "gemma4_e2b", "kimi_linear"}
 
 
 ONE_DEVICE = {"qwen3_5_moe", "deepseek_v3"}
 # the imports whose export's config.json is loaded by transformers here (the others': test_exported_run_loads_...
 # for a trained run, test_hf_tables for every field's key)
-EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "gemma4_ple", "kimi_linear",
+EXPORT_CONFIG_LOADS = {"olmo2", "olmo3", "nanochat", "llama4", "gemma4", "gemma4_moe", "gemma4_e2b", "kimi_linear",
                        "deepseek_v32"}
 
 
@@ -640,6 +645,11 @@ def test_import_gives_transformers_logits_on_one_and_eight_devices(name, torch_s
                 prompts = toks[:2, :12].tolist()
                 # (both prompts prefilled in one step, then decoded together: two programs)
                 engine = Engine(cfg.model, rules, params, config=EngineConfig(slots=2, page_size=8, prefills=2))
+                if name == "gemma4_e2b":  # (pages for layers 0 and 1 alone: layers 2 and 3 read theirs)
+                    from spmdgpt.engine.paged import paged_layers, pool_index
+
+                    assert paged_layers(cfg.model) == {"blocks": 1, "local_blocks": 1}
+                    assert pool_index(cfg.model).tolist() == [0, 0, 0, 0]
                 ours_ids = [r.tokens for r in engine.run([Request(p, 24, temperature=0.0) for p in prompts])]
                 theirs_ids = torch_side.ask("generate_ids", folder=str(tmp_path), prompts=prompts,
                                             max_new_tokens=24)["ids"]

@@ -145,7 +145,7 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "deltanet.key_dim": 32, "deltanet.value_dim": 32, "deltanet.conv": 3, "qk_norm": False,
            "attention_chunk": 16, "global_nope": False, "attn_temperature": 0.5, "attn_temperature_floor": 16,
            "global_head_dim": 64, "global_kv_heads": 2, "global_k_eq_v": False, "rope_global_fraction": 0.5,
-           "per_layer_dim": 16}
+           "per_layer_dim": 16, "kv_shared_layers": 2, "kv_shared_wide_mlp": True}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
@@ -454,8 +454,9 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     """A Gemma 4 config.json exported from spmdgpt (Google's form: global_head_dim,
     num_global_key_value_heads) reads back to the same model, and so does transformers 5.24's form
     (per_layer_config), and one with experts (enable_moe_block, 26B-A4B's: model.moe.dense_mlp and
-    router_scales) or per-layer inputs (hidden_size_per_layer_input, E2B's and E4B's: model.per_layer_dim);
-    shared key/value layers, bidirectional attention, experts without their count and a per-layer table of
+    router_scales), per-layer inputs (hidden_size_per_layer_input, E2B's and E4B's: model.per_layer_dim) or
+    layers without keys and values of their own (num_kv_shared_layers, use_double_wide_mlp: model.kv_shared_layers,
+    kv_shared_wide_mlp); bidirectional attention, experts without their count and a per-layer table of
     another vocabulary are one line naming the field; its global layers' values from keys,
     their key/value heads of their own and the last layer global are what export needs."""
     from spmdgpt.config import model_config_from_dict
@@ -482,11 +483,13 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     hf_ple = hf_config(ple, eos_id=0)
     assert (hf_ple["hidden_size_per_layer_input"], hf_ple["vocab_size_per_layer_input"]) == (16, cfg.vocab_size)
     assert model_config_from_dict(model_fields(hf_ple, "mem"), base=cfg) == ple
+    shared = dataclasses.replace(ple, num_layers=4, kv_shared_layers=2, kv_shared_wide_mlp=True)  # (E2B's last layers)
+    hf_shared = hf_config(shared, eos_id=0)
+    assert (hf_shared["num_kv_shared_layers"], hf_shared["use_double_wide_mlp"]) == (2, True)
+    assert model_config_from_dict(model_fields(hf_shared, "mem"), base=cfg) == shared
     for change, message in (
             ({"hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 1024}, "vocab_size_per_layer_input="
              "1024; spmdgpt needs vocab_size (16: the per-layer inputs' table as many rows as the embedding's)"),
-            ({"num_kv_shared_layers": 2}, "num_kv_shared_layers=2; spmdgpt needs 0 (layers that reuse an earlier "
-             "layer's keys and values, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)"),
             ({"enable_moe_block": True, "num_experts": 4, "moe_intermediate_size": 16}, "top_k_experts=None; spmdgpt "
              "needs a whole number >= 1 (enable_moe_block's experts)"),
             ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention='all'; spmdgpt needs null (causal "

@@ -63,11 +63,22 @@ def local_layers(m: ModelConfig) -> tuple:
     return tuple(m.window_pattern[i % len(m.window_pattern)] == "L" for i in range(m.num_layers))
 
 
+def kv_shared(m: ModelConfig) -> tuple:
+    """Which layers read an earlier layer's keys and values (True: the last model.kv_shared_layers)."""
+    return tuple(i >= m.num_layers - m.kv_shared_layers for i in range(m.num_layers))
+
+
 def stack_config(m: ModelConfig, stack: str) -> ModelConfig:
     """The model config as the layers of parameter stack `stack` see it: with a global stack
     (`global_stack`), the G layers ("blocks") with model.head_dim and num_kv_heads their own
     (global_head_dim, global_kv_heads) and values from keys where global_k_eq_v says so; the L
-    layers ("local_blocks") without global_k_eq_v. Otherwise m itself."""
+    layers ("local_blocks") without global_k_eq_v. The layers that read an earlier layer's keys and
+    values ("shared_blocks", "shared_local_blocks": model.kv_shared_layers) as their kind's, their MLP
+    twice as wide with model.kv_shared_wide_mlp. Otherwise m itself."""
+    if stack.startswith("shared_"):
+        m = stack_config(m, stack[len("shared_"):])
+        return dataclasses.replace(m, mlp_factor=2 * m.mlp_factor, kv_shared_wide_mlp=False) \
+            if m.kv_shared_wide_mlp else m
     if not global_stack(m):
         return m
     plain = dict(global_head_dim=None, global_kv_heads=None)

@@ -182,6 +182,10 @@ class ModelConfig(Section):
     per_layer_dim: int = 0  # per-layer input embeddings (Gemma 4 E2B / E4B: 256): each layer adds a gated projection of
     # an input of its own this wide, from a second embedding table and a projection of the embedding
     # (`model.per_layer`; hidden_size_per_layer_input); 0 = off
+    kv_shared_layers: int = 0  # the last this-many layers compute no keys and values: each attends over those of the
+    # last earlier layer of its kind (local or global), whose cache it reads (Gemma 4 E2B: 20 of 35;
+    # num_kv_shared_layers)
+    kv_shared_wide_mlp: bool = False  # those layers' MLPs twice model.mlp_factor wide (Gemma 4's use_double_wide_mlp)
     mtp_depth: int = 0  # multi-token prediction (DeepSeek-V3): this many sequential modules after the model, module k
     # predicting the token k + 1 places past the next one (training only; `model.mtp`); 0 = off
     mtp_weight: float = 0.3  # the objective adds this x the modules' mean loss (logged as mtp/loss; DeepSeek-V3: 0.3)

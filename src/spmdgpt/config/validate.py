@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from spmdgpt.config.derived import (
     global_stack,
     head_dim,
+    kv_heads,
     logical_dim_sizes,
     mesh_axes,
     mesh_axes_of,
@@ -326,6 +327,7 @@ def _global_layers(m) -> List[str]:
     elif m.per_layer_dim and m.mtp_depth:
         errs.append("model.per_layer_dim and model.mtp_depth do not combine yet (the modules' blocks have no per-layer "
                     "input); set model.mtp_depth=0")
+    errs += _kv_shared(m)
     if errs or not global_stack(m):
         return errs
     what = "model.global_head_dim / global_kv_heads / global_k_eq_v"
@@ -345,6 +347,25 @@ def _global_layers(m) -> List[str]:
         if bad:
             errs.append(f"{what} (the G layers' own stack) and {name} do not combine yet; set {name}={fix}")
     return errs
+
+
+def _kv_shared(m) -> List[str]:
+    """Gemma 4 E2B's and E4B's layers that read an earlier layer's keys and values (model.kv_shared_layers)."""
+    s, k = m.kv_shared_layers, len(m.window_pattern)
+    if s < 0:
+        return [f"model.kv_shared_layers={s} must be >= 0 (0 = every layer its own keys and values)"]
+    if not s:
+        return ["model.kv_shared_wide_mlp=true widens the MLPs of the layers that share keys and values: set "
+                "model.kv_shared_layers > 0 (Gemma 4 E2B: 20), or kv_shared_wide_mlp=false"] if m.kv_shared_wide_mlp \
+            else []
+    if not global_stack(m) or s % k or (m.num_layers - s) % k or m.num_layers - s < k:
+        return [f"model.kv_shared_layers={s} needs the G layers' own stack (model.global_head_dim / global_kv_heads / "
+                f"global_k_eq_v) and whole groups of model.window_pattern={m.window_pattern!r} on both sides: a "
+                f"multiple of {k} below model.num_layers={m.num_layers} by at least {k} (Gemma 4 E2B: 20 of 35)"]
+    if m.matmul_dtype.value == "fp8" or m.qk_norm_whole or m.attention_gate or kv_heads(m) == m.num_heads:
+        return [f"model.kv_shared_layers={s} does not combine with model.matmul_dtype=fp8, qk_norm_whole, "
+                "attention_gate or as many key/value heads as heads yet; set them off (model.num_kv_heads < num_heads)"]
+    return []
 
 
 def whole_width(errs: List[str], name: str, factor: float, d_model: int, what: str,

@@ -83,9 +83,11 @@ def pool_index(cfg: ModelConfig) -> np.ndarray:
     """Each layer's index in the pool arrays of its kind: the layer itself, or in a hybrid its
     place among the layers of its kind (the softmax layers' pages, the Gated DeltaNet layers'
     states), in a model with a global stack among its stack's layers (the local layers' pages, the
-    global ones')."""
+    global ones'); a layer of model.kv_shared_layers the index of the last earlier layer of its kind,
+    whose pages it reads (it keeps none)."""
     linear = linear_layers(cfg) if any(linear_layers(cfg)) else local_layers(cfg)
-    return np.asarray([linear[:i].count(kind) for i, kind in enumerate(linear)], np.int32)
+    n = cfg.num_layers - cfg.kv_shared_layers
+    return np.asarray([linear[:min(i, n)].count(kind) - (i >= n) for i, kind in enumerate(linear)], np.int32)
 
 
 def paged_stacks(cfg: ModelConfig) -> tuple:
@@ -97,8 +99,9 @@ def paged_stacks(cfg: ModelConfig) -> tuple:
 def paged_layers(cfg: ModelConfig, drafts: int = 0) -> dict:
     """{stack: how many layers of it keep pages} (`paged_stacks`): "blocks" the softmax layers (a
     global stack's G layers) and the first `drafts` multi-token-prediction modules, "local_blocks" a
-    global stack's local layers."""
-    linear, local = linear_layers(cfg), local_layers(cfg)
+    global stack's local layers; of those, the layers before model.kv_shared_layers' only."""
+    n = cfg.num_layers - cfg.kv_shared_layers
+    linear, local = linear_layers(cfg)[:n], local_layers(cfg)[:n]
     return {"blocks": linear.count(False) - sum(local) + drafts, "local_blocks": sum(local)}
 
 
@@ -388,6 +391,8 @@ class Group(NamedTuple):
     where: tuple  # ([b * t] pages, [b * t] offsets): where the rows' new entries go in the pool
     decode: bool  # the decode rows (one query each without drafts: what a paged kernel attends)
     select: Optional[Array] = None  # [b * t, K]: each token's LoRA adapter, one-hot (none: no adapters stacked)
+    seen: Optional[Array] = None  # [b, capacity + room x page_size]: each place's key position once this step's
+    # entries are in the pages (model.kv_shared_layers' layers read their source's pages so, -1: none)
 
 
 class Step:
@@ -448,7 +453,12 @@ class Step:
             one_hot = jax.nn.one_hot(draw.adapter - 1, self.adapters, dtype=jnp.float32)
             select = jnp.reshape(jnp.broadcast_to(one_hot[:, None], (rows.tokens.shape[0], t, self.adapters)),
                                  (-1, self.adapters), out_sharding=rules.spec("batch", None))
-        return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where, decode, select)
+        seen = None
+        if self.cfg.kv_shared_layers:  # (the rows' places up to their last new token, in the pages)
+            last = jnp.max(rows.positions, axis=1, keepdims=True)
+            seen = jnp.where((slots[None] < capacity) & (slots[None] <= last), slots[None], -1)
+        return Group(rows, draw, capacity, table, k_pos, causal_mask(rows.positions, k_pos), where, decode, select,
+                     seen)
 
     def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None,
                routes=None, inputs=None):
@@ -470,6 +480,18 @@ class Step:
                          window=window, stack=stack, routes=routes, layer_input=inputs)
         new = {n: _entries(kv[n], lay, g.capacity, t, rules) for n, lay in self.layouts[paged].items()}
         return x, self._store(pool, layer, new, g.where, rules, paged)
+
+    def _shared_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, stack: str, window=None, inputs=None):
+        """A layer of model.kv_shared_layers over a group's rows: its queries over the pages of layer
+        `layer` of its kind (its source's, this step's entries written), nothing written."""
+        paged = stack[len("shared_"):]
+        mask = causal_mask(g.rows.positions, g.seen)
+        if window is not None:
+            mask = mask & window_mask(g.rows.positions, g.seen, window)
+        x, _, _ = block(self.cfg, rules, p, x, g.rows.positions, g.rows.tokens.shape[0],
+                        LayerCache(self._views(pool, layer, g.table, rules, paged), mask, jnp.int32(g.capacity)),
+                        window=window, stack=stack, layer_input=inputs)
+        return x, pool
 
     def _views(self, pool: dict, layer, table: Array, rules, stack: str = "blocks") -> dict:
         """{the unit's name: layer `layer`'s pages of each row in its cache layout} (`_view`), of the pool
@@ -552,16 +574,19 @@ class Step:
             layer_inputs(cfg, rules, params.per_layer, g.rows.tokens, x) for g, x in zip(live, embedded, strict=True))
         xs = tuple(hyper.expand(cfg, rules, x) for x in embedded)
 
-        def make_step(stack: str):
+        def make_step(stack: str, shared=None):  # (a KV-shared layer reads its source's pages, not `shared`)
             def step(carry, layer):
                 (xs, pool), (p, s) = carry, layer
                 out = []
                 for i, (x, g) in enumerate(zip(xs, live, strict=True)):
                     mask = g.mask if s.window is None else g.mask & window_mask(g.rows.positions, g.k_pos, s.window)
                     p_g = p if g.select is None else lora.bind(p, g.select)  # (each row's adapter)
-                    x, pool = self._layer(rules, p_g, x, pool, s.index, g, mask, stack, s.window,
-                                          None if s.routes is None else s.routes[i],
-                                          None if s.inputs is None else s.inputs[i])
+                    inputs = None if s.inputs is None else s.inputs[i]
+                    if stack.startswith("shared_"):
+                        x, pool = self._shared_layer(rules, p_g, x, pool, s.index, g, stack, s.window, inputs)
+                    else:
+                        x, pool = self._layer(rules, p_g, x, pool, s.index, g, mask, stack, s.window,
+                                              None if s.routes is None else s.routes[i], inputs)
                     out.append(x)
                 return (tuple(out), pool), {}
 

@@ -26,6 +26,7 @@ from spmdgpt.config import (
     expert_hidden,
     head_dim,
     kv_heads,
+    kv_shared,
     layer_windows,
     linear_layers,
     local_layers,
@@ -240,7 +241,11 @@ def _stack_of(cfg: ModelConfig, layer: int) -> tuple:
         return "linear_blocks" if linear[layer] else "blocks", linear[:layer].count(linear[layer])
     local = local_layers(cfg)  # (a global stack: the local layers' own stack)
     if any(local):
-        return "local_blocks" if local[layer] else "blocks", local[:layer].count(local[layer])
+        stack = "local_blocks" if local[layer] else "blocks"
+        n = cfg.num_layers - cfg.kv_shared_layers  # (model.kv_shared_layers: the last layers' stacks of their own)
+        if layer >= n:
+            return "shared_" + stack, local[n:layer].count(local[layer])
+        return stack, local[:layer].count(local[layer])
     kinds = moe_layers(cfg)
     if all(kinds) or not any(kinds):
         return "blocks", layer
@@ -253,9 +258,15 @@ def _stack_layers(cfg: ModelConfig, stack: str) -> list:
 
 
 def _layers_of(t: Tensor, cfg: ModelConfig) -> list:
-    """The model layers that have row t (`Tensor.layers`; [None]: a row outside the blocks)."""
+    """The model layers that have row t (`Tensor.layers`; [None]: a row outside the blocks; a tuple of
+    kinds: the layers of every one of them)."""
     if not t.per_layer:
         return [None]
+    if isinstance(t.layers, tuple):
+        sets = [set(_layers_of(dataclasses.replace(t, layers=kind), cfg)) for kind in t.layers]
+        return sorted(set.intersection(*sets))
+    if t.layers in ("own", "shared"):  # (model.kv_shared_layers: the layers before them, or theirs)
+        return [i for i, s in enumerate(kv_shared(cfg)) if s == (t.layers == "shared")]
     if t.layers in ("linear", "full"):
         return [i for i, linear in enumerate(linear_layers(cfg)) if linear == (t.layers == "linear")]
     if t.layers in ("local", "global"):

@@ -155,7 +155,8 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "num_global_key_value_heads": (cfg.global_kv_heads or kv_heads(cfg)) if cfg.global_k_eq_v else None,
                 "final_logit_softcapping": cfg.logit_softcap or None, "use_bidirectional_attention": None,
                 "hidden_size_per_layer_input": cfg.per_layer_dim, "vocab_size_per_layer_input": cfg.vocab_size,
-                "num_kv_shared_layers": 0, "use_double_wide_mlp": False, "enable_moe_block": moe.dense_mlp,
+                "num_kv_shared_layers": cfg.kv_shared_layers, "use_double_wide_mlp": cfg.kv_shared_wide_mlp,
+                "enable_moe_block": moe.dense_mlp,
                 **({"num_experts": moe.num_experts, "top_k_experts": moe.top_k,
                     "moe_intermediate_size": expert_hidden(cfg)} if moe.dense_mlp else {})}
     if arch in (QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT):  # (the softmax layers' partial RoPE in rope_parameters; the

@@ -268,8 +268,8 @@ def _gemma4(hf: dict, need) -> dict:
     key/value heads (per_layer_config, transformers 5.24's, else global_head_dim, default 512, and with
     attention_k_eq_v num_global_key_value_heads), values from keys (attention_k_eq_v), proportional RoPE.
     With enable_moe_block (26B-A4B) experts beside the dense MLP (model.moe.dense_mlp, router_scales).
-    E2B's and E4B's per-layer input embeddings (hidden_size_per_layer_input: model.per_layer_dim); their
-    shared key/value layers are refused by name."""
+    E2B's and E4B's per-layer input embeddings (hidden_size_per_layer_input: model.per_layer_dim) and
+    layers that read an earlier layer's keys and values (num_kv_shared_layers, use_double_wide_mlp)."""
     heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
     act = hf.get("hidden_activation", hf.get("hidden_act", "gelu_pytorch_tanh"))
     need("hidden_activation", act in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
@@ -278,8 +278,6 @@ def _gemma4(hf: dict, need) -> dict:
     per_layer = int(hf.get("hidden_size_per_layer_input", 256) or 0)  # (E2B, E4B: model.per_layer_dim)
     need("vocab_size_per_layer_input", not per_layer or hf.get("vocab_size_per_layer_input", 262_144) == hf[
         "vocab_size"], f"vocab_size ({hf['vocab_size']}: the per-layer inputs' table as many rows as the embedding's)")
-    need("num_kv_shared_layers", not hf.get("num_kv_shared_layers", 0),
-         "0 (layers that reuse an earlier layer's keys and values, Gemma 4 E2B's and E4B's, are not in spmdgpt yet)")
     types = list(hf.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention"
                                            for i in range(layers)])
     if types:  # (transformers makes the last layer global whatever layer_types says)
@@ -316,7 +314,9 @@ def _gemma4(hf: dict, need) -> dict:
                    hf["moe_intermediate_size"] / d, "shared_experts": 0, "shared_gate": False, "router": "softmax",
                    "normalize_top_k": True, "weight_input": False, "groups": 1, "top_groups": 1, "route_scale": 1.0,
                    "first_dense_layers": 0, "interleave_step": 1, "dense_mlp": True, "router_scales": True}
-    return {"moe": moe, "per_layer_dim": per_layer, "norm": "rmsnorm", "mlp": "geglu",
+    shared = int(hf.get("num_kv_shared_layers") or 0)  # (E2B, E4B: model.kv_shared_layers; their MLPs' width)
+    return {"moe": moe, "per_layer_dim": per_layer, "kv_shared_layers": shared,
+            "kv_shared_wide_mlp": bool(shared and hf.get("use_double_wide_mlp")), "norm": "rmsnorm", "mlp": "geglu",
             "norm_eps": hf.get("rms_norm_eps", 1e-6),
             "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
             "qk_norm": True, "qk_norm_scale": True, "post_norms": True, "embed_scale": True,
@@ -632,4 +632,4 @@ NOT_IN_CHECKPOINT = {"num_kv_heads": None, "head_dim": None, "qkv_bias": False, 
                      "embed_norm": False, "attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0,
                      "attn_temperature_floor": 8192, "global_head_dim": None, "global_kv_heads": None,
                      "global_k_eq_v": False, "rope_global_fraction": 1.0, "v_norm": False, "layer_scale": False,
-                     "per_layer_dim": 0}
+                     "per_layer_dim": 0, "kv_shared_layers": 0, "kv_shared_wide_mlp": False}

@@ -115,7 +115,8 @@ NO_NANOCHAT = {"norm_scale": True, "embed_norm": False}
 NO_LLAMA4 = {"attention_chunk": 0, "global_nope": False, "attn_temperature": 0.0, "attn_temperature_floor": 8192}
 # a model without Gemma 4's attention and layers: the G layers as the others, full RoPE, no value norm, no layer scale
 NO_GEMMA4 = {"global_head_dim": None, "global_kv_heads": None, "global_k_eq_v": False, "rope_global_fraction": 1.0,
-             "v_norm": False, "layer_scale": False, "per_layer_dim": 0}
+             "v_norm": False, "layer_scale": False, "per_layer_dim": 0, "kv_shared_layers": 0,
+             "kv_shared_wide_mlp": False}
 # a model without DeepSeek-V4's units: one residual stream (no hyper-connections), no hash-routed layers, not its
 # attention
 NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6, "moe.hash_layers": 0,
@@ -135,8 +136,9 @@ class Tensor:
     # out), and required to be it on import: GPT-NeoX's LayerNorm biases (0), Qwen3's QK-norm scales (1)
     when: Optional[Callable[[ModelConfig], bool]] = None  # present only for these configs (a leaf that two rows
     # lay out differently: DeepSeek's q_proj or q_b_proj)
-    layers: str = "every"  # "dense" | "moe" | "linear" | "full" | "local" | "global": a row of those layers only (a
-    # dense model's layers are all dense; a hybrid's Gated DeltaNet layers are "linear", its softmax ones "full"; a
+    layers: str = "every"  # "dense" | "moe" | "linear" | "full" | "local" | "global" | "own" | "shared" (model.
+    # kv_shared_layers': the layers before them, theirs), or a tuple of them (every one's): a row of those layers only
+    # (a dense model's layers are all dense; a hybrid's Gated DeltaNet layers are "linear", its softmax ones "full"; a
     # model with a global stack's local layers "local", its G layers "global", `config.global_stack`)
     order: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # the Hugging Face tensor's first axis holds
     # the rows of spmdgpt's layout in this order (DeepSeek's and Llama 4's interleaved RoPE pairs, `pair_rows`); of
@@ -479,8 +481,9 @@ def _gemma4_check(cfg: ModelConfig) -> list:
 # pre_feedforward_layernorm_2 of it, their gate and up projections one [E, 2F, D] tensor, the gate's rows first,
 # normed by post_feedforward_layernorm_2); E2B's and E4B's per-layer inputs (hidden_size_per_layer_input: model.
 # per_layer_dim; embed_tokens_per_layer [V, L P] and per_layer_model_projection [L P, D] with its norm, each layer's
-# per_layer_input_gate, per_layer_projection and post_per_layer_input_norm); no shared key/value layers here
-# (refused on import)
+# per_layer_input_gate, per_layer_projection and post_per_layer_input_norm) and the last num_kv_shared_layers layers
+# without keys and values of their own (model.kv_shared_layers: q_proj, q_norm and o_proj alone; their MLPs twice as
+# wide with use_double_wide_mlp)
 _KV_EQ = lambda cfg: cfg.global_k_eq_v  # noqa: E731
 GEMMA4_MOE = [dataclasses.replace(t, layers="moe") for t in [
     _t("mlp.gate_proj.weight", "blocks.mlp.dense.w_gate", "d f -> f d"),
@@ -506,10 +509,11 @@ GEMMA4 = Architecture(
     tensors=tuple(_layer("model.layers.{i}.", [
         *GEMMA_NORMS,
         *[t for t in LLAMA_ATTENTION[2:] if t.leaf not in ("blocks.attn.w_kv", "blocks.attn.b_kv")],
-        dataclasses.replace(LLAMA_ATTENTION[6], when=lambda cfg: not cfg.global_k_eq_v),
-        dataclasses.replace(LLAMA_ATTENTION[6], when=_KV_EQ, layers="local"),
-        _t("self_attn.k_proj.weight", "blocks.attn.w_kv", "d kv k h -> (kv k h) d", when=_KV_EQ, layers="global"),
-        *QK_NORM,
+        dataclasses.replace(LLAMA_ATTENTION[6], when=lambda cfg: not cfg.global_k_eq_v, layers="own"),
+        dataclasses.replace(LLAMA_ATTENTION[6], when=_KV_EQ, layers=("local", "own")),
+        _t("self_attn.k_proj.weight", "blocks.attn.w_kv", "d kv k h -> (kv k h) d", when=_KV_EQ,
+           layers=("global", "own")),
+        QK_NORM[0], dataclasses.replace(QK_NORM[1], layers="own"),  # (the KV-shared layers: no keys, no k_norm)
         _t("layer_scalar", "blocks.layer_scale", " -> ()", fill=1.0),
         *[dataclasses.replace(t, layers="dense") for t in LLAMA_LAYER[len(LLAMA_ATTENTION):]], *GEMMA4_MOE,
         *GEMMA4_PER_LAYER]) + LLAMA_OUTER + [
@@ -522,7 +526,8 @@ GEMMA4 = Architecture(
             "global_kv_heads": "num_global_key_value_heads", "global_k_eq_v": "attention_k_eq_v",
             "rope_global_fraction": "rope_parameters", "moe.num_experts": "num_experts", "moe.top_k": "top_k_experts",
             "moe.mlp_factor": "moe_intermediate_size", "moe.dense_mlp": "enable_moe_block",
-            "moe.router_scales": "enable_moe_block", "per_layer_dim": "hidden_size_per_layer_input"},
+            "moe.router_scales": "enable_moe_block", "per_layer_dim": "hidden_size_per_layer_input",
+            "kv_shared_layers": "num_kv_shared_layers", "kv_shared_wide_mlp": "use_double_wide_mlp"},
     refused={"qkv_bias": False, "bias": False, "qk_norm": True, "norm_plus_one": False, "post_norms": True,
              "embed_scale": True, "query_pre_attn_scalar": 1, "v_norm": True, "layer_scale": True,
              "rope_scaling": RopeScaling.none, **{n: ROPE_SCALING_DEFAULTS[n] for n in ROPE_SCALING_PARAMS},

@@ -95,6 +95,8 @@ class UnitInputs(NamedTuple):
     cache: Optional["LayerCache"] = None  # cached passes: this layer's view of the KV cache
     key: Optional[jax.Array] = None  # training: attention dropout's key
     window: Optional[jax.Array] = None  # this layer's window (`layer_windows`: None or 0 global, < 0 a chunk)
+    keep_kv: bool = False  # full sequences: return this layer's keys and values (model.kv_shared_layers' sources)
+    shared: Optional[tuple] = None  # full sequences, a KV-shared layer: the (k, v) it attends over (`shared_kv`)
 
 
 class Attention(NamedTuple):
@@ -132,6 +134,62 @@ class GroupedAttention(NamedTuple):
     w_gate: Optional[jax.Array] = None
     b_gate: Optional[jax.Array] = None
     sinks: Optional[jax.Array] = None
+
+
+class SharedKvAttention(NamedTuple):
+    """A layer that reads an earlier layer's keys and values (model.kv_shared_layers): its queries and
+    output projection only (`shared_kv`)."""
+
+    LORA = {"q": ("w_q", None), "o": ("w_o", None)}
+
+    w_q: jax.Array
+    b_q: Optional[jax.Array]
+    w_o: jax.Array
+    b_o: Optional[jax.Array]
+    q_norm: Optional[jax.Array] = None
+    sinks: Optional[jax.Array] = None
+
+
+def shared_kv_info(cfg: ModelConfig) -> SharedKvAttention:
+    """One KV-shared layer's parameters: grouped attention's without the key/value projection."""
+    g = grouped_attention_info(cfg)
+    return SharedKvAttention(g.w_q, g.b_q, g.w_o, g.b_o, g.q_norm, g.sinks)
+
+
+def shared_kv(cfg: ModelConfig, rules: Rules, p: SharedKvAttention, x: jax.Array, u: UnitInputs):
+    """A KV-shared layer's attention (`self_attention`'s contract): its queries (the QK-norm's query
+    half, RoPE) over the keys and values of the last earlier layer of its kind: on full sequences
+    u.shared (that layer's, in the backend's layout), on a cached pass u.cache.arrays (that layer's
+    cache, this pass's entries in it) under u.cache.mask. It writes no cache."""
+    positions, batch, cache = u.positions, u.batch, u.cache
+    if cache is not None:
+        if cache.mask is None or cache.paged is not None:
+            raise ValueError("model.kv_shared_layers: a cached pass reads the source layer's cache under a mask "
+                             "(the inference engine's gather path)")
+        q = _queries(cfg, rules, p, x, positions, batch, True, u.window)
+        o = dot_product_attention(q, cache.arrays["k"], cache.arrays["v"], cache.mask, rules, sinks=p.sinks)
+        return output_projection(rules, p, o), {}, {}
+    backend = sequence_backend(cfg, rules)
+    head_major = backend not in TOKEN_MAJOR
+    q = _queries(cfg, rules, p, x, positions, batch, head_major, u.window)
+    o = sequence_attention(cfg, rules, backend, q, *u.shared, u, p.sinks)
+    return output_projection(rules, p, o, head_major), None, {}
+
+
+def _queries(cfg: ModelConfig, rules: Rules, p, x: jax.Array, positions: jax.Array, batch: int, head_major: bool,
+             window=None) -> jax.Array:
+    """`grouped_qkv`'s queries alone: [b, n, t, h] (head_major) or [b, t, n, h]."""
+    logical = ("heads", "head_dim")
+    q, = matmuls_in(rules, x, ("td,dnh->tnh", lora.weight(rules, p.w_q, x.dtype, ("embed", *logical)),
+                               ("embed", *logical), logical))
+    if p.b_q is not None:
+        q = q + rules.gather(p.b_q.astype(x.dtype), logical)
+    q = unflatten(rules, q, batch, *logical)
+    if cfg.qk_norm:
+        scale = None if p.q_norm is None else norm_scale(cfg, rules.gather(p.q_norm, ("head_dim",)))
+        q = rope_layers_only(cfg, window, rms_normalize(q, cfg.norm_eps, scale), q)
+    q = nope_temperature(cfg, query_scale(cfg, rotate(cfg, q, positions, window)), positions, window)
+    return jnp.transpose(q, (0, 2, 1, 3)) if head_major else q
 
 
 def _shared_info(cfg: ModelConfig, fp8_sites: int) -> dict:
@@ -491,7 +549,7 @@ def self_attention(project, cfg: ModelConfig, rules: Rules, p, x: jax.Array, u: 
     head_major = backend not in TOKEN_MAJOR
     q, k, v = project(cfg, rules, p, x, positions, batch, head_major, window=u.window)
     o = sequence_attention(cfg, rules, backend, q, k, v, u, p.sinks)
-    kv = None
+    kv = {"k": k, "v": v} if u.keep_kv and cache is None else None  # (the KV-shared layers' source, `shared_kv`)
     if cache is not None:  # prefill: these keys and values start the cache (head-major)
         if not head_major:
             k, v = (jnp.transpose(a, (0, 2, 1, 3)) for a in (k, v))

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ModelConfig, Remat, layer_windows, moe_layers, stack_config
+from spmdgpt.config import ModelConfig, Remat, layer_windows, local_layers, moe_layers, stack_config
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model import hyper
 from spmdgpt.model.attention import LayerCache, UnitInputs, window_mask
@@ -35,7 +35,7 @@ Array = jax.Array
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None, window: Optional[Array] = None, stack: str = "blocks",
-          routes: Optional[Array] = None, layer_input: Optional[Array] = None):
+          routes: Optional[Array] = None, layer_input: Optional[Array] = None, shared_kv: Optional[tuple] = None):
     """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
     sandwich) on the residual stream x: [stream, embed] (model.hyper_connections = n: the n streams
     [stream, n, embed], each branch between them, `model.hyper`) -> (x, this layer's
@@ -47,12 +47,16 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     parameter stack the layer belongs to, which picks its units (`block_units`). routes: this layer's
     row of the hash-routed layers' experts (`moe.hash_routes`; an MoE layer's, else unused).
     layer_input: its per-layer input [stream, model.per_layer_dim] (`per_layer.layer_inputs`), added
-    through the layer's gate after the MLP's residual add (not with model.hyper_connections)."""
+    through the layer's gate after the MLP's residual add (not with model.hyper_connections).
+    shared_kv (full sequences, a layer of model.kv_shared_layers): the (k, v) of the last earlier
+    layer of its kind, which it attends over; the layers before them return their keys and values
+    ({"k", "v"}) in place of a cache on full sequences."""
     attention, mlp_unit = block_units(cfg, stack)
     cfg = stack_config(cfg, stack)  # (a global stack's G layers: their own head width and key/value heads)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
-    inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window)
+    keep = bool(cfg.kv_shared_layers) and cache is None and not stack.startswith("shared_")
+    inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window, keep, shared_kv)
     branch = branch_multiplier(cfg)  # (model.parametrization=completep: (base_depth / num_layers)^alpha, else 1)
 
     def attention_branch(x):
@@ -125,12 +129,15 @@ class Cached(NamedTuple):
 
 def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, segment_ids: Optional[Array] = None,
                key: Optional[Array] = None, collect: bool = False, cached: Optional[Cached] = None,
-               stack: str = "blocks") -> Callable:
+               stack: str = "blocks", shared_kv: Optional[tuple] = None) -> Callable:
     """The `lax.scan` body of one layer, (x, (its Block parameters, PerLayer)) -> (x, outputs):
     the units' aux dict, or on a cached pass the layer's updated cache arrays. Every layer
     loop runs it (`hidden_states`' two, a pipeline stage's); model.remat applies here, to the
     passes that are differentiated (not cached ones). key: layer i's dropout key is
-    fold_in(key, i). stack: the parameter stack of the layers it runs (`block_units`)."""
+    fold_in(key, i). stack: the parameter stack of the layers it runs (`block_units`). With
+    model.kv_shared_layers, full sequences: the layers before them add their keys and values to the
+    outputs ("shared_k.<stack>", "shared_v.<stack>", which `scan_layers` takes), and theirs attend
+    over shared_kv."""
     def step(x, layer):
         p, s = layer
         cache = None
@@ -141,7 +148,9 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
             cache = LayerCache(s.cache, mask, cached.end)
         k = None if key is None else jax.random.fold_in(key, s.index)
         x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, stack,
-                           s.routes, s.inputs)
+                           s.routes, s.inputs, shared_kv)
+        if cached is None and kv is not None:  # (the KV-shared layers' sources)
+            aux = {**aux, f"shared_k.{stack}": kv["k"], f"shared_v.{stack}": kv["v"]}
         return x, (aux if cached is None else kv)
 
     if cached is None and cfg.remat != Remat.none:
@@ -181,14 +190,19 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
     stack and then its `blocks` layer (an MoE model: N = model.moe.first_dense_layers, k =
     interleave_step; a hybrid: N = 0, k = model.deltanet.full_attention_interval; a global stack: N = 0,
     k = len(model.window_pattern), its local layers the other stack); the other
-    stack's layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one."""
+    stack's layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one.
+
+    With model.kv_shared_layers (`shared_scan`): the layers before them so, then theirs
+    (make_step(stack, their source's (k, v) or None), stacks "shared_blocks" and "shared_local_blocks")."""
+    if params.shared_blocks is not None:
+        return shared_scan(cfg, params, make_step, x, xs, unroll, fill)
     scan = partial(jax.lax.scan, unroll=unroll)
     if params.linear_blocks is not None:
         other, n, k = "linear_blocks", 0, cfg.deltanet.full_attention_interval
         g = cfg.num_layers // k
     elif params.local_blocks is not None:  # (window_pattern: k - 1 local layers, then the global one)
         other, n, k = "local_blocks", 0, len(cfg.window_pattern)
-        g = cfg.num_layers // k
+        g = jax.tree.leaves(params.blocks)[0].shape[0]  # (the G layers: one a group)
     elif params.dense_blocks is not None:
         other, n, k = "dense_blocks", cfg.moe.first_dense_layers, cfg.moe.interleave_step
         g = sum(moe_layers(cfg))
@@ -230,6 +244,27 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
 
     return x, {name: ordered(name) for name in {**first, **ys_dense, **ys_moe}}
 
+
+def shared_scan(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):
+    """`scan_layers` of a model with model.kv_shared_layers: the layers before them (`blocks`,
+    `local_blocks`), whose keys and values come out of their steps on full sequences ("shared_k.<stack>",
+    "shared_v.<stack>": the last layer of each stack's are its source's), then the shared layers' stacks
+    as `blocks` and `local_blocks` (make_step(stack, (k, v) or None: the cached passes read the source's
+    cache)). The outputs are in layer order, the sources' keys and values taken out."""
+    n = cfg.num_layers - cfg.kv_shared_layers
+    first = params._replace(shared_blocks=None, shared_local_blocks=None)
+    x, ys = scan_layers(cfg, first, lambda stack: make_step(stack, None), x, jax.tree.map(lambda a: a[:n], xs),
+                        unroll, fill)
+    local = local_layers(cfg)[:n]
+    sources = {}
+    for stack, mine in (("local_blocks", True), ("blocks", False)):
+        if f"shared_k.{stack}" in ys:  # (statistics' filled outputs: every layer's place, else the stack's own)
+            last = max(i for i, m in enumerate(local) if m == mine) if fill else -1
+            sources[stack] = tuple(ys.pop(f"shared_{c}.{stack}")[last] for c in "kv")
+    rest = first._replace(blocks=params.shared_blocks, local_blocks=params.shared_local_blocks)
+    x, ys_rest = scan_layers(cfg, rest, lambda stack: make_step("shared_" + stack, sources.get(stack)), x,
+                             jax.tree.map(lambda a: a[n:], xs), unroll, fill)
+    return x, {name: jnp.concatenate([y[name] for y in (ys, ys_rest) if name in y]) for name in {**ys, **ys_rest}}
 
 
 def pipelined_blocks(cfg: ModelConfig, rules: Rules, params: Params, x: Array, positions: Array,

@@ -50,7 +50,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry2x32_p
 
-from spmdgpt.config import ModelConfig, global_stack, kv_heads, linear_layers, local_layers, moe_layers, stack_config
+from spmdgpt.config import (
+    ModelConfig,
+    global_stack,
+    kv_heads,
+    kv_shared,
+    linear_layers,
+    local_layers,
+    moe_layers,
+    stack_config,
+)
 from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model.attention import (
     attention_info,
@@ -59,6 +68,8 @@ from spmdgpt.model.attention import (
     grouped_attention_info,
     grouped_qkv,
     kv_cache,
+    shared_kv,
+    shared_kv_info,
 )
 from spmdgpt.model.csa import csa_attention, csa_cache, csa_info, csa_stats
 from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_state, deltanet_stats
@@ -123,21 +134,27 @@ LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, mla_losses, cache=ml
 SHARED_KV_ATTENTION = Unit(csa_info, csa_attention, csa_stats, cache=csa_cache)
 # Gated DeltaNet: a hybrid's linear attention, a fixed-size state per sequence instead of a growing cache
 DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats, state=deltanet_state)
+# a layer that reads an earlier layer's keys and values (model.kv_shared_layers): queries and output alone, no cache
+SHARED_KV = Unit(shared_kv_info, shared_kv, lambda cfg, rules, p, x, inputs: {})
 DENSE_MLP = Unit(mlp_info, mlp, mlp_stats)
 MOE = Unit(moe_info, moe, moe_stats, moe_losses, moe_between_steps)
 
 
-STACKS = ("blocks", "dense_blocks", "linear_blocks", "local_blocks")  # the Params fields that hold stacked layers
+# the Params fields that hold stacked layers
+STACKS = ("blocks", "dense_blocks", "linear_blocks", "local_blocks", "shared_blocks", "shared_local_blocks")
 
 
 def block_units(cfg: ModelConfig, stack: str = "blocks") -> tuple[Unit, Unit]:
     """(the attention unit, the MLP unit) of the layers in parameter stack `stack` (`STACKS`:
     "blocks"; an MoE model's dense layers "dense_blocks"; a hybrid's Gated DeltaNet layers
     "linear_blocks"; the local layers of a model whose global ones have their own geometry
-    "local_blocks", `config.stack_config`): a new kind is a case here."""
+    "local_blocks", `config.stack_config`; the layers that read an earlier layer's keys and values
+    "shared_blocks" and "shared_local_blocks", model.kv_shared_layers): a new kind is a case here."""
     dense = stack == "dense_blocks"
     cfg = stack_config(cfg, stack)
-    if stack == "linear_blocks":
+    if stack.startswith("shared_"):
+        attention = SHARED_KV
+    elif stack == "linear_blocks":
         attention = DELTANET
     elif cfg.mla.kv_rank:
         attention = LATENT_ATTENTION
@@ -178,6 +195,9 @@ class Params(NamedTuple):
     hash_experts: Optional[Array] = None  # model.moe.hash_layers: [hash layers, vocab, top_k] each token's experts
     # there (stored as numbers, never trained: `moe.hash_routes`)
     per_layer: Optional[PerLayerInputs] = None  # model.per_layer_dim: the per-layer inputs' table and projection
+    shared_blocks: Optional[Block] = None  # model.kv_shared_layers: the last layers, which read an earlier layer's
+    shared_local_blocks: Optional[Block] = None  # keys and values: their G and L layers (`blocks`, `local_blocks`
+    # then hold the others)
 
 
 def param_info(cfg: ModelConfig) -> Params:
@@ -203,13 +223,15 @@ def _param_info(cfg: ModelConfig) -> Params:
     def layers(stack: str, n: int) -> Block:
         return stacked(layer(stack), n)
 
-    kinds, linear, local = moe_layers(cfg), linear_layers(cfg), local_layers(cfg)
+    kinds, linear, local, shared = moe_layers(cfg), linear_layers(cfg), local_layers(cfg), kv_shared(cfg)
     D, V, std = cfg.d_model, cfg.vocab_size, cfg.init_std
     split = linear if any(linear) else local  # (a hybrid's Gated DeltaNet layers, a global stack's local ones)
+    own = [not s for s in shared]  # (model.kv_shared_layers: the others' stacks of their own)
+    count = lambda kind, mine: sum(k == kind and m for k, m in zip(split, mine, strict=True))  # noqa: E731
     return Params(
         embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
         # (a hybrid's softmax layers, a global stack's G layers, else an MoE model's MoE layers, else every layer)
-        blocks=layers("blocks", split.count(False) if any(split) else sum(kinds) or cfg.num_layers),
+        blocks=layers("blocks", count(False, own) if any(split) else sum(kinds) or cfg.num_layers),
         ln_f=norm_info(cfg),
         unembed=None
         if cfg.tie_embeddings
@@ -217,10 +239,12 @@ def _param_info(cfg: ModelConfig) -> Params:
         dense_blocks=layers("dense_blocks", kinds.count(False)) if any(kinds) and not all(kinds) else None,
         mtp=mtp_info(cfg, layer("dense_blocks")) if cfg.mtp_depth else None,
         linear_blocks=layers("linear_blocks", sum(linear)) if any(linear) else None,
-        local_blocks=layers("local_blocks", sum(local)) if global_stack(cfg) else None,
+        local_blocks=layers("local_blocks", count(True, own)) if global_stack(cfg) else None,
         hc_head=hyper_info(cfg, head=True),
         hash_experts=hash_info(cfg),
         per_layer=inputs_info(cfg) if cfg.per_layer_dim else None,
+        shared_blocks=layers("shared_blocks", count(False, shared)) if any(shared) else None,
+        shared_local_blocks=layers("shared_local_blocks", count(True, shared)) if any(shared) else None,
     )
 
 

@@ -65,8 +65,8 @@ def hidden_states(
             return final_norm(cfg, rules, params, x), None, {}
         params = whole_stack(rules, params)
 
-        def make_step(stack: str):
-            return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, stack=stack)
+        def make_step(stack: str, shared=None):  # (shared: a KV-shared layer's source keys and values)
+            return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, stack=stack, shared_kv=shared)
 
         routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, tokens))  # (in the context order)
         per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32), routes=routes,
@@ -91,7 +91,7 @@ def hidden_states(
     x = hyper.expand(cfg, rules, x)
     cached = Cached(mask, k_pos, cache.end)
 
-    def make_cached_step(stack: str):
+    def make_cached_step(stack: str, shared=None):
         return layer_step(cfg, rules, batch, positions, segment_ids, cached=cached, stack=stack)
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
