@@ -43,13 +43,16 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "nanochat_d32": ["topology=h100-8"],
     "llama4_scout": ["topology=v5p-128", "mesh.expert=8"],
     "gemma4_31b": ["topology=v5p-64"],
+    "gemma4_26b_a4b": ["topology=v5p-32", "mesh.expert=8"],
+    "gemma4_e4b": ["topology=h100-8"],
 }
 # planned only with SPMDGPT_BIG_PLANS=1: 512 devices, 3 minutes of compilation on a 2-core box (its plan is in
 # benchmarks/BENCHMARKS.md)
 BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1b", "llama_1b", "llama3_8b",
        "gemma3_1b", "qwen3_next_80b_a3b", "gpt2_124m", "llama2_7b",
        "olmo3_7b", "nanochat_d32",  # (37 and 26 s on 8 H100s, their units against transformers in test_hf, plans in
-       "llama4_scout", "gemma4_31b"}  # BENCHMARKS; llama4_scout, gemma4_31b: minutes for a v5p slice, their units
+       "llama4_scout", "gemma4_31b", "gemma4_26b_a4b", "gemma4_e4b"}  # BENCHMARKS; llama4_scout, gemma4_31b,
+# gemma4_26b_a4b: minutes for a v5p slice, gemma4_e4b for 8 H100s, their units
 # in test_hf, their plans in BENCHMARKS)
 # (gemma3_1b: 80-100 s for one H100, the suite's slowest test;
 # its windows, post-norms and GeGLU run on the CPU in test_hf (Gemma3ForCausalLM against transformers) and
@@ -66,9 +69,10 @@ BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1
 BIG_ON_THIS_CPU = {"deepseek_v3_small", "deepseek_v32_small", "qwen3_5_small", "gpt_oss_small", "gutenberg_gpt2",
                    "shakespeare_gpt2_gqa",
                    "olmo3_small", "nanochat_small", "chain_sft", "chain_grpo", "llama4_small", "gemma4_small",
-                   "kimi_linear_small"}
+                   "gemma4_moe_small", "kimi_linear_small"}
 ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "calculator_grpo", "calculator_sft", "chain_grpo", "chain_sft",
-               "deepseek_v3_small", "deepseek_v32_small", "gemma4_small", "gpt_oss_small", "gutenberg_gpt2",
+               "deepseek_v3_small", "deepseek_v32_small", "gemma4_moe_small", "gemma4_small", "gpt_oss_small",
+               "gutenberg_gpt2",
                "kimi_linear_small",
                "llama4_small", "nanochat_small", "olmo3_small",
                "qwen3_5_small", "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe",

@@ -192,6 +192,7 @@ def logical_dim_sizes(cfg: ModelConfig) -> dict:
             if any(linear_layers(cfg)) else []),
         "kv_heads": [("model.num_kv_heads", kv_heads(cfg))],
         "head_dim": mla_widths if cfg.mla.kv_rank else [("model.head_dim", head_dim(cfg))],
+        "per_layer": [("model.per_layer_dim", cfg.per_layer_dim)] if cfg.per_layer_dim else [],
         "latent": [(f"model.mla.{name}", getattr(cfg.mla, name)) for name in ("kv_rank", "q_rank")
                    if cfg.mla.kv_rank and getattr(cfg.mla, name)],
         "mlp": mlp,

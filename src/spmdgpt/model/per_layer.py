@@ -70,12 +70,13 @@ def layer_inputs(cfg: ModelConfig, rules: Rules, p: PerLayerInputs, tokens: Arra
     """Every layer's input [L, tokens, P] (float32) of tokens [b, t] (as `head.embed` reads them: in
     the context order) and the embedding x [b * t, D] (`head.embed`'s, scaled)."""
     D, P = cfg.d_model, cfg.per_layer_dim
-    table = rules.gather(p.embed.astype(F32), (None, None, None))
+    table = rules.gather(p.embed.astype(dtype_of(cfg.compute_dtype)), (None, None, None))  # (the compute dtype's
+    # copy: the table is layers x P wide, E4B's 42 x 256)
     flat = flatten(rules, jax.sharding.reshard(tokens, rules.spec("batch", "seq")))
-    own = table.at[flat].get(out_sharding=rules.spec("stream", None, None)) * F32(P ** 0.5)
+    own = table.at[flat].get(out_sharding=rules.spec("stream", None, None)).astype(F32) * F32(P ** 0.5)
     proj = jnp.einsum("td,dlp->tlp", x.astype(F32), rules.gather(p.proj.astype(F32), (None, None, None)),
                       out_sharding=rules.spec("stream", None, None)) * F32(D ** -0.5)
-    proj = rms_normalize(proj, cfg.norm_eps, p.norm.astype(F32))
+    proj = rms_normalize(proj, cfg.norm_eps, rules.gather(p.norm.astype(F32), (None,)))
     return jnp.transpose((proj + own) * F32(2 ** -0.5), (1, 0, 2))
 
 
