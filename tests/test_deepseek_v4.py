@@ -231,6 +231,8 @@ def test_bad_settings_are_one_line_each():
         (["model.csa.q_rank=8", "sharding=fsdp", "mesh.data=4", "mesh.context=2"],
          "mesh.context=2 with model.csa.q_rank=8: DeepSeek-V4's attention does not run on a context ring yet"),
         (["model.hyper_connections=4", "model.mtp_depth=1"], "model.hyper_connections=4 and model.mtp_depth do not"),
+        (["model.hyper_connections=4", "model.per_layer_dim=8"],
+         "model.hyper_connections=4 and model.per_layer_dim do not combine yet"),  # (Gemma 4's: one stream)
         (["model.hyper_connections=2", "sharding=fsdp", "mesh.stage=2", "mesh.data=4", "model.num_layers=4"],
          "mesh.stage=2 with model.hyper_connections=2: the pipeline's stages pass one residual stream"),
     ]:

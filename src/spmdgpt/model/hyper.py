@@ -150,7 +150,9 @@ def config_errors(m) -> List[str]:
     if not m.hyper_eps >= 0:
         errs.append(f"model.hyper_eps={m.hyper_eps} must be >= 0 (DeepSeek-V4: 1e-6)")
     for bad, name, fix in ((m.mtp_depth, "model.mtp_depth", "0"),
-                           (m.parametrization.value != "standard", "model.parametrization", "standard")):
+                           (m.parametrization.value != "standard", "model.parametrization", "standard"),
+                           (m.per_layer_dim, "model.per_layer_dim", "0"),  # (Gemma 4's: one residual stream)
+                           (m.kv_shared_layers, "model.kv_shared_layers", "0")):
         if bad:
             errs.append(f"model.hyper_connections={n} and {name} do not combine yet; set {name}={fix}")
     return errs
