@@ -32,7 +32,6 @@ same tokens whatever else runs beside it.
 
 from __future__ import annotations
 
-import weakref
 from typing import NamedTuple, Optional
 
 import jax
@@ -659,17 +658,18 @@ class Step:
         return pool, jnp.stack(drafts, axis=1)
 
 
-_steps: "weakref.WeakKeyDictionary[Rules, dict]" = weakref.WeakKeyDictionary()
-
-
 def shared_step(cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int, drafts: int = 0,
                 kernel: Optional[str] = None, adapters: int = 0) -> Step:
     """The `Step` of these arguments, one per rules object: engines built alike on the same mesh
     (a chat's, a sampler's, an evaluation's, a test's several) share its jitted function, so a
     program already traced and compiled for one is not traced, lowered and compiled again for the
-    next (kept as long as the rules object lives)."""
+    next. The steps live in the rules object itself (`_engine_steps`), so they, their compiled
+    programs and the rules go together once nothing else holds the rules. (A module-level
+    WeakKeyDictionary keyed by the rules kept them all: each Step holds its rules, so no key ever
+    died; a test process then grew past the kernel's 65,530 memory maps of loaded programs and
+    aborted.)"""
     key = (repr(cfg), page_size, vocab_limit, drafts, kernel, adapters)
-    steps = _steps.setdefault(rules, {})
+    steps = rules.__dict__.setdefault("_engine_steps", {})
     if key not in steps:
         steps[key] = Step(cfg, rules, page_size, vocab_limit, drafts, kernel, adapters)
     return steps[key]
