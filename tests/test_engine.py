@@ -65,6 +65,25 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
     assert replies[0] == replies[1]
 
 
+def test_engines_alike_share_their_step_and_it_goes_with_their_rules():
+    """Engines of one model on one rules object share the compiled step (`shared_step`) whatever
+    their slots or pages; another page size is another step; once the rules are dropped the steps go
+    too (a module-level cache keyed by the rules once kept every engine's programs loaded: a test
+    worker grew past the kernel's 65,530 memory maps and aborted)."""
+    import gc
+    import weakref
+
+    cfg, mesh, rules, params = setup(*ATTENTION_UNITS["gqa"])
+    with jax.set_mesh(mesh):
+        a, b = (Engine(cfg.model, rules, params, 10, replace(SMALL, slots=n)) for n in (2, 4))
+        c = Engine(cfg.model, rules, params, 10, replace(SMALL, page_size=8))
+    assert a.step_fn is b.step_fn and c.step_fn is not a.step_fn
+    gone = [weakref.ref(a.step_fn), weakref.ref(c.step_fn), weakref.ref(rules)]
+    del a, b, c, rules, mesh, params, cfg
+    gc.collect()
+    assert [r() for r in gone] == [None, None, None]
+
+
 def test_lora_adapters_by_name_each_row_its_own_on_a_mesh():
     """Two LoRA adapters stacked on a GQA + SwiGLU model (`lora.stack`: other targets, ranks and
     scales), on data 2 x model 2: requests for the base and each adapter, interleaved on two slots
