@@ -14,7 +14,7 @@ TORCH_STAMP  := $(TORCH_VENV)/.installed
 
 # EXTRAS: the optional dependencies installed with the package (CI adds the plan compilers:
 # EXTRAS=dev,tpu-plan,gpu-plan). tools/install.py installs with uv (pinned there; pip's settings
-# handed over, pip itself where uv cannot: both environments from scratch 56 s -> 26 s) and without
+# handed over, pip itself where uv cannot: both environments from scratch 56 s -> 21 s) and without
 # .pyc files: a module's .pyc is written at its first import, not every module's at install (pip
 # --no-compile took a fresh install of the CI extras from 103 s to 56 s, the PyTorch side from
 # 60 s to 26 s, on the 2-core AVX-512 EPYC); the tests run with PYTHONDONTWRITEBYTECODE unset so that

@@ -70,6 +70,7 @@ def test_engines_alike_share_their_step_and_it_goes_with_their_rules():
     their slots or pages; another page size is another step; once the rules are dropped the steps go
     too (a module-level cache keyed by the rules once kept every engine's programs loaded: a test
     worker grew past the kernel's 65,530 memory maps and aborted)."""
+    import copy
     import gc
     import weakref
 
@@ -77,9 +78,10 @@ def test_engines_alike_share_their_step_and_it_goes_with_their_rules():
     with jax.set_mesh(mesh):
         a, b = (Engine(cfg.model, rules, params, 10, replace(SMALL, slots=n)) for n in (2, 4))
         c = Engine(cfg.model, rules, params, 10, replace(SMALL, page_size=8))
-    assert a.step_fn is b.step_fn and c.step_fn is not a.step_fn
+        copied = Engine(cfg.model, copy.copy(rules), params, 10, SMALL)  # (a copy's compute table may differ)
+    assert a.step_fn is b.step_fn and c.step_fn is not a.step_fn and copied.step_fn is not a.step_fn
     gone = [weakref.ref(a.step_fn), weakref.ref(c.step_fn), weakref.ref(rules)]
-    del a, b, c, rules, mesh, params, cfg
+    del a, b, c, copied, rules, mesh, params, cfg
     gc.collect()
     assert [r() for r in gone] == [None, None, None]
 

@@ -664,12 +664,16 @@ def shared_step(cfg: ModelConfig, rules: Rules, page_size: int, vocab_limit: int
     (a chat's, a sampler's, an evaluation's, a test's several) share its jitted function, so a
     program already traced and compiled for one is not traced, lowered and compiled again for the
     next. The steps live in the rules object itself (`_engine_steps`), so they, their compiled
-    programs and the rules go together once nothing else holds the rules. (A module-level
+    programs and the rules go together once nothing else holds the rules; a copy of the rules
+    (`whole_sequences`, `in_stages`: another compute table) starts its own. (A module-level
     WeakKeyDictionary keyed by the rules kept them all: each Step holds its rules, so no key ever
     died; a test process then grew past the kernel's 65,530 memory maps of loaded programs and
     aborted.)"""
     key = (repr(cfg), page_size, vocab_limit, drafts, kernel, adapters)
-    steps = rules.__dict__.setdefault("_engine_steps", {})
+    owner, steps = rules.__dict__.get("_engine_steps", (None, None))
+    if owner is not rules:  # (none yet, or a copy's: copy.copy shares the original's attribute)
+        steps = {}
+        rules._engine_steps = (rules, steps)
     if key not in steps:
         steps[key] = Step(cfg, rules, page_size, vocab_limit, drafts, kernel, adapters)
     return steps[key]
