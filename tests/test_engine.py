@@ -67,9 +67,10 @@ def test_engine_equals_the_full_forward_pass_on_one_device_and_a_mesh(unit):
 
 def test_engines_alike_share_their_step_and_it_goes_with_their_rules():
     """Engines of one model on one rules object share the compiled step (`shared_step`) whatever
-    their slots or pages; another page size is another step; once the rules are dropped the steps go
-    too (a module-level cache keyed by the rules once kept every engine's programs loaded: a test
-    worker grew past the kernel's 65,530 memory maps and aborted)."""
+    their slots or pages; another page size is another step, a copy of the rules (another compute
+    table, maybe) its own; once the rules are dropped the steps go too (a module-level cache keyed by
+    the rules once kept every engine's programs loaded: a test worker grew past the kernel's 65,530
+    memory maps and aborted)."""
     import copy
     import gc
     import weakref
