@@ -221,6 +221,7 @@ def test_bad_settings_are_one_line_each():
         (["model.hyper_connections=-1"], "model.hyper_connections=-1 must be >= 0"),
         (["model.hyper_eps=1e-3"], "model.hyper_eps set without model.hyper_connections"),
         (["model.hyper_connections=4", "model.hyper_sinkhorn_iters=0"], "model.hyper_sinkhorn_iters=0 must be >= 1"),
+        (["model.hyper_connections=4", "model.hyper_eps=1e300"], "model.hyper_eps=1e+300 must be in [0, 1)"),
         (["model.moe.num_experts=4", "model.moe.hash_layers=5"], "model.moe.hash_layers=5 must be between 0 and"),
         (["model.moe.num_experts=300", "model.moe.top_k=2", "model.moe.hash_layers=1", "model.param_dtype=bfloat16"],
          "model.moe.hash_layers=1 with model.param_dtype=bfloat16 and 300 experts"),

@@ -70,7 +70,9 @@ def uv_command(python: str, args: list[str]) -> tuple[list[str], dict]:
 def main(args: list[str]) -> int:
     python = sys.executable
     pip = [python, "-m", "pip", "install", "-q", "--no-compile"]
-    if os.environ.get("SPMDGPT_INSTALL_WITH_PIP") != "1":
+    if os.environ.get("SPMDGPT_INSTALL_WITH_PIP") == "1":
+        print("install: with pip (SPMDGPT_INSTALL_WITH_PIP=1)", file=sys.stderr)
+    else:
         try:
             subprocess.run([*pip, UV], check=True)
             command, env = uv_command(python, args)

@@ -147,8 +147,8 @@ def config_errors(m) -> List[str]:
     errs: List[str] = []
     if m.hyper_sinkhorn_iters < 1:
         errs.append(f"model.hyper_sinkhorn_iters={m.hyper_sinkhorn_iters} must be >= 1 (DeepSeek-V4: 20)")
-    if not m.hyper_eps >= 0:
-        errs.append(f"model.hyper_eps={m.hyper_eps} must be >= 0 (DeepSeek-V4: 1e-6)")
+    if not 0 <= m.hyper_eps < 1:  # (1e300 trained to a NaN loss at step 1)
+        errs.append(f"model.hyper_eps={m.hyper_eps} must be in [0, 1) (DeepSeek-V4: 1e-6)")
     for bad, name, fix in ((m.mtp_depth, "model.mtp_depth", "0"),
                            (m.parametrization.value != "standard", "model.parametrization", "standard"),
                            (m.per_layer_dim, "model.per_layer_dim", "0"),  # (Gemma 4's: one residual stream)
