@@ -183,11 +183,31 @@ def test_platforms_follow_the_machines_devices(monkeypatch):
 
 
 def test_the_compilation_cache_folder(monkeypatch, tmp_path):
+    """The default folder, the user's, off; and none by default on simulated CPU devices (an
+    executable of 8 of them loaded from the cache deadlocked: `use_compilation_cache`)."""
     from spmdgpt.mesh.runtime import COMPILE_CACHE_MAX_BYTES, use_compilation_cache
 
     for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATION_CACHE_MAX_SIZE", "SPMDGPT_COMPILE_CACHE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SPMDGPT_CACHE", str(tmp_path))
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    for flags, cached in (("--xla_force_host_platform_device_count=8", False),
+                          ("--xla_force_host_platform_device_count=8 --xla_force_host_platform_device_count=1", True),
+                          ("--xla_force_host_platform_device_count=1", True), ("", True)):
+        monkeypatch.setenv("XLA_FLAGS", flags)
+        assert (use_compilation_cache() == str(tmp_path / "xla")) is cached, flags
+        assert ("JAX_COMPILATION_CACHE_DIR" in os.environ) is cached
+        monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda,cpu")  # (the flag makes CPU devices; the run's are GPUs)
+    assert use_compilation_cache() == str(tmp_path / "xla")
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.setenv("SPMDGPT_COMPILE_CACHE", str(tmp_path / "mine"))  # (a folder named is used)
+    assert use_compilation_cache() == str(tmp_path / "mine")
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    monkeypatch.delenv("SPMDGPT_COMPILE_CACHE")
+    monkeypatch.setenv("XLA_FLAGS", "")
     assert use_compilation_cache() == str(tmp_path / "xla") == os.environ["JAX_COMPILATION_CACHE_DIR"]
     assert os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] == str(COMPILE_CACHE_MAX_BYTES) == str(8 * 2**30)
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/elsewhere")  # (the user's own folder stays)

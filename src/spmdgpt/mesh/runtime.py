@@ -4,6 +4,7 @@ before the process starts at all (glibc's malloc tunables)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Mapping, Optional
@@ -148,6 +149,16 @@ COMPILE_CACHE_ENV = "SPMDGPT_COMPILE_CACHE"  # a folder for JAX's persistent com
 COMPILE_CACHE_MAX_BYTES = 8 * 2**30  # the cache's size, least recently used entries evicted beyond it
 
 
+def simulated_cpu_devices() -> int:
+    """The CPU devices XLA_FLAGS asks for (--xla_force_host_platform_device_count) when
+    JAX_PLATFORMS is cpu alone (`choose_platforms` sets it so on a machine without accelerators);
+    0 otherwise."""
+    if os.environ.get("JAX_PLATFORMS", "").strip() != "cpu":
+        return 0
+    found = re.findall(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    return int(found[-1]) if found else 0
+
+
 def use_compilation_cache() -> Optional[str]:
     """Turn on JAX's persistent compilation cache (before JAX is imported) and return its folder:
     $JAX_COMPILATION_CACHE_DIR where the user set it, else $SPMDGPT_COMPILE_CACHE, else `xla/`
@@ -157,11 +168,19 @@ def use_compilation_cache() -> Optional[str]:
     evaluation: 99.6 s of compilation on an H100), and with it JAX keeps XLA:GPU's per-fusion
     autotuning results, which programs that share kernels reuse. The executables are the ones
     the compiler would build: results are unchanged. At most COMPILE_CACHE_MAX_BYTES unless
-    $JAX_COMPILATION_CACHE_MAX_SIZE says otherwise."""
+    $JAX_COMPILATION_CACHE_MAX_SIZE says otherwise.
+
+    Not by default on simulated CPU devices (JAX_PLATFORMS=cpu with
+    --xla_force_host_platform_device_count > 1; the folder named by either variable is still
+    used): an 8-device CPU program loaded from the cache by a later process can run its
+    collectives in another order on one device than on the others and deadlock (jaxlib 0.12.0.1:
+    a rerun of a staircase run with rollouts on 8 simulated devices hung at its first rollout,
+    one device at the step's all-gather 8 and seven at its all-gather 2, and XLA aborted it after
+    its 40 s rendezvous timeout, every time; a fresh compile never did)."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return os.environ["JAX_COMPILATION_CACHE_DIR"]
     choice = os.environ.get(COMPILE_CACHE_ENV, "")
-    if choice.lower() == "off":
+    if choice.lower() == "off" or (not choice and simulated_cpu_devices() > 1):
         return None
     folder = os.path.expanduser(choice) if choice else str(cache_root() / "xla")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
