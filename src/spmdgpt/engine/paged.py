@@ -45,15 +45,14 @@ from spmdgpt.model import hyper, lora
 from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
-from spmdgpt.model.head import embed, flat_tokens, unembed
+from spmdgpt.model.head import unembed
 from spmdgpt.model.kernels import causal_mask, paged_decode_attention, window_mask
 from spmdgpt.model.layers import dtype_of, norm
 from spmdgpt.model.layers import pick_rows as _pick
 from spmdgpt.model.loss import mtp_input
-from spmdgpt.model.moe import hash_routes
 from spmdgpt.model.params import Params, block_units
-from spmdgpt.model.per_layer import layer_inputs
 from spmdgpt.model.stages import whole_stack
+from spmdgpt.model.transformer import scan_inputs
 
 Array = jax.Array
 
@@ -568,10 +567,10 @@ class Step:
         live = [self._group(rules, r, d, i == 0) for i, (r, d, on) in
                 enumerate(((decode, draw_d, groups[0]), (prefill, draw_p, groups[1]))) if on]
         verifying = [i == 0 and self.drafts > 0 for i, on in enumerate(groups) if on]  # (decode rows with drafts)
-        embedded = tuple(embed(cfg, rules, params, g.rows.tokens) for g in live)
-        inputs = None if params.per_layer is None else tuple(  # (model.per_layer_dim: [layers, rows' tokens, P])
-            layer_inputs(cfg, rules, params.per_layer, g.rows.tokens, x) for g, x in zip(live, embedded, strict=True))
-        xs = tuple(hyper.expand(cfg, rules, x) for x in embedded)
+        # each group's residual stream, per-layer inputs (model.per_layer_dim) and hash routes (moe.hash_layers)
+        xs, inputs, routes = zip(*(scan_inputs(cfg, rules, params, g.rows.tokens) for g in live), strict=True)
+        inputs = None if params.per_layer is None else inputs
+        routes = None if params.hash_experts is None else routes
 
         def make_step(stack: str, shared=None):  # (a KV-shared layer reads its source's pages, not `shared`)
             def step(carry, layer):
@@ -591,8 +590,6 @@ class Step:
 
             return step
 
-        routes = None if params.hash_experts is None else tuple(  # (each group's rows: moe.hash_layers)
-            hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, g.rows.tokens)) for g in live)
         per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)), routes=routes, inputs=inputs)
         (xs, pool), _ = scan_layers(cfg, params, make_step, (xs, pool), per_layer)
         results = []

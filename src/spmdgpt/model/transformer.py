@@ -55,11 +55,7 @@ def hidden_states(
     if cache is None:
         positions, segment_ids = sequence_inputs(rules, t, positions, segment_ids)
         tokens = to_context_order(rules, tokens)
-        x = embed(cfg, rules, params, tokens)
-        inputs = None if params.per_layer is None else layer_inputs(cfg, rules, params.per_layer, tokens, x)
-        if key is not None:
-            x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
-        x = hyper.expand(cfg, rules, x)  # (model.hyper_connections: n streams)
+        x, inputs, routes = scan_inputs(cfg, rules, params, tokens, key)  # (routes: in the context order)
         if rules.stage_size() > 1 and not collect:
             x = pipelined_blocks(cfg, rules, params, x, positions, segment_ids, batch, microbatches)
             return final_norm(cfg, rules, params, x), None, {}
@@ -68,7 +64,6 @@ def hidden_states(
         def make_step(stack: str, shared=None):  # (shared: a KV-shared layer's source keys and values)
             return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, stack=stack, shared_kv=shared)
 
-        routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, tokens))  # (in the context order)
         per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32), routes=routes,
                              inputs=inputs)
         x, aux = scan_layers(cfg, params, make_step, x, per_layer, unroll=cfg.scan_unroll, fill=collect)
@@ -86,9 +81,7 @@ def hidden_states(
         # whose chunks count from each row's first token however much padding is before it)
     else:
         mask = causal_mask(positions, k_pos)  # [b, t, capacity], the same for every layer
-    x = embed(cfg, rules, params, tokens)
-    inputs = None if params.per_layer is None else layer_inputs(cfg, rules, params.per_layer, tokens, x)
-    x = hyper.expand(cfg, rules, x)
+    x, inputs, routes = scan_inputs(cfg, rules, params, tokens)
     cached = Cached(mask, k_pos, cache.end)
 
     def make_cached_step(stack: str, shared=None):
@@ -96,11 +89,26 @@ def hidden_states(
 
     # A rolled layer scan: for one-token decode steps it measured 40% faster than the unrolled
     # one that training prefers (benchmarks/BENCHMARKS.md).
-    routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, tokens))
     x, arrays = scan_layers(cfg, params, make_cached_step, x, PerLayer(window=windows(cfg), cache=cache.layers,
                                                                        routes=routes, inputs=inputs))
     x = hyper.fold(cfg, rules, params.hc_head, x)
     return norm(cfg, rules, params.ln_f, x), KVCache(arrays, k_pos, cache.end + t), {}
+
+
+def scan_inputs(cfg: ModelConfig, rules: Rules, params: Params, tokens: Array,
+                key: Optional[Array] = None) -> tuple[Array, Optional[Array], Optional[Array]]:
+    """What the layer scan starts from, for tokens [b, t] (under context parallelism in the
+    context order): the residual stream (the embedding [b * t, d]; model.dropout's mask under
+    `key`, fold_in(key, L); model.hyper_connections' n streams [b * t, n, d]), every layer's
+    per-layer input (model.per_layer_dim: [L, b * t, P], else None) and its hash routes
+    (model.moe.hash_layers: [L, b * t, top_k], else None). Training's pass, the cached one and the
+    inference engine's step (each of its row groups) all start here."""
+    x = embed(cfg, rules, params, tokens)
+    inputs = None if params.per_layer is None else layer_inputs(cfg, rules, params.per_layer, tokens, x)
+    if key is not None:
+        x = dropout(x, cfg.dropout, jax.random.fold_in(key, cfg.num_layers))
+    routes = hash_routes(cfg, rules, params.hash_experts, flat_tokens(rules, tokens))
+    return hyper.expand(cfg, rules, x), inputs, routes
 
 
 def final_norm(cfg: ModelConfig, rules: Rules, params: Params, x: Array) -> Array:
