@@ -226,6 +226,13 @@ def test_bad_settings_are_one_line_each():
         (["model.moe.num_experts=300", "model.moe.top_k=2", "model.moe.hash_layers=1", "model.param_dtype=bfloat16"],
          "model.moe.hash_layers=1 with model.param_dtype=bfloat16 and 300 experts"),
         (["model.mlp=swiglu_clip", "model.glu_limit=0"], "model.glu_limit=0"),
+        # (set where nothing reads them: one line naming them, never ignored)
+        (["model.moe.hash_layers=2", "model.moe.dense_mlp=true"], "model.moe.hash_layers=2, model.moe.dense_mlp=true "
+         "set without experts (model.moe.num_experts=0); set model.moe.num_experts > 0"),
+        (["model.glu_limit=3"], "model.glu_limit=3.0 is read only by model.mlp=swiglu_clamped (gpt-oss) or swiglu_clip "
+                                "(DeepSeek-V4), not gelu; change model.mlp or leave model.glu_limit at 7.0"),
+        (["model.mlp=swiglu_clip", "model.glu_alpha=2"], "model.glu_alpha=2.0 is read only by "
+                                                         "model.mlp=swiglu_clamped (gpt-oss), not swiglu_clip"),
         (["model.csa.q_rank=8", "model.csa.out_groups=3"], "model.csa.out_groups=3 must divide model.num_heads=4"),
         (["model.csa.q_rank=8", "model.num_kv_heads=2"], "model.csa.q_rank=8 (DeepSeek-V4's attention) and "
                                                         "model.num_kv_heads do not combine"),

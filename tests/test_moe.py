@@ -405,6 +405,9 @@ def test_active_parameters_and_bad_configs():
         (["model.moe.dense_mlp=true", "model.moe.interleave_step=2"],
          "model.moe.dense_mlp=true runs a dense MLP beside the experts in every layer on the block's MLP norm: set "
          "model.moe.first_dense_layers=0, interleave_step=1 and model.pre_norms=true (now 0, 2, True)"),
+        (["model.moe.num_experts=0", "model.moe.router_scales=true"], "model.moe.router_scales=true set without "
+         "experts (model.moe.num_experts=0); set model.moe.num_experts > 0 (Gemma 4 26B-A4B: 128; DeepSeek-V4: 256) or "
+         "leave them at 0 / false"),
         (["mesh.data=2", "mesh.expert=4", "model.moe.num_experts=6"],
          "model.moe.num_experts=6 is not divisible by 4, the size of mesh axis expert that sharding.params.experts "
          "shards it over; use a multiple of 4 or another sharding"),

@@ -208,6 +208,13 @@ def _model(m, training: bool) -> List[str]:
             positive(errs, f"model.{name}", getattr(m, name))
     if m.mlp == MlpType.swiglu_clip:
         positive(errs, "model.glu_limit", m.glu_limit)
+    for name, kinds, which in (
+            ("glu_limit", (MlpType.swiglu_clamped, MlpType.swiglu_clip), "swiglu_clamped (gpt-oss) or swiglu_clip "
+             "(DeepSeek-V4)"), ("glu_alpha", (MlpType.swiglu_clamped,), "swiglu_clamped (gpt-oss)")):
+        default = getattr(type(m), name)
+        if m.mlp not in kinds and getattr(m, name) != default:  # (no other MLP reads it)
+            errs.append(f"model.{name}={getattr(m, name)} is read only by model.mlp={which}, not {m.mlp.value}; "
+                        f"change model.mlp or leave model.{name} at {default}")
     if m.num_kv_heads is not None and m.num_heads > 0 and (
             not 1 <= m.num_kv_heads <= m.num_heads or m.num_heads % m.num_kv_heads):
         errs.append(f"model.num_kv_heads={m.num_kv_heads} must divide model.num_heads={m.num_heads} (each key/value "

@@ -606,8 +606,11 @@ def config_errors(m) -> List[str]:
     e = m.moe
     if e.num_experts < 0:
         return [f"model.moe.num_experts={e.num_experts} must be >= 0 (0 = the dense MLP)"]
-    if not e.num_experts:
-        return []
+    if not e.num_experts:  # (the units only an MoE layer has: set without one, nothing would read them)
+        unread = [f"model.moe.{name}={str(getattr(e, name)).lower()}" for name in ("hash_layers", "dense_mlp",
+                                                                                  "router_scales") if getattr(e, name)]
+        return [f"{', '.join(unread)} set without experts (model.moe.num_experts=0); set model.moe.num_experts > 0 "
+                "(Gemma 4 26B-A4B: 128; DeepSeek-V4: 256) or leave them at 0 / false"] if unread else []
     errs: List[str] = []
     if not 1 <= e.top_k <= e.num_experts:
         errs.append(f"model.moe.top_k={e.top_k} must be between 1 and model.moe.num_experts={e.num_experts} (each "
