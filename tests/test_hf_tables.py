@@ -450,6 +450,37 @@ def test_kimi_linear_config_json_reads_its_layers_or_refuses_them_in_one_line():
                                 "them null"]
 
 
+def test_a_width_that_the_weights_contradict_is_one_line_naming_the_config_json_field():
+    """A config.json whose hidden_size_per_layer_input (model.per_layer_dim) or expert count is not the
+    weights' is one line naming that key, the value the weights have and a tensor that shows it (it
+    was six lines of shapes); a model's other shape errors are listed as before."""
+    cfg = model_cfg("Gemma4ForCausalLM", "model.per_layer_dim=16", "model.num_kv_heads=2")
+    rng = np.random.default_rng(0)
+    weights = lambda c: DictFiles(to_hf(c, jax.tree.map(lambda i: rng.normal(size=i.shape).astype(np.float32),  # noqa
+                                                         param_info(c), is_leaf=is_info)))
+    files, plain = weights(cfg), weights(dataclasses.replace(cfg, per_layer_dim=0))
+    for model, folder, now, value, seen in (
+            (dataclasses.replace(cfg, per_layer_dim=8), files, 8, 16, "model.layers.0.per_layer_input_gate.weight has "
+             "shape [16, 64], the model config gives [8, 64]"),
+            (cfg, plain, 16, 0, "model.layers.0.per_layer_input_gate.weight is missing")):
+        with pytest.raises(ConfigError) as e:
+            check_weights(model, folder)
+        assert e.value.messages == [f"mem: config.json has hidden_size_per_layer_input={now} (model.per_layer_dim), "
+                                    f"but the weights are those of {value} (tensor {seen}); set "
+                                    f"hidden_size_per_layer_input to {value} in config.json"]
+    mixtral = model_cfg("MixtralForCausalLM", "model.num_layers=1")
+    with pytest.raises(ConfigError) as e:
+        check_weights(dataclasses.replace(mixtral, moe=dataclasses.replace(mixtral.moe, num_experts=2)),
+                      weights(mixtral))
+    assert e.value.messages == ["mem: config.json has num_local_experts=2 (model.moe.num_experts), but the weights are "
+                                "those of 4 (tensor model.layers.0.block_sparse_moe.gate.weight has shape [4, 64], the "
+                                "model config gives [2, 64]); set num_local_experts to 4 in config.json"]
+    with pytest.raises(ConfigError) as e:  # (not one field's: the shapes as they are)
+        check_weights(dataclasses.replace(cfg, d_model=32), files)
+    assert e.value.messages[0] == ("mem: tensor model.layers.0.input_layernorm.weight has shape [64], the model config "
+                                   "gives [32]") and e.value.messages[5] == "... and 27 more"
+
+
 def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     """A Gemma 4 config.json exported from spmdgpt (Google's form: global_head_dim,
     num_global_key_value_heads) reads back to the same model, and so does transformers 5.24's form
@@ -487,11 +518,23 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
     hf_shared = hf_config(shared, eos_id=0)
     assert (hf_shared["num_kv_shared_layers"], hf_shared["use_double_wide_mlp"]) == (2, True)
     assert model_config_from_dict(model_fields(hf_shared, "mem"), base=cfg) == shared
+    # transformers' semantics: experts only with enable_moe_block, double-wide MLPs only in the layers that share
+    for change in ({"enable_moe_block": False, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 16},
+                   {"use_double_wide_mlp": True, "num_kv_shared_layers": 0}):
+        assert model_config_from_dict(model_fields({**hf_ple, **change}, "mem"), base=cfg) == ple
     for change, message in (
             ({"hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 1024}, "vocab_size_per_layer_input="
              "1024; spmdgpt needs vocab_size (16: the per-layer inputs' table as many rows as the embedding's)"),
-            ({"enable_moe_block": True, "num_experts": 4, "moe_intermediate_size": 16}, "top_k_experts=None; spmdgpt "
-             "needs a whole number >= 1 (enable_moe_block's experts)"),
+            ({"enable_moe_block": True, "num_experts": 4, "moe_intermediate_size": 16}, "enable_moe_block=True; "
+             "spmdgpt needs num_experts, top_k_experts, moe_intermediate_size whole numbers >= 1 beside it (the "
+             "experts it adds; now top_k_experts=None), or false"),
+            ({"enable_moe_block": "false"}, "enable_moe_block='false'; spmdgpt needs true or false"),
+            ({"num_kv_shared_layers": "two"}, "num_kv_shared_layers='two'; spmdgpt needs a whole number >= 0 (the "
+             "last layers that read an earlier layer's keys and values; 0: none)"),
+            ({"hidden_size_per_layer_input": float("nan")}, "hidden_size_per_layer_input=nan; spmdgpt needs a whole "
+             "number >= 0 (0: no per-layer inputs; E2B, E4B: 256)"),
+            ({"sliding_window": "big"}, "sliding_window='big' (model.sliding_window): Value 'big' of type 'str' could "
+             "not be converted to Integer; check that field against the class's config in transformers"),
             ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention='all'; spmdgpt needs null (causal "
              "attention)"),
             ({"per_layer_config": {"0": {"head_dim": 32}}}, "per_layer_config={'0': {'head_dim': 32}}; spmdgpt needs "

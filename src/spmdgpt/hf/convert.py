@@ -331,6 +331,42 @@ def _absent_leaves(cfg: ModelConfig, name: Optional[str]) -> List[Tensor]:
             and (t.leaf is None or _leaf(info, _leaf_at(t, cfg, _layers_of(t, cfg)[0])[0]) is None)]
 
 
+# model fields that alone size a layout axis of some tensors (every size linear in them): a config.json value of one
+# that the weights contradict shows in every one of those tensors, said in one line (`_one_field`)
+SIZING_FIELDS = ("per_layer_dim", "moe.num_experts")
+
+
+def _one_field(cfg: ModelConfig, files) -> Optional[str]:
+    """The one-line error when the weights' shapes are all those of `cfg` with one of SIZING_FIELDS
+    changed (to 0: its tensors absent; or to the value the first misshapen tensor implies), else None."""
+    arch = getattr(files, "architecture", None)
+    expected = expected_shapes(cfg, arch)
+    for field in SIZING_FIELDS:
+        now = field_value(cfg, field)
+        if not now:
+            continue
+        values = {0}
+        for name, shape in expected.items():
+            got = tuple(files.shape(name)) if name in files.weight_map else None
+            if got is not None and got != shape and len(got) == len(shape):
+                values |= {a * now // b for a, b in zip(got, shape) if a != b and a * now % b == 0 and a * now // b}
+                break
+        for value in sorted(values):
+            try:
+                fits = expected_shapes(with_field(cfg, field, value), arch)
+            except (ConfigError, ValueError, KeyError):
+                continue
+            if all(n in files.weight_map and tuple(files.shape(n)) == s for n, s in fits.items()) and not any(
+                    n in files.weight_map for n in expected if n not in fits):  # (0: none of its tensors there)
+                name = next(n for n, s in expected.items() if n not in fits or tuple(files.shape(n)) != s)
+                seen = (f"has shape {list(files.shape(name))}, the model config gives {list(expected[name])}"
+                        if name in files.weight_map else "is missing")
+                key = architecture(cfg, arch).fields.get(field) or f"the field of model.{field}"
+                return (f"{files.where}: config.json has {key}={now} (model.{field}), but the weights are those of "
+                        f"{value} (tensor {name} {seen}); set {key} to {value} in config.json")
+    return None
+
+
 def check_weights(cfg: ModelConfig, files) -> None:
     """ConfigError naming every tensor that is missing or has another shape than `cfg` gives, and
     every tensor that spmdgpt's model (which has no parameter there) would drop: a bias that is
@@ -345,7 +381,8 @@ def check_weights(cfg: ModelConfig, files) -> None:
             errs.append(f"{files.where}: tensor {name} has shape {list(files.shape(name))}, the model config "
                         f"gives {list(shape)}")
     if errs:
-        raise ConfigError(errs[:5] + ([f"... and {len(errs) - 5} more"] if len(errs) > 5 else []))
+        one = _one_field(cfg, files)
+        raise ConfigError([one] if one else errs[:5] + ([f"... and {len(errs) - 5} more"] if len(errs) > 5 else []))
     for t in _absent_leaves(cfg, getattr(files, "architecture", None)):
         fill = t.fill or 0.0
         wrong = [n for n in _all_names(t, cfg) if np.any(files.get(n) != fill)]

@@ -117,12 +117,31 @@ def model_fields(hf: dict, where: str) -> dict:
     line for a field of the wrong type or missing: never a traceback). A multimodal class's
     config reads as its language model's (`language_model`)."""
     try:
-        return _model_fields(hf, where)
+        fields = _model_fields(hf, where)
     except ConfigError:
         raise
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
         raise ConfigError([f"{where}: config.json cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
                            "check that field against the class's config in transformers"]) from None
+    _typed(fields, language_model(hf), where)
+    return fields
+
+
+def _typed(fields: dict, hf: dict, where: str) -> None:
+    """A ConfigError naming the config.json key (and the model field) of a value that is not of the
+    field's type (a string for a number, say), where the config would otherwise fail to build."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from spmdgpt.config import model_config_from_dict
+
+    try:
+        model_config_from_dict(fields)
+    except OmegaConfBaseException as e:
+        arch = next((a for a in ARCHITECTURES if a.name == (hf.get("architectures") or [None])[0]), None)
+        key = arch.fields.get(e.full_key) if arch is not None else None
+        said = f"{key}={hf[key]!r} (model.{e.full_key})" if key in hf else f"model.{e.full_key}={e.value!r}"
+        raise ConfigError([f"{where}: config.json has {said}: {str(e).splitlines()[0]}; check that field against "
+                           "the class's config in transformers"]) from None
 
 
 def _model_fields(hf: dict, where: str) -> dict:
@@ -275,7 +294,10 @@ def _gemma4(hf: dict, need) -> dict:
     need("hidden_activation", act in TANH_GELUS, f"the tanh GELU ({' or '.join(TANH_GELUS)})")
     need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
     need("use_bidirectional_attention", not hf.get("use_bidirectional_attention"), "null (causal attention)")
-    per_layer = int(hf.get("hidden_size_per_layer_input", 256) or 0)  # (E2B, E4B: model.per_layer_dim)
+    whole = lambda key, default, what: _whole(hf, key, default, need, what)  # noqa: E731
+    for key in ("enable_moe_block", "use_double_wide_mlp", "attention_k_eq_v"):
+        need(key, type(hf.get(key, False)) is bool, "true or false")
+    per_layer = whole("hidden_size_per_layer_input", 256, "0: no per-layer inputs; E2B, E4B: 256")  # (per_layer_dim)
     need("vocab_size_per_layer_input", not per_layer or hf.get("vocab_size_per_layer_input", 262_144) == hf[
         "vocab_size"], f"vocab_size ({hf['vocab_size']}: the per-layer inputs' table as many rows as the embedding's)")
     types = list(hf.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention"
@@ -286,7 +308,7 @@ def _gemma4(hf: dict, need) -> dict:
     if windows:
         windows["window_pattern"] = _period(windows["window_pattern"])
     kv, hd = hf.get("num_key_value_heads") or heads, hf.get("head_dim") or d // heads
-    k_eq_v = bool(hf.get("attention_k_eq_v", False))
+    k_eq_v = hf.get("attention_k_eq_v", False) is True
     full = [i for i, t in enumerate(types) if t == "full_attention"]
     given = hf.get("per_layer_config")
     if given is not None:  # ({layer: {head_dim, num_key_value_heads}}: the full_attention layers', all alike)
@@ -306,17 +328,23 @@ def _gemma4(hf: dict, need) -> dict:
     glob = rope.get("full_attention") if isinstance(rope.get("full_attention"), dict) else {}
     fraction = float(glob.get("partial_rotary_factor", 1.0)) if glob.get("rope_type") == "proportional" else 1.0
     moe = {"num_experts": 0, "dense_mlp": False, "router_scales": False}
-    if hf.get("enable_moe_block", False):  # (26B-A4B: experts beside the dense MLP in every layer, Gemma 4's router)
-        for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
-            need(key, type(hf.get(key)) is int and hf[key] >= 1, "a whole number >= 1 (enable_moe_block's experts)")
-        if type(hf.get("num_experts")) is int and type(hf.get("moe_intermediate_size")) is int:
+    if hf.get("enable_moe_block", False) is True:  # (26B-A4B: experts beside the dense MLP in every layer, its router)
+        # (false: transformers builds no experts, whatever num_experts says; a dense model here too)
+        keys = ("num_experts", "top_k_experts", "moe_intermediate_size")
+        bad = [f"{key}={hf.get(key)!r}" for key in keys if not (type(hf.get(key)) is int and hf[key] >= 1)]
+        need("enable_moe_block", not bad, f"{', '.join(keys)} whole numbers >= 1 beside it (the experts it adds; "
+             f"now {', '.join(bad)}), or false")
+        if not bad:
             moe = {"num_experts": hf["num_experts"], "top_k": hf.get("top_k_experts"), "mlp_factor":
                    hf["moe_intermediate_size"] / d, "shared_experts": 0, "shared_gate": False, "router": "softmax",
                    "normalize_top_k": True, "weight_input": False, "groups": 1, "top_groups": 1, "route_scale": 1.0,
                    "first_dense_layers": 0, "interleave_step": 1, "dense_mlp": True, "router_scales": True}
-    shared = int(hf.get("num_kv_shared_layers") or 0)  # (E2B, E4B: model.kv_shared_layers; their MLPs' width)
+    # (E2B, E4B: model.kv_shared_layers; use_double_wide_mlp widens only their MLPs, in transformers too: without
+    # them it changes nothing and is accepted as it is)
+    shared = whole("num_kv_shared_layers", 0, "the last layers that read an earlier layer's keys and values; 0: none")
     return {"moe": moe, "per_layer_dim": per_layer, "kv_shared_layers": shared,
-            "kv_shared_wide_mlp": bool(shared and hf.get("use_double_wide_mlp")), "norm": "rmsnorm", "mlp": "geglu",
+            "kv_shared_wide_mlp": bool(shared) and hf.get("use_double_wide_mlp") is True, "norm": "rmsnorm",
+            "mlp": "geglu",
             "norm_eps": hf.get("rms_norm_eps", 1e-6),
             "num_kv_heads": None if kv == heads else kv, "head_dim": None if hd * heads == d else hd,
             "qk_norm": True, "qk_norm_scale": True, "post_norms": True, "embed_scale": True,
@@ -325,6 +353,15 @@ def _gemma4(hf: dict, need) -> dict:
             "global_k_eq_v": k_eq_v and bool(full), "rope_global_fraction": fraction if full else 1.0,
             "rope_local_theta": float(local.get("rope_theta", 10000.0)),
             "logit_softcap": float(hf.get("final_logit_softcapping") or 0.0), **windows}
+
+
+def _whole(hf: dict, key: str, default: int, need, what: str) -> int:
+    """config.json's `key` (`default` where it is missing, 0 where null), a whole number >= 0; any other value
+    recorded by `need` in one line naming the key (then 0)."""
+    value = hf.get(key, default)
+    ok = value is None or (type(value) is int and value >= 0)
+    need(key, ok, f"a whole number >= 0 ({what})")
+    return (value or 0) if ok else 0
 
 
 def _nanochat(hf: dict, need) -> dict:
