@@ -105,8 +105,20 @@ def test_train_refuses_a_state_too_large_before_building_it(tmp_path, capsys, mo
     assert main(["train", "+experiment=staircase", f"run.dir={run_dir}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     need = float(re.match(r"spmdgpt: error: the parameters and optimizer state need ([\d.]+) MiB per device but a "
-                          r"test device holds 1.0 MiB; shard them \(sharding=fsdp", err).group(1))
+                          r"test device holds 1.0 MiB \(the largest: blocks.mlp.w_up \[2, 64, 256\], 33% of the "
+                          r"parameters\); shard them \(sharding=fsdp", err).group(1))
     assert need == pytest.approx(12 * num_params(load_config(["+experiment=staircase"]).model) / 2**20, abs=0.05)
+    assert not run_dir.exists()
+    # a field whose arrays alone pass a device every step (here 64 MiB of per-layer inputs on each of 8 devices, a
+    # state of 5 MiB): refused the same way, naming it (it was the preflight's, after minutes of compiling)
+    monkeypatch.setattr("spmdgpt.plan.plan.local_capacity", lambda: (32 * 2**20, "test device"))
+    assert main(["train", "+experiment=staircase", f"run.dir={run_dir}", "model.per_layer_dim=1024",
+                 "data.batch_size=1024"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "spmdgpt: error: model.per_layer_dim=1024: the per-layer inputs alone ([2 layers, 8,192 tokens a device, "
+        "1024] float32) need 64.0 MiB per device but a test device holds 32.0 MiB; choose a smaller "
+        "model.per_layer_dim (Gemma 4 E2B / E4B: 256) or fewer tokens a step per device (data.batch_size, "
+        "train.microbatches=k, more devices)")
     assert not run_dir.exists()
 
 

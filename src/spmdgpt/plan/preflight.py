@@ -43,12 +43,55 @@ def state_refusal(cfg: Config, rules: Rules, optimizer) -> Optional[str]:
     from spmdgpt.training.state import abstract_state
 
     capacity, device = local_capacity()
-    need = shard_bytes(abstract_state(cfg, rules, optimizer))
-    if capacity is None or need <= capacity:
+    if capacity is None:
         return None
-    return (f"the parameters and optimizer state need {size(need)} per device but a {device} holds "
-            f"{size(capacity)}; shard them (sharding=fsdp, mesh.model, more devices) or train a smaller model "
-            "(spmdgpt plan lists every program's memory)")
+    need = shard_bytes(abstract_state(cfg, rules, optimizer))
+    if need > capacity:
+        return (f"the parameters and optimizer state need {size(need)} per device but a {device} holds "
+                f"{size(capacity)}{_largest(cfg.model)}; shard them (sharding=fsdp, mesh.model, more devices) or "
+                "train a smaller model (spmdgpt plan lists every program's memory)")
+    for bytes_, what, fix in activation_floors(cfg):
+        if bytes_ > capacity:
+            return f"{what} need {size(bytes_)} per device but a {device} holds {size(capacity)}; {fix}"
+    return None
+
+
+def _largest(m) -> str:
+    """", the largest of them: LEAF [shape], N% of the parameters" (what shows a runaway field, say
+    model.hyper_connections=100000: blocks.hc_attn.w)."""
+    import math
+
+    from spmdgpt.model import is_info, param_info
+
+    leaves = jax.tree_util.tree_flatten_with_path(param_info(m), is_leaf=is_info)[0]
+    sizes = [(math.prod(i.shape), jax.tree_util.keystr(path, simple=True, separator="."), i.shape)
+             for path, i in leaves]
+    n, name, shape = max(sizes)
+    return f" (the largest: {name} {list(shape)}, {n / sum(s[0] for s in sizes):.0%} of the parameters)"
+
+
+def activation_floors(cfg: Config) -> list:
+    """[(bytes, what, fix)]: arrays one model field makes a training step hold on every device, at the
+    least (each microbatch's tokens spread over every device, one copy, the narrowest dtype they
+    can have), said naming the field and the fix; a floor past a device is refused before any
+    compile (the preflight's compile of such a step took minutes)."""
+    import numpy as np
+
+    m, d = cfg.model, cfg.data
+    tokens = d.batch_size * d.seq_len // max(1, cfg.train.microbatches) / max(1, len(jax.devices()))
+    fewer = "or fewer tokens a step per device (data.batch_size, train.microbatches=k, more devices)"
+    out = []
+    if m.per_layer_dim:  # ([layers, tokens, P] float32: per_layer.layer_inputs)
+        out.append((tokens * m.num_layers * m.per_layer_dim * 4,
+                    f"model.per_layer_dim={m.per_layer_dim}: the per-layer inputs alone ([{m.num_layers} layers, "
+                    f"{tokens:,.0f} tokens a device, {m.per_layer_dim}] float32)",
+                    f"choose a smaller model.per_layer_dim (Gemma 4 E2B / E4B: 256) {fewer}"))
+    if m.hyper_connections:  # (the streams [tokens, n, D] between layers)
+        out.append((tokens * m.hyper_connections * m.d_model * np.dtype(m.compute_dtype.value).itemsize,
+                    f"model.hyper_connections={m.hyper_connections}: the residual streams alone ([{tokens:,.0f} "
+                    f"tokens a device, {m.hyper_connections} streams, {m.d_model}])",
+                    f"choose fewer streams (DeepSeek-V4: 4) {fewer}"))
+    return out
 
 
 def checked(programs: list) -> list:
