@@ -405,6 +405,11 @@ def test_active_parameters_and_bad_configs():
         (["model.moe.dense_mlp=true", "model.moe.interleave_step=2"],
          "model.moe.dense_mlp=true runs a dense MLP beside the experts in every layer on the block's MLP norm: set "
          "model.moe.first_dense_layers=0, interleave_step=1 and model.pre_norms=true (now 0, 2, True)"),
+        (["model.moe.capacity_factor=1.25"], "model.moe.capacity_factor=1.25 sizes capacity mode's slots; with "
+         "model.moe.dispatch=dropless nothing reads it: set dispatch=capacity or leave capacity_factor null"),
+        (["model.moe.dispatch=capacity", "model.moe.capacity_factor=1.25", "model.moe.grouped=blocks"],
+         "model.moe.grouped=blocks is the dropless dispatch's grouped product; with model.moe.dispatch=capacity "
+         "nothing reads it: leave it at auto"),
         (["model.moe.num_experts=0", "model.moe.router_scales=true"], "model.moe.router_scales=true set without "
          "experts (model.moe.num_experts=0); set model.moe.num_experts > 0 (Gemma 4 26B-A4B: 128; DeepSeek-V4: 256) or "
          "leave them at 0 / false"),

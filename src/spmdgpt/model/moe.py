@@ -639,6 +639,13 @@ def config_errors(m) -> List[str]:
     if e.dispatch == MoeDispatch.capacity and (e.capacity_factor is None or not e.capacity_factor > 0):
         errs.append(f"model.moe.dispatch=capacity needs model.moe.capacity_factor > 0 (got {e.capacity_factor}), "
                     "e.g. 1.25: each expert then takes 1.25x its even share of the tokens")
+    elif e.dispatch != MoeDispatch.capacity and e.capacity_factor is not None:  # (read by capacity mode alone)
+        errs.append(f"model.moe.capacity_factor={e.capacity_factor} sizes capacity mode's slots; with "
+                    f"model.moe.dispatch={e.dispatch.value} nothing reads it: set dispatch=capacity or leave "
+                    "capacity_factor null")
+    if e.dispatch == MoeDispatch.capacity and e.grouped.value != "auto":  # (dropless's product alone)
+        errs.append(f"model.moe.grouped={e.grouped.value} is the dropless dispatch's grouped product; with "
+                    "model.moe.dispatch=capacity nothing reads it: leave it at auto")
     for name in ("load_balance_loss", "router_z_loss", "bias_update_rate"):
         if getattr(e, name) < 0:
             errs.append(f"model.moe.{name}={getattr(e, name)} must be >= 0 (0 = off)")
