@@ -63,8 +63,9 @@ class ModelConfig(Section):
     qkv_bias: bool = False  # biases in the query/key/value projections only (Qwen2; implied by bias)
     mlp: MlpType = MlpType.gelu  # gelu | swiglu | relu2 | geglu | swiglu_clamped | swiglu_clip
     glu_limit: float = 7.0  # mlp=swiglu_clamped / swiglu_clip: the gate's upper clamp and the up projection's +- clamp
-    # (gpt-oss: 7; DeepSeek-V4's swiglu_limit: 10)
-    glu_alpha: float = 1.702  # mlp=swiglu_clamped: the gate's sigmoid slope, g sigmoid(alpha g) (gpt-oss: 1.702)
+    # (gpt-oss: 7; DeepSeek-V4's swiglu_limit: 10); with another mlp: refused
+    glu_alpha: float = 1.702  # mlp=swiglu_clamped: the gate's sigmoid slope, g sigmoid(alpha g) (gpt-oss: 1.702); with
+    # another mlp: refused
     tie_embeddings: bool = True  # unembedding = embedding transposed
     rope_theta: float = 10000.0  # RoPE base frequency
     rope_scaling: RopeScaling = RopeScaling.none  # none | linear | llama3 | yarn: RoPE frequencies stretched for a

@@ -31,9 +31,9 @@ class MoeConfig(Section):
     # expert's output (Llama 4: sigmoid of the chosen logit, the token scaled by it before its SwiGLU expert)
     dispatch: MoeDispatch = MoeDispatch.dropless  # dropless | capacity
     grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks | pallas
-    # (auto: pallas on GPUs where the widths are multiples of 16, else blocks; model/grouped.py)
+    # (auto: pallas on GPUs where the widths are multiples of 16, else blocks; model/grouped.py); auto with capacity
     capacity_factor: Optional[float] = None  # capacity mode: each expert takes ceil(factor * tokens * top_k /
-    # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone
+    # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone; null with dropless
     load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off
     router_z_loss: float = 0.0  # weight of the router z-loss mean(logsumexp(router logits)^2) (ST-MoE: 0.001)
     bias_update_rate: float = 0.0  # auxiliary-loss-free balancing (DeepSeek-V3): a per-expert bias on the router's
@@ -44,7 +44,8 @@ class MoeConfig(Section):
     top_groups: int = 1  # groups a token's experts may come from (DeepSeek-V3's topk_group; with groups > 1)
     route_scale: float = 1.0  # the routed experts' weights times this (DeepSeek-V3's routed_scaling_factor: 2.5)
     hash_layers: int = 0  # the first this-many MoE layers choose a token's top_k experts by a frozen table of its id
-    # (DeepSeek-V4's hash routing, tid2eid; num_hash_layers: 3), weighted by the router's scores of them; 0 = off
+    # (DeepSeek-V4's hash routing, tid2eid; num_hash_layers: 3), weighted by the router's scores of them; 0 = off;
+    # needs num_experts > 0 (as dense_mlp and router_scales do)
     dense_mlp: bool = False  # a dense MLP (model.mlp_factor wide) beside the experts in every layer: the dense one on
     # the block's MLP norm, the experts on a norm of their own of the residual stream, each output normed and the two
     # summed before the block's post-MLP norm (Gemma 4 26B-A4B's enable_moe_block)
