@@ -120,6 +120,13 @@ def test_train_refuses_a_state_too_large_before_building_it(tmp_path, capsys, mo
         "model.per_layer_dim (Gemma 4 E2B / E4B: 256) or fewer tokens a step per device (data.batch_size, "
         "train.microbatches=k, more devices)")
     assert not run_dir.exists()
+    from spmdgpt.plan.preflight import activation_floors  # (the streams in the compute dtype, bfloat16's 2 bytes)
+
+    assert activation_floors(load_config(["+experiment=staircase", "model.hyper_connections=4",
+                                          "model.compute_dtype=bfloat16"])) == [
+        (16 * 64 / 8 * 4 * 64 * 2, "model.hyper_connections=4: the residual streams alone ([128 tokens a device, 4 "
+         "streams, 64])", "choose fewer streams (DeepSeek-V4: 4) or fewer tokens a step per device (data.batch_size, "
+         "train.microbatches=k, more devices)")]
 
 
 def test_no_plugin_tracebacks_without_jax_platforms(tmp_path):

@@ -57,8 +57,8 @@ def state_refusal(cfg: Config, rules: Rules, optimizer) -> Optional[str]:
 
 
 def _largest(m) -> str:
-    """", the largest of them: LEAF [shape], N% of the parameters" (what shows a runaway field, say
-    model.hyper_connections=100000: blocks.hc_attn.w)."""
+    """" (the largest: LEAF [shape], N% of the parameters)" of model config m: what shows a runaway
+    field, say model.hyper_connections=100000 (blocks.hc_mlp.w)."""
     import math
 
     from spmdgpt.model import is_info, param_info
@@ -75,7 +75,7 @@ def activation_floors(cfg: Config) -> list:
     least (each microbatch's tokens spread over every device, one copy, the narrowest dtype they
     can have), said naming the field and the fix; a floor past a device is refused before any
     compile (the preflight's compile of such a step took minutes)."""
-    import numpy as np
+    import jax.numpy as jnp
 
     m, d = cfg.model, cfg.data
     tokens = d.batch_size * d.seq_len // max(1, cfg.train.microbatches) / max(1, len(jax.devices()))
@@ -87,7 +87,7 @@ def activation_floors(cfg: Config) -> list:
                     f"{tokens:,.0f} tokens a device, {m.per_layer_dim}] float32)",
                     f"choose a smaller model.per_layer_dim (Gemma 4 E2B / E4B: 256) {fewer}"))
     if m.hyper_connections:  # (the streams [tokens, n, D] between layers)
-        out.append((tokens * m.hyper_connections * m.d_model * np.dtype(m.compute_dtype.value).itemsize,
+        out.append((tokens * m.hyper_connections * m.d_model * jnp.dtype(m.compute_dtype.value).itemsize,
                     f"model.hyper_connections={m.hyper_connections}: the residual streams alone ([{tokens:,.0f} "
                     f"tokens a device, {m.hyper_connections} streams, {m.d_model}])",
                     f"choose fewer streams (DeepSeek-V4: 4) {fewer}"))
