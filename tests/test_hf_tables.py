@@ -453,12 +453,21 @@ def test_kimi_linear_config_json_reads_its_layers_or_refuses_them_in_one_line():
 def test_a_width_that_the_weights_contradict_is_one_line_naming_the_config_json_field():
     """A config.json whose hidden_size_per_layer_input (model.per_layer_dim) or expert count is not the
     weights' is one line naming that key, the value the weights have and a tensor that shows it (it
-    was six lines of shapes); a model's other shape errors are listed as before."""
+    was six lines of shapes); a model's other shape errors are listed as before. A Gemma 4 with as many
+    key/value heads as heads imports its own export (its global layer's v_proj was expected, never written)."""
     cfg = model_cfg("Gemma4ForCausalLM", "model.per_layer_dim=16", "model.num_kv_heads=2")
     rng = np.random.default_rng(0)
     weights = lambda c: DictFiles(to_hf(c, jax.tree.map(lambda i: rng.normal(size=i.shape).astype(np.float32),  # noqa
                                                          param_info(c), is_leaf=is_info)))
     files, plain = weights(cfg), weights(dataclasses.replace(cfg, per_layer_dim=0))
+    mha = model_cfg("Gemma4ForCausalLM")  # (as many key/value heads as heads: w_qkv in the local layers alone)
+    params = jax.tree.map(lambda i: rng.normal(size=i.shape).astype(np.float32), param_info(mha), is_leaf=is_info)
+    tensors = to_hf(mha, params)
+    assert {n: a.shape for n, a in tensors.items()} == expected_shapes(mha)  # (it wanted a global v_proj)
+    check_weights(mha, DictFiles(tensors))
+    back = jax.tree.map(lambda i, f: np.stack([f(k) for k in range(i.shape[0])]) if i.logical[0] == "layers" else f(),
+                        param_info(mha), layer_values(mha, DictFiles(tensors)), is_leaf=is_info)
+    jax.tree.map(np.testing.assert_array_equal, back, params)
     for model, folder, now, value, seen in (
             (dataclasses.replace(cfg, per_layer_dim=8), files, 8, 16, "model.layers.0.per_layer_input_gate.weight has "
              "shape [16, 64], the model config gives [8, 64]"),

@@ -315,10 +315,10 @@ def expected_shapes(cfg: ModelConfig, name: Optional[str] = None) -> Dict[str, t
 
     arch, info = architecture(cfg, name), param_info(cfg)
     out = {}
-    for t in arch.tensors:
-        if _present(t, cfg, info):
-            out.update({n: _hf_shape(t, _dims(cfg, layer), cfg) for layer in _layers_of(t, cfg)
-                        for n in _names(t, cfg, layer)})
+    for t in arch.tensors:  # (each layer where the row is present, as export writes them: a stack without the
+        # leaf, say Gemma 4's global layers without w_qkv, has none of its names)
+        out.update({n: _hf_shape(t, _dims(cfg, layer), cfg) for layer in _layers_of(t, cfg)
+                    if _present(t, cfg, info, layer) for n in _names(t, cfg, layer)})
     return out
 
 
@@ -402,8 +402,8 @@ def layer_values(cfg: ModelConfig, files):
     from spmdgpt.model import is_info, param_info
 
     arch, info = architecture(cfg, getattr(files, "architecture", None)), param_info(cfg)
-    by_leaf = {_leaf_at(t, cfg, i)[0]: t for t in arch.tensors if t.leaf is not None and _present(t, cfg, info)
-               for i in _layers_of(t, cfg)}
+    by_leaf = {_leaf_at(t, cfg, i)[0]: t for t in arch.tensors if t.leaf is not None
+               for i in _layers_of(t, cfg) if _present(t, cfg, info, i)}  # (the layers whose stack has the leaf)
 
     def get(name):
         return files.get(name if name in files.weight_map else arch.aliases.get(name, name))
