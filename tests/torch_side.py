@@ -15,9 +15,10 @@ request. Requests ({"op": ..., ...}):
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
   lm_eval     folder, tasks, include_path, limit: lm-evaluation-harness's HF backend on the folder
-  deepseek_v4 unit (hyper | hyper_head | moe | attention), config, weights, inputs, out: one of
+  deepseek_v4 unit (hyper | hyper_head | moe | attention | compressor), config, weights, inputs, out: one of
               transformers' DeepSeek-V4 modules (DeepseekV4HyperConnection and the decoder layer's merge of a
-              branch output, DeepseekV4HyperHead, DeepseekV4SparseMoeBlock, a sliding DeepseekV4Attention) with
+              branch output, DeepseekV4HyperHead, DeepseekV4SparseMoeBlock, DeepseekV4Attention of layer_types[0],
+              its DeepseekV4HCACompressor or DeepseekV4CSACompressor with the indexer's picks) with
               the weights of the .npz `weights` on the arrays of the .npz `inputs`, its float32 outputs -> the
               .npz `out`
 This file imports nothing of spmdgpt or JAX.
@@ -182,6 +183,8 @@ def deepseek_v4(unit, config, weights, inputs, out):
     elif unit == "attention":
         cfg._attn_implementation = "eager"
         module = v4.DeepseekV4Attention(cfg, 0)
+    elif unit == "compressor":  # (layer 0's: DeepseekV4HCACompressor or DeepseekV4CSACompressor with its indexer)
+        module = v4.COMPRESSOR_CLASSES[cfg.layer_types[0]](cfg)
     else:
         module = v4.DeepseekV4SparseMoeBlock(cfg, int(x.pop("layer")))
     state = module.state_dict()
@@ -196,15 +199,23 @@ def deepseek_v4(unit, config, weights, inputs, out):
             outs = {"post": post, "comb": comb, "collapsed": collapsed, "merged": merged}
         elif unit == "hyper_head":
             outs = {"folded": module(x["streams"])}
-        elif unit == "attention":  # (a sliding layer: its window's causal mask, the "main" RoPE)
+        elif unit == "attention":  # (its window's causal mask; the "main" RoPE, a compressed layer's "compress")
             hidden = x["hidden"]
             b, t = hidden.shape[:2]
             pos = torch.arange(t)[None].expand(b, -1)
             i, j = torch.arange(t)[:, None], torch.arange(t)[None]
             allowed = (j <= i) & (j > i - cfg.sliding_window)
             mask = torch.where(allowed, 0.0, float("-inf"))[None, None].expand(b, 1, t, t)
-            rope = v4.DeepseekV4RotaryEmbedding(cfg)(hidden, pos, layer_type="main")
-            outs = {"out": module(hidden, {"main": rope}, pos, mask)[0]}
+            rotary = v4.DeepseekV4RotaryEmbedding(cfg)
+            ropes = {kind: rotary(hidden, pos, layer_type=kind) for kind in ("main", "compress")}
+            outs = {"out": module(hidden, ropes, pos, mask)[0]}
+        elif unit == "compressor":  # (no cache: every whole window; the entries, which each query sees, the indexer's)
+            hidden, q_residual = x["hidden"], x["q_residual"]
+            pos = torch.arange(hidden.shape[1])[None].expand(hidden.shape[0], -1)
+            entries, bias = module(hidden, q_residual, pos, None, 0)
+            outs = {"entries": entries[:, 0], "visible": (bias[:, 0] == 0).float()}
+            if hasattr(module, "indexer"):
+                outs["picked"] = module.indexer(hidden, q_residual, pos, None, 0).float()
         else:
             outs = {"out": module(x["hidden"], input_ids=x["ids"])}
     np.savez(out, **{k: v.float().numpy() for k, v in outs.items()})

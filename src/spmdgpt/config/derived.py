@@ -46,6 +46,14 @@ def layer_windows(m: ModelConfig) -> tuple:
     return tuple(local if m.window_pattern[i % len(m.window_pattern)] == "L" else 0 for i in range(m.num_layers))
 
 
+def compress_kinds(m: ModelConfig) -> tuple:
+    """Each layer's kind of DeepSeek-V4 attention, from model.csa.pattern repeated over the layers: "S"
+    (the sliding branch alone), "C" (compressed sparse attention) or "H" (heavily compressed); every
+    layer "S" without model.csa (q_rank 0)."""
+    pattern = m.csa.pattern if m.csa.q_rank else "S"
+    return tuple(pattern[i % len(pattern)] if pattern else "S" for i in range(m.num_layers))
+
+
 def global_stack(m: ModelConfig) -> bool:
     """Whether the G layers' attention has a geometry of its own (model.global_head_dim, global_kv_heads
     other than the model's, or global_k_eq_v): they are then a parameter stack of their own ("blocks"),

@@ -92,6 +92,17 @@ class CsaConfig(Section):
     rope_dim: int = 64  # the last dimensions of each head RoPE rotates, in interleaved pairs (qk_rope_head_dim)
     out_groups: int = 8  # the output projection's head groups, each projected on its own (o_groups)
     out_rank: int = 1024  # each group's projected width before the mix to d_model (o_lora_rank)
+    pattern: str = "S"  # the layers' kinds, repeated over the layers (layer_types): S = the sliding branch alone
+    # (sliding_attention), C = compressed sparse attention (compressed_sparse_attention: entries of sparse_rate tokens,
+    # the indexer's top-k of them), H = heavily compressed attention (heavily_compressed_attention: every entry of
+    # heavy_rate tokens); DeepSeek-V4-Flash: "SSCHCHCH..." given whole
+    sparse_rate: int = 4  # C layers: tokens per compressed entry, in overlapping windows of twice this (compress_rates)
+    heavy_rate: int = 128  # H layers: tokens per compressed entry (compress_rates)
+    compress_theta: float = 160000.0  # the C and H layers' RoPE base (compress_rope_theta), with model.rope_scaling
+    # (the S layers' is model.rope_theta, unscaled)
+    index_heads: int = 64  # C layers: the lightning indexer's heads (index_n_heads)
+    index_dim: int = 128  # ... their width, >= rope_dim (index_head_dim)
+    index_topk: int = 512  # ... the compressed entries each query attends to (index_topk; all while there are fewer)
 
     def __str__(self) -> str:
         return changed_fields(self)

@@ -8,6 +8,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spmdgpt.config.derived import (
+    compress_kinds,
     global_stack,
     head_dim,
     kv_heads,
@@ -569,6 +570,9 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
     if "model" in sections and m.csa.q_rank and sizes.get("context", 1) > 1:
         errs.append(f"mesh.context={sizes['context']} with model.csa.q_rank={m.csa.q_rank}: DeepSeek-V4's attention "
                     "does not run on a context ring yet; set mesh.context=1")
+    if "model" in sections and m.csa.q_rank and set(compress_kinds(m)) - {"S"} and sizes.get("stage", 1) > 1:
+        errs.append(f"mesh.stage={sizes['stage']} with model.csa.pattern={m.csa.pattern!r}: the pipeline's stages do "
+                    "not run DeepSeek-V4's compressed layers (C, H) yet; set mesh.stage=1")
     if "model" in sections and m.hyper_connections and sizes.get("stage", 1) > 1:
         errs.append(f"mesh.stage={sizes['stage']} with model.hyper_connections={m.hyper_connections}: the pipeline's "
                     "stages pass one residual stream, not several, yet; set mesh.stage=1")

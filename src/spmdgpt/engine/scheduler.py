@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 import jax
 import numpy as np
 
-from spmdgpt.config import ModelConfig, linear_layers
+from spmdgpt.config import ModelConfig, compress_kinds, linear_layers
 from spmdgpt.engine.paged import Draw, Rows, init_pool, pool_bytes, shared_step
 from spmdgpt.engine.pages import Pages, chain
 from spmdgpt.mesh.sharding import Rules, platform
@@ -171,6 +171,9 @@ class Engine:
     def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
                  config: EngineConfig = EngineConfig()):
         d = rules.batch_divisor()
+        if set(compress_kinds(cfg)) - {"S"}:  # (their entries' pool arrays are not built yet)
+            raise ValueError(f"model.csa.pattern={cfg.csa.pattern!r}: the inference engine does not decode "
+                             "DeepSeek-V4's compressed layers (C, H) yet; it runs models whose pattern is S alone")
         if config.slots % d:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
         self.cfg, self.rules, self.params = cfg, rules, params

@@ -97,6 +97,7 @@ class UnitInputs(NamedTuple):
     window: Optional[jax.Array] = None  # this layer's window (`layer_windows`: None or 0 global, < 0 a chunk)
     keep_kv: bool = False  # full sequences: return this layer's keys and values (model.kv_shared_layers' sources)
     shared: Optional[tuple] = None  # full sequences, a KV-shared layer: the (k, v) it attends over (`shared_kv`)
+    compress: Optional[jax.Array] = None  # DeepSeek-V4: this layer's kind (`csa.layer_kinds`; None: one kind)
 
 
 class Attention(NamedTuple):

@@ -35,7 +35,8 @@ Array = jax.Array
 def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, batch: int,
           cache: Optional[LayerCache] = None, segment_ids: Optional[Array] = None, collect: bool = False,
           key: Optional[Array] = None, window: Optional[Array] = None, stack: str = "blocks",
-          routes: Optional[Array] = None, layer_input: Optional[Array] = None, shared_kv: Optional[tuple] = None):
+          routes: Optional[Array] = None, layer_input: Optional[Array] = None, shared_kv: Optional[tuple] = None,
+          compress: Optional[Array] = None):
     """One pre-norm block (with model.post_norms a norm on each branch's output too, Gemma's
     sandwich) on the residual stream x: [stream, embed] (model.hyper_connections = n: the n streams
     [stream, n, embed], each branch between them, `model.hyper`) -> (x, this layer's
@@ -50,13 +51,14 @@ def block(cfg: ModelConfig, rules: Rules, p: Block, x: Array, positions: Array, 
     through the layer's gate after the MLP's residual add (not with model.hyper_connections).
     shared_kv (full sequences, a layer of model.kv_shared_layers): the (k, v) of the last earlier
     layer of its kind, which it attends over; the layers before them return their keys and values
-    ({"k", "v"}) in place of a cache on full sequences."""
+    ({"k", "v"}) in place of a cache on full sequences. compress: this layer's kind of DeepSeek-V4
+    attention (`csa.layer_kinds`; None: the model has one)."""
     attention, mlp_unit = block_units(cfg, stack)
     cfg = stack_config(cfg, stack)  # (a global stack's G layers: their own head width and key/value heads)
     p = lora_merged(p)  # (LoRA: this layer's adapters folded into its weights, model/lora.py)
     k_attn, k_a, k_m = (None,) * 3 if key is None else jax.random.split(key, 3)
     keep = bool(cfg.kv_shared_layers) and cache is None and not stack.startswith("shared_")
-    inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window, keep, shared_kv)
+    inputs = UnitInputs(positions, batch, segment_ids, cache, k_attn, window, keep, shared_kv, compress)
     branch = branch_multiplier(cfg)  # (model.parametrization=completep: (base_depth / num_layers)^alpha, else 1)
 
     def attention_branch(x):
@@ -116,6 +118,7 @@ class PerLayer(NamedTuple):
     cache: Optional[dict] = None  # its arrays of the cache (cached passes; the attention unit's `cache`)
     routes: Optional[Array] = None  # its row of the hash-routed layers' experts [stream, k] (`moe.hash_routes`)
     inputs: Optional[Array] = None  # its per-layer input [stream, P] (model.per_layer_dim, `per_layer.layer_inputs`)
+    compress: Optional[Array] = None  # its kind of DeepSeek-V4 attention, int32 (`csa.layer_kinds`)
 
 
 class Cached(NamedTuple):
@@ -148,7 +151,7 @@ def layer_step(cfg: ModelConfig, rules: Rules, batch: int, positions: Array, seg
             cache = LayerCache(s.cache, mask, cached.end)
         k = None if key is None else jax.random.fold_in(key, s.index)
         x, kv, aux = block(cfg, rules, p, x, positions, batch, cache, segment_ids, collect, k, s.window, stack,
-                           s.routes, s.inputs, shared_kv)
+                           s.routes, s.inputs, shared_kv, s.compress)
         if cached is None and kv is not None:  # (the KV-shared layers' sources)
             aux = {**aux, f"shared_k.{stack}": kv["k"], f"shared_v.{stack}": kv["v"]}
         return x, (aux if cached is None else kv)

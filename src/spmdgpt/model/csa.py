@@ -1,9 +1,9 @@
-"""DeepSeek-V4's attention unit (`model.csa.q_rank` > 0), its parts that need no compressor: shared
-key/value multi-query attention, one key/value head of model.head_dim (512) whose keys are its
-values, partial RoPE on the last csa.rope_dim dimensions of each head (interleaved pairs), a
-learned sink per head, and the grouped low-rank output projection. Over the layers' windows
-(model.sliding_window) it is DeepSeek-V4's sliding-window branch; the CSA / HCA compressors and
-their indexer are not built yet. Its cache holds one row a token ("shared_kv": the keys are the values).
+"""DeepSeek-V4's attention unit (`model.csa.q_rank` > 0): shared key/value multi-query attention,
+one key/value head of model.head_dim (512) whose keys are its values, partial RoPE on the last
+csa.rope_dim dimensions of each head (interleaved pairs), a learned sink per head, the grouped
+low-rank output projection, and in the layers model.csa.pattern marks C or H its compressors. Over
+the layers' windows (model.sliding_window) it is DeepSeek-V4's sliding-window branch. Its cache holds
+one row a token ("shared_kv": the keys are the values).
 
     cq = RMSNorm(x w_qa) q_norm                 [R]     the query latent (q_lora_rank)
     q  = RMSNorm_head(cq w_qb)                  [N, H]  each head normalised, no scale
@@ -13,26 +13,73 @@ their indexer are not built yet. Its cache holds one row a token ("shared_kv": t
          query's position (the values' own rotation made relative)
     out = sum_g (o's heads of group g, flattened) w_oa[g] w_ob[g]   (o_groups G, o_lora_rank O)
 
-Shapes (D = d_model, N heads, H = head_dim, R = csa.q_rank, G = csa.out_groups, O = csa.out_rank;
-the block stacks a layer axis in front): w_qa [D, R], q_norm [R], w_qb [R, N, H], w_kv [D, H],
-kv_norm [H], sinks [N], w_oa [G, N / G, H, O], w_ob [G, O, D].
+The compressed layers (transformers' DeepseekV4HCACompressor, DeepseekV4CSACompressor, DeepseekV4Indexer)
+add entries to the keys (each also a value): an H layer one per window of m = csa.heavy_rate tokens,
+
+    entry_w = RMSNorm(sum_{j in window w} softmax_j(x_j w_gate + bias_j) * (x_j w_kv)) norm
+
+(the softmax over the window's tokens, per dimension), rotated at the window's first position; a C
+layer (m = csa.sparse_rate) the same over twice as many slots, window w - 1's tokens through the
+first of its two projections (c = 0) and window w's through the second (c = 1), the first window's
+first half empty. Query i sees entry w once its window is whole, (w + 1) m - 1 <= i; in a C layer
+only the csa.index_topk of those that the lightning indexer scores highest, sum_j w_ij ReLU(q_ij .
+k_w / sqrt(d)), its keys k the same compression of its own (width d = index_dim), its queries q from
+the query latent cq, its head weights w from x (the scores of DeepSeek-V3.2's indexer, `mla.index_scores`,
+and its selection, `mla.top_keys`). The compressed layers rotate by csa.compress_theta with
+model.rope_scaling (the S layers by model.rope_theta unscaled). With documents (segment ids) an
+entry is seen only inside the document that holds its whole span. Training computes the entries'
+scores densely (the queries x (tokens + entries)); cached decoding of compressed layers is not built.
+
+Shapes (D = d_model, N heads, H = head_dim, R = csa.q_rank, G = csa.out_groups, O = csa.out_rank,
+m = the layer kind's rate, c = 1 (H) or 2 (C), I = csa.index_heads, d = csa.index_dim; the block stacks
+a layer axis in front): w_qa [D, R], q_norm [R], w_qb [R, N, H], w_kv [D, H], kv_norm [H], sinks [N],
+w_oa [G, N / G, H, O], w_ob [G, O, D]; with H layers in the pattern `heavy` (a Compressor: w_kv and
+w_gate [D, 1, H], bias [m, 1, H], norm [H]), with C layers `sparse` (the same, [D, 2, H]) and `index`
+(an Indexer: keys a Compressor [D, 2, d], w_q [R, I, d], w_w [D, I]). A model whose pattern mixes kinds
+gives every layer the parameters of every kind it has (those of the other kinds unused there: a few
+D x H matrices per layer) and picks its computation by the layer's kind (`lax.switch`).
 """
 
 from __future__ import annotations
 
-from typing import List, NamedTuple
+import dataclasses
+from typing import List, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig, head_dim
+from spmdgpt.config import ModelConfig, RopeScaling, compress_kinds, head_dim
 from spmdgpt.mesh.sharding import Rules
-from spmdgpt.model.attention import UnitInputs, blocked_causal_attention, dot_product_attention, write_cache
+from spmdgpt.model.attention import (
+    UnitInputs,
+    blocked_causal_attention,
+    causal_blocks,
+    dot_product_attention,
+    write_cache,
+)
 from spmdgpt.model.context import flatten, unflatten
 from spmdgpt.model.info import matrix, residual_std, vector
-from spmdgpt.model.layers import rms, rms_normalize
+from spmdgpt.model.layers import rms, rms_normalize, rope_frequencies
+from spmdgpt.model.mla import index_scores, top_keys
 
 F32 = jnp.float32
+
+
+class Compressor(NamedTuple):
+    """One compressor's parameters (c = 1: an H layer's; 2: a C layer's and its indexer's two series)."""
+
+    w_kv: jax.Array  # [D, c, h] the tokens' contributions
+    w_gate: jax.Array  # [D, c, h] their gate logits
+    bias: jax.Array  # [m, c, h] the gate's bias by place in the window (position_bias)
+    norm: jax.Array  # [h] the entries' RMSNorm scale
+
+
+class Indexer(NamedTuple):
+    """A C layer's lightning indexer: its keys' compressor, its queries from the query latent, its heads' weights."""
+
+    keys: Compressor  # [D, 2, d]
+    w_q: jax.Array  # [R, I, d]
+    w_w: jax.Array  # [D, I]
 
 
 class Csa(NamedTuple):
@@ -44,6 +91,16 @@ class Csa(NamedTuple):
     sinks: jax.Array
     w_oa: jax.Array
     w_ob: jax.Array
+    heavy: Optional[Compressor] = None  # the H layers' compressor (an H in model.csa.pattern)
+    sparse: Optional[Compressor] = None  # the C layers' compressor and indexer (a C in it)
+    index: Optional[Indexer] = None
+
+
+def compressor_info(cfg: ModelConfig, rate: int, c: int, h: int, axis: str) -> Compressor:
+    D, std = cfg.d_model, cfg.init_std
+    return Compressor(w_kv=matrix((D, c, h), ("embed", None, axis), ("embed",), (axis,), std),
+                      w_gate=matrix((D, c, h), ("embed", None, axis), ("embed",), (axis,), std),
+                      bias=vector((rate, c, h), (None, None, axis)), norm=vector((h,), (axis,), "ones"))
 
 
 def csa_info(cfg: ModelConfig) -> Csa:
@@ -61,15 +118,45 @@ def csa_info(cfg: ModelConfig) -> Csa:
                     ("group_heads", "head_dim"), ("out_rank",), std),
         w_ob=matrix((G, O, D), ("out_groups", "out_rank", "embed"), ("out_groups", "out_rank"), ("embed",),
                     residual_std(cfg)),
+        **compressed_info(cfg),
     )
 
 
-def rotate_tail(cfg: ModelConfig, x: jax.Array, positions: jax.Array, sign: float = 1.0) -> jax.Array:
-    """x [b, t, ..., H] with its last csa.rope_dim dimensions rotated by position (positions [t] or
-    [b, t]) in interleaved pairs (2i, 2i + 1) at frequency theta^(-2i / r), in float32; sign=-1:
-    rotated back."""
+def compressed_info(cfg: ModelConfig) -> dict:
+    """The compressors of the kinds model.csa.pattern has (`Csa`'s heavy, sparse and index; the indexer's
+    axes "index_heads", "index_dim" are in no rule table: it is small, computed whole on each device)."""
+    kinds, c, H = set(compress_kinds(cfg)), cfg.csa, head_dim(cfg)
+    out = {}
+    if "H" in kinds:
+        out["heavy"] = compressor_info(cfg, c.heavy_rate, 1, H, "head_dim")
+    if "C" in kinds:
+        I, d = c.index_heads, c.index_dim
+        out["sparse"] = compressor_info(cfg, c.sparse_rate, 2, H, "head_dim")
+        out["index"] = Indexer(keys=compressor_info(cfg, c.sparse_rate, 2, d, "index_dim"),
+                               w_q=matrix((c.q_rank, I, d), ("q_latent", "index_heads", "index_dim"), ("q_latent",),
+                                          ("index_heads", "index_dim"), cfg.init_std),
+                               w_w=matrix((cfg.d_model, I), ("embed", "index_heads"), ("embed",), ("index_heads",),
+                                          cfg.init_std))
+    return out
+
+
+def tail_frequencies(cfg: ModelConfig, compressed: bool = False) -> jax.Array:
+    """The inverse frequencies [r / 2] of the rotated tail: model.rope_theta^(-2i / r) (an S layer's,
+    transformers' "main" RoPE), or in a compressed layer csa.compress_theta's under model.rope_scaling
+    ("compress"; YaRN's attention factor is not applied, as transformers' default 1.0 for it)."""
     r = cfg.csa.rope_dim
-    inv = cfg.rope_theta ** (-jnp.arange(0, r, 2, dtype=F32) / r)
+    if not compressed:
+        return cfg.rope_theta ** (-jnp.arange(0, r, 2, dtype=F32) / r)
+    return rope_frequencies(dataclasses.replace(cfg, rope_theta=cfg.csa.compress_theta), r)[0]
+
+
+def rotate_tail(cfg: ModelConfig, x: jax.Array, positions: jax.Array, sign: float = 1.0,
+                inv: Optional[jax.Array] = None) -> jax.Array:
+    """x [b, t, ..., h] with its last csa.rope_dim dimensions rotated by position (positions [t] or
+    [b, t]) in interleaved pairs (2i, 2i + 1) at the inverse frequencies inv (default an S layer's,
+    `tail_frequencies`), in float32; sign=-1: rotated back."""
+    r = cfg.csa.rope_dim
+    inv = tail_frequencies(cfg) if inv is None else inv
     pos = positions.astype(F32) if positions.ndim == 2 else positions.astype(F32)[None]
     angle = pos[..., None] * inv  # [b or 1, t, r / 2]
     angle = jnp.reshape(angle, angle.shape[:2] + (1,) * (x.ndim - 3) + angle.shape[-1:])
@@ -86,13 +173,42 @@ def csa_cache(cfg: ModelConfig, batch: int, capacity: int) -> dict:
     return {"shared_kv": ((batch, capacity, head_dim(cfg)), ("batch", None, "head_dim"))}
 
 
+def kinds_present(cfg: ModelConfig) -> tuple:
+    """The kinds of layer ("S", "C", "H") the model has, in that order: `lax.switch`'s branches."""
+    kinds = set(compress_kinds(cfg))
+    return tuple(k for k in "SCH" if k in kinds)
+
+
+def layer_kinds(cfg: ModelConfig) -> Optional[jax.Array]:
+    """Each layer's kind as its place in `kinds_present`, int32 [layers] (scanned with the layers:
+    UnitInputs.compress), or None when every layer is of one kind."""
+    present = kinds_present(cfg)
+    if len(present) == 1:
+        return None
+    return jnp.asarray([present.index(k) for k in compress_kinds(cfg)], jnp.int32)
+
+
 def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs):
     """x [stream, D] -> ([stream, D], this layer's cache {"shared_kv"} or None, no auxiliary outputs).
     Full sequences (and a prefill, whose rows then start the cache): the xla path's blocked causal
-    attention (u.window: the layer's sliding window; documents by u.segment_ids). Decode (a cache
-    with a mask, the window's in it): the new rows written at cache.end, the queries over the
-    whole cache."""
+    attention (u.window: the layer's sliding window; documents by u.segment_ids), a compressed
+    layer's entries beside it (`compressed_attention`). Decode (a cache with a mask, the window's in
+    it): the new rows written at cache.end, the queries over the whole cache (S layers only). A
+    model of several kinds of layer runs this layer's by u.compress (`layer_kinds`)."""
+    present = kinds_present(cfg)
+    if u.cache is not None and present != ("S",):
+        raise ValueError(f"model.csa.pattern={cfg.csa.pattern!r}: the compressed layers (C, H) do not decode from a "
+                         "cache yet; sample from a model whose pattern is S alone")
+    if len(present) == 1:
+        return _attention(cfg, rules, p, x, u, present[0])
+    branches = [lambda x, kind=kind: _attention(cfg, rules, p, x, u, kind)[0] for kind in present]
+    return jax.lax.switch(u.compress, branches, x), None, {}
+
+
+def _attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs, kind: str):
+    """`csa_attention` of a layer of kind `kind` ("S", "C" or "H")."""
     dt, eps, b = x.dtype, cfg.norm_eps, u.batch
+    inv = tail_frequencies(cfg, kind != "S")
     g = lambda w, *logical: rules.gather(w.astype(dt), logical)  # noqa: E731
     cq = jnp.einsum("td,dr->tr", x, g(p.w_qa, "embed", "q_latent"), out_sharding=rules.spec("stream", None))
     cq = rms_normalize(cq, eps, p.q_norm.astype(dt))
@@ -101,20 +217,22 @@ def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitI
     q = rms_normalize(q, eps)
     kv = jnp.einsum("td,dh->th", x, g(p.w_kv, "embed", "head_dim"), out_sharding=rules.spec("stream", "head_dim"))
     kv = rms_normalize(kv, eps, p.kv_norm.astype(dt))
-    q = rotate_tail(cfg, unflatten(rules, q, b, "heads", "head_dim"), u.positions)  # [b, t, N, H]
-    kv = rotate_tail(cfg, unflatten(rules, kv, b, "head_dim"), u.positions)  # [b, t, H]
+    q = rotate_tail(cfg, unflatten(rules, q, b, "heads", "head_dim"), u.positions, inv=inv)  # [b, t, N, H]
+    kv = rotate_tail(cfg, unflatten(rules, kv, b, "head_dim"), u.positions, inv=inv)  # [b, t, H]
     q = jnp.transpose(q, (0, 2, 1, 3))  # head-major: [b, N, t, H]
     new = None
     if u.cache is not None and u.cache.mask is not None:  # decode: over everything cached
         new = write_cache(u.cache, 1, shared_kv=kv)
         whole = new["shared_kv"].astype(dt)[:, None]  # [b, 1, capacity, H]
         o = dot_product_attention(q, whole, whole, u.cache.mask, rules, sinks=p.sinks)
-    else:
+    elif kind == "S":
         o = blocked_causal_attention(q, kv[:, None], kv[:, None], cfg.attention_block, rules, u.segment_ids,
                                      window=u.window, sinks=p.sinks)
         if u.cache is not None:  # prefill: these rows start the cache
             new = write_cache(u.cache, 1, shared_kv=kv)
-    o = rotate_tail(cfg, jnp.transpose(o, (0, 2, 1, 3)), u.positions, -1.0)  # [b, t, N, H], rotated back
+    else:
+        o = compressed_attention(cfg, rules, p, x, cq, q, kv, u, kind, inv)
+    o = rotate_tail(cfg, jnp.transpose(o, (0, 2, 1, 3)), u.positions, -1.0, inv)  # [b, t, N, H], rotated back
     G = cfg.csa.out_groups
     o = flatten(rules, jnp.reshape(o, o.shape[:2] + (G, o.shape[2] // G, o.shape[3])), None, None, None)
     mid = jnp.einsum("tgmh,gmho->tgo", o, g(p.w_oa, None, None, "head_dim", None),
@@ -123,26 +241,134 @@ def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitI
     return out, new, {}
 
 
+def compressed_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, cq: jax.Array, q: jax.Array,
+                         kv: jax.Array, u: UnitInputs, kind: str, inv: jax.Array) -> jax.Array:
+    """A C or H layer's attention over full sequences: q [b, N, t, H] over the layer's own rows kv
+    [b, t, H] (causal, u.window, documents) and its compressed entries (`compress`; a C layer's those
+    its indexer selects, `index_select`), one softmax with the sinks -> [b, N, t, H]. Dense: the
+    scores of every query with every row and entry."""
+    b, t = kv.shape[:2]
+    c = cfg.csa
+    comp, rate = (p.heavy, c.heavy_rate) if kind == "H" else (p.sparse, c.sparse_rate)
+    entries, visible = compress(cfg, rules, comp, x, u, rate, inv)
+    if kind == "C":
+        visible = index_select(cfg, rules, p.index, x, cq, u, visible, inv)
+    local = next(causal_blocks(t, 0, u.segment_ids, u.window))[2]
+    local = jnp.broadcast_to(local, (b, t, t), out_sharding=rules.spec("batch", None, None))
+    whole = lambda a: jax.sharding.reshard(a, rules.spec("batch", None, None))  # noqa: E731  (every row, entry)
+    keys = jnp.concatenate([whole(kv), whole(entries.astype(kv.dtype))], axis=1)[:, None]  # [b, 1, t + W, H]
+    mask = jnp.concatenate([local, visible], axis=-1)
+    return dot_product_attention(q, keys, keys, mask, rules, sinks=p.sinks)
+
+
+def compress(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: UnitInputs, rate: int,
+             inv: jax.Array) -> tuple:
+    """The compressed entries of the sequences x [stream, D] (module docstring; its whole windows of
+    `rate` tokens, the rest left out) -> (entries [b, W, h] in x's dtype, normed and rotated at each
+    window's first position; visible [b, t, W]: query i sees entry w once its window is whole, within
+    its document)."""
+    b, (c, h), dt = u.batch, p.w_kv.shape[-2:], x.dtype
+    axis = (None, None)
+    kv = jnp.einsum("td,dch->tch", x, rules.gather(p.w_kv.astype(dt), ("embed", *axis)),
+                    out_sharding=rules.spec("stream", *axis))
+    gate = jnp.einsum("td,dch->tch", x, rules.gather(p.w_gate.astype(dt), ("embed", *axis)),
+                      out_sharding=rules.spec("stream", *axis))
+    kv, gate = unflatten(rules, kv, b, *axis), unflatten(rules, gate, b, *axis)  # [b, t, c, h]
+    t = kv.shape[1]
+    W = t // rate
+    windows = lambda a: jnp.reshape(a[:, :W * rate], (b, W, rate, c, h),  # noqa: E731
+                                    out_sharding=rules.spec("batch", None, None, None, None))
+    kv, gate = windows(kv), windows(gate).astype(F32) + p.bias.astype(F32)
+    if c == 2:  # (window w - 1's first series, then window w's second; the first window's first half empty)
+        before = lambda a, fill: jnp.pad(a[:, :-1, :, 0], ((0, 0), (1, 0), (0, 0), (0, 0)),  # noqa: E731
+                                         constant_values=fill)
+        kv = jnp.concatenate([before(kv, 0), kv[:, :, :, 1]], axis=2)
+        gate = jnp.concatenate([before(gate, -jnp.inf), gate[:, :, :, 1]], axis=2)
+    else:
+        kv, gate = kv[:, :, :, 0], gate[:, :, :, 0]
+    entries = jnp.sum(kv * jax.nn.softmax(gate, axis=2).astype(dt), axis=2)  # [b, W, h]
+    entries = rms_normalize(entries, cfg.norm_eps, p.norm.astype(dt))
+    entries = rotate_tail(cfg, entries, u.positions[..., :W * rate:rate], inv=inv)
+    i, w = jnp.arange(t)[:, None], jnp.arange(W)[None]
+    visible = jnp.broadcast_to((w + 1) * rate - 1 <= i, (b, t, W), out_sharding=rules.spec("batch", None, None))
+    if u.segment_ids is not None:  # (an entry inside the document that holds its whole span)
+        start = u.segment_ids[:, jnp.maximum(jnp.arange(W) - (c - 1), 0) * rate]  # [b, W]
+        visible = visible & (start[:, None, :] == u.segment_ids[:, :, None])
+    return entries, visible
+
+
+def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: jax.Array, u: UnitInputs,
+                 visible: jax.Array, inv: jax.Array) -> jax.Array:
+    """A C layer's lightning indexer: of the entries each query may see (visible [b, t, W]), the
+    csa.index_topk of highest score (`mla.index_scores` of its queries from the query latent cq
+    [stream, R] and its own compressed keys; `mla.top_keys`) -> [b, t, W]. Its inputs are detached:
+    the selection gives it no gradient."""
+    x, cq = jax.lax.stop_gradient(x), jax.lax.stop_gradient(cq)
+    c, b = cfg.csa, u.batch
+    keys, _ = compress(cfg, rules, p.keys, x, u, c.sparse_rate, inv)
+    q = jnp.einsum("tr,rnh->tnh", cq, rules.gather(p.w_q.astype(cq.dtype), ("q_latent", None, None)),
+                   out_sharding=rules.spec("stream", None, None))
+    q = rotate_tail(cfg, unflatten(rules, q, b, None, None), u.positions, inv=inv)  # [b, t, I, d]
+    weights = jnp.einsum("td,dn->tn", x.astype(F32), rules.gather(p.w_w.astype(F32), ("embed", None)),
+                         out_sharding=rules.spec("stream", None)) * c.index_heads ** -0.5
+    scores = index_scores(rules, q, keys, unflatten(rules, weights, b, None))
+    return top_keys(scores, visible, c.index_topk)
+
+
 def csa_stats(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs) -> dict:
     """The RMS of the shared key/value head before its norm."""
     return {"kv_pre_rms": rms(jnp.einsum("td,dh->th", x, p.w_kv.astype(x.dtype)))}
 
 
 def config_errors(m: ModelConfig) -> List[str]:
-    """model.csa.*: checked when it is on (q_rank > 0)."""
+    """model.csa.*: checked when it is on (q_rank > 0); set without it, refused by name."""
     c = m.csa
     if c.q_rank < 0:
         return [f"model.csa.q_rank={c.q_rank} must be >= 0 (0 = off; DeepSeek-V4: 1024)"]
     if not c.q_rank:
-        return []
+        changed = [f"model.csa.{f.name}" for f in dataclasses.fields(c)
+                   if f.name != "q_rank" and getattr(c, f.name) != f.default]
+        return [f"{', '.join(changed)} set without model.csa.q_rank; set model.csa.q_rank=R (DeepSeek-V4's query "
+                "latent: 1024) or leave them at their defaults"] if changed else []
     errs: List[str] = []
     H = head_dim(m) if m.num_heads > 0 and m.d_model > 0 else 0
     if c.rope_dim <= 0 or c.rope_dim % 2 or c.rope_dim > H:
         errs.append(f"model.csa.rope_dim={c.rope_dim} must be even, > 0 and at most the head width {H} (DeepSeek-V4: "
                     "64 of 512)")
-    if c.out_groups < 1 or m.num_heads % c.out_groups or c.out_rank < 1:
-        errs.append(f"model.csa.out_groups={c.out_groups} must divide model.num_heads={m.num_heads} and "
-                    f"model.csa.out_rank={c.out_rank} be >= 1 (DeepSeek-V4: 8 groups of 1024)")
+    if c.out_groups < 1 or m.num_heads % c.out_groups:
+        divisors = [g for g in range(1, m.num_heads + 1) if m.num_heads % g == 0] if m.num_heads > 0 else []
+        errs.append(f"model.csa.out_groups={c.out_groups} must divide model.num_heads={m.num_heads}; set "
+                    f"model.csa.out_groups to one of {', '.join(map(str, divisors))} (DeepSeek-V4: 8 groups)")
+    if c.out_rank < 1:
+        errs.append(f"model.csa.out_rank={c.out_rank} must be >= 1 (each output group's width; DeepSeek-V4: 1024)")
+    if not c.pattern or set(c.pattern) - set("SCH"):
+        errs.append(f"model.csa.pattern={c.pattern!r} must be letters S (sliding), C (compressed sparse) and H "
+                    "(heavily compressed), repeated over the layers")
+    kinds = set(compress_kinds(m)) if not errs else set()
+    for kind, name in (("C", "sparse_rate"), ("H", "heavy_rate")):
+        if getattr(c, name) < 2:
+            errs.append(f"model.csa.{name}={getattr(c, name)} must be >= 2 (tokens per compressed entry; DeepSeek-V4: "
+                        f"{4 if kind == 'C' else 128})")
+    if "C" in kinds:
+        if c.index_heads < 1:
+            errs.append(f"model.csa.index_heads={c.index_heads} must be >= 1 (the C layers' indexer; DeepSeek-V4: 64)")
+        if c.index_dim < c.rope_dim or c.index_dim % 2:
+            errs.append(f"model.csa.index_dim={c.index_dim} must be even and >= model.csa.rope_dim={c.rope_dim} (the "
+                        "indexer rotates its last rope_dim dimensions; DeepSeek-V4: 128)")
+        if c.index_topk < 1:
+            errs.append(f"model.csa.index_topk={c.index_topk} must be >= 1 (entries each query attends to; all while "
+                        "there are fewer)")
+    if kinds - {"S"}:
+        if not c.compress_theta > 0:
+            errs.append(f"model.csa.compress_theta={c.compress_theta} must be > 0 (the compressed layers' RoPE base; "
+                        "DeepSeek-V4: 160000)")
+        if m.rope_scaling == RopeScaling.yarn and m.rope_attention_factor not in (None, 1.0):
+            errs.append(f"model.rope_attention_factor={m.rope_attention_factor}: DeepSeek-V4's compressed layers "
+                        "scale no RoPE by YaRN's attention factor (transformers' 1.0); leave it unset or 1")
+    elif m.rope_scaling != RopeScaling.none:
+        errs.append(f"model.rope_scaling={m.rope_scaling.value} with model.csa.pattern={c.pattern!r}: DeepSeek-V4 "
+                    "scales only its compressed layers' RoPE (C, H), and this model has none; set model.rope_scaling="
+                    "none or add C / H layers")
     for bad, name, fix in ((m.mla.kv_rank, "model.mla.kv_rank", "0"), (m.num_kv_heads not in (None, 1),
                            "model.num_kv_heads", "1 (one shared key/value head)"),
                            (m.deltanet.full_attention_interval, "model.deltanet.full_attention_interval", "0"),

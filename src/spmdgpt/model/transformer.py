@@ -25,6 +25,7 @@ from spmdgpt.model import hyper
 from spmdgpt.model.attention import KVCache, causal_mask
 from spmdgpt.model.blocks import Cached, PerLayer, layer_step, pipelined_blocks, scan_layers, windows
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
+from spmdgpt.model.csa import layer_kinds
 from spmdgpt.model.head import embed, flat_tokens, unembed
 from spmdgpt.model.layers import dropout, dtype_of, norm
 from spmdgpt.model.moe import hash_routes
@@ -65,7 +66,7 @@ def hidden_states(
             return layer_step(cfg, rules, batch, positions, segment_ids, key, collect, stack=stack, shared_kv=shared)
 
         per_layer = PerLayer(window=windows(cfg), index=jnp.arange(cfg.num_layers, dtype=jnp.uint32), routes=routes,
-                             inputs=inputs)
+                             inputs=inputs, compress=layer_kinds(cfg))
         x, aux = scan_layers(cfg, params, make_step, x, per_layer, unroll=cfg.scan_unroll, fill=collect)
         if residual:
             return x, None, aux
