@@ -315,22 +315,36 @@ ALL_CSA = (*ALL, "model.num_kv_heads=1", f"model.head_dim={H}", f"model.csa.q_ra
            f"model.csa.out_groups={G}", f"model.csa.out_rank={O}", f"model.sliding_window={W}")
 
 
+# ... and its compressed layers: the dense layer compressed sparse attention, the hash-routed one heavily compressed,
+# the top-k one sliding alone
+ALL_COMPRESSED = (*ALL_CSA, "model.csa.pattern=CHS", "model.csa.sparse_rate=2", "model.csa.heavy_rate=4",
+                  "model.csa.index_heads=2", "model.csa.index_dim=8", "model.csa.index_topk=2",
+                  "model.csa.compress_theta=1000")
+
+
 def test_the_units_on_a_mesh_equal_one_device():
-    """Every unit at once (DeepSeek-V4's attention too): loss and every gradient (documents,
-    restarted positions) on data 2 x expert 2 x model 2 with collective matmuls (the experts split
-    over `expert`, the hyper-connections' weights over FSDP, the query heads over `model`, the
-    streams over the batch and, split, over `model`; the routes' select failed there before they
-    were resharded) equal one device's within 1e-5; the hash table gets no gradient, the
-    streams' weights do. (data 2 x context 2 gave one device's loss exactly and its gradients
-    within 2.7e-6: checked once, not kept.)"""
-    loss, grads, _ = run(cfg_for(*ALL_CSA, "sharding=fsdp_tp", "mesh.data=2", "mesh.expert=2", "mesh.model=2",
+    """Every unit at once (DeepSeek-V4's attention too, a C, an H and an S layer: entries of 2 x 2 and 4
+    tokens over sequences of 64, their documents'): loss and every gradient (documents, restarted
+    positions) on data 2 x expert 2 x model 2 with collective matmuls (the experts split over `expert`, the
+    hyper-connections' weights over FSDP, the query heads over `model`, the streams over the batch and,
+    split, over `model`; the routes' select failed there before they were resharded) equal one device's
+    within 1e-5; the hash table gets no gradient, the streams' weights do, the compressors theirs in
+    their own layers alone, the indexer none (its top-k is not differentiable). (data 2 x context 2,
+    without compressed layers, gave one device's loss exactly and its gradients within 2.7e-6: checked once,
+    not kept.)"""
+    loss, grads, _ = run(cfg_for(*ALL_COMPRESSED, "sharding=fsdp_tp", "mesh.data=2", "mesh.expert=2", "mesh.model=2",
                                  "model.collective_matmul=bi"))
-    want_loss, want_grads, _ = reference(ALL_CSA)
+    want_loss, want_grads, _ = reference(ALL_COMPRESSED)
     assert abs(loss - want_loss) <= 1e-5 * abs(want_loss)
     assert_close(grads, want_grads)
     assert grads.hash_experts.shape == (1, V, K) and not np.asarray(grads.hash_experts).any()
     assert grads.blocks.hc_attn.w.shape == (2, 4, D, 24) and grads.hc_head.w.shape == (4, D, 4)
     assert np.abs(grads.blocks.hc_mlp.w).max() > 0 and np.abs(grads.hc_head.bias).max() > 0
+    dense, moe = grads.dense_blocks.attn, grads.blocks.attn  # (layer 0: C; layers 1, 2: H, S)
+    assert np.abs(dense.sparse.w_kv).max() > 0 and np.abs(dense.sparse.bias).max() > 0
+    assert np.abs(moe.heavy.w_gate[0]).max() > 0 and not np.asarray(moe.heavy.w_gate[1]).any()
+    assert not np.asarray(dense.heavy.w_kv).any() and not np.asarray(moe.sparse.w_kv).any()
+    assert not any(np.asarray(g).any() for g in jax.tree.leaves((dense.index, moe.index)))
 
 
 def test_the_units_decode_in_the_engine_as_the_full_forward():
