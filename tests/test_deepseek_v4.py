@@ -440,3 +440,53 @@ def test_csa_fields_refused_by_name_through_the_cli(capsys, tmp_path):
                                          "compressed layers"):
         Engine(m, rules, None, m.vocab_size, EngineConfig(slots=2, page_size=4))
 
+
+# A DeepseekV4ForCausalLM of the three kinds of layer (sliding; compressed sparse: entries of 2 x 2 tokens, the
+# indexer's top 3; heavily compressed: of 4), 4 hyper-connected streams, a hash-routed MoE layer then two top-k ones
+# (4 experts of 8, top 2, clipped at 0.5, a shared expert), YaRN on the compressed RoPE (base 1000)
+V4_CONFIG = {**_compressed_config("C"), "num_hidden_layers": 3, "vocab_size": 64, "max_position_embeddings": 64,
+             "layer_types": ["sliding_attention", KIND["C"], KIND["H"]], "n_routed_experts": E,
+             "num_experts_per_tok": K, "moe_intermediate_size": F, "n_shared_experts": 1, "swiglu_limit": 0.5,
+             "mlp_layer_types": ["hash_moe", "moe", "moe"], "tie_word_embeddings": False, "bos_token_id": 0,
+             "eos_token_id": 1}
+
+
+def test_deepseek_v4_imports_and_exports(torch_side, tmp_path, capsys):
+    """checkpoint.init_from=hf:DIR of a random DeepseekV4ForCausalLM (V4_CONFIG; every weight perturbed, a random
+    tid2eid and e_score_correction_bias) gives transformers' logits of 2 x 16 tokens within 1e-4 (float32, one
+    device), its export of the imported parameters is byte-identical tensor by tensor, and that export with its
+    config.json loads in transformers with the same logits (1e-5). A config.json field spmdgpt cannot compute is one
+    line naming it (exit 2)."""
+    import json
+
+    from safetensors.numpy import load_file, save_file
+
+    from spmdgpt.hf import hf_config, load_params, to_hf, with_hf_model
+
+    toks = np.random.default_rng(6).integers(0, 64, (2, T)).astype(np.int32)
+    theirs = torch_side.ask_array("make_model", toks, kind="deepseek_v4", folder=str(tmp_path), config=V4_CONFIG)[1]
+    original = load_file(str(tmp_path / "model.safetensors"))
+    cfg, changes = with_hf_model(load_config(["+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}",
+                                              "mesh.data=1"]))
+    m = cfg.model
+    assert "model.vocab_size=64" in changes and (m.csa.pattern, m.hyper_connections, m.moe.hash_layers) == ("SCH", 4, 1)
+    mesh = make_mesh(cfg.mesh, jax.devices()[:1])
+    with jax.set_mesh(mesh):
+        rules = Rules(mesh, cfg.sharding, m)
+        params = load_params(m, tmp_path, rules, "test")
+        ours = np.asarray(jax.jit(lambda p, t: forward(m, rules, p, t)[0])(params, toks))
+    assert np.abs(ours - theirs).max() <= 1e-4 and np.abs(theirs).max() > 1.0, np.abs(ours - theirs).max()
+    again = to_hf(m, jax.tree.map(np.asarray, jax.device_get(params)))
+    assert sorted(again) == sorted(original)
+    assert all(again[k].dtype == original[k].dtype and again[k].tobytes() == original[k].tobytes() for k in original)
+    folder = tmp_path / "exported"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(hf_config(m, eos_id=1, bos_id=0)))
+    save_file(again, str(folder / "model.safetensors"))
+    assert np.abs(torch_side.logits(folder, toks) - theirs).max() <= 1e-5
+    hf = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**hf, "scoring_func": "softmax"}))
+    code = main(["train", "+experiment=staircase", f"checkpoint.init_from=hf:{tmp_path}", f"run.dir={tmp_path / 'r'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "config.json has scoring_func='softmax'; spmdgpt needs sqrtsoftplus" in err, err
+    assert len(err.strip().splitlines()) == 1

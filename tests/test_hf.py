@@ -890,7 +890,7 @@ def test_import_refuses_what_it_cannot_represent(torch_side, tmp_path, capsys):
                                "MixtralForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
                                "LlamaForCausalLM, Gemma4ForCausalLM, Gemma3ForCausalLM, GPTNeoXForCausalLM, "
                                "Olmo3ForCausalLM, "
-                               "Olmo2ForCausalLM, NanoChatForCausalLM checkpoints"])
+                               "Olmo2ForCausalLM, NanoChatForCausalLM, DeepseekV4ForCausalLM checkpoints"])
     make_hf_model(torch_side, "deepseek_v3", tmp_path / "ds", rope_interleave=False)
     assert start(tmp_path / "ds") == (2, [f"{where}/ds: config.json has rope_interleave=False; spmdgpt needs true "
                                           "(interleaved RoPE pairs, DeepSeek's checkpoints)"])

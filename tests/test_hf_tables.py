@@ -75,7 +75,13 @@ ARCH_OVERRIDES = {"LlamaForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu"]
                                             "model.tie_embeddings=false"],
                   "GptOssForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clamped", "model.bias=true",
                                         "model.attention_sinks=true", "model.moe.num_experts=4",
-                                        "model.num_kv_heads=1"]}
+                                        "model.num_kv_heads=1"],
+                  "DeepseekV4ForCausalLM": ["model.norm=rmsnorm", "model.mlp=swiglu_clip", "model.num_kv_heads=1",
+                                            "model.csa.q_rank=16", "model.csa.rope_dim=8", "model.csa.out_groups=2",
+                                            "model.csa.out_rank=8", "model.csa.pattern=SCH", "model.csa.index_dim=16",
+                                            "model.csa.index_heads=2", "model.sliding_window=16",
+                                            "model.hyper_connections=2", "model.moe.num_experts=4",
+                                            "model.moe.shared_experts=1", "model.moe.router=sqrtsoftplus"]}
 
 
 def model_cfg(arch: str, *overrides) -> ModelConfig:
@@ -145,7 +151,10 @@ CHANGED = {"num_layers": 3, "num_heads": 2, "d_model": 32, "mlp_factor": 2.0, "v
            "deltanet.key_dim": 32, "deltanet.value_dim": 32, "deltanet.conv": 3, "qk_norm": False,
            "attention_chunk": 16, "global_nope": False, "attn_temperature": 0.5, "attn_temperature_floor": 16,
            "global_head_dim": 64, "global_kv_heads": 2, "global_k_eq_v": False, "rope_global_fraction": 0.5,
-           "per_layer_dim": 16, "kv_shared_layers": 2, "kv_shared_wide_mlp": True}
+           "per_layer_dim": 16, "kv_shared_layers": 2, "kv_shared_wide_mlp": True, "hyper_connections": 4,
+           "hyper_sinkhorn_iters": 5, "hyper_eps": 1e-4, "moe.hash_layers": 1, "csa.q_rank": 24, "csa.rope_dim": 4,
+           "csa.out_groups": 1, "csa.out_rank": 12, "csa.pattern": "HSC", "csa.sparse_rate": 8, "csa.heavy_rate": 16,
+           "csa.compress_theta": 5000.0, "csa.index_heads": 4, "csa.index_dim": 32, "csa.index_topk": 7}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)

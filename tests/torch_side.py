@@ -10,7 +10,7 @@ request. Requests ({"op": ..., ...}):
   tokenize    folder, text: AutoTokenizer's ids, the decoded ids, its end-of-text id and token
   chat_template folder, conversations, add_generation_prompt[, tools]: apply_chat_template's text and ids
   make_model  kind (llama | mistral | qwen2 | qwen3 | mixtral | qwen3_moe | deepseek_v32 | ... | gemma4 |
-              kimi_linear | neox), folder, config[, tokens, out]: a random model (every weight
+              kimi_linear | deepseek_v4 | neox), folder, config[, tokens, out]: a random model (every weight
               perturbed) saved with save_pretrained; its logits of the tokens -> out
   torch_gpt   dims, state (a safetensors file of torch_gpt.GPT's state_dict), tokens [B, T+1],
               out: loss of the reference model; its embedding gradient -> out
@@ -105,6 +105,7 @@ def make_model(kind, folder, config, tokens=None, out=None):
            "llama4": (transformers.Llama4TextConfig, transformers.Llama4ForCausalLM),
            "llama4_vl": (transformers.Llama4Config, transformers.Llama4ForConditionalGeneration),
            "kimi_linear": (transformers.KimiLinearConfig, transformers.KimiLinearForCausalLM),
+           "deepseek_v4": (transformers.DeepseekV4Config, transformers.DeepseekV4ForCausalLM),
            "neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM)}[kind]
     model = cls[1](cls[0](**config))
     with torch.no_grad():
@@ -113,6 +114,8 @@ def make_model(kind, folder, config, tokens=None, out=None):
         for name, b in model.named_buffers():  # (DeepSeek's router bias: a buffer, zeros at init; Gemma 4's
             if name.endswith(("e_score_correction_bias", "layer_scalar")):  # layer scalars, ones)
                 b.add_(torch.randn_like(b) * 0.1)
+            if name.endswith("tid2eid"):  # (DeepSeek-V4's hash table, zeros at init: each id's k distinct experts)
+                b.copy_(torch.stack([torch.randperm(model.config.n_routed_experts)[:b.shape[1]] for _ in b]))
         model.save_pretrained(folder)
         if tokens is not None:
             np.save(out, model.eval()(_tokens(tokens)).logits.numpy())

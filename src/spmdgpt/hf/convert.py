@@ -22,6 +22,7 @@ from spmdgpt.config import (
     MlpType,
     ModelConfig,
     MoeConfig,
+    compress_kinds,
     deltanet_dims,
     expert_hidden,
     head_dim,
@@ -177,7 +178,10 @@ def _dims(cfg: ModelConfig, layer: Optional[int] = None) -> dict:
     q = nope_dim + rope_dim, u = nope_dim + v_dim, o = v_dim; g = the shared experts' width; Gated
     DeltaNet's: kh, kd = key heads and width, vh, vd = value heads and width, cw = the convolution's
     width, kr, vr = Kimi Delta Attention's decay and output gate ranks (kd, vd), two = 2; ly, pd = the
-    layers and the per-layer inputs' width, model.per_layer_dim), in model
+    layers and the per-layer inputs' width, model.per_layer_dim; DeepSeek-V4's: cr = csa.q_rank, og, gm, co = the
+    output groups, the heads in each, their rank, sr, hr = the C and H layers' rates, ci, cni = the indexer's width
+    and heads, hs, hm, h3 = the hyper-connections' streams, mixes and scales, hq, h1 = the head's, tk = moe.top_k), in
+    model
     layer `layer` (a global stack's G layers: their own head width and
     key/value heads, kv = 1 with values from keys; `config.stack_config`)."""
     if layer is not None:
@@ -190,7 +194,12 @@ def _dims(cfg: ModelConfig, layer: Optional[int] = None) -> dict:
             "g": cfg.moe.shared_experts * expert_hidden(cfg), "l": kv_rank, "s": q_rank, "p": kv_rank + rope,
             "q": nope + rope, "u": nope + v, "o": v, "kh": kh, "kd": kd, "vh": vh, "vd": vd, "cw": cfg.deltanet.conv,
             "kr": kd, "vr": vd, "two": 2, "i": cfg.mla.index_dim, "ni": cfg.mla.index_heads, "ly": cfg.num_layers,
-            "pd": cfg.per_layer_dim}
+            "pd": cfg.per_layer_dim, "cr": cfg.csa.q_rank, "og": max(cfg.csa.out_groups, 1),
+            "gm": cfg.num_heads // max(cfg.csa.out_groups, 1), "co": cfg.csa.out_rank, "sr": cfg.csa.sparse_rate,
+            "hr": cfg.csa.heavy_rate, "ci": cfg.csa.index_dim, "cni": cfg.csa.index_heads,
+            "hs": cfg.hyper_connections, "hm": (2 + cfg.hyper_connections) * cfg.hyper_connections, "h3": 3,
+            "hq": cfg.hyper_connections, "h1": 1,
+            "tk": cfg.moe.top_k}
 
 
 def _side(layout: str, theirs: bool = True) -> str:
@@ -271,13 +280,25 @@ def _layers_of(t: Tensor, cfg: ModelConfig) -> list:
         return [i for i, linear in enumerate(linear_layers(cfg)) if linear == (t.layers == "linear")]
     if t.layers in ("local", "global"):
         return [i for i, local in enumerate(local_layers(cfg)) if local == (t.layers == "local")]
+    if t.layers in ("sparse", "heavy"):  # (DeepSeek-V4's compressed layers: C, H of model.csa.pattern)
+        return [i for i, k in enumerate(compress_kinds(cfg)) if k == ("C" if t.layers == "sparse" else "H")]
+    if t.layers in ("hash", "topk"):  # (the hash-routed MoE layers, the others)
+        hashed = hash_layers(cfg)
+        return [i for i, m in enumerate(moe_layers(cfg)) if m and (i in hashed) == (t.layers == "hash")]
     kinds = moe_layers(cfg)
     return [i for i in range(cfg.num_layers) if t.layers == "every" or (t.layers == "moe") == kinds[i]]
 
 
+def hash_layers(cfg: ModelConfig) -> list:
+    """The model layers whose experts the hash table picks (the first model.moe.hash_layers MoE layers)."""
+    return [i for i, m in enumerate(moe_layers(cfg)) if m][:cfg.moe.hash_layers]
+
+
 def _leaf_at(t: Tensor, cfg: ModelConfig, layer: Optional[int]) -> tuple:
     """(row t's spmdgpt leaf path in the stack of `layer`, the layer's index there) (the leaf and
-    None for a leaf without a layer axis)."""
+    None for a leaf without a layer axis; the hash table's row of a hash-routed layer: its index among them)."""
+    if t.leaf == "hash_experts" and layer is not None:
+        return t.leaf, hash_layers(cfg).index(layer)
     if not t.stacked or layer is None:
         return t.leaf, None
     stack, index = _stack_of(cfg, layer)
@@ -408,13 +429,16 @@ def layer_values(cfg: ModelConfig, files):
     def get(name):
         return files.get(name if name in files.weight_map else arch.aliases.get(name, name))
 
-    def reader(path, _):
+    def reader(path, i):
         leaf = ".".join(k.name for k in path)
         t, layers = by_leaf[leaf], _stack_layers(cfg, leaf.split(".")[0])
         back = f"{_side(t.layout)} -> {_side(t.layout, theirs=False)}"
+        covered = set(_layers_of(t, cfg))
 
         def read(index=None):  # (index: the layer's in its stack)
             layer = None if index is None else layers[index]
+            if layer is not None and t.per_layer and layer not in covered:  # (a leaf of its stack that this layer
+                return np.zeros(i.shape[1:], np.float32)  # does not use: DeepSeek-V4's other kinds' compressors)
             names, dims = _names(t, cfg, layer), _dims(cfg, layer)
             a = [get(n) for n in names] if t.split else get(names[0])
             if t.within is not None:  # (this leaf's rows of a tensor several leaves share)
@@ -423,6 +447,11 @@ def layer_values(cfg: ModelConfig, files):
                 a = (np.asarray(a) * t.sign(cfg)).astype(np.asarray(a).dtype)
             return _rearrange(a if t.order is None else reorder(a, t.order(cfg), back=True), back, dims)
 
+        def read_at(layer):
+            return _rearrange(get(_names(t, cfg, layer)[0]), back, _dims(cfg, layer))
+
+        if leaf == "hash_experts":  # (one tensor per hash-routed layer, one leaf [layers, ...] without a layer axis)
+            return lambda: np.stack([read_at(layer) for layer in hash_layers(cfg)])
         return read
 
     return jax.tree_util.tree_map_with_path(reader, info, is_leaf=is_info)

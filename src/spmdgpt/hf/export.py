@@ -15,6 +15,7 @@ from spmdgpt.config import (
     ConfigError,
     ModelConfig,
     RopeScaling,
+    compress_kinds,
     deltanet_dims,
     expert_hidden,
     head_dim,
@@ -40,6 +41,7 @@ from spmdgpt.hf.convert import (
 from spmdgpt.hf.fields import ROPE_KEYS, TANH_GELUS
 from spmdgpt.hf.tables import (
     DEEPSEEK_V3,
+    DEEPSEEK_V4,
     DEEPSEEK_V32,
     GEMMA3,
     GEMMA4,
@@ -108,6 +110,9 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "index_head_dim": a.index_dim, "index_topk": a.index_topk,
                 "mlp_layer_types": ["dense" if i < moe.first_dense_layers else "sparse" for i in range(cfg.num_layers)],
                 "layer_types": ["indexed_attention"] * cfg.num_layers}
+    if arch is DEEPSEEK_V4:  # (every layer MoE; intermediate_size is the experts' width by attribute_map, left out)
+        return deepseek_v4_config(cfg, {k: v for k, v in llama.items() if k not in ("intermediate_size",
+                                                                                     "rope_scaling")})
     if arch is DEEPSEEK_V3:
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
         return {**llama, "num_experts_per_tok": moe.top_k, "num_key_value_heads": cfg.num_heads, "head_dim": rope,
@@ -216,6 +221,37 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
     return {**qwen, "attention_bias": False} if arch is QWEN3 else qwen
 
 
+V4_KINDS = {"S": "sliding_attention", "C": "compressed_sparse_attention", "H": "heavily_compressed_attention"}
+
+
+def deepseek_v4_config(cfg: ModelConfig, llama: dict) -> dict:
+    """DeepseekV4ForCausalLM's config.json: model.csa's layer kinds (layer_types), rates, RoPE (rope_parameters'
+    main: the S layers' model.rope_theta unscaled; compress: csa.compress_theta with model.rope_scaling, YaRN's
+    attention factor 1, transformers' default for it), indexer and output groups; the hyper-connections; the MoE
+    (sqrt-softplus, always renormalised; the first moe.hash_layers layers hash_moe)."""
+    c, moe, H = cfg.csa, cfg.moe, head_dim(cfg)
+    fraction = c.rope_dim / H
+    compress = {**rope_parameters(dataclasses.replace(cfg, rope_theta=c.compress_theta)),
+                "partial_rotary_factor": fraction}
+    if cfg.rope_scaling == RopeScaling.yarn:
+        compress["attention_factor"] = 1.0
+    return {**llama, "num_key_value_heads": 1, "head_dim": H, "attention_bias": False, "mlp_bias": False,
+            "q_lora_rank": c.q_rank, "partial_rotary_factor": fraction, "o_groups": c.out_groups,
+            "o_lora_rank": c.out_rank, "layer_types": [V4_KINDS[k] for k in compress_kinds(cfg)],
+            "compress_rates": {V4_KINDS["C"]: c.sparse_rate, V4_KINDS["H"]: c.heavy_rate},
+            "compress_rope_theta": c.compress_theta, "index_n_heads": c.index_heads, "index_head_dim": c.index_dim,
+            "index_topk": c.index_topk, "sliding_window": cfg.sliding_window,
+            "rope_parameters": {"main": {"rope_type": "default", "rope_theta": cfg.rope_theta,
+                                         "partial_rotary_factor": fraction}, "compress": compress},
+            "hc_mult": cfg.hyper_connections, "hc_sinkhorn_iters": cfg.hyper_sinkhorn_iters, "hc_eps": cfg.hyper_eps,
+            "n_routed_experts": moe.num_experts, "num_experts_per_tok": moe.top_k,
+            "moe_intermediate_size": expert_hidden(cfg), "n_shared_experts": moe.shared_experts,
+            "scoring_func": "sqrtsoftplus", "norm_topk_prob": True, "routed_scaling_factor": moe.route_scale,
+            "swiglu_limit": cfg.glu_limit, "router_aux_loss_coef": moe.load_balance_loss, "output_router_logits": False,
+            "mlp_layer_types": ["hash_moe" if i < moe.hash_layers else "moe" for i in range(cfg.num_layers)],
+            "num_nextn_predict_layers": 0}
+
+
 def _ropes_by_layer_type(cfg: ModelConfig) -> tuple:
     """(the full layers' rope_parameters, the sliding ones': model.rope_local_theta unscaled, or the
     full layers' where it is None)."""
@@ -290,6 +326,8 @@ def _tensors(cfg, tensors, params, info, dims, layer, dtype) -> Dict[str, np.nda
             continue
         value = np.asarray(value if index is None else value[index])  # (a leaf without a layer axis: whole)
         a = _rearrange(value, t.layout, dims)
+        if t.dtype is not None:  # (DeepSeek-V4's tid2eid: int64 ids)
+            a = a.astype(t.dtype)
         if t.order is not None:  # (interleaved RoPE pairs: DeepSeek's, Llama 4's)
             a = reorder(a, t.order(cfg))
         if t.sign is not None:  # (nanochat's q and k rows, `tables._rope_flip`)

@@ -8,6 +8,7 @@ from spmdgpt.config import ConfigError, moe_layer_pattern
 from spmdgpt.hf.tables import (
     ARCHITECTURES,
     DEEPSEEK_V3,
+    DEEPSEEK_V4,
     DEEPSEEK_V32,
     GEMMA3,
     GEMMA4,
@@ -176,6 +177,8 @@ def _model_fields(hf: dict, where: str) -> dict:
         fields = _deepseek_v3(hf, need)
     elif kind == DEEPSEEK_V32.model_type:
         fields = _deepseek_v32(hf, need)
+    elif kind == DEEPSEEK_V4.model_type:
+        fields = _deepseek_v4(hf, need)
     elif kind == GEMMA3.model_type:
         fields = _gemma3(hf, need)
     elif kind == GEMMA4.model_type:
@@ -534,6 +537,77 @@ def _deepseek_v32(hf: dict, need) -> dict:
          "rotates interleaved pairs)")
     fields["mla"].update(index_heads=heads, index_dim=dim, index_topk=topk)
     return fields
+
+
+V4_KINDS = {"sliding_attention": "S", "compressed_sparse_attention": "C", "heavily_compressed_attention": "H"}
+
+
+def _deepseek_v4(hf: dict, need) -> dict:
+    """The model fields of a DeepseekV4ForCausalLM config.json (a key it leaves out: transformers'
+    DeepseekV4Config default, its legacy keys as it reads them): model.csa (layer_types: the pattern; compress_rates;
+    rope_parameters' main as model.rope_theta unscaled, compress as csa.compress_theta with model.rope_scaling),
+    the hyper-connections, the MoE of every layer (sqrt-softplus scores; the hash_moe layers first: the router's
+    bias then moves as DeepSeek-V3's does, moe.bias_update_rate = 0.001, when a run trains on)."""
+    layers, d = hf["num_hidden_layers"], hf["hidden_size"]
+    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
+    for key in ("attention_bias", "mlp_bias"):
+        need(key, not hf.get(key, False), "false (no biases)")
+    need("num_key_value_heads", (hf.get("num_key_value_heads") or 1) == 1, "1 (one shared key/value head)")
+    need("scoring_func", hf.get("scoring_func", "sqrtsoftplus") == "sqrtsoftplus",
+         "sqrtsoftplus (model.moe.router=sqrtsoftplus)")
+    types = hf.get("layer_types")
+    if types is None and hf.get("compress_ratios") is not None:
+        types = [{0: "sliding_attention", 4: "compressed_sparse_attention"}.get(r, "heavily_compressed_attention")
+                 for r in hf["compress_ratios"]]
+    if types is None:  # (transformers' default: two H layers, then C and H by turns)
+        types = (["heavily_compressed_attention"] * min(layers, 2)
+                 + ["compressed_sparse_attention" if i % 2 else "heavily_compressed_attention"
+                    for i in range(max(layers - 2, 0))])
+    need("layer_types", len(types) == layers and set(types) <= set(V4_KINDS),
+         f"{layers} of {', '.join(V4_KINDS)}")
+    rates = {"compressed_sparse_attention": hf.get("compress_rate_csa", 4),
+             "heavily_compressed_attention": hf.get("compress_rate_hca", 128), **(hf.get("compress_rates") or {})}
+    need("compress_rates", set(rates) <= set(V4_KINDS) - {"sliding_attention"}
+         and all(type(r) is int and r >= 2 for r in rates.values()),
+         "whole numbers >= 2 for compressed_sparse_attention and heavily_compressed_attention")
+    hashed = hf.get("num_hash_layers", 3)
+    mlps = hf.get("mlp_layer_types") or ["hash_moe"] * min(layers, hashed) + ["moe"] * max(layers - hashed, 0)
+    n = mlps.count("hash_moe")
+    need("mlp_layer_types", mlps == ["hash_moe"] * n + ["moe"] * (layers - n),
+         f"{layers} of hash_moe then moe (the hash-routed layers first: model.moe.hash_layers)")
+    rope = hf.get("rope_parameters") or {}
+    nested = isinstance(rope.get("main"), dict) and isinstance(rope.get("compress"), dict)
+    main = dict(rope["main"]) if nested else {"rope_type": "default", "rope_theta": hf.get("rope_theta", 10000.0)}
+    compress = dict(rope["compress"]) if nested else {**{k: v for k, v in rope.items() if k not in ("main",
+                                                                                                    "compress")}}
+    compress.setdefault("rope_theta", hf.get("compress_rope_theta", 160000.0))
+    need("rope_parameters", main.get("rope_type", "default") == "default",
+         "its main (sliding layers') RoPE unscaled (rope_type default)")
+    need("rope_parameters", float(compress.get("attention_factor") or 1.0) == 1.0,
+         "its compress RoPE without YaRN's attention factor (attention_factor 1.0, transformers' default here)")
+    scaled = _rope_fields(compress, hf, need)
+    head = hf.get("head_dim", 512)
+    fraction = hf.get("partial_rotary_factor") or (hf["qk_rope_head_dim"] / head if hf.get("qk_rope_head_dim")
+                                                   else 64 / 512)
+    return {"norm": "rmsnorm", "mlp": "swiglu_clip", "norm_eps": hf.get("rms_norm_eps", 1e-6), "num_kv_heads": 1,
+            "head_dim": head, "sliding_window": hf.get("sliding_window", 128), "window_pattern": "L",
+            "glu_limit": float(hf.get("swiglu_limit", 10.0)), "hyper_connections": hf.get("hc_mult", 4),
+            "hyper_sinkhorn_iters": hf.get("hc_sinkhorn_iters", 20), "hyper_eps": float(hf.get("hc_eps", 1e-6)),
+            **{**scaled, "rope_theta": float(main.get("rope_theta", hf.get("rope_theta", 10000.0))),
+               "rope_attention_factor": None},
+            "csa": {"q_rank": hf.get("q_lora_rank", 1024), "rope_dim": int(head * fraction),
+                    "out_groups": hf.get("o_groups", 8), "out_rank": hf.get("o_lora_rank", 1024),
+                    "pattern": "".join(V4_KINDS.get(t, "?") for t in types),
+                    "sparse_rate": rates["compressed_sparse_attention"],
+                    "heavy_rate": rates["heavily_compressed_attention"],
+                    "compress_theta": float(compress["rope_theta"]), "index_heads": hf.get("index_n_heads", 64),
+                    "index_dim": hf.get("index_head_dim", 128), "index_topk": hf.get("index_topk", 512)},
+            "moe": {"num_experts": hf.get("n_routed_experts", 256), "top_k": hf.get("num_experts_per_tok", 6),
+                    "mlp_factor": hf.get("moe_intermediate_size", 2048) / d,
+                    "shared_experts": hf.get("n_shared_experts", 1), "router": "sqrtsoftplus",
+                    "normalize_top_k": True, "route_scale": float(hf.get("routed_scaling_factor", 1.5)),
+                    "hash_layers": n, "first_dense_layers": 0, "interleave_step": 1, "groups": 1, "top_groups": 1,
+                    "shared_gate": False, "weight_input": False, "bias_update_rate": 0.001}}
 
 
 def _qwen3_moe_layers(hf: dict, need) -> dict:

@@ -251,18 +251,19 @@ class WeightFiles:
 
 def stored(cfg: ModelConfig) -> ModelConfig:
     """The model as Hugging Face files hold it: without state that training sets between steps
-    (model.moe.bias_update_rate's router bias), but for the sigmoid router's of an architecture whose
-    files hold it (DeepSeek-V3's e_score_correction_bias). A run that fine-tunes an imported softmax-routed model
-    with the bias starts it where a new model does (zeros: `read_params`); so do FP8's amax
-    histories (model.fp8_scaling=delayed)."""
+    (model.moe.bias_update_rate's router bias), but for the sigmoid (or sqrt-softplus) router's of an
+    architecture whose files hold it (DeepSeek-V3's and V4's e_score_correction_bias). A run that
+    fine-tunes an imported softmax-routed model with the bias starts it where a new model does (zeros:
+    `read_params`); so do FP8's amax histories (model.fp8_scaling=delayed)."""
     import dataclasses
 
     from spmdgpt.config import Fp8Scaling, Router
 
     cfg = dataclasses.replace(cfg, fp8_scaling=Fp8Scaling.current)
     plain = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, bias_update_rate=0.0))
-    if cfg.moe.bias_update_rate and cfg.moe.router == Router.sigmoid and "moe.bias_update_rate" in architecture(
-            plain).fields:  # (DeepSeek-V3's files hold it; Llama 4's sigmoid router has none)
+    if cfg.moe.bias_update_rate and cfg.moe.router in (Router.sigmoid, Router.sqrtsoftplus) and \
+            "moe.bias_update_rate" in architecture(plain).fields:  # (DeepSeek-V3's and V4's files hold it; Llama 4's
+        # sigmoid router has none)
         return cfg
     return plain
 

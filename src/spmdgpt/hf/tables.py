@@ -137,7 +137,8 @@ class Tensor:
     when: Optional[Callable[[ModelConfig], bool]] = None  # present only for these configs (a leaf that two rows
     # lay out differently: DeepSeek's q_proj or q_b_proj)
     layers: str = "every"  # "dense" | "moe" | "linear" | "full" | "local" | "global" | "own" | "shared" (model.
-    # kv_shared_layers': the layers before them, theirs), or a tuple of them (every one's): a row of those layers only
+    # kv_shared_layers': the layers before them, theirs), "sparse" | "heavy" (DeepSeek-V4's C and H layers), "hash" |
+    # "topk" (its hash-routed MoE layers, the others), or a tuple of them (every one's): a row of those layers only
     # (a dense model's layers are all dense; a hybrid's Gated DeltaNet layers are "linear", its softmax ones "full"; a
     # model with a global stack's local layers "local", its G layers "global", `config.global_stack`)
     order: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # the Hugging Face tensor's first axis holds
@@ -149,6 +150,8 @@ class Tensor:
     within_axis: int = 0  # the axis `within`'s rows are on (gpt-oss's gate_up_proj: its last, gate and up interleaved)
     sign: Optional[Callable[[ModelConfig], "np.ndarray"]] = None  # +-1 multiplying the Hugging Face tensor (broadcast
     # against it; its own inverse, so import and export apply the same): nanochat's q and k rows, `_rope_flip`
+    dtype: Optional[str] = None  # the Hugging Face tensor's dtype where it is not the parameters' (DeepSeek-V4's
+    # tid2eid: int64 expert ids)
 
     @property
     def stacked(self) -> bool:
@@ -956,11 +959,108 @@ KIMI_LINEAR = Architecture(
 )
 
 
+def _deepseek_v4_check(cfg: ModelConfig) -> list:
+    """What DeepseekV4ForCausalLM cannot say: a layer without the sliding window (every layer has the sliding
+    branch, sliding_window > 0)."""
+    if cfg.sliding_window <= 0:
+        return [f"model.sliding_window={cfg.sliding_window}: DeepseekV4ForCausalLM's layers all have the sliding "
+                "branch (sliding_window > 0; DeepSeek-V4: 128); set model.sliding_window"]
+    return []
+
+
+def _hyper(prefix: str, leaf: str, mixes: str = "hm", scales: str = "h3") -> list:
+    """A hyper-connection's rows (`hyper.Hyper`: fn [m, n D], base, scale; {prefix}fn, ...; the head's: mixes "hq"
+    (n), one scale "h1")."""
+    return [_t(f"{prefix}fn", f"{leaf}.w", f"hs d {mixes} -> {mixes} (hs d)"),
+            _t(f"{prefix}base", f"{leaf}.bias", f"{mixes} -> {mixes}"),
+            _t(f"{prefix}scale", f"{leaf}.scale", f"{scales} -> {scales}")]
+
+
+def _compressor(prefix: str, leaf: str, layers: str, width: str, c: str, rate: str) -> list:
+    """A compressor's rows (`csa.Compressor`; c: "()" for an H layer's one series, "two" for a C layer's two, the
+    first (the next window's) in the first rows)."""
+    series = "" if c == "()" else "two "
+    return [dataclasses.replace(t, layers=layers) for t in [
+        _t(f"{prefix}wkv.weight", f"{leaf}.w_kv", f"d {c} {width} -> ({series}{width}) d"),
+        _t(f"{prefix}wgate.weight", f"{leaf}.w_gate", f"d {c} {width} -> ({series}{width}) d"),
+        _t(f"{prefix}ape", f"{leaf}.bias", f"{rate} {c} {width} -> {rate} ({series}{width})"),
+        _t(f"{prefix}norm.weight", f"{leaf}.norm", f"{width} -> {width}")]]
+
+
+# DeepSeek-V4 (DeepseekV4ForCausalLM, transformers 5.24), its tensors as DeepSeek's checkpoints name them (what
+# transformers' save_pretrained writes; it renames them on load: attn -> self_attn, wq_a -> q_a_proj, ape ->
+# position_bias, the experts' w1 / w3 -> gate_up_proj, ...): model.csa's attention in every layer (wq_a, q_norm,
+# wq_b; wkv, norm: the one key/value head; wo_a [G O, N H / G], each group's block; wo_b; attn_sink) with the sliding
+# window, its C layers (compressed_sparse_attention) a compressor of two series [2H, D] (the first H rows the series
+# of the next window's entry) and the lightning indexer (its own compressor [2d, D], wq_b, weights_proj), its H
+# layers (heavily_compressed_attention) one of one series [H, D]; RoPE on each head's last qk_rope_head_dim =
+# head_dim x partial_rotary_factor dimensions in interleaved pairs, spmdgpt's own pairing there (no row order);
+# manifold-constrained hyper-connections around both branches (hc_attn_fn [m, n D], _base, _scale; hc_ffn_*) and
+# before the final norm (hc_head); an MoE in every layer (sqrt-softplus scores, the k weights always renormalised,
+# x routed_scaling_factor; the first layers of mlp_layer_types hash_moe: gate.tid2eid [V, k] int64, the others the
+# balancing bias gate.bias), experts w1 (gate), w3 (up), w2 (down) with the gate and up clamped at swiglu_limit, and
+# one shared expert (n_shared_experts) of the experts' width, clamped alike (model.mlp=swiglu_clip)
+DEEPSEEK_V4_LAYER = [
+    _t("attn_norm.weight", "blocks.ln1.scale", "d -> d"),
+    _t("ffn_norm.weight", "blocks.ln2.scale", "d -> d"),
+    _t("attn.wq_a.weight", "blocks.attn.w_qa", "d cr -> cr d"),
+    _t("attn.q_norm.weight", "blocks.attn.q_norm", "cr -> cr"),
+    _t("attn.wq_b.weight", "blocks.attn.w_qb", "cr n h -> (n h) cr"),
+    _t("attn.wkv.weight", "blocks.attn.w_kv", "d h -> h d"),
+    _t("attn.norm.weight", "blocks.attn.kv_norm", "h -> h"),
+    _t("attn.wo_a.weight", "blocks.attn.w_oa", "og gm h co -> (og co) (gm h)"),
+    _t("attn.wo_b.weight", "blocks.attn.w_ob", "og co d -> d (og co)"),
+    _t("attn.attn_sink", "blocks.attn.sinks", "n -> n"),
+    *_compressor("attn.compressor.", "blocks.attn.heavy", "heavy", "h", "()", "hr"),
+    *_compressor("attn.compressor.", "blocks.attn.sparse", "sparse", "h", "two", "sr"),
+    *_compressor("attn.indexer.compressor.", "blocks.attn.index.keys", "sparse", "ci", "two", "sr"),
+    _t("attn.indexer.wq_b.weight", "blocks.attn.index.w_q", "cr cni ci -> (cni ci) cr", layers="sparse"),
+    _t("attn.indexer.weights_proj.weight", "blocks.attn.index.w_w", "d cni -> cni d", layers="sparse"),
+    *_hyper("hc_attn_", "blocks.hc_attn"), *_hyper("hc_ffn_", "blocks.hc_mlp"),
+    *_experts("ffn.", "w1", "w3", "w2"),
+    _t("ffn.gate.tid2eid", "hash_experts", "v tk -> v tk", layers="hash", dtype="int64"),
+    _t("ffn.gate.bias", "blocks.mlp.router_bias", "e -> e", fill=0.0, layers="topk"),
+    _t("ffn.shared_experts.w1.weight", "blocks.mlp.shared.w_gate", "d g -> g d"),
+    _t("ffn.shared_experts.w3.weight", "blocks.mlp.shared.w_up", "d g -> g d"),
+    _t("ffn.shared_experts.w2.weight", "blocks.mlp.shared.w_down", "g d -> d g")]
+DEEPSEEK_V4 = Architecture(
+    name="DeepseekV4ForCausalLM", model_type="deepseek_v4", norm=NormType.rmsnorm, mlp=MlpType.swiglu_clip,
+    tensors=tuple(_layer("model.layers.{i}.", DEEPSEEK_V4_LAYER) + LLAMA_OUTER[:2]
+                  + [_t("head.weight", "unembed", "d v -> v d")] + _hyper("model.hc_head.hc_", "hc_head", "hq", "h1")),
+    fields={**{k: v for k, v in COMMON_FIELDS.items() if k not in ("bias", "rope_attention_factor")},
+            "mlp_factor": None, "norm_eps": "rms_norm_eps",
+            "num_kv_heads": None, "head_dim": "head_dim", "sliding_window": "sliding_window",
+            "glu_limit": "swiglu_limit", "hyper_connections": "hc_mult", "hyper_sinkhorn_iters": "hc_sinkhorn_iters",
+            "hyper_eps": "hc_eps", "moe.num_experts": "n_routed_experts", "moe.top_k": "num_experts_per_tok",
+            "moe.mlp_factor": "moe_intermediate_size", "moe.route_scale": "routed_scaling_factor",
+            "moe.hash_layers": "mlp_layer_types",
+            "moe.bias_update_rate": None, "csa.q_rank": "q_lora_rank", "csa.rope_dim": "partial_rotary_factor",
+            "csa.out_groups": "o_groups", "csa.out_rank": "o_lora_rank", "csa.pattern": "layer_types",
+            "csa.sparse_rate": "compress_rates", "csa.heavy_rate": "compress_rates",
+            "csa.compress_theta": "compress_rope_theta", "csa.index_heads": "index_n_heads",
+            "csa.index_dim": "index_head_dim", "csa.index_topk": "index_topk"},
+    refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
+             "window_pattern": "L", "moe.router": Router.sqrtsoftplus, "moe.normalize_top_k": True,
+             "moe.first_dense_layers": 0, "moe.interleave_step": 1, "moe.groups": 1, "moe.top_groups": 1,
+             "moe.shared_gate": False, "moe.dense_mlp": False, "moe.router_scales": False, "moe.weight_input": False,
+             "moe.shared_experts": 1,  # (transformers' one shared MLP of the experts' width, whatever n_shared_experts)
+             "rope_attention_factor": None,  # (YaRN on the compressed RoPE without its attention factor: 1.0)
+             "glu_alpha": 1.702, "attention_sinks": False, **NO_MLA, **NO_GEMMA, **NO_DELTANET, **NO_OLMO,
+             **NO_NANOCHAT, **NO_LLAMA4},
+    requires={"csa.q_rank": (lambda r: r > 0, "DeepSeek-V4's attention (model.csa.q_rank > 0; q_lora_rank)"),
+              "hyper_connections": (lambda n: n > 0, "hyper-connections (model.hyper_connections > 0; hc_mult)"),
+              "moe.num_experts": (lambda e: e > 0, "experts in every layer (model.moe.num_experts > 0)")},
+    aliases={"head.weight": "lm_head.weight"},
+    picks={"csa.q_rank": lambda r: r > 0},
+    check=_deepseek_v4_check,
+)
+
+
 # in the order export tries them: a table with `picks` before the plain one of its kinds (and of two that compute
 # the same models, the one export writes unless asked for the other by name: Qwen3.5-MoE before Qwen3-Next; Kimi
 # Linear's hybrid before Qwen's, whose picks it meets too)
 ARCHITECTURES = (KIMI_LINEAR, QWEN3_5_MOE, QWEN3_NEXT, QWEN3_5, GPT_OSS, LLAMA4, DEEPSEEK_V32, DEEPSEEK_V3, QWEN3_MOE,
-                 MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT)
+                 MIXTRAL, QWEN3, QWEN2, MISTRAL, LLAMA, GEMMA4, GEMMA3, NEOX, OLMO3, OLMO2, NANOCHAT, DEEPSEEK_V4)
 
 # Not a Hugging Face class: the PyTorch reference model of the CPU comparison
 # (benchmarks/torch_gpt.py; pre-norm LayerNorm without bias, tanh GELU, tied embeddings), whose
