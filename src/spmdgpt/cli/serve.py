@@ -257,10 +257,11 @@ def run(items: List[str]) -> int:
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     tokenizer = with_folder_template(args.run_dir, tokenizer)  # (hf:DIR: the folder's chat template, if any)
-    from spmdgpt.engine.scheduler import speculate_error
+    from spmdgpt.engine.scheduler import decode_error, speculate_error
 
-    if speculate_error(cfg.model, args.speculate):  # (before the checkpoint loads)
-        raise ConfigError([speculate_error(cfg.model, args.speculate)])
+    for err in (decode_error(cfg.model), speculate_error(cfg.model, args.speculate)):  # (before the checkpoint loads)
+        if err:
+            raise ConfigError([err])
     if args.max_tokens >= cfg.model.max_seq_len:
         raise ConfigError([f"max_tokens={args.max_tokens} (a request's length when it gives none) leaves no room for "
                            f"a prompt in the model's context of {cfg.model.max_seq_len} tokens; give less"])

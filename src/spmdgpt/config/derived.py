@@ -82,11 +82,17 @@ def stack_config(m: ModelConfig, stack: str) -> ModelConfig:
     (global_head_dim, global_kv_heads) and values from keys where global_k_eq_v says so; the L
     layers ("local_blocks") without global_k_eq_v. The layers that read an earlier layer's keys and
     values ("shared_blocks", "shared_local_blocks": model.kv_shared_layers) as their kind's, their MLP
-    twice as wide with model.kv_shared_wide_mlp. Otherwise m itself."""
+    twice as wide with model.kv_shared_wide_mlp. An MoE model's two stacks ("blocks", "dense_blocks")
+    with DeepSeek-V4's attention: model.csa.pattern spelt out over the stack's own layers (a stack of one
+    kind of layer has no other kind's compressors and picks none by layer). Otherwise m itself."""
     if stack.startswith("shared_"):
         m = stack_config(m, stack[len("shared_"):])
         return dataclasses.replace(m, mlp_factor=2 * m.mlp_factor, kv_shared_wide_mlp=False) \
             if m.kv_shared_wide_mlp else m
+    moe = moe_layers(m)
+    if m.csa.q_rank and stack in ("blocks", "dense_blocks") and any(moe) and not all(moe):
+        mine = [k for k, e in zip(compress_kinds(m), moe, strict=True) if e == (stack == "blocks")]
+        m = dataclasses.replace(m, csa=dataclasses.replace(m.csa, pattern="".join(mine)))
     if not global_stack(m):
         return m
     plain = dict(global_head_dim=None, global_kv_heads=None)

@@ -68,6 +68,15 @@ class EngineConfig:
     #   each), the smallest that holds the step's rows taken: less work at low load, <= N x N + 2N programs
 
 
+def decode_error(cfg: ModelConfig) -> Optional[str]:
+    """Why the engine cannot decode this model, or None: DeepSeek-V4's compressed layers (their entries' pool
+    arrays are not built yet)."""
+    if set(compress_kinds(cfg)) - {"S"}:
+        return (f"model.csa.pattern={cfg.csa.pattern!r}: the inference engine does not decode DeepSeek-V4's "
+                "compressed layers (C, H) yet; it runs models whose pattern is S alone")
+    return None
+
+
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
     """Why the model cannot draft `speculate` tokens a step, or None."""
     if 0 <= speculate <= cfg.mtp_depth:
@@ -171,9 +180,8 @@ class Engine:
     def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
                  config: EngineConfig = EngineConfig()):
         d = rules.batch_divisor()
-        if set(compress_kinds(cfg)) - {"S"}:  # (their entries' pool arrays are not built yet)
-            raise ValueError(f"model.csa.pattern={cfg.csa.pattern!r}: the inference engine does not decode "
-                             "DeepSeek-V4's compressed layers (C, H) yet; it runs models whose pattern is S alone")
+        if decode_error(cfg):
+            raise ValueError(decode_error(cfg))
         if config.slots % d:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
         self.cfg, self.rules, self.params = cfg, rules, params

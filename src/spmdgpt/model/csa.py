@@ -48,7 +48,7 @@ from typing import List, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig, RopeScaling, compress_kinds, head_dim
+from spmdgpt.config import ModelConfig, RopeScaling, compress_kinds, head_dim, moe_layers, stack_config
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import (
     UnitInputs,
@@ -180,12 +180,15 @@ def kinds_present(cfg: ModelConfig) -> tuple:
 
 
 def layer_kinds(cfg: ModelConfig) -> Optional[jax.Array]:
-    """Each layer's kind as its place in `kinds_present`, int32 [layers] (scanned with the layers:
-    UnitInputs.compress), or None when every layer is of one kind."""
-    present = kinds_present(cfg)
-    if len(present) == 1:
+    """Each layer's kind as its place in its parameter stack's `kinds_present` (an MoE model's dense and MoE
+    layers: `config.stack_config`), int32 [layers] (scanned with the layers: UnitInputs.compress), or None
+    when each stack's layers are of one kind."""
+    moe = moe_layers(cfg)
+    stacks = ["dense_blocks" if any(moe) and not m else "blocks" for m in moe]
+    present = {s: kinds_present(stack_config(cfg, s)) for s in set(stacks)}
+    if all(len(p) == 1 for p in present.values()):
         return None
-    return jnp.asarray([present.index(k) for k in compress_kinds(cfg)], jnp.int32)
+    return jnp.asarray([present[s].index(k) for s, k in zip(stacks, compress_kinds(cfg), strict=True)], jnp.int32)
 
 
 def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs):
@@ -359,6 +362,12 @@ def config_errors(m: ModelConfig) -> List[str]:
             errs.append(f"model.csa.index_topk={c.index_topk} must be >= 1 (entries each query attends to; all while "
                         "there are fewer)")
     if kinds - {"S"}:
+        for bad, name in ((m.global_head_dim is not None or m.global_kv_heads is not None or m.global_k_eq_v,
+                           "model.global_head_dim / global_kv_heads / global_k_eq_v"),
+                          (m.kv_shared_layers, "model.kv_shared_layers"), (m.mtp_depth, "model.mtp_depth")):
+            if bad:
+                errs.append(f"model.csa.pattern={c.pattern!r} (compressed layers) and {name} do not combine yet; "
+                            f"unset {name}")
         if not c.compress_theta > 0:
             errs.append(f"model.csa.compress_theta={c.compress_theta} must be > 0 (the compressed layers' RoPE base; "
                         "DeepSeek-V4: 160000)")
