@@ -66,13 +66,13 @@ BIG = {"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1
 # shakespeare_moe; the GPT-2 tokenizer's model: shakespeare_gpt2, which gutenberg_gpt2's is), and their attention
 # (MLA behind dense-then-MoE layers, Gated DeltaNet, windows and sinks, GQA) runs on the CPU in test_generate and
 # test_engine
-BIG_ON_THIS_CPU = {"deepseek_v3_small", "deepseek_v32_small", "qwen3_5_small", "gpt_oss_small", "gutenberg_gpt2",
-                   "shakespeare_gpt2_gqa",
+BIG_ON_THIS_CPU = {"deepseek_v3_small", "deepseek_v32_small", "deepseek_v4_small", "qwen3_5_small", "gpt_oss_small",
+                   "gutenberg_gpt2", "shakespeare_gpt2_gqa",
                    "olmo3_small", "nanochat_small", "chain_sft", "chain_grpo", "llama4_small", "gemma4_small",
                    "gemma4_moe_small", "kimi_linear_small"}
 ON_THIS_CPU = ["arithmetic_grpo", "arithmetic_sft", "calculator_grpo", "calculator_sft", "chain_grpo", "chain_sft",
-               "deepseek_v3_small", "deepseek_v32_small", "gemma4_moe_small", "gemma4_small", "gpt_oss_small",
-               "gutenberg_gpt2",
+               "deepseek_v3_small", "deepseek_v32_small", "deepseek_v4_small", "gemma4_moe_small", "gemma4_small",
+               "gpt_oss_small", "gutenberg_gpt2",
                "kimi_linear_small",
                "llama4_small", "nanochat_small", "olmo3_small",
                "qwen3_5_small", "shakespeare_char", "shakespeare_gpt2", "shakespeare_gpt2_gqa", "shakespeare_moe",
