@@ -436,6 +436,9 @@ def test_csa_fields_refused_by_name_through_the_cli(capsys, tmp_path):
          "model.csa.pattern, model.csa.index_topk set without model.csa.q_rank"),
         (["model.csa.q_rank=8", "model.csa.rope_dim=8"],
          "model.csa.out_groups=8 must divide model.num_heads=4; set model.csa.out_groups to one of 1, 2, 4"),
+        (["model.csa.q_rank=8", "model.csa.out_groups=2"],
+         "model.csa.rope_dim=64 must be even, > 0 and at most the head width 16; set model.csa.rope_dim to an even "
+         "number up to 16"),
     ]:
         code = main(["train", "+experiment=staircase", *overrides, f"run.dir={tmp_path / 'r'}"])
         err = capsys.readouterr().err

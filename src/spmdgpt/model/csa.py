@@ -336,8 +336,8 @@ def config_errors(m: ModelConfig) -> List[str]:
     errs: List[str] = []
     H = head_dim(m) if m.num_heads > 0 and m.d_model > 0 else 0
     if c.rope_dim <= 0 or c.rope_dim % 2 or c.rope_dim > H:
-        errs.append(f"model.csa.rope_dim={c.rope_dim} must be even, > 0 and at most the head width {H} (DeepSeek-V4: "
-                    "64 of 512)")
+        errs.append(f"model.csa.rope_dim={c.rope_dim} must be even, > 0 and at most the head width {H}; set "
+                    f"model.csa.rope_dim to an even number up to {H} (DeepSeek-V4: 64 of 512)")
     if c.out_groups < 1 or m.num_heads % c.out_groups:
         divisors = [g for g in range(1, m.num_heads + 1) if m.num_heads % g == 0] if m.num_heads > 0 else []
         errs.append(f"model.csa.out_groups={c.out_groups} must divide model.num_heads={m.num_heads}; set "
