@@ -151,6 +151,9 @@ def test_capacity_drops_and_counts_the_copies_past_an_experts_slots():
         want = jax.jit(lambda p, x: every_expert(cfg, rules, p, x))(p, x)
         every = jax.jit(lambda p, x: moe(dropless, rules, p, x))(p, x)  # (the blocks product with three empty groups)
     assert capacity(cfg, 48) == 12 and set(np.asarray(ids).ravel()) == {2}
+    for factor, slots in ((2.0, 24), (4.0, 48), (1e308, 48), (float("inf"), 48)):  # (past E / k: every token;
+        # 1e308 x tokens overflowed to inf and crashed the run with a traceback)
+        assert capacity(dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, capacity_factor=factor)), 48) == slots
     assert float(aux["dropped"]) == 36 / 48 and float(aux["expert_load"]) == 4.0
     np.testing.assert_allclose(np.asarray(out[:12]), np.asarray(want[:12]), rtol=0, atol=2e-5)
     assert not np.any(np.asarray(out[12:])) and np.all(np.any(np.asarray(want[12:]), axis=1))

@@ -222,8 +222,10 @@ def test_the_compilation_cache_folder(monkeypatch, tmp_path):
     assert use_compilation_cache() == str(tmp_path / "xla")
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    monkeypatch.setenv("SPMDGPT_COMPILE_CACHE", str(tmp_path / "mine"))  # (a folder named is used)
-    assert use_compilation_cache() == str(tmp_path / "mine")
+    monkeypatch.setenv("SPMDGPT_COMPILE_CACHE", str(tmp_path / "mine"))  # (spmdgpt's folder: none here either)
+    assert use_compilation_cache() is None and "JAX_COMPILATION_CACHE_DIR" not in os.environ
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/jax-own")  # (JAX's own variable: used as given)
+    assert use_compilation_cache() == "/jax-own"
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
     monkeypatch.delenv("SPMDGPT_COMPILE_CACHE")
     monkeypatch.setenv("XLA_FLAGS", "")

@@ -170,9 +170,9 @@ def use_compilation_cache() -> Optional[str]:
     the compiler would build: results are unchanged. At most COMPILE_CACHE_MAX_BYTES unless
     $JAX_COMPILATION_CACHE_MAX_SIZE says otherwise.
 
-    Not by default on simulated CPU devices (JAX_PLATFORMS=cpu with
-    --xla_force_host_platform_device_count > 1; the folder named by either variable is still
-    used): an 8-device CPU program loaded from the cache by a later process can run its
+    None on simulated CPU devices (JAX_PLATFORMS=cpu with --xla_force_host_platform_device_count
+    > 1), $SPMDGPT_COMPILE_CACHE's folder too; only JAX's own $JAX_COMPILATION_CACHE_DIR is used
+    there as given (the tests' is): an 8-device CPU program loaded from the cache by a later process can run its
     collectives in another order on one device than on the others and deadlock (jaxlib 0.12.0.1:
     a rerun of a staircase run with rollouts on 8 simulated devices hung at its first rollout,
     one device at the step's all-gather 8 and seven at its all-gather 2, and XLA aborted it after
@@ -180,7 +180,7 @@ def use_compilation_cache() -> Optional[str]:
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return os.environ["JAX_COMPILATION_CACHE_DIR"]
     choice = os.environ.get(COMPILE_CACHE_ENV, "")
-    if choice.lower() == "off" or (not choice and simulated_cpu_devices() > 1):
+    if choice.lower() == "off" or simulated_cpu_devices() > 1:
         return None
     folder = os.path.expanduser(choice) if choice else str(cache_root() / "xla")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = folder

@@ -222,9 +222,11 @@ class Ep(NamedTuple):
 
 
 def capacity(cfg: ModelConfig, tokens: int) -> int:
-    """Capacity mode's slots per expert for a device's `tokens` tokens (at most all of them)."""
+    """Capacity mode's slots per expert for a device's `tokens` tokens (at most all of them: a
+    factor past num_experts / top_k, inf included, is that)."""
     moe = cfg.moe
-    return min(tokens, math.ceil(moe.capacity_factor * tokens * moe.top_k / moe.num_experts))
+    factor = min(moe.capacity_factor, moe.num_experts / moe.top_k)
+    return min(tokens, math.ceil(factor * tokens * moe.top_k / moe.num_experts))
 
 
 def _expert_mlp(cfg: ModelConfig, x, w_up, w_gate, w_down, matmul, b_up=None, b_gate=None):
