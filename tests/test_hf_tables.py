@@ -572,3 +572,17 @@ def test_gemma4_config_json_reads_its_layers_or_refuses_them_in_one_line():
         with pytest.raises(ConfigError) as e:
             architecture(dataclasses.replace(cfg, **change))
         assert e.value.messages == [message]
+
+
+def test_a_hugging_face_folders_errors_name_the_field_the_command_was_given(tmp_path, capsys):
+    """`sample run.dir=hf:DIR` with a config.json spmdgpt cannot import: one line, exit 2, naming
+    run.dir (the field given), not the checkpoint.init_from that the command builds from it."""
+    import json
+
+    from spmdgpt.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    assert main(["sample", f"run.dir=hf:{tmp_path}", "prompt=a"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"spmdgpt: error: run.dir=hf:{tmp_path}: architecture 'GPT2LMHeadModel' is not supported")
+    assert err.count("\n") == 1 and "checkpoint.init_from" not in err

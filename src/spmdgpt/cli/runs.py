@@ -117,7 +117,10 @@ def hf_model(spec: str, overrides: List[str]):
     folder = hf_folder(spec)
     hf = read_hf_config(folder, f"run.dir={spec}")  # (first: a missing folder is named as the field given)
     cfg = load_config([*overrides, f"checkpoint.init_from={spec}"])
-    cfg, _ = with_hf_model(cfg)
+    try:
+        cfg, _ = with_hf_model(cfg)
+    except ConfigError as e:  # (its errors name the field the user gave: run.dir, not checkpoint.init_from)
+        raise ConfigError([m.replace(f"checkpoint.init_from={spec}", f"run.dir={spec}") for m in e.messages]) from None
     cfg.model.max_seq_len = int(hf.get("max_position_embeddings", cfg.model.max_seq_len))
     if override_value(overrides, "data.seq_len") is None:  # eval's window: the one the exported
         # run trained with, else the default one if the model's context holds it
