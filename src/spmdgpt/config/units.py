@@ -33,7 +33,8 @@ class MoeConfig(Section):
     grouped: GroupedMatmul = GroupedMatmul.auto  # dropless's grouped product: auto | ragged | blocks | pallas
     # (auto: pallas on GPUs where the widths are multiples of 16, else blocks; model/grouped.py); auto with capacity
     capacity_factor: Optional[float] = None  # capacity mode: each expert takes ceil(factor * tokens * top_k /
-    # num_experts) of a device's tokens (e.g. 1.25), the rest pass the layer by the residual alone; null with dropless
+    # num_experts) of a device's tokens (e.g. 1.25; past num_experts / top_k, inf too: every token), the rest pass the
+    # layer by the residual alone; null with dropless
     load_balance_loss: float = 0.01  # weight of the load-balancing loss E * sum_e f_e p_e (Switch, GShard); 0 = off
     router_z_loss: float = 0.0  # weight of the router z-loss mean(logsumexp(router logits)^2) (ST-MoE: 0.001)
     bias_update_rate: float = 0.0  # auxiliary-loss-free balancing (DeepSeek-V3): a per-expert bias on the router's
