@@ -93,6 +93,10 @@ CASES = [
     (STAIR + ["model.global_kv_heads=3"], "model.global_kv_heads=3 must divide model.num_heads=4"),
     # (Gemma 4 E2B's and E4B's layers that read an earlier layer's keys and values; per-layer inputs)
     (STAIR + ["model.kv_shared_layers=1"], "model.kv_shared_layers=1 needs the G layers' own stack"),
+    (["+experiment=gemma4_small", "model.kv_shared_layers=1000"], "by at least 4, here none with "
+                                                                  "model.num_layers=4 (set model.kv_shared_layers=0"),
+    (["+experiment=gemma4_small", "model.kv_shared_layers=1000", "model.num_layers=24"], "here one of 4, 8, 12, 16, "
+                                                                                          "20 (Gemma 4 E2B"),
     (STAIR + ["model.kv_shared_wide_mlp=true"], "model.kv_shared_wide_mlp=true widens the MLPs of the layers that "
                                                "share keys and values: set model.kv_shared_layers > 0"),
     (STAIR + ["model.per_layer_dim=16", "model.mtp_depth=1"], "model.per_layer_dim and model.mtp_depth do not "

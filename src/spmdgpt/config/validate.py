@@ -367,9 +367,13 @@ def _kv_shared(m) -> List[str]:
                 "model.kv_shared_layers > 0 (Gemma 4 E2B: 20), or kv_shared_wide_mlp=false"] if m.kv_shared_wide_mlp \
             else []
     if not global_stack(m) or s % k or (m.num_layers - s) % k or m.num_layers - s < k:
+        fits = [v for v in range(k, m.num_layers - k + 1, k) if (m.num_layers - v) % k == 0]
+        which = (f"one of {', '.join(map(str, fits[:8]))}{', ...' if len(fits) > 8 else ''}" if fits else
+                 f"none with model.num_layers={m.num_layers} (set model.kv_shared_layers=0 or more layers)")
         return [f"model.kv_shared_layers={s} needs the G layers' own stack (model.global_head_dim / global_kv_heads / "
                 f"global_k_eq_v) and whole groups of model.window_pattern={m.window_pattern!r} on both sides: a "
-                f"multiple of {k} below model.num_layers={m.num_layers} by at least {k} (Gemma 4 E2B: 20 of 35)"]
+                f"multiple of {k} below model.num_layers={m.num_layers} by at least {k}, here {which} (Gemma 4 E2B: "
+                "20 of 35)"]
     if m.matmul_dtype.value == "fp8" or m.qk_norm_whole or m.attention_gate or kv_heads(m) == m.num_heads:
         return [f"model.kv_shared_layers={s} does not combine with model.matmul_dtype=fp8, qk_norm_whole, "
                 "attention_gate or as many key/value heads as heads yet; set them off (model.num_kv_heads < num_heads)"]
