@@ -586,3 +586,9 @@ def test_a_hugging_face_folders_errors_name_the_field_the_command_was_given(tmp_
     err = capsys.readouterr().err
     assert err.startswith(f"spmdgpt: error: run.dir=hf:{tmp_path}: architecture 'GPT2LMHeadModel' is not supported")
     assert err.count("\n") == 1 and "checkpoint.init_from" not in err
+    # a size missing from config.json is said to be missing (it read "has hidden_size=None")
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4,
+                                                      "num_hidden_layers": 2, "vocab_size": 64}))
+    assert main(["sample", f"run.dir=hf:{tmp_path}", "prompt=a"]) == 2
+    assert capsys.readouterr().err == (f"spmdgpt: error: run.dir=hf:{tmp_path}: config.json has no hidden_size; "
+                                       "spmdgpt needs a whole number >= 1\n")

@@ -152,7 +152,8 @@ def _model_fields(hf: dict, where: str) -> dict:
     for key in ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size")[:4 if kind else 0]:
         value = hf.get(key)
         if type(value) is not int or value < 1:  # (a string, a float, true, a missing key: one line, not a traceback)
-            raise ConfigError([f"{where}: config.json has {key}={value!r}; spmdgpt needs a whole number >= 1"])
+            said = f"has {key}={value!r}" if key in hf else f"has no {key}"
+            raise ConfigError([f"{where}: config.json {said}; spmdgpt needs a whole number >= 1"])
     errs = []
 
     def need(key, ok, want):
