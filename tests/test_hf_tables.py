@@ -592,3 +592,12 @@ def test_a_hugging_face_folders_errors_name_the_field_the_command_was_given(tmp_
     assert main(["sample", f"run.dir=hf:{tmp_path}", "prompt=a"]) == 2
     assert capsys.readouterr().err == (f"spmdgpt: error: run.dir=hf:{tmp_path}: config.json has no hidden_size; "
                                        "spmdgpt needs a whole number >= 1\n")
+    # a number as a string: one line naming the key (OmegaConf converted it without a word)
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+                                                      "num_attention_heads": 4, "num_hidden_layers": 2,
+                                                      "vocab_size": 64, "intermediate_size": 128,
+                                                      "rms_norm_eps": "1e-6"}))
+    assert main(["sample", f"run.dir=hf:{tmp_path}", "prompt=a"]) == 2
+    assert capsys.readouterr().err == (f"spmdgpt: error: run.dir=hf:{tmp_path}: config.json has rms_norm_eps='1e-6' "
+                                       "(model.norm_eps): a string where a number belongs; write the number without "
+                                       "quotes\n")

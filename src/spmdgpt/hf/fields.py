@@ -133,16 +133,58 @@ def _typed(fields: dict, hf: dict, where: str) -> None:
     field's type (a string for a number, say), where the config would otherwise fail to build."""
     from omegaconf.errors import OmegaConfBaseException
 
-    from spmdgpt.config import model_config_from_dict
+    from spmdgpt.config import ModelConfig, model_config_from_dict
 
+    arch = next((a for a in ARCHITECTURES if a.name == (hf.get("architectures") or [None])[0]), None)
+
+    def said(path: str, value) -> str:
+        key = arch.fields.get(path) if arch is not None else None
+        return f"{key}={hf[key]!r} (model.{path})" if key in hf else f"model.{path}={value!r}"
+
+    # a number given as a string ("32"): OmegaConf would convert it without a word, transformers keeps the string
+    for path, value in _leaves(fields):
+        if isinstance(value, str) and _number_type(ModelConfig, path) and _parses(value):
+            raise ConfigError([f"{where}: config.json has {said(path, value)}: a string where a number belongs; "
+                               "write the number without quotes"])
     try:
         model_config_from_dict(fields)
     except OmegaConfBaseException as e:
-        arch = next((a for a in ARCHITECTURES if a.name == (hf.get("architectures") or [None])[0]), None)
-        key = arch.fields.get(e.full_key) if arch is not None else None
-        said = f"{key}={hf[key]!r} (model.{e.full_key})" if key in hf else f"model.{e.full_key}={e.value!r}"
-        raise ConfigError([f"{where}: config.json has {said}: {str(e).splitlines()[0]}; check that field against "
-                           "the class's config in transformers"]) from None
+        raise ConfigError([f"{where}: config.json has {said(e.full_key, e.value)}: {str(e).splitlines()[0]}; check "
+                           "that field against the class's config in transformers"]) from None
+
+
+def _parses(text: str) -> bool:
+    """Whether `text` reads as a number (float() takes it)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _leaves(tree: dict, prefix: str = ""):
+    """(dotted path, value) of a nested dict's leaves."""
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def _number_type(section, path: str) -> bool:
+    """Whether the config field at dotted `path` under dataclass `section` holds an int or a float."""
+    import dataclasses
+    import types
+    import typing
+
+    head, _, rest = path.partition(".")
+    hint = typing.get_type_hints(section).get(head)
+    if hint is None:
+        return False
+    if rest:
+        return dataclasses.is_dataclass(hint) and _number_type(hint, rest)
+    kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return any(k in (int, float) for k in kinds)
 
 
 def _model_fields(hf: dict, where: str) -> dict:
