@@ -133,7 +133,7 @@ def _typed(fields: dict, hf: dict, where: str) -> None:
     field's type (a string for a number, say), where the config would otherwise fail to build."""
     from omegaconf.errors import OmegaConfBaseException
 
-    from spmdgpt.config import ModelConfig, model_config_from_dict
+    from spmdgpt.config import model_config_from_dict
 
     arch = next((a for a in ARCHITECTURES if a.name == (hf.get("architectures") or [None])[0]), None)
 
@@ -143,7 +143,7 @@ def _typed(fields: dict, hf: dict, where: str) -> None:
 
     # a number given as a string ("32"): OmegaConf would convert it without a word, transformers keeps the string
     for path, value in _leaves(fields):
-        if isinstance(value, str) and _number_type(ModelConfig, path) and _parses(value):
+        if isinstance(value, str) and _number_field(path) and _parses(value):
             raise ConfigError([f"{where}: config.json has {said(path, value)}: a string where a number belongs; "
                                "write the number without quotes"])
     try:
@@ -171,19 +171,15 @@ def _leaves(tree: dict, prefix: str = ""):
             yield f"{prefix}{k}", v
 
 
-def _number_type(section, path: str) -> bool:
-    """Whether the config field at dotted `path` under dataclass `section` holds an int or a float."""
-    import dataclasses
+def _number_field(path: str) -> bool:
+    """Whether the model field at dotted `path` holds an int or a float (or null)."""
     import types
     import typing
 
-    head, _, rest = path.partition(".")
-    hint = typing.get_type_hints(section).get(head)
-    if hint is None:
-        return False
-    if rest:
-        return dataclasses.is_dataclass(hint) and _number_type(hint, rest)
-    kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    from spmdgpt.config.load import field_type
+
+    t = field_type(["model", *path.split(".")])
+    kinds = typing.get_args(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else (t,)
     return any(k in (int, float) for k in kinds)
 
 
