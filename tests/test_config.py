@@ -54,8 +54,8 @@ CASES = [
                                "+experiment=staircase"),
     (["+experiment=no_such_experiment"], "packaged experiments: arithmetic_grpo, arithmetic_sft, calculator_grpo, "
                                          "calculator_sft, chain_grpo, chain_sft, deepseek_v3, "
-                                         "deepseek_v32_small, deepseek_v3_small, deepseek_v4_small, gemma3_1b, "
-                                         "gemma4_26b_a4b, "
+                                         "deepseek_v32_small, deepseek_v3_small, deepseek_v4_flash, deepseek_v4_small, "
+                                         "gemma3_1b, gemma4_26b_a4b, "
                                          "gemma4_31b, gemma4_e4b, gemma4_moe_small, gemma4_small, "
                                          "gpt2_124m, "
                                          "gpt_oss_120b, gpt_oss_20b, gpt_oss_small, gutenberg_gpt2, kimi_linear_small, "

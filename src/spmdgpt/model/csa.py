@@ -37,7 +37,9 @@ w_oa [G, N / G, H, O], w_ob [G, O, D]; with H layers in the pattern `heavy` (a C
 w_gate [D, 1, H], bias [m, 1, H], norm [H]), with C layers `sparse` (the same, [D, 2, H]) and `index`
 (an Indexer: keys a Compressor [D, 2, d], w_q [R, I, d], w_w [D, I]). A model whose pattern mixes kinds
 gives every layer the parameters of every kind it has (those of the other kinds unused there: a few
-D x H matrices per layer) and picks its computation by the layer's kind (`lax.switch`).
+D x H matrices per layer) and picks its computation by the layer's kind (`lax.switch`). Under the FSDP rule
+tables R and O are split over the data axis (logical axis "latent", as MLA's latents; D where a matrix has no
+R or O), so no matrix of the unit is whole on every device.
 """
 
 from __future__ import annotations
@@ -108,15 +110,15 @@ def csa_info(cfg: ModelConfig) -> Csa:
     R, G, O = c.q_rank, c.out_groups, c.out_rank
     std = cfg.init_std
     return Csa(
-        w_qa=matrix((D, R), ("embed", "q_latent"), ("embed",), ("q_latent",), std),
-        q_norm=vector((R,), ("q_latent",), "ones"),
-        w_qb=matrix((R, N, H), ("q_latent", "heads", "head_dim"), ("q_latent",), ("heads", "head_dim"), std),
+        w_qa=matrix((D, R), ("embed", "latent"), ("embed",), ("latent",), std),
+        q_norm=vector((R,), ("latent",), "ones"),
+        w_qb=matrix((R, N, H), ("latent", "heads", "head_dim"), ("latent",), ("heads", "head_dim"), std),
         w_kv=matrix((D, H), ("embed", "head_dim"), ("embed",), ("head_dim",), std),
         kv_norm=vector((H,), ("head_dim",), "ones"),
         sinks=vector((N,), ("heads",)),
-        w_oa=matrix((G, N // G, H, O), ("out_groups", "group_heads", "head_dim", "out_rank"),
-                    ("group_heads", "head_dim"), ("out_rank",), std),
-        w_ob=matrix((G, O, D), ("out_groups", "out_rank", "embed"), ("out_groups", "out_rank"), ("embed",),
+        w_oa=matrix((G, N // G, H, O), ("out_groups", "group_heads", "head_dim", "latent"),
+                    ("group_heads", "head_dim"), ("latent",), std),
+        w_ob=matrix((G, O, D), ("out_groups", "latent", "embed"), ("out_groups", "latent"), ("embed",),
                     residual_std(cfg)),
         **compressed_info(cfg),
     )
@@ -133,7 +135,7 @@ def compressed_info(cfg: ModelConfig) -> dict:
         I, d = c.index_heads, c.index_dim
         out["sparse"] = compressor_info(cfg, c.sparse_rate, 2, H, "head_dim")
         out["index"] = Indexer(keys=compressor_info(cfg, c.sparse_rate, 2, d, "index_dim"),
-                               w_q=matrix((c.q_rank, I, d), ("q_latent", "index_heads", "index_dim"), ("q_latent",),
+                               w_q=matrix((c.q_rank, I, d), ("latent", "index_heads", "index_dim"), ("latent",),
                                           ("index_heads", "index_dim"), cfg.init_std),
                                w_w=matrix((cfg.d_model, I), ("embed", "index_heads"), ("embed",), ("index_heads",),
                                           cfg.init_std))
@@ -213,9 +215,9 @@ def _attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInpu
     dt, eps, b = x.dtype, cfg.norm_eps, u.batch
     inv = tail_frequencies(cfg, kind != "S")
     g = lambda w, *logical: rules.gather(w.astype(dt), logical)  # noqa: E731
-    cq = jnp.einsum("td,dr->tr", x, g(p.w_qa, "embed", "q_latent"), out_sharding=rules.spec("stream", None))
-    cq = rms_normalize(cq, eps, p.q_norm.astype(dt))
-    q = jnp.einsum("tr,rnh->tnh", cq, g(p.w_qb, "q_latent", "heads", "head_dim"),
+    cq = jnp.einsum("td,dr->tr", x, g(p.w_qa, "embed", "latent"), out_sharding=rules.spec("stream", None))
+    cq = rms_normalize(cq, eps, g(p.q_norm, "latent"))
+    q = jnp.einsum("tr,rnh->tnh", cq, g(p.w_qb, "latent", "heads", "head_dim"),
                    out_sharding=rules.spec("stream", "heads", "head_dim"))
     q = rms_normalize(q, eps)
     kv = jnp.einsum("td,dh->th", x, g(p.w_kv, "embed", "head_dim"), out_sharding=rules.spec("stream", "head_dim"))
@@ -309,7 +311,7 @@ def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: j
     x, cq = jax.lax.stop_gradient(x), jax.lax.stop_gradient(cq)
     c, b = cfg.csa, u.batch
     keys, _ = compress(cfg, rules, p.keys, x, u, c.sparse_rate, inv)
-    q = jnp.einsum("tr,rnh->tnh", cq, rules.gather(p.w_q.astype(cq.dtype), ("q_latent", None, None)),
+    q = jnp.einsum("tr,rnh->tnh", cq, rules.gather(p.w_q.astype(cq.dtype), ("latent", None, None)),
                    out_sharding=rules.spec("stream", None, None))
     q = rotate_tail(cfg, unflatten(rules, q, b, None, None), u.positions, inv=inv)  # [b, t, I, d]
     weights = jnp.einsum("td,dn->tn", x.astype(F32), rules.gather(p.w_w.astype(F32), ("embed", None)),
