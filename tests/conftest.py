@@ -232,7 +232,7 @@ def chromium_tab(url: str, args: tuple = ()):
 
 class TorchSide:
     """A client of tests/torch_side.py, the PyTorch side of the comparisons, served by one
-    process in the PyTorch environment (benchmarks/torch_env.py) for a whole test file."""
+    process in the PyTorch environment (benchmarks/torch_env.py) for a whole test process."""
 
     def __init__(self, python: str):
         self.dir = Path(tempfile.mkdtemp(prefix="spmdgpt-torch-side-"))
@@ -282,7 +282,7 @@ class TorchSide:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def torch_python():
     """The Python of the PyTorch side environment (benchmarks/torch_env.py). Without one the test
     skips, saying how to build it, except under `make test`, which builds it and sets
@@ -298,9 +298,11 @@ def torch_python():
     return python
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def torch_side(torch_python):
-    """The PyTorch side (transformers, benchmarks/torch_gpt.py), one server for the test file."""
+    """The PyTorch side (transformers, benchmarks/torch_gpt.py), one server for the test process (an
+    xdist worker's files share it: its requests hold no state, and its start, importing torch and
+    transformers, is ~3.5 s)."""
     side = TorchSide(torch_python)
     yield side
     side.close()
