@@ -247,6 +247,24 @@ def test_param_metadata_and_counts():
     assert all(isinstance(i, ParamInfo) for i in jax.tree.leaves(info, is_leaf=lambda x: isinstance(x, ParamInfo)))
 
 
+def test_flops_per_token_of_deepseek_v4s_compressed_layers():
+    """An H and a C layer against two S layers of the same unit: their compressors counted in their own
+    layers only (each kind's matrices are in both layers of the stack), the attention over T + E (E = T / 2
+    entries in the C layer, T / 4 in the H one) and the C layer's indexer scores, forward only."""
+    base = ["model.num_layers=2", "model.d_model=32", "model.num_heads=2", "model.head_dim=16", "model.num_kv_heads=1",
+            "model.vocab_size=16", "model.qk_norm=false", "model.csa.q_rank=8", "model.csa.rope_dim=4",
+            "model.csa.out_groups=1", "model.csa.out_rank=8", "model.csa.sparse_rate=2", "model.csa.heavy_rate=4",
+            "model.csa.index_heads=2", "model.csa.index_dim=4", "model.csa.index_topk=2"]
+    sliding, both = (load_config([*base, f"model.csa.pattern={p}"]).model for p in ("SS", "HC"))
+    # heavy: w_kv, w_gate [32, 1, 16]; sparse: [32, 2, 16] each; the indexer: its keys [32, 2, 4] x 2, w_q [8, 2, 4],
+    # w_w [32, 2]: one layer's worth each
+    compressors = 2 * 32 * 16 + 2 * 32 * 2 * 16 + 2 * 32 * 2 * 4 + 8 * 2 * 4 + 32 * 2
+    assert matmul_params(both) - matmul_params(sliding) == compressors == 3712
+    # T = 16: 8 entries in the C layer, 4 in the H one, 2 heads of 16 + 16; the indexer: 2 heads of 4 + 1
+    assert flops_per_token(both, 16) - flops_per_token(sliding, 16) == 6 * compressors + 6 * 2 * 32 * (8 + 4) + \
+        2 * 8 * 2 * 5 == 27040
+
+
 def test_flops_per_token_b1():
     cfg = load_config(
         ["model.num_layers=4", "model.num_heads=4", "model.d_model=256", "model.vocab_size=65"]

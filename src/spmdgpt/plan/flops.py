@@ -12,7 +12,12 @@ subtracted, as in PaLM's appendix B). A hybrid's Gated DeltaNet layers count the
 instead (`deltanet_mixing`). DeepSeek Sparse Attention (model.mla.index_heads = I, index_dim = d) adds its
 lightning indexer's scores, 6 * L * T * I * (d + 1) (each query's I products of width d with every key and their
 weighted sum, trained by its KL loss), and keeps the attention term over T x T: the masked dense form that runs
-here computes every score (a sparse kernel would count index_topk keys instead of T).
+here computes every score (a sparse kernel would count index_topk keys instead of T). DeepSeek-V4's
+compressed layers (model.csa.pattern C and H) attend over their T tokens and their E compressed entries
+(E = T / csa.sparse_rate in a C layer, T / csa.heavy_rate in an H one), so their attention term counts
+T x (T + E); a C layer's indexer scores every entry, 2 * E * I * (d + 1) a token (forward only: V4's indexer
+is not trained here, so no backward runs through it); a layer's compressor matrices count in its own kind's
+layers only (every layer of a mixed stack carries every kind's, `csa.compressed_info`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from spmdgpt.config import (
     DType,
     ModelConfig,
     attention_widths,
+    compress_kinds,
     deltanet_dims,
     global_stack,
     linear_layers,
@@ -58,12 +64,17 @@ def matmul_params(cfg: ModelConfig) -> float:
     experts' matrices (the leaves with an `experts` axis), the router, shared experts and dense
     layers whole. Multi-token prediction's modules (model.mtp_depth) are block leaves too, and
     each runs the output head once more; per-layer inputs (model.per_layer_dim) add the embedding's
-    projection to every layer's input."""
+    projection to every layer's input; DeepSeek-V4's compressors count in their own kind's layers."""
     info, moe = param_info(cfg), cfg.moe
     active = (
         (lambda i: moe.top_k / moe.num_experts if "experts" in i.logical else 1) if moe.num_experts else (lambda i: 1)
     )
-    blocks = sum(math.prod(i.shape) * active(i) for i in jax.tree.leaves(info, is_leaf=is_info)
+    kinds = compress_kinds(cfg)  # (DeepSeek-V4's unit, `csa.Csa`: a compressor computes in its own kind's layers)
+    used = {"heavy": kinds.count("H") / len(kinds), "sparse": kinds.count("C") / len(kinds),
+            "index": kinds.count("C") / len(kinds)} if cfg.csa.q_rank else {}
+    share = lambda path: next((used[k.name] for k in path if getattr(k, "name", None) in used), 1)  # noqa: E731
+    blocks = sum(math.prod(i.shape) * active(i) * share(path)
+                 for path, i in jax.tree_util.tree_leaves_with_path(info, is_leaf=is_info)
                  if i.fan_in and "layers" in i.logical)
     per_layer = 0 if info.per_layer is None else math.prod(info.per_layer.proj.shape)  # (its table lookup: free)
     return blocks + per_layer + math.prod(info.embed.shape) * (1 + cfg.mtp_depth)
@@ -79,10 +90,15 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
         local = sum(local_layers(cfg))
         widths = local * sum(attention_widths(stack_config(cfg, "local_blocks"))) + \
             (layers - local) * sum(attention_widths(stack_config(cfg, "blocks")))
-    index = 0.0
+    index = entries = 0.0
     if cfg.mla.kv_rank and cfg.mla.index_heads:  # (the lightning indexer's scores in every softmax layer)
         index = 6.0 * layers * seq_len * cfg.mla.index_heads * (cfg.mla.index_dim + 1)
-    return 6.0 * matmul_params(cfg) + 6.0 * widths * seq_len * cfg.num_heads + 6.0 * linear * \
+    if cfg.csa.q_rank:  # (DeepSeek-V4's compressed entries beside the tokens; a C layer's indexer over them)
+        kinds, c = compress_kinds(cfg), cfg.csa
+        sparse, heavy = kinds.count("C") * (seq_len // c.sparse_rate), kinds.count("H") * (seq_len // c.heavy_rate)
+        entries = (sparse + heavy) * (qk + v)
+        index = 2.0 * sparse * c.index_heads * (c.index_dim + 1)
+    return 6.0 * matmul_params(cfg) + 6.0 * (widths * seq_len + entries) * cfg.num_heads + 6.0 * linear * \
         deltanet_mixing(cfg, seq_len) + index
 
 
