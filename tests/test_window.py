@@ -214,3 +214,32 @@ def test_attention_sinks_are_refused_where_they_cannot_run():
 
     with pytest.raises(ConfigError, match=r"model.attention_sinks=True: .* cannot be exported \(train without it"):
         architecture(load_config([*sinks, "model.norm=rmsnorm", "model.mlp=swiglu"]).model)
+
+
+def test_deepseek_v4s_compressed_layers_in_query_blocks_equal_the_dense_form(monkeypatch):
+    """DeepSeek-V4's C and H layers (`csa.banded_attention`: query blocks of 4 against their own rows, the
+    block before's and every entry) give the dense form's loss and gradients (every query against every row
+    and entry) over 32 tokens in two documents each, windows of 4 reaching across blocks, within float32
+    rounding; the blocks are the smallest divisor of t that holds the window (8 of 32 at a window of 5),
+    and a sequence shorter than two of them stays dense."""
+    from spmdgpt.model import csa
+    from spmdgpt.model.loss import objective
+
+    cfg, mesh, rules, params = _model(
+        "model.num_kv_heads=1", "model.head_dim=16", "model.qk_norm=false", "model.csa.q_rank=16",
+        "model.csa.rope_dim=4", "model.csa.out_groups=1", "model.csa.out_rank=16", "model.csa.pattern=CH",
+        "model.csa.sparse_rate=2", "model.csa.heavy_rate=4", "model.csa.index_heads=2", "model.csa.index_dim=8",
+        "model.csa.index_topk=3")
+    assert csa.band_block(cfg.model, 32) == 4 and csa.band_block(cfg.model, 6) == 0
+    assert csa.band_block(load_config([*BASE, "model.sliding_window=5"]).model, 32) == 8
+    toks = np.random.default_rng(3).integers(0, 10, (2, 33)).astype(np.int32)
+    segments = np.asarray([[0] * 13 + [1] * 19, [0] * 21 + [1] * 11], np.int32)
+    positions = (np.arange(32)[None] - np.where(segments == 0, 0, np.asarray([[13], [21]]))).astype(np.int32)
+    loss = lambda p: objective(cfg.model, rules, p, toks[:, :-1], toks[:, 1:], segments, positions)[0]  # noqa: E731
+    with jax.set_mesh(mesh):
+        banded = jax.device_get(jax.jit(jax.value_and_grad(loss))(params))
+        monkeypatch.setattr(csa, "band_block", lambda m, t: 0)
+        dense = jax.device_get(jax.jit(jax.value_and_grad(loss))(params))
+    assert abs(banded[0] - dense[0]) <= 1e-6 * abs(dense[0]) and dense[0] > 1.0
+    for a, b in zip(jax.tree.leaves(banded[1]), jax.tree.leaves(dense[1]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(np.abs(b).max(), 1e-3))

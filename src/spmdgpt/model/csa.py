@@ -27,8 +27,10 @@ k_w / sqrt(d)), its keys k the same compression of its own (width d = index_dim)
 the query latent cq, its head weights w from x (the scores of DeepSeek-V3.2's indexer, `mla.index_scores`,
 and its selection, `mla.top_keys`). The compressed layers rotate by csa.compress_theta with
 model.rope_scaling (the S layers by model.rope_theta unscaled). With documents (segment ids) an
-entry is seen only inside the document that holds its whole span. Training computes the entries'
-scores densely (the queries x (tokens + entries)); cached decoding of compressed layers is not built.
+entry is seen only inside the document that holds its whole span. Training scores each block of queries
+(the smallest divisor of the sequence that holds the window) against its own rows, the block before's and
+every entry (`banded_attention`; the dense queries x (tokens + entries) where the sequence is shorter than two
+blocks or the layers' windows differ); cached decoding of compressed layers is not built.
 
 Shapes (D = d_model, N heads, H = head_dim, R = csa.q_rank, G = csa.out_groups, O = csa.out_rank,
 m = the layer kind's rate, c = 1 (H) or 2 (C), I = csa.index_heads, d = csa.index_dim; the block stacks
@@ -50,17 +52,27 @@ from typing import List, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import ModelConfig, RopeScaling, compress_kinds, head_dim, moe_layers, stack_config
+from spmdgpt.config import (
+    ModelConfig,
+    RopeScaling,
+    compress_kinds,
+    head_dim,
+    layer_windows,
+    moe_layers,
+    stack_config,
+)
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.attention import (
     UnitInputs,
     blocked_causal_attention,
     causal_blocks,
     dot_product_attention,
+    probabilities,
     write_cache,
 )
 from spmdgpt.model.context import flatten, unflatten
 from spmdgpt.model.info import matrix, residual_std, vector
+from spmdgpt.model.kernels import causal_mask, window_mask
 from spmdgpt.model.layers import rms, rms_normalize, rope_frequencies
 from spmdgpt.model.mla import index_scores, top_keys
 
@@ -258,12 +270,60 @@ def compressed_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, c
     entries, visible = compress(cfg, rules, comp, x, u, rate, inv)
     if kind == "C":
         visible = index_select(cfg, rules, p.index, x, cq, u, visible, inv)
+    whole = lambda a: jax.sharding.reshard(a, rules.spec("batch", None, None))  # noqa: E731  (every row, entry)
+    block = band_block(cfg, t)
+    if block:
+        return banded_attention(rules, q, whole(kv), whole(entries.astype(kv.dtype)), visible, u.segment_ids,
+                                u.window, block, p.sinks)
     local = next(causal_blocks(t, 0, u.segment_ids, u.window))[2]
     local = jnp.broadcast_to(local, (b, t, t), out_sharding=rules.spec("batch", None, None))
-    whole = lambda a: jax.sharding.reshard(a, rules.spec("batch", None, None))  # noqa: E731  (every row, entry)
     keys = jnp.concatenate([whole(kv), whole(entries.astype(kv.dtype))], axis=1)[:, None]  # [b, 1, t + W, H]
     mask = jnp.concatenate([local, visible], axis=-1)
     return dot_product_attention(q, keys, keys, mask, rules, sinks=p.sinks)
+
+
+def band_block(cfg: ModelConfig, t: int) -> int:
+    """The query block of `banded_attention` for sequences of t tokens: the smallest divisor of t that holds
+    model.sliding_window, when every layer has that window and t is at least two such blocks; else 0 (the
+    dense form)."""
+    w = cfg.sliding_window
+    if w <= 0 or set(layer_windows(cfg)) != {w}:
+        return 0
+    block = next((d for d in range(w, t + 1) if t % d == 0), t)
+    return block if t >= 2 * block else 0
+
+
+def banded_attention(rules: Rules, q: jax.Array, kv: jax.Array, entries: jax.Array, visible: jax.Array,
+                     segment_ids: Optional[jax.Array], window, block: int, sinks: jax.Array) -> jax.Array:
+    """`compressed_attention`'s softmax in query blocks of B = `block` tokens (B >= the layers' window): each
+    block's queries against its own rows and the previous block's (all a window can reach) and every entry,
+    q [b, N, t, H], kv [b, t, H], entries [b, W, H] (keys and values both), visible [b, t, W] -> [b, N, t, H].
+    The scores are t x (2B + W) a head where the dense form's are t x (t + W); the same softmax (the rows
+    outside the window masked in both)."""
+    b, N, t, H = q.shape
+    nb, W = t // block, entries.shape[1]
+    spec = lambda *axes: rules.spec("batch", *axes)  # noqa: E731
+    rows = jnp.reshape(kv, (b, nb, block, H), out_sharding=spec(None, None, None))
+    before = jnp.pad(rows[:, :-1], ((0, 0), (1, 0), (0, 0), (0, 0)))  # (block j - 1's rows; none before block 0)
+    keys = jnp.concatenate([before, rows, jnp.broadcast_to(entries[:, None], (b, nb, W, H), out_sharding=spec(
+        None, None, None))], axis=2)  # [b, nb, 2B + W, H]
+    idx = jnp.arange(t, dtype=jnp.int32)
+    q_pos = jnp.reshape(idx, (nb, block))
+    k_pos = (jnp.arange(nb, dtype=jnp.int32)[:, None] - 1) * block + jnp.arange(2 * block, dtype=jnp.int32)[None]
+    local = causal_mask(q_pos, k_pos) & window_mask(q_pos, k_pos, window)  # [nb, B, 2B] (k_pos < 0: none)
+    if segment_ids is not None:
+        seg = jnp.reshape(jnp.pad(segment_ids, ((0, 0), (block, 0)), constant_values=-1), (b, nb + 1, block))
+        k_seg = jnp.concatenate([seg[:, :-1], seg[:, 1:]], axis=2)  # [b, nb, 2B]
+        local = local[None] & (seg[:, 1:, :, None] == k_seg[:, :, None, :])
+    local = jnp.broadcast_to(local, (b, nb, block, 2 * block), out_sharding=spec(None, None, None))
+    mask = jnp.concatenate([local, jnp.reshape(visible, (b, nb, block, W), out_sharding=spec(None, None, None))], -1)
+    qb = jnp.reshape(jax.sharding.reshard(q, spec("heads", None, None)), (b, N, nb, block, H),
+                     out_sharding=spec("heads", None, None, None))
+    scores = jnp.einsum("bnjqh,bjkh->bnjqk", qb, keys, out_sharding=spec("heads", None, None, None),
+                        preferred_element_type=F32)
+    probs = probabilities(scores, mask[:, None], H ** -0.5, 0.0, None, keys.dtype, sinks[None, :, None, None, None])
+    out = jnp.einsum("bnjqk,bjkh->bnjqh", probs, keys, out_sharding=spec("heads", None, None, None))
+    return jnp.reshape(out, (b, N, t, H), out_sharding=spec("heads", "seq", "head_dim"))
 
 
 def compress(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: UnitInputs, rate: int,
