@@ -3,9 +3,8 @@ evaluation, and the statistics and rollouts where it asks for them) compiled for
 from abstract shapes, compile-only, and each within a device's memory. The hardware is the one
 its YAML header and the README name: one H100 (gpt2_124m, gemma3_1b), one host of 8 H100s (the
 Llama configs; gpt_oss_20b), a v5p-64 slice with 8-way expert parallelism (mixtral_8x7b), a
-v5p-128 one (gpt_oss_120b, qwen3_next_80b_a3b), a v5p-1024 slice with 8-way expert and 2-way tensor
-parallelism (deepseek_v4_flash), a v5p-1024 slice with 8-way expert parallelism
-(deepseek_v3); all but Llama 2 7B's only with SPMDGPT_BIG_PLANS=1 (a minute or more of
+v5p-128 one (gpt_oss_120b, qwen3_next_80b_a3b), a v5p-512 one (deepseek_v4_flash), a v5p-1024 slice
+with 8-way expert parallelism (deepseek_v3); all but Llama 2 7B's only with SPMDGPT_BIG_PLANS=1 (a minute or more of
 compilation each), and for the small ones a CPU device of this machine holding the whole run.
 
 The GPU plans use XLA's attention where cuDNN's library is not installed (CI installs the
@@ -37,7 +36,7 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "mixtral_8x7b": ["topology=v5p-64", "mesh.expert=8"],
     "gemma3_1b": ["topology=h100"],
     "deepseek_v3": ["topology=v5p-1024", "mesh.expert=8"],
-    "deepseek_v4_flash": ["topology=v5p-1024", "mesh.expert=8", "mesh.model=2"],
+    "deepseek_v4_flash": ["topology=v5p-512", "mesh.expert=8"],
     "gpt_oss_20b": ["topology=h100-8"],
     "gpt_oss_120b": ["topology=v5p-128", "mesh.expert=8"],
     "qwen3_next_80b_a3b": ["topology=v5p-128", "mesh.expert=8"],
