@@ -349,26 +349,38 @@ def test_the_units_on_a_mesh_equal_one_device():
 
 
 def test_the_units_decode_in_the_engine_as_the_full_forward():
-    """Every unit at once in the inference engine (paged cache: DeepSeek-V4's attention one
-    key/value row a token, its window of 5 over prompts of 7 and 5 new tokens; two slots, prompts
-    prefilled together, then decoded, each step's rows routed by their own tokens, a random table)
-    gives greedy tokens that are the full forward pass's argmax over each sequence so far, and their
-    log-probabilities within 1e-4 (the engine without the routes was 0.07 off)."""
-    m, mesh, rules = _one_device(*ALL_CSA, "model.init_std=0.2")
-    prompts = [[1, 2, 3, 4, 5, 6, 7], [9, 8, 7, 6, 5, 4, 3]]
+    """Every unit at once in the inference engine, DeepSeek-V4's compressed layers too (ALL_COMPRESSED: a C
+    layer, entries of 2 x 2 tokens, the indexer's top 2 of up to 9; an H layer, entries of 4; an S layer; each
+    with its window of 5 over one key/value row a token): pages of 4 tokens (2 C entries and 1 H entry a page),
+    prompts of 7, 5 and 11 tokens read in chunks of 3 (windows split between chunks and steps) by two slots (the
+    third prompt admitted when a slot frees: its window states start again), 8 new tokens each, each step's rows
+    routed by their own tokens (a random table): the greedy tokens are the full forward pass's argmax at every
+    place (teacher-forced, one pass over the padded sequences) and their log-probabilities within 1e-4 (measured:
+    6e-7). The pool's bytes (`pool_bytes`) are its arrays', the entries' and the window states' with them.
+    (Checked once on these weights, not kept: the forward with index_topk above the entries moves a
+    log-probability by 1.47, the compressors' w_kv zeroed by 2.5: the selection and the entries count.)"""
+    m, mesh, rules = _one_device(*ALL_COMPRESSED, "model.init_std=0.2")
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [9, 8, 7, 6, 5], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]]
     table = np.stack([np.random.default_rng(v).permutation(E)[:K] for v in range(V)])[None].astype(np.float32)
+    new = 8
     with jax.set_mesh(mesh):
         params = init_params(m, jax.random.key(0), rules)
         params = params._replace(hash_experts=jax.device_put(table, params.hash_experts.sharding))
-        got = Engine(m, rules, params, m.vocab_size, EngineConfig(slots=2, page_size=4)).run(
-            [Request(p, 5, temperature=0.0) for p in prompts])
-        tokens = np.asarray([r.tokens for r in got])
-        logits = jax.jit(lambda p, t: forward(m, rules, p, t)[0])(params, jnp.asarray(np.concatenate(
-            [np.asarray(prompts), tokens], axis=1)))
-    logp = np.asarray(jax.nn.log_softmax(logits[:, 6:-1]))  # (the predictions of each new token)
-    assert (logp.argmax(-1) == tokens).all()
-    assert np.abs(np.asarray([r.logprobs for r in got]) - np.take_along_axis(logp, tokens[..., None], -1)[..., 0]
-                  ).max() < 1e-4
+        engine = Engine(m, rules, params, m.vocab_size, EngineConfig(slots=2, page_size=4, chunk=3))
+        got = engine.run([Request(p, new, temperature=0.0) for p in prompts])
+        n = max(len(p) for p in prompts) + new
+        seqs = np.asarray([p + r.tokens + [0] * (n - len(p) - new) for p, r in zip(prompts, got, strict=True)])
+        logp = np.asarray(jax.nn.log_softmax(jax.jit(lambda p, t: forward(m, rules, p, t)[0])(params, seqs)))
+        pool = {k: (a.shape, a.nbytes) for k, a in engine.pool.items()}
+    for p, r, lp in zip(prompts, got, logp, strict=True):
+        want = lp[len(p) - 1:len(p) - 1 + new]  # (the predictions of each new token)
+        assert (want.argmax(-1) == r.tokens).all()
+        assert np.abs(np.asarray(r.logprobs) - want[np.arange(new), r.tokens]).max() < 1e-4
+    pages = engine.num_pages
+    assert pool["entries.C"][0] == (1, pages, 2, H) and pool["entries.I"][0] == (1, pages, 2, 8)
+    assert pool["entries.H"][0] == (1, pages, 1, H) and pool["window.H.gate"][0] == (1, 3, 4, 1, H)
+    assert pool["window.C.kv"][0] == (1, 3, 4, 2, H) and pool["window.I.gate"][0] == (1, 3, 4, 2, 8)
+    assert engine.pool_bytes == sum(b for _, b in pool.values())
 
 
 def test_bad_settings_are_one_line_each():
@@ -426,8 +438,10 @@ CSA_ON = ("model.csa.q_rank=8", "model.csa.out_groups=2", "model.csa.rope_dim=8"
 
 def test_csa_fields_refused_by_name_through_the_cli(capsys, tmp_path):
     """model.csa's fields set without q_rank, and q_rank with the default out_groups (8) that does not divide
-    the heads: exit 2, one line naming the field to set (config validation only: nothing compiles); the
-    inference engine refuses compressed layers by name."""
+    the heads: exit 2, one line naming the field to set (config validation only: nothing compiles); an engine
+    page size that is not a multiple of the compress rates (a page holds page_size / rate entries) is one line
+    naming both and the size to set, from `serve` (exit 2, before any checkpoint: the run has none) and
+    `plan serve=true`, and from the engine itself."""
     for overrides, expected in [
         (["model.csa.out_groups=2"], "model.csa.out_groups set without model.csa.q_rank; set model.csa.q_rank=R"),
         (["model.csa.out_rank=8", "model.csa.rope_dim=8"],
@@ -443,10 +457,26 @@ def test_csa_fields_refused_by_name_through_the_cli(capsys, tmp_path):
         code = main(["train", "+experiment=staircase", *overrides, f"run.dir={tmp_path / 'r'}"])
         err = capsys.readouterr().err
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
-    m, _, rules = _one_device(*CSA_ON, "model.csa.pattern=SH")
-    with pytest.raises(ValueError, match="model.csa.pattern='SH': the inference engine does not decode DeepSeek-V4's "
-                                         "compressed layers"):
-        Engine(m, rules, None, m.vocab_size, EngineConfig(slots=2, page_size=4))
+    from spmdgpt.config.load import to_yaml
+    from spmdgpt.data.tokenizers import DigitTokenizer, save_tokenizer
+
+    rates = (*CSA_ON, "model.num_layers=3", "model.csa.pattern=SCH", "model.csa.sparse_rate=2",
+             "model.csa.heavy_rate=4")
+    expected = ("engine page_size=6 must be a multiple of every compress rate of model.csa.pattern='SCH' "
+                "(model.csa.sparse_rate=2, model.csa.heavy_rate=4): a page holds page_size / rate compressed "
+                "entries; set page_size=12")
+    run_dir = tmp_path / "v4"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(to_yaml(load_config(["+experiment=staircase", *rates])))
+    save_tokenizer(DigitTokenizer(), run_dir / "tokenizer.json")
+    for args in (["serve", f"run.dir={run_dir}", "page_size=6"],
+                 ["plan", "+experiment=staircase", *rates, "serve=true", "page_size=6"]):
+        code = main(args)
+        err = capsys.readouterr().err
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    m, _, rules = _one_device(*rates)
+    with pytest.raises(ValueError, match=r"engine page_size=6 must be a multiple of every compress rate"):
+        Engine(m, rules, None, m.vocab_size, EngineConfig(slots=2, page_size=6))
 
 
 # A DeepseekV4ForCausalLM of the three kinds of layer (sliding; compressed sparse: entries of 2 x 2 tokens, the

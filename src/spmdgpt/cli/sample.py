@@ -111,6 +111,7 @@ def run(items: List[str]) -> int:
     import jax
 
     from spmdgpt.engine import Engine, EngineConfig, Request
+    from spmdgpt.engine.scheduler import fitting_page_size
     from spmdgpt.mesh.sharding import Rules
 
     with jax.set_mesh(mesh):
@@ -122,7 +123,7 @@ def run(items: List[str]) -> int:
         stops = tuple(dict.fromkeys([*([] if stop is None else [stop]), *folder_stops(args.run_dir)]))  # its eos ids)
         d = rules.batch_divisor()
         slots = min(-(-len(batch) // d) * d, max(64, d))
-        config = EngineConfig(slots=slots, speculate=args.speculate)
+        config = EngineConfig(slots=slots, page_size=fitting_page_size(cfg.model), speculate=args.speculate)
         engine = Engine(cfg.model, rules, params, tokenizer.vocab_size, config)
         # (sample i: stream i of the seed)
         requests = [Request(list(ids), n, args.temperature, args.top_k, args.top_p, args.seed, i,

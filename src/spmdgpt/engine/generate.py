@@ -46,10 +46,11 @@ class Conversation:
     def __init__(self, cfg: ModelConfig, rules: Rules, params: Params, tokenizer, sp: SamplingParams, engine=None,
                  stops: tuple = ()):
         from spmdgpt.engine import Engine, EngineConfig
+        from spmdgpt.engine.scheduler import fitting_page_size
 
         self.cfg, self.rules, self.params, self.tok, self.sp = cfg, rules, params, tokenizer, sp
         self.engine = engine or Engine(cfg, rules, params, tokenizer.vocab_size,
-                                       EngineConfig(slots=rules.batch_divisor()))
+                                       EngineConfig(slots=rules.batch_divisor(), page_size=fitting_page_size(cfg)))
         self.fed = 0
         self.stops = tuple(dict.fromkeys(t for t in (tokenizer.stop_id, *stops) if t is not None))  # (the end of
         # turn; hf:DIR's eos ids too)

@@ -9,6 +9,13 @@ write there, and nothing reads it unmasked. A hybrid's Gated DeltaNet layers kee
 they carry (`Unit.state`: the state and the convolution's last inputs) is per sequence whatever its
 length, so the pool holds it per slot ([their layers, slots + 1, ...]; `Rows.slot` says each row's,
 the last slot is the null one that padding rows write), zero for a sequence's first tokens.
+DeepSeek-V4's compressed layers (model.csa.pattern's C and H) keep their entries in pages too,
+arrays of their own indexed by the same page tables: each compressor (`csa.compressors`) of rate m
+holds page_size / m entries a page ("entries.<name>" [its kind's layers, pages, page_size / m, h],
+entry e of a sequence at page e m // page_size), so page_size is a multiple of every rate
+(`scheduler.page_size_error`); and per slot the window being filled ("window.<name>.kv", ".gate"
+[its kind's layers, slots + 1, c m, c, h], `csa.window_entries`), zero for a sequence's first tokens
+as a Gated DeltaNet state is.
 
 One step (`Step`) takes a fixed token budget in two groups of rows, so that no prompt length or
 arrival pattern changes a shape:
@@ -39,12 +46,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ModelConfig, global_stack, linear_layers, local_layers, stack_config
+from spmdgpt.config import ModelConfig, compress_kinds, global_stack, linear_layers, local_layers, stack_config
 from spmdgpt.mesh.sharding import Rules, platform
 from spmdgpt.model import hyper, lora
 from spmdgpt.model.attention import LayerCache
 from spmdgpt.model.blocks import PerLayer, block, scan_layers, windows
 from spmdgpt.model.context import unflatten
+from spmdgpt.model.csa import compressors, kinds_present, layer_kinds
 from spmdgpt.model.head import unembed
 from spmdgpt.model.kernels import causal_mask, paged_decode_attention, window_mask
 from spmdgpt.model.layers import dtype_of, norm
@@ -75,6 +83,31 @@ def states(cfg: ModelConfig) -> dict:
     attention, _ = block_units(cfg, "linear_blocks")
     return {name: (shape[1:], logical[1:], jnp.dtype(dtype) if dtype else dtype_of(cfg.compute_dtype))
             for name, (shape, logical, dtype) in attention.state(cfg, 1).items()}
+
+
+def entry_arrays(cfg: ModelConfig, pages: int, page_size: int, slots: int) -> dict:
+    """{name: (shape, logical axes)} of DeepSeek-V4's compressed layers' pool arrays (module docstring;
+    {} for a model without them): per compressor "entries.<name>" [layers, pages, page_size / m, h] and
+    the window states "window.<name>.kv", "window.<name>.gate" [layers, slots + 1, c m, c, h], its kind's
+    layers each."""
+    kinds, out = compress_kinds(cfg), {}
+    for name, (kind, rate, c, h, axis) in compressors(cfg).items():
+        n = kinds.count(kind)
+        out[f"entries.{name}"] = ((n, pages, page_size // rate, h), ("layers", None, None, axis))
+        for part in ("kv", "gate"):
+            out[f"window.{name}.{part}"] = ((n, slots + 1, c * rate, c, h), ("layers", None, None, None, axis))
+    return out
+
+
+def entry_index(cfg: ModelConfig) -> Optional[np.ndarray]:
+    """Each layer's index in each compressor's pool arrays (`entry_arrays`), int32 [layers, compressors]:
+    its place among the layers of the compressor's kind, -1 in a layer of another kind; None without
+    compressed layers."""
+    kinds, table = compress_kinds(cfg), compressors(cfg)
+    if not table:
+        return None
+    return np.asarray([[kinds[:i].count(kind) if k == kind else -1 for kind, *_ in table.values()]
+                       for i, k in enumerate(kinds)], np.int32)
 
 
 def pool_index(cfg: ModelConfig) -> np.ndarray:
@@ -151,19 +184,22 @@ def init_pool(cfg: ModelConfig, rules: Rules, pages: int, page_size: int, drafts
                                              out_sharding=rules.spec(*lay.logical[:lay.lead], "layers", None, None,
                                                                      *lay.logical[lay.lead:]))
              for stack in paged_stacks(cfg) for name, lay in pool_layouts(cfg, kernel, stack).items()}
-    return {**paged, **{name: jnp.zeros((sum(linear), slots + 1) + shape, dtype,
-                                        out_sharding=rules.spec("layers", None, *logical))
-                        for name, (shape, logical, dtype) in states(cfg).items()}}
+    entries = {name: jnp.zeros(shape, dtype_of(cfg.compute_dtype), out_sharding=rules.spec(*logical))
+               for name, (shape, logical) in entry_arrays(cfg, pages, page_size, slots).items()}
+    return {**paged, **entries, **{name: jnp.zeros((sum(linear), slots + 1) + shape, dtype,
+                                                   out_sharding=rules.spec("layers", None, *logical))
+                                   for name, (shape, logical, dtype) in states(cfg).items()}}
 
 
 def pool_bytes(cfg: ModelConfig, pages: int, page_size: int, drafts: int = 0, slots: int = 0) -> int:
-    """Bytes of a pool of `pages` pages (all layers, all cached arrays), with a hybrid's states for
-    `slots` slots."""
+    """Bytes of a pool of `pages` pages (all layers, all cached arrays: DeepSeek-V4's compressed entries
+    too), with a hybrid's states and the compressed layers' window states for `slots` slots."""
     linear, counts = linear_layers(cfg), paged_layers(cfg, drafts)
     paged = sum(counts[stack] * sum(int(np.prod(lay.rest)) for lay in layouts(cfg, stack).values())
                 for stack in paged_stacks(cfg)) * pages * page_size * dtype_of(cfg.compute_dtype).itemsize
-    return paged + sum(linear) * (slots + 1) * sum(int(np.prod(shape)) * dtype.itemsize
-                                                   for shape, _, dtype in states(cfg).values())
+    entries = sum(int(np.prod(shape)) for shape, _ in entry_arrays(cfg, pages, page_size, slots).values())
+    return paged + entries * dtype_of(cfg.compute_dtype).itemsize + sum(linear) * (slots + 1) * sum(
+        int(np.prod(shape)) * dtype.itemsize for shape, _, dtype in states(cfg).values())
 
 
 class Rows(NamedTuple):
@@ -424,6 +460,9 @@ class Step:
         self.interpret = kernel is not None and kernel != platform()
         self.layouts = {stack: layouts(cfg, stack) for stack in paged_stacks(cfg)}
         self.states = states(cfg)
+        self.compressors = compressors(cfg)  # (DeepSeek-V4's compressed layers: their entries' pool arrays)
+        # (the pool's per-slot arrays: the Gated DeltaNet states, the compressed layers' windows)
+        self.slot_arrays = {*self.states, *(n for n in entry_arrays(cfg, 1, page_size, 0) if n.startswith("window."))}
         # (the unit's arrays, or as the kernel reads them; a global stack's local layers' under "local.")
         self.stacks = {stack: pool_layouts(cfg, kernel, stack) for stack in paged_stacks(cfg)}
         self.pools = self.stacks["blocks"]
@@ -459,10 +498,11 @@ class Step:
                      seen)
 
     def _layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, stack: str, window=None,
-               routes=None, inputs=None):
+               routes=None, inputs=None, compress=None, entries=None):
         """One block over a group's rows, reading layer `layer` of the pool and writing its new entries
         (routes: the layer's hash-routed experts of the rows' tokens, `moe.hash_routes`; inputs: the
-        rows' per-layer inputs of this layer, model.per_layer_dim)."""
+        rows' per-layer inputs of this layer, model.per_layer_dim; compress, entries: DeepSeek-V4's, the
+        layer's kind, `csa.layer_kinds`, and its place in the compressors' arrays, `entry_index`)."""
         if stack == "linear_blocks":
             return self._state_layer(rules, p, x, pool, layer, g, mask, routes)
         b, t = g.rows.tokens.shape
@@ -473,11 +513,62 @@ class Step:
                              routes=routes, layer_input=inputs)
             return x, {**pool, **kv}
         paged = "local_blocks" if stack == "local_blocks" else "blocks"
+        views = self._views(pool, layer, g.table, rules, paged)
+        mine = self._mine(stack, entries)  # {compressor: (whether the layer is of its kind, its index there)}
+        for n, (is_mine, at) in mine.items():
+            views.update(self._compressed_views(rules, pool, n, at, g))
         x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b,
-                         LayerCache(self._views(pool, layer, g.table, rules, paged), mask, jnp.int32(g.capacity)),
-                         window=window, stack=stack, routes=routes, layer_input=inputs)
+                         LayerCache(views, mask, jnp.int32(g.capacity)),
+                         window=window, stack=stack, routes=routes, layer_input=inputs, compress=compress)
         new = {n: _entries(kv[n], lay, g.capacity, t, rules) for n, lay in self.layouts[paged].items()}
-        return x, self._store(pool, layer, new, g.where, rules, paged)
+        pool = self._store(pool, layer, new, g.where, rules, paged)
+        for n, (is_mine, at) in mine.items():
+            pool = self._compressed_store(rules, pool, n, is_mine, at, g, kv)
+        return x, pool
+
+    def _mine(self, stack: str, entries) -> dict:
+        """{compressor: (traced bool: the layer is of its kind, its index in the compressor's arrays)} of
+        the compressors whose kind parameter stack `stack` has (`csa.kinds_present`)."""
+        if entries is None:
+            return {}
+        kinds = kinds_present(stack_config(self.cfg, stack))
+        return {n: (entries[i] >= 0, jnp.maximum(entries[i], 0))
+                for i, (n, (kind, *_)) in enumerate(self.compressors.items()) if kind in kinds}
+
+    def _compressed_views(self, rules, pool: dict, name: str, at, g: Group) -> dict:
+        """A compressor's entries in each row's pages ("entries.<name>" [b, pages_per_seq x page_size / m,
+        h]) and its rows' window states ("window.<name>.kv", ".gate" [b, c m, c, h]; zero for a sequence's
+        first tokens), from index `at` of its arrays."""
+        *_, axis = self.compressors[name]
+        rows, b = g.rows, g.rows.tokens.shape[0]
+        h = pool[f"entries.{name}"].shape[-1]
+        out = {f"entries.{name}": _view(pool[f"entries.{name}"], at, rows.table, Layout(1, (h,), (axis,)), rules)}
+        fresh = rows.cached == 0
+        for part in ("kv", "gate"):
+            a = pool[f"window.{name}.{part}"].at[at, rows.slot].get(out_sharding=rules.spec("batch", None, None, axis))
+            out[f"window.{name}.{part}"] = jnp.where(fresh.reshape((b, 1, 1, 1)), jnp.zeros_like(a), a)
+        return out
+
+    def _compressed_store(self, rules, pool: dict, name: str, mine, at, g: Group, kv: dict) -> dict:
+        """The pool with a compressor's new entries (kv["entries.<name>"] [b, t, h], each at the token that
+        completes its window: page_size / m a page, at the token's page) and its rows' new window states
+        written at index `at`; a layer of another kind (`mine` False) and padding write the null page and
+        the null slot."""
+        _, rate, _, h, axis = self.compressors[name]
+        rows = g.rows
+        pos = rows.positions
+        done = (mine & (pos >= 0) & ((pos + 1) % rate == 0)).reshape(-1)
+        offsets = ((jnp.maximum(pos, 0) % self.page_size) // rate).reshape(-1)
+        new = jnp.reshape(kv[f"entries.{name}"], (-1, h), out_sharding=rules.spec("batch", axis))
+        pool = {**pool, f"entries.{name}": _put(pool[f"entries.{name}"], at, new, Layout(1, (h,), (axis,)),
+                                                 jnp.where(done, g.where[0], 0), offsets, rules)}
+        null = pool[f"window.{name}.kv"].shape[1] - 1
+        target = jax.sharding.reshard(jnp.where(mine & jnp.any(pos >= 0, axis=1), rows.slot, null), P(None))
+        for part in ("kv", "gate"):
+            n = f"window.{name}.{part}"
+            value = jax.sharding.reshard(kv[n].astype(pool[n].dtype), rules.spec(None, None, None, axis))
+            pool[n] = pool[n].at[at, target].set(value, out_sharding=jax.typeof(pool[n]).sharding.spec)
+        return pool
 
     def _shared_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, stack: str, window=None, inputs=None):
         """A layer of model.kv_shared_layers over a group's rows: its queries over the pages of layer
@@ -584,13 +675,16 @@ class Step:
                         x, pool = self._shared_layer(rules, p_g, x, pool, s.index, g, stack, s.window, inputs)
                     else:
                         x, pool = self._layer(rules, p_g, x, pool, s.index, g, mask, stack, s.window,
-                                              None if s.routes is None else s.routes[i], inputs)
+                                              None if s.routes is None else s.routes[i], inputs, s.compress,
+                                              s.entries)
                     out.append(x)
                 return (tuple(out), pool), {}
 
             return step
 
-        per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)), routes=routes, inputs=inputs)
+        index = entry_index(cfg)
+        per_layer = PerLayer(window=windows(cfg), index=jnp.asarray(pool_index(cfg)), routes=routes, inputs=inputs,
+                             compress=layer_kinds(cfg), entries=None if index is None else jnp.asarray(index))
         (xs, pool), _ = scan_layers(cfg, params, make_step, (xs, pool), per_layer)
         results = []
         for h, g, checks in zip(xs, live, verifying, strict=True):

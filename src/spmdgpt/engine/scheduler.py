@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -69,12 +70,33 @@ class EngineConfig:
 
 
 def decode_error(cfg: ModelConfig) -> Optional[str]:
-    """Why the engine cannot decode this model, or None: DeepSeek-V4's compressed layers (their entries' pool
-    arrays are not built yet)."""
-    if set(compress_kinds(cfg)) - {"S"}:
-        return (f"model.csa.pattern={cfg.csa.pattern!r}: the inference engine does not decode DeepSeek-V4's "
-                "compressed layers (C, H) yet; it runs models whose pattern is S alone")
+    """Why the engine cannot decode this model, or None (every model that trains decodes: DeepSeek-V4's
+    compressed layers too, whose page size `page_size_error` checks)."""
     return None
+
+
+def compress_rates(cfg: ModelConfig) -> dict:
+    """{field: tokens per compressed entry} of DeepSeek-V4's compressed layers that the model has
+    ("sparse_rate" for C layers, "heavy_rate" for H, in that order); {} without them."""
+    kinds = set(compress_kinds(cfg))
+    return {f: getattr(cfg.csa, f) for k, f in (("C", "sparse_rate"), ("H", "heavy_rate")) if k in kinds}
+
+
+def fitting_page_size(cfg: ModelConfig, page_size: int = 16) -> int:
+    """The least multiple of `page_size` that is a multiple of every compress rate (`compress_rates`):
+    the page size of the engines whose caller names none (sample, chat, evaluation)."""
+    return math.lcm(page_size, *compress_rates(cfg).values())
+
+
+def page_size_error(cfg: ModelConfig, page_size: int) -> Optional[str]:
+    """Why the engine cannot hold this model's pages of `page_size` tokens, or None: DeepSeek-V4's
+    compressed layers keep page_size / m entries a page (`engine.paged`), so m divides it."""
+    rates = compress_rates(cfg)
+    if page_size < 1 or page_size % math.lcm(1, *rates.values()) == 0:
+        return None
+    return (f"engine page_size={page_size} must be a multiple of every compress rate of model.csa.pattern="
+            f"{cfg.csa.pattern!r} ({', '.join(f'model.csa.{f}={r}' for f, r in rates.items())}): a page holds "
+            f"page_size / rate compressed entries; set page_size={fitting_page_size(cfg, page_size)}")
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
@@ -180,8 +202,9 @@ class Engine:
     def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
                  config: EngineConfig = EngineConfig()):
         d = rules.batch_divisor()
-        if decode_error(cfg):
-            raise ValueError(decode_error(cfg))
+        for err in (decode_error(cfg), page_size_error(cfg, config.page_size)):
+            if err:
+                raise ValueError(err)
         if config.slots % d:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
         self.cfg, self.rules, self.params = cfg, rules, params
@@ -220,9 +243,10 @@ class Engine:
         self.compiled: dict = {}  # {(groups, rows, width): an executable of the step compiled ahead of time (`use`)}
         # (a hybrid's Gated DeltaNet state is not in pages: a sequence cannot start after shared ones; with 2
         # or more drafts, the drafter's entries at the last places a step or a prefill chunk writes read
-        # drafts not yet checked: they depend on how the sequence was read, so no page is another's to take)
-        self.pages = Pages(self.num_pages, self.page_size,
-                           config.prefix_sharing and not any(linear_layers(cfg)) and self.drafts < 2)
+        # drafts not yet checked: they depend on how the sequence was read, so no page is another's to take; a
+        # compressed layer's window state is not in pages either: a C layer's next entry reads the window before)
+        self.pages = Pages(self.num_pages, self.page_size, config.prefix_sharing and not any(linear_layers(cfg))
+                           and self.drafts < 2 and not compress_rates(cfg))
         self.slots: List[Optional[_Slot]] = [None] * self.slots_n
         self.waiting: deque = deque()
         self._admitted = itertools.count()

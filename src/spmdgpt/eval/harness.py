@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from spmdgpt.config import ConfigError, ModelConfig
 from spmdgpt.engine import Engine, EngineConfig, Request
+from spmdgpt.engine.scheduler import fitting_page_size
 from spmdgpt.mesh.sharding import Rules, to_host
 from spmdgpt.model import forward
 
@@ -48,7 +49,8 @@ class SpmdgptLM(TemplateLM):
         self.cfg, self.rules, self.params, self.tok = cfg, rules, params, tokenizer
         self.batch = max(batch_size, 1) + (-max(batch_size, 1) % rules.batch_divisor())  # (rows split evenly)
         self.bos_id, self.max_length, self.max_gen_toks = bos_id, cfg.max_seq_len, max_gen_toks
-        self.engine = Engine(cfg, rules, params, None, EngineConfig(slots=self.batch))
+        self.engine = Engine(cfg, rules, params, None,
+                             EngineConfig(slots=self.batch, page_size=fitting_page_size(cfg)))
         self._scores = jax.jit(self._scores_impl)
 
     # -- tokens

@@ -119,6 +119,8 @@ class PerLayer(NamedTuple):
     routes: Optional[Array] = None  # its row of the hash-routed layers' experts [stream, k] (`moe.hash_routes`)
     inputs: Optional[Array] = None  # its per-layer input [stream, P] (model.per_layer_dim, `per_layer.layer_inputs`)
     compress: Optional[Array] = None  # its kind of DeepSeek-V4 attention, int32 (`csa.layer_kinds`)
+    entries: Optional[Array] = None  # the inference engine: its index in each compressor's pool arrays, int32
+    #   [compressors] (-1: another kind's; `engine.paged.entry_index`)
 
 
 class Cached(NamedTuple):

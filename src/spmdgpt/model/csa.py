@@ -30,7 +30,14 @@ model.rope_scaling (the S layers by model.rope_theta unscaled). With documents (
 entry is seen only inside the document that holds its whole span. Training scores each block of queries
 (the smallest divisor of the sequence that holds the window) against its own rows, the block before's and
 every entry (`banded_attention`; the dense queries x (tokens + entries) where the sequence is shorter than two
-blocks or the layers' windows differ); cached decoding of compressed layers is not built.
+blocks or the layers' windows differ).
+
+The inference engine decodes the compressed layers from its pages (`engine.paged`): each compressor's
+entries (`compressors`: "H", "C" and the indexer's keys "I") in pool arrays of their own, a page of
+page_size tokens holding page_size / m of them, and per sequence the window being filled (`window_entries`:
+the last c m tokens' contributions x w_kv and gate logits x w_gate, before the bias), so that a prefill
+chunk of any length, or a decode step, makes the entries its tokens complete as one pass over the whole
+sequence would (`cached_compressed`).
 
 Shapes (D = d_model, N heads, H = head_dim, R = csa.q_rank, G = csa.out_groups, O = csa.out_rank,
 m = the layer kind's rate, c = 1 (H) or 2 (C), I = csa.index_heads, d = csa.index_dim; the block stacks
@@ -187,6 +194,24 @@ def csa_cache(cfg: ModelConfig, batch: int, capacity: int) -> dict:
     return {"shared_kv": ((batch, capacity, head_dim(cfg)), ("batch", None, "head_dim"))}
 
 
+def compressors(cfg: ModelConfig) -> dict:
+    """{name: (kind, rate m, series c, width h, logical axis of h)} of the model's compressors, in the
+    order "C", "I", "H" of those its pattern has: "C" the C layers' entries, "I" their indexer's keys,
+    "H" the H layers' entries (what the inference engine keeps in pages and per slot, `engine.paged`)."""
+    kinds, c, H = set(compress_kinds(cfg)), cfg.csa, head_dim(cfg)
+    out = {}
+    if "C" in kinds:
+        out["C"] = ("C", c.sparse_rate, 2, H, "head_dim")
+        out["I"] = ("C", c.sparse_rate, 2, c.index_dim, "index_dim")
+    if "H" in kinds:
+        out["H"] = ("H", c.heavy_rate, 1, H, "head_dim")
+    return out
+
+
+def _compressor(p: Csa, name: str) -> Compressor:
+    return {"C": lambda: p.sparse, "I": lambda: p.index.keys, "H": lambda: p.heavy}[name]()
+
+
 def kinds_present(cfg: ModelConfig) -> tuple:
     """The kinds of layer ("S", "C", "H") the model has, in that order: `lax.switch`'s branches."""
     kinds = set(compress_kinds(cfg))
@@ -213,11 +238,16 @@ def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitI
     it): the new rows written at cache.end, the queries over the whole cache (S layers only). A
     model of several kinds of layer runs this layer's by u.compress (`layer_kinds`)."""
     present = kinds_present(cfg)
-    if u.cache is not None and present != ("S",):
-        raise ValueError(f"model.csa.pattern={cfg.csa.pattern!r}: the compressed layers (C, H) do not decode from a "
-                         "cache yet; sample from a model whose pattern is S alone")
+    engine = u.cache is not None and any(n.startswith("entries.") for n in u.cache.arrays)
+    if u.cache is not None and present != ("S",) and not engine:
+        raise ValueError(f"model.csa.pattern={cfg.csa.pattern!r}: the compressed layers (C, H) decode only in the "
+                         "inference engine (spmdgpt.engine), from its pages")
     if len(present) == 1:
         return _attention(cfg, rules, p, x, u, present[0])
+    if engine:  # (each kind's branch gives every compressor's outputs: `_unchanged` for the other kinds')
+        branches = [lambda x, kind=kind: _attention(cfg, rules, p, x, u, kind)[:2] for kind in present]
+        out, new = jax.lax.switch(u.compress, branches, x)
+        return out, new, {}
     branches = [lambda x, kind=kind: _attention(cfg, rules, p, x, u, kind)[0] for kind in present]
     return jax.lax.switch(u.compress, branches, x), None, {}
 
@@ -241,7 +271,12 @@ def _attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInpu
     if u.cache is not None and u.cache.mask is not None:  # decode: over everything cached
         new = write_cache(u.cache, 1, shared_kv=kv)
         whole = new["shared_kv"].astype(dt)[:, None]  # [b, 1, capacity, H]
-        o = dot_product_attention(q, whole, whole, u.cache.mask, rules, sinks=p.sinks)
+        if kind == "S":
+            o = dot_product_attention(q, whole, whole, u.cache.mask, rules, sinks=p.sinks)
+        else:  # (the engine's pages: the entries too)
+            o, entries = cached_compressed(cfg, rules, p, x, cq, q, whole, u, kind, inv)
+            new.update(entries)
+        new = _unchanged(u.cache.arrays, new, u.positions.shape[-1])
     elif kind == "S":
         o = blocked_causal_attention(q, kv[:, None], kv[:, None], cfg.attention_block, rules, u.segment_ids,
                                      window=u.window, sinks=p.sinks)
@@ -333,12 +368,7 @@ def compress(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: Uni
     window's first position; visible [b, t, W]: query i sees entry w once its window is whole, within
     its document)."""
     b, (c, h), dt = u.batch, p.w_kv.shape[-2:], x.dtype
-    axis = (None, None)
-    kv = jnp.einsum("td,dch->tch", x, rules.gather(p.w_kv.astype(dt), ("embed", *axis)),
-                    out_sharding=rules.spec("stream", *axis))
-    gate = jnp.einsum("td,dch->tch", x, rules.gather(p.w_gate.astype(dt), ("embed", *axis)),
-                      out_sharding=rules.spec("stream", *axis))
-    kv, gate = unflatten(rules, kv, b, *axis), unflatten(rules, gate, b, *axis)  # [b, t, c, h]
+    kv, gate = _project(rules, p, x, b)
     t = kv.shape[1]
     W = t // rate
     windows = lambda a: jnp.reshape(a[:, :W * rate], (b, W, rate, c, h),  # noqa: E731
@@ -363,14 +393,15 @@ def compress(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: Uni
 
 
 def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: jax.Array, u: UnitInputs,
-                 visible: jax.Array, inv: jax.Array) -> jax.Array:
+                 visible: jax.Array, inv: jax.Array, keys: Optional[jax.Array] = None) -> jax.Array:
     """A C layer's lightning indexer: of the entries each query may see (visible [b, t, W]), the
     csa.index_topk of highest score (`mla.index_scores` of its queries from the query latent cq
-    [stream, R] and its own compressed keys; `mla.top_keys`) -> [b, t, W]. Its inputs are detached:
-    the selection gives it no gradient."""
+    [stream, R] and its own compressed keys, or `keys` [b, W, d] where given: the engine's; `mla.top_keys`)
+    -> [b, t, W]. Its inputs are detached: the selection gives it no gradient."""
     x, cq = jax.lax.stop_gradient(x), jax.lax.stop_gradient(cq)
     c, b = cfg.csa, u.batch
-    keys, _ = compress(cfg, rules, p.keys, x, u, c.sparse_rate, inv)
+    if keys is None:
+        keys, _ = compress(cfg, rules, p.keys, x, u, c.sparse_rate, inv)
     q = jnp.einsum("tr,rnh->tnh", cq, rules.gather(p.w_q.astype(cq.dtype), ("latent", None, None)),
                    out_sharding=rules.spec("stream", None, None))
     q = rotate_tail(cfg, unflatten(rules, q, b, None, None), u.positions, inv=inv)  # [b, t, I, d]
@@ -378,6 +409,104 @@ def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: j
                          out_sharding=rules.spec("stream", None)) * c.index_heads ** -0.5
     scores = index_scores(rules, q, keys, unflatten(rules, weights, b, None))
     return top_keys(scores, visible, c.index_topk)
+
+
+def _project(rules: Rules, p: Compressor, x: jax.Array, b: int) -> tuple:
+    """A compressor's contributions x w_kv and gate logits x w_gate (no bias) of x [stream, D] -> two
+    [b, t, c, h] in x's dtype."""
+    dt, axis = x.dtype, (None, None)
+    kv = jnp.einsum("td,dch->tch", x, rules.gather(p.w_kv.astype(dt), ("embed", *axis)),
+                    out_sharding=rules.spec("stream", *axis))
+    gate = jnp.einsum("td,dch->tch", x, rules.gather(p.w_gate.astype(dt), ("embed", *axis)),
+                      out_sharding=rules.spec("stream", *axis))
+    return unflatten(rules, kv, b, *axis), unflatten(rules, gate, b, *axis)
+
+
+def window_entries(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: UnitInputs, name: str,
+                   rate: int, inv: jax.Array) -> tuple:
+    """The engine's compression of a chunk (prefill) or a token (decode) of each row, x [b * t, D] at
+    u.positions [b, t] (the row's tokens from its first position on, then padding at -1), from the row's
+    window state (u.cache.arrays "window.<name>.kv" and ".gate" [b, L, c, h], L = c m: the contributions
+    and gate logits of the L positions before the chunk's first, oldest first; zeros for a new sequence)
+    -> (entries [b, t, h]: at each token that completes a window ((w + 1) m - 1 = its position) that
+    window's entry, as `compress` makes it over the whole sequence, else 0; done [b, t]: where; the new
+    window state {"window.<name>.kv", ".gate"}: the L positions up to the row's last token). Each token's
+    window is read from [state, chunk] by a gather of L places: O(t L c h) a row."""
+    b, dt = u.batch, x.dtype
+    kv, gate = _project(rules, p, x, b)  # [b, t, c, h]
+    c = kv.shape[2]
+    L, pos = c * rate, u.positions
+    t = pos.shape[-1]
+    spec = rules.spec("batch", None, None, None)
+    old = [jax.sharding.reshard(u.cache.arrays[f"window.{name}.{n}"].astype(dt), spec) for n in ("kv", "gate")]
+    seq_kv, seq_gate = (jnp.concatenate([o, jax.sharding.reshard(a, spec)], axis=1)
+                        for o, a in zip(old, (kv, gate), strict=True))  # [b, L + t, c, h]: positions p0 - L on
+    places = jnp.arange(t)[:, None] + 1 + jnp.arange(L)[None]  # [t, L]: token j's window, up to it
+    win_kv, win_gate = (jnp.take(a, places, axis=1) for a in (seq_kv, seq_gate))  # [b, t, L, c, h]
+    bias = p.bias.astype(F32)  # [m, c, h]
+    win_gate = win_gate.astype(F32)
+    if c == 2:  # (window w - 1's first series, then window w's second)
+        win_kv = jnp.concatenate([win_kv[:, :, :rate, 0], win_kv[:, :, rate:, 1]], axis=2)
+        win_gate = jnp.concatenate([win_gate[:, :, :rate, 0] + bias[:, 0], win_gate[:, :, rate:, 1] + bias[:, 1]],
+                                   axis=2)
+    else:
+        win_kv, win_gate = win_kv[:, :, :, 0], win_gate[:, :, :, 0] + bias[:, 0]
+    at = pos[:, :, None] - L + 1 + jnp.arange(L)  # [b, t, L]: each place's position (< 0: none, the gate -inf)
+    win_gate = jnp.where((at >= 0)[..., None], win_gate, -jnp.inf)
+    entries = jnp.sum(win_kv * jax.nn.softmax(win_gate, axis=2).astype(dt), axis=2)  # [b, t, h]
+    entries = rms_normalize(entries, cfg.norm_eps, p.norm.astype(dt))
+    entries = rotate_tail(cfg, entries, pos - rate + 1, inv=inv)  # (at the window's first position)
+    done = (pos >= 0) & ((pos + 1) % rate == 0)
+    entries = jnp.where(done[..., None], entries, jnp.zeros_like(entries))  # (0, never NaN: a padding token's
+    # softmax over no position)
+    keep = jnp.sum(pos >= 0, axis=1)[:, None] + jnp.arange(L)[None]  # [b, L]: past the row's last token, L back
+    state = {f"window.{name}.{n}": jnp.take_along_axis(a, keep[:, :, None, None], axis=1)
+             for n, a in (("kv", seq_kv), ("gate", seq_gate))}
+    return entries, done, state
+
+
+def cached_compressed(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, cq: jax.Array, q: jax.Array,
+                      rows: jax.Array, u: UnitInputs, kind: str, inv: jax.Array) -> tuple:
+    """A C or H layer's attention in the inference engine: q [b, N, t, H] at u.positions [b, t] over the
+    cached rows [b, 1, capacity, H] (u.cache.mask: causal, the window), the entries in the pages
+    (u.cache.arrays "entries.<name>" [b, E, h]: entry e of the row's pages in order, whole before the
+    chunk once (e + 1) m <= its first position) and the entries this chunk completes (`window_entries`),
+    a C layer's those of them its indexer selects (`index_select`) -> (o [b, N, t, H], {"entries.<name>":
+    [b, t, h] the new entries by the token that completes each, "window.<name>.kv", ".gate": the new
+    window states}) for the layer's compressors."""
+    c, pos = cfg.csa, u.positions
+    name, rate = ("H", c.heavy_rate) if kind == "H" else ("C", c.sparse_rate)
+    names = (name,) if kind == "H" else (name, "I")
+    out, entries = {}, {}
+    for n in names:
+        fresh, done, state = window_entries(cfg, rules, _compressor(p, n), x, u, n, rate, inv)
+        whole = lambda a: jax.sharding.reshard(a, rules.spec("batch", None, None))  # noqa: E731
+        entries[n] = jnp.concatenate([whole(u.cache.arrays[f"entries.{n}"].astype(x.dtype)), whole(fresh)], axis=1)
+        out.update({f"entries.{n}": fresh, **state})
+    E = u.cache.arrays[f"entries.{name}"].shape[1]
+    first = pos[:, :1, None]  # [b, 1, 1]: the chunk's first position (every token's in the pages before it)
+    paged = ((jnp.arange(E) + 1) * rate <= first) & (pos[:, :, None] >= 0)  # [b, t, E]
+    new = done[:, None, :] & (pos[:, None, :] <= pos[:, :, None])  # [b, t, t]
+    visible = jnp.concatenate([paged, new], axis=-1)
+    if kind == "C":
+        visible = index_select(cfg, rules, p.index, x, cq, u, visible, inv, keys=entries["I"])
+    keys = jnp.concatenate([jax.sharding.reshard(rows, rules.spec("batch", None, None, None)),
+                            entries[name].astype(rows.dtype)[:, None]], axis=2)  # [b, 1, capacity + E + t, H]
+    mask = jnp.concatenate([u.cache.mask, visible], axis=-1)
+    return dot_product_attention(q, keys, keys, mask, rules, sinks=p.sinks), out
+
+
+def _unchanged(arrays: dict, new: dict, t: int) -> dict:
+    """A cached layer's outputs `new` with those of the compressors it does not run (another kind's, in a
+    model of several: `lax.switch`'s branches give the same outputs): no entries (0), the window states as
+    they were."""
+    out = dict(new)
+    for n, a in arrays.items():
+        if n.startswith("entries.") and n not in out:
+            out[n] = jnp.zeros((a.shape[0], t, a.shape[-1]), a.dtype, out_sharding=jax.typeof(a).sharding.spec)
+        elif n.startswith("window.") and n not in out:
+            out[n] = a
+    return out
 
 
 def csa_stats(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs) -> dict:

@@ -309,8 +309,9 @@ def pool_parts(engine) -> tuple:
     """(bytes of one page of the engine's pool, bytes of its per-slot state rows) per device, from
     its shapes: nothing allocated."""
     pool = engine.shapes()[0]
-    pages = shard_bytes({n: a for n, a in pool.items() if n not in engine.step_fn.states})
-    return pages // engine.num_pages, shard_bytes({n: a for n, a in pool.items() if n in engine.step_fn.states})
+    per_slot = engine.step_fn.slot_arrays
+    pages = shard_bytes({n: a for n, a in pool.items() if n not in per_slot})
+    return pages // engine.num_pages, shard_bytes({n: a for n, a in pool.items() if n in per_slot})
 
 
 def pool_refusal(cfg: Config, rules: Rules, config, resident: int) -> Optional[str]:
