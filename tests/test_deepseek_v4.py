@@ -423,8 +423,6 @@ def test_bad_settings_are_one_line_each():
           "model.rope_attention_factor=2"], "model.rope_attention_factor=2.0: DeepSeek-V4's compressed layers"),
         ([*CSA_ON, "model.csa.pattern=H", "model.mtp_depth=1"],
          "model.csa.pattern='H' (compressed layers) and model.mtp_depth do not combine yet"),
-        ([*CSA_ON, "model.csa.pattern=H", "train.rollout_tokens=8"],
-         "train.rollout_tokens=8 with model.csa.pattern='H': the rollouts sample on the inference engine"),
         ([*CSA_ON, "model.csa.pattern=CH", "sharding=fsdp", "mesh.stage=2", "mesh.data=4", "model.num_layers=4"],
          "mesh.stage=2 with model.csa.pattern='CH': the pipeline's stages do not run DeepSeek-V4's compressed"),
     ]:

@@ -537,10 +537,6 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
             and t.rollout_prompt_tokens + t.rollout_tokens > m.max_seq_len):
         errs.append(f"train.rollout_prompt_tokens={t.rollout_prompt_tokens} + train.rollout_tokens="
                     f"{t.rollout_tokens} exceeds model.max_seq_len={m.max_seq_len}; sample fewer tokens")
-    if {"model", "train"} <= sections and t.rollout_tokens > 0 and set(compress_kinds(m)) - {"S"}:
-        errs.append(f"train.rollout_tokens={t.rollout_tokens} with model.csa.pattern={m.csa.pattern!r}: the rollouts "
-                    "sample on the inference engine, which does not decode DeepSeek-V4's compressed layers (C, H) "
-                    "yet; set train.rollout_tokens=0")
     if {"batch", "train"} <= sections and training and d.source == DataSource.text:
         errs.extend(feature_errors("preference", cfg))
     if {"batch", "train"} <= sections and training:  # (prompts are text data; rl.* set on any other is refused)

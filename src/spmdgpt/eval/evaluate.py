@@ -95,8 +95,10 @@ def rollout_sampling(cfg, eos_id=None):
 def text_engine(cfg, rules: Rules):
     """The text samples' engine (`spmdgpt.engine.batch_engine`: a slot for each row)."""
     from spmdgpt.engine import batch_engine
+    from spmdgpt.engine.scheduler import fitting_page_size
 
-    return batch_engine(rollout_rows(cfg, rules), cfg.train.rollout_prompt_tokens, cfg.train.rollout_tokens)
+    return batch_engine(rollout_rows(cfg, rules), cfg.train.rollout_prompt_tokens, cfg.train.rollout_tokens,
+                        fitting_page_size(cfg.model))
 
 
 class TextSampler:

@@ -235,8 +235,10 @@ def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitI
     Full sequences (and a prefill, whose rows then start the cache): the xla path's blocked causal
     attention (u.window: the layer's sliding window; documents by u.segment_ids), a compressed
     layer's entries beside it (`compressed_attention`). Decode (a cache with a mask, the window's in
-    it): the new rows written at cache.end, the queries over the whole cache (S layers only). A
-    model of several kinds of layer runs this layer's by u.compress (`layer_kinds`)."""
+    it): the new rows written at cache.end, the queries over the whole cache; a compressed layer's
+    entries too, from the inference engine's pages and window states (`cached_compressed`: its
+    outputs "entries.<name>" and "window.<name>.*" beside "shared_kv"; another cache of a compressed
+    layer is refused). A model of several kinds of layer runs this layer's by u.compress (`layer_kinds`)."""
     present = kinds_present(cfg)
     engine = u.cache is not None and any(n.startswith("entries.") for n in u.cache.arrays)
     if u.cache is not None and present != ("S",) and not engine:

@@ -52,6 +52,7 @@ import numpy as np
 from spmdgpt.config import Config
 from spmdgpt.engine import Engine, EngineConfig, Request, batch_engine
 from spmdgpt.engine.generate import SamplingParams
+from spmdgpt.engine.scheduler import fitting_page_size
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.model.grpo import logp_temperature, token_logps
 from spmdgpt.rl.envs import EnvBox
@@ -140,7 +141,8 @@ def rollout_engine(cfg: Config, rules: Rules, prompt_tokens: Optional[int] = Non
     d = rules.batch_divisor()
     new = cfg.rl.max_new_tokens
     room = cfg.model.max_seq_len - new
-    return batch_engine(-(-cfg.data.batch_size // d) * d, min(prompt_tokens or room, room), new)
+    return batch_engine(-(-cfg.data.batch_size // d) * d, min(prompt_tokens or room, room), new,
+                        fitting_page_size(cfg.model))
 
 
 class Sampled(NamedTuple):
