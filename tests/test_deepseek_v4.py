@@ -350,32 +350,37 @@ def test_the_units_on_a_mesh_equal_one_device():
 
 def test_the_units_decode_in_the_engine_as_the_full_forward():
     """Every unit at once in the inference engine, DeepSeek-V4's compressed layers too (ALL_COMPRESSED: a C
-    layer, entries of 2 x 2 tokens, the indexer's top 2 of up to 9; an H layer, entries of 4; an S layer; each
-    with its window of 5 over one key/value row a token): pages of 4 tokens (2 C entries and 1 H entry a page),
-    prompts of 7, 5 and 11 tokens read in chunks of 3 (windows split between chunks and steps) by two slots (the
-    third prompt admitted when a slot frees: its window states start again), 8 new tokens each, each step's rows
-    routed by their own tokens (a random table): the greedy tokens are the full forward pass's argmax at every
-    place (teacher-forced, one pass over the padded sequences) and their log-probabilities within 1e-4 (measured:
-    6e-7). The pool's bytes (`pool_bytes`) are its arrays', the entries' and the window states' with them.
-    (Checked once on these weights, not kept: the forward with index_topk above the entries moves a
-    log-probability by 1.47, the compressors' w_kv zeroed by 2.5: the selection and the entries count.)"""
+    layer, entries of 2 x 2 tokens, the indexer's top 2; an H layer, entries of 4; an S layer; each with its
+    window of 5 over one key/value row a token), pages of 4 tokens (2 C entries and 1 H entry a page), prompts
+    read in chunks of 3 (windows split between chunks and steps), two slots and two prefill rows: prompts of 7
+    and 47 tokens start together, the 7's decodes 6 tokens while the 47's is read, then one of 5 takes its slot
+    (its window states start again) and decodes 6 beside the 47's last chunks, which sample 1 token (so every
+    step reads a prompt: two programs, not three), each step's rows routed by their own tokens (a random
+    table). The greedy tokens are the full forward pass's argmax at every place (teacher-forced, one pass over
+    the padded sequences) and their log-probabilities within 1e-4. The pool's bytes (`pool_bytes`) are its
+    arrays', the entries' and the window states' with them. (Checked once on these weights, not kept: the
+    forward with index_topk above the entries moves a log-probability by 1.47, the compressors' w_kv zeroed
+    by 2.5: the selection and the entries count.)"""
     m, mesh, rules = _one_device(*ALL_COMPRESSED, "model.init_std=0.2")
-    prompts = [[1, 2, 3, 4, 5, 6, 7], [9, 8, 7, 6, 5], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]]
+    rng = np.random.default_rng(7)
+    prompts = [[1, 2, 3, 4, 5, 6, 7], rng.integers(0, V, 47).tolist(), [9, 8, 7, 6, 5]]
+    new = [6, 1, 6]
     table = np.stack([np.random.default_rng(v).permutation(E)[:K] for v in range(V)])[None].astype(np.float32)
-    new = 8
     with jax.set_mesh(mesh):
         params = init_params(m, jax.random.key(0), rules)
         params = params._replace(hash_experts=jax.device_put(table, params.hash_experts.sharding))
-        engine = Engine(m, rules, params, m.vocab_size, EngineConfig(slots=2, page_size=4, chunk=3))
-        got = engine.run([Request(p, new, temperature=0.0) for p in prompts])
-        n = max(len(p) for p in prompts) + new
-        seqs = np.asarray([p + r.tokens + [0] * (n - len(p) - new) for p, r in zip(prompts, got, strict=True)])
+        engine = Engine(m, rules, params, m.vocab_size, EngineConfig(slots=2, page_size=4, chunk=3, prefills=2))
+        got = engine.run([Request(p, n, temperature=0.0) for p, n in zip(prompts, new, strict=True)])
+        width = max(len(p) + n for p, n in zip(prompts, new, strict=True))
+        seqs = np.asarray([p + r.tokens + [0] * (width - len(p) - len(r.tokens)) for p, r in zip(prompts, got,
+                                                                                                 strict=True)])
         logp = np.asarray(jax.nn.log_softmax(jax.jit(lambda p, t: forward(m, rules, p, t)[0])(params, seqs)))
         pool = {k: (a.shape, a.nbytes) for k, a in engine.pool.items()}
-    for p, r, lp in zip(prompts, got, logp, strict=True):
-        want = lp[len(p) - 1:len(p) - 1 + new]  # (the predictions of each new token)
-        assert (want.argmax(-1) == r.tokens).all()
-        assert np.abs(np.asarray(r.logprobs) - want[np.arange(new), r.tokens]).max() < 1e-4
+    assert {groups for groups, *_ in engine.step_sizes} == {(False, True), (True, True)}
+    for p, r, n, lp in zip(prompts, got, new, logp, strict=True):
+        want = lp[len(p) - 1:len(p) - 1 + n]  # (the predictions of each new token)
+        assert len(r.tokens) == n and (want.argmax(-1) == r.tokens).all()
+        assert np.abs(np.asarray(r.logprobs) - want[np.arange(n), r.tokens]).max() < 1e-4
     pages = engine.num_pages
     assert pool["entries.C"][0] == (1, pages, 2, H) and pool["entries.I"][0] == (1, pages, 2, 8)
     assert pool["entries.H"][0] == (1, pages, 1, H) and pool["window.H.gate"][0] == (1, 3, 4, 1, H)
