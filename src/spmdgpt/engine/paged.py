@@ -515,7 +515,7 @@ class Step:
         paged = "local_blocks" if stack == "local_blocks" else "blocks"
         views = self._views(pool, layer, g.table, rules, paged)
         mine = self._mine(stack, entries)  # {compressor: (whether the layer is of its kind, its index there)}
-        for n, (is_mine, at) in mine.items():
+        for n, (_, at) in mine.items():
             views.update(self._compressed_views(rules, pool, n, at, g))
         x, kv, _ = block(self.cfg, rules, p, x, g.rows.positions, b,
                          LayerCache(views, mask, jnp.int32(g.capacity)),

@@ -40,7 +40,7 @@ from typing import Dict, Optional
 import jax
 import jax.numpy as jnp
 
-from spmdgpt.config import Config, ConfigError, document_batches, preference_data
+from spmdgpt.config import Config, ConfigError, compress_kinds, document_batches, preference_data
 from spmdgpt.mesh.sharding import Rules, shard_bytes
 from spmdgpt.model import abstract_params
 from spmdgpt.model.pipeline import schedule_iterations
@@ -270,7 +270,8 @@ class ServePlan:
     page_bytes: int  # one page of every layer's cache, per device
     param_bytes: int
     fit: Optional[int]  # the most pages the device holds beside the rest (None: capacity unknown)
-    state_bytes: int = 0  # a hybrid's Gated DeltaNet states, every slot's, per device
+    state_bytes: int = 0  # a hybrid's Gated DeltaNet states (DeepSeek-V4's compressed layers' windows), every
+    #   slot's, per device
     decode: str = "gather"  # how its decode rows attend (`Engine.attention_name`)
     programs: list = field(default_factory=list)  # every program the server compiles: [Program], each with the
     #   pool's bytes counted (the step's input and output; resident beside the scorer)
@@ -283,7 +284,8 @@ class ServePlan:
                f"  page pool        {size(pool)}: {self.pages - 1} pages of {ps} tokens (+ the null page), "
                f"{self.page_bytes / 2**10:,.1f} KiB a page"]
         if self.state_bytes:
-            out.append(f"  slot states      {size(self.state_bytes)}: the Gated DeltaNet states of every slot")
+            what = "compressed layers' windows" if set(compress_kinds(cfg.model)) - {"S"} else "Gated DeltaNet states"
+            out.append(f"  slot states      {size(self.state_bytes)}: the {what} of every slot")
         step = next((q for q in self.programs if q.name == "serving_step"), p)
         out += [f"  step             {size(step.temp_bytes)} of temporaries, "
                 f"{size(step.own_bytes - pool - self.state_bytes)} of rows and outputs"]
