@@ -243,13 +243,16 @@ def test_a_hybrid_runs_its_layers_in_order():
 def test_data_model_and_context_parallel_equal_one_device():
     """A hybrid on data 2 x context 2 x model 2 (the DeltaNet heads split like attention heads; on
     the context ring of 2 the sequence's 4 chunks of 16 pass the state 0 -> 1 -> 2 -> 3 between and
-    within devices, documents starting inside chunks and at their first token): the loss and every
-    gradient, with documents and restarted positions, equal one device's. (A ring of 4, 8 chunks,
-    agreed too when it was written; zeroing the carried state, the document starts at chunk
-    boundaries or the convolution's inputs before a chunk each broke it; Kimi Delta Attention's
-    per-channel decay, model.deltanet.gate=channel, agreed too when it was added: 20 s, not kept.)"""
+    within devices, documents starting inside chunks and at their first token), its first layer's MLP
+    dense and experts in the other three (Kimi-Linear-48B-A3B's model.moe.first_dense_layers=1: the
+    dense stack, then the first group's softmax layer, then a group): the loss and every gradient, with
+    documents and restarted positions, equal one device's. (A ring of 4, 8 chunks, agreed too when it
+    was written; zeroing the carried state, the document starts at chunk boundaries or the
+    convolution's inputs before a chunk each broke it; Kimi Delta Attention's per-channel decay,
+    model.deltanet.gate=channel, agreed too when it was added: 20 s, not kept.)"""
     model = ("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=2", "model.deltanet.value_heads=4",
-             "model.deltanet.key_dim=8", "model.deltanet.chunk=16")
+             "model.deltanet.key_dim=8", "model.deltanet.chunk=16", "model.moe.num_experts=4",
+             "model.moe.first_dense_layers=1")
     want = reference(model)
     got = run(cfg_for("sharding=fsdp_tp", "mesh.data=2", "mesh.context=2", "mesh.model=2", *model))
     assert abs(got[0] - want[0]) <= 1e-5 * abs(want[0])
@@ -257,7 +260,8 @@ def test_data_model_and_context_parallel_equal_one_device():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (("model.deltanet.full_attention_interval=3",), "model.num_layers=4 is not a multiple"),
+    (("model.deltanet.full_attention_interval=5",), "model.num_layers=4 is fewer than model.deltanet."
+                                                    "full_attention_interval=5"),
     (("model.deltanet.full_attention_interval=1",), "every layer would be softmax attention"),
     (("model.deltanet.full_attention_interval=2", "model.deltanet.key_heads=3", "model.deltanet.value_heads=4"),
      "must be a multiple of model.deltanet.key_heads=3"),
@@ -268,6 +272,26 @@ def test_refusals_name_the_field(overrides, message):
     cfg = load_config(["+experiment=staircase", "model.num_layers=4", *overrides])
     errors = validate(cfg, 2)
     assert any(message in e for e in errors), errors
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("model.moe.first_dense_layers=2",), "model.moe.first_dense_layers=2 in a hybrid: its dense layers are Gated "
+     "DeltaNet layers of the first group of model.deltanet.full_attention_interval=2 (Kimi-Linear-48B-A3B: 1); "
+     "choose 0 to 1"),
+    (("model.moe.interleave_step=2",), "model.moe.interleave_step=2 in a hybrid (model.deltanet): its MoE layers are "
+     "every layer after model.moe.first_dense_layers (Qwen3-Next, Kimi Linear); set interleave_step=1"),
+])
+def test_dense_layers_past_the_first_group_are_one_line_exit_2(overrides, message, tmp_path, capsys):
+    """A hybrid's dense first layers (model.moe.first_dense_layers) are Gated DeltaNet layers of its first group
+    (0 to k - 1 of them); more, or MoE layers interleaved with dense ones, are one line naming the field: exit 2,
+    before anything is built."""
+    from spmdgpt.cli import main
+
+    model = ["+experiment=staircase", "model.num_layers=4", "model.deltanet.full_attention_interval=2",
+             "model.moe.num_experts=4", *overrides]
+    assert validate(load_config(model), 2) == [message]
+    assert main(["train", *model, f"run.dir={tmp_path / 'run'}"]) == 2 and not (tmp_path / "run").exists()
+    assert capsys.readouterr().err.strip().splitlines() == [f"spmdgpt: error: {message}"]
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -409,11 +409,15 @@ HF_CONFIGS["qwen3_5_moe"] = HF_CONFIGS["qwen3_next"]
 # DeepSeek-V3.2: DeepSeek-V3's layers with the lightning indexer (16 heads of 16, their first 8 dimensions rotated),
 # each query attending to its 8 best keys of up to 40 (16 heads: a score of exactly zero, a tie, is unlikely)
 HF_CONFIGS["deepseek_v32"] = {**HF_CONFIGS["deepseek_v3"], "index_n_heads": 16, "index_head_dim": 16, "index_topk": 8}
-# Kimi Linear: a Kimi Delta Attention layer (2 heads of 16, a decay per key channel) then MLA without RoPE (a 32-wide
-# latent, 16 + 8 query/key and 16 value dimensions per head, its 8 rotary ones unrotated), both MoE: 4 sigmoid-routed
-# experts of 32 in 2 groups (1 chosen) beside a shared one, weights scaled by 2.5; a pad id inside the vocabulary
+# Kimi Linear: Kimi Delta Attention layers (2 heads of 16, a decay per key channel) and MLA without RoPE (a 32-wide
+# latent, 16 + 8 query/key and 16 value dimensions per head, its 8 rotary ones unrotated) in the published 48B-A3B's
+# pattern, smaller: 8 layers, groups of 2 KDA + 1 MLA and a last group of 1 + 1 (full_attn_layers 3, 6, 8; its 27:
+# six groups of 3 + 1, then 2 + 1), the first layer's MLP dense (first_k_dense_replace=1, 160 wide), the others MoE:
+# 4 sigmoid-routed experts of 32 in 2 groups (1 chosen) beside a shared one, weights scaled by 2.5; a pad id inside the
+# vocabulary
 HF_CONFIGS["kimi_linear"] = {
-    **LLAMA_SHAPE, "layer_types": ["linear_attention", "full_attention"], "mlp_layer_types": ["sparse", "sparse"],
+    **LLAMA_SHAPE, "num_hidden_layers": 8, "first_k_dense_replace": 1,
+    "layer_types": ["full_attention" if i in (2, 5, 7) else "linear_attention" for i in range(8)],
     "kv_lora_rank": 32, "q_lora_rank": None, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
     "num_experts": 4, "num_experts_per_token": 2, "num_shared_experts": 1, "moe_intermediate_size": 32,
     "num_expert_group": 2, "topk_group": 1, "routed_scaling_factor": 2.5, "linear_num_heads": 2,
@@ -549,10 +553,10 @@ IMPORTED = {  # name -> (transformers kind, its config beyond HF_CONFIGS[kind], 
                    ["model.per_layer_dim=16", "model.num_layers=4", "model.kv_shared_layers=2",
                     "model.kv_shared_wide_mlp=True"], "Gemma4ForCausalLM"),
     "kimi_linear": ("kimi_linear", {}, [
-        "model.global_nope=True", "model.mla={kv_rank: 32, rope_dim: 8, nope_dim: 16, v_dim: 16}",
-        "model.deltanet={full_attention_interval: 2, key_heads: 2, value_heads: 2, key_dim: 16, value_dim: 16, "
-        "gate: channel}", "model.moe={num_experts: 4, mlp_factor: 0.5, shared_experts: 1, router: sigmoid, "
-        "bias_update_rate: 0.001, groups: 2, route_scale: 2.5}"], "KimiLinearForCausalLM"),
+        "model.num_layers=8", "model.global_nope=True", "model.mla={kv_rank: 32, rope_dim: 8, nope_dim: 16, v_dim: 16}",
+        "model.deltanet={full_attention_interval: 3, key_heads: 2, value_heads: 2, key_dim: 16, value_dim: 16, "
+        "gate: channel}", "model.moe={num_experts: 4, first_dense_layers: 1, mlp_factor: 0.5, shared_experts: 1, "
+        "router: sigmoid, bias_update_rate: 0.001, groups: 2, route_scale: 2.5}"], "KimiLinearForCausalLM"),
     "neox": ("neox", {}, ["model.bias=True"], "GPTNeoXForCausalLM"),
 }
 

@@ -422,10 +422,13 @@ def test_llama4_config_json_reads_its_layers_or_refuses_them_in_one_line():
 def test_kimi_linear_config_json_reads_its_layers_or_refuses_them_in_one_line():
     """A Kimi Linear config.json exported from spmdgpt reads back to the same model, and so does the
     checkpoint's own form (linear_attn_config: 1-based full_attn_layers and kda_layers, num_heads,
-    head_dim, short_conv_kernel_size; first_k_dense_replace); the published checkpoint's dense first
-    layer beside experts, layers not in groups of k - 1 linear and one full, or another router's
-    activation, are one line naming the field; value heads or widths of their own are refused by
-    export naming them."""
+    head_dim, short_conv_kernel_size; first_k_dense_replace); the published 48B-A3B's layers (27: six
+    groups of 3 KDA + 1 MLA, then 2 + 1; its first layer's MLP dense, model.moe.first_dense_layers=1)
+    read as such, and a small model of that kind exports and reads back, its tensors exactly (the dense
+    layer's MLP read under Moonshot's names too, `mlp.*`; written as transformers saves it,
+    `block_sparse_moe.*`); dense layers past the first group, layers not in groups of k - 1 linear and
+    one full, or another router's activation, are one line naming the field; value heads or widths of
+    their own are refused by export naming them."""
     from spmdgpt.config import model_config_from_dict
     from spmdgpt.hf import model_fields
 
@@ -440,13 +443,39 @@ def test_kimi_linear_config_json_reads_its_layers_or_refuses_them_in_one_line():
     own.update(first_k_dense_replace=0, linear_attn_config={
         "full_attn_layers": [2, 4], "kda_layers": [1, 3], "num_heads": 2, "head_dim": 64, "short_conv_kernel_size": 4})
     assert hf_config(model_config_from_dict(model_fields(own, "mem"), base=cfg), eos_id=0) == hf
+    published = model_fields({**own, "num_hidden_layers": 27, "first_k_dense_replace": 1, "linear_attn_config": {
+        **own["linear_attn_config"], "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+        "kda_layers": [i for i in range(1, 27) if i % 4]}}, "mem")
+    assert (published["num_layers"], published["deltanet"]["full_attention_interval"],
+            published["moe"]["first_dense_layers"]) == (27, 4, 1)
+    first = model_cfg("KimiLinearForCausalLM", "model.num_layers=7", "model.deltanet.full_attention_interval=4",
+                      "model.moe.first_dense_layers=1")
+    hf = hf_config(first, eos_id=0)
+    assert (hf["layer_types"], hf["mlp_layer_types"]) == (
+        ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 2 + ["full_attention"],
+        ["dense"] + ["sparse"] * 6)
+    assert hf_config(model_config_from_dict(model_fields(hf, "mem"), base=cfg), eos_id=0) == hf
+    rng = np.random.default_rng(0)
+    params = jax.tree.map(lambda i: rng.normal(size=i.shape).astype(np.float32), param_info(first), is_leaf=is_info)
+    assert jax.tree.leaves(params.dense_blocks.attn)[0].shape[0] == 1  # (its first layer: KDA beside the dense MLP)
+    tensors = to_hf(first, params)
+    np.testing.assert_array_equal(tensors["model.layers.0.block_sparse_moe.up_proj.weight"],
+                                  params.dense_blocks.mlp.w_up[0].T)
+    np.testing.assert_array_equal(tensors["model.layers.4.self_attn.b_proj.weight"], params.linear_blocks.attn.w_b[2].T)
+    moonshot = {n.replace("0.block_sparse_moe.", "0.mlp.") if n.startswith("model.layers.0.") else n: a
+                for n, a in tensors.items()}
+    for files in (DictFiles(tensors), DictFiles(moonshot)):
+        check_weights(first, files)
+        back = jax.tree.map(lambda i, f: np.stack([f(k) for k in range(i.shape[0])]) if i.logical[0] == "layers"
+                            else f(), param_info(first), layer_values(first, files), is_leaf=is_info)
+        jax.tree.map(np.testing.assert_array_equal, back, params)
     for change, message in (
-            ({"first_k_dense_replace": 1}, "first_k_dense_replace=1; spmdgpt needs the 4 layers' MLPs all sparse or "
-             "all dense (a hybrid's dense first layers beside experts are not in spmdgpt yet: first_k_dense_replace "
-             "0, or mlp_layer_types of one kind)"),
+            ({"first_k_dense_replace": 2}, "first_k_dense_replace=2; spmdgpt needs the 4 layers' MLPs all dense, or "
+             "the first N dense and the others sparse with N from 0 to 1 (Kimi Delta Attention layers of the first "
+             "group of 2: model.moe.first_dense_layers)"),
             ({"linear_attn_config": {**own["linear_attn_config"], "full_attn_layers": [1, 4], "kda_layers": [2, 3]}},
-             "layer_types=None; spmdgpt needs 4 layers in groups of k - 1 linear_attention and one full_attention "
-             "(k >= 2; model.deltanet.full_attention_interval)"),
+             "layer_types=None; spmdgpt needs 4 layers in groups of k - 1 linear_attention and one full_attention, "
+             "the last group of layers mod k alike (k >= 2; model.deltanet.full_attention_interval)"),
             ({"moe_router_activation_func": "softmax"}, "moe_router_activation_func='softmax'; spmdgpt needs sigmoid "
              "(Kimi Linear's router)")):
         with pytest.raises(ConfigError) as e:

@@ -227,20 +227,23 @@ def test_balancing_bias_chooses_by_score_plus_bias_and_moves_toward_even_loads()
 
 def test_a_hybrids_balancing_bias_moves_each_stack_by_its_own_layers():
     """A hybrid with experts in both stacks (Kimi Linear's: Kimi Delta Attention layers 0 and 2,
-    softmax layers 1 and 3): between steps each stack's router_bias moves by rate x sign(1/E - the
-    shares of its own layers, rows of the step's [layers, E] in layer order)."""
+    softmax layers 1 and 3; layer 0's MLP dense, as Kimi-Linear-48B-A3B's, model.moe.first_dense_layers=1):
+    between steps each stack's router_bias moves by rate x sign(1/E - the shares of its own layers, rows
+    of the step's [MoE layers, E] in layer order); the dense layer has no router."""
     from spmdgpt.config import linear_layers
     from spmdgpt.model import between_steps
 
     cfg = load_config([*BASE, "mesh.data=1", "model.moe.bias_update_rate=0.01", "model.num_layers=4",
-                       "model.deltanet.full_attention_interval=2", "model.deltanet.gate=channel"]).model
+                       "model.deltanet.full_attention_interval=2", "model.deltanet.gate=channel",
+                       "model.moe.first_dense_layers=1"]).model
     assert linear_layers(cfg) == (True, False, True, False)
     mesh = make_mesh(load_config(BASE + ["mesh.data=1"]).mesh, jax.devices()[:1])
     with jax.set_mesh(mesh):
         params = init_params(cfg, jax.random.key(0), Rules(mesh, load_config(BASE).sharding, cfg))
-    share = np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1], [0.25, 0.5, 0.25, 0.0], [0.0, 0.0, 0.5, 0.5]])
+    assert not hasattr(params.dense_blocks.mlp, "router_bias") and params.linear_blocks.mlp.router_bias.shape == (1, 4)
+    share = np.array([[0.4, 0.3, 0.2, 0.1], [0.25, 0.5, 0.25, 0.0], [0.0, 0.0, 0.5, 0.5]])  # (layers 1, 2, 3)
     after = between_steps(cfg, params, params, {"expert_share": jnp.asarray(share, jnp.float32)})
-    for stack, rows in (("linear_blocks", [0, 2]), ("blocks", [1, 3])):
+    for stack, rows in (("linear_blocks", [1]), ("blocks", [0, 2])):
         step = np.asarray(getattr(after, stack).mlp.router_bias) - np.asarray(getattr(params, stack).mlp.router_bias)
         np.testing.assert_allclose(step, 0.01 * np.sign(0.25 - share[rows]), atol=1e-7)
 

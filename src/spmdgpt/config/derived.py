@@ -127,9 +127,10 @@ def rotary_dims(m: ModelConfig, h: int) -> int:
 
 def linear_layers(m: ModelConfig) -> tuple:
     """Which layers are Gated DeltaNet layers (True) and which softmax attention: in every group of
-    model.deltanet.full_attention_interval layers all but the last; none when it is 0."""
-    k = m.deltanet.full_attention_interval
-    return tuple(bool(k) and (i + 1) % k != 0 for i in range(m.num_layers))
+    model.deltanet.full_attention_interval layers all but the last, and in a last group of num_layers mod
+    k layers too (Kimi-Linear-48B-A3B's 27 layers: 6 groups of 4, then 2 + 1); none when it is 0."""
+    k, n = m.deltanet.full_attention_interval, m.num_layers
+    return tuple(bool(k) and (i + 1) % k != 0 and i != n - 1 for i in range(n))
 
 
 def deltanet_dims(m: ModelConfig) -> tuple:

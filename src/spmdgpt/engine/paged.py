@@ -503,8 +503,8 @@ class Step:
         (routes: the layer's hash-routed experts of the rows' tokens, `moe.hash_routes`; inputs: the
         rows' per-layer inputs of this layer, model.per_layer_dim; compress, entries: DeepSeek-V4's, the
         layer's kind, `csa.layer_kinds`, and its place in the compressors' arrays, `entry_index`)."""
-        if stack == "linear_blocks":
-            return self._state_layer(rules, p, x, pool, layer, g, mask, routes)
+        if stack == "linear_blocks" or (stack == "dense_blocks" and self.states):  # (a hybrid's dense first
+            return self._state_layer(rules, p, x, pool, layer, g, mask, routes, stack)  # layers: Gated DeltaNet)
         b, t = g.rows.tokens.shape
         if self.kernel and g.decode:
             paged = lambda q, k, v: self._paged(rules, pool, layer, g, q, k, v)  # noqa: E731
@@ -625,7 +625,8 @@ class Step:
         return (jax.sharding.reshard(o[:, :, None], rules.spec("batch", "heads", "seq", "head_dim")),
                 {n: written[n] for n in self.pools})
 
-    def _state_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, routes=None):
+    def _state_layer(self, rules, p, x: Array, pool: dict, layer, g: Group, mask: Array, routes=None,
+                     stack: str = "linear_blocks"):
         """A Gated DeltaNet layer over a group's rows: each row's state read from its slot (a zero
         state for a sequence's first tokens), run on, and written back (padding rows: to the null
         slot)."""
@@ -637,7 +638,7 @@ class Step:
             a = pool[n].at[layer, rows.slot].get(out_sharding=rules.spec("batch", *logical))
             view[n] = jnp.where(fresh.reshape((b,) + (1,) * (a.ndim - 1)), jnp.zeros_like(a), a)
         x, new, _ = block(self.cfg, rules, p, x, rows.positions, b, LayerCache(view, mask, jnp.int32(g.capacity)),
-                          stack="linear_blocks", routes=routes)
+                          stack=stack, routes=routes)
         null = pool[next(iter(self.states))].shape[1] - 1
         target = jax.sharding.reshard(jnp.where(jnp.any(rows.positions >= 0, axis=1), rows.slot, null), P(None))
         pool = dict(pool)

@@ -244,10 +244,15 @@ def _leaf(tree, path: str):
 
 def _stack_of(cfg: ModelConfig, layer: int) -> tuple:
     """(the stack that holds model layer `layer`: "blocks", or an MoE model's "dense_blocks" for a
-    dense layer, a hybrid's "linear_blocks" for a Gated DeltaNet layer; the layer's index in it)."""
+    dense layer, a hybrid's "linear_blocks" for a Gated DeltaNet layer, "dense_blocks" for one of its
+    dense first layers; the layer's index in it)."""
     linear = linear_layers(cfg)
     if any(linear):
-        return "linear_blocks" if linear[layer] else "blocks", linear[:layer].count(linear[layer])
+        n = cfg.moe.first_dense_layers if cfg.moe.num_experts else 0
+        if layer < n:
+            return "dense_blocks", layer
+        return ("linear_blocks", linear[:layer].count(True) - n) if linear[layer] else \
+            ("blocks", linear[:layer].count(False))
     local = local_layers(cfg)  # (a global stack: the local layers' own stack)
     if any(local):
         stack = "local_blocks" if local[layer] else "blocks"
@@ -388,14 +393,27 @@ def _one_field(cfg: ModelConfig, files) -> Optional[str]:
     return None
 
 
+def aliased(arch: Architecture, name: str) -> str:
+    """The other name import accepts for tensor `name` (`Architecture.aliases`; a key with "{i}" stands
+    for every layer's), else name itself."""
+    if name in arch.aliases:
+        return arch.aliases[name]
+    for key, other in arch.aliases.items():
+        if "{i}" in key:
+            found = re.fullmatch(re.escape(key).replace(re.escape("{i}"), r"(\d+)"), name)
+            if found:
+                return other.format(i=found.group(1))
+    return name
+
+
 def check_weights(cfg: ModelConfig, files) -> None:
     """ConfigError naming every tensor that is missing or has another shape than `cfg` gives, and
     every tensor that spmdgpt's model (which has no parameter there) would drop: a bias that is
     not zero, a scale that is not one."""
     errs = []
-    aliases = architecture(cfg, getattr(files, "architecture", None)).aliases
+    arch = architecture(cfg, getattr(files, "architecture", None))
     for name, shape in expected_shapes(cfg, getattr(files, "architecture", None)).items():
-        name = name if name in files.weight_map else aliases.get(name, name)
+        name = name if name in files.weight_map else aliased(arch, name)
         if name not in files.weight_map:
             errs.append(f"{files.where}: tensor {name} is missing")
         elif files.shape(name) != shape:
@@ -427,7 +445,7 @@ def layer_values(cfg: ModelConfig, files):
                for i in _layers_of(t, cfg) if _present(t, cfg, info, i)}  # (the layers whose stack has the leaf)
 
     def get(name):
-        return files.get(name if name in files.weight_map else arch.aliases.get(name, name))
+        return files.get(name if name in files.weight_map else aliased(arch, name))
 
     def reader(path, i):
         leaf = ".".join(k.name for k in path)

@@ -122,8 +122,9 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "moe_intermediate_size": expert_hidden(cfg), "first_k_dense_replace": moe.first_dense_layers,
                 "n_group": moe.groups, "topk_group": moe.top_groups, "routed_scaling_factor": moe.route_scale,
                 "norm_topk_prob": moe.normalize_top_k, "attention_bias": False, "num_nextn_predict_layers": 0}
-    if arch is KIMI_LINEAR:  # (MLA without RoPE, Kimi Delta Attention layers, all MLPs dense or all MoE; a pad id
-        # inside the vocabulary: transformers' default, 163,839, is past a small one)
+    if arch is KIMI_LINEAR:  # (MLA without RoPE, Kimi Delta Attention layers, all MLPs dense or the first
+        # moe.first_dense_layers dense and the others MoE; a pad id inside the vocabulary: transformers' default,
+        # 163,839, is past a small one)
         kv_rank, q_rank, nope, rope, v = mla_dims(cfg)
         kh, _, kd, _ = deltanet_dims(cfg)
         sparse = moe.num_experts > 0
@@ -131,7 +132,7 @@ def hf_config(cfg: ModelConfig, eos_id: Optional[int], bos_id: Optional[int] = N
                 "kv_lora_rank": kv_rank, "q_lora_rank": q_rank or None, "qk_rope_head_dim": rope,
                 "qk_nope_head_dim": nope, "v_head_dim": v, "attention_bias": False,
                 "layer_types": ["linear_attention" if lin else "full_attention" for lin in linear_layers(cfg)],
-                "mlp_layer_types": ["sparse" if sparse else "dense"] * cfg.num_layers,
+                "mlp_layer_types": ["sparse" if kind else "dense" for kind in moe_layers(cfg)],
                 "linear_num_heads": kh, "linear_head_dim": kd, "linear_conv_kernel_dim": cfg.deltanet.conv,
                 **({"num_experts": moe.num_experts, "num_experts_per_tok": moe.top_k,
                     "n_shared_experts": moe.shared_experts, "moe_intermediate_size": expert_hidden(cfg),

@@ -476,10 +476,11 @@ def _qwen3_5(hf: dict, rope: dict, need) -> dict:
          "spmdgpt's Qwen3.5 table holds the gated queries beside grouped ones)")
     types = hf.get("layer_types") or []
     k = types.index("full_attention") + 1 if "full_attention" in types else 0
-    need("layer_types", k >= 2 and len(types) == layers and layers % k == 0 and all(
-        t == ("full_attention" if (i + 1) % k == 0 else "linear_attention") for i, t in enumerate(types)),
-        f"{layers} layers in groups of k - 1 linear_attention and one full_attention (k >= 2; "
-        "model.deltanet.full_attention_interval)")
+    need("layer_types", k >= 2 and len(types) == layers and all(  # (a last group of layers mod k: `linear_layers`)
+        t == ("full_attention" if (i + 1) % k == 0 or i == layers - 1 else "linear_attention")
+        for i, t in enumerate(types)),
+        f"{layers} layers in groups of k - 1 linear_attention and one full_attention, the last group of layers "
+        "mod k alike (k >= 2; model.deltanet.full_attention_interval)")
     return {"norm": "rmsnorm", "mlp": "swiglu", "norm_eps": hf.get("rms_norm_eps", 1e-6), "num_kv_heads": kv,
             "head_dim": None if hd * heads == d else hd, "qk_norm": True, "qk_norm_scale": True,
             "norm_plus_one": True, "attention_gate": True,
@@ -717,11 +718,13 @@ def _kimi_linear(hf: dict, need) -> dict:
     """The model fields of a KimiLinearForCausalLM config.json (a key it leaves out: transformers'
     KimiLinearConfig default; the checkpoint's linear_attn_config as transformers reads it):
     layer_types in groups of k - 1 linear_attention (Kimi Delta Attention: model.deltanet with
-    gate=channel) and one full_attention (MLA without RoPE: model.mla, model.global_nope);
-    mlp_layer_types all sparse (experts in every layer, sigmoid-routed as DeepSeek-V3's) or all
-    dense (the router's bias then moves as DeepSeek-V3's does, moe.bias_update_rate = 0.001, when a
-    run trains on). Its dense first layers beside experts (first_k_dense_replace > 0, the published
-    checkpoint's 1) are refused by name: a hybrid's layers are all dense or all MoE in spmdgpt."""
+    gate=channel) and one full_attention (MLA without RoPE: model.mla, model.global_nope), a last
+    group of num_hidden_layers mod k alike (the published 27 layers: 6 groups of 4, then 2 + 1);
+    mlp_layer_types (or first_k_dense_replace, transformers' default 1) the first N dense, the others
+    sparse (experts, sigmoid-routed as DeepSeek-V3's: the router's bias then moves as DeepSeek-V3's
+    does, moe.bias_update_rate = 0.001, when a run trains on; N = model.moe.first_dense_layers, at
+    most k - 1: Kimi Delta Attention layers of the first group, the published 48B-A3B's 1), or all
+    dense."""
     heads, layers, d = hf["num_attention_heads"], hf["num_hidden_layers"], hf["hidden_size"]
     need("hidden_act", hf.get("hidden_act", "silu") == "silu", "silu (SwiGLU)")
     need("attention_bias", not hf.get("attention_bias", False), "false (no attention biases)")
@@ -735,16 +738,19 @@ def _kimi_linear(hf: dict, need) -> dict:
     elif types is None:  # (transformers' default)
         types = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(layers)]
     k = types.index("full_attention") + 1 if "full_attention" in types else 0
-    need("layer_types", k >= 2 and len(types) == layers and layers % k == 0 and all(
-        t == ("full_attention" if (i + 1) % k == 0 else "linear_attention") for i, t in enumerate(types)),
-        f"{layers} layers in groups of k - 1 linear_attention and one full_attention (k >= 2; "
-        "model.deltanet.full_attention_interval)")
+    need("layer_types", k >= 2 and len(types) == layers and all(  # (a last group of layers mod k: the published
+        t == ("full_attention" if (i + 1) % k == 0 or i == layers - 1 else "linear_attention")  # 48B-A3B's 2 + 1)
+        for i, t in enumerate(types)),
+        f"{layers} layers in groups of k - 1 linear_attention and one full_attention, the last group of layers "
+        "mod k alike (k >= 2; model.deltanet.full_attention_interval)")
     mlps = hf.get("mlp_layer_types") or ["dense" if i < hf.get("first_k_dense_replace", 1) else "sparse"
                                          for i in range(layers)]
+    dense = mlps.index("sparse") if "sparse" in mlps else len(mlps)  # (the dense first layers)
     need("mlp_layer_types" if hf.get("mlp_layer_types") else "first_k_dense_replace",
-         len(mlps) == layers and len(set(mlps)) == 1 and mlps[0] in ("dense", "sparse"),
-         f"the {layers} layers' MLPs all sparse or all dense (a hybrid's dense first layers beside experts are not "
-         "in spmdgpt yet: first_k_dense_replace 0, or mlp_layer_types of one kind)")
+         len(mlps) == layers and mlps == ["dense"] * dense + ["sparse"] * (layers - dense)
+         and (dense == layers or dense <= max(k - 1, 0)),
+         f"the {layers} layers' MLPs all dense, or the first N dense and the others sparse with N from 0 to "
+         f"{max(k - 1, 0)} (Kimi Delta Attention layers of the first group of {k}: model.moe.first_dense_layers)")
     need("moe_router_activation_func", hf.get("moe_router_activation_func", "sigmoid") == "sigmoid",
          "sigmoid (Kimi Linear's router)")
     width, dim = hf.get("linear_num_heads", 32), hf.get("linear_head_dim", 128)
@@ -757,7 +763,7 @@ def _kimi_linear(hf: dict, need) -> dict:
                            "key_heads": linear.get("num_heads", width), "value_heads": linear.get("num_heads", width),
                            "key_dim": linear.get("head_dim", dim), "value_dim": linear.get("head_dim", dim),
                            "conv": linear.get("short_conv_kernel_size", hf.get("linear_conv_kernel_dim", 4))}}
-    if mlps and mlps[0] == "sparse":
+    if "sparse" in mlps:
         pick = lambda *keys, default=None: next((hf[key] for key in keys if hf.get(key) is not None), default)  # noqa
         fields["moe"] = {
             "num_experts": pick("num_experts", "num_local_experts", default=256),
@@ -765,7 +771,8 @@ def _kimi_linear(hf: dict, need) -> dict:
             "mlp_factor": hf.get("moe_intermediate_size", 1024) / d,
             "shared_experts": pick("num_shared_experts", "n_shared_experts", default=1), "router": "sigmoid",
             "normalize_top_k": bool(pick("moe_renormalize", "norm_topk_prob", default=True)),
-            "first_dense_layers": 0, "interleave_step": 1, "groups": pick("num_expert_group", "n_group", default=1),
+            "first_dense_layers": dense, "interleave_step": 1,
+            "groups": pick("num_expert_group", "n_group", default=1),
             "top_groups": pick("topk_group", default=1), "shared_gate": False, "weight_input": False,
             "route_scale": float(pick("routed_scaling_factor", default=2.446)), "bias_update_rate": 0.001}
     return fields

@@ -179,7 +179,8 @@ class Architecture:
     fields: dict  # model field ("moe.top_k": a section's) -> the config.json key that carries it
     # (None: the tensors carry it)
     refused: dict  # model field -> the one value this architecture can represent
-    aliases: dict = dataclasses.field(default_factory=dict)  # HF name -> another name import accepts
+    aliases: dict = dataclasses.field(default_factory=dict)  # HF name -> another name import accepts ("{i}":
+    # any layer's)
     requires: dict = dataclasses.field(default_factory=dict)  # model field -> (a test of its canonical value, what
     # it must be, in words): what the architecture needs beyond `refused`'s single values
     picks: dict = dataclasses.field(default_factory=dict)  # model field -> value (or a test of it):
@@ -898,7 +899,8 @@ def _kimi_check(cfg: ModelConfig) -> list:
 # a depthwise convolution each; f_a, f_b, dt_bias: the decay per head and key channel, A_log per head; b_proj; the
 # output gate's g_a, g_b and the gated norm o_norm; o_proj: model.deltanet.gate=channel), the last multi-head latent
 # attention without RoPE (DeepSeek-V3's projections, the rotary part left unrotated: model.global_nope); MLPs all
-# dense SwiGLU or all MoE (both under block_sparse_moe; the MoE: a sigmoid router with the bias-corrected, grouped
+# dense SwiGLU, or the first N dense (model.moe.first_dense_layers: Kimi Delta Attention layers, `dense_blocks`) and
+# the others MoE (both under block_sparse_moe; the MoE: a sigmoid router with the bias-corrected, grouped
 # choice and routed_scaling_factor; experts w1 / w3 / w2 as Mixtral's; shared experts)
 KIMI_DELTA = list(map(_linear, [
     _t(["self_attn.q_proj.weight", "self_attn.k_proj.weight"], "blocks.attn.w_qk", "d two kh kd -> two (kh kd) d"),
@@ -940,12 +942,13 @@ KIMI_LINEAR = Architecture(
             "moe.mlp_factor": "moe_intermediate_size", "moe.shared_experts": "n_shared_experts",
             "moe.normalize_top_k": "norm_topk_prob", "moe.groups": "n_group", "moe.top_groups": "topk_group",
             "moe.route_scale": "routed_scaling_factor", "moe.bias_update_rate": None,
+            "moe.first_dense_layers": "mlp_layer_types",  # (the first N dense: Kimi Delta Attention layers)
             "moe.router": None},  # (sigmoid with experts, `_kimi_check`; a dense model's default unused)
     refused={"logit_softcap": 0.0, "qk_norm": False, "qk_norm_scale": False, "qkv_bias": False, "bias": False,
              "sliding_window": 0, "window_pattern": "L", "num_kv_heads": None, "head_dim": None,
              "tie_embeddings": False,  # (transformers' class ties nothing: lm_head is always its own)
              "deltanet.gate": "channel", "attention_gate": False, "rope_fraction": 1.0,
-             "moe.interleave_step": 1, "moe.first_dense_layers": 0,
+             "moe.interleave_step": 1,
              "moe.shared_gate": False, "moe.dense_mlp": False, "moe.router_scales": False, "moe.weight_input": False,
              **{k: v for k, v in NO_LLAMA4.items() if k != "global_nope"}, **NO_DEEPSEEK_V4,
              **NO_GEMMA, **NO_SINKS, **NO_OLMO, **NO_NANOCHAT, **NO_INDEXER},
@@ -954,6 +957,10 @@ KIMI_LINEAR = Architecture(
                                                "(model.mla.kv_rank > 0)"),
               "deltanet.full_attention_interval": (lambda k: k > 0, "Kimi Delta Attention layers "
                                                                     "(model.deltanet.full_attention_interval > 0)")},
+    # (a dense layer's MLP as Moonshot's published folders name it; transformers' save_pretrained writes it under
+    # block_sparse_moe, as export does)
+    aliases={f"model.layers.{{i}}.block_sparse_moe.{w}.weight": f"model.layers.{{i}}.mlp.{w}.weight"
+             for w in ("gate_proj", "up_proj", "down_proj")},
     picks={"deltanet.gate": "channel"},
     check=_kimi_check,
 )

@@ -193,19 +193,20 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
     With one stack, one scan over `blocks`. With two: a scan over the first N layers of the
     other stack, then a scan over G groups, each an inner scan over its k - 1 layers of the other
     stack and then its `blocks` layer (an MoE model: N = model.moe.first_dense_layers, k =
-    interleave_step; a hybrid: N = 0, k = model.deltanet.full_attention_interval; a global stack: N = 0,
-    k = len(model.window_pattern), its local layers the other stack); the other
-    stack's layers N, N + 1, ... are cut into the groups by a reshape, not copied one by one.
+    interleave_step; a global stack: N = 0, k = len(model.window_pattern), its local layers the other
+    stack); the other stack's layers N, N + 1, ... are cut into the groups by a reshape, not copied
+    one by one. A hybrid (`hybrid_scan`): its groups so, k = model.deltanet.full_attention_interval,
+    the Gated DeltaNet layers the other stack, and with dense first layers (a third stack) or a last
+    group of num_layers mod k layers those groups apart.
 
     With model.kv_shared_layers (`shared_scan`): the layers before them so, then theirs
     (make_step(stack, their source's (k, v) or None), stacks "shared_blocks" and "shared_local_blocks")."""
     if params.shared_blocks is not None:
         return shared_scan(cfg, params, make_step, x, xs, unroll, fill)
+    if cfg.deltanet.full_attention_interval:
+        return hybrid_scan(cfg, params, make_step, x, xs, unroll, fill)
     scan = partial(jax.lax.scan, unroll=unroll)
-    if params.linear_blocks is not None:
-        other, n, k = "linear_blocks", 0, cfg.deltanet.full_attention_interval
-        g = cfg.num_layers // k
-    elif params.local_blocks is not None:  # (window_pattern: k - 1 local layers, then the global one)
+    if params.local_blocks is not None:  # (window_pattern: k - 1 local layers, then the global one)
         other, n, k = "local_blocks", 0, len(cfg.window_pattern)
         g = jax.tree.leaves(params.blocks)[0].shape[0]  # (the G layers: one a group)
     elif params.dense_blocks is not None:
@@ -215,39 +216,126 @@ def scan_layers(cfg: ModelConfig, params: Params, make_step: Callable, x: Array,
         return scan(make_step("blocks"), x, (params.blocks, xs))
     others = getattr(params, other)
     head = lambda t: jax.tree.map(lambda a: a[:n], t)
-    groups = lambda t, m: jax.tree.map(lambda a: split_layers(a[n:], g, m), t)
     dense_step, moe_step = make_step(other), make_step("blocks")
-    first = {}
+    pieces = []
     if n:
         x, first = scan(dense_step, x, (head(others), head(xs)))
+        pieces.append(Piece(n, first))
+    rest = lambda t: jax.tree.map(lambda a: a[n:], t)  # noqa: E731
+    x, piece = _groups(scan, dense_step, moe_step, x, rest(others) if k > 1 else None, params.blocks, rest(xs), g, k)
+    return x, _in_order(pieces + [piece], fill)
 
+
+class Piece(NamedTuple):
+    """A run of consecutive layers' outputs (`scan_layers`): `count` layers of one stack ({name: [count,
+    ...]}), or with `grouped` `count` groups of k - 1 layers of one stack (ys: {name: [count, k - 1, ...]})
+    and one of another (grouped: {name: [count, ...]})."""
+
+    count: int
+    ys: dict
+    grouped: Optional[dict] = None
+    k: int = 1
+
+
+def _groups(scan, other_step, group_step, x, others, blocks, xs, g: int, k: int):
+    """G groups, each an inner scan over its k - 1 layers of the other stack (`others`, its layers cut into
+    the groups by a reshape, not copied one by one; None when k = 1) and then its layer of `blocks`
+    (group_step) -> (x, their Piece)."""
     def group(x, layers):
-        p_dense, p_moe, xs_group = layers
-        ys_dense = {}
+        p_other, p_last, xs_group = layers
+        ys_other = {}
         if k > 1:
-            x, ys_dense = scan(dense_step, x, (p_dense, jax.tree.map(lambda a: a[:k - 1], xs_group)))
-        x, ys_moe = moe_step(x, (p_moe, jax.tree.map(lambda a: a[k - 1], xs_group)))
-        return x, (ys_dense, ys_moe)
+            x, ys_other = scan(other_step, x, (p_other, jax.tree.map(lambda a: a[:k - 1], xs_group)))
+        x, ys_last = group_step(x, (p_last, jax.tree.map(lambda a: a[k - 1], xs_group)))
+        return x, (ys_other, ys_last)
 
-    dense_groups = groups(others, k - 1) if k > 1 else None  # (k = 1: none; an empty reshape of a
-    # sharded stack is refused)
-    x, (ys_dense, ys_moe) = scan(group, x, (dense_groups, params.blocks, groups(xs, k)))
+    cut = lambda t, m: jax.tree.map(lambda a: split_layers(a, g, m), t)  # noqa: E731
+    # (k = 1: no other layers; an empty reshape of a sharded stack is refused)
+    x, (ys_other, ys_last) = scan(group, x, (None if others is None else cut(others, k - 1), blocks, cut(xs, k)))
+    return x, Piece(g, ys_other, ys_last, k)
 
-    def ordered(name):  # first [N] + dense [G, k - 1] + MoE [G] -> [L]
-        f, d, m = first.get(name), ys_dense.get(name), ys_moe.get(name)
-        like = m[0] if m is not None else f[0] if f is not None else d[0, 0]
-        blank = lambda *lead: jnp.full(lead + like.shape, jnp.nan, like.dtype)
-        dense_gives = f is not None or d is not None
-        if not fill and not (dense_gives and m is not None):  # one kind's output: its layers only
-            if m is not None:
-                return m
-            return jnp.concatenate(([f] if n else []) + ([merge_layers(d)] if k > 1 else []))
-        m = blank(g) if m is None else m
-        rest = jnp.concatenate([blank(g, k - 1) if d is None else d, m[:, None]], axis=1) if k > 1 else m[:, None]
-        rest = merge_layers(rest)
-        return jnp.concatenate([blank(n) if f is None else f, rest]) if n else rest
 
-    return x, {name: ordered(name) for name in {**first, **ys_dense, **ys_moe}}
+def _in_order(pieces: list, fill: bool) -> dict:
+    """{name: [layers, ...]} of the pieces' outputs in layer order: every layer's, NaN at the layers of a kind
+    that gives none (fill=True, statistics), else the layers' that give it alone."""
+    def first_row(name):
+        for p in pieces:
+            if p.grouped is None and name in p.ys:
+                return p.ys[name][0]
+            if p.grouped is not None and name in p.grouped:
+                return p.grouped[name][0]
+            if p.grouped is not None and name in p.ys:
+                return p.ys[name][0, 0]
+
+    def ordered(name):
+        like = first_row(name)
+        blank = lambda *lead: jnp.full(lead + like.shape, jnp.nan, like.dtype)  # noqa: E731
+        parts = []
+        for p in pieces:
+            if p.grouped is None:
+                y = p.ys.get(name)
+                parts.append(blank(p.count) if y is None and fill else y)
+                continue
+            g, k = p.count, p.k
+            d, m = p.ys.get(name), p.grouped.get(name)
+            if not fill and (d is None or m is None):  # one kind's output: its layers only
+                parts.append(m if d is None else merge_layers(d))
+                continue
+            m = blank(g) if m is None else m
+            rest = jnp.concatenate([blank(g, k - 1) if d is None else d, m[:, None]], axis=1) if k > 1 else m[:, None]
+            parts.append(merge_layers(rest))
+        parts = [y for y in parts if y is not None]
+        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+
+    names = {name for p in pieces for ys in (p.ys, p.grouped or {}) for name in ys}
+    return {name: ordered(name) for name in names}
+
+
+def hybrid_scan(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):
+    """`scan_layers` of a hybrid (model.deltanet.full_attention_interval = k, `linear_layers`): G groups,
+    each a scan over its k - 1 Gated DeltaNet layers ("linear_blocks") and then its softmax-attention layer
+    ("blocks"). Run apart, each as a scan over its Gated DeltaNet layers and a step of its softmax one: with
+    an MoE's dense first layers (model.moe.first_dense_layers = N <= k - 1: "dense_blocks", Gated DeltaNet
+    beside the dense MLP) the first group, its N dense layers scanned first; a last group of
+    num_layers mod k layers (Kimi-Linear-48B-A3B's 27 = 6 x 4 + 3)."""
+    scan = partial(jax.lax.scan, unroll=unroll)
+    k, layers = cfg.deltanet.full_attention_interval, cfg.num_layers
+    n = 0 if params.dense_blocks is None else cfg.moe.first_dense_layers
+    linear_step, full_step = make_step("linear_blocks"), make_step("blocks")
+    rows = lambda t, start, count: jax.tree.map(lambda a: a[start:start + count], t)  # noqa: E731
+    pieces, at = [], {"layer": 0, "linear_blocks": 0, "blocks": 0}  # (the next layer, each stack's next row)
+
+    def run(x, stack, count, step=None):  # the next `count` layers, all of `stack` (step: one, not scanned)
+        p, s = rows(getattr(params, stack), at.get(stack, 0), count), rows(xs, at["layer"], count)
+        if step is None:
+            x, ys = scan(make_step(stack) if stack == "dense_blocks" else linear_step, x, (p, s))
+        else:
+            x, ys = step(x, jax.tree.map(lambda a: a[0], (p, s)))
+            ys = jax.tree.map(lambda a: a[None], ys)
+        pieces.append(Piece(count, ys))
+        at["layer"] += count
+        at[stack] = at.get(stack, 0) + count
+        return x
+
+    def apart(x, dense: int, linear: int):  # one group: `dense` dense layers, `linear` others, its softmax one
+        if dense:
+            x = run(x, "dense_blocks", dense)
+        if linear:
+            x = run(x, "linear_blocks", linear)
+        return run(x, "blocks", 1, full_step)
+
+    if n:
+        x = apart(x, n, k - 1 - n)
+    g = (layers - at["layer"]) // k
+    if g:
+        x, piece = _groups(scan, linear_step, full_step, x,
+                           rows(params.linear_blocks, at["linear_blocks"], g * (k - 1)),
+                           rows(params.blocks, at["blocks"], g), rows(xs, at["layer"], g * k), g, k)
+        pieces.append(piece)
+        at.update(layer=at["layer"] + g * k, linear_blocks=at["linear_blocks"] + g * (k - 1), blocks=at["blocks"] + g)
+    if at["layer"] < layers:
+        x = apart(x, 0, layers - at["layer"] - 1)
+    return x, _in_order(pieces, fill)
 
 
 def shared_scan(cfg: ModelConfig, params: Params, make_step: Callable, x: Array, xs, unroll=1, fill: bool = False):

@@ -353,10 +353,11 @@ def config_errors(m: ModelConfig) -> List[str]:
     if d.full_attention_interval < 2:
         errs.append(f"model.deltanet.full_attention_interval={d.full_attention_interval}: every layer would be "
                     "softmax attention; choose k >= 2 (k - 1 Gated DeltaNet layers, then one softmax-attention layer)")
-    elif m.num_layers % d.full_attention_interval:
-        errs.append(f"model.num_layers={m.num_layers} is not a multiple of model.deltanet.full_attention_interval="
+    elif m.num_layers < d.full_attention_interval:
+        errs.append(f"model.num_layers={m.num_layers} is fewer than model.deltanet.full_attention_interval="
                     f"{d.full_attention_interval}: the layers run as groups of (interval - 1) Gated DeltaNet layers "
-                    "and one softmax-attention layer; choose num_layers as a multiple")
+                    "and one softmax-attention layer (a last group of num_layers mod interval layers: its last one "
+                    "softmax); choose num_layers >= the interval")
     for name in ("key_heads", "key_dim", "conv", "chunk"):
         if not getattr(d, name) > 0:
             errs.append(f"model.deltanet.{name}={getattr(d, name)} must be > 0")
@@ -367,9 +368,15 @@ def config_errors(m: ModelConfig) -> List[str]:
     if Hk > 0 and Hv > 0 and Hv % Hk:
         errs.append(f"model.deltanet.value_heads={Hv} must be a multiple of model.deltanet.key_heads={Hk} (each key "
                     "head serves value_heads / key_heads value heads)")
-    if m.moe.num_experts and (m.moe.first_dense_layers or m.moe.interleave_step != 1):
-        errs.append("model.deltanet with model.moe.first_dense_layers / interleave_step: a hybrid's MLPs are all "
-                    "dense or all MoE (Qwen3-Next: every layer MoE); set first_dense_layers=0 and interleave_step=1")
+    k, n = d.full_attention_interval, m.moe.first_dense_layers
+    if m.moe.num_experts and m.moe.interleave_step != 1:
+        errs.append(f"model.moe.interleave_step={m.moe.interleave_step} in a hybrid (model.deltanet): its MoE layers "
+                    "are every layer after model.moe.first_dense_layers (Qwen3-Next, Kimi Linear); set "
+                    "interleave_step=1")
+    elif m.moe.num_experts and k >= 2 and k - 1 < n < m.num_layers:  # (n < 0 or >= num_layers: moe.py's line)
+        errs.append(f"model.moe.first_dense_layers={n} in a hybrid: its dense layers are Gated DeltaNet layers of "
+                    f"the first group of model.deltanet.full_attention_interval={k} (Kimi-Linear-48B-A3B: 1); "
+                    f"choose 0 to {k - 1}")
     if m.parametrization.value != "standard":
         errs.append(f"model.deltanet with model.parametrization={m.parametrization.value}: μP's rules are not worked "
                     "out for Gated DeltaNet's parameters yet; use model.parametrization=standard")

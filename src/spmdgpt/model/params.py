@@ -16,10 +16,10 @@ Shapes (L layers, D = d_model, V vocabulary):
     ln_f     final norm
     unembed  [D, V]                 only when model.tie_embeddings=false
     dense_blocks  Block with the dense MLP, stacked: an MoE model's dense layers (model.moe.
-             first_dense_layers, interleave_step), else None
+             first_dense_layers, interleave_step; a hybrid's: Gated DeltaNet layers), else None
     linear_blocks  Block with Gated DeltaNet (deltanet.DeltaNet) for attention, stacked: a hybrid's
-             linear-attention layers (model.deltanet.full_attention_interval), else None; `blocks`
-             then holds its softmax-attention layers
+             linear-attention layers (model.deltanet.full_attention_interval; those of dense_blocks
+             apart), else None; `blocks` then holds its softmax-attention layers
     mtp      multi-token prediction's modules (model.mtp_depth > 0, `mtp.Mtp`), else None
     hash_experts  [H, V, top_k] the experts of each token id in the first H MoE layers
              (model.moe.hash_layers = H, `moe.hash_routes`), else None
@@ -154,8 +154,8 @@ def block_units(cfg: ModelConfig, stack: str = "blocks") -> tuple[Unit, Unit]:
     cfg = stack_config(cfg, stack)
     if stack.startswith("shared_"):
         attention = SHARED_KV
-    elif stack == "linear_blocks":
-        attention = DELTANET
+    elif stack == "linear_blocks" or (dense and cfg.deltanet.full_attention_interval):  # (a hybrid's dense
+        attention = DELTANET  # first layers: Gated DeltaNet layers of its first group, model.moe.first_dense_layers)
     elif cfg.mla.kv_rank:
         attention = LATENT_ATTENTION
     elif cfg.csa.q_rank:
@@ -228,6 +228,8 @@ def _param_info(cfg: ModelConfig) -> Params:
     split = linear if any(linear) else local  # (a hybrid's Gated DeltaNet layers, a global stack's local ones)
     own = [not s for s in shared]  # (model.kv_shared_layers: the others' stacks of their own)
     count = lambda kind, mine: sum(k == kind and m for k, m in zip(split, mine, strict=True))  # noqa: E731
+    plain = sum(linear) - kinds.count(False) * any(kinds) if any(linear) else 0  # (a hybrid's Gated DeltaNet layers
+    # but its dense ones)
     return Params(
         embed=ParamInfo((V, D), ("vocab", "embed"), "normal", std, False, (), ()),
         # (a hybrid's softmax layers, a global stack's G layers, else an MoE model's MoE layers, else every layer)
@@ -238,7 +240,7 @@ def _param_info(cfg: ModelConfig) -> Params:
         else ParamInfo((D, V), ("embed", "vocab"), "normal", std, False, ("embed",), ("vocab",)),
         dense_blocks=layers("dense_blocks", kinds.count(False)) if any(kinds) and not all(kinds) else None,
         mtp=mtp_info(cfg, layer("dense_blocks")) if cfg.mtp_depth else None,
-        linear_blocks=layers("linear_blocks", sum(linear)) if any(linear) else None,
+        linear_blocks=layers("linear_blocks", plain) if plain else None,
         local_blocks=layers("local_blocks", count(True, own)) if global_stack(cfg) else None,
         hc_head=hyper_info(cfg, head=True),
         hash_experts=hash_info(cfg),
@@ -261,7 +263,8 @@ def between_steps(cfg: ModelConfig, old: Params, new: Params, aux: dict) -> Para
     stacks = {"blocks": aux}
     if new.linear_blocks is not None and cfg.moe.num_experts:  # (a hybrid's experts in both stacks: their
         # per-layer outputs [layers, ...] in layer order, each stack's rows its own)
-        linear = np.asarray(linear_layers(cfg))
+        linear = np.asarray(linear_layers(cfg))[np.asarray(moe_layers(cfg))]  # (the MoE layers': a hybrid's
+        # dense first layers, model.moe.first_dense_layers, give no router outputs)
         per_layer = {k: v for k, v in aux.items() if k != FP8_HISTORY}
         stacks = {"blocks": {**aux, **{k: v[~linear] for k, v in per_layer.items()}},
                   "linear_blocks": {k: v[linear] for k, v in per_layer.items()}}
