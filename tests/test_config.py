@@ -58,7 +58,8 @@ CASES = [
                                          "gemma3_1b, gemma4_26b_a4b, "
                                          "gemma4_31b, gemma4_e4b, gemma4_moe_small, gemma4_small, "
                                          "gpt2_124m, "
-                                         "gpt_oss_120b, gpt_oss_20b, gpt_oss_small, gutenberg_gpt2, kimi_linear_small, "
+                                         "gpt_oss_120b, gpt_oss_20b, gpt_oss_small, gutenberg_gpt2, kimi_linear_48b, "
+                                         "kimi_linear_small, "
                                          "ladder_gutenberg, ladder_tiny, llama2_7b, "
                                          "llama3_2_1b, llama3_8b, llama4_scout, llama4_small, llama_1b, mixtral_8x7b"),
     (STAIR + ["sharding=zero3"], "packaged tables: dp, fsdp, fsdp_tp, tp"),

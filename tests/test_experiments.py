@@ -2,10 +2,11 @@
 evaluation, and the statistics and rollouts where it asks for them) compiled for that hardware
 from abstract shapes, compile-only, and each within a device's memory. The hardware is the one
 its YAML header and the README name: one H100 (gpt2_124m, gemma3_1b), one host of 8 H100s (the
-Llama configs; gpt_oss_20b), a v5p-64 slice with 8-way expert parallelism (mixtral_8x7b), a
-v5p-128 one (gpt_oss_120b, qwen3_next_80b_a3b), a v5p-512 one (deepseek_v4_flash), a v5p-1024 slice
-with 8-way expert parallelism (deepseek_v3); all but Llama 2 7B's only with SPMDGPT_BIG_PLANS=1 (a minute or more of
-compilation each), and for the small ones a CPU device of this machine holding the whole run.
+Llama configs; gpt_oss_20b), four hosts of 8 H100s (kimi_linear_48b), a v5p-64 slice with 8-way
+expert parallelism (mixtral_8x7b), a v5p-128 one (gpt_oss_120b, qwen3_next_80b_a3b), a v5p-512 one
+(deepseek_v4_flash), a v5p-1024 slice with 8-way expert parallelism (deepseek_v3); all but Llama 2 7B's only
+with SPMDGPT_BIG_PLANS=1 (a minute or more of compilation each), and for the small ones a CPU device of this
+machine holding the whole run.
 
 The GPU plans use XLA's attention where cuDNN's library is not installed (CI installs the
 gpu-plan extra, not gpu-plan-cudnn): it keeps each layer's attention probabilities where cuDNN's
@@ -40,6 +41,7 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
     "gpt_oss_20b": ["topology=h100-8"],
     "gpt_oss_120b": ["topology=v5p-128", "mesh.expert=8"],
     "qwen3_next_80b_a3b": ["topology=v5p-128", "mesh.expert=8"],
+    "kimi_linear_48b": ["topology=h100-32"],
     "olmo3_7b": ["topology=h100-8"],
     "nanochat_d32": ["topology=h100-8"],
     "llama4_scout": ["topology=v5p-128", "mesh.expert=8"],
@@ -50,7 +52,7 @@ HARDWARE = {  # experiment -> the plan's overrides for its hardware
 # planned only with SPMDGPT_BIG_PLANS=1: 512 devices, 3 minutes of compilation on a 2-core box (its plan is in
 # benchmarks/BENCHMARKS.md)
 BIG = {"deepseek_v3", "deepseek_v4_flash", "gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b", "llama3_2_1b", "llama_1b",
-       "llama3_8b", "gemma3_1b", "qwen3_next_80b_a3b", "gpt2_124m", "llama2_7b",
+       "llama3_8b", "gemma3_1b", "qwen3_next_80b_a3b", "kimi_linear_48b", "gpt2_124m", "llama2_7b",
        "olmo3_7b", "nanochat_d32",  # (37 and 26 s on 8 H100s, their units against transformers in test_hf, plans in
        "llama4_scout", "gemma4_31b", "gemma4_26b_a4b", "gemma4_e4b"}  # BENCHMARKS; llama4_scout, gemma4_31b,
 # gemma4_26b_a4b: minutes for a v5p slice, gemma4_e4b for 8 H100s, their units
