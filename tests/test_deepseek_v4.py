@@ -418,6 +418,9 @@ def test_bad_settings_are_one_line_each():
         ([*CSA_ON, "model.csa.pattern=SX"], "model.csa.pattern='SX' must be letters S (sliding), C"),
         ([*CSA_ON, "model.csa.pattern=H", "model.csa.heavy_rate=1"], "model.csa.heavy_rate=1 must be >= 2"),
         ([*CSA_ON, "model.csa.pattern=C", "model.csa.sparse_rate=0"], "model.csa.sparse_rate=0 must be >= 2"),
+        ([*CSA_ON, "model.csa.pattern=H", "model.sliding_window=8", "model.csa.heavy_rate=10000000"],
+         "model.csa.heavy_rate=10000000 is longer than model.max_seq_len=64: no window of it would ever be whole"),
+        ([*CSA_ON, "model.csa.pattern=HS"], "model.sliding_window=0: DeepSeek-V4's compressed layers"),
         ([*CSA_ON, "model.csa.pattern=C", "model.csa.rope_dim=8", "model.csa.index_dim=6"],
          "model.csa.index_dim=6 must be even and >= model.csa.rope_dim=8"),
         ([*CSA_ON, "model.csa.pattern=C", "model.csa.index_heads=0"], "model.csa.index_heads=0 must be >= 1"),
@@ -464,10 +467,10 @@ def test_csa_fields_refused_by_name_through_the_cli(capsys, tmp_path):
     from spmdgpt.data.tokenizers import DigitTokenizer, save_tokenizer
 
     rates = (*CSA_ON, "model.num_layers=3", "model.csa.pattern=SCH", "model.csa.sparse_rate=2",
-             "model.csa.heavy_rate=4")
+             "model.csa.heavy_rate=4", "model.sliding_window=8")
     expected = ("engine page_size=6 must be a multiple of every compress rate of model.csa.pattern='SCH' "
                 "(model.csa.sparse_rate=2, model.csa.heavy_rate=4): a page holds page_size / rate compressed "
-                "entries; set page_size=12")
+                "entries; set page_size=4 or a multiple of it (the nearest above: 8)")
     run_dir = tmp_path / "v4"
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(to_yaml(load_config(["+experiment=staircase", *rates])))

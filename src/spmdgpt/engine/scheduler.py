@@ -96,7 +96,8 @@ def page_size_error(cfg: ModelConfig, page_size: int) -> Optional[str]:
         return None
     return (f"engine page_size={page_size} must be a multiple of every compress rate of model.csa.pattern="
             f"{cfg.csa.pattern!r} ({', '.join(f'model.csa.{f}={r}' for f, r in rates.items())}): a page holds "
-            f"page_size / rate compressed entries; set page_size={fitting_page_size(cfg, page_size)}")
+            f"page_size / rate compressed entries; set page_size={fitting_page_size(cfg, 1)} or a multiple of it "
+            f"(the nearest above: {fitting_page_size(cfg, 1) * -(-page_size // fitting_page_size(cfg, 1))})")
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:

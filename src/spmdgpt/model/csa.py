@@ -545,6 +545,9 @@ def config_errors(m: ModelConfig) -> List[str]:
         if getattr(c, name) < 2:
             errs.append(f"model.csa.{name}={getattr(c, name)} must be >= 2 (tokens per compressed entry; DeepSeek-V4: "
                         f"{4 if kind == 'C' else 128})")
+        elif kind in kinds and getattr(c, name) > m.max_seq_len > 0:
+            errs.append(f"model.csa.{name}={getattr(c, name)} is longer than model.max_seq_len={m.max_seq_len}: no "
+                        f"window of it would ever be whole (no entry); set it to at most {m.max_seq_len}")
     if "C" in kinds:
         if c.index_heads < 1:
             errs.append(f"model.csa.index_heads={c.index_heads} must be >= 1 (the C layers' indexer; DeepSeek-V4: 64)")
@@ -555,6 +558,10 @@ def config_errors(m: ModelConfig) -> List[str]:
             errs.append(f"model.csa.index_topk={c.index_topk} must be >= 1 (entries each query attends to; all while "
                         "there are fewer)")
     if kinds - {"S"}:
+        if m.sliding_window <= 0:
+            errs.append(f"model.sliding_window={m.sliding_window}: DeepSeek-V4's compressed layers (model.csa.pattern="
+                        f"{c.pattern!r}) attend over a sliding window of their own rows beside the entries; set "
+                        "model.sliding_window > 0 (DeepSeek-V4: 128)")
         for bad, name in ((m.global_head_dim is not None or m.global_kv_heads is not None or m.global_k_eq_v,
                            "model.global_head_dim / global_kv_heads / global_k_eq_v"),
                           (m.kv_shared_layers, "model.kv_shared_layers"), (m.mtp_depth, "model.mtp_depth")):
