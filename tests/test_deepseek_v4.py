@@ -475,8 +475,8 @@ def test_csa_fields_refused_by_name_through_the_cli(capsys, tmp_path):
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(to_yaml(load_config(["+experiment=staircase", *rates])))
     save_tokenizer(DigitTokenizer(), run_dir / "tokenizer.json")
-    for args in (["serve", f"run.dir={run_dir}", "page_size=6"],
-                 ["plan", "+experiment=staircase", *rates, "serve=true", "page_size=6"]):
+    for args in (["serve", f"run.dir={run_dir}", "page_size=6"], ["plan", f"run.dir={run_dir}", "serve=true",
+                 "page_size=6"], ["plan", "+experiment=staircase", *rates, "serve=true", "page_size=6"]):
         code = main(args)
         err = capsys.readouterr().err
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err

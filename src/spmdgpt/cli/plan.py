@@ -14,7 +14,8 @@ whose programs does not fit into exit code 2. search=true (with a topology): com
 candidate layouts and rank them (spmdgpt.plan.search). serve=true [slots= page_size= pages= chunk=
 speculate= decode_attention= buckets=]: plan `spmdgpt serve` of the model instead: the inference engine's
 step with those arguments (serve's defaults), its memory per device, and how many pages of KV cache fit
-(`plan.plan_serving`); exit 2 when the pool asked for does not."""
+(`plan.plan_serving`); exit 2 when the pool asked for does not. With serve=true, run.dir=RUN (or hf:DIR)
+plans the model `serve run.dir=RUN` would serve, the other overrides on top."""
 
 from __future__ import annotations
 
@@ -216,7 +217,13 @@ def run(items: List[str]) -> int:
     if not args.serve and any(getattr(args, f) != getattr(PlanArgs, f) for f in SERVE_ARGS):
         raise ConfigError([f"{', '.join(f for f in SERVE_ARGS if getattr(args, f) != getattr(PlanArgs, f))}: the "
                            "engine's arguments plan serving; add serve=true"])
-    cfg = load_config(overrides)
+    run_dir = next((o.split("=", 1)[1] for o in overrides if o.startswith("run.dir=")), None)
+    if args.serve and run_dir:  # (serve's own reading: the run's or the Hugging Face folder's model)
+        from spmdgpt.cli.runs import model_source
+
+        cfg, _ = model_source(run_dir, [o for o in overrides if not o.startswith("run.dir=")])
+    else:
+        cfg = load_config(overrides)
     note, top = "", None
     if args.topology:
         from spmdgpt.plan.topology import parse_topology
