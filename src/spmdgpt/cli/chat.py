@@ -58,12 +58,9 @@ def with_folder_template(spec: str, tok):
 def chat_model(spec: str, overrides: List[str]):
     """(config, chat tokenizer) of a run trained on chat data or of hf:DIR with a chat template."""
     from spmdgpt.cli.runs import model_source
-    from spmdgpt.engine.scheduler import decode_error
     from spmdgpt.hf import hf_folder
 
     cfg, tok = model_source(spec, overrides)
-    if decode_error(cfg.model):  # (before the checkpoint loads)
-        raise ConfigError([decode_error(cfg.model)])
     if hf_folder(spec) is not None:
         tok = with_folder_template(spec, tok)
         if not hasattr(tok, "prompt"):

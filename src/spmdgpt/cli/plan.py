@@ -160,7 +160,7 @@ def _without_cudnn(e: RuntimeError, args: PlanArgs, cfg) -> Exception:
 def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only: bool) -> int:
     """serve=true: the engine's step for the model, and the pages that fit (`plan.plan_serving`)."""
     from spmdgpt.cli.serve import DECODE_ATTENTION, engine_config
-    from spmdgpt.engine.scheduler import decode_error, page_size_error, speculate_error
+    from spmdgpt.engine.scheduler import page_size_error, speculate_error
     from spmdgpt.mesh.sharding import Rules
     from spmdgpt.plan.plan import plan_serving
 
@@ -168,8 +168,7 @@ def _serve(args: PlanArgs, cfg, mesh, devices, capacity, note: str, compile_only
             if getattr(args, f) < 1]
     if args.pages < 0 or args.pages == 1:
         errs.append(f"pages={args.pages} must be 0 (enough for every slot) or >= 2 (page 0 is the null page)")
-    errs += [e for e in [decode_error(cfg.model), speculate_error(cfg.model, args.speculate),
-                         page_size_error(cfg.model, args.page_size)] if e]
+    errs += [e for e in [speculate_error(cfg.model, args.speculate), page_size_error(cfg.model, args.page_size)] if e]
     if args.decode_attention not in DECODE_ATTENTION:
         errs.append(f"decode_attention={args.decode_attention}: one of {', '.join(DECODE_ATTENTION)}")
     if errs:

@@ -85,12 +85,11 @@ def run(items: List[str]) -> int:
     from spmdgpt.engine.generate import context_error
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
-    from spmdgpt.engine.scheduler import decode_error, speculate_error
+    from spmdgpt.engine.scheduler import speculate_error
 
     encoded = []
-    for err in (decode_error(cfg.model), speculate_error(cfg.model, args.speculate)):
-        if err:
-            raise ConfigError([err])
+    if speculate_error(cfg.model, args.speculate):
+        raise ConfigError([speculate_error(cfg.model, args.speculate)])
     for p in prompts:
         try:
             ids = tokenizer.encode(p)

@@ -257,10 +257,10 @@ def run(items: List[str]) -> int:
 
     cfg, tokenizer = model_source(args.run_dir, overrides)
     tokenizer = with_folder_template(args.run_dir, tokenizer)  # (hf:DIR: the folder's chat template, if any)
-    from spmdgpt.engine.scheduler import decode_error, page_size_error, speculate_error
+    from spmdgpt.engine.scheduler import page_size_error, speculate_error
 
-    for err in (decode_error(cfg.model), speculate_error(cfg.model, args.speculate),  # (before the checkpoint loads)
-                page_size_error(cfg.model, args.page_size)):
+    # (before the checkpoint loads)
+    for err in (speculate_error(cfg.model, args.speculate), page_size_error(cfg.model, args.page_size)):
         if err:
             raise ConfigError([err])
     if args.max_tokens >= cfg.model.max_seq_len:

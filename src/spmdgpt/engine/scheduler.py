@@ -69,12 +69,6 @@ class EngineConfig:
     #   each), the smallest that holds the step's rows taken: less work at low load, <= N x N + 2N programs
 
 
-def decode_error(cfg: ModelConfig) -> Optional[str]:
-    """Why the engine cannot decode this model, or None (every model that trains decodes: DeepSeek-V4's
-    compressed layers too, whose page size `page_size_error` checks)."""
-    return None
-
-
 def compress_rates(cfg: ModelConfig) -> dict:
     """{field: tokens per compressed entry} of DeepSeek-V4's compressed layers that the model has
     ("sparse_rate" for C layers, "heavy_rate" for H, in that order); {} without them."""
@@ -91,13 +85,13 @@ def fitting_page_size(cfg: ModelConfig, page_size: int = 16) -> int:
 def page_size_error(cfg: ModelConfig, page_size: int) -> Optional[str]:
     """Why the engine cannot hold this model's pages of `page_size` tokens, or None: DeepSeek-V4's
     compressed layers keep page_size / m entries a page (`engine.paged`), so m divides it."""
-    rates = compress_rates(cfg)
-    if page_size < 1 or page_size % math.lcm(1, *rates.values()) == 0:
+    rates, least = compress_rates(cfg), fitting_page_size(cfg, 1)
+    if page_size < 1 or page_size % least == 0:
         return None
     return (f"engine page_size={page_size} must be a multiple of every compress rate of model.csa.pattern="
             f"{cfg.csa.pattern!r} ({', '.join(f'model.csa.{f}={r}' for f, r in rates.items())}): a page holds "
-            f"page_size / rate compressed entries; set page_size={fitting_page_size(cfg, 1)} or a multiple of it "
-            f"(the nearest above: {fitting_page_size(cfg, 1) * -(-page_size // fitting_page_size(cfg, 1))})")
+            f"page_size / rate compressed entries; set page_size={least} or a multiple of it (the nearest above: "
+            f"{least * -(-page_size // least)})")
 
 
 def speculate_error(cfg: ModelConfig, speculate: int) -> Optional[str]:
@@ -203,9 +197,8 @@ class Engine:
     def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
                  config: EngineConfig = EngineConfig()):
         d = rules.batch_divisor()
-        for err in (decode_error(cfg), page_size_error(cfg, config.page_size)):
-            if err:
-                raise ValueError(err)
+        if page_size_error(cfg, config.page_size):
+            raise ValueError(page_size_error(cfg, config.page_size))
         if config.slots % d:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
         self.cfg, self.rules, self.params = cfg, rules, params

@@ -146,14 +146,14 @@ def csa_info(cfg: ModelConfig) -> Csa:
 def compressed_info(cfg: ModelConfig) -> dict:
     """The compressors of the kinds model.csa.pattern has (`Csa`'s heavy, sparse and index; the indexer's
     axes "index_heads", "index_dim" are in no rule table: it is small, computed whole on each device)."""
-    kinds, c, H = set(compress_kinds(cfg)), cfg.csa, head_dim(cfg)
-    out = {}
-    if "H" in kinds:
-        out["heavy"] = compressor_info(cfg, c.heavy_rate, 1, H, "head_dim")
-    if "C" in kinds:
+    c = cfg.csa
+    made = {n: compressor_info(cfg, rate, series, h, axis)
+            for n, (_, rate, series, h, axis) in compressors(cfg).items()}
+    out = {} if "H" not in made else {"heavy": made["H"]}
+    if "C" in made:
         I, d = c.index_heads, c.index_dim
-        out["sparse"] = compressor_info(cfg, c.sparse_rate, 2, H, "head_dim")
-        out["index"] = Indexer(keys=compressor_info(cfg, c.sparse_rate, 2, d, "index_dim"),
+        out["sparse"] = made["C"]
+        out["index"] = Indexer(keys=made["I"],
                                w_q=matrix((c.q_rank, I, d), ("latent", "index_heads", "index_dim"), ("latent",),
                                           ("index_heads", "index_dim"), cfg.init_std),
                                w_w=matrix((cfg.d_model, I), ("embed", "index_heads"), ("embed",), ("index_heads",),
@@ -299,8 +299,8 @@ def compressed_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, c
                          kv: jax.Array, u: UnitInputs, kind: str, inv: jax.Array) -> jax.Array:
     """A C or H layer's attention over full sequences: q [b, N, t, H] over the layer's own rows kv
     [b, t, H] (causal, u.window, documents) and its compressed entries (`compress`; a C layer's those
-    its indexer selects, `index_select`), one softmax with the sinks -> [b, N, t, H]. Dense: the
-    scores of every query with every row and entry."""
+    its indexer selects, `index_select`), one softmax with the sinks -> [b, N, t, H]: in query blocks
+    (`banded_attention`) where `band_block` gives one, else dense (every query with every row and entry)."""
     b, t = kv.shape[:2]
     c = cfg.csa
     comp, rate = (p.heavy, c.heavy_rate) if kind == "H" else (p.sparse, c.sparse_rate)
@@ -369,7 +369,7 @@ def compress(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: Uni
     `rate` tokens, the rest left out) -> (entries [b, W, h] in x's dtype, normed and rotated at each
     window's first position; visible [b, t, W]: query i sees entry w once its window is whole, within
     its document)."""
-    b, (c, h), dt = u.batch, p.w_kv.shape[-2:], x.dtype
+    b, (c, h) = u.batch, p.w_kv.shape[-2:]
     kv, gate = _project(rules, p, x, b)
     t = kv.shape[1]
     W = t // rate
@@ -383,15 +383,23 @@ def compress(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: Uni
         gate = jnp.concatenate([before(gate, -jnp.inf), gate[:, :, :, 1]], axis=2)
     else:
         kv, gate = kv[:, :, :, 0], gate[:, :, :, 0]
-    entries = jnp.sum(kv * jax.nn.softmax(gate, axis=2).astype(dt), axis=2)  # [b, W, h]
-    entries = rms_normalize(entries, cfg.norm_eps, p.norm.astype(dt))
-    entries = rotate_tail(cfg, entries, u.positions[..., :W * rate:rate], inv=inv)
+    entries = _pooled(cfg, p, kv, gate, u.positions[..., :W * rate:rate], inv)  # [b, W, h]
     i, w = jnp.arange(t)[:, None], jnp.arange(W)[None]
     visible = jnp.broadcast_to((w + 1) * rate - 1 <= i, (b, t, W), out_sharding=rules.spec("batch", None, None))
     if u.segment_ids is not None:  # (an entry inside the document that holds its whole span)
         start = u.segment_ids[:, jnp.maximum(jnp.arange(W) - (c - 1), 0) * rate]  # [b, W]
         visible = visible & (start[:, None, :] == u.segment_ids[:, :, None])
     return entries, visible
+
+
+def _pooled(cfg: ModelConfig, p: Compressor, kv: jax.Array, gate: jax.Array, first: jax.Array,
+            inv: jax.Array) -> jax.Array:
+    """Windows' entries: kv [..., slots, h] weighted by the softmax over each window's slots of its
+    float32 gate logits [..., slots, h] (bias added; -inf where a slot is empty), RMS-normed by the
+    compressor's scale and rotated at each window's first position `first` [...] -> [..., h] in kv's dtype."""
+    dt = kv.dtype
+    entries = jnp.sum(kv * jax.nn.softmax(gate, axis=-2).astype(dt), axis=-2)
+    return rotate_tail(cfg, rms_normalize(entries, cfg.norm_eps, p.norm.astype(dt)), first, inv=inv)
 
 
 def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: jax.Array, u: UnitInputs,
@@ -455,9 +463,7 @@ def window_entries(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, 
         win_kv, win_gate = win_kv[:, :, :, 0], win_gate[:, :, :, 0] + bias[:, 0]
     at = pos[:, :, None] - L + 1 + jnp.arange(L)  # [b, t, L]: each place's position (< 0: none, the gate -inf)
     win_gate = jnp.where((at >= 0)[..., None], win_gate, -jnp.inf)
-    entries = jnp.sum(win_kv * jax.nn.softmax(win_gate, axis=2).astype(dt), axis=2)  # [b, t, h]
-    entries = rms_normalize(entries, cfg.norm_eps, p.norm.astype(dt))
-    entries = rotate_tail(cfg, entries, pos - rate + 1, inv=inv)  # (at the window's first position)
+    entries = _pooled(cfg, p, win_kv, win_gate, pos - rate + 1, inv)  # [b, t, h] (at the window's first position)
     done = (pos >= 0) & ((pos + 1) % rate == 0)
     entries = jnp.where(done[..., None], entries, jnp.zeros_like(entries))  # (0, never NaN: a padding token's
     # softmax over no position)
