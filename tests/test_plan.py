@@ -204,6 +204,24 @@ def test_plan_cli_prints_the_plan_and_refuses_one_that_does_not_fit(capsys, monk
     assert "devices=3: JAX already started with 8 cpu device(s)" in capsys.readouterr().err
 
 
+def test_plan_for_this_machine_refuses_a_state_that_cannot_fit_before_compiling(capsys, monkeypatch):
+    """Planned for this machine's own devices (no topology=, devices= or memory_gb=), a run whose
+    parameters, optimizer state and batches alone exceed a device is one line before anything
+    compiles (llama2_7b on the 8 CPU devices of a made-up 8 GiB host: 6.74B float32 parameters and
+    AdamW's moments, FSDP over 8: 9.41 GiB a device of 1 GiB; such a plan compiled for minutes);
+    with memory_gb= the whole plan is printed, fitting or not (test_plan_cli_prints_...)."""
+    import spmdgpt.plan.plan as plan
+
+    monkeypatch.setattr("spmdgpt.cli.plan.host_memory", lambda: 8 * 2**30)
+    monkeypatch.setattr(plan, "run_programs", lambda *a, **k: pytest.fail("compiled"))
+    assert main(["plan", "+experiment=llama2_7b"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("spmdgpt: error: the parameters, optimizer state and batches alone need 9.41 GiB per device (of "
+                   "3.14 GiB parameters) but a device holds 1.00 GiB, before any temporaries: plan for the devices "
+                   "it is meant for (topology=NAME, e.g. h100-8 or v5p-64; memory_gb=G) or split it over more "
+                   "(sharding=fsdp)\n")
+
+
 def test_plan_format_json_is_json_alone_on_stdout(capsys):
     """format=json: the plan as one JSON object, alone on stdout (`| jq` reads it); the report on
     stderr."""

@@ -75,7 +75,8 @@ def test_restart_keeps_freed_memory_no_page_faults():
     the calls fault none. (Alone, every call after the warm-up faults none; with another test
     process loading both cores, a clean-clone CI run saw about half of them fault ~34k pages.)"""
     # (glibc's malloc: not the allocator `make test` preloads, which returns such blocks to the system)
-    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC", "LD_PRELOAD")}
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC", "LD_PRELOAD",
+                                                              "TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD")}
     env["XLA_FLAGS"] = ""
     results, procs = {}, {}
     try:  # (both probes at once)

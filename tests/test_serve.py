@@ -242,6 +242,7 @@ def test_completions_through_the_openai_client(stair_run, capsys):
     assert code == 0, err
     assert "serving stair step 20 (no chat template) on http://127.0.0.1:" in err and "its step compiled in" in err
     assert "s (8 programs: 2 widths, decoding at 2 row counts) |" in err  # (buckets=2: 2 x 2 decoding, 2 x 2 more)
+    assert f"compiling the engine's step (2 widths x 2 row counts) before opening port {server.port}...\n" in err
     assert "engine 2 slots, 32 pages of 4 tokens" in err and "POST /v1/completions 499 " in err
     assert "POST /v1/completions 200 " in err and "POST /v1/completions 404 " in err
     assert "| temperature=-1.0 must be in [0.0, 2.0]" in err  # (a refused request's line says why)

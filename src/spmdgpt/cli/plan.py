@@ -260,13 +260,17 @@ def run(items: List[str]) -> int:
     mesh = make_mesh(cfg.mesh, devices if args.serve else kind.devices(cfg, devices))  # (rl.rollout_devices: fewer)
     if args.serve:
         return _serve(args, cfg, mesh, devices, capacity, note, top is not None)
+    capacity, note = _capacity(devices, capacity, note)
+    # (planned for this machine's own devices, none named: a state that cannot fit them is refused before the
+    # compile, which takes minutes at a published shape; a named target gets its whole plan, fitting or not)
+    local = not (args.topology or args.devices or args.memory_gb)
     try:
         with _compiling(mesh, top is not None):
-            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=kind)
+            plan = plan_step(cfg, Rules(mesh, cfg.sharding, cfg.model), whole_run=True, kind=kind,
+                             capacity=capacity if local else None)
             plan.programs += kind.side_programs(cfg, devices)  # (rl.rollout_devices: the engine's, on its own)
     except RuntimeError as e:  # (a program too large for its device is a ConfigError: `plan.run_programs`)
         raise _without_cudnn(e, args, cfg) from None
-    capacity, note = _capacity(devices, capacity, note)
     est = None
     text = sys.stderr if args.format == "json" else sys.stdout  # (format=json: the JSON alone on stdout)
     if top is not None:

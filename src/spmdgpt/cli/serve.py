@@ -302,6 +302,9 @@ def run(items: List[str]) -> int:
         raise ConfigError([str(e)]) from None
     from spmdgpt.plan.plan import step_refusal
 
+    e = backend.engine  # (seconds to minutes at a real shape: said first, so that a silent start is not a hang)
+    print(f"compiling the engine's step ({_count(len(e.width_sizes), 'width')} x "
+          f"{_count(len(e.row_sizes), 'row count')}) before opening port {args.port}...", file=sys.stderr, flush=True)
     with jax.set_mesh(mesh):  # (before the port opens: /health answers once the first request would not wait)
         warm = backend.engine.warm()
         refusal = step_refusal(backend.engine, shard_bytes(params))  # (now with the step's own temporaries)

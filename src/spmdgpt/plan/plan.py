@@ -387,12 +387,16 @@ def plan_serving(cfg: Config, rules: Rules, config, capacity: Optional[int], voc
                      engine.attention_name(), programs, (engine.row_sizes, engine.width_sizes))
 
 
-def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> Plan:
+def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None,
+              capacity: Optional[int] = None) -> Plan:
     """Compile `cfg`'s training step on `rules`' mesh from abstract shapes (call inside
     jax.set_mesh) and read its per-device plan; whole_run: every program of the run
     (`run_programs`) too, in Plan.programs. kind: the run's `kinds.RunKind` (its batch, its
     reference, which of its programs the plan compiles: `kinds.run_kind(cfg)`); None: a run on
-    token rows (a run of another kind's data is refused: its batch is not token rows)."""
+    token rows (a run of another kind's data is refused: its batch is not token rows).
+    capacity: a device's bytes; a run whose parameters, optimizer state and batches alone exceed it
+    is refused (ConfigError) before anything compiles (a published shape on one CPU device compiled
+    for minutes to say so)."""
     from spmdgpt.config import prompts_data
     from spmdgpt.training.objectives import objective_of
     from spmdgpt.training.state import abstract_state
@@ -413,6 +417,12 @@ def plan_step(cfg: Config, rules: Rules, whole_run: bool = False, kind=None) -> 
     if frozen is not None:
         held_reference = (held_reference, frozen)
     batch = kind.batch_shapes(cfg, rules) if kind is not None else batch_shapes(cfg, rules)
+    resident = shard_bytes((state, base, reference, held_reference, batch))
+    if capacity is not None and resident > capacity:
+        raise ConfigError([f"the parameters, optimizer state and batches alone need {size(resident)} per device (of "
+                           f"{size(shard_bytes(state.params))} parameters) but a device holds {size(capacity)}, "
+                           "before any temporaries: plan for the devices it is meant for (topology=NAME, e.g. "
+                           "h100-8 or v5p-64; memory_gb=G) or split it over more (sharding=fsdp)"])
     # (a kind whose other programs its own preflight compiles, as GRPO's sampler: the step alone)
     programs = run_programs(cfg, rules, optimizer, state, batch, batch, base=base, reference=reference,
                             held_bytes=cfg.train.eval_batches * shard_bytes(batch) + shard_bytes(held_reference),
