@@ -5,9 +5,9 @@ tests/conftest.py compiles them.
     python benchmarks/compile_malloc.py [--pairs 3] [--models staircase,deepseek_v4_small]
 
 Each measurement is a fresh process (an allocator is chosen when a process starts), alternating
-glibc (LD_PRELOAD unset) and tbbmalloc (LD_PRELOAD of the `tbb` wheel's libtbbmalloc_proxy, the dev
-extra's, keeping freed blocks of 8 MiB and more: `make test` preloads it the same way); each process
-compiles every model's step once on 8
+glibc (LD_PRELOAD unset) and tbbmalloc (LD_PRELOAD of the `tbb` wheel's libtbbmalloc_proxy: `pip
+install tbb==2023.2.0`, Linux x86-64; freed blocks of 8 MiB and more kept); each process compiles
+every model's step once on 8
 simulated CPU devices (data-parallel) without the persistent compilation cache and prints XLA's
 backend compile seconds (`/jax/core/compile/backend_compile_duration`), tracing and lowering, and
 its wall and CPU seconds. The table: the mean per model and allocator, and tbbmalloc / glibc.
@@ -74,7 +74,7 @@ def measure(allocator: str, models: list[str]) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "JAX_COMPILATION_CACHE_DIR")}
     env.update(JAX_PLATFORMS="cpu", SPMDGPT_COMPILE_CACHE="off",
                XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0")
-    if allocator == "tbbmalloc":  # (as `make test` preloads it)
+    if allocator == "tbbmalloc":
         env.update(LD_PRELOAD=" ".join(map(str, TBB)), TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD="8388608")
     out = subprocess.run([sys.executable, __file__, "--child", ",".join(models)], env=env, capture_output=True,
                          text=True, check=True)

@@ -74,7 +74,7 @@ def test_restart_keeps_freed_memory_no_page_faults():
     faults >= 16k pages (64 MiB of 4 KiB pages); with the retaining settings at least a third of
     the calls fault none. (Alone, every call after the warm-up faults none; with another test
     process loading both cores, a clean-clone CI run saw about half of them fault ~34k pages.)"""
-    # (glibc's malloc: not the allocator `make test` preloads, which returns such blocks to the system)
+    # (glibc's malloc, whatever this process runs with: a preloaded allocator such as tbbmalloc faults otherwise)
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC", "LD_PRELOAD",
                                                               "TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD")}
     env["XLA_FLAGS"] = ""
