@@ -2,6 +2,13 @@
 
 import os
 
+# `make test` preloads tbbmalloc (Makefile: TESTS) into pytest, which hands it to its xdist workers; each
+# worker keeps it (loaded at its start) and drops it from its environment, so that the processes the tests
+# start (spmdgpt, the PyTorch side, chromium) run with the allocator users' processes have
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("LD_PRELOAD", "TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD"):
+        os.environ.pop(_name, None)
+
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
