@@ -88,8 +88,8 @@ def run(items: List[str]) -> int:
     from spmdgpt.engine.scheduler import speculate_error
 
     encoded = []
-    if speculate_error(cfg.model, args.speculate):
-        raise ConfigError([speculate_error(cfg.model, args.speculate)])
+    if err := speculate_error(cfg.model, args.speculate):
+        raise ConfigError([err])
     for p in prompts:
         try:
             ids = tokenizer.encode(p)

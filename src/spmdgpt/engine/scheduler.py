@@ -197,8 +197,8 @@ class Engine:
     def __init__(self, cfg: ModelConfig, rules: Rules, params, vocab_limit: Optional[int] = None,
                  config: EngineConfig = EngineConfig()):
         d = rules.batch_divisor()
-        if page_size_error(cfg, config.page_size):
-            raise ValueError(page_size_error(cfg, config.page_size))
+        if err := page_size_error(cfg, config.page_size):
+            raise ValueError(err)
         if config.slots % d:
             raise ValueError(f"engine slots={config.slots} must be a multiple of the mesh's batch ways ({d})")
         self.cfg, self.rules, self.params = cfg, rules, params
