@@ -51,14 +51,14 @@ train: $(STAMP)
 # After the tests, tools/suite_budget.py checks each file's time against tests/budget.toml.
 TEST_WORKERS ?= 2
 TEST_TIMES := $(VENV)/test-times.xml
-# The test processes run with oneTBB's allocator (tbbmalloc, the dev extra's `tbb` wheel on Linux
+# The test processes run with oneTBB's allocator (tbbmalloc, the `tbb` wheel: a dependency on Linux
 # x86-64) in place of glibc's malloc, keeping the blocks of 8 MiB and more it frees for reuse
 # (TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD): the suite is bound by XLA's compiler, which spends ~15% of its
-# time in glibc's malloc and free. Preloaded into pytest and its workers only: tests/conftest.py
-# drops it from the workers' environment, so the processes tests start (spmdgpt, the PyTorch side,
-# chromium) run as users' do (preloaded into those too, a fresh clone's suite ran no faster).
-# Interleaved pytest -n 2 runs of six large files: 275 s and 275 s against 295 s and 311 s with glibc
-# (docs/development.md, BENCHMARKS).
+# time in glibc's malloc and free. Preloaded into pytest and its workers; tests/conftest.py drops it
+# from the workers' environment, so the processes tests start run as users' do: `spmdgpt` restarts
+# itself with tbbmalloc as every spmdgpt process does (spmdgpt.mesh.runtime), the PyTorch side and
+# chromium run glibc's malloc. Interleaved pytest -n 2 runs of six large files: 275 s and 275 s
+# against 295 s and 311 s with glibc (docs/development.md, BENCHMARKS).
 # (Expanded when the recipe runs, after the install: a missing library preloads nothing.)
 TBB_LIB = $(abspath $(VENV))/lib
 PRELOAD = $(shell test -e $(TBB_LIB)/libtbbmalloc_proxy.so.2 && echo 'TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD=8388608 \

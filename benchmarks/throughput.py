@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import time
 
-from spmdgpt.mesh.runtime import set_default_xla_flags, use_retaining_malloc
+from spmdgpt.mesh.runtime import malloc_in_use, set_default_xla_flags, use_retaining_malloc
 
 use_retaining_malloc()  # the same process settings as `spmdgpt train`
 set_default_xla_flags()  # and XLA flags, set before JAX starts
@@ -120,9 +119,9 @@ def main() -> None:
     print(
         f"device: {jax.devices()[0].device_kind} x{jax.device_count()} | float32 matmul peak {peak / 1e9:.1f} GFLOP/s"
     )
-    print(f"glibc malloc tunables: {os.environ.get('GLIBC_TUNABLES') or 'none (glibc defaults)'}")
+    print(f"allocator: {malloc_in_use()}")
     targets = {"B1": 0.50, "B2": 0.45}
-    results = {"peak_gflops": peak / 1e9}
+    results = {"peak_gflops": peak / 1e9, "malloc": malloc_in_use()}
     for name in args.configs.split(","):
         rates, fpt, kernel = measure(name, args.overrides, args.steps, args.windows)
         best, median = max(rates), float(np.median(rates))

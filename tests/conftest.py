@@ -4,8 +4,9 @@ import os
 
 # `make test` preloads tbbmalloc (Makefile: TESTS) into pytest, which hands it to its xdist workers; each
 # worker keeps it (loaded at its start) and drops it from its environment, so that the processes the tests
-# start (spmdgpt, the PyTorch side, chromium) run with the allocator users' processes have
-# (only that preload: another one the environment carries stays)
+# start run with the allocator users' processes have: `spmdgpt` restarts itself with tbbmalloc (its own
+# choice, spmdgpt.mesh.runtime), the PyTorch side and chromium keep glibc's malloc (only that preload:
+# another one the environment carries stays)
 if os.environ.get("PYTEST_XDIST_WORKER") and "libtbbmalloc" in os.environ.get("LD_PRELOAD", ""):
     for _name in ("LD_PRELOAD", "TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD"):
         os.environ.pop(_name, None)

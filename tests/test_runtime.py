@@ -1,4 +1,4 @@
-"""Process-level settings: the glibc malloc restart (spmdgpt.mesh.runtime.use_retaining_malloc)."""
+"""Process-level settings: the allocator restart (spmdgpt.mesh.runtime.use_retaining_malloc)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,32 @@ import sys
 import numpy as np
 import pytest
 
-from spmdgpt.mesh.runtime import MALLOC_TUNABLES, malloc_environment
+from spmdgpt.mesh.runtime import MALLOC_TUNABLES, TBB_KEEP, malloc_environment, tbbmalloc_libraries
 
 OURS = ":".join(MALLOC_TUNABLES)
-GLIBC = malloc_environment({}) is not None  # this process runs on glibc
+GLIBC = malloc_environment({}, tbb=None) is not None  # this process runs on glibc
+TBB = tbbmalloc_libraries()  # the `tbb` wheel's libraries (a dependency on Linux x86-64)
 
 
 def test_malloc_environment_decisions():
-    base = {"PATH": "/bin"}
-    assert malloc_environment(base, libc="glibc 2.36") == {"PATH": "/bin", "GLIBC_TUNABLES": OURS}
+    base, libs, glibc = {"PATH": "/bin"}, ("/x/libtbbmalloc.so.2", "/x/libtbbmalloc_proxy.so.2"), "glibc 2.36"
+    # tbbmalloc where the wheel is installed, its freed blocks of 8 MiB and more kept (the user's threshold wins)
+    assert malloc_environment(base, libc=glibc, tbb=libs) == {
+        "PATH": "/bin", "LD_PRELOAD": "/x/libtbbmalloc.so.2 /x/libtbbmalloc_proxy.so.2", TBB_KEEP[0]: "8388608"}
+    assert malloc_environment({**base, TBB_KEEP[0]: "1048576"}, libc=glibc, tbb=libs)[TBB_KEEP[0]] == "1048576"
+    # glibc's tunables without it, when asked (SPMDGPT_MALLOC=glibc), or when the user preloads another library
+    assert malloc_environment(base, libc=glibc, tbb=None) == {"PATH": "/bin", "GLIBC_TUNABLES": OURS}
+    assert malloc_environment({**base, "SPMDGPT_MALLOC": "glibc"}, libc=glibc, tbb=libs)["GLIBC_TUNABLES"] == OURS
+    env = malloc_environment({**base, "LD_PRELOAD": "/y/libjemalloc.so.2"}, libc=glibc, tbb=libs)
+    assert env["LD_PRELOAD"] == "/y/libjemalloc.so.2" and env["GLIBC_TUNABLES"] == OURS
     # other tunables the user set are kept, ours appended
-    env = malloc_environment({**base, "GLIBC_TUNABLES": "glibc.pthread.rseq=0"}, libc="glibc 2.36")
+    env = malloc_environment({**base, "GLIBC_TUNABLES": "glibc.pthread.rseq=0"}, libc=glibc, tbb=None)
     assert env["GLIBC_TUNABLES"] == "glibc.pthread.rseq=0:" + OURS
-    # nothing to do: already restarted, the user's own malloc tunables, opted out, not glibc
-    assert malloc_environment({**base, "GLIBC_TUNABLES": OURS}, libc="glibc 2.36") is None
-    assert malloc_environment({**base, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, libc="glibc 2.36") is None
-    assert malloc_environment({**base, "SPMDGPT_MALLOC": "system"}, libc="glibc 2.36") is None
-    assert malloc_environment(base, libc="") is None
+    # nothing to do: already restarted (either way), the user's own malloc tunables, opted out, not glibc
+    for done in ({"GLIBC_TUNABLES": OURS}, {"LD_PRELOAD": " ".join(libs)}, {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"},
+                 {"SPMDGPT_MALLOC": "system"}):
+        assert malloc_environment({**base, **done}, libc=glibc, tbb=libs) is None, done
+    assert malloc_environment(base, libc="", tbb=libs) is None
 
 
 def test_failed_restart_carries_on(monkeypatch, capsys):
@@ -40,51 +49,55 @@ def test_failed_restart_carries_on(monkeypatch, capsys):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(runtime, "_libc", lambda: "glibc 2.36")
+    monkeypatch.setattr(runtime, "tbbmalloc_libraries", lambda: None)
     monkeypatch.setattr(runtime.os, "execve", execve)
-    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    monkeypatch.delenv("SPMDGPT_MALLOC", raising=False)
+    for name in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC", "LD_PRELOAD"):
+        monkeypatch.delenv(name, raising=False)
     runtime.use_retaining_malloc()
     if sys.platform.startswith("linux"):
         assert len(calls) == 1 and calls[0][2]["GLIBC_TUNABLES"] == OURS
-        assert "could not restart with the glibc malloc settings" in capsys.readouterr().err
+        assert "could not restart with the malloc settings" in capsys.readouterr().err
 
 
 PROBE = """
 import json, os, resource
-from spmdgpt.mesh.runtime import use_retaining_malloc
+from spmdgpt.mesh.runtime import malloc_in_use, use_retaining_malloc
 use_retaining_malloc()
 import jax, jax.numpy as jnp
 f = jax.jit(lambda x: jnp.sum(jnp.sin(x.T)[::-1] * x + x.T))  # (64 MiB temporaries; a cumsum: 1.6x the time)
 x = jnp.ones((4096, 4096), jnp.float32)  # 64 MiB: XLA's temporaries are over glibc's mmap limit
-for _ in range(10):
+for _ in range(6):
     f(x).block_until_ready()
 faults = []
-for _ in range(15):
+for _ in range(12):
     r0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     f(x).block_until_ready()
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0)
-print(json.dumps({"pid": os.getpid(), "tunables": os.environ.get("GLIBC_TUNABLES", ""), "faults": faults}))
+maps = open("/proc/self/maps").read()
+print(json.dumps({"pid": os.getpid(), "malloc": malloc_in_use(), "tbb_mapped": "libtbbmalloc_proxy" in maps,
+                  "faults": faults}))
 """
 
 
 @pytest.mark.skipif(not GLIBC or not sys.platform.startswith("linux"), reason="glibc only")
 def test_restart_keeps_freed_memory_no_page_faults():
-    """The restarted process (same PID) has the tunables, and an XLA:CPU computation with 64+ MiB
-    of temporaries stops faulting in fresh pages on every call: with glibc's defaults every call
-    faults >= 16k pages (64 MiB of 4 KiB pages); with the retaining settings at least a third of
-    the calls fault none. (Alone, every call after the warm-up faults none; with another test
-    process loading both cores, a clean-clone CI run saw about half of them fault ~34k pages.)"""
+    """The restarted process (same PID) runs the retaining allocator, tbbmalloc where the `tbb`
+    wheel is installed (mapped in the process) or glibc's tunables (SPMDGPT_MALLOC=glibc), and an
+    XLA:CPU computation with 64+ MiB of temporaries stops faulting in fresh pages on every call:
+    with glibc's defaults every call faults >= 16k pages (64 MiB of 4 KiB pages); with either
+    retaining allocator at least a third of the calls fault none. (Alone, every call after the
+    warm-up faults none; with another test process loading both cores, a clean-clone CI run saw
+    about half of them fault ~34k pages.)"""
     # (glibc's malloc, whatever this process runs with: a preloaded allocator such as tbbmalloc faults otherwise)
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC", "LD_PRELOAD",
-                                                              "TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD")}
+                                                              TBB_KEEP[0])}
     env["XLA_FLAGS"] = ""
+    modes = {"default": env, "glibc": {**env, "SPMDGPT_MALLOC": "glibc"}, "system": {**env, "SPMDGPT_MALLOC": "system"}}
     results, procs = {}, {}
-    try:  # (both probes at once)
-        for mode in ("retaining", "system"):
-            run_env = {**env, "SPMDGPT_MALLOC": "system"} if mode == "system" else env
-            procs[mode] = subprocess.Popen(
-                [sys.executable, "-c", PROBE], env=run_env, stdout=subprocess.PIPE, text=True
-            )
+    try:  # (the probes at once)
+        for mode, run_env in modes.items():
+            procs[mode] = subprocess.Popen([sys.executable, "-c", PROBE], env=run_env, stdout=subprocess.PIPE,
+                                           text=True)
         for mode, proc in procs.items():
             out, _ = proc.communicate(timeout=120)
             assert proc.returncode == 0
@@ -94,11 +107,14 @@ def test_restart_keeps_freed_memory_no_page_faults():
         for proc in procs.values():
             proc.kill()
             proc.wait()
-    assert results["retaining"]["tunables"] == OURS and results["system"]["tunables"] == ""
+    assert results["default"]["malloc"] == ("tbbmalloc" if TBB else f"glibc tunables {OURS}")
+    assert results["default"]["tbb_mapped"] == bool(TBB) and not results["glibc"]["tbb_mapped"]
+    assert (results["glibc"]["malloc"], results["system"]["malloc"]) == (f"glibc tunables {OURS}", "glibc defaults")
     system = float(np.min(results["system"]["faults"]))
-    retaining = float(np.sort(results["retaining"]["faults"])[len(results["retaining"]["faults"]) // 3])
     assert system >= 16_000, results
-    assert retaining <= 0.01 * system, results
+    for mode in ("default", "glibc"):
+        retaining = float(np.sort(results[mode]["faults"])[len(results[mode]["faults"]) // 3])
+        assert retaining <= 0.01 * system, (mode, results)
 
 
 def test_os_reason_keeps_the_reason_of_every_tensorstore_form():

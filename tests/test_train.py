@@ -12,7 +12,7 @@ from conftest import read_jsonl
 
 from spmdgpt import train
 from spmdgpt.config import load_config
-from spmdgpt.mesh.runtime import MALLOC_TUNABLES, malloc_environment
+from spmdgpt.mesh.runtime import MALLOC_TUNABLES, malloc_environment, tbbmalloc_libraries
 
 
 @pytest.fixture
@@ -86,15 +86,23 @@ def test_cli_end_to_end_subprocess(tmp_path):
         [sys.executable, "-m", "spmdgpt", "train", "+experiment=staircase", "train.steps=30",
          "train.progress=false", "mesh.data=1", f"run.dir={tmp_path / 'r'}"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**{k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC")}, "XLA_FLAGS": ""},
+        env={**{k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "SPMDGPT_MALLOC", "LD_PRELOAD")},
+             "XLA_FLAGS": ""},
     )
     assert out.returncode == 0, out.stderr
     assert "val/loss" in out.stderr
     rows = read_jsonl(tmp_path / "r" / "metrics.jsonl")
     assert rows[-1]["step"] == 30 and rows[-1]["val/loss"] < math.log(16)
-    # the entry point restarted itself with glibc's malloc tunables (spmdgpt.mesh.runtime), on glibc
+    # the entry point restarted itself with tbbmalloc (the `tbb` wheel, Linux x86-64), else glibc's malloc
+    # tunables (spmdgpt.mesh.runtime), on glibc
     meta = json.loads((tmp_path / "r" / "metadata.json").read_text())
-    assert meta["glibc_tunables"] == (":".join(MALLOC_TUNABLES) if malloc_environment({}) is not None else "")
+    ours = ":".join(MALLOC_TUNABLES)
+    if malloc_environment({}, tbb=None) is None:  # (not glibc)
+        assert meta["glibc_tunables"] == "" and not meta["malloc"].startswith("glibc")
+    elif tbbmalloc_libraries():
+        assert (meta["malloc"], meta["glibc_tunables"]) == ("tbbmalloc", "")
+    else:
+        assert (meta["malloc"], meta["glibc_tunables"]) == (f"glibc tunables {ours}", ours)
 
 
 def test_train_runs_off_the_main_thread(tmp_path):

@@ -1,5 +1,5 @@
 """Process-level settings that must be in place before JAX starts its backends (XLA flags) or
-before the process starts at all (glibc's malloc tunables)."""
+before the process starts at all (the allocator: tbbmalloc or glibc's malloc tunables)."""
 
 from __future__ import annotations
 
@@ -29,18 +29,25 @@ def set_default_xla_flags(deterministic: bool = False) -> None:
     os.environ["XLA_FLAGS"] = flags
 
 
-# glibc malloc settings for the whole process (measured on B1, benchmarks/BENCHMARKS.md): XLA:CPU
+# The allocator of the whole process (benchmarks/malloc.py, BENCHMARKS.md "Host memory"). XLA:CPU
 # allocates each execution's temporaries as one block (511 MB for a B1 training step) from the
-# thread that runs it. glibc serves blocks over 32 MB with a fresh mmap and returns them with
-# munmap on free, so every step faulted in 125k new zeroed pages (a quarter of the step in the
-# kernel). One arena, no mmap and no trimming make the freed block the next step's block: the
-# process keeps its peak host memory, as caching allocators do, and pays no page faults.
+# thread that runs it; glibc serves blocks over 32 MB with a fresh mmap and unmaps them on free,
+# so every step faulted in 125k new zeroed pages (a quarter of the step in the kernel). XLA's
+# compiler, multithreaded, spends ~15% of its time in malloc and free.
+# - oneTBB's tbbmalloc (the `tbb` wheel, a dependency on Linux x86-64), preloaded, keeping freed
+#   blocks of 8 MiB and more for reuse: no faults, and XLA compiles faster than with glibc's malloc
+#   (a small DeepSeek-V4's step and evaluation: 13 s against 17 s with glibc's defaults);
+# - else glibc with one arena, no mmap and no trimming: the freed block is the next step's block,
+#   but XLA's compiler threads then contend for that one arena and mmap-less large blocks (the same
+#   compile: 28 s).
 MALLOC_TUNABLES = (
     "glibc.malloc.arena_max=1",
     "glibc.malloc.mmap_max=0",
     "glibc.malloc.trim_threshold=4294967296",
 )
-MALLOC_OPT_OUT = "SPMDGPT_MALLOC"  # =system: leave glibc's defaults alone
+TBBMALLOC = ("libtbbmalloc.so.2", "libtbbmalloc_proxy.so.2")  # (the proxy replaces malloc, free, ...)
+TBB_KEEP = ("TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD", str(8 << 20))  # freed blocks of 8 MiB and more kept
+MALLOC_OPT_OUT = "SPMDGPT_MALLOC"  # =system: leave the C library's malloc alone; =glibc: the tunables
 
 
 def _libc() -> str:
@@ -50,21 +57,62 @@ def _libc() -> str:
         return ""
 
 
-def malloc_environment(environ: Mapping[str, str], libc: Optional[str] = None) -> Optional[dict]:
-    """The environment to restart this process with so that MALLOC_TUNABLES apply, or None when
-    nothing is to be done: not glibc, opted out with SPMDGPT_MALLOC=system, or GLIBC_TUNABLES
-    already sets malloc tunables (ours after the restart, or the user's own, which win)."""
+def tbbmalloc_libraries() -> Optional[tuple]:
+    """The paths of oneTBB's allocator and its malloc proxy where the `tbb` wheel is installed (in
+    this interpreter's prefix, or wherever its files went), else None."""
+    for folder in (Path(sys.prefix) / "lib", Path(sys.base_prefix) / "lib"):
+        if all((folder / name).is_file() for name in TBBMALLOC):
+            return tuple(str(folder / name) for name in TBBMALLOC)
+    try:  # (pip install --user and the like: the wheel's own record of where its files are)
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        dist = distribution("tbb")
+    except (ImportError, PackageNotFoundError):
+        return None
+    for f in dist.files or ():
+        if f.name == TBBMALLOC[1]:
+            folder = Path(dist.locate_file(f)).parent
+            if all((folder / name).is_file() for name in TBBMALLOC):
+                return tuple(str(folder / name) for name in TBBMALLOC)
+    return None
+
+
+def malloc_environment(environ: Mapping[str, str], libc: Optional[str] = None,
+                       tbb: Optional[tuple] = ()) -> Optional[dict]:
+    """The environment to restart this process with so that the retaining allocator applies:
+    tbbmalloc preloaded where `tbb` (the libraries' paths; () finds them) is installed and nothing
+    else is preloaded, else glibc's MALLOC_TUNABLES; None when nothing is to be done: not glibc,
+    opted out with SPMDGPT_MALLOC=system, already restarted, or the user's own glibc malloc
+    tunables (which win). SPMDGPT_MALLOC=glibc chooses the tunables over tbbmalloc."""
     libc = _libc() if libc is None else libc
     current = environ.get("GLIBC_TUNABLES", "")
-    if not libc.startswith("glibc") or environ.get(MALLOC_OPT_OUT, "") == "system" or "glibc.malloc." in current:
+    preload = environ.get("LD_PRELOAD", "")
+    choice = environ.get(MALLOC_OPT_OUT, "").lower()
+    if (not libc.startswith("glibc") or choice == "system" or "glibc.malloc." in current
+            or "libtbbmalloc" in preload):
         return None
+    if choice != "glibc" and not preload.strip():
+        tbb = tbbmalloc_libraries() if tbb == () else tbb
+        if tbb:
+            return {**environ, "LD_PRELOAD": " ".join(tbb), TBB_KEEP[0]: environ.get(TBB_KEEP[0], TBB_KEEP[1])}
     return {**environ, "GLIBC_TUNABLES": ":".join([*filter(None, [current]), *MALLOC_TUNABLES])}
 
 
+def malloc_in_use(environ: Mapping[str, str] = os.environ) -> str:
+    """This process's allocator as the run's metadata records it: "tbbmalloc", "glibc tunables
+    <...>" or "glibc defaults" (or the C library's, not glibc)."""
+    if "libtbbmalloc" in environ.get("LD_PRELOAD", ""):
+        return "tbbmalloc"
+    if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
+        return f"glibc tunables {environ['GLIBC_TUNABLES']}"
+    return "glibc defaults" if _libc().startswith("glibc") else (_libc() or "the C library's")
+
+
 def use_retaining_malloc() -> None:
-    """Restart the process (same PID, arguments and interpreter) with MALLOC_TUNABLES in the
-    environment, which glibc reads only at start-up. Call first thing in an entry point, before
-    anything else runs; returns at once in the restarted process or when nothing is to be done."""
+    """Restart the process (same PID, arguments and interpreter) with the retaining allocator
+    (malloc_environment), which the dynamic loader and glibc read only at start-up. Call first
+    thing in an entry point, before anything else runs; returns at once in the restarted process
+    or when nothing is to be done."""
     env = malloc_environment(os.environ)
     if env is not None and sys.platform.startswith("linux") and sys.executable:
         sys.stdout.flush()
@@ -72,7 +120,7 @@ def use_retaining_malloc() -> None:
         try:
             os.execve(sys.executable, sys.orig_argv, env)
         except OSError as e:  # carry on with glibc's defaults (slower on CPU, otherwise the same)
-            print(f"spmdgpt: warning: could not restart with the glibc malloc settings ({e}); continuing "
+            print(f"spmdgpt: warning: could not restart with the malloc settings ({e}); continuing "
                   f"with glibc's defaults ({MALLOC_OPT_OUT}=system skips the restart)", file=sys.stderr)
 
 

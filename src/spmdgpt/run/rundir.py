@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from spmdgpt.config import Config, ConfigError, to_yaml
+from spmdgpt.mesh.runtime import malloc_in_use
 from spmdgpt.run.files import write_json_atomic, write_text_atomic
 
 PACKAGES = ("spmdgpt", "jax", "jaxlib", "optax", "hydra-core", "omegaconf", "numpy", "tiktoken", "tqdm")
@@ -87,6 +88,7 @@ def run_metadata(argv: list) -> dict:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # (a sweep's GPU group)
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        "malloc": malloc_in_use(),  # (tbbmalloc, glibc's tunables or defaults: spmdgpt.mesh.runtime)
         "pip_freeze": pip_freeze(),
     }
 
