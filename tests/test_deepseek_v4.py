@@ -308,6 +308,76 @@ def test_compressed_attention_equals_transformers(torch_side, tmp_path):
             assert np.abs(outs[kind] - outs["S"]).max() > 0.1
 
 
+def test_the_c_layers_indexer_learns_by_its_kl_against_the_attention(monkeypatch):
+    """model.csa.index_train / index_kl: DeepSeek-V3.2's training of the indexer on DeepSeek-V4's C layers. A C
+    layer (COMPRESSED's, 16 tokens of 2 sequences, a window of 5) reports the KL from its attention's
+    probabilities of the entries (summed over heads, L1-normalised) to softmax of the indexer's scores: the same
+    with the softmax in query blocks (banded) as dense (1e-6); 0 with a top 1 (one entry: both distributions
+    1 there; within 1e-6, rounding); with a top-k past the 8 entries the dense warm-up's (the same support and
+    attention); > 0 otherwise. In the objective of a C and an S layer (one stack, the kinds by lax.switch)
+    the indexer gets a gradient (from its KL: the cross-entropy gives it none); the warm-up
+    (index_train=dense) gives the indexer alone a gradient (every other exactly 0: the KL reaches no other
+    parameter), and 30 steps of Adam on it at least halve the KL."""
+    import dataclasses
+
+    import optax
+
+    import spmdgpt.model.csa as csa
+    from spmdgpt.model.attention import UnitInputs
+    from spmdgpt.model.loss import objective
+
+    rng = np.random.default_rng(5)
+    w, extra = _attention_weights(rng), _compressor_weights(rng, "C")
+    hidden = jnp.asarray(rng.standard_normal((2 * T, D)).astype(np.float32))
+
+    def kl_of(*overrides):
+        m, mesh, rules = _one_device(*COMPRESSED, "model.csa.pattern=C", f"model.sliding_window={W}", *overrides)
+        with jax.set_mesh(mesh):
+            p = csa.Csa(**_as_attention(w), **_as_compressors(extra))
+            u = UnitInputs(jnp.arange(T), 2, window=jnp.int32(W))
+            return float(jax.jit(lambda x: csa.csa_attention(m, rules, p, x, u)[2]["indexer_kl"])(hidden))
+
+    banded = kl_of()
+    with monkeypatch.context() as patch:
+        patch.setattr(csa, "band_block", lambda cfg, t: 0)
+        dense_form = kl_of()
+    assert banded > 0.01 and abs(banded - dense_form) <= 1e-6 * banded, (banded, dense_form)
+    assert abs(kl_of("model.csa.index_topk=1")) <= 1e-6 * banded  # (0 but for rounding: -7.5e-9 seen)
+    every = kl_of("model.csa.index_topk=8")
+    assert abs(every - kl_of("model.csa.index_train=dense")) <= 1e-7 * every and every > banded
+
+    m, mesh, rules = _one_device(*COMPRESSED, "model.csa.pattern=CS", "model.num_layers=2", f"model.sliding_window={W}")
+    toks = jnp.asarray(np.random.default_rng(0).integers(0, m.vocab_size, (2, T + 1)), jnp.int32)
+    with_csa = lambda **kw: dataclasses.replace(m, csa=dataclasses.replace(m.csa, **kw))  # noqa: E731
+    grad_of = lambda model: jax.grad(  # noqa: E731
+        lambda p: objective(model, rules, p, toks[:, :-1], toks[:, 1:]), has_aux=True)
+    warm, opt = grad_of(with_csa(index_train="dense")), optax.adam(3e-2)
+
+    @jax.jit
+    def step(p, state):  # (the warm-up: Adam on its gradient, which only the indexer's parameters get)
+        g, metrics = warm(p)
+        updates, state = opt.update(g, state, p)
+        return optax.apply_updates(p, updates), state, metrics["aux/indexer_kl"], g
+
+    with jax.set_mesh(mesh):
+        params = init_params(m, jax.random.key(0), rules)
+        on, metrics = jax.jit(grad_of(m))(params)
+        state, kls, first = opt.init(params), [], None
+        for _ in range(31):
+            params, state, kl, g = step(params, state)
+            kls.append(float(kl))
+            first = g if first is None else first
+    index = lambda g: jax.tree.leaves(g.blocks.attn.index)  # noqa: E731
+    rest = lambda g: jax.tree.leaves(  # noqa: E731
+        g._replace(blocks=g.blocks._replace(attn=g.blocks.attn._replace(index=None))))
+    # (the cross-entropy gives the indexer no gradient: test_the_units_on_a_mesh_equal_one_device; its KL gives
+    # the other parameters none: in the warm-up they get exactly 0, the KL alone being differentiated)
+    assert all(np.asarray(a).any() for a in index(on)) and any(np.asarray(a).any() for a in rest(on))
+    assert all(np.asarray(a).any() for a in index(first)) and not any(np.asarray(a).any() for a in rest(first))
+    assert float(metrics["aux/indexer_kl"]) > 0.01  # (the C layer's: the S layer's 0 is not in the mean)
+    assert kls[-1] <= 0.5 * kls[0], kls
+
+
 # the units that decode, on their own options: 4 streams, a dense layer, then a hash-routed MoE layer and a top-k one
 ALL = (*MOE[2:], "model.num_layers=3", "model.moe.first_dense_layers=1", "model.hyper_connections=4")
 # ... and DeepSeek-V4's attention (a window of 5)
@@ -424,6 +494,11 @@ def test_bad_settings_are_one_line_each():
         ([*CSA_ON, "model.csa.pattern=C", "model.csa.rope_dim=8", "model.csa.index_dim=6"],
          "model.csa.index_dim=6 must be even and >= model.csa.rope_dim=8"),
         ([*CSA_ON, "model.csa.pattern=C", "model.csa.index_heads=0"], "model.csa.index_heads=0 must be >= 1"),
+        ([*CSA_ON, "model.csa.pattern=C", "model.csa.index_train=warm"],
+         "model.csa.index_train='warm' must be sparse or dense"),
+        ([*CSA_ON, "model.csa.pattern=C", "model.csa.index_kl=-1"], "model.csa.index_kl=-1.0 must be a finite number"),
+        ([*CSA_ON, "model.csa.pattern=CS", "model.sliding_window=8", "model.csa.index_train=dense",
+          "optimizer.weight_decay=0.1"], "model.csa.index_train=dense with optimizer.weight_decay=0.1: the warm-up"),
         ([*CSA_ON, "model.csa.pattern=H", "model.csa.compress_theta=0"], "model.csa.compress_theta=0.0 must be > 0"),
         ([*CSA_ON, "model.rope_scaling=yarn", "model.rope_factor=4"],
          "model.rope_scaling=yarn with model.csa.pattern='S': DeepSeek-V4 scales only its compressed layers' RoPE"),

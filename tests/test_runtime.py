@@ -36,6 +36,18 @@ def test_malloc_environment_decisions():
                  {"SPMDGPT_MALLOC": "system"}):
         assert malloc_environment({**base, **done}, libc=glibc, tbb=libs) is None, done
     assert malloc_environment(base, libc="", tbb=libs) is None
+    assert malloc_environment({**base, "SPMDGPT_MALLOC": "auto"}, libc=glibc, tbb=libs)["LD_PRELOAD"] == " ".join(libs)
+
+
+def test_a_bad_choice_is_one_line_before_anything_runs(tmp_path):
+    """SPMDGPT_MALLOC other than auto, glibc or system: one line, exit 2, nothing written."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LD_PRELOAD")}
+    out = subprocess.run([sys.executable, "-m", "spmdgpt", "train", "+experiment=staircase",
+                          f"run.dir={tmp_path / 'r'}"], env={**env, "SPMDGPT_MALLOC": "jemalloc"},
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr) == (2, "spmdgpt: error: SPMDGPT_MALLOC=jemalloc: one of auto, glibc, system "
+                                               "(unset: auto)\n")
+    assert not (tmp_path / "r").exists()
 
 
 def test_failed_restart_carries_on(monkeypatch, capsys):

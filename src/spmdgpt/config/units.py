@@ -104,6 +104,9 @@ class CsaConfig(Section):
     index_heads: int = 64  # C layers: the lightning indexer's heads (index_n_heads)
     index_dim: int = 128  # ... their width, >= rope_dim (index_head_dim)
     index_topk: int = 512  # ... the compressed entries each query attends to (index_topk; all while there are fewer)
+    index_train: str = "sparse"  # "sparse": attention over the top-k entries, the indexer learning by its KL loss
+    # over them; "dense": the warm-up, attention over every visible entry, the indexer alone learning (KL over all)
+    index_kl: float = 1.0  # the C layers' indexer KL loss weight in the objective (aux/indexer_kl)
 
     def __str__(self) -> str:
         return changed_fields(self)

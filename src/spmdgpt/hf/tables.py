@@ -93,7 +93,8 @@ TRAINING_ONLY = ("attention", "context_attention", "collective_matmul", "pipelin
                  "parametrization", "base_width", "base_depth", "base_head_dim", "depth_alpha",
                  "size",  # (model.size: the fields it sets are spelt out in the config)
                  "moe.dispatch", "moe.grouped", "moe.capacity_factor", "moe.load_balance_loss", "moe.router_z_loss",
-                 "deltanet.chunk", "mla.index_train", "mla.index_kl")
+                 "deltanet.chunk", "mla.index_train", "mla.index_kl", "csa.index_train",
+                 "csa.index_kl")
 # a dense model's moe.* fields (what a table without experts refuses: the defaults)
 DENSE = {f"moe.{f.name}": f.default for f in dataclasses.fields(MoeConfig) if f"moe.{f.name}" not in TRAINING_ONLY}
 # a model without multi-head latent attention: the mla.* defaults
@@ -120,7 +121,8 @@ NO_GEMMA4 = {"global_head_dim": None, "global_kv_heads": None, "global_k_eq_v": 
 # a model without DeepSeek-V4's units: one residual stream (no hyper-connections), no hash-routed layers, not its
 # attention
 NO_DEEPSEEK_V4 = {"hyper_connections": 0, "hyper_sinkhorn_iters": 20, "hyper_eps": 1e-6, "moe.hash_layers": 0,
-                  **{f"csa.{f.name}": f.default for f in dataclasses.fields(CsaConfig)}}
+                  **{f"csa.{f.name}": f.default for f in dataclasses.fields(CsaConfig)
+                     if f"csa.{f.name}" not in TRAINING_ONLY}}
 # a model without Gemma's layer options: their defaults (Gemma 4's too)
 NO_GEMMA = {"norm_plus_one": False, "post_norms": False, "embed_scale": False, "query_pre_attn_scalar": None,
             "rope_local_theta": None, **NO_GEMMA4}

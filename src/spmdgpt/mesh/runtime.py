@@ -48,6 +48,7 @@ MALLOC_TUNABLES = (
 TBBMALLOC = ("libtbbmalloc.so.2", "libtbbmalloc_proxy.so.2")  # (the proxy replaces malloc, free, ...)
 TBB_KEEP = ("TBB_MALLOC_SET_HUGE_SIZE_THRESHOLD", str(8 << 20))  # freed blocks of 8 MiB and more kept
 MALLOC_OPT_OUT = "SPMDGPT_MALLOC"  # =system: leave the C library's malloc alone; =glibc: the tunables
+MALLOC_CHOICES = ("auto", "glibc", "system")  # (auto, the default: tbbmalloc where installed, else the tunables)
 
 
 def _libc() -> str:
@@ -87,7 +88,10 @@ def malloc_environment(environ: Mapping[str, str], libc: Optional[str] = None,
     libc = _libc() if libc is None else libc
     current = environ.get("GLIBC_TUNABLES", "")
     preload = environ.get("LD_PRELOAD", "")
-    choice = environ.get(MALLOC_OPT_OUT, "").lower()
+    choice = environ.get(MALLOC_OPT_OUT, "").strip().lower()
+    if choice not in ("", *MALLOC_CHOICES):
+        choices = ", ".join(MALLOC_CHOICES)
+        raise ValueError(f"{MALLOC_OPT_OUT}={environ[MALLOC_OPT_OUT]}: one of {choices} (unset: auto)")
     if (not libc.startswith("glibc") or choice == "system" or "glibc.malloc." in current
             or "libtbbmalloc" in preload):
         return None
@@ -113,7 +117,11 @@ def use_retaining_malloc() -> None:
     (malloc_environment), which the dynamic loader and glibc read only at start-up. Call first
     thing in an entry point, before anything else runs; returns at once in the restarted process
     or when nothing is to be done."""
-    env = malloc_environment(os.environ)
+    try:
+        env = malloc_environment(os.environ)
+    except ValueError as e:  # (a bad SPMDGPT_MALLOC: before anything has run or been written)
+        print(f"spmdgpt: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     if env is not None and sys.platform.startswith("linux") and sys.executable:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -25,7 +25,8 @@ first half empty. Query i sees entry w once its window is whole, (w + 1) m - 1 <
 only the csa.index_topk of those that the lightning indexer scores highest, sum_j w_ij ReLU(q_ij .
 k_w / sqrt(d)), its keys k the same compression of its own (width d = index_dim), its queries q from
 the query latent cq, its head weights w from x (the scores of DeepSeek-V3.2's indexer, `mla.index_scores`,
-and its selection, `mla.top_keys`). The compressed layers rotate by csa.compress_theta with
+and its selection, `mla.top_keys`; it learns by its own KL loss against the attention, model.csa.index_train
+and index_kl: `compressed_attention`). The compressed layers rotate by csa.compress_theta with
 model.rope_scaling (the S layers by model.rope_theta unscaled). With documents (segment ids) an
 entry is seen only inside the document that holds its whole span. Training scores each block of queries
 (the smallest divisor of the sequence that holds the window) against its own rows, the block before's and
@@ -81,7 +82,7 @@ from spmdgpt.model.context import flatten, unflatten
 from spmdgpt.model.info import matrix, residual_std, vector
 from spmdgpt.model.kernels import causal_mask, window_mask
 from spmdgpt.model.layers import rms, rms_normalize, rope_frequencies
-from spmdgpt.model.mla import index_scores, top_keys
+from spmdgpt.model.mla import index_scores, indexer_kl, top_keys
 
 F32 = jnp.float32
 
@@ -250,8 +251,16 @@ def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitI
         branches = [lambda x, kind=kind: _attention(cfg, rules, p, x, u, kind)[:2] for kind in present]
         out, new = jax.lax.switch(u.compress, branches, x)
         return out, new, {}
-    branches = [lambda x, kind=kind: _attention(cfg, rules, p, x, u, kind)[0] for kind in present]
-    return jax.lax.switch(u.compress, branches, x), None, {}
+    if u.cache is not None or "C" not in present:
+        branches = [lambda x, kind=kind: _attention(cfg, rules, p, x, u, kind)[0] for kind in present]
+        return jax.lax.switch(u.compress, branches, x), None, {}
+    # (full sequences in a stack with C layers: each branch gives the indexer's KL loss, 0 at its other layers)
+    zero = jnp.zeros((), F32)
+    branches = [lambda x, kind=kind: (lambda o: (o[0], o[2].get("indexer_kl", zero)))(_attention(cfg, rules, p, x, u,
+                                                                                                 kind))
+                for kind in present]
+    out, kl = jax.lax.switch(u.compress, branches, x)
+    return out, None, {"indexer_kl": kl}
 
 
 def _attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs, kind: str):
@@ -269,7 +278,7 @@ def _attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInpu
     q = rotate_tail(cfg, unflatten(rules, q, b, "heads", "head_dim"), u.positions, inv=inv)  # [b, t, N, H]
     kv = rotate_tail(cfg, unflatten(rules, kv, b, "head_dim"), u.positions, inv=inv)  # [b, t, H]
     q = jnp.transpose(q, (0, 2, 1, 3))  # head-major: [b, N, t, H]
-    new = None
+    new, aux = None, {}
     if u.cache is not None and u.cache.mask is not None:  # decode: over everything cached
         new = write_cache(u.cache, 1, shared_kv=kv)
         whole = new["shared_kv"].astype(dt)[:, None]  # [b, 1, capacity, H]
@@ -285,38 +294,58 @@ def _attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInpu
         if u.cache is not None:  # prefill: these rows start the cache
             new = write_cache(u.cache, 1, shared_kv=kv)
     else:
-        o = compressed_attention(cfg, rules, p, x, cq, q, kv, u, kind, inv)
+        o, kl = compressed_attention(cfg, rules, p, x, cq, q, kv, u, kind, inv)
+        if kl is not None:
+            aux["indexer_kl"] = kl
     o = rotate_tail(cfg, jnp.transpose(o, (0, 2, 1, 3)), u.positions, -1.0, inv)  # [b, t, N, H], rotated back
     G = cfg.csa.out_groups
     o = flatten(rules, jnp.reshape(o, o.shape[:2] + (G, o.shape[2] // G, o.shape[3])), None, None, None)
     mid = jnp.einsum("tgmh,gmho->tgo", o, g(p.w_oa, None, None, "head_dim", None),
                      out_sharding=rules.spec("stream", None, None))
     out = jnp.einsum("tgo,god->td", mid, g(p.w_ob, None, None, "embed"), out_sharding=rules.spec("stream", "embed"))
-    return out, new, {}
+    return out, new, aux
 
 
 def compressed_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, cq: jax.Array, q: jax.Array,
-                         kv: jax.Array, u: UnitInputs, kind: str, inv: jax.Array) -> jax.Array:
+                         kv: jax.Array, u: UnitInputs, kind: str, inv: jax.Array) -> tuple:
     """A C or H layer's attention over full sequences: q [b, N, t, H] over the layer's own rows kv
     [b, t, H] (causal, u.window, documents) and its compressed entries (`compress`; a C layer's those
-    its indexer selects, `index_select`), one softmax with the sinks -> [b, N, t, H]: in query blocks
-    (`banded_attention`) where `band_block` gives one, else dense (every query with every row and entry)."""
+    its indexer selects, `index_select`), one softmax with the sinks -> ([b, N, t, H], a C layer's
+    indexer KL loss or None): in query blocks (`banded_attention`) where `band_block` gives one, else dense
+    (every query with every row and entry). The KL (a C layer's, without a cache): `mla.indexer_kl` of the
+    attention's probabilities of the entries (summed over heads, L1-normalised over the entries it is taken
+    over) against softmax of the indexer's scores, over the selected entries (model.csa.index_train=sparse)
+    or, in the dense warm-up, every visible entry, which the attention then reads whole; summed over the
+    queries, divided by b x t."""
     b, t = kv.shape[:2]
     c = cfg.csa
     comp, rate = (p.heavy, c.heavy_rate) if kind == "H" else (p.sparse, c.sparse_rate)
     entries, visible = compress(cfg, rules, comp, x, u, rate, inv)
+    scores = None
     if kind == "C":
-        visible = index_select(cfg, rules, p.index, x, cq, u, visible, inv)
+        scores = index_scores_of(cfg, rules, p.index, x, cq, u, inv)
+        if c.index_train != "dense" or u.cache is not None:
+            visible = top_keys(scores, visible, c.index_topk)
+    train = scores is not None and u.cache is None
     whole = lambda a: jax.sharding.reshard(a, rules.spec("batch", None, None))  # noqa: E731  (every row, entry)
     block = band_block(cfg, t)
     if block:
-        return banded_attention(rules, q, whole(kv), whole(entries.astype(kv.dtype)), visible, u.segment_ids,
-                                u.window, block, p.sinks)
-    local = next(causal_blocks(t, 0, u.segment_ids, u.window))[2]
-    local = jnp.broadcast_to(local, (b, t, t), out_sharding=rules.spec("batch", None, None))
-    keys = jnp.concatenate([whole(kv), whole(entries.astype(kv.dtype))], axis=1)[:, None]  # [b, 1, t + W, H]
-    mask = jnp.concatenate([local, visible], axis=-1)
-    return dot_product_attention(q, keys, keys, mask, rules, sinks=p.sinks)
+        o, probs = banded_attention(rules, q, whole(kv), whole(entries.astype(kv.dtype)), visible, u.segment_ids,
+                                    u.window, block, p.sinks)
+    else:
+        local = next(causal_blocks(t, 0, u.segment_ids, u.window))[2]
+        local = jnp.broadcast_to(local, (b, t, t), out_sharding=rules.spec("batch", None, None))
+        keys = jnp.concatenate([whole(kv), whole(entries.astype(kv.dtype))], axis=1)  # [b, t + W, H]
+        mask = jnp.concatenate([local, visible], axis=-1)
+        logits = jnp.einsum("bnqh,bkh->bnqk", q, keys, out_sharding=rules.spec("batch", "heads", None, None),
+                            preferred_element_type=F32)
+        probs = probabilities(logits, mask[:, None], q.shape[-1] ** -0.5, 0.0, None, keys.dtype,
+                              p.sinks[None, :, None, None])
+        o = jnp.einsum("bnqk,bkh->bnqh", probs, keys, out_sharding=rules.spec("batch", "heads", "seq", "head_dim"))
+        probs = probs[..., t:]
+    if not train:
+        return o, None
+    return o, indexer_kl(probs, scores, visible) / (b * t)
 
 
 def band_block(cfg: ModelConfig, t: int) -> int:
@@ -334,7 +363,8 @@ def banded_attention(rules: Rules, q: jax.Array, kv: jax.Array, entries: jax.Arr
                      segment_ids: Optional[jax.Array], window, block: int, sinks: jax.Array) -> jax.Array:
     """`compressed_attention`'s softmax in query blocks of B = `block` tokens (B >= the layers' window): each
     block's queries against its own rows and the previous block's (all a window can reach) and every entry,
-    q [b, N, t, H], kv [b, t, H], entries [b, W, H] (keys and values both), visible [b, t, W] -> [b, N, t, H].
+    q [b, N, t, H], kv [b, t, H], entries [b, W, H] (keys and values both), visible [b, t, W] -> ([b, N, t, H],
+    the entries' probabilities [b, N, t, W]).
     The scores are t x (2B + W) a head where the dense form's are t x (t + W); the same softmax (the rows
     outside the window masked in both)."""
     b, N, t, H = q.shape
@@ -360,7 +390,8 @@ def banded_attention(rules: Rules, q: jax.Array, kv: jax.Array, entries: jax.Arr
                         preferred_element_type=F32)
     probs = probabilities(scores, mask[:, None], H ** -0.5, 0.0, None, keys.dtype, sinks[None, :, None, None, None])
     out = jnp.einsum("bnjqk,bjkh->bnjqh", probs, keys, out_sharding=spec("heads", None, None, None))
-    return jnp.reshape(out, (b, N, t, H), out_sharding=spec("heads", "seq", "head_dim"))
+    entry_probs = jnp.reshape(probs[..., 2 * block:], (b, N, t, W), out_sharding=spec("heads", None, None))
+    return jnp.reshape(out, (b, N, t, H), out_sharding=spec("heads", "seq", "head_dim")), entry_probs
 
 
 def compress(cfg: ModelConfig, rules: Rules, p: Compressor, x: jax.Array, u: UnitInputs, rate: int,
@@ -402,12 +433,11 @@ def _pooled(cfg: ModelConfig, p: Compressor, kv: jax.Array, gate: jax.Array, fir
     return rotate_tail(cfg, rms_normalize(entries, cfg.norm_eps, p.norm.astype(dt)), first, inv=inv)
 
 
-def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: jax.Array, u: UnitInputs,
-                 visible: jax.Array, inv: jax.Array, keys: Optional[jax.Array] = None) -> jax.Array:
-    """A C layer's lightning indexer: of the entries each query may see (visible [b, t, W]), the
-    csa.index_topk of highest score (`mla.index_scores` of its queries from the query latent cq
-    [stream, R] and its own compressed keys, or `keys` [b, W, d] where given: the engine's; `mla.top_keys`)
-    -> [b, t, W]. Its inputs are detached: the selection gives it no gradient."""
+def index_scores_of(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: jax.Array, u: UnitInputs,
+                    inv: jax.Array, keys: Optional[jax.Array] = None) -> jax.Array:
+    """A C layer's lightning indexer's scores of the entries, float32 [b, t, W] (`mla.index_scores` of its
+    queries from the query latent cq [stream, R] and its own compressed keys, or `keys` [b, W, d] where
+    given: the engine's). Its inputs are detached: it learns by its KL loss alone (`compressed_attention`)."""
     x, cq = jax.lax.stop_gradient(x), jax.lax.stop_gradient(cq)
     c, b = cfg.csa, u.batch
     if keys is None:
@@ -417,8 +447,14 @@ def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: j
     q = rotate_tail(cfg, unflatten(rules, q, b, None, None), u.positions, inv=inv)  # [b, t, I, d]
     weights = jnp.einsum("td,dn->tn", x.astype(F32), rules.gather(p.w_w.astype(F32), ("embed", None)),
                          out_sharding=rules.spec("stream", None)) * c.index_heads ** -0.5
-    scores = index_scores(rules, q, keys, unflatten(rules, weights, b, None))
-    return top_keys(scores, visible, c.index_topk)
+    return index_scores(rules, q, keys, unflatten(rules, weights, b, None))
+
+
+def index_select(cfg: ModelConfig, rules: Rules, p: Indexer, x: jax.Array, cq: jax.Array, u: UnitInputs,
+                 visible: jax.Array, inv: jax.Array, keys: Optional[jax.Array] = None) -> jax.Array:
+    """A C layer's lightning indexer's selection: of the entries each query may see (visible [b, t, W]), the
+    csa.index_topk of highest score (`index_scores_of`, `mla.top_keys`) -> [b, t, W]."""
+    return top_keys(index_scores_of(cfg, rules, p, x, cq, u, inv, keys), visible, cfg.csa.index_topk)
 
 
 def _project(rules: Rules, p: Compressor, x: jax.Array, b: int) -> tuple:
@@ -517,6 +553,17 @@ def _unchanged(arrays: dict, new: dict, t: int) -> dict:
     return out
 
 
+def csa_losses(cfg: ModelConfig) -> dict:
+    """The C layers' indexer KL loss and its weight (model.csa.index_kl), with C layers in the pattern (the
+    objective's aux/indexer_kl: the layers' sum over the model's C layers, `indexed_layers`)."""
+    return {"indexer_kl": cfg.csa.index_kl} if "C" in compress_kinds(cfg) else {}
+
+
+def indexed_layers(cfg: ModelConfig) -> int:
+    """The model's layers with an indexer: its C layers (the others' aux indexer_kl: 0)."""
+    return compress_kinds(cfg).count("C")
+
+
 def csa_stats(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInputs) -> dict:
     """The RMS of the shared key/value head before its norm."""
     return {"kv_pre_rms": rms(jnp.einsum("td,dh->th", x, p.w_kv.astype(x.dtype)))}
@@ -563,6 +610,10 @@ def config_errors(m: ModelConfig) -> List[str]:
         if c.index_topk < 1:
             errs.append(f"model.csa.index_topk={c.index_topk} must be >= 1 (entries each query attends to; all while "
                         "there are fewer)")
+        if c.index_train not in ("sparse", "dense"):
+            errs.append(f"model.csa.index_train={c.index_train!r} must be sparse or dense (the warm-up)")
+        if not 0 <= c.index_kl < float("inf"):
+            errs.append(f"model.csa.index_kl={c.index_kl} must be a finite number >= 0 (the indexer's KL loss weight)")
     if kinds - {"S"}:
         if m.sliding_window <= 0:
             errs.append(f"model.sliding_window={m.sliding_window}: DeepSeek-V4's compressed layers (model.csa.pattern="

@@ -34,6 +34,7 @@ from spmdgpt.mesh.sharding import platform as mesh_platform
 from spmdgpt.model import fp8
 from spmdgpt.model.blocks import block
 from spmdgpt.model.context import flatten, from_context_order, sequence_inputs, to_context_order, unflatten
+from spmdgpt.model.csa import indexed_layers
 from spmdgpt.model.head import embed, softcap, unembed, unembedding_rows
 from spmdgpt.model.layers import dtype_of, norm
 from spmdgpt.model.params import Params, aux_loss_weights
@@ -162,11 +163,15 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
     if extra:
         metrics.update(extra)
         obj = obj + cfg.mtp_weight * extra["mtp/loss"]
-    if "indexer_kl" in aux_loss_weights(cfg):  # (DeepSeek Sparse Attention's indexer, `mla`; its dense warm-up
-        # trains the indexer alone: every other term gives no gradient, the paper's other parameters frozen)
-        if cfg.mla.index_train == "dense":
+    if "indexer_kl" in aux_loss_weights(cfg):  # (DeepSeek Sparse Attention's indexer, `mla`, or DeepSeek-V4's C
+        # layers', `csa`; the dense warm-up trains the indexer alone: every other term gives no gradient, the paper's
+        # other parameters frozen)
+        if cfg.csa.q_rank:  # (the mean over the C layers: the others give 0)
+            metrics["aux/indexer_kl"] = jnp.sum(aux["indexer_kl"]) / indexed_layers(cfg)
+        if (cfg.csa if cfg.csa.q_rank else cfg.mla).index_train == "dense":
             obj = jax.lax.stop_gradient(obj)
-        obj = obj + cfg.mla.index_kl * (metrics["aux/indexer_kl"] + metrics.get("mtp/indexer_kl", 0.0))
+        weight = aux_loss_weights(cfg)["indexer_kl"]
+        obj = obj + weight * (metrics["aux/indexer_kl"] + metrics.get("mtp/indexer_kl", 0.0))
     return obj, metrics
 
 

@@ -296,10 +296,12 @@ def indexer_kl(probs: jax.Array, scores: jax.Array, support: jax.Array) -> jax.A
     """The indexer's loss summed over queries, float32 []: KL(p || softmax(scores over `support`))
     of each, p the main attention's probabilities [b, N, t, s] summed over heads and L1-normalised
     (no gradient); support [b, t, s] the keys it is taken over (the causal ones in the dense
-    warm-up, the selected ones in sparse training: where p lives)."""
+    warm-up, the selected ones in sparse training: where p lives). A query with no key in its support
+    (DeepSeek-V4's C layers: before its first whole entry) adds nothing, and no NaN to the gradient."""
     p = jax.lax.stop_gradient(jnp.sum(probs.astype(jnp.float32), axis=1))
     p = p / jnp.maximum(jnp.sum(p, axis=-1, keepdims=True), 1e-30)
-    log_q = jax.nn.log_softmax(jnp.where(support, scores, -jnp.inf), axis=-1)
+    some = jnp.any(support, axis=-1, keepdims=True)
+    log_q = jax.nn.log_softmax(jnp.where(support, scores, jnp.where(some, -jnp.inf, 0.0)), axis=-1)
     return jnp.sum(jnp.where(support & (p > 0), p * (jnp.log(jnp.where(p > 0, p, 1.0)) - log_q), 0.0))
 
 

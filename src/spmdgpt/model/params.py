@@ -71,7 +71,7 @@ from spmdgpt.model.attention import (
     shared_kv,
     shared_kv_info,
 )
-from spmdgpt.model.csa import csa_attention, csa_cache, csa_info, csa_stats
+from spmdgpt.model.csa import csa_attention, csa_cache, csa_info, csa_losses, csa_stats
 from spmdgpt.model.deltanet import deltanet_attention, deltanet_info, deltanet_state, deltanet_stats
 from spmdgpt.model.fp8 import HISTORY as FP8_HISTORY
 from spmdgpt.model.fp8 import record_histories
@@ -131,7 +131,8 @@ GROUPED_ATTENTION = Unit(grouped_attention_info, *attention_unit_functions(group
 # multi-head latent attention (MLA; with DeepSeek Sparse Attention's indexer, its KL loss)
 LATENT_ATTENTION = Unit(mla_info, mla_attention, mla_stats, mla_losses, cache=mla_cache)
 # DeepSeek-V4's attention: shared key/value MQA, partial RoPE on the heads' last dimensions, the grouped output
-SHARED_KV_ATTENTION = Unit(csa_info, csa_attention, csa_stats, cache=csa_cache)
+# (with C layers, their indexer's KL loss)
+SHARED_KV_ATTENTION = Unit(csa_info, csa_attention, csa_stats, csa_losses, cache=csa_cache)
 # Gated DeltaNet: a hybrid's linear attention, a fixed-size state per sequence instead of a growing cache
 DELTANET = Unit(deltanet_info, deltanet_attention, deltanet_stats, state=deltanet_state)
 # a layer that reads an earlier layer's keys and values (model.kv_shared_layers): queries and output alone, no cache
