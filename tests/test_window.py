@@ -218,16 +218,18 @@ def test_attention_sinks_are_refused_where_they_cannot_run():
 
 def test_deepseek_v4s_compressed_layers_in_query_blocks_equal_the_dense_form(monkeypatch):
     """DeepSeek-V4's C and H layers (`csa.banded_attention`: query blocks of 4 against their own rows, the
-    block before's and every entry) give the dense form's loss and gradients (every query against every row
-    and entry) over 32 tokens in two documents each, windows of 4 reaching across blocks, within float32
-    rounding; the blocks are the smallest divisor of t that holds the window (8 of 32 at a window of 5),
-    and a sequence shorter than two of them stays dense."""
+    block before's and every entry) and its S layer (the same without entries: the key blocks its window cannot
+    reach skipped) give the dense form's loss and gradients (every query against every row and entry; the S
+    layer's `blocked_causal_attention`, which masks them) over 32 tokens in two documents each, windows of 4
+    reaching across blocks, within float32 rounding; the blocks are the smallest divisor of t that holds the
+    window (8 of 32 at a window of 5), and a sequence shorter than two of them stays dense."""
     from spmdgpt.model import csa
     from spmdgpt.model.loss import objective
 
     cfg, mesh, rules, params = _model(
         "model.num_kv_heads=1", "model.head_dim=16", "model.qk_norm=false", "model.csa.q_rank=16",
-        "model.csa.rope_dim=4", "model.csa.out_groups=1", "model.csa.out_rank=16", "model.csa.pattern=CH",
+        "model.csa.rope_dim=4", "model.csa.out_groups=1", "model.csa.out_rank=16", "model.csa.pattern=CHS",
+        "model.num_layers=3",
         "model.csa.sparse_rate=2", "model.csa.heavy_rate=4", "model.csa.index_heads=2", "model.csa.index_dim=8",
         "model.csa.index_topk=3")
     assert csa.band_block(cfg.model, 32) == 4 and csa.band_block(cfg.model, 6) == 0

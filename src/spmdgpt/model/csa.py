@@ -31,7 +31,8 @@ model.rope_scaling (the S layers by model.rope_theta unscaled). With documents (
 entry is seen only inside the document that holds its whole span. Training scores each block of queries
 (the smallest divisor of the sequence that holds the window) against its own rows, the block before's and
 every entry (`banded_attention`; the dense queries x (tokens + entries) where the sequence is shorter than two
-blocks or the layers' windows differ).
+blocks or the layers' windows differ); the S layers the same without entries (the key blocks their window
+cannot reach skipped; else `blocked_causal_attention`, which masks them).
 
 The inference engine decodes the compressed layers from its pages (`engine.paged`): each compressor's
 entries (`compressors`: "H", "C" and the indexer's keys "I") in pool arrays of their own, a page of
@@ -289,8 +290,16 @@ def _attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitInpu
             new.update(entries)
         new = _unchanged(u.cache.arrays, new, u.positions.shape[-1])
     elif kind == "S":
-        o = blocked_causal_attention(q, kv[:, None], kv[:, None], cfg.attention_block, rules, u.segment_ids,
-                                     window=u.window, sinks=p.sinks)
+        block = band_block(cfg, kv.shape[1])
+        if block:  # (in query blocks over their own rows and the block before's: the key blocks the window
+            # cannot reach are skipped, not masked; `banded_attention` with no entries)
+            whole = jax.sharding.reshard(kv, rules.spec("batch", None, None))
+            none = jnp.zeros((b, 0, kv.shape[-1]), kv.dtype, out_sharding=rules.spec("batch", None, None))
+            hidden = jnp.zeros((b, kv.shape[1], 0), bool, out_sharding=rules.spec("batch", None, None))
+            o = banded_attention(rules, q, whole, none, hidden, u.segment_ids, u.window, block, p.sinks)[0]
+        else:
+            o = blocked_causal_attention(q, kv[:, None], kv[:, None], cfg.attention_block, rules, u.segment_ids,
+                                         window=u.window, sinks=p.sinks)
         if u.cache is not None:  # prefill: these rows start the cache
             new = write_cache(u.cache, 1, shared_kv=kv)
     else:
