@@ -255,12 +255,12 @@ def csa_attention(cfg: ModelConfig, rules: Rules, p: Csa, x: jax.Array, u: UnitI
     if u.cache is not None or "C" not in present:
         branches = [lambda x, kind=kind: _attention(cfg, rules, p, x, u, kind)[0] for kind in present]
         return jax.lax.switch(u.compress, branches, x), None, {}
-    # (full sequences in a stack with C layers: each branch gives the indexer's KL loss, 0 at its other layers)
-    zero = jnp.zeros((), F32)
-    branches = [lambda x, kind=kind: (lambda o: (o[0], o[2].get("indexer_kl", zero)))(_attention(cfg, rules, p, x, u,
-                                                                                                 kind))
-                for kind in present]
-    out, kl = jax.lax.switch(u.compress, branches, x)
+
+    def with_kl(x, kind):  # (full sequences in a stack with C layers: the indexer's KL loss, 0 at the other layers)
+        out, _, aux = _attention(cfg, rules, p, x, u, kind)
+        return out, aux.get("indexer_kl", jnp.zeros((), F32))
+
+    out, kl = jax.lax.switch(u.compress, [lambda x, kind=kind: with_kl(x, kind) for kind in present], x)
     return out, None, {"indexer_kl": kl}
 
 
