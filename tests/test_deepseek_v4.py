@@ -317,7 +317,8 @@ def test_the_c_layers_indexer_learns_by_its_kl_against_the_attention(monkeypatch
     attention); > 0 otherwise. In the objective of a C and an S layer (one stack, the kinds by lax.switch)
     the indexer gets a gradient (from its KL: the cross-entropy gives it none); the warm-up
     (index_train=dense) gives the indexer alone a gradient (every other exactly 0: the KL reaches no other
-    parameter), and 30 steps of Adam on it at least halve the KL."""
+    parameter) and leaves the MoE's balancing bias, which training moves, and 30 steps of Adam on it at least
+    halve the KL."""
     import dataclasses
 
     import optax
@@ -325,6 +326,7 @@ def test_the_c_layers_indexer_learns_by_its_kl_against_the_attention(monkeypatch
     import spmdgpt.model.csa as csa
     from spmdgpt.model.attention import UnitInputs
     from spmdgpt.model.loss import objective
+    from spmdgpt.model.params import between_steps
 
     rng = np.random.default_rng(5)
     w, extra = _attention_weights(rng), _compressor_weights(rng, "C")
@@ -346,22 +348,28 @@ def test_the_c_layers_indexer_learns_by_its_kl_against_the_attention(monkeypatch
     every = kl_of("model.csa.index_topk=8")
     assert abs(every - kl_of("model.csa.index_train=dense")) <= 1e-7 * every and every > banded
 
-    m, mesh, rules = _one_device(*COMPRESSED, "model.csa.pattern=CS", "model.num_layers=2", f"model.sliding_window={W}")
+    m, mesh, rules = _one_device(*COMPRESSED, "model.csa.pattern=CS", "model.num_layers=2", f"model.sliding_window={W}",
+                                 "model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.mlp_factor=0.5",
+                                 "model.moe.router=sqrtsoftplus", "model.moe.bias_update_rate=0.01")
     toks = jnp.asarray(np.random.default_rng(0).integers(0, m.vocab_size, (2, T + 1)), jnp.int32)
     with_csa = lambda **kw: dataclasses.replace(m, csa=dataclasses.replace(m.csa, **kw))  # noqa: E731
     grad_of = lambda model: jax.grad(  # noqa: E731
         lambda p: objective(model, rules, p, toks[:, :-1], toks[:, 1:]), has_aux=True)
-    warm, opt = grad_of(with_csa(index_train="dense")), optax.adam(3e-2)
+    warm_model = with_csa(index_train="dense")
+    warm, opt = grad_of(warm_model), optax.adam(3e-2)
 
     @jax.jit
-    def step(p, state):  # (the warm-up: Adam on its gradient, which only the indexer's parameters get)
+    def step(p, state):  # (the warm-up: Adam on its gradient, which only the indexer's parameters get; then the
+        # state set between steps, which it leaves: the balancing bias)
         g, metrics = warm(p)
         updates, state = opt.update(g, state, p)
-        return optax.apply_updates(p, updates), state, metrics["aux/indexer_kl"], g
+        new = between_steps(warm_model, p, optax.apply_updates(p, updates), metrics["between_steps"])
+        return new, state, metrics["aux/indexer_kl"], g
 
     with jax.set_mesh(mesh):
         params = init_params(m, jax.random.key(0), rules)
         on, metrics = jax.jit(grad_of(m))(params)
+        moved = between_steps(m, params, params, metrics["between_steps"]).blocks.mlp.router_bias
         state, kls, first = opt.init(params), [], None
         for _ in range(31):
             params, state, kl, g = step(params, state)
@@ -376,6 +384,8 @@ def test_the_c_layers_indexer_learns_by_its_kl_against_the_attention(monkeypatch
     assert all(np.asarray(a).any() for a in index(first)) and not any(np.asarray(a).any() for a in rest(first))
     assert float(metrics["aux/indexer_kl"]) > 0.01  # (the C layer's: the S layer's 0 is not in the mean)
     assert kls[-1] <= 0.5 * kls[0], kls
+    # (the balancing bias moves in training, not in the warm-up: every other parameter stays as it is)
+    assert np.abs(np.asarray(moved)).max() > 0 and not np.asarray(params.blocks.mlp.router_bias).any()
 
 
 # the units that decode, on their own options: 4 streams, a dense layer, then a hash-routed MoE layer and a top-k one
@@ -499,6 +509,12 @@ def test_bad_settings_are_one_line_each():
         ([*CSA_ON, "model.csa.pattern=C", "model.csa.index_kl=-1"], "model.csa.index_kl=-1.0 must be a finite number"),
         ([*CSA_ON, "model.csa.pattern=CS", "model.sliding_window=8", "model.csa.index_train=dense",
           "optimizer.weight_decay=0.1"], "model.csa.index_train=dense with optimizer.weight_decay=0.1: the warm-up"),
+        ([*CSA_ON, "model.csa.pattern=C", "model.csa.index_train=dense", "model.csa.index_kl=0"],
+         "model.csa.index_train=dense with model.csa.index_kl=0: the warm-up trains the indexer by its KL loss alone"),
+        ([*CSA_ON, "model.csa.pattern=HS", "model.sliding_window=8", "model.csa.index_train=dense"],
+         "model.csa.index_train / index_kl with model.csa.pattern='HS': they train the C layers' indexer"),
+        (["model.mla.kv_rank=16", "model.mla.rope_dim=8", "model.mla.index_train=dense"],
+         "model.mla.index_train / index_kl without model.mla.index_heads: they train the lightning indexer"),
         ([*CSA_ON, "model.csa.pattern=H", "model.csa.compress_theta=0"], "model.csa.compress_theta=0.0 must be > 0"),
         ([*CSA_ON, "model.rope_scaling=yarn", "model.rope_factor=4"],
          "model.rope_scaling=yarn with model.csa.pattern='S': DeepSeek-V4 scales only its compressed layers' RoPE"),

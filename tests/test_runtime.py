@@ -36,7 +36,41 @@ def test_malloc_environment_decisions():
                  {"SPMDGPT_MALLOC": "system"}):
         assert malloc_environment({**base, **done}, libc=glibc, tbb=libs) is None, done
     assert malloc_environment(base, libc="", tbb=libs) is None
-    assert malloc_environment({**base, "SPMDGPT_MALLOC": "auto"}, libc=glibc, tbb=libs)["LD_PRELOAD"] == " ".join(libs)
+    for auto in ("auto", " Auto ", ""):  # (any case, spaces around it; empty: auto)
+        env = malloc_environment({**base, "SPMDGPT_MALLOC": auto}, libc=glibc, tbb=libs)
+        assert env["LD_PRELOAD"] == " ".join(libs)
+    # a folder LD_PRELOAD cannot name (it splits at spaces and colons): glibc's tunables
+    spaced = ("/a b/libtbbmalloc.so.2", "/a b/libtbbmalloc_proxy.so.2")
+    assert malloc_environment(base, libc=glibc, tbb=spaced) == {"PATH": "/bin", "GLIBC_TUNABLES": OURS}
+
+
+def test_the_metadata_names_the_allocator_the_process_has_mapped():
+    """malloc_in_use reads what is mapped, not what was asked for: a preload that failed is not
+    tbbmalloc, the user's own jemalloc is named, glibc's tunables or defaults otherwise."""
+    from spmdgpt.mesh.runtime import malloc_in_use
+
+    line = "7f2a00000000-7f2a00020000 r-xp 00000000 08:01 4242                       {}"
+    tbb = line.format("/opt/my env/lib/libtbbmalloc_proxy.so.2")
+    jemalloc = line.format("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+    libc = line.format("/usr/lib/x86_64-linux-gnu/libc.so.6")
+    preloaded = {"LD_PRELOAD": "/opt/my env/lib/libtbbmalloc_proxy.so.2"}
+    assert malloc_in_use(preloaded, "\n".join([libc, tbb])) == "tbbmalloc"
+    assert malloc_in_use(preloaded, libc) == ("glibc defaults" if GLIBC else malloc_in_use({}, libc))
+    assert malloc_in_use({"GLIBC_TUNABLES": OURS}, "\n".join([libc, jemalloc])) == "libjemalloc.so.2"
+    if GLIBC:
+        assert malloc_in_use({"GLIBC_TUNABLES": OURS}, libc) == f"glibc tunables {OURS}"
+
+
+@pytest.mark.skipif(not GLIBC or not sys.platform.startswith("linux"), reason="glibc only")
+def test_a_program_from_standard_input_runs_without_the_restart():
+    """`python - < script.py`: a restart would find standard input consumed and run nothing; the
+    program runs on, with one line saying why it has no allocator of its own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LD_PRELOAD", "SPMDGPT_MALLOC")}
+    out = subprocess.run([sys.executable, "-"], input="from spmdgpt.mesh.runtime import use_retaining_malloc\n"
+                         "use_retaining_malloc()\nprint('ran')\n", env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert (out.returncode, out.stdout) == (0, "ran\n")
+    assert out.stderr.startswith("spmdgpt: warning: a program read from standard input cannot restart")
 
 
 def test_a_bad_choice_is_one_line_before_anything_runs(tmp_path):

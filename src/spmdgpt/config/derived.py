@@ -54,6 +54,14 @@ def compress_kinds(m: ModelConfig) -> tuple:
     return tuple(pattern[i % len(pattern)] if pattern else "S" for i in range(m.num_layers))
 
 
+def indexer_warmup(m: ModelConfig) -> bool:
+    """Whether training is the lightning indexer's dense warm-up (model.mla.index_train=dense with DeepSeek Sparse
+    Attention, or model.csa.index_train=dense with DeepSeek-V4's C layers): the indexer alone learns, by its KL
+    loss; every other parameter, and the state set between steps (MoE's balancing bias), stays as it is."""
+    return bool((m.mla.kv_rank and m.mla.index_heads and m.mla.index_train == "dense")
+                or (m.csa.q_rank and "C" in compress_kinds(m) and m.csa.index_train == "dense"))
+
+
 def global_stack(m: ModelConfig) -> bool:
     """Whether the G layers' attention has a geometry of its own (model.global_head_dim, global_kv_heads
     other than the model's, or global_k_eq_v): they are then a parameter stack of their own ("blocks"),

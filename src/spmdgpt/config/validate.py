@@ -11,6 +11,7 @@ from spmdgpt.config.derived import (
     compress_kinds,
     global_stack,
     head_dim,
+    indexer_warmup,
     kv_heads,
     logical_dim_sizes,
     mesh_axes,
@@ -525,12 +526,11 @@ def _across(cfg: Config, sections: set, sizes: Optional[Dict[str, int]], trainin
             and cfg.optimizer.name == OptimizerName.sgd:
         errs.append(f"model.parametrization={m.parametrization.value} scales AdamW's learning rates (μP's Adam "
                     "rules); optimizer.name=sgd would need SGD's: use adamw, muon or manifold_muon")
-    for field, dense in (("mla", m.mla.kv_rank and m.mla.index_heads and m.mla.index_train == "dense"),
-                         ("csa", m.csa.q_rank and "C" in compress_kinds(m) and m.csa.index_train == "dense")):
-        if {"model", "optimizer"} <= sections and training and dense and cfg.optimizer.weight_decay:
-            errs.append(f"model.{field}.index_train=dense with optimizer.weight_decay={cfg.optimizer.weight_decay}: "
-                        "the warm-up trains the indexer alone (every other parameter frozen) and decay would move the "
-                        "frozen ones; set optimizer.weight_decay=0 for the warm-up")
+    if {"model", "optimizer"} <= sections and training and indexer_warmup(m) and cfg.optimizer.weight_decay:
+        field = "csa" if m.csa.q_rank else "mla"
+        errs.append(f"model.{field}.index_train=dense with optimizer.weight_decay={cfg.optimizer.weight_decay}: "
+                    "the warm-up trains the indexer alone (every other parameter frozen) and decay would move the "
+                    "frozen ones; set optimizer.weight_decay=0 for the warm-up")
     if {"model", "optimizer"} <= sections and cfg.optimizer.unembed_lr is not None and m.tie_embeddings:
         errs.append("optimizer.unembed_lr needs model.tie_embeddings=false (a tied model's unembedding "
                     "is its embedding: use optimizer.embed_lr)")

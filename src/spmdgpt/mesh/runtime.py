@@ -81,10 +81,12 @@ def tbbmalloc_libraries() -> Optional[tuple]:
 def malloc_environment(environ: Mapping[str, str], libc: Optional[str] = None,
                        tbb: Optional[tuple] = ()) -> Optional[dict]:
     """The environment to restart this process with so that the retaining allocator applies:
-    tbbmalloc preloaded where `tbb` (the libraries' paths; () finds them) is installed and nothing
-    else is preloaded, else glibc's MALLOC_TUNABLES; None when nothing is to be done: not glibc,
-    opted out with SPMDGPT_MALLOC=system, already restarted, or the user's own glibc malloc
-    tunables (which win). SPMDGPT_MALLOC=glibc chooses the tunables over tbbmalloc."""
+    tbbmalloc preloaded where `tbb` (the libraries' paths; () finds them) is installed, nothing
+    else is preloaded and the paths can be preloaded (LD_PRELOAD splits at spaces and colons: a
+    folder named with one cannot), else glibc's MALLOC_TUNABLES; None when nothing is to be done:
+    not glibc, opted out with SPMDGPT_MALLOC=system, already restarted, or the user's own glibc
+    malloc tunables (which win). SPMDGPT_MALLOC=glibc chooses the tunables over tbbmalloc (its
+    value: auto, glibc or system, in any case; empty is auto)."""
     libc = _libc() if libc is None else libc
     current = environ.get("GLIBC_TUNABLES", "")
     preload = environ.get("LD_PRELOAD", "")
@@ -97,16 +99,29 @@ def malloc_environment(environ: Mapping[str, str], libc: Optional[str] = None,
         return None
     if choice != "glibc" and not preload.strip():
         tbb = tbbmalloc_libraries() if tbb == () else tbb
-        if tbb:
+        if tbb and not any(ch in path for path in tbb for ch in " \t\n:"):
             return {**environ, "LD_PRELOAD": " ".join(tbb), TBB_KEEP[0]: environ.get(TBB_KEEP[0], TBB_KEEP[1])}
     return {**environ, "GLIBC_TUNABLES": ":".join([*filter(None, [current]), *MALLOC_TUNABLES])}
 
 
-def malloc_in_use(environ: Mapping[str, str] = os.environ) -> str:
-    """This process's allocator as the run's metadata records it: "tbbmalloc", "glibc tunables
-    <...>" or "glibc defaults" (or the C library's, not glibc)."""
-    if "libtbbmalloc" in environ.get("LD_PRELOAD", ""):
+MALLOCS = ("libtbbmalloc_proxy", "libjemalloc", "libtcmalloc", "libmimalloc")  # (preloaded allocators by name)
+
+
+def malloc_in_use(environ: Mapping[str, str] = os.environ, maps: Optional[str] = None) -> str:
+    """This process's allocator as the run's metadata records it, from what the process has mapped
+    (/proc/self/maps on Linux; `maps` its text): "tbbmalloc", another preloaded allocator's file
+    name (jemalloc, tcmalloc, mimalloc), "glibc tunables <...>" or "glibc defaults" (or the C
+    library's, not glibc)."""
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text()
+        except OSError:  # (not Linux: what the environment asks for)
+            maps = environ.get("LD_PRELOAD", "")
+    mapped = {Path(line.split(maxsplit=5)[-1]).name for line in maps.splitlines() if any(m in line for m in MALLOCS)}
+    if any(name.startswith("libtbbmalloc_proxy") for name in mapped):
         return "tbbmalloc"
+    if mapped:
+        return ", ".join(sorted(mapped))
     if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
         return f"glibc tunables {environ['GLIBC_TUNABLES']}"
     return "glibc defaults" if _libc().startswith("glibc") else (_libc() or "the C library's")
@@ -122,6 +137,11 @@ def use_retaining_malloc() -> None:
     except ValueError as e:  # (a bad SPMDGPT_MALLOC: before anything has run or been written)
         print(f"spmdgpt: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    if env is not None and sys.argv[:1] in (["-"], [""]):  # (a program read from stdin, or typed: a restart
+        # would find it consumed)
+        print(f"spmdgpt: warning: a program read from standard input cannot restart with the allocator; run it "
+              f"from a file for it ({MALLOC_OPT_OUT}=system silences this)", file=sys.stderr)
+        return
     if env is not None and sys.platform.startswith("linux") and sys.executable:
         sys.stdout.flush()
         sys.stderr.flush()

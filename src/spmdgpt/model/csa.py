@@ -623,6 +623,12 @@ def config_errors(m: ModelConfig) -> List[str]:
             errs.append(f"model.csa.index_train={c.index_train!r} must be sparse or dense (the warm-up)")
         if not 0 <= c.index_kl < float("inf"):
             errs.append(f"model.csa.index_kl={c.index_kl} must be a finite number >= 0 (the indexer's KL loss weight)")
+        elif c.index_train == "dense" and not c.index_kl:
+            errs.append("model.csa.index_train=dense with model.csa.index_kl=0: the warm-up trains the indexer by its "
+                        "KL loss alone, so nothing would learn; set model.csa.index_kl > 0")
+    elif c.index_train != "sparse" or c.index_kl != 1.0:
+        errs.append(f"model.csa.index_train / index_kl with model.csa.pattern={c.pattern!r}: they train the C layers' "
+                    "indexer, and this model has no C layer; add C to the pattern or leave them unset")
     if kinds - {"S"}:
         if m.sliding_window <= 0:
             errs.append(f"model.sliding_window={m.sliding_window}: DeepSeek-V4's compressed layers (model.csa.pattern="

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from spmdgpt.config import ModelConfig
+from spmdgpt.config import ModelConfig, indexer_warmup
 from spmdgpt.mesh.sharding import Rules
 from spmdgpt.mesh.sharding import platform as mesh_platform
 from spmdgpt.model import fp8
@@ -168,7 +168,7 @@ def objective(cfg: ModelConfig, rules: Rules, params: Params, inputs: Array, tar
         # other parameters frozen)
         if cfg.csa.q_rank:  # (the mean over the C layers: the others give 0)
             metrics["aux/indexer_kl"] = jnp.sum(aux["indexer_kl"]) / indexed_layers(cfg)
-        if (cfg.csa if cfg.csa.q_rank else cfg.mla).index_train == "dense":
+        if indexer_warmup(cfg):
             obj = jax.lax.stop_gradient(obj)
         weight = aux_loss_weights(cfg)["indexer_kl"]
         obj = obj + weight * (metrics["aux/indexer_kl"] + metrics.get("mtp/indexer_kl", 0.0))

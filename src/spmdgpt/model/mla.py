@@ -393,9 +393,15 @@ def config_errors(m: ModelConfig) -> List[str]:
             errs.append(f"model.mla.index_train={a.index_train!r} must be sparse or dense (the warm-up)")
         if not 0 <= a.index_kl < float("inf"):
             errs.append(f"model.mla.index_kl={a.index_kl} must be a finite number >= 0 (the indexer's KL loss weight)")
+        elif a.index_train == "dense" and not a.index_kl:
+            errs.append("model.mla.index_train=dense with model.mla.index_kl=0: the warm-up trains the indexer by its "
+                        "KL loss alone, so nothing would learn; set model.mla.index_kl > 0")
         if m.sliding_window or m.attention_chunk:
             errs.append("model.sliding_window / attention_chunk with model.mla.index_heads > 0: DeepSeek Sparse "
                         "Attention selects among all past keys; unset them")
+    elif a.index_heads == 0 and (a.index_train != "sparse" or a.index_kl != 1.0):
+        errs.append("model.mla.index_train / index_kl without model.mla.index_heads: they train the lightning "
+                    "indexer, which this model does not have; set model.mla.index_heads > 0 or leave them unset")
     _, _, n, r, v = mla_dims(m)
     if v > n + r:
         errs.append(f"model.mla.v_dim={v} is wider than the query/key heads (nope_dim + rope_dim = {n + r}): the fused "

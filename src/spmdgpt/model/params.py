@@ -53,6 +53,7 @@ from jax.extend.random import threefry2x32_p
 from spmdgpt.config import (
     ModelConfig,
     global_stack,
+    indexer_warmup,
     kv_heads,
     kv_shared,
     linear_layers,
@@ -260,7 +261,10 @@ def aux_loss_weights(cfg: ModelConfig) -> dict:
 def between_steps(cfg: ModelConfig, old: Params, new: Params, aux: dict) -> Params:
     """The parameters after a training step: `new` (the optimizer's) with each unit's state that
     is set between steps (`Unit.between_steps`) from `old` and the step's non-scalar aux outputs
-    (the objective's metrics["between_steps"]), and FP8's amax histories (`fp8.record_histories`)."""
+    (the objective's metrics["between_steps"]), and FP8's amax histories (`fp8.record_histories`). In the
+    indexer's dense warm-up (`config.indexer_warmup`) the units' state stays as it was: the indexer alone learns."""
+    if indexer_warmup(cfg):
+        return record_histories(new, aux.get(FP8_HISTORY, {}))
     stacks = {"blocks": aux}
     if new.linear_blocks is not None and cfg.moe.num_experts:  # (a hybrid's experts in both stacks: their
         # per-layer outputs [layers, ...] in layer order, each stack's rows its own)
