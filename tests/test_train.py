@@ -134,7 +134,8 @@ DIVERGING = ["+experiment=staircase", "optimizer.name=sgd", "optimizer.lr=120", 
 def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
     """A NaN gradient norm at step s (after the checkpoints at 5 and 10): exit 3 naming the step
     and the last good checkpoint, no checkpoint after it, strict-JSON metrics; a rerun with a
-    sane learning rate resumes. (In process, on the 8 test devices (dp): `spmdgpt train`'s exit
+    sane learning rate resumes; with model.z_loss at 1e30 the line names it first. (In process, on
+    the 8 test devices (dp): `spmdgpt train`'s exit
     status is main's return value; test_cli_end_to_end_subprocess runs the entry point itself.)"""
     from spmdgpt.cli import main
     from spmdgpt.training.checkpoint import CheckpointManager
@@ -169,6 +170,12 @@ def test_divergence_stops_keeps_good_checkpoints_and_resumes(tmp_path, capsys):
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in rows if "loss" in r] == list(range(1, 21))  # 11..s rewritten once
     assert all(np.isfinite(r["grad_norm"]) for r in rows if "loss" in r)
+    # an auxiliary loss weighed far above the cross-entropy is named first, as the likelier cause
+    capsys.readouterr()
+    assert main(["train", *DIVERGING, "optimizer.lr=0.1", "model.z_loss=1e30", "checkpoint.every=0",
+                 f"run.dir={tmp_path / 'z'}"]) == 3
+    assert "; lower model.z_loss=1e+30 (an auxiliary loss weighed far above the cross-entropy), or lower " \
+           "optimizer.lr" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
 def test_skip_nonfinite_keeps_the_state_and_counts_the_step(staircase_cfg):

@@ -31,6 +31,7 @@ from spmdgpt.config import (
     Config,
     ConfigError,
     Parametrization,
+    compress_kinds,
     freeze,
     profile_range,
     validate,
@@ -362,6 +363,16 @@ class _Loop:
         fix = "lower optimizer.lr, raise optimizer.warmup_steps or set optimizer.grad_clip"
         if not self.cfg.train.skip_nonfinite:
             fix += ", or let train.skip_nonfinite=N skip such steps"
+        m = self.cfg.model
+        weights = {"model.z_loss": m.z_loss, "model.mtp_weight": m.mtp_weight if m.mtp_depth else 0.0,
+                   "model.moe.load_balance_loss": m.moe.load_balance_loss if m.moe.num_experts else 0.0,
+                   "model.moe.router_z_loss": m.moe.router_z_loss if m.moe.num_experts else 0.0,
+                   "model.mla.index_kl": m.mla.index_kl if m.mla.kv_rank and m.mla.index_heads else 0.0,
+                   "model.csa.index_kl": m.csa.index_kl if "C" in compress_kinds(m) else 0.0}
+        heavy = [f"{name}={w:g}" for name, w in weights.items() if w > 100]  # (an auxiliary loss far over the
+        # cross-entropy: the likelier cause)
+        if heavy:
+            fix = f"lower {', '.join(heavy)} (an auxiliary loss weighed far above the cross-entropy), or {fix}"
         return f"training diverged at step {step}: {why}; nothing was saved after it and {keep}; {fix}"
 
     def event(self, step: int, event: str, **fields) -> None:
