@@ -83,7 +83,7 @@ from spmdgpt.model.context import flatten, unflatten
 from spmdgpt.model.info import matrix, residual_std, vector
 from spmdgpt.model.kernels import causal_mask, window_mask
 from spmdgpt.model.layers import rms, rms_normalize, rope_frequencies
-from spmdgpt.model.mla import index_scores, indexer_kl, top_keys
+from spmdgpt.model.mla import index_scores, indexer_kl, indexer_training_errors, top_keys
 
 F32 = jnp.float32
 
@@ -619,13 +619,7 @@ def config_errors(m: ModelConfig) -> List[str]:
         if c.index_topk < 1:
             errs.append(f"model.csa.index_topk={c.index_topk} must be >= 1 (entries each query attends to; all while "
                         "there are fewer)")
-        if c.index_train not in ("sparse", "dense"):
-            errs.append(f"model.csa.index_train={c.index_train!r} must be sparse or dense (the warm-up)")
-        if not 0 <= c.index_kl < float("inf"):
-            errs.append(f"model.csa.index_kl={c.index_kl} must be a finite number >= 0 (the indexer's KL loss weight)")
-        elif c.index_train == "dense" and not c.index_kl:
-            errs.append("model.csa.index_train=dense with model.csa.index_kl=0: the warm-up trains the indexer by its "
-                        "KL loss alone, so nothing would learn; set model.csa.index_kl > 0")
+        errs += indexer_training_errors("model.csa", c.index_train, c.index_kl)
     elif c.index_train != "sparse" or c.index_kl != 1.0:
         errs.append(f"model.csa.index_train / index_kl with model.csa.pattern={c.pattern!r}: they train the C layers' "
                     "indexer, and this model has no C layer; add C to the pattern or leave them unset")

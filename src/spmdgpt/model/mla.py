@@ -340,6 +340,20 @@ def _sparse_attention(cfg: ModelConfig, rules: Rules, p: Mla, x: jax.Array, u: U
     return output_projection(rules, p, o, True), arrays, {"indexer_kl": kl / (u.batch * t)}
 
 
+def indexer_training_errors(section: str, train: str, kl: float) -> List[str]:
+    """The indexer's training fields of `section` (model.mla, or model.csa for DeepSeek-V4's C layers):
+    index_train sparse or dense, index_kl finite and >= 0, and > 0 for the dense warm-up."""
+    errs = []
+    if train not in ("sparse", "dense"):
+        errs.append(f"{section}.index_train={train!r} must be sparse or dense (the warm-up)")
+    if not 0 <= kl < float("inf"):
+        errs.append(f"{section}.index_kl={kl} must be a finite number >= 0 (the indexer's KL loss weight)")
+    elif train == "dense" and not kl:
+        errs.append(f"{section}.index_train=dense with {section}.index_kl=0: the warm-up trains the indexer by its "
+                    f"KL loss alone, so nothing would learn; set {section}.index_kl > 0")
+    return errs
+
+
 def mla_losses(cfg: ModelConfig) -> dict:
     """The indexer's KL loss and its weight (model.mla.index_kl), with the indexer on."""
     return {"indexer_kl": cfg.mla.index_kl} if indexed(cfg) else {}
@@ -389,13 +403,7 @@ def config_errors(m: ModelConfig) -> List[str]:
                         "indexer rotates its first rope_dim dimensions)")
         if a.index_topk < 1:
             errs.append(f"model.mla.index_topk={a.index_topk} must be >= 1 (keys each query attends to)")
-        if a.index_train not in ("sparse", "dense"):
-            errs.append(f"model.mla.index_train={a.index_train!r} must be sparse or dense (the warm-up)")
-        if not 0 <= a.index_kl < float("inf"):
-            errs.append(f"model.mla.index_kl={a.index_kl} must be a finite number >= 0 (the indexer's KL loss weight)")
-        elif a.index_train == "dense" and not a.index_kl:
-            errs.append("model.mla.index_train=dense with model.mla.index_kl=0: the warm-up trains the indexer by its "
-                        "KL loss alone, so nothing would learn; set model.mla.index_kl > 0")
+        errs += indexer_training_errors("model.mla", a.index_train, a.index_kl)
         if m.sliding_window or m.attention_chunk:
             errs.append("model.sliding_window / attention_chunk with model.mla.index_heads > 0: DeepSeek Sparse "
                         "Attention selects among all past keys; unset them")
