@@ -312,7 +312,8 @@ def test_init_from_loads_parameters_only(tmp_path, capsys):
     ft = losses(tmp_path / "ft")
     assert r.resumed_from is None and sorted(ft) == [1, 2]
     assert ft[1] < 0.5 * src_losses[1]  # starts from the trained parameters, not from scratch
-    capsys.readouterr()
+    assert (f"initialised from checkpoint.init_from={src}: its parameters (its newest checkpoint's), a fresh "
+            "optimizer state, from step 0") in capsys.readouterr().err
     code = main(["train", *_inproc(tmp_path / "bad", "model.d_model=32", f"checkpoint.init_from={src}")])
     err = capsys.readouterr().err
     assert code == 2

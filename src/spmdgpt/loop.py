@@ -235,6 +235,10 @@ class _Loop:
             self.say(f"resumed from the checkpoint at step {self.resumed_from}")
         if self.kind == StartKind.restarted:
             self.say("restarted from step 0: the run stopped before its first checkpoint")
+        if self.kind == StartKind.init_from:
+            self.say(f"initialised from checkpoint.init_from={self.cfg.checkpoint.init_from}: its parameters ("
+                     + ("the folder's weights" if self.cfg.checkpoint.init_from.startswith("hf:") else
+                        "its newest checkpoint's") + "), a fresh optimizer state, from step 0")
         if int(self.state.step) >= self.cfg.train.steps:
             self.say(f"nothing to do: the run already has {int(self.state.step)} >= "
                      f"train.steps={self.cfg.train.steps} steps")
